@@ -1,0 +1,94 @@
+package models
+
+import (
+	"strings"
+	"time"
+)
+
+// Known agent types.
+var AgentTypes = []string{"claude", "codex", "cursor", "aider", "command"}
+
+// Agent is a registered worker that executes tasks.
+type Agent struct {
+	ID                string     `json:"id"`
+	Name              string     `json:"name"`
+	AgentType         string     `json:"agent_type"`
+	State             AgentState `json:"state"`
+	CurrentTaskID     *string    `json:"current_task_id,omitempty"`
+	CheckoutPath      *string    `json:"checkout_path,omitempty"`
+	RepoID            *string    `json:"repo_id,omitempty"`
+	PID               *int       `json:"pid,omitempty"`
+	LastHeartbeat     *time.Time `json:"last_heartbeat,omitempty"`
+	TotalTokensUsed   int64      `json:"total_tokens_used"`
+	SessionTokensUsed int64      `json:"session_tokens_used"`
+	CreatedAt         time.Time  `json:"created_at"`
+}
+
+// ApplyDefaults fills unset fields.
+func (a *Agent) ApplyDefaults() {
+	if a.State == "" {
+		a.State = AgentIdle
+	}
+	if a.Name == "" {
+		a.Name = a.ID
+	}
+}
+
+// Validate checks an agent registration.
+func (a *Agent) Validate() error {
+	switch {
+	case !ValidID(a.ID):
+		return Errorf(CodeInvalid, "agent id %q: use 1-64 lower-case letters, digits, '-' or '_'", a.ID)
+	case strings.TrimSpace(a.Name) == "" || len(a.Name) > 200:
+		return Errorf(CodeInvalid, "agent name: must be 1-200 characters")
+	case !validAgentType(a.AgentType):
+		return Errorf(CodeInvalid, "agent_type: must be one of %s (got %q)", strings.Join(AgentTypes, ", "), a.AgentType)
+	case !a.State.Valid():
+		return Errorf(CodeInvalid, "state: unknown agent state %q", a.State)
+	}
+	return nil
+}
+
+func validAgentType(t string) bool {
+	for _, k := range AgentTypes {
+		if k == t {
+			return true
+		}
+	}
+	return false
+}
+
+// TaskContext is everything handed to an agent for one task; it is built at
+// dispatch time, not stored.
+type TaskContext struct {
+	Description        string           `json:"description"`
+	AcceptanceCriteria []string         `json:"acceptance_criteria"`
+	TestCommands       []string         `json:"test_commands"`
+	CheckoutPath       string           `json:"checkout_path"`
+	BranchName         string           `json:"branch_name"`
+	AttachedContext    []string         `json:"attached_context"`
+	MCPServers         []map[string]any `json:"mcp_servers"`
+	Tools              []string         `json:"tools"`
+}
+
+// AgentOutput is what an agent reports when a run ends.
+type AgentOutput struct {
+	Result       AgentResult `json:"result"`
+	Summary      string      `json:"summary"`
+	FilesChanged []string    `json:"files_changed"`
+	TokensUsed   int64       `json:"tokens_used"`
+	ErrorMessage *string     `json:"error_message,omitempty"`
+}
+
+// Validate checks an agent's report.
+func (o *AgentOutput) Validate() error {
+	switch {
+	case !o.Result.Valid():
+		return Errorf(CodeInvalid, "result: unknown agent result %q", o.Result)
+	case o.TokensUsed < 0:
+		return Errorf(CodeInvalid, "tokens_used: must not be negative")
+	case o.Result == ResultFailed && (o.ErrorMessage == nil || *o.ErrorMessage == ""):
+		return Errorf(CodeInvalid, "error_message: required when result is FAILED")
+	}
+	return nil
+}

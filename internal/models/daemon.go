@@ -1,0 +1,40 @@
+package models
+
+import "time"
+
+// LeaseHolder identifies the daemon that holds a database's lease.
+type LeaseHolder struct {
+	Owner     string    `json:"owner"`
+	Hostname  string    `json:"hostname"`
+	PID       int       `json:"pid"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// TokenUsage is one append-only entry of the token ledger.
+type TokenUsage struct {
+	ProjectID  string    `json:"project_id"`
+	TaskID     string    `json:"task_id,omitempty"`
+	AgentID    string    `json:"agent_id,omitempty"`
+	HookRunID  string    `json:"hook_run_id,omitempty"`
+	Input      int64     `json:"input_tokens"`
+	Output     int64     `json:"output_tokens"`
+	CacheRead  int64     `json:"cache_read_tokens"`
+	CacheWrite int64     `json:"cache_write_tokens"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// Total is the number of tokens the entry counts against budgets.
+func (u TokenUsage) Total() int64 { return u.Input + u.Output + u.CacheRead + u.CacheWrite }
+
+// OutboxMessage is a notification written in a state change's transaction
+// and delivered after commit, de-duplicated by Key.
+type OutboxMessage struct {
+	ID        int64     `json:"id"`
+	Key       string    `json:"key"`
+	Kind      string    `json:"kind"`
+	ProjectID string    `json:"project_id,omitempty"`
+	TaskID    string    `json:"task_id,omitempty"`
+	Payload   string    `json:"payload"`
+	Attempts  int       `json:"attempts"`
+	CreatedAt time.Time `json:"created_at"`
+}

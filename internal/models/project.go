@@ -1,0 +1,207 @@
+package models
+
+import (
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Defaults of the specification for projects and repos.
+const (
+	DefaultCreditWeight        = 1.0
+	DefaultMaxConcurrentAgents = 2
+	DefaultBranch              = "main"
+)
+
+// Project is the top-level unit: tasks, repos and agents belong to one.
+type Project struct {
+	ID                  string        `json:"id"`
+	Name                string        `json:"name"`
+	CreditWeight        float64       `json:"credit_weight"`
+	MaxConcurrentAgents int           `json:"max_concurrent_agents"`
+	Status              ProjectStatus `json:"status"`
+	TotalTokensUsed     int64         `json:"total_tokens_used"`
+	// BudgetLimit caps total tokens; nil means unlimited.
+	BudgetLimit *int64 `json:"budget_limit,omitempty"`
+	// DiscordChannelID routes the project's notices; nil means the control channel.
+	DiscordChannelID *string     `json:"discord_channel_id,omitempty"`
+	Repo             *RepoConfig `json:"repo,omitempty"`
+	CreatedAt        time.Time   `json:"created_at"`
+	UpdatedAt        time.Time   `json:"updated_at"`
+}
+
+// RepoConfig describes the source repository attached to a project.
+type RepoConfig struct {
+	ID               string         `json:"id"`
+	ProjectID        string         `json:"project_id"`
+	SourceType       RepoSourceType `json:"source_type"`
+	URL              string         `json:"url,omitempty"`
+	SourcePath       string         `json:"source_path,omitempty"`
+	DefaultBranch    string         `json:"default_branch"`
+	CheckoutBasePath string         `json:"checkout_base_path,omitempty"`
+	// InPlace lets agents work in a LINK repo's own checkout instead of worktrees.
+	InPlace bool `json:"in_place,omitempty"`
+}
+
+var (
+	idPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+	branchPattern = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,200}$`)
+)
+
+// ValidID reports whether id is usable as a project, agent or hook id:
+// lower-case letters, digits, '-' and '_', at most 64 characters.
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
+// ApplyDefaults fills the specification's defaults into unset fields.
+func (p *Project) ApplyDefaults() {
+	if p.CreditWeight == 0 {
+		p.CreditWeight = DefaultCreditWeight
+	}
+	if p.MaxConcurrentAgents == 0 {
+		p.MaxConcurrentAgents = DefaultMaxConcurrentAgents
+	}
+	if p.Status == "" {
+		p.Status = ProjectActive
+	}
+	if p.Name == "" {
+		p.Name = p.ID
+	}
+	if p.Repo != nil {
+		p.Repo.ApplyDefaults(p.ID)
+	}
+}
+
+// Validate checks a project and its repo, naming the first bad field.
+func (p *Project) Validate() error {
+	switch {
+	case !ValidID(p.ID):
+		return Errorf(CodeInvalid, "project id %q: use 1-64 lower-case letters, digits, '-' or '_'", p.ID)
+	case strings.TrimSpace(p.Name) == "" || len(p.Name) > 200:
+		return Errorf(CodeInvalid, "project name: must be 1-200 characters")
+	case !(p.CreditWeight > 0) || p.CreditWeight > 1e6:
+		return Errorf(CodeInvalid, "credit_weight: must be greater than 0 (got %v)", p.CreditWeight)
+	case p.MaxConcurrentAgents < 1 || p.MaxConcurrentAgents > 1000:
+		return Errorf(CodeInvalid, "max_concurrent_agents: must be between 1 and 1000 (got %d)", p.MaxConcurrentAgents)
+	case !p.Status.Valid():
+		return Errorf(CodeInvalid, "status: unknown project status %q", p.Status)
+	case p.BudgetLimit != nil && *p.BudgetLimit < 0:
+		return Errorf(CodeInvalid, "budget_limit: must not be negative")
+	case p.TotalTokensUsed < 0:
+		return Errorf(CodeInvalid, "total_tokens_used: must not be negative")
+	}
+	if p.Repo != nil {
+		if err := p.Repo.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ApplyDefaults fills the repo's defaults; the repo id defaults to the project id.
+func (r *RepoConfig) ApplyDefaults(projectID string) {
+	r.ProjectID = projectID
+	if r.ID == "" {
+		r.ID = projectID
+	}
+	if r.DefaultBranch == "" {
+		r.DefaultBranch = DefaultBranch
+	}
+}
+
+// Validate checks that the fields fit the source type.
+func (r *RepoConfig) Validate() error {
+	switch r.SourceType {
+	case RepoClone:
+		if strings.TrimSpace(r.URL) == "" {
+			return Errorf(CodeInvalid, "repo.url: required for source_type CLONE")
+		}
+		if r.SourcePath != "" {
+			return Errorf(CodeInvalid, "repo.source_path: not used with source_type CLONE")
+		}
+		if strings.HasPrefix(r.URL, "-") || strings.ContainsAny(r.URL, " \n\t") {
+			return Errorf(CodeInvalid, "repo.url: %q is not a repository URL or path", r.URL)
+		}
+	case RepoLink:
+		if r.SourcePath == "" || !filepath.IsAbs(r.SourcePath) {
+			return Errorf(CodeInvalid, "repo.source_path: an absolute path is required for source_type LINK")
+		}
+		if r.URL != "" {
+			return Errorf(CodeInvalid, "repo.url: not used with source_type LINK")
+		}
+	case RepoInit:
+		if r.URL != "" {
+			return Errorf(CodeInvalid, "repo.url: not used with source_type INIT")
+		}
+		if r.SourcePath != "" && !filepath.IsAbs(r.SourcePath) {
+			return Errorf(CodeInvalid, "repo.source_path: must be an absolute path")
+		}
+	default:
+		return Errorf(CodeInvalid, "repo.source_type: must be CLONE, LINK or INIT (got %q)", r.SourceType)
+	}
+	if !ValidID(r.ID) {
+		return Errorf(CodeInvalid, "repo.id %q: use 1-64 lower-case letters, digits, '-' or '_'", r.ID)
+	}
+	if !branchPattern.MatchString(r.DefaultBranch) || strings.Contains(r.DefaultBranch, "..") ||
+		strings.HasPrefix(r.DefaultBranch, "-") || strings.HasPrefix(r.DefaultBranch, "/") {
+		return Errorf(CodeInvalid, "repo.default_branch: %q is not a valid branch name", r.DefaultBranch)
+	}
+	if r.CheckoutBasePath != "" && !filepath.IsAbs(r.CheckoutBasePath) {
+		return Errorf(CodeInvalid, "repo.checkout_base_path: must be an absolute path")
+	}
+	if r.InPlace && r.SourceType != RepoLink {
+		return Errorf(CodeInvalid, "repo.in_place: only for source_type LINK")
+	}
+	return nil
+}
+
+// ProjectPatch is a partial update of a project: nil fields are left alone.
+type ProjectPatch struct {
+	Name                *string        `json:"name,omitempty"`
+	CreditWeight        *float64       `json:"credit_weight,omitempty"`
+	MaxConcurrentAgents *int           `json:"max_concurrent_agents,omitempty"`
+	Status              *ProjectStatus `json:"status,omitempty"`
+	// BudgetLimit sets the budget; a negative value clears it (unlimited).
+	BudgetLimit *int64 `json:"budget_limit,omitempty"`
+	// DiscordChannelID sets the channel; an empty string clears it.
+	DiscordChannelID *string     `json:"discord_channel_id,omitempty"`
+	Repo             *RepoConfig `json:"repo,omitempty"`
+}
+
+// Apply returns p with the patch applied and validated.
+func (pp ProjectPatch) Apply(p Project) (Project, error) {
+	if pp.Name != nil {
+		p.Name = *pp.Name
+	}
+	if pp.CreditWeight != nil {
+		p.CreditWeight = *pp.CreditWeight
+	}
+	if pp.MaxConcurrentAgents != nil {
+		p.MaxConcurrentAgents = *pp.MaxConcurrentAgents
+	}
+	if pp.Status != nil {
+		p.Status = *pp.Status
+	}
+	if pp.BudgetLimit != nil {
+		if *pp.BudgetLimit < 0 {
+			p.BudgetLimit = nil
+		} else {
+			v := *pp.BudgetLimit
+			p.BudgetLimit = &v
+		}
+	}
+	if pp.DiscordChannelID != nil {
+		if *pp.DiscordChannelID == "" {
+			p.DiscordChannelID = nil
+		} else {
+			v := *pp.DiscordChannelID
+			p.DiscordChannelID = &v
+		}
+	}
+	if pp.Repo != nil {
+		r := *pp.Repo
+		r.ApplyDefaults(p.ID)
+		p.Repo = &r
+	}
+	return p, p.Validate()
+}

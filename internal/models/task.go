@@ -1,0 +1,232 @@
+package models
+
+import (
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Task defaults of the specification.
+const (
+	DefaultPriority   = 100
+	DefaultMaxRetries = 3
+)
+
+// Limits on user-supplied task text.
+const (
+	MaxTitleLen        = 300
+	MaxDescriptionLen  = 200_000
+	MaxMetadataEntries = 64
+	MaxMetadataLen     = 4096
+	MaxListEntries     = 100
+)
+
+// Task is a unit of work executed by an agent.
+type Task struct {
+	ID               string           `json:"id"`
+	ProjectID        string           `json:"project_id"`
+	Title            string           `json:"title"`
+	Description      string           `json:"description"`
+	Priority         int              `json:"priority"`
+	Status           TaskStatus       `json:"status"`
+	VerificationType VerificationType `json:"verification_type"`
+	RetryCount       int              `json:"retry_count"`
+	MaxRetries       int              `json:"max_retries"`
+	ParentTaskID     *string          `json:"parent_task_id,omitempty"`
+	RepoID           *string          `json:"repo_id,omitempty"`
+	AssignedAgentID  *string          `json:"assigned_agent_id,omitempty"`
+	BranchName       *string          `json:"branch_name,omitempty"`
+	ResumeAfter      *time.Time       `json:"resume_after,omitempty"`
+	RequiresApproval bool             `json:"requires_approval"`
+	PRURL            *string          `json:"pr_url,omitempty"`
+	PlanSource       *string          `json:"plan_source,omitempty"`
+	IsPlanSubtask    bool             `json:"is_plan_subtask"`
+
+	// Kind groups tasks for dedupe and rules (seed Core Concepts).
+	Kind string `json:"kind,omitempty"`
+	// Metadata is free key/value data matched by dedupe strategies and rules.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// CreatedBy names the person or system that created the task.
+	CreatedBy string `json:"created_by,omitempty"`
+	// NotBefore keeps a READY task from starting before this time.
+	NotBefore *time.Time `json:"not_before,omitempty"`
+	// ExpectedCount is how many items of work the task is expected to process.
+	ExpectedCount int `json:"expected_count,omitempty"`
+	// SuccessCount and FailureCount count processed items that succeeded or failed.
+	SuccessCount int `json:"success_count"`
+	FailureCount int `json:"failure_count"`
+
+	AcceptanceCriteria []string `json:"acceptance_criteria,omitempty"`
+	TestCommands       []string `json:"test_commands,omitempty"`
+
+	// StatusReason is the reason recorded with the latest transition.
+	StatusReason string `json:"status_reason,omitempty"`
+	// CascadeRootID names the BLOCKED task whose failure blocked this one
+	// through UPSTREAM_FAILED; empty otherwise.
+	CascadeRootID string    `json:"cascade_root_id,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+}
+
+// ApplyDefaults fills the specification's defaults into unset fields.
+func (t *Task) ApplyDefaults() {
+	if t.Status == "" {
+		t.Status = StatusDefined
+	}
+	if t.VerificationType == "" {
+		t.VerificationType = VerifyAutoTest
+	}
+}
+
+// Validate checks the task's fields and the specification's constraints.
+func (t *Task) Validate() error {
+	if err := t.validateContent(); err != nil {
+		return err
+	}
+	return t.ValidateConstraints()
+}
+
+func (t *Task) validateContent() error {
+	switch {
+	case strings.TrimSpace(t.Title) == "":
+		return Errorf(CodeInvalid, "title: required")
+	case utf8.RuneCountInString(t.Title) > MaxTitleLen:
+		return Errorf(CodeInvalid, "title: at most %d characters", MaxTitleLen)
+	case len(t.Description) > MaxDescriptionLen:
+		return Errorf(CodeInvalid, "description: at most %d bytes", MaxDescriptionLen)
+	case t.Priority < 0:
+		return Errorf(CodeInvalid, "priority: must not be negative (0 is the most urgent)")
+	case !t.VerificationType.Valid():
+		return Errorf(CodeInvalid, "verification_type: must be AUTO_TEST, QA_AGENT or HUMAN (got %q)", t.VerificationType)
+	case t.MaxRetries < 0 || t.MaxRetries > 100:
+		return Errorf(CodeInvalid, "max_retries: must be between 0 and 100")
+	case t.ExpectedCount < 0:
+		return Errorf(CodeInvalid, "expected_count: must not be negative")
+	case len(t.Kind) > 100:
+		return Errorf(CodeInvalid, "kind: at most 100 characters")
+	case len(t.Metadata) > MaxMetadataEntries:
+		return Errorf(CodeInvalid, "metadata: at most %d entries", MaxMetadataEntries)
+	case len(t.AcceptanceCriteria) > MaxListEntries:
+		return Errorf(CodeInvalid, "acceptance_criteria: at most %d entries", MaxListEntries)
+	case len(t.TestCommands) > MaxListEntries:
+		return Errorf(CodeInvalid, "test_commands: at most %d entries", MaxListEntries)
+	}
+	for k, v := range t.Metadata {
+		if k == "" || len(k) > 100 || len(v) > MaxMetadataLen {
+			return Errorf(CodeInvalid, "metadata[%q]: keys are 1-100 bytes, values at most %d bytes", k, MaxMetadataLen)
+		}
+	}
+	for i, c := range t.TestCommands {
+		if strings.TrimSpace(c) == "" {
+			return Errorf(CodeInvalid, "test_commands[%d]: empty command", i)
+		}
+	}
+	return nil
+}
+
+// ValidateConstraints checks the specification's state constraints:
+// retry_count ≤ max_retries, PAUSED ⇒ resume_after, and ASSIGNED or
+// IN_PROGRESS ⇒ assigned_agent_id.
+func (t *Task) ValidateConstraints() error {
+	switch {
+	case !t.Status.Valid():
+		return Errorf(CodeInvalid, "status: unknown task status %q", t.Status)
+	case t.RetryCount < 0 || t.RetryCount > t.MaxRetries:
+		return Errorf(CodeInvalid, "retry_count %d: must be between 0 and max_retries (%d)", t.RetryCount, t.MaxRetries)
+	case t.Status == StatusPaused && t.ResumeAfter == nil:
+		return Errorf(CodeInvalid, "task %s: a PAUSED task needs resume_after", t.ID)
+	case (t.Status == StatusAssigned || t.Status == StatusInProgress) && (t.AssignedAgentID == nil || *t.AssignedAgentID == ""):
+		return Errorf(CodeInvalid, "task %s: an %s task needs assigned_agent_id", t.ID, t.Status)
+	}
+	return nil
+}
+
+// MatchesFields reports whether t has the given kind and equal metadata
+// values (a missing key equals only a missing key) for every field.
+func (t *Task) MatchesFields(kind string, other map[string]string, fields []string) bool {
+	if t.Kind != kind {
+		return false
+	}
+	for _, f := range fields {
+		a, okA := t.Metadata[f]
+		b, okB := other[f]
+		if okA != okB || a != b {
+			return false
+		}
+	}
+	return true
+}
+
+// Dependency is the fact recorded for one dependency edge: Downstream
+// depends on Upstream.
+type Dependency struct {
+	Downstream      string         `json:"downstream"`
+	Upstream        string         `json:"upstream"`
+	RequiresSuccess bool           `json:"requires_success"`
+	Resolution      EdgeResolution `json:"resolution"`
+	ResolvedAt      *time.Time     `json:"resolved_at,omitempty"`
+	// ResolvingEventID is the task_events row that last resolved the edge.
+	ResolvingEventID *int64 `json:"resolving_event_id,omitempty"`
+}
+
+// EventRecord is one row of the task audit log.
+type EventRecord struct {
+	ID        int64      `json:"id"`
+	TaskID    string     `json:"task_id"`
+	From      TaskStatus `json:"from"`
+	To        TaskStatus `json:"to"`
+	Event     TaskEvent  `json:"event"`
+	Reason    string     `json:"reason,omitempty"`
+	Actor     string     `json:"actor,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+}
+
+// TaskDetail is a task with its edges, in both directions, and its events.
+type TaskDetail struct {
+	Task         Task          `json:"task"`
+	Dependencies []Dependency  `json:"dependencies"`
+	Dependents   []Dependency  `json:"dependents"`
+	Events       []EventRecord `json:"events"`
+}
+
+// TaskFilter selects tasks for listing. Zero fields do not filter.
+type TaskFilter struct {
+	ProjectID string
+	Statuses  []TaskStatus
+	// Limit caps the result (default and maximum set by the store).
+	Limit int
+	// AfterID continues a listing after the task with this id (keyset paging).
+	AfterID string
+}
+
+// TransitionRequest asks for one event to be applied to one task.
+type TransitionRequest struct {
+	TaskID string
+	Event  TaskEvent
+	// ExpectFrom, when set, is the status the caller saw: the change applies
+	// only from that status. A repeat of an event already applied from it is
+	// answered as a duplicate, not an error.
+	ExpectFrom TaskStatus
+	Reason     string
+	Actor      string
+	// AgentID is recorded as assigned_agent_id by ASSIGNED.
+	AgentID string
+	// ResumeAfter is recorded by events that pause the task.
+	ResumeAfter *time.Time
+}
+
+// TransitionResult says what a transition did.
+type TransitionResult struct {
+	Task Task       `json:"task"`
+	From TaskStatus `json:"from"`
+	To   TaskStatus `json:"to"`
+	// Duplicate is true when the same event had already been applied and
+	// nothing changed.
+	Duplicate bool `json:"duplicate,omitempty"`
+	// Promoted lists tasks that became READY in the same transaction.
+	Promoted []string `json:"promoted,omitempty"`
+	// Blocked lists tasks blocked by the UPSTREAM_FAILED cascade.
+	Blocked []string `json:"blocked,omitempty"`
+	// Reopened lists tasks returned to DEFINED by UPSTREAM_REOPENED.
+	Reopened []string `json:"reopened,omitempty"`
+}

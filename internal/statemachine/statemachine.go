@@ -1,0 +1,119 @@
+package statemachine
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+type key struct {
+	from  models.TaskStatus
+	event models.TaskEvent
+}
+
+// Row is one entry of the transition table.
+type Row struct {
+	From  models.TaskStatus
+	Event models.TaskEvent
+	To    models.TaskStatus
+}
+
+// rows is the transition table: the Agent Queue specification's rows, then
+// the three extensions. It is the only authority on legal status changes.
+var rows = []Row{
+	// Core lifecycle.
+	{models.StatusDefined, models.EventDepsMet, models.StatusReady},
+	{models.StatusReady, models.EventAssigned, models.StatusAssigned},
+	{models.StatusAssigned, models.EventAgentStarted, models.StatusInProgress},
+	{models.StatusInProgress, models.EventAgentCompleted, models.StatusVerifying},
+	{models.StatusVerifying, models.EventVerifyPassed, models.StatusCompleted},
+	{models.StatusVerifying, models.EventPRCreated, models.StatusAwaitingApproval},
+	{models.StatusAwaitingApproval, models.EventPRMerged, models.StatusCompleted},
+	// Failure and retry.
+	{models.StatusInProgress, models.EventAgentFailed, models.StatusFailed},
+	{models.StatusVerifying, models.EventVerifyFailed, models.StatusFailed},
+	{models.StatusFailed, models.EventRetry, models.StatusReady},
+	{models.StatusFailed, models.EventMaxRetries, models.StatusBlocked},
+	// Pause and resume.
+	{models.StatusInProgress, models.EventTokensExhausted, models.StatusPaused},
+	{models.StatusInProgress, models.EventAgentQuestion, models.StatusWaitingInput},
+	{models.StatusWaitingInput, models.EventHumanReplied, models.StatusInProgress},
+	{models.StatusWaitingInput, models.EventInputTimeout, models.StatusPaused},
+	{models.StatusPaused, models.EventResumeTimer, models.StatusReady},
+	// Direct shortcuts from IN_PROGRESS.
+	{models.StatusInProgress, models.EventMaxRetries, models.StatusBlocked},
+	{models.StatusInProgress, models.EventRetry, models.StatusReady},
+	// Administrative.
+	{models.StatusBlocked, models.EventAdminSkip, models.StatusCompleted},
+	{models.StatusFailed, models.EventAdminSkip, models.StatusCompleted},
+	{models.StatusInProgress, models.EventAdminStop, models.StatusBlocked},
+	{models.StatusBlocked, models.EventAdminRestart, models.StatusReady},
+	{models.StatusFailed, models.EventAdminRestart, models.StatusReady},
+	{models.StatusCompleted, models.EventAdminRestart, models.StatusReady},
+	{models.StatusPaused, models.EventAdminRestart, models.StatusReady},
+	{models.StatusDefined, models.EventAdminRestart, models.StatusReady},
+	{models.StatusAssigned, models.EventAdminRestart, models.StatusReady},
+	{models.StatusAwaitingApproval, models.EventAdminRestart, models.StatusReady},
+	{models.StatusVerifying, models.EventAdminRestart, models.StatusReady},
+	{models.StatusWaitingInput, models.EventAdminRestart, models.StatusReady},
+	// PR lifecycle.
+	{models.StatusAwaitingApproval, models.EventPRClosed, models.StatusBlocked},
+	// Errors and timeouts.
+	{models.StatusInProgress, models.EventTimeout, models.StatusBlocked},
+	{models.StatusAssigned, models.EventTimeout, models.StatusBlocked},
+	{models.StatusAssigned, models.EventExecutionError, models.StatusReady},
+	// Daemon recovery.
+	{models.StatusInProgress, models.EventRecovery, models.StatusReady},
+	{models.StatusAssigned, models.EventRecovery, models.StatusReady},
+	// Extensions (see doc.go).
+	{models.StatusAwaitingApproval, models.EventHumanApproved, models.StatusCompleted},
+	{models.StatusDefined, models.EventUpstreamFailed, models.StatusBlocked},
+	{models.StatusBlocked, models.EventUpstreamReopened, models.StatusDefined},
+}
+
+var (
+	table       = map[key]models.TaskStatus{}
+	statusPairs = map[[2]models.TaskStatus]bool{}
+)
+
+func init() {
+	for _, r := range rows {
+		k := key{r.From, r.Event}
+		if _, dup := table[k]; dup {
+			panic(fmt.Sprintf("statemachine: duplicate row (%s, %s)", r.From, r.Event))
+		}
+		table[k] = r.To
+		statusPairs[[2]models.TaskStatus{r.From, r.To}] = true
+	}
+}
+
+// InvalidTransitionError is returned for a (status, event) pair that is not
+// in the table.
+type InvalidTransitionError struct {
+	State models.TaskStatus
+	Event models.TaskEvent
+}
+
+func (e *InvalidTransitionError) Error() string {
+	return fmt.Sprintf("Invalid transition: (%s, %s)", e.State, e.Event)
+}
+
+// TaskTransition returns the status that event moves a task in current to,
+// or an *InvalidTransitionError.
+func TaskTransition(current models.TaskStatus, event models.TaskEvent) (models.TaskStatus, error) {
+	to, ok := table[key{current, event}]
+	if !ok {
+		return "", &InvalidTransitionError{State: current, Event: event}
+	}
+	return to, nil
+}
+
+// IsValidStatusTransition reports whether some event moves a task from one
+// status to the other.
+func IsValidStatusTransition(from, to models.TaskStatus) bool {
+	return statusPairs[[2]models.TaskStatus{from, to}]
+}
+
+// Rows returns a copy of the transition table, in its documented order.
+func Rows() []Row { return slices.Clone(rows) }

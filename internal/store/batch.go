@@ -1,0 +1,445 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/statemachine"
+)
+
+// entry is a batch entry on its way into the database.
+type entry struct {
+	index int
+	src   models.BatchTask
+	task  models.Task
+	// deps are resolved upstreams: a task id, or "#<index>" for a new entry.
+	deps []resolvedDep
+	// skippedAs is the existing task a dedupe strategy matched.
+	skippedAs string
+	statuses  [][]models.TaskStatus
+}
+
+type resolvedDep struct {
+	node     string
+	required bool
+}
+
+func nodeOf(i int) string { return fmt.Sprintf("#%d", i) }
+
+// CreateTasks creates a batch of tasks all-or-nothing: every entry is
+// validated, dedupe strategies are applied, dependencies are resolved (local
+// ids first, then existing task ids), the whole graph — new edges and the
+// existing edges upstream of them — is checked for cycles, and each new task
+// starts READY when none of its dependencies is unmet, else DEFINED (BLOCKED
+// at once when a required upstream is already BLOCKED).
+func (s *Store) CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.BatchResult, error) {
+	entries, err := prepareBatch(b)
+	if err != nil {
+		return nil, err
+	}
+	var results []models.BatchResult
+	var promoted bool
+	err = s.withTx(ctx, func(tx *sql.Tx) error {
+		x := s.newTxn(ctx, tx)
+		if err := x.checkProjects(entries); err != nil {
+			return err
+		}
+		if err := x.dedupe(entries); err != nil {
+			return err
+		}
+		if err := x.resolveDeps(entries); err != nil {
+			return err
+		}
+		if err := x.checkCycles(entries); err != nil {
+			return err
+		}
+		if err := x.insert(entries); err != nil {
+			return err
+		}
+		results = make([]models.BatchResult, len(entries))
+		for i, e := range entries {
+			if e.skippedAs != "" {
+				results[i] = models.BatchResult{LocalID: e.src.LocalID, TaskID: e.skippedAs, Skipped: true}
+				continue
+			}
+			if _, err := x.run(change{taskID: e.task.ID, event: evalEvent, followUp: true}); err != nil {
+				return fmt.Errorf("evaluate task %s: %w", e.task.ID, err)
+			}
+		}
+		for i := range results {
+			id := results[i].TaskID
+			if id == "" {
+				id = entries[i].task.ID
+			}
+			var st models.TaskStatus
+			if err := tx.QueryRowContext(ctx, "SELECT status FROM tasks WHERE id = ?", id).Scan(&st); err != nil {
+				return err
+			}
+			results[i].LocalID, results[i].TaskID, results[i].Status = entries[i].src.LocalID, id, st
+		}
+		promoted = len(x.promoted) > 0
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create tasks: %w", err)
+	}
+	if promoted || len(results) > 0 {
+		s.changed()
+	}
+	return results, nil
+}
+
+// prepareBatch validates each entry on its own and builds its task.
+func prepareBatch(b models.TaskBatch) ([]*entry, error) {
+	if len(b.Tasks) == 0 {
+		return nil, models.Errorf(models.CodeInvalid, "tasks: the batch is empty")
+	}
+	if len(b.Tasks) > models.MaxBatchSize {
+		return nil, models.Errorf(models.CodeInvalid, "tasks: at most %d tasks per batch (got %d)", models.MaxBatchSize, len(b.Tasks))
+	}
+	locals := make(map[string]int, len(b.Tasks))
+	entries := make([]*entry, len(b.Tasks))
+	for i, bt := range b.Tasks {
+		where := fmt.Sprintf("tasks[%d]", i)
+		if bt.LocalID != "" {
+			where = fmt.Sprintf("tasks[%d] (%s)", i, bt.LocalID)
+			if j, dup := locals[bt.LocalID]; dup {
+				return nil, models.Errorf(models.CodeInvalid, "%s: id %q is already used by tasks[%d]", where, bt.LocalID, j)
+			}
+			locals[bt.LocalID] = i
+		}
+		t := models.Task{
+			ProjectID: firstNonEmpty(bt.ProjectID, b.ProjectID), Title: bt.Title, Description: bt.Description,
+			Priority: models.DefaultPriority, VerificationType: bt.VerificationType, MaxRetries: models.DefaultMaxRetries,
+			RequiresApproval: bt.RequiresApproval, IsPlanSubtask: bt.IsPlanSubtask, Kind: bt.Kind, Metadata: bt.Metadata,
+			CreatedBy: firstNonEmpty(bt.CreatedBy, b.CreatedBy), NotBefore: bt.NotBefore, ExpectedCount: bt.ExpectedCount,
+			AcceptanceCriteria: bt.AcceptanceCriteria, TestCommands: bt.TestCommands,
+		}
+		if bt.Priority != nil {
+			t.Priority = *bt.Priority
+		}
+		if bt.MaxRetries != nil {
+			t.MaxRetries = *bt.MaxRetries
+		}
+		if bt.ParentTaskID != "" {
+			t.ParentTaskID = &bt.ParentTaskID
+		}
+		if bt.RepoID != "" {
+			t.RepoID = &bt.RepoID
+		}
+		if bt.PlanSource != "" {
+			t.PlanSource = &bt.PlanSource
+		}
+		t.ApplyDefaults()
+		if t.ProjectID == "" {
+			return nil, models.Errorf(models.CodeInvalid, "%s: project_id: required (on the task or the batch)", where)
+		}
+		if err := t.Validate(); err != nil {
+			return nil, models.WrapError(models.CodeInvalid, err, "%s: %s", where, models.ErrorMessageOf(err))
+		}
+		e := &entry{index: i, src: bt, task: t}
+		for j, st := range bt.DedupeStrategy {
+			set, err := models.ResolveStatusSet(st.Status)
+			if err != nil {
+				return nil, models.WrapError(models.CodeInvalid, err, "%s: dedupe_strategy[%d]: %s", where, j, models.ErrorMessageOf(err))
+			}
+			e.statuses = append(e.statuses, set)
+		}
+		if len(bt.Dependencies) > models.MaxListEntries*10 {
+			return nil, models.Errorf(models.CodeInvalid, "%s: dependencies: at most %d", where, models.MaxListEntries*10)
+		}
+		entries[i] = e
+	}
+	// Resolve local references now; the rest must be existing tasks.
+	for _, e := range entries {
+		seen := map[string]bool{}
+		for j, d := range e.src.Dependencies {
+			where := fmt.Sprintf("tasks[%d].dependencies[%d]", e.index, j)
+			if d.ID == "" {
+				return nil, models.Errorf(models.CodeInvalid, "%s: id: required", where)
+			}
+			if seen[d.ID] {
+				return nil, models.Errorf(models.CodeInvalid, "%s: %q is listed twice", where, d.ID)
+			}
+			seen[d.ID] = true
+			if k, ok := locals[d.ID]; ok {
+				if k == e.index {
+					return nil, models.Errorf(models.CodeInvalid, "%s: a task cannot depend on itself (%s -> %s)", where, d.ID, d.ID)
+				}
+				e.deps = append(e.deps, resolvedDep{node: nodeOf(k), required: d.Required()})
+			} else {
+				e.deps = append(e.deps, resolvedDep{node: d.ID, required: d.Required()})
+			}
+		}
+	}
+	return entries, nil
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// checkProjects refuses entries of unknown or archived projects.
+func (x *txn) checkProjects(entries []*entry) error {
+	known := map[string]bool{}
+	for _, e := range entries {
+		pid := e.task.ProjectID
+		if known[pid] {
+			continue
+		}
+		var status models.ProjectStatus
+		err := x.tx.QueryRowContext(x.ctx, "SELECT status FROM projects WHERE id = ?", pid).Scan(&status)
+		if errors.Is(err, sql.ErrNoRows) {
+			return models.Errorf(models.CodeNotFound, "tasks[%d]: project %q not found", e.index, pid)
+		}
+		if err != nil {
+			return err
+		}
+		if status == models.ProjectArchived {
+			return models.Errorf(models.CodeConflict, "tasks[%d]: project %q is archived", e.index, pid)
+		}
+		known[pid] = true
+	}
+	return nil
+}
+
+// dedupe marks entries that match an existing task, or an earlier entry of
+// the same batch, under one of their strategies.
+func (x *txn) dedupe(entries []*entry) error {
+	for _, e := range entries {
+	strategies:
+		for j, st := range e.src.DedupeStrategy {
+			kind := firstNonEmpty(st.Kind, e.task.Kind)
+			for _, prev := range entries[:e.index] {
+				if prev.skippedAs == "" && prev.task.ProjectID == e.task.ProjectID &&
+					prev.task.MatchesFields(kind, e.task.Metadata, st.Fields) && containsStatus(e.statuses[j], models.StatusDefined) {
+					return models.Errorf(models.CodeInvalid,
+						"tasks[%d]: duplicates tasks[%d] of the same batch under dedupe_strategy[%d]", e.index, prev.index, j)
+				}
+			}
+			marks := strings.TrimSuffix(strings.Repeat("?,", len(e.statuses[j])), ",")
+			args := []any{e.task.ProjectID, kind}
+			for _, s := range e.statuses[j] {
+				args = append(args, s)
+			}
+			rows, err := x.tx.QueryContext(x.ctx, "SELECT "+taskColumns+` FROM tasks WHERE project_id = ? AND kind = ?
+				AND status IN (`+marks+`) ORDER BY rowid`, args...)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				t, err := scanTask(rows)
+				if err != nil {
+					rows.Close()
+					return err
+				}
+				if t.MatchesFields(kind, e.task.Metadata, st.Fields) {
+					e.skippedAs = t.ID
+					rows.Close()
+					break strategies
+				}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func containsStatus(set []models.TaskStatus, s models.TaskStatus) bool {
+	for _, v := range set {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveDeps checks that non-local dependencies exist and maps references
+// to deduped entries onto the existing tasks they matched.
+func (x *txn) resolveDeps(entries []*entry) error {
+	exists := map[string]bool{}
+	for _, e := range entries {
+		for j, d := range e.deps {
+			if strings.HasPrefix(d.node, "#") {
+				var k int
+				fmt.Sscanf(d.node, "#%d", &k)
+				if entries[k].skippedAs != "" {
+					e.deps[j].node = entries[k].skippedAs
+				}
+				continue
+			}
+			if exists[d.node] {
+				continue
+			}
+			var one int
+			err := x.tx.QueryRowContext(x.ctx, "SELECT 1 FROM tasks WHERE id = ?", d.node).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				return models.Errorf(models.CodeNotFound, "tasks[%d].dependencies[%d]: no task or batch entry %q", e.index, j, d.node)
+			}
+			if err != nil {
+				return err
+			}
+			exists[d.node] = true
+		}
+	}
+	return nil
+}
+
+// checkCycles validates the graph of the new entries together with the
+// existing edges upstream of the tasks they depend on.
+func (x *txn) checkCycles(entries []*entry) error {
+	graph := make(map[string][]string, len(entries))
+	var roots []string
+	for _, e := range entries {
+		if e.skippedAs != "" {
+			continue
+		}
+		n := nodeOf(e.index)
+		for _, d := range e.deps {
+			graph[n] = append(graph[n], d.node)
+			if !strings.HasPrefix(d.node, "#") {
+				roots = append(roots, d.node)
+			}
+		}
+	}
+	if err := x.loadUpstreamClosure(roots, graph); err != nil {
+		return err
+	}
+	err := statemachine.ValidateDAG(graph)
+	var cyc *statemachine.CyclicDependencyError
+	if errors.As(err, &cyc) {
+		name := func(n string) string {
+			var k int
+			if _, err := fmt.Sscanf(n, "#%d", &k); err == nil && strings.HasPrefix(n, "#") {
+				if id := entries[k].src.LocalID; id != "" {
+					return id
+				}
+				return fmt.Sprintf("tasks[%d]", k)
+			}
+			return n
+		}
+		return models.WrapError(models.CodeInvalid, err, "dependency cycle: %s -> %s", name(cyc.From), name(cyc.To))
+	}
+	return err
+}
+
+// loadUpstreamClosure adds to graph every existing edge reachable upstream
+// from roots.
+func (x *txn) loadUpstreamClosure(roots []string, graph map[string][]string) error {
+	seen := map[string]bool{}
+	frontier := roots
+	for len(frontier) > 0 {
+		var next []string
+		for _, id := range frontier {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			rows, err := x.tx.QueryContext(x.ctx, "SELECT upstream FROM task_dependencies WHERE downstream = ?", id)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var up string
+				if err := rows.Scan(&up); err != nil {
+					rows.Close()
+					return err
+				}
+				graph[id] = append(graph[id], up)
+				next = append(next, up)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		frontier = next
+	}
+	return nil
+}
+
+// insert names and inserts the new tasks as DEFINED with their edges,
+// resolving edges whose upstream has already finished.
+func (x *txn) insert(entries []*entry) error {
+	taken := map[string]bool{}
+	exists, err := x.tx.PrepareContext(x.ctx, "SELECT count(*) FROM tasks WHERE id = ?")
+	if err != nil {
+		return err
+	}
+	defer exists.Close()
+	ins, err := x.tx.PrepareContext(x.ctx, `INSERT INTO tasks (id, project_id, title, description, priority, status,
+		verification_type, retry_count, max_retries, parent_task_id, repo_id, requires_approval, plan_source,
+		is_plan_subtask, kind, metadata, created_by, not_before, expected_count, acceptance_criteria, test_commands,
+		created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
+	if err != nil {
+		return err
+	}
+	defer ins.Close()
+	for _, e := range entries {
+		if e.skippedAs != "" {
+			continue
+		}
+		id, err := models.UniqueTaskName(x.s.rnd, func(name string) (bool, error) {
+			if taken[name] {
+				return true, nil
+			}
+			var n int
+			err := exists.QueryRowContext(x.ctx, name).Scan(&n)
+			return n > 0, err
+		})
+		if err != nil {
+			return err
+		}
+		taken[id] = true
+		t := &e.task
+		t.ID, t.Status, t.CreatedAt, t.UpdatedAt = id, models.StatusDefined, x.now, x.now
+		if _, err := ins.ExecContext(x.ctx, t.ID, t.ProjectID, t.Title, t.Description, t.Priority, t.Status,
+			t.VerificationType, t.RetryCount, t.MaxRetries, nullString(t.ParentTaskID), nullString(t.RepoID),
+			t.RequiresApproval, nullString(t.PlanSource), t.IsPlanSubtask, t.Kind, encodeJSONColumn(t.Metadata, "{}"),
+			t.CreatedBy, nullNanos(t.NotBefore), t.ExpectedCount, encodeJSONColumn(t.AcceptanceCriteria, "[]"),
+			encodeJSONColumn(t.TestCommands, "[]"), toNanos(x.now), toNanos(x.now)); err != nil {
+			if strings.Contains(err.Error(), "FOREIGN KEY") {
+				return models.Errorf(models.CodeNotFound, "tasks[%d]: parent_task_id %q not found", e.index, e.src.ParentTaskID)
+			}
+			return err
+		}
+	}
+	edge, err := x.tx.PrepareContext(x.ctx, `INSERT INTO task_dependencies (downstream, upstream, requires_success,
+		resolution, resolved_at) SELECT ?, t.id, ?,
+		CASE WHEN t.status = 'COMPLETED' THEN 'SATISFIED'
+		     WHEN t.status = 'BLOCKED' THEN CASE WHEN ? THEN 'BROKEN' ELSE 'SATISFIED' END
+		     ELSE 'PENDING' END,
+		CASE WHEN t.status IN ('COMPLETED', 'BLOCKED') THEN ? END
+		FROM tasks t WHERE t.id = ?`)
+	if err != nil {
+		return err
+	}
+	defer edge.Close()
+	for _, e := range entries {
+		if e.skippedAs != "" {
+			continue
+		}
+		for _, d := range e.deps {
+			up := d.node
+			if strings.HasPrefix(up, "#") {
+				var k int
+				fmt.Sscanf(up, "#%d", &k)
+				up = entries[k].task.ID
+			}
+			if _, err := edge.ExecContext(x.ctx, e.task.ID, d.required, d.required, toNanos(x.now), up); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+// Package store keeps agentqueued's durable state in SQLite and holds all of
+// its SQL.
+//
+// The database runs in WAL mode with synchronous=FULL, foreign keys on, and
+// IMMEDIATE write transactions through a single writer connection; reads use
+// a separate read-only pool. Migrations are embedded, ordered by their number,
+// and each is applied in a transaction with its schema_migrations row.
+//
+// Every status change goes through ApplyEvent: the statemachine decides
+// whether (status, event) is legal, the task row is updated with
+// UPDATE … WHERE id = ? AND status = ? (a lost race is a conflict, never a
+// blind write), the event row is appended to task_events, and the effects
+// that belong to the change are written in the same transaction:
+//
+//   - Dependency facts. Each edge (downstream depends on upstream) carries
+//     requires_success and a resolution: PENDING, SATISFIED or BROKEN.
+//     When the upstream COMPLETES its edges become SATISFIED. When it
+//     becomes BLOCKED, requires_success=false edges become SATISFIED (the
+//     upstream finished either way) and requires_success=true edges become
+//     BROKEN. SATISFIED is final: an edge is satisfied at most once.
+//   - Promotion. A DEFINED task whose edges are all SATISFIED gets DEPS_MET →
+//     READY in the same transaction.
+//   - Cascade. A DEFINED task with a BROKEN edge gets UPSTREAM_FAILED →
+//     BLOCKED, transitively, with cascade_root_id naming the task whose
+//     failure started the chain and a reason naming it.
+//   - Reopen. When a BLOCKED task leaves BLOCKED (ADMIN_RESTART, ADMIN_SKIP,
+//     UPSTREAM_REOPENED), its BROKEN edges return to PENDING (or become
+//     SATISFIED when it completed), and every cascade-blocked dependent with
+//     no BROKEN edge left gets UPSTREAM_REOPENED → DEFINED and is re-evaluated,
+//     transitively: one admin action repairs a whole chain.
+//   - Outbox. Notable changes write an outbox row keyed by their event, to be
+//     delivered after commit.
+//
+// A repeated event — the same event arriving again after it was applied — is
+// answered as a duplicate and changes nothing.
+package store

@@ -1,0 +1,115 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// processAlive reports whether a process with pid exists on this host.
+// It is a variable so tests can stand in for the operating system.
+var processAlive = func(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// AcquireLease makes h the database's daemon until now+ttl. It fails with a
+// conflict naming the holder when another owner holds an unexpired lease,
+// unless that holder ran on the same host and its process is gone (a crash).
+func (s *Store) AcquireLease(ctx context.Context, h models.LeaseHolder, ttl time.Duration) error {
+	if h.Owner == "" || ttl <= 0 {
+		return errors.New("acquire lease: owner and a positive ttl are required")
+	}
+	now := s.now()
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		cur, err := readLease(ctx, tx)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if err == nil && cur.Owner != h.Owner && cur.ExpiresAt.After(now) {
+			crashed := cur.Hostname == h.Hostname && cur.PID != h.PID && !processAlive(cur.PID)
+			if !crashed {
+				return models.Errorf(models.CodeConflict,
+					"the database is in use by another agentqueued daemon (owner %s, host %s, pid %d, lease expires %s)",
+					cur.Owner, cur.Hostname, cur.PID, cur.ExpiresAt.Format(time.RFC3339))
+			}
+			s.log.Warn("taking over the lease of a daemon that is gone", "owner", cur.Owner, "pid", cur.PID)
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO daemon_lease (id, owner, hostname, pid, acquired_at, renewed_at, expires_at)
+			VALUES (1, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, hostname = excluded.hostname,
+			pid = excluded.pid, acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at, expires_at = excluded.expires_at`,
+			h.Owner, h.Hostname, h.PID, toNanos(now), toNanos(now), toNanos(now.Add(ttl)))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("acquire lease: %w", err)
+	}
+	return nil
+}
+
+func readLease(ctx context.Context, tx *sql.Tx) (models.LeaseHolder, error) {
+	var (
+		h       models.LeaseHolder
+		expires int64
+	)
+	err := tx.QueryRowContext(ctx, "SELECT owner, hostname, pid, expires_at FROM daemon_lease WHERE id = 1").
+		Scan(&h.Owner, &h.Hostname, &h.PID, &expires)
+	h.ExpiresAt = fromNanos(expires)
+	return h, err
+}
+
+// RenewLease extends owner's lease to now+ttl; it fails with a conflict when
+// owner no longer holds it.
+func (s *Store) RenewLease(ctx context.Context, owner string, ttl time.Duration) error {
+	now := s.now()
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "UPDATE daemon_lease SET renewed_at = ?, expires_at = ? WHERE id = 1 AND owner = ?",
+			toNanos(now), toNanos(now.Add(ttl)), owner)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return models.Errorf(models.CodeConflict, "lease lost: owner %s no longer holds it", owner)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("renew lease: %w", err)
+	}
+	return nil
+}
+
+// ReleaseLease gives up owner's lease; releasing a lease one does not hold
+// does nothing.
+func (s *Store) ReleaseLease(ctx context.Context, owner string) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "DELETE FROM daemon_lease WHERE id = 1 AND owner = ?", owner)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("release lease: %w", err)
+	}
+	return nil
+}
+
+// LeaseHolder returns the current lease, or not_found when none is held.
+func (s *Store) LeaseHolder(ctx context.Context) (models.LeaseHolder, error) {
+	var h models.LeaseHolder
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		h, err = readLease(ctx, tx)
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return h, models.Errorf(models.CodeNotFound, "no daemon holds the lease")
+	}
+	return h, err
+}

@@ -1,0 +1,105 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// RecordTokenUsage appends u to the token ledger and adds it to the
+// project's total, in one transaction.
+func (s *Store) RecordTokenUsage(ctx context.Context, u models.TokenUsage) error {
+	if u.Input < 0 || u.Output < 0 || u.CacheRead < 0 || u.CacheWrite < 0 {
+		return models.Errorf(models.CodeInvalid, "token usage: counts must not be negative")
+	}
+	err := s.withTx(ctx, func(tx *sql.Tx) error { return s.recordTokenUsageTx(ctx, tx, u) })
+	if err != nil {
+		return fmt.Errorf("record token usage for project %s: %w", u.ProjectID, err)
+	}
+	return nil
+}
+
+func (s *Store) recordTokenUsageTx(ctx context.Context, tx *sql.Tx, u models.TokenUsage) error {
+	if u.CreatedAt.IsZero() {
+		u.CreatedAt = s.now()
+	}
+	res, err := tx.ExecContext(ctx, "UPDATE projects SET total_tokens_used = total_tokens_used + ? WHERE id = ?", u.Total(), u.ProjectID)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return notFound("project", u.ProjectID)
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO token_ledger (project_id, task_id, agent_id, hook_run_id, input_tokens,
+		output_tokens, cache_read_tokens, cache_write_tokens, created_at) VALUES (?,?,?,?,?,?,?,?,?)`,
+		u.ProjectID, u.TaskID, u.AgentID, u.HookRunID, u.Input, u.Output, u.CacheRead, u.CacheWrite, toNanos(u.CreatedAt))
+	return err
+}
+
+// TokensUsedSince sums the ledger for a project from since on.
+func (s *Store) TokensUsedSince(ctx context.Context, projectID string, since time.Time) (int64, error) {
+	var n int64
+	err := s.rdb.QueryRowContext(ctx, `SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)
+		FROM token_ledger WHERE project_id = ? AND created_at >= ?`, projectID, toNanos(since)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("sum tokens for project %s: %w", projectID, err)
+	}
+	return n, nil
+}
+
+// enqueueOutbox writes a notification in the caller's transaction; a second
+// message with the same key is ignored.
+func (s *Store) enqueueOutbox(ctx context.Context, tx *sql.Tx, key, kind, projectID, taskID string, payload any) error {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return fmt.Errorf("encode outbox %s: %w", key, err)
+	}
+	now := toNanos(s.now())
+	_, err = tx.ExecContext(ctx, `INSERT INTO outbox (key, kind, project_id, task_id, payload, next_attempt_at, created_at)
+		VALUES (?,?,?,?,?,?,?) ON CONFLICT (key) DO NOTHING`, key, kind, projectID, taskID, string(b), now, now)
+	return err
+}
+
+// PendingOutbox returns up to limit undelivered messages that are due, oldest first.
+func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]models.OutboxMessage, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT id, key, kind, project_id, task_id, payload, attempts, created_at
+		FROM outbox WHERE delivered_at IS NULL AND next_attempt_at <= ? ORDER BY id LIMIT ?`, toNanos(s.now()), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list outbox: %w", err)
+	}
+	defer rows.Close()
+	var out []models.OutboxMessage
+	for rows.Next() {
+		var (
+			m       models.OutboxMessage
+			created int64
+		)
+		if err := rows.Scan(&m.ID, &m.Key, &m.Kind, &m.ProjectID, &m.TaskID, &m.Payload, &m.Attempts, &created); err != nil {
+			return nil, fmt.Errorf("list outbox: %w", err)
+		}
+		m.CreatedAt = fromNanos(created)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// MarkOutboxDelivered records that message id was delivered.
+func (s *Store) MarkOutboxDelivered(ctx context.Context, id int64) error {
+	return s.withTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "UPDATE outbox SET delivered_at = ? WHERE id = ? AND delivered_at IS NULL", toNanos(s.now()), id)
+		return err
+	})
+}
+
+// MarkOutboxFailed records a failed delivery and when to try again.
+func (s *Store) MarkOutboxFailed(ctx context.Context, id int64, retryAt time.Time, reason string) error {
+	return s.withTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?, last_error = ? WHERE id = ?",
+			toNanos(retryAt), reason, id)
+		return err
+	})
+}

@@ -1,0 +1,305 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-sqlite3"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Defaults of the store's configuration.
+const (
+	DefaultBusyTimeout = 10 * time.Second
+	DefaultReadConns   = 4
+	DefaultListLimit   = 500
+	MaxListLimit       = 10_000
+)
+
+// Config configures a Store.
+type Config struct {
+	// Path is the SQLite file; its directory must exist.
+	Path string
+	// Now returns the current time; default time.Now.
+	Now func() time.Time
+	// Logger receives the store's logs; default discards.
+	Logger *slog.Logger
+	// Rand chooses task names; default a randomly seeded source.
+	Rand *rand.Rand
+	// OnChange, when set, is called after a commit that may have made work
+	// ready (a task created, promoted, reopened or finished): the
+	// orchestrator's wake-up signal. It must not block.
+	OnChange func()
+	// ReadConns is the size of the read pool; default DefaultReadConns.
+	ReadConns int
+}
+
+// Store is agentqueued's durable state in one SQLite database. Writes go
+// through a single connection in IMMEDIATE transactions; reads use a
+// separate pool and see WAL snapshots.
+type Store struct {
+	wdb      *sql.DB
+	rdb      *sql.DB
+	now      func() time.Time
+	log      *slog.Logger
+	rnd      *rand.Rand
+	onChange func()
+}
+
+func dsn(p string, readOnly bool) string {
+	q := url.Values{}
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", "FULL")
+	q.Set("_busy_timeout", strconv.Itoa(int(DefaultBusyTimeout/time.Millisecond)))
+	q.Set("_foreign_keys", "on")
+	if readOnly {
+		q.Set("_query_only", "true")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + (&url.URL{Path: p}).EscapedPath() + "?" + q.Encode()
+}
+
+// Open opens (creating if needed) the database at cfg.Path and applies
+// pending migrations.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("open store: Config.Path is empty")
+	}
+	s := &Store{now: cfg.Now, log: cfg.Logger, rnd: cfg.Rand, onChange: cfg.OnChange}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.rnd == nil {
+		s.rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	readConns := cfg.ReadConns
+	if readConns <= 0 {
+		readConns = DefaultReadConns
+	}
+	var err error
+	if s.wdb, err = sql.Open("sqlite3", dsn(cfg.Path, false)); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+	}
+	s.wdb.SetMaxOpenConns(1)
+	s.wdb.SetConnMaxIdleTime(0)
+	if err := checkSQLite(ctx, s.wdb); err != nil {
+		s.wdb.Close()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.wdb.Close()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+	}
+	if s.rdb, err = sql.Open("sqlite3", dsn(cfg.Path, true)); err != nil {
+		s.wdb.Close()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+	}
+	s.rdb.SetMaxOpenConns(readConns)
+	return s, nil
+}
+
+// checkSQLite fails clearly when the driver is unusable (a CGO_ENABLED=0
+// build compiles but cannot run SQLite) and confirms the durability settings.
+func checkSQLite(ctx context.Context, db *sql.DB) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("SQLite is unavailable (was the binary built with CGO_ENABLED=1 and gcc?): %v", r)
+		}
+	}()
+	var version, mode string
+	if err := db.QueryRowContext(ctx, "SELECT sqlite_version()").Scan(&version); err != nil {
+		return fmt.Errorf("SQLite is unavailable (was the binary built with CGO_ENABLED=1 and gcc?): %w", err)
+	}
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("read journal mode: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("journal mode is %q, want wal", mode)
+	}
+	var sync int
+	if err := db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
+		return fmt.Errorf("read synchronous: %w", err)
+	}
+	if sync != 2 {
+		return fmt.Errorf("synchronous is %d, want 2 (FULL)", sync)
+	}
+	return nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	var errs []error
+	if s.rdb != nil {
+		errs = append(errs, s.rdb.Close())
+	}
+	errs = append(errs, s.wdb.Close())
+	return errors.Join(errs...)
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.rdb.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("ping store: %w", err)
+	}
+	return nil
+}
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func loadMigrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		name := e.Name()
+		num, _, ok := strings.Cut(name, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration %s: name must start with a positive number and '_'", name)
+		}
+		b, err := migrationFS.ReadFile(path.Join("migrations", name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: name, sql: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i := 1; i < len(out); i++ {
+		if out[i].version == out[i-1].version {
+			return nil, fmt.Errorf("migrations %s and %s share version %d", out[i-1].name, out[i].name, out[i].version)
+		}
+	}
+	return out, nil
+}
+
+// migrate applies every embedded migration not yet recorded, each in its own
+// transaction together with its schema_migrations row.
+func (s *Store) migrate(ctx context.Context) error {
+	ms, err := loadMigrations()
+	if err != nil {
+		return fmt.Errorf("load migrations: %w", err)
+	}
+	if _, err := s.wdb.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	for _, m := range ms {
+		err := s.withTx(ctx, func(tx *sql.Tx) error {
+			var n int
+			if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations WHERE version = ?", m.version).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+				m.version, m.name, s.now().UnixNano())
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("apply migration %s: %w", m.name, err)
+		}
+	}
+	return nil
+}
+
+// withTx runs fn in an IMMEDIATE write transaction and commits it, or rolls
+// it back when fn or the commit fails.
+func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) changed() {
+	if s.onChange != nil {
+		s.onChange()
+	}
+}
+
+// isUniqueViolation reports whether err is a UNIQUE or PRIMARY KEY conflict.
+func isUniqueViolation(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && (se.ExtendedCode == sqlite3.ErrConstraintUnique || se.ExtendedCode == sqlite3.ErrConstraintPrimaryKey)
+}
+
+// Time helpers: times are stored as Unix nanoseconds.
+
+func toNanos(t time.Time) int64 { return t.UnixNano() }
+
+func nullNanos(t *time.Time) sql.NullInt64 {
+	if t == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixNano(), Valid: true}
+}
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func fromNullNanos(n sql.NullInt64) *time.Time {
+	if !n.Valid {
+		return nil
+	}
+	t := fromNanos(n.Int64)
+	return &t
+}
+
+func nullString(s *string) sql.NullString {
+	if s == nil {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: *s, Valid: true}
+}
+
+func fromNullString(s sql.NullString) *string {
+	if !s.Valid {
+		return nil
+	}
+	v := s.String
+	return &v
+}
+
+func emptyToNull(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+func notFound(kind, id string) error {
+	return models.Errorf(models.CodeNotFound, "%s %q not found", kind, id)
+}

@@ -1,0 +1,609 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+func openAt(t testing.TB, path string) *store.Store {
+	t.Helper()
+	s, err := store.Open(context.Background(), store.Config{Path: path, Rand: rand.New(rand.NewPCG(7, 9))})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func openStore(t testing.TB) *store.Store {
+	t.Helper()
+	return openAt(t, filepath.Join(t.TempDir(), "aq.db"))
+}
+
+func mustProject(t testing.TB, s *store.Store, id string) models.Project {
+	t.Helper()
+	p, err := s.CreateProject(context.Background(), models.Project{ID: id})
+	if err != nil {
+		t.Fatalf("create project: %v", err)
+	}
+	return p
+}
+
+func f() *bool { b := false; return &b }
+
+// create makes a batch and returns local id → task id.
+func create(t testing.TB, s *store.Store, project string, tasks ...models.BatchTask) map[string]string {
+	t.Helper()
+	res, err := s.CreateTasks(context.Background(), models.TaskBatch{ProjectID: project, Tasks: tasks})
+	if err != nil {
+		t.Fatalf("create tasks: %v", err)
+	}
+	ids := map[string]string{}
+	for _, r := range res {
+		ids[r.LocalID] = r.TaskID
+	}
+	return ids
+}
+
+func dep(ids ...string) []models.BatchDependency {
+	var out []models.BatchDependency
+	for _, id := range ids {
+		out = append(out, models.BatchDependency{ID: id})
+	}
+	return out
+}
+
+func apply(t testing.TB, s *store.Store, id string, events ...models.TaskEvent) models.TransitionResult {
+	t.Helper()
+	var res models.TransitionResult
+	for _, ev := range events {
+		req := models.TransitionRequest{TaskID: id, Event: ev, Actor: "test", AgentID: "a1"}
+		if ev == models.EventTokensExhausted || ev == models.EventInputTimeout {
+			at := time.Now().Add(time.Hour)
+			req.ResumeAfter = &at
+		}
+		var err error
+		if res, err = s.ApplyEvent(context.Background(), req); err != nil {
+			t.Fatalf("apply %s to %s: %v", ev, id, err)
+		}
+	}
+	return res
+}
+
+var (
+	toCompleted = []models.TaskEvent{models.EventAssigned, models.EventAgentStarted, models.EventAgentCompleted, models.EventVerifyPassed}
+	toBlocked   = []models.TaskEvent{models.EventAssigned, models.EventAgentStarted, models.EventAdminStop}
+)
+
+func status(t testing.TB, s *store.Store, id string) models.TaskStatus {
+	t.Helper()
+	task, err := s.GetTask(context.Background(), id)
+	if err != nil {
+		t.Fatalf("get task %s: %v", id, err)
+	}
+	return task.Status
+}
+
+func wantStatuses(t testing.TB, s *store.Store, want map[string]models.TaskStatus) {
+	t.Helper()
+	for id, st := range want {
+		if got := status(t, s, id); got != st {
+			t.Errorf("task %s: status %s, want %s", id, got, st)
+		}
+	}
+}
+
+func TestProjectCRUD(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	p, err := s.CreateProject(ctx, models.Project{ID: "web", Repo: &models.RepoConfig{SourceType: models.RepoClone, URL: "/srv/web.git"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.CreditWeight != 1 || p.MaxConcurrentAgents != 2 || p.Repo.DefaultBranch != "main" {
+		t.Fatalf("defaults: %+v", p)
+	}
+	if _, err := s.CreateProject(ctx, models.Project{ID: "web"}); models.ErrorCodeOf(err) != models.CodeConflict {
+		t.Fatalf("duplicate project: %v", err)
+	}
+	if _, err := s.CreateProject(ctx, models.Project{ID: "bad", Repo: &models.RepoConfig{SourceType: models.RepoLink}}); models.ErrorCodeOf(err) != models.CodeInvalid {
+		t.Fatalf("invalid repo: %v", err)
+	}
+	name := "Web site"
+	limit := int64(5000)
+	got, err := s.UpdateProject(ctx, "web", models.ProjectPatch{Name: &name, BudgetLimit: &limit})
+	if err != nil || got.Name != name || *got.BudgetLimit != 5000 || got.Repo == nil {
+		t.Fatalf("update: %+v %v", got, err)
+	}
+	if _, err := s.UpdateProject(ctx, "nope", models.ProjectPatch{Name: &name}); models.ErrorCodeOf(err) != models.CodeNotFound {
+		t.Fatalf("update missing: %v", err)
+	}
+	list, err := s.ListProjects(ctx)
+	if err != nil || len(list) != 2-1 || list[0].Name != name {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	if _, err := s.GetProject(ctx, "bad"); models.ErrorCodeOf(err) != models.CodeNotFound {
+		t.Fatalf("invalid project was written: %v", err)
+	}
+}
+
+func TestBatchCreatesReadyAndDefined(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	mustProject(t, s, "p")
+	ids := create(t, s, "p",
+		models.BatchTask{LocalID: "a", Title: "A"},
+		models.BatchTask{LocalID: "b", Title: "B", Dependencies: dep("a")},
+		models.BatchTask{LocalID: "c", Title: "C", Dependencies: dep("a", "b")},
+	)
+	wantStatuses(t, s, map[string]models.TaskStatus{ids["a"]: models.StatusReady, ids["b"]: models.StatusDefined, ids["c"]: models.StatusDefined})
+	for _, id := range ids {
+		if !models.ValidTaskID(id) || strings.Count(id, "-") < 1 {
+			t.Errorf("task id %q is not adjective-noun", id)
+		}
+	}
+	// A new batch may depend on existing tasks by id.
+	more := create(t, s, "p", models.BatchTask{LocalID: "d", Title: "D", Dependencies: dep(ids["c"])})
+	d, err := s.GetTaskDetail(context.Background(), more["d"])
+	if err != nil || len(d.Dependencies) != 1 || d.Dependencies[0].Upstream != ids["c"] || d.Dependencies[0].Resolution != models.EdgePending {
+		t.Fatalf("detail: %+v %v", d, err)
+	}
+}
+
+func TestBadBatchesWriteNothing(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	mustProject(t, s, "p")
+	existing := create(t, s, "p", models.BatchTask{LocalID: "x", Title: "X"})["x"]
+	tests := []struct {
+		name     string
+		batch    models.TaskBatch
+		code     models.ErrorCode
+		contains string
+	}{
+		{"empty", models.TaskBatch{ProjectID: "p"}, models.CodeInvalid, "empty"},
+		{"cycle", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
+			{LocalID: "a", Title: "A", Dependencies: dep("c")},
+			{LocalID: "b", Title: "B", Dependencies: dep("a")},
+			{LocalID: "c", Title: "C", Dependencies: dep("b")},
+		}}, models.CodeInvalid, "dependency cycle: b -> a"},
+		{"self", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{LocalID: "a", Title: "A", Dependencies: dep("a")}}}, models.CodeInvalid, "itself"},
+		{"unknown dependency", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "A", Dependencies: dep("ghost")}}}, models.CodeNotFound, `"ghost"`},
+		{"unknown project", models.TaskBatch{ProjectID: "nope", Tasks: []models.BatchTask{{Title: "A"}}}, models.CodeNotFound, `project "nope"`},
+		{"no title", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "ok"}, {LocalID: "z"}}}, models.CodeInvalid, "tasks[1] (z): title"},
+		{"duplicate local", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{LocalID: "a", Title: "A"}, {LocalID: "a", Title: "B"}}}, models.CodeInvalid, "already used"},
+		{"bad dedupe status", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "A", DedupeStrategy: []models.DedupeStrategy{{Status: "Sleeping"}}}}}, models.CodeInvalid, "Sleeping"},
+		{"valid then unknown existing", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
+			{LocalID: "a", Title: "A", Dependencies: dep(existing)}, {LocalID: "b", Title: "B", Dependencies: dep("zzz")},
+		}}, models.CodeNotFound, "zzz"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.CreateTasks(context.Background(), tc.batch)
+			if models.ErrorCodeOf(err) != tc.code || !strings.Contains(models.ErrorMessageOf(err), tc.contains) {
+				t.Fatalf("got %v (code %s), want %s mentioning %q", err, models.ErrorCodeOf(err), tc.code, tc.contains)
+			}
+		})
+	}
+	all, err := s.ListTasks(context.Background(), models.TaskFilter{})
+	if err != nil || len(all) != 1 {
+		t.Fatalf("bad batches wrote tasks: %d %v", len(all), err)
+	}
+}
+
+func TestCycleThroughExistingTasksIsImpossibleButChecked(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	mustProject(t, s, "p")
+	ids := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"}, models.BatchTask{LocalID: "b", Title: "B", Dependencies: dep("a")})
+	// New tasks depending on a chain of existing ones are accepted.
+	more := create(t, s, "p", models.BatchTask{LocalID: "c", Title: "C", Dependencies: dep(ids["b"], ids["a"])})
+	if status(t, s, more["c"]) != models.StatusDefined {
+		t.Fatal("c must wait for a and b")
+	}
+}
+
+func TestCompletionPromotesInSameTransactionAndIsIdempotent(t *testing.T) {
+	t.Parallel()
+	var wakes int
+	var mu sync.Mutex
+	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db"), OnChange: func() { mu.Lock(); wakes++; mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mustProject(t, s, "p")
+	ids := create(t, s, "p",
+		models.BatchTask{LocalID: "a", Title: "A"},
+		models.BatchTask{LocalID: "b", Title: "B", Dependencies: dep("a")},
+		models.BatchTask{LocalID: "c", Title: "C", Dependencies: dep("a", "b")},
+	)
+	apply(t, s, ids["a"], toCompleted[:3]...)
+	mu.Lock()
+	before := wakes
+	mu.Unlock()
+	res := apply(t, s, ids["a"], models.EventVerifyPassed)
+	if !slices.Equal(res.Promoted, []string{ids["b"]}) || res.To != models.StatusCompleted {
+		t.Fatalf("result %+v", res)
+	}
+	mu.Lock()
+	if wakes != before+1 {
+		t.Errorf("completion did not signal a wake-up")
+	}
+	mu.Unlock()
+	wantStatuses(t, s, map[string]models.TaskStatus{ids["b"]: models.StatusReady, ids["c"]: models.StatusDefined})
+	d, _ := s.GetTaskDetail(context.Background(), ids["b"])
+	if d.Dependencies[0].Resolution != models.EdgeSatisfied || d.Dependencies[0].ResolvingEventID == nil {
+		t.Fatalf("edge fact not recorded: %+v", d.Dependencies)
+	}
+	resolvedBy := *d.Dependencies[0].ResolvingEventID
+
+	// The same completion again: a duplicate, nothing changes.
+	dup, err := s.ApplyEvent(context.Background(), models.TransitionRequest{TaskID: ids["a"], Event: models.EventVerifyPassed, ExpectFrom: models.StatusVerifying})
+	if err != nil || !dup.Duplicate || len(dup.Promoted) != 0 {
+		t.Fatalf("duplicate completion: %+v %v", dup, err)
+	}
+	dup, err = s.ApplyEvent(context.Background(), models.TransitionRequest{TaskID: ids["a"], Event: models.EventVerifyPassed})
+	if err != nil || !dup.Duplicate {
+		t.Fatalf("duplicate completion without expect_from: %+v %v", dup, err)
+	}
+	d2, _ := s.GetTaskDetail(context.Background(), ids["b"])
+	if *d2.Dependencies[0].ResolvingEventID != resolvedBy {
+		t.Fatal("edge satisfied twice")
+	}
+	da, _ := s.GetTaskDetail(context.Background(), ids["a"])
+	if len(da.Events) != 5 { // DEPS_MET at creation, then four
+		t.Fatalf("want 5 events on a, got %d", len(da.Events))
+	}
+	// A different illegal event is a conflict with the statemachine's message.
+	_, err = s.ApplyEvent(context.Background(), models.TransitionRequest{TaskID: ids["c"], Event: models.EventAssigned, AgentID: "a1"})
+	if models.ErrorCodeOf(err) != models.CodeConflict || models.ErrorMessageOf(err) != "Invalid transition: (DEFINED, ASSIGNED)" {
+		t.Fatalf("illegal: %v", err)
+	}
+}
+
+func TestCascadeBlocksChainAndAdminRepairsIt(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	mustProject(t, s, "p")
+	ids := create(t, s, "p",
+		models.BatchTask{LocalID: "root", Title: "root"},
+		models.BatchTask{LocalID: "mid", Title: "mid", Dependencies: dep("root")},
+		models.BatchTask{LocalID: "leaf", Title: "leaf", Dependencies: dep("mid")},
+		models.BatchTask{LocalID: "soft", Title: "soft", Dependencies: []models.BatchDependency{{ID: "root", RequiresSuccess: f()}}},
+		models.BatchTask{LocalID: "other", Title: "other"},
+		models.BatchTask{LocalID: "both", Title: "both", Dependencies: dep("other", "leaf")},
+	)
+	res := apply(t, s, ids["root"], toBlocked...)
+	if !slices.Equal(res.Blocked, []string{ids["mid"], ids["leaf"], ids["both"]}) || !slices.Equal(res.Promoted, []string{ids["soft"]}) {
+		t.Fatalf("cascade result %+v", res)
+	}
+	wantStatuses(t, s, map[string]models.TaskStatus{
+		ids["mid"]: models.StatusBlocked, ids["leaf"]: models.StatusBlocked, ids["both"]: models.StatusBlocked,
+		ids["soft"]: models.StatusReady, ids["other"]: models.StatusReady,
+	})
+	leaf, _ := s.GetTask(context.Background(), ids["leaf"])
+	if leaf.CascadeRootID != ids["root"] || !strings.Contains(leaf.StatusReason, "root cause "+ids["root"]) {
+		t.Fatalf("leaf does not name the root cause: %+v", leaf)
+	}
+	// Restarting the root reopens the whole chain.
+	res = apply(t, s, ids["root"], models.EventAdminRestart)
+	if !slices.Equal(res.Reopened, []string{ids["mid"], ids["leaf"], ids["both"]}) {
+		t.Fatalf("reopen result %+v", res)
+	}
+	wantStatuses(t, s, map[string]models.TaskStatus{ids["root"]: models.StatusReady, ids["mid"]: models.StatusDefined, ids["leaf"]: models.StatusDefined, ids["both"]: models.StatusDefined})
+	// Block again, then skip: the chain reopens and mid becomes READY at once.
+	apply(t, s, ids["root"], toBlocked...)
+	res = apply(t, s, ids["root"], models.EventAdminSkip)
+	if !slices.Contains(res.Promoted, ids["mid"]) {
+		t.Fatalf("skip did not promote mid: %+v", res)
+	}
+	wantStatuses(t, s, map[string]models.TaskStatus{ids["mid"]: models.StatusReady, ids["leaf"]: models.StatusDefined})
+	msgs, err := s.PendingOutbox(context.Background(), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, m := range msgs {
+		kinds = append(kinds, m.Kind)
+	}
+	if !slices.Contains(kinds, "chain.broken") || !slices.Contains(kinds, "task.blocked") || !slices.Contains(kinds, "task.completed") {
+		t.Fatalf("outbox kinds %v", kinds)
+	}
+}
+
+func TestDependingOnBlockedTaskBlocksAtCreation(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	mustProject(t, s, "p")
+	up := create(t, s, "p", models.BatchTask{LocalID: "u", Title: "u"})["u"]
+	apply(t, s, up, toBlocked...)
+	ids := create(t, s, "p",
+		models.BatchTask{LocalID: "hard", Title: "hard", Dependencies: dep(up)},
+		models.BatchTask{LocalID: "after", Title: "after", Dependencies: dep("hard")},
+		models.BatchTask{LocalID: "soft", Title: "soft", Dependencies: []models.BatchDependency{{ID: up, RequiresSuccess: f()}}},
+	)
+	wantStatuses(t, s, map[string]models.TaskStatus{ids["hard"]: models.StatusBlocked, ids["after"]: models.StatusBlocked, ids["soft"]: models.StatusReady})
+}
+
+func TestDedupeSkipsExistingTask(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	mustProject(t, s, "p")
+	strategy := []models.DedupeStrategy{{Kind: "ingest", Status: "Unfinished", Fields: []string{"source"}}}
+	first := create(t, s, "p", models.BatchTask{LocalID: "i", Title: "ingest", Kind: "ingest", Metadata: map[string]string{"source": "s3", "n": "1"}})["i"]
+	res, err := s.CreateTasks(context.Background(), models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
+		{LocalID: "i2", Title: "ingest again", Kind: "ingest", Metadata: map[string]string{"source": "s3", "n": "2"}, DedupeStrategy: strategy},
+		{LocalID: "j", Title: "other source", Kind: "ingest", Metadata: map[string]string{"source": "gcs"}, DedupeStrategy: strategy},
+		{LocalID: "after", Title: "after", Dependencies: dep("i2")},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].Skipped || res[0].TaskID != first || res[1].Skipped || res[2].Skipped {
+		t.Fatalf("results %+v", res)
+	}
+	d, _ := s.GetTaskDetail(context.Background(), res[2].TaskID)
+	if d.Dependencies[0].Upstream != first {
+		t.Fatalf("dependency on a deduped entry must point at the existing task: %+v", d.Dependencies)
+	}
+	// Once the first is finished, the strategy (Unfinished) no longer matches.
+	apply(t, s, first, toCompleted...)
+	res, err = s.CreateTasks(context.Background(), models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
+		{Title: "ingest later", Kind: "ingest", Metadata: map[string]string{"source": "s3"}, DedupeStrategy: strategy},
+	}})
+	if err != nil || res[0].Skipped {
+		t.Fatalf("finished task still deduped: %+v %v", res, err)
+	}
+}
+
+func TestTransitionFieldEffects(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	mustProject(t, s, "p")
+	id := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A", MaxRetries: new(int)})["a"]
+	ctx := context.Background()
+	if _, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventAssigned}); models.ErrorCodeOf(err) != models.CodeInvalid {
+		t.Fatalf("ASSIGNED without agent: %v", err)
+	}
+	res := apply(t, s, id, models.EventAssigned, models.EventAgentStarted)
+	if res.Task.AssignedAgentID == nil || *res.Task.AssignedAgentID != "a1" {
+		t.Fatalf("agent not recorded: %+v", res.Task)
+	}
+	if _, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventTokensExhausted}); models.ErrorCodeOf(err) != models.CodeInvalid {
+		t.Fatalf("pause without resume_after: %v", err)
+	}
+	res = apply(t, s, id, models.EventTokensExhausted)
+	if res.Task.ResumeAfter == nil || res.Task.AssignedAgentID != nil {
+		t.Fatalf("pause effects: %+v", res.Task)
+	}
+	res = apply(t, s, id, models.EventResumeTimer, models.EventAssigned, models.EventAgentStarted, models.EventAgentFailed)
+	if res.Task.ResumeAfter != nil || res.Task.Status != models.StatusFailed {
+		t.Fatalf("resume effects: %+v", res.Task)
+	}
+	// max_retries is 0: RETRY would break retry_count ≤ max_retries.
+	if _, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventRetry}); models.ErrorCodeOf(err) != models.CodeConflict ||
+		!strings.Contains(err.Error(), "MAX_RETRIES") {
+		t.Fatalf("retry over limit: %v", err)
+	}
+	apply(t, s, id, models.EventMaxRetries)
+	if _, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: "no-such", Event: models.EventAdminSkip}); models.ErrorCodeOf(err) != models.CodeNotFound {
+		t.Fatalf("missing task: %v", err)
+	}
+	if _, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: "FINISH"}); models.ErrorCodeOf(err) != models.CodeInvalid {
+		t.Fatalf("unknown event: %v", err)
+	}
+	if _, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventAdminRestart, ExpectFrom: models.StatusFailed}); models.ErrorCodeOf(err) != models.CodeConflict {
+		t.Fatalf("stale expect_from: %v", err)
+	}
+}
+
+func TestRacingTransitionsExactlyOneWins(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "aq.db")
+	s1 := openAt(t, path)
+	s2 := openAt(t, path) // a second connection pool: the race reaches SQLite itself
+	mustProject(t, s1, "p")
+	for round := 0; round < 20; round++ {
+		id := create(t, s1, "p", models.BatchTask{LocalID: "a", Title: "A"})["a"]
+		apply(t, s1, id, models.EventAssigned, models.EventAgentStarted)
+		events := []models.TaskEvent{models.EventAgentCompleted, models.EventAgentFailed}
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, st := range []*store.Store{s1, s2} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, errs[i] = st.ApplyEvent(context.Background(), models.TransitionRequest{TaskID: id, Event: events[i], ExpectFrom: models.StatusInProgress})
+			}()
+		}
+		close(start)
+		wg.Wait()
+		wins := 0
+		for _, err := range errs {
+			if err == nil {
+				wins++
+			} else if models.ErrorCodeOf(err) != models.CodeConflict {
+				t.Fatalf("loser got %v, want a conflict", err)
+			}
+		}
+		if wins != 1 {
+			t.Fatalf("round %d: %d winners (%v)", round, wins, errs)
+		}
+		d, _ := s1.GetTaskDetail(context.Background(), id)
+		if len(d.Events) != 4 {
+			t.Fatalf("round %d: %d events, want 4", round, len(d.Events))
+		}
+	}
+}
+
+func TestReopenFindsEveryCommittedChange(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "aq.db")
+	s, err := store.Open(context.Background(), store.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustProject(t, s, "p")
+	ids := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"}, models.BatchTask{LocalID: "b", Title: "B", Dependencies: dep("a")})
+	apply(t, s, ids["a"], toCompleted...)
+	if _, err := s.RegisterAgent(context.Background(), models.Agent{ID: "a1", AgentType: "command"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordTokenUsage(context.Background(), models.TokenUsage{ProjectID: "p", Input: 10, Output: 5}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := s.GetTaskDetail(context.Background(), ids["b"])
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openAt(t, path)
+	after, err := s2.GetTaskDetail(context.Background(), ids["b"])
+	if err != nil || after.Task.Status != models.StatusReady || len(after.Events) != len(before.Events) ||
+		after.Dependencies[0].Resolution != models.EdgeSatisfied {
+		t.Fatalf("after reopen: %+v %v", after, err)
+	}
+	a, _ := s2.GetTaskDetail(context.Background(), ids["a"])
+	if a.Task.Status != models.StatusCompleted || len(a.Events) != 5 {
+		t.Fatalf("a after reopen: %+v", a)
+	}
+	agents, _ := s2.ListAgents(context.Background())
+	p, _ := s2.GetProject(context.Background(), "p")
+	if len(agents) != 1 || p.TotalTokensUsed != 15 {
+		t.Fatalf("agents %v, tokens %d", agents, p.TotalTokensUsed)
+	}
+}
+
+func TestLease(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db"), Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	first := models.LeaseHolder{Owner: "one", Hostname: "other-host", PID: 4242}
+	if err := s.AcquireLease(ctx, first, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	err = s.AcquireLease(ctx, models.LeaseHolder{Owner: "two", Hostname: "h", PID: 1}, 30*time.Second)
+	if models.ErrorCodeOf(err) != models.CodeConflict || !strings.Contains(err.Error(), "owner one, host other-host, pid 4242") {
+		t.Fatalf("second daemon: %v", err)
+	}
+	if err := s.RenewLease(ctx, "one", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RenewLease(ctx, "two", 30*time.Second); models.ErrorCodeOf(err) != models.CodeConflict {
+		t.Fatalf("renew by non-holder: %v", err)
+	}
+	mu.Lock()
+	now = now.Add(31 * time.Second)
+	mu.Unlock()
+	if err := s.AcquireLease(ctx, models.LeaseHolder{Owner: "two", Hostname: "h", PID: 1}, 30*time.Second); err != nil {
+		t.Fatalf("expired lease not taken over: %v", err)
+	}
+	if err := s.RenewLease(ctx, "one", 30*time.Second); models.ErrorCodeOf(err) != models.CodeConflict {
+		t.Fatalf("old owner renewed a lost lease: %v", err)
+	}
+	if err := s.ReleaseLease(ctx, "two"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LeaseHolder(ctx); models.ErrorCodeOf(err) != models.CodeNotFound {
+		t.Fatalf("released lease still held: %v", err)
+	}
+}
+
+func TestLeaseOfCrashedProcessOnSameHostIsTakenOver(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	// A pid that cannot exist: the holder is gone.
+	if err := s.AcquireLease(ctx, models.LeaseHolder{Owner: "dead", Hostname: "h", PID: 1 << 30}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AcquireLease(ctx, models.LeaseHolder{Owner: "new", Hostname: "h", PID: 2}, time.Hour); err != nil {
+		t.Fatalf("crashed holder not replaced: %v", err)
+	}
+	h, _ := s.LeaseHolder(ctx)
+	if h.Owner != "new" {
+		t.Fatalf("holder %+v", h)
+	}
+}
+
+func TestTokenLedgerIsAppendOnly(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	mustProject(t, s, "p")
+	ctx := context.Background()
+	if err := s.RecordTokenUsage(ctx, models.TokenUsage{ProjectID: "p", Input: 3, Output: 4, CacheRead: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordTokenUsage(ctx, models.TokenUsage{ProjectID: "ghost", Input: 1}); models.ErrorCodeOf(err) != models.CodeNotFound {
+		t.Fatalf("unknown project: %v", err)
+	}
+	if err := s.RecordTokenUsage(ctx, models.TokenUsage{ProjectID: "p", Input: -1}); models.ErrorCodeOf(err) != models.CodeInvalid {
+		t.Fatalf("negative usage: %v", err)
+	}
+	n, err := s.TokensUsedSince(ctx, "p", time.Time{})
+	if err != nil || n != 8 {
+		t.Fatalf("sum %d %v", n, err)
+	}
+	if err := store.ExecForTest(s, "UPDATE token_ledger SET input_tokens = 0"); err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Fatalf("ledger update allowed: %v", err)
+	}
+	if err := store.ExecForTest(s, "DELETE FROM token_ledger"); err == nil {
+		t.Fatal("ledger delete allowed")
+	}
+}
+
+func TestMigrationsAreRecordedOnce(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "aq.db")
+	openAt(t, path).Close()
+	s := openAt(t, path)
+	n, err := store.CountForTest(s, "SELECT count(*) FROM schema_migrations")
+	if err != nil || n != 1 {
+		t.Fatalf("migrations recorded %d times: %v", n, err)
+	}
+}
+
+func TestListTasksFilters(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	mustProject(t, s, "p")
+	mustProject(t, s, "q")
+	create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"}, models.BatchTask{LocalID: "b", Title: "B", Dependencies: dep("a")})
+	create(t, s, "q", models.BatchTask{Title: "C"})
+	ctx := context.Background()
+	got, _ := s.ListTasks(ctx, models.TaskFilter{ProjectID: "p", Statuses: []models.TaskStatus{models.StatusReady}})
+	if len(got) != 1 || got[0].Title != "A" {
+		t.Fatalf("filter: %+v", got)
+	}
+	page1, _ := s.ListTasks(ctx, models.TaskFilter{Limit: 2})
+	page2, _ := s.ListTasks(ctx, models.TaskFilter{Limit: 2, AfterID: page1[1].ID})
+	if len(page1) != 2 || len(page2) != 1 || page2[0].Title != "C" {
+		t.Fatalf("paging: %d %d", len(page1), len(page2))
+	}
+	if _, err := s.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{"DONE"}}); models.ErrorCodeOf(err) != models.CodeInvalid {
+		t.Fatalf("unknown status: %v", err)
+	}
+	if _, err := s.GetTask(ctx, "missing-task"); !errors.As(err, new(*models.Error)) {
+		t.Fatalf("missing task: %v", err)
+	}
+}

@@ -1,0 +1,211 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+const taskColumns = `id, project_id, title, description, priority, status, verification_type, retry_count,
+	max_retries, parent_task_id, repo_id, assigned_agent_id, branch_name, resume_after, requires_approval, pr_url,
+	plan_source, is_plan_subtask, kind, metadata, created_by, not_before, expected_count, success_count,
+	failure_count, acceptance_criteria, test_commands, status_reason, cascade_root_id, created_at, updated_at`
+
+type scanner interface{ Scan(...any) error }
+
+func scanTask(row scanner) (models.Task, error) {
+	var (
+		t                                        models.Task
+		parent, repo, agent, branch, pr, planSrc sql.NullString
+		resume, notBefore                        sql.NullInt64
+		meta, criteria, tests                    string
+		created, updated                         int64
+	)
+	if err := row.Scan(&t.ID, &t.ProjectID, &t.Title, &t.Description, &t.Priority, &t.Status, &t.VerificationType,
+		&t.RetryCount, &t.MaxRetries, &parent, &repo, &agent, &branch, &resume, &t.RequiresApproval, &pr, &planSrc,
+		&t.IsPlanSubtask, &t.Kind, &meta, &t.CreatedBy, &notBefore, &t.ExpectedCount, &t.SuccessCount,
+		&t.FailureCount, &criteria, &tests, &t.StatusReason, &t.CascadeRootID, &created, &updated); err != nil {
+		return models.Task{}, err
+	}
+	t.ParentTaskID, t.RepoID, t.AssignedAgentID = fromNullString(parent), fromNullString(repo), fromNullString(agent)
+	t.BranchName, t.PRURL, t.PlanSource = fromNullString(branch), fromNullString(pr), fromNullString(planSrc)
+	t.ResumeAfter, t.NotBefore = fromNullNanos(resume), fromNullNanos(notBefore)
+	t.CreatedAt, t.UpdatedAt = fromNanos(created), fromNanos(updated)
+	if err := decodeJSONColumn(meta, &t.Metadata); err != nil {
+		return models.Task{}, fmt.Errorf("task %s metadata: %w", t.ID, err)
+	}
+	if err := decodeJSONColumn(criteria, &t.AcceptanceCriteria); err != nil {
+		return models.Task{}, fmt.Errorf("task %s acceptance_criteria: %w", t.ID, err)
+	}
+	if err := decodeJSONColumn(tests, &t.TestCommands); err != nil {
+		return models.Task{}, fmt.Errorf("task %s test_commands: %w", t.ID, err)
+	}
+	return t, nil
+}
+
+func decodeJSONColumn(s string, v any) error {
+	if s == "" || s == "null" || s == "{}" || s == "[]" {
+		return nil
+	}
+	return json.Unmarshal([]byte(s), v)
+}
+
+func encodeJSONColumn(v any, empty string) string {
+	b, err := json.Marshal(v)
+	if err != nil || string(b) == "null" {
+		return empty
+	}
+	return string(b)
+}
+
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func getTask(ctx context.Context, q queryer, id string) (models.Task, error) {
+	t, err := scanTask(q.QueryRowContext(ctx, "SELECT "+taskColumns+" FROM tasks WHERE id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return models.Task{}, notFound("task", id)
+	}
+	return t, err
+}
+
+// GetTask returns one task.
+func (s *Store) GetTask(ctx context.Context, id string) (models.Task, error) {
+	t, err := getTask(ctx, s.rdb, id)
+	if err != nil {
+		return models.Task{}, fmt.Errorf("get task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// GetTaskDetail returns a task with its dependency edges in both directions
+// and its events, read from one snapshot.
+func (s *Store) GetTaskDetail(ctx context.Context, id string) (models.TaskDetail, error) {
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return models.TaskDetail{}, fmt.Errorf("get task %s: %w", id, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	var d models.TaskDetail
+	if d.Task, err = getTask(ctx, tx, id); err != nil {
+		return models.TaskDetail{}, fmt.Errorf("get task %s: %w", id, err)
+	}
+	if d.Dependencies, err = listEdges(ctx, tx, "downstream", id); err != nil {
+		return models.TaskDetail{}, fmt.Errorf("get task %s dependencies: %w", id, err)
+	}
+	if d.Dependents, err = listEdges(ctx, tx, "upstream", id); err != nil {
+		return models.TaskDetail{}, fmt.Errorf("get task %s dependents: %w", id, err)
+	}
+	if d.Events, err = listEvents(ctx, tx, id); err != nil {
+		return models.TaskDetail{}, fmt.Errorf("get task %s events: %w", id, err)
+	}
+	return d, nil
+}
+
+func listEdges(ctx context.Context, q queryer, column, id string) ([]models.Dependency, error) {
+	rows, err := q.QueryContext(ctx, `SELECT downstream, upstream, requires_success, resolution, resolved_at,
+		resolving_event_id FROM task_dependencies WHERE `+column+` = ? ORDER BY downstream, upstream`, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []models.Dependency{}
+	for rows.Next() {
+		var (
+			d        models.Dependency
+			resolved sql.NullInt64
+			eventID  sql.NullInt64
+		)
+		if err := rows.Scan(&d.Downstream, &d.Upstream, &d.RequiresSuccess, &d.Resolution, &resolved, &eventID); err != nil {
+			return nil, err
+		}
+		d.ResolvedAt = fromNullNanos(resolved)
+		if eventID.Valid {
+			d.ResolvingEventID = &eventID.Int64
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+func listEvents(ctx context.Context, q queryer, id string) ([]models.EventRecord, error) {
+	rows, err := q.QueryContext(ctx, `SELECT id, task_id, from_status, to_status, event, reason, actor, created_at
+		FROM task_events WHERE task_id = ? ORDER BY id`, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []models.EventRecord{}
+	for rows.Next() {
+		var (
+			e       models.EventRecord
+			created int64
+		)
+		if err := rows.Scan(&e.ID, &e.TaskID, &e.From, &e.To, &e.Event, &e.Reason, &e.Actor, &created); err != nil {
+			return nil, err
+		}
+		e.CreatedAt = fromNanos(created)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// ListTasks returns tasks matching f in creation order, at most f.Limit
+// (default DefaultListLimit, at most MaxListLimit).
+func (s *Store) ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if f.ProjectID != "" {
+		where = append(where, "project_id = ?")
+		args = append(args, f.ProjectID)
+	}
+	if len(f.Statuses) > 0 {
+		marks := make([]string, len(f.Statuses))
+		for i, st := range f.Statuses {
+			if !st.Valid() {
+				return nil, models.Errorf(models.CodeInvalid, "status: unknown task status %q", st)
+			}
+			marks[i] = "?"
+			args = append(args, st)
+		}
+		where = append(where, "status IN ("+strings.Join(marks, ",")+")")
+	}
+	if f.AfterID != "" {
+		where = append(where, "rowid > coalesce((SELECT rowid FROM tasks WHERE id = ?), 0)")
+		args = append(args, f.AfterID)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	q := "SELECT " + taskColumns + " FROM tasks"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY rowid LIMIT ?"
+	args = append(args, limit)
+	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	defer rows.Close()
+	out := []models.Task{}
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list tasks: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}

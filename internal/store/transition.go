@@ -1,0 +1,406 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/statemachine"
+)
+
+// change is one event to apply to one task inside a transaction.
+type change struct {
+	taskID      string
+	event       models.TaskEvent
+	expectFrom  models.TaskStatus
+	reason      string
+	actor       string
+	agentID     string
+	resumeAfter *time.Time
+	// followUp marks a change derived from another: it is re-checked when
+	// applied and silently dropped when it no longer holds.
+	followUp bool
+}
+
+// Follow-up kinds: evaluate a DEFINED task's edges (DEPS_MET or
+// UPSTREAM_FAILED), or reopen a cascade-blocked task (UPSTREAM_REOPENED).
+const (
+	evalEvent   models.TaskEvent = "evaluate"
+	reopenEvent models.TaskEvent = "reopen"
+)
+
+// txn applies a change and the follow-ups it causes in one transaction.
+type txn struct {
+	ctx context.Context
+	tx  *sql.Tx
+	s   *Store
+	now time.Time
+	// promoted, blocked and reopened collect the follow-ups applied.
+	promoted, blocked, reopened []string
+	// changed is set when any status changed.
+	changed bool
+}
+
+func (s *Store) newTxn(ctx context.Context, tx *sql.Tx) *txn {
+	return &txn{ctx: ctx, tx: tx, s: s, now: s.now().UTC()}
+}
+
+// applied describes one transition that happened.
+type applied struct {
+	task      models.Task
+	from      models.TaskStatus
+	eventID   int64
+	duplicate bool
+	skipped   bool
+}
+
+// run applies first and then, breadth first, every follow-up it causes.
+func (x *txn) run(first change) (applied, error) {
+	queue := []change{first}
+	var head applied
+	for i := 0; i < len(queue); i++ {
+		a, err := x.apply(queue[i])
+		if err != nil {
+			return applied{}, err
+		}
+		if i == 0 {
+			head = a
+		}
+		if a.skipped || a.duplicate {
+			continue
+		}
+		follow, err := x.effects(a)
+		if err != nil {
+			return applied{}, fmt.Errorf("effects of %s on task %s: %w", queue[i].event, a.task.ID, err)
+		}
+		queue = append(queue, follow...)
+	}
+	return head, nil
+}
+
+func (x *txn) edgeCounts(taskID string) (broken, unsatisfied int, err error) {
+	err = x.tx.QueryRowContext(x.ctx, `SELECT coalesce(sum(resolution = 'BROKEN'), 0), coalesce(sum(resolution != 'SATISFIED'), 0)
+		FROM task_dependencies WHERE downstream = ?`, taskID).Scan(&broken, &unsatisfied)
+	return broken, unsatisfied, err
+}
+
+// resolveFollowUp turns a follow-up into a concrete event, or reports that it
+// no longer applies.
+func (x *txn) resolveFollowUp(c change, cur models.Task) (change, bool, error) {
+	broken, unsatisfied, err := x.edgeCounts(cur.ID)
+	if err != nil {
+		return c, false, err
+	}
+	switch c.event {
+	case evalEvent:
+		if cur.Status != models.StatusDefined {
+			return c, false, nil
+		}
+		if broken > 0 {
+			root, reason, err := x.brokenRoot(cur.ID)
+			if err != nil {
+				return c, false, err
+			}
+			c.event, c.reason, c.actor = models.EventUpstreamFailed, reason, "system"
+			c.expectFrom = models.StatusDefined
+			c.agentID = root // carried to apply as the cascade root
+			return c, true, nil
+		}
+		if unsatisfied == 0 {
+			c.event, c.reason, c.actor = models.EventDepsMet, "all dependencies satisfied", "system"
+			c.expectFrom = models.StatusDefined
+			return c, true, nil
+		}
+	case reopenEvent:
+		if cur.Status == models.StatusBlocked && cur.CascadeRootID != "" && broken == 0 {
+			c.event, c.actor = models.EventUpstreamReopened, "system"
+			c.expectFrom = models.StatusBlocked
+			return c, true, nil
+		}
+	}
+	return c, false, nil
+}
+
+// brokenRoot names the root cause of a task's first BROKEN edge.
+func (x *txn) brokenRoot(taskID string) (root, reason string, err error) {
+	var up, upRoot, upReason string
+	err = x.tx.QueryRowContext(x.ctx, `SELECT t.id, t.cascade_root_id, t.status_reason FROM task_dependencies d
+		JOIN tasks t ON t.id = d.upstream WHERE d.downstream = ? AND d.resolution = 'BROKEN' ORDER BY t.id LIMIT 1`,
+		taskID).Scan(&up, &upRoot, &upReason)
+	if err != nil {
+		return "", "", err
+	}
+	if upRoot == "" {
+		root = up
+		reason = fmt.Sprintf("upstream %s is BLOCKED", up)
+		if upReason != "" {
+			reason += ": " + upReason
+		}
+		return root, reason, nil
+	}
+	var rootReason string
+	if err := x.tx.QueryRowContext(x.ctx, "SELECT status_reason FROM tasks WHERE id = ?", upRoot).Scan(&rootReason); err != nil &&
+		!errors.Is(err, sql.ErrNoRows) {
+		return "", "", err
+	}
+	reason = fmt.Sprintf("upstream %s is BLOCKED; root cause %s", up, upRoot)
+	if rootReason != "" {
+		reason += ": " + rootReason
+	}
+	return upRoot, reason, nil
+}
+
+// isRepeat reports whether event was the last one applied to the task,
+// from expectFrom when given, leaving it in its current status.
+func (x *txn) isRepeat(cur models.Task, c change) (bool, error) {
+	var ev, from, to string
+	err := x.tx.QueryRowContext(x.ctx, "SELECT event, from_status, to_status FROM task_events WHERE task_id = ? ORDER BY id DESC LIMIT 1",
+		cur.ID).Scan(&ev, &from, &to)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return ev == string(c.event) && to == string(cur.Status) && (c.expectFrom == "" || from == string(c.expectFrom)), nil
+}
+
+// apply applies one change: statemachine check, compare-and-set update and
+// the event row.
+func (x *txn) apply(c change) (applied, error) {
+	cur, err := getTask(x.ctx, x.tx, c.taskID)
+	if err != nil {
+		return applied{}, err
+	}
+	cascadeRoot := ""
+	if c.followUp {
+		var ok bool
+		if c, ok, err = x.resolveFollowUp(c, cur); err != nil || !ok {
+			return applied{task: cur, skipped: true}, err
+		}
+		if c.event == models.EventUpstreamFailed {
+			cascadeRoot, c.agentID = c.agentID, ""
+		}
+	}
+	if c.expectFrom != "" && cur.Status != c.expectFrom {
+		if dup, err := x.isRepeat(cur, c); err != nil || dup {
+			return applied{task: cur, from: c.expectFrom, duplicate: dup}, err
+		}
+		return applied{}, models.Errorf(models.CodeConflict, "task %s is %s, not %s", cur.ID, cur.Status, c.expectFrom)
+	}
+	to, err := statemachine.TaskTransition(cur.Status, c.event)
+	if err != nil {
+		if dup, derr := x.isRepeat(cur, c); derr != nil || dup {
+			return applied{task: cur, from: cur.Status, duplicate: dup}, derr
+		}
+		return applied{}, models.WrapError(models.CodeConflict, err, "%s", err.Error())
+	}
+
+	next := cur
+	next.Status = to
+	next.StatusReason = c.reason
+	next.CascadeRootID = cascadeRoot
+	next.UpdatedAt = x.now
+	switch c.event {
+	case models.EventAssigned:
+		if c.agentID == "" {
+			return applied{}, models.Errorf(models.CodeInvalid, "task %s: ASSIGNED needs an agent id", cur.ID)
+		}
+		next.AssignedAgentID = &c.agentID
+	case models.EventRetry:
+		if cur.RetryCount >= cur.MaxRetries {
+			return applied{}, models.Errorf(models.CodeConflict,
+				"task %s has used %d of %d retries: apply MAX_RETRIES instead of RETRY", cur.ID, cur.RetryCount, cur.MaxRetries)
+		}
+		next.RetryCount++
+	case models.EventAdminRestart:
+		next.RetryCount = 0
+	}
+	switch to {
+	case models.StatusDefined, models.StatusReady, models.StatusPaused, models.StatusFailed,
+		models.StatusBlocked, models.StatusCompleted:
+		next.AssignedAgentID = nil
+	}
+	if to == models.StatusPaused {
+		if c.resumeAfter == nil {
+			return applied{}, models.Errorf(models.CodeInvalid, "task %s: %s needs resume_after", cur.ID, c.event)
+		}
+		next.ResumeAfter = c.resumeAfter
+	} else {
+		next.ResumeAfter = nil
+	}
+	if err := next.ValidateConstraints(); err != nil {
+		return applied{}, err
+	}
+
+	res, err := x.tx.ExecContext(x.ctx, `UPDATE tasks SET status = ?, assigned_agent_id = ?, resume_after = ?,
+		retry_count = ?, status_reason = ?, cascade_root_id = ?, updated_at = ? WHERE id = ? AND status = ?`,
+		next.Status, nullString(next.AssignedAgentID), nullNanos(next.ResumeAfter), next.RetryCount,
+		next.StatusReason, next.CascadeRootID, toNanos(x.now), cur.ID, cur.Status)
+	if err != nil {
+		return applied{}, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return applied{}, models.Errorf(models.CodeConflict, "task %s changed concurrently; %s not applied", cur.ID, c.event)
+	}
+	ev, err := x.tx.ExecContext(x.ctx, `INSERT INTO task_events (task_id, from_status, to_status, event, reason, actor, created_at)
+		VALUES (?,?,?,?,?,?,?)`, cur.ID, cur.Status, to, c.event, c.reason, c.actor, toNanos(x.now))
+	if err != nil {
+		return applied{}, err
+	}
+	eventID, err := ev.LastInsertId()
+	if err != nil {
+		return applied{}, err
+	}
+	x.changed = true
+	if c.followUp {
+		switch c.event {
+		case models.EventDepsMet:
+			x.promoted = append(x.promoted, cur.ID)
+		case models.EventUpstreamFailed:
+			x.blocked = append(x.blocked, cur.ID)
+		case models.EventUpstreamReopened:
+			x.reopened = append(x.reopened, cur.ID)
+		}
+	}
+	return applied{task: next, from: cur.Status, eventID: eventID}, nil
+}
+
+// effects updates the dependency facts a transition decides and returns the
+// follow-ups to evaluate.
+func (x *txn) effects(a applied) ([]change, error) {
+	t, from := a.task, a.from
+	var err error
+	edgesChanged := true
+	switch {
+	case t.Status == models.StatusCompleted:
+		_, err = x.tx.ExecContext(x.ctx, `UPDATE task_dependencies SET resolution = 'SATISFIED', resolved_at = ?,
+			resolving_event_id = ? WHERE upstream = ? AND resolution != 'SATISFIED'`, toNanos(x.now), a.eventID, t.ID)
+	case t.Status == models.StatusBlocked:
+		_, err = x.tx.ExecContext(x.ctx, `UPDATE task_dependencies SET
+			resolution = CASE WHEN requires_success THEN 'BROKEN' ELSE 'SATISFIED' END,
+			resolved_at = ?, resolving_event_id = ? WHERE upstream = ? AND resolution = 'PENDING'`, toNanos(x.now), a.eventID, t.ID)
+	case from == models.StatusBlocked:
+		_, err = x.tx.ExecContext(x.ctx, `UPDATE task_dependencies SET resolution = 'PENDING', resolved_at = NULL,
+			resolving_event_id = NULL WHERE upstream = ? AND resolution = 'BROKEN'`, t.ID)
+	default:
+		edgesChanged = false
+	}
+	if err != nil {
+		return nil, err
+	}
+	var follow []change
+	if t.Status == models.StatusDefined {
+		follow = append(follow, change{taskID: t.ID, event: evalEvent, followUp: true})
+	}
+	if !edgesChanged {
+		return follow, nil
+	}
+	rows, err := x.tx.QueryContext(x.ctx, `SELECT t.id, t.status FROM task_dependencies d JOIN tasks t ON t.id = d.downstream
+		WHERE d.upstream = ? AND (t.status = 'DEFINED' OR (t.status = 'BLOCKED' AND t.cascade_root_id != ''))
+		ORDER BY t.rowid`, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var st models.TaskStatus
+		if err := rows.Scan(&id, &st); err != nil {
+			return nil, err
+		}
+		if st == models.StatusDefined {
+			follow = append(follow, change{taskID: id, event: evalEvent, followUp: true})
+		} else {
+			follow = append(follow, change{taskID: id, event: reopenEvent, followUp: true,
+				reason: fmt.Sprintf("upstream %s is no longer BLOCKED (%s)", t.ID, t.Status)})
+		}
+	}
+	return follow, rows.Err()
+}
+
+// notable statuses get an outbox notification.
+var notable = map[models.TaskStatus]string{
+	models.StatusCompleted:        "task.completed",
+	models.StatusFailed:           "task.failed",
+	models.StatusBlocked:          "task.blocked",
+	models.StatusPaused:           "task.paused",
+	models.StatusWaitingInput:     "task.waiting_input",
+	models.StatusAwaitingApproval: "task.awaiting_approval",
+	models.StatusInProgress:       "task.started",
+}
+
+type transitionNotice struct {
+	TaskID    string            `json:"task_id"`
+	ProjectID string            `json:"project_id"`
+	Title     string            `json:"title"`
+	From      models.TaskStatus `json:"from"`
+	To        models.TaskStatus `json:"to"`
+	Event     models.TaskEvent  `json:"event"`
+	Reason    string            `json:"reason,omitempty"`
+	Actor     string            `json:"actor,omitempty"`
+	// Blocked lists the dependents blocked by this change (chain.broken).
+	Blocked []string `json:"blocked,omitempty"`
+}
+
+// ApplyEvent applies one event to one task with every effect that belongs
+// to it, in one transaction. An illegal transition is a conflict whose
+// message is the statemachine's ("Invalid transition: (STATUS, EVENT)"); a
+// repeat of the event just applied is answered with Duplicate set.
+func (s *Store) ApplyEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error) {
+	if !req.Event.Valid() {
+		return models.TransitionResult{}, models.Errorf(models.CodeInvalid, "event: unknown task event %q", req.Event)
+	}
+	if req.ExpectFrom != "" && !req.ExpectFrom.Valid() {
+		return models.TransitionResult{}, models.Errorf(models.CodeInvalid, "expect_from: unknown task status %q", req.ExpectFrom)
+	}
+	var out models.TransitionResult
+	var changed bool
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		x := s.newTxn(ctx, tx)
+		a, err := x.run(change{taskID: req.TaskID, event: req.Event, expectFrom: req.ExpectFrom, reason: req.Reason,
+			actor: req.Actor, agentID: req.AgentID, resumeAfter: req.ResumeAfter})
+		if err != nil {
+			return err
+		}
+		out = models.TransitionResult{Task: a.task, From: a.from, To: a.task.Status, Duplicate: a.duplicate,
+			Promoted: x.promoted, Blocked: x.blocked, Reopened: x.reopened}
+		changed = x.changed
+		if a.duplicate {
+			return nil
+		}
+		if kind, ok := notable[a.task.Status]; ok {
+			n := transitionNotice{TaskID: a.task.ID, ProjectID: a.task.ProjectID, Title: a.task.Title, From: a.from,
+				To: a.task.Status, Event: req.Event, Reason: req.Reason, Actor: req.Actor}
+			if err := s.enqueueOutbox(ctx, tx, fmt.Sprintf("task_event:%d", a.eventID), kind, a.task.ProjectID, a.task.ID, n); err != nil {
+				return err
+			}
+		}
+		if len(x.blocked) > 0 {
+			n := transitionNotice{TaskID: a.task.ID, ProjectID: a.task.ProjectID, Title: a.task.Title, From: a.from,
+				To: a.task.Status, Event: req.Event, Reason: req.Reason, Blocked: x.blocked}
+			if err := s.enqueueOutbox(ctx, tx, fmt.Sprintf("chain_broken:%d", a.eventID), "chain.broken", a.task.ProjectID, a.task.ID, n); err != nil {
+				return err
+			}
+		}
+		if a.task.Status == models.StatusCompleted || len(x.promoted) > 0 {
+			// Re-read the task so the answer shows what was committed.
+			t, err := getTask(ctx, tx, a.task.ID)
+			if err != nil {
+				return err
+			}
+			out.Task = t
+		}
+		return nil
+	})
+	if err != nil {
+		return models.TransitionResult{}, fmt.Errorf("apply %s to task %s: %w", req.Event, req.TaskID, err)
+	}
+	if changed {
+		s.changed()
+	}
+	return out, nil
+}
