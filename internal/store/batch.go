@@ -20,7 +20,9 @@ type entry struct {
 	deps []resolvedDep
 	// skippedAs is the existing task a dedupe strategy matched.
 	skippedAs string
-	statuses  [][]models.TaskStatus
+	// dupOf is the earlier entry of the batch a dedupe strategy matched, or -1.
+	dupOf    int
+	statuses [][]models.TaskStatus
 }
 
 type resolvedDep struct {
@@ -29,6 +31,9 @@ type resolvedDep struct {
 }
 
 func nodeOf(i int) string { return fmt.Sprintf("#%d", i) }
+
+// skipped reports whether a dedupe strategy matched the entry.
+func (e *entry) skipped() bool { return e.skippedAs != "" || e.dupOf >= 0 }
 
 // CreateTasks creates a batch of tasks all-or-nothing: every entry is
 // validated, dedupe strategies are applied, dependencies are resolved (local
@@ -62,8 +67,12 @@ func (s *Store) CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.B
 		}
 		results = make([]models.BatchResult, len(entries))
 		for i, e := range entries {
-			if e.skippedAs != "" {
-				results[i] = models.BatchResult{LocalID: e.src.LocalID, TaskID: e.skippedAs, Skipped: true}
+			switch {
+			case e.skippedAs != "":
+				results[i] = models.BatchResult{TaskID: e.skippedAs, Skipped: true}
+				continue
+			case e.dupOf >= 0:
+				results[i] = models.BatchResult{TaskID: entries[e.dupOf].task.ID, Skipped: true}
 				continue
 			}
 			if _, err := x.run(change{taskID: e.task.ID, event: evalEvent, followUp: true}); err != nil {
@@ -141,7 +150,7 @@ func prepareBatch(b models.TaskBatch) ([]*entry, error) {
 		if err := t.Validate(); err != nil {
 			return nil, models.WrapError(models.CodeInvalid, err, "%s: %s", where, models.ErrorMessageOf(err))
 		}
-		e := &entry{index: i, src: bt, task: t}
+		e := &entry{index: i, src: bt, task: t, dupOf: -1}
 		for j, st := range bt.DedupeStrategy {
 			set, err := models.ResolveStatusSet(st.Status)
 			if err != nil {
@@ -217,11 +226,15 @@ func (x *txn) dedupe(entries []*entry) error {
 	strategies:
 		for j, st := range e.src.DedupeStrategy {
 			kind := firstNonEmpty(st.Kind, e.task.Kind)
-			for _, prev := range entries[:e.index] {
-				if prev.skippedAs == "" && prev.task.ProjectID == e.task.ProjectID &&
-					prev.task.MatchesFields(kind, e.task.Metadata, st.Fields) && containsStatus(e.statuses[j], models.StatusDefined) {
-					return models.Errorf(models.CodeInvalid,
-						"tasks[%d]: duplicates tasks[%d] of the same batch under dedupe_strategy[%d]", e.index, prev.index, j)
+			// A new task starts DEFINED or READY: an earlier entry matches
+			// when the strategy's statuses include either.
+			if containsStatus(e.statuses[j], models.StatusDefined) || containsStatus(e.statuses[j], models.StatusReady) {
+				for _, prev := range entries[:e.index] {
+					if prev.skippedAs == "" && prev.dupOf < 0 && prev.task.ProjectID == e.task.ProjectID &&
+						prev.task.MatchesFields(kind, e.task.Metadata, st.Fields) {
+						e.dupOf = prev.index
+						break strategies
+					}
 				}
 			}
 			marks := strings.TrimSuffix(strings.Repeat("?,", len(e.statuses[j])), ",")
@@ -275,6 +288,8 @@ func (x *txn) resolveDeps(entries []*entry) error {
 				fmt.Sscanf(d.node, "#%d", &k)
 				if entries[k].skippedAs != "" {
 					e.deps[j].node = entries[k].skippedAs
+				} else if entries[k].dupOf >= 0 {
+					e.deps[j].node = nodeOf(entries[k].dupOf)
 				}
 				continue
 			}
@@ -291,8 +306,25 @@ func (x *txn) resolveDeps(entries []*entry) error {
 			}
 			exists[d.node] = true
 		}
+		e.deps = mergeDeps(e.deps)
 	}
 	return nil
+}
+
+// mergeDeps folds edges that dedupe made point at the same upstream into one,
+// requiring success when any of them did.
+func mergeDeps(deps []resolvedDep) []resolvedDep {
+	out := deps[:0]
+	at := map[string]int{}
+	for _, d := range deps {
+		if k, ok := at[d.node]; ok {
+			out[k].required = out[k].required || d.required
+			continue
+		}
+		at[d.node] = len(out)
+		out = append(out, d)
+	}
+	return out
 }
 
 // checkCycles validates the graph of the new entries together with the
@@ -301,7 +333,7 @@ func (x *txn) checkCycles(entries []*entry) error {
 	graph := make(map[string][]string, len(entries))
 	var roots []string
 	for _, e := range entries {
-		if e.skippedAs != "" {
+		if e.skipped() {
 			continue
 		}
 		n := nodeOf(e.index)
@@ -386,7 +418,7 @@ func (x *txn) insert(entries []*entry) error {
 	}
 	defer ins.Close()
 	for _, e := range entries {
-		if e.skippedAs != "" {
+		if e.skipped() {
 			continue
 		}
 		id, err := models.UniqueTaskName(x.s.rnd, func(name string) (bool, error) {
@@ -426,7 +458,7 @@ func (x *txn) insert(entries []*entry) error {
 	}
 	defer edge.Close()
 	for _, e := range entries {
-		if e.skippedAs != "" {
+		if e.skipped() {
 			continue
 		}
 		for _, d := range e.deps {

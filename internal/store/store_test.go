@@ -607,3 +607,29 @@ func TestListTasksFilters(t *testing.T) {
 		t.Fatalf("missing task: %v", err)
 	}
 }
+
+func TestDedupeInsideOneBatch(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	mustProject(t, s, "p")
+	strategy := []models.DedupeStrategy{{Fields: []string{"pkg"}}}
+	res, err := s.CreateTasks(context.Background(), models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
+		{LocalID: "a", Title: "upgrade", Kind: "upgrade", Metadata: map[string]string{"pkg": "x"}, DedupeStrategy: strategy},
+		{LocalID: "b", Title: "upgrade again", Kind: "upgrade", Metadata: map[string]string{"pkg": "x"}, DedupeStrategy: strategy},
+		{LocalID: "c", Title: "after both", Dependencies: dep("a", "b")},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Skipped || !res[1].Skipped || res[1].TaskID != res[0].TaskID || res[1].LocalID != "b" {
+		t.Fatalf("results %+v", res)
+	}
+	d, _ := s.GetTaskDetail(context.Background(), res[2].TaskID)
+	if len(d.Dependencies) != 1 || d.Dependencies[0].Upstream != res[0].TaskID {
+		t.Fatalf("edges to the same task were not merged: %+v", d.Dependencies)
+	}
+	all, _ := s.ListTasks(context.Background(), models.TaskFilter{ProjectID: "p"})
+	if len(all) != 2 {
+		t.Fatalf("%d tasks created, want 2", len(all))
+	}
+}
