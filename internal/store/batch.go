@@ -204,7 +204,7 @@ func (x *txn) checkProjects(entries []*entry) error {
 			continue
 		}
 		var status models.ProjectStatus
-		err := x.tx.QueryRowContext(x.ctx, "SELECT status FROM projects WHERE id = ?", pid).Scan(&status)
+		err := x.QueryRowContext(x.ctx, "SELECT status FROM projects WHERE id = ?", pid).Scan(&status)
 		if errors.Is(err, sql.ErrNoRows) {
 			return models.Errorf(models.CodeNotFound, "tasks[%d]: project %q not found", e.index, pid)
 		}
@@ -242,7 +242,7 @@ func (x *txn) dedupe(entries []*entry) error {
 			for _, s := range e.statuses[j] {
 				args = append(args, s)
 			}
-			rows, err := x.tx.QueryContext(x.ctx, "SELECT "+taskColumns+` FROM tasks WHERE project_id = ? AND kind = ?
+			rows, err := x.QueryContext(x.ctx, "SELECT "+taskColumns+` FROM tasks WHERE project_id = ? AND kind = ?
 				AND status IN (`+marks+`) ORDER BY rowid`, args...)
 			if err != nil {
 				return err
@@ -297,7 +297,7 @@ func (x *txn) resolveDeps(entries []*entry) error {
 				continue
 			}
 			var one int
-			err := x.tx.QueryRowContext(x.ctx, "SELECT 1 FROM tasks WHERE id = ?", d.node).Scan(&one)
+			err := x.QueryRowContext(x.ctx, "SELECT 1 FROM tasks WHERE id = ?", d.node).Scan(&one)
 			if errors.Is(err, sql.ErrNoRows) {
 				return models.Errorf(models.CodeNotFound, "tasks[%d].dependencies[%d]: no task or batch entry %q", e.index, j, d.node)
 			}
@@ -377,7 +377,7 @@ func (x *txn) loadUpstreamClosure(roots []string, graph map[string][]string) err
 				continue
 			}
 			seen[id] = true
-			rows, err := x.tx.QueryContext(x.ctx, "SELECT upstream FROM task_dependencies WHERE downstream = ?", id)
+			rows, err := x.QueryContext(x.ctx, "SELECT upstream FROM task_dependencies WHERE downstream = ?", id)
 			if err != nil {
 				return err
 			}

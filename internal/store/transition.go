@@ -42,6 +42,52 @@ type txn struct {
 	promoted, blocked, reopened []string
 	// changed is set when any status changed.
 	changed bool
+	// stmts caches the transaction's prepared statements: a cascade runs
+	// the same few statements for every task it reaches.
+	stmts map[string]*sql.Stmt
+}
+
+// stmt returns q prepared in the transaction; the transaction closes it.
+func (x *txn) stmt(q string) (*sql.Stmt, error) {
+	if st, ok := x.stmts[q]; ok {
+		return st, nil
+	}
+	st, err := x.tx.PrepareContext(x.ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if x.stmts == nil {
+		x.stmts = map[string]*sql.Stmt{}
+	}
+	x.stmts[q] = st
+	return st, nil
+}
+
+// QueryRowContext runs q as a cached prepared statement.
+func (x *txn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	st, err := x.stmt(q)
+	if err != nil {
+		return x.QueryRowContext(ctx, q, args...) // reports the same error
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+// QueryContext runs q as a cached prepared statement.
+func (x *txn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	st, err := x.stmt(q)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+// ExecContext runs q as a cached prepared statement.
+func (x *txn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	st, err := x.stmt(q)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
 }
 
 func (s *Store) newTxn(ctx context.Context, tx *sql.Tx) *txn {
@@ -82,7 +128,7 @@ func (x *txn) run(first change) (applied, error) {
 }
 
 func (x *txn) edgeCounts(taskID string) (broken, unsatisfied int, err error) {
-	err = x.tx.QueryRowContext(x.ctx, `SELECT coalesce(sum(resolution = 'BROKEN'), 0), coalesce(sum(resolution != 'SATISFIED'), 0)
+	err = x.QueryRowContext(x.ctx, `SELECT coalesce(sum(resolution = 'BROKEN'), 0), coalesce(sum(resolution != 'SATISFIED'), 0)
 		FROM task_dependencies WHERE downstream = ?`, taskID).Scan(&broken, &unsatisfied)
 	return broken, unsatisfied, err
 }
@@ -127,7 +173,7 @@ func (x *txn) resolveFollowUp(c change, cur models.Task) (change, bool, error) {
 // brokenRoot names the root cause of a task's first BROKEN edge.
 func (x *txn) brokenRoot(taskID string) (root, reason string, err error) {
 	var up, upRoot, upReason string
-	err = x.tx.QueryRowContext(x.ctx, `SELECT t.id, t.cascade_root_id, t.status_reason FROM task_dependencies d
+	err = x.QueryRowContext(x.ctx, `SELECT t.id, t.cascade_root_id, t.status_reason FROM task_dependencies d
 		JOIN tasks t ON t.id = d.upstream WHERE d.downstream = ? AND d.resolution = 'BROKEN' ORDER BY t.id LIMIT 1`,
 		taskID).Scan(&up, &upRoot, &upReason)
 	if err != nil {
@@ -142,7 +188,7 @@ func (x *txn) brokenRoot(taskID string) (root, reason string, err error) {
 		return root, reason, nil
 	}
 	var rootReason string
-	if err := x.tx.QueryRowContext(x.ctx, "SELECT status_reason FROM tasks WHERE id = ?", upRoot).Scan(&rootReason); err != nil &&
+	if err := x.QueryRowContext(x.ctx, "SELECT status_reason FROM tasks WHERE id = ?", upRoot).Scan(&rootReason); err != nil &&
 		!errors.Is(err, sql.ErrNoRows) {
 		return "", "", err
 	}
@@ -157,7 +203,7 @@ func (x *txn) brokenRoot(taskID string) (root, reason string, err error) {
 // from expectFrom when given, leaving it in its current status.
 func (x *txn) isRepeat(cur models.Task, c change) (bool, error) {
 	var ev, from, to string
-	err := x.tx.QueryRowContext(x.ctx, "SELECT event, from_status, to_status FROM task_events WHERE task_id = ? ORDER BY id DESC LIMIT 1",
+	err := x.QueryRowContext(x.ctx, "SELECT event, from_status, to_status FROM task_events WHERE task_id = ? ORDER BY id DESC LIMIT 1",
 		cur.ID).Scan(&ev, &from, &to)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
@@ -171,7 +217,7 @@ func (x *txn) isRepeat(cur models.Task, c change) (bool, error) {
 // apply applies one change: statemachine check, compare-and-set update and
 // the event row.
 func (x *txn) apply(c change) (applied, error) {
-	cur, err := getTask(x.ctx, x.tx, c.taskID)
+	cur, err := getTask(x.ctx, x, c.taskID)
 	if err != nil {
 		return applied{}, err
 	}
@@ -236,7 +282,7 @@ func (x *txn) apply(c change) (applied, error) {
 		return applied{}, err
 	}
 
-	res, err := x.tx.ExecContext(x.ctx, `UPDATE tasks SET status = ?, assigned_agent_id = ?, resume_after = ?,
+	res, err := x.ExecContext(x.ctx, `UPDATE tasks SET status = ?, assigned_agent_id = ?, resume_after = ?,
 		retry_count = ?, status_reason = ?, cascade_root_id = ?, updated_at = ? WHERE id = ? AND status = ?`,
 		next.Status, nullString(next.AssignedAgentID), nullNanos(next.ResumeAfter), next.RetryCount,
 		next.StatusReason, next.CascadeRootID, toNanos(x.now), cur.ID, cur.Status)
@@ -246,7 +292,7 @@ func (x *txn) apply(c change) (applied, error) {
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return applied{}, models.Errorf(models.CodeConflict, "task %s changed concurrently; %s not applied", cur.ID, c.event)
 	}
-	ev, err := x.tx.ExecContext(x.ctx, `INSERT INTO task_events (task_id, from_status, to_status, event, reason, actor, created_at)
+	ev, err := x.ExecContext(x.ctx, `INSERT INTO task_events (task_id, from_status, to_status, event, reason, actor, created_at)
 		VALUES (?,?,?,?,?,?,?)`, cur.ID, cur.Status, to, c.event, c.reason, c.actor, toNanos(x.now))
 	if err != nil {
 		return applied{}, err
@@ -277,14 +323,14 @@ func (x *txn) effects(a applied) ([]change, error) {
 	edgesChanged := true
 	switch {
 	case t.Status == models.StatusCompleted:
-		_, err = x.tx.ExecContext(x.ctx, `UPDATE task_dependencies SET resolution = 'SATISFIED', resolved_at = ?,
+		_, err = x.ExecContext(x.ctx, `UPDATE task_dependencies SET resolution = 'SATISFIED', resolved_at = ?,
 			resolving_event_id = ? WHERE upstream = ? AND resolution != 'SATISFIED'`, toNanos(x.now), a.eventID, t.ID)
 	case t.Status == models.StatusBlocked:
-		_, err = x.tx.ExecContext(x.ctx, `UPDATE task_dependencies SET
+		_, err = x.ExecContext(x.ctx, `UPDATE task_dependencies SET
 			resolution = CASE WHEN requires_success THEN 'BROKEN' ELSE 'SATISFIED' END,
 			resolved_at = ?, resolving_event_id = ? WHERE upstream = ? AND resolution = 'PENDING'`, toNanos(x.now), a.eventID, t.ID)
 	case from == models.StatusBlocked:
-		_, err = x.tx.ExecContext(x.ctx, `UPDATE task_dependencies SET resolution = 'PENDING', resolved_at = NULL,
+		_, err = x.ExecContext(x.ctx, `UPDATE task_dependencies SET resolution = 'PENDING', resolved_at = NULL,
 			resolving_event_id = NULL WHERE upstream = ? AND resolution = 'BROKEN'`, t.ID)
 	default:
 		edgesChanged = false
@@ -299,7 +345,7 @@ func (x *txn) effects(a applied) ([]change, error) {
 	if !edgesChanged {
 		return follow, nil
 	}
-	rows, err := x.tx.QueryContext(x.ctx, `SELECT t.id, t.status FROM task_dependencies d JOIN tasks t ON t.id = d.downstream
+	rows, err := x.QueryContext(x.ctx, `SELECT t.id, t.status FROM task_dependencies d JOIN tasks t ON t.id = d.downstream
 		WHERE d.upstream = ? AND (t.status = 'DEFINED' OR (t.status = 'BLOCKED' AND t.cascade_root_id != ''))
 		ORDER BY t.rowid`, t.ID)
 	if err != nil {
@@ -372,7 +418,7 @@ func (s *Store) ApplyEvent(ctx context.Context, req models.TransitionRequest) (m
 		if a.duplicate {
 			return nil
 		}
-		if kind, ok := notable[a.task.Status]; ok {
+		if kind, ok := notable[a.task.Status]; ok && (a.task.Status != models.StatusInProgress || req.Event == models.EventAgentStarted) {
 			n := transitionNotice{TaskID: a.task.ID, ProjectID: a.task.ProjectID, Title: a.task.Title, From: a.from,
 				To: a.task.Status, Event: req.Event, Reason: req.Reason, Actor: req.Actor}
 			if err := s.enqueueOutbox(ctx, tx, fmt.Sprintf("task_event:%d", a.eventID), kind, a.task.ProjectID, a.task.ID, n); err != nil {
