@@ -11,6 +11,8 @@ type CyclicDependencyError struct {
 	From, To string
 }
 
+// Error returns "from -> to" naming the back edge, or "Cyclic dependency
+// detected" when the edge is unknown.
 func (e *CyclicDependencyError) Error() string {
 	if e.From == "" && e.To == "" {
 		return "Cyclic dependency detected"
@@ -31,13 +33,17 @@ const (
 // not modified.
 func ValidateDAG(graph map[string][]string) error {
 	color := make(map[string]uint8, len(graph))
-	nodes := make([]string, 0, len(graph))
 	for n, deps := range graph {
+		color[n] = white
+		for _, d := range deps {
+			color[d] = white
+		}
+	}
+	nodes := make([]string, 0, len(color))
+	for n := range color {
 		nodes = append(nodes, n)
-		nodes = append(nodes, deps...)
 	}
 	slices.Sort(nodes)
-	nodes = slices.Compact(nodes)
 
 	type frame struct {
 		node string

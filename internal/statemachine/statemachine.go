@@ -95,6 +95,7 @@ type InvalidTransitionError struct {
 	Event models.TaskEvent
 }
 
+// Error returns "Invalid transition: (STATE, EVENT)".
 func (e *InvalidTransitionError) Error() string {
 	return fmt.Sprintf("Invalid transition: (%s, %s)", e.State, e.Event)
 }

@@ -1,0 +1,197 @@
+// Package statemachine is the only authority on task status changes in
+// agentqueued. It owns the transition table that says, for a task in a given
+// status, which events are legal and which status each one leads to, and the
+// validation of task dependency graphs.
+//
+// # Who decides
+//
+// A task is created DEFINED. From then on its status changes only through
+// [TaskTransition]: the store reads the task, asks TaskTransition for the
+// status the event leads to, and writes the change as a compare-and-set
+// (UPDATE ... WHERE id = ? AND status = <the status it read>) together with
+// the task_events row recording the event, in one transaction. If another
+// writer changed the task in between, the update matches no row and nothing
+// is applied. Nothing else decides legality: the scheduler, the agent
+// runners, the API and the chat commands only propose events, and a pair
+// that is not in the table fails with an [*InvalidTransitionError] whose
+// message is "Invalid transition: (STATUS, EVENT)". [IsValidStatusTransition]
+// answers the weaker question of whether any event links two statuses, and
+// [Rows] returns a copy of the table for documentation and tests.
+//
+// # The table as a diagram
+//
+// Every row of the table except ADMIN_RESTART is drawn below. Lines that
+// merge into the bus on the left all lead to BLOCKED; lines that merge into
+// the bus on the right all lead to READY. A "+" is a corner or a place
+// where lines join; where a vertical line crosses a horizontal one without a
+// "+", the two do not connect.
+//
+//	                                            +-------------------+
+//	 +------------ UPSTREAM_REOPENED ---------->|                   |
+//	 |                                          |      DEFINED      |
+//	 |  +--------- UPSTREAM_FAILED -------------|                   |
+//	 |  |                                       +-------------------+
+//	 |  |                                                 | DEPS_MET
+//	 |  |                                                 v
+//	 ^  v                                       +-------------------+
+//	 |  |                                       |                   |
+//	 |  |                +------ RETRY -------->|       READY       |<----------------------------------+
+//	 |  |                |                      |                   |                                   |
+//	 |  |                |                      +-------------------+                                   |
+//	 |  |                ^                                | ASSIGNED                                    ^
+//	 |  |                |                                v                                             |
+//	 |  |                |                      +-------------------+                                   |
+//	 |  |                |                      |                   |                                   |
+//	 |  +<---------------|------ TIMEOUT -------|     ASSIGNED      |----- EXECUTION_ERROR, RECOVERY ---+
+//	 |  |                |                      |                   |                                   |
+//	 |  |                |                      +-------------------+                                   |
+//	 |  |                |                                | AGENT_STARTED                               ^
+//	 |  |                |                                v                                             |
+//	 ^  v                |                      +-------------------+                                   |
+//	 |  |                |                      |                   |----- RETRY, RECOVERY -------------+
+//	 |  |                |                      |                   | AGENT_QUESTION +---------------+  |
+//	 |  |                |  TIMEOUT,            |                   |--------------->|               |  |
+//	 |  |                |  ADMIN_STOP,         |    IN_PROGRESS    |                | WAITING_INPUT |  ^
+//	 |  |                |  MAX_RETRIES         |                   |<---------------|               |  |
+//	 |  +<---------------|----------------------|                   | HUMAN_REPLIED  +---------------+  |
+//	 |  |                |                      +-------------------+                   |               |
+//	 |  |                |                          |     |     |        INPUT_TIMEOUT  |  RESUME_TIMER |
+//	 |  |                |                          |     |     |                       v               ^
+//	 |  |                |                          |     |     |             +---------------+         |
+//	 |  |                |                          |     |     |             |               |         |
+//	 |  |                |          AGENT_FAILED    |     |     +------------>|    PAUSED     |---------+
+//	 ^  v                |    +---------------------+     |    TOKENS_EXHAUSTED               |
+//	 |  |                |    |                           |                   +---------------+
+//	 |  |                |    |           AGENT_COMPLETED |
+//	 |  |                |    |                           |
+//	 |  |                |    v                           v
+//	 |  |             +--------+                +-------------------+
+//	 |  | MAX_RETRIES |        |  VERIFY_FAILED |                   |
+//	 |  +<------------| FAILED |<---------------|     VERIFYING     |---------+
+//	 |  |             |        |                |                   |         |
+//	 |  |             +--------+                +-------------------+         |
+//	 |  |                   |                             |                   |
+//	 |  |                   | ADMIN_SKIP                  | PR_CREATED        |
+//	 ^  v                   |                             v                   |
+//	 |  |                   |                   +-------------------+         |
+//	 |  |                   |                   |                   |         |
+//	 |  +<------------------|----- PR_CLOSED ---| AWAITING_APPROVAL |         | VERIFY_PASSED
+//	 |  |                   |                   |                   |         |
+//	 |  |                   |                   +-------------------+         |
+//	 |  |                   |                             |                   |
+//	 |  |                   |                             | PR_MERGED,        |
+//	 |  |                   |                             | HUMAN_APPROVED    |
+//	 |  v                   |                             v                   |
+//	+-----------+           |                   +-------------------+         |
+//	|           |           |                   |                   |         |
+//	|  BLOCKED  |-----------+--- ADMIN_SKIP --->|     COMPLETED     |<--------+
+//	|           |                               |                   |
+//	+-----------+                               +-------------------+
+//
+// ADMIN_RESTART returns every status but two to READY:
+//
+//	DEFINED ------------+
+//	ASSIGNED -----------+
+//	VERIFYING ----------+
+//	AWAITING_APPROVAL --+
+//	FAILED -------------+---- ADMIN_RESTART ----> READY
+//	PAUSED -------------+
+//	WAITING_INPUT ------+
+//	BLOCKED ------------+
+//	COMPLETED ----------+
+//
+// READY has no ADMIN_RESTART row because it is already where a restart
+// leads. IN_PROGRESS is the only other status without one, on purpose: a
+// running agent is never restarted under its own feet. Stop it first
+// (IN_PROGRESS --ADMIN_STOP--> BLOCKED), then restart it from BLOCKED.
+//
+// # The table as a list
+//
+// The 36 rows of the Agent Queue specification, grouped as the
+// specification groups them, then the three extensions (39 rows in all):
+//
+//	Core lifecycle
+//	  DEFINED            --DEPS_MET-->          READY
+//	  READY              --ASSIGNED-->          ASSIGNED
+//	  ASSIGNED           --AGENT_STARTED-->     IN_PROGRESS
+//	  IN_PROGRESS        --AGENT_COMPLETED-->   VERIFYING
+//	  VERIFYING          --VERIFY_PASSED-->     COMPLETED
+//	  VERIFYING          --PR_CREATED-->        AWAITING_APPROVAL
+//	  AWAITING_APPROVAL  --PR_MERGED-->         COMPLETED
+//
+//	Failure and retry
+//	  IN_PROGRESS        --AGENT_FAILED-->      FAILED
+//	  VERIFYING          --VERIFY_FAILED-->     FAILED
+//	  FAILED             --RETRY-->             READY
+//	  FAILED             --MAX_RETRIES-->       BLOCKED
+//
+//	Pause and resume
+//	  IN_PROGRESS        --TOKENS_EXHAUSTED-->  PAUSED
+//	  IN_PROGRESS        --AGENT_QUESTION-->    WAITING_INPUT
+//	  WAITING_INPUT      --HUMAN_REPLIED-->     IN_PROGRESS
+//	  WAITING_INPUT      --INPUT_TIMEOUT-->     PAUSED
+//	  PAUSED             --RESUME_TIMER-->      READY
+//
+//	Shortcuts from IN_PROGRESS
+//	  IN_PROGRESS        --MAX_RETRIES-->       BLOCKED
+//	  IN_PROGRESS        --RETRY-->             READY
+//
+//	Administrative
+//	  BLOCKED            --ADMIN_SKIP-->        COMPLETED
+//	  FAILED             --ADMIN_SKIP-->        COMPLETED
+//	  IN_PROGRESS        --ADMIN_STOP-->        BLOCKED
+//	  BLOCKED, FAILED, COMPLETED, PAUSED, DEFINED, ASSIGNED,
+//	  AWAITING_APPROVAL, VERIFYING, WAITING_INPUT
+//	                     --ADMIN_RESTART-->     READY        (nine rows)
+//
+//	PR lifecycle
+//	  AWAITING_APPROVAL  --PR_CLOSED-->         BLOCKED
+//
+//	Errors and timeouts
+//	  IN_PROGRESS        --TIMEOUT-->           BLOCKED
+//	  ASSIGNED           --TIMEOUT-->           BLOCKED
+//	  ASSIGNED           --EXECUTION_ERROR-->   READY
+//
+//	Daemon recovery
+//	  IN_PROGRESS        --RECOVERY-->          READY
+//	  ASSIGNED           --RECOVERY-->          READY
+//
+//	Extensions
+//	  AWAITING_APPROVAL  --HUMAN_APPROVED-->    COMPLETED
+//	  DEFINED            --UPSTREAM_FAILED-->   BLOCKED
+//	  BLOCKED            --UPSTREAM_REOPENED--> DEFINED
+//
+// # Extensions
+//
+// The specification's events do not cover three situations, so the table
+// adds one event for each:
+//
+//   - HUMAN_APPROVED (AWAITING_APPROVAL → COMPLETED): a person approves the
+//     work without a pull request being merged, for a task that has no PR
+//     or for the approval of a plan.
+//   - UPSTREAM_FAILED (DEFINED → BLOCKED): a dependency that requires
+//     success is BLOCKED, so the task can never become READY. The task is
+//     blocked in turn, and the root cause (the task whose failure started
+//     the cascade) is recorded with it.
+//   - UPSTREAM_REOPENED (BLOCKED → DEFINED): the upstream that blocked the
+//     task was restarted or skipped. The task goes back to DEFINED and its
+//     dependencies are evaluated again.
+//
+// # Dependency graphs
+//
+// [ValidateDAG] checks that a dependency graph (task id → ids it depends
+// on) has no cycle; the nodes are the keys and every id that appears as a
+// value. It runs a three-colour depth-first search (white: not seen, grey:
+// on the current path, black: finished) with an explicit stack, so a chain
+// of any depth cannot overflow the goroutine stack. Nodes are visited in
+// sorted order, and each node's dependencies in the order given, so the
+// result is deterministic: the first edge found that points back to a grey
+// node is reported as a [*CyclicDependencyError] whose message is
+// "from -> to" (from depends on to, which is already on the path), for
+// example "c -> a" for a -> b -> c -> a. A CyclicDependencyError with no
+// edge reads "Cyclic dependency detected".
+//
+// [ValidateDAGWithNewEdge] answers whether adding one edge keeps a graph
+// acyclic, before the edge is stored; a task depending on itself is refused
+// at once. Neither function modifies the graph it is given.
+package statemachine
