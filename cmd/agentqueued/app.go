@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+const usage = `Usage:
+  agentqueued [run] [--config FILE] [--data-dir DIR] [--listen ADDR]
+  agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--json] COMMAND ...
+
+Commands of ctl:
+  project create|list|show|edit
+  task add|list|show|skip|stop|restart
+  agent add|list
+  health
+
+Run "agentqueued ctl COMMAND VERB -h" for a command's flags.
+`
+
+// Main is the program: the daemon ("run") and the API client ("ctl").
+// Tests construct it with their own arguments, writers and environment.
+type Main struct {
+	// Args are the command-line arguments without the program name.
+	Args []string
+	// Stdout receives command output.
+	Stdout io.Writer
+	// Stderr receives logs and error messages.
+	Stderr io.Writer
+	// Getenv looks up environment variables.
+	Getenv func(string) (string, bool)
+	// Hostname and PID identify the daemon in the database lease; defaults
+	// os.Hostname and os.Getpid.
+	Hostname func() (string, error)
+	PID      int
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+	closed  bool
+	runErr  error
+	ready   chan struct{}
+	addr    string
+	owner   string
+	started bool
+}
+
+// NewMain returns a Main for args with the given output and environment.
+func NewMain(args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) *Main {
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	return &Main{Args: args, Stdout: stdout, Stderr: stderr, Getenv: getenv, Hostname: os.Hostname,
+		PID: os.Getpid(), ready: make(chan struct{})}
+}
+
+// usageError is a command-line mistake: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
+
+// configError is an invalid configuration: exit status 2.
+type configError struct{ err error }
+
+func (e *configError) Error() string { return e.err.Error() }
+func (e *configError) Unwrap() error { return e.err }
+
+// ExitCode maps an error of Run to the process's exit status.
+func ExitCode(err error) int {
+	var (
+		ue *usageError
+		ce *configError
+	)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue), errors.As(err, &ce):
+		return exitUsage
+	}
+	return exitError
+}
+
+// Exec runs the program, prints "error: <message>" to Stderr on failure
+// and returns the exit status.
+func (m *Main) Exec(ctx context.Context) int {
+	err := m.Run(ctx)
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "error: %v\n", err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			fmt.Fprint(m.Stderr, "\n"+usage)
+		}
+	}
+	return ExitCode(err)
+}
+
+// Run runs the subcommand named by Args. For "run" it serves until ctx is
+// cancelled or Close is called; Ready is closed once the API listens.
+func (m *Main) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closed || m.started {
+		m.mu.Unlock()
+		return errors.New("main: Run called after Close or twice")
+	}
+	m.started = true
+	ctx, m.cancel = context.WithCancel(ctx)
+	m.done = make(chan struct{})
+	m.mu.Unlock()
+
+	err := m.dispatch(ctx)
+	if errors.Is(err, flag.ErrHelp) {
+		err = nil
+	}
+
+	m.mu.Lock()
+	m.runErr = err
+	m.cancel()
+	close(m.done)
+	m.mu.Unlock()
+	return err
+}
+
+func (m *Main) dispatch(ctx context.Context) error {
+	args := m.Args
+	cmd := "run"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "run":
+		return m.runDaemon(ctx, args)
+	case "ctl":
+		return m.runCtl(ctx, args)
+	case "help":
+		fmt.Fprint(m.Stdout, usage)
+		return nil
+	}
+	return usagef("unknown command %q (want run, ctl or help)", cmd)
+}
+
+// Close stops a running daemon, waits for Run to return and returns its
+// error. It is safe to call more than once and before Run.
+func (m *Main) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	cancel, done := m.cancel, m.done
+	m.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	<-done
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.runErr
+}
+
+// Ready is closed once the daemon's API listens; Addr then reports where.
+func (m *Main) Ready() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.readyLocked()
+}
+
+// readyLocked returns the ready channel, creating it for a Main built
+// without NewMain; m.mu must be held.
+func (m *Main) readyLocked() chan struct{} {
+	if m.ready == nil {
+		m.ready = make(chan struct{})
+	}
+	return m.ready
+}
+
+// Addr returns the host:port the daemon's API is bound to, or "" before Ready.
+func (m *Main) Addr() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.addr
+}
+
+// LeaseOwner returns the owner id under which the daemon holds the
+// database lease, or "" before it holds it.
+func (m *Main) LeaseOwner() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.owner
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// parseFlags parses args with flags and positional arguments interleaved
+// and returns the positional ones. -h prints the flags to w and returns
+// flag.ErrHelp.
+func parseFlags(fs *flag.FlagSet, args []string, w io.Writer) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintf(w, "Usage of %s:\n", fs.Name())
+				fs.SetOutput(w)
+				fs.PrintDefaults()
+				return nil, err
+			}
+			return nil, usagef("%s: %v", fs.Name(), err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}

@@ -1,0 +1,568 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/agentqueued/agentqueued/internal/api"
+	"github.com/agentqueued/agentqueued/internal/config"
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// Environment variables read by ctl.
+const (
+	envAddr  = "AGENTQUEUED_ADDR"
+	envToken = "AGENTQUEUED_TOKEN"
+)
+
+// defaultActor is recorded for events sent by ctl when $USER is not set.
+const defaultActor = "ctl"
+
+// ctlOptions are the flags every ctl command accepts.
+type ctlOptions struct {
+	addr       string
+	token      string
+	configPath string
+	json       bool
+}
+
+// register adds the options to fs, keeping values already parsed.
+func (o *ctlOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.addr, "addr", o.addr, "API `URL` (default $"+envAddr+", the listen address of --config, or http://"+config.DefaultListen+")")
+	fs.StringVar(&o.token, "token", o.token, "bearer `token` (default $"+envToken+" or api.token of --config)")
+	fs.StringVar(&o.configPath, "config", o.configPath, "configuration `file` to take listen and api.token from")
+	fs.BoolVar(&o.json, "json", o.json, "print JSON instead of tables")
+}
+
+// ctl is one invocation of a ctl command.
+type ctl struct {
+	m      *Main
+	opts   ctlOptions
+	out    io.Writer
+	client *api.Client
+}
+
+type ctlHandler func(c *ctl, ctx context.Context, args []string) error
+
+// ctlCommands maps "group verb" to its handler.
+var ctlCommands = map[string]ctlHandler{
+	"project create": (*ctl).projectCreate,
+	"project list":   (*ctl).projectList,
+	"project show":   (*ctl).projectShow,
+	"project edit":   (*ctl).projectEdit,
+	"task add":       (*ctl).taskAdd,
+	"task list":      (*ctl).taskList,
+	"task show":      (*ctl).taskShow,
+	"task skip":      eventCommand(models.EventAdminSkip),
+	"task stop":      eventCommand(models.EventAdminStop),
+	"task restart":   eventCommand(models.EventAdminRestart),
+	"agent add":      (*ctl).agentAdd,
+	"agent list":     (*ctl).agentList,
+	"health":         (*ctl).health,
+}
+
+// runCtl is the "ctl" subcommand.
+func (m *Main) runCtl(ctx context.Context, args []string) error {
+	c := &ctl{m: m, out: m.Stdout}
+	fs := newFlagSet("agentqueued ctl")
+	c.opts.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(m.Stdout, usage)
+			return err
+		}
+		return usagef("ctl: %v", err)
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		return usagef("ctl: missing command")
+	}
+	key, rest := rest[0], rest[1:]
+	if _, ok := ctlCommands[key]; !ok {
+		if len(rest) == 0 {
+			return usagef("ctl %s: missing or unknown command", key)
+		}
+		key, rest = key+" "+rest[0], rest[1:]
+	}
+	h, ok := ctlCommands[key]
+	if !ok {
+		return usagef("ctl: unknown command %q", key)
+	}
+	defer func() {
+		if c.client != nil {
+			c.client.CloseIdleConnections()
+		}
+	}()
+	return h(c, ctx, rest)
+}
+
+// flagSet returns a flag set for a command with the common options.
+func (c *ctl) flagSet(name string) *flag.FlagSet {
+	fs := newFlagSet("agentqueued ctl " + name)
+	c.opts.register(fs)
+	return fs
+}
+
+// parse parses a command's arguments and checks the number of positional
+// arguments, naming them in the usage error.
+func (c *ctl) parse(fs *flag.FlagSet, args []string, positional ...string) ([]string, error) {
+	pos, err := parseFlags(fs, args, c.out)
+	if err != nil {
+		return nil, err
+	}
+	if len(pos) != len(positional) {
+		want := "no arguments"
+		if len(positional) > 0 {
+			want = strings.Join(positional, " ")
+		}
+		return nil, usagef("%s: want %s, got %d argument(s)", strings.TrimPrefix(fs.Name(), "agentqueued "), want, len(pos))
+	}
+	return pos, c.connect()
+}
+
+// connect builds the API client from the flags, environment and config.
+func (c *ctl) connect() error {
+	getenv := c.m.Getenv
+	var cfg *config.Config
+	if c.opts.configPath != "" {
+		loaded, err := config.Load(c.opts.configPath, getenv)
+		if err != nil {
+			return &configError{err: err}
+		}
+		cfg = &loaded
+	}
+	addr := c.opts.addr
+	if addr == "" {
+		addr, _ = getenv(envAddr)
+	}
+	if addr == "" && cfg != nil {
+		addr = dialAddr(cfg.Listen)
+	}
+	if addr == "" {
+		addr = config.DefaultListen
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	token := c.opts.token
+	if token == "" {
+		token, _ = getenv(envToken)
+	}
+	if token == "" && cfg != nil {
+		token = cfg.API.Token
+	}
+	hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: api.DefaultClientTimeout}
+	client, err := api.NewClient(addr, token, hc)
+	if err != nil {
+		return usagef("--addr: %v", err)
+	}
+	c.client = client
+	return nil
+}
+
+// dialAddr turns a listen address into one to connect to.
+func dialAddr(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return ""
+	}
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// visited returns the names of the flags set on the command line.
+func visited(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
+// emit prints v as JSON with --json, else calls human.
+func (c *ctl) emit(v any, human func(w io.Writer)) error {
+	if c.opts.json {
+		data, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encode output: %w", err)
+		}
+		_, err = fmt.Fprintf(c.out, "%s\n", data)
+		return err
+	}
+	human(c.out)
+	return nil
+}
+
+// readStrict decodes a JSON file into v, refusing unknown fields and
+// trailing data.
+func readStrict(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s: unexpected data after the JSON value", path)
+	}
+	return nil
+}
+
+func (c *ctl) projectCreate(ctx context.Context, args []string) error {
+	fs := c.flagSet("project create")
+	file := fs.String("file", "", "read the whole project from a JSON `file`")
+	name := fs.String("name", "", "display `name` (default the id)")
+	weight := fs.Float64("credit-weight", 0, "scheduling `weight` (default 1)")
+	maxAgents := fs.Int("max-agents", 0, "maximum concurrent `agents` (default 2)")
+	budget := fs.Int64("budget", 0, "token budget `limit` (default unlimited)")
+	repoSource := fs.String("repo-source", "", "repository source: clone, link or init (default: clone with --repo-url, link with --repo-path)")
+	repoURL := fs.String("repo-url", "", "repository `URL` to clone")
+	repoPath := fs.String("repo-path", "", "absolute `path` of an existing repository to link")
+	branch := fs.String("branch", "", "default `branch` (default main)")
+
+	pos, err := parseFlags(fs, args, c.out)
+	if err != nil {
+		return err
+	}
+	var p models.Project
+	set := visited(fs)
+	if *file != "" {
+		if len(pos) > 0 {
+			return usagef("ctl project create: --file takes no ID argument")
+		}
+		for _, f := range []string{"name", "credit-weight", "max-agents", "budget", "repo-source", "repo-url", "repo-path", "branch"} {
+			if set[f] {
+				return usagef("ctl project create: --%s cannot be combined with --file", f)
+			}
+		}
+		if err := readStrict(*file, &p); err != nil {
+			return fmt.Errorf("read project: %w", err)
+		}
+	} else {
+		if len(pos) != 1 {
+			return usagef("ctl project create: want ID, got %d argument(s)", len(pos))
+		}
+		p = models.Project{ID: pos[0], Name: *name, CreditWeight: *weight, MaxConcurrentAgents: *maxAgents}
+		if set["budget"] {
+			p.BudgetLimit = budget
+		}
+		if *repoSource != "" || *repoURL != "" || *repoPath != "" || *branch != "" {
+			src := models.RepoSourceType(strings.ToUpper(*repoSource))
+			if src == "" {
+				src = models.RepoClone
+				if *repoPath != "" {
+					src = models.RepoLink
+				}
+			}
+			p.Repo = &models.RepoConfig{SourceType: src, URL: *repoURL, SourcePath: *repoPath, DefaultBranch: *branch}
+		}
+	}
+	if err := c.connect(); err != nil {
+		return err
+	}
+	created, err := c.client.CreateProject(ctx, p)
+	if err != nil {
+		return err
+	}
+	return c.emit(created, func(w io.Writer) { printProject(w, created) })
+}
+
+func (c *ctl) projectList(ctx context.Context, args []string) error {
+	if _, err := c.parse(c.flagSet("project list"), args); err != nil {
+		return err
+	}
+	ps, err := c.client.ListProjects(ctx)
+	if err != nil {
+		return err
+	}
+	return c.emit(api.ProjectList{Projects: ps}, func(w io.Writer) { printProjects(w, ps) })
+}
+
+func (c *ctl) projectShow(ctx context.Context, args []string) error {
+	pos, err := c.parse(c.flagSet("project show"), args, "ID")
+	if err != nil {
+		return err
+	}
+	p, err := c.client.GetProject(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	return c.emit(p, func(w io.Writer) { printProject(w, p) })
+}
+
+func (c *ctl) projectEdit(ctx context.Context, args []string) error {
+	fs := c.flagSet("project edit")
+	name := fs.String("name", "", "new display `name`")
+	weight := fs.Float64("credit-weight", 0, "new scheduling `weight`")
+	maxAgents := fs.Int("max-agents", 0, "new maximum of concurrent `agents`")
+	status := fs.String("status", "", "new `status`: ACTIVE, PAUSED or ARCHIVED")
+	budget := fs.Int64("budget", 0, "new token budget `limit`; negative removes the limit")
+	discord := fs.String("discord-channel", "", "notification channel `id`; empty clears it")
+	pos, err := c.parse(fs, args, "ID")
+	if err != nil {
+		return err
+	}
+	set := visited(fs)
+	var patch models.ProjectPatch
+	if set["name"] {
+		patch.Name = name
+	}
+	if set["credit-weight"] {
+		patch.CreditWeight = weight
+	}
+	if set["max-agents"] {
+		patch.MaxConcurrentAgents = maxAgents
+	}
+	if set["status"] {
+		st := models.ProjectStatus(strings.ToUpper(*status))
+		patch.Status = &st
+	}
+	if set["budget"] {
+		patch.BudgetLimit = budget
+	}
+	if set["discord-channel"] {
+		patch.DiscordChannelID = discord
+	}
+	if patch == (models.ProjectPatch{}) {
+		return usagef("ctl project edit: nothing to change (use --name, --credit-weight, --max-agents, --status, --budget or --discord-channel)")
+	}
+	p, err := c.client.UpdateProject(ctx, pos[0], patch)
+	if err != nil {
+		return err
+	}
+	return c.emit(p, func(w io.Writer) { printProject(w, p) })
+}
+
+// taskFieldFlags are the task add flags that describe one task.
+var taskFieldFlags = []string{"title", "description", "priority", "depends-on", "verification", "requires-approval",
+	"test-command", "kind", "meta", "created-by", "max-retries"}
+
+func (c *ctl) taskAdd(ctx context.Context, args []string) error {
+	fs := c.flagSet("task add")
+	file := fs.String("file", "", "create a whole batch from a JSON `file` ({\"project_id\", \"tasks\": [...]} or an array of tasks)")
+	project := fs.String("project", "", "project `id`")
+	title := fs.String("title", "", "task `title`")
+	description := fs.String("description", "", "task `description`")
+	priority := fs.Int("priority", models.DefaultPriority, "`priority`; 0 is the most urgent")
+	var dependsOn, testCommands listFlag
+	fs.Var(&dependsOn, "depends-on", "`ids` of tasks this one depends on (comma-separated, repeatable)")
+	verification := fs.String("verification", "", "verification `type`: AUTO_TEST, QA_AGENT or HUMAN")
+	requiresApproval := fs.Bool("requires-approval", false, "require a person's approval before completion")
+	fs.Var(&testCommands, "test-command", "a test `command` (repeatable)")
+	kind := fs.String("kind", "", "task `kind`")
+	meta := mapFlag{}
+	fs.Var(meta, "meta", "metadata `key=value` (repeatable)")
+	createdBy := fs.String("created-by", "", "`name` of the creator (default $USER)")
+	maxRetries := fs.Int("max-retries", models.DefaultMaxRetries, "maximum `retries`")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	set := visited(fs)
+
+	var b models.TaskBatch
+	if *file != "" {
+		for _, f := range taskFieldFlags {
+			if set[f] {
+				return usagef("ctl task add: --%s cannot be combined with --file", f)
+			}
+		}
+		data, err := os.ReadFile(*file)
+		if err != nil {
+			return fmt.Errorf("read batch: %w", err)
+		}
+		if b, err = api.DecodeBatch(data); err != nil {
+			return fmt.Errorf("read batch %s: %w", *file, err)
+		}
+		if b.ProjectID == "" {
+			b.ProjectID = *project
+		}
+	} else {
+		if *project == "" || *title == "" {
+			return usagef("ctl task add: --project and --title are required (or --file)")
+		}
+		bt := models.BatchTask{
+			Title: *title, Description: *description, VerificationType: models.VerificationType(strings.ToUpper(*verification)),
+			RequiresApproval: *requiresApproval, Kind: *kind, TestCommands: testCommands, CreatedBy: *createdBy,
+		}
+		if set["priority"] {
+			bt.Priority = priority
+		}
+		if set["max-retries"] {
+			bt.MaxRetries = maxRetries
+		}
+		if len(meta) > 0 {
+			bt.Metadata = meta
+		}
+		for _, id := range dependsOn {
+			bt.Dependencies = append(bt.Dependencies, models.BatchDependency{ID: id})
+		}
+		if bt.CreatedBy == "" {
+			bt.CreatedBy, _ = c.m.Getenv("USER")
+		}
+		b = models.TaskBatch{ProjectID: *project, Tasks: []models.BatchTask{bt}}
+	}
+	results, err := c.client.CreateTasks(ctx, b)
+	if err != nil {
+		return err
+	}
+	return c.emit(api.BatchResponse{Results: results}, func(w io.Writer) { printBatchResults(w, results) })
+}
+
+func (c *ctl) taskList(ctx context.Context, args []string) error {
+	fs := c.flagSet("task list")
+	project := fs.String("project", "", "only tasks of project `id`")
+	status := fs.String("status", "", "only tasks in these `statuses` (comma-separated; also Pending, Running, Unfinished, Finished)")
+	limit := fs.Int("limit", 0, "at most `n` tasks")
+	after := fs.String("after", "", "continue after task `id`")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	f := models.TaskFilter{ProjectID: *project, Limit: *limit, AfterID: *after}
+	for part := range strings.SplitSeq(*status, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		set, err := models.ResolveStatusSet(part)
+		if err != nil {
+			return err
+		}
+		f.Statuses = append(f.Statuses, set...)
+	}
+	ts, err := c.client.ListTasks(ctx, f)
+	if err != nil {
+		return err
+	}
+	return c.emit(api.TaskList{Tasks: ts}, func(w io.Writer) { printTasks(w, ts) })
+}
+
+func (c *ctl) taskShow(ctx context.Context, args []string) error {
+	pos, err := c.parse(c.flagSet("task show"), args, "ID")
+	if err != nil {
+		return err
+	}
+	d, err := c.client.GetTask(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	return c.emit(d, func(w io.Writer) { printTaskDetail(w, d) })
+}
+
+// eventCommand returns the handler of "task skip|stop|restart".
+func eventCommand(event models.TaskEvent) ctlHandler {
+	return func(c *ctl, ctx context.Context, args []string) error {
+		verb := strings.ToLower(strings.TrimPrefix(string(event), "ADMIN_"))
+		fs := c.flagSet("task " + verb)
+		reason := fs.String("reason", "", "`reason` recorded with the change")
+		actor := fs.String("actor", "", "`name` recorded as the actor (default $USER, else "+defaultActor+")")
+		pos, err := c.parse(fs, args, "ID")
+		if err != nil {
+			return err
+		}
+		if *actor == "" {
+			*actor, _ = c.m.Getenv("USER")
+		}
+		if *actor == "" {
+			*actor = defaultActor
+		}
+		res, err := c.client.SendEvent(ctx, pos[0], api.EventRequest{Event: event, Reason: *reason, Actor: *actor})
+		if err != nil {
+			return err
+		}
+		return c.emit(res, func(w io.Writer) { printTransition(w, res) })
+	}
+}
+
+func (c *ctl) agentAdd(ctx context.Context, args []string) error {
+	fs := c.flagSet("agent add")
+	typ := fs.String("type", "", "agent `type`: "+strings.Join(models.AgentTypes, ", "))
+	name := fs.String("name", "", "display `name` (default the id)")
+	pos, err := c.parse(fs, args, "ID")
+	if err != nil {
+		return err
+	}
+	a, err := c.client.RegisterAgent(ctx, models.Agent{ID: pos[0], Name: *name, AgentType: *typ})
+	if err != nil {
+		return err
+	}
+	return c.emit(a, func(w io.Writer) { printAgents(w, []models.Agent{a}) })
+}
+
+func (c *ctl) agentList(ctx context.Context, args []string) error {
+	if _, err := c.parse(c.flagSet("agent list"), args); err != nil {
+		return err
+	}
+	as, err := c.client.ListAgents(ctx)
+	if err != nil {
+		return err
+	}
+	return c.emit(api.AgentList{Agents: as}, func(w io.Writer) { printAgents(w, as) })
+}
+
+func (c *ctl) health(ctx context.Context, args []string) error {
+	if _, err := c.parse(c.flagSet("health"), args); err != nil {
+		return err
+	}
+	h, err := c.client.Health(ctx)
+	if err != nil {
+		return err
+	}
+	return c.emit(h, func(w io.Writer) { fmt.Fprintf(w, "%s %s\n", h.Status, c.client.BaseURL()) })
+}
+
+// listFlag collects comma-separated, repeatable values.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	for part := range strings.SplitSeq(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			*l = append(*l, part)
+		}
+	}
+	return nil
+}
+
+// mapFlag collects repeatable key=value pairs.
+type mapFlag map[string]string
+
+func (m mapFlag) String() string {
+	parts := make([]string, 0, len(m))
+	for k, v := range m {
+		parts = append(parts, k+"="+v)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (m mapFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q is not key=value", v)
+	}
+	m[k] = val
+	return nil
+}
+
+// itoa formats an optional integer, "-" when absent.
+func itoa(p *int64) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*p, 10)
+}

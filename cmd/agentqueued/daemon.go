@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/api"
+	"github.com/agentqueued/agentqueued/internal/config"
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+// leaseReleaseTimeout bounds releasing the lease on shutdown.
+const leaseReleaseTimeout = 5 * time.Second
+
+// loadDaemonConfig reads --config and applies --data-dir and --listen.
+func (m *Main) loadDaemonConfig(args []string) (config.Config, error) {
+	fs := newFlagSet("agentqueued run")
+	configPath := fs.String("config", "", "configuration `file` (YAML); embedded defaults when empty")
+	dataDir := fs.String("data-dir", "", "data `directory` (overrides data_dir)")
+	listen := fs.String("listen", "", "API `address` host:port (overrides listen)")
+	pos, err := parseFlags(fs, args, m.Stdout)
+	if err != nil {
+		return config.Config{}, err
+	}
+	if len(pos) > 0 {
+		return config.Config{}, usagef("run: unexpected argument %q", pos[0])
+	}
+	cfg, err := config.Load(*configPath, m.Getenv)
+	if err != nil {
+		return config.Config{}, &configError{err: err}
+	}
+	if *dataDir != "" {
+		cfg.DataDir = *dataDir
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	if err := cfg.Validate(); err != nil {
+		return config.Config{}, &configError{err: err}
+	}
+	return cfg, nil
+}
+
+// newLogger returns the slog logger the configuration asks for.
+func newLogger(lc config.LogConfig, w io.Writer) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(lc.Level)); err != nil {
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if lc.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// runDaemon is the "run" subcommand.
+func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
+	cfg, err := m.loadDaemonConfig(args)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.Log, m.Stderr)
+
+	dbPath := cfg.DatabasePath()
+	for _, dir := range []string{cfg.DataDir, filepath.Dir(dbPath)} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("create data directory: %w", err)
+		}
+	}
+	st, err := store.Open(ctx, store.Config{Path: dbPath, Logger: log.With("component", "store")})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := st.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close store: %w", cerr))
+		}
+	}()
+
+	holder, err := m.leaseHolder()
+	if err != nil {
+		return err
+	}
+	if err := st.AcquireLease(ctx, holder, cfg.Lease.TTL); err != nil {
+		return fmt.Errorf("start daemon on %s: %w", dbPath, err)
+	}
+	m.mu.Lock()
+	m.owner = holder.Owner
+	m.mu.Unlock()
+	log.Info("lease acquired", "owner", holder.Owner, "hostname", holder.Hostname, "pid", holder.PID, "ttl", cfg.Lease.TTL)
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseReleaseTimeout)
+		defer cancel()
+		if rerr := st.ReleaseLease(rctx, holder.Owner); rerr != nil {
+			log.Error("release lease failed", "owner", holder.Owner, "err", rerr)
+			err = errors.Join(err, rerr)
+			return
+		}
+		log.Info("lease released", "owner", holder.Owner)
+	}()
+
+	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, Logger: log.With("component", "api")}, st)
+	if err != nil {
+		return err
+	}
+	ln, err := srv.Listen()
+	if err != nil {
+		return err
+	}
+	addr := ln.Addr().String()
+	log.Info("agentqueued listening", "addr", addr, "data_dir", cfg.DataDir, "database", dbPath,
+		"auth", cfg.API.Token != "")
+	m.mu.Lock()
+	m.addr = addr
+	close(m.readyLocked())
+	m.mu.Unlock()
+
+	g, _ := newGroup(ctx)
+	g.Go(func(ctx context.Context) error { return srv.Serve(ctx, ln) })
+	g.Go(func(ctx context.Context) error { return renewLease(ctx, st, holder.Owner, cfg.Lease.TTL, log) })
+	err = g.Wait()
+	if err != nil {
+		log.Error("agentqueued stopping after a failure", "err", err)
+		return err
+	}
+	log.Info("agentqueued stopped")
+	return nil
+}
+
+// leaseHolder describes this process for the lease, with a fresh owner id.
+func (m *Main) leaseHolder() (models.LeaseHolder, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return models.LeaseHolder{}, fmt.Errorf("lease owner id: %w", err)
+	}
+	host := "unknown"
+	if m.Hostname != nil {
+		h, err := m.Hostname()
+		if err != nil {
+			return models.LeaseHolder{}, fmt.Errorf("hostname: %w", err)
+		}
+		host = h
+	}
+	pid := m.PID
+	if pid == 0 {
+		pid = os.Getpid()
+	}
+	return models.LeaseHolder{Owner: hex.EncodeToString(b[:]), Hostname: host, PID: pid}, nil
+}
+
+// leaseRenewer is what the renewal loop needs from the store.
+type leaseRenewer interface {
+	RenewLease(ctx context.Context, owner string, ttl time.Duration) error
+}
+
+// renewLease renews owner's lease every ttl/3 until ctx is cancelled. It
+// fails when the lease is lost to another owner, or when renewals have
+// failed for a whole ttl (the lease may have expired).
+func renewLease(ctx context.Context, st leaseRenewer, owner string, ttl time.Duration, log *slog.Logger) error {
+	tick := time.NewTicker(ttl / 3)
+	defer tick.Stop()
+	lastOK := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		err := st.RenewLease(ctx, owner, ttl)
+		switch {
+		case err == nil:
+			lastOK = time.Now()
+			log.Debug("lease renewed", "owner", owner)
+		case ctx.Err() != nil:
+			return nil
+		case models.ErrorCodeOf(err) == models.CodeConflict:
+			return fmt.Errorf("lost the database lease: %w", err)
+		case time.Since(lastOK) >= ttl:
+			return fmt.Errorf("lease not renewed for %s: %w", ttl, err)
+		default:
+			log.Warn("lease renewal failed; retrying", "owner", owner, "err", err)
+		}
+	}
+}

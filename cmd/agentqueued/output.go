@@ -1,0 +1,199 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// table returns a writer that aligns tab-separated columns; call Flush.
+func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
+
+// row writes one tab-separated line.
+func row(w io.Writer, cols ...string) {
+	for i, c := range cols {
+		if c == "" {
+			cols[i] = "-"
+		}
+	}
+	fmt.Fprintln(w, strings.Join(cols, "\t"))
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func when(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func whenPtr(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return when(*t)
+}
+
+func repoSummary(r *models.RepoConfig) string {
+	if r == nil {
+		return ""
+	}
+	where := r.URL
+	if where == "" {
+		where = r.SourcePath
+	}
+	s := string(r.SourceType)
+	if where != "" {
+		s += " " + where
+	}
+	return s + " (" + r.DefaultBranch + ")"
+}
+
+func printProjects(w io.Writer, ps []models.Project) {
+	tw := table(w)
+	row(tw, "ID", "NAME", "STATUS", "WEIGHT", "MAX_AGENTS", "TOKENS", "BUDGET", "REPO")
+	for _, p := range ps {
+		row(tw, p.ID, p.Name, string(p.Status), strconv.FormatFloat(p.CreditWeight, 'g', -1, 64),
+			strconv.Itoa(p.MaxConcurrentAgents), strconv.FormatInt(p.TotalTokensUsed, 10), itoa(p.BudgetLimit), repoSummary(p.Repo))
+	}
+	tw.Flush()
+}
+
+func printProject(w io.Writer, p models.Project) {
+	tw := table(w)
+	row(tw, "ID:", p.ID)
+	row(tw, "Name:", p.Name)
+	row(tw, "Status:", string(p.Status))
+	row(tw, "Credit weight:", strconv.FormatFloat(p.CreditWeight, 'g', -1, 64))
+	row(tw, "Max agents:", strconv.Itoa(p.MaxConcurrentAgents))
+	row(tw, "Tokens used:", strconv.FormatInt(p.TotalTokensUsed, 10))
+	row(tw, "Budget:", itoa(p.BudgetLimit))
+	row(tw, "Discord channel:", str(p.DiscordChannelID))
+	row(tw, "Repo:", repoSummary(p.Repo))
+	row(tw, "Created:", when(p.CreatedAt))
+	row(tw, "Updated:", when(p.UpdatedAt))
+	tw.Flush()
+}
+
+func printBatchResults(w io.Writer, rs []models.BatchResult) {
+	tw := table(w)
+	row(tw, "TASK", "STATUS", "LOCAL_ID", "NOTE")
+	for _, r := range rs {
+		note := "created"
+		if r.Skipped {
+			note = "existing task (dedupe)"
+		}
+		row(tw, r.TaskID, string(r.Status), r.LocalID, note)
+	}
+	tw.Flush()
+}
+
+func printTasks(w io.Writer, ts []models.Task) {
+	tw := table(w)
+	row(tw, "ID", "PROJECT", "STATUS", "PRIORITY", "TITLE")
+	for _, t := range ts {
+		row(tw, t.ID, t.ProjectID, string(t.Status), strconv.Itoa(t.Priority), t.Title)
+	}
+	tw.Flush()
+}
+
+func printTaskDetail(w io.Writer, d models.TaskDetail) {
+	t := d.Task
+	tw := table(w)
+	row(tw, "ID:", t.ID)
+	row(tw, "Project:", t.ProjectID)
+	row(tw, "Title:", t.Title)
+	row(tw, "Status:", string(t.Status))
+	row(tw, "Reason:", t.StatusReason)
+	row(tw, "Priority:", strconv.Itoa(t.Priority))
+	row(tw, "Verification:", string(t.VerificationType))
+	row(tw, "Requires approval:", strconv.FormatBool(t.RequiresApproval))
+	row(tw, "Retries:", fmt.Sprintf("%d/%d", t.RetryCount, t.MaxRetries))
+	row(tw, "Kind:", t.Kind)
+	row(tw, "Created by:", t.CreatedBy)
+	row(tw, "Agent:", str(t.AssignedAgentID))
+	row(tw, "Branch:", str(t.BranchName))
+	row(tw, "PR:", str(t.PRURL))
+	row(tw, "Test commands:", strings.Join(t.TestCommands, "; "))
+	var meta []string
+	for _, k := range slices.Sorted(maps.Keys(t.Metadata)) {
+		meta = append(meta, k+"="+t.Metadata[k])
+	}
+	row(tw, "Metadata:", strings.Join(meta, ", "))
+	row(tw, "Created:", when(t.CreatedAt))
+	row(tw, "Updated:", when(t.UpdatedAt))
+	tw.Flush()
+	if t.Description != "" {
+		fmt.Fprintln(w, "\nDescription:")
+		for line := range strings.SplitSeq(strings.TrimRight(t.Description, "\n"), "\n") {
+			fmt.Fprintln(w, "  "+line)
+		}
+	}
+
+	fmt.Fprintf(w, "\nDepends on (%d):\n", len(d.Dependencies))
+	if len(d.Dependencies) > 0 {
+		tw = table(w)
+		row(tw, "  UPSTREAM", "REQUIRES_SUCCESS", "RESOLUTION", "RESOLVED")
+		for _, e := range d.Dependencies {
+			row(tw, "  "+e.Upstream, strconv.FormatBool(e.RequiresSuccess), string(e.Resolution), whenPtr(e.ResolvedAt))
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "\nDependents (%d):\n", len(d.Dependents))
+	if len(d.Dependents) > 0 {
+		tw = table(w)
+		row(tw, "  DOWNSTREAM", "REQUIRES_SUCCESS", "RESOLUTION", "RESOLVED")
+		for _, e := range d.Dependents {
+			row(tw, "  "+e.Downstream, strconv.FormatBool(e.RequiresSuccess), string(e.Resolution), whenPtr(e.ResolvedAt))
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "\nEvents (%d):\n", len(d.Events))
+	if len(d.Events) > 0 {
+		tw = table(w)
+		row(tw, "  TIME", "EVENT", "FROM", "TO", "ACTOR", "REASON")
+		for _, e := range d.Events {
+			row(tw, "  "+when(e.CreatedAt), string(e.Event), string(e.From), string(e.To), e.Actor, e.Reason)
+		}
+		tw.Flush()
+	}
+}
+
+func printTransition(w io.Writer, r models.TransitionResult) {
+	note := ""
+	if r.Duplicate {
+		note = " (already applied)"
+	}
+	fmt.Fprintf(w, "%s: %s -> %s%s\n", r.Task.ID, r.From, r.To, note)
+	for _, l := range []struct {
+		label string
+		ids   []string
+	}{{"promoted to READY", r.Promoted}, {"blocked", r.Blocked}, {"reopened", r.Reopened}} {
+		if len(l.ids) > 0 {
+			fmt.Fprintf(w, "%s: %s\n", l.label, strings.Join(l.ids, ", "))
+		}
+	}
+}
+
+func printAgents(w io.Writer, as []models.Agent) {
+	tw := table(w)
+	row(tw, "ID", "NAME", "TYPE", "STATE", "TASK", "TOKENS", "LAST_HEARTBEAT")
+	for _, a := range as {
+		row(tw, a.ID, a.Name, a.AgentType, string(a.State), str(a.CurrentTaskID),
+			strconv.FormatInt(a.TotalTokensUsed, 10), whenPtr(a.LastHeartbeat))
+	}
+	tw.Flush()
+}

@@ -1,0 +1,204 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// DefaultClientTimeout bounds each request of a Client built without an
+// http.Client.
+const DefaultClientTimeout = 30 * time.Second
+
+// maxErrorBody caps how much of an error answer the client reads.
+const maxErrorBody = 64 << 10
+
+// Client calls the API. Errors the server answered are *models.Error values
+// carrying the server's code and message.
+type Client struct {
+	base  *url.URL
+	token string
+	hc    *http.Client
+}
+
+// NewClient returns a client for the server at baseURL (e.g.
+// "http://127.0.0.1:7700"), sending token as a bearer token when not empty.
+// hc may be nil.
+func NewClient(baseURL, token string, hc *http.Client) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("api client: %q is not an http(s) URL with a host", baseURL)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	if hc == nil {
+		hc = &http.Client{Timeout: DefaultClientTimeout}
+	}
+	return &Client{base: u, token: token, hc: hc}, nil
+}
+
+// BaseURL returns the server's base URL.
+func (c *Client) BaseURL() string { return c.base.String() }
+
+// CloseIdleConnections closes the idle connections of the client's transport.
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+
+// Health checks the server and its store.
+func (c *Client) Health(ctx context.Context) (Health, error) {
+	var h Health
+	return h, c.do(ctx, http.MethodGet, "/healthz", nil, nil, &h)
+}
+
+// CreateProject creates a project.
+func (c *Client) CreateProject(ctx context.Context, p models.Project) (models.Project, error) {
+	var out models.Project
+	return out, c.do(ctx, http.MethodPost, APIPrefix+"/projects", nil, p, &out)
+}
+
+// ListProjects lists every project.
+func (c *Client) ListProjects(ctx context.Context) ([]models.Project, error) {
+	var out ProjectList
+	return out.Projects, c.do(ctx, http.MethodGet, APIPrefix+"/projects", nil, nil, &out)
+}
+
+// GetProject returns one project.
+func (c *Client) GetProject(ctx context.Context, id string) (models.Project, error) {
+	var out models.Project
+	return out, c.do(ctx, http.MethodGet, APIPrefix+"/projects/"+url.PathEscape(id), nil, nil, &out)
+}
+
+// UpdateProject applies patch to a project and returns the result.
+func (c *Client) UpdateProject(ctx context.Context, id string, patch models.ProjectPatch) (models.Project, error) {
+	var out models.Project
+	return out, c.do(ctx, http.MethodPatch, APIPrefix+"/projects/"+url.PathEscape(id), nil, patch, &out)
+}
+
+// CreateTasks creates a batch of tasks all-or-nothing.
+func (c *Client) CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.BatchResult, error) {
+	var out BatchResponse
+	return out.Results, c.do(ctx, http.MethodPost, APIPrefix+"/tasks", nil, b, &out)
+}
+
+// ListTasks lists tasks matching f.
+func (c *Client) ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error) {
+	q := url.Values{}
+	if f.ProjectID != "" {
+		q.Set("project", f.ProjectID)
+	}
+	if len(f.Statuses) > 0 {
+		s := make([]string, len(f.Statuses))
+		for i, st := range f.Statuses {
+			s[i] = string(st)
+		}
+		q.Set("status", strings.Join(s, ","))
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	if f.AfterID != "" {
+		q.Set("after", f.AfterID)
+	}
+	var out TaskList
+	return out.Tasks, c.do(ctx, http.MethodGet, APIPrefix+"/tasks", q, nil, &out)
+}
+
+// GetTask returns a task with its edges and events.
+func (c *Client) GetTask(ctx context.Context, id string) (models.TaskDetail, error) {
+	var out models.TaskDetail
+	return out, c.do(ctx, http.MethodGet, APIPrefix+"/tasks/"+url.PathEscape(id), nil, nil, &out)
+}
+
+// SendEvent sends an administrative event to a task.
+func (c *Client) SendEvent(ctx context.Context, taskID string, req EventRequest) (models.TransitionResult, error) {
+	var out models.TransitionResult
+	return out, c.do(ctx, http.MethodPost, APIPrefix+"/tasks/"+url.PathEscape(taskID)+"/events", nil, req, &out)
+}
+
+// RegisterAgent registers an agent.
+func (c *Client) RegisterAgent(ctx context.Context, a models.Agent) (models.Agent, error) {
+	var out models.Agent
+	return out, c.do(ctx, http.MethodPost, APIPrefix+"/agents", nil, a, &out)
+}
+
+// ListAgents lists every agent.
+func (c *Client) ListAgents(ctx context.Context) ([]models.Agent, error) {
+	var out AgentList
+	return out.Agents, c.do(ctx, http.MethodGet, APIPrefix+"/agents", nil, nil, &out)
+}
+
+// do sends one request with body encoded as JSON (when not nil) and decodes
+// a 2xx answer into out.
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any) error {
+	u := *c.base
+	u.Path += path
+	u.RawQuery = query.Encode()
+	op := method + " " + path
+
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("%s: encode request: %w", op, err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("%s %s: %w", method, u.String(), err)
+	}
+	defer resp.Body.Close()
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return responseError(resp)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s: decode answer: %w", op, err)
+	}
+	return nil
+}
+
+// responseError turns an error answer into a *models.Error.
+func responseError(resp *http.Response) error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var eb ErrorBody
+	if err := json.Unmarshal(data, &eb); err == nil && eb.Error.Code != "" {
+		return &models.Error{Code: eb.Error.Code, Message: eb.Error.Message}
+	}
+	code := models.CodeInternal
+	switch resp.StatusCode {
+	case http.StatusBadRequest:
+		code = models.CodeInvalid
+	case http.StatusNotFound:
+		code = models.CodeNotFound
+	case http.StatusConflict:
+		code = models.CodeConflict
+	case http.StatusUnauthorized:
+		code = models.CodeUnauthorized
+	}
+	return &models.Error{Code: code, Message: fmt.Sprintf("server answered %s", resp.Status),
+		Err: errors.New(strings.TrimSpace(string(data)))}
+}

@@ -1,0 +1,172 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentqueued/agentqueued/internal/api"
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+// syncBuffer is a bytes.Buffer safe for concurrent use by a logger.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// testEnv is an API server over a real store in a temporary directory.
+type testEnv struct {
+	t      *testing.T
+	store  *store.Store
+	srv    *httptest.Server
+	client *api.Client
+	logs   *syncBuffer
+	token  string
+}
+
+// newEnv starts a server over a fresh store; cfg's Logger is replaced by
+// one that records into env.logs.
+func newEnv(t *testing.T, cfg api.Config) *testEnv {
+	t.Helper()
+	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite")})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	logs := &syncBuffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, err := api.New(cfg, st)
+	if err != nil {
+		t.Fatalf("api.New: %v", err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	client, err := api.NewClient(srv.URL, cfg.Token, srv.Client())
+	if err != nil {
+		t.Fatalf("api.NewClient: %v", err)
+	}
+	return &testEnv{t: t, store: st, srv: srv, client: client, logs: logs, token: cfg.Token}
+}
+
+// response is a raw answer of the server.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends a request with a raw body (none when body is "") and the
+// environment's token, plus extra headers given as name, value pairs.
+func (e *testEnv) do(method, path, body string, headers ...string) response {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if e.token != "" {
+		req.Header.Set("Authorization", "Bearer "+e.token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] == "" {
+			req.Header.Del(headers[i])
+		} else {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+	}
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+// decode decodes the answer into v, failing unless its status is want.
+func (r response) decode(t *testing.T, want int, v any) {
+	t.Helper()
+	if r.status != want {
+		t.Fatalf("status = %d, want %d; body: %s", r.status, want, r.body)
+	}
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+}
+
+// wantError checks an error answer's status and code and that its message
+// contains msg.
+func (r response) wantError(t *testing.T, status int, code models.ErrorCode, msg string) {
+	t.Helper()
+	var eb api.ErrorBody
+	r.decode(t, status, &eb)
+	if eb.Error.Code != code {
+		t.Errorf("error code = %q, want %q (message %q)", eb.Error.Code, code, eb.Error.Message)
+	}
+	if !strings.Contains(eb.Error.Message, msg) {
+		t.Errorf("error message = %q, want it to contain %q", eb.Error.Message, msg)
+	}
+}
+
+// createProject creates a project through the API.
+func (e *testEnv) createProject(id string) models.Project {
+	e.t.Helper()
+	var p models.Project
+	e.do("POST", "/api/v1/projects", `{"id":"`+id+`"}`).decode(e.t, http.StatusCreated, &p)
+	return p
+}
+
+// createTasks posts a batch body and returns its results.
+func (e *testEnv) createTasks(body string) []models.BatchResult {
+	e.t.Helper()
+	var br api.BatchResponse
+	e.do("POST", "/api/v1/tasks", body).decode(e.t, http.StatusCreated, &br)
+	return br.Results
+}
+
+// listTasks lists tasks with a raw query.
+func (e *testEnv) listTasks(query string) []models.Task {
+	e.t.Helper()
+	var tl api.TaskList
+	e.do("GET", "/api/v1/tasks"+query, "").decode(e.t, http.StatusOK, &tl)
+	return tl.Tasks
+}
+
+// taskDetail returns a task's detail.
+func (e *testEnv) taskDetail(id string) models.TaskDetail {
+	e.t.Helper()
+	var d models.TaskDetail
+	e.do("GET", "/api/v1/tasks/"+id, "").decode(e.t, http.StatusOK, &d)
+	return d
+}

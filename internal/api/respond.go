@@ -1,0 +1,183 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// ErrorBody is the JSON shape of every error answer.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the code and user-safe message of an error answer.
+type ErrorDetail struct {
+	Code    models.ErrorCode `json:"code"`
+	Message string           `json:"message"`
+}
+
+// httpError is a request error that needs a status other than its code's.
+type httpError struct {
+	status int
+	err    *models.Error
+}
+
+func (e *httpError) Error() string { return e.err.Message }
+func (e *httpError) Unwrap() error { return e.err }
+
+func invalid(format string, args ...any) error {
+	return models.Errorf(models.CodeInvalid, format, args...)
+}
+
+// statusOf maps an error code to its HTTP status.
+func statusOf(code models.ErrorCode) int {
+	switch code {
+	case models.CodeInvalid:
+		return http.StatusBadRequest
+	case models.CodeNotFound:
+		return http.StatusNotFound
+	case models.CodeConflict:
+		return http.StatusConflict
+	case models.CodeUnauthorized:
+		return http.StatusUnauthorized
+	}
+	return http.StatusInternalServerError
+}
+
+// writeJSON answers v with status.
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+		s.writeError(w, r, fmt.Errorf("encode %T answer: %w", v, err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// writeError answers err: *models.Error values with their code and
+// message, anything else as a logged internal error with a generic message.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := models.ErrorCodeOf(err)
+	status := statusOf(code)
+	msg := models.ErrorMessageOf(err)
+	var he *httpError
+	if errors.As(err, &he) {
+		// The server's own answer: its message is safe whatever the code.
+		status, msg = he.status, he.err.Message
+	} else if code == models.CodeInternal {
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		msg = "internal error"
+	}
+	body, _ := json.Marshal(ErrorBody{Error: ErrorDetail{Code: code, Message: msg}})
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// readBody reads a request body of at most Config.MaxBodyBytes with a JSON
+// (or absent) Content-Type.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return nil, &httpError{status: http.StatusUnsupportedMediaType,
+				err: models.Errorf(models.CodeInvalid, "request body: Content-Type must be application/json (got %q)", ct)}
+		}
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &httpError{status: http.StatusRequestEntityTooLarge,
+				err: models.Errorf(models.CodeInvalid, "request body: larger than %d bytes", mbe.Limit)}
+		}
+		return nil, models.WrapError(models.CodeInvalid, err, "request body: could not be read")
+	}
+	return data, nil
+}
+
+// decodeBody decodes the request body into v (see decodeJSON).
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	data, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(data, v)
+}
+
+// decodeJSON decodes exactly one JSON value from data into v: unknown
+// fields and trailing data are errors, and every error names the problem.
+func decodeJSON(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return describeJSONError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return invalid("request body: unexpected data after the JSON value at offset %d", dec.InputOffset())
+	}
+	return nil
+}
+
+func describeJSONError(err error) error {
+	var (
+		syn *json.SyntaxError
+		typ *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.Is(err, io.EOF):
+		return invalid("request body: empty, expected a JSON value")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return invalid("request body: JSON ends unexpectedly")
+	case errors.As(err, &syn):
+		return invalid("request body: invalid JSON at offset %d: %s", syn.Offset, strings.TrimPrefix(syn.Error(), "json: "))
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return invalid("request body: expected %s, got JSON %s", jsonKind(typ.Type), typ.Value)
+		}
+		return invalid("request body: field %q: expected %s, got JSON %s", typ.Field, jsonKind(typ.Type), typ.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return invalid("request body: unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return models.WrapError(models.CodeInvalid, err, "request body: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// jsonKind names a Go type the way a JSON author thinks of it.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == reflect.TypeFor[time.Time]() {
+		return "a string (RFC 3339 time)"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return t.String()
+}

@@ -1,0 +1,416 @@
+package api
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// Request and answer shapes of the API besides the models themselves.
+type (
+	// EventRequest is the body of POST /api/v1/tasks/{id}/events.
+	EventRequest struct {
+		// Event is one of models.AdminEvents.
+		Event models.TaskEvent `json:"event"`
+		// Reason is recorded with the transition.
+		Reason string `json:"reason,omitempty"`
+		// Actor names who sent the event; default DefaultActor.
+		Actor string `json:"actor,omitempty"`
+	}
+	// BatchResponse answers POST /api/v1/tasks.
+	BatchResponse struct {
+		Results []models.BatchResult `json:"results"`
+	}
+	// ProjectList answers GET /api/v1/projects.
+	ProjectList struct {
+		Projects []models.Project `json:"projects"`
+	}
+	// TaskList answers GET /api/v1/tasks.
+	TaskList struct {
+		Tasks []models.Task `json:"tasks"`
+	}
+	// AgentList answers GET /api/v1/agents.
+	AgentList struct {
+		Agents []models.Agent `json:"agents"`
+	}
+	// Health answers GET /healthz.
+	Health struct {
+		Status string `json:"status"`
+	}
+)
+
+// APIPrefix is the path prefix of the authenticated API.
+const APIPrefix = "/api/v1"
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.handleHealth)
+	mux.HandleFunc("POST "+APIPrefix+"/projects", s.handleCreateProject)
+	mux.HandleFunc("GET "+APIPrefix+"/projects", s.handleListProjects)
+	mux.HandleFunc("GET "+APIPrefix+"/projects/{id}", s.handleGetProject)
+	mux.HandleFunc("PATCH "+APIPrefix+"/projects/{id}", s.handleUpdateProject)
+	mux.HandleFunc("POST "+APIPrefix+"/tasks", s.handleCreateTasks)
+	mux.HandleFunc("GET "+APIPrefix+"/tasks", s.handleListTasks)
+	mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}", s.handleGetTask)
+	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/events", s.handleTaskEvent)
+	mux.HandleFunc("POST "+APIPrefix+"/agents", s.handleRegisterAgent)
+	mux.HandleFunc("GET "+APIPrefix+"/agents", s.handleListAgents)
+	mux.HandleFunc("/", s.noRoute(mux))
+	return s.logRequests(s.authenticate(mux))
+}
+
+// noRoute answers requests no pattern matches: 405 naming the allowed
+// methods when the path exists, else 404.
+func (s *Server) noRoute(mux *http.ServeMux) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var allowed []string
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			if _, pattern := mux.Handler(&http.Request{Method: m, URL: r.URL, Host: r.Host}); pattern != "" && pattern != "/" {
+				allowed = append(allowed, m)
+			}
+		}
+		if len(allowed) > 0 {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			s.writeError(w, r, &httpError{status: http.StatusMethodNotAllowed, err: models.Errorf(models.CodeInvalid,
+				"method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allowed, ", "))})
+			return
+		}
+		s.writeError(w, r, models.Errorf(models.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+	}
+}
+
+// authenticate requires the bearer token on /api/v1 when one is configured.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	if s.cfg.Token == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte(s.cfg.Token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != APIPrefix && !strings.HasPrefix(r.URL.Path, APIPrefix+"/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agentqueued"`)
+			s.writeError(w, r, models.Errorf(models.CodeUnauthorized, "missing bearer token (Authorization: Bearer <token>)"))
+			return
+		}
+		// Comparing digests keeps the comparison constant-time whatever the lengths.
+		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agentqueued", error="invalid_token"`)
+			s.writeError(w, r, models.Errorf(models.CodeUnauthorized, "invalid bearer token"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statusRecorder remembers the status written through it.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (sr *statusRecorder) WriteHeader(code int) {
+	if sr.status == 0 {
+		sr.status = code
+	}
+	sr.ResponseWriter.WriteHeader(code)
+}
+
+func (sr *statusRecorder) Write(b []byte) (int, error) {
+	if sr.status == 0 {
+		sr.status = http.StatusOK
+	}
+	return sr.ResponseWriter.Write(b)
+}
+
+func (sr *statusRecorder) Unwrap() http.ResponseWriter { return sr.ResponseWriter }
+
+// logRequests logs each request at debug level (never its headers).
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		s.log.DebugContext(r.Context(), "http request", "method", r.Method, "path", r.URL.Path,
+			"status", rec.status, "duration", time.Since(start))
+	})
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.Ping(r.Context()); err != nil {
+		s.log.ErrorContext(r.Context(), "health check failed", "err", err)
+		s.writeError(w, r, &httpError{status: http.StatusServiceUnavailable,
+			err: models.Errorf(models.CodeInternal, "store unavailable")})
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, Health{Status: "ok"})
+}
+
+func (s *Server) handleCreateProject(w http.ResponseWriter, r *http.Request) {
+	var p models.Project
+	if err := s.decodeBody(w, r, &p); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	p, err := s.svc.CreateProject(r.Context(), p)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "project created", "project_id", p.ID)
+	w.Header().Set("Location", APIPrefix+"/projects/"+url.PathEscape(p.ID))
+	s.writeJSON(w, r, http.StatusCreated, p)
+}
+
+func (s *Server) handleListProjects(w http.ResponseWriter, r *http.Request) {
+	if err := noQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ps, err := s.svc.ListProjects(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, ProjectList{Projects: nonNil(ps)})
+}
+
+func (s *Server) handleGetProject(w http.ResponseWriter, r *http.Request) {
+	p, err := s.svc.GetProject(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, p)
+}
+
+func (s *Server) handleUpdateProject(w http.ResponseWriter, r *http.Request) {
+	var patch models.ProjectPatch
+	if err := s.decodeBody(w, r, &patch); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	p, err := s.svc.UpdateProject(r.Context(), r.PathValue("id"), patch)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "project updated", "project_id", p.ID)
+	s.writeJSON(w, r, http.StatusOK, p)
+}
+
+func (s *Server) handleCreateTasks(w http.ResponseWriter, r *http.Request) {
+	data, err := s.readBody(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	b, err := DecodeBatch(data)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	results, err := s.svc.CreateTasks(r.Context(), b)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	for _, res := range results {
+		if !res.Skipped {
+			s.log.InfoContext(r.Context(), "task created", "task_id", res.TaskID, "status", res.Status)
+		}
+	}
+	s.writeJSON(w, r, http.StatusCreated, BatchResponse{Results: nonNil(results)})
+}
+
+// DecodeBatch decodes a task batch: either a models.TaskBatch object or a
+// bare JSON array of models.BatchTask entries that name their own project.
+// It is as strict as the API: unknown fields and trailing data are errors.
+func DecodeBatch(data []byte) (models.TaskBatch, error) {
+	var b models.TaskBatch
+	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '[' {
+		if err := decodeJSON(data, &b.Tasks); err != nil {
+			return models.TaskBatch{}, err
+		}
+		return b, nil
+	}
+	if err := decodeJSON(data, &b); err != nil {
+		return models.TaskBatch{}, err
+	}
+	return b, nil
+}
+
+// taskQuery lists the query parameters of GET /api/v1/tasks.
+var taskQuery = []string{"project", "status", "limit", "after"}
+
+func (s *Server) handleListTasks(w http.ResponseWriter, r *http.Request) {
+	f, err := parseTaskFilter(r.URL.RawQuery)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if f.ProjectID != "" {
+		if _, err := s.svc.GetProject(r.Context(), f.ProjectID); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	ts, err := s.svc.ListTasks(r.Context(), f)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, TaskList{Tasks: nonNil(ts)})
+}
+
+// parseTaskFilter reads project, status (comma-separated statuses or
+// status groups, repeatable), limit and after.
+func parseTaskFilter(rawQuery string) (models.TaskFilter, error) {
+	var f models.TaskFilter
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return f, invalid("query: %v", err)
+	}
+	for name, vals := range q {
+		if !slices.Contains(taskQuery, name) {
+			return f, invalid("query parameter %q: unknown (known: %s)", name, strings.Join(taskQuery, ", "))
+		}
+		if name != "status" && len(vals) > 1 {
+			return f, invalid("query parameter %q: given more than once", name)
+		}
+	}
+	f.ProjectID = q.Get("project")
+	f.AfterID = q.Get("after")
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return f, invalid("limit: must be a positive integer (got %q)", v)
+		}
+		f.Limit = n
+	}
+	for _, v := range q["status"] {
+		for part := range strings.SplitSeq(v, ",") {
+			if part = strings.TrimSpace(part); part == "" {
+				continue
+			}
+			set, err := models.ResolveStatusSet(part)
+			if err != nil {
+				return f, err
+			}
+			f.Statuses = append(f.Statuses, set...)
+		}
+	}
+	slices.Sort(f.Statuses)
+	f.Statuses = slices.Compact(f.Statuses)
+	return f, nil
+}
+
+func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request) {
+	d, err := s.svc.GetTaskDetail(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	d.Dependencies, d.Dependents, d.Events = nonNil(d.Dependencies), nonNil(d.Dependents), nonNil(d.Events)
+	s.writeJSON(w, r, http.StatusOK, d)
+}
+
+func (s *Server) handleTaskEvent(w http.ResponseWriter, r *http.Request) {
+	var req EventRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := checkAdminEvent(req.Event); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.Actor == "" {
+		req.Actor = DefaultActor
+	}
+	taskID := r.PathValue("id")
+	res, err := s.svc.ApplyEvent(r.Context(), models.TransitionRequest{
+		TaskID: taskID, Event: req.Event, Reason: req.Reason, Actor: req.Actor,
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "task event applied", "task_id", taskID, "event", req.Event,
+		"from", res.From, "to", res.To, "duplicate", res.Duplicate)
+	s.writeJSON(w, r, http.StatusOK, res)
+}
+
+// checkAdminEvent accepts only the events a person may send.
+func checkAdminEvent(e models.TaskEvent) error {
+	allowed := make([]string, len(models.AdminEvents))
+	for i, a := range models.AdminEvents {
+		allowed[i] = string(a)
+	}
+	list := strings.Join(allowed, ", ")
+	switch {
+	case e == "":
+		return invalid("event: required (one of %s)", list)
+	case !e.Valid():
+		return invalid("event %q: unknown event (allowed: %s)", e, list)
+	case !e.IsAdmin():
+		return invalid("event %q: not accepted through the API (allowed: %s)", e, list)
+	}
+	return nil
+}
+
+func (s *Server) handleRegisterAgent(w http.ResponseWriter, r *http.Request) {
+	var a models.Agent
+	if err := s.decodeBody(w, r, &a); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	a, err := s.svc.RegisterAgent(r.Context(), a)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "agent registered", "agent", a.ID)
+	s.writeJSON(w, r, http.StatusCreated, a)
+}
+
+func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
+	if err := noQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	as, err := s.svc.ListAgents(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, AgentList{Agents: nonNil(as)})
+}
+
+// noQuery refuses query parameters on endpoints that take none.
+func noQuery(r *http.Request) error {
+	if r.URL.RawQuery != "" {
+		return invalid("query parameters are not accepted on %s", r.URL.Path)
+	}
+	return nil
+}
+
+// nonNil makes nil slices encode as [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,0 +1,84 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentqueued/agentqueued/internal/api"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+func TestServerRunAndShutdown(t *testing.T) {
+	t.Parallel()
+	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	s, err := api.New(api.Config{Addr: "127.0.0.1:0"}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Addr() != nil {
+		t.Fatalf("Addr before listening = %v", s.Addr())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+
+	select {
+	case <-s.Ready():
+	case err := <-done:
+		t.Fatalf("Run returned before listening: %v", err)
+	}
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	client, err := api.NewClient("http://"+s.Addr().String(), "", hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err := client.Health(ctx); err != nil || h.Status != "ok" {
+		t.Fatalf("Health = %+v, %v", h, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run after cancel = %v, want nil", err)
+	}
+	if _, err := client.Health(context.Background()); err == nil {
+		t.Error("server still answers after shutdown")
+	}
+}
+
+func TestRunFailsOnBusyAddress(t *testing.T) {
+	t.Parallel()
+	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	first, err := api.New(api.Config{Addr: "127.0.0.1:0"}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := first.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	second, err := api.New(api.Config{Addr: ln.Addr().String()}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Run(context.Background()); err == nil {
+		t.Error("Run on a busy address succeeded")
+	}
+}
+
+func TestNewRejectsNilService(t *testing.T) {
+	t.Parallel()
+	if _, err := api.New(api.Config{}, nil); err == nil {
+		t.Error("New(nil service) succeeded")
+	}
+}

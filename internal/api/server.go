@@ -1,0 +1,162 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// Defaults of the server's configuration.
+const (
+	// DefaultMaxBodyBytes caps request bodies.
+	DefaultMaxBodyBytes = 32 << 20
+	// DefaultReadHeaderTimeout bounds the time to read request headers.
+	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultIdleTimeout closes idle keep-alive connections.
+	DefaultIdleTimeout = 2 * time.Minute
+	// DefaultShutdownTimeout bounds the wait for in-flight requests on shutdown.
+	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultActor is recorded as the actor of events sent without one.
+	DefaultActor = "api"
+)
+
+// Service is what the API needs from the store.
+type Service interface {
+	Ping(ctx context.Context) error
+	CreateProject(ctx context.Context, p models.Project) (models.Project, error)
+	GetProject(ctx context.Context, id string) (models.Project, error)
+	ListProjects(ctx context.Context) ([]models.Project, error)
+	UpdateProject(ctx context.Context, id string, patch models.ProjectPatch) (models.Project, error)
+	CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.BatchResult, error)
+	GetTaskDetail(ctx context.Context, id string) (models.TaskDetail, error)
+	ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error)
+	ApplyEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error)
+	RegisterAgent(ctx context.Context, a models.Agent) (models.Agent, error)
+	ListAgents(ctx context.Context) ([]models.Agent, error)
+}
+
+// Config configures a Server.
+type Config struct {
+	// Addr is the host:port Run listens on; port 0 picks a free port.
+	Addr string
+	// Token, when not empty, is the bearer token every /api/v1 request must carry.
+	Token string
+	// Logger receives request and error logs; default discards.
+	Logger *slog.Logger
+	// MaxBodyBytes caps request bodies; default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// ShutdownTimeout bounds the graceful shutdown; default DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+}
+
+// Server serves the HTTP API over a Service.
+type Server struct {
+	cfg     Config
+	svc     Service
+	log     *slog.Logger
+	handler http.Handler
+
+	mu    sync.Mutex
+	addr  net.Addr
+	ready chan struct{}
+}
+
+// New returns a server for svc. It starts nothing: call Run, or Listen and
+// Serve, or mount Handler yourself.
+func New(cfg Config, svc Service) (*Server, error) {
+	if svc == nil {
+		return nil, errors.New("new api server: service is nil")
+	}
+	if cfg.MaxBodyBytes < 0 {
+		return nil, fmt.Errorf("new api server: MaxBodyBytes %d is negative", cfg.MaxBodyBytes)
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, ready: make(chan struct{})}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler returns the API's handler, authentication included.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Listen binds Config.Addr. Addr reports the bound address afterwards and
+// Ready is closed.
+func (s *Server) Listen() (net.Listener, error) {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", s.cfg.Addr, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.addr == nil {
+		s.addr = ln.Addr()
+		close(s.ready)
+	}
+	return ln, nil
+}
+
+// Addr returns the address of the listener bound by Listen, or nil before.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Ready is closed once Listen has bound its listener.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Run listens on Config.Addr and serves until ctx is cancelled, then shuts
+// down gracefully.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := s.Listen()
+	if err != nil {
+		return err
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves requests on ln until ctx is cancelled, then stops accepting
+// connections and waits up to Config.ShutdownTimeout for in-flight requests.
+// It closes ln and returns nil after a graceful shutdown.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: DefaultReadHeaderTimeout,
+		IdleTimeout:       DefaultIdleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve http on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(shutdownCtx)
+	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) && serveErr != nil {
+		err = errors.Join(err, serveErr)
+	}
+	if err != nil {
+		srv.Close()
+		return fmt.Errorf("shut down http server: %w", err)
+	}
+	return nil
+}

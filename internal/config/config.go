@@ -1,0 +1,278 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Defaults of the configuration keys.
+const (
+	// DefaultListen is the default of listen: loopback only.
+	DefaultListen = "127.0.0.1:7700"
+	// DefaultLogLevel is the default of log.level.
+	DefaultLogLevel = "info"
+	// DefaultLogFormat is the default of log.format.
+	DefaultLogFormat = "text"
+	// DefaultLeaseTTL is the default of lease.ttl.
+	DefaultLeaseTTL = 30 * time.Second
+	// DefaultDatabaseFile is the file name of the database inside data_dir
+	// when database.path is not set.
+	DefaultDatabaseFile = "agentqueued.db"
+	// AppDirName is the directory created under $XDG_DATA_HOME or
+	// ~/.local/share for the default data_dir.
+	AppDirName = "agentqueued"
+	// FallbackDataDir is data_dir when neither $XDG_DATA_HOME nor $HOME is set.
+	FallbackDataDir = "data"
+	// MinLeaseTTL is the shortest lease.ttl accepted.
+	MinLeaseTTL = time.Second
+)
+
+// LogLevels are the accepted values of log.level.
+var LogLevels = []string{"debug", "info", "warn", "error"}
+
+// LogFormats are the accepted values of log.format.
+var LogFormats = []string{"text", "json"}
+
+// Config is the daemon's configuration.
+type Config struct {
+	// DataDir holds the daemon's state; it is created when missing.
+	DataDir string
+	// Listen is the host:port the HTTP API listens on; port 0 picks a free port.
+	Listen string
+	// API configures the HTTP API.
+	API APIConfig
+	// Log configures logging.
+	Log LogConfig
+	// Database configures the SQLite database.
+	Database DatabaseConfig
+	// Lease configures the single-writer lease on the database.
+	Lease LeaseConfig
+}
+
+// APIConfig configures the HTTP API.
+type APIConfig struct {
+	// Token, when not empty, is required as "Authorization: Bearer <token>"
+	// on every /api/v1 request.
+	Token string
+}
+
+// LogConfig configures logging.
+type LogConfig struct {
+	// Level is one of LogLevels.
+	Level string
+	// Format is one of LogFormats.
+	Format string
+}
+
+// DatabaseConfig configures the SQLite database.
+type DatabaseConfig struct {
+	// Path is the SQLite file; empty means DefaultDatabaseFile inside DataDir
+	// (see Config.DatabasePath).
+	Path string
+}
+
+// LeaseConfig configures the lease that keeps a second daemon off the
+// same database.
+type LeaseConfig struct {
+	// TTL is how long the lease lasts without renewal; it is renewed every TTL/3.
+	TTL time.Duration
+}
+
+// fileConfig is the file's shape. Every value is a string so that values
+// can be expanded and checked with errors that name their key.
+type fileConfig struct {
+	DataDir  string       `yaml:"data_dir"`
+	Listen   string       `yaml:"listen"`
+	API      fileAPI      `yaml:"api"`
+	Log      fileLog      `yaml:"log"`
+	Database fileDatabase `yaml:"database"`
+	Lease    fileLease    `yaml:"lease"`
+}
+
+type fileAPI struct {
+	Token string `yaml:"token"`
+}
+
+type fileLog struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+type fileDatabase struct {
+	Path string `yaml:"path"`
+}
+
+type fileLease struct {
+	TTL string `yaml:"ttl"`
+}
+
+// Default returns the defaults, with data_dir derived from the process
+// environment.
+func Default() Config { return defaults(os.LookupEnv) }
+
+func defaults(getenv func(string) (string, bool)) Config {
+	return Config{
+		DataDir: DefaultDataDir(getenv),
+		Listen:  DefaultListen,
+		Log:     LogConfig{Level: DefaultLogLevel, Format: DefaultLogFormat},
+		Lease:   LeaseConfig{TTL: DefaultLeaseTTL},
+	}
+}
+
+// DefaultDataDir returns $XDG_DATA_HOME/agentqueued, else
+// $HOME/.local/share/agentqueued, else FallbackDataDir.
+func DefaultDataDir(getenv func(string) (string, bool)) string {
+	if v, ok := getenv("XDG_DATA_HOME"); ok && filepath.IsAbs(v) {
+		return filepath.Join(v, AppDirName)
+	}
+	if v, ok := getenv("HOME"); ok && v != "" {
+		return filepath.Join(v, ".local", "share", AppDirName)
+	}
+	return FallbackDataDir
+}
+
+// DatabasePath returns database.path, or DefaultDatabaseFile inside DataDir
+// when it is not set.
+func (c Config) DatabasePath() string {
+	if c.Database.Path != "" {
+		return c.Database.Path
+	}
+	return filepath.Join(c.DataDir, DefaultDatabaseFile)
+}
+
+// Load reads the YAML file at path, expands environment references in its
+// values with getenv (os.LookupEnv when nil), lays it over the defaults and
+// validates the result. An empty path yields the validated defaults.
+func Load(path string, getenv func(string) (string, bool)) (Config, error) {
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	cfg := defaults(getenv)
+	if path == "" {
+		return cfg, cfg.Validate()
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if err := cfg.parse(data, getenv); err != nil {
+		return Config{}, fmt.Errorf("config: %s: %w", path, err)
+	}
+	return cfg, cfg.Validate()
+}
+
+// Parse lays the YAML document data over the defaults and validates the
+// result, like Load without a file.
+func Parse(data []byte, getenv func(string) (string, bool)) (Config, error) {
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	cfg := defaults(getenv)
+	if err := cfg.parse(data, getenv); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	return cfg, cfg.Validate()
+}
+
+func (c *Config) parse(data []byte, getenv func(string) (string, bool)) error {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return err
+	}
+	if len(root.Content) == 0 {
+		return nil // empty document: defaults
+	}
+
+	// Shape check on the document as written: unknown keys and values of
+	// the wrong kind are reported with their line.
+	var raw fileConfig
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&raw); err != nil {
+		return describeDecodeError(err, &root)
+	}
+
+	if err := expandNode(&root, "", getenv); err != nil {
+		return err
+	}
+	raw = fileConfig{}
+	if err := root.Decode(&raw); err != nil {
+		return describeDecodeError(err, &root)
+	}
+	return c.overlay(raw)
+}
+
+// overlay sets every non-empty value of f.
+func (c *Config) overlay(f fileConfig) error {
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&c.DataDir, f.DataDir)
+	set(&c.Listen, f.Listen)
+	set(&c.API.Token, f.API.Token)
+	set(&c.Log.Level, f.Log.Level)
+	set(&c.Log.Format, f.Log.Format)
+	set(&c.Database.Path, f.Database.Path)
+	if f.Lease.TTL != "" {
+		d, err := time.ParseDuration(f.Lease.TTL)
+		if err != nil {
+			return fmt.Errorf("lease.ttl: %q is not a duration (use e.g. 30s or 1m)", f.Lease.TTL)
+		}
+		c.Lease.TTL = d
+	}
+	return nil
+}
+
+// Validate checks every key, returning an error that names the first bad one.
+func (c Config) Validate() error {
+	if strings.TrimSpace(c.DataDir) == "" {
+		return errors.New("config: data_dir: must not be empty")
+	}
+	if err := validateListen(c.Listen); err != nil {
+		return fmt.Errorf("config: listen: %w", err)
+	}
+	if strings.ContainsAny(c.API.Token, " \t\r\n") {
+		// The value is a secret: never repeat it.
+		return errors.New("config: api.token: must not contain whitespace")
+	}
+	if !slices.Contains(LogLevels, c.Log.Level) {
+		return fmt.Errorf("config: log.level: must be one of %s (got %q)", strings.Join(LogLevels, ", "), c.Log.Level)
+	}
+	if !slices.Contains(LogFormats, c.Log.Format) {
+		return fmt.Errorf("config: log.format: must be one of %s (got %q)", strings.Join(LogFormats, ", "), c.Log.Format)
+	}
+	if p := c.Database.Path; p != "" && (strings.HasSuffix(p, "/") || p == ".") {
+		return fmt.Errorf("config: database.path: %q is a directory, not a file", p)
+	}
+	if c.Lease.TTL < MinLeaseTTL {
+		return fmt.Errorf("config: lease.ttl: must be at least %s (got %s)", MinLeaseTTL, c.Lease.TTL)
+	}
+	return nil
+}
+
+func validateListen(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	if strings.ContainsAny(host, " /") {
+		return fmt.Errorf("%q: bad host %q", addr, host)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q: port must be a number from 0 to 65535", addr)
+	}
+	return nil
+}

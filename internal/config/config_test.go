@@ -1,0 +1,293 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/config"
+)
+
+// env returns a getenv over the given variables.
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := vars[k]
+		return v, ok
+	}
+}
+
+// writeFile writes content to a file in a fresh temporary directory.
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "agentqueued.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load("", env(map[string]string{"HOME": "/home/u"}))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	want := config.Config{
+		DataDir: "/home/u/.local/share/agentqueued",
+		Listen:  config.DefaultListen,
+		Log:     config.LogConfig{Level: config.DefaultLogLevel, Format: config.DefaultLogFormat},
+		Lease:   config.LeaseConfig{TTL: config.DefaultLeaseTTL},
+	}
+	if cfg != want {
+		t.Errorf("defaults = %+v, want %+v", cfg, want)
+	}
+	if got := cfg.DatabasePath(); got != "/home/u/.local/share/agentqueued/agentqueued.db" {
+		t.Errorf("DatabasePath = %q", got)
+	}
+	if err := config.Default().Validate(); err != nil {
+		t.Errorf("Default().Validate: %v", err)
+	}
+}
+
+func TestDefaultDataDir(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"xdg", map[string]string{"XDG_DATA_HOME": "/xdg", "HOME": "/home/u"}, "/xdg/agentqueued"},
+		{"relative xdg is ignored", map[string]string{"XDG_DATA_HOME": "rel", "HOME": "/home/u"}, "/home/u/.local/share/agentqueued"},
+		{"home", map[string]string{"HOME": "/home/u"}, "/home/u/.local/share/agentqueued"},
+		{"nothing", nil, config.FallbackDataDir},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := config.DefaultDataDir(env(tt.env)); got != tt.want {
+				t.Errorf("DefaultDataDir = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadValidFile(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, `
+# every key
+data_dir: /srv/aq
+listen: 0.0.0.0:8080
+api:
+  token: ${AQ_TOKEN}
+log:
+  level: debug
+  format: json
+database:
+  path: /srv/db/aq.sqlite
+lease:
+  ttl: 1m30s
+`)
+	cfg, err := config.Load(path, env(map[string]string{"AQ_TOKEN": "s3cret"}))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	want := config.Config{
+		DataDir:  "/srv/aq",
+		Listen:   "0.0.0.0:8080",
+		API:      config.APIConfig{Token: "s3cret"},
+		Log:      config.LogConfig{Level: "debug", Format: "json"},
+		Database: config.DatabaseConfig{Path: "/srv/db/aq.sqlite"},
+		Lease:    config.LeaseConfig{TTL: 90 * time.Second},
+	}
+	if cfg != want {
+		t.Errorf("Load = %+v, want %+v", cfg, want)
+	}
+	if got := cfg.DatabasePath(); got != "/srv/db/aq.sqlite" {
+		t.Errorf("DatabasePath = %q", got)
+	}
+}
+
+func TestLoadPartialFileKeepsDefaults(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "data_dir: /d\nlog:\n  level: warn\n")
+	cfg, err := config.Load(path, env(nil))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if cfg.Listen != config.DefaultListen || cfg.Log.Format != config.DefaultLogFormat ||
+		cfg.Lease.TTL != config.DefaultLeaseTTL || cfg.Log.Level != "warn" {
+		t.Errorf("Load = %+v", cfg)
+	}
+	if got := cfg.DatabasePath(); got != filepath.Join("/d", config.DefaultDatabaseFile) {
+		t.Errorf("DatabasePath = %q", got)
+	}
+}
+
+func TestLoadExampleFile(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load(filepath.Join("..", "..", "configs", "agentqueued.example.yaml"),
+		env(map[string]string{"HOME": "/home/u"}))
+	if err != nil {
+		t.Fatalf("Load example: %v", err)
+	}
+	if cfg.Listen != config.DefaultListen {
+		t.Errorf("example listen = %q", cfg.Listen)
+	}
+}
+
+func TestLoadErrorsNameTheKey(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		content string
+		env     map[string]string
+		want    string // substring of the error
+	}{
+		{"listen not host:port", "listen: abc\n", nil, `config: listen: "abc" is not host:port`},
+		{"listen bad port", "listen: 127.0.0.1:http\n", nil, `config: listen: "127.0.0.1:http": port must be a number`},
+		{"listen port too big", "listen: :70000\n", nil, `config: listen:`},
+		{"log.level", "log:\n  level: loud\n", nil, `config: log.level: must be one of debug, info, warn, error`},
+		{"log.format", "log:\n  format: xml\n", nil, `config: log.format: must be one of text, json`},
+		{"lease.ttl not a duration", "lease:\n  ttl: soon\n", nil, `lease.ttl: "soon" is not a duration`},
+		{"lease.ttl bare number", "lease:\n  ttl: 30\n", nil, `lease.ttl: "30" is not a duration`},
+		{"lease.ttl too short", "lease:\n  ttl: 10ms\n", nil, `config: lease.ttl: must be at least 1s`},
+		{"database.path directory", "database:\n  path: /var/lib/\n", nil, `config: database.path:`},
+		{"api.token whitespace", "api:\n  token: \"a b\"\n", nil, `config: api.token: must not contain whitespace`},
+		{"unknown top-level key", "listen: 127.0.0.1:1\nlisten_addr: x\n", nil, `line 2: unknown key "listen_addr"`},
+		{"unknown nested key", "log:\n  level: info\n  levle: debug\n", nil, `line 3: unknown key "log.levle"`},
+		{"section given a value", "log: debug\n", nil, `line 1: log: expected a mapping of keys`},
+		{"value given a list", "listen:\n  - a\n", nil, `line 2: listen: expected a single value, got a list`},
+		{"not a mapping", "- listen\n", nil, `(top level): expected a mapping of keys`},
+		{"syntax error", "listen: [\n", nil, `yaml: line 1`},
+		{"missing env var", "api:\n  token: ${AQ_TOKEN}\n", nil, `line 2: api.token: environment variable AQ_TOKEN is not set`},
+		{"bad env name", "data_dir: ${1X}\n", nil, `line 1: data_dir: ${1X}: "1X" is not an environment variable name`},
+		{"unterminated reference", "data_dir: ${HOME\n", map[string]string{"HOME": "/h"}, `line 1: data_dir: unterminated ${`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := writeFile(t, tt.content)
+			_, err := config.Load(path, env(tt.env))
+			if err == nil {
+				t.Fatalf("Load(%q) succeeded, want error containing %q", tt.content, tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Load(%q) error = %q, want it to contain %q", tt.content, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSecretsStayOutOfErrors(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "api:\n  token: ${T}\n")
+	_, err := config.Load(path, env(map[string]string{"T": "top secret"}))
+	if err == nil {
+		t.Fatal("Load succeeded, want whitespace error")
+	}
+	if strings.Contains(err.Error(), "secret") {
+		t.Errorf("error %q repeats the token", err)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	t.Parallel()
+	_, err := config.Load(filepath.Join(t.TempDir(), "nope.yaml"), env(nil))
+	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Errorf("Load of a missing file: err = %v, want one naming the file", err)
+	}
+}
+
+func TestExpand(t *testing.T) {
+	t.Parallel()
+	vars := env(map[string]string{"A": "alpha", "EMPTY": ""})
+	tests := []struct {
+		in, want string
+		wantErr  string
+	}{
+		{in: "plain", want: "plain"},
+		{in: "${A}", want: "alpha"},
+		{in: "x-${A}-y", want: "x-alpha-y"},
+		{in: "${A}${A}", want: "alphaalpha"},
+		{in: "${B:-beta}", want: "beta"},
+		{in: "${A:-beta}", want: "alpha"},
+		{in: "${EMPTY:-dflt}", want: "dflt"},
+		{in: "${EMPTY}", want: ""},
+		{in: "${B:-}", want: ""},
+		{in: "${B:-a:b}", want: "a:b"},
+		{in: "$$A", want: "$A"},
+		{in: "cost $5", want: "cost $5"},
+		{in: "end$", want: "end$"},
+		{in: "${B}", wantErr: "environment variable B is not set"},
+		{in: "${A", wantErr: "unterminated"},
+		{in: "${}", wantErr: "not an environment variable name"},
+	}
+	for _, tt := range tests {
+		got, err := config.Expand(tt.in, vars)
+		switch {
+		case tt.wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Expand(%q) = %q, %v; want error containing %q", tt.in, got, err, tt.wantErr)
+			}
+		case err != nil || got != tt.want:
+			t.Errorf("Expand(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestExpansionDoesNotTouchKeysOrComments(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "# ${UNSET} in a comment is fine\nlisten: ${ADDR:-127.0.0.1:9000} # ${UNSET}\n")
+	cfg, err := config.Load(path, env(nil))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if cfg.Listen != "127.0.0.1:9000" {
+		t.Errorf("listen = %q, want the default of the reference", cfg.Listen)
+	}
+}
+
+func TestExpandedValuesStayStrings(t *testing.T) {
+	t.Parallel()
+	// A value that looks like YAML after expansion is not parsed again.
+	path := writeFile(t, "api:\n  token: ${T}\n")
+	cfg, err := config.Load(path, env(map[string]string{"T": "[1,2]"}))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if cfg.API.Token != "[1,2]" {
+		t.Errorf("token = %q", cfg.API.Token)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	valid := config.Config{DataDir: "/d", Listen: "127.0.0.1:0", Log: config.LogConfig{Level: "info", Format: "text"}, Lease: config.LeaseConfig{TTL: time.Second}}
+	if err := valid.Validate(); err != nil {
+		t.Fatalf("Validate(valid) = %v", err)
+	}
+	tests := []struct {
+		name   string
+		mutate func(*config.Config)
+		want   string
+	}{
+		{"data_dir", func(c *config.Config) { c.DataDir = " " }, "config: data_dir:"},
+		{"listen", func(c *config.Config) { c.Listen = "" }, "config: listen:"},
+		{"log.level", func(c *config.Config) { c.Log.Level = "INFO" }, "config: log.level:"},
+		{"log.format", func(c *config.Config) { c.Log.Format = "" }, "config: log.format:"},
+		{"lease.ttl", func(c *config.Config) { c.Lease.TTL = 0 }, "config: lease.ttl:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := valid
+			tt.mutate(&c)
+			err := c.Validate()
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("Validate = %v, want prefix %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,24 @@
+// Package config loads the daemon's configuration: a YAML file whose values
+// may refer to environment variables, laid over named defaults and validated
+// so that every error names the offending key.
+//
+// A file looks like this (every key is optional):
+//
+//	data_dir: /var/lib/agentqueued
+//	listen: 127.0.0.1:7700
+//	api:
+//	  token: ${AGENTQUEUED_TOKEN:-}
+//	log:
+//	  level: info     # debug, info, warn or error
+//	  format: text    # text or json
+//	database:
+//	  path: /var/lib/agentqueued/agentqueued.db
+//	lease:
+//	  ttl: 30s
+//
+// Values (never keys) are expanded before they are decoded: ${NAME} is the
+// value of the environment variable NAME and is an error when NAME is unset;
+// ${NAME:-default} falls back to default when NAME is unset or empty; $$ is
+// a literal dollar sign. Unknown keys are errors that name the key and its
+// line. An empty value means the key's default.
+package config
