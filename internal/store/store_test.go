@@ -633,3 +633,44 @@ func TestDedupeInsideOneBatch(t *testing.T) {
 		t.Fatalf("%d tasks created, want 2", len(all))
 	}
 }
+
+// TestContextCancelledInsideTransaction cancels the caller's context right
+// after BEGIN (the store reads its clock there): the call must fail cleanly,
+// write nothing, and leave the writer usable.
+func TestContextCancelledInsideTransaction(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	var armed bool
+	var mu sync.Mutex
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		if armed {
+			cancel()
+		}
+		return time.Now()
+	}
+	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db"), Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mustProject(t, s, "p")
+	id := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"})["a"]
+	mu.Lock()
+	armed = true
+	mu.Unlock()
+	if _, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventAssigned, AgentID: "a1"}); err == nil {
+		t.Fatal("a cancelled transition succeeded")
+	}
+	if _, err := s.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "B"}}}); err == nil {
+		t.Fatal("a cancelled batch succeeded")
+	}
+	mu.Lock()
+	armed = false
+	mu.Unlock()
+	if got := status(t, s, id); got != models.StatusReady {
+		t.Fatalf("status %s after a cancelled transition", got)
+	}
+	apply(t, s, id, models.EventAssigned) // the writer is still usable
+}

@@ -67,7 +67,9 @@ func (x *txn) stmt(q string) (*sql.Stmt, error) {
 func (x *txn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
 	st, err := x.stmt(q)
 	if err != nil {
-		return x.QueryRowContext(ctx, q, args...) // reports the same error
+		// Unprepared, the transaction's own call reports the same error
+		// through the returned Row.
+		return x.tx.QueryRowContext(ctx, q, args...)
 	}
 	return st.QueryRowContext(ctx, args...)
 }
