@@ -16,7 +16,7 @@ type entry struct {
 	index int
 	src   models.BatchTask
 	task  models.Task
-	// deps are resolved upstreams: a task id, or "#<index>" for a new entry.
+	// deps are the entry's resolved upstreams.
 	deps []resolvedDep
 	// skippedAs is the existing task a dedupe strategy matched.
 	skippedAs string
@@ -25,9 +25,21 @@ type entry struct {
 	statuses [][]models.TaskStatus
 }
 
+// resolvedDep is one upstream of a batch entry: another entry of the batch
+// (local ≥ 0) or an existing task (local < 0, id set).
 type resolvedDep struct {
-	node     string
+	local    int
+	id       string
 	required bool
+}
+
+// node names the upstream in the cycle check's graph. Task ids never start
+// with '#', so entry nodes cannot collide with them.
+func (d resolvedDep) node() string {
+	if d.local >= 0 {
+		return nodeOf(d.local)
+	}
+	return d.id
 }
 
 func nodeOf(i int) string { return fmt.Sprintf("#%d", i) }
@@ -179,9 +191,12 @@ func prepareBatch(b models.TaskBatch) ([]*entry, error) {
 				if k == e.index {
 					return nil, models.Errorf(models.CodeInvalid, "%s: a task cannot depend on itself (%s -> %s)", where, d.ID, d.ID)
 				}
-				e.deps = append(e.deps, resolvedDep{node: nodeOf(k), required: d.Required()})
+				e.deps = append(e.deps, resolvedDep{local: k, required: d.Required()})
 			} else {
-				e.deps = append(e.deps, resolvedDep{node: d.ID, required: d.Required()})
+				if !models.ValidTaskID(d.ID) {
+					return nil, models.Errorf(models.CodeInvalid, "%s: %q is neither a task id nor an id of this batch", where, d.ID)
+				}
+				e.deps = append(e.deps, resolvedDep{local: -1, id: d.ID, required: d.Required()})
 			}
 		}
 	}
@@ -283,28 +298,26 @@ func (x *txn) resolveDeps(entries []*entry) error {
 	exists := map[string]bool{}
 	for _, e := range entries {
 		for j, d := range e.deps {
-			if strings.HasPrefix(d.node, "#") {
-				var k int
-				fmt.Sscanf(d.node, "#%d", &k)
-				if entries[k].skippedAs != "" {
-					e.deps[j].node = entries[k].skippedAs
-				} else if entries[k].dupOf >= 0 {
-					e.deps[j].node = nodeOf(entries[k].dupOf)
+			if d.local >= 0 {
+				if up := entries[d.local]; up.skippedAs != "" {
+					e.deps[j] = resolvedDep{local: -1, id: up.skippedAs, required: d.required}
+				} else if up.dupOf >= 0 {
+					e.deps[j].local = up.dupOf
 				}
 				continue
 			}
-			if exists[d.node] {
+			if exists[d.id] {
 				continue
 			}
 			var one int
-			err := x.QueryRowContext(x.ctx, "SELECT 1 FROM tasks WHERE id = ?", d.node).Scan(&one)
+			err := x.QueryRowContext(x.ctx, "SELECT 1 FROM tasks WHERE id = ?", d.id).Scan(&one)
 			if errors.Is(err, sql.ErrNoRows) {
-				return models.Errorf(models.CodeNotFound, "tasks[%d].dependencies[%d]: no task or batch entry %q", e.index, j, d.node)
+				return models.Errorf(models.CodeNotFound, "tasks[%d].dependencies[%d]: no task or batch entry %q", e.index, j, d.id)
 			}
 			if err != nil {
 				return err
 			}
-			exists[d.node] = true
+			exists[d.id] = true
 		}
 		e.deps = mergeDeps(e.deps)
 	}
@@ -317,11 +330,11 @@ func mergeDeps(deps []resolvedDep) []resolvedDep {
 	out := deps[:0]
 	at := map[string]int{}
 	for _, d := range deps {
-		if k, ok := at[d.node]; ok {
+		if k, ok := at[d.node()]; ok {
 			out[k].required = out[k].required || d.required
 			continue
 		}
-		at[d.node] = len(out)
+		at[d.node()] = len(out)
 		out = append(out, d)
 	}
 	return out
@@ -338,9 +351,9 @@ func (x *txn) checkCycles(entries []*entry) error {
 		}
 		n := nodeOf(e.index)
 		for _, d := range e.deps {
-			graph[n] = append(graph[n], d.node)
-			if !strings.HasPrefix(d.node, "#") {
-				roots = append(roots, d.node)
+			graph[n] = append(graph[n], d.node())
+			if d.local < 0 {
+				roots = append(roots, d.id)
 			}
 		}
 	}
@@ -462,11 +475,9 @@ func (x *txn) insert(entries []*entry) error {
 			continue
 		}
 		for _, d := range e.deps {
-			up := d.node
-			if strings.HasPrefix(up, "#") {
-				var k int
-				fmt.Sscanf(up, "#%d", &k)
-				up = entries[k].task.ID
+			up := d.id
+			if d.local >= 0 {
+				up = entries[d.local].task.ID
 			}
 			if _, err := edge.ExecContext(x.ctx, e.task.ID, d.required, d.required, toNanos(x.now), up); err != nil {
 				return err
