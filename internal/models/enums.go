@@ -187,7 +187,7 @@ func (t RepoSourceType) Valid() bool { return slices.Contains(RepoSourceTypes, t
 // EdgeResolution is the state of one dependency edge's fact.
 type EdgeResolution string
 
-// Edge resolutions. SATISFIED is final: an edge is satisfied at most once.
+// Edge resolutions. An edge is decided once per run of its upstream.
 const (
 	// EdgePending: the upstream has not finished in a way that decides the edge.
 	EdgePending EdgeResolution = "PENDING"

@@ -17,17 +17,20 @@
 //     When the upstream COMPLETES its edges become SATISFIED. When it
 //     becomes BLOCKED, requires_success=false edges become SATISFIED (the
 //     upstream finished either way) and requires_success=true edges become
-//     BROKEN. SATISFIED is final: an edge is satisfied at most once.
+//     BROKEN. An edge is decided once per run of its upstream: a repeated
+//     event never decides it again.
 //   - Promotion. A DEFINED task whose edges are all SATISFIED gets DEPS_MET →
 //     READY in the same transaction.
 //   - Cascade. A DEFINED task with a BROKEN edge gets UPSTREAM_FAILED →
 //     BLOCKED, transitively, with cascade_root_id naming the task whose
 //     failure started the chain and a reason naming it.
-//   - Reopen. When a BLOCKED task leaves BLOCKED (ADMIN_RESTART, ADMIN_SKIP,
-//     UPSTREAM_REOPENED), its BROKEN edges return to PENDING (or become
-//     SATISFIED when it completed), and every cascade-blocked dependent with
-//     no BROKEN edge left gets UPSTREAM_REOPENED → DEFINED and is re-evaluated,
-//     transitively: one admin action repairs a whole chain.
+//   - Reopen. When a COMPLETED or BLOCKED task runs again (ADMIN_RESTART,
+//     UPSTREAM_REOPENED), its BROKEN edges and its decisions toward
+//     dependents that have not started return to PENDING; a skip
+//     (ADMIN_SKIP) satisfies them. Every cascade-blocked dependent with no
+//     BROKEN edge left gets UPSTREAM_REOPENED → DEFINED and is re-evaluated,
+//     transitively: one admin action repairs a whole chain. One still
+//     blocked through another upstream is re-labelled with that root cause.
 //   - Outbox. Notable changes write an outbox row keyed by their event, to be
 //     delivered after commit.
 //

@@ -83,8 +83,9 @@ func (m *refModel) updateEdges(i int, from, to models.TaskStatus) {
 					e.res = models.EdgeBroken
 				}
 			}
-		case from == models.StatusBlocked:
-			if e.res == models.EdgeBroken {
+		case from == models.StatusBlocked || from == models.StatusCompleted:
+			notStarted := m.status[e.down] == models.StatusDefined || m.status[e.down] == models.StatusBlocked && m.cascade[e.down]
+			if e.res == models.EdgeBroken || e.res == models.EdgeSatisfied && notStarted {
 				e.res = models.EdgePending
 			}
 		}
@@ -312,11 +313,14 @@ func compare(rt *rapid.T, s *store.Store, m *refModel, ids []string, index map[s
 			if ref == nil || ref.res != e.Resolution {
 				rt.Fatalf("edge %s -> %s: store %s, model %+v", id, e.Upstream, e.Resolution, ref)
 			}
+			key := [2]string{id, e.Upstream}
 			if e.Resolution != models.EdgeSatisfied {
 				allSatisfied = false
+				if e.Resolution == models.EdgePending {
+					delete(satisfiedBy, key) // withdrawn: the upstream runs again
+				}
 				continue
 			}
-			key := [2]string{id, e.Upstream}
 			if prev, ok := satisfiedBy[key]; ok && (e.ResolvingEventID == nil || *e.ResolvingEventID != prev) {
 				rt.Fatalf("edge %s -> %s satisfied twice", id, e.Upstream)
 			}
@@ -327,8 +331,12 @@ func compare(rt *rapid.T, s *store.Store, m *refModel, ids []string, index map[s
 		if d.Task.Status == models.StatusReady && !m.forced[i] && !allSatisfied {
 			rt.Fatalf("task %s is READY with an unsatisfied edge", id)
 		}
-		if d.Task.Status == models.StatusBlocked && m.cascade[i] && d.Task.CascadeRootID == "" {
-			rt.Fatalf("task %s is cascade-blocked without a root cause", id)
+		if d.Task.Status == models.StatusBlocked && m.cascade[i] {
+			r, ok := index[d.Task.CascadeRootID]
+			if !ok || m.status[r] != models.StatusBlocked || m.cascade[r] {
+				rt.Fatalf("task %s is cascade-blocked with root cause %q, which is not a task blocked by its own failure",
+					id, d.Task.CascadeRootID)
+			}
 		}
 	}
 }

@@ -664,3 +664,58 @@ func TestContextCancelledInsideTransaction(t *testing.T) {
 	}
 	apply(t, s, id, models.EventAssigned) // the writer is still usable
 }
+
+func TestRestartedUpstreamDecidesAgainForDependentsNotStarted(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	mustProject(t, s, "p")
+	ids := create(t, s, "p",
+		models.BatchTask{LocalID: "a", Title: "A"},
+		models.BatchTask{LocalID: "c", Title: "C"},
+		models.BatchTask{LocalID: "b", Title: "B", Dependencies: dep("a", "c")},
+		models.BatchTask{LocalID: "started", Title: "started", Dependencies: dep("a")},
+	)
+	apply(t, s, ids["a"], toCompleted...)
+	apply(t, s, ids["started"], models.EventAssigned) // already running on a's first result
+	apply(t, s, ids["a"], models.EventAdminRestart)
+	d, _ := s.GetTaskDetail(context.Background(), ids["b"])
+	i := slices.IndexFunc(d.Dependencies, func(e models.Dependency) bool { return e.Upstream == ids["a"] })
+	if i < 0 || d.Dependencies[i].Resolution != models.EdgePending {
+		t.Fatalf("b's edges after a's restart: %+v; want the edge to a PENDING", d.Dependencies)
+	}
+	res := apply(t, s, ids["a"], toBlocked...)
+	if !slices.Equal(res.Blocked, []string{ids["b"]}) {
+		t.Fatalf("the re-run's failure must block b: %+v", res)
+	}
+	apply(t, s, ids["c"], toCompleted...)
+	wantStatuses(t, s, map[string]models.TaskStatus{ids["b"]: models.StatusBlocked, ids["started"]: models.StatusAssigned})
+	ds, _ := s.GetTaskDetail(context.Background(), ids["started"])
+	if ds.Dependencies[0].Resolution != models.EdgeSatisfied {
+		t.Fatalf("a dependent that had started lost its satisfied edge: %+v", ds.Dependencies[0])
+	}
+}
+
+func TestPartialRepairNamesTheRemainingRoot(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	mustProject(t, s, "p")
+	ids := create(t, s, "p",
+		models.BatchTask{LocalID: "r1", Title: "r1"},
+		models.BatchTask{LocalID: "r2", Title: "r2"},
+		models.BatchTask{LocalID: "c", Title: "c", Dependencies: dep("r1", "r2")},
+		models.BatchTask{LocalID: "d", Title: "d", Dependencies: dep("c")},
+	)
+	apply(t, s, ids["r1"], toBlocked...)
+	apply(t, s, ids["r2"], toBlocked...)
+	apply(t, s, ids["r1"], models.EventAdminRestart)
+	for _, id := range []string{ids["c"], ids["d"]} {
+		task, _ := s.GetTask(context.Background(), id)
+		if task.Status != models.StatusBlocked || task.CascadeRootID != ids["r2"] || !strings.Contains(task.StatusReason, ids["r2"]) {
+			t.Fatalf("task %s after r1's repair: root %q, reason %q; want root %s", id, task.CascadeRootID, task.StatusReason, ids["r2"])
+		}
+	}
+	res := apply(t, s, ids["r2"], models.EventAdminSkip)
+	if !slices.Equal(res.Reopened, []string{ids["c"], ids["d"]}) {
+		t.Fatalf("reopened %v", res.Reopened)
+	}
+}

@@ -42,6 +42,9 @@ type txn struct {
 	promoted, blocked, reopened []string
 	// changed is set when any status changed.
 	changed bool
+	// rootChanged is set by a reopen check that left a task blocked under a
+	// new root cause; its cascade-blocked dependents are checked in turn.
+	rootChanged string
 	// stmts caches the transaction's prepared statements: a cascade runs
 	// the same few statements for every task it reaches.
 	stmts map[string]*sql.Stmt
@@ -117,6 +120,14 @@ func (x *txn) run(first change) (applied, error) {
 		if i == 0 {
 			head = a
 		}
+		if x.rootChanged != "" {
+			follow, err := x.cascadeDependents(x.rootChanged)
+			if err != nil {
+				return applied{}, err
+			}
+			x.rootChanged = ""
+			queue = append(queue, follow...)
+		}
 		if a.skipped || a.duplicate {
 			continue
 		}
@@ -163,10 +174,27 @@ func (x *txn) resolveFollowUp(c change, cur models.Task) (change, bool, error) {
 			return c, true, nil
 		}
 	case reopenEvent:
-		if cur.Status == models.StatusBlocked && cur.CascadeRootID != "" && broken == 0 {
+		if cur.Status != models.StatusBlocked || cur.CascadeRootID == "" {
+			break
+		}
+		if broken == 0 {
 			c.event, c.actor = models.EventUpstreamReopened, "system"
 			c.expectFrom = models.StatusBlocked
 			return c, true, nil
+		}
+		// Still blocked through another upstream: name the root cause
+		// that remains, not the one just repaired.
+		root, reason, err := x.brokenRoot(cur.ID)
+		if err != nil {
+			return c, false, err
+		}
+		if root != cur.CascadeRootID || reason != cur.StatusReason {
+			_, err = x.ExecContext(x.ctx, "UPDATE tasks SET cascade_root_id = ?, status_reason = ?, updated_at = ? WHERE id = ?",
+				root, reason, toNanos(x.now), cur.ID)
+			if err != nil {
+				return c, false, err
+			}
+			x.rootChanged = cur.ID
 		}
 	}
 	return c, false, nil
@@ -331,9 +359,12 @@ func (x *txn) effects(a applied) ([]change, error) {
 		_, err = x.ExecContext(x.ctx, `UPDATE task_dependencies SET
 			resolution = CASE WHEN requires_success THEN 'BROKEN' ELSE 'SATISFIED' END,
 			resolved_at = ?, resolving_event_id = ? WHERE upstream = ? AND resolution = 'PENDING'`, toNanos(x.now), a.eventID, t.ID)
-	case from == models.StatusBlocked:
+	case from == models.StatusBlocked || from == models.StatusCompleted:
+		// The task will run again: its broken edges, and every decision
+		// toward a dependent that has not started, wait for the new run.
 		_, err = x.ExecContext(x.ctx, `UPDATE task_dependencies SET resolution = 'PENDING', resolved_at = NULL,
-			resolving_event_id = NULL WHERE upstream = ? AND resolution = 'BROKEN'`, t.ID)
+			resolving_event_id = NULL WHERE upstream = ? AND (resolution = 'BROKEN' OR (resolution = 'SATISFIED'
+			AND downstream IN (SELECT id FROM tasks WHERE status = 'DEFINED' OR (status = 'BLOCKED' AND cascade_root_id != ''))))`, t.ID)
 	default:
 		edgesChanged = false
 	}
@@ -347,24 +378,38 @@ func (x *txn) effects(a applied) ([]change, error) {
 	if !edgesChanged {
 		return follow, nil
 	}
+	more, err := x.dependentChecks(t.ID, fmt.Sprintf("upstream %s is no longer BLOCKED (%s)", t.ID, t.Status), true)
+	return append(follow, more...), err
+}
+
+// cascadeDependents returns reopen checks for the cascade-blocked dependents
+// of taskID.
+func (x *txn) cascadeDependents(taskID string) ([]change, error) {
+	return x.dependentChecks(taskID, fmt.Sprintf("upstream %s is no longer BLOCKED", taskID), false)
+}
+
+// dependentChecks returns follow-ups for taskID's dependents: evaluation of
+// DEFINED ones (when withDefined) and reopen checks of cascade-blocked ones.
+func (x *txn) dependentChecks(taskID, reason string, withDefined bool) ([]change, error) {
 	rows, err := x.QueryContext(x.ctx, `SELECT t.id, t.status FROM task_dependencies d JOIN tasks t ON t.id = d.downstream
 		WHERE d.upstream = ? AND (t.status = 'DEFINED' OR (t.status = 'BLOCKED' AND t.cascade_root_id != ''))
-		ORDER BY t.rowid`, t.ID)
+		ORDER BY t.rowid`, taskID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	var follow []change
 	for rows.Next() {
 		var id string
 		var st models.TaskStatus
 		if err := rows.Scan(&id, &st); err != nil {
 			return nil, err
 		}
-		if st == models.StatusDefined {
+		switch {
+		case st == models.StatusDefined && withDefined:
 			follow = append(follow, change{taskID: id, event: evalEvent, followUp: true})
-		} else {
-			follow = append(follow, change{taskID: id, event: reopenEvent, followUp: true,
-				reason: fmt.Sprintf("upstream %s is no longer BLOCKED (%s)", t.ID, t.Status)})
+		case st == models.StatusBlocked:
+			follow = append(follow, change{taskID: id, event: reopenEvent, followUp: true, reason: reason})
 		}
 	}
 	return follow, rows.Err()
