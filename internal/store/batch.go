@@ -164,6 +164,9 @@ func prepareBatch(b models.TaskBatch) ([]*entry, error) {
 		}
 		e := &entry{index: i, src: bt, task: t, dupOf: -1}
 		for j, st := range bt.DedupeStrategy {
+			if firstNonEmpty(st.Kind, bt.Kind) == "" && len(st.Fields) == 0 {
+				return nil, models.Errorf(models.CodeInvalid, "%s: dedupe_strategy[%d]: name a kind or fields to match on", where, j)
+			}
 			set, err := models.ResolveStatusSet(st.Status)
 			if err != nil {
 				return nil, models.WrapError(models.CodeInvalid, err, "%s: dedupe_strategy[%d]: %s", where, j, models.ErrorMessageOf(err))
@@ -237,19 +240,24 @@ func (x *txn) checkProjects(entries []*entry) error {
 // dedupe marks entries that match an existing task, or an earlier entry of
 // the same batch, under one of their strategies.
 func (x *txn) dedupe(entries []*entry) error {
+	predicted := map[int]models.TaskStatus{}
 	for _, e := range entries {
 	strategies:
 		for j, st := range e.src.DedupeStrategy {
 			kind := firstNonEmpty(st.Kind, e.task.Kind)
-			// A new task starts DEFINED or READY: an earlier entry matches
-			// when the strategy's statuses include either.
-			if containsStatus(e.statuses[j], models.StatusDefined) || containsStatus(e.statuses[j], models.StatusReady) {
-				for _, prev := range entries[:e.index] {
-					if prev.skippedAs == "" && prev.dupOf < 0 && prev.task.ProjectID == e.task.ProjectID &&
-						prev.task.MatchesFields(kind, e.task.Metadata, st.Fields) {
-						e.dupOf = prev.index
-						break strategies
-					}
+			// An earlier entry matches like an existing task would, in the
+			// status it is about to start in.
+			for _, prev := range entries[:e.index] {
+				if prev.skipped() || prev.task.ProjectID != e.task.ProjectID || !prev.task.MatchesFields(kind, e.task.Metadata, st.Fields) {
+					continue
+				}
+				start, err := x.predictStatus(entries, prev.index, predicted)
+				if err != nil {
+					return err
+				}
+				if containsStatus(e.statuses[j], start) {
+					e.dupOf = prev.index
+					break strategies
 				}
 			}
 			marks := strings.TrimSuffix(strings.Repeat("?,", len(e.statuses[j])), ",")
@@ -281,6 +289,49 @@ func (x *txn) dedupe(entries []*entry) error {
 		}
 	}
 	return nil
+}
+
+// predictStatus says which status batch entry i will start in: BLOCKED when
+// an upstream its edge requires to succeed is (or starts) BLOCKED, READY when
+// every upstream has already finished in a way that satisfies its edge, else
+// DEFINED.
+func (x *txn) predictStatus(entries []*entry, i int, memo map[int]models.TaskStatus) (models.TaskStatus, error) {
+	if st, ok := memo[i]; ok {
+		return st, nil
+	}
+	memo[i] = models.StatusDefined // a cycle is refused later; this only stops the recursion
+	satisfied := true
+	for _, d := range entries[i].deps {
+		var up models.TaskStatus
+		id := d.id
+		if d.local >= 0 {
+			id = entries[d.local].skippedAs
+		}
+		if id == "" {
+			st, err := x.predictStatus(entries, d.local, memo)
+			if err != nil {
+				return "", err
+			}
+			up = st
+		} else {
+			err := x.QueryRowContext(x.ctx, "SELECT status FROM tasks WHERE id = ?", id).Scan(&up)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return "", err
+			}
+		}
+		switch {
+		case up == models.StatusBlocked && d.required:
+			memo[i] = models.StatusBlocked
+			return models.StatusBlocked, nil
+		case up == models.StatusCompleted || up == models.StatusBlocked:
+		default:
+			satisfied = false
+		}
+	}
+	if satisfied {
+		memo[i] = models.StatusReady
+	}
+	return memo[i], nil
 }
 
 func containsStatus(set []models.TaskStatus, s models.TaskStatus) bool {

@@ -183,7 +183,7 @@ func TestBadBatchesWriteNothing(t *testing.T) {
 		{"unknown project", models.TaskBatch{ProjectID: "nope", Tasks: []models.BatchTask{{Title: "A"}}}, models.CodeNotFound, `project "nope"`},
 		{"no title", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "ok"}, {LocalID: "z"}}}, models.CodeInvalid, "tasks[1] (z): title"},
 		{"duplicate local", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{LocalID: "a", Title: "A"}, {LocalID: "a", Title: "B"}}}, models.CodeInvalid, "already used"},
-		{"bad dedupe status", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "A", DedupeStrategy: []models.DedupeStrategy{{Status: "Sleeping"}}}}}, models.CodeInvalid, "Sleeping"},
+		{"bad dedupe status", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "A", Kind: "k", DedupeStrategy: []models.DedupeStrategy{{Status: "Sleeping"}}}}}, models.CodeInvalid, "Sleeping"},
 		{"hash id out of range", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{LocalID: "a", Title: "A", Dependencies: dep("#7")}}}, models.CodeInvalid, `"#7" is neither a task id`},
 		{"hash id in range", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "A"}, {Title: "B", Dependencies: dep("#0")}}}, models.CodeInvalid, `"#0" is neither`},
 		{"valid then unknown existing", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
@@ -717,5 +717,46 @@ func TestPartialRepairNamesTheRemainingRoot(t *testing.T) {
 	res := apply(t, s, ids["r2"], models.EventAdminSkip)
 	if !slices.Equal(res.Reopened, []string{ids["c"], ids["d"]}) {
 		t.Fatalf("reopened %v", res.Reopened)
+	}
+}
+
+func TestDedupeInsideOneBatchHonoursStatus(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	mustProject(t, s, "p")
+	blocked := create(t, s, "p", models.BatchTask{LocalID: "x", Title: "x"})["x"]
+	apply(t, s, blocked, toBlocked...)
+	tests := []struct {
+		name     string
+		first    models.BatchTask // the earlier entry
+		status   string
+		wantSkip bool
+	}{
+		{"READY entry, READY strategy", models.BatchTask{Title: "a", Kind: "k"}, "READY", true},
+		{"DEFINED entry, READY strategy", models.BatchTask{Title: "a", Kind: "k", Dependencies: dep("other")}, "READY", false},
+		{"DEFINED entry, Pending strategy", models.BatchTask{Title: "a", Kind: "k", Dependencies: dep("other")}, "Pending", true},
+		{"BLOCKED entry, Pending strategy", models.BatchTask{Title: "a", Kind: "k", Dependencies: dep(blocked)}, "Pending", false},
+		{"BLOCKED entry, Finished strategy", models.BatchTask{Title: "a", Kind: "k", Dependencies: dep(blocked)}, "Finished", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			meta := map[string]string{"pkg": tc.name} // no match with other cases' tasks
+			tc.first.Metadata = meta
+			res, err := s.CreateTasks(context.Background(), models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
+				{LocalID: "other", Title: "other"},
+				tc.first,
+				{Title: "b", Kind: "k", Metadata: meta, DedupeStrategy: []models.DedupeStrategy{{Status: tc.status, Fields: []string{"pkg"}}}},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res[2].Skipped != tc.wantSkip || (tc.wantSkip && res[2].TaskID != res[1].TaskID) {
+				t.Fatalf("first %s, second %+v; want skipped=%v", res[1].Status, res[2], tc.wantSkip)
+			}
+		})
+	}
+	_, err := s.CreateTasks(context.Background(), models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "a", DedupeStrategy: []models.DedupeStrategy{{}}}}})
+	if models.ErrorCodeOf(err) != models.CodeInvalid || !strings.Contains(err.Error(), "kind or fields") {
+		t.Fatalf("empty strategy: %v", err)
 	}
 }
