@@ -240,7 +240,7 @@ func (c *ctl) projectCreate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var p models.Project
+	var p models.ProjectSpec
 	set := visited(fs)
 	if *file != "" {
 		if len(pos) > 0 {
@@ -258,7 +258,7 @@ func (c *ctl) projectCreate(ctx context.Context, args []string) error {
 		if len(pos) != 1 {
 			return usagef("ctl project create: want ID, got %d argument(s)", len(pos))
 		}
-		p = models.Project{ID: pos[0], Name: *name, CreditWeight: *weight, MaxConcurrentAgents: *maxAgents}
+		p = models.ProjectSpec{ID: pos[0], Name: *name, CreditWeight: *weight, MaxConcurrentAgents: *maxAgents}
 		if set["budget"] {
 			p.BudgetLimit = budget
 		}
@@ -496,7 +496,7 @@ func (c *ctl) agentAdd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	a, err := c.client.RegisterAgent(ctx, models.Agent{ID: pos[0], Name: *name, AgentType: *typ})
+	a, err := c.client.RegisterAgent(ctx, models.AgentRegistration{ID: pos[0], Name: *name, AgentType: *typ})
 	if err != nil {
 		return err
 	}

@@ -98,6 +98,7 @@ func TestProjectErrorsWriteNothing(t *testing.T) {
 		{"bad id", "POST", "/api/v1/projects", `{"id":"Not Valid"}`, 400, models.CodeInvalid, `project id "Not Valid"`},
 		{"bad repo", "POST", "/api/v1/projects", `{"id":"x","repo":{"source_type":"CLONE"}}`, 400, models.CodeInvalid, "repo.url: required"},
 		{"unknown field", "POST", "/api/v1/projects", `{"id":"x","nmae":"X"}`, 400, models.CodeInvalid, `request body: unknown field "nmae"`},
+		{"daemon-owned field", "POST", "/api/v1/projects", `{"id":"x","total_tokens_used":5}`, 400, models.CodeInvalid, `unknown field "total_tokens_used"`},
 		{"malformed", "POST", "/api/v1/projects", `{"id":"x",}`, 400, models.CodeInvalid, "request body: invalid JSON at offset 11: invalid character"},
 		{"trailing data", "POST", "/api/v1/projects", `{"id":"x"} {"id":"y"}`, 400, models.CodeInvalid, "unexpected data after the JSON value"},
 		{"wrong type", "POST", "/api/v1/projects", `{"id":"x","max_concurrent_agents":"two"}`, 400, models.CodeInvalid,
@@ -366,6 +367,7 @@ func TestAgents(t *testing.T) {
 	e.do("POST", "/api/v1/agents", `{"id":"claude-1","agent_type":"claude"}`).wantError(t, 409, models.CodeConflict, `agent "claude-1" already exists`)
 	e.do("POST", "/api/v1/agents", `{"id":"x","agent_type":"robot"}`).wantError(t, 400, models.CodeInvalid, "agent_type: must be one of")
 	e.do("POST", "/api/v1/agents", `{"id":"x","agent_type":"claude","color":"red"}`).wantError(t, 400, models.CodeInvalid, `unknown field "color"`)
+	e.do("POST", "/api/v1/agents", `{"id":"x","agent_type":"claude","state":"BUSY","pid":99}`).wantError(t, 400, models.CodeInvalid, `unknown field "state"`)
 
 	var list api.AgentList
 	e.do("GET", "/api/v1/agents", "").decode(t, http.StatusOK, &list)
@@ -471,11 +473,11 @@ func TestClient(t *testing.T) {
 	if h, err := c.Health(ctx); err != nil || h.Status != "ok" {
 		t.Fatalf("Health = %+v, %v", h, err)
 	}
-	p, err := c.CreateProject(ctx, models.Project{ID: "web", Name: "Web"})
+	p, err := c.CreateProject(ctx, models.ProjectSpec{ID: "web", Name: "Web"})
 	if err != nil || p.ID != "web" {
 		t.Fatalf("CreateProject = %+v, %v", p, err)
 	}
-	_, err = c.CreateProject(ctx, models.Project{ID: "web"})
+	_, err = c.CreateProject(ctx, models.ProjectSpec{ID: "web"})
 	var me *models.Error
 	if !errors.As(err, &me) || me.Code != models.CodeConflict || me.Message != `project "web" already exists` {
 		t.Errorf("duplicate CreateProject error = %#v", err)
@@ -520,7 +522,7 @@ func TestClient(t *testing.T) {
 	if err != nil || tr.To != models.StatusReady {
 		t.Errorf("SendEvent = %+v, %v", tr, err)
 	}
-	if a, err := c.RegisterAgent(ctx, models.Agent{ID: "c1", AgentType: "codex"}); err != nil || a.ID != "c1" {
+	if a, err := c.RegisterAgent(ctx, models.AgentRegistration{ID: "c1", AgentType: "codex"}); err != nil || a.ID != "c1" {
 		t.Errorf("RegisterAgent = %+v, %v", a, err)
 	}
 	if as, err := c.ListAgents(ctx); err != nil || len(as) != 1 {

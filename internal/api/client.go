@@ -59,7 +59,7 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 }
 
 // CreateProject creates a project.
-func (c *Client) CreateProject(ctx context.Context, p models.Project) (models.Project, error) {
+func (c *Client) CreateProject(ctx context.Context, p models.ProjectSpec) (models.Project, error) {
 	var out models.Project
 	return out, c.do(ctx, http.MethodPost, APIPrefix+"/projects", nil, p, &out)
 }
@@ -124,7 +124,7 @@ func (c *Client) SendEvent(ctx context.Context, taskID string, req EventRequest)
 }
 
 // RegisterAgent registers an agent.
-func (c *Client) RegisterAgent(ctx context.Context, a models.Agent) (models.Agent, error) {
+func (c *Client) RegisterAgent(ctx context.Context, a models.AgentRegistration) (models.Agent, error) {
 	var out models.Agent
 	return out, c.do(ctx, http.MethodPost, APIPrefix+"/agents", nil, a, &out)
 }

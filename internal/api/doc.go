@@ -12,7 +12,8 @@
 // Endpoints:
 //
 //	GET   /healthz                    {"status":"ok"} when the store answers; never needs a token
-//	POST  /api/v1/projects            create a project (body: a project, "repo" optional) → 201 project
+//	POST  /api/v1/projects            create a project (body: id, name, credit_weight, max_concurrent_agents,
+//	                                  status, budget_limit, discord_channel_id, repo — all but id optional) → 201 project
 //	GET   /api/v1/projects            {"projects": [...]}
 //	GET   /api/v1/projects/{id}       a project
 //	PATCH /api/v1/projects/{id}       partial update (body: a project patch) → the project
@@ -23,7 +24,7 @@
 //	GET   /api/v1/tasks/{id}          the task with its dependencies, dependents and events
 //	POST  /api/v1/tasks/{id}/events   {"event": "ADMIN_SKIP|ADMIN_STOP|ADMIN_RESTART", "reason", "actor"}
 //	                                  → the transition's result
-//	POST  /api/v1/agents              register an agent → 201 agent
+//	POST  /api/v1/agents              register an agent (body: id, name, agent_type) → 201 agent, IDLE
 //	GET   /api/v1/agents              {"agents": [...]}
 //
 // Every error is answered as

@@ -159,12 +159,12 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleCreateProject(w http.ResponseWriter, r *http.Request) {
-	var p models.Project
-	if err := s.decodeBody(w, r, &p); err != nil {
+	var spec models.ProjectSpec
+	if err := s.decodeBody(w, r, &spec); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	p, err := s.svc.CreateProject(r.Context(), p)
+	p, err := s.svc.CreateProject(r.Context(), spec.Project())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -372,12 +372,12 @@ func checkAdminEvent(e models.TaskEvent) error {
 }
 
 func (s *Server) handleRegisterAgent(w http.ResponseWriter, r *http.Request) {
-	var a models.Agent
-	if err := s.decodeBody(w, r, &a); err != nil {
+	var reg models.AgentRegistration
+	if err := s.decodeBody(w, r, &reg); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	a, err := s.svc.RegisterAgent(r.Context(), a)
+	a, err := s.svc.RegisterAgent(r.Context(), reg.Agent())
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -58,6 +58,21 @@ func validAgentType(t string) bool {
 	return false
 }
 
+// AgentRegistration is what a person supplies to register an agent; the
+// rest of Agent is the daemon's to set.
+type AgentRegistration struct {
+	ID        string `json:"id"`
+	Name      string `json:"name,omitempty"`
+	AgentType string `json:"agent_type"`
+}
+
+// Agent returns the new, IDLE agent the registration describes.
+func (r AgentRegistration) Agent() Agent {
+	a := Agent{ID: r.ID, Name: r.Name, AgentType: r.AgentType}
+	a.ApplyDefaults()
+	return a
+}
+
 // TaskContext is everything handed to an agent for one task; it is built at
 // dispatch time, not stored.
 type TaskContext struct {

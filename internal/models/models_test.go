@@ -205,3 +205,17 @@ func TestAgentOutputValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestProjectPatchKeepsRepoID(t *testing.T) {
+	t.Parallel()
+	p := models.Project{ID: "web", Repo: &models.RepoConfig{SourceType: models.RepoClone, URL: "/old.git"}}
+	p.ApplyDefaults()
+	got, err := models.ProjectPatch{Repo: &models.RepoConfig{SourceType: models.RepoClone, URL: "/new.git"}}.Apply(p)
+	if err != nil || got.Repo.ID != "web" || got.Repo.URL != "/new.git" {
+		t.Fatalf("got %+v, %v", got.Repo, err)
+	}
+	_, err = models.ProjectPatch{Repo: &models.RepoConfig{ID: "web2", SourceType: models.RepoClone, URL: "/new.git"}}.Apply(p)
+	if err == nil || !strings.Contains(err.Error(), "repo.id") {
+		t.Fatalf("changing the repo id: %v", err)
+	}
+}

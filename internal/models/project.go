@@ -155,6 +155,25 @@ func (r *RepoConfig) Validate() error {
 	return nil
 }
 
+// ProjectSpec is what a person supplies to create a project; usage and
+// timestamps are the daemon's to set.
+type ProjectSpec struct {
+	ID                  string        `json:"id"`
+	Name                string        `json:"name,omitempty"`
+	CreditWeight        float64       `json:"credit_weight,omitempty"`
+	MaxConcurrentAgents int           `json:"max_concurrent_agents,omitempty"`
+	Status              ProjectStatus `json:"status,omitempty"`
+	BudgetLimit         *int64        `json:"budget_limit,omitempty"`
+	DiscordChannelID    *string       `json:"discord_channel_id,omitempty"`
+	Repo                *RepoConfig   `json:"repo,omitempty"`
+}
+
+// Project returns the project the spec describes, defaults not yet applied.
+func (s ProjectSpec) Project() Project {
+	return Project{ID: s.ID, Name: s.Name, CreditWeight: s.CreditWeight, MaxConcurrentAgents: s.MaxConcurrentAgents,
+		Status: s.Status, BudgetLimit: s.BudgetLimit, DiscordChannelID: s.DiscordChannelID, Repo: s.Repo}
+}
+
 // ProjectPatch is a partial update of a project: nil fields are left alone.
 type ProjectPatch struct {
 	Name                *string        `json:"name,omitempty"`
@@ -200,6 +219,14 @@ func (pp ProjectPatch) Apply(p Project) (Project, error) {
 	}
 	if pp.Repo != nil {
 		r := *pp.Repo
+		if p.Repo != nil {
+			if r.ID == "" {
+				r.ID = p.Repo.ID
+			}
+			if r.ID != p.Repo.ID {
+				return p, Errorf(CodeInvalid, "repo.id: the project's repo is %q; it cannot be replaced by %q", p.Repo.ID, r.ID)
+			}
+		}
 		r.ApplyDefaults(p.ID)
 		p.Repo = &r
 	}
