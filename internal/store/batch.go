@@ -59,7 +59,6 @@ func (s *Store) CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.B
 		return nil, err
 	}
 	var results []models.BatchResult
-	var promoted bool
 	err = s.withTx(ctx, func(tx *sql.Tx) error {
 		x := s.newTxn(ctx, tx)
 		if err := x.checkProjects(entries); err != nil {
@@ -102,15 +101,22 @@ func (s *Store) CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.B
 			}
 			results[i].LocalID, results[i].TaskID, results[i].Status = entries[i].src.LocalID, id, st
 		}
-		promoted = len(x.promoted) > 0
+		if len(x.blocked) > 0 {
+			// Tasks created behind a BLOCKED upstream: one notice for the batch.
+			first, _ := getTask(ctx, x, x.blocked[0])
+			n := transitionNotice{TaskID: first.ID, ProjectID: first.ProjectID, Title: first.Title, From: models.StatusDefined,
+				To: models.StatusBlocked, Event: models.EventUpstreamFailed, Reason: first.StatusReason, Blocked: x.blocked}
+			key := fmt.Sprintf("chain_broken:created:%s:%d", first.ID, toNanos(x.now))
+			if err := s.enqueueOutbox(ctx, tx, key, "chain.broken", first.ProjectID, first.ID, n); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create tasks: %w", err)
 	}
-	if promoted || len(results) > 0 {
-		s.changed()
-	}
+	s.changed()
 	return results, nil
 }
 
@@ -213,11 +219,22 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-// checkProjects refuses entries of unknown or archived projects.
+// checkProjects refuses entries of unknown or archived projects, and repos
+// that are not their project's.
 func (x *txn) checkProjects(entries []*entry) error {
 	known := map[string]bool{}
 	for _, e := range entries {
 		pid := e.task.ProjectID
+		if e.task.RepoID != nil {
+			var owner string
+			err := x.QueryRowContext(x.ctx, "SELECT project_id FROM repos WHERE id = ?", *e.task.RepoID).Scan(&owner)
+			if errors.Is(err, sql.ErrNoRows) || (err == nil && owner != pid) {
+				return models.Errorf(models.CodeInvalid, "tasks[%d]: repo_id %q is not a repo of project %q", e.index, *e.task.RepoID, pid)
+			}
+			if err != nil {
+				return err
+			}
+		}
 		if known[pid] {
 			continue
 		}

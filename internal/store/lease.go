@@ -35,7 +35,10 @@ func (s *Store) AcquireLease(ctx context.Context, h models.LeaseHolder, ttl time
 			return err
 		}
 		if err == nil && cur.Owner != h.Owner && cur.ExpiresAt.After(now) {
-			crashed := cur.Hostname == h.Hostname && cur.PID != h.PID && !processAlive(cur.PID)
+			// On the same host, a holder whose process is gone crashed; one
+			// with our own pid is an earlier life of this process's slot
+			// (a restarted container), since we do not hold the lease.
+			crashed := cur.Hostname == h.Hostname && (cur.PID == h.PID || !processAlive(cur.PID))
 			if !crashed {
 				return models.Errorf(models.CodeConflict,
 					"the database is in use by another agentqueued daemon (owner %s, host %s, pid %d, lease expires %s)",
@@ -102,14 +105,18 @@ func (s *Store) ReleaseLease(ctx context.Context, owner string) error {
 
 // LeaseHolder returns the current lease, or not_found when none is held.
 func (s *Store) LeaseHolder(ctx context.Context) (models.LeaseHolder, error) {
-	var h models.LeaseHolder
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		h, err = readLease(ctx, tx)
-		return err
-	})
+	var (
+		h       models.LeaseHolder
+		expires int64
+	)
+	err := s.rdb.QueryRowContext(ctx, "SELECT owner, hostname, pid, expires_at FROM daemon_lease WHERE id = 1").
+		Scan(&h.Owner, &h.Hostname, &h.PID, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return h, models.Errorf(models.CodeNotFound, "no daemon holds the lease")
 	}
-	return h, err
+	if err != nil {
+		return h, fmt.Errorf("read lease: %w", err)
+	}
+	h.ExpiresAt = fromNanos(expires)
+	return h, nil
 }

@@ -89,17 +89,25 @@ func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]models.OutboxMe
 
 // MarkOutboxDelivered records that message id was delivered.
 func (s *Store) MarkOutboxDelivered(ctx context.Context, id int64) error {
-	return s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, "UPDATE outbox SET delivered_at = ? WHERE id = ? AND delivered_at IS NULL", toNanos(s.now()), id)
 		return err
 	})
+	if err != nil {
+		return fmt.Errorf("mark outbox %d delivered: %w", id, err)
+	}
+	return nil
 }
 
 // MarkOutboxFailed records a failed delivery and when to try again.
 func (s *Store) MarkOutboxFailed(ctx context.Context, id int64, retryAt time.Time, reason string) error {
-	return s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?, last_error = ? WHERE id = ?",
 			toNanos(retryAt), reason, id)
 		return err
 	})
+	if err != nil {
+		return fmt.Errorf("mark outbox %d failed: %w", id, err)
+	}
+	return nil
 }

@@ -210,6 +210,13 @@ func (s *Store) migrate(ctx context.Context) error {
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
+	var newest int
+	if err := s.wdb.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&newest); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if known := ms[len(ms)-1].version; newest > known {
+		return fmt.Errorf("the database has schema version %d but this agentqueued knows only up to %d: use a newer agentqueued", newest, known)
+	}
 	for _, m := range ms {
 		err := s.withTx(ctx, func(tx *sql.Tx) error {
 			var n int

@@ -325,6 +325,50 @@ func TestDependingOnBlockedTaskBlocksAtCreation(t *testing.T) {
 		models.BatchTask{LocalID: "soft", Title: "soft", Dependencies: []models.BatchDependency{{ID: up, RequiresSuccess: f()}}},
 	)
 	wantStatuses(t, s, map[string]models.TaskStatus{ids["hard"]: models.StatusBlocked, ids["after"]: models.StatusBlocked, ids["soft"]: models.StatusReady})
+	msgs, _ := s.PendingOutbox(context.Background(), 100)
+	var notice string
+	for _, m := range msgs {
+		if m.Kind == "chain.broken" && m.TaskID == ids["hard"] {
+			notice = m.Payload
+		}
+	}
+	if !strings.Contains(notice, ids["after"]) || !strings.Contains(notice, up) {
+		t.Fatalf("no chain.broken notice for tasks created blocked: %q", notice)
+	}
+}
+
+func TestTaskRepoMustBelongToItsProject(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	for _, id := range []string{"p", "q"} {
+		if _, err := s.CreateProject(ctx, models.Project{ID: id, Repo: &models.RepoConfig{SourceType: models.RepoInit}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "a", RepoID: "p"}}}); err != nil {
+		t.Fatalf("own repo: %v", err)
+	}
+	for _, repo := range []string{"q", "ghost"} {
+		_, err := s.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "a", RepoID: repo}}})
+		if models.ErrorCodeOf(err) != models.CodeInvalid || !strings.Contains(err.Error(), "repo_id") {
+			t.Fatalf("repo %s: %v", repo, err)
+		}
+	}
+}
+
+func TestNewerSchemaIsRefused(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "aq.db")
+	s := openAt(t, path)
+	if err := store.ExecForTest(s, "INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, '0999_future.sql', 0)"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	_, err := store.Open(context.Background(), store.Config{Path: path})
+	if err == nil || !strings.Contains(err.Error(), "schema version 999") {
+		t.Fatalf("opening a newer database: %v", err)
+	}
 }
 
 func TestDedupeSkipsExistingTask(t *testing.T) {
@@ -536,6 +580,19 @@ func TestLeaseOfCrashedProcessOnSameHostIsTakenOver(t *testing.T) {
 	}
 }
 
+func TestLeaseOfEarlierLifeWithSamePIDIsTakenOver(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	// A restarted container: same hostname, same pid, new owner.
+	if err := s.AcquireLease(ctx, models.LeaseHolder{Owner: "before", Hostname: "box", PID: 1}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AcquireLease(ctx, models.LeaseHolder{Owner: "after", Hostname: "box", PID: 1}, time.Hour); err != nil {
+		t.Fatalf("restarted container kept out: %v", err)
+	}
+}
+
 func TestTokenLedgerIsAppendOnly(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
@@ -589,6 +646,9 @@ func TestListTasksFilters(t *testing.T) {
 	page2, _ := s.ListTasks(ctx, models.TaskFilter{Limit: 2, AfterID: page1[1].ID})
 	if len(page1) != 2 || len(page2) != 1 || page2[0].Title != "C" {
 		t.Fatalf("paging: %d %d", len(page1), len(page2))
+	}
+	if _, err := s.ListTasks(ctx, models.TaskFilter{AfterID: "no-such-task"}); models.ErrorCodeOf(err) != models.CodeInvalid {
+		t.Fatalf("paging after an unknown task: %v", err)
 	}
 	if _, err := s.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{"DONE"}}); models.ErrorCodeOf(err) != models.CodeInvalid {
 		t.Fatalf("unknown status: %v", err)

@@ -180,7 +180,14 @@ func (s *Store) ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Ta
 		where = append(where, "status IN ("+strings.Join(marks, ",")+")")
 	}
 	if f.AfterID != "" {
-		where = append(where, "rowid > coalesce((SELECT rowid FROM tasks WHERE id = ?), 0)")
+		var n int
+		if err := s.rdb.QueryRowContext(ctx, "SELECT count(*) FROM tasks WHERE id = ?", f.AfterID).Scan(&n); err != nil {
+			return nil, fmt.Errorf("list tasks: %w", err)
+		}
+		if n == 0 {
+			return nil, models.Errorf(models.CodeInvalid, "after: no task %q to continue after", f.AfterID)
+		}
+		where = append(where, "rowid > (SELECT rowid FROM tasks WHERE id = ?)")
 		args = append(args, f.AfterID)
 	}
 	limit := f.Limit
