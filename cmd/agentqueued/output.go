@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -16,15 +17,37 @@ import (
 // table returns a writer that aligns tab-separated columns; call Flush.
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
-// row writes one tab-separated line.
+// row writes one tab-separated line of cleaned cells.
 func row(w io.Writer, cols ...string) {
 	for i, c := range cols {
 		if c == "" {
-			cols[i] = "-"
+			c = "-"
 		}
+		cols[i] = clean(c)
 	}
 	fmt.Fprintln(w, strings.Join(cols, "\t"))
 }
+
+// clean makes text from the API safe to print on a terminal: control
+// characters (escape sequences, tabs, newlines, carriage returns) are shown
+// as Go escapes instead of acting on the terminal or breaking the table.
+func clean(s string) string {
+	if !strings.ContainsFunc(s, isControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if isControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func isControl(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }
 
 func str(p *string) string {
 	if p == nil {
@@ -139,7 +162,7 @@ func printTaskDetail(w io.Writer, d models.TaskDetail) {
 	if t.Description != "" {
 		fmt.Fprintln(w, "\nDescription:")
 		for line := range strings.SplitSeq(strings.TrimRight(t.Description, "\n"), "\n") {
-			fmt.Fprintln(w, "  "+line)
+			fmt.Fprintln(w, "  "+clean(line))
 		}
 	}
 

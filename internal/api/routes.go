@@ -227,11 +227,19 @@ func (s *Server) handleCreateTasks(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	created, skipped := 0, 0
 	for _, res := range results {
-		if !res.Skipped {
-			s.log.InfoContext(r.Context(), "task created", "task_id", res.TaskID, "status", res.Status)
+		if res.Skipped {
+			skipped++
+		} else {
+			created++
 		}
 	}
+	attrs := []any{"project_id", b.ProjectID, "created", created, "skipped", skipped}
+	if created == 1 && skipped == 0 {
+		attrs = append(attrs, "task_id", results[0].TaskID, "status", results[0].Status)
+	}
+	s.log.InfoContext(r.Context(), "tasks created", attrs...)
 	s.writeJSON(w, r, http.StatusCreated, BatchResponse{Results: nonNil(results)})
 }
 
