@@ -35,10 +35,11 @@ func (s *Store) AcquireLease(ctx context.Context, h models.LeaseHolder, ttl time
 			return err
 		}
 		if err == nil && cur.Owner != h.Owner && cur.ExpiresAt.After(now) {
-			// On the same host, a holder whose process is gone crashed; one
-			// with our own pid is an earlier life of this process's slot
-			// (a restarted container), since we do not hold the lease.
-			crashed := cur.Hostname == h.Hostname && (cur.PID == h.PID || !processAlive(cur.PID))
+			// On the same host, a holder whose process is gone crashed. A
+			// holder with our own pid is not taken over: two containers
+			// given the same hostname both run as pid 1, and taking a live
+			// lease is worse than waiting for a dead one to expire.
+			crashed := cur.Hostname == h.Hostname && cur.PID != h.PID && !processAlive(cur.PID)
 			if !crashed {
 				return models.Errorf(models.CodeConflict,
 					"the database is in use by another agentqueued daemon (owner %s, host %s, pid %d, lease expires %s)",
