@@ -227,7 +227,7 @@ func (x *txn) checkProjects(entries []*entry) error {
 		pid := e.task.ProjectID
 		if e.task.RepoID != nil {
 			var owner string
-			err := x.QueryRowContext(x.ctx, "SELECT project_id FROM repos WHERE id = ?", *e.task.RepoID).Scan(&owner)
+			err := x.QueryRowContext(x.ctx, qRepoOwner, *e.task.RepoID).Scan(&owner)
 			if errors.Is(err, sql.ErrNoRows) || (err == nil && owner != pid) {
 				return models.Errorf(models.CodeInvalid, "tasks[%d]: repo_id %q is not a repo of project %q", e.index, *e.task.RepoID, pid)
 			}
@@ -239,7 +239,7 @@ func (x *txn) checkProjects(entries []*entry) error {
 			continue
 		}
 		var status models.ProjectStatus
-		err := x.QueryRowContext(x.ctx, "SELECT status FROM projects WHERE id = ?", pid).Scan(&status)
+		err := x.QueryRowContext(x.ctx, qProjectStatus, pid).Scan(&status)
 		if errors.Is(err, sql.ErrNoRows) {
 			return models.Errorf(models.CodeNotFound, "tasks[%d]: project %q not found", e.index, pid)
 		}
@@ -331,7 +331,7 @@ func (x *txn) predictStatus(entries []*entry, i int, memo map[int]models.TaskSta
 			}
 			up = st
 		} else {
-			err := x.QueryRowContext(x.ctx, "SELECT status FROM tasks WHERE id = ?", id).Scan(&up)
+			err := x.QueryRowContext(x.ctx, qTaskStatus, id).Scan(&up)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return "", err
 			}
@@ -378,7 +378,7 @@ func (x *txn) resolveDeps(entries []*entry) error {
 				continue
 			}
 			var one int
-			err := x.QueryRowContext(x.ctx, "SELECT 1 FROM tasks WHERE id = ?", d.id).Scan(&one)
+			err := x.QueryRowContext(x.ctx, qTaskExists, d.id).Scan(&one)
 			if errors.Is(err, sql.ErrNoRows) {
 				return models.Errorf(models.CodeNotFound, "tasks[%d].dependencies[%d]: no task or batch entry %q", e.index, j, d.id)
 			}
@@ -458,7 +458,7 @@ func (x *txn) loadUpstreamClosure(roots []string, graph map[string][]string) err
 				continue
 			}
 			seen[id] = true
-			rows, err := x.QueryContext(x.ctx, "SELECT upstream FROM task_dependencies WHERE downstream = ?", id)
+			rows, err := x.QueryContext(x.ctx, qUpstreams, id)
 			if err != nil {
 				return err
 			}

@@ -33,3 +33,15 @@ func QueryPlanForTest(s *Store, q string, args ...any) (string, error) {
 	}
 	return plan, rows.Err()
 }
+
+// HotQueriesForTest returns the named queries of queries.go.
+func HotQueriesForTest() map[string]string {
+	return map[string]string{
+		"qEdgeCounts": qEdgeCounts, "qBrokenRoot": qBrokenRoot, "qStatusReason": qStatusReason,
+		"qLastEvent": qLastEvent, "qUpdateStatus": qUpdateStatus, "qInsertEvent": qInsertEvent,
+		"qSatisfyEdges": qSatisfyEdges, "qBreakEdges": qBreakEdges, "qWithdrawEdges": qWithdrawEdges,
+		"qDependentsToCheck": qDependentsToCheck, "qRepoOwner": qRepoOwner, "qProjectStatus": qProjectStatus,
+		"qTaskStatus": qTaskStatus, "qTaskExists": qTaskExists, "qUpstreams": qUpstreams,
+		"qTaskEvents": qTaskEvents, "qPendingOutbox": qPendingOutbox, "qTokensSince": qTokensSince,
+	}
+}

@@ -43,8 +43,7 @@ func (s *Store) recordTokenUsageTx(ctx context.Context, tx *sql.Tx, u models.Tok
 // TokensUsedSince sums the ledger for a project from since on.
 func (s *Store) TokensUsedSince(ctx context.Context, projectID string, since time.Time) (int64, error) {
 	var n int64
-	err := s.rdb.QueryRowContext(ctx, `SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)
-		FROM token_ledger WHERE project_id = ? AND created_at >= ?`, projectID, toNanos(since)).Scan(&n)
+	err := s.rdb.QueryRowContext(ctx, qTokensSince, projectID, toNanos(since)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("sum tokens for project %s: %w", projectID, err)
 	}
@@ -66,8 +65,7 @@ func (s *Store) enqueueOutbox(ctx context.Context, tx *sql.Tx, key, kind, projec
 
 // PendingOutbox returns up to limit undelivered messages that are due, oldest first.
 func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]models.OutboxMessage, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT id, key, kind, project_id, task_id, payload, attempts, created_at
-		FROM outbox WHERE delivered_at IS NULL AND next_attempt_at <= ? ORDER BY id LIMIT ?`, toNanos(s.now()), limit)
+	rows, err := s.rdb.QueryContext(ctx, qPendingOutbox, toNanos(s.now()), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list outbox: %w", err)
 	}

@@ -136,8 +136,7 @@ func listEdges(ctx context.Context, q queryer, column, id string) ([]models.Depe
 }
 
 func listEvents(ctx context.Context, q queryer, id string) ([]models.EventRecord, error) {
-	rows, err := q.QueryContext(ctx, `SELECT id, task_id, from_status, to_status, event, reason, actor, created_at
-		FROM task_events WHERE task_id = ? ORDER BY id`, id)
+	rows, err := q.QueryContext(ctx, qTaskEvents, id)
 	if err != nil {
 		return nil, err
 	}

@@ -141,8 +141,7 @@ func (x *txn) run(first change) (applied, error) {
 }
 
 func (x *txn) edgeCounts(taskID string) (broken, unsatisfied int, err error) {
-	err = x.QueryRowContext(x.ctx, `SELECT coalesce(sum(resolution = 'BROKEN'), 0), coalesce(sum(resolution != 'SATISFIED'), 0)
-		FROM task_dependencies WHERE downstream = ?`, taskID).Scan(&broken, &unsatisfied)
+	err = x.QueryRowContext(x.ctx, qEdgeCounts, taskID).Scan(&broken, &unsatisfied)
 	return broken, unsatisfied, err
 }
 
@@ -203,8 +202,7 @@ func (x *txn) resolveFollowUp(c change, cur models.Task) (change, bool, error) {
 // brokenRoot names the root cause of a task's first BROKEN edge.
 func (x *txn) brokenRoot(taskID string) (root, reason string, err error) {
 	var up, upRoot, upReason string
-	err = x.QueryRowContext(x.ctx, `SELECT t.id, t.cascade_root_id, t.status_reason FROM task_dependencies d
-		JOIN tasks t ON t.id = d.upstream WHERE d.downstream = ? AND d.resolution = 'BROKEN' ORDER BY t.id LIMIT 1`,
+	err = x.QueryRowContext(x.ctx, qBrokenRoot,
 		taskID).Scan(&up, &upRoot, &upReason)
 	if err != nil {
 		return "", "", err
@@ -218,7 +216,7 @@ func (x *txn) brokenRoot(taskID string) (root, reason string, err error) {
 		return root, reason, nil
 	}
 	var rootReason string
-	if err := x.QueryRowContext(x.ctx, "SELECT status_reason FROM tasks WHERE id = ?", upRoot).Scan(&rootReason); err != nil &&
+	if err := x.QueryRowContext(x.ctx, qStatusReason, upRoot).Scan(&rootReason); err != nil &&
 		!errors.Is(err, sql.ErrNoRows) {
 		return "", "", err
 	}
@@ -233,7 +231,7 @@ func (x *txn) brokenRoot(taskID string) (root, reason string, err error) {
 // from expectFrom when given, leaving it in its current status.
 func (x *txn) isRepeat(cur models.Task, c change) (bool, error) {
 	var ev, from, to string
-	err := x.QueryRowContext(x.ctx, "SELECT event, from_status, to_status FROM task_events WHERE task_id = ? ORDER BY id DESC LIMIT 1",
+	err := x.QueryRowContext(x.ctx, qLastEvent,
 		cur.ID).Scan(&ev, &from, &to)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
@@ -312,8 +310,7 @@ func (x *txn) apply(c change) (applied, error) {
 		return applied{}, err
 	}
 
-	res, err := x.ExecContext(x.ctx, `UPDATE tasks SET status = ?, assigned_agent_id = ?, resume_after = ?,
-		retry_count = ?, status_reason = ?, cascade_root_id = ?, updated_at = ? WHERE id = ? AND status = ?`,
+	res, err := x.ExecContext(x.ctx, qUpdateStatus,
 		next.Status, nullString(next.AssignedAgentID), nullNanos(next.ResumeAfter), next.RetryCount,
 		next.StatusReason, next.CascadeRootID, toNanos(x.now), cur.ID, cur.Status)
 	if err != nil {
@@ -322,8 +319,7 @@ func (x *txn) apply(c change) (applied, error) {
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return applied{}, models.Errorf(models.CodeConflict, "task %s changed concurrently; %s not applied", cur.ID, c.event)
 	}
-	ev, err := x.ExecContext(x.ctx, `INSERT INTO task_events (task_id, from_status, to_status, event, reason, actor, created_at)
-		VALUES (?,?,?,?,?,?,?)`, cur.ID, cur.Status, to, c.event, c.reason, c.actor, toNanos(x.now))
+	ev, err := x.ExecContext(x.ctx, qInsertEvent, cur.ID, cur.Status, to, c.event, c.reason, c.actor, toNanos(x.now))
 	if err != nil {
 		return applied{}, err
 	}
@@ -353,18 +349,13 @@ func (x *txn) effects(a applied) ([]change, error) {
 	edgesChanged := true
 	switch {
 	case t.Status == models.StatusCompleted:
-		_, err = x.ExecContext(x.ctx, `UPDATE task_dependencies SET resolution = 'SATISFIED', resolved_at = ?,
-			resolving_event_id = ? WHERE upstream = ? AND resolution != 'SATISFIED'`, toNanos(x.now), a.eventID, t.ID)
+		_, err = x.ExecContext(x.ctx, qSatisfyEdges, toNanos(x.now), a.eventID, t.ID)
 	case t.Status == models.StatusBlocked:
-		_, err = x.ExecContext(x.ctx, `UPDATE task_dependencies SET
-			resolution = CASE WHEN requires_success THEN 'BROKEN' ELSE 'SATISFIED' END,
-			resolved_at = ?, resolving_event_id = ? WHERE upstream = ? AND resolution = 'PENDING'`, toNanos(x.now), a.eventID, t.ID)
+		_, err = x.ExecContext(x.ctx, qBreakEdges, toNanos(x.now), a.eventID, t.ID)
 	case from == models.StatusBlocked || from == models.StatusCompleted:
 		// The task will run again: its broken edges, and every decision
 		// toward a dependent that has not started, wait for the new run.
-		_, err = x.ExecContext(x.ctx, `UPDATE task_dependencies SET resolution = 'PENDING', resolved_at = NULL,
-			resolving_event_id = NULL WHERE upstream = ? AND (resolution = 'BROKEN' OR (resolution = 'SATISFIED'
-			AND downstream IN (SELECT id FROM tasks WHERE status = 'DEFINED' OR (status = 'BLOCKED' AND cascade_root_id != ''))))`, t.ID)
+		_, err = x.ExecContext(x.ctx, qWithdrawEdges, t.ID)
 	default:
 		edgesChanged = false
 	}
@@ -391,9 +382,7 @@ func (x *txn) cascadeDependents(taskID string) ([]change, error) {
 // dependentChecks returns follow-ups for taskID's dependents: evaluation of
 // DEFINED ones (when withDefined) and reopen checks of cascade-blocked ones.
 func (x *txn) dependentChecks(taskID, reason string, withDefined bool) ([]change, error) {
-	rows, err := x.QueryContext(x.ctx, `SELECT t.id, t.status FROM task_dependencies d JOIN tasks t ON t.id = d.downstream
-		WHERE d.upstream = ? AND (t.status = 'DEFINED' OR (t.status = 'BLOCKED' AND t.cascade_root_id != ''))
-		ORDER BY t.rowid`, taskID)
+	rows, err := x.QueryContext(x.ctx, qDependentsToCheck, taskID)
 	if err != nil {
 		return nil, err
 	}

@@ -185,7 +185,7 @@ CREATE TABLE outbox (
     delivered_at    INTEGER,
     created_at      INTEGER NOT NULL
 );
-CREATE INDEX outbox_pending ON outbox (next_attempt_at) WHERE delivered_at IS NULL;
+CREATE INDEX outbox_undelivered ON outbox (id) WHERE delivered_at IS NULL;
 
 -- At most one daemon per database.
 CREATE TABLE daemon_lease (

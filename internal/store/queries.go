@@ -1,0 +1,39 @@
+package store
+
+// The queries the daemon runs most often, named so that
+// TestFrequentQueriesUseIndexes checks the plans of the very statements the
+// code runs.
+const (
+	qEdgeCounts = `SELECT coalesce(sum(resolution = 'BROKEN'), 0), coalesce(sum(resolution != 'SATISFIED'), 0)
+		FROM task_dependencies WHERE downstream = ?`
+	qBrokenRoot = `SELECT t.id, t.cascade_root_id, t.status_reason FROM task_dependencies d
+		JOIN tasks t ON t.id = d.upstream WHERE d.downstream = ? AND d.resolution = 'BROKEN' ORDER BY t.id LIMIT 1`
+	qStatusReason = "SELECT status_reason FROM tasks WHERE id = ?"
+	qLastEvent    = "SELECT event, from_status, to_status FROM task_events WHERE task_id = ? ORDER BY id DESC LIMIT 1"
+	qUpdateStatus = `UPDATE tasks SET status = ?, assigned_agent_id = ?, resume_after = ?,
+		retry_count = ?, status_reason = ?, cascade_root_id = ?, updated_at = ? WHERE id = ? AND status = ?`
+	qInsertEvent = `INSERT INTO task_events (task_id, from_status, to_status, event, reason, actor, created_at)
+		VALUES (?,?,?,?,?,?,?)`
+	qSatisfyEdges = `UPDATE task_dependencies SET resolution = 'SATISFIED', resolved_at = ?,
+			resolving_event_id = ? WHERE upstream = ? AND resolution != 'SATISFIED'`
+	qBreakEdges = `UPDATE task_dependencies SET
+			resolution = CASE WHEN requires_success THEN 'BROKEN' ELSE 'SATISFIED' END,
+			resolved_at = ?, resolving_event_id = ? WHERE upstream = ? AND resolution = 'PENDING'`
+	qWithdrawEdges = `UPDATE task_dependencies SET resolution = 'PENDING', resolved_at = NULL,
+			resolving_event_id = NULL WHERE upstream = ? AND (resolution = 'BROKEN' OR (resolution = 'SATISFIED'
+			AND downstream IN (SELECT id FROM tasks WHERE status = 'DEFINED' OR (status = 'BLOCKED' AND cascade_root_id != ''))))`
+	qDependentsToCheck = `SELECT t.id, t.status FROM task_dependencies d JOIN tasks t ON t.id = d.downstream
+		WHERE d.upstream = ? AND (t.status = 'DEFINED' OR (t.status = 'BLOCKED' AND t.cascade_root_id != ''))
+		ORDER BY t.rowid`
+	qRepoOwner     = "SELECT project_id FROM repos WHERE id = ?"
+	qProjectStatus = "SELECT status FROM projects WHERE id = ?"
+	qTaskStatus    = "SELECT status FROM tasks WHERE id = ?"
+	qTaskExists    = "SELECT 1 FROM tasks WHERE id = ?"
+	qUpstreams     = "SELECT upstream FROM task_dependencies WHERE downstream = ?"
+	qTaskEvents    = `SELECT id, task_id, from_status, to_status, event, reason, actor, created_at
+		FROM task_events WHERE task_id = ? ORDER BY id`
+	qPendingOutbox = `SELECT id, key, kind, project_id, task_id, payload, attempts, created_at
+		FROM outbox WHERE delivered_at IS NULL AND next_attempt_at <= ? ORDER BY id LIMIT ?`
+	qTokensSince = `SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)
+		FROM token_ledger WHERE project_id = ? AND created_at >= ?`
+)
