@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+// flakyRenewer passes renewals to the real store until failFrom, then fails
+// them with err.
+type flakyRenewer struct {
+	st       *store.Store
+	calls    atomic.Int32
+	failFrom int32
+	err      error
+}
+
+func (f *flakyRenewer) RenewLease(ctx context.Context, owner string, ttl time.Duration) error {
+	if f.calls.Add(1) >= f.failFrom {
+		return f.err
+	}
+	return f.st.RenewLease(ctx, owner, ttl)
+}
+
+func TestRenewLeaseOnAFakeClock(t *testing.T) {
+	t.Parallel()
+	const ttl = 30 * time.Second
+	tests := []struct {
+		name     string
+		failFrom int32
+		err      error
+		wantErr  string
+		// wantAfter is how long the loop runs before it gives up.
+		wantAfter time.Duration
+	}{
+		{"lost to another owner", 3, models.Errorf(models.CodeConflict, "lease lost"), "lost the database lease", 3 * ttl / 3},
+		// The last good renewal at ttl/3 holds the lease until 4·ttl/3.
+		{"renewals failing for a whole ttl", 2, errors.New("disk I/O error"), "lease not renewed for 30s", 4 * ttl / 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db")})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer st.Close()
+				if err := st.AcquireLease(context.Background(), models.LeaseHolder{Owner: "me", Hostname: "h", PID: 1}, ttl); err != nil {
+					t.Fatal(err)
+				}
+				r := &flakyRenewer{st: st, failFrom: tc.failFrom, err: tc.err}
+				start := time.Now()
+				err = renewLease(context.Background(), r, "me", ttl, slog.New(slog.NewTextHandler(io.Discard, nil)))
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("renewLease = %v, want %q", err, tc.wantErr)
+				}
+				if got := time.Since(start); got != tc.wantAfter {
+					t.Fatalf("gave up after %s, want %s", got, tc.wantAfter)
+				}
+			})
+		})
+	}
+	t.Run("stops cleanly when cancelled", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			if err := st.AcquireLease(context.Background(), models.LeaseHolder{Owner: "me", Hostname: "h", PID: 1}, ttl); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*ttl)
+			defer cancel()
+			r := &flakyRenewer{st: st, failFrom: 1 << 30}
+			if err := renewLease(ctx, r, "me", ttl, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+				t.Fatalf("renewLease = %v", err)
+			}
+			if n := r.calls.Load(); n != 29 && n != 30 {
+				t.Fatalf("%d renewals in 10 ttl, want one every ttl/3", n)
+			}
+		})
+	})
+}
