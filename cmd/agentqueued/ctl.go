@@ -39,7 +39,7 @@ type ctlOptions struct {
 // register adds the options to fs, keeping values already parsed.
 func (o *ctlOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.addr, "addr", o.addr, "API `URL` (default $"+envAddr+", the listen address of --config, or http://"+config.DefaultListen+")")
-	fs.StringVar(&o.token, "token", o.token, "bearer `token` (default $"+envToken+" or api.token of --config)")
+	fs.StringVar(&o.token, "token", o.token, "bearer `token` (default $"+envToken+" or api.token of --config; prefer those: a flag is visible to other users in the process list)")
 	fs.StringVar(&o.configPath, "config", o.configPath, "configuration `file` to take listen and api.token from")
 	fs.BoolVar(&o.json, "json", o.json, "print JSON instead of tables")
 }

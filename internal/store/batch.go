@@ -370,6 +370,11 @@ func (x *txn) resolveDeps(entries []*entry) error {
 				if up := entries[d.local]; up.skippedAs != "" {
 					e.deps[j] = resolvedDep{local: -1, id: up.skippedAs, required: d.required}
 				} else if up.dupOf >= 0 {
+					if up.dupOf == e.index {
+						return models.Errorf(models.CodeInvalid,
+							"tasks[%d].dependencies[%d]: %q is a duplicate of this very task under its dedupe strategy",
+							e.index, j, up.src.LocalID)
+					}
 					e.deps[j].local = up.dupOf
 				}
 				continue

@@ -186,6 +186,10 @@ func TestBadBatchesWriteNothing(t *testing.T) {
 		{"bad dedupe status", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "A", Kind: "k", DedupeStrategy: []models.DedupeStrategy{{Status: "Sleeping"}}}}}, models.CodeInvalid, "Sleeping"},
 		{"hash id out of range", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{LocalID: "a", Title: "A", Dependencies: dep("#7")}}}, models.CodeInvalid, `"#7" is neither a task id`},
 		{"hash id in range", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "A"}, {Title: "B", Dependencies: dep("#0")}}}, models.CodeInvalid, `"#0" is neither`},
+		{"depends on its own duplicate", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
+			{LocalID: "a", Title: "A", Kind: "k", Dependencies: dep("b")},
+			{LocalID: "b", Title: "B", Kind: "k", DedupeStrategy: []models.DedupeStrategy{{Status: "Any"}}},
+		}}, models.CodeInvalid, `"b" is a duplicate of this very task`},
 		{"valid then unknown existing", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
 			{LocalID: "a", Title: "A", Dependencies: dep(existing)}, {LocalID: "b", Title: "B", Dependencies: dep("zzz")},
 		}}, models.CodeNotFound, "zzz"},
