@@ -32,6 +32,20 @@ func (f *flakyRenewer) RenewLease(ctx context.Context, owner string, ttl time.Du
 	return f.st.RenewLease(ctx, owner, ttl)
 }
 
+// leasedStore opens a store whose lease "me" holds.
+func leasedStore(t *testing.T, ttl time.Duration) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.AcquireLease(context.Background(), models.LeaseHolder{Owner: "me", Hostname: "h", PID: 1}, ttl); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 func TestRenewLeaseOnAFakeClock(t *testing.T) {
 	t.Parallel()
 	const ttl = 30 * time.Second
@@ -50,17 +64,10 @@ func TestRenewLeaseOnAFakeClock(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db")})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer st.Close()
-				if err := st.AcquireLease(context.Background(), models.LeaseHolder{Owner: "me", Hostname: "h", PID: 1}, ttl); err != nil {
-					t.Fatal(err)
-				}
+				st := leasedStore(t, ttl)
 				r := &flakyRenewer{st: st, failFrom: tc.failFrom, err: tc.err}
 				start := time.Now()
-				err = renewLease(context.Background(), r, "me", ttl, slog.New(slog.NewTextHandler(io.Discard, nil)))
+				err := renewLease(context.Background(), r, "me", ttl, slog.New(slog.NewTextHandler(io.Discard, nil)))
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("renewLease = %v, want %q", err, tc.wantErr)
 				}
@@ -72,14 +79,7 @@ func TestRenewLeaseOnAFakeClock(t *testing.T) {
 	}
 	t.Run("stops cleanly when cancelled", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			if err := st.AcquireLease(context.Background(), models.LeaseHolder{Owner: "me", Hostname: "h", PID: 1}, ttl); err != nil {
-				t.Fatal(err)
-			}
+			st := leasedStore(t, ttl)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*ttl)
 			defer cancel()
 			r := &flakyRenewer{st: st, failFrom: 1 << 30}

@@ -166,24 +166,8 @@ func printTaskDetail(w io.Writer, d models.TaskDetail) {
 		}
 	}
 
-	fmt.Fprintf(w, "\nDepends on (%d):\n", len(d.Dependencies))
-	if len(d.Dependencies) > 0 {
-		tw = table(w)
-		row(tw, "  UPSTREAM", "REQUIRES_SUCCESS", "RESOLUTION", "RESOLVED")
-		for _, e := range d.Dependencies {
-			row(tw, "  "+e.Upstream, strconv.FormatBool(e.RequiresSuccess), string(e.Resolution), whenPtr(e.ResolvedAt))
-		}
-		tw.Flush()
-	}
-	fmt.Fprintf(w, "\nDependents (%d):\n", len(d.Dependents))
-	if len(d.Dependents) > 0 {
-		tw = table(w)
-		row(tw, "  DOWNSTREAM", "REQUIRES_SUCCESS", "RESOLUTION", "RESOLVED")
-		for _, e := range d.Dependents {
-			row(tw, "  "+e.Downstream, strconv.FormatBool(e.RequiresSuccess), string(e.Resolution), whenPtr(e.ResolvedAt))
-		}
-		tw.Flush()
-	}
+	printEdges(w, "Depends on", "UPSTREAM", d.Dependencies, func(e models.Dependency) string { return e.Upstream })
+	printEdges(w, "Dependents", "DOWNSTREAM", d.Dependents, func(e models.Dependency) string { return e.Downstream })
 	fmt.Fprintf(w, "\nEvents (%d):\n", len(d.Events))
 	if len(d.Events) > 0 {
 		tw = table(w)
@@ -193,6 +177,20 @@ func printTaskDetail(w io.Writer, d models.TaskDetail) {
 		}
 		tw.Flush()
 	}
+}
+
+// printEdges lists edge facts under a title, naming each edge's other task.
+func printEdges(w io.Writer, title, column string, edges []models.Dependency, other func(models.Dependency) string) {
+	fmt.Fprintf(w, "\n%s (%d):\n", title, len(edges))
+	if len(edges) == 0 {
+		return
+	}
+	tw := table(w)
+	row(tw, "  "+column, "REQUIRES_SUCCESS", "RESOLUTION", "RESOLVED")
+	for _, e := range edges {
+		row(tw, "  "+other(e), strconv.FormatBool(e.RequiresSuccess), string(e.Resolution), whenPtr(e.ResolvedAt))
+	}
+	tw.Flush()
 }
 
 func printTransition(w io.Writer, r models.TransitionResult) {
