@@ -22,6 +22,50 @@ type Agent struct {
 	TotalTokensUsed   int64      `json:"total_tokens_used"`
 	SessionTokensUsed int64      `json:"session_tokens_used"`
 	CreatedAt         time.Time  `json:"created_at"`
+	AgentSettings
+}
+
+// AgentSettings is how an agent is run: set at registration, from config or
+// the API.
+type AgentSettings struct {
+	// Command is the executable (the command type) or a path to the CLI.
+	Command string   `json:"command,omitempty"`
+	Args    []string `json:"args,omitempty"`
+	// Env is added to the scrubbed environment of every run.
+	Env map[string]string `json:"env,omitempty"`
+	// MaxRuntime caps a run's wall-clock time; 0 means the daemon's default.
+	MaxRuntime Duration `json:"max_runtime,omitempty"`
+	// IdleTimeout ends a run with no output and no RPC for this long; 0
+	// means the daemon's default.
+	IdleTimeout Duration `json:"idle_timeout,omitempty"`
+	// Projects limits the agent to these projects; empty means any.
+	Projects []string `json:"projects,omitempty"`
+}
+
+// Validate checks the settings, naming the bad field.
+func (s *AgentSettings) Validate() error {
+	switch {
+	case s.MaxRuntime < 0:
+		return Errorf(CodeInvalid, "max_runtime: must not be negative")
+	case s.IdleTimeout < 0:
+		return Errorf(CodeInvalid, "idle_timeout: must not be negative")
+	case len(s.Args) > MaxListEntries:
+		return Errorf(CodeInvalid, "args: at most %d", MaxListEntries)
+	}
+	for k := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return Errorf(CodeInvalid, "env: %q is not a variable name", k)
+		}
+		if strings.HasPrefix(k, "AQ_") {
+			return Errorf(CodeInvalid, "env: %s is set by the daemon for each run", k)
+		}
+	}
+	for _, p := range s.Projects {
+		if !ValidID(p) {
+			return Errorf(CodeInvalid, "projects: %q is not a project id", p)
+		}
+	}
+	return nil
 }
 
 // ApplyDefaults fills unset fields.
@@ -45,8 +89,10 @@ func (a *Agent) Validate() error {
 		return Errorf(CodeInvalid, "agent_type: must be one of %s (got %q)", strings.Join(AgentTypes, ", "), a.AgentType)
 	case !a.State.Valid():
 		return Errorf(CodeInvalid, "state: unknown agent state %q", a.State)
+	case a.AgentType == "command" && strings.TrimSpace(a.Command) == "":
+		return Errorf(CodeInvalid, "command: required for agent_type command")
 	}
-	return nil
+	return a.AgentSettings.Validate()
 }
 
 func validAgentType(t string) bool {
@@ -64,11 +110,12 @@ type AgentRegistration struct {
 	ID        string `json:"id"`
 	Name      string `json:"name,omitempty"`
 	AgentType string `json:"agent_type"`
+	AgentSettings
 }
 
 // Agent returns the new, IDLE agent the registration describes.
 func (r AgentRegistration) Agent() Agent {
-	a := Agent{ID: r.ID, Name: r.Name, AgentType: r.AgentType}
+	a := Agent{ID: r.ID, Name: r.Name, AgentType: r.AgentType, AgentSettings: r.AgentSettings}
 	a.ApplyDefaults()
 	return a
 }

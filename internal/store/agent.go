@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/agentqueued/agentqueued/internal/models"
@@ -16,8 +17,10 @@ func (s *Store) RegisterAgent(ctx context.Context, a models.Agent) (models.Agent
 	}
 	a.CreatedAt = s.now().UTC()
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO agents (id, name, agent_type, state, created_at) VALUES (?,?,?,?,?)`,
-			a.ID, a.Name, a.AgentType, a.State, toNanos(a.CreatedAt))
+		_, err := tx.ExecContext(ctx, `INSERT INTO agents (id, name, agent_type, state, created_at, command, args, env,
+			max_runtime, idle_timeout, projects) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
+			a.ID, a.Name, a.AgentType, a.State, toNanos(a.CreatedAt), a.Command, encodeJSONColumn(a.Args, "[]"),
+			encodeJSONColumn(a.Env, "{}"), int64(a.MaxRuntime), int64(a.IdleTimeout), encodeJSONColumn(a.Projects, "[]"))
 		if isUniqueViolation(err) {
 			return models.Errorf(models.CodeConflict, "agent %q already exists", a.ID)
 		}
@@ -30,34 +33,74 @@ func (s *Store) RegisterAgent(ctx context.Context, a models.Agent) (models.Agent
 	return a, nil
 }
 
+const agentColumns = `id, name, agent_type, state, current_task_id, checkout_path, repo_id, pid, last_heartbeat,
+	total_tokens_used, session_tokens_used, created_at, command, args, env, max_runtime, idle_timeout, projects`
+
+func scanAgent(row scanner) (models.Agent, error) {
+	var (
+		a                    models.Agent
+		task, checkout, repo sql.NullString
+		pid, heartbeat       sql.NullInt64
+		created              int64
+		args, env, projects  string
+		maxRuntime, idle     int64
+	)
+	if err := row.Scan(&a.ID, &a.Name, &a.AgentType, &a.State, &task, &checkout, &repo, &pid, &heartbeat,
+		&a.TotalTokensUsed, &a.SessionTokensUsed, &created, &a.Command, &args, &env, &maxRuntime, &idle, &projects); err != nil {
+		return models.Agent{}, err
+	}
+	a.CurrentTaskID, a.CheckoutPath, a.RepoID = fromNullString(task), fromNullString(checkout), fromNullString(repo)
+	if pid.Valid {
+		p := int(pid.Int64)
+		a.PID = &p
+	}
+	a.LastHeartbeat = fromNullNanos(heartbeat)
+	a.CreatedAt = fromNanos(created)
+	a.MaxRuntime, a.IdleTimeout = models.Duration(maxRuntime), models.Duration(idle)
+	for _, c := range []struct {
+		src string
+		dst any
+	}{{args, &a.Args}, {env, &a.Env}, {projects, &a.Projects}} {
+		if err := decodeJSONColumn(c.src, c.dst); err != nil {
+			return models.Agent{}, fmt.Errorf("agent %s: %w", a.ID, err)
+		}
+	}
+	return a, nil
+}
+
+// GetAgent returns one agent.
+func (s *Store) GetAgent(ctx context.Context, id string) (models.Agent, error) {
+	a, err := scanAgent(s.rdb.QueryRowContext(ctx, "SELECT "+agentColumns+" FROM agents WHERE id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return models.Agent{}, notFound("agent", id)
+	}
+	if err != nil {
+		return models.Agent{}, fmt.Errorf("get agent %s: %w", id, err)
+	}
+	return a, nil
+}
+
 // ListAgents returns every agent, ordered by id.
 func (s *Store) ListAgents(ctx context.Context) ([]models.Agent, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT id, name, agent_type, state, current_task_id, checkout_path, repo_id,
-		pid, last_heartbeat, total_tokens_used, session_tokens_used, created_at FROM agents ORDER BY id`)
+	return s.listAgents(ctx, "")
+}
+
+func (s *Store) listAgents(ctx context.Context, where string, args ...any) ([]models.Agent, error) {
+	q := "SELECT " + agentColumns + " FROM agents"
+	if where != "" {
+		q += " WHERE " + where
+	}
+	rows, err := s.rdb.QueryContext(ctx, q+" ORDER BY id", args...)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
 	defer rows.Close()
 	out := []models.Agent{}
 	for rows.Next() {
-		var (
-			a                    models.Agent
-			task, checkout, repo sql.NullString
-			pid                  sql.NullInt64
-			heartbeat            sql.NullInt64
-			created              int64
-		)
-		if err := rows.Scan(&a.ID, &a.Name, &a.AgentType, &a.State, &task, &checkout, &repo, &pid, &heartbeat,
-			&a.TotalTokensUsed, &a.SessionTokensUsed, &created); err != nil {
+		a, err := scanAgent(rows)
+		if err != nil {
 			return nil, fmt.Errorf("list agents: %w", err)
 		}
-		a.CurrentTaskID, a.CheckoutPath, a.RepoID = fromNullString(task), fromNullString(checkout), fromNullString(repo)
-		if pid.Valid {
-			p := int(pid.Int64)
-			a.PID = &p
-		}
-		a.LastHeartbeat = fromNullNanos(heartbeat)
-		a.CreatedAt = fromNanos(created)
 		out = append(out, a)
 	}
 	return out, rows.Err()

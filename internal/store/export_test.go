@@ -43,5 +43,7 @@ func HotQueriesForTest() map[string]string {
 		"qDependentsToCheck": qDependentsToCheck, "qRepoOwner": qRepoOwner, "qProjectStatus": qProjectStatus,
 		"qTaskStatus": qTaskStatus, "qTaskExists": qTaskExists, "qUpstreams": qUpstreams,
 		"qTaskEvents": qTaskEvents, "qPendingOutbox": qPendingOutbox, "qTokensSince": qTokensSince,
+		"qAgentSecondsInWindow": qAgentSecondsInWindow, "qCompletedInWindow": qCompletedInWindow,
+		"qReadyPerProject": qReadyPerProject, "qTokensInWindow": qTokensInWindow,
 	}
 }

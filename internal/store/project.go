@@ -65,7 +65,7 @@ const projectColumns = `p.id, p.name, p.credit_weight, p.max_concurrent_agents, 
 // projectFrom joins each project with its first repo.
 const projectFrom = ` FROM projects p LEFT JOIN repos r ON r.rowid = (SELECT min(rowid) FROM repos WHERE project_id = p.id)`
 
-func scanProject(row interface{ Scan(...any) error }) (models.Project, error) {
+func scanProject(row scanner) (models.Project, error) {
 	var (
 		p                       models.Project
 		budget                  sql.NullInt64

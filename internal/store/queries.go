@@ -36,4 +36,15 @@ const (
 		FROM outbox WHERE delivered_at IS NULL AND next_attempt_at <= ? ORDER BY id LIMIT ?`
 	qTokensSince = `SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)
 		FROM token_ledger WHERE project_id = ? AND created_at >= ?`
+	// qAgentSecondsInWindow sums, per project, the part of each run inside
+	// the window (open runs count up to now). Arguments: now, now, from, from.
+	qAgentSecondsInWindow = `SELECT project_id, sum(min(coalesce(ended_at, ?), ?) - max(started_at, ?))
+		FROM task_runs WHERE ended_at IS NULL OR ended_at >= ? GROUP BY project_id`
+	qCompletedInWindow = `SELECT t.project_id, count(*) FROM task_events e JOIN tasks t ON t.id = e.task_id
+		WHERE e.to_status = 'COMPLETED' AND e.created_at >= ? GROUP BY t.project_id`
+	qReadyPerProject = `SELECT ` + taskColumns + ` FROM (SELECT *, row_number() OVER
+		(PARTITION BY project_id ORDER BY priority, created_at, id) AS rank FROM tasks WHERE status = 'READY')
+		WHERE rank <= ? ORDER BY project_id, rank`
+	qTokensInWindow = `SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)
+		FROM token_ledger WHERE created_at >= ?`
 )

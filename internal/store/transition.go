@@ -428,6 +428,26 @@ type transitionNotice struct {
 	Blocked []string `json:"blocked,omitempty"`
 }
 
+// notify writes the outbox rows of an applied transition: a notice when its
+// new status is notable, and one chain.broken notice for a cascade.
+func (s *Store) notify(ctx context.Context, tx *sql.Tx, a applied, blocked []string, event models.TaskEvent, reason, actor string) error {
+	if kind, ok := notable[a.task.Status]; ok && (a.task.Status != models.StatusInProgress || event == models.EventAgentStarted) {
+		n := transitionNotice{TaskID: a.task.ID, ProjectID: a.task.ProjectID, Title: a.task.Title, From: a.from,
+			To: a.task.Status, Event: event, Reason: reason, Actor: actor}
+		if err := s.enqueueOutbox(ctx, tx, fmt.Sprintf("task_event:%d", a.eventID), kind, a.task.ProjectID, a.task.ID, n); err != nil {
+			return err
+		}
+	}
+	if len(blocked) > 0 {
+		n := transitionNotice{TaskID: a.task.ID, ProjectID: a.task.ProjectID, Title: a.task.Title, From: a.from,
+			To: a.task.Status, Event: event, Reason: reason, Blocked: blocked}
+		if err := s.enqueueOutbox(ctx, tx, fmt.Sprintf("chain_broken:%d", a.eventID), "chain.broken", a.task.ProjectID, a.task.ID, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ApplyEvent applies one event to one task with every effect that belongs
 // to it, in one transaction. An illegal transition is a conflict whose
 // message is the statemachine's ("Invalid transition: (STATUS, EVENT)"); a
@@ -454,19 +474,8 @@ func (s *Store) ApplyEvent(ctx context.Context, req models.TransitionRequest) (m
 		if a.duplicate {
 			return nil
 		}
-		if kind, ok := notable[a.task.Status]; ok && (a.task.Status != models.StatusInProgress || req.Event == models.EventAgentStarted) {
-			n := transitionNotice{TaskID: a.task.ID, ProjectID: a.task.ProjectID, Title: a.task.Title, From: a.from,
-				To: a.task.Status, Event: req.Event, Reason: req.Reason, Actor: req.Actor}
-			if err := s.enqueueOutbox(ctx, tx, fmt.Sprintf("task_event:%d", a.eventID), kind, a.task.ProjectID, a.task.ID, n); err != nil {
-				return err
-			}
-		}
-		if len(x.blocked) > 0 {
-			n := transitionNotice{TaskID: a.task.ID, ProjectID: a.task.ProjectID, Title: a.task.Title, From: a.from,
-				To: a.task.Status, Event: req.Event, Reason: req.Reason, Blocked: x.blocked}
-			if err := s.enqueueOutbox(ctx, tx, fmt.Sprintf("chain_broken:%d", a.eventID), "chain.broken", a.task.ProjectID, a.task.ID, n); err != nil {
-				return err
-			}
+		if err := s.notify(ctx, tx, a, x.blocked, req.Event, req.Reason, req.Actor); err != nil {
+			return err
 		}
 		if a.task.Status == models.StatusCompleted || len(x.promoted) > 0 {
 			// Re-read the task so the answer shows what was committed.

@@ -1,0 +1,44 @@
+package models
+
+import "time"
+
+// Run is one attempt of a task on an agent.
+type Run struct {
+	ID             int64      `json:"id"`
+	TaskID         string     `json:"task_id"`
+	AgentID        string     `json:"agent_id"`
+	ProjectID      string     `json:"project_id"`
+	Attempt        int        `json:"attempt"`
+	PID            *int       `json:"pid,omitempty"`
+	CheckoutPath   string     `json:"checkout_path,omitempty"`
+	StartedAt      time.Time  `json:"started_at"`
+	LastActivityAt time.Time  `json:"last_activity_at"`
+	EndedAt        *time.Time `json:"ended_at,omitempty"`
+	Outcome        string     `json:"outcome,omitempty"`
+	Error          string     `json:"error,omitempty"`
+}
+
+// ProjectUsage is one project's figures for a scheduling round.
+type ProjectUsage struct {
+	Project Project `json:"project"`
+	// AgentSeconds is the agent time its runs used in the window.
+	AgentSeconds float64 `json:"agent_seconds"`
+	// CompletedInWindow counts its tasks completed in the window.
+	CompletedInWindow int `json:"completed_in_window"`
+	// Running counts its tasks that hold an agent.
+	Running int `json:"running"`
+}
+
+// SchedulingState is what one scheduling round reads: bounded by the READY
+// and running work, never by history.
+type SchedulingState struct {
+	Now      time.Time      `json:"now"`
+	Projects []ProjectUsage `json:"projects"`
+	// Ready holds, per project, at most the limit asked for, best first.
+	Ready []Task `json:"ready"`
+	// Running holds the tasks that hold an agent or are being finished.
+	Running    []Task  `json:"running"`
+	IdleAgents []Agent `json:"idle_agents"`
+	// TokensInWindow is the token use of all projects in the window.
+	TokensInWindow int64 `json:"tokens_in_window"`
+}

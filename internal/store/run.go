@@ -1,0 +1,386 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// runningStatuses hold an agent or are being finished.
+var runningStatuses = []models.TaskStatus{models.StatusAssigned, models.StatusInProgress, models.StatusWaitingInput,
+	models.StatusVerifying, models.StatusAwaitingApproval}
+
+func hashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// ClaimTask claims a READY task for an IDLE agent in one transaction: the
+// task becomes ASSIGNED (compare-and-set, with its event row), the agent
+// STARTING with the task as its current one (the agent's checkout is its
+// workspace, so this also locks the workspace), and a run row is written.
+// It returns the run and its token, which authorises RPC calls for this
+// task only; only the token's hash is stored.
+func (s *Store) ClaimTask(ctx context.Context, taskID, agentID string) (models.Run, string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return models.Run{}, "", fmt.Errorf("claim task %s: run token: %w", taskID, err)
+	}
+	token := hex.EncodeToString(b[:])
+	var run models.Run
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		x := s.newTxn(ctx, tx)
+		agent, err := scanAgent(x.QueryRowContext(ctx, "SELECT "+agentColumns+" FROM agents WHERE id = ?", agentID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("agent", agentID)
+		}
+		if err != nil {
+			return err
+		}
+		if agent.State != models.AgentIdle {
+			return models.Errorf(models.CodeConflict, "agent %s is %s, not IDLE", agentID, agent.State)
+		}
+		a, err := x.run(change{taskID: taskID, event: models.EventAssigned, expectFrom: models.StatusReady,
+			agentID: agentID, actor: "scheduler", reason: "assigned to agent " + agentID})
+		if err != nil {
+			return err
+		}
+		if a.duplicate {
+			return models.Errorf(models.CodeConflict, "task %s is already ASSIGNED", taskID)
+		}
+		if len(agent.Projects) > 0 && !slices.Contains(agent.Projects, a.task.ProjectID) {
+			return models.Errorf(models.CodeConflict, "agent %s does not work on project %s", agentID, a.task.ProjectID)
+		}
+		res, err := x.ExecContext(ctx, "UPDATE agents SET state = 'STARTING', current_task_id = ?, pid = NULL WHERE id = ? AND state = 'IDLE'",
+			taskID, agentID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return models.Errorf(models.CodeConflict, "agent %s changed concurrently", agentID)
+		}
+		var attempt int
+		if err := x.QueryRowContext(ctx, "SELECT count(*) + 1 FROM task_runs WHERE task_id = ?", taskID).Scan(&attempt); err != nil {
+			return err
+		}
+		run = models.Run{TaskID: taskID, AgentID: agentID, ProjectID: a.task.ProjectID, Attempt: attempt,
+			StartedAt: x.now, LastActivityAt: x.now}
+		ins, err := x.ExecContext(ctx, `INSERT INTO task_runs (task_id, agent_id, project_id, attempt, token_hash,
+			started_at, last_activity_at) VALUES (?,?,?,?,?,?,?)`,
+			taskID, agentID, run.ProjectID, attempt, hashToken(token), toNanos(x.now), toNanos(x.now))
+		if err != nil {
+			return err
+		}
+		run.ID, err = ins.LastInsertId()
+		return err
+	})
+	if err != nil {
+		return models.Run{}, "", fmt.Errorf("claim task %s for agent %s: %w", taskID, agentID, err)
+	}
+	return run, token, nil
+}
+
+const runColumns = `id, task_id, agent_id, project_id, attempt, pid, checkout_path, started_at, last_activity_at,
+	ended_at, outcome, error`
+
+func scanRun(row scanner) (models.Run, error) {
+	var (
+		r                 models.Run
+		pid               sql.NullInt64
+		started, activity int64
+		ended             sql.NullInt64
+	)
+	if err := row.Scan(&r.ID, &r.TaskID, &r.AgentID, &r.ProjectID, &r.Attempt, &pid, &r.CheckoutPath, &started,
+		&activity, &ended, &r.Outcome, &r.Error); err != nil {
+		return models.Run{}, err
+	}
+	if pid.Valid {
+		p := int(pid.Int64)
+		r.PID = &p
+	}
+	r.StartedAt, r.LastActivityAt, r.EndedAt = fromNanos(started), fromNanos(activity), fromNullNanos(ended)
+	return r, nil
+}
+
+// RunByToken returns the open run a token belongs to. An unknown token, or
+// the token of a run that has ended, is refused as unauthorized.
+func (s *Store) RunByToken(ctx context.Context, token string) (models.Run, error) {
+	r, err := scanRun(s.rdb.QueryRowContext(ctx, "SELECT "+runColumns+" FROM task_runs WHERE token_hash = ?", hashToken(token)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return models.Run{}, models.Errorf(models.CodeUnauthorized, "unknown run token")
+	}
+	if err != nil {
+		return models.Run{}, fmt.Errorf("look up run token: %w", err)
+	}
+	if r.EndedAt != nil {
+		return models.Run{}, models.Errorf(models.CodeUnauthorized, "the run of this token has ended")
+	}
+	return r, nil
+}
+
+// GetRun returns one run.
+func (s *Store) GetRun(ctx context.Context, id int64) (models.Run, error) {
+	r, err := scanRun(s.rdb.QueryRowContext(ctx, "SELECT "+runColumns+" FROM task_runs WHERE id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return models.Run{}, models.Errorf(models.CodeNotFound, "run %d not found", id)
+	}
+	if err != nil {
+		return models.Run{}, fmt.Errorf("get run %d: %w", id, err)
+	}
+	return r, nil
+}
+
+// OpenRuns returns every run that has not ended, oldest first.
+func (s *Store) OpenRuns(ctx context.Context) ([]models.Run, error) {
+	rows, err := s.rdb.QueryContext(ctx, "SELECT "+runColumns+" FROM task_runs WHERE ended_at IS NULL ORDER BY id")
+	if err != nil {
+		return nil, fmt.Errorf("list open runs: %w", err)
+	}
+	defer rows.Close()
+	var out []models.Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list open runs: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// StartRun records that a claimed run's process started: the run gets its
+// pid and checkout, the agent becomes BUSY, and the task AGENT_STARTED →
+// IN_PROGRESS, in one transaction.
+func (s *Store) StartRun(ctx context.Context, runID int64, pid int, checkoutPath string) (models.TransitionResult, error) {
+	var out models.TransitionResult
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		x := s.newTxn(ctx, tx)
+		r, err := openRun(x, runID)
+		if err != nil {
+			return err
+		}
+		a, err := x.run(change{taskID: r.TaskID, event: models.EventAgentStarted, expectFrom: models.StatusAssigned,
+			actor: r.AgentID, reason: fmt.Sprintf("run %d started (attempt %d)", runID, r.Attempt)})
+		if err != nil {
+			return err
+		}
+		out = models.TransitionResult{Task: a.task, From: a.from, To: a.task.Status, Duplicate: a.duplicate}
+		if err := s.notify(ctx, tx, a, nil, models.EventAgentStarted, "", r.AgentID); err != nil {
+			return err
+		}
+		if _, err := x.ExecContext(ctx, "UPDATE task_runs SET pid = ?, checkout_path = ?, last_activity_at = ? WHERE id = ?",
+			pid, checkoutPath, toNanos(x.now), runID); err != nil {
+			return err
+		}
+		_, err = x.ExecContext(ctx, "UPDATE agents SET state = 'BUSY', pid = ?, checkout_path = ?, last_heartbeat = ? WHERE id = ?",
+			pid, checkoutPath, toNanos(x.now), r.AgentID)
+		return err
+	})
+	if err != nil {
+		return models.TransitionResult{}, fmt.Errorf("start run %d: %w", runID, err)
+	}
+	return out, nil
+}
+
+func openRun(x *txn, runID int64) (models.Run, error) {
+	r, err := scanRun(x.QueryRowContext(x.ctx, "SELECT "+runColumns+" FROM task_runs WHERE id = ?", runID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return models.Run{}, models.Errorf(models.CodeNotFound, "run %d not found", runID)
+	}
+	if err != nil {
+		return models.Run{}, err
+	}
+	if r.EndedAt != nil {
+		return models.Run{}, models.Errorf(models.CodeConflict, "run %d has ended (%s)", runID, r.Outcome)
+	}
+	return r, nil
+}
+
+// TouchRun records activity (output or an RPC call) of an open run.
+func (s *Store) TouchRun(ctx context.Context, runID int64) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		now := toNanos(s.now())
+		res, err := tx.ExecContext(ctx, "UPDATE task_runs SET last_activity_at = ? WHERE id = ? AND ended_at IS NULL", now, runID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return models.Errorf(models.CodeConflict, "run %d is not open", runID)
+		}
+		_, err = tx.ExecContext(ctx, "UPDATE agents SET last_heartbeat = ? WHERE id = (SELECT agent_id FROM task_runs WHERE id = ?)", now, runID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("touch run %d: %w", runID, err)
+	}
+	return nil
+}
+
+// RunEnd is how a run ended and what it does to its task.
+type RunEnd struct {
+	RunID int64
+	// Event is applied to the task when set (AGENT_COMPLETED, AGENT_FAILED,
+	// TIMEOUT, EXECUTION_ERROR, TOKENS_EXHAUSTED, RECOVERY, …), expecting the
+	// task in ExpectFrom when that is set.
+	Event       models.TaskEvent
+	ExpectFrom  models.TaskStatus
+	Reason      string
+	ResumeAfter *time.Time
+	// Outcome names the end for the run row ("completed", "failed", …).
+	Outcome string
+	// Error keeps the failure text for the next attempt's context.
+	Error string
+}
+
+// FinishRun ends a run in one transaction: the task event (if any) with its
+// effects, the run row closed, and the agent freed (IDLE, no task, no pid).
+func (s *Store) FinishRun(ctx context.Context, end RunEnd) (models.TransitionResult, error) {
+	var out models.TransitionResult
+	var changed bool
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		x := s.newTxn(ctx, tx)
+		r, err := openRun(x, end.RunID)
+		if err != nil {
+			return err
+		}
+		if end.Event != "" {
+			a, err := x.run(change{taskID: r.TaskID, event: end.Event, expectFrom: end.ExpectFrom, reason: end.Reason,
+				actor: r.AgentID, resumeAfter: end.ResumeAfter})
+			if err != nil {
+				return err
+			}
+			out = models.TransitionResult{Task: a.task, From: a.from, To: a.task.Status, Duplicate: a.duplicate,
+				Promoted: x.promoted, Blocked: x.blocked, Reopened: x.reopened}
+			if !a.duplicate {
+				if err := s.notify(ctx, tx, a, x.blocked, end.Event, end.Reason, r.AgentID); err != nil {
+					return err
+				}
+			}
+		}
+		if _, err := x.ExecContext(ctx, "UPDATE task_runs SET ended_at = ?, outcome = ?, error = ? WHERE id = ?",
+			toNanos(x.now), end.Outcome, end.Error, end.RunID); err != nil {
+			return err
+		}
+		_, err = x.ExecContext(ctx, `UPDATE agents SET state = 'IDLE', current_task_id = NULL, pid = NULL
+			WHERE id = ? AND current_task_id = ?`, r.AgentID, r.TaskID)
+		changed = true
+		return err
+	})
+	if err != nil {
+		return models.TransitionResult{}, fmt.Errorf("finish run %d: %w", end.RunID, err)
+	}
+	if changed {
+		s.changed()
+	}
+	return out, nil
+}
+
+// SchedulingState reads what one scheduling round needs: the projects with
+// their usage in the window [now-window, now], at most readyPerProject READY
+// tasks per project (by priority, then age), the running tasks, the idle
+// agents and the window's token use. Its cost grows with READY and running
+// work, not with history.
+func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.Duration, readyPerProject int) (models.SchedulingState, error) {
+	st := models.SchedulingState{Now: now}
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return st, fmt.Errorf("read scheduling state: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	from := toNanos(now.Add(-window))
+	fail := func(what string, err error) (models.SchedulingState, error) {
+		return models.SchedulingState{}, fmt.Errorf("read scheduling state: %s: %w", what, err)
+	}
+
+	projects, err := queryAll(ctx, tx, scanProject, "SELECT "+projectColumns+projectFrom+" ORDER BY p.id")
+	if err != nil {
+		return fail("projects", err)
+	}
+	byID := map[string]*models.ProjectUsage{}
+	for _, p := range projects {
+		st.Projects = append(st.Projects, models.ProjectUsage{Project: p})
+	}
+	for i := range st.Projects {
+		byID[st.Projects[i].Project.ID] = &st.Projects[i]
+	}
+	rows, err := tx.QueryContext(ctx, qAgentSecondsInWindow, toNanos(now), toNanos(now), from, from)
+	if err != nil {
+		return fail("usage", err)
+	}
+	for rows.Next() {
+		var pid string
+		var nanos int64
+		if err := rows.Scan(&pid, &nanos); err != nil {
+			rows.Close()
+			return fail("usage", err)
+		}
+		if p := byID[pid]; p != nil {
+			p.AgentSeconds = float64(nanos) / float64(time.Second)
+		}
+	}
+	rows.Close()
+	rows, err = tx.QueryContext(ctx, qCompletedInWindow, from)
+	if err != nil {
+		return fail("completions", err)
+	}
+	for rows.Next() {
+		var pid string
+		var n int
+		if err := rows.Scan(&pid, &n); err != nil {
+			rows.Close()
+			return fail("completions", err)
+		}
+		if p := byID[pid]; p != nil {
+			p.CompletedInWindow = n
+		}
+	}
+	rows.Close()
+	if st.Ready, err = queryAll(ctx, tx, scanTask, qReadyPerProject, readyPerProject); err != nil {
+		return fail("ready tasks", err)
+	}
+	args := make([]any, len(runningStatuses))
+	for i, v := range runningStatuses {
+		args[i] = v
+	}
+	if st.Running, err = queryAll(ctx, tx, scanTask, "SELECT "+taskColumns+" FROM tasks WHERE status IN (?,?,?,?,?) ORDER BY rowid", args...); err != nil {
+		return fail("running tasks", err)
+	}
+	for _, t := range st.Running {
+		if p := byID[t.ProjectID]; p != nil {
+			p.Running++
+		}
+	}
+	if st.IdleAgents, err = queryAll(ctx, tx, scanAgent, "SELECT "+agentColumns+" FROM agents WHERE state = 'IDLE' ORDER BY id"); err != nil {
+		return fail("idle agents", err)
+	}
+	if err := tx.QueryRowContext(ctx, qTokensInWindow, from).Scan(&st.TokensInWindow); err != nil {
+		return fail("tokens", err)
+	}
+	return st, nil
+}
+
+// queryAll runs q and scans every row with scan.
+func queryAll[T any](ctx context.Context, q queryer, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,239 @@
+package store_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+// fakeClock is an injected clock tests move by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func openClocked(t *testing.T) (*store.Store, *fakeClock) {
+	t.Helper()
+	clock := &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "aq.db"), Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, clock
+}
+
+func mustAgent(t *testing.T, s *store.Store, id string, projects ...string) {
+	t.Helper()
+	_, err := s.RegisterAgent(context.Background(), models.Agent{ID: id, AgentType: "command",
+		AgentSettings: models.AgentSettings{Command: "/bin/true", Projects: projects}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func agentState(t *testing.T, s *store.Store, id string) models.Agent {
+	t.Helper()
+	a, err := s.GetAgent(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestRunLifecycle(t *testing.T) {
+	t.Parallel()
+	s, _ := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	mustAgent(t, s, "a1")
+	ids := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"}, models.BatchTask{LocalID: "b", Title: "B", Dependencies: dep("a")})
+
+	run, token, err := s.ClaimTask(ctx, ids["a"], "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Attempt != 1 || len(token) != 64 {
+		t.Fatalf("run %+v, token %q", run, token)
+	}
+	task, _ := s.GetTask(ctx, ids["a"])
+	if task.Status != models.StatusAssigned || *task.AssignedAgentID != "a1" {
+		t.Fatalf("task after claim: %+v", task)
+	}
+	if a := agentState(t, s, "a1"); a.State != models.AgentStarting || *a.CurrentTaskID != ids["a"] {
+		t.Fatalf("agent after claim: %+v", a)
+	}
+	if got, err := s.RunByToken(ctx, token); err != nil || got.ID != run.ID {
+		t.Fatalf("token lookup: %+v %v", got, err)
+	}
+	if _, err := s.RunByToken(ctx, "not-a-token"); models.ErrorCodeOf(err) != models.CodeUnauthorized {
+		t.Fatalf("wrong token: %v", err)
+	}
+	if _, _, err := s.ClaimTask(ctx, ids["a"], "a1"); models.ErrorCodeOf(err) != models.CodeConflict {
+		t.Fatalf("second claim: %v", err)
+	}
+
+	if res, err := s.StartRun(ctx, run.ID, 4242, "/work/a1/p"); err != nil || res.To != models.StatusInProgress {
+		t.Fatalf("start: %+v %v", res, err)
+	}
+	if a := agentState(t, s, "a1"); a.State != models.AgentBusy || *a.PID != 4242 {
+		t.Fatalf("agent after start: %+v", a)
+	}
+	res, err := s.FinishRun(ctx, store.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted, ExpectFrom: models.StatusInProgress, Outcome: "completed"})
+	if err != nil || res.To != models.StatusVerifying {
+		t.Fatalf("finish: %+v %v", res, err)
+	}
+	if a := agentState(t, s, "a1"); a.State != models.AgentIdle || a.CurrentTaskID != nil || a.PID != nil {
+		t.Fatalf("agent after finish: %+v", a)
+	}
+	if _, err := s.RunByToken(ctx, token); models.ErrorCodeOf(err) != models.CodeUnauthorized {
+		t.Fatalf("stale token accepted: %v", err)
+	}
+	if _, err := s.FinishRun(ctx, store.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted, Outcome: "completed"}); models.ErrorCodeOf(err) != models.CodeConflict {
+		t.Fatalf("finishing an ended run: %v", err)
+	}
+	// A second attempt counts up.
+	apply(t, s, ids["a"], models.EventVerifyFailed, models.EventRetry)
+	run2, _, err := s.ClaimTask(ctx, ids["a"], "a1")
+	if err != nil || run2.Attempt != 2 {
+		t.Fatalf("second attempt: %+v %v", run2, err)
+	}
+}
+
+func TestClaimRefusalsChangeNothing(t *testing.T) {
+	t.Parallel()
+	s, _ := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	mustAgent(t, s, "elsewhere", "other")
+	mustAgent(t, s, "busy")
+	ids := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"}, models.BatchTask{LocalID: "b", Title: "B"})
+	if _, _, err := s.ClaimTask(ctx, ids["b"], "busy"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ agent, want string }{{"elsewhere", "does not work on project p"}, {"busy", "not IDLE"}, {"ghost", "not found"}} {
+		if _, _, err := s.ClaimTask(ctx, ids["a"], tc.agent); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("claim by %s: %v, want %q", tc.agent, err, tc.want)
+		}
+	}
+	if st := status(t, s, ids["a"]); st != models.StatusReady {
+		t.Fatalf("a refused claim left the task %s", st)
+	}
+	if a := agentState(t, s, "elsewhere"); a.State != models.AgentIdle {
+		t.Fatalf("a refused claim left the agent %s", a.State)
+	}
+}
+
+func TestConcurrentClaimsOneWinner(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "aq.db")
+	s1, s2 := openAt(t, path), openAt(t, path)
+	mustProject(t, s1, "p")
+	mustAgent(t, s1, "a1")
+	mustAgent(t, s1, "a2")
+	id := create(t, s1, "p", models.BatchTask{LocalID: "a", Title: "A"})["a"]
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, st := range []*store.Store{s1, s2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, errs[i] = st.ClaimTask(context.Background(), id, []string{"a1", "a2"}[i])
+		}()
+	}
+	wg.Wait()
+	if (errs[0] == nil) == (errs[1] == nil) {
+		t.Fatalf("want exactly one winner: %v", errs)
+	}
+	idle := 0
+	for _, a := range []string{"a1", "a2"} {
+		if agentState(t, s1, a).State == models.AgentIdle {
+			idle++
+		}
+	}
+	if idle != 1 {
+		t.Fatalf("%d idle agents after one claim, want 1", idle)
+	}
+}
+
+func TestSchedulingState(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	mustProject(t, s, "q")
+	mustAgent(t, s, "a1")
+	mustAgent(t, s, "a2")
+	mustAgent(t, s, "a3")
+	var batch []models.BatchTask
+	for i := range 5 {
+		pr := 100 - i
+		batch = append(batch, models.BatchTask{Title: "t", Priority: &pr})
+	}
+	create(t, s, "p", batch...)
+	old := create(t, s, "q", models.BatchTask{LocalID: "old", Title: "old"}, models.BatchTask{LocalID: "new", Title: "new"})
+
+	// An old run, outside the window.
+	r0, _, _ := s.ClaimTask(ctx, old["old"], "a1")
+	s.StartRun(ctx, r0.ID, 1, "")
+	clock.Add(time.Hour)
+	s.FinishRun(ctx, store.RunEnd{RunID: r0.ID, Event: models.EventAgentCompleted, Outcome: "completed"})
+	apply(t, s, old["old"], models.EventVerifyPassed) // q completes in the window
+	clock.Add(48 * time.Hour)
+	// A finished run of 10 minutes and an open one of 5, inside the window.
+	r1, _, _ := s.ClaimTask(ctx, old["new"], "a1")
+	s.StartRun(ctx, r1.ID, 1, "")
+	clock.Add(10 * time.Minute)
+	s.FinishRun(ctx, store.RunEnd{RunID: r1.ID, Event: models.EventAgentFailed, Outcome: "failed", Error: "boom"})
+	ready, _ := s.ListTasks(ctx, models.TaskFilter{ProjectID: "p", Statuses: []models.TaskStatus{models.StatusReady}})
+	r2, _, _ := s.ClaimTask(ctx, ready[0].ID, "a2")
+	s.StartRun(ctx, r2.ID, 2, "")
+	clock.Add(5 * time.Minute)
+	if err := s.RecordTokenUsage(ctx, models.TokenUsage{ProjectID: "p", Input: 100, Output: 50}); err != nil {
+		t.Fatal(err)
+	}
+
+	st, err := s.SchedulingState(ctx, clock.Now(), 24*time.Hour, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := map[string]models.ProjectUsage{}
+	for _, p := range st.Projects {
+		usage[p.Project.ID] = p
+	}
+	if got := usage["q"].AgentSeconds; got != 600 {
+		t.Errorf("q agent-seconds %v, want 600 (the run outside the window excluded)", got)
+	}
+	if got := usage["p"].AgentSeconds; got != 300 {
+		t.Errorf("p agent-seconds %v, want 300 (an open run counts up to now)", got)
+	}
+	if usage["q"].CompletedInWindow != 0 || usage["p"].Running != 1 || usage["q"].Running != 0 {
+		t.Errorf("usage %+v", usage)
+	}
+	if len(st.Ready) != 3 || st.Ready[0].Priority != 96 {
+		t.Errorf("ready: %d tasks, first priority %d; want the best 3 of p", len(st.Ready), st.Ready[0].Priority)
+	}
+	if len(st.Running) != 1 || len(st.IdleAgents) != 2 || st.TokensInWindow != 150 {
+		t.Errorf("running %d, idle %d, tokens %d", len(st.Running), len(st.IdleAgents), st.TokensInWindow)
+	}
+	// With a window reaching back to q's completion, it counts.
+	st, _ = s.SchedulingState(ctx, clock.Now(), 72*time.Hour, 3)
+	for _, p := range st.Projects {
+		if p.Project.ID == "q" && p.CompletedInWindow != 1 {
+			t.Errorf("q completions in 72h: %d", p.CompletedInWindow)
+		}
+	}
+}
