@@ -1,0 +1,337 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Defaults of process supervision.
+const (
+	DefaultStopGrace  = 10 * time.Second
+	DefaultStderrTail = 4096
+	maxLineBytes      = 4 << 20
+)
+
+// Spec is everything needed to start one run's process.
+type Spec struct {
+	// Argv is the program and its arguments.
+	Argv []string
+	// Dir is the working directory: the agent's checkout.
+	Dir string
+	// Env is the complete environment (see Environment).
+	Env []string
+	// Stdin is written to the process's standard input, which is then closed.
+	Stdin string
+	// LogPath receives everything the process prints; its directory is created.
+	LogPath string
+	// OnLine is called with each line of standard output, in order, from one
+	// goroutine. It must not block for long.
+	OnLine func(line []byte)
+	// OnActivity is called whenever the process prints anything.
+	OnActivity func()
+	// StderrTail is how many bytes of stderr to keep; default DefaultStderrTail.
+	StderrTail int
+}
+
+// Result is how a process ended.
+type Result struct {
+	// ExitCode is the exit status, or -1 when a signal ended the process.
+	ExitCode int
+	// Signal names the signal that ended it, if any.
+	Signal string
+	// StderrTail is the end of what it wrote to stderr.
+	StderrTail string
+	// Stopped is true when Stop ended it.
+	Stopped bool
+}
+
+// Process is a running agent subprocess in its own process group.
+type Process struct {
+	cmd     *exec.Cmd
+	log     *os.File
+	tail    *tailBuffer
+	done    chan struct{}
+	result  Result
+	readers sync.WaitGroup
+	mu      sync.Mutex
+	stopped bool
+}
+
+// Start starts the process described by spec. The caller must call Wait.
+func Start(spec Spec) (*Process, error) {
+	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
+		return nil, errors.New("start agent process: empty command")
+	}
+	if spec.LogPath == "" {
+		return nil, errors.New("start agent process: no log path")
+	}
+	if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o700); err != nil {
+		return nil, fmt.Errorf("start agent process: log directory: %w", err)
+	}
+	logf, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("start agent process: %w", err)
+	}
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Dir = spec.Dir
+	cmd.Env = spec.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{} // never the daemon's own environment
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Plain pipes, not exec's copying: the leader's exit is seen even when a
+	// child it left behind still holds stdout open.
+	var pipes [6]*os.File // stdin r/w, stdout r/w, stderr r/w
+	for i := 0; i < len(pipes); i += 2 {
+		if pipes[i], pipes[i+1], err = os.Pipe(); err != nil {
+			closeAll(pipes[:i]...)
+			logf.Close()
+			return nil, fmt.Errorf("start agent process: %w", err)
+		}
+	}
+	stdinR, stdinW, stdout, stdoutW, stderr, stderrW := pipes[0], pipes[1], pipes[2], pipes[3], pipes[4], pipes[5]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
+	err = cmd.Start()
+	closeAll(stdinR, stdoutW, stderrW) // the child has its own copies
+	if err != nil {
+		closeAll(stdinW, stdout, stderr)
+		logf.Close()
+		return nil, fmt.Errorf("start agent process %s: %w", spec.Argv[0], err)
+	}
+	stdin := stdinW
+	size := spec.StderrTail
+	if size <= 0 {
+		size = DefaultStderrTail
+	}
+	p := &Process{cmd: cmd, log: logf, tail: &tailBuffer{max: size}, done: make(chan struct{})}
+	activity := spec.OnActivity
+	if activity == nil {
+		activity = func() {}
+	}
+	var logMu sync.Mutex
+	writeLog := func(b []byte) {
+		logMu.Lock()
+		logf.Write(b) //nolint:errcheck // a full disk must not stop the agent
+		logMu.Unlock()
+	}
+	p.readers.Add(2)
+	go func() {
+		defer p.readers.Done()
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), maxLineBytes)
+		for sc.Scan() {
+			line := sc.Bytes()
+			writeLog(append(append([]byte{}, line...), '\n'))
+			activity()
+			if spec.OnLine != nil {
+				spec.OnLine(line)
+			}
+		}
+		io.Copy(io.Discard, stdout) //nolint:errcheck // drain after an over-long line
+		stdout.Close()
+	}()
+	go func() {
+		defer p.readers.Done()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := stderr.Read(buf)
+			if n > 0 {
+				writeLog(buf[:n])
+				p.tail.Write(buf[:n])
+				activity()
+			}
+			if err != nil {
+				stderr.Close()
+				return
+			}
+		}
+	}()
+	go func() {
+		io.WriteString(stdin, spec.Stdin) //nolint:errcheck // the agent may not read its stdin
+		stdin.Close()
+	}()
+	go p.wait()
+	return p, nil
+}
+
+func (p *Process) wait() {
+	err := p.cmd.Wait()
+	// The group may hold children that outlived the leader: end them, which
+	// also closes their copies of the output pipes.
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck // usually already gone
+	waitGroupGone(p.cmd.Process.Pid, groupGoneTimeout)
+	p.readers.Wait()
+	p.log.Close()
+	r := Result{ExitCode: p.cmd.ProcessState.ExitCode(), StderrTail: p.tail.String()}
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		r.Signal = ws.Signal().String()
+	}
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) && r.StderrTail == "" {
+		r.StderrTail = err.Error()
+	}
+	p.mu.Lock()
+	r.Stopped = p.stopped
+	p.result = r
+	p.mu.Unlock()
+	close(p.done)
+}
+
+// groupGoneTimeout bounds the wait for a killed process group to end.
+const groupGoneTimeout = 5 * time.Second
+
+// waitGroupGone waits until no live (non-zombie) process of group pgid is
+// left, or timeout passes. Where /proc cannot be read it returns at once.
+func waitGroupGone(pgid int, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for groupAlive(pgid) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// groupAlive reports whether /proc shows a live process in group pgid.
+func groupAlive(pgid int) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid pgrp …"
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if g, err := strconv.Atoi(f[2]); err == nil && g == pgid && pid > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// PID returns the process id, which is also its process group id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Done is closed when the process has ended and its output is drained.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait waits for the process to end and returns how it ended.
+func (p *Process) Wait(ctx context.Context) (Result, error) {
+	select {
+	case <-p.done:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.result, nil
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+}
+
+// Stop ends the process group: SIGTERM, then SIGKILL if it has not ended
+// within grace. It returns once the process has ended.
+func (p *Process) Stop(grace time.Duration) Result {
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
+	pgid := p.cmd.Process.Pid
+	syscall.Kill(-pgid, syscall.SIGTERM) //nolint:errcheck // it may have ended already
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		syscall.Kill(-pgid, syscall.SIGKILL) //nolint:errcheck // it may have ended already
+		<-p.done
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.result
+}
+
+// Alive reports whether a process with pid exists (for recovery after a
+// restart of the daemon).
+// A zombie (ended, not yet reaped by its parent) is not alive.
+func Alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist) // no /proc: trust kill
+	}
+	// "pid (comm) S …": the state follows the last ')'.
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		switch b[i+2] {
+		case 'Z', 'X':
+			return false
+		}
+	}
+	return true
+}
+
+// KillGroup ends a process group left by an earlier life of the daemon.
+func KillGroup(pgid int) error {
+	if pgid <= 0 {
+		return fmt.Errorf("kill process group %d: not a process group", pgid)
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("kill process group %d: %w", pgid, err)
+	}
+	return nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(b []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, b...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
