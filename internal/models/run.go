@@ -42,3 +42,19 @@ type SchedulingState struct {
 	// TokensInWindow is the token use of all projects in the window.
 	TokensInWindow int64 `json:"tokens_in_window"`
 }
+
+// RunEnd is how a run ended and what it does to its task.
+type RunEnd struct {
+	RunID int64
+	// Event is applied to the task when set (AGENT_COMPLETED, AGENT_FAILED,
+	// TIMEOUT, EXECUTION_ERROR, TOKENS_EXHAUSTED, RECOVERY, …), expecting the
+	// task in ExpectFrom when that is set.
+	Event       TaskEvent
+	ExpectFrom  TaskStatus
+	Reason      string
+	ResumeAfter *time.Time
+	// Outcome names the end for the run row ("completed", "failed", …).
+	Outcome string
+	// Error keeps the failure text for the next attempt's context.
+	Error string
+}

@@ -224,25 +224,9 @@ func (s *Store) TouchRun(ctx context.Context, runID int64) error {
 	return nil
 }
 
-// RunEnd is how a run ended and what it does to its task.
-type RunEnd struct {
-	RunID int64
-	// Event is applied to the task when set (AGENT_COMPLETED, AGENT_FAILED,
-	// TIMEOUT, EXECUTION_ERROR, TOKENS_EXHAUSTED, RECOVERY, …), expecting the
-	// task in ExpectFrom when that is set.
-	Event       models.TaskEvent
-	ExpectFrom  models.TaskStatus
-	Reason      string
-	ResumeAfter *time.Time
-	// Outcome names the end for the run row ("completed", "failed", …).
-	Outcome string
-	// Error keeps the failure text for the next attempt's context.
-	Error string
-}
-
 // FinishRun ends a run in one transaction: the task event (if any) with its
 // effects, the run row closed, and the agent freed (IDLE, no task, no pid).
-func (s *Store) FinishRun(ctx context.Context, end RunEnd) (models.TransitionResult, error) {
+func (s *Store) FinishRun(ctx context.Context, end models.RunEnd) (models.TransitionResult, error) {
 	var out models.TransitionResult
 	var changed bool
 	err := s.withTx(ctx, func(tx *sql.Tx) error {

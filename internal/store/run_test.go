@@ -92,7 +92,7 @@ func TestRunLifecycle(t *testing.T) {
 	if a := agentState(t, s, "a1"); a.State != models.AgentBusy || *a.PID != 4242 {
 		t.Fatalf("agent after start: %+v", a)
 	}
-	res, err := s.FinishRun(ctx, store.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted, ExpectFrom: models.StatusInProgress, Outcome: "completed"})
+	res, err := s.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted, ExpectFrom: models.StatusInProgress, Outcome: "completed"})
 	if err != nil || res.To != models.StatusVerifying {
 		t.Fatalf("finish: %+v %v", res, err)
 	}
@@ -102,7 +102,7 @@ func TestRunLifecycle(t *testing.T) {
 	if _, err := s.RunByToken(ctx, token); models.ErrorCodeOf(err) != models.CodeUnauthorized {
 		t.Fatalf("stale token accepted: %v", err)
 	}
-	if _, err := s.FinishRun(ctx, store.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted, Outcome: "completed"}); models.ErrorCodeOf(err) != models.CodeConflict {
+	if _, err := s.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted, Outcome: "completed"}); models.ErrorCodeOf(err) != models.CodeConflict {
 		t.Fatalf("finishing an ended run: %v", err)
 	}
 	// A second attempt counts up.
@@ -190,14 +190,14 @@ func TestSchedulingState(t *testing.T) {
 	r0, _, _ := s.ClaimTask(ctx, old["old"], "a1")
 	s.StartRun(ctx, r0.ID, 1, "")
 	clock.Add(time.Hour)
-	s.FinishRun(ctx, store.RunEnd{RunID: r0.ID, Event: models.EventAgentCompleted, Outcome: "completed"})
+	s.FinishRun(ctx, models.RunEnd{RunID: r0.ID, Event: models.EventAgentCompleted, Outcome: "completed"})
 	apply(t, s, old["old"], models.EventVerifyPassed) // q completes in the window
 	clock.Add(48 * time.Hour)
 	// A finished run of 10 minutes and an open one of 5, inside the window.
 	r1, _, _ := s.ClaimTask(ctx, old["new"], "a1")
 	s.StartRun(ctx, r1.ID, 1, "")
 	clock.Add(10 * time.Minute)
-	s.FinishRun(ctx, store.RunEnd{RunID: r1.ID, Event: models.EventAgentFailed, Outcome: "failed", Error: "boom"})
+	s.FinishRun(ctx, models.RunEnd{RunID: r1.ID, Event: models.EventAgentFailed, Outcome: "failed", Error: "boom"})
 	ready, _ := s.ListTasks(ctx, models.TaskFilter{ProjectID: "p", Statuses: []models.TaskStatus{models.StatusReady}})
 	r2, _, _ := s.ClaimTask(ctx, ready[0].ID, "a2")
 	s.StartRun(ctx, r2.ID, 2, "")
