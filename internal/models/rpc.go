@@ -1,0 +1,82 @@
+package models
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// Completion is what an agent reports when it has finished its task.
+type Completion struct {
+	Summary      string   `json:"summary"`
+	FilesChanged []string `json:"files_changed,omitempty"`
+	// Outputs is structured data handed to the task's dependents.
+	Outputs json.RawMessage `json:"outputs,omitempty"`
+}
+
+// Validate checks a completion report.
+func (c *Completion) Validate() error {
+	switch {
+	case len(c.Summary) > MaxDescriptionLen:
+		return Errorf(CodeInvalid, "summary: at most %d bytes", MaxDescriptionLen)
+	case len(c.FilesChanged) > 10_000:
+		return Errorf(CodeInvalid, "files_changed: at most 10000 entries")
+	case len(c.Outputs) > 1<<20:
+		return Errorf(CodeInvalid, "outputs: at most 1 MiB of JSON")
+	}
+	if len(c.Outputs) > 0 {
+		var v map[string]any
+		if err := json.Unmarshal(c.Outputs, &v); err != nil {
+			return Errorf(CodeInvalid, "outputs: must be a JSON object: %v", err)
+		}
+	}
+	return nil
+}
+
+// RateLimit is an agent's report that its provider refused more work until
+// a reset time: the task is PAUSED until then and no retry is used.
+type RateLimit struct {
+	// ResetAt is when work may resume; nil means the daemon's default delay.
+	ResetAt *time.Time `json:"reset_at,omitempty"`
+	// Kind is "rate_limit" (RATE_LIMITED) or "tokens" (TOKENS_EXHAUSTED).
+	Kind string `json:"kind,omitempty"`
+	// Message is the provider's words, kept as the pause's reason.
+	Message string `json:"message,omitempty"`
+}
+
+// Validate checks a rate-limit report.
+func (r *RateLimit) Validate() error {
+	switch r.Kind {
+	case "", "rate_limit", "tokens":
+	default:
+		return Errorf(CodeInvalid, "kind: must be rate_limit or tokens (got %q)", r.Kind)
+	}
+	if len(r.Message) > 4096 {
+		return Errorf(CodeInvalid, "message: at most 4096 bytes")
+	}
+	return nil
+}
+
+// Question is an agent's question to a human, and its answer once given.
+type Question struct {
+	ID         int64      `json:"id"`
+	TaskID     string     `json:"task_id"`
+	ProjectID  string     `json:"project_id"`
+	RunID      int64      `json:"run_id"`
+	Text       string     `json:"text"`
+	AskedAt    time.Time  `json:"asked_at"`
+	Answer     *string    `json:"answer,omitempty"`
+	AnsweredBy string     `json:"answered_by,omitempty"`
+	AnsweredAt *time.Time `json:"answered_at,omitempty"`
+}
+
+// ValidateQuestionText checks the text of a question or an answer.
+func ValidateQuestionText(field, s string) error {
+	if strings.TrimSpace(s) == "" {
+		return Errorf(CodeInvalid, "%s: required", field)
+	}
+	if len(s) > 16_000 {
+		return Errorf(CodeInvalid, "%s: at most 16000 bytes", field)
+	}
+	return nil
+}
