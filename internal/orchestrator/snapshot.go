@@ -1,0 +1,95 @@
+package orchestrator
+
+import (
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// Snapshot is everything the scheduler looks at in one round, read by the
+// store in one transaction. The scheduler sorts every slice itself: the
+// order in which the store returns rows never changes the result.
+type Snapshot struct {
+	// Now is the round's time: not_before is compared with it.
+	Now time.Time
+	// Window is the rolling window over which the usage figures
+	// (ProjectState.AgentSeconds, CompletedInWindow, GlobalTokensUsed) were
+	// computed. It is informational; the scheduler does not use it.
+	Window time.Duration
+
+	Projects []ProjectState
+	// Ready holds READY tasks. The store may send a bounded number per
+	// project; tasks in any other status are ignored.
+	Ready []TaskInfo
+	// Running holds the tasks in running statuses (ASSIGNED, IN_PROGRESS,
+	// WAITING_INPUT, VERIFYING, AWAITING_APPROVAL) of every project; rules
+	// and the creator round-robin count them.
+	Running []TaskInfo
+	// IdleAgents are the agents free to take a task now.
+	IdleAgents []AgentInfo
+	// Rules are the scheduling rules in force, validated when they were stored.
+	Rules []models.Rule
+
+	// GlobalBudget caps the tokens of all projects within the window; nil
+	// means unlimited.
+	GlobalBudget *int64
+	// GlobalTokensUsed is the tokens used in the window by all projects.
+	GlobalTokensUsed int64
+}
+
+// ProjectState is one project as the scheduler sees it.
+type ProjectState struct {
+	ID string
+	// CreditWeight is the project's share of agent time relative to the
+	// others (3 against 1 means three quarters of it).
+	CreditWeight        float64
+	MaxConcurrentAgents int
+	Status              models.ProjectStatus
+	// TokensUsed is the project's total token use, compared with BudgetLimit.
+	TokensUsed int64
+	// BudgetLimit caps TokensUsed; nil means unlimited.
+	BudgetLimit *int64
+	// AgentSeconds is the agent time the project used in the window.
+	AgentSeconds float64
+	// CompletedInWindow counts the project's tasks completed in the window;
+	// zero with READY work triggers the minimum-task guarantee.
+	CompletedInWindow int
+	// Running counts the project's tasks holding an agent, compared with
+	// MaxConcurrentAgents.
+	Running int
+}
+
+// TaskInfo is one task as the scheduler sees it.
+type TaskInfo struct {
+	ID        string
+	ProjectID string
+	// Priority: lower is sooner; 0 is critical.
+	Priority  int
+	CreatedBy string
+	CreatedAt time.Time
+	// NotBefore keeps a READY task from starting before it; nil means now.
+	NotBefore *time.Time
+	Kind      string
+	Metadata  map[string]string
+	Status    models.TaskStatus
+	// ExpectedCount, SuccessCount and FailureCount give the remaining work
+	// that capacity rules count.
+	ExpectedCount, SuccessCount, FailureCount int
+}
+
+// AgentInfo is one idle agent.
+type AgentInfo struct {
+	ID string
+	// Projects lists the projects the agent may work on; empty means any.
+	Projects []string
+}
+
+// Assignment is one decision of the scheduler: start TaskID on AgentID.
+// Dispatch claims it atomically; a lost race is simply not started.
+type Assignment struct {
+	TaskID    string
+	AgentID   string
+	ProjectID string
+	// Reason says which part of the policy chose it, for logs.
+	Reason string
+}
