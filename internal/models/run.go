@@ -58,3 +58,11 @@ type RunEnd struct {
 	// Error keeps the failure text for the next attempt's context.
 	Error string
 }
+
+// Workspace is an agent's checkout prepared for one task.
+type Workspace struct {
+	// Dir is the working directory of the run.
+	Dir string `json:"dir"`
+	// Branch is the task branch checked out in Dir ("" without a repo).
+	Branch string `json:"branch,omitempty"`
+}

@@ -106,7 +106,7 @@ type project struct {
 	closed bool
 }
 
-type agent struct {
+type idleAgent struct {
 	AgentInfo
 	used bool
 }
@@ -114,7 +114,7 @@ type agent struct {
 type round struct {
 	quantum  float64
 	projects []*project
-	agents   []*agent
+	agents   []*idleAgent
 	out      []Assignment
 }
 
@@ -182,7 +182,7 @@ func newRound(s Snapshot, cfg SchedulerConfig) *round {
 	}
 
 	for _, a := range uniqueBy(s.IdleAgents, func(a *AgentInfo) string { return a.ID }) {
-		r.agents = append(r.agents, &agent{AgentInfo: *a})
+		r.agents = append(r.agents, &idleAgent{AgentInfo: *a})
 	}
 	return r
 }
@@ -348,12 +348,12 @@ func (p *project) share(quantum float64) float64 {
 	return (p.AgentSeconds + float64(p.assigned)*quantum) / p.weight
 }
 
-func (a *agent) serves(projectID string) bool {
+func (a *idleAgent) serves(projectID string) bool {
 	return !a.used && (len(a.Projects) == 0 || slices.Contains(a.Projects, projectID))
 }
 
 // agentFor returns the first idle agent, in ID order, allowed to work on p.
-func (r *round) agentFor(p *project) *agent {
+func (r *round) agentFor(p *project) *idleAgent {
 	for _, a := range r.agents {
 		if a.serves(p.ID) {
 			return a
@@ -362,7 +362,7 @@ func (r *round) agentFor(p *project) *agent {
 	return nil
 }
 
-func (r *round) assign(p *project, c *candidate, a *agent, reason string) {
+func (r *round) assign(p *project, c *candidate, a *idleAgent, reason string) {
 	c.assigned, a.used = true, true
 	p.assigned++
 	p.creators[c.CreatedBy]++

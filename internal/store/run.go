@@ -368,3 +368,56 @@ func queryAll[T any](ctx context.Context, q queryer, scan func(scanner) (T, erro
 	}
 	return out, rows.Err()
 }
+
+// FreeOrphanAgents returns to IDLE every agent that holds a task without an
+// open run (left by a daemon that died between the two), and returns their
+// ids.
+func (s *Store) FreeOrphanAgents(ctx context.Context) ([]string, error) {
+	var freed []string
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM agents WHERE state IN ('STARTING', 'BUSY')
+			AND id NOT IN (SELECT agent_id FROM task_runs WHERE ended_at IS NULL) ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			freed = append(freed, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, id := range freed {
+			if _, err := tx.ExecContext(ctx, "UPDATE agents SET state = 'IDLE', current_task_id = NULL, pid = NULL WHERE id = ?", id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("free orphan agents: %w", err)
+	}
+	if len(freed) > 0 {
+		s.changed()
+	}
+	return freed, nil
+}
+
+// LastRunError returns the failure text of a task's latest run that ended
+// with one, or "" when none did.
+func (s *Store) LastRunError(ctx context.Context, taskID string) (string, error) {
+	var msg string
+	err := s.rdb.QueryRowContext(ctx, "SELECT error FROM task_runs WHERE task_id = ? AND error != '' ORDER BY id DESC LIMIT 1", taskID).Scan(&msg)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("last run error of task %s: %w", taskID, err)
+	}
+	return msg, nil
+}

@@ -1,0 +1,341 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/agent"
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// Defaults of the orchestrator's configuration.
+const (
+	DefaultSafetyTick      = 10 * time.Second
+	DefaultWindow          = 24 * time.Hour
+	DefaultReadyPerProject = 200
+	DefaultIdleTimeout     = 30 * time.Minute
+	DefaultMaxRuntime      = 2 * time.Hour
+	DefaultStartTimeout    = 5 * time.Minute
+	DefaultRetryBackoff    = 30 * time.Second
+	DefaultMaxBackoff      = 30 * time.Minute
+	DefaultStopGrace       = 10 * time.Second
+	DefaultPauseDelay      = 15 * time.Minute
+)
+
+// Config configures an Orchestrator. Zero durations take the defaults above.
+type Config struct {
+	// SafetyTick is the longest the loop waits without a wake-up: the slow
+	// tick that repairs anything a lost signal missed.
+	SafetyTick time.Duration
+	// Window is the rolling window of fair share and budgets.
+	Window time.Duration
+	// ReadyPerProject bounds the READY tasks read per project per round.
+	ReadyPerProject int
+	// IdleTimeout ends a run with no output and no RPC for this long, unless
+	// its agent sets its own.
+	IdleTimeout time.Duration
+	// MaxRuntime caps a run's wall-clock time, unless its agent sets its own.
+	MaxRuntime time.Duration
+	// StartTimeout bounds the time from claim to a started process.
+	StartTimeout time.Duration
+	// RetryBackoff is the wait before the first retry; it doubles with each
+	// retry up to MaxBackoff.
+	RetryBackoff time.Duration
+	MaxBackoff   time.Duration
+	// StopGrace is the time between SIGTERM and SIGKILL when a run is stopped.
+	StopGrace time.Duration
+	// PauseDelay is how long a rate-limited task waits when no reset time
+	// was reported.
+	PauseDelay time.Duration
+	// Quantum is the agent time each assignment adds to its project's share
+	// within a round.
+	Quantum time.Duration
+	// GlobalBudget caps the tokens of all projects in the window; nil is unlimited.
+	GlobalBudget *int64
+	// Rules are the scheduling rules in force.
+	Rules []models.Rule
+	// RunDir holds each attempt's prompt and log: RunDir/<task>/<attempt>.{prompt,log}.
+	RunDir string
+	// WorkDir holds checkouts of agents whose project has no repo.
+	WorkDir string
+	// SocketPath is the agent RPC socket, passed to runs as AQ_SOCKET.
+	SocketPath string
+	// Environ is the daemon's environment, scrubbed for each run; default os.Environ().
+	Environ []string
+	// Now and After are the clock; defaults time.Now and time.After.
+	Now   func() time.Time
+	After func(time.Duration) <-chan time.Time
+	// Logger receives the orchestrator's logs.
+	Logger *slog.Logger
+	// OnRound and OnRunEnd, when set, are called after each round and after
+	// each run has ended and been recorded (for tests and metrics).
+	OnRound  func()
+	OnRunEnd func(models.Run, models.TransitionResult)
+}
+
+func (c *Config) applyDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.SafetyTick, DefaultSafetyTick)
+	def(&c.Window, DefaultWindow)
+	def(&c.IdleTimeout, DefaultIdleTimeout)
+	def(&c.MaxRuntime, DefaultMaxRuntime)
+	def(&c.StartTimeout, DefaultStartTimeout)
+	def(&c.RetryBackoff, DefaultRetryBackoff)
+	def(&c.MaxBackoff, DefaultMaxBackoff)
+	def(&c.StopGrace, DefaultStopGrace)
+	def(&c.PauseDelay, DefaultPauseDelay)
+	def(&c.Quantum, DefaultQuantum)
+	if c.ReadyPerProject <= 0 {
+		c.ReadyPerProject = DefaultReadyPerProject
+	}
+	if c.Environ == nil {
+		c.Environ = os.Environ()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.After == nil {
+		c.After = time.After
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Store is what the orchestrator needs from the store.
+type Store interface {
+	SchedulingState(ctx context.Context, now time.Time, window time.Duration, readyPerProject int) (models.SchedulingState, error)
+	ClaimTask(ctx context.Context, taskID, agentID string) (models.Run, string, error)
+	StartRun(ctx context.Context, runID int64, pid int, checkoutPath string) (models.TransitionResult, error)
+	TouchRun(ctx context.Context, runID int64) error
+	FinishRun(ctx context.Context, end models.RunEnd) (models.TransitionResult, error)
+	OpenRuns(ctx context.Context) ([]models.Run, error)
+	FreeOrphanAgents(ctx context.Context) ([]string, error)
+	LastRunError(ctx context.Context, taskID string) (string, error)
+	ApplyEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error)
+	GetTask(ctx context.Context, id string) (models.Task, error)
+	ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error)
+	GetAgent(ctx context.Context, id string) (models.Agent, error)
+	GetProject(ctx context.Context, id string) (models.Project, error)
+}
+
+// Workspaces prepares agents' checkouts and delivers finished work.
+type Workspaces interface {
+	// Prepare returns the agent's checkout of the project's repo on the
+	// task's branch (a plain directory when the project has no repo).
+	Prepare(ctx context.Context, a models.Agent, p models.Project, t models.Task) (models.Workspace, error)
+	// Deliver merges the task's branch into the project's default branch.
+	Deliver(ctx context.Context, a models.Agent, p models.Project, t models.Task, w models.Workspace) error
+}
+
+// Orchestrator schedules READY tasks onto idle agents, supervises their
+// runs, applies timers (resume, retry, timeouts) and recovers after a
+// restart. Create it with New and run it with Run.
+type Orchestrator struct {
+	cfg      Config
+	store    Store
+	ws       Workspaces
+	adapters *agent.Registry
+	log      *slog.Logger
+	wake     chan struct{}
+
+	mu   sync.Mutex
+	runs map[int64]*activeRun
+	wg   sync.WaitGroup
+}
+
+// New returns an orchestrator; it starts nothing until Run.
+func New(cfg Config, st Store, ws Workspaces, adapters *agent.Registry) (*Orchestrator, error) {
+	if st == nil || ws == nil || adapters == nil {
+		return nil, errors.New("orchestrator: store, workspaces and adapters are required")
+	}
+	if cfg.RunDir == "" {
+		return nil, errors.New("orchestrator: Config.RunDir is required")
+	}
+	cfg.applyDefaults()
+	if cfg.WorkDir == "" {
+		cfg.WorkDir = cfg.RunDir
+	}
+	return &Orchestrator{cfg: cfg, store: st, ws: ws, adapters: adapters, log: cfg.Logger,
+		wake: make(chan struct{}, 1), runs: map[int64]*activeRun{}}, nil
+}
+
+// Wake asks the loop for a round now. It never blocks; wake-ups that
+// arrive while one is pending are merged.
+func (o *Orchestrator) Wake() {
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run recovers what an earlier life left in flight, then runs rounds on
+// every wake-up, due timer and safety tick until ctx ends. On the way out it
+// stops the runs it started and returns their tasks to READY.
+func (o *Orchestrator) Run(ctx context.Context) error {
+	if err := o.recover(ctx); err != nil {
+		return fmt.Errorf("orchestrator recovery: %w", err)
+	}
+	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		cancelRuns()
+		o.wg.Wait()
+	}()
+	next := o.cfg.SafetyTick
+	for {
+		select {
+		case <-ctx.Done():
+			o.shutdown()
+			return nil
+		case <-o.wake:
+		case <-o.cfg.After(next):
+		}
+		next = o.round(runCtx)
+		if o.cfg.OnRound != nil {
+			o.cfg.OnRound()
+		}
+	}
+}
+
+// round applies due timers, schedules, and dispatches; it returns how long
+// the loop may wait before the next due timer or the safety tick.
+func (o *Orchestrator) round(ctx context.Context) time.Duration {
+	now := o.cfg.Now()
+	due := now.Add(o.cfg.SafetyTick)
+	if d, err := o.applyTimers(ctx, now); err != nil {
+		o.log.Error("apply timers", "err", err)
+	} else if !d.IsZero() && d.Before(due) {
+		due = d
+	}
+	if d := o.superviseRuns(now); !d.IsZero() && d.Before(due) {
+		due = d
+	}
+	if err := o.schedule(ctx, now); err != nil {
+		o.log.Error("schedule", "err", err)
+	}
+	wait := due.Sub(now)
+	if wait < time.Millisecond {
+		wait = time.Millisecond
+	}
+	return wait
+}
+
+// schedule reads a snapshot, runs the scheduler and dispatches its
+// assignments.
+func (o *Orchestrator) schedule(ctx context.Context, now time.Time) error {
+	st, err := o.store.SchedulingState(ctx, now, o.cfg.Window, o.cfg.ReadyPerProject)
+	if err != nil {
+		return err
+	}
+	if len(st.IdleAgents) == 0 || len(st.Ready) == 0 {
+		return nil
+	}
+	for _, as := range Schedule(o.snapshot(st), SchedulerConfig{Quantum: o.cfg.Quantum}) {
+		o.dispatch(ctx, as)
+	}
+	return nil
+}
+
+// snapshot converts the store's state into the scheduler's input.
+func (o *Orchestrator) snapshot(st models.SchedulingState) Snapshot {
+	s := Snapshot{Now: st.Now, Window: o.cfg.Window, Rules: o.cfg.Rules, GlobalBudget: o.cfg.GlobalBudget,
+		GlobalTokensUsed: st.TokensInWindow}
+	for _, p := range st.Projects {
+		s.Projects = append(s.Projects, ProjectState{ID: p.Project.ID, CreditWeight: p.Project.CreditWeight,
+			MaxConcurrentAgents: p.Project.MaxConcurrentAgents, Status: p.Project.Status, TokensUsed: p.Project.TotalTokensUsed,
+			BudgetLimit: p.Project.BudgetLimit, AgentSeconds: p.AgentSeconds, CompletedInWindow: p.CompletedInWindow,
+			Running: p.Running})
+	}
+	info := func(t models.Task) TaskInfo {
+		return TaskInfo{ID: t.ID, ProjectID: t.ProjectID, Priority: t.Priority, CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt,
+			NotBefore: t.NotBefore, Kind: t.Kind, Metadata: t.Metadata, Status: t.Status, ExpectedCount: t.ExpectedCount,
+			SuccessCount: t.SuccessCount, FailureCount: t.FailureCount}
+	}
+	for _, t := range st.Ready {
+		s.Ready = append(s.Ready, info(t))
+	}
+	for _, t := range st.Running {
+		s.Running = append(s.Running, info(t))
+	}
+	for _, a := range st.IdleAgents {
+		s.IdleAgents = append(s.IdleAgents, AgentInfo{ID: a.ID, Projects: a.Projects})
+	}
+	return s
+}
+
+// applyTimers resumes PAUSED tasks whose time has come and retries or
+// blocks FAILED ones; it returns the next time one is due (zero if none).
+func (o *Orchestrator) applyTimers(ctx context.Context, now time.Time) (time.Time, error) {
+	var next time.Time
+	consider := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	paused, err := o.store.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{models.StatusPaused}, Limit: 10_000})
+	if err != nil {
+		return next, err
+	}
+	for _, t := range paused {
+		if t.ResumeAfter == nil || !t.ResumeAfter.After(now) {
+			o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventResumeTimer, ExpectFrom: models.StatusPaused,
+				Actor: "system", Reason: "resume time reached"})
+			continue
+		}
+		consider(*t.ResumeAfter)
+	}
+	failed, err := o.store.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{models.StatusFailed}, Limit: 10_000})
+	if err != nil {
+		return next, err
+	}
+	for _, t := range failed {
+		if t.RetryCount >= t.MaxRetries {
+			o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventMaxRetries, ExpectFrom: models.StatusFailed,
+				Actor: "system", Reason: fmt.Sprintf("failed %d time(s); no retries left: %s", t.RetryCount+1, t.StatusReason)})
+			continue
+		}
+		at := t.UpdatedAt.Add(o.Backoff(t.RetryCount))
+		if at.After(now) {
+			consider(at)
+			continue
+		}
+		o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventRetry, ExpectFrom: models.StatusFailed,
+			Actor: "system", Reason: fmt.Sprintf("retry %d of %d", t.RetryCount+1, t.MaxRetries)})
+	}
+	return next, nil
+}
+
+// Backoff is the wait before retry number retries+1: RetryBackoff doubled
+// for each earlier retry, at most MaxBackoff.
+func (o *Orchestrator) Backoff(retries int) time.Duration {
+	d := o.cfg.RetryBackoff
+	for range retries {
+		d *= 2
+		if d >= o.cfg.MaxBackoff {
+			return o.cfg.MaxBackoff
+		}
+	}
+	return min(d, o.cfg.MaxBackoff)
+}
+
+// apply applies an event the loop decided, logging (not failing on) a lost
+// race: another writer got there first, and the next round sees its result.
+func (o *Orchestrator) apply(ctx context.Context, req models.TransitionRequest) {
+	res, err := o.store.ApplyEvent(ctx, req)
+	if err != nil {
+		o.log.Warn("transition not applied", "task_id", req.TaskID, "event", req.Event, "err", err)
+		return
+	}
+	if !res.Duplicate {
+		o.log.Info("task transition", "task_id", req.TaskID, "event", req.Event, "from", res.From, "to", res.To)
+	}
+}
