@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/agent"
@@ -72,10 +73,13 @@ type Config struct {
 	After func(time.Duration) <-chan time.Time
 	// Logger receives the orchestrator's logs.
 	Logger *slog.Logger
-	// OnRound and OnRunEnd, when set, are called after each round and after
-	// each run has ended and been recorded (for tests and metrics).
-	OnRound  func()
-	OnRunEnd func(models.Run, models.TransitionResult)
+	// OnRound, OnRunStart and OnRunEnd, when set, are called after each
+	// round (with the wake-up sequence number the round started from), after
+	// a run's process has started and been recorded, and after a run has
+	// ended and been recorded (for tests and metrics).
+	OnRound    func(seq uint64)
+	OnRunStart func(models.Run)
+	OnRunEnd   func(models.Run, models.TransitionResult)
 }
 
 func (c *Config) applyDefaults() {
@@ -147,6 +151,8 @@ type Orchestrator struct {
 	adapters *agent.Registry
 	log      *slog.Logger
 	wake     chan struct{}
+	// wakeSeq counts wake-ups; a round records the count it started from.
+	wakeSeq atomic.Uint64
 
 	mu   sync.Mutex
 	runs map[int64]*activeRun
@@ -172,6 +178,7 @@ func New(cfg Config, st Store, ws Workspaces, adapters *agent.Registry) (*Orches
 // Wake asks the loop for a round now. It never blocks; wake-ups that
 // arrive while one is pending are merged.
 func (o *Orchestrator) Wake() {
+	o.wakeSeq.Add(1)
 	select {
 	case o.wake <- struct{}{}:
 	default:
@@ -187,21 +194,22 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	}
 	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer func() {
+		o.wg.Wait() // runs record their end with runCtx: cancel it only after
 		cancelRuns()
-		o.wg.Wait()
 	}()
-	next := o.cfg.SafetyTick
+	timer := o.cfg.After(o.cfg.SafetyTick)
 	for {
 		select {
 		case <-ctx.Done():
 			o.shutdown()
 			return nil
 		case <-o.wake:
-		case <-o.cfg.After(next):
+		case <-timer:
 		}
-		next = o.round(runCtx)
+		seq := o.wakeSeq.Load()
+		timer = o.cfg.After(o.round(runCtx)) // armed before the round is reported
 		if o.cfg.OnRound != nil {
-			o.cfg.OnRound()
+			o.cfg.OnRound(seq)
 		}
 	}
 }
@@ -216,16 +224,19 @@ func (o *Orchestrator) round(ctx context.Context) time.Duration {
 	} else if !d.IsZero() && d.Before(due) {
 		due = d
 	}
-	if d := o.superviseRuns(now); !d.IsZero() && d.Before(due) {
-		due = d
-	}
 	if err := o.schedule(ctx, now); err != nil {
 		o.log.Error("schedule", "err", err)
+	}
+	// After scheduling, so that runs dispatched now have their start
+	// deadline armed.
+	if d := o.superviseRuns(now); !d.IsZero() && d.Before(due) {
+		due = d
 	}
 	wait := due.Sub(now)
 	if wait < time.Millisecond {
 		wait = time.Millisecond
 	}
+	o.log.Debug("round done", "next_in", wait)
 	return wait
 }
 

@@ -97,7 +97,23 @@ func (o *Orchestrator) dispatch(ctx context.Context, as Assignment) {
 // execute prepares, starts, waits for and records one run.
 func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.TransitionResult {
 	log := o.log.With("task_id", ar.run.TaskID, "agent", ar.run.AgentID, "run_id", ar.run.ID, "attempt", ar.run.Attempt)
+	// startCtx bounds the preparation: the loop's stop (a start timeout, an
+	// admin stop, shutdown) cancels it.
+	startCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-ar.stop:
+			cancel()
+		case <-startCtx.Done():
+		}
+	}()
 	startErr := func(what string, err error) models.TransitionResult {
+		select {
+		case <-ar.stop:
+			return o.finish(ctx, ar, o.loopEnd(ar, models.StatusAssigned))
+		default:
+		}
 		log.Warn("run did not start", "step", what, "err", err)
 		return o.finish(ctx, ar, models.RunEnd{RunID: ar.run.ID, Event: models.EventExecutionError,
 			ExpectFrom: models.StatusAssigned, Reason: what + ": " + models.ErrorMessageOf(err), Outcome: "execution_error",
@@ -115,7 +131,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	if err != nil {
 		return startErr("agent type", err)
 	}
-	ws, err := o.ws.Prepare(ctx, ar.agent, project, task)
+	ws, err := o.ws.Prepare(startCtx, ar.agent, project, task)
 	if err != nil {
 		return startErr("prepare workspace", err)
 	}
@@ -164,6 +180,9 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	ar.proc, ar.started, ar.lastActivity = proc, true, o.cfg.Now()
 	ar.mu.Unlock()
 	log.Info("agent started", "pid", proc.PID(), "dir", ws.Dir)
+	if o.cfg.OnRunStart != nil {
+		o.cfg.OnRunStart(ar.run)
+	}
 	o.Wake() // arm the run's timers
 
 	var result agent.Result

@@ -1,0 +1,5 @@
+package orchestrator
+
+import "os/exec"
+
+var execCommand = exec.Command

@@ -1,0 +1,566 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/agent"
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/repo"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+// fakeClock is the orchestrator's clock in tests: time moves only by Advance.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []fakeTimer
+}
+
+type fakeTimer struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.timers = append(c.timers, fakeTimer{at: c.now.Add(d), ch: ch})
+	return ch
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.timers[:0]
+	for _, t := range c.timers {
+		if !t.at.After(c.now) {
+			t.ch <- c.now
+		} else {
+			kept = append(kept, t)
+		}
+	}
+	c.timers = kept
+}
+
+// fakeAdapter reads a tiny line format from its agents' output:
+// "RESULT <summary>", "FAIL <message>", "RATE_LIMIT <RFC 3339 reset>".
+type fakeAdapter struct{}
+
+func (fakeAdapter) Type() string { return "claude" }
+
+func (fakeAdapter) Invocation(rc agent.RunContext) (agent.Invocation, error) {
+	return agent.Invocation{Argv: append([]string{rc.Agent.Command}, rc.Agent.Args...), Stdin: rc.Prompt}, nil
+}
+
+func (fakeAdapter) ParseLine(line []byte) []agent.Event {
+	kind, rest, _ := strings.Cut(string(line), " ")
+	switch kind {
+	case "RESULT":
+		return []agent.Event{{Kind: agent.EventResult, Summary: rest}}
+	case "FAIL":
+		return []agent.Event{{Kind: agent.EventResult, IsError: true, Error: rest}}
+	case "RATE_LIMIT":
+		at, err := time.Parse(time.RFC3339, rest)
+		if err != nil {
+			return nil
+		}
+		return []agent.Event{{Kind: agent.EventRateLimit, ResetAt: &at}}
+	}
+	return nil
+}
+
+// scripts are fake agent executables, written once before tests run in
+// parallel (writing an executable while another test forks fails exec with
+// "text file busy").
+var scripts = map[string]string{
+	"ok":         `cat >/dev/null; echo "RESULT done"; exit 0`,
+	"exit0":      `exit 0`,
+	"boom":       `echo boom >&2; exit 2`,
+	"quiet":      `exec sleep 300`,
+	"ratelimit":  `echo "RATE_LIMIT 2026-03-01T13:00:00Z"; exit 0`,
+	"write-file": `echo "$AQ_TASK_ID" > "work-$AQ_TASK_ID.txt"; exit 0`,
+}
+
+var scriptDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "orch-scripts")
+	if err != nil {
+		panic(err)
+	}
+	scriptDir = dir
+	for name, body := range scripts {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			panic(err)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type harness struct {
+	t      *testing.T
+	st     *store.Store
+	o      *Orchestrator
+	clock  *fakeClock
+	rounds chan uint64
+	starts chan models.Run
+	ends   chan models.Run
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func newHarness(t *testing.T, tweak func(*Config)) *harness {
+	t.Helper()
+	h := &harness{t: t, clock: &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)},
+		rounds: make(chan uint64, 1000), starts: make(chan models.Run, 100), ends: make(chan models.Run, 100)}
+	var o *Orchestrator
+	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "aq.db"), Now: h.clock.Now,
+		OnChange: func() {
+			if o != nil {
+				o.Wake()
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ws, err := repo.New(repo.Config{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{SafetyTick: time.Hour, Logger: testLogger(t), RunDir: t.TempDir(), Now: h.clock.Now, After: h.clock.After,
+		StopGrace: 2 * time.Second, RetryBackoff: 30 * time.Second, MaxBackoff: 10 * time.Minute,
+		OnRound:    func(seq uint64) { h.rounds <- seq },
+		OnRunStart: func(r models.Run) { h.starts <- r },
+		OnRunEnd:   func(r models.Run, _ models.TransitionResult) { h.ends <- r }}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	o, err = New(cfg, st, ws, agent.NewRegistry(agent.Command{}, fakeAdapter{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.st, h.o = st, o
+	if _, err := st.CreateProject(context.Background(), models.Project{ID: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (h *harness) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel, h.done = cancel, make(chan error, 1)
+	go func() { h.done <- h.o.Run(ctx) }()
+	h.t.Cleanup(h.stop)
+}
+
+func (h *harness) stop() {
+	if h.cancel == nil {
+		return
+	}
+	h.cancel()
+	h.cancel = nil
+	select {
+	case err := <-h.done:
+		if err != nil {
+			h.t.Errorf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		h.t.Error("orchestrator did not stop")
+	}
+}
+
+func (h *harness) agent(id, typ, scriptName string, tweak func(*models.Agent)) {
+	h.t.Helper()
+	a := models.Agent{ID: id, AgentType: typ, AgentSettings: models.AgentSettings{Command: filepath.Join(scriptDir, scriptName)}}
+	if tweak != nil {
+		tweak(&a)
+	}
+	if _, err := h.st.RegisterAgent(context.Background(), a); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) tasks(ts ...models.BatchTask) map[string]string {
+	h.t.Helper()
+	res, err := h.st.CreateTasks(context.Background(), models.TaskBatch{ProjectID: "p", Tasks: ts})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, r := range res {
+		ids[r.LocalID] = r.TaskID
+	}
+	return ids
+}
+
+// settle waits for a round that started after this call: everything that
+// happened before it has been seen by the loop.
+func (h *harness) settle() {
+	h.t.Helper()
+	h.o.Wake()
+	want := h.o.wakeSeq.Load()
+	for {
+		select {
+		case seq := <-h.rounds:
+			if seq >= want {
+				return
+			}
+		case <-time.After(30 * time.Second):
+			h.t.Fatal("no round")
+		}
+	}
+}
+
+func (h *harness) waitEnd() models.Run {
+	h.t.Helper()
+	select {
+	case r := <-h.ends:
+		return r
+	case <-time.After(30 * time.Second):
+		h.t.Fatal("no run ended")
+	}
+	return models.Run{}
+}
+
+func (h *harness) waitStart() models.Run {
+	h.t.Helper()
+	select {
+	case r := <-h.starts:
+		return r
+	case <-time.After(30 * time.Second):
+		h.t.Fatal("no run started")
+	}
+	return models.Run{}
+}
+
+func (h *harness) noRunStarts() {
+	h.t.Helper()
+	h.settle()
+	select {
+	case r := <-h.starts:
+		h.t.Fatalf("unexpected run of task %s", r.TaskID)
+	default:
+	}
+}
+
+func (h *harness) task(id string) models.Task {
+	h.t.Helper()
+	t, err := h.st.GetTask(context.Background(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return t
+}
+
+func (h *harness) events(id string) []string {
+	h.t.Helper()
+	d, err := h.st.GetTaskDetail(context.Background(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range d.Events {
+		out = append(out, string(e.Event))
+	}
+	return out
+}
+
+func TestCompletionStartsDependentWithoutTheSafetyTick(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil) // the safety tick is an hour on a clock that never moves
+	h.agent("a1", "command", "exit0", nil)
+	ids := h.tasks(models.BatchTask{LocalID: "up", Title: "up"}, models.BatchTask{LocalID: "down", Title: "down", Dependencies: []models.BatchDependency{{ID: "up"}}})
+	h.start()
+	first, second := h.waitEnd(), h.waitEnd()
+	if first.TaskID != ids["up"] || second.TaskID != ids["down"] {
+		t.Fatalf("ran %s then %s", first.TaskID, second.TaskID)
+	}
+	h.settle()
+	for _, id := range ids {
+		if got := h.task(id).Status; got != models.StatusCompleted {
+			t.Fatalf("task %s is %s", id, got)
+		}
+	}
+	want := []string{"DEPS_MET", "ASSIGNED", "AGENT_STARTED", "AGENT_COMPLETED", "VERIFY_PASSED"}
+	if got := h.events(ids["down"]); !slices.Equal(got, want) {
+		t.Fatalf("events %v", got)
+	}
+}
+
+func TestFailuresRetryWithBackoffThenBlock(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.agent("a1", "command", "boom", nil)
+	two := 2
+	id := h.tasks(models.BatchTask{LocalID: "t", Title: "flaky", MaxRetries: &two})["t"]
+	h.start()
+	h.waitStart()
+	h.waitEnd()
+	h.settle()
+	if tk := h.task(id); tk.Status != models.StatusFailed || tk.StatusReason != "exit status 2: boom" {
+		t.Fatalf("after the first run: %s %q", tk.Status, tk.StatusReason)
+	}
+	h.clock.Advance(29 * time.Second)
+	h.noRunStarts()
+	h.clock.Advance(time.Second) // 30 s: the first retry
+	h.waitStart()
+	h.waitEnd()
+	h.settle()
+	h.clock.Advance(59 * time.Second) // the second waits 60 s
+	h.noRunStarts()
+	h.clock.Advance(time.Second)
+	h.waitStart()
+	h.waitEnd()
+	h.settle()
+	tk := h.task(id)
+	if tk.Status != models.StatusBlocked || tk.RetryCount != 2 || !strings.Contains(tk.StatusReason, "no retries left") {
+		t.Fatalf("after the last run: %+v", tk)
+	}
+	prompt, err := os.ReadFile(filepath.Join(h.o.cfg.RunDir, id, "2.prompt"))
+	if err != nil || !strings.Contains(string(prompt), "The previous attempt failed") || !strings.Contains(string(prompt), "boom") {
+		t.Fatalf("the retry's prompt lacks the failure: %q %v", prompt, err)
+	}
+}
+
+func TestBackoffSchedule(t *testing.T) {
+	t.Parallel()
+	o := &Orchestrator{cfg: Config{RetryBackoff: 30 * time.Second, MaxBackoff: 5 * time.Minute}}
+	var got []time.Duration
+	for i := range 6 {
+		got = append(got, o.Backoff(i))
+	}
+	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 5 * time.Minute, 5 * time.Minute}
+	if !slices.Equal(got, want) {
+		t.Fatalf("backoff %v, want %v", got, want)
+	}
+}
+
+func TestRateLimitPausesUntilTheReportedReset(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.agent("a1", "claude", "ratelimit", nil)
+	id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+	h.start()
+	h.waitStart()
+	h.waitEnd()
+	h.settle()
+	tk := h.task(id)
+	reset := time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC)
+	if tk.Status != models.StatusPaused || tk.ResumeAfter == nil || !tk.ResumeAfter.Equal(reset) || tk.RetryCount != 0 {
+		t.Fatalf("after the rate limit: %+v", tk)
+	}
+	h.clock.Advance(59 * time.Minute)
+	h.noRunStarts()
+	h.clock.Advance(time.Minute)
+	if r := h.waitStart(); r.TaskID != id || r.Attempt != 2 {
+		t.Fatalf("resumed run %+v", r)
+	}
+}
+
+func TestTimeouts(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		agent   func(*models.Agent)
+		advance time.Duration
+		reason  string
+	}{
+		{"idle", func(a *models.Agent) { a.IdleTimeout = models.Duration(time.Minute) }, time.Minute, "no output and no report for 1m0s"},
+		{"wall clock", func(a *models.Agent) { a.MaxRuntime = models.Duration(2 * time.Minute) }, 2 * time.Minute, "ran longer than 2m0s"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, nil)
+			h.agent("a1", "command", "quiet", tc.agent)
+			id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+			h.start()
+			h.waitStart()
+			h.settle()
+			h.clock.Advance(tc.advance - time.Second)
+			h.settle()
+			if st := h.task(id).Status; st != models.StatusInProgress {
+				t.Fatalf("ended early: %s", st)
+			}
+			h.clock.Advance(time.Second)
+			h.waitEnd()
+			h.settle()
+			tk := h.task(id)
+			if tk.Status != models.StatusBlocked || tk.StatusReason != tc.reason {
+				t.Fatalf("after the timeout: %s %q", tk.Status, tk.StatusReason)
+			}
+			if a, _ := h.st.GetAgent(context.Background(), "a1"); a.State != models.AgentIdle {
+				t.Fatalf("agent %s after the timeout", a.State)
+			}
+		})
+	}
+}
+
+// slowWorkspaces blocks Prepare until its context ends.
+type slowWorkspaces struct{ Workspaces }
+
+func (slowWorkspaces) Prepare(ctx context.Context, _ models.Agent, _ models.Project, _ models.Task) (models.Workspace, error) {
+	<-ctx.Done()
+	return models.Workspace{}, ctx.Err()
+}
+
+func TestAssignedThatNeverStartsTimesOut(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.StartTimeout = 5 * time.Minute })
+	h.o.ws = slowWorkspaces{h.o.ws}
+	h.agent("a1", "command", "exit0", nil)
+	id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+	h.start()
+	h.settle()
+	if st := h.task(id).Status; st != models.StatusAssigned {
+		t.Fatalf("status %s", st)
+	}
+	h.clock.Advance(5 * time.Minute)
+	h.waitEnd()
+	tk := h.task(id)
+	if tk.Status != models.StatusBlocked || !strings.Contains(tk.StatusReason, "did not start within 5m0s") {
+		t.Fatalf("after the start timeout: %s %q", tk.Status, tk.StatusReason)
+	}
+}
+
+func TestStopKillsTheRunAndBlocksTheTask(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.agent("a1", "command", "quiet", nil)
+	id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+	h.start()
+	h.waitStart()
+	run, _ := h.st.OpenRuns(context.Background())
+	if len(run) != 1 || run[0].PID == nil {
+		t.Fatalf("open runs %+v", run)
+	}
+	pid := *run[0].PID
+	if _, err := h.o.StopTask(context.Background(), id, "wrong approach", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitEnd()
+	if agent.Alive(pid) {
+		t.Fatalf("process %d survived the stop", pid)
+	}
+	tk := h.task(id)
+	if tk.Status != models.StatusBlocked || tk.StatusReason != "wrong approach" {
+		t.Fatalf("after stop: %s %q", tk.Status, tk.StatusReason)
+	}
+	if a, _ := h.st.GetAgent(context.Background(), "a1"); a.State != models.AgentIdle {
+		t.Fatalf("agent %s after stop", a.State)
+	}
+}
+
+func TestShutdownRequeuesAndRecoveryRepairs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.agent("a1", "command", "quiet", nil)
+	id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+	h.start()
+	h.waitStart()
+	h.stop()
+	if st := h.task(id).Status; st != models.StatusReady {
+		t.Fatalf("after shutdown the task is %s", st)
+	}
+	if open, _ := h.st.OpenRuns(context.Background()); len(open) != 0 {
+		t.Fatalf("open runs after shutdown: %+v", open)
+	}
+
+	// A crash: the run is left open with a live process.
+	run, _, err := h.st.ClaimTask(context.Background(), id, "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc, err := agent.Start(agent.Spec{Argv: []string{filepath.Join(scriptDir, "quiet")}, LogPath: filepath.Join(t.TempDir(), "l")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Stop(time.Second)
+	if _, err := h.st.StartRun(context.Background(), run.ID, proc.PID(), ""); err != nil {
+		t.Fatal(err)
+	}
+	h.start() // recovery, then the task runs again on the freed agent
+	r := h.waitStart()
+	if r.TaskID != id || r.Attempt != 3 {
+		t.Fatalf("after recovery ran %+v", r)
+	}
+	if res, err := proc.Wait(context.Background()); err != nil || res.Signal != "killed" {
+		t.Fatalf("leftover process: %+v %v", res, err)
+	}
+	if ev := h.events(id); !slices.Contains(ev, "RECOVERY") {
+		t.Fatalf("events %v", ev)
+	}
+}
+
+func TestDeliversToTheRepository(t *testing.T) {
+	t.Parallel()
+	origin := filepath.Join(t.TempDir(), "origin.git")
+	h := newHarness(t, nil)
+	if _, err := h.st.CreateProject(context.Background(), models.Project{ID: "web",
+		Repo: &models.RepoConfig{SourceType: models.RepoInit, SourcePath: origin}}); err != nil {
+		t.Fatal(err)
+	}
+	h.agent("a1", "command", "write-file", nil)
+	res, err := h.st.CreateTasks(context.Background(), models.TaskBatch{ProjectID: "web", Tasks: []models.BatchTask{{Title: "write"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	h.waitEnd()
+	h.settle()
+	id := res[0].TaskID
+	if st := h.task(id).Status; st != models.StatusCompleted {
+		t.Fatalf("task %s: %s %q", id, st, h.task(id).StatusReason)
+	}
+	out, err := gitShow(origin, "main:work-"+id+".txt")
+	if err != nil || strings.TrimSpace(out) != id {
+		t.Fatalf("origin main: %q %v", out, err)
+	}
+}
+
+func gitShow(dir, obj string) (string, error) {
+	cmd := execCommand("git", "--git-dir", dir, "show", obj)
+	b, err := cmd.CombinedOutput()
+	return string(b), err
+}
+
+func TestPromptCarriesTheTask(t *testing.T) {
+	t.Parallel()
+	p := Prompt(models.Task{ID: "bold-orbit", Title: "Fix login", Description: "The form posts twice.",
+		AcceptanceCriteria: []string{"one request"}, TestCommands: []string{"go test ./..."}},
+		models.Workspace{Dir: "/w", Branch: "aq/bold-orbit-fix-login"}, "exit status 1: panic")
+	for _, want := range []string{"# Task bold-orbit: Fix login", "The form posts twice.", "- one request", "go test ./...",
+		"aq/bold-orbit-fix-login", "The previous attempt failed", "exit status 1: panic"} {
+		if !strings.Contains(p, want) {
+			t.Errorf("prompt lacks %q:\n%s", want, p)
+		}
+	}
+	_ = fmt.Sprint()
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("AQ_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
