@@ -21,6 +21,8 @@ const (
 const usage = `Usage:
   agentqueued [run] [--config FILE] [--data-dir DIR] [--listen ADDR]
   agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--json] COMMAND ...
+  agentqueued agent COMMAND ...
+  agentqueued mcp
 
 Commands of ctl:
   project create|list|show|edit
@@ -28,7 +30,16 @@ Commands of ctl:
   agent add|list
   health
 
-Run "agentqueued ctl COMMAND VERB -h" for a command's flags.
+Commands of agent (inside an agent run; they read AQ_SOCKET, AQ_TASK_ID, AQ_RUN_TOKEN):
+  heartbeat | progress MESSAGE... | ask QUESTION... | fail MESSAGE...
+  complete [--summary TEXT | TEXT...] [--files a,b] [--outputs JSON]
+  usage --input N --output N [--cache-read N] [--cache-write N]
+  rate-limited [--reset RFC3339 | --in DURATION] [--kind rate_limit|tokens] [--message TEXT]
+  plan [--file batch.json] [--json]
+
+mcp serves the agent commands as MCP tools on standard input and output.
+
+Run "agentqueued ctl COMMAND VERB -h" or "agentqueued agent -h" for flags.
 `
 
 // Main is the program: the daemon ("run") and the API client ("ctl").
@@ -146,11 +157,15 @@ func (m *Main) dispatch(ctx context.Context) error {
 		return m.runDaemon(ctx, args)
 	case "ctl":
 		return m.runCtl(ctx, args)
+	case "agent":
+		return m.runAgent(ctx, args)
+	case "mcp":
+		return m.runMCP(ctx, args)
 	case "help":
 		fmt.Fprint(m.Stdout, usage)
 		return nil
 	}
-	return usagef("unknown command %q (want run, ctl or help)", cmd)
+	return usagef("unknown command %q (want run, ctl, agent, mcp or help)", cmd)
 }
 
 // Close stops a running daemon, waits for Run to return and returns its

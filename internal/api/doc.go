@@ -1,5 +1,6 @@
 // Package api is agentqueued's HTTP interface: a JSON API under /api/v1 for
-// projects, tasks and agents, a health check, and a Client for it.
+// projects, tasks and agents, a health check, and a Client for it; and the
+// agent RPC on a Unix socket, with an RPCClient for it.
 //
 // The Server translates requests into calls on a Service (the store) and
 // the Service's answers into JSON. It owns no state: validation of domain
@@ -40,4 +41,59 @@
 // When Config.Token is set, every /api/v1 request needs the header
 // "Authorization: Bearer <token>"; the token is compared in constant time and
 // never logged.
+//
+// # Agent RPC
+//
+// RPCServer serves the tools an agent run reports through, on a Unix socket
+// (RPCConfig.SocketPath), over a RunService (the orchestrator). The daemon
+// gives each run's process AQ_SOCKET (the socket's path), AQ_TASK_ID and
+// AQ_RUN_TOKEN; RPCClient, the "agentqueued agent" subcommands and the
+// "agentqueued mcp" server read them. The protocol is HTTP/1.1 over the
+// socket:
+//
+//	POST /rpc/v1/{tool}
+//	Authorization: Bearer <AQ_RUN_TOKEN>
+//	X-AQ-Task-ID: <AQ_TASK_ID>
+//	Content-Type: application/json
+//
+// Tools, their bodies and answers:
+//
+//	heartbeat      {} (or no body)                                          → {"ok": true}
+//	progress       {"message"}                                              → {"ok": true}
+//	ask            {"question"}; waits until a human answers                → {"answer"}
+//	complete       {"summary", "files_changed": [...], "outputs": {...}}    → {"ok": true}
+//	fail           {"message"}                                              → {"ok": true}
+//	usage          {"input_tokens", "output_tokens", "cache_read_tokens",
+//	               "cache_write_tokens"}                                    → {"ok": true}
+//	rate_limited   {"reset_at" (RFC 3339), "kind": "rate_limit|tokens",
+//	               "message"}                                               → {"ok": true}
+//	propose_plan   {"tasks": [batch entries, as in POST /api/v1/tasks]}     → {"results": [...]}
+//
+// An unknown tool is a 404. Every call is authenticated before its body is
+// read: a missing token is a 401, the token goes to RunService.Authenticate
+// (an unknown token, or the token of a run that has ended, is a 401), and
+// the X-AQ-Task-ID header must name the run's own task (else 401 "this run
+// token is for another task"): a run's token authorises only its task. The run then decides what the
+// call applies to: usage has no project, task or agent fields (they are
+// unknown fields), and plan entries may not set project_id, parent_task_id,
+// plan_source or is_plan_subtask, which the service sets from the run.
+//
+// Bodies are as strict as the HTTP API's (one JSON value, no unknown
+// fields, no trailing data, at most RPCConfig.MaxBodyBytes) and are checked
+// with the models' validators (messages and questions are required and at
+// most 16000 bytes, token counts are not negative, a completion's outputs
+// are a JSON object, a rate limit's kind is rate_limit or tokens). Errors
+// have the HTTP API's shape, {"error": {"code", "message"}}, with status 400,
+// 401, 404, 409 or 500 (405, 413 and 415 as in the HTTP API); internal
+// errors are logged with the run's task_id, run_id and agent and answered
+// "internal error". Tokens are never logged.
+//
+// Calls have a write timeout (DefaultRPCWriteTimeout) except ask, which
+// waits as long as the human takes. An ask's context ends when the agent
+// closes its connection, and when the server shuts down: the agent is then
+// answered 503 ("the daemon is shutting down"), while other calls in
+// flight may finish. Listen creates the socket's directory (0700) when
+// missing, makes the socket 0600, replaces a stale socket file that nothing
+// answers on and refuses a live one ("socket in use") or any other file;
+// Serve removes the socket when it stops.
 package api

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentqueued/agentqueued/internal/models"
 )
 
 // Defaults of the configuration keys.
@@ -57,6 +60,22 @@ type Config struct {
 	Database DatabaseConfig
 	// Lease configures the single-writer lease on the database.
 	Lease LeaseConfig
+	// Agents are registered (or their settings updated) at start.
+	Agents []models.Agent
+	// Orchestrator tunes scheduling and supervision; zero values take the
+	// orchestrator's defaults.
+	Orchestrator OrchestratorConfig
+	// Rules are the scheduling rules in force.
+	Rules []models.Rule
+}
+
+// OrchestratorConfig tunes scheduling and supervision.
+type OrchestratorConfig struct {
+	SafetyTick, Window, IdleTimeout, MaxRuntime, StartTimeout time.Duration
+	RetryBackoff, MaxBackoff, StopGrace, PauseDelay           time.Duration
+	// GlobalTokenBudget caps the tokens of all projects in the window; nil
+	// is unlimited.
+	GlobalTokenBudget *int64
 }
 
 // APIConfig configures the HTTP API.
@@ -91,12 +110,39 @@ type LeaseConfig struct {
 // fileConfig is the file's shape. Every value is a string so that values
 // can be expanded and checked with errors that name their key.
 type fileConfig struct {
-	DataDir  string       `yaml:"data_dir"`
-	Listen   string       `yaml:"listen"`
-	API      fileAPI      `yaml:"api"`
-	Log      fileLog      `yaml:"log"`
-	Database fileDatabase `yaml:"database"`
-	Lease    fileLease    `yaml:"lease"`
+	DataDir      string           `yaml:"data_dir"`
+	Listen       string           `yaml:"listen"`
+	API          fileAPI          `yaml:"api"`
+	Log          fileLog          `yaml:"log"`
+	Database     fileDatabase     `yaml:"database"`
+	Lease        fileLease        `yaml:"lease"`
+	Agents       []fileAgent      `yaml:"agents"`
+	Orchestrator fileOrchestrator `yaml:"orchestrator"`
+	Rules        []map[string]any `yaml:"rules"`
+}
+
+type fileAgent struct {
+	Name        string            `yaml:"name"`
+	Type        string            `yaml:"type"`
+	Command     string            `yaml:"command"`
+	Args        []string          `yaml:"args"`
+	Env         map[string]string `yaml:"env"`
+	MaxRuntime  string            `yaml:"max_runtime"`
+	IdleTimeout string            `yaml:"idle_timeout"`
+	Projects    []string          `yaml:"projects"`
+}
+
+type fileOrchestrator struct {
+	SafetyTick        string `yaml:"safety_tick"`
+	Window            string `yaml:"window"`
+	IdleTimeout       string `yaml:"idle_timeout"`
+	MaxRuntime        string `yaml:"max_runtime"`
+	StartTimeout      string `yaml:"start_timeout"`
+	RetryBackoff      string `yaml:"retry_backoff"`
+	MaxBackoff        string `yaml:"max_backoff"`
+	StopGrace         string `yaml:"stop_grace"`
+	PauseDelay        string `yaml:"pause_delay"`
+	GlobalTokenBudget string `yaml:"global_token_budget"`
 }
 
 type fileAPI struct {
@@ -232,7 +278,80 @@ func (c *Config) overlay(f fileConfig) error {
 		}
 		c.Lease.TTL = d
 	}
+	if err := c.overlayOrchestrator(f.Orchestrator); err != nil {
+		return err
+	}
+	for i, fa := range f.Agents {
+		a, err := fa.agent(fmt.Sprintf("agents[%d]", i))
+		if err != nil {
+			return err
+		}
+		c.Agents = append(c.Agents, a)
+	}
+	for i, raw := range f.Rules {
+		b, err := json.Marshal(raw)
+		if err != nil {
+			return fmt.Errorf("rules[%d]: %w", i, err)
+		}
+		var r models.Rule
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("rules[%d]: %s", i, models.ErrorMessageOf(err))
+		}
+		c.Rules = append(c.Rules, r)
+	}
 	return nil
+}
+
+func parseDuration(key, v string, dst *time.Duration) error {
+	if v == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("%s: %q is not a positive duration (use e.g. 30s or 10m)", key, v)
+	}
+	*dst = d
+	return nil
+}
+
+func (c *Config) overlayOrchestrator(f fileOrchestrator) error {
+	o := &c.Orchestrator
+	for _, d := range []struct {
+		key, v string
+		dst    *time.Duration
+	}{
+		{"orchestrator.safety_tick", f.SafetyTick, &o.SafetyTick}, {"orchestrator.window", f.Window, &o.Window},
+		{"orchestrator.idle_timeout", f.IdleTimeout, &o.IdleTimeout}, {"orchestrator.max_runtime", f.MaxRuntime, &o.MaxRuntime},
+		{"orchestrator.start_timeout", f.StartTimeout, &o.StartTimeout},
+		{"orchestrator.retry_backoff", f.RetryBackoff, &o.RetryBackoff}, {"orchestrator.max_backoff", f.MaxBackoff, &o.MaxBackoff},
+		{"orchestrator.stop_grace", f.StopGrace, &o.StopGrace}, {"orchestrator.pause_delay", f.PauseDelay, &o.PauseDelay},
+	} {
+		if err := parseDuration(d.key, d.v, d.dst); err != nil {
+			return err
+		}
+	}
+	if f.GlobalTokenBudget != "" {
+		n, err := strconv.ParseInt(f.GlobalTokenBudget, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("orchestrator.global_token_budget: %q is not a number of tokens", f.GlobalTokenBudget)
+		}
+		o.GlobalTokenBudget = &n
+	}
+	return nil
+}
+
+func (fa fileAgent) agent(key string) (models.Agent, error) {
+	a := models.Agent{ID: fa.Name, Name: fa.Name, AgentType: fa.Type, AgentSettings: models.AgentSettings{
+		Command: fa.Command, Args: fa.Args, Env: fa.Env, Projects: fa.Projects}}
+	var maxRuntime, idle time.Duration
+	if err := parseDuration(key+".max_runtime", fa.MaxRuntime, &maxRuntime); err != nil {
+		return a, err
+	}
+	if err := parseDuration(key+".idle_timeout", fa.IdleTimeout, &idle); err != nil {
+		return a, err
+	}
+	a.MaxRuntime, a.IdleTimeout = models.Duration(maxRuntime), models.Duration(idle)
+	return a, nil
 }
 
 // Validate checks every key, returning an error that names the first bad one.
@@ -258,6 +377,25 @@ func (c Config) Validate() error {
 	}
 	if c.Lease.TTL < MinLeaseTTL {
 		return fmt.Errorf("config: lease.ttl: must be at least %s (got %s)", MinLeaseTTL, c.Lease.TTL)
+	}
+	seen := map[string]bool{}
+	for i, a := range c.Agents {
+		if a.ID == "" {
+			return fmt.Errorf("config: agents[%d].name: required", i)
+		}
+		if seen[a.ID] {
+			return fmt.Errorf("config: agents[%d].name: %q is listed twice", i, a.ID)
+		}
+		seen[a.ID] = true
+		a.ApplyDefaults()
+		if err := a.Validate(); err != nil {
+			return fmt.Errorf("config: agents[%d] (%s): %s", i, a.ID, models.ErrorMessageOf(err))
+		}
+	}
+	for i, r := range c.Rules {
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("config: rules[%d]: %s", i, models.ErrorMessageOf(err))
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package config_test
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func TestDefaults(t *testing.T) {
 		Log:     config.LogConfig{Level: config.DefaultLogLevel, Format: config.DefaultLogFormat},
 		Lease:   config.LeaseConfig{TTL: config.DefaultLeaseTTL},
 	}
-	if cfg != want {
+	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults = %+v, want %+v", cfg, want)
 	}
 	if got := cfg.DatabasePath(); got != "/home/u/.local/share/agentqueued/agentqueued.db" {
@@ -101,7 +102,7 @@ lease:
 		Database: config.DatabaseConfig{Path: "/srv/db/aq.sqlite"},
 		Lease:    config.LeaseConfig{TTL: 90 * time.Second},
 	}
-	if cfg != want {
+	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Load = %+v, want %+v", cfg, want)
 	}
 	if got := cfg.DatabasePath(); got != "/srv/db/aq.sqlite" {
