@@ -26,6 +26,7 @@ const (
 	DefaultMaxBackoff      = 30 * time.Minute
 	DefaultStopGrace       = 10 * time.Second
 	DefaultPauseDelay      = 15 * time.Minute
+	DefaultInputTimeout    = 4 * time.Hour
 )
 
 // Config configures an Orchestrator. Zero durations take the defaults above.
@@ -53,6 +54,9 @@ type Config struct {
 	// PauseDelay is how long a rate-limited task waits when no reset time
 	// was reported.
 	PauseDelay time.Duration
+	// InputTimeout is how long a question waits for a human before the task
+	// is PAUSED (for as long again) and the run ends.
+	InputTimeout time.Duration
 	// Quantum is the agent time each assignment adds to its project's share
 	// within a round.
 	Quantum time.Duration
@@ -97,6 +101,7 @@ func (c *Config) applyDefaults() {
 	def(&c.MaxBackoff, DefaultMaxBackoff)
 	def(&c.StopGrace, DefaultStopGrace)
 	def(&c.PauseDelay, DefaultPauseDelay)
+	def(&c.InputTimeout, DefaultInputTimeout)
 	def(&c.Quantum, DefaultQuantum)
 	if c.ReadyPerProject <= 0 {
 		c.ReadyPerProject = DefaultReadyPerProject
@@ -130,6 +135,15 @@ type Store interface {
 	ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error)
 	GetAgent(ctx context.Context, id string) (models.Agent, error)
 	GetProject(ctx context.Context, id string) (models.Project, error)
+	CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.BatchResult, error)
+	RunByToken(ctx context.Context, token string) (models.Run, error)
+	RecordTokenUsage(ctx context.Context, u models.TokenUsage) error
+	AskQuestion(ctx context.Context, runID int64, text string) (models.Question, error)
+	AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error)
+	TimeOutQuestion(ctx context.Context, id int64, resumeAfter time.Time) (models.TransitionResult, error)
+	OpenQuestions(ctx context.Context) ([]models.Question, error)
+	TaskQuestions(ctx context.Context, taskID string) ([]models.Question, error)
+	Notify(ctx context.Context, key, kind, projectID, taskID string, payload any) error
 }
 
 // Workspaces prepares agents' checkouts and delivers finished work.
@@ -156,7 +170,10 @@ type Orchestrator struct {
 
 	mu   sync.Mutex
 	runs map[int64]*activeRun
-	wg   sync.WaitGroup
+	// answers wakes the ask waiting for question id.
+	answers map[int64]chan string
+	askErrs map[int64]chan error
+	wg      sync.WaitGroup
 }
 
 // New returns an orchestrator; it starts nothing until Run.
@@ -172,7 +189,7 @@ func New(cfg Config, st Store, ws Workspaces, adapters *agent.Registry) (*Orches
 		cfg.WorkDir = cfg.RunDir
 	}
 	return &Orchestrator{cfg: cfg, store: st, ws: ws, adapters: adapters, log: cfg.Logger,
-		wake: make(chan struct{}, 1), runs: map[int64]*activeRun{}}, nil
+		wake: make(chan struct{}, 1), runs: map[int64]*activeRun{}, answers: map[int64]chan string{}}, nil
 }
 
 // Wake asks the loop for a round now. It never blocks; wake-ups that
@@ -207,16 +224,19 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		case <-timer:
 		}
 		seq := o.wakeSeq.Load()
-		timer = o.cfg.After(o.round(runCtx)) // armed before the round is reported
-		if o.cfg.OnRound != nil {
+		due := o.round(runCtx)
+		// Armed from the clock now, not from the round's start: time that
+		// passed during the round must not push the deadline back.
+		timer = o.cfg.After(max(due.Sub(o.cfg.Now()), 0))
+		if o.cfg.OnRound != nil { // after arming, so the round's timer exists
 			o.cfg.OnRound(seq)
 		}
 	}
 }
 
-// round applies due timers, schedules, and dispatches; it returns how long
-// the loop may wait before the next due timer or the safety tick.
-func (o *Orchestrator) round(ctx context.Context) time.Duration {
+// round applies due timers, schedules, and dispatches; it returns when the
+// next timer is due (at the latest, a safety tick from now).
+func (o *Orchestrator) round(ctx context.Context) time.Time {
 	now := o.cfg.Now()
 	due := now.Add(o.cfg.SafetyTick)
 	if d, err := o.applyTimers(ctx, now); err != nil {
@@ -232,12 +252,8 @@ func (o *Orchestrator) round(ctx context.Context) time.Duration {
 	if d := o.superviseRuns(now); !d.IsZero() && d.Before(due) {
 		due = d
 	}
-	wait := due.Sub(now)
-	if wait < time.Millisecond {
-		wait = time.Millisecond
-	}
-	o.log.Debug("round done", "next_in", wait)
-	return wait
+	o.log.Debug("round done", "next_in", due.Sub(now))
+	return due
 }
 
 // schedule reads a snapshot, runs the scheduler and dispatches its
@@ -303,6 +319,24 @@ func (o *Orchestrator) applyTimers(ctx context.Context, now time.Time) (time.Tim
 			continue
 		}
 		consider(*t.ResumeAfter)
+	}
+	open, err := o.store.OpenQuestions(ctx)
+	if err != nil {
+		return next, err
+	}
+	for _, q := range open {
+		deadline := q.AskedAt.Add(o.cfg.InputTimeout)
+		if deadline.After(now) {
+			consider(deadline)
+			continue
+		}
+		if _, err := o.store.TimeOutQuestion(ctx, q.ID, now.Add(o.cfg.InputTimeout)); err != nil {
+			o.log.Warn("input timeout not applied", "task_id", q.TaskID, "err", err)
+			continue
+		}
+		o.log.Info("question timed out", "task_id", q.TaskID, "run_id", q.RunID)
+		o.answered(q.ID, "", fmt.Errorf("no answer within %s: the task is paused and will resume later", o.cfg.InputTimeout))
+		o.endRunsOf(q.TaskID, "no answer in time")
 	}
 	failed, err := o.store.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{models.StatusFailed}, Limit: 10_000})
 	if err != nil {

@@ -96,6 +96,8 @@ var scripts = map[string]string{
 	"quiet":      `exec sleep 300`,
 	"ratelimit":  `echo "RATE_LIMIT 2026-03-01T13:00:00Z"; exit 0`,
 	"write-file": `echo "$AQ_TASK_ID" > "work-$AQ_TASK_ID.txt"; exit 0`,
+	// hold waits until the test writes its exit code to the FIFO $RELEASE.
+	"hold": `read code < "$RELEASE"; exit "$code"`,
 }
 
 var scriptDir string
@@ -126,12 +128,15 @@ type harness struct {
 	ends   chan models.Run
 	cancel context.CancelFunc
 	done   chan error
+	// tokens records each run's token as it starts (guarded by o.mu).
+	tokens map[int64]string
 }
 
 func newHarness(t *testing.T, tweak func(*Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)},
-		rounds: make(chan uint64, 1000), starts: make(chan models.Run, 100), ends: make(chan models.Run, 100)}
+		rounds: make(chan uint64, 1000), starts: make(chan models.Run, 100), ends: make(chan models.Run, 100),
+		tokens: map[int64]string{}}
 	var o *Orchestrator
 	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "aq.db"), Now: h.clock.Now,
 		OnChange: func() {
@@ -149,9 +154,16 @@ func newHarness(t *testing.T, tweak func(*Config)) *harness {
 	}
 	cfg := Config{SafetyTick: time.Hour, Logger: testLogger(t), RunDir: t.TempDir(), Now: h.clock.Now, After: h.clock.After,
 		StopGrace: 2 * time.Second, RetryBackoff: 30 * time.Second, MaxBackoff: 10 * time.Minute,
-		OnRound:    func(seq uint64) { h.rounds <- seq },
-		OnRunStart: func(r models.Run) { h.starts <- r },
-		OnRunEnd:   func(r models.Run, _ models.TransitionResult) { h.ends <- r }}
+		OnRound: func(seq uint64) { h.rounds <- seq },
+		OnRunStart: func(r models.Run) {
+			h.o.mu.Lock()
+			if ar, ok := h.o.runs[r.ID]; ok {
+				h.tokens[r.ID] = ar.token
+			}
+			h.o.mu.Unlock()
+			h.starts <- r
+		},
+		OnRunEnd: func(r models.Run, _ models.TransitionResult) { h.ends <- r }}
 	if tweak != nil {
 		tweak(&cfg)
 	}

@@ -21,7 +21,9 @@ type activeRun struct {
 	agent models.Agent
 
 	mu           sync.Mutex
+	stopOnce     sync.Once
 	started      bool // the process is running and the task IN_PROGRESS
+	waiting      bool // blocked in ask: quiet is expected, not idle
 	lastActivity time.Time
 	proc         *agent.Process
 	stop         chan struct{} // closed when the loop ends the run
@@ -48,8 +50,12 @@ func (r *activeRun) end(event models.TaskEvent, reason string) {
 		return
 	}
 	r.endEvent, r.endReason = event, reason
-	close(r.stop)
+	r.stopOnce.Do(func() { close(r.stop) })
 }
+
+// requestStop ends the process without deciding the outcome: what the
+// agent reported (a pause, a failure) decides it.
+func (r *activeRun) requestStop() { r.stopOnce.Do(func() { close(r.stop) }) }
 
 func (o *Orchestrator) limits(a models.Agent) (idle, max time.Duration) {
 	idle, max = o.cfg.IdleTimeout, o.cfg.MaxRuntime
@@ -139,7 +145,11 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	if err != nil {
 		return startErr("read previous attempt", err)
 	}
-	prompt := Prompt(task, ws, lastErr)
+	questions, err := o.store.TaskQuestions(ctx, task.ID)
+	if err != nil {
+		return startErr("read questions", err)
+	}
+	prompt := Prompt(task, ws, lastErr, questions...)
 	base := filepath.Join(o.cfg.RunDir, task.ID, strconv.Itoa(ar.run.Attempt))
 	if err := os.MkdirAll(filepath.Dir(base), 0o700); err != nil {
 		return startErr("run directory", err)
@@ -338,7 +348,7 @@ func (o *Orchestrator) superviseRuns(now time.Time) time.Time {
 	for _, r := range runs {
 		idle, max := o.limits(r.agent)
 		r.mu.Lock()
-		started, last := r.started, r.lastActivity
+		started, last, waiting := r.started, r.lastActivity, r.waiting
 		r.mu.Unlock()
 		if !started {
 			deadline := r.run.StartedAt.Add(o.cfg.StartTimeout)
@@ -354,6 +364,9 @@ func (o *Orchestrator) superviseRuns(now time.Time) time.Time {
 			continue
 		} else {
 			consider(wall)
+		}
+		if waiting {
+			continue // the input timeout governs a run waiting for an answer
 		}
 		if quiet := last.Add(idle); !now.Before(quiet) {
 			r.end(models.EventTimeout, fmt.Sprintf("no output and no report for %s", idle))
@@ -457,7 +470,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 }
 
 // Prompt renders the text handed to an agent for a task.
-func Prompt(t models.Task, ws models.Workspace, previousError string) string {
+func Prompt(t models.Task, ws models.Workspace, previousError string, questions ...models.Question) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Task %s: %s\n\n", t.ID, t.Title)
 	if t.Description != "" {
@@ -482,6 +495,17 @@ func Prompt(t models.Task, ws models.Workspace, previousError string) string {
 	}
 	if previousError != "" {
 		fmt.Fprintf(&b, "## The previous attempt failed\n\n%s\n\n", strings.TrimSpace(previousError))
+	}
+	answered := false
+	for _, q := range questions {
+		if q.Answer == nil {
+			continue
+		}
+		if !answered {
+			b.WriteString("## Answers to earlier questions\n\n")
+			answered = true
+		}
+		fmt.Fprintf(&b, "Q: %s\nA: %s\n\n", strings.TrimSpace(q.Text), strings.TrimSpace(*q.Answer))
 	}
 	b.WriteString("When you are done, report completion with a short summary (agentqueued agent complete); " +
 		"if you cannot go on without a decision, ask (agentqueued agent ask).\n")

@@ -1,0 +1,242 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// This file is the agents' side of the orchestrator (the agent RPC service)
+// and the humans' side of questions and admin events.
+
+// active returns the supervised run with id.
+func (o *Orchestrator) active(id int64) (*activeRun, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r, ok := o.runs[id]
+	if !ok {
+		return nil, models.Errorf(models.CodeConflict, "run %d is not running under this daemon", id)
+	}
+	return r, nil
+}
+
+// Authenticate returns the open run a run token belongs to.
+func (o *Orchestrator) Authenticate(ctx context.Context, token string) (models.Run, error) {
+	return o.store.RunByToken(ctx, token)
+}
+
+// touch records activity of a run: it keeps the idle timeout away.
+func (o *Orchestrator) touch(ctx context.Context, run models.Run) (*activeRun, error) {
+	ar, err := o.active(run.ID)
+	if err != nil {
+		return nil, err
+	}
+	ar.touch(o.cfg.Now())
+	if err := o.store.TouchRun(ctx, run.ID); err != nil {
+		return nil, err
+	}
+	return ar, nil
+}
+
+// Heartbeat tells the daemon the agent is alive.
+func (o *Orchestrator) Heartbeat(ctx context.Context, run models.Run) error {
+	_, err := o.touch(ctx, run)
+	return err
+}
+
+// Progress records a progress line for the task's thread.
+func (o *Orchestrator) Progress(ctx context.Context, run models.Run, message string) error {
+	if _, err := o.touch(ctx, run); err != nil {
+		return err
+	}
+	o.log.Info("progress", "task_id", run.TaskID, "run_id", run.ID, "message", message)
+	key := fmt.Sprintf("progress:%d:%d", run.ID, o.cfg.Now().UnixNano())
+	return o.store.Notify(ctx, key, "task.progress", run.ProjectID, run.TaskID, map[string]any{
+		"task_id": run.TaskID, "run_id": run.ID, "message": message})
+}
+
+// Ask puts the task in WAITING_INPUT and blocks until a human answers, the
+// question times out, the run is stopped, or ctx ends (the agent went away).
+func (o *Orchestrator) Ask(ctx context.Context, run models.Run, question string) (string, error) {
+	ar, err := o.touch(ctx, run)
+	if err != nil {
+		return "", err
+	}
+	ch := make(chan string, 1)
+	errc := make(chan error, 1)
+	// Waiting is not idling: mark it before the question is visible, so no
+	// round can take the quiet for a hung agent.
+	ar.mu.Lock()
+	ar.waiting = true
+	ar.mu.Unlock()
+	defer func() {
+		ar.mu.Lock()
+		ar.waiting = false
+		ar.mu.Unlock()
+		ar.touch(o.cfg.Now())
+	}()
+	q, err := o.store.AskQuestion(ctx, run.ID, question)
+	if err != nil {
+		return "", err
+	}
+	o.mu.Lock()
+	o.answers[q.ID] = ch
+	o.waiters()[q.ID] = errc
+	o.mu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		delete(o.answers, q.ID)
+		delete(o.askErrs, q.ID)
+		o.mu.Unlock()
+	}()
+	// An answer may have come before the waiter was registered.
+	qs, err := o.store.TaskQuestions(ctx, run.TaskID)
+	if err != nil {
+		return "", err
+	}
+	for _, earlier := range qs {
+		if earlier.ID == q.ID && earlier.Answer != nil {
+			return *earlier.Answer, nil
+		}
+	}
+	o.log.Info("question asked", "task_id", run.TaskID, "run_id", run.ID, "question_id", q.ID)
+	o.Wake() // arm the input timeout
+	select {
+	case a := <-ch:
+		return a, nil
+	case err := <-errc:
+		return "", err
+	case <-ar.stop:
+		return "", models.Errorf(models.CodeConflict, "the run was stopped while waiting for an answer")
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// waiters returns the map of asks' error channels, creating it.
+func (o *Orchestrator) waiters() map[int64]chan error {
+	if o.askErrs == nil {
+		o.askErrs = map[int64]chan error{}
+	}
+	return o.askErrs
+}
+
+// answered hands an answer (or an error) to the ask waiting for question id.
+func (o *Orchestrator) answered(id int64, answer string, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err != nil {
+		if c, ok := o.askErrs[id]; ok {
+			select {
+			case c <- err:
+			default:
+			}
+		}
+		return
+	}
+	if c, ok := o.answers[id]; ok {
+		select {
+		case c <- answer:
+		default:
+		}
+	}
+}
+
+// AnswerQuestion records a human's answer and hands it to the waiting agent;
+// a task paused after the question timed out carries it into its next run.
+func (o *Orchestrator) AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error) {
+	q, err := o.store.AnswerQuestion(ctx, id, answer, by)
+	if err != nil {
+		return q, err
+	}
+	o.answered(id, answer, nil)
+	return q, nil
+}
+
+// OpenQuestions lists the questions waiting for a human.
+func (o *Orchestrator) OpenQuestions(ctx context.Context) ([]models.Question, error) {
+	return o.store.OpenQuestions(ctx)
+}
+
+// Complete records the agent's completion; the run's end applies it. A
+// second complete of the same run changes nothing.
+func (o *Orchestrator) Complete(ctx context.Context, run models.Run, c models.Completion) error {
+	ar, err := o.touch(ctx, run)
+	if err != nil {
+		return err
+	}
+	ar.mu.Lock()
+	if ar.completion == nil {
+		ar.completion = &c
+	}
+	ar.mu.Unlock()
+	o.log.Info("agent reported completion", "task_id", run.TaskID, "run_id", run.ID)
+	return nil
+}
+
+// Fail records the agent's failure; the run's end applies it.
+func (o *Orchestrator) Fail(ctx context.Context, run models.Run, message string) error {
+	ar, err := o.touch(ctx, run)
+	if err != nil {
+		return err
+	}
+	ar.mu.Lock()
+	if ar.failure == "" {
+		ar.failure = message
+	}
+	ar.mu.Unlock()
+	return nil
+}
+
+// Usage adds the run's token use to the ledger.
+func (o *Orchestrator) Usage(ctx context.Context, run models.Run, u models.TokenUsage) error {
+	if _, err := o.touch(ctx, run); err != nil {
+		return err
+	}
+	u.ProjectID, u.TaskID, u.AgentID = run.ProjectID, run.TaskID, run.AgentID
+	return o.store.RecordTokenUsage(ctx, u)
+}
+
+// RateLimited pauses the task until the reported reset (no retry is used)
+// and ends the run.
+func (o *Orchestrator) RateLimited(ctx context.Context, run models.Run, r models.RateLimit) error {
+	ar, err := o.touch(ctx, run)
+	if err != nil {
+		return err
+	}
+	ar.mu.Lock()
+	ar.pause = &r
+	ar.mu.Unlock()
+	ar.requestStop()
+	return nil
+}
+
+// ProposePlan creates the run's subtasks as one batch.
+func (o *Orchestrator) ProposePlan(ctx context.Context, run models.Run, plan models.TaskBatch) ([]models.BatchResult, error) {
+	if _, err := o.touch(ctx, run); err != nil {
+		return nil, err
+	}
+	plan.ProjectID = run.ProjectID
+	if plan.CreatedBy == "" {
+		plan.CreatedBy = "agent:" + run.AgentID
+	}
+	source := fmt.Sprintf("task %s, run %d", run.TaskID, run.ID)
+	for i := range plan.Tasks {
+		plan.Tasks[i].ParentTaskID, plan.Tasks[i].IsPlanSubtask, plan.Tasks[i].PlanSource = run.TaskID, true, source
+	}
+	return o.store.CreateTasks(ctx, plan)
+}
+
+// ApplyAdminEvent applies a person's event (ADMIN_STOP, ADMIN_RESTART,
+// ADMIN_SKIP) and ends the task's run when the event took it away from it.
+func (o *Orchestrator) ApplyAdminEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error) {
+	res, err := o.store.ApplyEvent(ctx, req)
+	if err != nil || res.Duplicate {
+		return res, err
+	}
+	if !res.To.Running() {
+		o.endRunsOf(req.TaskID, fmt.Sprintf("%s by %s", req.Event, req.Actor))
+	}
+	return res, nil
+}

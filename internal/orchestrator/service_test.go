@@ -1,0 +1,253 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// heldAgent registers an agent running the "hold" script and returns the
+// FIFO that releases it with an exit code.
+func (h *harness) heldAgent(id string) string {
+	h.t.Helper()
+	fifo := filepath.Join(h.t.TempDir(), "release")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+	h.agent(id, "command", "hold", func(a *models.Agent) { a.Env = map[string]string{"RELEASE": fifo} })
+	return fifo
+}
+
+func release(t *testing.T, fifo, code string) {
+	t.Helper()
+	if err := os.WriteFile(fifo, []byte(code+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// running starts the orchestrator and returns the first run once started.
+func (h *harness) running() models.Run {
+	h.t.Helper()
+	h.start()
+	r := h.waitStart()
+	h.settle()
+	return r
+}
+
+func TestCompleteThroughTheService(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	fifo := h.heldAgent("a1")
+	id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+	run := h.running()
+	ctx := context.Background()
+	c := models.Completion{Summary: "added the page", FilesChanged: []string{"page.html"}}
+	if err := h.o.Complete(ctx, run, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.o.Complete(ctx, run, models.Completion{Summary: "again"}); err != nil {
+		t.Fatalf("a duplicate complete: %v", err)
+	}
+	release(t, fifo, "0")
+	h.waitEnd()
+	h.settle()
+	tk := h.task(id)
+	if tk.Status != models.StatusCompleted {
+		t.Fatalf("status %s", tk.Status)
+	}
+	d, _ := h.st.GetTaskDetail(ctx, id)
+	var summary string
+	for _, e := range d.Events {
+		if e.Event == models.EventAgentCompleted {
+			summary = e.Reason
+		}
+	}
+	if summary != "added the page" {
+		t.Fatalf("completion summary %q", summary)
+	}
+	if err := h.o.Complete(ctx, run, c); err == nil {
+		t.Fatal("complete after the run ended was accepted")
+	}
+	if _, err := h.o.Authenticate(ctx, h.tokenOf(t, run)); models.ErrorCodeOf(err) != models.CodeUnauthorized {
+		t.Fatalf("stale token: %v", err)
+	}
+}
+
+// tokenOf returns a run's token from the orchestrator's records kept by the
+// harness.
+func (h *harness) tokenOf(t *testing.T, run models.Run) string {
+	t.Helper()
+	h.o.mu.Lock()
+	defer h.o.mu.Unlock()
+	if tok, ok := h.tokens[run.ID]; ok {
+		return tok
+	}
+	t.Fatalf("no token recorded for run %d", run.ID)
+	return ""
+}
+
+func TestFailAndUsageThroughTheService(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	fifo := h.heldAgent("a1")
+	id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+	run := h.running()
+	ctx := context.Background()
+	if err := h.o.Usage(ctx, run, models.TokenUsage{Input: 100, Output: 20, CacheRead: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.o.Fail(ctx, run, "the tests are red"); err != nil {
+		t.Fatal(err)
+	}
+	release(t, fifo, "0")
+	h.waitEnd()
+	h.settle()
+	if tk := h.task(id); tk.Status != models.StatusFailed || tk.StatusReason != "the tests are red" {
+		t.Fatalf("after fail: %s %q", tk.Status, tk.StatusReason)
+	}
+	if p, _ := h.st.GetProject(ctx, "p"); p.TotalTokensUsed != 125 {
+		t.Fatalf("tokens %d", p.TotalTokensUsed)
+	}
+}
+
+func TestRateLimitedThroughTheService(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.heldAgent("a1") // never released: the rate limit ends the run
+	id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+	run := h.running()
+	reset := h.clock.Now().Add(2 * time.Hour)
+	if err := h.o.RateLimited(context.Background(), run, models.RateLimit{ResetAt: &reset, Message: "429"}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitEnd()
+	tk := h.task(id)
+	if tk.Status != models.StatusPaused || !tk.ResumeAfter.Equal(reset) || tk.RetryCount != 0 || !strings.Contains(tk.StatusReason, "rate limited") {
+		t.Fatalf("after the rate limit: %+v", tk)
+	}
+}
+
+func TestAskAnswerAndInputTimeout(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.InputTimeout = time.Hour; c.IdleTimeout = time.Minute })
+	fifo := h.heldAgent("a1")
+	id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+	run := h.running()
+	ctx := context.Background()
+
+	type answer struct {
+		text string
+		err  error
+	}
+	ask := func(q string) chan answer {
+		c := make(chan answer, 1)
+		go func() { a, err := h.o.Ask(ctx, run, q); c <- answer{a, err} }()
+		return c
+	}
+	waitOpen := func() models.Question {
+		t.Helper()
+		for range 1000 {
+			h.settle()
+			if qs, _ := h.o.OpenQuestions(ctx); len(qs) == 1 {
+				return qs[0]
+			}
+		}
+		t.Fatal("the question never opened")
+		return models.Question{}
+	}
+	got := ask("Postgres or SQLite?")
+	q := waitOpen()
+	if st := h.task(id).Status; st != models.StatusWaitingInput {
+		t.Fatalf("while asking: %s", st)
+	}
+	h.clock.Advance(30 * time.Minute) // longer than the idle timeout: waiting is not idling
+	h.settle()
+	if _, err := h.o.AnswerQuestion(ctx, q.ID, "SQLite", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-got; a.err != nil || a.text != "SQLite" {
+		t.Fatalf("answer %+v", a)
+	}
+	if st := h.task(id).Status; st != models.StatusInProgress {
+		t.Fatalf("after the answer: %s", st)
+	}
+	if _, err := h.o.AnswerQuestion(ctx, q.ID, "Postgres", "bob"); models.ErrorCodeOf(err) != models.CodeConflict {
+		t.Fatalf("answering twice: %v", err)
+	}
+
+	// A second question nobody answers in time.
+	got = ask("Ship it?")
+	q2 := waitOpen()
+	h.clock.Advance(time.Hour)
+	if a := <-got; a.err == nil || !strings.Contains(a.err.Error(), "no answer within 1h0m0s") {
+		t.Fatalf("timed-out ask: %+v", a)
+	}
+	h.waitEnd()
+	h.settle()
+	if tk := h.task(id); tk.Status != models.StatusPaused {
+		t.Fatalf("after the input timeout: %s", tk.Status)
+	}
+	// The late answer is carried into the resumed run's prompt.
+	if _, err := h.o.AnswerQuestion(ctx, q2.ID, "yes, ship it", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(time.Hour)
+	r2 := h.waitStart()
+	prompt, err := os.ReadFile(filepath.Join(h.o.cfg.RunDir, id, "2.prompt"))
+	if err != nil || !strings.Contains(string(prompt), "Q: Ship it?\nA: yes, ship it") || !strings.Contains(string(prompt), "A: SQLite") {
+		t.Fatalf("resumed prompt: %q %v", prompt, err)
+	}
+	if r2.Attempt != 2 {
+		t.Fatalf("resumed run %+v", r2)
+	}
+	release(t, fifo, "0")
+	h.waitEnd()
+}
+
+func TestProposePlanCreatesSubtasks(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	fifo := h.heldAgent("a1")
+	id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+	run := h.running()
+	res, err := h.o.ProposePlan(context.Background(), run, models.TaskBatch{Tasks: []models.BatchTask{
+		{LocalID: "s1", Title: "schema"}, {LocalID: "s2", Title: "api", Dependencies: []models.BatchDependency{{ID: "s1"}}}}})
+	if err != nil || len(res) != 2 {
+		t.Fatalf("plan %+v %v", res, err)
+	}
+	sub := h.task(res[1].TaskID)
+	if sub.ParentTaskID == nil || *sub.ParentTaskID != id || !sub.IsPlanSubtask || sub.PlanSource == nil || sub.CreatedBy != "agent:a1" {
+		t.Fatalf("subtask %+v", sub)
+	}
+	release(t, fifo, "0")
+	h.waitEnd()
+}
+
+func TestAdminStopThroughTheCommandLayer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.heldAgent("a1")
+	id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+	h.running()
+	res, err := h.o.ApplyAdminEvent(context.Background(), models.TransitionRequest{TaskID: id, Event: models.EventAdminStop, Actor: "bob", Reason: "enough"})
+	if err != nil || res.To != models.StatusBlocked {
+		t.Fatalf("stop: %+v %v", res, err)
+	}
+	h.waitEnd() // the held process was killed, not released
+	if a, _ := h.st.GetAgent(context.Background(), "a1"); a.State != models.AgentIdle {
+		t.Fatalf("agent %s", a.State)
+	}
+	if again, err := h.o.ApplyAdminEvent(context.Background(), models.TransitionRequest{TaskID: id, Event: models.EventAdminStop}); err != nil || !again.Duplicate {
+		t.Fatalf("a repeated stop: %+v %v", again, err)
+	}
+	if _, err := h.o.ApplyAdminEvent(context.Background(), models.TransitionRequest{TaskID: id, Event: models.EventAgentStarted}); !errors.As(err, new(*models.Error)) {
+		t.Fatalf("an illegal event: %v", err)
+	}
+}

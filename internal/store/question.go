@@ -1,0 +1,180 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+const questionColumns = `id, task_id, project_id, run_id, text, asked_at, answer, answered_by, answered_at`
+
+func scanQuestion(row scanner) (models.Question, error) {
+	var (
+		q        models.Question
+		asked    int64
+		answer   sql.NullString
+		answered sql.NullInt64
+	)
+	if err := row.Scan(&q.ID, &q.TaskID, &q.ProjectID, &q.RunID, &q.Text, &asked, &answer, &q.AnsweredBy, &answered); err != nil {
+		return models.Question{}, err
+	}
+	q.AskedAt, q.Answer, q.AnsweredAt = fromNanos(asked), fromNullString(answer), fromNullNanos(answered)
+	return q, nil
+}
+
+// AskQuestion records an agent's question and moves its task IN_PROGRESS →
+// WAITING_INPUT (AGENT_QUESTION), with a notice in the outbox, in one
+// transaction.
+func (s *Store) AskQuestion(ctx context.Context, runID int64, text string) (models.Question, error) {
+	if err := models.ValidateQuestionText("question", text); err != nil {
+		return models.Question{}, err
+	}
+	var q models.Question
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		x := s.newTxn(ctx, tx)
+		r, err := openRun(x, runID)
+		if err != nil {
+			return err
+		}
+		a, err := x.run(change{taskID: r.TaskID, event: models.EventAgentQuestion, expectFrom: models.StatusInProgress,
+			actor: r.AgentID, reason: text})
+		if err != nil {
+			return err
+		}
+		if a.duplicate {
+			return models.Errorf(models.CodeConflict, "task %s is already waiting for an answer", r.TaskID)
+		}
+		res, err := x.ExecContext(ctx, `INSERT INTO questions (task_id, project_id, run_id, text, asked_at) VALUES (?,?,?,?,?)`,
+			r.TaskID, r.ProjectID, runID, text, toNanos(x.now))
+		if err != nil {
+			return err
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		q = models.Question{ID: id, TaskID: r.TaskID, ProjectID: r.ProjectID, RunID: runID, Text: text, AskedAt: x.now}
+		if err := s.enqueueOutbox(ctx, tx, fmt.Sprintf("question:%d", id), "task.question", r.ProjectID, r.TaskID, q); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return models.Question{}, fmt.Errorf("ask question for run %d: %w", runID, err)
+	}
+	return q, nil
+}
+
+// AnswerQuestion records a human's answer. A task still WAITING_INPUT
+// returns to IN_PROGRESS (HUMAN_REPLIED) in the same transaction; for a task
+// that has moved on (paused after the question timed out) the answer is kept
+// for its next attempt. Answering again is refused, naming who answered.
+func (s *Store) AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error) {
+	if err := models.ValidateQuestionText("answer", answer); err != nil {
+		return models.Question{}, err
+	}
+	var q models.Question
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		x := s.newTxn(ctx, tx)
+		var err error
+		q, err = scanQuestion(x.QueryRowContext(ctx, "SELECT "+questionColumns+" FROM questions WHERE id = ?", id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return models.Errorf(models.CodeNotFound, "question %d not found", id)
+		}
+		if err != nil {
+			return err
+		}
+		if q.Answer != nil {
+			return models.Errorf(models.CodeConflict, "question %d was already answered by %s", id, q.AnsweredBy)
+		}
+		if _, err := x.ExecContext(ctx, "UPDATE questions SET answer = ?, answered_by = ?, answered_at = ? WHERE id = ?",
+			answer, by, toNanos(x.now), id); err != nil {
+			return err
+		}
+		q.Answer, q.AnsweredBy, q.AnsweredAt = &answer, by, &x.now
+		t, err := getTask(ctx, x, q.TaskID)
+		if err != nil {
+			return err
+		}
+		if t.Status == models.StatusWaitingInput {
+			if _, err := x.run(change{taskID: q.TaskID, event: models.EventHumanReplied, expectFrom: models.StatusWaitingInput,
+				actor: by, reason: "answered question " + fmt.Sprint(id)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return models.Question{}, fmt.Errorf("answer question %d: %w", id, err)
+	}
+	s.changed()
+	return q, nil
+}
+
+// TimeOutQuestion gives up waiting for an answer: the task WAITING_INPUT →
+// PAUSED (INPUT_TIMEOUT) until resumeAfter; a later answer is still kept.
+func (s *Store) TimeOutQuestion(ctx context.Context, id int64, resumeAfter time.Time) (models.TransitionResult, error) {
+	var out models.TransitionResult
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		x := s.newTxn(ctx, tx)
+		q, err := scanQuestion(x.QueryRowContext(ctx, "SELECT "+questionColumns+" FROM questions WHERE id = ?", id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return models.Errorf(models.CodeNotFound, "question %d not found", id)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := x.ExecContext(ctx, "UPDATE questions SET timed_out_at = ? WHERE id = ?", toNanos(x.now), id); err != nil {
+			return err
+		}
+		a, err := x.run(change{taskID: q.TaskID, event: models.EventInputTimeout, expectFrom: models.StatusWaitingInput,
+			actor: "system", reason: fmt.Sprintf("no answer to question %d", id), resumeAfter: &resumeAfter})
+		if err != nil {
+			return err
+		}
+		out = models.TransitionResult{Task: a.task, From: a.from, To: a.task.Status, Duplicate: a.duplicate}
+		if !a.duplicate {
+			return s.notify(ctx, tx, a, nil, models.EventInputTimeout, "no answer in time", "system")
+		}
+		return nil
+	})
+	if err != nil {
+		return out, fmt.Errorf("time out question %d: %w", id, err)
+	}
+	s.changed()
+	return out, nil
+}
+
+// OpenQuestions returns unanswered questions whose task still waits for
+// them, oldest first.
+func (s *Store) OpenQuestions(ctx context.Context) ([]models.Question, error) {
+	qs, err := queryAll(ctx, s.rdb, scanQuestion, `SELECT `+questionColumns+` FROM questions
+		WHERE answer IS NULL AND timed_out_at IS NULL ORDER BY asked_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list open questions: %w", err)
+	}
+	return qs, nil
+}
+
+// TaskQuestions returns every question of a task, oldest first.
+func (s *Store) TaskQuestions(ctx context.Context, taskID string) ([]models.Question, error) {
+	qs, err := queryAll(ctx, s.rdb, scanQuestion, "SELECT "+questionColumns+" FROM questions WHERE task_id = ? ORDER BY id", taskID)
+	if err != nil {
+		return nil, fmt.Errorf("list questions of task %s: %w", taskID, err)
+	}
+	return qs, nil
+}
+
+// Notify writes a notice to the outbox outside any status change (progress
+// lines, for example); a second notice with the same key is ignored.
+func (s *Store) Notify(ctx context.Context, key, kind, projectID, taskID string, payload any) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error { return s.enqueueOutbox(ctx, tx, key, kind, projectID, taskID, payload) })
+	if err != nil {
+		return fmt.Errorf("notify %s: %w", kind, err)
+	}
+	return nil
+}
