@@ -23,6 +23,7 @@ const usage = `Usage:
   agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--json] COMMAND ...
   agentqueued agent COMMAND ...
   agentqueued mcp
+  agentqueued demo [--keep] [--timeout DURATION]
 
 Commands of ctl:
   project create|list|show|edit
@@ -161,11 +162,13 @@ func (m *Main) dispatch(ctx context.Context) error {
 		return m.runAgent(ctx, args)
 	case "mcp":
 		return m.runMCP(ctx, args)
+	case "demo":
+		return m.runDemo(ctx, args)
 	case "help":
 		fmt.Fprint(m.Stdout, usage)
 		return nil
 	}
-	return usagef("unknown command %q (want run, ctl, agent, mcp or help)", cmd)
+	return usagef("unknown command %q (want run, ctl, agent, mcp, demo or help)", cmd)
 }
 
 // Close stops a running daemon, waits for Run to return and returns its

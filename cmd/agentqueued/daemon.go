@@ -10,11 +10,15 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
+	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/config"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/orchestrator"
+	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
 
@@ -77,7 +81,14 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 			return fmt.Errorf("create data directory: %w", err)
 		}
 	}
-	st, err := store.Open(ctx, store.Config{Path: dbPath, Logger: log.With("component", "store")})
+	// The store wakes the orchestrator after every commit that may have made
+	// work ready; the orchestrator exists only after the lease is held.
+	var orch atomic.Pointer[orchestrator.Orchestrator]
+	st, err := store.Open(ctx, store.Config{Path: dbPath, Logger: log.With("component", "store"), OnChange: func() {
+		if o := orch.Load(); o != nil {
+			o.Wake()
+		}
+	}})
 	if err != nil {
 		return err
 	}
@@ -109,8 +120,38 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		log.Info("lease released", "owner", holder.Owner)
 	}()
 
-	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, Logger: log.With("component", "api")}, st)
+	for _, a := range cfg.Agents {
+		if _, err := st.UpsertAgent(ctx, a); err != nil {
+			return fmt.Errorf("agent %s from the configuration: %w", a.ID, err)
+		}
+	}
+	ws, err := repo.New(repo.Config{BaseDir: filepath.Join(cfg.DataDir, "workspaces")})
 	if err != nil {
+		return err
+	}
+	socket := filepath.Join(cfg.DataDir, "agent.sock")
+	oc := cfg.Orchestrator
+	o, err := orchestrator.New(orchestrator.Config{SafetyTick: oc.SafetyTick, Window: oc.Window, IdleTimeout: oc.IdleTimeout,
+		MaxRuntime: oc.MaxRuntime, StartTimeout: oc.StartTimeout, RetryBackoff: oc.RetryBackoff, MaxBackoff: oc.MaxBackoff,
+		StopGrace: oc.StopGrace, PauseDelay: oc.PauseDelay, GlobalBudget: oc.GlobalTokenBudget, Rules: cfg.Rules,
+		RunDir: filepath.Join(cfg.DataDir, "runs"), WorkDir: filepath.Join(cfg.DataDir, "workspaces"), SocketPath: socket,
+		Logger: log.With("component", "orchestrator")}, st, ws, agent.DefaultRegistry())
+	if err != nil {
+		return err
+	}
+	orch.Store(o)
+	rpc, err := api.NewRPCServer(api.RPCConfig{SocketPath: socket, Logger: log.With("component", "rpc")}, o)
+	if err != nil {
+		return err
+	}
+	rpcLn, err := rpc.Listen()
+	if err != nil {
+		return fmt.Errorf("agent socket: %w", err)
+	}
+	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, Logger: log.With("component", "api")},
+		commands{Store: st, orch: o})
+	if err != nil {
+		rpcLn.Close()
 		return err
 	}
 	ln, err := srv.Listen()
@@ -128,6 +169,8 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	g, _ := newGroup(ctx)
 	g.Go(func(ctx context.Context) error { return srv.Serve(ctx, ln) })
 	g.Go(func(ctx context.Context) error { return renewLease(ctx, st, holder.Owner, cfg.Lease.TTL, log) })
+	g.Go(func(ctx context.Context) error { return rpc.Serve(ctx, rpcLn) })
+	g.Go(func(ctx context.Context) error { return o.Run(ctx) })
 	err = g.Wait()
 	if err != nil {
 		log.Error("agentqueued stopping after a failure", "err", err)
@@ -192,3 +235,26 @@ func renewLease(ctx context.Context, st leaseRenewer, owner string, ttl time.Dur
 		}
 	}
 }
+
+// commands is the daemon's command layer for people: the store's
+// operations, with those that touch running agents (admin events, answers
+// to questions) routed through the orchestrator.
+type commands struct {
+	*store.Store
+	orch *orchestrator.Orchestrator
+}
+
+// ApplyEvent applies an admin event and ends the task's run when needed.
+func (c commands) ApplyEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error) {
+	return c.orch.ApplyAdminEvent(ctx, req)
+}
+
+// AnswerQuestion answers a question and hands the answer to the waiting agent.
+func (c commands) AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error) {
+	return c.orch.AnswerQuestion(ctx, id, answer, by)
+}
+
+var (
+	_ api.Service    = commands{}
+	_ api.RunService = (*orchestrator.Orchestrator)(nil)
+)

@@ -202,3 +202,16 @@ func responseError(resp *http.Response) error {
 	return &models.Error{Code: code, Message: fmt.Sprintf("server answered %s", resp.Status),
 		Err: errors.New(strings.TrimSpace(string(data)))}
 }
+
+// OpenQuestions lists the agents' questions waiting for an answer.
+func (c *Client) OpenQuestions(ctx context.Context) ([]models.Question, error) {
+	var out QuestionList
+	return out.Questions, c.do(ctx, http.MethodGet, APIPrefix+"/questions", nil, nil, &out)
+}
+
+// AnswerQuestion answers an agent's question.
+func (c *Client) AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error) {
+	var out models.Question
+	return out, c.do(ctx, http.MethodPost, fmt.Sprintf("%s/questions/%d/answer", APIPrefix, id), nil,
+		AnswerRequest{Answer: answer, AnsweredBy: by}, &out)
+}

@@ -27,6 +27,8 @@
 //	                                  → the transition's result
 //	POST  /api/v1/agents              register an agent (body: id, name, agent_type) → 201 agent, IDLE
 //	GET   /api/v1/agents              {"agents": [...]}
+//	GET   /api/v1/questions           {"questions": [...]}: agents' questions waiting for an answer, oldest first
+//	POST  /api/v1/questions/{id}/answer  {"answer", "answered_by"} → the question; the waiting agent gets the answer
 //
 // Every error is answered as
 //

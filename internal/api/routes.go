@@ -63,6 +63,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/events", s.handleTaskEvent)
 	mux.HandleFunc("POST "+APIPrefix+"/agents", s.handleRegisterAgent)
 	mux.HandleFunc("GET "+APIPrefix+"/agents", s.handleListAgents)
+	mux.HandleFunc("GET "+APIPrefix+"/questions", s.handleListQuestions)
+	mux.HandleFunc("POST "+APIPrefix+"/questions/{id}/answer", s.handleAnswerQuestion)
 	mux.HandleFunc("/", s.noRoute(mux))
 	return s.logRequests(s.authenticate(mux))
 }
@@ -421,4 +423,52 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// QuestionList is the answer of GET /api/v1/questions.
+type QuestionList struct {
+	Questions []models.Question `json:"questions"`
+}
+
+// AnswerRequest is the body of POST /api/v1/questions/{id}/answer.
+type AnswerRequest struct {
+	Answer string `json:"answer"`
+	// AnsweredBy names who answers; default "api".
+	AnsweredBy string `json:"answered_by,omitempty"`
+}
+
+func (s *Server) handleListQuestions(w http.ResponseWriter, r *http.Request) {
+	if err := noQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	qs, err := s.svc.OpenQuestions(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, QuestionList{Questions: nonNil(qs)})
+}
+
+func (s *Server) handleAnswerQuestion(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.writeError(w, r, invalid("question id %q: not a number", r.PathValue("id")))
+		return
+	}
+	var req AnswerRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.AnsweredBy == "" {
+		req.AnsweredBy = "api"
+	}
+	q, err := s.svc.AnswerQuestion(r.Context(), id, req.Answer, req.AnsweredBy)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "question answered", "task_id", q.TaskID, "question_id", q.ID)
+	s.writeJSON(w, r, http.StatusOK, q)
 }

@@ -207,6 +207,9 @@ func (o *Orchestrator) Wake() {
 // stops the runs it started and returns their tasks to READY.
 func (o *Orchestrator) Run(ctx context.Context) error {
 	if err := o.recover(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // shut down during recovery: the next start repeats it
+		}
 		return fmt.Errorf("orchestrator recovery: %w", err)
 	}
 	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))

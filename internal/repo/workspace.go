@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -26,6 +27,26 @@ type Config struct {
 // Workspaces prepares agents' checkouts with the git command line.
 type Workspaces struct {
 	cfg Config
+	// deliveries serialises deliveries to one repository: concurrent pushes
+	// of its default branch would refuse each other.
+	mu         sync.Mutex
+	deliveries map[string]*sync.Mutex
+}
+
+// deliverPushTries is how often a delivery is retried when another push
+// moved the default branch between its fetch and its push.
+const deliverPushTries = 3
+
+func (w *Workspaces) repoLock(id string) *sync.Mutex {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.deliveries == nil {
+		w.deliveries = map[string]*sync.Mutex{}
+	}
+	if w.deliveries[id] == nil {
+		w.deliveries[id] = &sync.Mutex{}
+	}
+	return w.deliveries[id]
 }
 
 // New returns Workspaces; BaseDir is required.
@@ -174,23 +195,30 @@ func (w *Workspaces) Deliver(ctx context.Context, a models.Agent, p models.Proje
 			}
 		}
 	}
-	if _, err := w.git(ctx, dir, "fetch", "-q", "origin"); err != nil {
-		return fmt.Errorf("deliver task %s: %w", t.ID, err)
+	lock := w.repoLock(p.Repo.ID)
+	lock.Lock()
+	defer lock.Unlock()
+	var pushErr error
+	for range deliverPushTries {
+		if _, err := w.git(ctx, dir, "fetch", "-q", "origin"); err != nil {
+			return fmt.Errorf("deliver task %s: %w", t.ID, err)
+		}
+		if _, err := w.git(ctx, dir, "merge-base", "--is-ancestor", branch, "origin/"+def); err == nil {
+			return nil // already delivered
+		}
+		if _, err := w.git(ctx, dir, "checkout", "-q", "-B", def, "origin/"+def); err != nil {
+			return fmt.Errorf("deliver task %s: %w", t.ID, err)
+		}
+		if _, err := w.git(ctx, dir, "merge", "-q", "--no-ff", "-m", fmt.Sprintf("Merge %s: %s", t.ID, t.Title), branch); err != nil {
+			w.git(ctx, dir, "merge", "--abort") //nolint:errcheck // best effort; Prepare resets anyway
+			return models.Errorf(models.CodeConflict, "merging %s into %s failed: %s", branch, def, firstLine(err.Error()))
+		}
+		if _, pushErr = w.git(ctx, dir, "push", "-q", "origin", def); pushErr == nil {
+			return nil
+		}
+		// Someone else moved the branch since the fetch: merge again on top.
 	}
-	if _, err := w.git(ctx, dir, "merge-base", "--is-ancestor", branch, "origin/"+def); err == nil {
-		return nil // already delivered
-	}
-	if _, err := w.git(ctx, dir, "checkout", "-q", "-B", def, "origin/"+def); err != nil {
-		return fmt.Errorf("deliver task %s: %w", t.ID, err)
-	}
-	if _, err := w.git(ctx, dir, "merge", "-q", "--no-ff", "-m", fmt.Sprintf("Merge %s: %s", t.ID, t.Title), branch); err != nil {
-		w.git(ctx, dir, "merge", "--abort") //nolint:errcheck // best effort; Prepare resets anyway
-		return models.Errorf(models.CodeConflict, "merging %s into %s failed: %s", branch, def, firstLine(err.Error()))
-	}
-	if _, err := w.git(ctx, dir, "push", "-q", "origin", def); err != nil {
-		return fmt.Errorf("deliver task %s: push %s: %w", t.ID, def, err)
-	}
-	return nil
+	return fmt.Errorf("deliver task %s: push %s: %w", t.ID, def, pushErr)
 }
 
 func sameRepo(a, b string) bool {

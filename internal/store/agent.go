@@ -105,3 +105,29 @@ func (s *Store) listAgents(ctx context.Context, where string, args ...any) ([]mo
 	}
 	return out, rows.Err()
 }
+
+// UpsertAgent registers an agent, or updates the name, type and settings of
+// an existing one while keeping its runtime state (the daemon applies the
+// agents of its configuration this way at every start).
+func (s *Store) UpsertAgent(ctx context.Context, a models.Agent) (models.Agent, error) {
+	a.ApplyDefaults()
+	a.State = models.AgentIdle
+	if err := a.Validate(); err != nil {
+		return models.Agent{}, err
+	}
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO agents (id, name, agent_type, state, created_at, command, args, env,
+			max_runtime, idle_timeout, projects) VALUES (?,?,?,?,?,?,?,?,?,?,?)
+			ON CONFLICT (id) DO UPDATE SET name = excluded.name, agent_type = excluded.agent_type,
+			command = excluded.command, args = excluded.args, env = excluded.env, max_runtime = excluded.max_runtime,
+			idle_timeout = excluded.idle_timeout, projects = excluded.projects`,
+			a.ID, a.Name, a.AgentType, a.State, toNanos(s.now()), a.Command, encodeJSONColumn(a.Args, "[]"),
+			encodeJSONColumn(a.Env, "{}"), int64(a.MaxRuntime), int64(a.IdleTimeout), encodeJSONColumn(a.Projects, "[]"))
+		return err
+	})
+	if err != nil {
+		return models.Agent{}, fmt.Errorf("upsert agent %s: %w", a.ID, err)
+	}
+	s.changed()
+	return s.GetAgent(ctx, a.ID)
+}

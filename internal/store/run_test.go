@@ -237,3 +237,26 @@ func TestSchedulingState(t *testing.T) {
 		}
 	}
 }
+
+func TestUpsertAgentKeepsRuntimeState(t *testing.T) {
+	t.Parallel()
+	s, _ := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	mustAgent(t, s, "a1")
+	id := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"})["a"]
+	if _, _, err := s.ClaimTask(ctx, id, "a1"); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.UpsertAgent(ctx, models.Agent{ID: "a1", AgentType: "command", AgentSettings: models.AgentSettings{Command: "/new/agent"}})
+	if err != nil || a.Command != "/new/agent" || a.State != models.AgentStarting || *a.CurrentTaskID != id {
+		t.Fatalf("upsert of a busy agent: %+v %v", a, err)
+	}
+	b, err := s.UpsertAgent(ctx, models.Agent{ID: "b1", AgentType: "command", AgentSettings: models.AgentSettings{Command: "x"}})
+	if err != nil || b.State != models.AgentIdle {
+		t.Fatalf("new agent: %+v %v", b, err)
+	}
+	if _, err := s.UpsertAgent(ctx, models.Agent{ID: "c1", AgentType: "command"}); models.ErrorCodeOf(err) != models.CodeInvalid {
+		t.Fatalf("invalid agent: %v", err)
+	}
+}
