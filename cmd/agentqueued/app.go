@@ -28,7 +28,8 @@ const usage = `Usage:
 Commands of ctl:
   project create|list|show|edit
   task add|list|show|skip|stop|restart
-  agent add|list
+  agent add|list|pause|resume
+  question list | question answer ID ANSWER... [--by NAME]
   health
 
 Commands of agent (inside an agent run; they read AQ_SOCKET, AQ_TASK_ID, AQ_RUN_TOKEN):

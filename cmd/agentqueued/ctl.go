@@ -56,19 +56,77 @@ type ctlHandler func(c *ctl, ctx context.Context, args []string) error
 
 // ctlCommands maps "group verb" to its handler.
 var ctlCommands = map[string]ctlHandler{
-	"project create": (*ctl).projectCreate,
-	"project list":   (*ctl).projectList,
-	"project show":   (*ctl).projectShow,
-	"project edit":   (*ctl).projectEdit,
-	"task add":       (*ctl).taskAdd,
-	"task list":      (*ctl).taskList,
-	"task show":      (*ctl).taskShow,
-	"task skip":      eventCommand(models.EventAdminSkip),
-	"task stop":      eventCommand(models.EventAdminStop),
-	"task restart":   eventCommand(models.EventAdminRestart),
-	"agent add":      (*ctl).agentAdd,
-	"agent list":     (*ctl).agentList,
-	"health":         (*ctl).health,
+	"project create":  (*ctl).projectCreate,
+	"project list":    (*ctl).projectList,
+	"project show":    (*ctl).projectShow,
+	"project edit":    (*ctl).projectEdit,
+	"task add":        (*ctl).taskAdd,
+	"task list":       (*ctl).taskList,
+	"task show":       (*ctl).taskShow,
+	"task skip":       eventCommand(models.EventAdminSkip),
+	"task stop":       eventCommand(models.EventAdminStop),
+	"task restart":    eventCommand(models.EventAdminRestart),
+	"agent add":       (*ctl).agentAdd,
+	"agent list":      (*ctl).agentList,
+	"agent pause":     agentPauseCommand(true),
+	"agent resume":    agentPauseCommand(false),
+	"question list":   (*ctl).questionList,
+	"question answer": (*ctl).questionAnswer,
+	"health":          (*ctl).health,
+}
+
+// agentPauseCommand pauses (no new task) or resumes an agent.
+func agentPauseCommand(paused bool) func(*ctl, context.Context, []string) error {
+	return func(c *ctl, ctx context.Context, args []string) error {
+		name := "agent resume"
+		if paused {
+			name = "agent pause"
+		}
+		pos, err := c.parse(c.flagSet(name), args, "ID")
+		if err != nil {
+			return err
+		}
+		a, err := c.client.SetAgentPaused(ctx, pos[0], paused)
+		if err != nil {
+			return err
+		}
+		return c.emit(a, func(w io.Writer) { printAgents(w, []models.Agent{a}) })
+	}
+}
+
+func (c *ctl) questionList(ctx context.Context, args []string) error {
+	if _, err := c.parse(c.flagSet("question list"), args); err != nil {
+		return err
+	}
+	qs, err := c.client.OpenQuestions(ctx)
+	if err != nil {
+		return err
+	}
+	return c.emit(api.QuestionList{Questions: qs}, func(w io.Writer) { printQuestions(w, qs) })
+}
+
+func (c *ctl) questionAnswer(ctx context.Context, args []string) error {
+	fs := c.flagSet("question answer")
+	by := fs.String("by", "ctl", "who answers")
+	pos, err := parseFlags(fs, args, c.out)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 2 {
+		return usagef("question answer: want ID ANSWER..., got %d argument(s)", len(pos))
+	}
+	id, err := strconv.ParseInt(pos[0], 10, 64)
+	if err != nil {
+		return usagef("question answer: %q is not a question id", pos[0])
+	}
+	if err := c.connect(); err != nil {
+		return err
+	}
+	q, err := c.client.AnswerQuestion(ctx, id, strings.Join(pos[1:], " "), *by)
+	if err != nil {
+		return err
+	}
+	return c.emit(q, func(w io.Writer) { fmt.Fprintf(w, "question %d of task %s answered\n", q.ID, q.TaskID) })
 }
 
 // runCtl is the "ctl" subcommand.
@@ -360,7 +418,8 @@ func (c *ctl) taskAdd(ctx context.Context, args []string) error {
 	title := fs.String("title", "", "task `title`")
 	description := fs.String("description", "", "task `description`")
 	priority := fs.Int("priority", models.DefaultPriority, "`priority`; 0 is the most urgent")
-	var dependsOn, testCommands listFlag
+	var dependsOn listFlag
+	var testCommands repeatFlag
 	fs.Var(&dependsOn, "depends-on", "`ids` of tasks this one depends on (comma-separated, repeatable)")
 	verification := fs.String("verification", "", "verification `type`: AUTO_TEST, QA_AGENT or HUMAN")
 	requiresApproval := fs.Bool("requires-approval", false, "require a person's approval before completion")
@@ -492,11 +551,26 @@ func (c *ctl) agentAdd(ctx context.Context, args []string) error {
 	fs := c.flagSet("agent add")
 	typ := fs.String("type", "", "agent `type`: "+strings.Join(models.AgentTypes, ", "))
 	name := fs.String("name", "", "display `name` (default the id)")
+	command := fs.String("command", "", "the `executable` to run (required for type command)")
+	var projects listFlag
+	var argv repeatFlag
+	fs.Var(&argv, "arg", "an `argument` of the command (repeatable)")
+	fs.Var(&projects, "project", "`ids` of the only projects it works on (comma-separated, repeatable)")
+	env := mapFlag{}
+	fs.Var(env, "env", "an environment variable `NAME=value` for its runs (repeatable)")
+	maxRuntime := fs.Duration("max-runtime", 0, "wall-clock cap of one run (`duration`; 0: the daemon's default)")
+	idle := fs.Duration("idle-timeout", 0, "end a run quiet for this long (`duration`; 0: the daemon's default)")
 	pos, err := c.parse(fs, args, "ID")
 	if err != nil {
 		return err
 	}
-	a, err := c.client.RegisterAgent(ctx, models.AgentRegistration{ID: pos[0], Name: *name, AgentType: *typ})
+	reg := models.AgentRegistration{ID: pos[0], Name: *name, AgentType: *typ, AgentSettings: models.AgentSettings{
+		Command: *command, Args: argv, Projects: projects, MaxRuntime: models.Duration(*maxRuntime),
+		IdleTimeout: models.Duration(*idle)}}
+	if len(env) > 0 {
+		reg.Env = env
+	}
+	a, err := c.client.RegisterAgent(ctx, reg)
 	if err != nil {
 		return err
 	}
@@ -536,6 +610,16 @@ func (l *listFlag) Set(v string) error {
 			*l = append(*l, part)
 		}
 	}
+	return nil
+}
+
+// repeatFlag collects repeatable values taken whole (commas included).
+type repeatFlag []string
+
+func (r *repeatFlag) String() string { return strings.Join(*r, " ") }
+
+func (r *repeatFlag) Set(v string) error {
+	*r = append(*r, v)
 	return nil
 }
 

@@ -211,10 +211,19 @@ func printTransition(w io.Writer, r models.TransitionResult) {
 
 func printAgents(w io.Writer, as []models.Agent) {
 	tw := table(w)
-	row(tw, "ID", "NAME", "TYPE", "STATE", "TASK", "TOKENS", "LAST_HEARTBEAT")
+	row(tw, "ID", "NAME", "TYPE", "STATE", "PAUSED", "TASK", "TOKENS", "LAST_HEARTBEAT")
 	for _, a := range as {
-		row(tw, a.ID, a.Name, a.AgentType, string(a.State), str(a.CurrentTaskID),
+		row(tw, a.ID, a.Name, a.AgentType, string(a.State), strconv.FormatBool(a.Paused), str(a.CurrentTaskID),
 			strconv.FormatInt(a.TotalTokensUsed, 10), whenPtr(a.LastHeartbeat))
+	}
+	tw.Flush()
+}
+
+func printQuestions(w io.Writer, qs []models.Question) {
+	tw := table(w)
+	row(tw, "ID", "TASK", "ASKED", "QUESTION")
+	for _, q := range qs {
+		row(tw, strconv.FormatInt(q.ID, 10), q.TaskID, when(q.AskedAt), q.Text)
 	}
 	tw.Flush()
 }

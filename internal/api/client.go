@@ -215,3 +215,13 @@ func (c *Client) AnswerQuestion(ctx context.Context, id int64, answer, by string
 	return out, c.do(ctx, http.MethodPost, fmt.Sprintf("%s/questions/%d/answer", APIPrefix, id), nil,
 		AnswerRequest{Answer: answer, AnsweredBy: by}, &out)
 }
+
+// SetAgentPaused pauses or resumes an agent.
+func (c *Client) SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error) {
+	verb := "resume"
+	if paused {
+		verb = "pause"
+	}
+	var out models.Agent
+	return out, c.do(ctx, http.MethodPost, APIPrefix+"/agents/"+url.PathEscape(id)+"/"+verb, nil, nil, &out)
+}

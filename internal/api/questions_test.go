@@ -58,3 +58,22 @@ func TestQuestionsEndpoints(t *testing.T) {
 		t.Fatalf("client: %v %v", qs, err)
 	}
 }
+
+func TestPauseAndResumeAgent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, api.Config{})
+	e.do("POST", "/api/v1/agents", `{"id":"a1","agent_type":"command","command":"/bin/true"}`).decode(t, 201, new(models.Agent))
+	var a models.Agent
+	e.do("POST", "/api/v1/agents/a1/pause", "").decode(t, 200, &a)
+	if !a.Paused {
+		t.Fatalf("after pause: %+v", a)
+	}
+	e.do("POST", "/api/v1/agents/a1/resume", "").decode(t, 200, &a)
+	if a.Paused {
+		t.Fatalf("after resume: %+v", a)
+	}
+	e.do("POST", "/api/v1/agents/ghost/pause", "").wantError(t, 404, models.CodeNotFound, `agent "ghost" not found`)
+	if got, err := e.client.SetAgentPaused(context.Background(), "a1", true); err != nil || !got.Paused {
+		t.Fatalf("client pause: %+v %v", got, err)
+	}
+}

@@ -63,6 +63,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/events", s.handleTaskEvent)
 	mux.HandleFunc("POST "+APIPrefix+"/agents", s.handleRegisterAgent)
 	mux.HandleFunc("GET "+APIPrefix+"/agents", s.handleListAgents)
+	mux.HandleFunc("POST "+APIPrefix+"/agents/{id}/pause", s.handlePauseAgent(true))
+	mux.HandleFunc("POST "+APIPrefix+"/agents/{id}/resume", s.handlePauseAgent(false))
 	mux.HandleFunc("GET "+APIPrefix+"/questions", s.handleListQuestions)
 	mux.HandleFunc("POST "+APIPrefix+"/questions/{id}/answer", s.handleAnswerQuestion)
 	mux.HandleFunc("/", s.noRoute(mux))
@@ -471,4 +473,21 @@ func (s *Server) handleAnswerQuestion(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(r.Context(), "question answered", "task_id", q.TaskID, "question_id", q.ID)
 	s.writeJSON(w, r, http.StatusOK, q)
+}
+
+// handlePauseAgent pauses (no new task) or resumes an agent.
+func (s *Server) handlePauseAgent(paused bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := noQuery(r); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		a, err := s.svc.SetAgentPaused(r.Context(), r.PathValue("id"), paused)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.log.InfoContext(r.Context(), "agent paused", "agent", a.ID, "paused", paused)
+		s.writeJSON(w, r, http.StatusOK, a)
+	}
 }

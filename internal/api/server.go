@@ -40,6 +40,7 @@ type Service interface {
 	ApplyEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error)
 	RegisterAgent(ctx context.Context, a models.Agent) (models.Agent, error)
 	ListAgents(ctx context.Context) ([]models.Agent, error)
+	SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error)
 	OpenQuestions(ctx context.Context) ([]models.Question, error)
 	AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error)
 }

@@ -22,6 +22,8 @@ type Agent struct {
 	TotalTokensUsed   int64      `json:"total_tokens_used"`
 	SessionTokensUsed int64      `json:"session_tokens_used"`
 	CreatedAt         time.Time  `json:"created_at"`
+	// Paused is set by a person: the agent takes no new task.
+	Paused bool `json:"paused"`
 	AgentSettings
 }
 

@@ -34,7 +34,7 @@ func (s *Store) RegisterAgent(ctx context.Context, a models.Agent) (models.Agent
 }
 
 const agentColumns = `id, name, agent_type, state, current_task_id, checkout_path, repo_id, pid, last_heartbeat,
-	total_tokens_used, session_tokens_used, created_at, command, args, env, max_runtime, idle_timeout, projects`
+	total_tokens_used, session_tokens_used, created_at, command, args, env, max_runtime, idle_timeout, projects, paused`
 
 func scanAgent(row scanner) (models.Agent, error) {
 	var (
@@ -46,7 +46,7 @@ func scanAgent(row scanner) (models.Agent, error) {
 		maxRuntime, idle     int64
 	)
 	if err := row.Scan(&a.ID, &a.Name, &a.AgentType, &a.State, &task, &checkout, &repo, &pid, &heartbeat,
-		&a.TotalTokensUsed, &a.SessionTokensUsed, &created, &a.Command, &args, &env, &maxRuntime, &idle, &projects); err != nil {
+		&a.TotalTokensUsed, &a.SessionTokensUsed, &created, &a.Command, &args, &env, &maxRuntime, &idle, &projects, &a.Paused); err != nil {
 		return models.Agent{}, err
 	}
 	a.CurrentTaskID, a.CheckoutPath, a.RepoID = fromNullString(task), fromNullString(checkout), fromNullString(repo)
@@ -130,4 +130,24 @@ func (s *Store) UpsertAgent(ctx context.Context, a models.Agent) (models.Agent, 
 	}
 	s.changed()
 	return s.GetAgent(ctx, a.ID)
+}
+
+// SetAgentPaused pauses an agent (it takes no new task; a current run goes
+// on) or resumes it.
+func (s *Store) SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error) {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "UPDATE agents SET paused = ? WHERE id = ?", paused, id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return notFound("agent", id)
+		}
+		return nil
+	})
+	if err != nil {
+		return models.Agent{}, fmt.Errorf("pause agent %s: %w", id, err)
+	}
+	s.changed()
+	return s.GetAgent(ctx, id)
 }

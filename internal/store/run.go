@@ -48,6 +48,9 @@ func (s *Store) ClaimTask(ctx context.Context, taskID, agentID string) (models.R
 		if agent.State != models.AgentIdle {
 			return models.Errorf(models.CodeConflict, "agent %s is %s, not IDLE", agentID, agent.State)
 		}
+		if agent.Paused {
+			return models.Errorf(models.CodeConflict, "agent %s is paused", agentID)
+		}
 		a, err := x.run(change{taskID: taskID, event: models.EventAssigned, expectFrom: models.StatusReady,
 			agentID: agentID, actor: "scheduler", reason: "assigned to agent " + agentID})
 		if err != nil {
@@ -342,7 +345,7 @@ func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.
 			p.Running++
 		}
 	}
-	if st.IdleAgents, err = queryAll(ctx, tx, scanAgent, "SELECT "+agentColumns+" FROM agents WHERE state = 'IDLE' ORDER BY id"); err != nil {
+	if st.IdleAgents, err = queryAll(ctx, tx, scanAgent, "SELECT "+agentColumns+" FROM agents WHERE state = 'IDLE' AND paused = 0 ORDER BY id"); err != nil {
 		return fail("idle agents", err)
 	}
 	if err := tx.QueryRowContext(ctx, qTokensInWindow, from).Scan(&st.TokensInWindow); err != nil {

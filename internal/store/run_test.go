@@ -260,3 +260,31 @@ func TestUpsertAgentKeepsRuntimeState(t *testing.T) {
 		t.Fatalf("invalid agent: %v", err)
 	}
 }
+
+func TestPausedAgentTakesNoNewTask(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	mustAgent(t, s, "a1")
+	id := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"})["a"]
+	if a, err := s.SetAgentPaused(ctx, "a1", true); err != nil || !a.Paused {
+		t.Fatalf("pause: %+v %v", a, err)
+	}
+	st, _ := s.SchedulingState(ctx, clock.Now(), time.Hour, 10)
+	if len(st.IdleAgents) != 0 {
+		t.Fatalf("a paused agent is offered: %+v", st.IdleAgents)
+	}
+	if _, _, err := s.ClaimTask(ctx, id, "a1"); err == nil || !strings.Contains(err.Error(), "paused") {
+		t.Fatalf("claim by a paused agent: %v", err)
+	}
+	if _, err := s.SetAgentPaused(ctx, "a1", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ClaimTask(ctx, id, "a1"); err != nil {
+		t.Fatalf("claim after resume: %v", err)
+	}
+	if _, err := s.SetAgentPaused(ctx, "ghost", true); models.ErrorCodeOf(err) != models.CodeNotFound {
+		t.Fatalf("unknown agent: %v", err)
+	}
+}
