@@ -86,4 +86,69 @@
 //
 // Each agent and each task appear at most once in the result, in the order
 // chosen, with a Reason starting "minimum-task guarantee" or "fair share".
+//
+// # The loop
+//
+// [Orchestrator.Run] first recovers, then runs a round on every wake-up
+// ([Orchestrator.Wake]: the store calls it after every commit that may have
+// made work ready — a task created, promoted, answered, an agent freed), on
+// the next due timer, and at the latest after the safety tick. Promotion
+// happens in the completing transaction, so an upstream's completion wakes
+// the loop and its dependent's process starts without waiting for a tick.
+// A round:
+//
+//  1. applies timers: PAUSED tasks whose resume_after has come get
+//     RESUME_TIMER; questions unanswered for InputTimeout get INPUT_TIMEOUT
+//     (the task PAUSED for as long again, the run ended; a later answer is
+//     kept and put in the next run's prompt); FAILED tasks get RETRY after
+//     RetryBackoff·2^retries (at most MaxBackoff), or MAX_RETRIES → BLOCKED
+//     once max_retries are used;
+//  2. schedules and dispatches (claim, then a goroutine per run);
+//  3. supervises runs: a run not started within StartTimeout, quiet (no
+//     output, no report) for its idle timeout, or older than its max
+//     runtime is stopped with TIMEOUT → BLOCKED and the reason;
+//
+// and arms one timer for the earliest of those deadlines. The clock is
+// injected (Config.Now and Config.After); deadlines are absolute, so time
+// passing during a round never delays them.
+//
+// # A run
+//
+// A claimed run prepares the agent's workspace (its own checkout on the
+// task branch), renders the prompt (task, acceptance criteria, tests, the
+// previous attempt's failure, answers to earlier questions) into stdin and
+// a file, and starts the adapter's command in its own process group with a
+// scrubbed environment plus AQ_SOCKET, AQ_TASK_ID, AQ_RUN_TOKEN and
+// AQ_PROMPT_FILE. The process start is recorded as AGENT_STARTED. When it
+// ends, what it reported decides the outcome: a rate limit → PAUSED until
+// the reported reset (no retry used); a failure report → AGENT_FAILED; a
+// completion report or exit status 0 → AGENT_COMPLETED; otherwise
+// AGENT_FAILED with the exit status and the tail of stderr (kept for the
+// next attempt's prompt). A completed task's branch is delivered (merged
+// into the default branch and pushed) and VERIFY_PASSED completes it; a
+// delivery that fails is VERIFY_FAILED. A failure before the process
+// started is EXECUTION_ERROR → READY.
+//
+// # Agents and people
+//
+// The orchestrator serves the agent RPC (it implements the RPC service of
+// internal/api): a run's token authorises calls for its own task only; ask
+// blocks while the task is WAITING_INPUT; complete, fail and rate_limited
+// are recorded and applied at the run's end (a second complete changes
+// nothing); usage goes to the token ledger; propose_plan creates subtasks
+// as one batch. People's admin events go through [Orchestrator.ApplyAdminEvent],
+// which ends the task's run when the event took the task away from it, and
+// answers through [Orchestrator.AnswerQuestion], which hands the answer to
+// the waiting agent.
+//
+// # Recovery and shutdown
+//
+// On start, every run left open is closed — its process group killed if it
+// survived — and its task returned to READY by RECOVERY; agents holding a
+// task without an open run are freed; ASSIGNED or IN_PROGRESS tasks without
+// a run are requeued; VERIFYING tasks are delivered again (delivery is
+// idempotent) and passed. A process that survived a crash cannot be
+// re-attached (its output pipes died with the daemon), so it is ended and
+// the task runs again. On shutdown, runs are stopped (TERM, grace, KILL) and
+// their tasks requeued by RECOVERY.
 package orchestrator
