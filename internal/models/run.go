@@ -57,6 +57,10 @@ type RunEnd struct {
 	Outcome string
 	// Error keeps the failure text for the next attempt's context.
 	Error string
+	// AgentError, when set, puts the agent in ERROR (it takes no task until
+	// a person resumes it) instead of freeing it: the run could not start
+	// because of the agent itself (its command, its checkout).
+	AgentError string
 }
 
 // Workspace is an agent's checkout prepared for one task.

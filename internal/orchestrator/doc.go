@@ -127,7 +127,9 @@
 // next attempt's prompt). A completed task's branch is delivered (merged
 // into the default branch and pushed) and VERIFY_PASSED completes it; a
 // delivery that fails is VERIFY_FAILED. A failure before the process
-// started is EXECUTION_ERROR → READY.
+// started is EXECUTION_ERROR → READY for another agent, and puts the agent
+// in ERROR (it takes no task until a person resumes it), so a broken
+// command or checkout cannot spin.
 //
 // # Agents and people
 //

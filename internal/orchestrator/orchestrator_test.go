@@ -576,3 +576,31 @@ func testLogger(t *testing.T) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+func TestStartFailureSetsTheAgentAsideAndRequeues(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.agent("a-broken", "command", "exit0", func(a *models.Agent) { a.Command = filepath.Join(t.TempDir(), "missing") })
+	id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+	h.start()
+	h.waitEnd()
+	h.settle()
+	tk := h.task(id)
+	if tk.Status != models.StatusReady || !strings.Contains(tk.StatusReason, "start process") || tk.RetryCount != 0 {
+		t.Fatalf("after the start failure: %s %q retries %d", tk.Status, tk.StatusReason, tk.RetryCount)
+	}
+	if a, _ := h.st.GetAgent(context.Background(), "a-broken"); a.State != models.AgentError {
+		t.Fatalf("the broken agent is %s", a.State)
+	}
+	h.noRunStarts() // nobody takes it again in a loop
+	h.agent("a-good", "command", "exit0", nil)
+	if r := h.waitEnd(); r.AgentID != "a-good" || r.TaskID != id {
+		t.Fatalf("then ran %+v", r)
+	}
+	if _, err := h.st.SetAgentPaused(context.Background(), "a-broken", false); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := h.st.GetAgent(context.Background(), "a-broken"); a.State != models.AgentIdle {
+		t.Fatalf("resume left the agent %s", a.State)
+	}
+}

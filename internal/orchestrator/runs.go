@@ -120,10 +120,12 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 			return o.finish(ctx, ar, o.loopEnd(ar, models.StatusAssigned))
 		default:
 		}
-		log.Warn("run did not start", "step", what, "err", err)
+		log.Warn("run did not start; the agent is set aside", "step", what, "err", err)
+		// EXECUTION_ERROR returns the task to READY for another agent; this
+		// agent goes to ERROR so that it does not take it again and again.
 		return o.finish(ctx, ar, models.RunEnd{RunID: ar.run.ID, Event: models.EventExecutionError,
 			ExpectFrom: models.StatusAssigned, Reason: what + ": " + models.ErrorMessageOf(err), Outcome: "execution_error",
-			Error: err.Error()})
+			Error: err.Error(), AgentError: what})
 	}
 	task, err := o.store.GetTask(ctx, ar.run.TaskID)
 	if err != nil {

@@ -133,10 +133,12 @@ func (s *Store) UpsertAgent(ctx context.Context, a models.Agent) (models.Agent, 
 }
 
 // SetAgentPaused pauses an agent (it takes no new task; a current run goes
-// on) or resumes it.
+// on) or resumes it; resuming an agent in ERROR returns it to IDLE.
 func (s *Store) SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error) {
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "UPDATE agents SET paused = ? WHERE id = ?", paused, id)
+		// Resuming also clears ERROR: the person has dealt with its cause.
+		res, err := tx.ExecContext(ctx, `UPDATE agents SET paused = ?,
+			state = CASE WHEN ? = 0 AND state = 'ERROR' THEN 'IDLE' ELSE state END WHERE id = ?`, paused, paused, id)
 		if err != nil {
 			return err
 		}

@@ -256,8 +256,12 @@ func (s *Store) FinishRun(ctx context.Context, end models.RunEnd) (models.Transi
 			toNanos(x.now), end.Outcome, end.Error, end.RunID); err != nil {
 			return err
 		}
-		_, err = x.ExecContext(ctx, `UPDATE agents SET state = 'IDLE', current_task_id = NULL, pid = NULL
-			WHERE id = ? AND current_task_id = ?`, r.AgentID, r.TaskID)
+		state := models.AgentIdle
+		if end.AgentError != "" {
+			state = models.AgentError
+		}
+		_, err = x.ExecContext(ctx, `UPDATE agents SET state = ?, current_task_id = NULL, pid = NULL
+			WHERE id = ? AND current_task_id = ?`, state, r.AgentID, r.TaskID)
 		changed = true
 		return err
 	})
