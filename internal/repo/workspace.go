@@ -9,8 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -32,6 +35,16 @@ type Workspaces struct {
 	mu         sync.Mutex
 	deliveries map[string]*sync.Mutex
 }
+
+// checkoutLock serialises Prepare and Deliver in one checkout: a task's
+// delivery and the next task's preparation must not interleave.
+func (w *Workspaces) checkoutLock(dir string) *sync.Mutex { return w.repoLock("checkout:" + dir) }
+
+// Bounds of git commands.
+const (
+	gitTimeout   = 10 * time.Minute
+	gitWaitDelay = 5 * time.Second
+)
 
 // deliverPushTries is how often a delivery is retried when another push
 // moved the default branch between its fetch and its push.
@@ -122,6 +135,9 @@ func (w *Workspaces) origin(ctx context.Context, r *models.RepoConfig) (string, 
 // Prepare returns the agent's checkout on the task's branch.
 func (w *Workspaces) Prepare(ctx context.Context, a models.Agent, p models.Project, t models.Task) (models.Workspace, error) {
 	dir := w.CheckoutPath(a, p)
+	lock := w.checkoutLock(dir)
+	lock.Lock()
+	defer lock.Unlock()
 	if p.Repo == nil {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return models.Workspace{}, fmt.Errorf("prepare workspace: %w", err)
@@ -151,9 +167,9 @@ func (w *Workspaces) Prepare(ctx context.Context, a models.Agent, p models.Proje
 	branch := BranchName(t)
 	def := p.Repo.DefaultBranch
 	steps := [][]string{
-		{"fetch", "-q", "origin"},
+		{"fetch", "-q", "--", src, "+refs/heads/*:refs/remotes/origin/*"},
 		{"reset", "-q", "--hard"},
-		{"clean", "-q", "-fd"},
+		{"clean", "-q", "-fdx"},
 	}
 	for _, s := range steps {
 		if _, err := w.git(ctx, dir, s...); err != nil {
@@ -181,26 +197,44 @@ func (w *Workspaces) Deliver(ctx context.Context, a models.Agent, p models.Proje
 	if dir == "" {
 		dir = w.CheckoutPath(a, p)
 	}
+	lock := w.checkoutLock(dir)
+	lock.Lock()
+	defer lock.Unlock()
+	src, err := w.origin(ctx, p.Repo)
+	if err != nil {
+		return fmt.Errorf("deliver task %s: %w", t.ID, err)
+	}
 	branch, def := BranchName(t), p.Repo.DefaultBranch
 	if _, err := w.git(ctx, dir, "rev-parse", "-q", "--verify", "refs/heads/"+branch); err != nil {
 		return fmt.Errorf("deliver task %s: no branch %s in %s", t.ID, branch, dir)
 	}
-	if status, err := w.git(ctx, dir, "status", "--porcelain"); err != nil {
-		return fmt.Errorf("deliver task %s: %w", t.ID, err)
-	} else if status != "" {
-		for _, s := range [][]string{{"checkout", "-q", branch}, {"add", "-A"},
-			{"commit", "-q", "-m", fmt.Sprintf("%s (%s)", t.Title, t.ID)}} {
-			if _, err := w.git(ctx, dir, s...); err != nil {
-				return fmt.Errorf("deliver task %s: commit leftover changes: %w", t.ID, err)
+	// Leftover changes are the task's only while the checkout is still on
+	// its branch (after a restart it may hold another task's work).
+	if current, _ := w.git(ctx, dir, "branch", "--show-current"); current == branch {
+		if status, err := w.git(ctx, dir, "status", "--porcelain"); err != nil {
+			return fmt.Errorf("deliver task %s: %w", t.ID, err)
+		} else if status != "" {
+			for _, s := range [][]string{{"add", "-A"}, {"commit", "-q", "-m", fmt.Sprintf("%s (%s)", t.Title, t.ID)}} {
+				if _, err := w.git(ctx, dir, s...); err != nil {
+					return fmt.Errorf("deliver task %s: commit leftover changes: %w", t.ID, err)
+				}
 			}
 		}
 	}
-	lock := w.repoLock(p.Repo.ID)
-	lock.Lock()
-	defer lock.Unlock()
+	if p.Repo.SourceType == models.RepoLink {
+		// The user's repository is never merged into: the task branch is
+		// pushed beside their branches for them to merge.
+		if _, err := w.git(ctx, dir, "push", "-q", "--", src, "+refs/heads/"+branch+":refs/heads/"+branch); err != nil {
+			return fmt.Errorf("deliver task %s: push %s to %s: %w", t.ID, branch, src, err)
+		}
+		return nil
+	}
+	repoLock := w.repoLock(p.Repo.ID)
+	repoLock.Lock()
+	defer repoLock.Unlock()
 	var pushErr error
 	for range deliverPushTries {
-		if _, err := w.git(ctx, dir, "fetch", "-q", "origin"); err != nil {
+		if _, err := w.git(ctx, dir, "fetch", "-q", "--", src, "+refs/heads/*:refs/remotes/origin/*"); err != nil {
 			return fmt.Errorf("deliver task %s: %w", t.ID, err)
 		}
 		if _, err := w.git(ctx, dir, "merge-base", "--is-ancestor", branch, "origin/"+def); err == nil {
@@ -213,7 +247,7 @@ func (w *Workspaces) Deliver(ctx context.Context, a models.Agent, p models.Proje
 			w.git(ctx, dir, "merge", "--abort") //nolint:errcheck // best effort; Prepare resets anyway
 			return models.Errorf(models.CodeConflict, "merging %s into %s failed: %s", branch, def, firstLine(err.Error()))
 		}
-		if _, pushErr = w.git(ctx, dir, "push", "-q", "origin", def); pushErr == nil {
+		if _, pushErr = w.git(ctx, dir, "push", "-q", "--", src, def+":refs/heads/"+def); pushErr == nil {
 			return nil
 		}
 		// Someone else moved the branch since the fetch: merge again on top.
@@ -239,13 +273,33 @@ func firstLine(s string) string {
 	return s
 }
 
-// git runs git in dir with a fixed identity and no user configuration.
+// gitEnvPass lists the daemon's variables git may see: nothing secret, and
+// no GIT_* variable that could point it at another repository.
+var gitEnvPass = []string{"PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "LANG", "TZ", "SSH_AUTH_SOCK"}
+
+// git runs git in dir with a fixed identity, no user or system
+// configuration, hooks and fsmonitor off (an agent can write its checkout's
+// .git, but nothing there runs with the daemon's rights), a scrubbed
+// environment, a timeout, and its own process group.
 func (w *Workspaces) git(ctx context.Context, dir string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
+	defer cancel()
 	full := append([]string{"-c", "user.name=agentqueued", "-c", "user.email=agentqueued@localhost",
-		"-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main"}, args...)
+		"-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main", "-c", "core.hooksPath=/dev/null",
+		"-c", "core.fsmonitor=false", "-c", "protocol.ext.allow=never"}, args...)
 	cmd := exec.CommandContext(ctx, w.cfg.Git, full...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = gitWaitDelay
+	var env []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); slices.Contains(gitEnvPass, k) || strings.HasPrefix(k, "LC_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_SSH_COMMAND=ssh -o BatchMode=yes -o ConnectTimeout=30")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {

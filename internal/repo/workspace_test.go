@@ -155,3 +155,87 @@ func TestInitAndScratch(t *testing.T) {
 		t.Fatalf("deliver without repo: %v", err)
 	}
 }
+
+func TestAgentWrittenHooksNeverRun(t *testing.T) {
+	t.Setenv("DISCORD_TOKEN", "s3cret") // the daemon's own secret
+	origin := bareOrigin(t)
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoClone, URL: origin})
+	ctx := context.Background()
+	a, task := models.Agent{ID: "a1"}, models.Task{ID: "hook-task", Title: "hook"}
+	ws, err := w.Prepare(ctx, a, p, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leak := filepath.Join(t.TempDir(), "leak")
+	hook := "#!/bin/sh\necho \"$DISCORD_TOKEN\" > " + leak + "\n"
+	for _, name := range []string{"pre-commit", "post-merge", "pre-push", "post-checkout"} {
+		os.WriteFile(filepath.Join(ws.Dir, ".git", "hooks", name), []byte(hook), 0o755)
+	}
+	os.WriteFile(filepath.Join(ws.Dir, "work.txt"), []byte("x"), 0o644) // left uncommitted: Deliver commits it
+	if err := w.Deliver(ctx, a, p, task, ws); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(leak); err == nil {
+		t.Fatalf("a hook ran with the daemon's environment: %q", b)
+	}
+}
+
+func TestLinkDeliveryPushesTheBranchOnly(t *testing.T) {
+	t.Parallel()
+	user := t.TempDir()
+	git(t, user, "init", "-q", "-b", "main")
+	os.WriteFile(filepath.Join(user, "README"), []byte("mine\n"), 0o644)
+	git(t, user, "add", "README")
+	git(t, user, "commit", "-q", "-m", "mine")
+	git(t, user, "checkout", "-q", "-b", "feature")
+	mainBefore := git(t, user, "rev-parse", "main")
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoLink, SourcePath: user})
+	ctx := context.Background()
+	a, task := models.Agent{ID: "a1"}, models.Task{ID: "link-task", Title: "link"}
+	ws, err := w.Prepare(ctx, a, p, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(ws.Dir, "agent.txt"), []byte("agent\n"), 0o644)
+	if err := w.Deliver(ctx, a, p, task, ws); err != nil {
+		t.Fatal(err)
+	}
+	if got := git(t, user, "rev-parse", "main"); got != mainBefore {
+		t.Fatal("the user's main branch moved")
+	}
+	if got := git(t, user, "branch", "--show-current"); got != "feature" {
+		t.Fatalf("the user's checkout is on %s", got)
+	}
+	if got := git(t, user, "show", ws.Branch+":agent.txt"); got != "agent" {
+		t.Fatalf("the task branch in the user's repo has %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(user, "agent.txt")); !os.IsNotExist(err) {
+		t.Fatal("the user's working tree was changed")
+	}
+}
+
+func TestDeliverAfterRestartLeavesOtherWorkAlone(t *testing.T) {
+	t.Parallel()
+	origin := bareOrigin(t)
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoClone, URL: origin})
+	ctx := context.Background()
+	a := models.Agent{ID: "a1"}
+	first, second := models.Task{ID: "first-task", Title: "first"}, models.Task{ID: "second-task", Title: "second"}
+	ws, _ := w.Prepare(ctx, a, p, first)
+	os.WriteFile(filepath.Join(ws.Dir, "first.txt"), []byte("1"), 0o644)
+	git(t, ws.Dir, "add", "first.txt")
+	git(t, ws.Dir, "commit", "-q", "-m", "first")
+	// The checkout has moved on to another task with uncommitted work when
+	// the first task's delivery is repeated (as after a restart).
+	ws2, _ := w.Prepare(ctx, a, p, second)
+	os.WriteFile(filepath.Join(ws2.Dir, "second.txt"), []byte("2"), 0o644)
+	if err := w.Deliver(ctx, a, p, first, models.Workspace{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exec.Command("git", "--git-dir", origin, "cat-file", "-e", "main:second.txt").CombinedOutput(); err == nil {
+		t.Fatal("another task's uncommitted work was delivered with the first")
+	}
+	if got := git(t, origin, "show", "main:first.txt"); got != "1" {
+		t.Fatalf("first task not delivered: %q", got)
+	}
+}
