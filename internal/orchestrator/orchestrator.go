@@ -250,6 +250,9 @@ func (o *Orchestrator) round(ctx context.Context) time.Time {
 	if err := o.schedule(ctx, now); err != nil {
 		o.log.Error("schedule", "err", err)
 	}
+	if err := o.reconcile(ctx); err != nil {
+		o.log.Error("reconcile", "err", err)
+	}
 	// After scheduling, so that runs dispatched now have their start
 	// deadline armed.
 	if d := o.superviseRuns(now); !d.IsZero() && d.Before(due) {

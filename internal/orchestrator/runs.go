@@ -23,7 +23,7 @@ type activeRun struct {
 	mu           sync.Mutex
 	stopOnce     sync.Once
 	started      bool // the process is running and the task IN_PROGRESS
-	waiting      bool // blocked in ask: quiet is expected, not idle
+	waiting      int  // asks in progress: quiet is expected, not idle
 	lastActivity time.Time
 	proc         *agent.Process
 	stop         chan struct{} // closed when the loop ends the run
@@ -31,9 +31,11 @@ type activeRun struct {
 	completion *models.Completion
 	failure    string
 	pause      *models.RateLimit
-	// Set by the loop when it ends the run: the event and reason to apply.
-	endEvent  models.TaskEvent
-	endReason string
+	// Set by the loop when it ends the run: the event and reason to apply,
+	// and whether an ask was waiting then.
+	endEvent   models.TaskEvent
+	endReason  string
+	endWaiting bool
 }
 
 func (r *activeRun) touch(now time.Time) {
@@ -49,7 +51,7 @@ func (r *activeRun) end(event models.TaskEvent, reason string) {
 	if r.endReason != "" {
 		return
 	}
-	r.endEvent, r.endReason = event, reason
+	r.endEvent, r.endReason, r.endWaiting = event, reason, r.waiting > 0
 	r.stopOnce.Do(func() { close(r.stop) })
 }
 
@@ -186,7 +188,9 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	if _, err := o.store.StartRun(ctx, ar.run.ID, proc.PID(), ws.Dir); err != nil {
 		proc.Stop(o.cfg.StopGrace)
 		log.Warn("started run not recorded", "err", err)
-		return o.finish(ctx, ar, models.RunEnd{RunID: ar.run.ID, Outcome: "abandoned", Error: err.Error()})
+		return o.finish(ctx, ar, models.RunEnd{RunID: ar.run.ID, Event: models.EventExecutionError,
+			ExpectFrom: models.StatusAssigned, Reason: "record the start: " + err.Error(), Outcome: "execution_error",
+			Error: err.Error()})
 	}
 	ar.mu.Lock()
 	ar.proc, ar.started, ar.lastActivity = proc, true, o.cfg.Now()
@@ -218,6 +222,12 @@ func (o *Orchestrator) loopEnd(ar *activeRun, from models.TaskStatus) models.Run
 	defer ar.mu.Unlock()
 	end := models.RunEnd{RunID: ar.run.ID, Event: ar.endEvent, ExpectFrom: from, Reason: ar.endReason,
 		Outcome: "stopped", Error: ar.endReason}
+	if ar.endWaiting {
+		// Ended mid-question: the task pauses until an answer comes (which
+		// resumes it at once) or the input timeout passes.
+		at := o.cfg.Now().Add(o.cfg.InputTimeout)
+		end.ResumeAfter = &at
+	}
 	if ar.endEvent == models.EventTimeout {
 		end.Outcome = "timeout"
 	}
@@ -282,10 +292,22 @@ func exitText(r agent.Result) string {
 func (o *Orchestrator) finish(ctx context.Context, ar *activeRun, end models.RunEnd) models.TransitionResult {
 	res, err := o.store.FinishRun(ctx, end)
 	if err != nil && end.Event != "" {
-		o.log.Info("run end event not applied; closing the run", "task_id", ar.run.TaskID, "run_id", ar.run.ID,
-			"event", end.Event, "err", err)
-		end.Event = ""
-		res, err = o.store.FinishRun(ctx, end)
+		switch models.ErrorCodeOf(err) {
+		case models.CodeConflict, models.CodeInvalid:
+			// The task moved on (an admin acted): close the run only.
+		default:
+			// A store error: try once more before giving up the event; the
+			// loop's reconciliation repairs a task left without its run.
+			if res, err = o.store.FinishRun(ctx, end); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			o.log.Info("run end event not applied; closing the run", "task_id", ar.run.TaskID, "run_id", ar.run.ID,
+				"event", end.Event, "err", err)
+			end.Event = ""
+			res, err = o.store.FinishRun(ctx, end)
+		}
 	}
 	if err != nil {
 		o.log.Error("finish run", "task_id", ar.run.TaskID, "run_id", ar.run.ID, "err", err)
@@ -331,8 +353,7 @@ func (o *Orchestrator) adapterEvent(ar *activeRun, ev agent.Event) {
 	}
 }
 
-// superviseRuns ends runs past their deadlines and runs whose task was
-// moved on by someone else (an admin stop or restart); it returns the next
+// superviseRuns ends runs past their deadlines; it returns the next
 // deadline (zero if none).
 func (o *Orchestrator) superviseRuns(now time.Time) time.Time {
 	o.mu.Lock()
@@ -350,7 +371,7 @@ func (o *Orchestrator) superviseRuns(now time.Time) time.Time {
 	for _, r := range runs {
 		idle, max := o.limits(r.agent)
 		r.mu.Lock()
-		started, last, waiting := r.started, r.lastActivity, r.waiting
+		started, last, waiting := r.started, r.lastActivity, r.waiting > 0
 		r.mu.Unlock()
 		if !started {
 			deadline := r.run.StartedAt.Add(o.cfg.StartTimeout)
@@ -443,14 +464,8 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	} else if len(freed) > 0 {
 		o.log.Info("recovery freed agents", "agents", freed)
 	}
-	stuck, err := o.store.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{models.StatusAssigned,
-		models.StatusInProgress}, Limit: 10_000})
-	if err != nil {
+	if err := o.reconcile(ctx); err != nil {
 		return err
-	}
-	for _, t := range stuck {
-		o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventRecovery, ExpectFrom: t.Status,
-			Actor: "system", Reason: "no run was in flight after a restart"})
 	}
 	verifying, err := o.store.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{models.StatusVerifying}, Limit: 10_000})
 	if err != nil {
@@ -513,3 +528,60 @@ func Prompt(t models.Task, ws models.Workspace, previousError string, questions 
 		"if you cannot go on without a decision, ask (agentqueued agent ask).\n")
 	return b.String()
 }
+
+// reconcile repairs what no run will repair: tasks holding an agent (ASSIGNED,
+// IN_PROGRESS, WAITING_INPUT) without a run of this orchestrator are
+// requeued (a waiting one is paused, to resume with its answer), and open
+// runs this orchestrator does not supervise are closed. It runs at start
+// and in every round, after dispatch, on the loop's goroutine.
+func (o *Orchestrator) reconcile(ctx context.Context) error {
+	o.mu.Lock()
+	live := map[string]bool{}
+	liveRuns := map[int64]bool{}
+	for id, r := range o.runs {
+		live[r.run.TaskID], liveRuns[id] = true, true
+	}
+	o.mu.Unlock()
+	open, err := o.store.OpenRuns(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range open {
+		if liveRuns[r.ID] {
+			continue
+		}
+		if r.PID != nil && agent.Alive(*r.PID) {
+			if err := agent.KillGroup(*r.PID); err != nil {
+				o.log.Warn("reconcile: end leftover process", "run_id", r.ID, "pid", *r.PID, "err", err)
+			}
+		}
+		if _, err := o.store.FinishRun(ctx, models.RunEnd{RunID: r.ID, Event: models.EventRecovery,
+			Reason: "its run is not supervised (the daemon restarted or lost it)", Outcome: "recovered"}); err != nil {
+			if _, err := o.store.FinishRun(ctx, models.RunEnd{RunID: r.ID, Outcome: "recovered"}); err != nil {
+				return err
+			}
+		}
+		o.log.Info("closed an unsupervised run", "task_id", r.TaskID, "run_id", r.ID, "agent", r.AgentID)
+	}
+	held, err := o.store.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{models.StatusAssigned,
+		models.StatusInProgress, models.StatusWaitingInput}, Limit: MaxReconcile})
+	if err != nil {
+		return err
+	}
+	for _, t := range held {
+		if live[t.ID] {
+			continue
+		}
+		req := models.TransitionRequest{TaskID: t.ID, Event: models.EventRecovery, ExpectFrom: t.Status, Actor: "system",
+			Reason: "no run is in flight for it"}
+		if t.Status == models.StatusWaitingInput {
+			at := o.cfg.Now().Add(o.cfg.InputTimeout)
+			req.Event, req.ResumeAfter, req.Reason = models.EventInputTimeout, &at, "its run ended while waiting for an answer"
+		}
+		o.apply(ctx, req)
+	}
+	return nil
+}
+
+// MaxReconcile bounds the tasks one reconciliation reads.
+const MaxReconcile = 10_000

@@ -32,6 +32,11 @@ func (o *Orchestrator) touch(ctx context.Context, run models.Run) (*activeRun, e
 	if err != nil {
 		return nil, err
 	}
+	select {
+	case <-ar.stop:
+		return nil, models.Errorf(models.CodeConflict, "run %d is being stopped", run.ID)
+	default:
+	}
 	ar.touch(o.cfg.Now())
 	if err := o.store.TouchRun(ctx, run.ID); err != nil {
 		return nil, err
@@ -68,11 +73,11 @@ func (o *Orchestrator) Ask(ctx context.Context, run models.Run, question string)
 	// Waiting is not idling: mark it before the question is visible, so no
 	// round can take the quiet for a hung agent.
 	ar.mu.Lock()
-	ar.waiting = true
+	ar.waiting++
 	ar.mu.Unlock()
 	defer func() {
 		ar.mu.Lock()
-		ar.waiting = false
+		ar.waiting--
 		ar.mu.Unlock()
 		ar.touch(o.cfg.Now())
 	}()

@@ -251,3 +251,86 @@ func TestAdminStopThroughTheCommandLayer(t *testing.T) {
 		t.Fatalf("an illegal event: %v", err)
 	}
 }
+
+// askAsync asks from a goroutine and waits until the question is open.
+func (h *harness) askAsync(run models.Run, q string) (chan error, models.Question) {
+	h.t.Helper()
+	errc := make(chan error, 1)
+	go func() { _, err := h.o.Ask(context.Background(), run, q); errc <- err }()
+	for range 1000 {
+		h.settle()
+		qs, _ := h.o.OpenQuestions(context.Background())
+		for _, open := range qs {
+			if open.Text == q {
+				return errc, open
+			}
+		}
+	}
+	h.t.Fatal("the question never opened")
+	return nil, models.Question{}
+}
+
+func TestRunEndingWhileWaitingPausesTheTask(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.InputTimeout = 10 * time.Hour })
+	h.agent("a1", "command", "quiet", func(a *models.Agent) { a.MaxRuntime = models.Duration(time.Hour) })
+	id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+	run := h.running()
+	errc, q := h.askAsync(run, "Which way?")
+	h.clock.Advance(time.Hour) // the wall-clock cap ends the run mid-question
+	if err := <-errc; err == nil {
+		t.Fatal("the ask outlived its run")
+	}
+	h.waitEnd()
+	h.settle()
+	tk := h.task(id)
+	if tk.Status != models.StatusPaused || !tk.ResumeAfter.Equal(h.clock.Now().Add(10*time.Hour)) {
+		t.Fatalf("after the run ended mid-question: %s until %v (%q)", tk.Status, tk.ResumeAfter, tk.StatusReason)
+	}
+	if qs, _ := h.o.OpenQuestions(context.Background()); len(qs) != 0 {
+		t.Fatalf("the ended run's question is still open: %+v", qs)
+	}
+	// A late answer must not move the task to IN_PROGRESS without a run.
+	if _, err := h.o.AnswerQuestion(context.Background(), q.ID, "left", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	r2 := h.waitStart() // resumed as a new run
+	if r2.Attempt != 2 {
+		t.Fatalf("resumed run %+v", r2)
+	}
+	prompt, _ := os.ReadFile(filepath.Join(h.o.cfg.RunDir, id, "2.prompt"))
+	if !strings.Contains(string(prompt), "Q: Which way?\nA: left") {
+		t.Fatalf("the answer is not in the resumed prompt:\n%s", prompt)
+	}
+}
+
+func TestStaleQuestionDoesNotTouchTheNextRun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.InputTimeout = time.Hour })
+	h.heldAgent("a1")
+	id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+	run1 := h.running()
+	errc, _ := h.askAsync(run1, "first?")
+	if _, err := h.o.ApplyAdminEvent(context.Background(), models.TransitionRequest{TaskID: id, Event: models.EventAdminRestart, Actor: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	<-errc
+	h.waitEnd()
+	run2 := h.waitStart()
+	h.settle()
+	h.clock.Advance(30 * time.Minute)
+	errc2, _ := h.askAsync(run2, "second?")
+	h.clock.Advance(31 * time.Minute) // past the first question's deadline, not the second's
+	h.settle()
+	select {
+	case err := <-errc2:
+		t.Fatalf("the second ask ended at the first question's deadline: %v", err)
+	default:
+	}
+	if st := h.task(id).Status; st != models.StatusWaitingInput {
+		t.Fatalf("status %s", st)
+	}
+	if _, err := h.o.Ask(context.Background(), run1, "from the old run"); err == nil {
+		t.Fatal("the replaced run asked again")
+	}
+}

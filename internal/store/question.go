@@ -36,9 +36,12 @@ func (s *Store) AskQuestion(ctx context.Context, runID int64, text string) (mode
 	var q models.Question
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		x := s.newTxn(ctx, tx)
-		r, err := openRun(x, runID)
+		r, current, err := currentRun(x, runID)
 		if err != nil {
 			return err
+		}
+		if !current {
+			return models.Errorf(models.CodeConflict, "run %d is no longer its task's current run", runID)
 		}
 		a, err := x.run(change{taskID: r.TaskID, event: models.EventAgentQuestion, expectFrom: models.StatusInProgress,
 			actor: r.AgentID, reason: text})
@@ -100,7 +103,20 @@ func (s *Store) AnswerQuestion(ctx context.Context, id int64, answer, by string)
 		if err != nil {
 			return err
 		}
-		if t.Status == models.StatusWaitingInput {
+		var open int
+		if err := x.QueryRowContext(ctx, "SELECT count(*) FROM task_runs WHERE id = ? AND ended_at IS NULL", q.RunID).Scan(&open); err != nil {
+			return err
+		}
+		// Only the run that asked, still waiting, goes on with the answer;
+		// otherwise it is kept for the task's next run.
+		if t.Status == models.StatusPaused && open == 0 {
+			// Paused for want of this answer: resume at the next round.
+			if _, err := x.ExecContext(ctx, "UPDATE tasks SET resume_after = ? WHERE id = ? AND status = 'PAUSED' AND resume_after > ?",
+				toNanos(x.now), q.TaskID, toNanos(x.now)); err != nil {
+				return err
+			}
+		}
+		if t.Status == models.StatusWaitingInput && open == 1 {
 			if _, err := x.run(change{taskID: q.TaskID, event: models.EventHumanReplied, expectFrom: models.StatusWaitingInput,
 				actor: by, reason: "answered question " + fmt.Sprint(id)}); err != nil {
 				return err
@@ -130,6 +146,22 @@ func (s *Store) TimeOutQuestion(ctx context.Context, id int64, resumeAfter time.
 		}
 		if _, err := x.ExecContext(ctx, "UPDATE questions SET timed_out_at = ? WHERE id = ?", toNanos(x.now), id); err != nil {
 			return err
+		}
+		t, err := getTask(ctx, x, q.TaskID)
+		if err != nil {
+			return err
+		}
+		var current bool
+		if q.Answer == nil {
+			if _, cur, err := currentRun(x, q.RunID); err == nil {
+				current = cur
+			} else if models.ErrorCodeOf(err) == models.CodeInternal {
+				return err
+			}
+		}
+		if t.Status != models.StatusWaitingInput || !current {
+			out = models.TransitionResult{Task: t, From: t.Status, To: t.Status, Duplicate: true}
+			return nil // a stale question: marked, nothing else to do
 		}
 		a, err := x.run(change{taskID: q.TaskID, event: models.EventInputTimeout, expectFrom: models.StatusWaitingInput,
 			actor: "system", reason: fmt.Sprintf("no answer to question %d", id), resumeAfter: &resumeAfter})

@@ -166,9 +166,12 @@ func (s *Store) StartRun(ctx context.Context, runID int64, pid int, checkoutPath
 	var out models.TransitionResult
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		x := s.newTxn(ctx, tx)
-		r, err := openRun(x, runID)
+		r, current, err := currentRun(x, runID)
 		if err != nil {
 			return err
+		}
+		if !current {
+			return models.Errorf(models.CodeConflict, "run %d is no longer its task's current run", runID)
 		}
 		a, err := x.run(change{taskID: r.TaskID, event: models.EventAgentStarted, expectFrom: models.StatusAssigned,
 			actor: r.AgentID, reason: fmt.Sprintf("run %d started (attempt %d)", runID, r.Attempt)})
@@ -191,6 +194,25 @@ func (s *Store) StartRun(ctx context.Context, runID int64, pid int, checkoutPath
 		return models.TransitionResult{}, fmt.Errorf("start run %d: %w", runID, err)
 	}
 	return out, nil
+}
+
+// currentRun returns an open run that is still its task's current one: its
+// agent holds the task and no later run of the task exists. A run being
+// replaced (stopped, its task restarted elsewhere) may not act on the task.
+func currentRun(x *txn, runID int64) (models.Run, bool, error) {
+	r, err := openRun(x, runID)
+	if err != nil {
+		return r, false, err
+	}
+	var latest int64
+	var holder sql.NullString
+	if err := x.QueryRowContext(x.ctx, "SELECT max(id) FROM task_runs WHERE task_id = ?", r.TaskID).Scan(&latest); err != nil {
+		return r, false, err
+	}
+	if err := x.QueryRowContext(x.ctx, "SELECT current_task_id FROM agents WHERE id = ?", r.AgentID).Scan(&holder); err != nil {
+		return r, false, err
+	}
+	return r, latest == runID && holder.String == r.TaskID, nil
 }
 
 func openRun(x *txn, runID int64) (models.Run, error) {
@@ -234,8 +256,31 @@ func (s *Store) FinishRun(ctx context.Context, end models.RunEnd) (models.Transi
 	var changed bool
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		x := s.newTxn(ctx, tx)
-		r, err := openRun(x, end.RunID)
+		r, current, err := currentRun(x, end.RunID)
 		if err != nil {
+			return err
+		}
+		if !current {
+			end.Event = "" // the task has moved on to another run: only close this one
+		}
+		if end.Event != "" {
+			t, err := getTask(ctx, x, r.TaskID)
+			if err != nil {
+				return err
+			}
+			if t.Status == models.StatusWaitingInput {
+				// The run ends while its question waits: the task pauses
+				// and resumes later with whatever answer came.
+				at := x.now
+				if end.ResumeAfter != nil {
+					at = *end.ResumeAfter
+				}
+				end.Event, end.ExpectFrom, end.ResumeAfter = models.EventInputTimeout, models.StatusWaitingInput, &at
+				end.Reason = "the run ended while waiting for an answer: " + end.Reason
+			}
+		}
+		if _, err := x.ExecContext(ctx, "UPDATE questions SET timed_out_at = ? WHERE run_id = ? AND answer IS NULL AND timed_out_at IS NULL",
+			toNanos(x.now), end.RunID); err != nil {
 			return err
 		}
 		if end.Event != "" {
