@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +27,9 @@ var scripts = map[string]string{
 	"polite":       `sleep 300 & echo $!; wait`,
 	"ignores-term": `trap '' TERM; sleep 300 & echo $!; while :; do wait; done`,
 	"leaves-child": `sleep 300 & echo $!; exit 0`,
+	// escapes leaves a child in a session of its own, holding stdout; the
+	// FIFO makes the script wait until the child has left the group.
+	"escapes": `f=$(mktemp -u); mkfifo "$f"; setsid sh -c "echo \$\$ > $f; exec sleep 300" & read -r pid < "$f"; rm -f "$f"; echo "$pid"; exit 0`,
 }
 
 var scriptDir string
@@ -202,5 +207,29 @@ func TestCommandAdapter(t *testing.T) {
 	}
 	if _, err := reg.For("telepathy"); err == nil || !strings.Contains(err.Error(), "command") {
 		t.Fatalf("unknown type: %v", err)
+	}
+}
+
+func TestChildLeavingTheGroupDoesNotHangTheRun(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("setsid is not installed")
+	}
+	child := make(chan int, 1)
+	p, err := agent.Start(agent.Spec{Argv: []string{script(t, "escapes")}, Dir: t.TempDir(),
+		LogPath: filepath.Join(t.TempDir(), "run.log"), Env: agent.Environment(os.Environ(), nil, nil),
+		OnLine: func(b []byte) {
+			if pid, err := strconv.Atoi(string(b)); err == nil {
+				child <- pid
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := <-child
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	r := wait(t, p) // bounded by the output drain, not by the escaped child
+	if r.ExitCode != 0 {
+		t.Fatalf("result %+v", r)
 	}
 }

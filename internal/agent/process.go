@@ -59,14 +59,16 @@ type Result struct {
 
 // Process is a running agent subprocess in its own process group.
 type Process struct {
-	cmd     *exec.Cmd
-	log     *os.File
-	tail    *tailBuffer
-	done    chan struct{}
-	result  Result
-	readers sync.WaitGroup
-	mu      sync.Mutex
-	stopped bool
+	cmd *exec.Cmd
+	// stdout and stderr are the read ends of the output pipes.
+	stdout, stderr *os.File
+	log            *os.File
+	tail           *tailBuffer
+	done           chan struct{}
+	result         Result
+	readers        sync.WaitGroup
+	mu             sync.Mutex
+	stopped        bool
 }
 
 // Start starts the process described by spec. The caller must call Wait.
@@ -115,7 +117,7 @@ func Start(spec Spec) (*Process, error) {
 	if size <= 0 {
 		size = DefaultStderrTail
 	}
-	p := &Process{cmd: cmd, log: logf, tail: &tailBuffer{max: size}, done: make(chan struct{})}
+	p := &Process{cmd: cmd, stdout: stdout, stderr: stderr, log: logf, tail: &tailBuffer{max: size}, done: make(chan struct{})}
 	activity := spec.OnActivity
 	if activity == nil {
 		activity = func() {}
@@ -172,7 +174,17 @@ func (p *Process) wait() {
 	// also closes their copies of the output pipes.
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck // usually already gone
 	waitGroupGone(p.cmd.Process.Pid, groupGoneTimeout)
-	p.readers.Wait()
+	// A child that left the group (setsid) may still hold the pipes open:
+	// read what remains for a moment, then stop reading.
+	drained := make(chan struct{})
+	go func() { p.readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(outputDrain):
+		p.stdout.Close()
+		p.stderr.Close()
+		<-drained
+	}
 	p.log.Close()
 	r := Result{ExitCode: p.cmd.ProcessState.ExitCode(), StderrTail: p.tail.String()}
 	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -189,8 +201,12 @@ func (p *Process) wait() {
 	close(p.done)
 }
 
-// groupGoneTimeout bounds the wait for a killed process group to end.
-const groupGoneTimeout = 5 * time.Second
+// groupGoneTimeout bounds the wait for a killed process group to end, and
+// outputDrain the wait for its output once it has.
+const (
+	groupGoneTimeout = 5 * time.Second
+	outputDrain      = 2 * time.Second
+)
 
 // waitGroupGone waits until no live (non-zombie) process of group pgid is
 // left, or timeout passes. Where /proc cannot be read it returns at once.
