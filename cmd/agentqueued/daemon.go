@@ -134,7 +134,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	o, err := orchestrator.New(orchestrator.Config{SafetyTick: oc.SafetyTick, Window: oc.Window, IdleTimeout: oc.IdleTimeout,
 		MaxRuntime: oc.MaxRuntime, StartTimeout: oc.StartTimeout, RetryBackoff: oc.RetryBackoff, MaxBackoff: oc.MaxBackoff,
 		StopGrace: oc.StopGrace, PauseDelay: oc.PauseDelay, GlobalBudget: oc.GlobalTokenBudget, Rules: cfg.Rules,
-		RunDir: filepath.Join(cfg.DataDir, "runs"), WorkDir: filepath.Join(cfg.DataDir, "workspaces"), SocketPath: socket,
+		InputTimeout: oc.InputTimeout, RunDir: filepath.Join(cfg.DataDir, "runs"), SocketPath: socket,
 		Logger: log.With("component", "orchestrator")}, st, ws, agent.DefaultRegistry())
 	if err != nil {
 		return err

@@ -73,6 +73,7 @@ type Config struct {
 type OrchestratorConfig struct {
 	SafetyTick, Window, IdleTimeout, MaxRuntime, StartTimeout time.Duration
 	RetryBackoff, MaxBackoff, StopGrace, PauseDelay           time.Duration
+	InputTimeout                                              time.Duration
 	// GlobalTokenBudget caps the tokens of all projects in the window; nil
 	// is unlimited.
 	GlobalTokenBudget *int64
@@ -142,6 +143,7 @@ type fileOrchestrator struct {
 	MaxBackoff        string `yaml:"max_backoff"`
 	StopGrace         string `yaml:"stop_grace"`
 	PauseDelay        string `yaml:"pause_delay"`
+	InputTimeout      string `yaml:"input_timeout"`
 	GlobalTokenBudget string `yaml:"global_token_budget"`
 }
 
@@ -325,6 +327,7 @@ func (c *Config) overlayOrchestrator(f fileOrchestrator) error {
 		{"orchestrator.start_timeout", f.StartTimeout, &o.StartTimeout},
 		{"orchestrator.retry_backoff", f.RetryBackoff, &o.RetryBackoff}, {"orchestrator.max_backoff", f.MaxBackoff, &o.MaxBackoff},
 		{"orchestrator.stop_grace", f.StopGrace, &o.StopGrace}, {"orchestrator.pause_delay", f.PauseDelay, &o.PauseDelay},
+		{"orchestrator.input_timeout", f.InputTimeout, &o.InputTimeout},
 	} {
 		if err := parseDuration(d.key, d.v, d.dst); err != nil {
 			return err

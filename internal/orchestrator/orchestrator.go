@@ -66,8 +66,6 @@ type Config struct {
 	Rules []models.Rule
 	// RunDir holds each attempt's prompt and log: RunDir/<task>/<attempt>.{prompt,log}.
 	RunDir string
-	// WorkDir holds checkouts of agents whose project has no repo.
-	WorkDir string
 	// SocketPath is the agent RPC socket, passed to runs as AQ_SOCKET.
 	SocketPath string
 	// Environ is the daemon's environment, scrubbed for each run; default os.Environ().
@@ -130,6 +128,7 @@ type Store interface {
 	OpenRuns(ctx context.Context) ([]models.Run, error)
 	FreeOrphanAgents(ctx context.Context) ([]string, error)
 	LastRunError(ctx context.Context, taskID string) (string, error)
+	RecordRunFailure(ctx context.Context, runID int64, outcome, msg string) error
 	ApplyEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error)
 	GetTask(ctx context.Context, id string) (models.Task, error)
 	ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error)
@@ -170,6 +169,12 @@ type Orchestrator struct {
 
 	mu   sync.Mutex
 	runs map[int64]*activeRun
+	// cooldown keeps projects whose runs could not start (a broken
+	// checkout, an unreachable repository) and agents that hit a rate limit
+	// out of scheduling until the time given; failures counts consecutive
+	// start failures per project.
+	cooldown map[string]time.Time
+	failures map[string]int
 	// answers wakes the ask waiting for question id.
 	answers map[int64]chan string
 	askErrs map[int64]chan error
@@ -185,11 +190,9 @@ func New(cfg Config, st Store, ws Workspaces, adapters *agent.Registry) (*Orches
 		return nil, errors.New("orchestrator: Config.RunDir is required")
 	}
 	cfg.applyDefaults()
-	if cfg.WorkDir == "" {
-		cfg.WorkDir = cfg.RunDir
-	}
 	return &Orchestrator{cfg: cfg, store: st, ws: ws, adapters: adapters, log: cfg.Logger,
-		wake: make(chan struct{}, 1), runs: map[int64]*activeRun{}, answers: map[int64]chan string{}}, nil
+		wake: make(chan struct{}, 1), runs: map[int64]*activeRun{}, answers: map[int64]chan string{},
+		askErrs: map[int64]chan error{}, cooldown: map[string]time.Time{}, failures: map[string]int{}}, nil
 }
 
 // Wake asks the loop for a round now. It never blocks; wake-ups that
@@ -247,8 +250,10 @@ func (o *Orchestrator) round(ctx context.Context) time.Time {
 	} else if !d.IsZero() && d.Before(due) {
 		due = d
 	}
-	if err := o.schedule(ctx, now); err != nil {
+	if d, err := o.schedule(ctx, now); err != nil {
 		o.log.Error("schedule", "err", err)
+	} else if !d.IsZero() && d.Before(due) {
+		due = d
 	}
 	if err := o.reconcile(ctx); err != nil {
 		o.log.Error("reconcile", "err", err)
@@ -263,19 +268,56 @@ func (o *Orchestrator) round(ctx context.Context) time.Time {
 }
 
 // schedule reads a snapshot, runs the scheduler and dispatches its
-// assignments.
-func (o *Orchestrator) schedule(ctx context.Context, now time.Time) error {
+// assignments; it returns the next time something now held back (a task's
+// not_before, a cooldown) becomes due (zero if none).
+func (o *Orchestrator) schedule(ctx context.Context, now time.Time) (time.Time, error) {
 	st, err := o.store.SchedulingState(ctx, now, o.cfg.Window, o.cfg.ReadyPerProject)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
+	var next time.Time
+	consider := func(t time.Time) {
+		if t.After(now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	for _, t := range st.Ready {
+		if t.NotBefore != nil {
+			consider(*t.NotBefore)
+		}
+	}
+	o.mu.Lock()
+	for key, until := range o.cooldown {
+		if !until.After(now) {
+			delete(o.cooldown, key)
+			continue
+		}
+		consider(until)
+	}
+	o.mu.Unlock()
 	if len(st.IdleAgents) == 0 || len(st.Ready) == 0 {
-		return nil
+		return next, nil
 	}
 	for _, as := range Schedule(o.snapshot(st), SchedulerConfig{Quantum: o.cfg.Quantum}) {
 		o.dispatch(ctx, as)
 	}
-	return nil
+	return next, nil
+}
+
+// coolDown keeps key ("project:<id>" or "agent:<id>") out of scheduling until until.
+func (o *Orchestrator) coolDown(key string, until time.Time) {
+	o.mu.Lock()
+	if until.After(o.cooldown[key]) {
+		o.cooldown[key] = until
+	}
+	o.mu.Unlock()
+	o.Wake() // arm the timer for its end
+}
+
+func (o *Orchestrator) coolingDown(key string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.cooldown[key].After(o.cfg.Now())
 }
 
 // snapshot converts the store's state into the scheduler's input.
@@ -283,8 +325,12 @@ func (o *Orchestrator) snapshot(st models.SchedulingState) Snapshot {
 	s := Snapshot{Now: st.Now, Window: o.cfg.Window, Rules: o.cfg.Rules, GlobalBudget: o.cfg.GlobalBudget,
 		GlobalTokensUsed: st.TokensInWindow}
 	for _, p := range st.Projects {
+		status := p.Project.Status
+		if status == models.ProjectActive && o.coolingDown("project:"+p.Project.ID) {
+			status = models.ProjectPaused
+		}
 		s.Projects = append(s.Projects, ProjectState{ID: p.Project.ID, CreditWeight: p.Project.CreditWeight,
-			MaxConcurrentAgents: p.Project.MaxConcurrentAgents, Status: p.Project.Status, TokensUsed: p.Project.TotalTokensUsed,
+			MaxConcurrentAgents: p.Project.MaxConcurrentAgents, Status: status, TokensUsed: p.Project.TotalTokensUsed,
 			BudgetLimit: p.Project.BudgetLimit, AgentSeconds: p.AgentSeconds, CompletedInWindow: p.CompletedInWindow,
 			Running: p.Running})
 	}
@@ -300,6 +346,9 @@ func (o *Orchestrator) snapshot(st models.SchedulingState) Snapshot {
 		s.Running = append(s.Running, info(t))
 	}
 	for _, a := range st.IdleAgents {
+		if o.coolingDown("agent:" + a.ID) {
+			continue
+		}
 		s.IdleAgents = append(s.IdleAgents, AgentInfo{ID: a.ID, Projects: a.Projects})
 	}
 	return s

@@ -604,3 +604,37 @@ func TestStartFailureSetsTheAgentAsideAndRequeues(t *testing.T) {
 		t.Fatalf("resume left the agent %s", a.State)
 	}
 }
+
+func TestWorkspaceFailureCoolsTheProjectNotTheAgent(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	if _, err := h.st.CreateProject(context.Background(), models.Project{ID: "broken",
+		Repo: &models.RepoConfig{SourceType: models.RepoClone, URL: filepath.Join(t.TempDir(), "missing.git")}}); err != nil {
+		t.Fatal(err)
+	}
+	h.agent("a1", "command", "exit0", nil)
+	res, err := h.st.CreateTasks(context.Background(), models.TaskBatch{ProjectID: "broken", Tasks: []models.BatchTask{{Title: "t"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res[0].TaskID
+	h.start()
+	h.waitEnd()
+	h.settle()
+	tk := h.task(id)
+	if tk.Status != models.StatusReady || !strings.Contains(tk.StatusReason, "prepare workspace: ") || strings.Contains(tk.StatusReason, "internal error") {
+		t.Fatalf("after the failure: %s %q", tk.Status, tk.StatusReason)
+	}
+	if a, _ := h.st.GetAgent(context.Background(), "a1"); a.State != models.AgentIdle {
+		t.Fatalf("the agent was blamed: %s", a.State)
+	}
+	select {
+	case r := <-h.ends:
+		t.Fatalf("retried at once: %+v", r)
+	default:
+	}
+	h.clock.Advance(30 * time.Second) // the project's cooldown
+	if r := h.waitEnd(); r.TaskID != id || r.Attempt != 2 {
+		t.Fatalf("after the cooldown: %+v", r)
+	}
+}

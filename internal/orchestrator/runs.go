@@ -116,55 +116,68 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 		case <-startCtx.Done():
 		}
 	}()
-	startErr := func(what string, err error) models.TransitionResult {
+	// startErr ends a run that could not start: EXECUTION_ERROR returns the
+	// task to READY. When the agent itself is at fault (its type, command or
+	// process) it goes to ERROR so that it does not take the task again and
+	// again; otherwise (the workspace, the project) the project cools down
+	// for a doubling while.
+	startErr := func(what string, agentFault bool, err error) models.TransitionResult {
 		select {
 		case <-ar.stop:
 			return o.finish(ctx, ar, o.loopEnd(ar, models.StatusAssigned))
 		default:
 		}
-		log.Warn("run did not start; the agent is set aside", "step", what, "err", err)
-		// EXECUTION_ERROR returns the task to READY for another agent; this
-		// agent goes to ERROR so that it does not take it again and again.
-		return o.finish(ctx, ar, models.RunEnd{RunID: ar.run.ID, Event: models.EventExecutionError,
-			ExpectFrom: models.StatusAssigned, Reason: what + ": " + models.ErrorMessageOf(err), Outcome: "execution_error",
-			Error: err.Error(), AgentError: what})
+		end := models.RunEnd{RunID: ar.run.ID, Event: models.EventExecutionError, ExpectFrom: models.StatusAssigned,
+			Reason: what + ": " + reasonOf(err), Outcome: "execution_error", Error: what + ": " + err.Error()}
+		if agentFault {
+			end.AgentError = what
+			log.Warn("run did not start; the agent is set aside", "step", what, "err", err)
+		} else {
+			o.mu.Lock()
+			o.failures[ar.run.ProjectID]++
+			n := o.failures[ar.run.ProjectID]
+			o.mu.Unlock()
+			o.coolDown("project:"+ar.run.ProjectID, o.cfg.Now().Add(o.Backoff(n-1)))
+			log.Warn("run did not start; the project cools down", "step", what, "err", err, "project_id", ar.run.ProjectID)
+		}
+		return o.finish(ctx, ar, end)
 	}
 	task, err := o.store.GetTask(ctx, ar.run.TaskID)
 	if err != nil {
-		return startErr("read task", err)
+		return startErr("read task", false, err)
 	}
 	project, err := o.store.GetProject(ctx, task.ProjectID)
 	if err != nil {
-		return startErr("read project", err)
+		return startErr("read project", false, err)
 	}
 	adapter, err := o.adapters.For(ar.agent.AgentType)
 	if err != nil {
-		return startErr("agent type", err)
+		return startErr("agent type", true, err)
 	}
 	ws, err := o.ws.Prepare(startCtx, ar.agent, project, task)
 	if err != nil {
-		return startErr("prepare workspace", err)
+		return startErr("prepare workspace", false, err)
 	}
 	lastErr, err := o.store.LastRunError(ctx, task.ID)
 	if err != nil {
-		return startErr("read previous attempt", err)
+		return startErr("read previous attempt", false, err)
 	}
 	questions, err := o.store.TaskQuestions(ctx, task.ID)
 	if err != nil {
-		return startErr("read questions", err)
+		return startErr("read questions", false, err)
 	}
 	prompt := Prompt(task, ws, lastErr, questions...)
 	base := filepath.Join(o.cfg.RunDir, task.ID, strconv.Itoa(ar.run.Attempt))
 	if err := os.MkdirAll(filepath.Dir(base), 0o700); err != nil {
-		return startErr("run directory", err)
+		return startErr("run directory", false, err)
 	}
 	promptFile := base + ".prompt"
 	if err := os.WriteFile(promptFile, []byte(prompt), 0o600); err != nil {
-		return startErr("write prompt", err)
+		return startErr("write prompt", false, err)
 	}
 	inv, err := adapter.Invocation(agent.RunContext{Agent: ar.agent, Task: task, Prompt: prompt, PromptFile: promptFile})
 	if err != nil {
-		return startErr("build command", err)
+		return startErr("build command", true, err)
 	}
 	env := agent.Environment(o.cfg.Environ, ar.agent.Env, map[string]string{
 		"AQ_SOCKET": o.cfg.SocketPath, "AQ_TASK_ID": task.ID, "AQ_RUN_TOKEN": ar.token, "AQ_PROMPT_FILE": promptFile,
@@ -183,7 +196,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 			}
 		}})
 	if err != nil {
-		return startErr("start process", err)
+		return startErr("start process", true, err)
 	}
 	if _, err := o.store.StartRun(ctx, ar.run.ID, proc.PID(), ws.Dir); err != nil {
 		proc.Stop(o.cfg.StopGrace)
@@ -195,6 +208,9 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	ar.mu.Lock()
 	ar.proc, ar.started, ar.lastActivity = proc, true, o.cfg.Now()
 	ar.mu.Unlock()
+	o.mu.Lock()
+	delete(o.failures, ar.run.ProjectID)
+	o.mu.Unlock()
 	log.Info("agent started", "pid", proc.PID(), "dir", ws.Dir)
 	if o.cfg.OnRunStart != nil {
 		o.cfg.OnRunStart(ar.run)
@@ -251,6 +267,9 @@ func (o *Orchestrator) outcome(ar *activeRun, r agent.Result) models.RunEnd {
 		}
 		end.Event, end.ResumeAfter, end.Outcome = models.EventTokensExhausted, &at, "paused"
 		end.Reason = fmt.Sprintf("%s until %s", pauseWhat(pause), at.UTC().Format(time.RFC3339))
+		// The agent's account is limited too: it sits out until the reset
+		// rather than pause every READY task in turn.
+		o.coolDown("agent:"+ar.run.AgentID, at)
 		if pause.Message != "" {
 			end.Reason += ": " + pause.Message
 		}
@@ -266,6 +285,16 @@ func (o *Orchestrator) outcome(ar *activeRun, r agent.Result) models.RunEnd {
 		end.Event, end.Reason, end.Outcome, end.Error = models.EventAgentFailed, msg, "failed", msg
 	}
 	return end
+}
+
+// reasonOf is the text kept for an error the system met: the user-safe
+// message of a *models.Error, else the error itself (a git or file error
+// the task's owner needs to see; it carries no secret).
+func reasonOf(err error) string {
+	if models.ErrorCodeOf(err) != models.CodeInternal {
+		return models.ErrorMessageOf(err)
+	}
+	return err.Error()
 }
 
 func pauseWhat(p *models.RateLimit) string {
@@ -324,8 +353,13 @@ func (o *Orchestrator) verify(ctx context.Context, ar *activeRun, p models.Proje
 	req := models.TransitionRequest{TaskID: t.ID, Event: models.EventVerifyPassed, ExpectFrom: models.StatusVerifying,
 		Actor: "system", Reason: "delivered to " + defaultBranch(p)}
 	if err := o.ws.Deliver(ctx, ar.agent, p, t, ws); err != nil {
-		req.Event, req.Reason = models.EventVerifyFailed, "deliver: "+models.ErrorMessageOf(err)
+		req.Event, req.Reason = models.EventVerifyFailed, "deliver: "+reasonOf(err)
 		o.log.Warn("deliver failed", "task_id", t.ID, "err", err)
+		if ar.run.ID != 0 {
+			if err := o.store.RecordRunFailure(ctx, ar.run.ID, "deliver_failed", req.Reason); err != nil {
+				o.log.Warn("record delivery failure", "task_id", t.ID, "err", err)
+			}
+		}
 	}
 	o.apply(ctx, req)
 }

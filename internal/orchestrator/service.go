@@ -87,7 +87,7 @@ func (o *Orchestrator) Ask(ctx context.Context, run models.Run, question string)
 	}
 	o.mu.Lock()
 	o.answers[q.ID] = ch
-	o.waiters()[q.ID] = errc
+	o.askErrs[q.ID] = errc
 	o.mu.Unlock()
 	defer func() {
 		o.mu.Lock()
@@ -117,14 +117,6 @@ func (o *Orchestrator) Ask(ctx context.Context, run models.Run, question string)
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
-}
-
-// waiters returns the map of asks' error channels, creating it.
-func (o *Orchestrator) waiters() map[int64]chan error {
-	if o.askErrs == nil {
-		o.askErrs = map[int64]chan error{}
-	}
-	return o.askErrs
 }
 
 // answered hands an answer (or an error) to the ask waiting for question id.

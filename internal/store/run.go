@@ -460,16 +460,35 @@ func (s *Store) FreeOrphanAgents(ctx context.Context) ([]string, error) {
 	return freed, nil
 }
 
-// LastRunError returns the failure text of a task's latest run that ended
-// with one, or "" when none did.
+// LastRunError returns the failure text of a task's latest ended run when that
+// run failed (failed, timed out, could not start, or could not be
+// delivered), or "" otherwise.
 func (s *Store) LastRunError(ctx context.Context, taskID string) (string, error) {
-	var msg string
-	err := s.rdb.QueryRowContext(ctx, "SELECT error FROM task_runs WHERE task_id = ? AND error != '' ORDER BY id DESC LIMIT 1", taskID).Scan(&msg)
+	var msg, outcome string
+	err := s.rdb.QueryRowContext(ctx, "SELECT error, outcome FROM task_runs WHERE task_id = ? AND ended_at IS NOT NULL ORDER BY id DESC LIMIT 1", taskID).
+		Scan(&msg, &outcome)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("last run error of task %s: %w", taskID, err)
 	}
-	return msg, nil
+	switch outcome {
+	case "failed", "timeout", "execution_error", "deliver_failed":
+		return msg, nil
+	}
+	return "", nil
+}
+
+// RecordRunFailure records a failure found after a run ended (its work
+// could not be delivered), for the next attempt's prompt.
+func (s *Store) RecordRunFailure(ctx context.Context, runID int64, outcome, msg string) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "UPDATE task_runs SET outcome = ?, error = ? WHERE id = ?", outcome, msg, runID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record failure of run %d: %w", runID, err)
+	}
+	return nil
 }
