@@ -13,7 +13,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if binaryPath != "" && binaryErr == nil {
+			os.RemoveAll(filepath.Dir(binaryPath)) // the binary built for end-to-end tests
+		}
+		os.Exit(code) // a cleanup replaces goleak's own exit
+	}))
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent writers.

@@ -111,6 +111,9 @@ func (w *Workspaces) origin(ctx context.Context, r *models.RepoConfig) (string, 
 	if dir == "" {
 		dir = filepath.Join(w.cfg.BaseDir, "origins", r.ID+".git")
 	}
+	lock := w.repoLock("origin:" + dir) // agents starting together create it once
+	lock.Lock()
+	defer lock.Unlock()
 	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err == nil {
 		return dir, nil
 	}
@@ -163,6 +166,14 @@ func (w *Workspaces) Prepare(ctx context.Context, a models.Agent, p models.Proje
 	if !sameRepo(got, src) {
 		return models.Workspace{}, models.Errorf(models.CodeConflict,
 			"the checkout %s has origin %s, not the project's repository %s", dir, got, src)
+	}
+	// A git killed mid-write (a crash, a timeout) leaves lock files that
+	// would refuse every later command; under the checkout lock no git of
+	// ours runs here, and the agent's run has ended.
+	for _, name := range []string{"index.lock", "HEAD.lock", "config.lock"} {
+		if err := os.Remove(filepath.Join(dir, ".git", name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return models.Workspace{}, fmt.Errorf("prepare workspace: %w", err)
+		}
 	}
 	branch := BranchName(t)
 	def := p.Repo.DefaultBranch

@@ -2,6 +2,7 @@ package repo_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -237,5 +238,28 @@ func TestDeliverAfterRestartLeavesOtherWorkAlone(t *testing.T) {
 	}
 	if got := git(t, origin, "show", "main:first.txt"); got != "1" {
 		t.Fatalf("first task not delivered: %q", got)
+	}
+}
+
+func TestStaleLockAndConcurrentInit(t *testing.T) {
+	t.Parallel()
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoInit, SourcePath: filepath.Join(t.TempDir(), "origin.git")})
+	ctx := context.Background()
+	errs := make(chan error, 4)
+	for i := range 4 {
+		go func() {
+			_, err := w.Prepare(ctx, models.Agent{ID: fmt.Sprintf("a%d", i)}, p, models.Task{ID: fmt.Sprintf("t-%d", i), Title: "t"})
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent first use of an INIT repo: %v", err)
+		}
+	}
+	dir := w.CheckoutPath(models.Agent{ID: "a0"}, p)
+	os.WriteFile(filepath.Join(dir, ".git", "index.lock"), nil, 0o644) // left by a killed git
+	if _, err := w.Prepare(ctx, models.Agent{ID: "a0"}, p, models.Task{ID: "after-crash", Title: "t"}); err != nil {
+		t.Fatalf("a stale index.lock broke the checkout: %v", err)
 	}
 }
