@@ -233,3 +233,26 @@ func TestChildLeavingTheGroupDoesNotHangTheRun(t *testing.T) {
 		t.Fatalf("result %+v", r)
 	}
 }
+
+func TestIsRunOfChecksTheTask(t *testing.T) {
+	t.Parallel()
+	child := make(chan int, 1)
+	p, err := agent.Start(agent.Spec{Argv: []string{script(t, "polite")}, Dir: t.TempDir(),
+		LogPath: filepath.Join(t.TempDir(), "run.log"), Env: agent.Environment(os.Environ(), nil, map[string]string{"AQ_TASK_ID": "bold-orbit"}),
+		OnLine: func(b []byte) {
+			if pid, err := strconv.Atoi(string(b)); err == nil {
+				child <- pid
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-child
+	defer p.Stop(time.Second)
+	if !agent.IsRunOf(p.PID(), "bold-orbit") {
+		t.Fatal("the run's own process not recognised")
+	}
+	if agent.IsRunOf(p.PID(), "other-task") || agent.IsRunOf(os.Getpid(), "bold-orbit") {
+		t.Fatal("an unrelated process taken for the run")
+	}
+}

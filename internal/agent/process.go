@@ -319,6 +319,24 @@ func Alive(pid int) bool {
 	return true
 }
 
+// IsRunOf reports whether process pid is a run of task taskID: its
+// environment carries AQ_TASK_ID=taskID. After a crash a recorded pid may
+// have been reused by an unrelated process, which must not be killed.
+// Without /proc nothing can be confirmed and the answer is false.
+func IsRunOf(pid int, taskID string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return false
+	}
+	want := []byte("AQ_TASK_ID=" + taskID)
+	for kv := range bytes.SplitSeq(b, []byte{0}) {
+		if bytes.Equal(kv, want) {
+			return true
+		}
+	}
+	return false
+}
+
 // KillGroup ends a process group left by an earlier life of the daemon.
 func KillGroup(pgid int) error {
 	if pgid <= 0 {

@@ -503,7 +503,8 @@ func TestShutdownRequeuesAndRecoveryRepairs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc, err := agent.Start(agent.Spec{Argv: []string{filepath.Join(scriptDir, "quiet")}, LogPath: filepath.Join(t.TempDir(), "l")})
+	proc, err := agent.Start(agent.Spec{Argv: []string{filepath.Join(scriptDir, "quiet")}, LogPath: filepath.Join(t.TempDir(), "l"),
+		Env: []string{"AQ_TASK_ID=" + id}}) // as a real run carries it
 	if err != nil {
 		t.Fatal(err)
 	}

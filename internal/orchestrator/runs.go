@@ -478,7 +478,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		return err
 	}
 	for _, r := range open {
-		if r.PID != nil && agent.Alive(*r.PID) {
+		if r.PID != nil && agent.Alive(*r.PID) && agent.IsRunOf(*r.PID, r.TaskID) {
 			if err := agent.KillGroup(*r.PID); err != nil {
 				o.log.Warn("recovery: end leftover process", "run_id", r.ID, "pid", *r.PID, "err", err)
 			}
@@ -500,6 +500,11 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	}
 	if err := o.reconcile(ctx); err != nil {
 		return err
+	}
+	if n, err := o.store.FailRunningHookRuns(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		o.log.Info("recovery closed hook runs left running", "count", n)
 	}
 	verifying, err := o.store.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{models.StatusVerifying}, Limit: 10_000})
 	if err != nil {
@@ -584,7 +589,7 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 		if liveRuns[r.ID] {
 			continue
 		}
-		if r.PID != nil && agent.Alive(*r.PID) {
+		if r.PID != nil && agent.Alive(*r.PID) && agent.IsRunOf(*r.PID, r.TaskID) {
 			if err := agent.KillGroup(*r.PID); err != nil {
 				o.log.Warn("reconcile: end leftover process", "run_id", r.ID, "pid", *r.PID, "err", err)
 			}
