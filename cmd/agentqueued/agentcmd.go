@@ -169,20 +169,20 @@ func (a *agentCmd) heartbeat(ctx context.Context, args []string) error {
 }
 
 func (a *agentCmd) progress(ctx context.Context, args []string) error {
-	return a.message(ctx, args, (*api.RPCClient).Progress)
+	return a.message(ctx, args, "MESSAGE", (*api.RPCClient).Progress)
 }
 
 func (a *agentCmd) fail(ctx context.Context, args []string) error {
-	return a.message(ctx, args, (*api.RPCClient).Fail)
+	return a.message(ctx, args, "MESSAGE", (*api.RPCClient).Fail)
 }
 
-// message runs a command whose arguments are one message.
-func (a *agentCmd) message(ctx context.Context, args []string, send func(*api.RPCClient, context.Context, string) error) error {
+// message runs a command whose arguments are one text (named label in errors).
+func (a *agentCmd) message(ctx context.Context, args []string, label string, send func(*api.RPCClient, context.Context, string) error) error {
 	pos, err := a.parse(args)
 	if err != nil {
 		return err
 	}
-	msg, err := a.text(ctx, pos, "MESSAGE")
+	msg, err := a.text(ctx, pos, label)
 	if err != nil {
 		return err
 	}
@@ -195,28 +195,17 @@ func (a *agentCmd) message(ctx context.Context, args []string, send func(*api.RP
 }
 
 func (a *agentCmd) ask(ctx context.Context, args []string) error {
-	pos, err := a.parse(args)
-	if err != nil {
+	return a.message(ctx, args, "QUESTION", func(c *api.RPCClient, ctx context.Context, question string) error {
+		answer, err := c.Ask(ctx, question)
+		if err != nil {
+			return err
+		}
+		if !strings.HasSuffix(answer, "\n") {
+			answer += "\n"
+		}
+		_, err = io.WriteString(a.m.Stdout, answer)
 		return err
-	}
-	question, err := a.text(ctx, pos, "QUESTION")
-	if err != nil {
-		return err
-	}
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
-	defer c.CloseIdleConnections()
-	answer, err := c.Ask(ctx, question)
-	if err != nil {
-		return err
-	}
-	if !strings.HasSuffix(answer, "\n") {
-		answer += "\n"
-	}
-	_, err = io.WriteString(a.m.Stdout, answer)
-	return err
+	})
 }
 
 func (a *agentCmd) complete(ctx context.Context, args []string) error {

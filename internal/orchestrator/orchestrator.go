@@ -176,10 +176,9 @@ type Orchestrator struct {
 	// start failures per project.
 	cooldown map[string]time.Time
 	failures map[string]int
-	// answers wakes the ask waiting for question id.
-	answers map[int64]chan string
-	askErrs map[int64]chan error
-	wg      sync.WaitGroup
+	// asks wakes the ask waiting for question id with its answer or error.
+	asks map[int64]chan askResult
+	wg   sync.WaitGroup
 }
 
 // New returns an orchestrator; it starts nothing until Run.
@@ -192,8 +191,8 @@ func New(cfg Config, st Store, ws Workspaces, adapters *agent.Registry) (*Orches
 	}
 	cfg.applyDefaults()
 	return &Orchestrator{cfg: cfg, store: st, ws: ws, adapters: adapters, log: cfg.Logger,
-		wake: make(chan struct{}, 1), runs: map[int64]*activeRun{}, answers: map[int64]chan string{},
-		askErrs: map[int64]chan error{}, cooldown: map[string]time.Time{}, failures: map[string]int{}}, nil
+		wake: make(chan struct{}, 1), runs: map[int64]*activeRun{}, asks: map[int64]chan askResult{},
+		cooldown: map[string]time.Time{}, failures: map[string]int{}}, nil
 }
 
 // Wake asks the loop for a round now. It never blocks; wake-ups that

@@ -2,9 +2,9 @@ package orchestrator
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -243,24 +243,18 @@ func (h *harness) settle() {
 	}
 }
 
-func (h *harness) waitEnd() models.Run {
-	h.t.Helper()
-	select {
-	case r := <-h.ends:
-		return r
-	case <-time.After(30 * time.Second):
-		h.t.Fatal("no run ended")
-	}
-	return models.Run{}
-}
+func (h *harness) waitEnd() models.Run   { h.t.Helper(); return h.waitRun(h.ends, "ended") }
+func (h *harness) waitStart() models.Run { h.t.Helper(); return h.waitRun(h.starts, "started") }
 
-func (h *harness) waitStart() models.Run {
+// waitRun receives the next run from a hook's channel; the bound only turns
+// a broken test into a failure instead of a hang.
+func (h *harness) waitRun(ch chan models.Run, what string) models.Run {
 	h.t.Helper()
 	select {
-	case r := <-h.starts:
+	case r := <-ch:
 		return r
 	case <-time.After(30 * time.Second):
-		h.t.Fatal("no run started")
+		h.t.Fatalf("no run %s", what)
 	}
 	return models.Run{}
 }
@@ -552,7 +546,7 @@ func TestDeliversToTheRepository(t *testing.T) {
 }
 
 func gitShow(dir, obj string) (string, error) {
-	cmd := execCommand("git", "--git-dir", dir, "show", obj)
+	cmd := exec.Command("git", "--git-dir", dir, "show", obj)
 	b, err := cmd.CombinedOutput()
 	return string(b), err
 }
@@ -568,7 +562,6 @@ func TestPromptCarriesTheTask(t *testing.T) {
 			t.Errorf("prompt lacks %q:\n%s", want, p)
 		}
 	}
-	_ = fmt.Sprint()
 }
 
 func testLogger(t *testing.T) *slog.Logger {

@@ -68,8 +68,7 @@ func (o *Orchestrator) Ask(ctx context.Context, run models.Run, question string)
 	if err != nil {
 		return "", err
 	}
-	ch := make(chan string, 1)
-	errc := make(chan error, 1)
+	ch := make(chan askResult, 1)
 	// Waiting is not idling: mark it before the question is visible, so no
 	// round can take the quiet for a hung agent.
 	ar.mu.Lock()
@@ -86,13 +85,11 @@ func (o *Orchestrator) Ask(ctx context.Context, run models.Run, question string)
 		return "", err
 	}
 	o.mu.Lock()
-	o.answers[q.ID] = ch
-	o.askErrs[q.ID] = errc
+	o.asks[q.ID] = ch
 	o.mu.Unlock()
 	defer func() {
 		o.mu.Lock()
-		delete(o.answers, q.ID)
-		delete(o.askErrs, q.ID)
+		delete(o.asks, q.ID)
 		o.mu.Unlock()
 	}()
 	// An answer may have come before the waiter was registered.
@@ -108,10 +105,8 @@ func (o *Orchestrator) Ask(ctx context.Context, run models.Run, question string)
 	o.log.Info("question asked", "task_id", run.TaskID, "run_id", run.ID, "question_id", q.ID)
 	o.Wake() // arm the input timeout
 	select {
-	case a := <-ch:
-		return a, nil
-	case err := <-errc:
-		return "", err
+	case r := <-ch:
+		return r.answer, r.err
 	case <-ar.stop:
 		return "", models.Errorf(models.CodeConflict, "the run was stopped while waiting for an answer")
 	case <-ctx.Done():
@@ -119,22 +114,19 @@ func (o *Orchestrator) Ask(ctx context.Context, run models.Run, question string)
 	}
 }
 
+// askResult is what a waiting ask receives: an answer or an error.
+type askResult struct {
+	answer string
+	err    error
+}
+
 // answered hands an answer (or an error) to the ask waiting for question id.
 func (o *Orchestrator) answered(id int64, answer string, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if err != nil {
-		if c, ok := o.askErrs[id]; ok {
-			select {
-			case c <- err:
-			default:
-			}
-		}
-		return
-	}
-	if c, ok := o.answers[id]; ok {
+	if c, ok := o.asks[id]; ok {
 		select {
-		case c <- answer:
+		case c <- askResult{answer, err}:
 		default:
 		}
 	}

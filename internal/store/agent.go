@@ -82,28 +82,11 @@ func (s *Store) GetAgent(ctx context.Context, id string) (models.Agent, error) {
 
 // ListAgents returns every agent, ordered by id.
 func (s *Store) ListAgents(ctx context.Context) ([]models.Agent, error) {
-	return s.listAgents(ctx, "")
-}
-
-func (s *Store) listAgents(ctx context.Context, where string, args ...any) ([]models.Agent, error) {
-	q := "SELECT " + agentColumns + " FROM agents"
-	if where != "" {
-		q += " WHERE " + where
-	}
-	rows, err := s.rdb.QueryContext(ctx, q+" ORDER BY id", args...)
+	as, err := queryAll(ctx, s.rdb, scanAgent, "SELECT "+agentColumns+" FROM agents ORDER BY id")
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
-	defer rows.Close()
-	out := []models.Agent{}
-	for rows.Next() {
-		a, err := scanAgent(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list agents: %w", err)
-		}
-		out = append(out, a)
-	}
-	return out, rows.Err()
+	return as, nil
 }
 
 // UpsertAgent registers an agent, or updates the name, type and settings of

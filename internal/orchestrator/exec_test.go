@@ -1,5 +1,0 @@
-package orchestrator
-
-import "os/exec"
-
-var execCommand = exec.Command
