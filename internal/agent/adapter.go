@@ -13,18 +13,37 @@ import (
 type RunContext struct {
 	Agent models.Agent
 	Task  models.Task
+	// Profile is the effective profile of the run: the task's, else the
+	// project's default, else the agent's own settings.
+	Profile models.Profile
+	// MCPServers are the servers the run gets: agentqueued's own first
+	// (named "agentqueued"), then the profile's.
+	MCPServers []models.MCPServer
+	// Dir is the working directory of the run (the agent's checkout).
+	Dir string
 	// Prompt is the rendered task prompt.
 	Prompt string
 	// PromptFile holds the same prompt on disk.
 	PromptFile string
-	// SessionID, when set, is a session of an earlier attempt to resume.
-	SessionID string
+	// StateDir is a private directory (0700) of this run where the
+	// adapter's Files are written; it is not inside the checkout.
+	StateDir string
+	// SessionID, when set, is the session of an earlier attempt on this
+	// agent to resume; SessionUsage is the last cumulative usage that
+	// session reported, for CLIs that report running totals per session.
+	SessionID    string
+	SessionUsage models.TokenUsage
 }
 
 // Invocation is how to start one run.
 type Invocation struct {
 	Argv  []string
 	Stdin string
+	// Env is added to the run's environment (after the agent's own env).
+	Env map[string]string
+	// Files are written into RunContext.StateDir (name → content, mode
+	// 0600) before the process starts: config files the CLI reads.
+	Files map[string]string
 }
 
 // EventKind classifies what an adapter read from an agent's output.
@@ -33,31 +52,58 @@ type EventKind string
 // Event kinds.
 const (
 	EventSession   EventKind = "session"    // the CLI's session id
-	EventUsage     EventKind = "usage"      // token usage so far
+	EventUsage     EventKind = "usage"      // token usage of this run so far
 	EventRateLimit EventKind = "rate_limit" // a rate limit or usage cap, with its reset time
+	EventMessage   EventKind = "message"    // assistant text, for the task's thread
 	EventResult    EventKind = "result"     // the final result: the run is over
 )
 
 // Event is one thing an adapter read from an agent's output.
 type Event struct {
-	Kind      EventKind
+	Kind EventKind
+	// SessionID is set on EventSession.
 	SessionID string
-	Usage     models.TokenUsage
-	ResetAt   *time.Time
-	Summary   string
-	IsError   bool
-	Error     string
+	// Usage is this run's cumulative usage so far (EventUsage); the
+	// orchestrator records the difference to the previous one.
+	Usage models.TokenUsage
+	// ResetAt is when a rate limit ends (EventRateLimit); nil if unknown.
+	ResetAt *time.Time
+	// UsageCap marks a plan's usage cap or token exhaustion rather than a
+	// transient rate limit (EventRateLimit).
+	UsageCap bool
+	// Text is assistant text (EventMessage).
+	Text string
+	// Summary is the final text (EventResult).
+	Summary string
+	// IsError and Error describe a failed result (EventResult), or the
+	// provider's words for a rate limit (EventRateLimit).
+	IsError bool
+	Error   string
+	// SessionInvalid marks a result that failed because the resumed
+	// session does not exist: the next attempt must start afresh.
+	SessionInvalid bool
 }
 
 // Adapter knows how to run one agent type and read its output.
 type Adapter interface {
 	// Type is the agent_type it serves.
 	Type() string
-	// Invocation builds the command line and standard input of one run.
+	// Invocation builds the command line, environment, config files and
+	// standard input of one run.
 	Invocation(rc RunContext) (Invocation, error)
-	// ParseLine reads one line of standard output. Unknown lines and
-	// message types yield nothing; they are never an error.
-	ParseLine(line []byte) []Event
+	// NewParser returns the reader of one run's output.
+	NewParser(rc RunContext) Parser
+}
+
+// Parser reads one run's standard output. Unknown lines and message types
+// yield nothing; they are never an error.
+type Parser interface {
+	// Line reads one line of standard output (without its newline).
+	Line(line []byte) []Event
+	// End is called once after the process exited, with its exit code: a
+	// parser that saw no result decides it here (a stream cut short is a
+	// failure; a text-only CLI's outcome comes from what it printed).
+	End(exitCode int) []Event
 }
 
 // Registry maps agent types to their adapters.
@@ -112,5 +158,10 @@ func (Command) Invocation(rc RunContext) (Invocation, error) {
 	return Invocation{Argv: argv, Stdin: rc.Prompt}, nil
 }
 
-// ParseLine reads nothing: command agents report through RPC.
-func (Command) ParseLine([]byte) []Event { return nil }
+// NewParser reads nothing: command agents report through RPC.
+func (Command) NewParser(RunContext) Parser { return nopParser{} }
+
+type nopParser struct{}
+
+func (nopParser) Line([]byte) []Event { return nil }
+func (nopParser) End(int) []Event     { return nil }

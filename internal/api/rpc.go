@@ -35,7 +35,14 @@ const (
 	ToolUsage       = "usage"
 	ToolRateLimited = "rate_limited"
 	ToolProposePlan = "propose_plan"
+	ToolApprove     = "approve"
+	ToolReject      = "reject"
 )
+
+// Verdict is a reviewer's approve or reject, with its reasons.
+type Verdict struct {
+	Reasons string `json:"reasons"`
+}
 
 // RPCTools lists every tool of the agent RPC.
 var RPCTools = []string{ToolHeartbeat, ToolProgress, ToolAsk, ToolComplete, ToolFail, ToolUsage, ToolRateLimited,

@@ -136,6 +136,17 @@ func (c *RPCClient) ProposePlan(ctx context.Context, tasks []models.BatchTask) (
 	return out.Results, err
 }
 
+// Approve is a reviewer's verdict that the task under review may land.
+func (c *RPCClient) Approve(ctx context.Context, reasons string) error {
+	return c.call(ctx, ToolApprove, Verdict{Reasons: reasons}, nil)
+}
+
+// Reject is a reviewer's verdict that the task under review must be redone,
+// with the reasons handed to its next attempt.
+func (c *RPCClient) Reject(ctx context.Context, reasons string) error {
+	return c.call(ctx, ToolReject, Verdict{Reasons: reasons}, nil)
+}
+
 // call sends one tool call and decodes a 2xx answer into out (when not
 // nil). Every tool but ask is bounded by DefaultClientTimeout unless ctx
 // ends sooner.

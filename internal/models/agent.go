@@ -122,19 +122,6 @@ func (r AgentRegistration) Agent() Agent {
 	return a
 }
 
-// TaskContext is everything handed to an agent for one task; it is built at
-// dispatch time, not stored.
-type TaskContext struct {
-	Description        string           `json:"description"`
-	AcceptanceCriteria []string         `json:"acceptance_criteria"`
-	TestCommands       []string         `json:"test_commands"`
-	CheckoutPath       string           `json:"checkout_path"`
-	BranchName         string           `json:"branch_name"`
-	AttachedContext    []string         `json:"attached_context"`
-	MCPServers         []map[string]any `json:"mcp_servers"`
-	Tools              []string         `json:"tools"`
-}
-
 // AgentOutput is what an agent reports when a run ends.
 type AgentOutput struct {
 	Result       AgentResult `json:"result"`

@@ -69,4 +69,36 @@ type Workspace struct {
 	Dir string `json:"dir"`
 	// Branch is the task branch checked out in Dir ("" without a repo).
 	Branch string `json:"branch,omitempty"`
+	// DefaultBranch is the branch the work is merged into.
+	DefaultBranch string `json:"default_branch,omitempty"`
+	// Base is the commit of the default branch the task branch starts from
+	// or was brought up to date with.
+	Base string `json:"base,omitempty"`
+	// Conflicts lists files left in conflict when the task branch was
+	// brought up to date with the default branch: the agent resolves them.
+	Conflicts []string `json:"conflicts,omitempty"`
+	// Rescued names the branch where uncommitted changes found in the
+	// checkout (left by a killed run) were committed before it was reset.
+	Rescued string `json:"rescued,omitempty"`
+}
+
+// Staged is a verification checkout of a task: its branch merged into the
+// current default branch, in a daemon-owned directory.
+type Staged struct {
+	// Dir is where checks and reviewers run.
+	Dir string `json:"dir"`
+	// Diff is the task's change against the default branch.
+	Diff string `json:"diff"`
+	// Files are the files the task changes.
+	Files []string `json:"files,omitempty"`
+}
+
+// Delivery is what merging a task's branch did.
+type Delivery struct {
+	// Merged is true when the default branch now contains the task branch.
+	Merged bool `json:"merged"`
+	// Commit is the default branch's commit after the merge.
+	Commit string `json:"commit,omitempty"`
+	// Note explains a delivery that left the branch for a person to merge.
+	Note string `json:"note,omitempty"`
 }
