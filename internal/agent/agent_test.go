@@ -199,7 +199,7 @@ func TestCommandAdapter(t *testing.T) {
 	if err != nil || strings.Join(inv.Argv, " ") != "/bin/agent --fast" || inv.Stdin != "do it" {
 		t.Fatalf("invocation %+v %v", inv, err)
 	}
-	if ev := a.ParseLine([]byte(`{"type":"result"}`)); ev != nil {
+	if ev := a.NewParser(agent.RunContext{}).Line([]byte(`{"type":"result"}`)); ev != nil {
 		t.Fatalf("command output parsed: %v", ev)
 	}
 	if _, err := a.Invocation(agent.RunContext{Agent: models.Agent{ID: "a1"}}); err == nil {

@@ -69,7 +69,11 @@ func (fakeAdapter) Invocation(rc agent.RunContext) (agent.Invocation, error) {
 	return agent.Invocation{Argv: append([]string{rc.Agent.Command}, rc.Agent.Args...), Stdin: rc.Prompt}, nil
 }
 
-func (fakeAdapter) ParseLine(line []byte) []agent.Event {
+func (fakeAdapter) NewParser(agent.RunContext) agent.Parser { return fakeAdapter{} }
+
+func (fakeAdapter) End(int) []agent.Event { return nil }
+
+func (fakeAdapter) Line(line []byte) []agent.Event {
 	kind, rest, _ := strings.Cut(string(line), " ")
 	switch kind {
 	case "RESULT":

@@ -175,7 +175,8 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	if err := os.WriteFile(promptFile, []byte(prompt), 0o600); err != nil {
 		return startErr("write prompt", false, err)
 	}
-	inv, err := adapter.Invocation(agent.RunContext{Agent: ar.agent, Task: task, Prompt: prompt, PromptFile: promptFile})
+	rc := agent.RunContext{Agent: ar.agent, Task: task, Prompt: prompt, PromptFile: promptFile, Dir: ws.Dir}
+	inv, err := adapter.Invocation(rc)
 	if err != nil {
 		return startErr("build command", true, err)
 	}
@@ -188,10 +189,11 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 		return o.finish(ctx, ar, o.loopEnd(ar, models.StatusAssigned))
 	default:
 	}
+	parser := adapter.NewParser(rc)
 	proc, err := agent.Start(agent.Spec{Argv: inv.Argv, Dir: ws.Dir, Env: env, Stdin: inv.Stdin, LogPath: base + ".log",
 		OnActivity: func() { ar.touch(o.cfg.Now()) },
 		OnLine: func(line []byte) {
-			for _, ev := range adapter.ParseLine(line) {
+			for _, ev := range parser.Line(line) {
 				o.adapterEvent(ar, ev)
 			}
 		}})
@@ -223,6 +225,9 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 		result, _ = proc.Wait(context.Background())
 	case <-ar.stop:
 		result = proc.Stop(o.cfg.StopGrace)
+	}
+	for _, ev := range parser.End(result.ExitCode) {
+		o.adapterEvent(ar, ev)
 	}
 	end := o.outcome(ar, result)
 	res := o.finish(ctx, ar, end)
