@@ -42,6 +42,9 @@ type AgentSettings struct {
 	IdleTimeout Duration `json:"idle_timeout,omitempty"`
 	// Projects limits the agent to these projects; empty means any.
 	Projects []string `json:"projects,omitempty"`
+	// Profile is the agent's own way of running its CLI; a task's or
+	// project's named profile overrides its non-empty fields.
+	Profile Profile `json:"profile,omitempty"`
 }
 
 // Validate checks the settings, naming the bad field.
@@ -61,6 +64,9 @@ func (s *AgentSettings) Validate() error {
 		if strings.HasPrefix(k, "AQ_") {
 			return Errorf(CodeInvalid, "env: %s is set by the daemon for each run", k)
 		}
+	}
+	if err := s.Profile.Validate(); err != nil {
+		return Errorf(CodeInvalid, "profile.%s", ErrorMessageOf(err))
 	}
 	for _, p := range s.Projects {
 		if !ValidID(p) {

@@ -41,6 +41,7 @@ type BatchTask struct {
 	ExpectedCount      int               `json:"expected_count,omitempty"`
 	AcceptanceCriteria []string          `json:"acceptance_criteria,omitempty"`
 	TestCommands       []string          `json:"test_commands,omitempty"`
+	Profile            string            `json:"profile,omitempty"`
 	Dependencies       []BatchDependency `json:"dependencies,omitempty"`
 	DedupeStrategy     []DedupeStrategy  `json:"dedupe_strategy,omitempty"`
 }

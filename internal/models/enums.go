@@ -81,6 +81,12 @@ const (
 	EventUpstreamFailed TaskEvent = "UPSTREAM_FAILED"
 	// EventUpstreamReopened returns a cascade-blocked task to DEFINED when its root is repaired.
 	EventUpstreamReopened TaskEvent = "UPSTREAM_REOPENED"
+	// EventApprovalRequested moves a verified task to AWAITING_APPROVAL when
+	// a person must approve what it proposed (a plan) before it completes.
+	EventApprovalRequested TaskEvent = "APPROVAL_REQUESTED"
+	// EventPRUnavailable blocks a verified task that must land through a
+	// pull request that cannot be opened (no GitHub configured).
+	EventPRUnavailable TaskEvent = "PR_UNAVAILABLE"
 )
 
 // TaskEvents lists every event: the spec's 23, then the extensions.
@@ -89,7 +95,8 @@ var TaskEvents = []TaskEvent{
 	EventTokensExhausted, EventAgentQuestion, EventHumanReplied, EventInputTimeout, EventResumeTimer,
 	EventVerifyPassed, EventVerifyFailed, EventPRCreated, EventPRMerged, EventRetry, EventMaxRetries,
 	EventAdminSkip, EventAdminStop, EventAdminRestart, EventPRClosed, EventTimeout, EventExecutionError,
-	EventRecovery, EventHumanApproved, EventUpstreamFailed, EventUpstreamReopened,
+	EventRecovery, EventHumanApproved, EventUpstreamFailed, EventUpstreamReopened, EventApprovalRequested,
+	EventPRUnavailable,
 }
 
 // Valid reports whether e is a known event.

@@ -27,8 +27,34 @@ type Project struct {
 	// DiscordChannelID routes the project's notices; nil means the control channel.
 	DiscordChannelID *string     `json:"discord_channel_id,omitempty"`
 	Repo             *RepoConfig `json:"repo,omitempty"`
-	CreatedAt        time.Time   `json:"created_at"`
-	UpdatedAt        time.Time   `json:"updated_at"`
+	// Settings are the project's choices for how its tasks run and land.
+	Settings  ProjectSettings `json:"settings"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
+}
+
+// ProjectSettings are a project's choices for how its tasks run and land.
+type ProjectSettings struct {
+	// DefaultProfile is the agent profile of tasks that name none.
+	DefaultProfile string `json:"default_profile,omitempty"`
+	// RequirePlanApproval keeps a task whose agent proposed a plan in
+	// AWAITING_APPROVAL until a person approves; the subtasks are created then.
+	RequirePlanApproval bool `json:"require_plan_approval,omitempty"`
+	// QAAgent is the agent that reviews QA_AGENT tasks (default: the
+	// daemon's verification.qa_agent); QAProfile the profile it reviews with.
+	QAAgent   string `json:"qa_agent,omitempty"`
+	QAProfile string `json:"qa_profile,omitempty"`
+}
+
+// Validate checks the settings, naming the bad field.
+func (s *ProjectSettings) Validate() error {
+	for _, f := range []struct{ name, v string }{{"default_profile", s.DefaultProfile}, {"qa_agent", s.QAAgent},
+		{"qa_profile", s.QAProfile}} {
+		if f.v != "" && !ValidID(f.v) {
+			return Errorf(CodeInvalid, "settings.%s: %q is not a valid name", f.name, f.v)
+		}
+	}
+	return nil
 }
 
 // RepoConfig describes the source repository attached to a project.
@@ -89,6 +115,9 @@ func (p *Project) Validate() error {
 		return Errorf(CodeInvalid, "budget_limit: must not be negative")
 	case p.TotalTokensUsed < 0:
 		return Errorf(CodeInvalid, "total_tokens_used: must not be negative")
+	}
+	if err := p.Settings.Validate(); err != nil {
+		return err
 	}
 	if p.Repo != nil {
 		if err := p.Repo.Validate(); err != nil {
@@ -158,20 +187,22 @@ func (r *RepoConfig) Validate() error {
 // ProjectSpec is what a person supplies to create a project; usage and
 // timestamps are the daemon's to set.
 type ProjectSpec struct {
-	ID                  string        `json:"id"`
-	Name                string        `json:"name,omitempty"`
-	CreditWeight        float64       `json:"credit_weight,omitempty"`
-	MaxConcurrentAgents int           `json:"max_concurrent_agents,omitempty"`
-	Status              ProjectStatus `json:"status,omitempty"`
-	BudgetLimit         *int64        `json:"budget_limit,omitempty"`
-	DiscordChannelID    *string       `json:"discord_channel_id,omitempty"`
-	Repo                *RepoConfig   `json:"repo,omitempty"`
+	ID                  string          `json:"id"`
+	Name                string          `json:"name,omitempty"`
+	CreditWeight        float64         `json:"credit_weight,omitempty"`
+	MaxConcurrentAgents int             `json:"max_concurrent_agents,omitempty"`
+	Status              ProjectStatus   `json:"status,omitempty"`
+	BudgetLimit         *int64          `json:"budget_limit,omitempty"`
+	DiscordChannelID    *string         `json:"discord_channel_id,omitempty"`
+	Repo                *RepoConfig     `json:"repo,omitempty"`
+	Settings            ProjectSettings `json:"settings"`
 }
 
 // Project returns the project the spec describes, defaults not yet applied.
 func (s ProjectSpec) Project() Project {
 	return Project{ID: s.ID, Name: s.Name, CreditWeight: s.CreditWeight, MaxConcurrentAgents: s.MaxConcurrentAgents,
-		Status: s.Status, BudgetLimit: s.BudgetLimit, DiscordChannelID: s.DiscordChannelID, Repo: s.Repo}
+		Status: s.Status, BudgetLimit: s.BudgetLimit, DiscordChannelID: s.DiscordChannelID, Repo: s.Repo,
+		Settings: s.Settings}
 }
 
 // ProjectPatch is a partial update of a project: nil fields are left alone.
@@ -185,6 +216,8 @@ type ProjectPatch struct {
 	// DiscordChannelID sets the channel; an empty string clears it.
 	DiscordChannelID *string     `json:"discord_channel_id,omitempty"`
 	Repo             *RepoConfig `json:"repo,omitempty"`
+	// Settings replaces the project's settings as a whole.
+	Settings *ProjectSettings `json:"settings,omitempty"`
 }
 
 // Apply returns p with the patch applied and validated.
@@ -216,6 +249,9 @@ func (pp ProjectPatch) Apply(p Project) (Project, error) {
 			v := *pp.DiscordChannelID
 			p.DiscordChannelID = &v
 		}
+	}
+	if pp.Settings != nil {
+		p.Settings = *pp.Settings
 	}
 	if pp.Repo != nil {
 		r := *pp.Repo

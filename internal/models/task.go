@@ -58,6 +58,9 @@ type Task struct {
 
 	AcceptanceCriteria []string `json:"acceptance_criteria,omitempty"`
 	TestCommands       []string `json:"test_commands,omitempty"`
+	// Profile names the agent profile (from config) the task runs with;
+	// empty means the project's default, else the agent's own settings.
+	Profile string `json:"profile,omitempty"`
 
 	// StatusReason is the reason recorded with the latest transition.
 	StatusReason string `json:"status_reason,omitempty"`
@@ -110,6 +113,8 @@ func (t *Task) validateContent() error {
 		return Errorf(CodeInvalid, "acceptance_criteria: at most %d entries", MaxListEntries)
 	case len(t.TestCommands) > MaxListEntries:
 		return Errorf(CodeInvalid, "test_commands: at most %d entries", MaxListEntries)
+	case t.Profile != "" && !ValidID(t.Profile):
+		return Errorf(CodeInvalid, "profile: %q is not a profile name (1-64 lower-case letters, digits, '-' or '_')", t.Profile)
 	}
 	for k, v := range t.Metadata {
 		if k == "" || len(k) > 100 || len(v) > MaxMetadataLen {

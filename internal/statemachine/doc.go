@@ -160,15 +160,28 @@
 //	  AWAITING_APPROVAL  --HUMAN_APPROVED-->    COMPLETED
 //	  DEFINED            --UPSTREAM_FAILED-->   BLOCKED
 //	  BLOCKED            --UPSTREAM_REOPENED--> DEFINED
+//	  VERIFYING          --HUMAN_APPROVED-->    COMPLETED
+//	  VERIFYING          --APPROVAL_REQUESTED--> AWAITING_APPROVAL
+//	  VERIFYING          --PR_UNAVAILABLE-->    BLOCKED
 //
 // # Extensions
 //
-// The specification's events do not cover three situations, so the table
-// adds one event for each:
+// The specification's events do not cover five situations, so the table
+// adds one event for each (and a second row for HUMAN_APPROVED):
 //
 //   - HUMAN_APPROVED (AWAITING_APPROVAL → COMPLETED): a person approves the
 //     work without a pull request being merged, for a task that has no PR
-//     or for the approval of a plan.
+//     or for the approval of a plan. From VERIFYING it is a person's
+//     approval of a task whose verification type is HUMAN: the branch is
+//     merged and the task completes (a rejection is VERIFY_FAILED with the
+//     person's feedback).
+//   - APPROVAL_REQUESTED (VERIFYING → AWAITING_APPROVAL): the task's agent
+//     proposed a plan and the project requires plans to be approved; the
+//     task's own work is merged, and HUMAN_APPROVED completes it and
+//     creates the plan's subtasks in the same transaction.
+//   - PR_UNAVAILABLE (VERIFYING → BLOCKED): the task must land through a
+//     pull request (requires_approval) and none can be opened, for example
+//     because no GitHub is configured; the reason says what is missing.
 //   - UPSTREAM_FAILED (DEFINED → BLOCKED): a dependency that requires
 //     success is BLOCKED, so the task can never become READY. The task is
 //     blocked in turn, and the root cause (the task whose failure started

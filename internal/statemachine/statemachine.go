@@ -70,6 +70,9 @@ var rows = []Row{
 	{models.StatusAwaitingApproval, models.EventHumanApproved, models.StatusCompleted},
 	{models.StatusDefined, models.EventUpstreamFailed, models.StatusBlocked},
 	{models.StatusBlocked, models.EventUpstreamReopened, models.StatusDefined},
+	{models.StatusVerifying, models.EventHumanApproved, models.StatusCompleted},
+	{models.StatusVerifying, models.EventApprovalRequested, models.StatusAwaitingApproval},
+	{models.StatusVerifying, models.EventPRUnavailable, models.StatusBlocked},
 }
 
 var (

@@ -73,9 +73,12 @@ var expected = map[pair]models.TaskStatus{
 	{"WAITING_INPUT", "ADMIN_RESTART"}: "READY",
 
 	// BLOCKED
-	{"BLOCKED", "ADMIN_RESTART"}:     "READY",
-	{"BLOCKED", "ADMIN_SKIP"}:        "COMPLETED",
-	{"BLOCKED", "UPSTREAM_REOPENED"}: "DEFINED", // extension
+	{"BLOCKED", "ADMIN_RESTART"}:        "READY",
+	{"BLOCKED", "ADMIN_SKIP"}:           "COMPLETED",
+	{"BLOCKED", "UPSTREAM_REOPENED"}:    "DEFINED",           // extension
+	{"VERIFYING", "HUMAN_APPROVED"}:     "COMPLETED",         // extension: HUMAN verification
+	{"VERIFYING", "APPROVAL_REQUESTED"}: "AWAITING_APPROVAL", // extension: plan approval
+	{"VERIFYING", "PR_UNAVAILABLE"}:     "BLOCKED",           // extension: no way to open a PR
 
 	// COMPLETED
 	{"COMPLETED", "ADMIN_RESTART"}: "READY",
@@ -83,7 +86,7 @@ var expected = map[pair]models.TaskStatus{
 
 // expectedRows is the number of rows in expected: the specification's 36 rows
 // plus the three extensions. It guards the hand-written table itself.
-const expectedRows = 39
+const expectedRows = 42
 
 func TestExpectedTableIsWellFormed(t *testing.T) {
 	t.Parallel()
@@ -102,8 +105,8 @@ func TestEnumSizes(t *testing.T) {
 	if got := len(models.TaskStatuses); got != 11 {
 		t.Errorf("len(TaskStatuses) = %d, want 11", got)
 	}
-	if got := len(models.TaskEvents); got != 26 {
-		t.Errorf("len(TaskEvents) = %d, want 26", got)
+	if got := len(models.TaskEvents); got != 28 {
+		t.Errorf("len(TaskEvents) = %d, want 28", got)
 	}
 }
 
@@ -206,7 +209,7 @@ func TestTaskTransitionNamedCases(t *testing.T) {
 		{"ready task has no restart row", models.StatusReady, models.EventAdminRestart, ""},
 		{"event name equal to a status", models.StatusDefined, models.EventAssigned, ""},
 		{"human approval completes", "AWAITING_APPROVAL", "HUMAN_APPROVED", "COMPLETED"},
-		{"human approval needs AWAITING_APPROVAL", models.StatusVerifying, models.EventHumanApproved, ""},
+		{"human approval needs AWAITING_APPROVAL or VERIFYING", models.StatusInProgress, models.EventHumanApproved, ""},
 		{"upstream failure blocks a defined task", "DEFINED", "UPSTREAM_FAILED", "BLOCKED"},
 		{"upstream failure does not touch a ready task", models.StatusReady, models.EventUpstreamFailed, ""},
 		{"reopened upstream re-evaluates", "BLOCKED", "UPSTREAM_REOPENED", "DEFINED"},

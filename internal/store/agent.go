@@ -18,9 +18,9 @@ func (s *Store) RegisterAgent(ctx context.Context, a models.Agent) (models.Agent
 	a.CreatedAt = s.now().UTC()
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO agents (id, name, agent_type, state, created_at, command, args, env,
-			max_runtime, idle_timeout, projects) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
+			max_runtime, idle_timeout, projects, profile) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`,
 			a.ID, a.Name, a.AgentType, a.State, toNanos(a.CreatedAt), a.Command, encodeJSONColumn(a.Args, "[]"),
-			encodeJSONColumn(a.Env, "{}"), int64(a.MaxRuntime), int64(a.IdleTimeout), encodeJSONColumn(a.Projects, "[]"))
+			encodeJSONColumn(a.Env, "{}"), int64(a.MaxRuntime), int64(a.IdleTimeout), encodeJSONColumn(a.Projects, "[]"), encodeJSONColumn(a.Profile, "{}"))
 		if isUniqueViolation(err) {
 			return models.Errorf(models.CodeConflict, "agent %q already exists", a.ID)
 		}
@@ -34,7 +34,7 @@ func (s *Store) RegisterAgent(ctx context.Context, a models.Agent) (models.Agent
 }
 
 const agentColumns = `id, name, agent_type, state, current_task_id, checkout_path, repo_id, pid, last_heartbeat,
-	total_tokens_used, session_tokens_used, created_at, command, args, env, max_runtime, idle_timeout, projects, paused`
+	total_tokens_used, session_tokens_used, created_at, command, args, env, max_runtime, idle_timeout, projects, paused, profile`
 
 func scanAgent(row scanner) (models.Agent, error) {
 	var (
@@ -43,10 +43,11 @@ func scanAgent(row scanner) (models.Agent, error) {
 		pid, heartbeat       sql.NullInt64
 		created              int64
 		args, env, projects  string
+		profile              string
 		maxRuntime, idle     int64
 	)
 	if err := row.Scan(&a.ID, &a.Name, &a.AgentType, &a.State, &task, &checkout, &repo, &pid, &heartbeat,
-		&a.TotalTokensUsed, &a.SessionTokensUsed, &created, &a.Command, &args, &env, &maxRuntime, &idle, &projects, &a.Paused); err != nil {
+		&a.TotalTokensUsed, &a.SessionTokensUsed, &created, &a.Command, &args, &env, &maxRuntime, &idle, &projects, &a.Paused, &profile); err != nil {
 		return models.Agent{}, err
 	}
 	a.CurrentTaskID, a.CheckoutPath, a.RepoID = fromNullString(task), fromNullString(checkout), fromNullString(repo)
@@ -60,7 +61,7 @@ func scanAgent(row scanner) (models.Agent, error) {
 	for _, c := range []struct {
 		src string
 		dst any
-	}{{args, &a.Args}, {env, &a.Env}, {projects, &a.Projects}} {
+	}{{args, &a.Args}, {env, &a.Env}, {projects, &a.Projects}, {profile, &a.Profile}} {
 		if err := decodeJSONColumn(c.src, c.dst); err != nil {
 			return models.Agent{}, fmt.Errorf("agent %s: %w", a.ID, err)
 		}
@@ -103,7 +104,7 @@ func (s *Store) UpsertAgent(ctx context.Context, a models.Agent) (models.Agent, 
 			max_runtime, idle_timeout, projects) VALUES (?,?,?,?,?,?,?,?,?,?,?)
 			ON CONFLICT (id) DO UPDATE SET name = excluded.name, agent_type = excluded.agent_type,
 			command = excluded.command, args = excluded.args, env = excluded.env, max_runtime = excluded.max_runtime,
-			idle_timeout = excluded.idle_timeout, projects = excluded.projects`,
+			idle_timeout = excluded.idle_timeout, projects = excluded.projects, profile = excluded.profile`,
 			a.ID, a.Name, a.AgentType, a.State, toNanos(s.now()), a.Command, encodeJSONColumn(a.Args, "[]"),
 			encodeJSONColumn(a.Env, "{}"), int64(a.MaxRuntime), int64(a.IdleTimeout), encodeJSONColumn(a.Projects, "[]"))
 		return err

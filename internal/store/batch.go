@@ -144,7 +144,7 @@ func prepareBatch(b models.TaskBatch) ([]*entry, error) {
 			Priority: models.DefaultPriority, VerificationType: bt.VerificationType, MaxRetries: models.DefaultMaxRetries,
 			RequiresApproval: bt.RequiresApproval, IsPlanSubtask: bt.IsPlanSubtask, Kind: bt.Kind, Metadata: bt.Metadata,
 			CreatedBy: firstNonEmpty(bt.CreatedBy, b.CreatedBy), NotBefore: bt.NotBefore, ExpectedCount: bt.ExpectedCount,
-			AcceptanceCriteria: bt.AcceptanceCriteria, TestCommands: bt.TestCommands,
+			AcceptanceCriteria: bt.AcceptanceCriteria, TestCommands: bt.TestCommands, Profile: bt.Profile,
 		}
 		if bt.Priority != nil {
 			t.Priority = *bt.Priority
@@ -498,7 +498,7 @@ func (x *txn) insert(entries []*entry) error {
 	ins, err := x.tx.PrepareContext(x.ctx, `INSERT INTO tasks (id, project_id, title, description, priority, status,
 		verification_type, retry_count, max_retries, parent_task_id, repo_id, requires_approval, plan_source,
 		is_plan_subtask, kind, metadata, created_by, not_before, expected_count, acceptance_criteria, test_commands,
-		created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
+		created_at, updated_at, profile) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
 	if err != nil {
 		return err
 	}
@@ -525,7 +525,7 @@ func (x *txn) insert(entries []*entry) error {
 			t.VerificationType, t.RetryCount, t.MaxRetries, nullString(t.ParentTaskID), nullString(t.RepoID),
 			t.RequiresApproval, nullString(t.PlanSource), t.IsPlanSubtask, t.Kind, encodeJSONColumn(t.Metadata, "{}"),
 			t.CreatedBy, nullNanos(t.NotBefore), t.ExpectedCount, encodeJSONColumn(t.AcceptanceCriteria, "[]"),
-			encodeJSONColumn(t.TestCommands, "[]"), toNanos(x.now), toNanos(x.now)); err != nil {
+			encodeJSONColumn(t.TestCommands, "[]"), toNanos(x.now), toNanos(x.now), t.Profile); err != nil {
 			if strings.Contains(err.Error(), "FOREIGN KEY") {
 				return models.Errorf(models.CodeNotFound, "tasks[%d]: parent_task_id %q not found", e.index, e.src.ParentTaskID)
 			}

@@ -20,9 +20,9 @@ func (s *Store) CreateProject(ctx context.Context, p models.Project) (models.Pro
 	p.TotalTokensUsed = 0
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO projects (id, name, credit_weight, max_concurrent_agents, status,
-			total_tokens_used, budget_limit, discord_channel_id, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+			total_tokens_used, budget_limit, discord_channel_id, created_at, updated_at, settings) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
 			p.ID, p.Name, p.CreditWeight, p.MaxConcurrentAgents, p.Status, 0, p.BudgetLimit,
-			nullString(p.DiscordChannelID), toNanos(now), toNanos(now))
+			nullString(p.DiscordChannelID), toNanos(now), toNanos(now), encodeJSONColumn(p.Settings, "{}"))
 		if isUniqueViolation(err) {
 			return models.Errorf(models.CodeConflict, "project %q already exists", p.ID)
 		}
@@ -59,7 +59,7 @@ func upsertRepo(ctx context.Context, tx *sql.Tx, r models.RepoConfig) error {
 }
 
 const projectColumns = `p.id, p.name, p.credit_weight, p.max_concurrent_agents, p.status, p.total_tokens_used,
-	p.budget_limit, p.discord_channel_id, p.created_at, p.updated_at,
+	p.budget_limit, p.discord_channel_id, p.created_at, p.updated_at, p.settings,
 	r.id, r.source_type, r.url, r.source_path, r.default_branch, r.checkout_base_path, r.in_place`
 
 // projectFrom joins each project with its first repo.
@@ -74,15 +74,19 @@ func scanProject(row scanner) (models.Project, error) {
 		rID, rType, rURL, rPath sql.NullString
 		rBranch, rBase          sql.NullString
 		rInPlace                sql.NullBool
+		settings                string
 	)
 	if err := row.Scan(&p.ID, &p.Name, &p.CreditWeight, &p.MaxConcurrentAgents, &p.Status, &p.TotalTokensUsed,
-		&budget, &channel, &created, &updated, &rID, &rType, &rURL, &rPath, &rBranch, &rBase, &rInPlace); err != nil {
+		&budget, &channel, &created, &updated, &settings, &rID, &rType, &rURL, &rPath, &rBranch, &rBase, &rInPlace); err != nil {
 		return models.Project{}, err
 	}
 	if budget.Valid {
 		p.BudgetLimit = &budget.Int64
 	}
 	p.DiscordChannelID = fromNullString(channel)
+	if err := decodeJSONColumn(settings, &p.Settings); err != nil {
+		return models.Project{}, fmt.Errorf("project %s settings: %w", p.ID, err)
+	}
 	p.CreatedAt, p.UpdatedAt = fromNanos(created), fromNanos(updated)
 	if rID.Valid {
 		p.Repo = &models.RepoConfig{ID: rID.String, ProjectID: p.ID, SourceType: models.RepoSourceType(rType.String),
@@ -139,9 +143,9 @@ func (s *Store) UpdateProject(ctx context.Context, id string, patch models.Proje
 		}
 		next.UpdatedAt = s.now().UTC()
 		if _, err := tx.ExecContext(ctx, `UPDATE projects SET name = ?, credit_weight = ?, max_concurrent_agents = ?,
-			status = ?, budget_limit = ?, discord_channel_id = ?, updated_at = ? WHERE id = ?`,
+			status = ?, budget_limit = ?, discord_channel_id = ?, updated_at = ?, settings = ? WHERE id = ?`,
 			next.Name, next.CreditWeight, next.MaxConcurrentAgents, next.Status, next.BudgetLimit,
-			nullString(next.DiscordChannelID), toNanos(next.UpdatedAt), id); err != nil {
+			nullString(next.DiscordChannelID), toNanos(next.UpdatedAt), encodeJSONColumn(next.Settings, "{}"), id); err != nil {
 			return err
 		}
 		if patch.Repo != nil {

@@ -14,7 +14,7 @@ import (
 const taskColumns = `id, project_id, title, description, priority, status, verification_type, retry_count,
 	max_retries, parent_task_id, repo_id, assigned_agent_id, branch_name, resume_after, requires_approval, pr_url,
 	plan_source, is_plan_subtask, kind, metadata, created_by, not_before, expected_count, success_count,
-	failure_count, acceptance_criteria, test_commands, status_reason, cascade_root_id, created_at, updated_at`
+	failure_count, acceptance_criteria, test_commands, status_reason, cascade_root_id, created_at, updated_at, profile`
 
 type scanner interface{ Scan(...any) error }
 
@@ -29,7 +29,7 @@ func scanTask(row scanner) (models.Task, error) {
 	if err := row.Scan(&t.ID, &t.ProjectID, &t.Title, &t.Description, &t.Priority, &t.Status, &t.VerificationType,
 		&t.RetryCount, &t.MaxRetries, &parent, &repo, &agent, &branch, &resume, &t.RequiresApproval, &pr, &planSrc,
 		&t.IsPlanSubtask, &t.Kind, &meta, &t.CreatedBy, &notBefore, &t.ExpectedCount, &t.SuccessCount,
-		&t.FailureCount, &criteria, &tests, &t.StatusReason, &t.CascadeRootID, &created, &updated); err != nil {
+		&t.FailureCount, &criteria, &tests, &t.StatusReason, &t.CascadeRootID, &created, &updated, &t.Profile); err != nil {
 		return models.Task{}, err
 	}
 	t.ParentTaskID, t.RepoID, t.AssignedAgentID = fromNullString(parent), fromNullString(repo), fromNullString(agent)
