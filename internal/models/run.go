@@ -16,7 +16,17 @@ type Run struct {
 	EndedAt        *time.Time `json:"ended_at,omitempty"`
 	Outcome        string     `json:"outcome,omitempty"`
 	Error          string     `json:"error,omitempty"`
+	// Kind is RunWork (the task's own work) or RunReview (a QA review of it).
+	Kind string `json:"kind"`
+	// SessionID is the agent CLI's session of this run, if it reported one.
+	SessionID string `json:"session_id,omitempty"`
 }
+
+// Run kinds.
+const (
+	RunWork   = "work"
+	RunReview = "review"
+)
 
 // ProjectUsage is one project's figures for a scheduling round.
 type ProjectUsage struct {
@@ -101,4 +111,43 @@ type Delivery struct {
 	Commit string `json:"commit,omitempty"`
 	// Note explains a delivery that left the branch for a person to merge.
 	Note string `json:"note,omitempty"`
+}
+
+// Verification is the recorded phase of a task in VERIFYING, so that a
+// restart resumes it.
+type Verification struct {
+	TaskID  string `json:"task_id"`
+	Attempt int    `json:"attempt"`
+	Phase   string `json:"phase"`
+	// Source is the checkout the task's work is in (the worker's).
+	Source string `json:"source,omitempty"`
+	// Detail says what the phase waits for or found.
+	Detail    string    `json:"detail,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Verification phases.
+const (
+	// PhaseChecks: the task's test commands run (AUTO_TEST).
+	PhaseChecks = "checks"
+	// PhaseReview: a reviewer agent is to review, or reviewing (QA_AGENT).
+	PhaseReview = "review"
+	// PhaseHuman: a person is to approve or reject (HUMAN).
+	PhaseHuman = "human"
+	// PhaseDeliver: the checks passed; the branch is being merged.
+	PhaseDeliver = "deliver"
+)
+
+// Plan is a set of subtasks a task's agent proposed, created when the task
+// completes (after a person's approval when its project requires it).
+type Plan struct {
+	ID     int64       `json:"id"`
+	TaskID string      `json:"task_id"`
+	Source string      `json:"source"`
+	Tasks  []BatchTask `json:"tasks"`
+	// Status is pending, created, rejected or failed.
+	Status    string     `json:"status"`
+	Error     string     `json:"error,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	DecidedAt *time.Time `json:"decided_at,omitempty"`
 }

@@ -218,7 +218,27 @@ type TransitionRequest struct {
 	AgentID string
 	// ResumeAfter is recorded by events that pause the task.
 	ResumeAfter *time.Time
+	// Feedback, when set, is recorded with the transition: a reviewer's or
+	// person's verdict for the task's next attempt.
+	Feedback *Feedback
 }
+
+// Feedback is what a reviewer (a QA agent) or a person said of a task's
+// attempt: approve or reject, with reasons.
+type Feedback struct {
+	ID        int64     `json:"id,omitempty"`
+	TaskID    string    `json:"task_id,omitempty"`
+	Source    string    `json:"source"`
+	Verdict   string    `json:"verdict"`
+	Text      string    `json:"text"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Verdicts of feedback.
+const (
+	VerdictApprove = "approve"
+	VerdictReject  = "reject"
+)
 
 // TransitionResult says what a transition did.
 type TransitionResult struct {

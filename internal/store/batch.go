@@ -60,63 +60,71 @@ func (s *Store) CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.B
 	}
 	var results []models.BatchResult
 	err = s.withTx(ctx, func(tx *sql.Tx) error {
-		x := s.newTxn(ctx, tx)
-		if err := x.checkProjects(entries); err != nil {
-			return err
-		}
-		if err := x.dedupe(entries); err != nil {
-			return err
-		}
-		if err := x.resolveDeps(entries); err != nil {
-			return err
-		}
-		if err := x.checkCycles(entries); err != nil {
-			return err
-		}
-		if err := x.insert(entries); err != nil {
-			return err
-		}
-		results = make([]models.BatchResult, len(entries))
-		for i, e := range entries {
-			switch {
-			case e.skippedAs != "":
-				results[i] = models.BatchResult{TaskID: e.skippedAs, Skipped: true}
-				continue
-			case e.dupOf >= 0:
-				results[i] = models.BatchResult{TaskID: entries[e.dupOf].task.ID, Skipped: true}
-				continue
-			}
-			if _, err := x.run(change{taskID: e.task.ID, event: evalEvent, followUp: true}); err != nil {
-				return fmt.Errorf("evaluate task %s: %w", e.task.ID, err)
-			}
-		}
-		for i := range results {
-			id := results[i].TaskID
-			if id == "" {
-				id = entries[i].task.ID
-			}
-			var st models.TaskStatus
-			if err := tx.QueryRowContext(ctx, "SELECT status FROM tasks WHERE id = ?", id).Scan(&st); err != nil {
-				return err
-			}
-			results[i].LocalID, results[i].TaskID, results[i].Status = entries[i].src.LocalID, id, st
-		}
-		if len(x.blocked) > 0 {
-			// Tasks created behind a BLOCKED upstream: one notice for the batch.
-			first, _ := getTask(ctx, x, x.blocked[0])
-			n := transitionNotice{TaskID: first.ID, ProjectID: first.ProjectID, Title: first.Title, From: models.StatusDefined,
-				To: models.StatusBlocked, Event: models.EventUpstreamFailed, Reason: first.StatusReason, Blocked: x.blocked}
-			key := fmt.Sprintf("chain_broken:created:%s:%d", first.ID, toNanos(x.now))
-			if err := s.enqueueOutbox(ctx, tx, key, "chain.broken", first.ProjectID, first.ID, n); err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		results, err = s.newTxn(ctx, tx).createBatch(entries)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create tasks: %w", err)
 	}
 	s.changed()
+	return results, nil
+}
+
+// createBatch creates prepared entries inside the transaction and answers
+// one result per entry.
+func (x *txn) createBatch(entries []*entry) ([]models.BatchResult, error) {
+	var results []models.BatchResult
+	if err := x.checkProjects(entries); err != nil {
+		return nil, err
+	}
+	if err := x.dedupe(entries); err != nil {
+		return nil, err
+	}
+	if err := x.resolveDeps(entries); err != nil {
+		return nil, err
+	}
+	if err := x.checkCycles(entries); err != nil {
+		return nil, err
+	}
+	if err := x.insert(entries); err != nil {
+		return nil, err
+	}
+	results = make([]models.BatchResult, len(entries))
+	for i, e := range entries {
+		switch {
+		case e.skippedAs != "":
+			results[i] = models.BatchResult{TaskID: e.skippedAs, Skipped: true}
+			continue
+		case e.dupOf >= 0:
+			results[i] = models.BatchResult{TaskID: entries[e.dupOf].task.ID, Skipped: true}
+			continue
+		}
+		if _, err := x.run(change{taskID: e.task.ID, event: evalEvent, followUp: true}); err != nil {
+			return nil, fmt.Errorf("evaluate task %s: %w", e.task.ID, err)
+		}
+	}
+	for i := range results {
+		id := results[i].TaskID
+		if id == "" {
+			id = entries[i].task.ID
+		}
+		var st models.TaskStatus
+		if err := x.QueryRowContext(x.ctx, "SELECT status FROM tasks WHERE id = ?", id).Scan(&st); err != nil {
+			return nil, err
+		}
+		results[i].LocalID, results[i].TaskID, results[i].Status = entries[i].src.LocalID, id, st
+	}
+	if len(x.blocked) > 0 {
+		// Tasks created behind a BLOCKED upstream: one notice for the batch.
+		first, _ := getTask(x.ctx, x, x.blocked[0])
+		n := transitionNotice{TaskID: first.ID, ProjectID: first.ProjectID, Title: first.Title, From: models.StatusDefined,
+			To: models.StatusBlocked, Event: models.EventUpstreamFailed, Reason: first.StatusReason, Blocked: x.blocked}
+		key := fmt.Sprintf("chain_broken:created:%s:%d", first.ID, toNanos(x.now))
+		if err := x.s.enqueueOutbox(x.ctx, x.tx, key, "chain.broken", first.ProjectID, first.ID, n); err != nil {
+			return nil, err
+		}
+	}
 	return results, nil
 }
 

@@ -71,10 +71,10 @@ func (s *Store) ClaimTask(ctx context.Context, taskID, agentID string) (models.R
 			return models.Errorf(models.CodeConflict, "agent %s changed concurrently", agentID)
 		}
 		var attempt int
-		if err := x.QueryRowContext(ctx, "SELECT count(*) + 1 FROM task_runs WHERE task_id = ?", taskID).Scan(&attempt); err != nil {
+		if err := x.QueryRowContext(ctx, "SELECT count(*) + 1 FROM task_runs WHERE task_id = ? AND kind = 'work'", taskID).Scan(&attempt); err != nil {
 			return err
 		}
-		run = models.Run{TaskID: taskID, AgentID: agentID, ProjectID: a.task.ProjectID, Attempt: attempt,
+		run = models.Run{TaskID: taskID, AgentID: agentID, ProjectID: a.task.ProjectID, Attempt: attempt, Kind: models.RunWork,
 			StartedAt: x.now, LastActivityAt: x.now}
 		ins, err := x.ExecContext(ctx, `INSERT INTO task_runs (task_id, agent_id, project_id, attempt, token_hash,
 			started_at, last_activity_at) VALUES (?,?,?,?,?,?,?)`,
@@ -92,7 +92,7 @@ func (s *Store) ClaimTask(ctx context.Context, taskID, agentID string) (models.R
 }
 
 const runColumns = `id, task_id, agent_id, project_id, attempt, pid, checkout_path, started_at, last_activity_at,
-	ended_at, outcome, error`
+	ended_at, outcome, error, kind, session_id`
 
 func scanRun(row scanner) (models.Run, error) {
 	var (
@@ -102,7 +102,7 @@ func scanRun(row scanner) (models.Run, error) {
 		ended             sql.NullInt64
 	)
 	if err := row.Scan(&r.ID, &r.TaskID, &r.AgentID, &r.ProjectID, &r.Attempt, &pid, &r.CheckoutPath, &started,
-		&activity, &ended, &r.Outcome, &r.Error); err != nil {
+		&activity, &ended, &r.Outcome, &r.Error, &r.Kind, &r.SessionID); err != nil {
 		return models.Run{}, err
 	}
 	if pid.Valid {
@@ -173,14 +173,16 @@ func (s *Store) StartRun(ctx context.Context, runID int64, pid int, checkoutPath
 		if !current {
 			return models.Errorf(models.CodeConflict, "run %d is no longer its task's current run", runID)
 		}
-		a, err := x.run(change{taskID: r.TaskID, event: models.EventAgentStarted, expectFrom: models.StatusAssigned,
-			actor: r.AgentID, reason: fmt.Sprintf("run %d started (attempt %d)", runID, r.Attempt)})
-		if err != nil {
-			return err
-		}
-		out = models.TransitionResult{Task: a.task, From: a.from, To: a.task.Status, Duplicate: a.duplicate}
-		if err := s.notify(ctx, tx, a, nil, models.EventAgentStarted, "", r.AgentID); err != nil {
-			return err
+		if r.Kind == models.RunWork {
+			a, err := x.run(change{taskID: r.TaskID, event: models.EventAgentStarted, expectFrom: models.StatusAssigned,
+				actor: r.AgentID, reason: fmt.Sprintf("run %d started (attempt %d)", runID, r.Attempt)})
+			if err != nil {
+				return err
+			}
+			out = models.TransitionResult{Task: a.task, From: a.from, To: a.task.Status, Duplicate: a.duplicate}
+			if err := s.notify(ctx, tx, a, nil, models.EventAgentStarted, "", r.AgentID); err != nil {
+				return err
+			}
 		}
 		if _, err := x.ExecContext(ctx, "UPDATE task_runs SET pid = ?, checkout_path = ?, last_activity_at = ? WHERE id = ?",
 			pid, checkoutPath, toNanos(x.now), runID); err != nil {
@@ -206,7 +208,7 @@ func currentRun(x *txn, runID int64) (models.Run, bool, error) {
 	}
 	var latest int64
 	var holder sql.NullString
-	if err := x.QueryRowContext(x.ctx, "SELECT max(id) FROM task_runs WHERE task_id = ?", r.TaskID).Scan(&latest); err != nil {
+	if err := x.QueryRowContext(x.ctx, "SELECT max(id) FROM task_runs WHERE task_id = ? AND kind = ?", r.TaskID, r.Kind).Scan(&latest); err != nil {
 		return r, false, err
 	}
 	if err := x.QueryRowContext(x.ctx, "SELECT current_task_id FROM agents WHERE id = ?", r.AgentID).Scan(&holder); err != nil {
@@ -465,7 +467,7 @@ func (s *Store) FreeOrphanAgents(ctx context.Context) ([]string, error) {
 // delivered), or "" otherwise.
 func (s *Store) LastRunError(ctx context.Context, taskID string) (string, error) {
 	var msg, outcome string
-	err := s.rdb.QueryRowContext(ctx, "SELECT error, outcome FROM task_runs WHERE task_id = ? AND ended_at IS NOT NULL ORDER BY id DESC LIMIT 1", taskID).
+	err := s.rdb.QueryRowContext(ctx, "SELECT error, outcome FROM task_runs WHERE task_id = ? AND kind = 'work' AND ended_at IS NOT NULL ORDER BY id DESC LIMIT 1", taskID).
 		Scan(&msg, &outcome)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil

@@ -362,6 +362,9 @@ func (x *txn) effects(a applied) ([]change, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := x.planEffects(a); err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
 	var follow []change
 	if t.Status == models.StatusDefined {
 		follow = append(follow, change{taskID: t.ID, event: evalEvent, followUp: true})
@@ -473,6 +476,11 @@ func (s *Store) ApplyEvent(ctx context.Context, req models.TransitionRequest) (m
 		changed = x.changed
 		if a.duplicate {
 			return nil
+		}
+		if req.Feedback != nil {
+			if err := x.addFeedback(a.task.ID, *req.Feedback); err != nil {
+				return err
+			}
 		}
 		if err := s.notify(ctx, tx, a, x.blocked, req.Event, req.Reason, req.Actor); err != nil {
 			return err
