@@ -76,6 +76,8 @@ var agentCommands = map[string]agentHandler{
 	"usage":        (*agentCmd).usage,
 	"rate-limited": (*agentCmd).rateLimited,
 	"plan":         (*agentCmd).plan,
+	"approve":      (*agentCmd).approve,
+	"reject":       (*agentCmd).reject,
 }
 
 // runAgent is the "agent" subcommand.
@@ -174,6 +176,16 @@ func (a *agentCmd) progress(ctx context.Context, args []string) error {
 
 func (a *agentCmd) fail(ctx context.Context, args []string) error {
 	return a.message(ctx, args, "MESSAGE", (*api.RPCClient).Fail)
+}
+
+// approve is a reviewer's verdict that the reviewed task may land.
+func (a *agentCmd) approve(ctx context.Context, args []string) error {
+	return a.message(ctx, args, "REASONS", (*api.RPCClient).Approve)
+}
+
+// reject is a reviewer's verdict that the reviewed task must be redone.
+func (a *agentCmd) reject(ctx context.Context, args []string) error {
+	return a.message(ctx, args, "REASONS", (*api.RPCClient).Reject)
 }
 
 // message runs a command whose arguments are one text (named label in errors).

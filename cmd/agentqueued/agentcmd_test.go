@@ -37,6 +37,7 @@ type runService struct {
 	progress    []string
 	completions []models.Completion
 	rateLimits  []models.RateLimit
+	verdicts    []string
 }
 
 func (s *runService) Authenticate(ctx context.Context, token string) (models.Run, error) {
@@ -111,6 +112,14 @@ func (s *runService) ProposePlan(ctx context.Context, run models.Run, plan model
 		plan.Tasks[i].PlanSource = "agent"
 	}
 	return s.st.CreateTasks(ctx, plan)
+}
+
+// Verdict records a reviewer's verdict as feedback on the run's task.
+func (s *runService) Verdict(ctx context.Context, run models.Run, approve bool, reasons string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.verdicts = append(s.verdicts, fmt.Sprintf("%v:%s", approve, reasons))
+	return nil
 }
 
 // agentEnv is an RPC server over a store-backed service with project "web".

@@ -130,11 +130,18 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	socket := filepath.Join(cfg.DataDir, "agent.sock")
+	self, err := os.Executable()
+	if err != nil {
+		log.Warn("own executable unknown: agents get no agentqueued MCP server", "err", err)
+		self = ""
+	}
 	oc := cfg.Orchestrator
 	o, err := orchestrator.New(orchestrator.Config{SafetyTick: oc.SafetyTick, Window: oc.Window, IdleTimeout: oc.IdleTimeout,
 		MaxRuntime: oc.MaxRuntime, StartTimeout: oc.StartTimeout, RetryBackoff: oc.RetryBackoff, MaxBackoff: oc.MaxBackoff,
 		StopGrace: oc.StopGrace, PauseDelay: oc.PauseDelay, GlobalBudget: oc.GlobalTokenBudget, Rules: cfg.Rules,
 		InputTimeout: oc.InputTimeout, RunDir: filepath.Join(cfg.DataDir, "runs"), SocketPath: socket,
+		CheckTimeout: cfg.Verification.CheckTimeout, Profiles: cfg.Profiles, PlanPaths: cfg.Plans.Paths,
+		QAAgent: cfg.Verification.QAAgent, QAProfile: cfg.Verification.QAProfile, Executable: self,
 		Logger: log.With("component", "orchestrator")}, st, ws, agent.DefaultRegistry())
 	if err != nil {
 		return err
@@ -149,7 +156,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		return fmt.Errorf("agent socket: %w", err)
 	}
 	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, Logger: log.With("component", "api")},
-		commands{Store: st, orch: o})
+		commands{Store: st, orch: o, profiles: cfg.Profiles})
 	if err != nil {
 		rpcLn.Close()
 		return err
@@ -241,7 +248,8 @@ func renewLease(ctx context.Context, st leaseRenewer, owner string, ttl time.Dur
 // to questions) routed through the orchestrator.
 type commands struct {
 	*store.Store
-	orch *orchestrator.Orchestrator
+	orch     *orchestrator.Orchestrator
+	profiles map[string]models.Profile
 }
 
 // ApplyEvent applies an admin event and ends the task's run when needed.
@@ -252,6 +260,32 @@ func (c commands) ApplyEvent(ctx context.Context, req models.TransitionRequest) 
 // AnswerQuestion answers a question and hands the answer to the waiting agent.
 func (c commands) AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error) {
 	return c.orch.AnswerQuestion(ctx, id, answer, by)
+}
+
+// CreateTasks creates a batch after checking that every profile it names is
+// configured.
+func (c commands) CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.BatchResult, error) {
+	for i, t := range b.Tasks {
+		if t.Profile != "" && !c.hasProfile(t.Profile) {
+			return nil, models.Errorf(models.CodeInvalid, "tasks[%d].profile: no profile %q is configured", i, t.Profile)
+		}
+	}
+	return c.Store.CreateTasks(ctx, b)
+}
+
+func (c commands) hasProfile(name string) bool {
+	_, ok := c.profiles[name]
+	return ok
+}
+
+// ApproveTask approves a task waiting for a person.
+func (c commands) ApproveTask(ctx context.Context, id, by, note string) (models.TransitionResult, error) {
+	return c.orch.Approve(ctx, id, by, note)
+}
+
+// RejectTask rejects a task waiting for a person, with feedback.
+func (c commands) RejectTask(ctx context.Context, id, by, feedback string) (models.TransitionResult, error) {
+	return c.orch.Reject(ctx, id, by, feedback)
 }
 
 var (

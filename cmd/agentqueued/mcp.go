@@ -37,6 +37,7 @@ const mcpInstructions = `You are working on one task queued by agentqueued, whic
 - fail: when the task cannot be done, call it once with the reason and what would unblock it. Then stop.
 - rate_limited: when your provider refuses work because of a rate limit or an exhausted token quota, call it with the reset time, then stop; the task is resumed after the reset.
 - propose_plan: when the task is too large for one run, propose subtasks with their dependencies instead of doing everything yourself.
+- approve / reject: only when you were asked to review another agent's work: give exactly one verdict with your reasons.
 - usage: report token use if your runtime does not report it by itself.`
 
 // agentRPC is the RPC the MCP tools call: *api.RPCClient.
@@ -49,6 +50,8 @@ type agentRPC interface {
 	Usage(ctx context.Context, u api.UsageReport) error
 	RateLimited(ctx context.Context, r models.RateLimit) error
 	ProposePlan(ctx context.Context, tasks []models.BatchTask) ([]models.BatchResult, error)
+	Approve(ctx context.Context, reasons string) error
+	Reject(ctx context.Context, reasons string) error
 }
 
 // Inputs of the MCP tools. Fields without omitempty are required.
@@ -79,6 +82,9 @@ type (
 		ResetInSeconds int64  `json:"reset_in_seconds,omitempty" jsonschema:"Instead of reset_at: how many seconds until the provider accepts work again."`
 		Kind           string `json:"kind,omitempty" jsonschema:"rate_limit (requests refused for a while; the default) or tokens (the token quota is exhausted)."`
 		Message        string `json:"message,omitempty" jsonschema:"The provider's words, kept as the reason of the pause."`
+	}
+	mcpVerdictInput struct {
+		Reasons string `json:"reasons" jsonschema:"Why: for a rejection, exactly what must change; it is handed to the next attempt."`
 	}
 	mcpPlanInput struct {
 		Tasks []mcpPlanTask `json:"tasks" jsonschema:"The subtasks, created all together or not at all."`
@@ -118,7 +124,11 @@ var (
 	mcpToolRateLimited = mcpTool{api.ToolRateLimited, "Report a rate limit",
 		"Report that your model provider refuses work (rate limit or exhausted token quota) until a reset time. The task is paused, not failed, and resumed after the reset. Stop working after calling it."}
 	mcpToolProposePlan = mcpTool{api.ToolProposePlan, "Propose subtasks",
-		"Split the task into subtasks, each run separately by an agent, with dependencies between them. Returns the created task ids. Use it when the task is too large for one run."}
+		"Split the task into subtasks, each run separately by an agent, with dependencies between them (without any, they run in the order given). They are created when this task completes (after a human approves the plan when the project asks for that). Use it when the task is too large for one run."}
+	mcpToolApprove = mcpTool{api.ToolApprove, "Approve the reviewed work",
+		"Only in a review: approve the change under review, with your reasons. It is then merged. Call it once, then stop."}
+	mcpToolReject = mcpTool{api.ToolReject, "Reject the reviewed work",
+		"Only in a review: reject the change under review, saying exactly what must change; the task is redone with your reasons. Call it once, then stop."}
 )
 
 // runMCP is the "mcp" subcommand: an MCP server on standard input and output
@@ -221,6 +231,12 @@ func newMCPServer(rpc agentRPC) *mcp.Server {
 			}
 			return planSummary(results), nil
 		})
+	addMCPTool(srv, mcpToolApprove, nil, func(ctx context.Context, in mcpVerdictInput) (string, error) {
+		return "Approval recorded. Stop now.", rpc.Approve(ctx, in.Reasons)
+	})
+	addMCPTool(srv, mcpToolReject, nil, func(ctx context.Context, in mcpVerdictInput) (string, error) {
+		return "Rejection recorded. Stop now.", rpc.Reject(ctx, in.Reasons)
+	})
 	return srv
 }
 
@@ -289,7 +305,7 @@ func planTasks(in []mcpPlanTask) []models.BatchTask {
 // planSummary describes the created subtasks, one line each.
 func planSummary(results []models.BatchResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Plan accepted: %d subtask(s).\n", len(results))
+	fmt.Fprintf(&b, "Plan accepted: %d subtask(s), created when this task completes.\n", len(results))
 	for _, r := range results {
 		name := r.LocalID
 		if name == "" {
@@ -298,6 +314,10 @@ func planSummary(results []models.BatchResult) string {
 		note := ""
 		if r.Skipped {
 			note = ", an existing task"
+		}
+		if r.TaskID == "" {
+			fmt.Fprintf(&b, "%s\n", name)
+			continue
 		}
 		fmt.Fprintf(&b, "%s -> task %s (%s%s)\n", name, r.TaskID, r.Status, note)
 	}

@@ -123,7 +123,9 @@ func NewRegistry(adapters ...Adapter) *Registry {
 }
 
 // DefaultRegistry returns the adapters agentqueued ships.
-func DefaultRegistry() *Registry { return NewRegistry(Command{}) }
+func DefaultRegistry() *Registry {
+	return NewRegistry(Command{}, Claude{}, Codex{}, Cursor{}, Aider{})
+}
 
 // For returns the adapter of an agent type.
 func (r *Registry) For(agentType string) (Adapter, error) {

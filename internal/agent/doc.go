@@ -12,4 +12,20 @@
 // agent. The prompt is written to the process's stdin and to a file named by
 // AQ_PROMPT_FILE. Everything the process prints goes to a log file per task
 // attempt; the tail of its stderr is kept for the failure message.
+//
+// Four adapters run the agent CLIs (see shared/AGENT-CLIS.md for their
+// flags and formats): Claude (claude -p --output-format stream-json), Codex
+// (codex exec --json), Cursor (cursor-agent -p --output-format stream-json)
+// and Aider (aider --message-file). The prompt goes to standard input (the
+// prompt file for aider), never on the command line. MCP servers reach
+// Claude as an mcp.json in the run's private state directory and Codex as
+// -c overrides whose env values travel in the agent's environment (listed
+// in env_vars), so no token is ever on argv; Cursor and Aider get none and
+// report through the `agentqueued agent` commands. Their parsers turn each
+// output line into events — session id, this run's cumulative usage, rate
+// limits with their reset time, assistant text, the final result — tolerate
+// anything they do not know, and decide a stream that ended without a
+// result as a failure; aider, which has no terminal event, is judged by its
+// exit code and the edits and errors it printed. fakeagent is a stand-in
+// executable for all four, driven by directives in the prompt, for tests.
 package agent

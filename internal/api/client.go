@@ -216,6 +216,20 @@ func (c *Client) AnswerQuestion(ctx context.Context, id int64, answer, by string
 		AnswerRequest{Answer: answer, AnsweredBy: by}, &out)
 }
 
+// ApproveTask approves a task waiting for a person (HUMAN verification or a plan).
+func (c *Client) ApproveTask(ctx context.Context, id, by, note string) (models.TransitionResult, error) {
+	var out models.TransitionResult
+	return out, c.do(ctx, http.MethodPost, APIPrefix+"/tasks/"+url.PathEscape(id)+"/approve", nil,
+		DecisionRequest{Feedback: note, By: by}, &out)
+}
+
+// RejectTask rejects a task waiting for a person, with feedback for its next attempt.
+func (c *Client) RejectTask(ctx context.Context, id, by, feedback string) (models.TransitionResult, error) {
+	var out models.TransitionResult
+	return out, c.do(ctx, http.MethodPost, APIPrefix+"/tasks/"+url.PathEscape(id)+"/reject", nil,
+		DecisionRequest{Feedback: feedback, By: by}, &out)
+}
+
 // SetAgentPaused pauses or resumes an agent.
 func (c *Client) SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error) {
 	verb := "resume"

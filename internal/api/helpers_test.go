@@ -57,7 +57,7 @@ func newEnv(t *testing.T, cfg api.Config) *testEnv {
 	t.Cleanup(func() { _ = st.Close() })
 	logs := &syncBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s, err := api.New(cfg, st)
+	s, err := api.New(cfg, decisions{st})
 	if err != nil {
 		t.Fatalf("api.New: %v", err)
 	}
@@ -68,6 +68,20 @@ func newEnv(t *testing.T, cfg api.Config) *testEnv {
 		t.Fatalf("api.NewClient: %v", err)
 	}
 	return &testEnv{t: t, store: st, srv: srv, client: client, logs: logs, token: cfg.Token}
+}
+
+// decisions is the store as the API's service, with a person's decisions
+// applied straight to the store: HUMAN_APPROVED, and VERIFY_FAILED with the
+// feedback (the orchestrator's work of merging is not part of these tests).
+type decisions struct{ *store.Store }
+
+func (d decisions) ApproveTask(ctx context.Context, id, by, note string) (models.TransitionResult, error) {
+	return d.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventHumanApproved, Actor: by, Reason: note})
+}
+
+func (d decisions) RejectTask(ctx context.Context, id, by, feedback string) (models.TransitionResult, error) {
+	return d.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventVerifyFailed, Actor: by, Reason: feedback,
+		Feedback: &models.Feedback{Source: by, Verdict: models.VerdictReject, Text: feedback}})
 }
 
 // response is a raw answer of the server.

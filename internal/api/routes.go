@@ -61,6 +61,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET "+APIPrefix+"/tasks", s.handleListTasks)
 	mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}", s.handleGetTask)
 	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/events", s.handleTaskEvent)
+	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/approve", s.handleDecision(true))
+	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/reject", s.handleDecision(false))
 	mux.HandleFunc("POST "+APIPrefix+"/agents", s.handleRegisterAgent)
 	mux.HandleFunc("GET "+APIPrefix+"/agents", s.handleListAgents)
 	mux.HandleFunc("POST "+APIPrefix+"/agents/{id}/pause", s.handlePauseAgent(true))
@@ -437,6 +439,45 @@ type AnswerRequest struct {
 	Answer string `json:"answer"`
 	// AnsweredBy names who answers; default "api".
 	AnsweredBy string `json:"answered_by,omitempty"`
+}
+
+// DecisionRequest is the body of a task's approve or reject.
+type DecisionRequest struct {
+	// Feedback says why; required to reject (it reaches the next attempt).
+	Feedback string `json:"feedback,omitempty"`
+	// By names who decides; default "api".
+	By string `json:"by,omitempty"`
+}
+
+// handleDecision approves or rejects a task waiting for a person.
+func (s *Server) handleDecision(approve bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req DecisionRequest
+		if err := s.decodeBody(w, r, &req); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if len(req.Feedback) > models.MaxDescriptionLen {
+			s.writeError(w, r, invalid("feedback: at most %d bytes", models.MaxDescriptionLen))
+			return
+		}
+		if req.By == "" {
+			req.By = DefaultActor
+		}
+		var res models.TransitionResult
+		var err error
+		if approve {
+			res, err = s.svc.ApproveTask(r.Context(), r.PathValue("id"), req.By, req.Feedback)
+		} else {
+			res, err = s.svc.RejectTask(r.Context(), r.PathValue("id"), req.By, req.Feedback)
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.log.InfoContext(r.Context(), "task decided", "task_id", res.Task.ID, "approve", approve, "to", res.To)
+		s.writeJSON(w, r, http.StatusOK, res)
+	}
 }
 
 func (s *Server) handleListQuestions(w http.ResponseWriter, r *http.Request) {

@@ -39,6 +39,20 @@ const (
 	ToolReject      = "reject"
 )
 
+// verdict decodes a reviewer's approve or reject.
+func (s *RPCServer) verdict(approve bool) func(ctx context.Context, run models.Run, body []byte) (any, error) {
+	return func(ctx context.Context, run models.Run, body []byte) (any, error) {
+		var v Verdict
+		if err := decodeJSON(body, &v); err != nil {
+			return nil, err
+		}
+		if len(v.Reasons) > models.MaxDescriptionLen {
+			return nil, models.Errorf(models.CodeInvalid, "reasons: at most %d bytes", models.MaxDescriptionLen)
+		}
+		return RPCOK{OK: true}, s.svc.Verdict(ctx, run, approve, v.Reasons)
+	}
+}
+
 // Verdict is a reviewer's approve or reject, with its reasons.
 type Verdict struct {
 	Reasons string `json:"reasons"`
@@ -46,7 +60,7 @@ type Verdict struct {
 
 // RPCTools lists every tool of the agent RPC.
 var RPCTools = []string{ToolHeartbeat, ToolProgress, ToolAsk, ToolComplete, ToolFail, ToolUsage, ToolRateLimited,
-	ToolProposePlan}
+	ToolProposePlan, ToolApprove, ToolReject}
 
 // Defaults of the RPC server.
 const (
@@ -81,6 +95,8 @@ type RunService interface {
 	// run's project; its entries set no project, parent, plan source or
 	// plan-subtask flag (the server refuses those): the service sets them.
 	ProposePlan(ctx context.Context, run models.Run, plan models.TaskBatch) ([]models.BatchResult, error)
+	// Verdict is a review run's approve or reject of the task it reviews.
+	Verdict(ctx context.Context, run models.Run, approve bool, reasons string) error
 }
 
 // Request and answer bodies of the agent RPC besides the models themselves.
@@ -477,6 +493,8 @@ func (s *RPCServer) toolTable() map[string]rpcTool {
 			}
 			return BatchResponse{Results: nonNil(results)}, nil
 		}},
+		ToolApprove: {call: s.verdict(true)},
+		ToolReject:  {call: s.verdict(false)},
 	}
 }
 

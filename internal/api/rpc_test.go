@@ -44,6 +44,7 @@ type storeRunService struct {
 	heartbeats int
 	progress   []string
 	rateLimits []models.RateLimit
+	verdicts   []string
 	// heartbeatErr, when set, is returned by Heartbeat.
 	heartbeatErr error
 }
@@ -114,6 +115,13 @@ func (s *storeRunService) RateLimited(ctx context.Context, run models.Run, r mod
 	_, err := s.st.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventTokensExhausted,
 		ExpectFrom: models.StatusInProgress, Reason: r.Message, ResumeAfter: &resume, Outcome: "rate_limited"})
 	return err
+}
+
+func (s *storeRunService) Verdict(ctx context.Context, run models.Run, approve bool, reasons string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.verdicts = append(s.verdicts, fmt.Sprintf("%v:%s", approve, reasons))
+	return nil
 }
 
 func (s *storeRunService) ProposePlan(ctx context.Context, run models.Run, plan models.TaskBatch) ([]models.BatchResult, error) {

@@ -17,7 +17,7 @@ func TestServerRunAndShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	s, err := api.New(api.Config{Addr: "127.0.0.1:0"}, st)
+	s, err := api.New(api.Config{Addr: "127.0.0.1:0"}, decisions{st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestRunFailsOnBusyAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	first, err := api.New(api.Config{Addr: "127.0.0.1:0"}, st)
+	first, err := api.New(api.Config{Addr: "127.0.0.1:0"}, decisions{st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestRunFailsOnBusyAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	second, err := api.New(api.Config{Addr: ln.Addr().String()}, st)
+	second, err := api.New(api.Config{Addr: ln.Addr().String()}, decisions{st})
 	if err != nil {
 		t.Fatal(err)
 	}

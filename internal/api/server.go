@@ -43,6 +43,10 @@ type Service interface {
 	SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error)
 	OpenQuestions(ctx context.Context) ([]models.Question, error)
 	AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error)
+	// ApproveTask and RejectTask are a person's decision on a task waiting
+	// for one: HUMAN verification, or a plan awaiting approval.
+	ApproveTask(ctx context.Context, id, by, note string) (models.TransitionResult, error)
+	RejectTask(ctx context.Context, id, by, feedback string) (models.TransitionResult, error)
 }
 
 // Config configures a Server.

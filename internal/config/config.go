@@ -67,7 +67,32 @@ type Config struct {
 	Orchestrator OrchestratorConfig
 	// Rules are the scheduling rules in force.
 	Rules []models.Rule
+	// Profiles are the named agent profiles tasks and projects may choose.
+	Profiles map[string]models.Profile
+	// Verification configures the VERIFYING phase.
+	Verification VerificationConfig
+	// Plans configures plans agents leave as files.
+	Plans PlansConfig
 }
+
+// VerificationConfig configures the VERIFYING phase.
+type VerificationConfig struct {
+	// QAAgent reviews QA_AGENT tasks of projects that name no reviewer;
+	// QAProfile is the profile it reviews with.
+	QAAgent, QAProfile string
+	// CheckTimeout bounds each test command; zero is the orchestrator's default.
+	CheckTimeout time.Duration
+}
+
+// PlansConfig configures plan files.
+type PlansConfig struct {
+	// Paths are files, relative to a checkout, where a root task's agent
+	// may leave a plan; DefaultPlanPaths when not set.
+	Paths []string
+}
+
+// DefaultPlanPaths are the default plans.paths.
+var DefaultPlanPaths = []string{".claude/plan.md", ".agentqueued/plan.md"}
 
 // OrchestratorConfig tunes scheduling and supervision.
 type OrchestratorConfig struct {
@@ -111,15 +136,41 @@ type LeaseConfig struct {
 // fileConfig is the file's shape. Every value is a string so that values
 // can be expanded and checked with errors that name their key.
 type fileConfig struct {
-	DataDir      string           `yaml:"data_dir"`
-	Listen       string           `yaml:"listen"`
-	API          fileAPI          `yaml:"api"`
-	Log          fileLog          `yaml:"log"`
-	Database     fileDatabase     `yaml:"database"`
-	Lease        fileLease        `yaml:"lease"`
-	Agents       []fileAgent      `yaml:"agents"`
-	Orchestrator fileOrchestrator `yaml:"orchestrator"`
-	Rules        []map[string]any `yaml:"rules"`
+	DataDir      string                 `yaml:"data_dir"`
+	Listen       string                 `yaml:"listen"`
+	API          fileAPI                `yaml:"api"`
+	Log          fileLog                `yaml:"log"`
+	Database     fileDatabase           `yaml:"database"`
+	Lease        fileLease              `yaml:"lease"`
+	Agents       []fileAgent            `yaml:"agents"`
+	Orchestrator fileOrchestrator       `yaml:"orchestrator"`
+	Rules        []map[string]any       `yaml:"rules"`
+	Profiles     map[string]fileProfile `yaml:"profiles"`
+	Verification fileVerification       `yaml:"verification"`
+	Plans        filePlans              `yaml:"plans"`
+}
+
+type fileProfile struct {
+	Model              string             `yaml:"model"`
+	PermissionMode     string             `yaml:"permission_mode"`
+	AllowedTools       []string           `yaml:"allowed_tools"`
+	MCPServers         []models.MCPServer `yaml:"mcp_servers"`
+	SystemPromptSuffix string             `yaml:"system_prompt_suffix"`
+}
+
+func (f fileProfile) profile() models.Profile {
+	return models.Profile{Model: f.Model, PermissionMode: f.PermissionMode, AllowedTools: f.AllowedTools,
+		MCPServers: f.MCPServers, SystemPromptSuffix: f.SystemPromptSuffix}
+}
+
+type fileVerification struct {
+	QAAgent      string `yaml:"qa_agent"`
+	QAProfile    string `yaml:"qa_profile"`
+	CheckTimeout string `yaml:"check_timeout"`
+}
+
+type filePlans struct {
+	Paths []string `yaml:"paths"`
 }
 
 type fileAgent struct {
@@ -131,6 +182,7 @@ type fileAgent struct {
 	MaxRuntime  string            `yaml:"max_runtime"`
 	IdleTimeout string            `yaml:"idle_timeout"`
 	Projects    []string          `yaml:"projects"`
+	Profile     fileProfile       `yaml:"profile"`
 }
 
 type fileOrchestrator struct {
@@ -174,6 +226,7 @@ func defaults(getenv func(string) (string, bool)) Config {
 		Listen:  DefaultListen,
 		Log:     LogConfig{Level: DefaultLogLevel, Format: DefaultLogFormat},
 		Lease:   LeaseConfig{TTL: DefaultLeaseTTL},
+		Plans:   PlansConfig{Paths: DefaultPlanPaths},
 	}
 }
 
@@ -290,6 +343,20 @@ func (c *Config) overlay(f fileConfig) error {
 		}
 		c.Agents = append(c.Agents, a)
 	}
+	for name, fp := range f.Profiles {
+		if c.Profiles == nil {
+			c.Profiles = map[string]models.Profile{}
+		}
+		c.Profiles[name] = fp.profile()
+	}
+	set(&c.Verification.QAAgent, f.Verification.QAAgent)
+	set(&c.Verification.QAProfile, f.Verification.QAProfile)
+	if err := parseDuration("verification.check_timeout", f.Verification.CheckTimeout, &c.Verification.CheckTimeout); err != nil {
+		return err
+	}
+	if f.Plans.Paths != nil {
+		c.Plans.Paths = f.Plans.Paths
+	}
 	for i, raw := range f.Rules {
 		b, err := json.Marshal(raw)
 		if err != nil {
@@ -345,7 +412,7 @@ func (c *Config) overlayOrchestrator(f fileOrchestrator) error {
 
 func (fa fileAgent) agent(key string) (models.Agent, error) {
 	a := models.Agent{ID: fa.Name, Name: fa.Name, AgentType: fa.Type, AgentSettings: models.AgentSettings{
-		Command: fa.Command, Args: fa.Args, Env: fa.Env, Projects: fa.Projects}}
+		Command: fa.Command, Args: fa.Args, Env: fa.Env, Projects: fa.Projects, Profile: fa.Profile.profile()}}
 	var maxRuntime, idle time.Duration
 	if err := parseDuration(key+".max_runtime", fa.MaxRuntime, &maxRuntime); err != nil {
 		return a, err
@@ -398,6 +465,33 @@ func (c Config) Validate() error {
 	for i, r := range c.Rules {
 		if err := r.Validate(); err != nil {
 			return fmt.Errorf("config: rules[%d]: %s", i, models.ErrorMessageOf(err))
+		}
+	}
+	names := make([]string, 0, len(c.Profiles))
+	for name := range c.Profiles {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if !models.ValidID(name) {
+			return fmt.Errorf("config: profiles.%s: a profile name uses 1-64 lower-case letters, digits, '-' or '_'", name)
+		}
+		p := c.Profiles[name]
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("config: profiles.%s.%s", name, models.ErrorMessageOf(err))
+		}
+	}
+	if q := c.Verification.QAAgent; q != "" && !models.ValidID(q) {
+		return fmt.Errorf("config: verification.qa_agent: %q is not an agent name", q)
+	}
+	if q := c.Verification.QAProfile; q != "" {
+		if _, ok := c.Profiles[q]; !ok {
+			return fmt.Errorf("config: verification.qa_profile: no profile %q under profiles", q)
+		}
+	}
+	for i, path := range c.Plans.Paths {
+		if path == "" || filepath.IsAbs(path) || slices.Contains(strings.Split(filepath.ToSlash(path), "/"), "..") {
+			return fmt.Errorf("config: plans.paths[%d]: %q must be a relative path inside the checkout", i, path)
 		}
 	}
 	return nil

@@ -40,6 +40,7 @@ func TestDefaults(t *testing.T) {
 		Listen:  config.DefaultListen,
 		Log:     config.LogConfig{Level: config.DefaultLogLevel, Format: config.DefaultLogFormat},
 		Lease:   config.LeaseConfig{TTL: config.DefaultLeaseTTL},
+		Plans:   config.PlansConfig{Paths: config.DefaultPlanPaths},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults = %+v, want %+v", cfg, want)
@@ -101,6 +102,7 @@ lease:
 		Log:      config.LogConfig{Level: "debug", Format: "json"},
 		Database: config.DatabaseConfig{Path: "/srv/db/aq.sqlite"},
 		Lease:    config.LeaseConfig{TTL: 90 * time.Second},
+		Plans:    config.PlansConfig{Paths: config.DefaultPlanPaths},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Load = %+v, want %+v", cfg, want)

@@ -27,6 +27,8 @@ const (
 	DefaultStopGrace       = 10 * time.Second
 	DefaultPauseDelay      = 15 * time.Minute
 	DefaultInputTimeout    = 4 * time.Hour
+	DefaultCheckTimeout    = 20 * time.Minute
+	DefaultResultGrace     = 10 * time.Second
 )
 
 // Config configures an Orchestrator. Zero durations take the defaults above.
@@ -57,6 +59,25 @@ type Config struct {
 	// InputTimeout is how long a question waits for a human before the task
 	// is PAUSED (for as long again) and the run ends.
 	InputTimeout time.Duration
+	// CheckTimeout bounds each test command of AUTO_TEST verification.
+	CheckTimeout time.Duration
+	// ResultGrace is how long a process may linger after its final result
+	// (open MCP connections keep some CLIs alive) before it is stopped.
+	ResultGrace time.Duration
+	// Profiles are the named agent profiles tasks and projects may choose.
+	Profiles map[string]models.Profile
+	// PlanPaths are files in a checkout where a root task's agent may leave
+	// a plan instead of proposing it (e.g. ".claude/plan.md").
+	PlanPaths []string
+	// QAAgent reviews QA_AGENT tasks of projects that name no reviewer;
+	// QAProfile is the profile it reviews with.
+	QAAgent, QAProfile string
+	// Executable is the daemon's own executable: runs get `<Executable> mcp`
+	// as their "agentqueued" MCP server. Empty leaves it out.
+	Executable string
+	// PullRequests, when set, opens pull requests for tasks that require
+	// approval; without it such tasks are BLOCKED with PR_UNAVAILABLE.
+	PullRequests PullRequests
 	// Quantum is the agent time each assignment adds to its project's share
 	// within a round.
 	Quantum time.Duration
@@ -100,6 +121,8 @@ func (c *Config) applyDefaults() {
 	def(&c.StopGrace, DefaultStopGrace)
 	def(&c.PauseDelay, DefaultPauseDelay)
 	def(&c.InputTimeout, DefaultInputTimeout)
+	def(&c.CheckTimeout, DefaultCheckTimeout)
+	def(&c.ResultGrace, DefaultResultGrace)
 	def(&c.Quantum, DefaultQuantum)
 	if c.ReadyPerProject <= 0 {
 		c.ReadyPerProject = DefaultReadyPerProject
@@ -144,15 +167,53 @@ type Store interface {
 	OpenQuestions(ctx context.Context) ([]models.Question, error)
 	TaskQuestions(ctx context.Context, taskID string) ([]models.Question, error)
 	Notify(ctx context.Context, key, kind, projectID, taskID string, payload any) error
+
+	LastSession(ctx context.Context, taskID, agentID string) (string, models.TokenUsage, error)
+	RecordRunSession(ctx context.Context, runID int64, sessionID string) error
+	ForgetSessions(ctx context.Context, taskID, agentID string) error
+	RecordRunUsage(ctx context.Context, runID int64, cumulative models.TokenUsage) (models.TokenUsage, error)
+	SaveResult(ctx context.Context, taskID string, runID int64, c models.Completion) error
+	TaskResult(ctx context.Context, taskID string) (models.Completion, bool, error)
+	UpstreamResults(ctx context.Context, taskID string) ([]models.UpstreamResult, error)
+	RunErrors(ctx context.Context, taskID string) ([]string, error)
+	RecordTaskFailure(ctx context.Context, taskID, outcome, msg string) error
+	LastWorkRun(ctx context.Context, taskID string) (models.Run, bool, error)
+	SetVerification(ctx context.Context, v models.Verification) error
+	GetVerification(ctx context.Context, taskID string) (models.Verification, bool, error)
+	Verifications(ctx context.Context, phases ...string) ([]models.Verification, error)
+	TaskFeedback(ctx context.Context, taskID string) ([]models.Feedback, error)
+	ClaimReview(ctx context.Context, taskID, agentID string) (models.Run, string, error)
+	SavePlan(ctx context.Context, taskID, source string, tasks []models.BatchTask) (models.Plan, error)
+	PendingPlan(ctx context.Context, taskID string) (models.Plan, bool, error)
 }
 
-// Workspaces prepares agents' checkouts and delivers finished work.
+// PullRequests opens the pull request of a verified task that requires
+// approval (the GitHub side, wired in by main).
+type PullRequests interface {
+	// Open pushes the task's branch and opens (or finds) its pull request,
+	// returning its URL.
+	Open(ctx context.Context, p models.Project, t models.Task, src string) (string, error)
+}
+
+// Workspaces prepares agents' checkouts, verification checkouts, and
+// delivers finished work.
 type Workspaces interface {
 	// Prepare returns the agent's checkout of the project's repo on the
 	// task's branch (a plain directory when the project has no repo).
 	Prepare(ctx context.Context, a models.Agent, p models.Project, t models.Task) (models.Workspace, error)
-	// Deliver merges the task's branch into the project's default branch.
-	Deliver(ctx context.Context, a models.Agent, p models.Project, t models.Task, w models.Workspace) error
+	// Seal commits what a run left uncommitted on the task branch and
+	// returns the files the branch changes; unresolved conflicts refuse.
+	Seal(ctx context.Context, p models.Project, t models.Task, ws models.Workspace) ([]string, error)
+	// Release ends a run's use of its checkout.
+	Release(ws models.Workspace)
+	// Stage checks out the task branch merged into the default branch in a
+	// daemon-owned directory for verification; a conflict is a
+	// *models.ConflictError.
+	Stage(ctx context.Context, p models.Project, t models.Task, src string) (models.Staged, error)
+	// Deliver merges the task branch into the default branch (idempotent).
+	Deliver(ctx context.Context, p models.Project, t models.Task, src string) (models.Delivery, error)
+	// Cleanup removes the task's verification checkout, and its branch when merged.
+	Cleanup(ctx context.Context, p models.Project, t models.Task, src string, merged bool) error
 }
 
 // Orchestrator schedules READY tasks onto idle agents, supervises their
@@ -178,6 +239,10 @@ type Orchestrator struct {
 	failures map[string]int
 	// asks wakes the ask waiting for question id with its answer or error.
 	asks map[int64]chan askResult
+	// verifying holds the tasks whose verification a goroutine is running.
+	verifying map[string]bool
+	// resume lists the VERIFYING tasks recovery found, for Run to resume.
+	resume []string
 	wg   sync.WaitGroup
 }
 
@@ -192,7 +257,7 @@ func New(cfg Config, st Store, ws Workspaces, adapters *agent.Registry) (*Orches
 	cfg.applyDefaults()
 	return &Orchestrator{cfg: cfg, store: st, ws: ws, adapters: adapters, log: cfg.Logger,
 		wake: make(chan struct{}, 1), runs: map[int64]*activeRun{}, asks: map[int64]chan askResult{},
-		cooldown: map[string]time.Time{}, failures: map[string]int{}}, nil
+		cooldown: map[string]time.Time{}, failures: map[string]int{}, verifying: map[string]bool{}}, nil
 }
 
 // Wake asks the loop for a round now. It never blocks; wake-ups that
@@ -220,6 +285,10 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		o.wg.Wait() // runs record their end with runCtx: cancel it only after
 		cancelRuns()
 	}()
+	for _, id := range o.resume {
+		o.goVerify(runCtx, id)
+	}
+	o.resume = nil
 	timer := o.cfg.After(o.cfg.SafetyTick)
 	for {
 		select {
@@ -257,6 +326,9 @@ func (o *Orchestrator) round(ctx context.Context) time.Time {
 	}
 	if err := o.reconcile(ctx); err != nil {
 		o.log.Error("reconcile", "err", err)
+	}
+	if err := o.dispatchReviews(ctx); err != nil {
+		o.log.Error("dispatch reviews", "err", err)
 	}
 	// After scheduling, so that runs dispatched now have their start
 	// deadline armed.

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,11 +32,23 @@ type activeRun struct {
 	completion *models.Completion
 	failure    string
 	pause      *models.RateLimit
+	// verdict is a reviewer's approve or reject (review runs only).
+	verdict *models.Feedback
+	// resultSeen is closed when the adapter read the final result.
+	resultSeen chan struct{}
+	resultOnce sync.Once
+	// sessionInvalid is set when the CLI did not know the resumed session.
+	sessionInvalid bool
 	// Set by the loop when it ends the run: the event and reason to apply,
 	// and whether an ask was waiting then.
 	endEvent   models.TaskEvent
 	endReason  string
 	endWaiting bool
+}
+
+func newActiveRun(run models.Run, token string, ag models.Agent, now time.Time) *activeRun {
+	return &activeRun{run: run, token: token, agent: ag, lastActivity: now, stop: make(chan struct{}),
+		resultSeen: make(chan struct{})}
 }
 
 func (r *activeRun) touch(now time.Time) {
@@ -84,7 +97,7 @@ func (o *Orchestrator) dispatch(ctx context.Context, as Assignment) {
 	}
 	o.log.Info("task assigned", "task_id", as.TaskID, "agent", as.AgentID, "project_id", as.ProjectID,
 		"attempt", run.Attempt, "run_id", run.ID, "reason", as.Reason)
-	ar := &activeRun{run: run, token: token, agent: ag, lastActivity: o.cfg.Now(), stop: make(chan struct{})}
+	ar := newActiveRun(run, token, ag, o.cfg.Now())
 	o.mu.Lock()
 	o.runs[run.ID] = ar
 	o.mu.Unlock()
@@ -154,50 +167,34 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	if err != nil {
 		return startErr("agent type", true, err)
 	}
+	prof, err := o.profile(ar.agent, project, task)
+	if err != nil {
+		return startErr("profile", false, err)
+	}
 	ws, err := o.ws.Prepare(startCtx, ar.agent, project, task)
 	if err != nil {
 		return startErr("prepare workspace", false, err)
 	}
-	lastErr, err := o.store.LastRunError(ctx, task.ID)
-	if err != nil {
-		return startErr("read previous attempt", false, err)
+	defer o.ws.Release(ws)
+	if ws.Rescued != "" {
+		log.Warn("uncommitted changes in the checkout were kept on a rescue branch", "branch", ws.Rescued, "dir", ws.Dir)
 	}
-	questions, err := o.store.TaskQuestions(ctx, task.ID)
+	tc, err := o.taskContext(ctx, task, ws, ar.run.Attempt)
 	if err != nil {
-		return startErr("read questions", false, err)
+		return startErr("assemble the task context", false, err)
 	}
-	prompt := Prompt(task, ws, lastErr, questions...)
+	session, sessionUsage, err := o.store.LastSession(ctx, task.ID, ar.agent.ID)
+	if err != nil {
+		return startErr("read the last session", false, err)
+	}
 	base := filepath.Join(o.cfg.RunDir, task.ID, strconv.Itoa(ar.run.Attempt))
-	if err := os.MkdirAll(filepath.Dir(base), 0o700); err != nil {
-		return startErr("run directory", false, err)
-	}
-	promptFile := base + ".prompt"
-	if err := os.WriteFile(promptFile, []byte(prompt), 0o600); err != nil {
-		return startErr("write prompt", false, err)
-	}
-	rc := agent.RunContext{Agent: ar.agent, Task: task, Prompt: prompt, PromptFile: promptFile, Dir: ws.Dir}
-	inv, err := adapter.Invocation(rc)
+	proc, parser, err := o.launch(ctx, ar, adapter, launchSpec{task: task, project: project, profile: prof, tc: tc,
+		dir: ws.Dir, base: base, session: session, sessionUsage: sessionUsage})
 	if err != nil {
-		return startErr("build command", true, err)
-	}
-	env := agent.Environment(o.cfg.Environ, ar.agent.Env, map[string]string{
-		"AQ_SOCKET": o.cfg.SocketPath, "AQ_TASK_ID": task.ID, "AQ_RUN_TOKEN": ar.token, "AQ_PROMPT_FILE": promptFile,
-		"AQ_PROJECT_ID": task.ProjectID, "AQ_ATTEMPT": strconv.Itoa(ar.run.Attempt),
-	})
-	select {
-	case <-ar.stop: // timed out or stopped before the process existed
-		return o.finish(ctx, ar, o.loopEnd(ar, models.StatusAssigned))
-	default:
-	}
-	parser := adapter.NewParser(rc)
-	proc, err := agent.Start(agent.Spec{Argv: inv.Argv, Dir: ws.Dir, Env: env, Stdin: inv.Stdin, LogPath: base + ".log",
-		OnActivity: func() { ar.touch(o.cfg.Now()) },
-		OnLine: func(line []byte) {
-			for _, ev := range parser.Line(line) {
-				o.adapterEvent(ar, ev)
-			}
-		}})
-	if err != nil {
+		var se *startError
+		if errors.As(err, &se) {
+			return startErr(se.step, se.agentFault, se.err)
+		}
 		return startErr("start process", true, err)
 	}
 	if _, err := o.store.StartRun(ctx, ar.run.ID, proc.PID(), ws.Dir); err != nil {
@@ -213,28 +210,177 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	o.mu.Lock()
 	delete(o.failures, ar.run.ProjectID)
 	o.mu.Unlock()
-	log.Info("agent started", "pid", proc.PID(), "dir", ws.Dir)
+	log.Info("agent started", "pid", proc.PID(), "dir", ws.Dir, "session", session)
 	if o.cfg.OnRunStart != nil {
 		o.cfg.OnRunStart(ar.run)
 	}
 	o.Wake() // arm the run's timers
 
+	result := o.await(ar, proc, parser)
+	end := o.outcome(ar, result)
+	if ar.sessionInvalid {
+		if err := o.store.ForgetSessions(ctx, task.ID, ar.agent.ID); err != nil {
+			log.Warn("forget sessions", "err", err)
+		}
+	}
+	if end.Event == models.EventAgentCompleted {
+		end = o.sealWork(ctx, ar, project, task, ws, end)
+	}
+	res := o.finish(ctx, ar, end)
+	if res.To == models.StatusVerifying && !res.Duplicate {
+		o.verify(ctx, task.ID)
+	}
+	return res
+}
+
+// launchSpec is what launch needs besides the run.
+type launchSpec struct {
+	task         models.Task
+	project      models.Project
+	profile      models.Profile
+	tc           models.TaskContext
+	dir, base    string
+	session      string
+	sessionUsage models.TokenUsage
+}
+
+// startError is a launch step that failed before a process existed.
+type startError struct {
+	step       string
+	agentFault bool
+	err        error
+}
+
+func (e *startError) Error() string { return e.step + ": " + e.err.Error() }
+
+// launch renders the prompt, builds the adapter's invocation and starts the
+// process of a run (work or review) with its parser wired to the run.
+func (o *Orchestrator) launch(ctx context.Context, ar *activeRun, adapter agent.Adapter, ls launchSpec) (*agent.Process, agent.Parser, error) {
+	prompt, err := RenderPrompt(ls.tc)
+	if err != nil {
+		return nil, nil, &startError{"render the prompt", false, err}
+	}
+	if err := os.MkdirAll(filepath.Dir(ls.base), 0o700); err != nil {
+		return nil, nil, &startError{"run directory", false, err}
+	}
+	promptFile := ls.base + ".prompt"
+	if err := os.WriteFile(promptFile, []byte(prompt), 0o600); err != nil {
+		return nil, nil, &startError{"write prompt", false, err}
+	}
+	stateDir := ls.base + ".state"
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, nil, &startError{"run directory", false, err}
+	}
+	runEnv := map[string]string{
+		"AQ_SOCKET": o.cfg.SocketPath, "AQ_TASK_ID": ar.run.TaskID, "AQ_RUN_TOKEN": ar.token, "AQ_PROMPT_FILE": promptFile,
+		"AQ_PROJECT_ID": ar.run.ProjectID, "AQ_ATTEMPT": strconv.Itoa(ar.run.Attempt), "AQ_RUN_KIND": ar.run.Kind,
+	}
+	rc := agent.RunContext{Agent: ar.agent, Task: ls.task, Profile: ls.profile, MCPServers: o.mcpServers(ls.profile, runEnv),
+		Dir: ls.dir, Prompt: prompt, PromptFile: promptFile, StateDir: stateDir, SessionID: ls.session,
+		SessionUsage: ls.sessionUsage}
+	inv, err := adapter.Invocation(rc)
+	if err != nil {
+		return nil, nil, &startError{"build command", true, err}
+	}
+	for name, content := range inv.Files {
+		if name != filepath.Base(name) || name == "." || name == ".." {
+			return nil, nil, &startError{"build command", true, fmt.Errorf("adapter file name %q is not a plain name", name)}
+		}
+		if err := os.WriteFile(filepath.Join(stateDir, name), []byte(content), 0o600); err != nil {
+			return nil, nil, &startError{"write adapter files", false, err}
+		}
+	}
+	extra := map[string]string{}
+	for k, v := range ar.agent.Env {
+		extra[k] = v
+	}
+	for k, v := range inv.Env {
+		extra[k] = v
+	}
+	env := agent.Environment(o.cfg.Environ, extra, runEnv)
+	select {
+	case <-ar.stop: // timed out or stopped before the process existed
+		return nil, nil, &startError{"start", false, errors.New("stopped before the process started")}
+	default:
+	}
+	parser := adapter.NewParser(rc)
+	proc, err := agent.Start(agent.Spec{Argv: inv.Argv, Dir: ls.dir, Env: env, Stdin: inv.Stdin, LogPath: ls.base + ".log",
+		OnActivity: func() { ar.touch(o.cfg.Now()) },
+		OnLine: func(line []byte) {
+			for _, ev := range parser.Line(line) {
+				o.adapterEvent(ctx, ar, ev)
+			}
+		}})
+	if err != nil {
+		return nil, nil, &startError{"start process", true, err}
+	}
+	return proc, parser, nil
+}
+
+// await waits for a run's process to end: by itself, stopped by the loop,
+// or stopped ResultGrace after its final result when it lingers. The
+// parser's last word is applied before it returns.
+func (o *Orchestrator) await(ar *activeRun, proc *agent.Process, parser agent.Parser) agent.Result {
 	var result agent.Result
 	select {
 	case <-proc.Done():
 		result, _ = proc.Wait(context.Background())
 	case <-ar.stop:
 		result = proc.Stop(o.cfg.StopGrace)
+	case <-ar.resultSeen:
+		select {
+		case <-proc.Done():
+			result, _ = proc.Wait(context.Background())
+		case <-ar.stop:
+			result = proc.Stop(o.cfg.StopGrace)
+		case <-o.cfg.After(o.cfg.ResultGrace):
+			o.log.Info("process lingers after its result; stopping it", "task_id", ar.run.TaskID, "run_id", ar.run.ID)
+			result = proc.Stop(o.cfg.StopGrace)
+		}
 	}
 	for _, ev := range parser.End(result.ExitCode) {
-		o.adapterEvent(ar, ev)
+		o.adapterEvent(context.Background(), ar, ev)
 	}
-	end := o.outcome(ar, result)
-	res := o.finish(ctx, ar, end)
-	if res.To == models.StatusVerifying && !res.Duplicate {
-		o.verify(ctx, ar, project, task, ws)
+	return result
+}
+
+// sealWork finishes a completed run's work in its checkout: a plan file
+// becomes the task's pending plan, what the agent left uncommitted is
+// committed, the result is kept for dependents, and the verification's
+// first phase is recorded. A failure turns the completion into
+// AGENT_FAILED with the reason.
+func (o *Orchestrator) sealWork(ctx context.Context, ar *activeRun, p models.Project, t models.Task, ws models.Workspace, end models.RunEnd) models.RunEnd {
+	failed := func(what string, err error) models.RunEnd {
+		msg := what + ": " + reasonOf(err)
+		return models.RunEnd{RunID: ar.run.ID, Event: models.EventAgentFailed, ExpectFrom: models.StatusInProgress,
+			Reason: msg, Outcome: "failed", Error: msg}
 	}
-	return res
+	if !t.IsPlanSubtask {
+		if err := o.readPlanFile(ctx, t, ws.Dir); err != nil {
+			return failed("plan file", err)
+		}
+	}
+	files, err := o.ws.Seal(ctx, p, t, ws)
+	if err != nil {
+		return failed("commit the work", err)
+	}
+	ar.mu.Lock()
+	c := models.Completion{Summary: end.Reason}
+	if ar.completion != nil {
+		c = *ar.completion
+	}
+	ar.mu.Unlock()
+	if len(files) > 0 {
+		c.FilesChanged = files
+	}
+	if err := o.store.SaveResult(ctx, t.ID, ar.run.ID, c); err != nil {
+		return failed("save the result", err)
+	}
+	if err := o.store.SetVerification(ctx, models.Verification{TaskID: t.ID, Attempt: ar.run.Attempt,
+		Phase: models.PhaseChecks, Source: ws.Dir}); err != nil {
+		return failed("record the verification", err)
+	}
+	return end
 }
 
 // loopEnd is the end the loop asked for, applied from status from.
@@ -352,43 +498,49 @@ func (o *Orchestrator) finish(ctx context.Context, ar *activeRun, end models.Run
 	return res
 }
 
-// verify finishes a task the agent completed: the fast path delivers the
-// branch to the default branch and passes verification.
-func (o *Orchestrator) verify(ctx context.Context, ar *activeRun, p models.Project, t models.Task, ws models.Workspace) {
-	req := models.TransitionRequest{TaskID: t.ID, Event: models.EventVerifyPassed, ExpectFrom: models.StatusVerifying,
-		Actor: "system", Reason: "delivered to " + defaultBranch(p)}
-	if err := o.ws.Deliver(ctx, ar.agent, p, t, ws); err != nil {
-		req.Event, req.Reason = models.EventVerifyFailed, "deliver: "+reasonOf(err)
-		o.log.Warn("deliver failed", "task_id", t.ID, "err", err)
-		if ar.run.ID != 0 {
-			if err := o.store.RecordRunFailure(ctx, ar.run.ID, "deliver_failed", req.Reason); err != nil {
-				o.log.Warn("record delivery failure", "task_id", t.ID, "err", err)
+// adapterEvent applies what an adapter read from the output stream.
+func (o *Orchestrator) adapterEvent(ctx context.Context, ar *activeRun, ev agent.Event) {
+	switch ev.Kind {
+	case agent.EventSession:
+		if ev.SessionID != "" {
+			if err := o.store.RecordRunSession(ctx, ar.run.ID, ev.SessionID); err != nil {
+				o.log.Warn("record session", "task_id", ar.run.TaskID, "run_id", ar.run.ID, "err", err)
 			}
 		}
+		return
+	case agent.EventUsage:
+		if _, err := o.store.RecordRunUsage(ctx, ar.run.ID, ev.Usage); err != nil {
+			o.log.Warn("record usage", "task_id", ar.run.TaskID, "run_id", ar.run.ID, "err", err)
+		}
+		return
+	case agent.EventMessage:
+		o.log.Debug("agent says", "task_id", ar.run.TaskID, "run_id", ar.run.ID, "text", ev.Text)
+		return
 	}
-	o.apply(ctx, req)
-}
-
-func defaultBranch(p models.Project) string {
-	if p.Repo == nil {
-		return "the project (no repo)"
-	}
-	return p.Repo.DefaultBranch
-}
-
-// adapterEvent applies what an adapter read from the output stream.
-func (o *Orchestrator) adapterEvent(ar *activeRun, ev agent.Event) {
 	ar.mu.Lock()
 	defer ar.mu.Unlock()
 	switch ev.Kind {
 	case agent.EventRateLimit:
-		ar.pause = &models.RateLimit{ResetAt: ev.ResetAt, Kind: "rate_limit", Message: ev.Error}
+		kind := "rate_limit"
+		if ev.UsageCap {
+			kind = "tokens"
+		}
+		ar.pause = &models.RateLimit{ResetAt: ev.ResetAt, Kind: kind, Message: ev.Error}
 	case agent.EventResult:
+		if ev.SessionInvalid {
+			ar.sessionInvalid = true
+		}
 		if ev.IsError {
-			ar.failure = ev.Error
+			if ar.failure == "" {
+				ar.failure = ev.Error
+				if ar.failure == "" {
+					ar.failure = "the agent reported an error"
+				}
+			}
 		} else if ar.completion == nil {
 			ar.completion = &models.Completion{Summary: ev.Summary}
 		}
+		ar.resultOnce.Do(func() { close(ar.resultSeen) })
 	}
 }
 
@@ -516,61 +668,12 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		return err
 	}
 	for _, t := range verifying {
-		// The fast path has one phase: deliver again (idempotent) and pass.
-		p, err := o.store.GetProject(ctx, t.ProjectID)
-		if err != nil {
-			return err
-		}
-		var ag models.Agent
-		if t.AssignedAgentID != nil {
-			ag, _ = o.store.GetAgent(ctx, *t.AssignedAgentID)
-		}
-		o.verify(ctx, &activeRun{agent: ag}, p, t, models.Workspace{})
+		// Checks and deliveries start again (both are idempotent); a
+		// review is dispatched again by the loop; a person's decision is
+		// still awaited. Run starts them once its run context exists.
+		o.resume = append(o.resume, t.ID)
 	}
 	return nil
-}
-
-// Prompt renders the text handed to an agent for a task.
-func Prompt(t models.Task, ws models.Workspace, previousError string, questions ...models.Question) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Task %s: %s\n\n", t.ID, t.Title)
-	if t.Description != "" {
-		b.WriteString(strings.TrimSpace(t.Description) + "\n\n")
-	}
-	if len(t.AcceptanceCriteria) > 0 {
-		b.WriteString("## Acceptance criteria\n\n")
-		for _, c := range t.AcceptanceCriteria {
-			b.WriteString("- " + c + "\n")
-		}
-		b.WriteString("\n")
-	}
-	if len(t.TestCommands) > 0 {
-		b.WriteString("## Tests that must pass\n\n")
-		for _, c := range t.TestCommands {
-			b.WriteString("    " + c + "\n")
-		}
-		b.WriteString("\n")
-	}
-	if ws.Branch != "" {
-		fmt.Fprintf(&b, "Work on the branch %s in %s and commit your changes there.\n\n", ws.Branch, ws.Dir)
-	}
-	if previousError != "" {
-		fmt.Fprintf(&b, "## The previous attempt failed\n\n%s\n\n", strings.TrimSpace(previousError))
-	}
-	answered := false
-	for _, q := range questions {
-		if q.Answer == nil {
-			continue
-		}
-		if !answered {
-			b.WriteString("## Answers to earlier questions\n\n")
-			answered = true
-		}
-		fmt.Fprintf(&b, "Q: %s\nA: %s\n\n", strings.TrimSpace(q.Text), strings.TrimSpace(*q.Answer))
-	}
-	b.WriteString("When you are done, report completion with a short summary (agentqueued agent complete); " +
-		"if you cannot go on without a decision, ask (agentqueued agent ask).\n")
-	return b.String()
 }
 
 // reconcile repairs what no run will repair: tasks holding an agent (ASSIGNED,

@@ -201,20 +201,33 @@ func (o *Orchestrator) RateLimited(ctx context.Context, run models.Run, r models
 	return nil
 }
 
-// ProposePlan creates the run's subtasks as one batch.
+// ProposePlan validates the run's subtasks as one batch and keeps them as
+// the task's pending plan: they are created when the task completes (after
+// a person's approval when the project requires it). Entries without
+// dependencies run in the order given. The answer lists the entries by
+// local id, with no task ids yet.
 func (o *Orchestrator) ProposePlan(ctx context.Context, run models.Run, plan models.TaskBatch) ([]models.BatchResult, error) {
 	if _, err := o.touch(ctx, run); err != nil {
 		return nil, err
 	}
-	plan.ProjectID = run.ProjectID
-	if plan.CreatedBy == "" {
-		plan.CreatedBy = "agent:" + run.AgentID
+	if run.Kind != models.RunWork {
+		return nil, models.Errorf(models.CodeConflict, "a review run cannot propose a plan")
 	}
-	source := fmt.Sprintf("task %s, run %d", run.TaskID, run.ID)
 	for i := range plan.Tasks {
-		plan.Tasks[i].ParentTaskID, plan.Tasks[i].IsPlanSubtask, plan.Tasks[i].PlanSource = run.TaskID, true, source
+		if plan.Tasks[i].CreatedBy == "" {
+			plan.Tasks[i].CreatedBy = "agent:" + run.AgentID
+		}
 	}
-	return o.store.CreateTasks(ctx, plan)
+	p, err := o.store.SavePlan(ctx, run.TaskID, fmt.Sprintf("task %s, run %d", run.TaskID, run.ID), plan.Tasks)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]models.BatchResult, len(p.Tasks))
+	for i, bt := range p.Tasks {
+		out[i] = models.BatchResult{LocalID: bt.LocalID}
+	}
+	o.log.Info("plan proposed", "task_id", run.TaskID, "run_id", run.ID, "subtasks", len(out))
+	return out, nil
 }
 
 // ApplyAdminEvent applies a person's event (ADMIN_STOP, ADMIN_RESTART,

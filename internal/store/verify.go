@@ -473,3 +473,30 @@ func repeat(s string, n int) string {
 	}
 	return out
 }
+
+// RecordTaskFailure records a failure found after a task's latest work run
+// ended (verification or delivery), for the next attempt's context.
+func (s *Store) RecordTaskFailure(ctx context.Context, taskID, outcome, msg string) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE task_runs SET outcome = ?, error = ? WHERE id =
+			(SELECT max(id) FROM task_runs WHERE task_id = ? AND kind = 'work')`, outcome, msg, taskID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record failure of task %s: %w", taskID, err)
+	}
+	return nil
+}
+
+// LastWorkRun returns the latest work run of a task; ok is false when it
+// has none.
+func (s *Store) LastWorkRun(ctx context.Context, taskID string) (models.Run, bool, error) {
+	r, err := scanRun(s.rdb.QueryRowContext(ctx, "SELECT "+runColumns+" FROM task_runs WHERE task_id = ? AND kind = 'work' ORDER BY id DESC LIMIT 1", taskID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, fmt.Errorf("last run of task %s: %w", taskID, err)
+	}
+	return r, true, nil
+}

@@ -1,0 +1,322 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// Codex runs the OpenAI Codex CLI non-interactively with JSONL output:
+//
+//	codex exec --json --skip-git-repo-check [-m M] -s SANDBOX
+//	  [-c mcp_servers.<name>.command="…" -c mcp_servers.<name>.args=[…]
+//	   -c mcp_servers.<name>.env_vars=["VAR",…] | -c mcp_servers.<name>.url="…"]…
+//	  [-c developer_instructions="S"] [agent args…] [resume ID] -
+//
+// The prompt goes to standard input ("-"). SANDBOX comes from the profile's
+// permission mode: read-only, workspace-write (the default) or
+// danger-full-access, or the Claude names plan, acceptEdits/default and
+// bypassPermissions for them; anything else is refused.
+//
+// Codex has no per-run MCP config file, and a config.toml under a private
+// CODEX_HOME would lose the user's login, so servers are -c overrides. Their
+// env values are never put on the command line (argv is readable by every
+// local user): they go into the agent's environment and the server lists
+// their names in env_vars, which makes Codex pass them on; agentqueued's own
+// server gets AQ_SOCKET, AQ_TASK_ID and AQ_RUN_TOKEN this way. Two servers
+// that set one variable to different values are refused. An HTTP server's
+// env is ignored. Allowed tools have no Codex equivalent and are ignored.
+type Codex struct{}
+
+// Type returns "codex".
+func (Codex) Type() string { return "codex" }
+
+// ownServer is the name of agentqueued's own MCP server, and ownServerEnv
+// the variables of the run it needs.
+const ownServer = "agentqueued"
+
+var ownServerEnv = []string{"AQ_SOCKET", "AQ_TASK_ID", "AQ_RUN_TOKEN"}
+
+// Invocation builds the codex command line.
+func (Codex) Invocation(rc RunContext) (Invocation, error) {
+	p := rc.Profile
+	argv := []string{command(rc, "codex"), "exec", "--json", "--skip-git-repo-check"}
+	if p.Model != "" {
+		if err := checkFlagValue("model", p.Model); err != nil {
+			return Invocation{}, err
+		}
+		argv = append(argv, "-m", p.Model)
+	}
+	sandbox, err := codexSandbox(p.PermissionMode)
+	if err != nil {
+		return Invocation{}, err
+	}
+	argv = append(argv, "-s", sandbox)
+	inv := Invocation{Stdin: rc.Prompt}
+	for _, s := range rc.MCPServers {
+		key := "mcp_servers." + tomlKey(s.Name)
+		if s.URL != "" {
+			argv = append(argv, "-c", key+".url="+tomlString(s.URL))
+			continue
+		}
+		argv = append(argv, "-c", key+".command="+tomlString(s.Command))
+		if len(s.Args) > 0 {
+			argv = append(argv, "-c", key+".args="+tomlArray(s.Args))
+		}
+		names := slices.Sorted(maps.Keys(s.Env))
+		for _, k := range names {
+			if old, ok := inv.Env[k]; ok && old != s.Env[k] {
+				return Invocation{}, fmt.Errorf("codex: MCP servers set %s to different values; codex passes server env through its own environment", k)
+			}
+			if inv.Env == nil {
+				inv.Env = map[string]string{}
+			}
+			inv.Env[k] = s.Env[k]
+		}
+		if s.Name == ownServer {
+			names = append(names, ownServerEnv...)
+		}
+		if names = slices.Compact(slices.Sorted(slices.Values(names))); len(names) > 0 {
+			argv = append(argv, "-c", key+".env_vars="+tomlArray(names))
+		}
+	}
+	if p.SystemPromptSuffix != "" {
+		argv = append(argv, "-c", "developer_instructions="+tomlString(p.SystemPromptSuffix))
+	}
+	argv = append(argv, rc.Agent.Args...)
+	if rc.SessionID != "" {
+		if !validSessionID(rc.SessionID) {
+			return Invocation{}, fmt.Errorf("codex: session id %q cannot be resumed", rc.SessionID)
+		}
+		argv = append(argv, "resume", rc.SessionID)
+	}
+	inv.Argv = append(argv, "-")
+	return inv, nil
+}
+
+// codexSandbox maps a permission mode to a codex sandbox.
+func codexSandbox(mode string) (string, error) {
+	switch mode {
+	case "", "workspace-write", "acceptEdits", "default", "manual":
+		return "workspace-write", nil
+	case "read-only", "plan":
+		return "read-only", nil
+	case "danger-full-access", "bypassPermissions", "force":
+		return "danger-full-access", nil
+	}
+	return "", fmt.Errorf("codex: permission mode %q is not a sandbox (use read-only, workspace-write or danger-full-access)", mode)
+}
+
+// tomlBareKey is a key TOML accepts unquoted.
+var tomlBareKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// tomlKey quotes a key unless it is bare.
+func tomlKey(k string) string {
+	if tomlBareKey.MatchString(k) {
+		return k
+	}
+	return tomlString(k)
+}
+
+// tomlString renders s as a TOML basic string.
+func tomlString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\r':
+			b.WriteString(`\r`)
+		default:
+			if r < 0x20 || r == 0x7f {
+				fmt.Fprintf(&b, `\u%04X`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// tomlArray renders a TOML array of strings.
+func tomlArray(l []string) string {
+	q := make([]string, len(l))
+	for i, s := range l {
+		q[i] = tomlString(s)
+	}
+	return "[" + strings.Join(q, ",") + "]"
+}
+
+// NewParser reads codex's --json output.
+func (Codex) NewParser(rc RunContext) Parser {
+	return &codexParser{requested: rc.SessionID, now: time.Now,
+		sessionUsage: models.TokenUsage{Input: rc.SessionUsage.Input, Output: rc.SessionUsage.Output,
+			CacheRead: rc.SessionUsage.CacheRead, CacheWrite: rc.SessionUsage.CacheWrite}}
+}
+
+// codexParser is the state of one run's stream.
+//
+// Usage: turn.completed carries the turn's usage, or (recent versions) the
+// thread's running total. OpenAI counts cached tokens inside input_tokens,
+// so Input is input_tokens minus cached_input_tokens and
+// cache_write_input_tokens, which become CacheRead and CacheWrite; Output is
+// output_tokens (reasoning tokens are part of it). When the run resumed its
+// thread (thread.started repeats rc.SessionID) and every field is at least
+// rc.SessionUsage, the numbers are taken as the thread's running total and
+// rc.SessionUsage is subtracted; otherwise they are this turn's own.
+//
+// Sessions: a resume that comes back with another thread id (older
+// versions silently started a new thread for an unknown id) reports the
+// new session and goes on; SessionInvalid is not set since the run itself
+// works. A resumed run that exits 1 before any thread.started (codex prints
+// "no rollout found for thread id" on stderr, which the parser does not
+// see) is marked SessionInvalid, as is an error naming a missing rollout.
+type codexParser struct {
+	requested    string
+	sessionUsage models.TokenUsage
+	thread       string
+	sawThread    bool
+	resumed      bool
+	done         bool
+	messages     []string
+	lastErr      string
+	usage        usageGate
+	now          func() time.Time
+}
+
+// Line reads one line of codex's output.
+func (p *codexParser) Line(line []byte) []Event {
+	var evs []Event
+	for _, f := range objects(line) {
+		if p.done {
+			break
+		}
+		evs = append(evs, p.object(f)...)
+	}
+	return evs
+}
+
+func (p *codexParser) object(f fields) []Event {
+	switch f.str("type") {
+	case "thread.started":
+		id := f.str("thread_id")
+		if id == "" || !validSessionID(id) {
+			return nil
+		}
+		p.sawThread = true
+		p.resumed = p.requested != "" && id == p.requested
+		if id == p.thread {
+			return nil
+		}
+		p.thread = id
+		return []Event{{Kind: EventSession, SessionID: id}}
+	case "item.completed":
+		item := f.obj("item")
+		if item.str("type") == "agent_message" && strings.TrimSpace(item.str("text")) != "" {
+			p.messages = append(p.messages, strings.TrimSpace(item.str("text")))
+			return []Event{{Kind: EventMessage, Text: short(item.str("text"))}}
+		}
+	case "error":
+		if m := strings.TrimSpace(f.str("message")); m != "" {
+			p.lastErr = m
+		}
+	case "turn.failed":
+		p.done = true
+		msg := strings.TrimSpace(f.obj("error").str("message"))
+		if msg == "" {
+			msg = p.lastErr
+		}
+		if msg == "" {
+			msg = "codex reported a failed turn"
+		}
+		return p.failure(msg, codexMessage(msg))
+	case "turn.completed":
+		p.done = true
+		u := codexUsage(f.obj("usage"))
+		if p.resumed && coversUsage(u, p.sessionUsage) {
+			u = subUsage(u, p.sessionUsage)
+		}
+		evs := p.usage.next(u)
+		return append(evs, Event{Kind: EventResult, Summary: strings.Join(p.messages, "\n\n")})
+	}
+	return nil
+}
+
+// codexUsage reads a turn.completed usage object.
+func codexUsage(u fields) models.TokenUsage {
+	cached, written := u.num("cached_input_tokens"), u.num("cache_write_input_tokens")
+	return models.TokenUsage{Input: max(u.num("input_tokens")-cached-written, 0), Output: u.num("output_tokens"),
+		CacheRead: cached, CacheWrite: written}
+}
+
+// failure is the events of a failed run: a rate limit when raw (or the
+// last error line) says so, then the failed result described by msg.
+func (p *codexParser) failure(raw, msg string) []Event {
+	var evs []Event
+	for _, text := range []string{raw, p.lastErr} {
+		if limited, usageCap := limitInText(text); limited {
+			evs = append(evs, Event{Kind: EventRateLimit, ResetAt: resetFromText(text, p.now()), UsageCap: usageCap,
+				Error: codexMessage(text)})
+			break
+		}
+	}
+	res := Event{Kind: EventResult, IsError: true, Error: msg}
+	res.SessionInvalid = p.requested != "" && (codexLostSession(raw) || codexLostSession(p.lastErr))
+	return append(evs, res)
+}
+
+// codexLostSession reports whether text says the resumed thread is gone.
+func codexLostSession(text string) bool {
+	lower := strings.ToLower(text)
+	return strings.Contains(lower, "no rollout found") || strings.Contains(lower, "missing rollout path") ||
+		strings.Contains(lower, "thread not found") || strings.Contains(lower, "session not found")
+}
+
+// codexMessage shortens an error message that is a whole API error body
+// (codex passes 400 bodies through as pretty-printed JSON) to its message
+// and status.
+func codexMessage(msg string) string {
+	t := strings.TrimSpace(msg)
+	var body fields
+	if !strings.HasPrefix(t, "{") || json.Unmarshal([]byte(t), &body) != nil {
+		return t
+	}
+	inner := body.obj("error").str("message")
+	if inner == "" {
+		return t
+	}
+	if st := body.num("status"); st != 0 {
+		return fmt.Sprintf("%s (HTTP %d)", inner, st)
+	}
+	return inner
+}
+
+// End decides a stream that ended without turn.completed or turn.failed.
+func (p *codexParser) End(exitCode int) []Event {
+	if p.done {
+		return nil
+	}
+	p.done = true
+	res := cutShort(exitCode, codexMessage(p.lastErr))
+	var evs []Event
+	if limited, usageCap := limitInText(p.lastErr); limited {
+		evs = append(evs, Event{Kind: EventRateLimit, ResetAt: resetFromText(p.lastErr, p.now()), UsageCap: usageCap,
+			Error: codexMessage(p.lastErr)})
+	}
+	res.SessionInvalid = p.requested != "" && ((!p.sawThread && exitCode == 1) || codexLostSession(p.lastErr))
+	return append(evs, res)
+}

@@ -1,0 +1,591 @@
+package orchestrator
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentqueued/agentqueued/internal/agent"
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// This file is the VERIFYING phase: checks (AUTO_TEST), reviews by a QA
+// agent (QA_AGENT), a person's decision (HUMAN), delivery of the branch,
+// plan approval, and plan files.
+
+// maxCheckOutput is how much of a failing check's output is kept.
+const maxCheckOutput = 4096
+
+// goVerify runs a task's verification in its own goroutine.
+func (o *Orchestrator) goVerify(ctx context.Context, taskID string) {
+	o.wg.Add(1)
+	go func() {
+		defer o.wg.Done()
+		o.verify(ctx, taskID)
+	}()
+}
+
+// verify carries a VERIFYING task's verification as far as it can go
+// without waiting: it stages the task branch, runs the checks of AUTO_TEST
+// and lands the work, or records that a reviewer or a person is awaited.
+// One goroutine verifies a task at a time; a second call returns at once.
+func (o *Orchestrator) verify(ctx context.Context, taskID string) {
+	o.mu.Lock()
+	if o.verifying[taskID] {
+		o.mu.Unlock()
+		return
+	}
+	o.verifying[taskID] = true
+	o.mu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		delete(o.verifying, taskID)
+		o.mu.Unlock()
+	}()
+	t, p, v, err := o.verification(ctx, taskID)
+	if err != nil {
+		o.log.Warn("verification not resumed", "task_id", taskID, "err", err)
+		return
+	}
+	if t.Status != models.StatusVerifying {
+		return
+	}
+	log := o.log.With("task_id", t.ID, "project_id", t.ProjectID)
+	switch v.Phase {
+	case models.PhaseHuman, models.PhaseReview:
+		return // awaiting a verdict; the loop dispatches reviews
+	case models.PhaseDeliver:
+		o.land(ctx, p, t, v, models.TaskEvent(v.Detail), "verified")
+		return
+	}
+	staged, err := o.ws.Stage(ctx, p, t, v.Source)
+	if err != nil {
+		o.verifyFailed(ctx, t, "stage", err, nil)
+		return
+	}
+	switch t.VerificationType {
+	case models.VerifyQAAgent:
+		v.Phase, v.Detail = models.PhaseReview, ""
+		if err := o.store.SetVerification(ctx, v); err != nil {
+			log.Warn("record review phase", "err", err)
+		}
+		o.Wake()
+		return
+	case models.VerifyHuman:
+		v.Phase, v.Detail = models.PhaseHuman, "waiting for a person to approve or reject"
+		if err := o.store.SetVerification(ctx, v); err != nil {
+			log.Warn("record human phase", "err", err)
+			return
+		}
+		if err := o.store.Notify(ctx, fmt.Sprintf("approval:%s:%d", t.ID, v.Attempt), "task.approval_needed", t.ProjectID, t.ID,
+			map[string]any{"task_id": t.ID, "title": t.Title, "files": staged.Files}); err != nil {
+			log.Warn("notify approval needed", "err", err)
+		}
+		return
+	}
+	if msg, ok := o.runChecks(ctx, t, v, staged.Dir); !ok {
+		if ctx.Err() != nil {
+			return // shutting down: the next life runs the checks again
+		}
+		o.verifyFailed(ctx, t, "checks", errors.New(msg), nil)
+		return
+	}
+	o.land(ctx, p, t, v, models.EventVerifyPassed, checksReason(t))
+}
+
+func checksReason(t models.Task) string {
+	if len(t.TestCommands) == 0 {
+		return "no test commands"
+	}
+	return fmt.Sprintf("%d test command(s) passed", len(t.TestCommands))
+}
+
+// verification reads a VERIFYING task, its project and its recorded
+// verification (a task verified before phases were recorded starts at the
+// checks, in its last run's checkout).
+func (o *Orchestrator) verification(ctx context.Context, taskID string) (models.Task, models.Project, models.Verification, error) {
+	t, err := o.store.GetTask(ctx, taskID)
+	if err != nil {
+		return t, models.Project{}, models.Verification{}, err
+	}
+	p, err := o.store.GetProject(ctx, t.ProjectID)
+	if err != nil {
+		return t, p, models.Verification{}, err
+	}
+	v, ok, err := o.store.GetVerification(ctx, taskID)
+	if err != nil {
+		return t, p, v, err
+	}
+	if !ok || v.Source == "" {
+		run, found, err := o.store.LastWorkRun(ctx, taskID)
+		if err != nil {
+			return t, p, v, err
+		}
+		if found {
+			v.Source, v.Attempt = run.CheckoutPath, run.Attempt
+		}
+		if v.Phase == "" {
+			v.Phase = models.PhaseChecks
+		}
+	}
+	return t, p, v, nil
+}
+
+// runChecks runs the task's test commands one by one in dir, each with
+// the check timeout; it returns the failure's description and false at the
+// first one that fails.
+func (o *Orchestrator) runChecks(ctx context.Context, t models.Task, v models.Verification, dir string) (string, bool) {
+	for i, cmd := range t.TestCommands {
+		logPath := filepath.Join(o.cfg.RunDir, t.ID, fmt.Sprintf("%d.check-%d.log", v.Attempt, i+1))
+		tail := &lineTail{max: maxCheckOutput}
+		proc, err := agent.Start(agent.Spec{Argv: []string{"/bin/sh", "-c", "exec 2>&1\n" + cmd}, Dir: dir,
+			Env: agent.Environment(o.cfg.Environ, nil, map[string]string{"AQ_TASK_ID": t.ID}), LogPath: logPath,
+			OnLine: tail.add})
+		if err != nil {
+			return fmt.Sprintf("test command %q could not start: %v", cmd, err), false
+		}
+		var res agent.Result
+		select {
+		case <-proc.Done():
+			res, _ = proc.Wait(context.Background())
+		case <-o.cfg.After(o.cfg.CheckTimeout):
+			res = proc.Stop(o.cfg.StopGrace)
+			return fmt.Sprintf("test command %q ran longer than %s; its output ends:\n%s", cmd, o.cfg.CheckTimeout, tail), false
+		case <-ctx.Done():
+			proc.Stop(o.cfg.StopGrace)
+			return "shutting down", false
+		}
+		if res.ExitCode != 0 {
+			return fmt.Sprintf("test command %q failed (%s); its output ends:\n%s", cmd, exitText(agent.Result{ExitCode: res.ExitCode,
+				Signal: res.Signal}), tail), false
+		}
+	}
+	return "", true
+}
+
+// lineTail keeps the last lines of an output, up to max bytes.
+type lineTail struct {
+	max   int
+	lines []string
+	size  int
+}
+
+func (l *lineTail) add(line []byte) {
+	l.lines = append(l.lines, string(line))
+	l.size += len(line) + 1
+	for l.size > l.max && len(l.lines) > 1 {
+		l.size -= len(l.lines[0]) + 1
+		l.lines = l.lines[1:]
+	}
+}
+
+func (l *lineTail) String() string { return strings.Join(l.lines, "\n") }
+
+// verifyFailed ends a verification with VERIFY_FAILED: the reason (for a
+// conflict, the files and what the next attempt must do) is kept for the
+// next attempt, with the reviewer's feedback when there is some.
+func (o *Orchestrator) verifyFailed(ctx context.Context, t models.Task, step string, err error, fb *models.Feedback) {
+	reason := step + ": " + reasonOf(err)
+	var conflict *models.ConflictError
+	if errors.As(err, &conflict) {
+		reason = fmt.Sprintf("%s: %s. The next attempt starts with %s merged into its branch and these files in conflict: resolve them and commit.",
+			step, conflict.Error(), conflict.Into)
+	}
+	if fb != nil {
+		reason = step + ": " + fb.Text
+	}
+	if err := o.store.RecordTaskFailure(ctx, t.ID, "verify_failed", reason); err != nil {
+		o.log.Warn("record verification failure", "task_id", t.ID, "err", err)
+	}
+	o.log.Info("verification failed", "task_id", t.ID, "step", step, "reason", reason)
+	o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventVerifyFailed, ExpectFrom: models.StatusVerifying,
+		Actor: "system", Reason: reason, Feedback: fb})
+	if p, err := o.store.GetProject(ctx, t.ProjectID); err == nil {
+		if err := o.ws.Cleanup(ctx, p, t, "", false); err != nil {
+			o.log.Warn("clean up verification checkout", "task_id", t.ID, "err", err)
+		}
+	}
+}
+
+// land finishes a verified task: through a pull request when it requires
+// approval (PR_UNAVAILABLE without GitHub), else by merging its branch;
+// then event (VERIFY_PASSED or HUMAN_APPROVED) completes it, or
+// APPROVAL_REQUESTED parks it when its plan awaits a person.
+func (o *Orchestrator) land(ctx context.Context, p models.Project, t models.Task, v models.Verification, event models.TaskEvent, reason string) {
+	if event == "" {
+		event = models.EventVerifyPassed
+	}
+	if t.RequiresApproval {
+		if o.cfg.PullRequests == nil {
+			o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventPRUnavailable, ExpectFrom: models.StatusVerifying,
+				Actor: "system", Reason: "the task requires approval through a pull request, but no GitHub is configured " +
+					"(set github.token, or clear requires_approval and restart the task)"})
+			return
+		}
+		url, err := o.cfg.PullRequests.Open(ctx, p, t, v.Source)
+		if err != nil {
+			o.verifyFailed(ctx, t, "open the pull request", err, nil)
+			return
+		}
+		o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventPRCreated, ExpectFrom: models.StatusVerifying,
+			Actor: "system", Reason: "pull request " + url})
+		return
+	}
+	v.Phase, v.Detail = models.PhaseDeliver, string(event)
+	if err := o.store.SetVerification(ctx, v); err != nil {
+		o.log.Warn("record delivery phase", "task_id", t.ID, "err", err)
+	}
+	d, err := o.ws.Deliver(ctx, p, t, v.Source)
+	if err != nil {
+		if ctx.Err() != nil {
+			return // shutting down: delivery resumes at the next start
+		}
+		o.verifyFailed(ctx, t, "merge", err, nil)
+		return
+	}
+	if d.Note != "" {
+		reason += "; " + d.Note
+	} else if d.Merged && p.Repo != nil {
+		reason += "; merged into " + p.Repo.DefaultBranch
+	}
+	if _, pending, err := o.store.PendingPlan(ctx, t.ID); err != nil {
+		o.log.Warn("read pending plan", "task_id", t.ID, "err", err)
+	} else if pending && p.Settings.RequirePlanApproval {
+		event, reason = models.EventApprovalRequested, reason+"; its plan awaits approval"
+	}
+	o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: event, ExpectFrom: models.StatusVerifying, Actor: "system",
+		Reason: reason})
+	if err := o.ws.Cleanup(ctx, p, t, v.Source, d.Merged); err != nil {
+		o.log.Warn("clean up after delivery", "task_id", t.ID, "err", err)
+	}
+}
+
+// dispatchReviews starts a review run for each task waiting in the review
+// phase whose reviewer agent is idle.
+func (o *Orchestrator) dispatchReviews(ctx context.Context) error {
+	waiting, err := o.store.Verifications(ctx, models.PhaseReview)
+	if err != nil {
+		return err
+	}
+	for _, v := range waiting {
+		if o.reviewRunning(v.TaskID) {
+			continue
+		}
+		t, p, _, err := o.verification(ctx, v.TaskID)
+		if err != nil {
+			return err
+		}
+		reviewer := p.Settings.QAAgent
+		if reviewer == "" {
+			reviewer = o.cfg.QAAgent
+		}
+		if reviewer == "" {
+			o.verifyFailed(ctx, t, "review", errors.New("no QA reviewer is configured (verification.qa_agent, or the project's settings.qa_agent)"), nil)
+			continue
+		}
+		ag, err := o.store.GetAgent(ctx, reviewer)
+		if err != nil {
+			o.verifyFailed(ctx, t, "review", fmt.Errorf("reviewer %s: %w", reviewer, err), nil)
+			continue
+		}
+		if ag.State != models.AgentIdle || ag.Paused || o.coolingDown("agent:"+ag.ID) {
+			continue // the review waits for its reviewer
+		}
+		run, token, err := o.store.ClaimReview(ctx, t.ID, ag.ID)
+		if err != nil {
+			o.log.Info("review claim lost", "task_id", t.ID, "agent", ag.ID, "err", err)
+			continue
+		}
+		ar := newActiveRun(run, token, ag, o.cfg.Now())
+		o.mu.Lock()
+		o.runs[run.ID] = ar
+		o.mu.Unlock()
+		o.log.Info("review assigned", "task_id", t.ID, "agent", ag.ID, "run_id", run.ID)
+		o.wg.Add(1)
+		go func() {
+			defer o.wg.Done()
+			o.review(ctx, ar, p, t, v)
+			o.mu.Lock()
+			delete(o.runs, run.ID)
+			o.mu.Unlock()
+			o.Wake()
+		}()
+	}
+	return nil
+}
+
+func (o *Orchestrator) reviewRunning(taskID string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, r := range o.runs {
+		if r.run.TaskID == taskID && r.run.Kind == models.RunReview {
+			return true
+		}
+	}
+	return false
+}
+
+// review runs a reviewer agent over a task's staged change and applies its
+// verdict: approve lands the work, reject fails the verification with the
+// reasons as feedback, no verdict fails it too.
+func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Project, t models.Task, v models.Verification) {
+	log := o.log.With("task_id", t.ID, "agent", ar.agent.ID, "run_id", ar.run.ID)
+	closeRun := func(outcome, msg string) {
+		if _, err := o.store.FinishRun(ctx, models.RunEnd{RunID: ar.run.ID, Outcome: outcome, Error: msg}); err != nil {
+			log.Warn("close review run", "err", err)
+		}
+	}
+	fail := func(step string, err error) {
+		closeRun("execution_error", err.Error())
+		log.Warn("review did not run", "step", step, "err", err)
+		o.coolDown("agent:"+ar.agent.ID, o.cfg.Now().Add(o.cfg.RetryBackoff))
+	}
+	adapter, err := o.adapters.For(ar.agent.AgentType)
+	if err != nil {
+		fail("agent type", err)
+		return
+	}
+	prof := ar.agent.Profile
+	if name := firstNonEmpty(p.Settings.QAProfile, o.cfg.QAProfile); name != "" {
+		named, ok := o.cfg.Profiles[name]
+		if !ok {
+			fail("profile", fmt.Errorf("profile %q is not configured", name))
+			return
+		}
+		prof = prof.Merge(named)
+	}
+	staged, err := o.ws.Stage(ctx, p, t, v.Source)
+	if err != nil {
+		closeRun("stage_failed", err.Error())
+		o.verifyFailed(ctx, t, "stage", err, nil)
+		return
+	}
+	result, _, err := o.store.TaskResult(ctx, t.ID)
+	if err != nil {
+		fail("read the result", err)
+		return
+	}
+	tc := models.TaskContext{TaskID: t.ID, Title: t.Title, Description: t.Description, AcceptanceCriteria: t.AcceptanceCriteria,
+		TestCommands: t.TestCommands, CheckoutPath: staged.Dir, DefaultBranch: defaultBranch(p), Attempt: v.Attempt,
+		Review: &models.ReviewContext{TaskID: t.ID, Summary: result.Summary, Diff: staged.Diff, FilesChanged: staged.Files}}
+	base := filepath.Join(o.cfg.RunDir, t.ID, fmt.Sprintf("%d.review-%d", v.Attempt, ar.run.ID))
+	proc, parser, err := o.launch(ctx, ar, adapter, launchSpec{task: t, project: p, profile: prof, tc: tc, dir: staged.Dir, base: base})
+	if err != nil {
+		fail("start", err)
+		return
+	}
+	if _, err := o.store.StartRun(ctx, ar.run.ID, proc.PID(), staged.Dir); err != nil {
+		proc.Stop(o.cfg.StopGrace)
+		fail("record the start", err)
+		return
+	}
+	ar.mu.Lock()
+	ar.proc, ar.started, ar.lastActivity = proc, true, o.cfg.Now()
+	ar.mu.Unlock()
+	o.Wake()
+	res := o.await(ar, proc, parser)
+	ar.mu.Lock()
+	verdict, stopped := ar.verdict, ar.endReason
+	ar.mu.Unlock()
+	switch {
+	case verdict == nil:
+		msg := "the reviewer " + ar.agent.ID + " ended without a verdict (" + exitText(res) + ")"
+		if stopped != "" {
+			msg = "the review by " + ar.agent.ID + " was stopped: " + stopped
+		}
+		closeRun("failed", msg)
+		if ctx.Err() != nil || stopped != "" && ar.endEvent == models.EventRecovery {
+			return // shutting down: the next life reviews again
+		}
+		o.verifyFailed(ctx, t, "review", errors.New(msg), nil)
+	case verdict.Verdict == models.VerdictReject:
+		closeRun("rejected", verdict.Text)
+		o.verifyFailed(ctx, t, "review by "+ar.agent.ID, errors.New(verdict.Text), verdict)
+	default:
+		closeRun("approved", "")
+		v.Phase = models.PhaseDeliver
+		o.land(ctx, p, t, v, models.EventVerifyPassed, "approved by reviewer "+ar.agent.ID+": "+verdict.Text)
+	}
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func defaultBranch(p models.Project) string {
+	if p.Repo == nil {
+		return ""
+	}
+	return p.Repo.DefaultBranch
+}
+
+// Verdict records a reviewer's approve or reject; only a review run may
+// give one, and only its first counts.
+func (o *Orchestrator) Verdict(ctx context.Context, run models.Run, approve bool, reasons string) error {
+	ar, err := o.touch(ctx, run)
+	if err != nil {
+		return err
+	}
+	if run.Kind != models.RunReview {
+		return models.Errorf(models.CodeConflict, "only a review run may approve or reject; this run works on task %s", run.TaskID)
+	}
+	verdict := models.VerdictReject
+	if approve {
+		verdict = models.VerdictApprove
+	}
+	if strings.TrimSpace(reasons) == "" && !approve {
+		return models.Errorf(models.CodeInvalid, "reasons: say what must change")
+	}
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	if ar.verdict != nil {
+		if ar.verdict.Verdict == verdict {
+			return nil
+		}
+		return models.Errorf(models.CodeConflict, "the review already ended with %s", ar.verdict.Verdict)
+	}
+	ar.verdict = &models.Feedback{Source: "reviewer " + run.AgentID, Verdict: verdict, Text: strings.TrimSpace(reasons)}
+	o.log.Info("review verdict", "task_id", run.TaskID, "run_id", run.ID, "verdict", verdict)
+	return nil
+}
+
+// Approve is a person's approval of a task: of its work when its
+// verification is HUMAN (the branch is merged, HUMAN_APPROVED), or of its
+// plan when it waits in AWAITING_APPROVAL (HUMAN_APPROVED creates the
+// subtasks).
+func (o *Orchestrator) Approve(ctx context.Context, taskID, actor, note string) (models.TransitionResult, error) {
+	t, p, v, err := o.verification(ctx, taskID)
+	if err != nil {
+		return models.TransitionResult{}, err
+	}
+	reason := "approved by " + actor
+	if note != "" {
+		reason += ": " + note
+	}
+	fb := &models.Feedback{Source: actor, Verdict: models.VerdictApprove, Text: note}
+	switch {
+	case t.Status == models.StatusVerifying && v.Phase == models.PhaseHuman:
+		v.Phase = models.PhaseDeliver
+		o.land(ctx, p, t, v, models.EventHumanApproved, reason)
+		return o.after(ctx, t)
+	case t.Status == models.StatusAwaitingApproval && t.PRURL != nil:
+		return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s waits for its pull request %s: merge it on GitHub", t.ID, *t.PRURL)
+	case t.Status == models.StatusAwaitingApproval:
+		return o.store.ApplyEvent(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventHumanApproved,
+			ExpectFrom: models.StatusAwaitingApproval, Actor: actor, Reason: reason, Feedback: fb})
+	}
+	return models.TransitionResult{}, o.nothingToDecide(t, v)
+}
+
+// Reject is a person's rejection, with feedback for the next attempt: a
+// HUMAN verification fails (VERIFY_FAILED); a plan awaiting approval is
+// discarded and the task runs again (ADMIN_RESTART).
+func (o *Orchestrator) Reject(ctx context.Context, taskID, actor, feedback string) (models.TransitionResult, error) {
+	if strings.TrimSpace(feedback) == "" {
+		return models.TransitionResult{}, models.Errorf(models.CodeInvalid, "feedback: say what must change")
+	}
+	t, _, v, err := o.verification(ctx, taskID)
+	if err != nil {
+		return models.TransitionResult{}, err
+	}
+	fb := &models.Feedback{Source: actor, Verdict: models.VerdictReject, Text: strings.TrimSpace(feedback)}
+	switch {
+	case t.Status == models.StatusVerifying && v.Phase == models.PhaseHuman:
+		o.verifyFailed(ctx, t, "rejected by "+actor, errors.New(fb.Text), fb)
+		return o.after(ctx, t)
+	case t.Status == models.StatusAwaitingApproval && t.PRURL == nil:
+		return o.store.ApplyEvent(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventAdminRestart,
+			ExpectFrom: models.StatusAwaitingApproval, Actor: actor, Reason: "plan rejected by " + actor + ": " + fb.Text, Feedback: fb})
+	}
+	return models.TransitionResult{}, o.nothingToDecide(t, v)
+}
+
+func (o *Orchestrator) nothingToDecide(t models.Task, v models.Verification) error {
+	if t.Status == models.StatusVerifying {
+		return models.Errorf(models.CodeConflict, "task %s is being verified (%s), not waiting for a person", t.ID, v.Phase)
+	}
+	return models.Errorf(models.CodeConflict, "task %s is %s: nothing waits for approval", t.ID, t.Status)
+}
+
+// after answers what a decision did: the task as it is now.
+func (o *Orchestrator) after(ctx context.Context, before models.Task) (models.TransitionResult, error) {
+	t, err := o.store.GetTask(ctx, before.ID)
+	if err != nil {
+		return models.TransitionResult{}, err
+	}
+	if t.Status == before.Status {
+		return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s is still %s: %s", t.ID, t.Status, t.StatusReason)
+	}
+	return models.TransitionResult{Task: t, From: before.Status, To: t.Status}, nil
+}
+
+// readPlanFile turns a plan file a root task's agent left in its checkout
+// (one of PlanPaths) into the task's pending plan, and removes the file so
+// that it is not merged. Each "## " heading is a subtask: its title on the
+// heading line, its description below; the subtasks run in order.
+func (o *Orchestrator) readPlanFile(ctx context.Context, t models.Task, dir string) error {
+	for _, rel := range o.cfg.PlanPaths {
+		path := filepath.Join(dir, filepath.Clean("/" + rel)[1:])
+		data, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		tasks, err := ParsePlan(string(data))
+		if err != nil {
+			return fmt.Errorf("%s: %w", rel, err)
+		}
+		if _, err := o.store.SavePlan(ctx, t.ID, "file:"+rel, tasks); err != nil {
+			return fmt.Errorf("%s: %w", rel, err)
+		}
+		if err := os.Remove(path); err != nil {
+			return err
+		}
+		o.log.Info("plan file read", "task_id", t.ID, "path", rel, "subtasks", len(tasks))
+	}
+	return nil
+}
+
+// ParsePlan reads a markdown plan: each "## " heading starts a subtask
+// titled by the heading, described by the lines below it. Text before the
+// first heading is ignored.
+func ParsePlan(text string) ([]models.BatchTask, error) {
+	var out []models.BatchTask
+	var desc []string
+	flush := func() {
+		if len(out) > 0 {
+			out[len(out)-1].Description = strings.TrimSpace(strings.Join(desc, "\n"))
+		}
+		desc = nil
+	}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if title, ok := strings.CutPrefix(line, "## "); ok {
+			flush()
+			out = append(out, models.BatchTask{Title: strings.TrimSpace(title)})
+			continue
+		}
+		desc = append(desc, line)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	flush()
+	if len(out) == 0 {
+		return nil, models.Errorf(models.CodeInvalid, "no subtask found: start each with a \"## \" heading")
+	}
+	return out, nil
+}
