@@ -294,3 +294,54 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestProfilesVerificationAndPlans(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Parse([]byte(`
+profiles:
+  careful:
+    model: opus
+    permission_mode: acceptEdits
+    allowed_tools: [Edit, "Bash(go test:*)"]
+    system_prompt_suffix: Run the tests before you finish.
+    mcp_servers:
+      - name: docs
+        url: https://docs.example.com/mcp
+verification:
+  qa_agent: reviewer
+  qa_profile: careful
+  check_timeout: 5m
+plans:
+  paths: [PLAN.md]
+agents:
+  - name: claude-1
+    type: claude
+    profile:
+      model: sonnet
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.Profiles["careful"]
+	if p.Model != "opus" || p.PermissionMode != "acceptEdits" || len(p.AllowedTools) != 2 || p.MCPServers[0].URL != "https://docs.example.com/mcp" {
+		t.Fatalf("profile %+v", p)
+	}
+	if cfg.Verification.QAAgent != "reviewer" || cfg.Verification.CheckTimeout != 5*time.Minute || cfg.Plans.Paths[0] != "PLAN.md" {
+		t.Fatalf("verification %+v plans %+v", cfg.Verification, cfg.Plans)
+	}
+	if cfg.Agents[0].Profile.Model != "sonnet" {
+		t.Fatalf("agent profile %+v", cfg.Agents[0].Profile)
+	}
+	for _, tc := range []struct{ name, doc, want string }{
+		{"bad profile name", "profiles:\n  Bad Name:\n    model: x\n", "profiles.Bad Name"},
+		{"mcp server without command or url", "profiles:\n  p:\n    mcp_servers:\n      - name: x\n", "profiles.p.mcp_servers[0]"},
+		{"unknown qa profile", "verification:\n  qa_profile: nope\n", "verification.qa_profile"},
+		{"plan path outside", "plans:\n  paths: [../x.md]\n", "plans.paths[0]"},
+		{"bad check timeout", "verification:\n  check_timeout: soon\n", "verification.check_timeout"},
+		{"unknown profile key", "profiles:\n  p:\n    modle: x\n", "modle"},
+	} {
+		if _, err := config.Parse([]byte(tc.doc), nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one naming %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -555,19 +555,6 @@ func gitShow(dir, obj string) (string, error) {
 	return string(b), err
 }
 
-func TestPromptCarriesTheTask(t *testing.T) {
-	t.Parallel()
-	p := Prompt(models.Task{ID: "bold-orbit", Title: "Fix login", Description: "The form posts twice.",
-		AcceptanceCriteria: []string{"one request"}, TestCommands: []string{"go test ./..."}},
-		models.Workspace{Dir: "/w", Branch: "aq/bold-orbit-fix-login"}, "exit status 1: panic")
-	for _, want := range []string{"# Task bold-orbit: Fix login", "The form posts twice.", "- one request", "go test ./...",
-		"aq/bold-orbit-fix-login", "The previous attempt failed", "exit status 1: panic"} {
-		if !strings.Contains(p, want) {
-			t.Errorf("prompt lacks %q:\n%s", want, p)
-		}
-	}
-}
-
 func testLogger(t *testing.T) *slog.Logger {
 	if os.Getenv("AQ_TEST_LOG") == "" {
 		return nil

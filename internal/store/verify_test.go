@@ -1,0 +1,203 @@
+package store_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+func TestPlanIsCreatedWhenItsTaskCompletes(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	mustProject(t, s, "web")
+	ids := create(t, s, "web", models.BatchTask{LocalID: "root", Title: "Build the feature"})
+	root := ids["root"]
+	apply(t, s, root, models.EventAssigned, models.EventAgentStarted)
+	// A bad plan is refused and nothing is kept.
+	if _, err := s.SavePlan(ctx, root, "agent", []models.BatchTask{{Title: ""}}); err == nil {
+		t.Fatal("a plan with an untitled subtask was accepted")
+	}
+	if _, err := s.SavePlan(ctx, root, "agent", []models.BatchTask{{LocalID: "a", Title: "A", Dependencies: dep("b")},
+		{LocalID: "b", Title: "B", Dependencies: dep("a")}}); err == nil || !strings.Contains(err.Error(), "ycl") {
+		t.Fatalf("a cyclic plan: %v", err)
+	}
+	if _, ok, _ := s.PendingPlan(ctx, root); ok {
+		t.Fatal("a refused plan is pending")
+	}
+	before, _ := s.ListTasks(ctx, models.TaskFilter{ProjectID: "web"})
+	// A valid plan is pending; its subtasks exist only after completion.
+	if _, err := s.SavePlan(ctx, root, "agent", []models.BatchTask{{Title: "Model"}, {Title: "API"}, {Title: "Docs"}}); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := s.ListTasks(ctx, models.TaskFilter{ProjectID: "web"}); len(after) != len(before) {
+		t.Fatalf("validating the plan created tasks: %d → %d", len(before), len(after))
+	}
+	p, ok, err := s.PendingPlan(ctx, root)
+	if err != nil || !ok || len(p.Tasks) != 3 || p.Tasks[2].Dependencies[0].ID != p.Tasks[1].LocalID {
+		t.Fatalf("pending plan %+v %v %v", p, ok, err)
+	}
+	apply(t, s, root, models.EventAgentCompleted, models.EventVerifyPassed)
+	subs, err := s.ListTasks(ctx, models.TaskFilter{ProjectID: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTitle := map[string]models.Task{}
+	for _, st := range subs {
+		byTitle[st.Title] = st
+	}
+	for title, want := range map[string]models.TaskStatus{"Model": models.StatusReady, "API": models.StatusDefined,
+		"Docs": models.StatusDefined} {
+		st := byTitle[title]
+		if st.Status != want || !st.IsPlanSubtask || st.ParentTaskID == nil || *st.ParentTaskID != root {
+			t.Errorf("subtask %s: %+v", title, st)
+		}
+	}
+	if _, ok, _ := s.PendingPlan(ctx, root); ok {
+		t.Fatal("the plan is still pending after its creation")
+	}
+	// Completing the chain runs the subtasks in order.
+	apply(t, s, byTitle["Model"].ID, toCompleted...)
+	wantStatuses(t, s, map[string]models.TaskStatus{byTitle["API"].ID: models.StatusReady, byTitle["Docs"].ID: models.StatusDefined})
+}
+
+func TestPlanAwaitingApprovalIsRejectedByRestart(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	mustProject(t, s, "web")
+	root := create(t, s, "web", models.BatchTask{LocalID: "r", Title: "Plan it"})["r"]
+	apply(t, s, root, models.EventAssigned, models.EventAgentStarted)
+	if _, err := s.SavePlan(ctx, root, "agent", []models.BatchTask{{Title: "Only step"}}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, s, root, models.EventAgentCompleted, models.EventApprovalRequested)
+	fb := &models.Feedback{Source: "ana", Verdict: models.VerdictReject, Text: "split the API step"}
+	if _, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: root, Event: models.EventAdminRestart, Actor: "ana",
+		Reason: "plan rejected", Feedback: fb}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.PendingPlan(ctx, root); ok {
+		t.Fatal("a rejected plan is still pending")
+	}
+	all, _ := s.ListTasks(ctx, models.TaskFilter{ProjectID: "web"})
+	if len(all) != 1 {
+		t.Fatalf("a rejected plan created tasks: %d", len(all))
+	}
+	got, err := s.TaskFeedback(ctx, root)
+	if err != nil || len(got) != 1 || got[0].Text != "split the API step" || got[0].Source != "ana" {
+		t.Fatalf("feedback %+v %v", got, err)
+	}
+}
+
+func TestRunUsageCountsGrowthOnlyAndSessionsResume(t *testing.T) {
+	t.Parallel()
+	s, _ := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "web")
+	mustAgent(t, s, "a1")
+	id := create(t, s, "web", models.BatchTask{LocalID: "t", Title: "t"})["t"]
+	run, _, err := s.ClaimTask(ctx, id, "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []models.TokenUsage{{Input: 100, Output: 10}, {Input: 100, Output: 10}, {Input: 250, Output: 40, CacheRead: 5},
+		{Input: 200}} { // a repeat and a smaller figure add nothing
+		if _, err := s.RecordRunUsage(ctx, run.ID, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, _ := s.GetProject(ctx, "web")
+	if p.TotalTokensUsed != 295 {
+		t.Fatalf("project total %d, want 295 (250+40+5)", p.TotalTokensUsed)
+	}
+	if err := s.RecordRunSession(ctx, run.ID, "sess-1"); err != nil {
+		t.Fatal(err)
+	}
+	sid, u, err := s.LastSession(ctx, id, "a1")
+	if err != nil || sid != "sess-1" || u.Input != 250 || u.Output != 40 {
+		t.Fatalf("last session %q %+v %v", sid, u, err)
+	}
+	if sid, _, _ := s.LastSession(ctx, id, "other"); sid != "" {
+		t.Fatalf("another agent resumes %q", sid)
+	}
+	if err := s.ForgetSessions(ctx, id, "a1"); err != nil {
+		t.Fatal(err)
+	}
+	if sid, _, _ := s.LastSession(ctx, id, "a1"); sid != "" {
+		t.Fatalf("forgotten session still resumed: %q", sid)
+	}
+}
+
+func TestReviewRunsAreNotAttempts(t *testing.T) {
+	t.Parallel()
+	s, _ := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "web")
+	mustAgent(t, s, "worker")
+	mustAgent(t, s, "qa")
+	id := create(t, s, "web", models.BatchTask{LocalID: "t", Title: "t", VerificationType: models.VerifyQAAgent})["t"]
+	if _, _, err := s.ClaimReview(ctx, id, "qa"); err == nil {
+		t.Fatal("a READY task was claimed for review")
+	}
+	run, _, err := s.ClaimTask(ctx, id, "worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StartRun(ctx, run.ID, 1, "/w"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted, ExpectFrom: models.StatusInProgress,
+		Outcome: "completed"}); err != nil {
+		t.Fatal(err)
+	}
+	rev, token, err := s.ClaimReview(ctx, id, "qa")
+	if err != nil || rev.Kind != models.RunReview || rev.Attempt != 1 || token == "" {
+		t.Fatalf("review claim %+v %v", rev, err)
+	}
+	if _, _, err := s.ClaimReview(ctx, id, "qa"); err == nil {
+		t.Fatal("a busy reviewer was claimed twice")
+	}
+	if got, err := s.RunByToken(ctx, token); err != nil || got.ID != rev.ID || got.Kind != models.RunReview {
+		t.Fatalf("review token: %+v %v", got, err)
+	}
+	if _, err := s.StartRun(ctx, rev.ID, 2, "/verify"); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(t, s, id); st != models.StatusVerifying {
+		t.Fatalf("starting a review moved the task to %s", st)
+	}
+	if _, err := s.FinishRun(ctx, models.RunEnd{RunID: rev.ID, Outcome: "approved"}); err != nil {
+		t.Fatal(err)
+	}
+	if a := agentState(t, s, "qa"); a.State != models.AgentIdle || a.CurrentTaskID != nil {
+		t.Fatalf("reviewer after the review: %+v", a)
+	}
+	last, ok, err := s.LastWorkRun(ctx, id)
+	if err != nil || !ok || last.ID != run.ID {
+		t.Fatalf("last work run %+v %v %v", last, ok, err)
+	}
+}
+
+func TestResultsReachDependents(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	mustProject(t, s, "web")
+	ids := create(t, s, "web", models.BatchTask{LocalID: "up", Title: "Up"}, models.BatchTask{LocalID: "down", Title: "Down",
+		Dependencies: dep("up")})
+	if err := s.SaveResult(ctx, ids["up"], 1, models.Completion{Summary: "did it", FilesChanged: []string{"a.go"},
+		Outputs: []byte(`{"n":3}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.UpstreamResults(ctx, ids["down"]); len(got) != 0 {
+		t.Fatalf("results of an unfinished upstream: %+v", got)
+	}
+	apply(t, s, ids["up"], toCompleted...)
+	got, err := s.UpstreamResults(ctx, ids["down"])
+	if err != nil || len(got) != 1 || got[0].Summary != "did it" || got[0].FilesChanged[0] != "a.go" || string(got[0].Outputs) != `{"n":3}` {
+		t.Fatalf("upstream results %+v %v", got, err)
+	}
+}
