@@ -79,15 +79,16 @@ func (Aider) NewParser(RunContext) Parser { return &aiderParser{} }
 // their sum. "sent" includes the cache hits and writes, which are taken out
 // of Input. Lines inside ``` fences are the model's text and are not read.
 type aiderParser struct {
-	usage    models.TokenUsage
-	gate     usageGate
-	edits    []string
-	inFence  bool
-	errText  string
-	rawErr   string
-	limited  bool
-	usageCap bool
-	done     bool
+	usage     models.TokenUsage
+	gate      usageGate
+	edits     []string
+	inFence   bool
+	errText   string
+	limitText string
+	rawErr    string
+	limited   bool
+	usageCap  bool
+	done      bool
 }
 
 var (
@@ -131,7 +132,10 @@ func (p *aiderParser) Line(line []byte) []Event {
 	case strings.HasPrefix(s, "Applied edit to "), aiderCommit.MatchString(s):
 		p.edits = append(p.edits, s)
 	case strings.Contains(s, "The API provider has rate limited you"):
-		p.limited, p.errText = true, s
+		p.limited = true
+		if p.limitText == "" {
+			p.limitText = s
+		}
 	case aiderRawError.MatchString(s):
 		if limited, usageCap := limitInText(s); limited {
 			p.limited, p.usageCap = true, p.usageCap || usageCap
@@ -139,8 +143,8 @@ func (p *aiderParser) Line(line []byte) []Event {
 		p.rawErr = s
 	default:
 		for _, e := range aiderErrors {
-			if strings.Contains(s, e) {
-				p.errText = s
+			if strings.Contains(s, e) && p.errText == "" {
+				p.errText = s // the first says most; later ones follow from it
 			}
 		}
 	}
@@ -178,6 +182,9 @@ func (p *aiderParser) End(exitCode int) []Event {
 	}
 	p.done = true
 	errText := p.errText
+	if p.limited && p.limitText != "" {
+		errText = p.limitText // the limit is why nothing was done
+	}
 	if errText == "" {
 		errText = p.rawErr
 	}

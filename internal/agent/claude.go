@@ -76,14 +76,6 @@ func (Claude) Invocation(rc RunContext) (Invocation, error) {
 	return inv, nil
 }
 
-// command is the agent's configured CLI path, else the CLI's name.
-func command(rc RunContext, name string) string {
-	if c := strings.TrimSpace(rc.Agent.Command); c != "" {
-		return c
-	}
-	return name
-}
-
 // claudeMCPConfig renders servers in the mcpServers shape Claude Code reads.
 func claudeMCPConfig(servers []models.MCPServer) (string, error) {
 	type server struct {
@@ -112,7 +104,7 @@ func claudeMCPConfig(servers []models.MCPServer) (string, error) {
 }
 
 // NewParser reads claude's stream-json output.
-func (Claude) NewParser(rc RunContext) Parser {
+func (Claude) NewParser(RunContext) Parser {
 	return &claudeParser{msgUsage: map[string]models.TokenUsage{}, now: time.Now}
 }
 
@@ -128,6 +120,7 @@ type claudeParser struct {
 	session  string
 	done     bool
 	msgUsage map[string]models.TokenUsage
+	interim  models.TokenUsage // the sum of msgUsage
 	usage    usageGate
 	lastText string
 	// resetAt and usageCap come from a rejected rate_limit_event, for the
@@ -224,12 +217,10 @@ func (p *claudeParser) assistant(f fields) []Event {
 	var evs []Event
 	if id := msg.str("id"); id != "" {
 		if u := claudeUsage(msg.obj("usage")); u != (models.TokenUsage{}) {
-			p.msgUsage[id] = maxUsage(p.msgUsage[id], u)
-			var sum models.TokenUsage
-			for _, mu := range p.msgUsage {
-				sum = addUsage(sum, mu)
-			}
-			evs = append(evs, p.usage.next(sum)...)
+			old := p.msgUsage[id]
+			p.msgUsage[id] = maxUsage(old, u)
+			p.interim = addUsage(subUsage(p.interim, old), p.msgUsage[id])
+			evs = append(evs, p.usage.next(p.interim)...)
 		}
 	}
 	for _, t := range texts {
@@ -294,7 +285,9 @@ func (p *claudeParser) result(f fields) []Event {
 	isErr := f.flag("is_error") || strings.HasPrefix(subtype, "error")
 	if claudeUsageLimit.MatchString(text) {
 		// 1.0.x reported the limit as the result text, not always as an error.
-		evs = append(evs, p.limitWordsEvent(text)...)
+		if !p.limitWords {
+			evs = append(evs, p.limitWordsEvent(text)...)
+		}
 		isErr = true
 	} else if limited, _ := limitInText(text); isErr && !p.limitWords && (status == 429 || limited) {
 		evs = append(evs, p.limitWordsEvent(text)...)

@@ -14,7 +14,15 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
-// Helpers shared by the stream parsers of the CLI adapters.
+// Helpers shared by the CLI adapters and their stream parsers.
+
+// command is the agent's configured CLI path, else the CLI's name.
+func command(rc RunContext, name string) string {
+	if c := strings.TrimSpace(rc.Agent.Command); c != "" {
+		return c
+	}
+	return name
+}
 
 // maxRecoverAttempts bounds the work spent on one line that is not a
 // single JSON object.

@@ -243,7 +243,7 @@ type Orchestrator struct {
 	verifying map[string]bool
 	// resume lists the VERIFYING tasks recovery found, for Run to resume.
 	resume []string
-	wg   sync.WaitGroup
+	wg     sync.WaitGroup
 }
 
 // New returns an orchestrator; it starts nothing until Run.

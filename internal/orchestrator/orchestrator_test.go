@@ -347,7 +347,7 @@ func TestFailuresRetryWithBackoffThenBlock(t *testing.T) {
 		t.Fatalf("after the last run: %+v", tk)
 	}
 	prompt, err := os.ReadFile(filepath.Join(h.o.cfg.RunDir, id, "2.prompt"))
-	if err != nil || !strings.Contains(string(prompt), "The previous attempt failed") || !strings.Contains(string(prompt), "boom") {
+	if err != nil || !strings.Contains(string(prompt), "Earlier attempts failed") || !strings.Contains(string(prompt), "boom") {
 		t.Fatalf("the retry's prompt lacks the failure: %q %v", prompt, err)
 	}
 }

@@ -219,15 +219,30 @@ func TestProposePlanCreatesSubtasks(t *testing.T) {
 	run := h.running()
 	res, err := h.o.ProposePlan(context.Background(), run, models.TaskBatch{Tasks: []models.BatchTask{
 		{LocalID: "s1", Title: "schema"}, {LocalID: "s2", Title: "api", Dependencies: []models.BatchDependency{{ID: "s1"}}}}})
-	if err != nil || len(res) != 2 {
+	if err != nil || len(res) != 2 || res[0].LocalID != "s1" || res[0].TaskID != "" {
 		t.Fatalf("plan %+v %v", res, err)
 	}
-	sub := h.task(res[1].TaskID)
-	if sub.ParentTaskID == nil || *sub.ParentTaskID != id || !sub.IsPlanSubtask || sub.PlanSource == nil || sub.CreatedBy != "agent:a1" {
-		t.Fatalf("subtask %+v", sub)
+	if all, _ := h.st.ListTasks(context.Background(), models.TaskFilter{ProjectID: "p"}); len(all) != 1 {
+		t.Fatalf("the plan created %d tasks before its task completed", len(all)-1)
 	}
 	release(t, fifo, "0")
 	h.waitEnd()
+	h.settle()
+	if got := h.task(id).Status; got != models.StatusCompleted {
+		t.Fatalf("planning task is %s", got)
+	}
+	all, err := h.st.ListTasks(context.Background(), models.TaskFilter{ProjectID: "p"})
+	if err != nil || len(all) != 3 {
+		t.Fatalf("tasks after completion: %d %v", len(all), err)
+	}
+	for _, sub := range all {
+		if sub.ID == id {
+			continue
+		}
+		if sub.ParentTaskID == nil || *sub.ParentTaskID != id || !sub.IsPlanSubtask || sub.PlanSource == nil || sub.CreatedBy != "agent:a1" {
+			t.Fatalf("subtask %+v", sub)
+		}
+	}
 }
 
 func TestAdminStopThroughTheCommandLayer(t *testing.T) {

@@ -1,24 +1,124 @@
 // Package repo gives each agent its own git checkout of a project's
-// repository and delivers finished work to the default branch.
+// repository, and verifies and merges the work done there.
 //
-// An agent's checkout lives at <checkout base>/<agent>/<repo> and is reused
-// across tasks. Before each task it is fetched, its origin is checked
-// against the project's repo (a checkout of another repository is refused),
-// and the task branch aq/<task-id>-<slug> is checked out: the existing
-// branch when an earlier attempt left one, else a new one from the default
-// branch. Uncommitted changes left by a killed run are discarded (reset and
-// clean); committed work on the task branch is kept for the retry.
+// # Checkouts
 //
-// Sources: CLONE clones the URL (a local bare repository path works too);
-// LINK clones the local repository at source_path, never touching the
-// user's own checkout; INIT creates a bare origin repository with one empty
-// commit (at source_path, or under the checkout base).
+// An agent has one checkout per repo, CheckoutPath: <checkout_base_path, or
+// BaseDir/checkouts>/<agent>/<repo id>, reused across tasks. A project
+// without a repo gets a plain scratch directory; every other method is a
+// no-op for it (Stage returns the directory, Deliver reports Merged with the
+// note "no repository").
 //
-// Delivery (the fast path, without verification): the agent's uncommitted
-// changes are committed on the task branch, the branch is merged with
-// --no-ff into the default branch fetched from origin, and the result is
-// pushed. A branch already contained in the default branch is not merged
-// again, so delivery can be repeated after a crash. Pushing into a LINK
-// repository's checked-out branch is refused by git; such projects need the
-// verification and merge workflow.
+//   - CLONE (a URL, or a local bare repository's path) is cloned once with
+//     `git clone`. INIT first creates a daemon-owned bare origin with one
+//     empty commit (at source_path, else BaseDir/origins/<repo id>.git),
+//     then is a CLONE of it. Each Prepare fetches the origin (go-git) and
+//     starts from origin/<default>; the clone's own <default> follows it.
+//   - LINK (a local repository the user owns): the checkout is a `git
+//     worktree add` of the user's repository. It shares the user's refs
+//     (task and rescue branches appear there) and never touches the user's
+//     own working tree. The default branch is the user's <default>.
+//   - LINK with in_place: the checkout is the user's repository directory
+//     itself. Prepare refuses (CodeConflict) while its working tree has
+//     uncommitted or untracked changes or an operation in progress (they are
+//     the user's: never touched), and while another workspace of it has
+//     not been Released: one run at a time. Nothing there is reset,
+//     cleaned or rescued, and the tree is left on the task branch.
+//
+// Before use a checkout's origin is checked: a clone's `origin` remote must
+// be the project's URL or path (compared without a trailing slash or .git
+// suffix, local paths absolute with links resolved), a worktree's common git
+// directory the user's repository's. A mismatch is a CodeConflict error that
+// names the checkout, what it points at and what the project wants.
+//
+// # Prepare
+//
+// Under the checkout's lock, Prepare removes the lock files a killed git
+// leaves (index.lock, HEAD.lock, …; in a worktree only its own, never the
+// user's). A checkout found dirty (uncommitted or untracked changes, a
+// merge, rebase, cherry-pick, revert or am in progress, left by a killed
+// run) is never discarded silently: the operation is quit with its files
+// kept, everything is committed on a new branch
+// aq-rescue/<old branch without "aq/">-<UTC yyyymmddThhmmss> (returned in
+// Workspace.Rescued), and the checkout is then reset and cleaned (ignored
+// files too).
+//
+// The task branch is aq/<task-id>-<slug> (BranchName). A new one starts at
+// the default branch's commit (Workspace.Base). An existing one (a retry) is
+// checked out — in a CLONE/INIT checkout it is first taken from the
+// integration repository when that holds a newer version, as when the last
+// attempt ran on another agent and was staged; a LINK task branch checked
+// out in another agent's worktree is detached there — and brought up to date
+// with the default branch: `git rebase`; when the rebase conflicts it is
+// aborted and `git merge --no-ff <default>` is started instead and left
+// uncommitted, its conflicted files listed in Workspace.Conflicts (sorted)
+// for the agent to resolve.
+//
+// # Seal
+//
+// After the agent exits, Seal requires the checkout to be on the task
+// branch and refuses (CodeConflict, naming the files) while unmerged index
+// entries remain or a file of Workspace.Conflicts still has a conflict
+// marker line ("<<<<<<< ", ">>>>>>> ", or a line "======="). It commits
+// everything left uncommitted ("<title> (<task id>)"), which concludes a
+// merge in progress, and returns the files the branch changes relative to
+// its merge base with the default branch.
+//
+// # Stage, Deliver, Cleanup
+//
+// Each repo has a daemon-owned bare integration repository,
+// BaseDir/integration/<repo id>.git. Stage fetches into it the origin's
+// default branch (the CLONE url, the INIT origin, the LINK repository) and
+// the task branch (from the agent's checkout; for LINK from the user's
+// repository), merges them without a working tree (`git merge-tree
+// --write-tree`; a conflict is a *models.ConflictError), commits the merge
+// ("Merge <branch>: <title>", `git commit-tree`) as refs/aq/staged/<task>,
+// and checks it out detached at BaseDir/verify/<task> (recreated). It
+// returns that directory, `git diff <default>...<branch>` (cut at 200 KiB
+// with a marker line) and the changed files. A branch without changes
+// stages the default branch itself.
+//
+// Deliver fetches again; a task branch the default branch already contains
+// is Merged (Deliver may be repeated after a crash). Otherwise it merges as
+// Stage does (reusing the staged commit when the default branch has not
+// moved) and moves the origin's default branch only from the commit it
+// merged into, a compare-and-swap: when the branch moved meanwhile it merges
+// again on the new tip, up to 3 times. A local origin (INIT, LINK, a CLONE
+// path) is updated without a push: the merge's objects are fetched into it
+// from the integration repository and the branch is moved with `git
+// update-ref <new> <old>`, so none of its hooks run. A remote origin is
+// pushed to with go-git, requiring the remote branch to still be at the
+// old commit. A LINK repository whose default branch is checked out in one
+// of its working trees is not moved (git would leave that tree behind):
+// Deliver returns Merged false with a Note, the task branch left in the
+// user's repository for them to merge (a local CLONE origin in that state
+// is a CodeConflict error: it should be bare).
+//
+// Cleanup removes the verification worktree and refs/aq/staged/<task>; when
+// the task was merged it also deletes the task branch in the integration
+// repository, in the checkout (a daemon checkout left clean on it is
+// detached first; the user's in_place tree keeps it) when the delivered
+// default branch contains it, and for LINK in the user's repository when
+// its default branch contains it. What is already gone is no error.
+//
+// # Tools and safety
+//
+// go-git reads configuration, remotes, refs and commits, computes changed
+// files, and fetches (for a local source it runs git-upload-pack, which
+// executes nothing a repository's configuration names). The git command
+// line does what go-git lacks or does differently from git: clone,
+// worktrees, status, add and commit of working trees, rebase, merge,
+// merge-tree, commit-tree, update-ref, reset and clean. Every git command
+// runs through one runner: hooks and fsmonitor off, no user or system
+// configuration, a fixed identity, a scrubbed environment, a timeout, its
+// own process group.
+//
+// # Concurrency
+//
+// A per-checkout lock serialises Prepare, Seal and Cleanup of one checkout
+// (an in_place repository is one checkout for all agents); a per-repo lock
+// serialises Stage, Deliver and every use of the integration repository; a
+// per-origin lock creates an INIT origin once. Locks are taken checkout
+// first, then repo. Agents on one project work concurrently in their own
+// checkouts.
 package repo

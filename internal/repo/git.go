@@ -181,6 +181,15 @@ func gitDirs(dir string) (gitDir, common string, err error) {
 	return canonical(gitDir), canonical(common), nil
 }
 
+// repoOf is the repository a common git directory belongs to: the working
+// tree holding a .git directory, or the bare repository itself.
+func repoOf(common string) string {
+	if filepath.Base(common) == ".git" {
+		return filepath.Dir(common)
+	}
+	return common
+}
+
 // canonical is path made absolute and clean, symbolic links resolved when
 // it exists.
 func canonical(path string) string {

@@ -1,65 +1,48 @@
 package repo
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
 // Config configures Workspaces.
 type Config struct {
-	// BaseDir holds checkouts when a repo names no checkout_base_path, and
-	// the working directories of agents whose project has no repo.
+	// BaseDir holds checkouts when a repo names no checkout_base_path, the
+	// working directories of agents whose project has no repo, INIT
+	// origins without a source_path, integration repositories and
+	// verification checkouts.
 	BaseDir string
 	// Git is the git executable; default "git".
 	Git string
 }
 
-// Workspaces prepares agents' checkouts with the git command line.
+// Workspaces prepares agents' checkouts and merges their work.
 type Workspaces struct {
 	cfg Config
-	// deliveries serialises deliveries to one repository: concurrent pushes
-	// of its default branch would refuse each other.
-	mu         sync.Mutex
-	deliveries map[string]*sync.Mutex
-}
 
-// checkoutLock serialises Prepare and Deliver in one checkout: a task's
-// delivery and the next task's preparation must not interleave.
-func (w *Workspaces) checkoutLock(dir string) *sync.Mutex { return w.repoLock("checkout:" + dir) }
+	mu sync.Mutex
+	// locks holds the mutexes of checkouts ("checkout:<dir>"), of repos'
+	// integration repositories ("repo:<id>") and of INIT origins
+	// ("origin:<dir>"). Lock order: checkout, then repo, then origin.
+	locks map[string]*sync.Mutex
+	// inPlace holds the LINK directories an in_place workspace uses until
+	// it is released.
+	inPlace map[string]bool
 
-// Bounds of git commands.
-const (
-	gitTimeout   = 10 * time.Minute
-	gitWaitDelay = 5 * time.Second
-)
-
-// deliverPushTries is how often a delivery is retried when another push
-// moved the default branch between its fetch and its push.
-const deliverPushTries = 3
-
-func (w *Workspaces) repoLock(id string) *sync.Mutex {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.deliveries == nil {
-		w.deliveries = map[string]*sync.Mutex{}
-	}
-	if w.deliveries[id] == nil {
-		w.deliveries[id] = &sync.Mutex{}
-	}
-	return w.deliveries[id]
+	// beforePublish, set by tests, runs before each attempt of Deliver to
+	// move the origin's default branch.
+	beforePublish func(try int)
 }
 
 // New returns Workspaces; BaseDir is required.
@@ -70,8 +53,26 @@ func New(cfg Config) (*Workspaces, error) {
 	if cfg.Git == "" {
 		cfg.Git = "git"
 	}
-	return &Workspaces{cfg: cfg}, nil
+	return &Workspaces{cfg: cfg, locks: map[string]*sync.Mutex{}, inPlace: map[string]bool{}}, nil
 }
+
+func (w *Workspaces) lock(key string) *sync.Mutex {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.locks[key] == nil {
+		w.locks[key] = &sync.Mutex{}
+	}
+	return w.locks[key]
+}
+
+// checkoutLock serialises Prepare, Seal and Cleanup of one checkout.
+func (w *Workspaces) checkoutLock(dir string) *sync.Mutex {
+	return w.lock("checkout:" + filepath.Clean(dir))
+}
+
+// repoLock serialises Stage, Deliver and every use of a repo's
+// integration repository.
+func (w *Workspaces) repoLock(r *models.RepoConfig) *sync.Mutex { return w.lock("repo:" + r.ID) }
 
 var slugSpan = regexp.MustCompile(`[^a-z0-9]+`)
 
@@ -87,19 +88,28 @@ func BranchName(t models.Task) string {
 	return "aq/" + t.ID + "-" + slug
 }
 
-// CheckoutPath is where an agent's checkout of a project's repo lives.
+// CheckoutPath is where an agent's checkout of a project's repo lives: the
+// LINK repository itself when it is used in place.
 func (w *Workspaces) CheckoutPath(a models.Agent, p models.Project) string {
 	if p.Repo == nil {
 		return filepath.Join(w.cfg.BaseDir, "scratch", a.ID, p.ID)
 	}
-	base := p.Repo.CheckoutBasePath
-	if base == "" {
-		base = filepath.Join(w.cfg.BaseDir, "checkouts")
+	if p.Repo.SourceType == models.RepoLink && p.Repo.InPlace {
+		return filepath.Clean(p.Repo.SourcePath)
 	}
-	return filepath.Join(base, a.ID, p.Repo.ID)
+	return filepath.Join(w.checkoutBase(p.Repo), a.ID, p.Repo.ID)
 }
 
-// origin returns the repository agents clone from, creating it for INIT.
+func (w *Workspaces) checkoutBase(r *models.RepoConfig) string {
+	if r.CheckoutBasePath != "" {
+		return r.CheckoutBasePath
+	}
+	return filepath.Join(w.cfg.BaseDir, "checkouts")
+}
+
+// origin returns the repository work is taken from and merged into: the
+// CLONE url, the LINK directory, or the INIT bare repository (created with
+// one empty commit on first use).
 func (w *Workspaces) origin(ctx context.Context, r *models.RepoConfig) (string, error) {
 	switch r.SourceType {
 	case models.RepoClone:
@@ -111,214 +121,713 @@ func (w *Workspaces) origin(ctx context.Context, r *models.RepoConfig) (string, 
 	if dir == "" {
 		dir = filepath.Join(w.cfg.BaseDir, "origins", r.ID+".git")
 	}
-	lock := w.repoLock("origin:" + dir) // agents starting together create it once
+	lock := w.lock("origin:" + dir) // agents starting together create it once
 	lock.Lock()
 	defer lock.Unlock()
-	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err == nil {
+	if isFile(filepath.Join(dir, "HEAD")) {
 		return dir, nil
 	}
-	seed, err := os.MkdirTemp("", "aq-init")
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return "", err
+	}
+	// Built beside its place and renamed: a crash leaves no half repository.
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".new-")
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(seed)
+	defer os.RemoveAll(tmp)
+	seed := filepath.Join(tmp, "seed")
 	steps := [][]string{
 		{"init", "-q", "-b", r.DefaultBranch, seed},
 		{"-C", seed, "commit", "-q", "--allow-empty", "-m", "Initial commit"},
-		{"clone", "-q", "--bare", seed, dir},
+		{"clone", "-q", "--bare", seed, filepath.Join(tmp, "bare")},
 	}
 	for _, s := range steps {
 		if _, err := w.git(ctx, "", s...); err != nil {
 			return "", fmt.Errorf("create repository %s: %w", dir, err)
 		}
 	}
+	if _, err := w.git(ctx, filepath.Join(tmp, "bare"), "remote", "remove", "origin"); err != nil {
+		return "", fmt.Errorf("create repository %s: %w", dir, err)
+	}
+	if err := os.Rename(filepath.Join(tmp, "bare"), dir); err != nil {
+		return "", fmt.Errorf("create repository %s: %w", dir, err)
+	}
 	return dir, nil
+}
+
+// baseRef is the ref of a checkout that holds the default branch: the
+// remote-tracking branch of a clone, the user's own branch for LINK.
+func baseRef(r *models.RepoConfig) string {
+	if r.SourceType == models.RepoLink {
+		return "refs/heads/" + r.DefaultBranch
+	}
+	return "refs/remotes/origin/" + r.DefaultBranch
 }
 
 // Prepare returns the agent's checkout on the task's branch.
 func (w *Workspaces) Prepare(ctx context.Context, a models.Agent, p models.Project, t models.Task) (models.Workspace, error) {
 	dir := w.CheckoutPath(a, p)
-	lock := w.checkoutLock(dir)
-	lock.Lock()
-	defer lock.Unlock()
 	if p.Repo == nil {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return models.Workspace{}, fmt.Errorf("prepare workspace: %w", err)
 		}
 		return models.Workspace{Dir: dir}, nil
 	}
-	src, err := w.origin(ctx, p.Repo)
-	if err != nil {
-		return models.Workspace{}, fmt.Errorf("prepare workspace: %w", err)
+	if !models.ValidTaskID(t.ID) {
+		return models.Workspace{}, models.Errorf(models.CodeInvalid, "prepare workspace: %q is not a task id", t.ID)
 	}
-	if _, err := os.Stat(filepath.Join(dir, ".git")); errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
-			return models.Workspace{}, fmt.Errorf("prepare workspace: %w", err)
-		}
-		if _, err := w.git(ctx, "", "clone", "-q", "--", src, dir); err != nil {
-			return models.Workspace{}, fmt.Errorf("prepare workspace: clone %s: %w", src, err)
+	lock := w.checkoutLock(dir)
+	lock.Lock()
+	defer lock.Unlock()
+	var ws models.Workspace
+	var err error
+	switch r := p.Repo; {
+	case r.SourceType == models.RepoLink && r.InPlace:
+		ws, err = w.prepareInPlace(ctx, r, t, dir)
+	case r.SourceType == models.RepoLink:
+		ws, err = w.prepareWorktree(ctx, r, t, dir)
+	default:
+		ws, err = w.prepareClone(ctx, r, t, dir)
+	}
+	if err != nil {
+		return models.Workspace{}, fmt.Errorf("prepare workspace %s for task %s: %w", dir, t.ID, err)
+	}
+	return ws, nil
+}
+
+// prepareClone prepares a CLONE or INIT checkout: a clone of the origin.
+func (w *Workspaces) prepareClone(ctx context.Context, r *models.RepoConfig, t models.Task, dir string) (models.Workspace, error) {
+	src, err := w.origin(ctx, r)
+	if err != nil {
+		return models.Workspace{}, err
+	}
+	if !exists(filepath.Join(dir, ".git")) {
+		if err := w.clone(ctx, src, dir); err != nil {
+			return models.Workspace{}, err
 		}
 	}
-	got, err := w.git(ctx, dir, "remote", "get-url", "origin")
+	gitDir, common, err := gitDirs(dir)
 	if err != nil {
-		return models.Workspace{}, fmt.Errorf("prepare workspace: %w", err)
+		return models.Workspace{}, models.WrapError(models.CodeConflict, err,
+			"the checkout %s is not a usable git checkout (%v); the project's repository is %s", dir, err, src)
+	}
+	if gitDir != common {
+		return models.Workspace{}, models.Errorf(models.CodeConflict,
+			"the checkout %s is a worktree of %s, not a clone of the project's repository %s",
+			dir, repoOf(common), src)
+	}
+	repo, err := openRepo(dir)
+	if err != nil {
+		return models.Workspace{}, err
+	}
+	got := "(no origin remote)"
+	if rem, err := repo.Remote("origin"); err == nil && len(rem.Config().URLs) > 0 {
+		got = rem.Config().URLs[0]
 	}
 	if !sameRepo(got, src) {
 		return models.Workspace{}, models.Errorf(models.CodeConflict,
 			"the checkout %s has origin %s, not the project's repository %s", dir, got, src)
 	}
-	// A git killed mid-write (a crash, a timeout) leaves lock files that
-	// would refuse every later command; under the checkout lock no git of
-	// ours runs here, and the agent's run has ended.
-	for _, name := range []string{"index.lock", "HEAD.lock", "config.lock"} {
-		if err := os.Remove(filepath.Join(dir, ".git", name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return models.Workspace{}, fmt.Errorf("prepare workspace: %w", err)
-		}
+	if err := removeStaleLocks(gitDir, true); err != nil {
+		return models.Workspace{}, err
+	}
+	if err := fetch(ctx, dir, src, true, "+refs/heads/*:refs/remotes/origin/*"); err != nil {
+		return models.Workspace{}, err
+	}
+	rescued, err := w.rescue(ctx, dir, gitDir)
+	if err != nil {
+		return models.Workspace{}, err
+	}
+	if err := w.resetClean(ctx, dir); err != nil {
+		return models.Workspace{}, err
+	}
+	// Detached, the checkout leaves every branch free to be moved.
+	if _, err := w.git(ctx, dir, "checkout", "-q", "--detach"); err != nil {
+		return models.Workspace{}, err
+	}
+	if repo, err = openRepo(dir); err != nil {
+		return models.Workspace{}, err
+	}
+	base, ok, err := refHash(repo, baseRef(r))
+	if err != nil {
+		return models.Workspace{}, err
+	}
+	if !ok {
+		return models.Workspace{}, models.Errorf(models.CodeConflict,
+			"the repository %s has no branch %s", src, r.DefaultBranch)
 	}
 	branch := BranchName(t)
-	def := p.Repo.DefaultBranch
-	steps := [][]string{
-		{"fetch", "-q", "--", src, "+refs/heads/*:refs/remotes/origin/*"},
-		{"reset", "-q", "--hard"},
-		{"clean", "-q", "-fdx"},
+	if err := w.adoptStagedBranch(ctx, r, dir, branch); err != nil {
+		return models.Workspace{}, err
 	}
-	for _, s := range steps {
-		if _, err := w.git(ctx, dir, s...); err != nil {
-			return models.Workspace{}, fmt.Errorf("prepare workspace: %w", err)
-		}
+	conflicts, err := w.checkoutTask(ctx, dir, branch, base)
+	if err != nil {
+		return models.Workspace{}, err
 	}
-	if _, err := w.git(ctx, dir, "rev-parse", "-q", "--verify", "refs/heads/"+branch); err == nil {
-		_, err = w.git(ctx, dir, "checkout", "-q", branch)
-		if err != nil {
-			return models.Workspace{}, fmt.Errorf("prepare workspace: %w", err)
-		}
-	} else if _, err := w.git(ctx, dir, "checkout", "-q", "-B", branch, "origin/"+def); err != nil {
-		return models.Workspace{}, fmt.Errorf("prepare workspace: %w", err)
+	// The clone's own default branch follows the origin's, for agents that
+	// compare with it.
+	if _, err := w.git(ctx, dir, "update-ref", "refs/heads/"+r.DefaultBranch, base.String()); err != nil {
+		return models.Workspace{}, err
 	}
-	return models.Workspace{Dir: dir, Branch: branch}, nil
+	return models.Workspace{Dir: dir, Branch: branch, DefaultBranch: r.DefaultBranch, Base: base.String(),
+		Conflicts: conflicts, Rescued: rescued}, nil
 }
 
-// Deliver commits what the agent left uncommitted on the task branch and
-// merges the branch into the default branch of origin.
-func (w *Workspaces) Deliver(ctx context.Context, a models.Agent, p models.Project, t models.Task, ws models.Workspace) error {
-	if p.Repo == nil {
+// clone clones src to dir through a temporary sibling renamed into place:
+// a crash leaves no half clone at dir.
+func (w *Workspaces) clone(ctx context.Context, src, dir string) error {
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return models.Errorf(models.CodeConflict,
+			"the checkout %s exists and is not a git checkout of the project's repository %s", dir, src)
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".clone-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	url := src
+	if isLocal(url) {
+		url = localPath(url)
+	}
+	if _, err := w.git(ctx, "", "clone", "-q", "--", url, tmp); err != nil {
+		return fmt.Errorf("clone %s: %w", src, err)
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return os.Rename(tmp, dir)
+}
+
+// adoptStagedBranch takes the task branch from the integration repository
+// when it holds a newer version than the checkout (an earlier attempt ran
+// on another agent and was staged): a retry continues that work. It only
+// reads the integration repository (refs are replaced atomically), so it
+// does not wait for the repo lock, which a slow push may hold.
+func (w *Workspaces) adoptStagedBranch(ctx context.Context, r *models.RepoConfig, dir, branch string) error {
+	integ := w.integrationPath(r)
+	if !isFile(filepath.Join(integ, "HEAD")) {
 		return nil
 	}
-	dir := ws.Dir
-	if dir == "" {
-		dir = w.CheckoutPath(a, p)
-	}
-	lock := w.checkoutLock(dir)
-	lock.Lock()
-	defer lock.Unlock()
-	src, err := w.origin(ctx, p.Repo)
+	ir, err := openRepo(integ)
 	if err != nil {
-		return fmt.Errorf("deliver task %s: %w", t.ID, err)
+		return err
 	}
-	branch, def := BranchName(t), p.Repo.DefaultBranch
-	if _, err := w.git(ctx, dir, "rev-parse", "-q", "--verify", "refs/heads/"+branch); err != nil {
-		return fmt.Errorf("deliver task %s: no branch %s in %s", t.ID, branch, dir)
+	staged, ok, err := refHash(ir, "refs/heads/"+branch)
+	if err != nil || !ok {
+		return err
 	}
-	// Leftover changes are the task's only while the checkout is still on
-	// its branch (after a restart it may hold another task's work).
-	if current, _ := w.git(ctx, dir, "branch", "--show-current"); current == branch {
-		if status, err := w.git(ctx, dir, "status", "--porcelain"); err != nil {
-			return fmt.Errorf("deliver task %s: %w", t.ID, err)
-		} else if status != "" {
-			for _, s := range [][]string{{"add", "-A"}, {"commit", "-q", "-m", fmt.Sprintf("%s (%s)", t.Title, t.ID)}} {
-				if _, err := w.git(ctx, dir, s...); err != nil {
-					return fmt.Errorf("deliver task %s: commit leftover changes: %w", t.ID, err)
+	cr, err := openRepo(dir)
+	if err != nil {
+		return err
+	}
+	local, ok, err := refHash(cr, "refs/heads/"+branch)
+	if err != nil {
+		return err
+	}
+	if ok {
+		if local == staged {
+			return nil
+		}
+		// Only a local branch the staged one contains is replaced.
+		if _, err := cr.CommitObject(staged); err != nil {
+			if err := fetch(ctx, dir, integ, false, "+refs/heads/"+branch+":refs/aq/adopt"); err != nil {
+				return err
+			}
+			defer w.git(ctx, dir, "update-ref", "-d", "refs/aq/adopt") //nolint:errcheck // a scratch ref
+		}
+		if cr, err = openRepo(dir); err != nil {
+			return err
+		}
+		if up, err := isAncestor(cr, local, staged); err != nil || !up {
+			return err
+		}
+		_, err := w.git(ctx, dir, "update-ref", "refs/heads/"+branch, staged.String(), local.String())
+		return err
+	}
+	return fetch(ctx, dir, integ, false, "refs/heads/"+branch+":refs/heads/"+branch)
+}
+
+// prepareWorktree prepares a LINK checkout: a worktree of the user's
+// repository, sharing its refs, never its working tree.
+func (w *Workspaces) prepareWorktree(ctx context.Context, r *models.RepoConfig, t models.Task, dir string) (models.Workspace, error) {
+	user := r.SourcePath
+	_, userCommon, err := gitDirs(user)
+	if err != nil {
+		return models.Workspace{}, models.WrapError(models.CodeConflict, err,
+			"the project's repository %s is not a git repository: %v", user, err)
+	}
+	ur, err := openRepo(user)
+	if err != nil {
+		return models.Workspace{}, err
+	}
+	base, ok, err := refHash(ur, baseRef(r))
+	if err != nil {
+		return models.Workspace{}, err
+	}
+	if !ok {
+		return models.Workspace{}, models.Errorf(models.CodeConflict,
+			"the repository %s has no branch %s", user, r.DefaultBranch)
+	}
+	if !exists(filepath.Join(dir, ".git")) {
+		if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+			return models.Workspace{}, models.Errorf(models.CodeConflict,
+				"the checkout %s exists and is not a worktree of the project's repository %s", dir, user)
+		}
+		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return models.Workspace{}, err
+		}
+		if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+			return models.Workspace{}, err
+		}
+		// -f: a worktree of this path deleted without `git worktree
+		// remove` is still registered.
+		if _, err := w.git(ctx, user, "worktree", "add", "-q", "-f", "--detach", dir, base.String()); err != nil {
+			return models.Workspace{}, err
+		}
+	}
+	gitDir, common, err := gitDirs(dir)
+	if err != nil {
+		return models.Workspace{}, models.WrapError(models.CodeConflict, err,
+			"the checkout %s is not a usable worktree (%v); the project's repository is %s", dir, err, user)
+	}
+	if common != userCommon {
+		what := "a worktree of " + repoOf(common)
+		if gitDir == common {
+			what = "an independent clone"
+			if repo, err := openRepo(dir); err == nil {
+				if rem, err := repo.Remote("origin"); err == nil && len(rem.Config().URLs) > 0 {
+					what += " of " + rem.Config().URLs[0]
 				}
 			}
 		}
+		return models.Workspace{}, models.Errorf(models.CodeConflict,
+			"the checkout %s is %s, not a worktree of the project's repository %s", dir, what, user)
 	}
-	if p.Repo.SourceType == models.RepoLink {
-		// The user's repository is never merged into: the task branch is
-		// pushed beside their branches for them to merge.
-		if _, err := w.git(ctx, dir, "push", "-q", "--", src, "+refs/heads/"+branch+":refs/heads/"+branch); err != nil {
-			return fmt.Errorf("deliver task %s: push %s to %s: %w", t.ID, branch, src, err)
-		}
-		return nil
+	if err := removeStaleLocks(gitDir, false); err != nil {
+		return models.Workspace{}, err
 	}
-	repoLock := w.repoLock(p.Repo.ID)
-	repoLock.Lock()
-	defer repoLock.Unlock()
-	var pushErr error
-	for range deliverPushTries {
-		if _, err := w.git(ctx, dir, "fetch", "-q", "--", src, "+refs/heads/*:refs/remotes/origin/*"); err != nil {
-			return fmt.Errorf("deliver task %s: %w", t.ID, err)
-		}
-		if _, err := w.git(ctx, dir, "merge-base", "--is-ancestor", branch, "origin/"+def); err == nil {
-			return nil // already delivered
-		}
-		if _, err := w.git(ctx, dir, "checkout", "-q", "-B", def, "origin/"+def); err != nil {
-			return fmt.Errorf("deliver task %s: %w", t.ID, err)
-		}
-		if _, err := w.git(ctx, dir, "merge", "-q", "--no-ff", "-m", fmt.Sprintf("Merge %s: %s", t.ID, t.Title), branch); err != nil {
-			w.git(ctx, dir, "merge", "--abort") //nolint:errcheck // best effort; Prepare resets anyway
-			return models.Errorf(models.CodeConflict, "merging %s into %s failed: %s", branch, def, firstLine(err.Error()))
-		}
-		if _, pushErr = w.git(ctx, dir, "push", "-q", "--", src, def+":refs/heads/"+def); pushErr == nil {
-			return nil
-		}
-		// Someone else moved the branch since the fetch: merge again on top.
+	rescued, err := w.rescue(ctx, dir, gitDir)
+	if err != nil {
+		return models.Workspace{}, err
 	}
-	return fmt.Errorf("deliver task %s: push %s: %w", t.ID, def, pushErr)
+	if err := w.resetClean(ctx, dir); err != nil {
+		return models.Workspace{}, err
+	}
+	branch := BranchName(t)
+	if err := w.freeBranch(ctx, r, user, dir, branch); err != nil {
+		return models.Workspace{}, err
+	}
+	conflicts, err := w.checkoutTask(ctx, dir, branch, base)
+	if err != nil {
+		return models.Workspace{}, err
+	}
+	return models.Workspace{Dir: dir, Branch: branch, DefaultBranch: r.DefaultBranch, Base: base.String(),
+		Conflicts: conflicts, Rescued: rescued}, nil
 }
 
-func sameRepo(a, b string) bool {
-	norm := func(s string) string {
-		s = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(s), "/"), ".git")
-		if abs, err := filepath.Abs(s); err == nil && filepath.IsAbs(s) {
-			s = abs
-		}
-		return s
+// freeBranch makes the task branch available to the worktree dir: git
+// checks a branch out in one worktree only. Another agent's worktree left
+// on it (its run ended) is detached at the same commit, its files kept; a
+// branch checked out anywhere else (the user's) is refused.
+func (w *Workspaces) freeBranch(ctx context.Context, r *models.RepoConfig, user, dir, branch string) error {
+	wts, err := w.worktrees(ctx, user)
+	if err != nil {
+		return err
 	}
-	return norm(a) == norm(b)
+	for _, wt := range wts {
+		if wt.branch != "refs/heads/"+branch || canonical(wt.path) == canonical(dir) {
+			continue
+		}
+		ours := filepath.Base(wt.path) == r.ID && canonical(filepath.Dir(filepath.Dir(wt.path))) == canonical(w.checkoutBase(r))
+		if !ours {
+			return models.Errorf(models.CodeConflict,
+				"the task branch %s is checked out in %s: switch that working tree to another branch", branch, wt.path)
+		}
+		other := w.checkoutLock(wt.path)
+		if !other.TryLock() {
+			return models.Errorf(models.CodeConflict, "the task branch %s is checked out in %s, which is in use", branch, wt.path)
+		}
+		_, err := w.git(ctx, wt.path, "checkout", "-q", "--detach")
+		other.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
+// worktree is an entry of `git worktree list --porcelain`.
+type worktree struct{ path, branch string }
+
+func (w *Workspaces) worktrees(ctx context.Context, repo string) ([]worktree, error) {
+	out, _, err := w.gitRaw(ctx, repo, gitOutputCap, "worktree", "list", "--porcelain", "-z")
+	if err != nil {
+		return nil, err
 	}
-	return s
+	var list []worktree
+	for _, line := range strings.Split(string(out), "\x00") {
+		if p, ok := strings.CutPrefix(line, "worktree "); ok {
+			list = append(list, worktree{path: p})
+		} else if b, ok := strings.CutPrefix(line, "branch "); ok && len(list) > 0 {
+			list[len(list)-1].branch = b
+		}
+	}
+	return list, nil
 }
 
-// gitEnvPass lists the daemon's variables git may see: nothing secret, and
-// no GIT_* variable that could point it at another repository.
-var gitEnvPass = []string{"PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "LANG", "TZ", "SSH_AUTH_SOCK"}
+// prepareInPlace prepares the user's own LINK checkout for one run at a
+// time; its uncommitted changes are the user's and refuse the run.
+func (w *Workspaces) prepareInPlace(ctx context.Context, r *models.RepoConfig, t models.Task, dir string) (models.Workspace, error) {
+	w.mu.Lock()
+	busy := w.inPlace[dir]
+	w.mu.Unlock()
+	if busy {
+		return models.Workspace{}, models.Errorf(models.CodeConflict,
+			"the repository %s is in use by another run (in_place allows one at a time)", dir)
+	}
+	gitDir, _, err := gitDirs(dir)
+	if err != nil {
+		return models.Workspace{}, models.WrapError(models.CodeConflict, err,
+			"the project's repository %s is not a git repository: %v", dir, err)
+	}
+	if gitDir == canonical(dir) {
+		return models.Workspace{}, models.Errorf(models.CodeConflict,
+			"the repository %s is bare: in_place needs a working tree", dir)
+	}
+	if op := inProgress(gitDir); op != "" {
+		return models.Workspace{}, models.Errorf(models.CodeConflict,
+			"the repository %s has a %s in progress; in_place never touches it: finish or abort it", dir, op)
+	}
+	out, _, err := w.gitRaw(ctx, dir, gitOutputCap, "status", "--porcelain", "-z")
+	if err != nil {
+		return models.Workspace{}, err
+	}
+	if changed := nulList(out); len(changed) > 0 {
+		names := make([]string, 0, 5)
+		for _, c := range changed[:min(len(changed), 5)] {
+			names = append(names, strings.TrimSpace(c[min(len(c), 3):]))
+		}
+		more := ""
+		if len(changed) > 5 {
+			more = ", …"
+		}
+		return models.Workspace{}, models.Errorf(models.CodeConflict,
+			"the repository %s has uncommitted changes (%s%s); in_place never touches them: commit or stash them",
+			dir, strings.Join(names, ", "), more)
+	}
+	repo, err := openRepo(dir)
+	if err != nil {
+		return models.Workspace{}, err
+	}
+	base, ok, err := refHash(repo, baseRef(r))
+	if err != nil {
+		return models.Workspace{}, err
+	}
+	if !ok {
+		return models.Workspace{}, models.Errorf(models.CodeConflict, "the repository %s has no branch %s", dir, r.DefaultBranch)
+	}
+	branch := BranchName(t)
+	conflicts, err := w.checkoutTask(ctx, dir, branch, base)
+	if err != nil {
+		return models.Workspace{}, err
+	}
+	w.mu.Lock()
+	w.inPlace[dir] = true
+	w.mu.Unlock()
+	return models.Workspace{Dir: dir, Branch: branch, DefaultBranch: r.DefaultBranch, Base: base.String(),
+		Conflicts: conflicts}, nil
+}
 
-// git runs git in dir with a fixed identity, no user or system
-// configuration, hooks and fsmonitor off (an agent can write its checkout's
-// .git, but nothing there runs with the daemon's rights), a scrubbed
-// environment, a timeout, and its own process group.
-func (w *Workspaces) git(ctx context.Context, dir string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
-	defer cancel()
-	full := append([]string{"-c", "user.name=agentqueued", "-c", "user.email=agentqueued@localhost",
-		"-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main", "-c", "core.hooksPath=/dev/null",
-		"-c", "core.fsmonitor=false", "-c", "protocol.ext.allow=never"}, args...)
-	cmd := exec.CommandContext(ctx, w.cfg.Git, full...)
-	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = gitWaitDelay
-	var env []string
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); slices.Contains(gitEnvPass, k) || strings.HasPrefix(k, "LC_") {
-			env = append(env, kv)
+// Release ends a workspace's use of its checkout: an in_place repository
+// may be prepared again. It does nothing for other checkouts.
+func (w *Workspaces) Release(ws models.Workspace) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.inPlace, filepath.Clean(ws.Dir))
+}
+
+// checkoutTask checks the task branch out in the clean checkout dir: a new
+// branch from base, or the existing one brought up to date with base by a
+// rebase or, when the rebase conflicts, by a merge left uncommitted with
+// its conflicts for the agent (returned, sorted).
+func (w *Workspaces) checkoutTask(ctx context.Context, dir, branch string, base plumbing.Hash) ([]string, error) {
+	repo, err := openRepo(dir)
+	if err != nil {
+		return nil, err
+	}
+	tip, ok, err := refHash(repo, "refs/heads/"+branch)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		_, err := w.git(ctx, dir, "checkout", "-q", "--no-track", "-b", branch, base.String())
+		return nil, err
+	}
+	if _, err := w.git(ctx, dir, "checkout", "-q", branch); err != nil {
+		return nil, err
+	}
+	if up, err := isAncestor(repo, base, tip); err != nil || up {
+		return nil, err
+	}
+	_, err = w.git(ctx, dir, "rebase", "-q", "--no-autostash", "--no-update-refs", base.String())
+	if err == nil {
+		return nil, nil
+	}
+	gitDir, _, derr := gitDirs(dir)
+	if derr != nil {
+		return nil, derr
+	}
+	if op := inProgress(gitDir); op != "rebase" {
+		return nil, err // the rebase did not start
+	}
+	if _, err := w.git(ctx, dir, "rebase", "--abort"); err != nil {
+		return nil, err
+	}
+	_, err = w.git(ctx, dir, "merge", "-q", "--no-ff", "--no-commit", base.String())
+	if err != nil && exitCode(err) != 1 {
+		return nil, err
+	}
+	out, _, cerr := w.gitRaw(ctx, dir, gitOutputCap, "diff", "--name-only", "--diff-filter=U", "-z")
+	if cerr != nil {
+		return nil, cerr
+	}
+	conflicts := sortedSet(nulList(out))
+	if len(conflicts) == 0 {
+		if err != nil {
+			return nil, err
+		}
+		// The merge went through where the rebase did not: conclude it.
+		if _, err := w.git(ctx, dir, "commit", "-q", "--no-edit"); err != nil {
+			return nil, err
 		}
 	}
-	cmd.Env = append(env, "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_SSH_COMMAND=ssh -o BatchMode=yes -o ConnectTimeout=30")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(errb.String())
-		if msg == "" {
-			msg = strings.TrimSpace(out.String())
-		}
-		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, msg)
+	return conflicts, nil
+}
+
+// inProgress names the operation in progress in a git directory, or "".
+func inProgress(gitDir string) string {
+	switch {
+	case isFile(filepath.Join(gitDir, "rebase-apply", "applying")):
+		return "am"
+	case isDir(filepath.Join(gitDir, "rebase-merge")), isDir(filepath.Join(gitDir, "rebase-apply")):
+		return "rebase"
+	case isFile(filepath.Join(gitDir, "MERGE_HEAD")):
+		return "merge"
+	case isFile(filepath.Join(gitDir, "CHERRY_PICK_HEAD")):
+		return "cherry-pick"
+	case isFile(filepath.Join(gitDir, "REVERT_HEAD")):
+		return "revert"
 	}
-	return strings.TrimSpace(out.String()), nil
+	return ""
+}
+
+// removeStaleLocks removes the lock files a git killed mid-write leaves,
+// which would refuse every later command. Under the checkout lock no git of
+// ours runs in the checkout, and the agent's run has ended. In a worktree
+// (shared false) the common directory is the user's and is left alone.
+func removeStaleLocks(gitDir string, shared bool) error {
+	names := []string{"index.lock", "HEAD.lock", "ORIG_HEAD.lock"}
+	if shared {
+		names = append(names, "config.lock", "packed-refs.lock", "shallow.lock")
+	}
+	for _, name := range names {
+		if err := os.Remove(filepath.Join(gitDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// rescue keeps what a killed run left in the daemon-owned checkout dir: an
+// operation in progress is quit with its files kept, and uncommitted or
+// untracked changes are committed on a new branch
+// aq-rescue/<branch without aq/>-<UTC time>, whose name is returned ("" when
+// the checkout was clean). The working tree itself is left as it was.
+func (w *Workspaces) rescue(ctx context.Context, dir, gitDir string) (string, error) {
+	repo, err := openRepo(dir)
+	if err != nil {
+		return "", err
+	}
+	branch := currentBranch(repo)
+	op := inProgress(gitDir)
+	if op == "rebase" {
+		for _, d := range []string{"rebase-merge", "rebase-apply"} {
+			if b, err := os.ReadFile(filepath.Join(gitDir, d, "head-name")); err == nil {
+				branch = strings.TrimPrefix(strings.TrimSpace(string(b)), "refs/heads/")
+			}
+		}
+	}
+	if op != "" {
+		if _, err := w.git(ctx, dir, op, "--quit"); err != nil {
+			return "", err
+		}
+	}
+	status, err := w.git(ctx, dir, "status", "--porcelain")
+	if err != nil {
+		return "", err
+	}
+	if status == "" && op != "rebase" {
+		return "", nil
+	}
+	if _, err := w.git(ctx, dir, "add", "-A"); err != nil {
+		return "", err
+	}
+	tree, err := w.git(ctx, dir, "write-tree")
+	if err != nil {
+		return "", err
+	}
+	from := branch
+	if from == "" {
+		from = "detached HEAD"
+	}
+	args := []string{"commit-tree", tree, "-m", "Rescued uncommitted changes of " + from}
+	if head, err := w.git(ctx, dir, "rev-parse", "-q", "--verify", "HEAD^{commit}"); err == nil {
+		args = append(args, "-p", head)
+	}
+	commit, err := w.git(ctx, dir, args...)
+	if err != nil {
+		return "", err
+	}
+	stem := strings.TrimPrefix(branch, "aq/")
+	if stem == "" {
+		stem = "detached"
+	}
+	stem = "aq-rescue/" + stem + "-" + time.Now().UTC().Format("20060102T150405")
+	name := stem
+	for i := 2; ; i++ {
+		// An empty old value: created only when no such branch exists.
+		_, err := w.git(ctx, dir, "update-ref", "refs/heads/"+name, commit, "")
+		if err == nil {
+			return name, nil
+		}
+		if i > 20 {
+			return "", err
+		}
+		name = fmt.Sprintf("%s-%d", stem, i)
+	}
+}
+
+// resetClean discards what is left in a daemon-owned checkout after
+// rescue: changes to tracked files and untracked and ignored files.
+func (w *Workspaces) resetClean(ctx context.Context, dir string) error {
+	if _, err := w.git(ctx, dir, "reset", "-q", "--hard"); err != nil {
+		return err
+	}
+	_, err := w.git(ctx, dir, "clean", "-q", "-ffdx")
+	return err
+}
+
+// Seal ends a run in its checkout: it refuses while conflicts remain
+// unresolved, commits what the agent left uncommitted (concluding a merge
+// in progress), and returns the files the task branch changes relative to
+// its merge base with the default branch, sorted.
+func (w *Workspaces) Seal(ctx context.Context, p models.Project, t models.Task, ws models.Workspace) ([]string, error) {
+	if p.Repo == nil {
+		return nil, nil
+	}
+	if ws.Dir == "" || ws.Branch == "" {
+		return nil, fmt.Errorf("seal task %s: the workspace names no checkout or branch", t.ID)
+	}
+	lock := w.checkoutLock(ws.Dir)
+	lock.Lock()
+	defer lock.Unlock()
+	files, err := w.seal(ctx, p.Repo, t, ws)
+	if err != nil {
+		return nil, fmt.Errorf("seal task %s in %s: %w", t.ID, ws.Dir, err)
+	}
+	return files, nil
+}
+
+func (w *Workspaces) seal(ctx context.Context, r *models.RepoConfig, t models.Task, ws models.Workspace) ([]string, error) {
+	dir := ws.Dir
+	gitDir, _, err := gitDirs(dir)
+	if err != nil {
+		return nil, err
+	}
+	repo, err := openRepo(dir)
+	if err != nil {
+		return nil, err
+	}
+	if cur := currentBranch(repo); cur != ws.Branch {
+		if cur == "" {
+			cur = "a detached HEAD"
+			if op := inProgress(gitDir); op != "" {
+				cur += " (a " + op + " in progress)"
+			}
+		}
+		return nil, models.Errorf(models.CodeConflict, "the checkout %s is on %s, not on the task branch %s", dir, cur, ws.Branch)
+	}
+	out, _, err := w.gitRaw(ctx, dir, gitOutputCap, "diff", "--name-only", "--diff-filter=U", "-z")
+	if err != nil {
+		return nil, err
+	}
+	if unmerged := sortedSet(nulList(out)); len(unmerged) > 0 {
+		return nil, models.Errorf(models.CodeConflict, "merge conflicts are unresolved in %s", strings.Join(unmerged, ", "))
+	}
+	var marked []string
+	for _, f := range ws.Conflicts {
+		if hasConflictMarkers(filepath.Join(dir, filepath.FromSlash(f))) {
+			marked = append(marked, f)
+		}
+	}
+	if len(marked) > 0 {
+		return nil, models.Errorf(models.CodeConflict, "conflict markers remain in %s", strings.Join(sortedSet(marked), ", "))
+	}
+	status, err := w.git(ctx, dir, "status", "--porcelain")
+	if err != nil {
+		return nil, err
+	}
+	merging := isFile(filepath.Join(gitDir, "MERGE_HEAD"))
+	if status != "" || merging {
+		if _, err := w.git(ctx, dir, "add", "-A"); err != nil {
+			return nil, err
+		}
+		_, err := w.git(ctx, dir, "diff", "--cached", "--quiet")
+		staged := exitCode(err) == 1
+		if err != nil && !staged {
+			return nil, err
+		}
+		if staged || merging { // a merge in progress is concluded even without changes
+			if _, err := w.git(ctx, dir, "commit", "-q", "-m", fmt.Sprintf("%s (%s)", t.Title, t.ID)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if repo, err = openRepo(dir); err != nil {
+		return nil, err
+	}
+	head, ok, err := refHash(repo, "refs/heads/"+ws.Branch)
+	if err != nil || !ok {
+		return nil, errors.Join(err, fmt.Errorf("no branch %s", ws.Branch))
+	}
+	base, ok, err := refHash(repo, baseRef(r))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("no %s in %s", baseRef(r), dir)
+	}
+	return changedFiles(ctx, repo, base, head)
+}
+
+// hasConflictMarkers reports whether a file has a line starting with a
+// conflict marker ("<<<<<<< ", ">>>>>>> ") or a line that is the separator
+// "=======". A file that is gone has none.
+func hasConflictMarkers(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSuffix(line, "\r")
+		if strings.HasPrefix(line, "<<<<<<< ") || strings.HasPrefix(line, ">>>>>>> ") || line == "=======" ||
+			line == "<<<<<<<" || line == ">>>>>>>" {
+			return true
+		}
+	}
+	return false
 }

@@ -1,254 +1,509 @@
 package repo_test
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/repo"
 )
 
-func git(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// bareOrigin makes a bare repository with one commit holding README.
-func bareOrigin(t *testing.T) string {
-	t.Helper()
-	seed, origin := t.TempDir(), filepath.Join(t.TempDir(), "origin.git")
-	git(t, seed, "init", "-q", "-b", "main")
-	os.WriteFile(filepath.Join(seed, "README"), []byte("hello\n"), 0o644)
-	git(t, seed, "add", "README")
-	git(t, seed, "commit", "-q", "-m", "first")
-	git(t, "", "clone", "-q", "--bare", seed, origin)
-	return origin
-}
-
-func setup(t *testing.T, r *models.RepoConfig) (*repo.Workspaces, models.Project) {
-	t.Helper()
-	w, err := repo.New(repo.Config{BaseDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := models.Project{ID: "web", Repo: r}
-	p.ApplyDefaults()
-	if err := p.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return w, p
-}
-
-func TestPrepareAndDeliverToOrigin(t *testing.T) {
+func TestCloneFromBareRepo(t *testing.T) {
 	t.Parallel()
 	origin := bareOrigin(t)
 	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoClone, URL: origin})
-	ctx := context.Background()
-	a := models.Agent{ID: "a1"}
-	task := models.Task{ID: "bold-orbit", Title: "Add the login page!"}
-	ws, err := w.Prepare(ctx, a, p, task)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ws.Branch != "aq/bold-orbit-add-the-login-page" || git(t, ws.Dir, "branch", "--show-current") != ws.Branch {
+	tk := task("bold-orbit", "Add the login page!")
+	ws := prepare(t, w, "a1", p, tk)
+	main := git(t, origin, "rev-parse", "main")
+	if ws.Branch != "aq/bold-orbit-add-the-login-page" || ws.DefaultBranch != "main" || ws.Base != main ||
+		ws.Rescued != "" || len(ws.Conflicts) != 0 || git(t, ws.Dir, "branch", "--show-current") != ws.Branch {
 		t.Fatalf("workspace %+v", ws)
 	}
-	os.WriteFile(filepath.Join(ws.Dir, "login.html"), []byte("<form>"), 0o644) // left uncommitted
-	if err := w.Deliver(ctx, a, p, task, ws); err != nil {
-		t.Fatal(err)
+	if ws.Dir != w.CheckoutPath(models.Agent{ID: "a1"}, p) {
+		t.Fatalf("checkout %s, want %s", ws.Dir, w.CheckoutPath(models.Agent{ID: "a1"}, p))
+	}
+	write(t, ws.Dir, "login.html", "<form>") // left uncommitted
+	if files := seal(t, w, p, tk, ws); !slices.Equal(files, []string{"login.html"}) {
+		t.Fatalf("sealed files %v", files)
+	}
+	if got := git(t, ws.Dir, "log", "-1", "--format=%s"); got != "Add the login page! (bold-orbit)" {
+		t.Fatalf("commit message %q", got)
+	}
+	st := stage(t, w, p, tk, ws.Dir)
+	if read(t, filepath.Join(st.Dir, "login.html")) != "<form>" || read(t, filepath.Join(st.Dir, "README")) != "hello\n" {
+		t.Fatal("the verification checkout lacks the merged files")
+	}
+	if !strings.Contains(st.Diff, "+<form>") || !slices.Equal(st.Files, []string{"login.html"}) {
+		t.Fatalf("staged %+v", st)
+	}
+	d := deliver(t, w, p, tk, ws.Dir)
+	if !d.Merged || d.Commit != git(t, origin, "rev-parse", "main") {
+		t.Fatalf("delivery %+v, origin main %s", d, git(t, origin, "rev-parse", "main"))
 	}
 	if got := git(t, origin, "show", "main:login.html"); got != "<form>" {
 		t.Fatalf("origin main has %q", got)
 	}
-	if !strings.Contains(git(t, origin, "log", "-1", "--format=%s", "main"), "Merge bold-orbit") {
-		t.Fatal("no merge commit on main")
+	if got := git(t, origin, "log", "-1", "--format=%s", "main"); got != "Merge aq/bold-orbit-add-the-login-page: Add the login page!" {
+		t.Fatalf("merge commit message %q", got)
 	}
-	before := git(t, origin, "rev-parse", "main")
-	if err := w.Deliver(ctx, a, p, task, ws); err != nil || git(t, origin, "rev-parse", "main") != before {
-		t.Fatalf("a second delivery changed main: %v", err)
+	if again := deliver(t, w, p, tk, ws.Dir); !again.Merged || again.Commit != d.Commit {
+		t.Fatalf("a second delivery: %+v", again)
 	}
-
-	// The next task reuses the checkout, clean and on a new branch from main.
-	os.WriteFile(filepath.Join(ws.Dir, "junk"), []byte("x"), 0o644)
-	next, err := w.Prepare(ctx, a, p, models.Task{ID: "calm-river", Title: "Next"})
-	if err != nil {
+	if err := w.Cleanup(ctx, p, tk, ws.Dir, true); err != nil {
 		t.Fatal(err)
 	}
-	if next.Dir != ws.Dir {
-		t.Fatalf("checkout not reused: %s vs %s", next.Dir, ws.Dir)
+
+	// The next task reuses the checkout, on a new branch from the new main.
+	next := prepare(t, w, "a1", p, task("calm-river", "Next"))
+	if next.Dir != ws.Dir || next.Base != d.Commit || next.Rescued != "" {
+		t.Fatalf("next workspace %+v", next)
 	}
-	if _, err := os.Stat(filepath.Join(next.Dir, "junk")); !os.IsNotExist(err) {
-		t.Fatal("leftover file survived Prepare")
-	}
-	if _, err := os.Stat(filepath.Join(next.Dir, "login.html")); err != nil {
+	if read(t, filepath.Join(next.Dir, "login.html")) != "<form>" {
 		t.Fatal("the new branch does not start from the delivered main")
 	}
 }
 
-func TestDeliverConflictIsRefused(t *testing.T) {
+func TestScratchWithoutRepo(t *testing.T) {
 	t.Parallel()
-	origin := bareOrigin(t)
-	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoClone, URL: origin})
-	ctx := context.Background()
-	a, b := models.Agent{ID: "a1"}, models.Agent{ID: "a2"}
-	t1, t2 := models.Task{ID: "one-task", Title: "one"}, models.Task{ID: "two-task", Title: "two"}
-	ws1, _ := w.Prepare(ctx, a, p, t1)
-	ws2, _ := w.Prepare(ctx, b, p, t2)
-	os.WriteFile(filepath.Join(ws1.Dir, "README"), []byte("from one\n"), 0o644)
-	os.WriteFile(filepath.Join(ws2.Dir, "README"), []byte("from two\n"), 0o644)
-	if err := w.Deliver(ctx, a, p, t1, ws1); err != nil {
+	w, p := setup(t, nil)
+	a, tk := models.Agent{ID: "a1"}, task("no-repo", "x")
+	ws, err := w.Prepare(ctx, a, p, tk)
+	if err != nil || ws.Branch != "" || ws.Dir != w.CheckoutPath(a, p) {
+		t.Fatalf("scratch: %+v %v", ws, err)
+	}
+	if fi, err := os.Stat(ws.Dir); err != nil || !fi.IsDir() {
+		t.Fatalf("scratch dir: %v", err)
+	}
+	if files, err := w.Seal(ctx, p, tk, ws); err != nil || files != nil {
+		t.Fatalf("seal: %v %v", files, err)
+	}
+	if st, err := w.Stage(ctx, p, tk, ws.Dir); err != nil || st.Dir != ws.Dir {
+		t.Fatalf("stage: %+v %v", st, err)
+	}
+	if d, err := w.Deliver(ctx, p, tk, ws.Dir); err != nil || !d.Merged || d.Note != "no repository" {
+		t.Fatalf("deliver: %+v %v", d, err)
+	}
+	if err := w.Cleanup(ctx, p, tk, ws.Dir, true); err != nil {
 		t.Fatal(err)
 	}
-	err := w.Deliver(ctx, b, p, t2, ws2)
-	if models.ErrorCodeOf(err) != models.CodeConflict || !strings.Contains(err.Error(), "merging aq/two-task-two into main failed") {
-		t.Fatalf("conflict: %v", err)
+	w.Release(ws)
+}
+
+func TestInitRepo(t *testing.T) {
+	t.Parallel()
+	origin := filepath.Join(t.TempDir(), "new", "origin.git")
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoInit, SourcePath: origin})
+	tk := task("new-repo", "start")
+	ws := work(t, w, "a1", p, tk, map[string]string{"main.go": "package main\n"})
+	if ws.Branch == "" || ws.Base != git(t, origin, "rev-parse", "main") {
+		t.Fatalf("init: %+v", ws)
 	}
-	if got := git(t, origin, "show", "main:README"); got != "from one" {
-		t.Fatalf("main changed by a failed merge: %q", got)
+	stage(t, w, p, tk, ws.Dir)
+	if d := deliver(t, w, p, tk, ws.Dir); !d.Merged {
+		t.Fatalf("delivery %+v", d)
+	}
+	if got := git(t, origin, "show", "main:main.go"); got != "package main" {
+		t.Fatalf("origin main has %q", got)
+	}
+
+	// Without a source_path the origin is the daemon's own.
+	w2, p2 := setup(t, &models.RepoConfig{SourceType: models.RepoInit})
+	if ws := prepare(t, w2, "a1", p2, tk); ws.Branch == "" {
+		t.Fatalf("init without source_path: %+v", ws)
 	}
 }
 
 func TestOriginMismatchIsRefused(t *testing.T) {
 	t.Parallel()
 	origin, other := bareOrigin(t), bareOrigin(t)
-	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoClone, URL: origin})
-	ctx := context.Background()
-	a := models.Agent{ID: "a1"}
-	if _, err := w.Prepare(ctx, a, p, models.Task{ID: "x-y", Title: "x"}); err != nil {
-		t.Fatal(err)
-	}
-	_, p2 := setup(t, &models.RepoConfig{SourceType: models.RepoClone, URL: other})
-	_, err := w.Prepare(ctx, a, p2, models.Task{ID: "x-y", Title: "x"})
-	if models.ErrorCodeOf(err) != models.CodeConflict || !strings.Contains(err.Error(), "not the project's repository") {
-		t.Fatalf("mismatch: %v", err)
-	}
+	base := t.TempDir()
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoClone, URL: origin, CheckoutBasePath: base})
+	ws := prepare(t, w, "a1", p, task("x-y", "x"))
+	// Trailing slash and .git suffix do not make another repository.
+	p.Repo.URL = origin + "/"
+	prepare(t, w, "a1", p, task("x-y", "x"))
+	p2 := project(t, &models.RepoConfig{SourceType: models.RepoClone, URL: other, CheckoutBasePath: base})
+	_, err := w.Prepare(ctx, models.Agent{ID: "a1"}, p2, task("x-y", "x"))
+	wantConflict(t, err, ws.Dir, "has origin "+origin, "not the project's repository "+other)
 }
 
-func TestInitAndScratch(t *testing.T) {
+func TestLinkOriginMismatchIsRefused(t *testing.T) {
 	t.Parallel()
-	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoInit})
-	ctx := context.Background()
-	ws, err := w.Prepare(ctx, models.Agent{ID: "a1"}, p, models.Task{ID: "new-repo", Title: "start"})
-	if err != nil || ws.Branch == "" {
-		t.Fatalf("init: %+v %v", ws, err)
-	}
-	w2, p2 := setup(t, nil)
-	ws, err = w2.Prepare(ctx, models.Agent{ID: "a1"}, p2, models.Task{ID: "no-repo", Title: "x"})
-	if err != nil || ws.Branch != "" {
-		t.Fatalf("scratch: %+v %v", ws, err)
-	}
-	if fi, err := os.Stat(ws.Dir); err != nil || !fi.IsDir() {
-		t.Fatalf("scratch dir: %v", err)
-	}
-	if err := w2.Deliver(ctx, models.Agent{ID: "a1"}, p2, models.Task{ID: "no-repo"}, ws); err != nil {
-		t.Fatalf("deliver without repo: %v", err)
-	}
-}
+	userA, userB, base := userRepo(t), userRepo(t), t.TempDir()
+	w, pa := setup(t, &models.RepoConfig{SourceType: models.RepoLink, SourcePath: userA, CheckoutBasePath: base})
+	ws := prepare(t, w, "a1", pa, task("x-y", "x"))
+	pb := project(t, &models.RepoConfig{SourceType: models.RepoLink, SourcePath: userB, CheckoutBasePath: base})
+	_, err := w.Prepare(ctx, models.Agent{ID: "a1"}, pb, task("x-y", "x"))
+	wantConflict(t, err, ws.Dir, "is a worktree of "+userA, "not a worktree of the project's repository "+userB)
 
-func TestAgentWrittenHooksNeverRun(t *testing.T) {
-	t.Setenv("DISCORD_TOKEN", "s3cret") // the daemon's own secret
+	// A clone where a worktree is expected is refused too.
 	origin := bareOrigin(t)
-	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoClone, URL: origin})
-	ctx := context.Background()
-	a, task := models.Agent{ID: "a1"}, models.Task{ID: "hook-task", Title: "hook"}
-	ws, err := w.Prepare(ctx, a, p, task)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leak := filepath.Join(t.TempDir(), "leak")
-	hook := "#!/bin/sh\necho \"$DISCORD_TOKEN\" > " + leak + "\n"
-	for _, name := range []string{"pre-commit", "post-merge", "pre-push", "post-checkout"} {
-		os.WriteFile(filepath.Join(ws.Dir, ".git", "hooks", name), []byte(hook), 0o755)
-	}
-	os.WriteFile(filepath.Join(ws.Dir, "work.txt"), []byte("x"), 0o644) // left uncommitted: Deliver commits it
-	if err := w.Deliver(ctx, a, p, task, ws); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := os.ReadFile(leak); err == nil {
-		t.Fatalf("a hook ran with the daemon's environment: %q", b)
-	}
+	pc := project(t, &models.RepoConfig{SourceType: models.RepoClone, URL: origin, CheckoutBasePath: t.TempDir()})
+	cws := prepare(t, w, "a2", pc, task("x-y", "x"))
+	pc.Repo = &models.RepoConfig{ID: "web", SourceType: models.RepoLink, SourcePath: userA,
+		CheckoutBasePath: pc.Repo.CheckoutBasePath, DefaultBranch: "main"}
+	_, err = w.Prepare(ctx, models.Agent{ID: "a2"}, pc, task("x-y", "x"))
+	wantConflict(t, err, cws.Dir, "independent clone of "+origin)
 }
 
-func TestLinkDeliveryPushesTheBranchOnly(t *testing.T) {
+func TestLinkWorktreeLeavesTheUsersTreeAlone(t *testing.T) {
 	t.Parallel()
-	user := t.TempDir()
-	git(t, user, "init", "-q", "-b", "main")
-	os.WriteFile(filepath.Join(user, "README"), []byte("mine\n"), 0o644)
-	git(t, user, "add", "README")
-	git(t, user, "commit", "-q", "-m", "mine")
+	user := userRepo(t)
 	git(t, user, "checkout", "-q", "-b", "feature")
-	mainBefore := git(t, user, "rev-parse", "main")
+	write(t, user, "README", "my edit\n") // the user's own uncommitted work
+	write(t, user, "notes.txt", "mine\n")
+	statusBefore, featureBefore := git(t, user, "status", "--porcelain"), git(t, user, "rev-parse", "feature")
 	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoLink, SourcePath: user})
-	ctx := context.Background()
-	a, task := models.Agent{ID: "a1"}, models.Task{ID: "link-task", Title: "link"}
-	ws, err := w.Prepare(ctx, a, p, task)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(ws.Dir, "agent.txt"), []byte("agent\n"), 0o644)
-	if err := w.Deliver(ctx, a, p, task, ws); err != nil {
-		t.Fatal(err)
-	}
-	if got := git(t, user, "rev-parse", "main"); got != mainBefore {
-		t.Fatal("the user's main branch moved")
-	}
-	if got := git(t, user, "branch", "--show-current"); got != "feature" {
-		t.Fatalf("the user's checkout is on %s", got)
+	tk := task("link-task", "link")
+	ws := work(t, w, "a1", p, tk, map[string]string{"agent.txt": "agent\n"})
+	if ws.Dir == user || !strings.HasPrefix(ws.Base, git(t, user, "rev-parse", "main")) {
+		t.Fatalf("workspace %+v", ws)
 	}
 	if got := git(t, user, "show", ws.Branch+":agent.txt"); got != "agent" {
 		t.Fatalf("the task branch in the user's repo has %q", got)
 	}
+	stage(t, w, p, tk, ws.Dir)
+	d := deliver(t, w, p, tk, ws.Dir)
+	if !d.Merged || git(t, user, "rev-parse", "main") != d.Commit || git(t, user, "show", "main:agent.txt") != "agent" {
+		t.Fatalf("delivery %+v", d)
+	}
+	if git(t, user, "branch", "--show-current") != "feature" || git(t, user, "rev-parse", "feature") != featureBefore ||
+		git(t, user, "status", "--porcelain") != statusBefore || read(t, filepath.Join(user, "README")) != "my edit\n" {
+		t.Fatal("the user's working tree or branch changed")
+	}
 	if _, err := os.Stat(filepath.Join(user, "agent.txt")); !os.IsNotExist(err) {
-		t.Fatal("the user's working tree was changed")
+		t.Fatal("the agent's file appeared in the user's working tree")
+	}
+	if err := w.Cleanup(ctx, p, tk, ws.Dir, true); err != nil {
+		t.Fatal(err)
+	}
+	if hasRef(t, user, "refs/heads/"+ws.Branch) {
+		t.Fatal("the merged task branch is left in the user's repo")
+	}
+	if git(t, user, "status", "--porcelain") != statusBefore {
+		t.Fatal("cleanup changed the user's working tree")
+	}
+	// The worktree serves the next task.
+	if next := prepare(t, w, "a1", p, task("link-next", "next")); next.Dir != ws.Dir {
+		t.Fatalf("worktree not reused: %+v", next)
 	}
 }
 
-func TestDeliverAfterRestartLeavesOtherWorkAlone(t *testing.T) {
+func TestLinkDefaultBranchCheckedOutIsNotMoved(t *testing.T) {
+	t.Parallel()
+	user := userRepo(t) // on main
+	before := git(t, user, "rev-parse", "main")
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoLink, SourcePath: user})
+	tk := task("link-main", "link")
+	ws := work(t, w, "a1", p, tk, map[string]string{"agent.txt": "agent\n"})
+	stage(t, w, p, tk, ws.Dir)
+	d := deliver(t, w, p, tk, ws.Dir)
+	if d.Merged || d.Commit != "" || !strings.Contains(d.Note, "main is checked out in "+user) || !strings.Contains(d.Note, ws.Branch) {
+		t.Fatalf("delivery %+v", d)
+	}
+	if git(t, user, "rev-parse", "main") != before || git(t, user, "status", "--porcelain") != "" {
+		t.Fatal("the user's checked-out main moved")
+	}
+	if err := w.Cleanup(ctx, p, tk, ws.Dir, false); err != nil {
+		t.Fatal(err)
+	}
+	if !hasRef(t, user, "refs/heads/"+ws.Branch) {
+		t.Fatal("the task branch left for the user was deleted")
+	}
+	// Once the user merged it, delivering again finds it merged.
+	git(t, user, "merge", "-q", "--no-edit", ws.Branch)
+	if d := deliver(t, w, p, tk, ws.Dir); !d.Merged || d.Commit != git(t, user, "rev-parse", "main") {
+		t.Fatalf("after the user's merge: %+v", d)
+	}
+}
+
+func TestInPlace(t *testing.T) {
+	t.Parallel()
+	user := userRepo(t)
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoLink, SourcePath: user, InPlace: true})
+	t1, t2 := task("in-place", "in place"), task("other-task", "other")
+	if got := w.CheckoutPath(models.Agent{ID: "a1"}, p); got != user {
+		t.Fatalf("in-place checkout path %s", got)
+	}
+
+	write(t, user, "README", "user's edit\n")
+	_, err := w.Prepare(ctx, models.Agent{ID: "a1"}, p, t1)
+	wantConflict(t, err, user, "uncommitted changes", "README")
+	if read(t, filepath.Join(user, "README")) != "user's edit\n" || git(t, user, "branch", "--show-current") != "main" {
+		t.Fatal("a refused in-place prepare touched the user's tree")
+	}
+	git(t, user, "checkout", "-q", "--", "README")
+
+	ws := prepare(t, w, "a1", p, t1)
+	if ws.Dir != user || git(t, user, "branch", "--show-current") != ws.Branch {
+		t.Fatalf("in-place workspace %+v", ws)
+	}
+	_, err = w.Prepare(ctx, models.Agent{ID: "a2"}, p, t2)
+	wantConflict(t, err, user, "in use by another run")
+
+	write(t, user, "feature.txt", "agent\n")
+	seal(t, w, p, t1, ws)
+	w.Release(ws)
+	stage(t, w, p, t1, ws.Dir)
+	if d := deliver(t, w, p, t1, ws.Dir); !d.Merged || git(t, user, "show", "main:feature.txt") != "agent" {
+		t.Fatalf("in-place delivery %+v", d)
+	}
+	if err := w.Cleanup(ctx, p, t1, ws.Dir, true); err != nil {
+		t.Fatal(err)
+	}
+	// Released, the repository takes the next run.
+	if ws2 := prepare(t, w, "a2", p, t2); ws2.Dir != user || git(t, user, "branch", "--show-current") != ws2.Branch {
+		t.Fatalf("next in-place workspace %+v", ws2)
+	}
+}
+
+func TestAgentsDeliverConcurrently(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []models.RepoSourceType{models.RepoClone, models.RepoLink} {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			var origin string
+			r := &models.RepoConfig{SourceType: kind}
+			if kind == models.RepoClone {
+				origin = bareOrigin(t)
+				r.URL = origin
+			} else {
+				origin = userRepo(t)
+				git(t, origin, "checkout", "-q", "-b", "feature")
+				r.SourcePath = origin
+			}
+			w, p := setup(t, r)
+			const n = 4
+			var wg sync.WaitGroup
+			errs := make(chan error, n)
+			tips := make([]string, n)
+			for i := range n {
+				wg.Go(func() {
+					tk := task(fmt.Sprintf("task-%d", i), "parallel")
+					ws, err := w.Prepare(ctx, models.Agent{ID: fmt.Sprintf("a%d", i)}, p, tk)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if err := os.WriteFile(filepath.Join(ws.Dir, fmt.Sprintf("file-%d", i)), []byte("x"), 0o644); err != nil {
+						errs <- err
+						return
+					}
+					if _, err := w.Seal(ctx, p, tk, ws); err != nil {
+						errs <- err
+						return
+					}
+					tips[i], _ = gitCmd(ws.Dir, "rev-parse", "HEAD")
+					if _, err := w.Stage(ctx, p, tk, ws.Dir); err != nil {
+						errs <- err
+						return
+					}
+					d, err := w.Deliver(ctx, p, tk, ws.Dir)
+					if err == nil && !d.Merged {
+						err = fmt.Errorf("task %d not merged: %+v", i, d)
+					}
+					errs <- err
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range n {
+				git(t, origin, "merge-base", "--is-ancestor", tips[i], "main")
+				git(t, origin, "cat-file", "-e", fmt.Sprintf("main:file-%d", i))
+			}
+		})
+	}
+}
+
+var rescueName = regexp.MustCompile(`^aq-rescue/first-task-first-\d{8}T\d{6}$`)
+
+func TestDirtyCheckoutIsRescued(t *testing.T) {
 	t.Parallel()
 	origin := bareOrigin(t)
 	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoClone, URL: origin})
-	ctx := context.Background()
-	a := models.Agent{ID: "a1"}
-	first, second := models.Task{ID: "first-task", Title: "first"}, models.Task{ID: "second-task", Title: "second"}
-	ws, _ := w.Prepare(ctx, a, p, first)
-	os.WriteFile(filepath.Join(ws.Dir, "first.txt"), []byte("1"), 0o644)
-	git(t, ws.Dir, "add", "first.txt")
-	git(t, ws.Dir, "commit", "-q", "-m", "first")
-	// The checkout has moved on to another task with uncommitted work when
-	// the first task's delivery is repeated (as after a restart).
-	ws2, _ := w.Prepare(ctx, a, p, second)
-	os.WriteFile(filepath.Join(ws2.Dir, "second.txt"), []byte("2"), 0o644)
-	if err := w.Deliver(ctx, a, p, first, models.Workspace{}); err != nil {
+	first := task("first-task", "first")
+	ws := prepare(t, w, "a1", p, first)
+	write(t, ws.Dir, "README", "changed\n")
+	write(t, ws.Dir, "new/file.txt", "untracked\n")
+	tip := git(t, ws.Dir, "rev-parse", "HEAD")
+	// The run was killed; the next task comes.
+	next := prepare(t, w, "a1", p, task("second-task", "second"))
+	if !rescueName.MatchString(next.Rescued) {
+		t.Fatalf("rescued onto %q", next.Rescued)
+	}
+	if git(t, ws.Dir, "show", next.Rescued+":README") != "changed" || git(t, ws.Dir, "show", next.Rescued+":new/file.txt") != "untracked" {
+		t.Fatal("the rescue commit lacks the files")
+	}
+	if git(t, ws.Dir, "rev-parse", next.Rescued+"^") != tip {
+		t.Fatal("the rescue commit is not on the interrupted branch's commit")
+	}
+	if git(t, next.Dir, "status", "--porcelain") != "" || read(t, filepath.Join(next.Dir, "README")) != "hello\n" {
+		t.Fatal("the checkout was not cleaned after the rescue")
+	}
+}
+
+func TestMergeInProgressIsRescued(t *testing.T) {
+	t.Parallel()
+	origin := bareOrigin(t)
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoClone, URL: origin})
+	first := task("first-task", "first")
+	ws := prepare(t, w, "a1", p, first)
+	// The agent was merging another line of work when it was killed.
+	git(t, ws.Dir, "checkout", "-q", "-b", "side", "main")
+	write(t, ws.Dir, "README", "side\n")
+	git(t, ws.Dir, "commit", "-q", "-am", "side")
+	git(t, ws.Dir, "checkout", "-q", ws.Branch)
+	write(t, ws.Dir, "README", "task\n")
+	git(t, ws.Dir, "commit", "-q", "-am", "task")
+	if _, err := gitCmd(ws.Dir, "merge", "side"); err == nil {
+		t.Fatal("the test merge did not conflict")
+	}
+	write(t, ws.Dir, "half.txt", "half done\n")
+	next := prepare(t, w, "a1", p, task("second-task", "second"))
+	if !rescueName.MatchString(next.Rescued) {
+		t.Fatalf("rescued onto %q", next.Rescued)
+	}
+	if got := git(t, ws.Dir, "show", next.Rescued+":README"); !strings.Contains(got, "<<<<<<< ") {
+		t.Fatalf("the rescued README lost the merge state: %q", got)
+	}
+	if git(t, ws.Dir, "show", next.Rescued+":half.txt") != "half done" {
+		t.Fatal("the rescue lacks the untracked file")
+	}
+	if _, err := os.Stat(filepath.Join(ws.Dir, ".git", "MERGE_HEAD")); !os.IsNotExist(err) {
+		t.Fatal("the merge is still in progress")
+	}
+}
+
+func TestRetryRebasesCleanly(t *testing.T) {
+	t.Parallel()
+	origin := bareOrigin(t)
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoClone, URL: origin})
+	tk := task("retry-task", "retry")
+	ws := work(t, w, "a1", p, tk, map[string]string{"mine.txt": "mine\n"})
+	moved := advance(t, origin, "theirs.txt", "theirs\n")
+	again := prepare(t, w, "a1", p, tk)
+	if again.Branch != ws.Branch || again.Base != moved || len(again.Conflicts) != 0 {
+		t.Fatalf("retry workspace %+v", again)
+	}
+	if git(t, again.Dir, "rev-parse", "HEAD~1") != moved || git(t, again.Dir, "rev-list", "--merges", "--count", "HEAD") != "0" {
+		t.Fatal("the task branch was not rebased onto the new main")
+	}
+	if read(t, filepath.Join(again.Dir, "mine.txt")) != "mine\n" || read(t, filepath.Join(again.Dir, "theirs.txt")) != "theirs\n" {
+		t.Fatal("the rebased checkout lacks a side's file")
+	}
+}
+
+func TestRetryConflictIsLeftToTheAgent(t *testing.T) {
+	t.Parallel()
+	origin := bareOrigin(t)
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoClone, URL: origin})
+	tk := task("conflict-task", "conflict")
+	work(t, w, "a1", p, tk, map[string]string{"README": "mine\n", "other.txt": "x\n"})
+	advance(t, origin, "README", "theirs\n")
+	ws := prepare(t, w, "a1", p, tk)
+	if !slices.Equal(ws.Conflicts, []string{"README"}) {
+		t.Fatalf("conflicts %v", ws.Conflicts)
+	}
+	if got := read(t, filepath.Join(ws.Dir, "README")); !strings.Contains(got, "<<<<<<< ") || !strings.Contains(got, ">>>>>>> ") {
+		t.Fatalf("no conflict markers: %q", got)
+	}
+	_, err := w.Seal(ctx, p, tk, ws)
+	wantConflict(t, err, "unresolved", "README")
+	git(t, ws.Dir, "add", "README") // markers and all
+	_, err = w.Seal(ctx, p, tk, ws)
+	wantConflict(t, err, "conflict markers remain in README")
+
+	write(t, ws.Dir, "README", "mine and theirs\n")
+	if files := seal(t, w, p, tk, ws); !slices.Equal(files, []string{"README", "other.txt"}) {
+		t.Fatalf("sealed files %v", files)
+	}
+	if git(t, ws.Dir, "rev-list", "--merges", "--count", "HEAD") != "1" {
+		t.Fatal("the merge was not concluded")
+	}
+	stage(t, w, p, tk, ws.Dir)
+	if d := deliver(t, w, p, tk, ws.Dir); !d.Merged {
+		t.Fatalf("delivery %+v", d)
+	}
+	if got := git(t, origin, "show", "main:README"); got != "mine and theirs" {
+		t.Fatalf("origin README %q", got)
+	}
+}
+
+func TestSealRefusesAnotherBranch(t *testing.T) {
+	t.Parallel()
+	origin := bareOrigin(t)
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoClone, URL: origin})
+	tk := task("wander-task", "wander")
+	ws := prepare(t, w, "a1", p, tk)
+	git(t, ws.Dir, "checkout", "-q", "-b", "elsewhere")
+	_, err := w.Seal(ctx, p, tk, ws)
+	wantConflict(t, err, "is on elsewhere, not on the task branch "+ws.Branch)
+}
+
+func TestRetryOnAnotherAgentContinuesStagedWork(t *testing.T) {
+	t.Parallel()
+	origin := bareOrigin(t)
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoClone, URL: origin})
+	tk := task("moving-task", "moves")
+	ws := work(t, w, "a1", p, tk, map[string]string{"first.txt": "1\n"})
+	stage(t, w, p, tk, ws.Dir)
+	if err := w.Cleanup(ctx, p, tk, ws.Dir, false); err != nil { // verification failed
 		t.Fatal(err)
 	}
-	if _, err := exec.Command("git", "--git-dir", origin, "cat-file", "-e", "main:second.txt").CombinedOutput(); err == nil {
-		t.Fatal("another task's uncommitted work was delivered with the first")
+	again := prepare(t, w, "a2", p, tk)
+	if read(t, filepath.Join(again.Dir, "first.txt")) != "1\n" {
+		t.Fatal("the retry on another agent lost the first attempt's work")
 	}
-	if got := git(t, origin, "show", "main:first.txt"); got != "1" {
-		t.Fatalf("first task not delivered: %q", got)
+	write(t, again.Dir, "second.txt", "2\n")
+	seal(t, w, p, tk, again)
+	stage(t, w, p, tk, again.Dir)
+	// Back on the first agent, its stale branch follows the staged one.
+	back := prepare(t, w, "a1", p, tk)
+	if read(t, filepath.Join(back.Dir, "second.txt")) != "2\n" {
+		t.Fatal("the first agent's checkout kept its stale branch")
 	}
+}
+
+func TestLinkRetryOnAnotherAgent(t *testing.T) {
+	t.Parallel()
+	user := userRepo(t)
+	git(t, user, "checkout", "-q", "-b", "feature")
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoLink, SourcePath: user})
+	tk := task("link-retry", "retry")
+	first := work(t, w, "a1", p, tk, map[string]string{"first.txt": "1\n"})
+	again := prepare(t, w, "a2", p, tk) // the branch is checked out in a1's worktree
+	if read(t, filepath.Join(again.Dir, "first.txt")) != "1\n" {
+		t.Fatal("the retry lost the first attempt's work")
+	}
+	if _, err := gitCmd(first.Dir, "symbolic-ref", "-q", "HEAD"); err == nil {
+		t.Fatal("the first agent's worktree still holds the branch")
+	}
+	// A branch the user has checked out is refused.
+	t2 := task("user-holds", "x")
+	ws2 := work(t, w, "a1", p, t2, nil)
+	git(t, ws2.Dir, "checkout", "-q", "--detach")
+	git(t, user, "checkout", "-q", ws2.Branch)
+	_, err := w.Prepare(ctx, models.Agent{ID: "a1"}, p, t2)
+	wantConflict(t, err, ws2.Branch+" is checked out in "+user)
 }
 
 func TestStaleLockAndConcurrentInit(t *testing.T) {
 	t.Parallel()
 	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoInit, SourcePath: filepath.Join(t.TempDir(), "origin.git")})
-	ctx := context.Background()
 	errs := make(chan error, 4)
 	for i := range 4 {
 		go func() {
-			_, err := w.Prepare(ctx, models.Agent{ID: fmt.Sprintf("a%d", i)}, p, models.Task{ID: fmt.Sprintf("t-%d", i), Title: "t"})
+			_, err := w.Prepare(ctx, models.Agent{ID: fmt.Sprintf("a%d", i)}, p, task(fmt.Sprintf("t-%d", i), "t"))
 			errs <- err
 		}()
 	}
@@ -258,8 +513,88 @@ func TestStaleLockAndConcurrentInit(t *testing.T) {
 		}
 	}
 	dir := w.CheckoutPath(models.Agent{ID: "a0"}, p)
-	os.WriteFile(filepath.Join(dir, ".git", "index.lock"), nil, 0o644) // left by a killed git
-	if _, err := w.Prepare(ctx, models.Agent{ID: "a0"}, p, models.Task{ID: "after-crash", Title: "t"}); err != nil {
+	write(t, filepath.Join(dir, ".git"), "index.lock", "") // left by a killed git
+	if _, err := w.Prepare(ctx, models.Agent{ID: "a0"}, p, task("after-crash", "t")); err != nil {
 		t.Fatalf("a stale index.lock broke the checkout: %v", err)
+	}
+}
+
+func TestAgentWrittenHooksNeverRun(t *testing.T) {
+	t.Setenv("DISCORD_TOKEN", "s3cret") // the daemon's own secret
+	origin := bareOrigin(t)
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoClone, URL: origin})
+	tk := task("hook-task", "hook")
+	ws := prepare(t, w, "a1", p, tk)
+	leak := filepath.Join(t.TempDir(), "leak")
+	hook := "#!/bin/sh\necho \"$0 $DISCORD_TOKEN\" >> " + leak + "\n"
+	for _, dir := range []string{filepath.Join(ws.Dir, ".git", "hooks"), filepath.Join(origin, "hooks")} {
+		for _, name := range []string{"pre-commit", "commit-msg", "post-commit", "post-merge", "pre-push", "post-checkout",
+			"pre-receive", "update", "post-receive", "post-update", "reference-transaction", "pre-rebase"} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(hook), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Commands the checkout's configuration names, for the git that reads
+	// it (upload-pack serving Stage's fetch, the daemon's own commands).
+	script := filepath.Join(t.TempDir(), "script")
+	if err := os.WriteFile(script, []byte(hook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range [][2]string{{"uploadpack.packObjectsHook", script}, {"core.alternateRefsCommand", script},
+		{"core.fsmonitor", script}, {"core.sshCommand", script}, {"filter.x.clean", script}, {"filter.x.smudge", script}} {
+		git(t, ws.Dir, "config", kv[0], kv[1])
+	}
+	write(t, ws.Dir, ".git/objects/info/alternates", filepath.Join(origin, "objects")+"\n")
+	write(t, ws.Dir, ".git/info/attributes", "* filter=x\n")
+	write(t, ws.Dir, "work.txt", "x") // left uncommitted: Seal commits it
+	seal(t, w, p, tk, ws)
+	stage(t, w, p, tk, ws.Dir)
+	if d := deliver(t, w, p, tk, ws.Dir); !d.Merged {
+		t.Fatalf("delivery %+v", d)
+	}
+	if err := w.Cleanup(ctx, p, tk, ws.Dir, true); err != nil {
+		t.Fatal(err)
+	}
+	prepare(t, w, "a1", p, task("next-task", "next"))
+	b, _ := os.ReadFile(leak)
+	if strings.Contains(string(b), "hooks/") || strings.Contains(string(b), "s3cret") {
+		t.Fatalf("a hook ran, or a configured command saw the daemon's environment: %q", b)
+	}
+}
+
+func TestDeliverAfterRestartLeavesOtherWorkAlone(t *testing.T) {
+	t.Parallel()
+	origin := bareOrigin(t)
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoClone, URL: origin})
+	first := task("first-task", "first")
+	ws := work(t, w, "a1", p, first, map[string]string{"first.txt": "1"})
+	// The checkout has moved on to another task with uncommitted work when
+	// the first task's delivery is repeated (as after a restart).
+	ws2 := prepare(t, w, "a1", p, task("second-task", "second"))
+	write(t, ws2.Dir, "second.txt", "2")
+	if d := deliver(t, w, p, first, ws.Dir); !d.Merged {
+		t.Fatalf("delivery %+v", d)
+	}
+	if _, err := gitCmd(origin, "cat-file", "-e", "main:second.txt"); err == nil {
+		t.Fatal("another task's uncommitted work was delivered with the first")
+	}
+	if got := git(t, origin, "show", "main:first.txt"); got != "1" {
+		t.Fatalf("first task not delivered: %q", got)
+	}
+	if read(t, filepath.Join(ws2.Dir, "second.txt")) != "2" || git(t, ws2.Dir, "branch", "--show-current") != ws2.Branch {
+		t.Fatal("the delivery touched the checkout")
+	}
+}
+
+func TestInvalidTaskID(t *testing.T) {
+	t.Parallel()
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoClone, URL: bareOrigin(t)})
+	bad := task("../escape", "x")
+	if _, err := w.Prepare(ctx, models.Agent{ID: "a1"}, p, bad); models.ErrorCodeOf(err) != models.CodeInvalid {
+		t.Fatalf("prepare: %v", err)
+	}
+	if _, err := w.Stage(ctx, p, bad, "/nowhere"); models.ErrorCodeOf(err) != models.CodeInvalid {
+		t.Fatalf("stage: %v", err)
 	}
 }

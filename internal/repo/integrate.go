@@ -1,0 +1,516 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// maxDiff bounds Staged.Diff.
+const maxDiff = 200 << 10
+
+// deliverTries is how often Deliver merges again when the default branch
+// moved between its fetch and its update.
+const deliverTries = 3
+
+func (w *Workspaces) integrationPath(r *models.RepoConfig) string {
+	return filepath.Join(w.cfg.BaseDir, "integration", r.ID+".git")
+}
+
+func (w *Workspaces) verifyPath(t models.Task) string {
+	return filepath.Join(w.cfg.BaseDir, "verify", t.ID)
+}
+
+// integration returns the repo's integration repository, a daemon-owned
+// bare repository, creating it on first use. Call with the repo lock held.
+func (w *Workspaces) integration(ctx context.Context, r *models.RepoConfig) (string, error) {
+	dir := w.integrationPath(r)
+	if isFile(filepath.Join(dir, "HEAD")) {
+		return dir, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+r.ID+".new-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	if _, err := w.git(ctx, "", "init", "-q", "--bare", "-b", r.DefaultBranch, tmp); err != nil {
+		return "", fmt.Errorf("create integration repository: %w", err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// branchSource is the repository holding a task's branch: the user's for
+// LINK, else the agent's checkout src.
+func branchSource(r *models.RepoConfig, src string) (string, error) {
+	if r.SourceType == models.RepoLink {
+		return r.SourcePath, nil
+	}
+	if src == "" {
+		return "", errors.New("no checkout to take the task branch from")
+	}
+	return src, nil
+}
+
+// tips fetches the origin's default branch (as refs/remotes/origin/<def>)
+// and the task branch (as refs/heads/<branch>) into the integration
+// repository and returns their commits. With keep, a task branch src no
+// longer has is taken as the integration repository last saw it.
+func (w *Workspaces) tips(ctx context.Context, r *models.RepoConfig, integ, origin, src, branch string, keep bool) (def, task plumbing.Hash, err error) {
+	defSpec := "+refs/heads/" + r.DefaultBranch + ":refs/remotes/origin/" + r.DefaultBranch
+	taskSpec := "+refs/heads/" + branch + ":refs/heads/" + branch
+	from, err := branchSource(r, src)
+	if err != nil {
+		return def, task, err
+	}
+	if err := fetch(ctx, integ, origin, false, defSpec); errors.Is(err, errNoRef) {
+		return def, task, models.Errorf(models.CodeConflict, "the repository %s has no branch %s", origin, r.DefaultBranch)
+	} else if err != nil {
+		return def, task, err
+	}
+	err = fetch(ctx, integ, from, false, taskSpec)
+	repo, oerr := openRepo(integ)
+	if oerr != nil {
+		return def, task, oerr
+	}
+	if errors.Is(err, errNoRef) {
+		if _, ok, _ := refHash(repo, "refs/heads/"+branch); !ok || !keep {
+			return def, task, models.Errorf(models.CodeNotFound, "the task branch %s is not in %s", branch, from)
+		}
+	} else if err != nil {
+		return def, task, err
+	}
+	def, _, err = refHash(repo, "refs/remotes/origin/"+r.DefaultBranch)
+	if err != nil {
+		return def, task, err
+	}
+	task, _, err = refHash(repo, "refs/heads/"+branch)
+	return def, task, err
+}
+
+// mergeCommit merges task into def in the integration repository without
+// a working tree (merge-tree, commit-tree) and returns the merge commit; a
+// conflict is a *models.ConflictError.
+func (w *Workspaces) mergeCommit(ctx context.Context, integ, into, branch string, def, task plumbing.Hash, t models.Task) (plumbing.Hash, error) {
+	out, _, err := w.gitRaw(ctx, integ, gitOutputCap, "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z",
+		def.String(), task.String())
+	entries := nulList(out)
+	if exitCode(err) == 1 {
+		var files []string
+		if len(entries) > 1 {
+			files = sortedSet(entries[1:])
+		}
+		return plumbing.ZeroHash, &models.ConflictError{Branch: branch, Into: into, Files: files}
+	}
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if len(entries) == 0 {
+		return plumbing.ZeroHash, errors.New("git merge-tree wrote no tree")
+	}
+	commit, err := w.git(ctx, integ, "commit-tree", entries[0], "-p", def.String(), "-p", task.String(),
+		"-m", fmt.Sprintf("Merge %s: %s", branch, t.Title))
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return plumbing.NewHash(commit), nil
+}
+
+// Stage merges the task branch (from the checkout src; for LINK from the
+// user's repository) into the origin's current default branch in the
+// integration repository, keeps the merge as refs/aq/staged/<task>, and
+// checks it out in a detached verification worktree.
+func (w *Workspaces) Stage(ctx context.Context, p models.Project, t models.Task, src string) (models.Staged, error) {
+	if p.Repo == nil {
+		return models.Staged{Dir: src}, nil
+	}
+	if !models.ValidTaskID(t.ID) {
+		return models.Staged{}, models.Errorf(models.CodeInvalid, "stage: %q is not a task id", t.ID)
+	}
+	r := p.Repo
+	lock := w.repoLock(r)
+	lock.Lock()
+	defer lock.Unlock()
+	st, err := w.stage(ctx, r, t, src)
+	if err != nil {
+		return models.Staged{}, fmt.Errorf("stage task %s: %w", t.ID, err)
+	}
+	return st, nil
+}
+
+func (w *Workspaces) stage(ctx context.Context, r *models.RepoConfig, t models.Task, src string) (models.Staged, error) {
+	branch := BranchName(t)
+	origin, err := w.origin(ctx, r)
+	if err != nil {
+		return models.Staged{}, err
+	}
+	integ, err := w.integration(ctx, r)
+	if err != nil {
+		return models.Staged{}, err
+	}
+	def, task, err := w.tips(ctx, r, integ, origin, src, branch, false)
+	if err != nil {
+		return models.Staged{}, err
+	}
+	repo, err := openRepo(integ)
+	if err != nil {
+		return models.Staged{}, err
+	}
+	staged := def // a branch the default one contains changes nothing
+	if in, err := isAncestor(repo, task, def); err != nil {
+		return models.Staged{}, err
+	} else if !in {
+		if staged, err = w.mergeCommit(ctx, integ, r.DefaultBranch, branch, def, task, t); err != nil {
+			return models.Staged{}, err
+		}
+	}
+	if _, err := w.git(ctx, integ, "update-ref", "refs/aq/staged/"+t.ID, staged.String()); err != nil {
+		return models.Staged{}, err
+	}
+	dir := w.verifyPath(t)
+	if err := w.removeVerify(ctx, integ, dir); err != nil {
+		return models.Staged{}, err
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return models.Staged{}, err
+	}
+	if _, err := w.git(ctx, integ, "worktree", "add", "-q", "-f", "--detach", dir, staged.String()); err != nil {
+		return models.Staged{}, err
+	}
+	diff, more, err := w.gitRaw(ctx, integ, maxDiff, "diff", "--no-color", "--no-ext-diff", "--no-textconv",
+		def.String()+"..."+task.String())
+	if err != nil {
+		return models.Staged{}, err
+	}
+	text := string(diff)
+	if more > 0 {
+		if i := strings.LastIndexByte(text, '\n'); i > 0 {
+			more += int64(len(text) - i - 1)
+			text = text[:i+1]
+		}
+		text += fmt.Sprintf("[diff truncated: %d more bytes not shown]\n", more)
+	}
+	files, err := changedFiles(ctx, repo, def, task)
+	if err != nil {
+		return models.Staged{}, err
+	}
+	return models.Staged{Dir: dir, Diff: text, Files: files}, nil
+}
+
+// removeVerify removes a verification worktree and its registration.
+func (w *Workspaces) removeVerify(ctx context.Context, integ, dir string) error {
+	if exists(dir) {
+		w.git(ctx, integ, "worktree", "remove", "-f", "-f", dir) //nolint:errcheck // removed below either way
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	_, err := w.git(ctx, integ, "worktree", "prune")
+	return err
+}
+
+// Deliver merges the task branch into the origin's default branch. A
+// branch the default branch already contains is delivered (Deliver may be
+// repeated after a crash). A LINK repository whose default branch is
+// checked out in a working tree is not moved: the branch is left there
+// for the user to merge.
+func (w *Workspaces) Deliver(ctx context.Context, p models.Project, t models.Task, src string) (models.Delivery, error) {
+	if p.Repo == nil {
+		return models.Delivery{Merged: true, Note: "no repository"}, nil
+	}
+	if !models.ValidTaskID(t.ID) {
+		return models.Delivery{}, models.Errorf(models.CodeInvalid, "deliver: %q is not a task id", t.ID)
+	}
+	r := p.Repo
+	lock := w.repoLock(r)
+	lock.Lock()
+	defer lock.Unlock()
+	d, err := w.deliver(ctx, r, t, src)
+	if err != nil {
+		return models.Delivery{}, fmt.Errorf("deliver task %s: %w", t.ID, err)
+	}
+	return d, nil
+}
+
+func (w *Workspaces) deliver(ctx context.Context, r *models.RepoConfig, t models.Task, src string) (models.Delivery, error) {
+	branch, into := BranchName(t), r.DefaultBranch
+	origin, err := w.origin(ctx, r)
+	if err != nil {
+		return models.Delivery{}, err
+	}
+	integ, err := w.integration(ctx, r)
+	if err != nil {
+		return models.Delivery{}, err
+	}
+	deliverRef := "refs/aq/deliver/" + t.ID
+	defer w.git(context.WithoutCancel(ctx), integ, "update-ref", "-d", deliverRef) //nolint:errcheck // a scratch ref
+	for try := range deliverTries {
+		def, task, err := w.tips(ctx, r, integ, origin, src, branch, true)
+		if err != nil {
+			return models.Delivery{}, err
+		}
+		repo, err := openRepo(integ)
+		if err != nil {
+			return models.Delivery{}, err
+		}
+		if in, err := isAncestor(repo, task, def); err != nil {
+			return models.Delivery{}, err
+		} else if in {
+			return models.Delivery{Merged: true, Commit: def.String()}, nil
+		}
+		// git would leave a working tree on the default branch behind.
+		if isLocal(origin) {
+			wts, err := w.worktrees(ctx, localPath(origin))
+			if err != nil {
+				return models.Delivery{}, err
+			}
+			for _, wt := range wts {
+				if wt.branch != "refs/heads/"+into {
+					continue
+				}
+				if r.SourceType != models.RepoLink {
+					return models.Delivery{}, models.Errorf(models.CodeConflict,
+						"%s of the origin %s is checked out in %s and cannot be moved: make the origin a bare repository",
+						into, origin, wt.path)
+				}
+				return models.Delivery{Note: fmt.Sprintf("%s is checked out in %s, so it was not moved under that "+
+					"working tree: the task branch %s is left in %s to merge", into, wt.path, branch, origin)}, nil
+			}
+		}
+		// The verified merge is delivered when it still fits.
+		merge := plumbing.ZeroHash
+		if staged, ok, _ := refHash(repo, "refs/aq/staged/"+t.ID); ok {
+			if c, err := repo.CommitObject(staged); err == nil && len(c.ParentHashes) == 2 &&
+				c.ParentHashes[0] == def && c.ParentHashes[1] == task {
+				merge = staged
+			}
+		}
+		if merge.IsZero() {
+			if merge, err = w.mergeCommit(ctx, integ, into, branch, def, task, t); err != nil {
+				return models.Delivery{}, err
+			}
+		}
+		if _, err := w.git(ctx, integ, "update-ref", deliverRef, merge.String()); err != nil {
+			return models.Delivery{}, err
+		}
+		if w.beforePublish != nil {
+			w.beforePublish(try)
+		}
+		var moved bool
+		if isLocal(origin) {
+			moved, err = w.publishLocal(ctx, integ, localPath(origin), deliverRef, into, branch, def, merge)
+		} else {
+			moved, err = publishRemote(ctx, integ, origin, into, def, merge)
+		}
+		if err != nil {
+			return models.Delivery{}, err
+		}
+		if !moved {
+			if _, err := w.git(ctx, integ, "update-ref", "refs/remotes/origin/"+into, merge.String()); err != nil {
+				return models.Delivery{}, err
+			}
+			return models.Delivery{Merged: true, Commit: merge.String()}, nil
+		}
+		// Someone moved the default branch since the fetch: merge again.
+	}
+	return models.Delivery{}, models.Errorf(models.CodeConflict,
+		"%s of %s kept moving: the merge of %s was retried %d times", into, origin, branch, deliverTries)
+}
+
+// publishLocal moves the default branch of the repository at target from
+// old to merge: the objects are fetched into it from the integration
+// repository and the branch is compare-and-swapped by git update-ref.
+// Nothing is pushed, so no hook of the target runs. moved is true when the
+// branch was no longer at old.
+func (w *Workspaces) publishLocal(ctx context.Context, integ, target, ref, into, branch string, old, merge plumbing.Hash) (moved bool, err error) {
+	if _, err := w.git(ctx, target, "fetch", "-q", "--no-tags", "--no-write-fetch-head", "--no-auto-maintenance",
+		"--no-recurse-submodules", "--", integ, ref); err != nil {
+		return false, err
+	}
+	_, err = w.git(ctx, target, "update-ref", "-m", "agentqueued: merge "+branch, "refs/heads/"+into, merge.String(), old.String())
+	if err == nil {
+		return false, nil
+	}
+	repo, oerr := openRepo(target)
+	if oerr != nil {
+		return false, errors.Join(err, oerr)
+	}
+	if now, _, rerr := refHash(repo, "refs/heads/"+into); rerr == nil && now != old {
+		return true, nil
+	}
+	return false, err
+}
+
+// publishRemote pushes merge to the default branch of a remote origin with
+// go-git, only while that branch is still at old. moved is true when it
+// was not.
+func publishRemote(ctx context.Context, integ, url, into string, old, merge plumbing.Hash) (moved bool, err error) {
+	repo, err := openRepo(integ)
+	if err != nil {
+		return false, err
+	}
+	dst := "refs/heads/" + into
+	remote := git.NewRemote(repo.Storer, &config.RemoteConfig{Name: "origin", URLs: []string{url}})
+	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
+	defer cancel()
+	err = remote.PushContext(ctx, &git.PushOptions{
+		RemoteName:        "origin",
+		RefSpecs:          []config.RefSpec{config.RefSpec(merge.String() + ":" + dst)},
+		RequireRemoteRefs: []config.RefSpec{config.RefSpec(old.String() + ":" + dst)},
+	})
+	switch {
+	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
+		return false, nil
+	case strings.Contains(err.Error(), "required to be"), errors.Is(err, git.ErrNonFastForwardUpdate):
+		return true, nil
+	}
+	return false, fmt.Errorf("push to %s: %w", url, err)
+}
+
+// Cleanup removes what Stage made for a task (its verification worktree
+// and refs/aq/staged/<task>) and, when the task was merged, its branch: in
+// the integration repository, in the checkout src (detached first when it
+// is a daemon checkout left clean on the branch) and, for LINK, in the
+// user's repository when its default branch contains it. What is already
+// gone is no error.
+func (w *Workspaces) Cleanup(ctx context.Context, p models.Project, t models.Task, src string, merged bool) error {
+	if p.Repo == nil {
+		return nil
+	}
+	if !models.ValidTaskID(t.ID) {
+		return models.Errorf(models.CodeInvalid, "cleanup: %q is not a task id", t.ID)
+	}
+	r := p.Repo
+	if src != "" {
+		lock := w.checkoutLock(src)
+		lock.Lock()
+		defer lock.Unlock()
+	}
+	lock := w.repoLock(r)
+	lock.Lock()
+	defer lock.Unlock()
+	if err := w.cleanup(ctx, r, t, src, merged); err != nil {
+		return fmt.Errorf("clean up task %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+func (w *Workspaces) cleanup(ctx context.Context, r *models.RepoConfig, t models.Task, src string, merged bool) error {
+	branch := BranchName(t)
+	integ := w.integrationPath(r)
+	verify := w.verifyPath(t)
+	if !isFile(filepath.Join(integ, "HEAD")) {
+		return os.RemoveAll(verify)
+	}
+	if err := w.removeVerify(ctx, integ, verify); err != nil {
+		return err
+	}
+	refs := []string{"refs/aq/staged/" + t.ID, "refs/aq/deliver/" + t.ID}
+	if merged {
+		refs = append(refs, "refs/heads/"+branch)
+	}
+	// Integrated is the default branch as the integration repository
+	// last saw it: a branch it contains is delivered.
+	ir, err := openRepo(integ)
+	if err != nil {
+		return err
+	}
+	integrated, _, err := refHash(ir, "refs/remotes/origin/"+r.DefaultBranch)
+	if err != nil {
+		return err
+	}
+	for _, ref := range refs {
+		if _, err := w.git(ctx, integ, "update-ref", "-d", ref); err != nil {
+			return err
+		}
+	}
+	if !merged {
+		return nil
+	}
+	if r.SourceType == models.RepoLink {
+		return w.deleteLinkBranch(ctx, r, src, branch)
+	}
+	if src == "" || !exists(filepath.Join(src, ".git")) {
+		return nil
+	}
+	repo, err := openRepo(src)
+	if err != nil {
+		return err
+	}
+	tip, ok, err := refHash(repo, "refs/heads/"+branch)
+	if err != nil || !ok {
+		return err
+	}
+	// Only work that was delivered is deleted.
+	if integrated.IsZero() {
+		return nil
+	}
+	if in, err := isAncestor(ir, tip, integrated); err != nil || !in {
+		return err
+	}
+	return w.deleteBranch(ctx, src, src, branch, true)
+}
+
+// deleteLinkBranch deletes a merged task branch in the user's repository
+// once its default branch contains it.
+func (w *Workspaces) deleteLinkBranch(ctx context.Context, r *models.RepoConfig, src, branch string) error {
+	user := r.SourcePath
+	repo, err := openRepo(user)
+	if err != nil {
+		return err
+	}
+	tip, ok, err := refHash(repo, "refs/heads/"+branch)
+	if err != nil || !ok {
+		return err
+	}
+	def, ok, err := refHash(repo, "refs/heads/"+r.DefaultBranch)
+	if err != nil || !ok {
+		return err
+	}
+	if in, err := isAncestor(repo, tip, def); err != nil || !in {
+		return err
+	}
+	// The daemon's own worktree may be detached; the user's never is.
+	ours := src != "" && !r.InPlace
+	return w.deleteBranch(ctx, user, src, branch, ours)
+}
+
+// deleteBranch deletes branch in repo. Where it is checked out it stays,
+// unless that is the daemon checkout src (detach true) left clean: that is
+// detached first.
+func (w *Workspaces) deleteBranch(ctx context.Context, repo, src, branch string, detach bool) error {
+	wts, err := w.worktrees(ctx, repo)
+	if err != nil {
+		return err
+	}
+	for _, wt := range wts {
+		if wt.branch != "refs/heads/"+branch {
+			continue
+		}
+		if !detach || src == "" || canonical(wt.path) != canonical(src) {
+			return nil
+		}
+		if status, err := w.git(ctx, src, "status", "--porcelain"); err != nil || status != "" {
+			return err
+		}
+		if _, err := w.git(ctx, src, "checkout", "-q", "--detach"); err != nil {
+			return err
+		}
+	}
+	_, err = w.git(ctx, repo, "branch", "-q", "-D", "--", branch)
+	return err
+}
