@@ -41,11 +41,11 @@ git -c user.name="$DEMO_AGENT" -c user.email=agent@localhost -c commit.gpgsign=f
 `
 
 const (
-	crashTasks      = 200
+	crashTasks      = 120
 	crashAgents     = 4
 	crashKills      = 5
 	crashMarkEnv    = "CRASH_TEST_DIR" // marks every process the test causes
-	crashTestBudget = 3 * time.Minute
+	crashTestBudget = 4 * time.Minute
 )
 
 var listeningLine = regexp.MustCompile(`msg="agentqueued listening" addr=(\S+)`)
@@ -209,7 +209,7 @@ func crashDAG(r *rand.Rand, n int) []models.BatchTask {
 	return tasks
 }
 
-// TestCrashRecovery runs the real binary on a 200-task DAG, kills it with
+// TestCrashRecovery runs the real binary on a 120-task DAG, kills it with
 // SIGKILL at random moments, restarts it on the same data each time, and
 // checks that the work ends exactly once: every task COMPLETED once, merged
 // once, no agent or run left behind, no process left alive.

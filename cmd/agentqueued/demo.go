@@ -157,7 +157,7 @@ orchestrator:
 	}
 	log := string(out)
 	for id, local := range names {
-		if !strings.Contains(log, "Merge aq/"+id) {
+		if !strings.Contains(log, "Merge "+id+":") {
 			return fmt.Errorf("demo: the work of %s (%s) is not merged into main", local, id)
 		}
 	}

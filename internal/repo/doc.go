@@ -72,7 +72,7 @@
 // the task branch (from the agent's checkout; for LINK from the user's
 // repository), merges them without a working tree (`git merge-tree
 // --write-tree`; a conflict is a *models.ConflictError), commits the merge
-// ("Merge <branch>: <title>", `git commit-tree`) as refs/aq/staged/<task>,
+// ("Merge <task id>: <title>", `git commit-tree`) as refs/aq/staged/<task>,
 // and checks it out detached at BaseDir/verify/<task> (recreated). It
 // returns that directory, `git diff <default>...<branch>` (cut at 200 KiB
 // with a marker line) and the changed files. A branch without changes

@@ -123,7 +123,7 @@ func (w *Workspaces) mergeCommit(ctx context.Context, integ, into, branch string
 		return plumbing.ZeroHash, errors.New("git merge-tree wrote no tree")
 	}
 	commit, err := w.git(ctx, integ, "commit-tree", entries[0], "-p", def.String(), "-p", task.String(),
-		"-m", fmt.Sprintf("Merge %s: %s", branch, t.Title))
+		"-m", fmt.Sprintf("Merge %s: %s", t.ID, t.Title), "-m", "Branch "+branch+".")
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}

@@ -48,7 +48,7 @@ func TestCloneFromBareRepo(t *testing.T) {
 	if got := git(t, origin, "show", "main:login.html"); got != "<form>" {
 		t.Fatalf("origin main has %q", got)
 	}
-	if got := git(t, origin, "log", "-1", "--format=%s", "main"); got != "Merge aq/bold-orbit-add-the-login-page: Add the login page!" {
+	if got := git(t, origin, "log", "-1", "--format=%s", "main"); got != "Merge bold-orbit: Add the login page!" {
 		t.Fatalf("merge commit message %q", got)
 	}
 	if again := deliver(t, w, p, tk, ws.Dir); !again.Merged || again.Commit != d.Commit {
