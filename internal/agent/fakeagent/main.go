@@ -24,6 +24,9 @@
 //	                                at any time, as with the real CLIs)
 //	@only-attempt <n> <directive…>  run the directive only when AQ_ATTEMPT is n
 //	@conflict-resolve <path> <text…> overwrite the file with text if it has conflict markers
+//	@wait-for <absolute path>       wait until the file exists (a test's release signal)
+//	@review <directive…>            run the directive only in a review run (AQ_RUN_KIND=review);
+//	                                every other directive runs only in work runs
 //
 // RPC directives call the daemon through AQ_SOCKET, AQ_TASK_ID and
 // AQ_RUN_TOKEN; without them the fake exits 2 with a message on stderr. A
@@ -133,6 +136,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, dir string, g
 	}
 	f.out = newEmitter(f, prompt)
 	f.out.start()
+	f.saveSession() // the real CLIs keep a transcript as they go: a run cut short can be resumed
 	if err := f.directives(prompt); err != nil {
 		var ex exitNow
 		if errors.As(err, &ex) {
@@ -429,6 +433,11 @@ func (f *fake) directives(prompt string) error {
 		if !strings.HasPrefix(line, "@") {
 			continue
 		}
+		inner, isReview := strings.CutPrefix(line, "@review ")
+		if isReview != (f.getenv("AQ_RUN_KIND") == "review") {
+			continue
+		}
+		line = strings.TrimSpace(inner)
 		if err := f.directive(line); err != nil {
 			return err
 		}
@@ -496,6 +505,16 @@ func (f *fake) directive(line string) error {
 			return fmt.Errorf("@exit %q: want an exit code", rest)
 		}
 		return exitNow{code}
+	case "wait-for":
+		if !filepath.IsAbs(rest) {
+			return fmt.Errorf("@wait-for %q: want an absolute path", rest)
+		}
+		for {
+			if _, err := os.Stat(rest); err == nil {
+				return nil
+			}
+			time.Sleep(20 * time.Millisecond) // polls a file the test creates; the test itself never sleeps
+		}
 	case "sleep-until-killed":
 		select {} // main's signal handler ends the process
 	case "only-attempt":
