@@ -66,6 +66,8 @@ var ctlCommands = map[string]ctlHandler{
 	"task skip":       eventCommand(models.EventAdminSkip),
 	"task stop":       eventCommand(models.EventAdminStop),
 	"task restart":    eventCommand(models.EventAdminRestart),
+	"task approve":    decisionCommand(true),
+	"task reject":     decisionCommand(false),
 	"agent add":       (*ctl).agentAdd,
 	"agent list":      (*ctl).agentList,
 	"agent pause":     agentPauseCommand(true),
@@ -540,6 +542,43 @@ func eventCommand(event models.TaskEvent) ctlHandler {
 			*actor = defaultActor
 		}
 		res, err := c.client.SendEvent(ctx, pos[0], api.EventRequest{Event: event, Reason: *reason, Actor: *actor})
+		if err != nil {
+			return err
+		}
+		return c.emit(res, func(w io.Writer) { printTransition(w, res) })
+	}
+}
+
+// decisionCommand returns the handler of "task approve|reject": a person's
+// decision on a task waiting for one (HUMAN verification, or a plan).
+func decisionCommand(approve bool) ctlHandler {
+	return func(c *ctl, ctx context.Context, args []string) error {
+		verb := "reject"
+		if approve {
+			verb = "approve"
+		}
+		fs := c.flagSet("task " + verb)
+		feedback := fs.String("feedback", "", "`text` for the task's next attempt (required to reject)")
+		actor := fs.String("actor", "", "`name` recorded as the person deciding (default $USER, else "+defaultActor+")")
+		pos, err := c.parse(fs, args, "ID")
+		if err != nil {
+			return err
+		}
+		if !approve && strings.TrimSpace(*feedback) == "" {
+			return usagef("task reject: --feedback is required: say what must change")
+		}
+		if *actor == "" {
+			*actor, _ = c.m.Getenv("USER")
+		}
+		if *actor == "" {
+			*actor = defaultActor
+		}
+		var res models.TransitionResult
+		if approve {
+			res, err = c.client.ApproveTask(ctx, pos[0], *actor, *feedback)
+		} else {
+			res, err = c.client.RejectTask(ctx, pos[0], *actor, *feedback)
+		}
 		if err != nil {
 			return err
 		}

@@ -164,6 +164,8 @@ func TestCtlErrors(t *testing.T) {
 		{"missing id", []string{"task", "show"}, 2, "want ID, got 0 argument(s)"},
 		{"nothing to edit", []string{"project", "edit", "web"}, 2, "nothing to change"},
 		{"bad meta", []string{"task", "add", "--project", "web", "--title", "x", "--meta", "novalue"}, 2, `"novalue" is not key=value`},
+		{"reject without feedback", []string{"task", "reject", "some-task"}, 2, "--feedback is required"},
+		{"approve a missing task", []string{"task", "approve", "no-such"}, 1, `task "no-such" not found`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -490,5 +492,27 @@ func TestDaemonStopsWhenLeaseIsLost(t *testing.T) {
 	h, err := st.LeaseHolder(context.Background())
 	if err != nil || h.Owner != "usurper" {
 		t.Errorf("lease holder = %+v, %v", h, err)
+	}
+}
+
+func TestTasksNamingUnknownProfilesAreRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "aq.yaml", "profiles:\n  careful:\n    model: opus\n")
+	d := startDaemon(t, filepath.Join(dir, "data"), "--config", cfg)
+	client, err := api.NewClient("http://"+d.m.Addr(), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := client.CreateProject(ctx, models.ProjectSpec{ID: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", Tasks: []models.BatchTask{{Title: "x", Profile: "reckless"}}})
+	if models.ErrorCodeOf(err) != models.CodeInvalid || !strings.Contains(err.Error(), `no profile "reckless" is configured`) {
+		t.Fatalf("unknown profile: %v", err)
+	}
+	if _, err := client.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", Tasks: []models.BatchTask{{Title: "x", Profile: "careful"}}}); err != nil {
+		t.Fatalf("known profile: %v", err)
 	}
 }

@@ -546,3 +546,47 @@ func TestNewClientRejectsBadURL(t *testing.T) {
 		}
 	}
 }
+
+func TestApproveAndRejectEndpoints(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, api.Config{})
+	ctx := context.Background()
+	if _, err := e.client.CreateProject(ctx, models.ProjectSpec{ID: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.client.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", Tasks: []models.BatchTask{{Title: "a"}, {Title: "b"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		for _, ev := range []models.TaskEvent{models.EventAssigned, models.EventAgentStarted, models.EventAgentCompleted} {
+			if _, err := e.store.ApplyEvent(ctx, models.TransitionRequest{TaskID: r.TaskID, Event: ev, AgentID: "a1"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	a, b := res[0].TaskID, res[1].TaskID
+	got, err := e.client.ApproveTask(ctx, a, "ana", "fine")
+	if err != nil || got.To != models.StatusCompleted || got.Task.ID != a {
+		t.Fatalf("approve: %+v %v", got, err)
+	}
+	var rejected models.TransitionResult
+	e.do("POST", "/api/v1/tasks/"+b+"/reject", `{"feedback":"add a test","by":"ana"}`).decode(t, 200, &rejected)
+	if rejected.To != models.StatusFailed {
+		t.Fatalf("reject: %+v", rejected)
+	}
+	if fb, _ := e.store.TaskFeedback(ctx, b); len(fb) != 1 || fb[0].Text != "add a test" || fb[0].Source != "ana" {
+		t.Fatalf("feedback %+v", fb)
+	}
+	if r := e.do("POST", "/api/v1/tasks/"+b+"/approve", `{"feedback":"x","colour":"red"}`); r.status != 400 || !strings.Contains(string(r.body), "colour") {
+		t.Fatalf("unknown field: %d %s", r.status, r.body)
+	}
+	var again models.TransitionResult
+	e.do("POST", "/api/v1/tasks/"+a+"/approve", `{}`).decode(t, 200, &again)
+	if !again.Duplicate || again.To != models.StatusCompleted {
+		t.Fatalf("a second approval: %+v", again)
+	}
+	if r := e.do("POST", "/api/v1/tasks/no-such/reject", `{"feedback":"x"}`); r.status != 404 {
+		t.Fatalf("rejecting a missing task: %d %s", r.status, r.body)
+	}
+}
