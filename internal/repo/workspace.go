@@ -276,6 +276,9 @@ func (w *Workspaces) prepareClone(ctx context.Context, r *models.RepoConfig, t m
 
 // clone clones src to dir through a temporary sibling renamed into place:
 // a crash leaves no half clone at dir.
+// agentLitter is the info/exclude of the daemon's clones.
+const agentLitter = "# written by agentqueued: files agent CLIs leave in a checkout\n.aider*\n"
+
 func (w *Workspaces) clone(ctx context.Context, src, dir string) error {
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return models.Errorf(models.CodeConflict,
@@ -294,6 +297,11 @@ func (w *Workspaces) clone(ctx context.Context, src, dir string) error {
 		url = localPath(url)
 	}
 	if _, err := w.git(ctx, "", "clone", "-q", "--", url, tmp); err != nil {
+		return fmt.Errorf("clone %s: %w", src, err)
+	}
+	// Files agent CLIs leave beside the work (aider's repo-map cache and
+	// histories) are never committed with it.
+	if err := os.WriteFile(filepath.Join(tmp, ".git", "info", "exclude"), []byte(agentLitter), 0o644); err != nil {
 		return fmt.Errorf("clone %s: %w", src, err)
 	}
 	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {

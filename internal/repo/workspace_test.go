@@ -598,3 +598,18 @@ func TestInvalidTaskID(t *testing.T) {
 		t.Fatalf("stage: %v", err)
 	}
 }
+
+func TestAgentLitterIsNotCommitted(t *testing.T) {
+	t.Parallel()
+	w, p := setup(t, &models.RepoConfig{ID: "web", SourceType: models.RepoClone, URL: bareOrigin(t), DefaultBranch: "main"})
+	task := models.Task{ID: "bold-orbit", Title: "Litter"}
+	ws := work(t, w, "a1", p, task, map[string]string{"real.txt": "work\n", ".aider.tags.cache.v4/cache.db": "x",
+		".aider.chat.history.md": "chat"})
+	files, err := w.Seal(ctx, p, task, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(files, []string{"real.txt"}) {
+		t.Fatalf("sealed files %v", files)
+	}
+}
