@@ -101,12 +101,13 @@ func (s *Store) UpsertAgent(ctx context.Context, a models.Agent) (models.Agent, 
 	}
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO agents (id, name, agent_type, state, created_at, command, args, env,
-			max_runtime, idle_timeout, projects) VALUES (?,?,?,?,?,?,?,?,?,?,?)
+			max_runtime, idle_timeout, projects, profile) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)
 			ON CONFLICT (id) DO UPDATE SET name = excluded.name, agent_type = excluded.agent_type,
 			command = excluded.command, args = excluded.args, env = excluded.env, max_runtime = excluded.max_runtime,
 			idle_timeout = excluded.idle_timeout, projects = excluded.projects, profile = excluded.profile`,
 			a.ID, a.Name, a.AgentType, a.State, toNanos(s.now()), a.Command, encodeJSONColumn(a.Args, "[]"),
-			encodeJSONColumn(a.Env, "{}"), int64(a.MaxRuntime), int64(a.IdleTimeout), encodeJSONColumn(a.Projects, "[]"))
+			encodeJSONColumn(a.Env, "{}"), int64(a.MaxRuntime), int64(a.IdleTimeout), encodeJSONColumn(a.Projects, "[]"),
+			encodeJSONColumn(a.Profile, "{}"))
 		return err
 	})
 	if err != nil {

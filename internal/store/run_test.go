@@ -248,8 +248,9 @@ func TestUpsertAgentKeepsRuntimeState(t *testing.T) {
 	if _, _, err := s.ClaimTask(ctx, id, "a1"); err != nil {
 		t.Fatal(err)
 	}
-	a, err := s.UpsertAgent(ctx, models.Agent{ID: "a1", AgentType: "command", AgentSettings: models.AgentSettings{Command: "/new/agent"}})
-	if err != nil || a.Command != "/new/agent" || a.State != models.AgentStarting || *a.CurrentTaskID != id {
+	a, err := s.UpsertAgent(ctx, models.Agent{ID: "a1", AgentType: "command", AgentSettings: models.AgentSettings{Command: "/new/agent",
+		Profile: models.Profile{Model: "opus", AllowedTools: []string{"Edit"}}}})
+	if err != nil || a.Command != "/new/agent" || a.Profile.Model != "opus" || len(a.Profile.AllowedTools) != 1 || a.State != models.AgentStarting || *a.CurrentTaskID != id {
 		t.Fatalf("upsert of a busy agent: %+v %v", a, err)
 	}
 	b, err := s.UpsertAgent(ctx, models.Agent{ID: "b1", AgentType: "command", AgentSettings: models.AgentSettings{Command: "x"}})

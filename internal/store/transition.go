@@ -106,6 +106,8 @@ type applied struct {
 	eventID   int64
 	duplicate bool
 	skipped   bool
+	// event is the event applied.
+	event models.TaskEvent
 }
 
 // run applies first and then, breadth first, every follow-up it causes.
@@ -338,7 +340,7 @@ func (x *txn) apply(c change) (applied, error) {
 			x.reopened = append(x.reopened, cur.ID)
 		}
 	}
-	return applied{task: next, from: cur.Status, eventID: eventID}, nil
+	return applied{task: next, from: cur.Status, eventID: eventID, event: c.event}, nil
 }
 
 // effects updates the dependency facts a transition decides and returns the

@@ -90,11 +90,13 @@ func (s *Store) ForgetSessions(ctx context.Context, taskID, agentID string) erro
 }
 
 // LastSession returns the session of the task's latest work run on an
-// agent that reported one, with the last cumulative usage that run saw.
+// agent that reported one, with the usage all that session's runs booked:
+// for a CLI that reports a session's running total, the part of it already
+// counted.
 func (s *Store) LastSession(ctx context.Context, taskID, agentID string) (string, models.TokenUsage, error) {
-	var id, usage string
-	err := s.rdb.QueryRowContext(ctx, `SELECT session_id, usage FROM task_runs WHERE task_id = ? AND agent_id = ?
-		AND kind = 'work' AND session_id != '' ORDER BY id DESC LIMIT 1`, taskID, agentID).Scan(&id, &usage)
+	var id string
+	err := s.rdb.QueryRowContext(ctx, `SELECT session_id FROM task_runs WHERE task_id = ? AND agent_id = ?
+		AND kind = 'work' AND session_id != '' ORDER BY id DESC LIMIT 1`, taskID, agentID).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", models.TokenUsage{}, nil
 	}
@@ -102,7 +104,12 @@ func (s *Store) LastSession(ctx context.Context, taskID, agentID string) (string
 		return "", models.TokenUsage{}, fmt.Errorf("last session of task %s: %w", taskID, err)
 	}
 	var u models.TokenUsage
-	if err := decodeJSONColumn(usage, &u); err != nil {
+	err = s.rdb.QueryRowContext(ctx, `SELECT coalesce(sum(json_extract(usage, '$.input_tokens')), 0),
+		coalesce(sum(json_extract(usage, '$.output_tokens')), 0), coalesce(sum(json_extract(usage, '$.cache_read_tokens')), 0),
+		coalesce(sum(json_extract(usage, '$.cache_write_tokens')), 0)
+		FROM task_runs WHERE task_id = ? AND agent_id = ? AND kind = 'work' AND session_id = ?`, taskID, agentID, id).
+		Scan(&u.Input, &u.Output, &u.CacheRead, &u.CacheWrite)
+	if err != nil {
 		return "", models.TokenUsage{}, fmt.Errorf("last session of task %s: usage: %w", taskID, err)
 	}
 	return id, u, nil
@@ -428,20 +435,30 @@ func pendingPlan(ctx context.Context, q querier, taskID string) (models.Plan, bo
 	return p, true, nil
 }
 
-// planEffects creates the pending plan of a task that completed, in its
-// transaction; a plan that no longer holds (a dependency went away) is
-// marked failed, with its error, rather than refusing the completion. A
-// task leaving AWAITING_APPROVAL any other way rejects its pending plan.
+// planEffects creates the pending plan of a task whose work was accepted
+// (VERIFY_PASSED, HUMAN_APPROVED, PR_MERGED), in its transaction; a plan
+// that no longer holds (a dependency went away) is marked failed, with its
+// error and a notice, rather than refusing the completion. Any other way of
+// leaving an active status (a failure, a restart, a skip, a stop) discards
+// the pending plan: the next attempt proposes its own.
 func (x *txn) planEffects(a applied) error {
-	if a.task.Status != models.StatusCompleted && a.from != models.StatusAwaitingApproval {
-		return nil
+	accepted := a.event == models.EventVerifyPassed || a.event == models.EventHumanApproved || a.event == models.EventPRMerged
+	switch {
+	case accepted:
+	case a.task.Status == models.StatusAwaitingApproval, a.task.Status == models.StatusInProgress,
+		a.task.Status == models.StatusVerifying, a.task.Status == models.StatusWaitingInput,
+		a.task.Status == models.StatusAssigned, a.task.Status == models.StatusPaused:
+		return nil // still working on it (a pause resumes the same attempt's work)
+	case a.from == models.StatusDefined || a.from == models.StatusReady:
+		return nil // no attempt ran
 	}
 	p, ok, err := pendingPlan(x.ctx, x, a.task.ID)
 	if err != nil || !ok {
 		return err
 	}
-	if a.task.Status != models.StatusCompleted {
-		_, err := x.ExecContext(x.ctx, "UPDATE plans SET status = 'rejected', decided_at = ? WHERE id = ?", toNanos(x.now), p.ID)
+	if !accepted {
+		_, err := x.ExecContext(x.ctx, "UPDATE plans SET status = 'rejected', error = ?, decided_at = ? WHERE id = ?",
+			fmt.Sprintf("discarded: the task's attempt ended by %s", a.event), toNanos(x.now), p.ID)
 		return err
 	}
 	entries, err := prepareBatch(models.TaskBatch{ProjectID: a.task.ProjectID, CreatedBy: "plan:" + a.task.ID, Tasks: p.Tasks})
@@ -461,6 +478,11 @@ func (x *txn) planEffects(a applied) error {
 	}
 	if err != nil {
 		status, msg = "failed", err.Error()
+		key := fmt.Sprintf("plan_failed:%d", p.ID)
+		if err := x.s.enqueueOutbox(x.ctx, x.tx, key, "plan.failed", a.task.ProjectID, a.task.ID,
+			map[string]any{"task_id": a.task.ID, "plan_id": p.ID, "error": msg}); err != nil {
+			return err
+		}
 	}
 	_, err = x.ExecContext(x.ctx, "UPDATE plans SET status = ?, error = ?, decided_at = ? WHERE id = ?", status, msg, toNanos(x.now), p.ID)
 	return err

@@ -120,6 +120,26 @@ func TestRunUsageCountsGrowthOnlyAndSessionsResume(t *testing.T) {
 	if err != nil || sid != "sess-1" || u.Input != 250 || u.Output != 40 {
 		t.Fatalf("last session %q %+v %v", sid, u, err)
 	}
+	// A second run of the session: what the session booked is the sum of
+	// its runs, so a CLI reporting the session's running total is not
+	// counted twice on a third run.
+	if _, err := s.FinishRun(ctx, models.RunEnd{RunID: run.ID, Outcome: "failed"}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, s, id, models.EventAgentStarted, models.EventAgentFailed, models.EventRetry)
+	run2, _, err := s.ClaimTask(ctx, id, "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecordRunUsage(ctx, run2.ID, models.TokenUsage{Input: 50, Output: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordRunSession(ctx, run2.ID, "sess-1"); err != nil {
+		t.Fatal(err)
+	}
+	if sid, u, _ := s.LastSession(ctx, id, "a1"); sid != "sess-1" || u.Input != 300 || u.Output != 45 || u.CacheRead != 5 {
+		t.Fatalf("two runs of the session: %q %+v", sid, u)
+	}
 	if sid, _, _ := s.LastSession(ctx, id, "other"); sid != "" {
 		t.Fatalf("another agent resumes %q", sid)
 	}
@@ -199,5 +219,29 @@ func TestResultsReachDependents(t *testing.T) {
 	got, err := s.UpstreamResults(ctx, ids["down"])
 	if err != nil || len(got) != 1 || got[0].Summary != "did it" || got[0].FilesChanged[0] != "a.go" || string(got[0].Outputs) != `{"n":3}` {
 		t.Fatalf("upstream results %+v %v", got, err)
+	}
+}
+
+func TestFailedOrSkippedAttemptDiscardsItsPlan(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	mustProject(t, s, "web")
+	for _, end := range [][]models.TaskEvent{{models.EventAgentFailed}, {models.EventAdminStop, models.EventAdminSkip}} {
+		id := create(t, s, "web", models.BatchTask{LocalID: "r", Title: "Plan it"})["r"]
+		apply(t, s, id, models.EventAssigned, models.EventAgentStarted)
+		if _, err := s.SavePlan(ctx, id, "agent", []models.BatchTask{{Title: "sub of " + id}}); err != nil {
+			t.Fatal(err)
+		}
+		apply(t, s, id, end...)
+		if _, ok, _ := s.PendingPlan(ctx, id); ok {
+			t.Fatalf("after %v the plan is still pending", end)
+		}
+		all, _ := s.ListTasks(ctx, models.TaskFilter{ProjectID: "web"})
+		for _, tk := range all {
+			if tk.IsPlanSubtask {
+				t.Fatalf("after %v a subtask exists: %+v", end, tk)
+			}
+		}
 	}
 }
