@@ -29,8 +29,8 @@ type RunContext struct {
 	// adapter's Files are written; it is not inside the checkout.
 	StateDir string
 	// SessionID, when set, is the session of an earlier attempt on this
-	// agent to resume; SessionUsage is the last cumulative usage that
-	// session reported, for CLIs that report running totals per session.
+	// agent to resume; SessionUsage is the usage that session's earlier
+	// runs booked, for CLIs that report running totals per session.
 	SessionID    string
 	SessionUsage models.TokenUsage
 }

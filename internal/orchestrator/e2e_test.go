@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -640,5 +641,97 @@ func TestE2ERateLimitPausesAndSessionResumes(t *testing.T) {
 	e.waitStatus(cut, models.StatusCompleted)
 	if second, _, _ := e.st.LastSession(ctx, cut, "claude-1"); second != first {
 		t.Fatalf("the retry ran session %q, not %q", second, first)
+	}
+}
+
+// checkGate is a FIFO a test command writes to when it starts: reading it
+// waits for the checks to be running.
+func checkGate(t *testing.T) (fifo, cmd string) {
+	t.Helper()
+	fifo = filepath.Join(t.TempDir(), "checks")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return fifo, "echo started > " + fifo + "; sleep 300"
+}
+
+func TestE2EShutdownDuringChecksIsPromptAndResumes(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	e.project("web", cloneRepo(bareOrigin(t)), models.ProjectSettings{})
+	e.cli("claude-1", "claude", "web")
+	fifo, slow := checkGate(t)
+	id := e.add("web", models.BatchTask{LocalID: "t", Title: "Slow checks", TestCommands: []string{slow},
+		Description: fmt.Sprintf(work, "a.txt", "a", "a", "a")})["t"]
+	e.start()
+	if _, err := os.ReadFile(fifo); err != nil { // the check is running
+		t.Fatal(err)
+	}
+	e.stop() // fails the test if the orchestrator does not stop within its bound
+	tk := e.task(id)
+	v, ok, _ := e.st.GetVerification(context.Background(), id)
+	if tk.Status != models.StatusVerifying || !ok || v.Phase != models.PhaseChecks {
+		t.Fatalf("after the shutdown: %s %q, verification %+v", tk.Status, tk.StatusReason, v)
+	}
+}
+
+func TestE2ERestartDuringChecksDoesNotDecideTheNextAttempt(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	origin := bareOrigin(t)
+	e.project("web", cloneRepo(origin), models.ProjectSettings{})
+	e.cli("claude-1", "claude", "web")
+	fifo, slow := checkGate(t)
+	// The first attempt's checks hang; the second attempt's pass at once.
+	id := e.add("web", models.BatchTask{LocalID: "t", Title: "Restarted", TestCommands: []string{"test -f second.txt || { " + slow + "; }"},
+		Description: "@only-attempt 2 @write second.txt yes\n" + fmt.Sprintf(work, "a.txt", "a", "a", "a")})["t"]
+	e.start()
+	if _, err := os.ReadFile(fifo); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.o.ApplyAdminEvent(context.Background(), models.TransitionRequest{TaskID: id, Event: models.EventAdminRestart,
+		Actor: "ana", Reason: "try again"}); err != nil {
+		t.Fatal(err)
+	}
+	done := e.waitStatus(id, models.StatusCompleted)
+	ev := e.events(id)
+	passed, failed := 0, 0
+	for _, x := range ev {
+		passed += boolInt(x == "VERIFY_PASSED")
+		failed += boolInt(x == "VERIFY_FAILED")
+	}
+	if passed != 1 || failed != 0 || !strings.Contains(done.StatusReason, "1 test command(s) passed") {
+		t.Fatalf("events %v, reason %q", ev, done.StatusReason)
+	}
+	if got := gitOut(t, "--git-dir", origin, "show", "main:second.txt"); got != "yes" {
+		t.Fatalf("main second.txt = %q", got)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestE2ERateLimitedReviewerKeepsTheReviewWaiting(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	e.project("web", cloneRepo(bareOrigin(t)), models.ProjectSettings{QAAgent: "qa"})
+	e.cli("worker", "claude", "web")
+	e.cli("qa", "claude", "p")
+	id := e.add("web", models.BatchTask{LocalID: "t", Title: "Reviewed", VerificationType: models.VerifyQAAgent,
+		Description: fmt.Sprintf(work, "f.txt", "v1", "f", "done") + "\n@review @ratelimit 3600"})["t"]
+	e.start()
+	e.waitFor("the reviewer to rest", func() bool { return e.o.coolingDown("agent:qa") })
+	e.waitFor("the review run to close", func() bool {
+		a, _ := e.st.GetAgent(context.Background(), "qa")
+		return a.State == models.AgentIdle
+	})
+	tk := e.task(id)
+	v, _, _ := e.st.GetVerification(context.Background(), id)
+	if tk.Status != models.StatusVerifying || tk.RetryCount != 0 || v.Phase != models.PhaseReview {
+		t.Fatalf("after the reviewer's rate limit: %s retries %d phase %s (%q)", tk.Status, tk.RetryCount, v.Phase, tk.StatusReason)
 	}
 }

@@ -183,6 +183,7 @@ type Store interface {
 	Verifications(ctx context.Context, phases ...string) ([]models.Verification, error)
 	TaskFeedback(ctx context.Context, taskID string) ([]models.Feedback, error)
 	ClaimReview(ctx context.Context, taskID, agentID string) (models.Run, string, error)
+	SwitchVerification(ctx context.Context, taskID string, attempt int, from, to, detail string) (bool, error)
 	SavePlan(ctx context.Context, taskID, source string, tasks []models.BatchTask) (models.Plan, error)
 	PendingPlan(ctx context.Context, taskID string) (models.Plan, bool, error)
 }
@@ -239,8 +240,16 @@ type Orchestrator struct {
 	failures map[string]int
 	// asks wakes the ask waiting for question id with its answer or error.
 	asks map[int64]chan askResult
-	// verifying holds the tasks whose verification a goroutine is running.
-	verifying map[string]bool
+	// verifying holds the tasks whose verification a goroutine is running,
+	// with the cancel of its context (an admin event that takes the task
+	// out of VERIFYING cancels it).
+	verifying map[string]context.CancelFunc
+	// vctx bounds verification work (checks, merges); shutdown cancels it
+	// before waiting for the goroutines.
+	vctx    context.Context
+	vcancel context.CancelFunc
+	// reviewFails counts reviews that could not start, per task.
+	reviewFails map[string]int
 	// resume lists the VERIFYING tasks recovery found, for Run to resume.
 	resume []string
 	wg     sync.WaitGroup
@@ -255,9 +264,11 @@ func New(cfg Config, st Store, ws Workspaces, adapters *agent.Registry) (*Orches
 		return nil, errors.New("orchestrator: Config.RunDir is required")
 	}
 	cfg.applyDefaults()
+	vctx, vcancel := context.WithCancel(context.Background())
 	return &Orchestrator{cfg: cfg, store: st, ws: ws, adapters: adapters, log: cfg.Logger,
 		wake: make(chan struct{}, 1), runs: map[int64]*activeRun{}, asks: map[int64]chan askResult{},
-		cooldown: map[string]time.Time{}, failures: map[string]int{}, verifying: map[string]bool{}}, nil
+		cooldown: map[string]time.Time{}, failures: map[string]int{}, verifying: map[string]context.CancelFunc{},
+		vctx: vctx, vcancel: vcancel, reviewFails: map[string]int{}}, nil
 }
 
 // Wake asks the loop for a round now. It never blocks; wake-ups that
@@ -286,7 +297,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		cancelRuns()
 	}()
 	for _, id := range o.resume {
-		o.goVerify(runCtx, id)
+		o.goVerify(id)
 	}
 	o.resume = nil
 	timer := o.cfg.After(o.cfg.SafetyTick)
@@ -319,6 +330,11 @@ func (o *Orchestrator) round(ctx context.Context) time.Time {
 	} else if !d.IsZero() && d.Before(due) {
 		due = d
 	}
+	// Reviews first: a reviewer that also takes work must not be taken by
+	// the scheduler every round while a review waits for it.
+	if err := o.dispatchReviews(ctx); err != nil {
+		o.log.Error("dispatch reviews", "err", err)
+	}
 	if d, err := o.schedule(ctx, now); err != nil {
 		o.log.Error("schedule", "err", err)
 	} else if !d.IsZero() && d.Before(due) {
@@ -327,9 +343,7 @@ func (o *Orchestrator) round(ctx context.Context) time.Time {
 	if err := o.reconcile(ctx); err != nil {
 		o.log.Error("reconcile", "err", err)
 	}
-	if err := o.dispatchReviews(ctx); err != nil {
-		o.log.Error("dispatch reviews", "err", err)
-	}
+	o.resumeVerifications(ctx)
 	// After scheduling, so that runs dispatched now have their start
 	// deadline armed.
 	if d := o.superviseRuns(now); !d.IsZero() && d.Before(due) {

@@ -175,7 +175,14 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	if err != nil {
 		return startErr("prepare workspace", false, err)
 	}
-	defer o.ws.Release(ws)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			o.ws.Release(ws)
+		}
+	}
+	defer release()
 	if ws.Rescued != "" {
 		log.Warn("uncommitted changes in the checkout were kept on a rescue branch", "branch", ws.Rescued, "dir", ws.Dir)
 	}
@@ -227,8 +234,9 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 		end = o.sealWork(ctx, ar, project, task, ws, end)
 	}
 	res := o.finish(ctx, ar, end)
+	release() // verification works in its own checkout; the next run may take this one
 	if res.To == models.StatusVerifying && !res.Duplicate {
-		o.verify(ctx, task.ID)
+		o.verify(task.ID)
 	}
 	return res
 }
@@ -619,6 +627,7 @@ func (o *Orchestrator) endRunsOf(taskID, reason string) {
 // shutdown stops every run; their tasks return to READY by RECOVERY so the
 // next life of the daemon runs them again.
 func (o *Orchestrator) shutdown() {
+	o.vcancel() // checks and merges stop; the next life resumes them
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, r := range o.runs {

@@ -240,5 +240,12 @@ func (o *Orchestrator) ApplyAdminEvent(ctx context.Context, req models.Transitio
 	if !res.To.Running() {
 		o.endRunsOf(req.TaskID, fmt.Sprintf("%s by %s", req.Event, req.Actor))
 	}
+	if res.From == models.StatusVerifying || res.From == models.StatusAwaitingApproval {
+		o.mu.Lock()
+		if cancel, ok := o.verifying[req.TaskID]; ok {
+			cancel() // its checks or merge belong to the attempt just taken away
+		}
+		o.mu.Unlock()
+	}
 	return res, nil
 }

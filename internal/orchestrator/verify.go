@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/models"
@@ -21,32 +22,61 @@ import (
 const maxCheckOutput = 4096
 
 // goVerify runs a task's verification in its own goroutine.
-func (o *Orchestrator) goVerify(ctx context.Context, taskID string) {
+func (o *Orchestrator) goVerify(taskID string) {
 	o.wg.Add(1)
 	go func() {
 		defer o.wg.Done()
-		o.verify(ctx, taskID)
+		o.verify(taskID)
 	}()
+}
+
+// resumeVerifications starts the verification of every task in the checks
+// or deliver phase that no goroutine verifies: one whose goroutine gave up
+// on an error the store may not repeat, or that a decision left to deliver.
+func (o *Orchestrator) resumeVerifications(ctx context.Context) {
+	vs, err := o.store.Verifications(ctx, models.PhaseChecks, models.PhaseDeliver)
+	if err != nil {
+		o.log.Error("list verifications", "err", err)
+		return
+	}
+	for _, v := range vs {
+		o.mu.Lock()
+		_, busy := o.verifying[v.TaskID]
+		for _, r := range o.runs {
+			// A run's goroutine verifies its own task once the run ends.
+			busy = busy || r.run.TaskID == v.TaskID
+		}
+		o.mu.Unlock()
+		if !busy {
+			o.goVerify(v.TaskID)
+		}
+	}
 }
 
 // verify carries a VERIFYING task's verification as far as it can go
 // without waiting: it stages the task branch, runs the checks of AUTO_TEST
 // and lands the work, or records that a reviewer or a person is awaited.
 // One goroutine verifies a task at a time; a second call returns at once.
-func (o *Orchestrator) verify(ctx context.Context, taskID string) {
+// Its context ends at shutdown, or when an admin event takes the task out
+// of VERIFYING; the store is written without it, so that what was decided
+// is recorded.
+func (o *Orchestrator) verify(taskID string) {
 	o.mu.Lock()
-	if o.verifying[taskID] {
+	if _, busy := o.verifying[taskID]; busy {
 		o.mu.Unlock()
 		return
 	}
-	o.verifying[taskID] = true
+	ctx, cancel := context.WithCancel(o.vctx)
+	o.verifying[taskID] = cancel
 	o.mu.Unlock()
 	defer func() {
 		o.mu.Lock()
 		delete(o.verifying, taskID)
 		o.mu.Unlock()
+		cancel()
 	}()
-	t, p, v, err := o.verification(ctx, taskID)
+	sctx := context.WithoutCancel(ctx)
+	t, p, v, err := o.verification(sctx, taskID)
 	if err != nil {
 		o.log.Warn("verification not resumed", "task_id", taskID, "err", err)
 		return
@@ -59,8 +89,12 @@ func (o *Orchestrator) verify(ctx context.Context, taskID string) {
 	case models.PhaseHuman, models.PhaseReview:
 		return // awaiting a verdict; the loop dispatches reviews
 	case models.PhaseDeliver:
-		o.land(ctx, p, t, v, models.TaskEvent(v.Detail), "verified")
+		event, reason, _ := strings.Cut(v.Detail, "\n")
+		o.land(ctx, p, t, v, models.TaskEvent(event), firstNonEmpty(reason, "verified"))
 		return
+	case models.PhaseChecks:
+	default:
+		return // decided (rejected): nothing is left to do
 	}
 	if t.VerificationType == models.VerifyAutoTest && len(t.TestCommands) == 0 {
 		// Nothing to run: the merge itself is the only check left.
@@ -69,24 +103,26 @@ func (o *Orchestrator) verify(ctx context.Context, taskID string) {
 	}
 	staged, err := o.ws.Stage(ctx, p, t, v.Source)
 	if err != nil {
-		o.verifyFailed(ctx, t, "stage", err, nil)
+		if ctx.Err() == nil {
+			o.verifyFailed(sctx, t, v, "stage", err, nil)
+		}
 		return
 	}
 	switch t.VerificationType {
 	case models.VerifyQAAgent:
 		v.Phase, v.Detail = models.PhaseReview, ""
-		if err := o.store.SetVerification(ctx, v); err != nil {
+		if err := o.store.SetVerification(sctx, v); err != nil {
 			log.Warn("record review phase", "err", err)
 		}
 		o.Wake()
 		return
 	case models.VerifyHuman:
 		v.Phase, v.Detail = models.PhaseHuman, "waiting for a person to approve or reject"
-		if err := o.store.SetVerification(ctx, v); err != nil {
+		if err := o.store.SetVerification(sctx, v); err != nil {
 			log.Warn("record human phase", "err", err)
 			return
 		}
-		if err := o.store.Notify(ctx, fmt.Sprintf("approval:%s:%d", t.ID, v.Attempt), "task.approval_needed", t.ProjectID, t.ID,
+		if err := o.store.Notify(sctx, fmt.Sprintf("approval:%s:%d", t.ID, v.Attempt), "task.approval_needed", t.ProjectID, t.ID,
 			map[string]any{"task_id": t.ID, "title": t.Title, "files": staged.Files}); err != nil {
 			log.Warn("notify approval needed", "err", err)
 		}
@@ -94,12 +130,28 @@ func (o *Orchestrator) verify(ctx context.Context, taskID string) {
 	}
 	if msg, ok := o.runChecks(ctx, t, v, staged.Dir); !ok {
 		if ctx.Err() != nil {
-			return // shutting down: the next life runs the checks again
+			return // shutting down or taken away: a later verification runs the checks again
 		}
-		o.verifyFailed(ctx, t, "checks", errors.New(msg), nil)
+		o.verifyFailed(sctx, t, v, "checks", errors.New(msg), nil)
 		return
 	}
 	o.land(ctx, p, t, v, models.EventVerifyPassed, checksReason(t))
+}
+
+// stillCurrent reports whether v is the verification of the task's current
+// attempt and the task still VERIFYING: a verification overtaken by an
+// admin event and a new attempt must not decide the new one.
+func (o *Orchestrator) stillCurrent(ctx context.Context, t models.Task, v models.Verification) bool {
+	cur, err := o.store.GetTask(ctx, t.ID)
+	if err != nil || cur.Status != models.StatusVerifying {
+		return false
+	}
+	run, ok, err := o.store.LastWorkRun(ctx, t.ID)
+	if err != nil || !ok || run.Attempt != v.Attempt {
+		o.log.Info("verification overtaken by a later attempt", "task_id", t.ID, "attempt", v.Attempt)
+		return false
+	}
+	return true
 }
 
 func checksReason(t models.Task) string {
@@ -192,8 +244,13 @@ func (l *lineTail) String() string { return strings.Join(l.lines, "\n") }
 
 // verifyFailed ends a verification with VERIFY_FAILED: the reason (for a
 // conflict, the files and what the next attempt must do) is kept for the
-// next attempt, with the reviewer's feedback when there is some.
-func (o *Orchestrator) verifyFailed(ctx context.Context, t models.Task, step string, err error, fb *models.Feedback) {
+// next attempt, with the reviewer's feedback when there is some. A
+// verification overtaken by a later attempt decides nothing.
+func (o *Orchestrator) verifyFailed(ctx context.Context, t models.Task, v models.Verification, step string, err error, fb *models.Feedback) {
+	ctx = context.WithoutCancel(ctx)
+	if !o.stillCurrent(ctx, t, v) {
+		return
+	}
 	reason := step + ": " + reasonOf(err)
 	var conflict *models.ConflictError
 	if errors.As(err, &conflict) {
@@ -219,37 +276,44 @@ func (o *Orchestrator) verifyFailed(ctx context.Context, t models.Task, step str
 // land finishes a verified task: through a pull request when it requires
 // approval (PR_UNAVAILABLE without GitHub), else by merging its branch;
 // then event (VERIFY_PASSED or HUMAN_APPROVED) completes it, or
-// APPROVAL_REQUESTED parks it when its plan awaits a person.
+// APPROVAL_REQUESTED parks it when its plan awaits a person. The merge
+// stops with ctx (shutdown, an admin event); the store is written without it.
 func (o *Orchestrator) land(ctx context.Context, p models.Project, t models.Task, v models.Verification, event models.TaskEvent, reason string) {
+	sctx := context.WithoutCancel(ctx)
 	if event == "" {
 		event = models.EventVerifyPassed
 	}
+	if !o.stillCurrent(sctx, t, v) {
+		return
+	}
 	if t.RequiresApproval {
 		if o.cfg.PullRequests == nil {
-			o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventPRUnavailable, ExpectFrom: models.StatusVerifying,
+			o.apply(sctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventPRUnavailable, ExpectFrom: models.StatusVerifying,
 				Actor: "system", Reason: "the task requires approval through a pull request, but no GitHub is configured " +
 					"(set github.token, or clear requires_approval and restart the task)"})
 			return
 		}
 		url, err := o.cfg.PullRequests.Open(ctx, p, t, v.Source)
 		if err != nil {
-			o.verifyFailed(ctx, t, "open the pull request", err, nil)
+			if ctx.Err() == nil {
+				o.verifyFailed(sctx, t, v, "open the pull request", err, nil)
+			}
 			return
 		}
-		o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventPRCreated, ExpectFrom: models.StatusVerifying,
+		o.apply(sctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventPRCreated, ExpectFrom: models.StatusVerifying,
 			Actor: "system", Reason: "pull request " + url})
 		return
 	}
-	v.Phase, v.Detail = models.PhaseDeliver, string(event)
-	if err := o.store.SetVerification(ctx, v); err != nil {
+	v.Phase, v.Detail = models.PhaseDeliver, string(event)+"\n"+reason
+	if err := o.store.SetVerification(sctx, v); err != nil {
 		o.log.Warn("record delivery phase", "task_id", t.ID, "err", err)
 	}
 	d, err := o.ws.Deliver(ctx, p, t, v.Source)
 	if err != nil {
 		if ctx.Err() != nil {
-			return // shutting down: delivery resumes at the next start
+			return // shutting down or taken away: a later verification delivers
 		}
-		o.verifyFailed(ctx, t, "merge", err, nil)
+		o.verifyFailed(sctx, t, v, "merge", err, nil)
 		return
 	}
 	if d.Note != "" {
@@ -257,14 +321,14 @@ func (o *Orchestrator) land(ctx context.Context, p models.Project, t models.Task
 	} else if d.Merged && p.Repo != nil {
 		reason += "; merged into " + p.Repo.DefaultBranch
 	}
-	if _, pending, err := o.store.PendingPlan(ctx, t.ID); err != nil {
+	if _, pending, err := o.store.PendingPlan(sctx, t.ID); err != nil {
 		o.log.Warn("read pending plan", "task_id", t.ID, "err", err)
 	} else if pending && p.Settings.RequirePlanApproval {
 		event, reason = models.EventApprovalRequested, reason+"; its plan awaits approval"
 	}
-	o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: event, ExpectFrom: models.StatusVerifying, Actor: "system",
+	o.apply(sctx, models.TransitionRequest{TaskID: t.ID, Event: event, ExpectFrom: models.StatusVerifying, Actor: "system",
 		Reason: reason})
-	if err := o.ws.Cleanup(ctx, p, t, v.Source, d.Merged); err != nil {
+	if err := o.ws.Cleanup(sctx, p, t, v.Source, d.Merged); err != nil {
 		o.log.Warn("clean up after delivery", "task_id", t.ID, "err", err)
 	}
 }
@@ -289,12 +353,12 @@ func (o *Orchestrator) dispatchReviews(ctx context.Context) error {
 			reviewer = o.cfg.QAAgent
 		}
 		if reviewer == "" {
-			o.verifyFailed(ctx, t, "review", errors.New("no QA reviewer is configured (verification.qa_agent, or the project's settings.qa_agent)"), nil)
+			o.verifyFailed(ctx, t, v, "review", errors.New("no QA reviewer is configured (verification.qa_agent, or the project's settings.qa_agent)"), nil)
 			continue
 		}
 		ag, err := o.store.GetAgent(ctx, reviewer)
 		if err != nil {
-			o.verifyFailed(ctx, t, "review", fmt.Errorf("reviewer %s: %w", reviewer, err), nil)
+			o.verifyFailed(ctx, t, v, "review", fmt.Errorf("reviewer %s: %w", reviewer, err), nil)
 			continue
 		}
 		if ag.State != models.AgentIdle || ag.Paused || o.coolingDown("agent:"+ag.ID) {
@@ -344,9 +408,22 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 			log.Warn("close review run", "err", err)
 		}
 	}
+	// fail ends a review that could not run; after maxReviewFailures in a
+	// row the verification fails with the reason instead of waiting on.
 	fail := func(step string, err error) {
 		closeRun("execution_error", err.Error())
 		log.Warn("review did not run", "step", step, "err", err)
+		o.mu.Lock()
+		o.reviewFails[t.ID]++
+		n := o.reviewFails[t.ID]
+		o.mu.Unlock()
+		if n >= maxReviewFailures {
+			o.mu.Lock()
+			delete(o.reviewFails, t.ID)
+			o.mu.Unlock()
+			o.verifyFailed(ctx, t, v, "review", fmt.Errorf("the reviewer %s could not run %d times: %s: %w", ar.agent.ID, n, step, err), nil)
+			return
+		}
 		o.coolDown("agent:"+ar.agent.ID, o.cfg.Now().Add(o.cfg.RetryBackoff))
 	}
 	adapter, err := o.adapters.For(ar.agent.AgentType)
@@ -366,7 +443,7 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 	staged, err := o.ws.Stage(ctx, p, t, v.Source)
 	if err != nil {
 		closeRun("stage_failed", err.Error())
-		o.verifyFailed(ctx, t, "stage", err, nil)
+		o.verifyFailed(ctx, t, v, "stage", err, nil)
 		return
 	}
 	result, _, err := o.store.TaskResult(ctx, t.ID)
@@ -394,9 +471,21 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 	o.Wake()
 	res := o.await(ar, proc, parser)
 	ar.mu.Lock()
-	verdict, stopped := ar.verdict, ar.endReason
+	verdict, stopped, pause := ar.verdict, ar.endReason, ar.pause
 	ar.mu.Unlock()
+	o.mu.Lock()
+	delete(o.reviewFails, t.ID)
+	o.mu.Unlock()
 	switch {
+	case verdict == nil && pause != nil:
+		// The reviewer's provider refuses work: it rests until the reset
+		// and the review waits for it; the task uses no retry.
+		at := o.cfg.Now().Add(o.cfg.PauseDelay)
+		if pause.ResetAt != nil && pause.ResetAt.After(o.cfg.Now()) {
+			at = *pause.ResetAt
+		}
+		closeRun("paused", fmt.Sprintf("%s until %s", pauseWhat(pause), at.UTC().Format(time.RFC3339)))
+		o.coolDown("agent:"+ar.agent.ID, at)
 	case verdict == nil:
 		msg := "the reviewer " + ar.agent.ID + " ended without a verdict (" + exitText(res) + ")"
 		if stopped != "" {
@@ -406,16 +495,26 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 		if ctx.Err() != nil || stopped != "" && ar.endEvent == models.EventRecovery {
 			return // shutting down: the next life reviews again
 		}
-		o.verifyFailed(ctx, t, "review", errors.New(msg), nil)
+		o.verifyFailed(ctx, t, v, "review", errors.New(msg), nil)
 	case verdict.Verdict == models.VerdictReject:
 		closeRun("rejected", verdict.Text)
-		o.verifyFailed(ctx, t, "review by "+ar.agent.ID, errors.New(verdict.Text), verdict)
+		o.verifyFailed(ctx, t, v, "review by "+ar.agent.ID, errors.New(verdict.Text), verdict)
 	default:
 		closeRun("approved", "")
-		v.Phase = models.PhaseDeliver
-		o.land(ctx, p, t, v, models.EventVerifyPassed, "approved by reviewer "+ar.agent.ID+": "+verdict.Text)
+		// The delivery runs as any verification does (one at a time,
+		// stopped at shutdown, resumed after a restart).
+		detail := string(models.EventVerifyPassed) + "\n" + "approved by reviewer " + ar.agent.ID + ": " + verdict.Text
+		if ok, err := o.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseReview, models.PhaseDeliver, detail); err != nil || !ok {
+			log.Info("approval not recorded: the task moved on", "err", err)
+			return
+		}
+		o.goVerify(t.ID)
 	}
 }
+
+// maxReviewFailures is how many reviews in a row may fail to start before
+// the verification fails.
+const maxReviewFailures = 3
 
 func firstNonEmpty(s ...string) string {
 	for _, v := range s {
@@ -468,7 +567,7 @@ func (o *Orchestrator) Verdict(ctx context.Context, run models.Run, approve bool
 // plan when it waits in AWAITING_APPROVAL (HUMAN_APPROVED creates the
 // subtasks).
 func (o *Orchestrator) Approve(ctx context.Context, taskID, actor, note string) (models.TransitionResult, error) {
-	t, p, v, err := o.verification(ctx, taskID)
+	t, _, v, err := o.verification(ctx, taskID)
 	if err != nil {
 		return models.TransitionResult{}, err
 	}
@@ -479,8 +578,18 @@ func (o *Orchestrator) Approve(ctx context.Context, taskID, actor, note string) 
 	fb := &models.Feedback{Source: actor, Verdict: models.VerdictApprove, Text: note}
 	switch {
 	case t.Status == models.StatusVerifying && v.Phase == models.PhaseHuman:
-		v.Phase = models.PhaseDeliver
-		o.land(ctx, p, t, v, models.EventHumanApproved, reason)
+		// The decision is taken once (compare-and-set of the phase); the
+		// merge runs as any verification does, not on the request's
+		// context: the answer waits for it unless the caller goes away.
+		ok, err := o.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseHuman, models.PhaseDeliver,
+			string(models.EventHumanApproved)+"\n"+reason)
+		if err != nil {
+			return models.TransitionResult{}, err
+		}
+		if !ok {
+			return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s was decided meanwhile", t.ID)
+		}
+		o.awaitVerify(ctx, t.ID)
 		return o.after(ctx, t)
 	case t.Status == models.StatusAwaitingApproval && t.PRURL != nil:
 		return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s waits for its pull request %s: merge it on GitHub", t.ID, *t.PRURL)
@@ -505,13 +614,39 @@ func (o *Orchestrator) Reject(ctx context.Context, taskID, actor, feedback strin
 	fb := &models.Feedback{Source: actor, Verdict: models.VerdictReject, Text: strings.TrimSpace(feedback)}
 	switch {
 	case t.Status == models.StatusVerifying && v.Phase == models.PhaseHuman:
-		o.verifyFailed(ctx, t, "rejected by "+actor, errors.New(fb.Text), fb)
+		ok, err := o.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseHuman, phaseRejected, fb.Text)
+		if err != nil {
+			return models.TransitionResult{}, err
+		}
+		if !ok {
+			return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s was decided meanwhile", t.ID)
+		}
+		o.verifyFailed(ctx, t, v, "rejected by "+actor, errors.New(fb.Text), fb)
 		return o.after(ctx, t)
 	case t.Status == models.StatusAwaitingApproval && t.PRURL == nil:
 		return o.store.ApplyEvent(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventAdminRestart,
 			ExpectFrom: models.StatusAwaitingApproval, Actor: actor, Reason: "plan rejected by " + actor + ": " + fb.Text, Feedback: fb})
 	}
 	return models.TransitionResult{}, o.nothingToDecide(t, v)
+}
+
+// phaseRejected records a person's rejection until VERIFY_FAILED applies.
+const phaseRejected = "rejected"
+
+// awaitVerify runs the task's verification in its own goroutine and waits
+// for it, or for ctx to end (the verification goes on).
+func (o *Orchestrator) awaitVerify(ctx context.Context, taskID string) {
+	done := make(chan struct{})
+	o.wg.Add(1)
+	go func() {
+		defer o.wg.Done()
+		defer close(done)
+		o.verify(taskID)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 func (o *Orchestrator) nothingToDecide(t models.Task, v models.Verification) error {
@@ -527,6 +662,10 @@ func (o *Orchestrator) after(ctx context.Context, before models.Task) (models.Tr
 	if err != nil {
 		return models.TransitionResult{}, err
 	}
+	if t.Status == before.Status && t.Status == models.StatusVerifying {
+		// Decided, and being merged by a verification already under way.
+		return models.TransitionResult{Task: t, From: before.Status, To: t.Status}, nil
+	}
 	if t.Status == before.Status {
 		return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s is still %s: %s", t.ID, t.Status, t.StatusReason)
 	}
@@ -538,12 +677,30 @@ func (o *Orchestrator) after(ctx context.Context, before models.Task) (models.Tr
 // that it is not merged. Each "## " heading is a subtask: its title on the
 // heading line, its description below; the subtasks run in order.
 func (o *Orchestrator) readPlanFile(ctx context.Context, t models.Task, dir string) error {
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return err
+	}
 	for _, rel := range o.cfg.PlanPaths {
-		path := filepath.Join(dir, filepath.Clean("/" + rel)[1:])
-		data, err := os.ReadFile(path)
+		path := filepath.Join(root, filepath.Clean("/" + rel)[1:])
+		// The checkout is the agent's: a link could point the daemon at a
+		// file outside it, to read or to remove. Only a regular file whose
+		// real path is inside the checkout is a plan.
+		fi, err := os.Lstat(path)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
+		if err != nil {
+			return err
+		}
+		real, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() || real != path {
+			return fmt.Errorf("%s is not a regular file inside the checkout", rel)
+		}
+		data, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}

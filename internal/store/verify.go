@@ -522,3 +522,28 @@ func (s *Store) LastWorkRun(ctx context.Context, taskID string) (models.Run, boo
 	}
 	return r, true, nil
 }
+
+// SwitchVerification moves a task's verification from one phase to another
+// (compare-and-set on the phase and attempt, the task still VERIFYING): of
+// two people deciding at once, only one moves it. It reports whether it did.
+func (s *Store) SwitchVerification(ctx context.Context, taskID string, attempt int, from, to, detail string) (bool, error) {
+	var moved bool
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE verifications SET phase = ?, detail = ?, updated_at = ?
+			WHERE task_id = ? AND attempt = ? AND phase = ?
+			AND (SELECT status FROM tasks WHERE id = ?) = 'VERIFYING'`, to, detail, toNanos(s.now()), taskID, attempt, from, taskID)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		moved = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("switch verification of %s: %w", taskID, err)
+	}
+	if moved {
+		s.changed()
+	}
+	return moved, nil
+}
