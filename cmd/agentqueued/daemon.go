@@ -273,6 +273,33 @@ func (c commands) CreateTasks(ctx context.Context, b models.TaskBatch) ([]models
 	return c.Store.CreateTasks(ctx, b)
 }
 
+// CreateProject creates a project after checking the profiles its settings name.
+func (c commands) CreateProject(ctx context.Context, p models.Project) (models.Project, error) {
+	if err := c.checkSettings(p.Settings); err != nil {
+		return models.Project{}, err
+	}
+	return c.Store.CreateProject(ctx, p)
+}
+
+// UpdateProject updates a project after checking the profiles its new settings name.
+func (c commands) UpdateProject(ctx context.Context, id string, patch models.ProjectPatch) (models.Project, error) {
+	if patch.Settings != nil {
+		if err := c.checkSettings(*patch.Settings); err != nil {
+			return models.Project{}, err
+		}
+	}
+	return c.Store.UpdateProject(ctx, id, patch)
+}
+
+func (c commands) checkSettings(s models.ProjectSettings) error {
+	for _, f := range []struct{ key, name string }{{"default_profile", s.DefaultProfile}, {"qa_profile", s.QAProfile}} {
+		if f.name != "" && !c.hasProfile(f.name) {
+			return models.Errorf(models.CodeInvalid, "settings.%s: no profile %q is configured", f.key, f.name)
+		}
+	}
+	return nil
+}
+
 func (c commands) hasProfile(name string) bool {
 	_, ok := c.profiles[name]
 	return ok

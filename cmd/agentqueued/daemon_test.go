@@ -515,4 +515,12 @@ func TestTasksNamingUnknownProfilesAreRefused(t *testing.T) {
 	if _, err := client.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", Tasks: []models.BatchTask{{Title: "x", Profile: "careful"}}}); err != nil {
 		t.Fatalf("known profile: %v", err)
 	}
+	_, err = client.CreateProject(ctx, models.ProjectSpec{ID: "api", Settings: models.ProjectSettings{QAProfile: "reckless"}})
+	if models.ErrorCodeOf(err) != models.CodeInvalid || !strings.Contains(err.Error(), "settings.qa_profile") {
+		t.Fatalf("a project naming an unknown profile: %v", err)
+	}
+	if _, err := client.UpdateProject(ctx, "web", models.ProjectPatch{Settings: &models.ProjectSettings{DefaultProfile: "careful",
+		RequirePlanApproval: true}}); err != nil {
+		t.Fatalf("settings with a known profile: %v", err)
+	}
 }

@@ -192,6 +192,11 @@ type TaskDetail struct {
 	Dependencies []Dependency  `json:"dependencies"`
 	Dependents   []Dependency  `json:"dependents"`
 	Events       []EventRecord `json:"events"`
+	// Verification is the phase of a VERIFYING task's verification and
+	// what it waits for.
+	Verification *Verification `json:"verification,omitempty"`
+	// Result is what the task's last completed run reported.
+	Result *Completion `json:"result,omitempty"`
 }
 
 // TaskFilter selects tasks for listing. Zero fields do not filter.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,7 +79,11 @@ func newE2E(t *testing.T) *e2e {
 	}
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
 	socket := filepath.Join(sockDir, "agent.sock")
-	h := newHarness(t, func(c *Config) { c.SocketPath = socket })
+	h := newHarness(t, func(c *Config) {
+		// Every run gets "<Executable> mcp" as its agentqueued MCP server
+		// (the fake agents start no MCP server).
+		c.SocketPath, c.Executable = socket, filepath.Join(fake, "agentqueued")
+	})
 	h.o.adapters = agent.DefaultRegistry()
 	rpc, err := api.NewRPCServer(api.RPCConfig{SocketPath: socket}, h.o)
 	if err != nil {
@@ -242,6 +247,33 @@ func TestE2ECloneWithClaudeAutoTestPassAndFail(t *testing.T) {
 	}
 	if log, err := os.ReadFile(filepath.Join(e.o.cfg.RunDir, ids["ok"], "1.log")); err != nil || !strings.Contains(string(log), session) {
 		t.Fatalf("the run's log lacks its stream: %v", err)
+	}
+	// No run token reaches a prompt or a log; the MCP config holding it is
+	// private to its run.
+	e.o.mu.Lock()
+	tokens := maps.Clone(e.tokens)
+	e.o.mu.Unlock()
+	if len(tokens) == 0 {
+		t.Fatal("no run token recorded")
+	}
+	files, _ := filepath.Glob(filepath.Join(e.o.cfg.RunDir, "*", "*.*"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // a directory
+		}
+		for _, tok := range tokens {
+			if strings.Contains(string(b), tok) {
+				t.Errorf("%s holds a run token", f)
+			}
+		}
+	}
+	mcp, _ := filepath.Glob(filepath.Join(e.o.cfg.RunDir, ids["ok"], "1.state", "mcp.json"))
+	if len(mcp) != 1 {
+		t.Fatal("no mcp.json for the claude run")
+	}
+	if fi, err := os.Stat(mcp[0]); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mcp.json mode %v %v", fi.Mode(), err)
 	}
 	// The dependent received its upstream's result.
 	if pr := e.prompt(ids["bad"], 1); !strings.Contains(pr, "wrote hello.txt") || !strings.Contains(pr, "Files changed: hello.txt") {
@@ -414,6 +446,10 @@ func TestE2EHumanRejectsThenApproves(t *testing.T) {
 		return e.task(id).Status == models.StatusVerifying && ok && v.Phase == models.PhaseHuman
 	}
 	e.waitFor("a person's decision to be awaited", human)
+	if d, err := e.st.GetTaskDetail(ctx, id); err != nil || d.Verification == nil || d.Verification.Phase != models.PhaseHuman ||
+		d.Result == nil || d.Result.Summary != "wrote the page" {
+		t.Fatalf("task detail while waiting: %+v %v", d, err)
+	}
 	if _, err := e.o.Approve(ctx, "no-such-task", "ana", ""); err == nil {
 		t.Fatal("approved a task that does not exist")
 	}
@@ -725,13 +761,15 @@ func TestE2ERateLimitedReviewerKeepsTheReviewWaiting(t *testing.T) {
 		Description: fmt.Sprintf(work, "f.txt", "v1", "f", "done") + "\n@review @ratelimit 3600"})["t"]
 	e.start()
 	e.waitFor("the reviewer to rest", func() bool { return e.o.coolingDown("agent:qa") })
-	e.waitFor("the review run to close", func() bool {
+	e.waitFor("the review run to close and the wait to be explained", func() bool {
 		a, _ := e.st.GetAgent(context.Background(), "qa")
-		return a.State == models.AgentIdle
+		v, _, _ := e.st.GetVerification(context.Background(), id)
+		return a.State == models.AgentIdle && v.Detail != ""
 	})
 	tk := e.task(id)
 	v, _, _ := e.st.GetVerification(context.Background(), id)
-	if tk.Status != models.StatusVerifying || tk.RetryCount != 0 || v.Phase != models.PhaseReview {
+	if tk.Status != models.StatusVerifying || tk.RetryCount != 0 || v.Phase != models.PhaseReview ||
+		!strings.Contains(v.Detail, "rests after a rate limit") {
 		t.Fatalf("after the reviewer's rate limit: %s retries %d phase %s (%q)", tk.Status, tk.RetryCount, v.Phase, tk.StatusReason)
 	}
 }

@@ -190,6 +190,12 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	if err != nil {
 		return startErr("assemble the task context", false, err)
 	}
+	tc.Tools = prof.AllowedTools
+	for _, s := range o.mcpServers(prof, nil) {
+		// Names and endpoints only: a server's env (the run token) stays
+		// out of the prompt.
+		tc.MCPServers = append(tc.MCPServers, models.MCPServer{Name: s.Name, Command: s.Command, Args: s.Args, URL: s.URL})
+	}
 	session, sessionUsage, err := o.store.LastSession(ctx, task.ID, ar.agent.ID)
 	if err != nil {
 		return startErr("read the last session", false, err)

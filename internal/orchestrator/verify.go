@@ -362,7 +362,21 @@ func (o *Orchestrator) dispatchReviews(ctx context.Context) error {
 			continue
 		}
 		if ag.State != models.AgentIdle || ag.Paused || o.coolingDown("agent:"+ag.ID) {
-			continue // the review waits for its reviewer
+			// The review waits for its reviewer; say why where people look.
+			why := fmt.Sprintf("waiting for the reviewer %s (%s)", ag.ID, ag.State)
+			switch {
+			case ag.Paused:
+				why = fmt.Sprintf("waiting for the reviewer %s, which is paused", ag.ID)
+			case ag.State == models.AgentIdle:
+				why = fmt.Sprintf("waiting for the reviewer %s, which rests after a rate limit or a failed start", ag.ID)
+			}
+			if v.Detail != why {
+				v.Detail = why
+				if err := o.store.SetVerification(ctx, v); err != nil {
+					o.log.Warn("record review wait", "task_id", t.ID, "err", err)
+				}
+			}
+			continue
 		}
 		run, token, err := o.store.ClaimReview(ctx, t.ID, ag.ID)
 		if err != nil {

@@ -106,6 +106,18 @@ func (s *Store) GetTaskDetail(ctx context.Context, id string) (models.TaskDetail
 	if d.Events, err = listEvents(ctx, tx, id); err != nil {
 		return models.TaskDetail{}, fmt.Errorf("get task %s events: %w", id, err)
 	}
+	if d.Task.Status == models.StatusVerifying {
+		if v, ok, err := s.GetVerification(ctx, id); err != nil {
+			return models.TaskDetail{}, err
+		} else if ok {
+			d.Verification = &v
+		}
+	}
+	if c, ok, err := s.TaskResult(ctx, id); err != nil {
+		return models.TaskDetail{}, err
+	} else if ok {
+		d.Result = &c
+	}
 	return d, nil
 }
 
