@@ -111,7 +111,8 @@ func TestDaemonWithCtl(t *testing.T) {
 		t.Errorf("task show lacks the event:\n%s", out)
 	}
 
-	mustCtl(t, addr, "agent", "add", "claude-1", "--type", "claude")
+	// Kept off this project: it would take its READY tasks.
+	mustCtl(t, addr, "agent", "add", "claude-1", "--type", "claude", "--project", "elsewhere")
 	out = mustCtl(t, addr, "agent", "list")
 	if !regexp.MustCompile(`(?m)^claude-1\s+claude-1\s+claude\s+IDLE`).MatchString(out) {
 		t.Errorf("agent list:\n%s", out)
