@@ -248,7 +248,9 @@ type Orchestrator struct {
 	// before waiting for the goroutines.
 	vctx    context.Context
 	vcancel context.CancelFunc
-	// reviewFails counts reviews that could not start, per task.
+	// stopping is set by shutdown: no verification goroutine starts after.
+	stopping bool
+	// reviewFails counts reviews that could not start, per task attempt.
 	reviewFails map[string]int
 	// resume lists the VERIFYING tasks recovery found, for Run to resume.
 	resume []string
@@ -285,6 +287,12 @@ func (o *Orchestrator) Wake() {
 // every wake-up, due timer and safety tick until ctx ends. On the way out it
 // stops the runs it started and returns their tasks to READY.
 func (o *Orchestrator) Run(ctx context.Context) error {
+	o.mu.Lock()
+	if o.stopping { // an earlier Run ended: this life verifies afresh
+		o.stopping = false
+		o.vctx, o.vcancel = context.WithCancel(context.Background())
+	}
+	o.mu.Unlock()
 	if err := o.recover(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // shut down during recovery: the next start repeats it

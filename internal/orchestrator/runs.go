@@ -636,6 +636,7 @@ func (o *Orchestrator) shutdown() {
 	o.vcancel() // checks and merges stop; the next life resumes them
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.stopping = true
 	for _, r := range o.runs {
 		r.end(models.EventRecovery, "the daemon is shutting down")
 	}

@@ -23,7 +23,9 @@ const maxCheckOutput = 4096
 
 // goVerify runs a task's verification in its own goroutine.
 func (o *Orchestrator) goVerify(taskID string) {
-	o.wg.Add(1)
+	if !o.track() {
+		return // shutting down: the recorded phase is resumed at the next start
+	}
 	go func() {
 		defer o.wg.Done()
 		o.verify(taskID)
@@ -34,7 +36,7 @@ func (o *Orchestrator) goVerify(taskID string) {
 // or deliver phase that no goroutine verifies: one whose goroutine gave up
 // on an error the store may not repeat, or that a decision left to deliver.
 func (o *Orchestrator) resumeVerifications(ctx context.Context) {
-	vs, err := o.store.Verifications(ctx, models.PhaseChecks, models.PhaseDeliver)
+	vs, err := o.store.Verifications(ctx, models.PhaseChecks, models.PhaseDeliver, phaseRejected)
 	if err != nil {
 		o.log.Error("list verifications", "err", err)
 		return
@@ -92,9 +94,15 @@ func (o *Orchestrator) verify(taskID string) {
 		event, reason, _ := strings.Cut(v.Detail, "\n")
 		o.land(ctx, p, t, v, models.TaskEvent(event), firstNonEmpty(reason, "verified"))
 		return
+	case phaseRejected:
+		// A person's rejection that VERIFY_FAILED has not yet applied.
+		actor, text, _ := strings.Cut(v.Detail, "\n")
+		o.verifyFailed(sctx, t, v, "rejected by "+actor, errors.New(text),
+			&models.Feedback{Source: actor, Verdict: models.VerdictReject, Text: text})
+		return
 	case models.PhaseChecks:
 	default:
-		return // decided (rejected): nothing is left to do
+		return
 	}
 	if t.VerificationType == models.VerifyAutoTest && len(t.TestCommands) == 0 {
 		// Nothing to run: the merge itself is the only check left.
@@ -106,6 +114,9 @@ func (o *Orchestrator) verify(taskID string) {
 		if ctx.Err() == nil {
 			o.verifyFailed(sctx, t, v, "stage", err, nil)
 		}
+		return
+	}
+	if ctx.Err() != nil || !o.stillCurrent(sctx, t, v) {
 		return
 	}
 	switch t.VerificationType {
@@ -344,6 +355,16 @@ func (o *Orchestrator) dispatchReviews(ctx context.Context) error {
 		if o.reviewRunning(v.TaskID) {
 			continue
 		}
+		// The list may be stale: a review that just ended may have moved
+		// the verification on (to its merge).
+		cur, ok, err := o.store.GetVerification(ctx, v.TaskID)
+		if err != nil {
+			return err
+		}
+		if !ok || cur.Phase != models.PhaseReview || cur.Attempt != v.Attempt {
+			continue
+		}
+		v = cur
 		t, p, _, err := o.verification(ctx, v.TaskID)
 		if err != nil {
 			return err
@@ -371,8 +392,7 @@ func (o *Orchestrator) dispatchReviews(ctx context.Context) error {
 				why = fmt.Sprintf("waiting for the reviewer %s, which rests after a rate limit or a failed start", ag.ID)
 			}
 			if v.Detail != why {
-				v.Detail = why
-				if err := o.store.SetVerification(ctx, v); err != nil {
+				if _, err := o.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseReview, models.PhaseReview, why); err != nil {
 					o.log.Warn("record review wait", "task_id", t.ID, "err", err)
 				}
 			}
@@ -427,13 +447,14 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 	fail := func(step string, err error) {
 		closeRun("execution_error", err.Error())
 		log.Warn("review did not run", "step", step, "err", err)
+		key := fmt.Sprintf("%s:%d", t.ID, v.Attempt)
 		o.mu.Lock()
-		o.reviewFails[t.ID]++
-		n := o.reviewFails[t.ID]
+		o.reviewFails[key]++
+		n := o.reviewFails[key]
 		o.mu.Unlock()
 		if n >= maxReviewFailures {
 			o.mu.Lock()
-			delete(o.reviewFails, t.ID)
+			delete(o.reviewFails, key)
 			o.mu.Unlock()
 			o.verifyFailed(ctx, t, v, "review", fmt.Errorf("the reviewer %s could not run %d times: %s: %w", ar.agent.ID, n, step, err), nil)
 			return
@@ -488,7 +509,7 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 	verdict, stopped, pause := ar.verdict, ar.endReason, ar.pause
 	ar.mu.Unlock()
 	o.mu.Lock()
-	delete(o.reviewFails, t.ID)
+	delete(o.reviewFails, fmt.Sprintf("%s:%d", t.ID, v.Attempt))
 	o.mu.Unlock()
 	switch {
 	case verdict == nil && pause != nil:
@@ -628,7 +649,7 @@ func (o *Orchestrator) Reject(ctx context.Context, taskID, actor, feedback strin
 	fb := &models.Feedback{Source: actor, Verdict: models.VerdictReject, Text: strings.TrimSpace(feedback)}
 	switch {
 	case t.Status == models.StatusVerifying && v.Phase == models.PhaseHuman:
-		ok, err := o.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseHuman, phaseRejected, fb.Text)
+		ok, err := o.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseHuman, phaseRejected, actor+"\n"+fb.Text)
 		if err != nil {
 			return models.TransitionResult{}, err
 		}
@@ -644,14 +665,29 @@ func (o *Orchestrator) Reject(ctx context.Context, taskID, actor, feedback strin
 	return models.TransitionResult{}, o.nothingToDecide(t, v)
 }
 
-// phaseRejected records a person's rejection until VERIFY_FAILED applies.
+// track adds a goroutine to the ones Run waits for, unless the
+// orchestrator is shutting down.
+func (o *Orchestrator) track() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.stopping {
+		return false
+	}
+	o.wg.Add(1)
+	return true
+}
+
+// phaseRejected records a person's rejection (detail "<actor>\n<text>")
+// until VERIFY_FAILED applies; a restart applies it then.
 const phaseRejected = "rejected"
 
 // awaitVerify runs the task's verification in its own goroutine and waits
 // for it, or for ctx to end (the verification goes on).
 func (o *Orchestrator) awaitVerify(ctx context.Context, taskID string) {
 	done := make(chan struct{})
-	o.wg.Add(1)
+	if !o.track() {
+		return // shutting down: the next start resumes the recorded decision
+	}
 	go func() {
 		defer o.wg.Done()
 		defer close(done)

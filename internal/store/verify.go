@@ -36,12 +36,13 @@ func (s *Store) ClaimReview(ctx context.Context, taskID, agentID string) (models
 			return models.Errorf(models.CodeConflict, "task %s is %s, not VERIFYING", taskID, t.Status)
 		}
 		res, err := x.ExecContext(ctx, `UPDATE agents SET state = 'STARTING', current_task_id = ?, pid = NULL
-			WHERE id = ? AND state = 'IDLE' AND paused = 0`, taskID, agentID)
+			WHERE id = ? AND state = 'IDLE' AND paused = 0
+		AND EXISTS (SELECT 1 FROM verifications WHERE task_id = ? AND phase = 'review')`, taskID, agentID, taskID)
 		if err != nil {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
-			return models.Errorf(models.CodeConflict, "agent %s is not IDLE", agentID)
+			return models.Errorf(models.CodeConflict, "agent %s is not IDLE, or task %s no longer waits for a review", agentID, taskID)
 		}
 		var attempt int
 		if err := x.QueryRowContext(ctx, "SELECT count(*) FROM task_runs WHERE task_id = ? AND kind = 'work'", taskID).Scan(&attempt); err != nil {
@@ -443,14 +444,15 @@ func pendingPlan(ctx context.Context, q querier, taskID string) (models.Plan, bo
 // the pending plan: the next attempt proposes its own.
 func (x *txn) planEffects(a applied) error {
 	accepted := a.event == models.EventVerifyPassed || a.event == models.EventHumanApproved || a.event == models.EventPRMerged
-	switch {
-	case accepted:
-	case a.task.Status == models.StatusAwaitingApproval, a.task.Status == models.StatusInProgress,
-		a.task.Status == models.StatusVerifying, a.task.Status == models.StatusWaitingInput,
-		a.task.Status == models.StatusAssigned, a.task.Status == models.StatusPaused:
-		return nil // still working on it (a pause resumes the same attempt's work)
-	case a.from == models.StatusDefined || a.from == models.StatusReady:
-		return nil // no attempt ran
+	switch a.event {
+	case models.EventVerifyPassed, models.EventHumanApproved, models.EventPRMerged:
+	case models.EventAgentFailed, models.EventVerifyFailed, models.EventTimeout, models.EventMaxRetries,
+		models.EventAdminSkip, models.EventAdminStop, models.EventAdminRestart, models.EventPRClosed, models.EventPRUnavailable:
+		// The attempt's work was refused or abandoned: so is its plan.
+	default:
+		// Still the same attempt's work: a pause, a question, a recovery
+		// or a start that failed resume it, and its plan with it.
+		return nil
 	}
 	p, ok, err := pendingPlan(x.ctx, x, a.task.ID)
 	if err != nil || !ok {

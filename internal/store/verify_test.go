@@ -173,6 +173,12 @@ func TestReviewRunsAreNotAttempts(t *testing.T) {
 		Outcome: "completed"}); err != nil {
 		t.Fatal(err)
 	}
+	if _, _, err := s.ClaimReview(ctx, id, "qa"); err == nil {
+		t.Fatal("a review was claimed before the verification asked for one")
+	}
+	if err := s.SetVerification(ctx, models.Verification{TaskID: id, Attempt: 1, Phase: models.PhaseReview, Source: "/w"}); err != nil {
+		t.Fatal(err)
+	}
 	rev, token, err := s.ClaimReview(ctx, id, "qa")
 	if err != nil || rev.Kind != models.RunReview || rev.Attempt != 1 || token == "" {
 		t.Fatalf("review claim %+v %v", rev, err)
@@ -243,5 +249,28 @@ func TestFailedOrSkippedAttemptDiscardsItsPlan(t *testing.T) {
 				t.Fatalf("after %v a subtask exists: %+v", end, tk)
 			}
 		}
+	}
+}
+
+func TestPausedAttemptKeepsItsPlan(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	mustProject(t, s, "web")
+	id := create(t, s, "web", models.BatchTask{LocalID: "r", Title: "Plan it"})["r"]
+	apply(t, s, id, models.EventAssigned, models.EventAgentStarted)
+	if _, err := s.SavePlan(ctx, id, "agent", []models.BatchTask{{Title: "the step"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Rate limited, resumed, recovered: the same attempt's work goes on.
+	apply(t, s, id, models.EventTokensExhausted, models.EventResumeTimer, models.EventAssigned, models.EventAgentStarted,
+		models.EventRecovery, models.EventAssigned, models.EventAgentStarted)
+	if _, ok, _ := s.PendingPlan(ctx, id); !ok {
+		t.Fatal("a pause or a recovery discarded the plan")
+	}
+	apply(t, s, id, models.EventAgentCompleted, models.EventVerifyPassed)
+	all, _ := s.ListTasks(ctx, models.TaskFilter{ProjectID: "web"})
+	if len(all) != 2 {
+		t.Fatalf("%d tasks after the accepted work, want the plan's step too", len(all))
 	}
 }
