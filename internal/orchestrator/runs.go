@@ -201,7 +201,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 		return startErr("read the last session", false, err)
 	}
 	base := filepath.Join(o.cfg.RunDir, task.ID, strconv.Itoa(ar.run.Attempt))
-	proc, parser, err := o.launch(ctx, ar, adapter, launchSpec{task: task, project: project, profile: prof, tc: tc,
+	proc, parser, err := o.launch(ctx, ar, adapter, launchSpec{task: task, profile: prof, tc: tc,
 		dir: ws.Dir, base: base, session: session, sessionUsage: sessionUsage})
 	if err != nil {
 		var se *startError
@@ -250,7 +250,6 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 // launchSpec is what launch needs besides the run.
 type launchSpec struct {
 	task         models.Task
-	project      models.Project
 	profile      models.Profile
 	tc           models.TaskContext
 	dir, base    string

@@ -490,7 +490,7 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 		TestCommands: t.TestCommands, CheckoutPath: staged.Dir, DefaultBranch: defaultBranch(p), Attempt: v.Attempt,
 		Review: &models.ReviewContext{TaskID: t.ID, Summary: result.Summary, Diff: staged.Diff, FilesChanged: staged.Files}}
 	base := filepath.Join(o.cfg.RunDir, t.ID, fmt.Sprintf("%d.review-%d", v.Attempt, ar.run.ID))
-	proc, parser, err := o.launch(ctx, ar, adapter, launchSpec{task: t, project: p, profile: prof, tc: tc, dir: staged.Dir, base: base})
+	proc, parser, err := o.launch(ctx, ar, adapter, launchSpec{task: t, profile: prof, tc: tc, dir: staged.Dir, base: base})
 	if err != nil {
 		fail("start", err)
 		return

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -267,7 +268,7 @@ func (s *Store) Verifications(ctx context.Context, phases ...string) ([]models.V
 		JOIN tasks t ON t.id = v.task_id WHERE t.status = 'VERIFYING'`
 	args := []any{}
 	if len(phases) > 0 {
-		q += " AND v.phase IN (?" + repeat(",?", len(phases)-1) + ")"
+		q += " AND v.phase IN (?" + strings.Repeat(",?", len(phases)-1) + ")"
 		for _, p := range phases {
 			args = append(args, p)
 		}
@@ -413,11 +414,7 @@ func (s *Store) PendingPlan(ctx context.Context, taskID string) (models.Plan, bo
 	return pendingPlan(ctx, s.rdb, taskID)
 }
 
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-func pendingPlan(ctx context.Context, q querier, taskID string) (models.Plan, bool, error) {
+func pendingPlan(ctx context.Context, q queryer, taskID string) (models.Plan, bool, error) {
 	p := models.Plan{TaskID: taskID}
 	var tasks string
 	var at int64
@@ -488,14 +485,6 @@ func (x *txn) planEffects(a applied) error {
 	}
 	_, err = x.ExecContext(x.ctx, "UPDATE plans SET status = ?, error = ?, decided_at = ? WHERE id = ?", status, msg, toNanos(x.now), p.ID)
 	return err
-}
-
-func repeat(s string, n int) string {
-	out := ""
-	for range n {
-		out += s
-	}
-	return out
 }
 
 // RecordTaskFailure records a failure found after a task's latest work run
