@@ -178,6 +178,8 @@ func (Codex) NewParser(rc RunContext) Parser {
 // thread (thread.started repeats rc.SessionID) and every field is at least
 // rc.SessionUsage, the numbers are taken as the thread's running total and
 // rc.SessionUsage is subtracted; otherwise they are this turn's own.
+// A failed turn reports no usage, so its tokens are booked with the next
+// resumed run, whose running total includes them.
 //
 // Sessions: a resume that comes back with another thread id (older
 // versions silently started a new thread for an unknown id) reports the

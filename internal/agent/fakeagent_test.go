@@ -205,17 +205,17 @@ func TestFakeAgentEndToEnd(t *testing.T) {
 				if !hasSession || session.SessionID == "" {
 					t.Fatalf("no session: %+v", first.events)
 				}
-				again := runFake(t, c.a, bin, repo, home, agent.RunContext{Prompt: "More.\n@complete second run\n",
-					SessionID: session.SessionID, SessionUsage: c.usage})
-				// @complete needs the RPC, which this test does not run.
-				if res, _ := again.last(agent.EventResult); again.exit != 2 || !res.IsError || res.SessionInvalid {
-					t.Errorf("RPC directive without AQ_SOCKET: exit %d, result %+v", again.exit, res)
-				}
 				resumed := runFake(t, c.a, bin, repo, home, agent.RunContext{Prompt: "More.\n", SessionID: session.SessionID, SessionUsage: c.usage})
 				s, _ := resumed.last(agent.EventSession)
 				u, _ := resumed.last(agent.EventUsage)
 				if res, _ := resumed.last(agent.EventResult); res.IsError || s.SessionID != session.SessionID || u.Usage != c.usage {
 					t.Errorf("resumed run: session %q (want %q), usage %+v, result %+v", s.SessionID, session.SessionID, u.Usage, res)
+				}
+				again := runFake(t, c.a, bin, repo, home, agent.RunContext{Prompt: "More.\n@complete second run\n",
+					SessionID: session.SessionID, SessionUsage: twice(c.usage)})
+				// @complete needs the RPC, which this test does not run.
+				if res, _ := again.last(agent.EventResult); again.exit != 2 || !res.IsError || res.SessionInvalid {
+					t.Errorf("RPC directive without AQ_SOCKET: exit %d, result %+v", again.exit, res)
 				}
 				lost := runFake(t, c.a, bin, repo, home, agent.RunContext{Prompt: "More.\n", SessionID: "0000-lost-session"})
 				if res, _ := lost.last(agent.EventResult); !res.IsError || !res.SessionInvalid {
@@ -242,4 +242,9 @@ func TestFakeAgentEndToEnd(t *testing.T) {
 			}
 		})
 	}
+}
+
+// twice is the usage of two runs: a session's total after a resume.
+func twice(u models.TokenUsage) models.TokenUsage {
+	return models.TokenUsage{Input: 2 * u.Input, Output: 2 * u.Output, CacheRead: 2 * u.CacheRead, CacheWrite: 2 * u.CacheWrite}
 }
