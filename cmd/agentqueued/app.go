@@ -27,9 +27,10 @@ const usage = `Usage:
 
 Commands of ctl:
   project create|list|show|edit
-  task add|list|show|skip|stop|restart
-  agent add|list|pause|resume
+  task add|list|show|edit|deps|delete|skip|stop|restart|approve|reject
+  agent add|list|pause|resume|remove
   question list | question answer ID ANSWER... [--by NAME]
+  budget
   health
 
 Commands of agent (inside an agent run; they read AQ_SOCKET, AQ_TASK_ID, AQ_RUN_TOKEN):

@@ -63,6 +63,9 @@ var ctlCommands = map[string]ctlHandler{
 	"task add":        (*ctl).taskAdd,
 	"task list":       (*ctl).taskList,
 	"task show":       (*ctl).taskShow,
+	"task edit":       (*ctl).taskEdit,
+	"task deps":       (*ctl).taskDeps,
+	"task delete":     (*ctl).taskDelete,
 	"task skip":       eventCommand(models.EventAdminSkip),
 	"task stop":       eventCommand(models.EventAdminStop),
 	"task restart":    eventCommand(models.EventAdminRestart),
@@ -72,8 +75,10 @@ var ctlCommands = map[string]ctlHandler{
 	"agent list":      (*ctl).agentList,
 	"agent pause":     agentPauseCommand(true),
 	"agent resume":    agentPauseCommand(false),
+	"agent remove":    (*ctl).agentRemove,
 	"question list":   (*ctl).questionList,
 	"question answer": (*ctl).questionAnswer,
+	"budget":          (*ctl).budget,
 	"health":          (*ctl).health,
 }
 
@@ -524,6 +529,130 @@ func (c *ctl) taskShow(ctx context.Context, args []string) error {
 	return c.emit(d, func(w io.Writer) { printTaskDetail(w, d) })
 }
 
+func (c *ctl) taskEdit(ctx context.Context, args []string) error {
+	fs := c.flagSet("task edit")
+	title := fs.String("title", "", "new `title`")
+	description := fs.String("description", "", "new `description`")
+	priority := fs.Int("priority", 0, "new `priority`; 0 is the most urgent")
+	var criteria, testCommands repeatFlag
+	fs.Var(&criteria, "criterion", "an acceptance `criterion` (repeatable; replaces the list)")
+	clearCriteria := fs.Bool("clear-criteria", false, "remove every acceptance criterion")
+	fs.Var(&testCommands, "test-command", "a test `command` (repeatable; replaces the list)")
+	clearTests := fs.Bool("clear-test-commands", false, "remove every test command")
+	verification := fs.String("verification", "", "new verification `type`: AUTO_TEST, QA_AGENT or HUMAN")
+	requiresApproval := fs.Bool("requires-approval", false, "require a person's approval before completion (--requires-approval=false to stop)")
+	profile := fs.String("profile", "", "agent `profile` from the configuration; empty clears it")
+	pos, err := c.parse(fs, args, "ID")
+	if err != nil {
+		return err
+	}
+	set := visited(fs)
+	if set["criterion"] && *clearCriteria {
+		return usagef("ctl task edit: --criterion cannot be combined with --clear-criteria")
+	}
+	if set["test-command"] && *clearTests {
+		return usagef("ctl task edit: --test-command cannot be combined with --clear-test-commands")
+	}
+	var patch models.TaskPatch
+	if set["title"] {
+		patch.Title = title
+	}
+	if set["description"] {
+		patch.Description = description
+	}
+	if set["priority"] {
+		patch.Priority = priority
+	}
+	if set["criterion"] || *clearCriteria {
+		list := []string(criteria)
+		if list == nil {
+			list = []string{}
+		}
+		patch.AcceptanceCriteria = &list
+	}
+	if set["test-command"] || *clearTests {
+		list := []string(testCommands)
+		if list == nil {
+			list = []string{}
+		}
+		patch.TestCommands = &list
+	}
+	if set["verification"] {
+		v := models.VerificationType(strings.ToUpper(*verification))
+		patch.VerificationType = &v
+	}
+	if set["requires-approval"] {
+		patch.RequiresApproval = requiresApproval
+	}
+	if set["profile"] {
+		patch.Profile = profile
+	}
+	if len(patch.Fields()) == 0 {
+		return usagef("ctl task edit: nothing to change (use --title, --description, --priority, --criterion, --clear-criteria, " +
+			"--test-command, --clear-test-commands, --verification, --requires-approval or --profile)")
+	}
+	t, err := c.client.EditTask(ctx, pos[0], patch)
+	if err != nil {
+		return err
+	}
+	return c.emit(t, func(w io.Writer) { printTask(w, t) })
+}
+
+// parseDependency reads a --add value: ID, or ID:soft for an edge that the
+// upstream's end satisfies whether it succeeded or not.
+func parseDependency(v string) (models.BatchDependency, error) {
+	id, mode, soft := strings.Cut(v, ":")
+	switch {
+	case id == "":
+		return models.BatchDependency{}, usagef("ctl task deps: --add %q: missing task id", v)
+	case soft && mode != "soft":
+		return models.BatchDependency{}, usagef("ctl task deps: --add %q: the only suffix is :soft (requires_success false)", v)
+	case soft:
+		no := false
+		return models.BatchDependency{ID: id, RequiresSuccess: &no}, nil
+	}
+	return models.BatchDependency{ID: id}, nil
+}
+
+func (c *ctl) taskDeps(ctx context.Context, args []string) error {
+	fs := c.flagSet("task deps")
+	var add, remove listFlag
+	fs.Var(&add, "add", "`ids` to depend on, each ID or ID:soft (soft: satisfied even when the upstream ends BLOCKED; comma-separated, repeatable)")
+	fs.Var(&remove, "remove", "`ids` to stop depending on (comma-separated, repeatable)")
+	pos, err := c.parse(fs, args, "ID")
+	if err != nil {
+		return err
+	}
+	if len(add) == 0 && len(remove) == 0 {
+		return usagef("ctl task deps: nothing to change (use --add or --remove)")
+	}
+	var change models.DependencyChange
+	for _, v := range add {
+		d, err := parseDependency(v)
+		if err != nil {
+			return err
+		}
+		change.Add = append(change.Add, d)
+	}
+	change.Remove = remove
+	res, err := c.client.ChangeDependencies(ctx, pos[0], change)
+	if err != nil {
+		return err
+	}
+	return c.emit(res, func(w io.Writer) { printDependencyResult(w, res) })
+}
+
+func (c *ctl) taskDelete(ctx context.Context, args []string) error {
+	pos, err := c.parse(c.flagSet("task delete"), args, "ID")
+	if err != nil {
+		return err
+	}
+	if err := c.client.DeleteTask(ctx, pos[0]); err != nil {
+		return err
+	}
+	return c.emit(map[string]string{"deleted": pos[0]}, func(w io.Writer) { fmt.Fprintf(w, "task %s deleted\n", clean(pos[0])) })
+}
+
 // eventCommand returns the handler of "task skip|stop|restart".
 func eventCommand(event models.TaskEvent) ctlHandler {
 	return func(c *ctl, ctx context.Context, args []string) error {
@@ -625,6 +754,30 @@ func (c *ctl) agentList(ctx context.Context, args []string) error {
 		return err
 	}
 	return c.emit(api.AgentList{Agents: as}, func(w io.Writer) { printAgents(w, as) })
+}
+
+func (c *ctl) agentRemove(ctx context.Context, args []string) error {
+	pos, err := c.parse(c.flagSet("agent remove"), args, "ID")
+	if err != nil {
+		return err
+	}
+	if err := c.client.RemoveAgent(ctx, pos[0]); err != nil {
+		return err
+	}
+	return c.emit(map[string]string{"removed": pos[0]}, func(w io.Writer) {
+		fmt.Fprintf(w, "agent %s removed (an agent of the configuration file is registered again when the daemon starts)\n", clean(pos[0]))
+	})
+}
+
+func (c *ctl) budget(ctx context.Context, args []string) error {
+	if _, err := c.parse(c.flagSet("budget"), args); err != nil {
+		return err
+	}
+	b, err := c.client.Budget(ctx)
+	if err != nil {
+		return err
+	}
+	return c.emit(b, func(w io.Writer) { printBudget(w, b) })
 }
 
 func (c *ctl) health(ctx context.Context, args []string) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/config"
+	"github.com/agentqueued/agentqueued/internal/discord"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/orchestrator"
 	"github.com/agentqueued/agentqueued/internal/repo"
@@ -83,10 +84,16 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	}
 	// The store wakes the orchestrator after every commit that may have made
 	// work ready; the orchestrator exists only after the lease is held.
-	var orch atomic.Pointer[orchestrator.Orchestrator]
+	var (
+		orch atomic.Pointer[orchestrator.Orchestrator]
+		bot  atomic.Pointer[discord.Bot]
+	)
 	st, err := store.Open(ctx, store.Config{Path: dbPath, Logger: log.With("component", "store"), OnChange: func() {
 		if o := orch.Load(); o != nil {
 			o.Wake()
+		}
+		if b := bot.Load(); b != nil {
+			b.Wake()
 		}
 	}})
 	if err != nil {
@@ -155,8 +162,13 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return fmt.Errorf("agent socket: %w", err)
 	}
-	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, Logger: log.With("component", "api")},
-		commands{Store: st, orch: o, profiles: cfg.Profiles})
+	cmds := commands{Store: st, orch: o, profiles: cfg.Profiles, window: oc.Window, globalBudget: globalBudgetOf(oc.GlobalTokenBudget)}
+	b, err := newBot(cfg, cmds, st, log)
+	if err != nil {
+		return err
+	}
+	bot.Store(b)
+	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, Logger: log.With("component", "api")}, cmds)
 	if err != nil {
 		rpcLn.Close()
 		return err
@@ -178,6 +190,9 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	g.Go(func(ctx context.Context) error { return renewLease(ctx, st, holder.Owner, cfg.Lease.TTL, log) })
 	g.Go(func(ctx context.Context) error { return rpc.Serve(ctx, rpcLn) })
 	g.Go(func(ctx context.Context) error { return o.Run(ctx) })
+	if b != nil {
+		g.Go(func(ctx context.Context) error { return b.Run(ctx) })
+	}
 	err = g.Wait()
 	if err != nil {
 		log.Error("agentqueued stopping after a failure", "err", err)
@@ -185,6 +200,30 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	}
 	log.Info("agentqueued stopped")
 	return nil
+}
+
+// newBot returns the Discord bot the configuration asks for, or nil (and
+// a log line saying how to enable it) when there is no token.
+func newBot(cfg config.Config, cmds commands, st *store.Store, log *slog.Logger) (*discord.Bot, error) {
+	dc := cfg.Discord
+	if !dc.Enabled() {
+		log.Info("discord disabled: set discord.token, discord.guild_id and discord.control_channel_id to enable it")
+		return nil, nil
+	}
+	if len(dc.AuthorizedUsers) == 0 && len(dc.AdminUsers) == 0 {
+		log.Warn("discord: nobody may act: list user ids in discord.authorized_users or discord.admin_users")
+	}
+	var proposer discord.Proposer
+	if cfg.LLM.Model != "" {
+		p, err := discord.NewOpenAIProposer(discord.OpenAIConfig{BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model})
+		if err != nil {
+			return nil, err
+		}
+		proposer = p
+	}
+	return discord.New(discord.Config{Token: dc.Token, GuildID: dc.GuildID, ControlChannelID: dc.ControlChannelID,
+		AuthorizedUsers: dc.AuthorizedUsers, AdminUsers: dc.AdminUsers, APIBaseURL: dc.APIBaseURL, Proposer: proposer,
+		Logger: log.With("component", "discord")}, cmds, st)
 }
 
 // leaseHolder describes this process for the lease, with a fresh owner id.
@@ -248,8 +287,10 @@ func renewLease(ctx context.Context, st leaseRenewer, owner string, ttl time.Dur
 // to questions) routed through the orchestrator.
 type commands struct {
 	*store.Store
-	orch     *orchestrator.Orchestrator
-	profiles map[string]models.Profile
+	orch         *orchestrator.Orchestrator
+	profiles     map[string]models.Profile
+	window       time.Duration
+	globalBudget int64
 }
 
 // ApplyEvent applies an admin event and ends the task's run when needed.
@@ -308,6 +349,11 @@ func (c commands) hasProfile(name string) bool {
 // ApproveTask approves a task waiting for a person.
 func (c commands) ApproveTask(ctx context.Context, id, by, note string) (models.TransitionResult, error) {
 	return c.orch.Approve(ctx, id, by, note)
+}
+
+// TaskDiff returns the change of a task's branch.
+func (c commands) TaskDiff(ctx context.Context, id string) (string, error) {
+	return c.orch.TaskDiff(ctx, id)
 }
 
 // RejectTask rejects a task waiting for a person, with feedback.

@@ -27,10 +27,27 @@
 //	ctl task add --file batch.json [--project P]
 //	ctl task list [--project P] [--status S[,S]] [--limit N] [--after ID]
 //	ctl task show ID
+//	ctl task edit ID [--title T] [--description D] [--priority N] [--criterion C]... [--clear-criteria]
+//	             [--test-command CMD]... [--clear-test-commands] [--verification V] [--requires-approval[=false]]
+//	             [--profile P]
+//	ctl task deps ID [--add ID[:soft][,ID...]]... [--remove ID[,ID...]]...
+//	ctl task delete ID
 //	ctl task skip|stop|restart ID [--reason R]
+//	ctl task approve ID [--feedback F] | ctl task reject ID --feedback F
 //	ctl agent add ID --type TYPE [--name N]
 //	ctl agent list
+//	ctl agent pause|resume|remove ID
+//	ctl question list | ctl question answer ID ANSWER...
+//	ctl budget
 //	ctl health
+//
+// "task edit" changes a task that is not being worked on; "task deps" adds
+// and removes its dependencies (ID:soft adds an edge with requires_success
+// false); "task delete" deletes a task nothing runs or depends on; "agent
+// remove" deletes an agent that runs nothing (an agent of the configuration
+// file is registered again when the daemon starts); "budget" shows token use
+// in the scheduling window against the projects' and the global budgets.
+// docs/semantics.md has the rules.
 //
 // The server address is --addr, else $AGENTQUEUED_ADDR, else the listen
 // address of --config, else http://127.0.0.1:7700; the token is --token,

@@ -134,7 +134,22 @@ func printTasks(w io.Writer, ts []models.Task) {
 }
 
 func printTaskDetail(w io.Writer, d models.TaskDetail) {
-	t := d.Task
+	printTask(w, d.Task)
+	printEdges(w, "Depends on", "UPSTREAM", d.Dependencies, func(e models.Dependency) string { return e.Upstream })
+	printEdges(w, "Dependents", "DOWNSTREAM", d.Dependents, func(e models.Dependency) string { return e.Downstream })
+	fmt.Fprintf(w, "\nEvents (%d):\n", len(d.Events))
+	if len(d.Events) > 0 {
+		tw := table(w)
+		row(tw, "  TIME", "EVENT", "FROM", "TO", "ACTOR", "REASON")
+		for _, e := range d.Events {
+			row(tw, "  "+when(e.CreatedAt), string(e.Event), string(e.From), string(e.To), e.Actor, e.Reason)
+		}
+		tw.Flush()
+	}
+}
+
+// printTask prints a task's fields and description.
+func printTask(w io.Writer, t models.Task) {
 	tw := table(w)
 	row(tw, "ID:", t.ID)
 	row(tw, "Project:", t.ProjectID)
@@ -150,7 +165,9 @@ func printTaskDetail(w io.Writer, d models.TaskDetail) {
 	row(tw, "Agent:", str(t.AssignedAgentID))
 	row(tw, "Branch:", str(t.BranchName))
 	row(tw, "PR:", str(t.PRURL))
+	row(tw, "Profile:", t.Profile)
 	row(tw, "Test commands:", strings.Join(t.TestCommands, "; "))
+	row(tw, "Criteria:", strings.Join(t.AcceptanceCriteria, "; "))
 	var meta []string
 	for _, k := range slices.Sorted(maps.Keys(t.Metadata)) {
 		meta = append(meta, k+"="+t.Metadata[k])
@@ -164,18 +181,6 @@ func printTaskDetail(w io.Writer, d models.TaskDetail) {
 		for line := range strings.SplitSeq(strings.TrimRight(t.Description, "\n"), "\n") {
 			fmt.Fprintln(w, "  "+clean(line))
 		}
-	}
-
-	printEdges(w, "Depends on", "UPSTREAM", d.Dependencies, func(e models.Dependency) string { return e.Upstream })
-	printEdges(w, "Dependents", "DOWNSTREAM", d.Dependents, func(e models.Dependency) string { return e.Downstream })
-	fmt.Fprintf(w, "\nEvents (%d):\n", len(d.Events))
-	if len(d.Events) > 0 {
-		tw = table(w)
-		row(tw, "  TIME", "EVENT", "FROM", "TO", "ACTOR", "REASON")
-		for _, e := range d.Events {
-			row(tw, "  "+when(e.CreatedAt), string(e.Event), string(e.From), string(e.To), e.Actor, e.Reason)
-		}
-		tw.Flush()
 	}
 }
 
@@ -207,6 +212,48 @@ func printTransition(w io.Writer, r models.TransitionResult) {
 			fmt.Fprintf(w, "%s: %s\n", l.label, strings.Join(l.ids, ", "))
 		}
 	}
+}
+
+// printDependencyResult prints a task's status and edges after a change of
+// its dependencies, and the tasks the change moved.
+func printDependencyResult(w io.Writer, r models.DependencyResult) {
+	fmt.Fprintf(w, "%s: %s\n", clean(r.Task.ID), r.Task.Status)
+	for _, l := range []struct {
+		label string
+		ids   []string
+	}{{"added", r.Added}, {"removed", r.Removed}, {"promoted to READY", r.Promoted}, {"blocked", r.Blocked},
+		{"reopened", r.Reopened}} {
+		if len(l.ids) > 0 {
+			fmt.Fprintf(w, "%s: %s\n", l.label, clean(strings.Join(l.ids, ", ")))
+		}
+	}
+	printEdges(w, "Depends on", "UPSTREAM", r.Dependencies, func(e models.Dependency) string { return e.Upstream })
+}
+
+// printBudget prints token use against the global budget and each
+// project's.
+func printBudget(w io.Writer, b models.BudgetReport) {
+	global := "unlimited"
+	if b.Global.Budget != nil {
+		global = strconv.FormatInt(*b.Global.Budget, 10)
+	}
+	fmt.Fprintf(w, "Window: %s (since %s)\n", b.Window, when(b.Since))
+	fmt.Fprintf(w, "All projects: %d tokens in the window, global budget %s", b.Global.TokensInWindow, global)
+	if b.Global.Exhausted {
+		fmt.Fprint(w, " (exhausted: no task starts)")
+	}
+	fmt.Fprintln(w)
+	if len(b.Projects) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := table(w)
+	row(tw, "PROJECT", "STATUS", "WINDOW_TOKENS", "TOTAL_TOKENS", "BUDGET", "EXHAUSTED")
+	for _, p := range b.Projects {
+		row(tw, p.ProjectID, string(p.Status), strconv.FormatInt(p.TokensInWindow, 10), strconv.FormatInt(p.TotalTokensUsed, 10),
+			itoa(p.BudgetLimit), strconv.FormatBool(p.Exhausted))
+	}
+	tw.Flush()
 }
 
 func printAgents(w io.Writer, as []models.Agent) {

@@ -117,6 +117,23 @@ func (c *Client) GetTask(ctx context.Context, id string) (models.TaskDetail, err
 	return out, c.do(ctx, http.MethodGet, APIPrefix+"/tasks/"+url.PathEscape(id), nil, nil, &out)
 }
 
+// EditTask edits a task and returns it.
+func (c *Client) EditTask(ctx context.Context, id string, patch models.TaskPatch) (models.Task, error) {
+	var out models.Task
+	return out, c.do(ctx, http.MethodPatch, APIPrefix+"/tasks/"+url.PathEscape(id), nil, patch, &out)
+}
+
+// ChangeDependencies adds and removes a task's dependencies.
+func (c *Client) ChangeDependencies(ctx context.Context, id string, ch models.DependencyChange) (models.DependencyResult, error) {
+	var out models.DependencyResult
+	return out, c.do(ctx, http.MethodPost, APIPrefix+"/tasks/"+url.PathEscape(id)+"/dependencies", nil, ch, &out)
+}
+
+// DeleteTask deletes a task.
+func (c *Client) DeleteTask(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, APIPrefix+"/tasks/"+url.PathEscape(id), nil, nil, nil)
+}
+
 // SendEvent sends an administrative event to a task.
 func (c *Client) SendEvent(ctx context.Context, taskID string, req EventRequest) (models.TransitionResult, error) {
 	var out models.TransitionResult
@@ -135,8 +152,20 @@ func (c *Client) ListAgents(ctx context.Context) ([]models.Agent, error) {
 	return out.Agents, c.do(ctx, http.MethodGet, APIPrefix+"/agents", nil, nil, &out)
 }
 
+// RemoveAgent removes an agent.
+func (c *Client) RemoveAgent(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, APIPrefix+"/agents/"+url.PathEscape(id), nil, nil, nil)
+}
+
+// Budget reports token use against the projects' and the global budgets.
+func (c *Client) Budget(ctx context.Context) (models.BudgetReport, error) {
+	var out models.BudgetReport
+	return out, c.do(ctx, http.MethodGet, APIPrefix+"/budget", nil, nil, &out)
+}
+
 // do sends one request with body encoded as JSON (when not nil) and decodes
-// a 2xx answer into out.
+// a 2xx answer into out (when not nil; an answer without a body, 204, has
+// nothing to decode).
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any) error {
 	u := *c.base
 	u.Path += path
@@ -174,6 +203,10 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return responseError(resp)
+	}
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody)) // lets the connection be reused
+		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("%s: decode answer: %w", op, err)

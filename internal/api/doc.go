@@ -23,12 +23,28 @@
 //	GET   /api/v1/tasks               {"tasks": [...]}; query: project, status (comma-separated
 //	                                  statuses or groups), limit, after (a task id, for paging)
 //	GET   /api/v1/tasks/{id}          the task with its dependencies, dependents and events
+//	PATCH /api/v1/tasks/{id}          edit a task not being worked on (body: title, description, priority,
+//	                                  acceptance_criteria, test_commands, verification_type, requires_approval,
+//	                                  profile — all optional, at least one) → the task
+//	DELETE /api/v1/tasks/{id}         delete a task nothing runs or depends on → 204
+//	POST  /api/v1/tasks/{id}/dependencies  {"add": [{"id", "requires_success"}], "remove": [ids]}
+//	                                  → {"task", "dependencies", "added", "removed", "promoted", "blocked", "reopened"}
 //	POST  /api/v1/tasks/{id}/events   {"event": "ADMIN_SKIP|ADMIN_STOP|ADMIN_RESTART", "reason", "actor"}
 //	                                  → the transition's result
+//	POST  /api/v1/tasks/{id}/approve  {"feedback", "by"} → the transition's result (HUMAN verification, or a plan)
+//	POST  /api/v1/tasks/{id}/reject   {"feedback" (required), "by"} → the transition's result
 //	POST  /api/v1/agents              register an agent (body: id, name, agent_type) → 201 agent, IDLE
 //	GET   /api/v1/agents              {"agents": [...]}
+//	DELETE /api/v1/agents/{id}        remove an agent that runs nothing → 204
+//	POST  /api/v1/agents/{id}/pause   the agent takes no new task → the agent; /resume undoes it
 //	GET   /api/v1/questions           {"questions": [...]}: agents' questions waiting for an answer, oldest first
 //	POST  /api/v1/questions/{id}/answer  {"answer", "answered_by"} → the question; the waiting agent gets the answer
+//	GET   /api/v1/budget              token use: {"window", "since", "global": {"budget", "tokens_in_window",
+//	                                  "exhausted"}, "projects": [{"project_id", "tokens_in_window",
+//	                                  "total_tokens_used", "budget_limit", "exhausted", ...}]}; null budgets are unlimited
+//
+// The rules of editing, dependency changes, deletion and agent removal are
+// in docs/semantics.md.
 //
 // Every error is answered as
 //

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
@@ -82,6 +83,32 @@ func (d decisions) ApproveTask(ctx context.Context, id, by, note string) (models
 func (d decisions) RejectTask(ctx context.Context, id, by, feedback string) (models.TransitionResult, error) {
 	return d.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventVerifyFailed, Actor: by, Reason: feedback,
 		Feedback: &models.Feedback{Source: by, Verdict: models.VerdictReject, Text: feedback}})
+}
+
+// budgetWindow is the window of the test service's budget report.
+const budgetWindow = time.Hour
+
+// Budget reports usage in the last budgetWindow against a global budget of
+// 100 tokens, as the daemon's command layer does.
+func (d decisions) Budget(ctx context.Context) (models.BudgetReport, error) {
+	since := time.Now().Add(-budgetWindow)
+	used, err := d.TokensUsedByProjectSince(ctx, since)
+	if err != nil {
+		return models.BudgetReport{}, err
+	}
+	ps, err := d.ListProjects(ctx)
+	if err != nil {
+		return models.BudgetReport{}, err
+	}
+	limit := int64(100)
+	r := models.BudgetReport{Window: models.Duration(budgetWindow), Since: since, Global: models.GlobalBudget{Budget: &limit}}
+	for _, p := range ps {
+		r.Global.TokensInWindow += used[p.ID]
+		r.Projects = append(r.Projects, models.ProjectBudget{ProjectID: p.ID, Name: p.Name, Status: p.Status,
+			TokensInWindow: used[p.ID], TotalTokensUsed: p.TotalTokensUsed, BudgetLimit: p.BudgetLimit})
+	}
+	r.Global.Exhausted = r.Global.TokensInWindow >= limit
+	return r, nil
 }
 
 // response is a raw answer of the server.

@@ -60,15 +60,20 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST "+APIPrefix+"/tasks", s.handleCreateTasks)
 	mux.HandleFunc("GET "+APIPrefix+"/tasks", s.handleListTasks)
 	mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}", s.handleGetTask)
+	mux.HandleFunc("PATCH "+APIPrefix+"/tasks/{id}", s.handleEditTask)
+	mux.HandleFunc("DELETE "+APIPrefix+"/tasks/{id}", s.handleDeleteTask)
+	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/dependencies", s.handleChangeDependencies)
 	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/events", s.handleTaskEvent)
 	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/approve", s.handleDecision(true))
 	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/reject", s.handleDecision(false))
 	mux.HandleFunc("POST "+APIPrefix+"/agents", s.handleRegisterAgent)
 	mux.HandleFunc("GET "+APIPrefix+"/agents", s.handleListAgents)
+	mux.HandleFunc("DELETE "+APIPrefix+"/agents/{id}", s.handleRemoveAgent)
 	mux.HandleFunc("POST "+APIPrefix+"/agents/{id}/pause", s.handlePauseAgent(true))
 	mux.HandleFunc("POST "+APIPrefix+"/agents/{id}/resume", s.handlePauseAgent(false))
 	mux.HandleFunc("GET "+APIPrefix+"/questions", s.handleListQuestions)
 	mux.HandleFunc("POST "+APIPrefix+"/questions/{id}/answer", s.handleAnswerQuestion)
+	mux.HandleFunc("GET "+APIPrefix+"/budget", s.handleBudget)
 	mux.HandleFunc("/", s.noRoute(mux))
 	return s.logRequests(s.authenticate(mux))
 }
@@ -341,6 +346,52 @@ func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, d)
 }
 
+func (s *Server) handleEditTask(w http.ResponseWriter, r *http.Request) {
+	var patch models.TaskPatch
+	if err := s.decodeBody(w, r, &patch); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	t, err := s.svc.EditTask(r.Context(), r.PathValue("id"), patch)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "task edited", "task_id", t.ID, "fields", patch.Fields())
+	s.writeJSON(w, r, http.StatusOK, t)
+}
+
+func (s *Server) handleDeleteTask(w http.ResponseWriter, r *http.Request) {
+	if err := noQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	id := r.PathValue("id")
+	if err := s.svc.DeleteTask(r.Context(), id); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "task deleted", "task_id", id)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleChangeDependencies(w http.ResponseWriter, r *http.Request) {
+	var req models.DependencyChange
+	if err := s.decodeBody(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res, err := s.svc.ChangeDependencies(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res.Dependencies = nonNil(res.Dependencies)
+	s.log.InfoContext(r.Context(), "task dependencies changed", "task_id", res.Task.ID, "added", res.Added,
+		"removed", res.Removed, "status", res.Task.Status)
+	s.writeJSON(w, r, http.StatusOK, res)
+}
+
 func (s *Server) handleTaskEvent(w http.ResponseWriter, r *http.Request) {
 	var req EventRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
@@ -411,6 +462,34 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeJSON(w, r, http.StatusOK, AgentList{Agents: nonNil(as)})
+}
+
+func (s *Server) handleRemoveAgent(w http.ResponseWriter, r *http.Request) {
+	if err := noQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	id := r.PathValue("id")
+	if err := s.svc.RemoveAgent(r.Context(), id); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "agent removed", "agent", id)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleBudget(w http.ResponseWriter, r *http.Request) {
+	if err := noQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	b, err := s.svc.Budget(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	b.Projects = nonNil(b.Projects)
+	s.writeJSON(w, r, http.StatusOK, b)
 }
 
 // noQuery refuses query parameters on endpoints that take none.

@@ -47,6 +47,16 @@ type Service interface {
 	// for one: HUMAN verification, or a plan awaiting approval.
 	ApproveTask(ctx context.Context, id, by, note string) (models.TransitionResult, error)
 	RejectTask(ctx context.Context, id, by, feedback string) (models.TransitionResult, error)
+	// EditTask edits a task that is not being worked on and has not
+	// completed; ChangeDependencies adds and removes its dependencies;
+	// DeleteTask deletes a task nothing depends on and nothing runs.
+	EditTask(ctx context.Context, id string, patch models.TaskPatch) (models.Task, error)
+	ChangeDependencies(ctx context.Context, id string, c models.DependencyChange) (models.DependencyResult, error)
+	DeleteTask(ctx context.Context, id string) error
+	// RemoveAgent deletes an agent that runs nothing.
+	RemoveAgent(ctx context.Context, id string) error
+	// Budget reports token use against the projects' and the global budgets.
+	Budget(ctx context.Context) (models.BudgetReport, error)
 }
 
 // Config configures a Server.

@@ -73,6 +73,33 @@ type Config struct {
 	Verification VerificationConfig
 	// Plans configures plans agents leave as files.
 	Plans PlansConfig
+	// Discord configures the Discord bot; without a token the daemon runs
+	// headless.
+	Discord DiscordConfig
+	// LLM configures the OpenAI-compatible model used for natural-language
+	// requests in chat; without a model none is used.
+	LLM LLMConfig
+}
+
+// DiscordConfig configures the Discord bot.
+type DiscordConfig struct {
+	Token            string
+	GuildID          string
+	ControlChannelID string
+	// AuthorizedUsers may use the bot; AdminUsers may also run destructive
+	// commands. Nobody else may act.
+	AuthorizedUsers []string
+	AdminUsers      []string
+	// APIBaseURL is where Discord's REST API is reached; empty is Discord's own.
+	APIBaseURL string
+}
+
+// Enabled reports whether a bot token is configured.
+func (d DiscordConfig) Enabled() bool { return d.Token != "" }
+
+// LLMConfig configures an OpenAI-compatible chat model.
+type LLMConfig struct {
+	BaseURL, APIKey, Model string
 }
 
 // VerificationConfig configures the VERIFYING phase.
@@ -148,6 +175,23 @@ type fileConfig struct {
 	Profiles     map[string]fileProfile `yaml:"profiles"`
 	Verification fileVerification       `yaml:"verification"`
 	Plans        filePlans              `yaml:"plans"`
+	Discord      fileDiscord            `yaml:"discord"`
+	LLM          fileLLM                `yaml:"llm"`
+}
+
+type fileDiscord struct {
+	Token            string   `yaml:"token"`
+	GuildID          string   `yaml:"guild_id"`
+	ControlChannelID string   `yaml:"control_channel_id"`
+	AuthorizedUsers  []string `yaml:"authorized_users"`
+	AdminUsers       []string `yaml:"admin_users"`
+	APIBaseURL       string   `yaml:"api_base_url"`
+}
+
+type fileLLM struct {
+	BaseURL string `yaml:"base_url"`
+	APIKey  string `yaml:"api_key"`
+	Model   string `yaml:"model"`
 }
 
 type fileProfile struct {
@@ -326,6 +370,19 @@ func (c *Config) overlay(f fileConfig) error {
 	set(&c.Log.Level, f.Log.Level)
 	set(&c.Log.Format, f.Log.Format)
 	set(&c.Database.Path, f.Database.Path)
+	set(&c.Discord.Token, f.Discord.Token)
+	set(&c.Discord.GuildID, f.Discord.GuildID)
+	set(&c.Discord.ControlChannelID, f.Discord.ControlChannelID)
+	set(&c.Discord.APIBaseURL, f.Discord.APIBaseURL)
+	if f.Discord.AuthorizedUsers != nil {
+		c.Discord.AuthorizedUsers = f.Discord.AuthorizedUsers
+	}
+	if f.Discord.AdminUsers != nil {
+		c.Discord.AdminUsers = f.Discord.AdminUsers
+	}
+	set(&c.LLM.BaseURL, f.LLM.BaseURL)
+	set(&c.LLM.APIKey, f.LLM.APIKey)
+	set(&c.LLM.Model, f.LLM.Model)
 	if f.Lease.TTL != "" {
 		d, err := time.ParseDuration(f.Lease.TTL)
 		if err != nil {
@@ -448,6 +505,15 @@ func (c Config) Validate() error {
 	if c.Lease.TTL < MinLeaseTTL {
 		return fmt.Errorf("config: lease.ttl: must be at least %s (got %s)", MinLeaseTTL, c.Lease.TTL)
 	}
+	if err := c.Discord.validate(); err != nil {
+		return err
+	}
+	if (c.LLM.BaseURL != "" || c.LLM.APIKey != "") && c.LLM.Model == "" {
+		return errors.New("config: llm.model: required when llm.base_url or llm.api_key is set")
+	}
+	if u := c.LLM.BaseURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return fmt.Errorf("config: llm.base_url: %q is not an http(s) URL", u)
+	}
 	seen := map[string]bool{}
 	for i, a := range c.Agents {
 		if a.ID == "" {
@@ -508,6 +574,46 @@ func validateListen(addr string) error {
 	n, err := strconv.Atoi(port)
 	if err != nil || n < 0 || n > 65535 {
 		return fmt.Errorf("%q: port must be a number from 0 to 65535", addr)
+	}
+	return nil
+}
+
+// snowflake reports whether s looks like a Discord id.
+func snowflake(s string) bool {
+	if len(s) < 15 || len(s) > 21 {
+		return false
+	}
+	_, err := strconv.ParseUint(s, 10, 64)
+	return err == nil
+}
+
+func (d DiscordConfig) validate() error {
+	if strings.ContainsAny(d.Token, " \t\r\n") {
+		return errors.New("config: discord.token: must not contain whitespace")
+	}
+	if !d.Enabled() {
+		return nil
+	}
+	for _, f := range []struct{ key, v string }{{"discord.guild_id", d.GuildID}, {"discord.control_channel_id", d.ControlChannelID}} {
+		if f.v == "" {
+			return fmt.Errorf("config: %s: required when discord.token is set", f.key)
+		}
+		if !snowflake(f.v) {
+			return fmt.Errorf("config: %s: %q is not a Discord id (a number of 15 to 21 digits)", f.key, f.v)
+		}
+	}
+	for _, l := range []struct {
+		key string
+		ids []string
+	}{{"discord.authorized_users", d.AuthorizedUsers}, {"discord.admin_users", d.AdminUsers}} {
+		for i, id := range l.ids {
+			if !snowflake(id) {
+				return fmt.Errorf("config: %s[%d]: %q is not a Discord user id", l.key, i, id)
+			}
+		}
+	}
+	if u := d.APIBaseURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return fmt.Errorf("config: discord.api_base_url: %q is not an http(s) URL", u)
 	}
 	return nil
 }

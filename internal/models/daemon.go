@@ -38,3 +38,12 @@ type OutboxMessage struct {
 	Attempts  int       `json:"attempts"`
 	CreatedAt time.Time `json:"created_at"`
 }
+
+// ChatThread is the chat thread that carries one task's progress, questions
+// and result.
+type ChatThread struct {
+	TaskID    string    `json:"task_id"`
+	ChannelID string    `json:"channel_id"`
+	ThreadID  string    `json:"thread_id"`
+	CreatedAt time.Time `json:"created_at"`
+}

@@ -13,6 +13,9 @@ type Duration time.Duration
 // Std returns d as a time.Duration.
 func (d Duration) Std() time.Duration { return time.Duration(d) }
 
+// String formats d as time.Duration does ("1h30m0s").
+func (d Duration) String() string { return time.Duration(d).String() }
+
 // MarshalJSON writes d as a duration string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 

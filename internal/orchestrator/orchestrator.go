@@ -215,6 +215,8 @@ type Workspaces interface {
 	Deliver(ctx context.Context, p models.Project, t models.Task, src string) (models.Delivery, error)
 	// Cleanup removes the task's verification checkout, and its branch when merged.
 	Cleanup(ctx context.Context, p models.Project, t models.Task, src string, merged bool) error
+	// Diff returns the task branch's change against the default branch.
+	Diff(ctx context.Context, p models.Project, t models.Task, src string) (string, error)
 }
 
 // Orchestrator schedules READY tasks onto idle agents, supervises their

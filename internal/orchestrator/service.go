@@ -249,3 +249,24 @@ func (o *Orchestrator) ApplyAdminEvent(ctx context.Context, req models.Transitio
 	}
 	return res, nil
 }
+
+// TaskDiff returns the change a task's branch makes against its project's
+// default branch, from the checkout of the task's last run.
+func (o *Orchestrator) TaskDiff(ctx context.Context, taskID string) (string, error) {
+	t, err := o.store.GetTask(ctx, taskID)
+	if err != nil {
+		return "", err
+	}
+	p, err := o.store.GetProject(ctx, t.ProjectID)
+	if err != nil {
+		return "", err
+	}
+	run, ok, err := o.store.LastWorkRun(ctx, t.ID)
+	if err != nil {
+		return "", err
+	}
+	if !ok || run.CheckoutPath == "" {
+		return "", models.Errorf(models.CodeConflict, "task %s has not run yet: there is no change to show", t.ID)
+	}
+	return o.ws.Diff(ctx, p, t, run.CheckoutPath)
+}

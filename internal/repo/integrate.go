@@ -191,10 +191,24 @@ func (w *Workspaces) stage(ctx context.Context, r *models.RepoConfig, t models.T
 	if _, err := w.git(ctx, integ, "worktree", "add", "-q", "-f", "--detach", dir, staged.String()); err != nil {
 		return models.Staged{}, err
 	}
+	text, err := w.diff(ctx, integ, def, task)
+	if err != nil {
+		return models.Staged{}, err
+	}
+	files, err := changedFiles(ctx, repo, def, task)
+	if err != nil {
+		return models.Staged{}, err
+	}
+	return models.Staged{Dir: dir, Diff: text, Files: files}, nil
+}
+
+// diff is the change of task against def, cut at maxDiff bytes (at a line
+// end, saying how much was left out).
+func (w *Workspaces) diff(ctx context.Context, integ string, def, task plumbing.Hash) (string, error) {
 	diff, more, err := w.gitRaw(ctx, integ, maxDiff, "diff", "--no-color", "--no-ext-diff", "--no-textconv",
 		def.String()+"..."+task.String())
 	if err != nil {
-		return models.Staged{}, err
+		return "", err
 	}
 	text := string(diff)
 	if more > 0 {
@@ -204,11 +218,36 @@ func (w *Workspaces) stage(ctx context.Context, r *models.RepoConfig, t models.T
 		}
 		text += fmt.Sprintf("[diff truncated: %d more bytes not shown]\n", more)
 	}
-	files, err := changedFiles(ctx, repo, def, task)
-	if err != nil {
-		return models.Staged{}, err
+	return text, nil
+}
+
+// Diff returns the change of the task branch (from the checkout src; for
+// LINK from the user's repository) against the origin's default branch.
+func (w *Workspaces) Diff(ctx context.Context, p models.Project, t models.Task, src string) (string, error) {
+	if p.Repo == nil {
+		return "", models.Errorf(models.CodeInvalid, "task %s: project %s has no repository", t.ID, p.ID)
 	}
-	return models.Staged{Dir: dir, Diff: text, Files: files}, nil
+	r := p.Repo
+	lock := w.repoLock(r)
+	lock.Lock()
+	defer lock.Unlock()
+	origin, err := w.origin(ctx, r)
+	if err != nil {
+		return "", fmt.Errorf("diff of task %s: %w", t.ID, err)
+	}
+	integ, err := w.integration(ctx, r)
+	if err != nil {
+		return "", fmt.Errorf("diff of task %s: %w", t.ID, err)
+	}
+	def, task, err := w.tips(ctx, r, integ, origin, src, BranchName(t), true)
+	if err != nil {
+		return "", fmt.Errorf("diff of task %s: %w", t.ID, err)
+	}
+	text, err := w.diff(ctx, integ, def, task)
+	if err != nil {
+		return "", fmt.Errorf("diff of task %s: %w", t.ID, err)
+	}
+	return text, nil
 }
 
 // removeVerify removes a verification worktree and its registration.

@@ -138,3 +138,54 @@ func (s *Store) SetAgentPaused(ctx context.Context, id string, paused bool) (mod
 	s.changed()
 	return s.GetAgent(ctx, id)
 }
+
+// RemoveAgent deletes an agent that runs nothing: it is refused while the
+// agent is STARTING or BUSY, holds a task or has a run open. Its past runs
+// keep their rows, naming it, and the token ledger keeps its usage; their
+// CLI sessions are forgotten, so that an agent registered later under the
+// same id never resumes them.
+func (s *Store) RemoveAgent(ctx context.Context, id string) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		a, err := scanAgent(tx.QueryRowContext(ctx, "SELECT "+agentColumns+" FROM agents WHERE id = ?", id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("agent", id)
+		}
+		if err != nil {
+			return err
+		}
+		if a.State == models.AgentStarting || a.State == models.AgentBusy || a.CurrentTaskID != nil {
+			what := string(a.State)
+			if a.CurrentTaskID != nil {
+				what += " with task " + *a.CurrentTaskID
+			}
+			return models.Errorf(models.CodeConflict, "agent %s is %s: an agent cannot be removed while it runs something "+
+				"(pause it and wait for the run to end)", id, what)
+		}
+		var run int64
+		var task string
+		err = tx.QueryRowContext(ctx, "SELECT id, task_id FROM task_runs WHERE agent_id = ? AND ended_at IS NULL ORDER BY id LIMIT 1", id).
+			Scan(&run, &task)
+		if err == nil {
+			return models.Errorf(models.CodeConflict, "agent %s still has run %d of task %s open: try again when it has ended", id, run, task)
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE task_runs SET session_id = '' WHERE agent_id = ? AND session_id != ''", id); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM agents WHERE id = ? AND state NOT IN ('STARTING', 'BUSY')
+			AND current_task_id IS NULL`, id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return models.Errorf(models.CodeConflict, "agent %s changed concurrently; not removed", id)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("remove agent %s: %w", id, err)
+	}
+	return nil
+}

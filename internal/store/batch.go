@@ -115,15 +115,9 @@ func (x *txn) createBatch(entries []*entry) ([]models.BatchResult, error) {
 		}
 		results[i].LocalID, results[i].TaskID, results[i].Status = entries[i].src.LocalID, id, st
 	}
-	if len(x.blocked) > 0 {
-		// Tasks created behind a BLOCKED upstream: one notice for the batch.
-		first, _ := getTask(x.ctx, x, x.blocked[0])
-		n := transitionNotice{TaskID: first.ID, ProjectID: first.ProjectID, Title: first.Title, From: models.StatusDefined,
-			To: models.StatusBlocked, Event: models.EventUpstreamFailed, Reason: first.StatusReason, Blocked: x.blocked}
-		key := fmt.Sprintf("chain_broken:created:%s:%d", first.ID, toNanos(x.now))
-		if err := x.s.enqueueOutbox(x.ctx, x.tx, key, "chain.broken", first.ProjectID, first.ID, n); err != nil {
-			return nil, err
-		}
+	// Tasks created behind a BLOCKED upstream: one notice for the batch.
+	if err := x.noticeBlockedChain("created"); err != nil {
+		return nil, err
 	}
 	return results, nil
 }
@@ -540,13 +534,7 @@ func (x *txn) insert(entries []*entry) error {
 			return err
 		}
 	}
-	edge, err := x.tx.PrepareContext(x.ctx, `INSERT INTO task_dependencies (downstream, upstream, requires_success,
-		resolution, resolved_at) SELECT ?, t.id, ?,
-		CASE WHEN t.status = 'COMPLETED' THEN 'SATISFIED'
-		     WHEN t.status = 'BLOCKED' THEN CASE WHEN ? THEN 'BROKEN' ELSE 'SATISFIED' END
-		     ELSE 'PENDING' END,
-		CASE WHEN t.status IN ('COMPLETED', 'BLOCKED') THEN ? END
-		FROM tasks t WHERE t.id = ?`)
+	edge, err := x.tx.PrepareContext(x.ctx, qInsertEdge)
 	if err != nil {
 		return err
 	}

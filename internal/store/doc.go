@@ -36,4 +36,12 @@
 //
 // A repeated event — the same event arriving again after it was applied — is
 // answered as a duplicate and changes nothing.
+//
+// A person's other changes are not transitions but settle the same way:
+// ChangeDependencies rewrites a task's edges and then runs the follow-ups
+// above (promotion, cascade, reopen) in its transaction; EditTask changes a
+// task that is not being worked on; DeleteTask deletes a task with its rows
+// (edges, events, runs, questions, results, feedback, plans), keeping the
+// append-only token ledger; RemoveAgent deletes an idle agent, its runs
+// keeping its id. docs/semantics.md has the rules.
 package store

@@ -1,6 +1,11 @@
 package store
 
-import "context"
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
 
 // ExecForTest runs a statement on the write connection.
 func ExecForTest(s *Store, q string) error {
@@ -45,5 +50,51 @@ func HotQueriesForTest() map[string]string {
 		"qTaskEvents": qTaskEvents, "qPendingOutbox": qPendingOutbox, "qTokensSince": qTokensSince,
 		"qAgentSecondsInWindow": qAgentSecondsInWindow, "qCompletedInWindow": qCompletedInWindow,
 		"qReadyPerProject": qReadyPerProject, "qTokensInWindow": qTokensInWindow,
+		"qTokensPerProjectSince": qTokensPerProjectSince, "qInsertEdge": qInsertEdge,
 	}
+}
+
+// MigrateForTest creates the database at path with the embedded migrations
+// up to version upTo only, as an older agentqueued left it.
+func MigrateForTest(path string, upTo int) error {
+	db, err := sql.Open("sqlite3", dsn(path, false))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	s := &Store{wdb: db, now: time.Now}
+	ms, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	if _, err := db.Exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if m.version > upTo {
+			break
+		}
+		err := s.withTx(context.Background(), func(tx *sql.Tx) error {
+			if _, err := tx.Exec(m.sql); err != nil {
+				return err
+			}
+			_, err := tx.Exec("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, 0)", m.version, m.name)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migration %s: %w", m.name, err)
+		}
+	}
+	return nil
+}
+
+// ExecAtForTest runs statements on the database at path outside any store.
+func ExecAtForTest(path, q string) error {
+	db, err := sql.Open("sqlite3", dsn(path, false))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.Exec(q)
+	return err
 }

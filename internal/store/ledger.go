@@ -109,3 +109,27 @@ func (s *Store) MarkOutboxFailed(ctx context.Context, id int64, retryAt time.Tim
 	}
 	return nil
 }
+
+// TokensUsedByProjectSince sums the ledger per project from since on, in
+// one query over the ledger's time index. Projects without usage in that
+// time are absent from the map.
+func (s *Store) TokensUsedByProjectSince(ctx context.Context, since time.Time) (map[string]int64, error) {
+	rows, err := s.rdb.QueryContext(ctx, qTokensPerProjectSince, toNanos(since))
+	if err != nil {
+		return nil, fmt.Errorf("sum tokens per project: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var id string
+		var n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, fmt.Errorf("sum tokens per project: %w", err)
+		}
+		out[id] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sum tokens per project: %w", err)
+	}
+	return out, nil
+}

@@ -47,4 +47,21 @@ const (
 		WHERE rank <= ? ORDER BY project_id, rank`
 	qTokensInWindow = `SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)
 		FROM token_ledger WHERE created_at >= ?`
+	// qTokensPerProjectSince sums the ledger per project from a time on.
+	// Left to itself SQLite reads the whole (project_id, created_at) index
+	// to group without sorting; the window's range of the time index is
+	// what it should read.
+	qTokensPerProjectSince = `SELECT project_id, sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens)
+		FROM token_ledger INDEXED BY token_ledger_time WHERE created_at >= ? GROUP BY project_id ORDER BY project_id`
+	// qInsertEdge inserts one dependency edge (downstream, requires_success,
+	// requires_success, now, upstream), resolved at once when its upstream
+	// has already finished: SATISFIED by COMPLETED, and by BLOCKED when
+	// success is not required; BROKEN by BLOCKED when it is.
+	qInsertEdge = `INSERT INTO task_dependencies (downstream, upstream, requires_success,
+		resolution, resolved_at) SELECT ?, t.id, ?,
+		CASE WHEN t.status = 'COMPLETED' THEN 'SATISFIED'
+		     WHEN t.status = 'BLOCKED' THEN CASE WHEN ? THEN 'BROKEN' ELSE 'SATISFIED' END
+		     ELSE 'PENDING' END,
+		CASE WHEN t.status IN ('COMPLETED', 'BLOCKED') THEN ? END
+		FROM tasks t WHERE t.id = ?`
 )

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/orchestrator"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+// openCommandsStore opens a store in a temporary directory for the command
+// layer's own tests.
+func openCommandsStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "aq.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func TestBudgetReportOfTheCommandLayer(t *testing.T) {
+	t.Parallel()
+	st := openCommandsStore(t)
+	ctx := context.Background()
+	limit := int64(40)
+	for _, p := range []models.Project{{ID: "web"}, {ID: "api", BudgetLimit: &limit}, {ID: "idle"}} {
+		if _, err := st.CreateProject(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	for _, u := range []models.TokenUsage{
+		{ProjectID: "web", Input: 10, CreatedAt: now.Add(-10 * time.Minute)},
+		{ProjectID: "web", Input: 5, CreatedAt: now.Add(-90 * time.Minute)},
+		{ProjectID: "api", Output: 40, CreatedAt: now.Add(-time.Minute)},
+	} {
+		if err := st.RecordTokenUsage(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name          string
+		window        time.Duration
+		globalBudget  int64
+		wantWindow    time.Duration
+		wantGlobal    int64
+		wantBudget    *int64
+		wantExhausted bool
+	}{
+		{"unlimited", time.Hour, globalBudgetOf(nil), time.Hour, 50, nil, false},
+		{"longer window", 2 * time.Hour, 1000, 2 * time.Hour, 55, ptrTo[int64](1000), false},
+		{"reached", time.Hour, 50, time.Hour, 50, ptrTo[int64](50), true},
+		{"zero lets nothing start", time.Hour, 0, time.Hour, 50, ptrTo[int64](0), true},
+		{"window unset", 0, -1, orchestrator.DefaultWindow, 55, nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, err := commands{Store: st, window: tc.window, globalBudget: tc.globalBudget}.Budget(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Window.Std() != tc.wantWindow || r.Global.TokensInWindow != tc.wantGlobal || r.Global.Exhausted != tc.wantExhausted ||
+				(r.Global.Budget == nil) != (tc.wantBudget == nil) || (r.Global.Budget != nil && *r.Global.Budget != *tc.wantBudget) {
+				t.Fatalf("report %+v; want window %s, %d tokens, budget %v, exhausted %v", r, tc.wantWindow, tc.wantGlobal,
+					tc.wantBudget, tc.wantExhausted)
+			}
+			if since := time.Since(r.Since); since < tc.wantWindow || since > tc.wantWindow+time.Minute {
+				t.Errorf("since %s, %s ago; want one window ago", r.Since, since)
+			}
+			byID := map[string]models.ProjectBudget{}
+			for _, p := range r.Projects {
+				byID[p.ProjectID] = p
+			}
+			if api := byID["api"]; api.TokensInWindow != 40 || api.TotalTokensUsed != 40 || !api.Exhausted || *api.BudgetLimit != 40 {
+				t.Errorf("api: %+v; want its limit reached", api)
+			}
+			if idle := byID["idle"]; len(r.Projects) != 3 || idle.TokensInWindow != 0 || idle.Exhausted || idle.BudgetLimit != nil {
+				t.Errorf("projects %+v", r.Projects)
+			}
+		})
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func TestEditTaskChecksTheProfile(t *testing.T) {
+	t.Parallel()
+	st := openCommandsStore(t)
+	ctx := context.Background()
+	if _, err := st.CreateProject(ctx, models.Project{ID: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", Tasks: []models.BatchTask{{Title: "t", Profile: "careful"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := commands{Store: st, profiles: map[string]models.Profile{"careful": {}, "fast": {}}}
+	id := res[0].TaskID
+	tests := []struct {
+		profile string
+		want    string // the profile after the edit, or "!" for a refusal
+	}{
+		{"fast", "fast"},
+		{"reckless", "!"},
+		{"", ""},
+	}
+	for _, tc := range tests {
+		// Sequential: each case edits the same task.
+		got, err := c.EditTask(ctx, id, models.TaskPatch{Profile: &tc.profile})
+		if tc.want == "!" {
+			if models.ErrorCodeOf(err) != models.CodeInvalid || !strings.Contains(err.Error(), `no profile "reckless" is configured`) {
+				t.Errorf("profile %q: %v", tc.profile, err)
+			}
+			continue
+		}
+		if err != nil || got.Profile != tc.want {
+			t.Errorf("profile %q: %+v %v", tc.profile, got, err)
+		}
+	}
+	if got, err := c.EditTask(ctx, id, models.TaskPatch{Title: ptrTo("no profile named")}); err != nil || got.Title != "no profile named" {
+		t.Errorf("an edit naming no profile: %+v %v", got, err)
+	}
+}
+
+func TestCtlTaskEditDepsAndDelete(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, t.TempDir())
+	addr := d.m.Addr()
+	mustCtl(t, addr, "project", "create", "web")
+	a := taskIDs(t, mustCtl(t, addr, "task", "add", "--project", "web", "--title", "A"))[0]
+	b := taskIDs(t, mustCtl(t, addr, "task", "add", "--project", "web", "--title", "B", "--depends-on", a))[0]
+	// Completing a makes no progress here: no agent works on this project.
+	out := mustCtl(t, addr, "task", "edit", b, "--title", "B, edited", "--priority", "3", "--test-command", "make test",
+		"--criterion", "it works", "--verification", "qa_agent", "--requires-approval")
+	for _, re := range []string{`(?m)^Title:\s+B, edited$`, `(?m)^Priority:\s+3$`, `(?m)^Test commands:\s+make test$`,
+		`(?m)^Criteria:\s+it works$`, `(?m)^Verification:\s+QA_AGENT$`, `(?m)^Requires approval:\s+true$`, `(?m)^Status:\s+DEFINED$`} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("task edit output lacks %s:\n%s", re, out)
+		}
+	}
+	out = mustCtl(t, addr, "task", "edit", b, "--clear-test-commands", "--requires-approval=false")
+	if !regexp.MustCompile(`(?m)^Test commands:\s+-$`).MatchString(out) || !regexp.MustCompile(`(?m)^Requires approval:\s+false$`).MatchString(out) {
+		t.Errorf("clearing:\n%s", out)
+	}
+
+	out = mustCtl(t, addr, "task", "deps", b, "--remove", a)
+	if !strings.HasPrefix(out, b+": READY\n") || !strings.Contains(out, "removed: "+a) || !strings.Contains(out, "promoted to READY: "+b) ||
+		!strings.Contains(out, "Depends on (0):") {
+		t.Errorf("task deps --remove:\n%s", out)
+	}
+	c := taskIDs(t, mustCtl(t, addr, "task", "add", "--project", "web", "--title", "C", "--depends-on", b))[0]
+	out = mustCtl(t, addr, "task", "deps", c, "--add", a+":soft")
+	if !regexp.MustCompile(`(?m)^\s+`+a+`\s+false\s+PENDING`).MatchString(out) || !strings.HasPrefix(out, c+": DEFINED\n") {
+		t.Errorf("task deps --add ID:soft:\n%s", out)
+	}
+	var dr models.DependencyResult
+	if err := json.Unmarshal([]byte(mustCtl(t, addr, "--json", "task", "deps", c, "--remove", a)), &dr); err != nil ||
+		len(dr.Dependencies) != 1 || dr.Dependencies[0].Upstream != b {
+		t.Errorf("task deps --json: %+v %v", dr, err)
+	}
+
+	out = mustCtl(t, addr, "task", "delete", c)
+	if out != "task "+c+" deleted\n" {
+		t.Errorf("task delete output %q", out)
+	}
+	if out := mustCtl(t, addr, "--json", "task", "delete", b); !strings.Contains(out, `"deleted": "`+b+`"`) {
+		t.Errorf("task delete --json output %q", out)
+	}
+	mustCtl(t, addr, "agent", "add", "a1", "--type", "command", "--command", "/bin/true", "--project", "elsewhere")
+	if out := mustCtl(t, addr, "agent", "remove", "a1"); !strings.HasPrefix(out, "agent a1 removed") {
+		t.Errorf("agent remove output %q", out)
+	}
+	if out := mustCtl(t, addr, "agent", "list"); strings.Contains(out, "a1") {
+		t.Errorf("agent list after removal:\n%s", out)
+	}
+
+	d2 := taskIDs(t, mustCtl(t, addr, "task", "add", "--project", "web", "--title", "D", "--depends-on", a))[0]
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"edit nothing", []string{"task", "edit", a}, 2, "nothing to change"},
+		{"edit two ways", []string{"task", "edit", a, "--criterion", "x", "--clear-criteria"}, 2, "cannot be combined"},
+		{"edit an unknown profile", []string{"task", "edit", a, "--profile", "ghost"}, 1, `no profile "ghost" is configured`},
+		{"edit a missing task", []string{"task", "edit", "no-such-task", "--title", "x"}, 1, `task "no-such-task" not found`},
+		{"deps nothing", []string{"task", "deps", a}, 2, "nothing to change"},
+		{"deps bad suffix", []string{"task", "deps", a, "--add", d2 + ":hard"}, 2, "the only suffix is :soft"},
+		{"deps of a READY task on a pending one", []string{"task", "deps", a, "--add", d2}, 1, "only a DEFINED task"},
+		{"deps on itself", []string{"task", "deps", d2, "--add", d2}, 1, "cannot depend on itself"},
+		{"delete with dependents", []string{"task", "delete", a}, 1, "has dependents (" + d2 + ")"},
+		{"delete a deleted task", []string{"task", "delete", c}, 1, "not found"},
+		{"remove a missing agent", []string{"agent", "remove", "a1"}, 1, `agent "a1" not found`},
+		{"remove without id", []string{"agent", "remove"}, 2, "want ID"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := runCtl(t, addr, nil, tt.args...)
+			if r.code != tt.code || !strings.HasPrefix(r.stderr, "error: ") || !strings.Contains(r.stderr, tt.stderr) {
+				t.Errorf("ctl %v: exit %d, stderr %q; want exit %d and %q", tt.args, r.code, r.stderr, tt.code, tt.stderr)
+			}
+		})
+	}
+}
+
+func TestCtlBudget(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "aq.yaml", "orchestrator:\n  window: 2h\n  global_token_budget: \"1000\"\n")
+	data := filepath.Join(dir, "data")
+	d := startDaemon(t, data, "--config", cfg)
+	addr := d.m.Addr()
+	mustCtl(t, addr, "project", "create", "web", "--budget", "100")
+	mustCtl(t, addr, "project", "create", "api")
+	// Usage arrives from runs; here it is booked beside the daemon.
+	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(data, "agentqueued.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, u := range []models.TokenUsage{{ProjectID: "web", Input: 120}, {ProjectID: "api", Output: 30},
+		{ProjectID: "api", Output: 500, CreatedAt: time.Now().Add(-3 * time.Hour)}} {
+		if err := st.RecordTokenUsage(context.Background(), u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := mustCtl(t, addr, "budget")
+	for _, re := range []string{`(?m)^Window: 2h0m0s \(since \S+\)$`, `(?m)^All projects: 150 tokens in the window, global budget 1000$`,
+		`(?m)^PROJECT\s+STATUS\s+WINDOW_TOKENS\s+TOTAL_TOKENS\s+BUDGET\s+EXHAUSTED$`, `(?m)^api\s+ACTIVE\s+30\s+530\s+-\s+false$`,
+		`(?m)^web\s+ACTIVE\s+120\s+120\s+100\s+true$`} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("budget output lacks %s:\n%s", re, out)
+		}
+	}
+	var b models.BudgetReport
+	if err := json.Unmarshal([]byte(mustCtl(t, addr, "budget", "--json")), &b); err != nil || b.Global.Budget == nil ||
+		*b.Global.Budget != 1000 || b.Window.Std() != 2*time.Hour || len(b.Projects) != 2 {
+		t.Fatalf("budget --json: %+v %v", b, err)
+	}
+	if r := runCtl(t, addr, nil, "budget", "extra"); r.code != 2 || !strings.Contains(r.stderr, "want no arguments") {
+		t.Errorf("budget with an argument: %+v", r)
+	}
+}

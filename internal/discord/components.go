@@ -1,0 +1,339 @@
+package discord
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// component answers a pressed button.
+func (b *Bot) component(ctx context.Context, s *discordgo.Session, i *discordgo.Interaction, user string) {
+	action, args, err := parseCustomID(i.MessageComponentData().CustomID)
+	if err != nil {
+		b.respondNow(s, i, ephemeral("⚠️ This button is not one of agentqueued's."))
+		return
+	}
+	arg := func(n int) string {
+		if n < len(args) {
+			return args[n]
+		}
+		return ""
+	}
+	switch action {
+	case "event":
+		ev, taskID, expect := models.TaskEvent(arg(0)), arg(1), models.TaskStatus(arg(2))
+		if !ev.IsAdmin() || taskID == "" {
+			b.respondNow(s, i, ephemeral("⚠️ This button is broken."))
+			return
+		}
+		if ev == models.EventAdminStop && !b.admin(user) {
+			b.respondNow(s, i, ephemeral("🚫 Stopping a task needs an admin."))
+			return
+		}
+		b.run(ctx, s, i, false, func(ctx context.Context) reply {
+			r := b.applyEvent(ctx, taskID, ev, expect, user, true)
+			if r.Update {
+				r.Content = originalContent(i) + "\n" + r.Content
+			}
+			return r
+		})
+	case "error":
+		b.run(ctx, s, i, true, func(ctx context.Context) reply { return b.viewError(ctx, arg(0)) })
+	case "approve":
+		b.run(ctx, s, i, false, func(ctx context.Context) reply {
+			r := b.approve(ctx, arg(0), "", user, true)
+			if r.Update {
+				r.Content = originalContent(i) + "\n" + r.Content
+			}
+			return r
+		})
+	case "reject":
+		b.respondModal(s, i, customID("reject", arg(0)), "Reject "+arg(0), "What must change?", "The agent gets this as feedback", true)
+	case "answer":
+		id, err := strconv.ParseInt(arg(0), 10, 64)
+		if err != nil {
+			b.respondNow(s, i, ephemeral("⚠️ This button is broken."))
+			return
+		}
+		// A question answered already is told at once, without a modal.
+		q, ok := b.findQuestion(ctx, id, arg(1))
+		if !ok {
+			b.respondNow(s, i, ephemeral(fmt.Sprintf("Question #%d is not known (any more).", id)))
+			return
+		}
+		if q.Answer != nil {
+			b.respondNow(s, i, ephemeral(answeredBy(q)))
+			return
+		}
+		b.respondModal(s, i, customID("answer", arg(0)), fmt.Sprintf("Answer question #%d", id), "Your answer",
+			cut(q.Text, 100), true)
+	case "confirm":
+		if !b.admin(user) {
+			b.respondNow(s, i, ephemeral("🚫 This needs an admin."))
+			return
+		}
+		b.run(ctx, s, i, true, func(ctx context.Context) reply {
+			r := b.confirmed(ctx, arg(0), arg(1), user)
+			r.Update = true
+			return r
+		})
+	case "cancel":
+		b.respondNow(s, i, reply{Update: true, Content: "Cancelled; nothing was done."})
+	case "nl":
+		b.run(ctx, s, i, false, func(ctx context.Context) reply { return b.runProposal(ctx, arg(0), arg(1), user) })
+	default:
+		b.respondNow(s, i, ephemeral("⚠️ This button is not known (any more)."))
+	}
+}
+
+// originalContent is the text of the message a button was on.
+func originalContent(i *discordgo.Interaction) string {
+	if i.Message != nil {
+		return i.Message.Content
+	}
+	return ""
+}
+
+// confirmed runs a destructive command its admin confirmed.
+func (b *Bot) confirmed(ctx context.Context, verb, id, user string) reply {
+	switch verb {
+	case "task-delete":
+		return b.deleteTask(ctx, id, user)
+	case "task-stop":
+		return b.applyEvent(ctx, id, models.EventAdminStop, "", user, false)
+	case "project-archive":
+		st := models.ProjectArchived
+		p, err := b.svc.UpdateProject(ctx, id, models.ProjectPatch{Status: &st})
+		if err != nil {
+			return b.errorReply("project archive", err)
+		}
+		return text(fmt.Sprintf("🗄️ Project `%s` archived by %s.", p.ID, mention(user)))
+	case "agent-remove":
+		return b.removeAgent(ctx, id, user)
+	}
+	return ephemeral("⚠️ Unknown confirmation.")
+}
+
+// viewError shows a task's recent errors to the person who asked.
+func (b *Bot) viewError(ctx context.Context, taskID string) reply {
+	errs, err := b.svc.RunErrors(ctx, taskID)
+	if err != nil {
+		return b.errorReply("view error", err)
+	}
+	if len(errs) == 0 {
+		d, err := b.svc.GetTaskDetail(ctx, taskID)
+		if err != nil {
+			return b.errorReply("view error", err)
+		}
+		if d.Task.StatusReason == "" {
+			return ephemeral(fmt.Sprintf("`%s` recorded no error.", taskID))
+		}
+		errs = []string{d.Task.StatusReason}
+	}
+	last := errs[len(errs)-1]
+	r := text(fmt.Sprintf("Last error of `%s` (%d recorded):\n%s", taskID, len(errs), codeBlock(cut(last, 1800))))
+	if len(last) > 1800 {
+		r.File = &attachment{Name: taskID + "-error.txt", Body: strings.Join(errs, "\n\n---\n\n")}
+	}
+	r.Ephemeral = true
+	return r
+}
+
+// findQuestion finds a question of a task, answered or not.
+func (b *Bot) findQuestion(ctx context.Context, id int64, taskID string) (models.Question, bool) {
+	qs, err := b.svc.TaskQuestions(ctx, taskID)
+	if err == nil {
+		for _, q := range qs {
+			if q.ID == id {
+				return q, true
+			}
+		}
+	}
+	return models.Question{}, false
+}
+
+func answeredBy(q models.Question) string {
+	by := q.AnsweredBy
+	if by == "" {
+		return fmt.Sprintf("Question #%d is closed already.", q.ID)
+	}
+	return fmt.Sprintf("Question #%d was answered already by %s.", q.ID, renderActor(by))
+}
+
+// modalSubmit answers a submitted modal: an answer to a question, or a
+// rejection's feedback.
+func (b *Bot) modalSubmit(ctx context.Context, s *discordgo.Session, i *discordgo.Interaction, user string) {
+	action, args, err := parseCustomID(i.ModalSubmitData().CustomID)
+	if err != nil || len(args) == 0 {
+		b.respondNow(s, i, ephemeral("⚠️ This form is not one of agentqueued's."))
+		return
+	}
+	typed := strings.TrimSpace(modalText(i))
+	switch action {
+	case "answer":
+		id, err := strconv.ParseInt(args[0], 10, 64)
+		if err != nil {
+			b.respondNow(s, i, ephemeral("⚠️ This form is broken."))
+			return
+		}
+		b.run(ctx, s, i, false, func(ctx context.Context) reply { return b.answer(ctx, id, typed, user) })
+	case "reject":
+		b.run(ctx, s, i, false, func(ctx context.Context) reply { return b.reject(ctx, args[0], typed, user) })
+	default:
+		b.respondNow(s, i, ephemeral("⚠️ This form is not known."))
+	}
+}
+
+// autocomplete suggests project, task and agent ids for the focused option.
+func (b *Bot) autocomplete(ctx context.Context, i *discordgo.Interaction) []*discordgo.ApplicationCommandOptionChoice {
+	data := i.ApplicationCommandData()
+	path, opts := commandPath(data)
+	var focused *discordgo.ApplicationCommandInteractionDataOption
+	for _, o := range opts {
+		if o.Focused {
+			focused = o
+		}
+	}
+	if focused == nil {
+		return nil
+	}
+	typed := strings.ToLower(strings.TrimSpace(fmt.Sprint(focused.Value)))
+	var choices []*discordgo.ApplicationCommandOptionChoice
+	addChoice := func(value, label string) bool {
+		if typed != "" && !strings.Contains(strings.ToLower(value+" "+label), typed) {
+			return true
+		}
+		choices = append(choices, &discordgo.ApplicationCommandOptionChoice{Name: cut(label, 100), Value: value})
+		return len(choices) < 25
+	}
+	switch focused.Name {
+	case optProject:
+		ps, err := b.svc.ListProjects(ctx)
+		if err != nil {
+			return nil
+		}
+		for _, p := range ps {
+			if p.Status != models.ProjectArchived && !addChoice(p.ID, p.ID+" — "+p.Name) {
+				break
+			}
+		}
+	case optAgent:
+		as, err := b.svc.ListAgents(ctx)
+		if err != nil {
+			return nil
+		}
+		for _, a := range as {
+			if !addChoice(a.ID, fmt.Sprintf("%s (%s, %s)", a.ID, a.AgentType, a.State)) {
+				break
+			}
+		}
+	case optTask:
+		f := models.TaskFilter{ProjectID: opts.str(optProject), Statuses: taskStatusesFor(path), Limit: 200}
+		ts, err := b.svc.ListTasks(ctx, f)
+		if err != nil {
+			return nil
+		}
+		for _, t := range ts {
+			if !addChoice(t.ID, fmt.Sprintf("%s · %s · %s", t.ID, t.Status, t.Title)) {
+				break
+			}
+		}
+	}
+	return choices
+}
+
+// taskStatusesFor narrows task suggestions to those a command can act on.
+func taskStatusesFor(path string) []models.TaskStatus {
+	switch path {
+	case "task restart":
+		return []models.TaskStatus{models.StatusFailed, models.StatusBlocked, models.StatusPaused, models.StatusCompleted,
+			models.StatusWaitingInput, models.StatusAwaitingApproval, models.StatusVerifying, models.StatusAssigned, models.StatusDefined}
+	case "task skip":
+		return []models.TaskStatus{models.StatusFailed, models.StatusBlocked}
+	case "task stop":
+		return []models.TaskStatus{models.StatusInProgress}
+	case "task approve", "task reject":
+		return []models.TaskStatus{models.StatusVerifying, models.StatusAwaitingApproval}
+	case "task answer":
+		return []models.TaskStatus{models.StatusWaitingInput}
+	case "task result":
+		return []models.TaskStatus{models.StatusCompleted, models.StatusVerifying, models.StatusAwaitingApproval}
+	}
+	return nil
+}
+
+// handleMessage reads plain messages: a reply in a task's thread answers
+// its open question; a mention of the bot elsewhere gets a proposed
+// command (with an LLM) or a short help.
+func (b *Bot) handleMessage(ctx context.Context, s *discordgo.Session, m *discordgo.Message) {
+	if m.Author == nil || m.Author.Bot || m.Author.ID == b.botID() {
+		return
+	}
+	taskID, inThread, err := b.box.ThreadTask(ctx, m.ChannelID)
+	if err != nil {
+		b.log.Warn("look up thread", "channel_id", m.ChannelID, "err", err)
+		return
+	}
+	mentioned := false
+	for _, u := range m.Mentions {
+		if u != nil && u.ID == b.botID() {
+			mentioned = true
+		}
+	}
+	if !inThread && !mentioned {
+		return
+	}
+	if !b.authorized(m.Author.ID) {
+		if mentioned || inThread {
+			b.log.Warn("discord message ignored: user not authorized", "user", m.Author.ID, "channel_id", m.ChannelID)
+		}
+		return
+	}
+	if inThread && strings.TrimSpace(m.Content) != "" && !mentioned {
+		b.threadReply(ctx, s, m, taskID)
+		return
+	}
+	if mentioned {
+		b.mentioned(ctx, s, m)
+	}
+}
+
+func (b *Bot) botID() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.botUserID
+}
+
+// threadReply answers a task's open question with a person's message in
+// its thread. Messages while no question is open are conversation.
+func (b *Bot) threadReply(ctx context.Context, s *discordgo.Session, m *discordgo.Message, taskID string) {
+	qs, err := b.svc.TaskQuestions(ctx, taskID)
+	if err != nil {
+		b.log.Warn("questions of thread task", "task_id", taskID, "err", err)
+		return
+	}
+	for i := len(qs) - 1; i >= 0; i-- {
+		if qs[i].Answer != nil {
+			continue
+		}
+		r := b.answer(ctx, qs[i].ID, m.Content, m.Author.ID)
+		ref := &discordgo.MessageReference{MessageID: m.ID, ChannelID: m.ChannelID}
+		if _, err := s.ChannelMessageSendComplex(m.ChannelID, &discordgo.MessageSend{Content: firstLine(r.Content), Reference: ref,
+			AllowedMentions: &discordgo.MessageAllowedMentions{}}, discordgo.WithContext(ctx)); err != nil {
+			b.log.Warn("confirm thread answer", "task_id", taskID, "err", err)
+		}
+		return
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

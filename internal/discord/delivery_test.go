@@ -1,0 +1,307 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/agentqueued/agentqueued/internal/discord/discordtest"
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// notices writes n progress-free notices (plan failures) for one task and
+// returns their texts in order.
+func (h *harness) notices(taskID string, n int) []string {
+	h.t.Helper()
+	var out []string
+	for k := range n {
+		msg := fmt.Sprintf("plan error number %03d", k)
+		if err := h.st.Notify(context.Background(), fmt.Sprintf("test:%s:%d", taskID, k), "plan.failed", "web", taskID,
+			map[string]any{"task_id": taskID, "error": msg}); err != nil {
+			h.t.Fatal(err)
+		}
+		out = append(out, msg)
+	}
+	return out
+}
+
+// countIn counts the messages of a channel that contain each text, in order.
+func countIn(msgs []*discordgo.Message, texts []string) (counts []int, ordered bool) {
+	ordered = true
+	last := -1
+	for _, txt := range texts {
+		c := 0
+		for i, m := range msgs {
+			if strings.Contains(m.Content, txt) {
+				c++
+				if i < last {
+					ordered = false
+				}
+				last = i
+			}
+		}
+		counts = append(counts, c)
+	}
+	return counts, ordered
+}
+
+func TestRateLimitStormLosesNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.project("web")
+	id := h.task("web", "Noisy")
+	// Every other message create is refused with a 429 for a while.
+	h.fake.RateLimit(12, 30*time.Millisecond, false, func(method, path string) bool {
+		return method == "POST" && strings.HasSuffix(path, "/messages")
+	})
+	texts := h.notices(id, 10)
+	h.bot.Wake()
+	if _, err := h.fake.WaitMessages(h.ctx(), projectChannel, 10); err != nil {
+		t.Fatal(err)
+	}
+	counts, ordered := countIn(h.fake.Messages(projectChannel), texts)
+	for i, c := range counts {
+		if c != 1 {
+			t.Errorf("notice %d posted %d times", i, c)
+		}
+	}
+	if !ordered {
+		t.Error("notices posted out of order")
+	}
+	limited := 0
+	for _, r := range h.fake.Requests() {
+		if r.Status == 429 {
+			limited++
+		}
+	}
+	if limited != 12 {
+		t.Errorf("%d requests were rate limited, want 12", limited)
+	}
+}
+
+// flakyOutbox loses the first "delivered" marks, as a crash between a post
+// and its mark would.
+type flakyOutbox struct {
+	Outbox
+	mu   sync.Mutex
+	lose int
+}
+
+func (f *flakyOutbox) MarkOutboxDelivered(ctx context.Context, id int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lose > 0 {
+		f.lose--
+		return errors.New("lost")
+	}
+	return f.Outbox.MarkOutboxDelivered(ctx, id)
+}
+
+func TestRestartDeliversEachNoticeOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.project("web")
+	id := h.task("web", "Restarted")
+	h.stop() // the daemon stops with notices undelivered
+
+	texts := h.notices(id, 6)
+	cfg := h.bot.cfg
+	// The new bot's first marks are lost, so it posts those notices again:
+	// Discord's nonce makes the repeats the same messages.
+	box := &flakyOutbox{Outbox: h.st, lose: 3}
+	b, err := New(cfg, h.svc, box)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	// Six posts, and three more for the marks that were lost.
+	err = h.fake.WaitFor(h.ctx(), func() bool {
+		posts := 0
+		for _, r := range h.fake.Requests() {
+			if r.Method == "POST" && r.Path == "/api/v9/channels/"+projectChannel+"/messages" && r.Status == 200 {
+				posts++
+			}
+		}
+		return posts >= 9
+	})
+	if err != nil {
+		t.Fatalf("notices not all delivered: %v", err)
+	}
+	cancel()
+	<-done
+	if pending, err := h.st.PendingOutbox(context.Background(), 100); err != nil || len(pending) != 0 {
+		t.Errorf("still pending: %+v, %v", pending, err)
+	}
+	counts, ordered := countIn(h.fake.Messages(projectChannel), texts)
+	for i, c := range counts {
+		if c != 1 {
+			t.Errorf("notice %d posted %d times", i, c)
+		}
+	}
+	if !ordered {
+		t.Error("notices out of order")
+	}
+}
+
+func TestGatewayReconnectKeepsAnswering(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(_ *Config, o *discordtest.Options) { o.HeartbeatInterval = 50 * time.Millisecond })
+	h.project("web")
+	h.fake.DropConnection(4000)
+	// Dispatched while the bot is away: replayed on resume, answered once.
+	i := h.command(alice, controlChannel, "project", subOpt("list"))
+	_, text := h.answer(i, 1)
+	if !strings.Contains(text, "`web`") {
+		t.Errorf("after reconnect: %q", text)
+	}
+	if err := h.fake.WaitFor(h.ctx(), func() bool { return h.fake.Resumes() >= 1 }); err != nil {
+		t.Errorf("no resume: %v", err)
+	}
+	h.fake.SendReconnect()
+	_, text = h.answer(h.command(alice, controlChannel, "project", subOpt("show", strOpt("project", "web"))), 1)
+	if !strings.Contains(text, "Project web") {
+		t.Errorf("after op 7: %q", text)
+	}
+	if n := len(i.Responses()); n != 1 {
+		t.Errorf("the replayed interaction got %d responses", n)
+	}
+}
+
+func TestDestructiveCommandsNeedAdminAndConfirmation(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.project("web")
+	id := h.task("web", "Doomed")
+
+	r, text := h.answer(h.command(alice, controlChannel, "task", subOpt("delete", strOpt("task", id))), 1)
+	if !ephemeralFlag(r) || !strings.Contains(text, "needs an admin") {
+		t.Errorf("non-admin delete: %q", text)
+	}
+	r, text = h.answer(h.command(root, controlChannel, "task", subOpt("delete", strOpt("task", id))), 1)
+	if !ephemeralFlag(r) || !strings.Contains(text, "Really delete task") {
+		t.Fatalf("admin delete asks: %q", text)
+	}
+	ask := r.Message
+	if ask == nil {
+		t.Fatal("the confirmation has no message")
+	}
+	// Cancel does nothing.
+	r, text = h.answer(h.press(root, ask, h.buttonID(ask, "aq|cancel")), 1)
+	if r.Type != discordgo.InteractionResponseUpdateMessage || !strings.Contains(text, "nothing was done") {
+		t.Errorf("cancel: %q", text)
+	}
+	if _, err := h.st.GetTask(context.Background(), id); err != nil {
+		t.Fatalf("cancelled delete deleted: %v", err)
+	}
+	// A non-admin cannot press Confirm either.
+	r, _ = h.answer(h.press(alice, ask, h.buttonID(ask, "aq|confirm|")), 1)
+	if !ephemeralFlag(r) {
+		t.Errorf("non-admin confirm: %+v", r)
+	}
+	_, text = h.answer(h.press(root, ask, h.buttonID(ask, "aq|confirm|")), 1)
+	if !strings.Contains(text, "deleted") {
+		t.Errorf("confirm: %q", text)
+	}
+	if _, err := h.st.GetTask(context.Background(), id); models.ErrorCodeOf(err) != models.CodeNotFound {
+		t.Errorf("after delete: %v", err)
+	}
+	// Pressed again: says what happened instead of acting.
+	r, text = h.answer(h.press(root, ask, h.buttonID(ask, "aq|confirm|")), 1)
+	if !strings.Contains(text, "not_found") && !strings.Contains(text, "no task") && !strings.Contains(text, id) {
+		t.Errorf("second confirm: %q", text)
+	}
+	_ = r
+}
+
+func TestProgressIsCoalescedPerTask(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	h := newHarness(t, func(c *Config, _ *discordtest.Options) { c.Now = clock; c.ProgressInterval = 5 * time.Second })
+	h.project("web")
+	id, run := h.runningTask("web", "Chatty")
+	th := h.waitThread(id)
+	progress := func(k int) {
+		if err := h.st.Notify(context.Background(), fmt.Sprintf("progress:%d:%d", run.ID, k), "task.progress", "web", id,
+			map[string]any{"task_id": id, "run_id": run.ID, "message": fmt.Sprintf("step %d", k)}); err != nil {
+			t.Fatal(err)
+		}
+		h.bot.Wake()
+	}
+	progress(1)
+	h.waitMessage(th, "step 1")
+	for k := 2; k <= 14; k++ {
+		progress(k)
+	}
+	// Lines within the interval wait for it to pass, then go as one post.
+	mu.Lock()
+	now = now.Add(5 * time.Second)
+	mu.Unlock()
+	h.bot.Wake()
+	last := h.waitMessage(th, "step 14")
+	if !strings.Contains(last.Content, "(3 earlier lines)") || strings.Contains(last.Content, "step 4\n") || !strings.Contains(last.Content, "step 5") {
+		t.Errorf("coalesced post:\n%s", last.Content)
+	}
+	posts := 0
+	for _, m := range h.fake.Messages(th) {
+		if strings.Contains(m.Content, "• step") {
+			posts++
+		}
+	}
+	if posts != 2 {
+		t.Errorf("%d progress posts, want 2", posts)
+	}
+}
+
+// waitThread waits for a task's thread and returns its id.
+func (h *harness) waitThread(taskID string) string {
+	h.t.Helper()
+	var id string
+	err := h.fake.WaitFor(h.ctx(), func() bool {
+		for _, th := range h.fake.Threads() {
+			if strings.HasPrefix(th.Name, taskID+" ") {
+				id = th.ID
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		h.t.Fatalf("no thread for %s: %v", taskID, err)
+	}
+	return id
+}
+
+func TestLongTextsAreSplitOrAttached(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		n             int
+		parts         int
+		file          bool
+		wantUnderLimt bool
+	}{{100, 1, false, true}, {3000, 2, false, true}, {20000, 1, true, true}}
+	for _, c := range cases {
+		body := strings.Repeat("line of agent output\n", c.n/21+1)[:c.n]
+		ps := textParts(true, "head", body)
+		if len(ps) != c.parts || (ps[0].File != nil) != c.file {
+			t.Errorf("%d chars: %d parts, file %v", c.n, len(ps), ps[0].File != nil)
+		}
+		for _, p := range ps {
+			if len([]rune(p.Content)) > messageLimit {
+				t.Errorf("%d chars: a part of %d characters", c.n, len([]rune(p.Content)))
+			}
+		}
+		if c.file && len(ps[0].File.Body) < c.n {
+			t.Errorf("%d chars: the file holds %d", c.n, len(ps[0].File.Body))
+		}
+	}
+}

@@ -1,0 +1,325 @@
+package discord
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+	"go.uber.org/goleak"
+
+	"github.com/agentqueued/agentqueued/internal/discord/discordtest"
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// net/http keeps idle connections' goroutines for a moment after
+		// the fake closes them.
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"))
+}
+
+// Ids of the test guild's people and channels.
+const (
+	botToken       = "test-token"
+	controlChannel = "300000000000000001"
+	projectChannel = "300000000000000002"
+	alice          = "400000000000000001" // authorized
+	root           = "400000000000000002" // admin
+	mallory        = "400000000000000003" // nobody
+)
+
+// testService is the command layer for the bot's tests: the real store,
+// with the operations that need the orchestrator done on the store
+// (approvals complete a task awaiting approval; rejections restart it), and
+// an optional gate that holds ApproveTask to make it slow.
+type testService struct {
+	*store.Store
+	gate chan struct{}
+
+	mu       sync.Mutex
+	approved []string
+}
+
+func (s *testService) ApproveTask(ctx context.Context, id, by, note string) (models.TransitionResult, error) {
+	if s.gate != nil {
+		select {
+		case <-s.gate:
+		case <-ctx.Done():
+			return models.TransitionResult{}, ctx.Err()
+		}
+	}
+	res, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventHumanApproved,
+		ExpectFrom: models.StatusAwaitingApproval, Actor: by, Reason: "approved by " + by})
+	if err == nil && res.Duplicate {
+		return res, models.Errorf(models.CodeConflict, "task %s was decided meanwhile", id)
+	}
+	if err == nil {
+		s.mu.Lock()
+		s.approved = append(s.approved, id)
+		s.mu.Unlock()
+	}
+	return res, err
+}
+
+func (s *testService) RejectTask(ctx context.Context, id, by, feedback string) (models.TransitionResult, error) {
+	return s.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventAdminRestart,
+		ExpectFrom: models.StatusAwaitingApproval, Actor: by, Reason: "rejected: " + feedback,
+		Feedback: &models.Feedback{Source: by, Verdict: models.VerdictReject, Text: feedback}})
+}
+
+func (s *testService) TaskDiff(ctx context.Context, id string) (string, error) {
+	return "", models.Errorf(models.CodeConflict, "task %s has not run yet: there is no change to show", id)
+}
+
+func (s *testService) Budget(ctx context.Context) (models.BudgetReport, error) {
+	return models.BudgetReport{Window: models.Duration(24 * time.Hour)}, nil
+}
+
+// harness runs a bot against the fake Discord and a real store.
+type harness struct {
+	t    *testing.T
+	fake *discordtest.Server
+	st   *store.Store
+	svc  *testService
+	bot  *Bot
+	stop func()
+}
+
+type harnessOption func(*Config, *discordtest.Options)
+
+func newHarness(t *testing.T, opts ...harnessOption) *harness {
+	t.Helper()
+	fo := discordtest.Options{Token: botToken, Channels: []string{controlChannel, projectChannel}, Logf: t.Logf}
+	cfg := Config{Token: botToken, GuildID: discordtest.DefaultGuildID, ControlChannelID: controlChannel,
+		AuthorizedUsers: []string{alice}, AdminUsers: []string{root}, PollInterval: 20 * time.Millisecond,
+		ProgressInterval: time.Nanosecond, RetryBackoff: 10 * time.Millisecond}
+	for _, o := range opts {
+		o(&cfg, &fo)
+	}
+	fake := discordtest.New(fo)
+	cfg.APIBaseURL = fake.URL()
+	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "aq.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, fake: fake, st: st, svc: &testService{Store: st}}
+	h.bot = h.start(cfg)
+	t.Cleanup(func() {
+		h.stop()
+		fake.Close()
+		st.Close()
+	})
+	return h
+}
+
+// start runs a bot until stop is called.
+func (h *harness) start(cfg Config) *Bot {
+	h.t.Helper()
+	b, err := New(cfg, h.svc, h.st)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	select {
+	case <-b.Ready():
+	case err := <-done:
+		cancel()
+		h.t.Fatalf("bot stopped before it was ready: %v", err)
+	case <-time.After(30 * time.Second):
+		cancel()
+		h.t.Fatal("bot not ready after 30s")
+	}
+	var once sync.Once
+	h.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				h.t.Errorf("bot: %v", err)
+			}
+		})
+	}
+	return b
+}
+
+func (h *harness) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	h.t.Cleanup(cancel)
+	return ctx
+}
+
+// project creates a project whose notices go to projectChannel.
+func (h *harness) project(id string) models.Project {
+	h.t.Helper()
+	ch := projectChannel
+	p, err := h.st.CreateProject(context.Background(), models.Project{ID: id, Name: "Project " + id, DiscordChannelID: &ch})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return p
+}
+
+// task creates a task and returns its id.
+func (h *harness) task(projectID, title string, deps ...string) string {
+	h.t.Helper()
+	bt := models.BatchTask{Title: title}
+	for _, d := range deps {
+		bt.Dependencies = append(bt.Dependencies, models.BatchDependency{ID: d})
+	}
+	res, err := h.st.CreateTasks(context.Background(), models.TaskBatch{ProjectID: projectID, Tasks: []models.BatchTask{bt}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return res[0].TaskID
+}
+
+// apply applies events to a task in order.
+func (h *harness) apply(taskID string, events ...models.TaskEvent) {
+	h.t.Helper()
+	for _, e := range events {
+		req := models.TransitionRequest{TaskID: taskID, Event: e, Reason: "test " + strings.ToLower(string(e))}
+		if e == models.EventAssigned {
+			req.AgentID = "agent-1"
+		}
+		if _, err := h.st.ApplyEvent(context.Background(), req); err != nil {
+			h.t.Fatalf("apply %s to %s: %v", e, taskID, err)
+		}
+	}
+}
+
+// command sends a slash command from user and waits for n responses.
+func (h *harness) command(user, channelID, name string, opts ...*discordgo.ApplicationCommandInteractionDataOption) *discordtest.Interaction {
+	h.t.Helper()
+	data := discordgo.ApplicationCommandInteractionData{Name: name, Options: opts}
+	return h.fake.Interact(&discordgo.Interaction{Type: discordgo.InteractionApplicationCommand, ChannelID: channelID,
+		Member: &discordgo.Member{User: &discordgo.User{ID: user, Username: "user-" + user[len(user)-1:]}}, Data: data})
+}
+
+// sub builds a subcommand option with its options.
+func subOpt(name string, opts ...*discordgo.ApplicationCommandInteractionDataOption) *discordgo.ApplicationCommandInteractionDataOption {
+	return &discordgo.ApplicationCommandInteractionDataOption{Name: name, Type: discordgo.ApplicationCommandOptionSubCommand, Options: opts}
+}
+
+func strOpt(name, v string) *discordgo.ApplicationCommandInteractionDataOption {
+	return &discordgo.ApplicationCommandInteractionDataOption{Name: name, Type: discordgo.ApplicationCommandOptionString, Value: v}
+}
+
+func intOpt(name string, v int) *discordgo.ApplicationCommandInteractionDataOption {
+	return &discordgo.ApplicationCommandInteractionDataOption{Name: name, Type: discordgo.ApplicationCommandOptionInteger, Value: float64(v)}
+}
+
+func boolOpt(name string, v bool) *discordgo.ApplicationCommandInteractionDataOption {
+	return &discordgo.ApplicationCommandInteractionDataOption{Name: name, Type: discordgo.ApplicationCommandOptionBoolean, Value: v}
+}
+
+// press presses the button with customID on message m.
+func (h *harness) press(user string, m *discordgo.Message, customID string) *discordtest.Interaction {
+	h.t.Helper()
+	return h.fake.Interact(&discordgo.Interaction{Type: discordgo.InteractionMessageComponent, ChannelID: m.ChannelID,
+		Member:  &discordgo.Member{User: &discordgo.User{ID: user}},
+		Message: &discordgo.Message{ID: m.ID, ChannelID: m.ChannelID},
+		Data:    discordgo.MessageComponentInteractionData{CustomID: customID, ComponentType: discordgo.ButtonComponent}})
+}
+
+// submit submits a modal with one text input.
+func (h *harness) submit(user, channelID, customID, value string) *discordtest.Interaction {
+	h.t.Helper()
+	return h.fake.Interact(&discordgo.Interaction{Type: discordgo.InteractionModalSubmit, ChannelID: channelID,
+		Member: &discordgo.Member{User: &discordgo.User{ID: user}},
+		Data: discordgo.ModalSubmitInteractionData{CustomID: customID, Components: []discordgo.MessageComponent{
+			&discordgo.ActionsRow{Components: []discordgo.MessageComponent{&discordgo.TextInput{CustomID: "text", Value: value}}}}}})
+}
+
+// answer waits for the interaction's first n responses and returns the
+// last one's text (the callback's content, or the edited message's).
+func (h *harness) answer(i *discordtest.Interaction, n int) (discordtest.Response, string) {
+	h.t.Helper()
+	rs, err := i.Wait(h.ctx(), n)
+	if err != nil {
+		h.t.Fatalf("waiting for %d responses: %v (got %+v)", n, err, i.Responses())
+	}
+	r := rs[n-1]
+	switch {
+	case r.Message != nil:
+		return r, r.Message.Content
+	case r.Data != nil:
+		return r, r.Data.Content
+	}
+	return r, ""
+}
+
+// ephemeralFlag reports whether a callback was ephemeral.
+func ephemeralFlag(r discordtest.Response) bool {
+	return r.Data != nil && r.Data.Flags&discordgo.MessageFlagsEphemeral != 0
+}
+
+// waitMessage waits for a message in a channel that contains substr.
+func (h *harness) waitMessage(channelID, substr string) *discordgo.Message {
+	h.t.Helper()
+	var found *discordgo.Message
+	err := h.fake.WaitFor(h.ctx(), func() bool {
+		for _, m := range h.fake.Messages(channelID) {
+			if strings.Contains(m.Content, substr) {
+				found = m
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		var all []string
+		for _, m := range h.fake.Messages(channelID) {
+			all = append(all, fmt.Sprintf("%q", m.Content))
+		}
+		h.t.Fatalf("no message with %q in %s: %v; messages: %s", substr, channelID, err, strings.Join(all, ", "))
+	}
+	return found
+}
+
+// customIDs returns the custom ids of a message's buttons.
+func customIDs(m *discordgo.Message) []string {
+	var out []string
+	for _, row := range m.Components {
+		r, ok := row.(*discordgo.ActionsRow)
+		if !ok {
+			continue
+		}
+		for _, c := range r.Components {
+			if b, ok := c.(*discordgo.Button); ok && b.CustomID != "" {
+				out = append(out, b.CustomID)
+			}
+		}
+	}
+	return out
+}
+
+// buttonID returns the custom id of m's button whose id starts with prefix.
+func (h *harness) buttonID(m *discordgo.Message, prefix string) string {
+	h.t.Helper()
+	for _, id := range customIDs(m) {
+		if strings.HasPrefix(id, prefix) {
+			return id
+		}
+	}
+	h.t.Fatalf("message %q has no button %s… (has %v)", m.Content, prefix, customIDs(m))
+	return ""
+}
+
+// taskStatus reads a task's status.
+func (h *harness) taskStatus(id string) models.TaskStatus {
+	h.t.Helper()
+	t, err := h.st.GetTask(context.Background(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return t.Status
+}

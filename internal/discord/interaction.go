@@ -1,0 +1,261 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// reply is what an operation answers a person with.
+type reply struct {
+	Content    string
+	Components []discordgo.MessageComponent
+	// File is attached when set (long texts).
+	File *attachment
+	// Ephemeral replies are seen only by the person who acted.
+	Ephemeral bool
+	// Update replaces the message a pressed button was on instead of
+	// answering with a new message.
+	Update bool
+}
+
+// attachment is a text file sent with a message.
+type attachment struct {
+	Name string
+	Body string
+}
+
+func (a *attachment) file() *discordgo.File {
+	return &discordgo.File{Name: a.Name, ContentType: "text/plain; charset=utf-8", Reader: strings.NewReader(a.Body)}
+}
+
+// text returns a reply whose long content goes into an attached file.
+func text(content string) reply {
+	if len(content) <= messageLimit {
+		return reply{Content: content}
+	}
+	head := cut(content, 300)
+	return reply{Content: head + "\n*(full text attached)*", File: &attachment{Name: "reply.txt", Body: content}}
+}
+
+// ephemeral returns a reply only the acting person sees.
+func ephemeral(content string) reply {
+	r := text(content)
+	r.Ephemeral = true
+	return r
+}
+
+// errorReply turns an error into a user-safe ephemeral answer: the message
+// of errors with a code the person can act on, a generic text otherwise.
+func (b *Bot) errorReply(op string, err error) reply {
+	var e *models.Error
+	if errors.As(err, &e) && e.Code != models.CodeInternal {
+		return ephemeral("⚠️ " + e.Message)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return ephemeral("⚠️ That took too long and was given up. Check `/status` before trying again.")
+	}
+	b.log.Error("discord operation failed", "op", op, "err", err)
+	return ephemeral("⚠️ Something went wrong on the daemon's side; it has been logged.")
+}
+
+// interactionUser returns the id of the person behind an interaction.
+func interactionUser(i *discordgo.Interaction) string {
+	switch {
+	case i.Member != nil && i.Member.User != nil:
+		return i.Member.User.ID
+	case i.User != nil:
+		return i.User.ID
+	}
+	return ""
+}
+
+// actor is how a Discord user is recorded in the task history.
+func actor(userID string) string { return "discord:" + userID }
+
+// handleInteraction answers one interaction.
+func (b *Bot) handleInteraction(ctx context.Context, s *discordgo.Session, i *discordgo.Interaction) {
+	user := interactionUser(i)
+	log := b.log.With("interaction", i.ID, "user", user)
+	if i.Type == discordgo.InteractionApplicationCommandAutocomplete {
+		if !b.authorized(user) {
+			b.respondChoices(s, i, nil)
+			return
+		}
+		b.respondChoices(s, i, b.autocomplete(ctx, i))
+		return
+	}
+	if !b.authorized(user) {
+		log.Warn("discord interaction refused: user not authorized")
+		b.respondNow(s, i, ephemeral("🚫 You are not allowed to use agentqueued here. Ask an admin to add your user id to `discord.authorized_users`."))
+		return
+	}
+	switch i.Type {
+	case discordgo.InteractionApplicationCommand:
+		b.command(ctx, s, i, user)
+	case discordgo.InteractionMessageComponent:
+		b.component(ctx, s, i, user)
+	case discordgo.InteractionModalSubmit:
+		b.modalSubmit(ctx, s, i, user)
+	default:
+		b.respondNow(s, i, ephemeral("⚠️ This kind of interaction is not supported."))
+	}
+}
+
+// run answers an interaction with the reply of op. When op takes longer
+// than AckAfter, the answer is deferred first (Discord wants one within
+// 3 s) and the reply edited in once op is done.
+func (b *Bot) run(ctx context.Context, s *discordgo.Session, i *discordgo.Interaction, defaultEphemeral bool, op func(ctx context.Context) reply) {
+	octx, cancel := context.WithTimeout(ctx, b.cfg.OperationTimeout)
+	defer cancel()
+	done := make(chan reply, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				b.log.Error("discord operation panicked", "panic", p, "interaction", i.ID)
+				done <- ephemeral("⚠️ Something went wrong on the daemon's side; it has been logged.")
+			}
+		}()
+		done <- op(octx)
+	}()
+	t := time.NewTimer(b.cfg.AckAfter)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		if defaultEphemeral {
+			r.Ephemeral = true
+		}
+		b.respondNow(s, i, r)
+		return
+	case <-t.C:
+	}
+	// Slow: acknowledge now, answer when done.
+	component := i.Type == discordgo.InteractionMessageComponent
+	resp := &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredChannelMessageWithSource}
+	if component {
+		resp.Type = discordgo.InteractionResponseDeferredMessageUpdate
+	} else if defaultEphemeral {
+		resp.Data = &discordgo.InteractionResponseData{Flags: discordgo.MessageFlagsEphemeral}
+	}
+	if err := s.InteractionRespond(i, resp); err != nil {
+		b.log.Warn("defer discord interaction", "interaction", i.ID, "err", err)
+	}
+	r := <-done
+	if component && !r.Update {
+		// The button's message stays; the answer is a follow-up.
+		params := &discordgo.WebhookParams{Content: r.Content, Components: r.Components}
+		if r.Ephemeral || defaultEphemeral {
+			params.Flags = discordgo.MessageFlagsEphemeral
+		}
+		if r.File != nil {
+			params.Files = []*discordgo.File{r.File.file()}
+		}
+		if _, err := s.FollowupMessageCreate(i, true, params); err != nil {
+			b.log.Warn("follow up discord interaction", "interaction", i.ID, "err", err)
+		}
+		return
+	}
+	comps := r.Components
+	if comps == nil {
+		comps = []discordgo.MessageComponent{}
+	}
+	edit := &discordgo.WebhookEdit{Content: &r.Content, Components: &comps}
+	if r.File != nil {
+		edit.Files = []*discordgo.File{r.File.file()}
+	}
+	if _, err := s.InteractionResponseEdit(i, edit); err != nil {
+		b.log.Warn("edit discord answer", "interaction", i.ID, "err", err)
+	}
+}
+
+// respondNow answers an interaction at once with r.
+func (b *Bot) respondNow(s *discordgo.Session, i *discordgo.Interaction, r reply) {
+	data := &discordgo.InteractionResponseData{Content: r.Content, Components: r.Components,
+		AllowedMentions: &discordgo.MessageAllowedMentions{}}
+	if r.Ephemeral {
+		data.Flags = discordgo.MessageFlagsEphemeral
+	}
+	if r.File != nil {
+		data.Files = []*discordgo.File{r.File.file()}
+	}
+	typ := discordgo.InteractionResponseChannelMessageWithSource
+	if r.Update && i.Type == discordgo.InteractionMessageComponent {
+		typ = discordgo.InteractionResponseUpdateMessage
+		if data.Components == nil {
+			data.Components = []discordgo.MessageComponent{}
+		}
+	}
+	if err := s.InteractionRespond(i, &discordgo.InteractionResponse{Type: typ, Data: data}); err != nil {
+		b.log.Warn("answer discord interaction", "interaction", i.ID, "err", err)
+	}
+}
+
+func (b *Bot) respondChoices(s *discordgo.Session, i *discordgo.Interaction, choices []*discordgo.ApplicationCommandOptionChoice) {
+	if choices == nil {
+		choices = []*discordgo.ApplicationCommandOptionChoice{}
+	}
+	// Discord requires "choices" even when empty, which discordgo's
+	// response type omits: the answer is written out here.
+	body := struct {
+		Type discordgo.InteractionResponseType `json:"type"`
+		Data struct {
+			Choices []*discordgo.ApplicationCommandOptionChoice `json:"choices"`
+		} `json:"data"`
+	}{Type: discordgo.InteractionApplicationCommandAutocompleteResult}
+	body.Data.Choices = choices
+	endpoint := discordgo.EndpointInteractionResponse(i.ID, i.Token)
+	_, err := s.RequestWithBucketID("POST", endpoint, body, endpoint)
+	if err != nil {
+		b.log.Warn("answer discord autocomplete", "interaction", i.ID, "err", err)
+	}
+}
+
+// respondModal opens a modal: it must be the interaction's first answer.
+func (b *Bot) respondModal(s *discordgo.Session, i *discordgo.Interaction, customID, title, label, placeholder string, required bool) {
+	err := s.InteractionRespond(i, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseModal,
+		Data: &discordgo.InteractionResponseData{CustomID: customID, Title: cut(title, 45),
+			Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+				discordgo.TextInput{CustomID: "text", Label: cut(label, 45), Style: discordgo.TextInputParagraph,
+					Placeholder: cut(placeholder, 100), Required: required, MaxLength: 4000},
+			}}}}})
+	if err != nil {
+		b.log.Warn("open discord modal", "interaction", i.ID, "err", err)
+	}
+}
+
+// modalText returns the text typed into a modal's input.
+func modalText(i *discordgo.Interaction) string {
+	data := i.ModalSubmitData()
+	for _, row := range data.Components {
+		r, ok := row.(*discordgo.ActionsRow)
+		if !ok {
+			continue
+		}
+		for _, c := range r.Components {
+			if in, ok := c.(*discordgo.TextInput); ok && in.CustomID == "text" {
+				return in.Value
+			}
+		}
+	}
+	return ""
+}
+
+// customID builds a component's custom id: "aq|action|arg…".
+func customID(action string, args ...string) string {
+	return strings.Join(append([]string{"aq", action}, args...), "|")
+}
+
+// parseCustomID splits a custom id built by customID.
+func parseCustomID(id string) (string, []string, error) {
+	parts := strings.Split(id, "|")
+	if len(parts) < 2 || parts[0] != "aq" {
+		return "", nil, fmt.Errorf("unknown component %q", id)
+	}
+	return parts[1], parts[2:], nil
+}

@@ -1,0 +1,600 @@
+package discord
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// Discord error codes the notifier acts on.
+const (
+	codeUnknownChannel      = 10003
+	codeThreadAlreadyExists = 160004
+)
+
+// threadLink in a part's content is replaced by a link to the task's thread.
+const threadLink = "{thread}"
+
+// outboxBatch is how many notices one pass reads.
+const outboxBatch = 100
+
+// maxProgressLines is how many progress lines one coalesced post shows.
+const maxProgressLines = 10
+
+// notice is the decoded payload of an outbox message.
+type notice struct {
+	TaskID    string            `json:"task_id"`
+	ProjectID string            `json:"project_id"`
+	Title     string            `json:"title"`
+	From      models.TaskStatus `json:"from"`
+	To        models.TaskStatus `json:"to"`
+	Event     models.TaskEvent  `json:"event"`
+	Reason    string            `json:"reason"`
+	Actor     string            `json:"actor"`
+	Blocked   []string          `json:"blocked"`
+	// task.progress
+	Message string `json:"message"`
+	RunID   int64  `json:"run_id"`
+	// task.question
+	ID   int64  `json:"id"`
+	Text string `json:"text"`
+	// task.approval_needed
+	Files []string `json:"files"`
+	// plan.failed
+	Error string `json:"error"`
+}
+
+// part is one message to post: in the project's channel, or in the task's
+// thread.
+type part struct {
+	Thread     bool
+	Content    string
+	Components []discordgo.MessageComponent
+	File       *attachment
+	// Anchor marks the channel notice a new task thread starts from.
+	Anchor bool
+}
+
+// deliverLoop delivers the outbox until ctx ends.
+func (b *Bot) deliverLoop(ctx context.Context) {
+	for {
+		wait := b.deliverPending(ctx)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-b.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// deliverPending delivers the due notices, oldest first, and returns how
+// long to wait before the next pass. One task's notices keep their order:
+// once one of them waits, the task's later ones wait too.
+func (b *Bot) deliverPending(ctx context.Context) time.Duration {
+	msgs, err := b.box.PendingOutbox(ctx, outboxBatch)
+	if err != nil {
+		if ctx.Err() == nil {
+			b.log.Warn("read outbox", "err", err)
+		}
+		return b.cfg.PollInterval
+	}
+	wait := b.cfg.PollInterval
+	held := map[string]bool{}
+	done := map[int64]bool{}
+	for idx, m := range msgs {
+		if ctx.Err() != nil {
+			return wait
+		}
+		if done[m.ID] || (m.TaskID != "" && held[m.TaskID]) {
+			continue
+		}
+		batch := []models.OutboxMessage{m}
+		if m.Kind == "task.progress" {
+			if next, ok := b.progressDue(m.TaskID); !ok {
+				held[m.TaskID] = true
+				wait = min(wait, next)
+				continue
+			}
+			batch = progressRun(msgs[idx:], m.TaskID)
+		}
+		// A delivery under way finishes (post and mark) even when the bot
+		// is shutting down, so a restart does not post it twice.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*b.cfg.HTTPTimeout)
+		err := b.deliver(dctx, batch)
+		var rl *discordgo.RateLimitError
+		switch {
+		case errors.As(err, &rl):
+			cancel()
+			// The whole bot waits: Discord asked for it.
+			b.log.Info("discord rate limit; waiting", "retry_after", rl.RetryAfter, "url", rl.URL)
+			return max(rl.RetryAfter, 10*time.Millisecond)
+		case err != nil:
+			held[m.TaskID] = m.TaskID != ""
+			b.failed(dctx, m, err)
+			cancel()
+			continue
+		}
+		for _, d := range batch {
+			done[d.ID] = true
+			if err := b.box.MarkOutboxDelivered(dctx, d.ID); err != nil {
+				b.log.Warn("mark notice delivered", "outbox_id", d.ID, "err", err)
+			}
+		}
+		cancel()
+	}
+	if len(msgs) == outboxBatch {
+		return 0
+	}
+	return wait
+}
+
+// progressDue reports whether a task's thread may get a progress post now,
+// else how long until it may.
+func (b *Bot) progressDue(taskID string) (time.Duration, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	last, ok := b.lastPost[taskID]
+	if !ok {
+		return 0, true
+	}
+	next := last.Add(b.cfg.ProgressInterval).Sub(b.cfg.Now())
+	return next, next <= 0
+}
+
+// progressRun returns the task's progress notices at the head of msgs, up
+// to its first notice of another kind.
+func progressRun(msgs []models.OutboxMessage, taskID string) []models.OutboxMessage {
+	var out []models.OutboxMessage
+	for _, m := range msgs {
+		if m.TaskID != taskID {
+			continue
+		}
+		if m.Kind != "task.progress" {
+			break
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// failed records a failed delivery, giving the notice up after
+// MaxDeliveryAttempts.
+func (b *Bot) failed(ctx context.Context, m models.OutboxMessage, err error) {
+	log := b.log.With("outbox_id", m.ID, "kind", m.Kind, "task_id", m.TaskID, "attempt", m.Attempts+1)
+	if m.Attempts+1 >= b.cfg.MaxDeliveryAttempts {
+		log.Error("discord notice given up", "err", err)
+		if err := b.box.MarkOutboxDelivered(ctx, m.ID); err != nil {
+			log.Warn("mark notice given up", "err", err)
+		}
+		return
+	}
+	backoff := b.cfg.RetryBackoff
+	for range m.Attempts {
+		backoff = min(backoff*2, b.cfg.MaxRetryBackoff)
+	}
+	log.Warn("discord notice not delivered; will retry", "err", err, "in", backoff)
+	if err := b.box.MarkOutboxFailed(ctx, m.ID, b.cfg.Now().Add(backoff), err.Error()); err != nil {
+		log.Warn("mark notice failed", "err", err)
+	}
+}
+
+// deliver posts one notice (or a run of one task's progress notices).
+func (b *Bot) deliver(ctx context.Context, batch []models.OutboxMessage) error {
+	m := batch[0]
+	var n notice
+	if err := json.Unmarshal([]byte(m.Payload), &n); err != nil {
+		b.log.Error("undecodable notice dropped", "outbox_id", m.ID, "kind", m.Kind, "err", err)
+		return nil
+	}
+	if n.TaskID == "" {
+		n.TaskID = m.TaskID
+	}
+	if n.ProjectID == "" {
+		n.ProjectID = m.ProjectID
+	}
+	var parts []part
+	if m.Kind == "task.progress" {
+		var lines []string
+		for _, p := range batch {
+			var pn notice
+			if json.Unmarshal([]byte(p.Payload), &pn) == nil && strings.TrimSpace(pn.Message) != "" {
+				lines = append(lines, pn.Message)
+			}
+		}
+		parts = progressParts(lines)
+	} else {
+		var err error
+		parts, err = b.noticeParts(ctx, m.Kind, n)
+		if err != nil {
+			return err
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	channelID, err := b.projectChannel(ctx, n.ProjectID)
+	if err != nil {
+		return err
+	}
+	nonce := "aq" + strconv.FormatInt(m.ID, 10)
+	for i, p := range parts {
+		pn := nonce + "-" + strconv.Itoa(i)
+		if strings.Contains(p.Content, threadLink) {
+			thread, err := b.thread(ctx, channelID, n)
+			if err != nil {
+				return err
+			}
+			p.Content = strings.ReplaceAll(p.Content, threadLink, "<#"+thread+">")
+		}
+		if !p.Thread {
+			msg, err := b.postChannel(ctx, channelID, pn, p)
+			if err != nil {
+				return err
+			}
+			if p.Anchor {
+				if _, err := b.threadFrom(ctx, n, msg); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		thread, err := b.thread(ctx, channelID, n)
+		if err != nil {
+			return err
+		}
+		if _, err := b.send(ctx, thread, pn, p); err != nil {
+			return err
+		}
+		if m.Kind == "task.progress" {
+			b.mu.Lock()
+			b.lastPost[m.TaskID] = b.cfg.Now()
+			b.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// postChannel posts into a project's channel, falling back to the control
+// channel when the project's channel is gone.
+func (b *Bot) postChannel(ctx context.Context, channelID, nonce string, p part) (*discordgo.Message, error) {
+	msg, err := b.send(ctx, channelID, nonce, p)
+	if discordCode(err) == codeUnknownChannel && channelID != b.cfg.ControlChannelID {
+		b.log.Warn("project channel unknown to discord; using the control channel", "channel_id", channelID)
+		return b.send(ctx, b.cfg.ControlChannelID, nonce, p)
+	}
+	return msg, err
+}
+
+// projectChannel is where a project's notices go.
+func (b *Bot) projectChannel(ctx context.Context, projectID string) (string, error) {
+	if projectID == "" {
+		return b.cfg.ControlChannelID, nil
+	}
+	p, err := b.svc.GetProject(ctx, projectID)
+	if models.ErrorCodeOf(err) == models.CodeNotFound {
+		return b.cfg.ControlChannelID, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if p.DiscordChannelID != nil && *p.DiscordChannelID != "" {
+		return *p.DiscordChannelID, nil
+	}
+	return b.cfg.ControlChannelID, nil
+}
+
+// thread returns the task's thread, creating it (from an anchor notice in
+// the channel) when the task has none yet.
+func (b *Bot) thread(ctx context.Context, channelID string, n notice) (string, error) {
+	t, ok, err := b.box.TaskThread(ctx, n.TaskID)
+	if err != nil {
+		return "", err
+	}
+	if ok {
+		return t.ThreadID, nil
+	}
+	title := n.Title
+	if title == "" {
+		if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil {
+			title = d.Task.Title
+		}
+	}
+	// The anchor's nonce is the task's, so a retry after a crash finds the
+	// same message (and its thread).
+	msg, err := b.postChannel(ctx, channelID, threadNonce(n.TaskID), part{Content: fmt.Sprintf("🧵 `%s` %s", n.TaskID, escape(title))})
+	if err != nil {
+		return "", err
+	}
+	n.Title = title
+	return b.threadFrom(ctx, n, msg)
+}
+
+// threadNonce is the nonce of a task's thread anchor (at most 25 characters).
+func threadNonce(taskID string) string {
+	var h uint64 = 14695981039346656037
+	for i := 0; i < len(taskID); i++ {
+		h = (h ^ uint64(taskID[i])) * 1099511628211
+	}
+	return "aqt" + strconv.FormatUint(h, 36)
+}
+
+// threadFrom starts the task's thread on msg and records it. A thread
+// started on the message before (a retry after a crash) has the message's
+// id, as Discord gives every thread started from a message.
+func (b *Bot) threadFrom(ctx context.Context, n notice, msg *discordgo.Message) (string, error) {
+	if t, ok, err := b.box.TaskThread(ctx, n.TaskID); err != nil || ok {
+		return t.ThreadID, err
+	}
+	s := b.sess()
+	id := msg.ID
+	_, err := s.MessageThreadStartComplex(msg.ChannelID, msg.ID, &discordgo.ThreadStart{
+		Name: cut(n.TaskID+" · "+n.Title, 100), AutoArchiveDuration: 10080}, discordgo.WithContext(ctx))
+	if err != nil && discordCode(err) != codeThreadAlreadyExists {
+		return "", fmt.Errorf("start thread of task %s: %w", n.TaskID, err)
+	}
+	t, err := b.box.SaveTaskThread(ctx, models.ChatThread{TaskID: n.TaskID, ChannelID: msg.ChannelID, ThreadID: id})
+	if err != nil {
+		return "", err
+	}
+	return t.ThreadID, nil
+}
+
+func (b *Bot) sess() *discordgo.Session {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.session
+}
+
+// messageCreate is a message with Discord's idempotency nonce: a repeat
+// with the same nonce returns the message made the first time.
+type messageCreate struct {
+	*discordgo.MessageSend
+	Nonce        string `json:"nonce,omitempty"`
+	EnforceNonce bool   `json:"enforce_nonce,omitempty"`
+}
+
+// send posts one message, without discordgo's own rate-limit retries so
+// that the outbox can wait (and shut down) on its own terms.
+func (b *Bot) send(ctx context.Context, channelID, nonce string, p part) (*discordgo.Message, error) {
+	s := b.sess()
+	m := &discordgo.MessageSend{Content: p.Content, Components: p.Components,
+		AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}}
+	if p.File != nil {
+		m.Files = []*discordgo.File{p.File.file()}
+	}
+	body := messageCreate{MessageSend: m, Nonce: nonce, EnforceNonce: nonce != ""}
+	endpoint := discordgo.EndpointChannelMessages(channelID)
+	opts := []discordgo.RequestOption{discordgo.WithContext(ctx), discordgo.WithRetryOnRatelimit(false)}
+	var (
+		resp []byte
+		err  error
+	)
+	if len(m.Files) > 0 {
+		ct, data, merr := discordgo.MultipartBodyWithJSON(body, m.Files)
+		if merr != nil {
+			return nil, merr
+		}
+		resp, err = s.RequestRaw("POST", endpoint, ct, data, endpoint, 0, opts...)
+	} else {
+		resp, err = s.RequestWithBucketID("POST", endpoint, body, endpoint, opts...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var msg discordgo.Message
+	if err := json.Unmarshal(resp, &msg); err != nil {
+		return nil, fmt.Errorf("decode created message: %w", err)
+	}
+	if msg.ChannelID == "" {
+		msg.ChannelID = channelID
+	}
+	return &msg, nil
+}
+
+// discordCode returns the JSON error code of a Discord REST error, or 0.
+func discordCode(err error) int {
+	var rest *discordgo.RESTError
+	if errors.As(err, &rest) && rest.Message != nil {
+		return rest.Message.Code
+	}
+	return 0
+}
+
+// textParts renders a long text as messages under the limit, or as an
+// attached file when it would take more than three.
+func textParts(thread bool, head, body string) []part {
+	full := head
+	if body != "" {
+		full += "\n" + body
+	}
+	chunks := split(full, messageLimit)
+	if len(chunks) <= 3 {
+		out := make([]part, len(chunks))
+		for i, c := range chunks {
+			out[i] = part{Thread: thread, Content: c}
+		}
+		return out
+	}
+	return []part{{Thread: thread, Content: cut(head, 1500) + "\n*(full text attached)*", File: &attachment{Name: "text.txt", Body: full}}}
+}
+
+// progressParts condenses progress lines into one thread post.
+func progressParts(lines []string) []part {
+	if len(lines) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	if n := len(lines) - maxProgressLines; n > 0 {
+		fmt.Fprintf(&b, "*(%d earlier lines)*\n", n)
+		lines = lines[n:]
+	}
+	for _, l := range lines {
+		fmt.Fprintf(&b, "• %s\n", escape(cut(strings.TrimSpace(strings.ReplaceAll(l, "\n", " ")), 300)))
+	}
+	return []part{{Thread: true, Content: strings.TrimRight(b.String(), "\n")}}
+}
+
+// noticeParts renders a notice of a given kind.
+func (b *Bot) noticeParts(ctx context.Context, kind string, n notice) ([]part, error) {
+	title := escape(cut(n.Title, 120))
+	id := "`" + n.TaskID + "`"
+	switch kind {
+	case "task.started":
+		t, ok, err := b.box.TaskThread(ctx, n.TaskID)
+		if err != nil {
+			return nil, err
+		}
+		by := ""
+		if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil {
+			if d.Task.AssignedAgentID != nil {
+				by = " by agent `" + *d.Task.AssignedAgentID + "`"
+			}
+			if d.Task.RetryCount > 0 {
+				by += fmt.Sprintf(" (attempt %d)", d.Task.RetryCount+1)
+			}
+		}
+		if !ok {
+			return []part{{Anchor: true, Content: fmt.Sprintf("▶️ %s %s started%s", id, title, by)}}, nil
+		}
+		return []part{{Content: fmt.Sprintf("▶️ %s %s started%s → <#%s>", id, title, by, t.ThreadID)},
+			{Thread: true, Content: "▶️ Started" + by}}, nil
+	case "task.question":
+		if title == "" {
+			if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil {
+				title = escape(cut(d.Task.Title, 120))
+			}
+		}
+		return []part{{Thread: true, Content: fmt.Sprintf("❓ **Question #%d**\n%s", n.ID, quote(cut(n.Text, 1800))),
+			Components: buttons(button("Answer", discordgo.PrimaryButton, customID("answer", strconv.FormatInt(n.ID, 10), n.TaskID)))},
+			{Content: fmt.Sprintf("❓ %s %s is waiting for your answer in %s", id, title, threadLink)}}, nil
+	case "task.completed":
+		out := []part{{Content: fmt.Sprintf("✅ %s %s completed%s", id, title, byActor(n))}}
+		if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil && d.Result != nil {
+			out = append(out, textParts(true, "✅ **Completed**", renderResultBody(*d.Result))...)
+		} else {
+			out = append(out, part{Thread: true, Content: "✅ **Completed**" + byActor(n)})
+		}
+		return out, nil
+	case "task.failed":
+		attempt := ""
+		if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil {
+			attempt = fmt.Sprintf(" (attempt %d of %d)", d.Task.RetryCount+1, d.Task.MaxRetries+1)
+		}
+		reason := reasonLine(n.Reason)
+		return []part{{Content: fmt.Sprintf("❌ %s %s failed%s%s", id, title, attempt, reason),
+			Components: buttons(
+				button("Retry now", discordgo.PrimaryButton, customID("event", string(models.EventAdminRestart), n.TaskID, string(models.StatusFailed))),
+				button("Skip", discordgo.SecondaryButton, customID("event", string(models.EventAdminSkip), n.TaskID, string(models.StatusFailed))),
+				button("View error", discordgo.SecondaryButton, customID("error", n.TaskID)))},
+			{Thread: true, Content: "❌ **Failed**" + attempt + reason}}, nil
+	case "task.blocked":
+		if n.Event == models.EventUpstreamFailed {
+			return nil, nil // told once, by the chain.broken notice of its root
+		}
+		reason := reasonLine(n.Reason)
+		return []part{{Content: fmt.Sprintf("⛔ %s %s is blocked%s%s", id, title, reason, byActor(n)),
+			Components: buttons(
+				button("Restart", discordgo.PrimaryButton, customID("event", string(models.EventAdminRestart), n.TaskID, string(models.StatusBlocked))),
+				button("Skip", discordgo.SecondaryButton, customID("event", string(models.EventAdminSkip), n.TaskID, string(models.StatusBlocked))))},
+			{Thread: true, Content: "⛔ **Blocked**" + reason}}, nil
+	case "chain.broken":
+		blocked := make([]string, len(n.Blocked))
+		for i, t := range n.Blocked {
+			blocked[i] = "`" + t + "`"
+		}
+		root, rootTitle := n.TaskID, title
+		if n.Event == models.EventUpstreamFailed {
+			// Tasks created behind a blocked task: the root is theirs.
+			if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil && d.Task.CascadeRootID != "" {
+				root = d.Task.CascadeRootID
+				if rd, err := b.svc.GetTaskDetail(ctx, root); err == nil {
+					rootTitle = escape(cut(rd.Task.Title, 120))
+				}
+			}
+		}
+		msg := fmt.Sprintf("⛓️ Chain broken at `%s` %s%s\nBlocked with it: %s", root, rootTitle, reasonLine(n.Reason),
+			strings.Join(blocked, ", "))
+		return []part{{Content: cut(msg, messageLimit), Components: buttons(
+			button("Restart "+root, discordgo.PrimaryButton, customID("event", string(models.EventAdminRestart), root, string(models.StatusBlocked))),
+			button("Skip "+root, discordgo.SecondaryButton, customID("event", string(models.EventAdminSkip), root, string(models.StatusBlocked))))}}, nil
+	case "task.paused":
+		until := ""
+		if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil && d.Task.ResumeAfter != nil {
+			until = " until " + renderTime(*d.Task.ResumeAfter)
+		}
+		return []part{{Content: fmt.Sprintf("⏸️ %s %s paused%s%s", id, title, until, reasonLine(n.Reason))},
+			{Thread: true, Content: "⏸️ **Paused**" + until + reasonLine(n.Reason)}}, nil
+	case "task.awaiting_approval":
+		d, err := b.svc.GetTaskDetail(ctx, n.TaskID)
+		if err != nil {
+			return nil, err
+		}
+		if d.Task.PRURL != nil && *d.Task.PRURL != "" {
+			return []part{{Content: fmt.Sprintf("🙋 %s %s waits for its pull request to be merged: %s", id, title, *d.Task.PRURL),
+				Components: buttons(linkButton("Open pull request", *d.Task.PRURL))}}, nil
+		}
+		return []part{{Content: fmt.Sprintf("🙋 %s %s needs your approval%s", id, title, reasonLine(n.Reason)), Components: approvalButtons(n.TaskID)}}, nil
+	case "task.approval_needed":
+		files := ""
+		if len(n.Files) > 0 {
+			fs := n.Files
+			if len(fs) > 10 {
+				fs = fs[:10]
+			}
+			files = "\nfiles: `" + strings.Join(fs, "`, `") + "`"
+			if len(n.Files) > 10 {
+				files += fmt.Sprintf(" and %d more", len(n.Files)-10)
+			}
+		}
+		return []part{{Content: fmt.Sprintf("🙋 %s %s is ready and needs your approval%s", id, title, files), Components: approvalButtons(n.TaskID)}}, nil
+	case "plan.failed":
+		return []part{{Content: fmt.Sprintf("📝 The plan of %s could not be created: %s", id, escape(cut(n.Error, 500)))}}, nil
+	}
+	b.log.Debug("notice kind not posted to discord", "kind", kind)
+	return nil, nil
+}
+
+func approvalButtons(taskID string) []discordgo.MessageComponent {
+	return buttons(
+		button("Approve", discordgo.SuccessButton, customID("approve", taskID)),
+		button("Reject", discordgo.DangerButton, customID("reject", taskID)))
+}
+
+func reasonLine(reason string) string {
+	if strings.TrimSpace(reason) == "" {
+		return ""
+	}
+	return ": " + escape(cut(strings.TrimSpace(strings.ReplaceAll(reason, "\n", " ")), 300))
+}
+
+func byActor(n notice) string {
+	if strings.HasPrefix(n.Actor, "discord:") {
+		return " by " + renderActor(n.Actor)
+	}
+	return ""
+}
+
+func renderResultBody(c models.Completion) string {
+	out := quote(c.Summary)
+	if len(c.FilesChanged) > 0 {
+		files := c.FilesChanged
+		more := ""
+		if len(files) > 20 {
+			files, more = files[:20], fmt.Sprintf(" and %d more", len(c.FilesChanged)-20)
+		}
+		out += "\nfiles: `" + strings.Join(files, "`, `") + "`" + more
+	}
+	return out
+}

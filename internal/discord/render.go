@@ -1,0 +1,304 @@
+package discord
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// messageLimit is Discord's limit on a message's content, in characters.
+const messageLimit = 2000
+
+// cut shortens s to at most n characters, marking the cut with "…".
+func cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// escape keeps text from others (titles, agent output) from being read as
+// markdown or mentions.
+var escaper = strings.NewReplacer("\\", "\\\\", "*", "\\*", "_", "\\_", "~", "\\~", "`", "\\`", "|", "\\|",
+	">", "\\>", "@", "@\u200b", "#", "\\#")
+
+func escape(s string) string { return escaper.Replace(s) }
+
+// quote renders text from others as a block quote.
+func quote(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "> *(empty)*"
+	}
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = "> " + strings.ReplaceAll(strings.ReplaceAll(l, "@", "@\u200b"), "`", "ˋ")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// codeBlock renders text from others verbatim.
+func codeBlock(s string) string {
+	return "```\n" + strings.ReplaceAll(strings.TrimRight(s, "\n"), "```", "ˋˋˋ") + "\n```"
+}
+
+// mention renders a Discord user.
+func mention(userID string) string { return "<@" + userID + ">" }
+
+// renderActor renders a recorded actor: Discord users as mentions.
+func renderActor(a string) string {
+	if id, ok := strings.CutPrefix(a, "discord:"); ok {
+		return mention(id)
+	}
+	return "`" + strings.ReplaceAll(a, "`", "") + "`"
+}
+
+// split cuts a long text into parts under the message limit, at line ends
+// where it can.
+func split(s string, limit int) []string {
+	var parts []string
+	for utf8.RuneCountInString(s) > limit {
+		r := []rune(s)
+		head := string(r[:limit])
+		if i := strings.LastIndex(head, "\n"); i > limit/2 {
+			head = head[:i+1]
+		}
+		parts = append(parts, head)
+		s = s[len(head):]
+	}
+	if s != "" || len(parts) == 0 {
+		parts = append(parts, s)
+	}
+	return parts
+}
+
+func button(label string, style discordgo.ButtonStyle, id string) discordgo.MessageComponent {
+	return discordgo.Button{Label: cut(label, 80), Style: style, CustomID: id}
+}
+
+func linkButton(label, url string) discordgo.MessageComponent {
+	return discordgo.Button{Label: cut(label, 80), Style: discordgo.LinkButton, URL: url}
+}
+
+// buttons lays out buttons in rows of five (at most five rows).
+func buttons(bs ...discordgo.MessageComponent) []discordgo.MessageComponent {
+	var rows []discordgo.MessageComponent
+	for len(bs) > 0 && len(rows) < 5 {
+		n := min(5, len(bs))
+		rows = append(rows, discordgo.ActionsRow{Components: bs[:n]})
+		bs = bs[n:]
+	}
+	return rows
+}
+
+func statusIcon(s models.TaskStatus) string {
+	switch s {
+	case models.StatusDefined:
+		return "⏳"
+	case models.StatusReady:
+		return "🟦"
+	case models.StatusAssigned, models.StatusInProgress:
+		return "▶️"
+	case models.StatusWaitingInput:
+		return "❓"
+	case models.StatusPaused:
+		return "⏸️"
+	case models.StatusVerifying:
+		return "🔎"
+	case models.StatusAwaitingApproval:
+		return "🙋"
+	case models.StatusCompleted:
+		return "✅"
+	case models.StatusFailed:
+		return "❌"
+	case models.StatusBlocked:
+		return "⛔"
+	}
+	return "•"
+}
+
+func eventVerb(e models.TaskEvent) string {
+	switch e {
+	case models.EventAdminRestart:
+		return "Restarted"
+	case models.EventAdminSkip:
+		return "Skipped"
+	case models.EventAdminStop:
+		return "Stopped"
+	}
+	return string(e)
+}
+
+func renderTime(t time.Time) string { return fmt.Sprintf("<t:%d:f> (<t:%d:R>)", t.Unix(), t.Unix()) }
+
+func renderProject(p models.Project) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**%s** `%s` — %s\n", escape(p.Name), p.ID, p.Status)
+	fmt.Fprintf(&b, "weight %g · up to %d agents · %d tokens used", p.CreditWeight, p.MaxConcurrentAgents, p.TotalTokensUsed)
+	if p.BudgetLimit != nil {
+		fmt.Fprintf(&b, " of %d", *p.BudgetLimit)
+	}
+	if p.Repo != nil && p.Repo.URL != "" {
+		fmt.Fprintf(&b, "\nrepo: %s", escape(p.Repo.URL))
+	}
+	if p.DiscordChannelID != nil {
+		fmt.Fprintf(&b, "\nchannel: <#%s>", *p.DiscordChannelID)
+	}
+	return b.String()
+}
+
+func renderTaskDetail(d models.TaskDetail) string {
+	t := d.Task
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s **%s** `%s` — %s\n", statusIcon(t.Status), escape(t.Title), t.ID, t.Status)
+	fmt.Fprintf(&b, "project `%s` · priority %d · %s · attempt %d of %d", t.ProjectID, t.Priority, t.VerificationType, t.RetryCount+1, t.MaxRetries+1)
+	if t.RequiresApproval {
+		b.WriteString(" · needs approval")
+	}
+	if t.AssignedAgentID != nil {
+		fmt.Fprintf(&b, " · agent `%s`", *t.AssignedAgentID)
+	}
+	if t.StatusReason != "" {
+		fmt.Fprintf(&b, "\nreason: %s", escape(cut(t.StatusReason, 300)))
+	}
+	if t.ResumeAfter != nil && t.Status == models.StatusPaused {
+		fmt.Fprintf(&b, "\nresumes %s", renderTime(*t.ResumeAfter))
+	}
+	if t.PRURL != nil {
+		fmt.Fprintf(&b, "\npull request: %s", *t.PRURL)
+	}
+	if d.Verification != nil {
+		fmt.Fprintf(&b, "\nverification: %s", d.Verification.Phase)
+		if d.Verification.Detail != "" {
+			fmt.Fprintf(&b, " — %s", escape(cut(d.Verification.Detail, 200)))
+		}
+	}
+	if len(d.Dependencies) > 0 {
+		var deps []string
+		for _, e := range d.Dependencies {
+			deps = append(deps, fmt.Sprintf("`%s` (%s)", e.Upstream, strings.ToLower(string(e.Resolution))))
+		}
+		fmt.Fprintf(&b, "\nwaits for: %s", strings.Join(deps, ", "))
+	}
+	if len(d.Dependents) > 0 {
+		var deps []string
+		for _, e := range d.Dependents {
+			deps = append(deps, "`"+e.Downstream+"`")
+		}
+		fmt.Fprintf(&b, "\nneeded by: %s", strings.Join(deps, ", "))
+	}
+	if t.Description != "" {
+		fmt.Fprintf(&b, "\n%s", quote(cut(t.Description, 800)))
+	}
+	if n := len(d.Events); n > 0 {
+		b.WriteString("\nlast events:")
+		for _, e := range d.Events[max(0, n-5):] {
+			fmt.Fprintf(&b, "\n· %s %s → %s", e.Event, e.From, e.To)
+			if e.Actor != "" {
+				fmt.Fprintf(&b, " by %s", renderActor(e.Actor))
+			}
+		}
+	}
+	return b.String()
+}
+
+func renderResult(t models.Task, c models.Completion) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "📋 Result of `%s` %s\n", t.ID, escape(t.Title))
+	b.WriteString(quote(c.Summary))
+	if len(c.FilesChanged) > 0 {
+		files := c.FilesChanged
+		more := ""
+		if len(files) > 20 {
+			files, more = files[:20], fmt.Sprintf(" and %d more", len(c.FilesChanged)-20)
+		}
+		fmt.Fprintf(&b, "\nfiles: %s%s", "`"+strings.Join(files, "`, `")+"`", more)
+	}
+	return b.String()
+}
+
+func renderAgents(as []models.Agent) string {
+	var lines []string
+	for _, a := range as {
+		l := fmt.Sprintf("🤖 `%s` (%s) — %s", a.ID, a.AgentType, a.State)
+		if a.Paused {
+			l += ", paused"
+		}
+		if a.CurrentTaskID != nil {
+			l += fmt.Sprintf(", on `%s`", *a.CurrentTaskID)
+		}
+		lines = append(lines, l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// statusView is what /status shows.
+type statusView struct {
+	Agents    []models.Agent
+	Counts    map[string]map[models.TaskStatus]int
+	Questions []models.Question
+	Approvals []waiting
+	Broken    []waiting
+}
+
+// waiting is a task waiting on a person, with since when.
+type waiting struct {
+	Task  models.Task
+	Since time.Time
+	What  string
+}
+
+func renderStatus(v statusView) string {
+	var b strings.Builder
+	b.WriteString("**Agents**\n")
+	if len(v.Agents) == 0 {
+		b.WriteString("none\n")
+	} else {
+		b.WriteString(renderAgents(v.Agents) + "\n")
+	}
+	b.WriteString("**Tasks**\n")
+	projects := make([]string, 0, len(v.Counts))
+	for p := range v.Counts {
+		projects = append(projects, p)
+	}
+	sort.Strings(projects)
+	if len(projects) == 0 {
+		b.WriteString("none\n")
+	}
+	for _, p := range projects {
+		var parts []string
+		for _, st := range models.TaskStatuses {
+			if n := v.Counts[p][st]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%s %d", strings.ToLower(string(st)), n))
+			}
+		}
+		fmt.Fprintf(&b, "`%s`: %s\n", p, strings.Join(parts, " · "))
+	}
+	type item struct {
+		at   time.Time
+		line string
+	}
+	var items []item
+	for _, q := range v.Questions {
+		items = append(items, item{q.AskedAt, fmt.Sprintf("❓ `%s` asks (#%d): %s", q.TaskID, q.ID, escape(cut(q.Text, 150)))})
+	}
+	for _, w := range append(append([]waiting(nil), v.Approvals...), v.Broken...) {
+		items = append(items, item{w.Since, w.What})
+	}
+	sort.SliceStable(items, func(i, j int) bool { return items[i].at.Before(items[j].at) })
+	b.WriteString("**Waiting on you**\n")
+	if len(items) == 0 {
+		b.WriteString("nothing 🎉")
+	}
+	for _, it := range items {
+		fmt.Fprintf(&b, "%s · since %s\n", it.line, fmt.Sprintf("<t:%d:R>", it.at.Unix()))
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
