@@ -235,10 +235,18 @@ func (b *Bot) Run(ctx context.Context) error {
 // backoff while Discord cannot be reached; a refused token is an error.
 func (b *Bot) connect(ctx context.Context) (*discordgo.Session, error) {
 	backoff := b.cfg.ReconnectBackoff
+	intents := discordgo.IntentsGuilds | discordgo.IntentsGuildMessages | discordgo.IntentMessageContent
 	for {
-		s, err := b.open(ctx)
+		s, err := b.open(ctx, intents)
 		if err == nil {
 			return s, nil
+		}
+		var closed *websocket.CloseError
+		if errors.As(err, &closed) && closed.Code == closeDisallowedIntents && intents&discordgo.IntentMessageContent != 0 {
+			b.log.Warn("discord refused the message content intent: replies in task threads cannot answer questions " +
+				"(enable \"Message Content Intent\" for the bot in Discord's developer portal); buttons and commands still work")
+			intents &^= discordgo.IntentMessageContent
+			continue
 		}
 		var rest *discordgo.RESTError
 		if errors.As(err, &rest) && rest.Response != nil &&
@@ -260,14 +268,18 @@ func (b *Bot) connect(ctx context.Context) (*discordgo.Session, error) {
 	}
 }
 
-func (b *Bot) open(ctx context.Context) (*discordgo.Session, error) {
+// closeDisallowedIntents is the gateway's close code for privileged
+// intents the application may not use.
+const closeDisallowedIntents = 4014
+
+func (b *Bot) open(ctx context.Context, intents discordgo.Intent) (*discordgo.Session, error) {
 	s, err := discordgo.New("Bot " + b.cfg.Token)
 	if err != nil {
 		return nil, err
 	}
 	s.Client = &http.Client{Transport: rewrite{base: b.cfg.APIBaseURL}, Timeout: b.cfg.HTTPTimeout}
 	s.Dialer = websocket.DefaultDialer
-	s.Identify.Intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages | discordgo.IntentMessageContent
+	s.Identify.Intents = intents
 	s.LogLevel = discordgo.LogError
 	b.mu.Lock()
 	b.ctx = ctx

@@ -294,3 +294,14 @@ func TestSlowOperationIsDeferredThenEdited(t *testing.T) {
 		t.Errorf("task is %s", st)
 	}
 }
+
+func TestConnectsWithoutTheMessageContentIntent(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(_ *Config, o *discordtest.Options) { o.DenyPrivilegedIntents = true })
+	if _, text := h.answer(h.command(alice, controlChannel, "project", subOpt("list")), 1); !strings.Contains(text, "No projects") {
+		t.Errorf("project list: %q", text)
+	}
+	if n := h.fake.Sessions(); n != 1 {
+		t.Errorf("%d sessions identified, want 1 (after the refused intent)", n)
+	}
+}

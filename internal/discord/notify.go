@@ -221,6 +221,11 @@ func (b *Bot) deliver(ctx context.Context, batch []models.OutboxMessage) error {
 			return err
 		}
 	}
+	if m.Kind == "task.deleted" {
+		if err := b.closeThread(ctx, n.TaskID); err != nil {
+			return err
+		}
+	}
 	if len(parts) == 0 {
 		return nil
 	}
@@ -480,7 +485,7 @@ func (b *Bot) noticeParts(ctx context.Context, kind string, n notice) ([]part, e
 			Components: buttons(button("Answer", discordgo.PrimaryButton, customID("answer", strconv.FormatInt(n.ID, 10), n.TaskID)))},
 			{Content: fmt.Sprintf("❓ %s %s is waiting for your answer in %s", id, title, threadLink)}}, nil
 	case "task.completed":
-		out := []part{{Content: fmt.Sprintf("✅ %s %s completed%s", id, title, byActor(n))}}
+		out := []part{{Content: fmt.Sprintf("✅ %s %s completed%s → %s", id, title, byActor(n), threadLink)}}
 		if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil && d.Result != nil {
 			out = append(out, textParts(true, "✅ **Completed**", renderResultBody(*d.Result))...)
 		} else {
@@ -559,6 +564,8 @@ func (b *Bot) noticeParts(ctx context.Context, kind string, n notice) ([]part, e
 			}
 		}
 		return []part{{Content: fmt.Sprintf("🙋 %s %s is ready and needs your approval%s", id, title, files), Components: approvalButtons(n.TaskID)}}, nil
+	case "task.deleted":
+		return []part{{Content: fmt.Sprintf("🗑️ %s %s was deleted", id, title)}}, nil
 	case "plan.failed":
 		return []part{{Content: fmt.Sprintf("📝 The plan of %s could not be created: %s", id, escape(cut(n.Error, 500)))}}, nil
 	}
@@ -597,4 +604,18 @@ func renderResultBody(c models.Completion) string {
 		out += "\nfiles: `" + strings.Join(files, "`, `") + "`" + more
 	}
 	return out
+}
+
+// closeThread archives and locks a deleted task's thread, if it has one.
+func (b *Bot) closeThread(ctx context.Context, taskID string) error {
+	t, ok, err := b.box.TaskThread(ctx, taskID)
+	if err != nil || !ok {
+		return err
+	}
+	yes := true
+	_, err = b.sess().ChannelEdit(t.ThreadID, &discordgo.ChannelEdit{Archived: &yes, Locked: &yes}, discordgo.WithContext(ctx))
+	if code := discordCode(err); code == codeUnknownChannel {
+		return nil
+	}
+	return err
 }

@@ -36,18 +36,18 @@ type Proposer interface {
 
 type proposal struct {
 	Proposal
-	user    string
-	expires time.Time
+	channelID string // where it was asked: a project channel names the project
+	expires   time.Time
 }
 
 // mentioned answers a message that mentions the bot.
 func (b *Bot) mentioned(ctx context.Context, s *discordgo.Session, m *discordgo.Message) {
-	request := strings.TrimSpace(mentionPattern.Replace(m.Content))
+	request := stripMentions(m.Content)
 	var r reply
 	if b.cfg.Proposer == nil || request == "" {
 		r = reply{Content: helpText}
 	} else {
-		r = b.propose(ctx, request, m.Author.ID)
+		r = b.propose(ctx, request, m.Author.ID, m.ChannelID)
 	}
 	ref := &discordgo.MessageReference{MessageID: m.ID, ChannelID: m.ChannelID}
 	if _, err := s.ChannelMessageSendComplex(m.ChannelID, &discordgo.MessageSend{Content: r.Content, Components: r.Components,
@@ -56,18 +56,15 @@ func (b *Bot) mentioned(ctx context.Context, s *discordgo.Session, m *discordgo.
 	}
 }
 
-// mentionPattern strips user mentions from a request.
-var mentionPattern = strings.NewReplacer("<@", " <@")
-
 const helpText = "I run agentqueued. Try `/status`, `/task add`, `/questions` or `/budget`; every command has help in Discord's command menu."
 
 // propose asks the Proposer for a command and offers it with Run / Cancel.
-func (b *Bot) propose(ctx context.Context, request, user string) reply {
+func (b *Bot) propose(ctx context.Context, request, user, channelID string) reply {
 	pctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	p, err := b.cfg.Proposer.Propose(pctx, stripMentions(request))
+	p, err := b.cfg.Proposer.Propose(pctx, request)
 	if err == nil {
-		_, err = b.proposalCall(p, user)
+		_, err = b.proposalCall(p, user, channelID)
 	}
 	if err != nil {
 		b.log.Warn("natural-language request not understood", "err", err)
@@ -83,7 +80,7 @@ func (b *Bot) propose(ctx context.Context, request, user string) reply {
 			delete(b.proposals, k)
 		}
 	}
-	b.proposals[id] = proposal{Proposal: p, user: user, expires: now.Add(proposalTTL)}
+	b.proposals[id] = proposal{Proposal: p, channelID: channelID, expires: now.Add(proposalTTL)}
 	b.mu.Unlock()
 	return reply{Content: "Run this?\n" + codeBlock(renderProposal(p)),
 		Components: buttons(button("Run", discordgo.SuccessButton, customID("nl", "run", id)),
@@ -138,7 +135,7 @@ func (b *Bot) runProposal(ctx context.Context, verb, id, user string) reply {
 	if verb != "run" {
 		return reply{Update: true, Content: "Cancelled; nothing was run."}
 	}
-	c, err := b.proposalCall(p.Proposal, user)
+	c, err := b.proposalCall(p.Proposal, user, p.channelID)
 	if err != nil {
 		return b.errorReply("proposal", err)
 	}
@@ -154,7 +151,7 @@ func (b *Bot) runProposal(ctx context.Context, verb, id, user string) reply {
 
 // proposalCall checks a proposal against the command definitions and makes
 // the call the command's handler takes.
-func (b *Bot) proposalCall(p Proposal, user string) (call, error) {
+func (b *Bot) proposalCall(p Proposal, user, channelID string) (call, error) {
 	if _, ok := b.handlers()[p.Command]; !ok {
 		return call{}, models.Errorf(models.CodeInvalid, "no command /%s", p.Command)
 	}
@@ -189,7 +186,7 @@ func (b *Bot) proposalCall(p Proposal, user string) (call, error) {
 			return call{}, models.Errorf(models.CodeInvalid, "/%s needs option %s", p.Command, name)
 		}
 	}
-	return call{i: &discordgo.Interaction{}, user: user, opts: opts}, nil
+	return call{i: &discordgo.Interaction{ChannelID: channelID}, user: user, opts: opts}, nil
 }
 
 // commandOptions returns the options of a command path by name.

@@ -1065,3 +1065,72 @@ func TestOptionsDefaultsAndPanics(t *testing.T) {
 		t.Fatalf("config %+v url %s", cfg, f.URL())
 	}
 }
+
+func TestOtherRoutes(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, discordtest.Options{})
+	cfg := f.Config()
+	dg := restSession(t, f)
+	ch := discordtest.DefaultChannelID
+
+	c, err := dg.ApplicationCommandCreate(cfg.ApplicationID, cfg.GuildID, &discordgo.ApplicationCommand{Name: "ping", Description: "Ping"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := dg.ApplicationCommandCreate(cfg.ApplicationID, cfg.GuildID, &discordgo.ApplicationCommand{Name: "ping", Description: "Ping again"})
+	if err != nil || again.ID != c.ID || len(f.Commands()) != 1 || f.Commands()[0].Description != "Ping again" {
+		t.Fatalf("create by name replaces: %v %+v", err, again)
+	}
+	edited, err := dg.ApplicationCommandEdit(cfg.ApplicationID, cfg.GuildID, c.ID, &discordgo.ApplicationCommand{Name: "pong", Description: "Pong"})
+	if err != nil || edited.ID != c.ID || edited.Name != "pong" {
+		t.Fatalf("edit: %v %+v", err, edited)
+	}
+	got, err := dg.ApplicationCommand(cfg.ApplicationID, cfg.GuildID, c.ID)
+	if err != nil || got.Name != "pong" {
+		t.Fatalf("get: %v %+v", err, got)
+	}
+	if err := dg.ApplicationCommandDelete(cfg.ApplicationID, cfg.GuildID, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = dg.ApplicationCommand(cfg.ApplicationID, cfg.GuildID, c.ID)
+	restError(t, err, http.StatusNotFound, 10063)
+	if _, err := dg.ApplicationCommandBulkOverwrite(cfg.ApplicationID, "", []*discordgo.ApplicationCommand{{Name: "global", Description: "g"}}); err != nil {
+		t.Fatal(err)
+	}
+	if g := f.GlobalCommands(); len(g) != 1 || g[0].GuildID != "" || f.CommandWrites() != 0 {
+		t.Fatalf("global commands %+v, guild writes %d", g, f.CommandWrites())
+	}
+
+	gb, err := dg.GatewayBot()
+	if err != nil || strings.TrimSuffix(gb.URL, "/") != f.GatewayURL() || gb.Shards != 1 { // discordgo appends "/"
+		t.Fatalf("gateway/bot: %v %+v", err, gb)
+	}
+	me, err := dg.User("@me")
+	if err != nil || me.ID != cfg.BotUserID || !me.Bot {
+		t.Fatalf("@me: %v %+v", err, me)
+	}
+	if err := dg.ChannelTyping(ch); err != nil {
+		t.Fatal(err)
+	}
+	renamed, err := dg.ChannelEdit(ch, &discordgo.ChannelEdit{Name: "tasks", Topic: "agent work"})
+	if err != nil || renamed.Name != "tasks" || renamed.Topic != "agent work" {
+		t.Fatalf("channel edit: %v %+v", err, renamed)
+	}
+
+	var ids []string
+	for i := 0; i < 5; i++ {
+		m, err := dg.ChannelMessageSend(ch, fmt.Sprint("m", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, m.ID)
+	}
+	after, err := dg.ChannelMessages(ch, 2, "", ids[1], "")
+	if err != nil || len(after) != 2 || after[0].ID != ids[3] || after[1].ID != ids[2] {
+		t.Fatalf("after: %v %+v", err, after)
+	}
+	around, err := dg.ChannelMessages(ch, 3, "", "", ids[2])
+	if err != nil || len(around) != 3 || around[1].ID != ids[2] {
+		t.Fatalf("around: %v %+v", err, around)
+	}
+}

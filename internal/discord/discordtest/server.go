@@ -257,6 +257,7 @@ type rewriteTransport struct {
 	next http.RoundTripper
 }
 
+// RoundTrip sends a discord.com request to the fake's address instead.
 func (t *rewriteTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.URL.Host != "discord.com" {
 		return nil, fmt.Errorf("discordtest: refusing request to %s", r.URL.Host)

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/agentqueued/agentqueued/internal/discord/discordtest"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// Discord ids of the end-to-end test.
+const (
+	e2eControl = "310000000000000001"
+	e2eProject = "310000000000000002"
+	e2eAlice   = "410000000000000001"
+)
+
+// askingAgent asks which colour to use, waits for the answer, writes it
+// down and completes with it.
+const askingAgent = `#!/bin/sh
+set -eu
+cat > /dev/null
+"$PAINTER_BIN" agent progress "looking at the button"
+colour=$("$PAINTER_BIN" agent ask "Which colour should the button be?")
+echo "button: $colour" > button.txt
+"$PAINTER_BIN" agent complete --summary "Painted the button $colour." --files button.txt
+`
+
+// TestTaskThroughDiscord drives one task from a phone's point of view: it
+// is added with /task add, its agent asks a question that is answered
+// through the Answer button's modal, and it completes. What a person reads
+// in the project's channel and the task's thread is compared with golden
+// files.
+func TestTaskThroughDiscord(t *testing.T) {
+	t.Parallel()
+	bin := agentqueuedBinary(t)
+	fake := discordtest.New(discordtest.Options{Token: "e2e-token", Channels: []string{e2eControl, e2eProject}})
+	t.Cleanup(fake.Close)
+	dir := t.TempDir()
+	script := writeFile(t, dir, "agent.sh", askingAgent)
+	cfg := writeFile(t, dir, "config.yaml", `
+discord:
+  token: e2e-token
+  guild_id: "`+discordtest.DefaultGuildID+`"
+  control_channel_id: "`+e2eControl+`"
+  authorized_users: ["`+e2eAlice+`"]
+  api_base_url: `+fake.URL()+`
+agents:
+  - name: painter
+    type: command
+    command: /bin/sh
+    args: ["`+script+`"]
+    env: {PAINTER_BIN: "`+bin+`"}
+`)
+	d := startDaemon(t, filepath.Join(dir, "data"), "--config", cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := fake.WaitFor(ctx, func() bool { return len(fake.Commands()) > 0 }); err != nil {
+		t.Fatalf("no commands registered: %v\n%s", err, d.logs)
+	}
+
+	command := func(channel string, data discordgo.ApplicationCommandInteractionData) string {
+		t.Helper()
+		i := fake.Interact(&discordgo.Interaction{Type: discordgo.InteractionApplicationCommand, ChannelID: channel,
+			Member: &discordgo.Member{User: &discordgo.User{ID: e2eAlice, Username: "alice"}}, Data: data})
+		rs, err := i.Wait(ctx, 1)
+		if err != nil {
+			t.Fatalf("/%s: %v", data.Name, err)
+		}
+		if rs[0].Type == discordgo.InteractionResponseDeferredChannelMessageWithSource {
+			rs, err = i.Wait(ctx, 2)
+			if err != nil {
+				t.Fatalf("/%s: %v", data.Name, err)
+			}
+		}
+		r := rs[len(rs)-1]
+		if r.Message != nil {
+			return r.Message.Content
+		}
+		return r.Data.Content
+	}
+	opt := func(name string, v any, typ discordgo.ApplicationCommandOptionType) *discordgo.ApplicationCommandInteractionDataOption {
+		return &discordgo.ApplicationCommandInteractionDataOption{Name: name, Type: typ, Value: v}
+	}
+	sub := func(name string, opts ...*discordgo.ApplicationCommandInteractionDataOption) []*discordgo.ApplicationCommandInteractionDataOption {
+		return []*discordgo.ApplicationCommandInteractionDataOption{{Name: name, Type: discordgo.ApplicationCommandOptionSubCommand, Options: opts}}
+	}
+	out := command(e2eControl, discordgo.ApplicationCommandInteractionData{Name: "project", Options: sub("create",
+		opt("id", "shop", discordgo.ApplicationCommandOptionString), opt("name", "Shop", discordgo.ApplicationCommandOptionString),
+		opt("channel", e2eProject, discordgo.ApplicationCommandOptionChannel))})
+	if !strings.Contains(out, "Created project `shop`") {
+		t.Fatalf("/project create: %q\n%s", out, d.logs)
+	}
+	out = command(e2eProject, discordgo.ApplicationCommandInteractionData{Name: "task", Options: sub("add",
+		opt("title", "Paint the buy button", discordgo.ApplicationCommandOptionString))})
+	m := regexp.MustCompile("Added `([a-z0-9-]+)`").FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("/task add: %q", out)
+	}
+	taskID := m[1]
+
+	// The question arrives in the task's thread with an Answer button.
+	var thread string
+	var asked *discordgo.Message
+	err := fake.WaitFor(ctx, func() bool {
+		for _, th := range fake.Threads() {
+			if strings.HasPrefix(th.Name, taskID) {
+				thread = th.ID
+			}
+		}
+		for _, msg := range fake.Messages(thread) {
+			if strings.Contains(msg.Content, "Which colour") {
+				asked = msg
+			}
+		}
+		return asked != nil
+	})
+	if err != nil {
+		t.Fatalf("no question in the thread: %v\n%s", err, d.logs)
+	}
+	var answerID string
+	for _, row := range asked.Components {
+		for _, c := range row.(*discordgo.ActionsRow).Components {
+			answerID = c.(*discordgo.Button).CustomID
+		}
+	}
+	press := fake.Interact(&discordgo.Interaction{Type: discordgo.InteractionMessageComponent, ChannelID: thread,
+		Member:  &discordgo.Member{User: &discordgo.User{ID: e2eAlice}},
+		Message: &discordgo.Message{ID: asked.ID, ChannelID: thread},
+		Data:    discordgo.MessageComponentInteractionData{CustomID: answerID, ComponentType: discordgo.ButtonComponent}})
+	rs, err := press.Wait(ctx, 1)
+	if err != nil || rs[0].Type != discordgo.InteractionResponseModal {
+		t.Fatalf("Answer: %+v, %v", rs, err)
+	}
+	submit := fake.Interact(&discordgo.Interaction{Type: discordgo.InteractionModalSubmit, ChannelID: thread,
+		Member: &discordgo.Member{User: &discordgo.User{ID: e2eAlice}},
+		Data: discordgo.ModalSubmitInteractionData{CustomID: rs[0].Data.CustomID, Components: []discordgo.MessageComponent{
+			&discordgo.ActionsRow{Components: []discordgo.MessageComponent{&discordgo.TextInput{CustomID: "text", Value: "green"}}}}}})
+	if _, err := submit.Wait(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	// The task completes; its result goes to the thread.
+	err = fake.WaitFor(ctx, func() bool {
+		for _, msg := range fake.Messages(thread) {
+			if strings.Contains(msg.Content, "Painted the button green.") {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		t.Fatalf("no result in the thread: %v\n%s", err, d.logs)
+	}
+	if err := fake.WaitFor(ctx, func() bool { return strings.Contains(transcript(fake, e2eProject, taskID, thread), "completed") }); err != nil {
+		t.Fatalf("no completion notice: %v", err)
+	}
+	golden(t, "testdata/discord-channel.golden", transcript(fake, e2eProject, taskID, thread))
+	golden(t, "testdata/discord-thread.golden", transcript(fake, thread, taskID, thread))
+}
+
+// transcript is what a person reads in a channel: its messages with their
+// buttons, with the ids of this run replaced by stable names.
+func transcript(fake *discordtest.Server, channel, taskID, thread string) string {
+	var b strings.Builder
+	for _, m := range fake.Messages(channel) {
+		if m.Flags&discordgo.MessageFlagsEphemeral != 0 || m.InteractionMetadata != nil {
+			continue // answers to interactions are checked where they are made
+		}
+		who := "bot"
+		if m.Author != nil && m.Author.ID == e2eAlice {
+			who = "alice"
+		}
+		b.WriteString("[" + who + "] " + m.Content + "\n")
+		for _, row := range m.Components {
+			r, ok := row.(*discordgo.ActionsRow)
+			if !ok {
+				continue
+			}
+			var labels []string
+			for _, c := range r.Components {
+				if btn, ok := c.(*discordgo.Button); ok {
+					labels = append(labels, "("+btn.Label+")")
+				}
+			}
+			b.WriteString("    " + strings.Join(labels, " ") + "\n")
+		}
+	}
+	s := strings.ReplaceAll(b.String(), taskID, "<task>")
+	s = strings.ReplaceAll(s, thread, "<thread>")
+	return regexp.MustCompile(`#\d+\b`).ReplaceAllString(s, "#<n>")
+}
+
+// golden compares got with a golden file (rewritten with -update).
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if string(want) != got {
+		t.Errorf("%s differs:\n--- want\n%s\n--- got\n%s", path, want, got)
+	}
+}

@@ -1,0 +1,142 @@
+package discord
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// TestNoticesGolden renders one notice of every kind the store writes, as
+// a person reads them, against testdata/notices.golden.
+func TestNoticesGolden(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "aq.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	b, err := New(Config{Token: "t", GuildID: "1", ControlChannelID: "2"}, &testService{Store: st}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateProject(ctx, models.Project{ID: "web", Name: "Web"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", Tasks: []models.BatchTask{
+		{LocalID: "a", Title: "Fix the *login* page"},
+		{LocalID: "b", Title: "Ship it", Dependencies: []models.BatchDependency{{ID: "a"}}},
+		{LocalID: "c", Title: "Announce it", Dependencies: []models.BatchDependency{{ID: "b"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, bID, c := res[0].TaskID, res[1].TaskID, res[2].TaskID
+	if _, err := st.SaveTaskThread(ctx, models.ChatThread{TaskID: a, ChannelID: "2", ThreadID: "900"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SaveResult(ctx, a, 0, models.Completion{Summary: "Fixed the form.\nIt validates emails now.",
+		FilesChanged: []string{"login.go", "login_test.go"}}); err != nil {
+		t.Logf("save result: %v", err) // the result table may require a run: the notice then says less
+	}
+	cases := []struct {
+		kind string
+		n    notice
+	}{
+		{"task.started", notice{TaskID: bID, Title: "Ship it"}},
+		{"task.started", notice{TaskID: a, Title: "Fix the *login* page"}},
+		{"task.progress", notice{TaskID: a}},
+		{"task.question", notice{TaskID: a, ID: 7, Text: "Which @everyone colour?\nPlease be quick."}},
+		{"task.completed", notice{TaskID: a, Title: "Fix the *login* page", Actor: "agent-1"}},
+		{"task.failed", notice{TaskID: a, Title: "Fix the *login* page", Reason: "exit status 3: go test failed"}},
+		{"task.blocked", notice{TaskID: a, Title: "Fix the *login* page", Reason: "max retries reached"}},
+		{"task.blocked", notice{TaskID: bID, Title: "Ship it", Event: models.EventUpstreamFailed}},
+		{"chain.broken", notice{TaskID: a, Title: "Fix the *login* page", Reason: "max retries reached", Blocked: []string{bID, c}}},
+		{"task.paused", notice{TaskID: a, Title: "Fix the *login* page", Reason: "rate limited"}},
+		{"task.awaiting_approval", notice{TaskID: a, Title: "Fix the *login* page", Reason: "plan proposed"}},
+		{"task.approval_needed", notice{TaskID: a, Title: "Fix the *login* page", Files: []string{"login.go"}}},
+		{"task.deleted", notice{TaskID: c, Title: "Announce it"}},
+		{"plan.failed", notice{TaskID: a, Error: "tasks[1].title: required"}},
+		{"unknown.kind", notice{TaskID: a}},
+	}
+	var out strings.Builder
+	for _, k := range cases {
+		var parts []part
+		if k.kind == "task.progress" {
+			parts = progressParts([]string{"reading the code", "running `go test`", "@here done"})
+		} else {
+			parts, err = b.noticeParts(ctx, k.kind, k.n)
+			if err != nil {
+				t.Fatalf("%s: %v", k.kind, err)
+			}
+		}
+		fmt.Fprintf(&out, "== %s\n", k.kind)
+		for _, p := range parts {
+			where := "channel"
+			if p.Thread {
+				where = "thread"
+			}
+			fmt.Fprintf(&out, "[%s] %s\n", where, p.Content)
+			out.WriteString(renderButtons(p.Components))
+			if p.File != nil {
+				fmt.Fprintf(&out, "    attached %s (%d bytes)\n", p.File.Name, len(p.File.Body))
+			}
+		}
+	}
+	got := strings.NewReplacer(a, "<task-a>", bID, "<task-b>", c, "<task-c>").Replace(out.String())
+	golden(t, "testdata/notices.golden", got)
+}
+
+// renderButtons lists a message's buttons: label and custom id (or URL).
+func renderButtons(rows []discordgo.MessageComponent) string {
+	var b strings.Builder
+	for _, row := range rows {
+		r, ok := row.(discordgo.ActionsRow)
+		if !ok {
+			continue
+		}
+		var labels []string
+		for _, c := range r.Components {
+			btn := c.(discordgo.Button)
+			target := btn.CustomID
+			if btn.URL != "" {
+				target = btn.URL
+			}
+			labels = append(labels, fmt.Sprintf("(%s → %s)", btn.Label, target))
+		}
+		b.WriteString("    " + strings.Join(labels, " ") + "\n")
+	}
+	return b.String()
+}
+
+// golden compares got with a golden file (rewritten with -update).
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if string(want) != got {
+		t.Errorf("%s differs:\n--- want\n%s\n--- got\n%s", path, want, got)
+	}
+}
