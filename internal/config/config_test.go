@@ -167,6 +167,16 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 		{"missing env var", "api:\n  token: ${AQ_TOKEN}\n", nil, `line 2: api.token: environment variable AQ_TOKEN is not set`},
 		{"bad env name", "data_dir: ${1X}\n", nil, `line 1: data_dir: ${1X}: "1X" is not an environment variable name`},
 		{"unterminated reference", "data_dir: ${HOME\n", map[string]string{"HOME": "/h"}, `line 1: data_dir: unterminated ${`},
+		{"discord without guild", "discord:\n  token: t\n  control_channel_id: \"123456789012345678\"\n", nil,
+			`config: discord.guild_id: required when discord.token is set`},
+		{"discord bad channel", "discord:\n  token: t\n  guild_id: \"123456789012345678\"\n  control_channel_id: general\n", nil,
+			`config: discord.control_channel_id: "general" is not a Discord id`},
+		{"discord bad user", "discord:\n  token: t\n  guild_id: \"123456789012345678\"\n  control_channel_id: \"123456789012345679\"\n  admin_users: [\"123456789012345670\", bob]\n", nil,
+			`config: discord.admin_users[1]: "bob" is not a Discord user id`},
+		{"discord bad base url", "discord:\n  token: t\n  guild_id: \"123456789012345678\"\n  control_channel_id: \"123456789012345679\"\n  api_base_url: discord.example\n", nil,
+			`config: discord.api_base_url: "discord.example" is not an http(s) URL`},
+		{"discord unknown key", "discord:\n  tokn: t\n", nil, `line 2: unknown key "discord.tokn"`},
+		{"llm without model", "llm:\n  base_url: http://127.0.0.1:11434/v1\n", nil, `config: llm.model: required`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -180,6 +190,38 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 				t.Errorf("Load(%q) error = %q, want it to contain %q", tt.content, err, tt.want)
 			}
 		})
+	}
+}
+
+func TestDiscordAndLLM(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, `
+discord:
+  token: ${DISCORD_TOKEN}
+  guild_id: "123456789012345678"
+  control_channel_id: "223456789012345678"
+  authorized_users: ["323456789012345678"]
+  admin_users: ["423456789012345678"]
+llm:
+  base_url: http://127.0.0.1:11434/v1
+  model: llama3
+`)
+	cfg, err := config.Load(path, env(map[string]string{"DISCORD_TOKEN": "abc.def"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := cfg.Discord
+	if !d.Enabled() || d.Token != "abc.def" || d.GuildID != "123456789012345678" || d.ControlChannelID != "223456789012345678" ||
+		len(d.AuthorizedUsers) != 1 || d.AdminUsers[0] != "423456789012345678" || d.APIBaseURL != "" {
+		t.Errorf("discord: %+v", d)
+	}
+	if cfg.LLM.Model != "llama3" || cfg.LLM.BaseURL != "http://127.0.0.1:11434/v1" {
+		t.Errorf("llm: %+v", cfg.LLM)
+	}
+	// Without a token Discord is off and nothing else is required.
+	cfg, err = config.Parse([]byte("discord:\n  guild_id: x\n"), env(nil))
+	if err != nil || cfg.Discord.Enabled() {
+		t.Errorf("no token: %+v, %v", cfg.Discord, err)
 	}
 }
 
