@@ -225,6 +225,11 @@ func (b *Bot) Run(ctx context.Context) error {
 	b.closing = true
 	b.mu.Unlock()
 	b.inflight.Wait()
+	// Without this, a heartbeat racing Close (which holds the lock through
+	// a one-second sleep) reconnects the closed session forever.
+	s.Lock()
+	s.ShouldReconnectOnError = false
+	s.Unlock()
 	if err := s.Close(); err != nil {
 		b.log.Warn("close discord session", "err", err)
 	}

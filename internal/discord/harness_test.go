@@ -18,12 +18,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// net/http keeps idle connections' goroutines for a moment after
-		// the fake closes them.
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"))
+	goleak.VerifyTestMain(m)
 }
 
 // Ids of the test guild's people and channels.
