@@ -275,6 +275,17 @@ func TestE2ECloneWithClaudeAutoTestPassAndFail(t *testing.T) {
 	if fi, err := os.Stat(mcp[0]); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("mcp.json mode %v %v", fi.Mode(), err)
 	}
+	// What the agent said went to the outbox as progress of its task.
+	said := 0
+	notices, _ := e.st.PendingOutbox(ctx, 1000)
+	for _, n := range notices {
+		if n.Kind == "task.progress" && n.TaskID == ids["ok"] && strings.Contains(n.Payload, `"source":"agent"`) {
+			said++
+		}
+	}
+	if said == 0 {
+		t.Errorf("no agent message in the outbox: %+v", notices)
+	}
 	// The dependent received its upstream's result.
 	if pr := e.prompt(ids["bad"], 1); !strings.Contains(pr, "wrote hello.txt") || !strings.Contains(pr, "Files changed: hello.txt") {
 		t.Fatalf("dependent prompt:\n%s", pr)

@@ -231,6 +231,8 @@ type Orchestrator struct {
 	wake     chan struct{}
 	// wakeSeq counts wake-ups; a round records the count it started from.
 	wakeSeq atomic.Uint64
+	// noticeSeq makes the outbox keys of agents' messages unique.
+	noticeSeq atomic.Uint64
 
 	mu   sync.Mutex
 	runs map[int64]*activeRun
