@@ -220,3 +220,39 @@ func golden(t *testing.T, path, got string) {
 		t.Errorf("%s differs:\n--- want\n%s\n--- got\n%s", path, want, got)
 	}
 }
+
+// TestDiscordStartLogs checks what the daemon says about Discord at start:
+// how to enable it without a token, and that nobody may act without users.
+func TestDiscordStartLogs(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, t.TempDir())
+	if !strings.Contains(d.logs.String(), "discord disabled: set discord.token") {
+		t.Errorf("headless start logs:\n%s", d.logs)
+	}
+	fake := discordtest.New(discordtest.Options{Token: "e2e-token", Channels: []string{e2eControl}})
+	t.Cleanup(fake.Close)
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "config.yaml", `
+discord:
+  token: e2e-token
+  guild_id: "`+discordtest.DefaultGuildID+`"
+  control_channel_id: "`+e2eControl+`"
+  api_base_url: `+fake.URL()+`
+`)
+	d = startDaemon(t, filepath.Join(dir, "data"), "--config", cfg)
+	if !strings.Contains(d.logs.String(), "discord: nobody may act") {
+		t.Errorf("start without users logs:\n%s", d.logs)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Nobody may act: even a command from someone gets a refusal.
+	if err := fake.WaitFor(ctx, func() bool { return len(fake.Commands()) > 0 }); err != nil {
+		t.Fatal(err)
+	}
+	i := fake.Interact(&discordgo.Interaction{Type: discordgo.InteractionApplicationCommand, ChannelID: e2eControl,
+		Member: &discordgo.Member{User: &discordgo.User{ID: e2eAlice}}, Data: discordgo.ApplicationCommandInteractionData{Name: "status"}})
+	rs, err := i.Wait(ctx, 1)
+	if err != nil || rs[0].Data == nil || !strings.Contains(rs[0].Data.Content, "not allowed") {
+		t.Errorf("command without authorised users: %+v, %v", rs, err)
+	}
+}

@@ -80,7 +80,7 @@ func (s *testService) Budget(ctx context.Context) (models.BudgetReport, error) {
 
 // harness runs a bot against the fake Discord and a real store.
 type harness struct {
-	t    *testing.T
+	t    testing.TB
 	fake *discordtest.Server
 	st   *store.Store
 	svc  *testService
@@ -90,7 +90,7 @@ type harness struct {
 
 type harnessOption func(*Config, *discordtest.Options)
 
-func newHarness(t *testing.T, opts ...harnessOption) *harness {
+func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	t.Helper()
 	fo := discordtest.Options{Token: botToken, Channels: []string{controlChannel, projectChannel}, Logf: t.Logf}
 	cfg := Config{Token: botToken, GuildID: discordtest.DefaultGuildID, ControlChannelID: controlChannel,
@@ -116,9 +116,12 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 }
 
 // start runs a bot until stop is called.
-func (h *harness) start(cfg Config) *Bot {
+func (h *harness) start(cfg Config) *Bot { return h.startWith(cfg, h.st) }
+
+// startWith runs a bot on box until stop is called.
+func (h *harness) startWith(cfg Config, box Outbox) *Bot {
 	h.t.Helper()
-	b, err := New(cfg, h.svc, h.st)
+	b, err := New(cfg, h.svc, box)
 	if err != nil {
 		h.t.Fatal(err)
 	}
