@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -121,6 +122,9 @@ type Outbox interface {
 	PendingOutbox(ctx context.Context, limit int) ([]models.OutboxMessage, error)
 	MarkOutboxDelivered(ctx context.Context, id int64) error
 	MarkOutboxFailed(ctx context.Context, id int64, retryAt time.Time, reason string) error
+	MarkOutboxPart(ctx context.Context, id int64, parts int) error
+	GiveUpOutbox(ctx context.Context, id int64, reason string) error
+	ForgetTaskThread(ctx context.Context, taskID, threadID string) error
 	TaskThread(ctx context.Context, taskID string) (models.ChatThread, bool, error)
 	SaveTaskThread(ctx context.Context, t models.ChatThread) (models.ChatThread, error)
 	ThreadTask(ctx context.Context, threadID string) (string, bool, error)
@@ -225,12 +229,7 @@ func (b *Bot) Run(ctx context.Context) error {
 	b.closing = true
 	b.mu.Unlock()
 	b.inflight.Wait()
-	// Without this, a heartbeat racing Close (which holds the lock through
-	// a one-second sleep) reconnects the closed session forever.
-	s.Lock()
-	s.ShouldReconnectOnError = false
-	s.Unlock()
-	if err := s.Close(); err != nil {
+	if err := closeSession(s); err != nil {
 		b.log.Warn("close discord session", "err", err)
 	}
 	return nil
@@ -300,14 +299,14 @@ func (b *Bot) open(ctx context.Context, intents discordgo.Intent) (*discordgo.Se
 	}
 	app := s.State.Application
 	if app == nil || app.ID == "" || s.State.User == nil {
-		s.Close()
+		_ = closeSession(s)
 		return nil, errors.New("discord READY carried no application or user")
 	}
 	b.mu.Lock()
 	b.session, b.appID, b.botUserID = s, app.ID, s.State.User.ID
 	b.mu.Unlock()
 	if _, err := s.ApplicationCommandBulkOverwrite(app.ID, b.cfg.GuildID, commandDefinitions(), discordgo.WithContext(ctx)); err != nil {
-		s.Close()
+		_ = closeSession(s)
 		return nil, fmt.Errorf("register slash commands in guild %s: %w", b.cfg.GuildID, err)
 	}
 	return s, nil
@@ -325,7 +324,22 @@ func (b *Bot) dispatch(fn func(ctx context.Context)) {
 	b.inflight.Add(1)
 	b.mu.Unlock()
 	defer b.inflight.Done()
+	defer func() {
+		if p := recover(); p != nil {
+			b.log.Error("discord handler panicked", "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
 	fn(ctx)
+}
+
+// closeSession closes a session for good: without turning reconnects off
+// first, a heartbeat racing Close (which holds the lock through a
+// one-second sleep) reconnects the closed session forever.
+func closeSession(s *discordgo.Session) error {
+	s.Lock()
+	s.ShouldReconnectOnError = false
+	s.Unlock()
+	return s.Close()
 }
 
 // authorized reports whether a Discord user may act; admin whether they

@@ -122,7 +122,7 @@ func commandDefinitions() []*discordgo.ApplicationCommand {
 		}},
 		{Name: "agent", Description: "Agents", Options: []*discordgo.ApplicationCommandOption{
 			sub("add", "Register an agent (admin)", str("id", "Agent id", true, false), agentTypeOpt(),
-				str("profile", "Profile from the configuration", false, false), str("projects", "Only these projects, separated by commas", false, false)),
+				str("projects", "Only these projects, separated by commas", false, false)),
 			sub("list", "List agents"),
 			sub("pause", "Take no new task", agentOpt()),
 			sub("resume", "Take tasks again", agentOpt()),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -61,12 +62,12 @@ func (b *Bot) component(ctx context.Context, s *discordgo.Session, i *discordgo.
 			return
 		}
 		// A question answered already is told at once, without a modal.
-		q, ok := b.findQuestion(ctx, id, arg(1))
-		if !ok {
-			b.respondNow(s, i, ephemeral(fmt.Sprintf("Question #%d is not known (any more).", id)))
-			return
-		}
-		if q.Answer != nil {
+		// A question answered already is told at once, without a form; the
+		// look-up is bounded so the form still opens in time.
+		lctx, cancel := context.WithTimeout(ctx, answerLookup)
+		q, ok := b.findQuestion(lctx, id, arg(1))
+		cancel()
+		if ok && q.Answer != nil {
 			b.respondNow(s, i, ephemeral(answeredBy(q)))
 			return
 		}
@@ -90,6 +91,9 @@ func (b *Bot) component(ctx context.Context, s *discordgo.Session, i *discordgo.
 		b.respondNow(s, i, ephemeral("⚠️ This button is not known (any more)."))
 	}
 }
+
+// answerLookup bounds the read before an answer form opens.
+const answerLookup = 500 * time.Millisecond
 
 // originalContent is the text of the message a button was on.
 func originalContent(i *discordgo.Interaction) string {

@@ -305,3 +305,60 @@ func TestLongTextsAreSplitOrAttached(t *testing.T) {
 		}
 	}
 }
+
+func TestProgressPostsFitOneMessage(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("[x](y) ", 60)
+	var lines []string
+	for k := range 25 {
+		lines = append(lines, fmt.Sprintf("step %d %s", k, long))
+	}
+	ps := progressParts(lines)
+	if len(ps) != 1 || len([]rune(ps[0].Content)) > messageLimit {
+		t.Fatalf("%d parts, first of %d characters", len(ps), len([]rune(ps[0].Content)))
+	}
+	c := ps[0].Content
+	if !strings.Contains(c, "step 24") || strings.Contains(c, "step 3 ") || !strings.Contains(c, "earlier lines)*") {
+		t.Errorf("kept lines:\n%s", c)
+	}
+	if strings.Contains(c, "[x](y)") {
+		t.Error("a masked link survived escaping")
+	}
+}
+
+func TestNonceAndRedaction(t *testing.T) {
+	t.Parallel()
+	if n := nonce(9_999_999_999_999, 9_999_999_999_999+500, 3); len(n) > 25 {
+		t.Errorf("nonce %q has %d characters", n, len(n))
+	}
+	if nonce(5, 5, 0) == nonce(5, 6, 0) {
+		t.Error("a bigger batch reuses the nonce of a smaller one")
+	}
+	got := redactURL(`Post "https://discord.com/api/v9/interactions/123/aW50ZXJhY3Rpb24.secret-x/callback": EOF`)
+	if strings.Contains(got, "secret") || !strings.Contains(got, "interactions/123/<token>") {
+		t.Errorf("redacted: %s", got)
+	}
+	if got := redactRepoURL("https://bob:hunter2@example.com/r.git"); strings.Contains(got, "hunter2") {
+		t.Errorf("repo url: %s", got)
+	}
+}
+
+func TestRefusedNoticeIsGivenUpAndTheTaskGoesOn(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.project("web")
+	id := h.task("web", "Refused")
+	// A notice that can never be delivered (its payload is broken) is given
+	// up at once; the task's next notice is still delivered.
+	if err := h.st.Notify(context.Background(), "bad-payload", "plan.failed", "web", id, "not an object"); err != nil {
+		t.Fatal(err)
+	}
+	texts := h.notices(id, 1)
+	h.bot.Wake()
+	h.waitMessage(projectChannel, texts[0])
+	h.stop() // finishes the pass under way
+	pending, _ := h.st.PendingOutbox(context.Background(), 100)
+	if len(pending) != 0 {
+		t.Errorf("pending: %+v", pending)
+	}
+}

@@ -57,17 +57,28 @@ func (o options) channelID(name string) string {
 
 // commandPath returns "task add" and the subcommand's options.
 func commandPath(data discordgo.ApplicationCommandInteractionData) (string, options) {
-	path, opts := data.Name, data.Options
+	path, opts := data.Name, nonNil(data.Options)
 	for len(opts) == 1 && (opts[0].Type == discordgo.ApplicationCommandOptionSubCommand ||
 		opts[0].Type == discordgo.ApplicationCommandOptionSubCommandGroup) {
 		path += " " + opts[0].Name
-		opts = opts[0].Options
+		opts = nonNil(opts[0].Options)
 	}
 	out := options{}
 	for _, o := range opts {
 		out[o.Name] = o
 	}
 	return path, out
+}
+
+// nonNil drops the null entries a malformed payload may carry.
+func nonNil(opts []*discordgo.ApplicationCommandInteractionDataOption) []*discordgo.ApplicationCommandInteractionDataOption {
+	out := opts[:0:0]
+	for _, o := range opts {
+		if o != nil {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // command answers a slash command.
@@ -79,8 +90,12 @@ func (b *Bot) command(ctx context.Context, s *discordgo.Session, i *discordgo.In
 			return
 		}
 		id := opts.str(optTask) + opts.str(optProject) + opts.str(optAgent)
-		if id == "" {
-			b.respondNow(s, i, ephemeral(fmt.Sprintf("⚠️ `/%s` needs the id of what to act on.", path)))
+		valid := models.ValidID(id)
+		if opts.has(optTask) {
+			valid = models.ValidTaskID(id)
+		}
+		if !valid {
+			b.respondNow(s, i, ephemeral(fmt.Sprintf("⚠️ `/%s` needs the id of what to act on; %q is not one.", path, cut(id, 80))))
 			return
 		}
 		verb := strings.ReplaceAll(path, " ", "-")
@@ -241,7 +256,7 @@ func (b *Bot) projectCreate(ctx context.Context, c call) reply {
 		p.Name = p.ID
 	}
 	if u := c.opts.str("repo_url"); u != "" {
-		p.Repo = &models.RepoConfig{URL: u}
+		p.Repo = &models.RepoConfig{SourceType: models.RepoClone, URL: u}
 	}
 	if ch := c.opts.channelID("channel"); ch != "" {
 		p.DiscordChannelID = &ch
@@ -481,15 +496,12 @@ func (b *Bot) taskAnswer(ctx context.Context, c call) reply {
 }
 
 // answer answers a question; a question answered already says by whom.
-func (b *Bot) answer(ctx context.Context, id int64, text, user string) reply {
-	q, err := b.svc.AnswerQuestion(ctx, id, text, actor(user))
+func (b *Bot) answer(ctx context.Context, id int64, answer, user string) reply {
+	q, err := b.svc.AnswerQuestion(ctx, id, answer, actor(user))
 	if err != nil {
-		if models.ErrorCodeOf(err) == models.CodeConflict {
-			return ephemeral("⚠️ " + strings.TrimPrefix(err.Error(), "") + "")
-		}
 		return b.errorReply("answer", err)
 	}
-	return reply{Content: fmt.Sprintf("💬 %s answered question #%d of `%s`:\n%s", mention(user), q.ID, q.TaskID, quote(cut(text, 1500)))}
+	return text(fmt.Sprintf("💬 %s answered question #%d of `%s`:\n%s", mention(user), q.ID, q.TaskID, quote(cut(answer, 1500))))
 }
 
 func (b *Bot) taskResult(ctx context.Context, c call) reply {
@@ -538,9 +550,6 @@ func (b *Bot) agentAdd(ctx context.Context, c call) reply {
 	}
 	reg := models.AgentRegistration{ID: c.opts.str("id"), AgentType: typ}
 	reg.Projects = splitIDs(c.opts.str("projects"))
-	if p := c.opts.str("profile"); p != "" {
-		return ephemeral("⚠️ profile: set an agent's profile in the configuration file; tasks and projects choose named profiles.")
-	}
 	a, err := b.svc.RegisterAgent(ctx, reg.Agent())
 	if err != nil {
 		return b.errorReply("agent add", err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -58,6 +60,9 @@ func (b *Bot) errorReply(op string, err error) reply {
 	if errors.As(err, &e) && e.Code != models.CodeInternal {
 		return ephemeral("⚠️ " + e.Message)
 	}
+	if errors.Is(err, context.Canceled) {
+		return ephemeral("⚠️ The daemon is restarting; check `/status` in a moment before trying again.")
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return ephemeral("⚠️ That took too long and was given up. Check `/status` before trying again.")
 	}
@@ -110,15 +115,21 @@ func (b *Bot) handleInteraction(ctx context.Context, s *discordgo.Session, i *di
 
 // run answers an interaction with the reply of op. When op takes longer
 // than AckAfter, the answer is deferred first (Discord wants one within
-// 3 s) and the reply edited in once op is done.
+// 3 s) and the reply edited in once op is done. An operation outlives a
+// shutdown by at most shutdownGrace.
 func (b *Bot) run(ctx context.Context, s *discordgo.Session, i *discordgo.Interaction, defaultEphemeral bool, op func(ctx context.Context) reply) {
-	octx, cancel := context.WithTimeout(ctx, b.cfg.OperationTimeout)
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.OperationTimeout)
 	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(shutdownGrace, cancel)
+		context.AfterFunc(octx, func() { t.Stop() })
+	})
+	defer stop()
 	done := make(chan reply, 1)
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
-				b.log.Error("discord operation panicked", "panic", p, "interaction", i.ID)
+				b.log.Error("discord operation panicked", "panic", p, "interaction", i.ID, "stack", string(debug.Stack()))
 				done <- ephemeral("⚠️ Something went wrong on the daemon's side; it has been logged.")
 			}
 		}()
@@ -144,12 +155,21 @@ func (b *Bot) run(ctx context.Context, s *discordgo.Session, i *discordgo.Intera
 		resp.Data = &discordgo.InteractionResponseData{Flags: discordgo.MessageFlagsEphemeral}
 	}
 	if err := s.InteractionRespond(i, resp); err != nil {
-		b.log.Warn("defer discord interaction", "interaction", i.ID, "err", err)
+		b.log.Warn("defer discord interaction", "interaction", i.ID, "err", redactURL(err.Error()))
 	}
 	r := <-done
-	if component && !r.Update {
-		// The button's message stays; the answer is a follow-up.
-		params := &discordgo.WebhookParams{Content: r.Content, Components: r.Components}
+	r.Content, r.File = fit(r.Content, r.File)
+	none := &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}
+	publicDefer := !component && !defaultEphemeral
+	if (component && !r.Update) || (publicDefer && r.Ephemeral) {
+		// The answer is a follow-up: the button's message stays, or an
+		// answer meant for one person replaces the public "thinking…".
+		if publicDefer {
+			if err := s.InteractionResponseDelete(i); err != nil {
+				b.log.Warn("delete discord placeholder", "interaction", i.ID, "err", redactURL(err.Error()))
+			}
+		}
+		params := &discordgo.WebhookParams{Content: r.Content, Components: r.Components, AllowedMentions: none}
 		if r.Ephemeral || defaultEphemeral {
 			params.Flags = discordgo.MessageFlagsEphemeral
 		}
@@ -157,7 +177,7 @@ func (b *Bot) run(ctx context.Context, s *discordgo.Session, i *discordgo.Intera
 			params.Files = []*discordgo.File{r.File.file()}
 		}
 		if _, err := s.FollowupMessageCreate(i, true, params); err != nil {
-			b.log.Warn("follow up discord interaction", "interaction", i.ID, "err", err)
+			b.log.Warn("follow up discord interaction", "interaction", i.ID, "err", redactURL(err.Error()))
 		}
 		return
 	}
@@ -165,17 +185,22 @@ func (b *Bot) run(ctx context.Context, s *discordgo.Session, i *discordgo.Intera
 	if comps == nil {
 		comps = []discordgo.MessageComponent{}
 	}
-	edit := &discordgo.WebhookEdit{Content: &r.Content, Components: &comps}
+	edit := &discordgo.WebhookEdit{Content: &r.Content, Components: &comps, AllowedMentions: none}
 	if r.File != nil {
 		edit.Files = []*discordgo.File{r.File.file()}
 	}
 	if _, err := s.InteractionResponseEdit(i, edit); err != nil {
-		b.log.Warn("edit discord answer", "interaction", i.ID, "err", err)
+		b.log.Warn("edit discord answer", "interaction", i.ID, "err", redactURL(err.Error()))
 	}
 }
 
+// shutdownGrace is how long an operation started from Discord may go on
+// once the daemon shuts down.
+const shutdownGrace = 10 * time.Second
+
 // respondNow answers an interaction at once with r.
 func (b *Bot) respondNow(s *discordgo.Session, i *discordgo.Interaction, r reply) {
+	r.Content, r.File = fit(r.Content, r.File)
 	data := &discordgo.InteractionResponseData{Content: r.Content, Components: r.Components,
 		AllowedMentions: &discordgo.MessageAllowedMentions{}}
 	if r.Ephemeral {
@@ -192,7 +217,7 @@ func (b *Bot) respondNow(s *discordgo.Session, i *discordgo.Interaction, r reply
 		}
 	}
 	if err := s.InteractionRespond(i, &discordgo.InteractionResponse{Type: typ, Data: data}); err != nil {
-		b.log.Warn("answer discord interaction", "interaction", i.ID, "err", err)
+		b.log.Warn("answer discord interaction", "interaction", i.ID, "err", redactURL(err.Error()))
 	}
 }
 
@@ -212,7 +237,7 @@ func (b *Bot) respondChoices(s *discordgo.Session, i *discordgo.Interaction, cho
 	endpoint := discordgo.EndpointInteractionResponse(i.ID, i.Token)
 	_, err := s.RequestWithBucketID("POST", endpoint, body, endpoint)
 	if err != nil {
-		b.log.Warn("answer discord autocomplete", "interaction", i.ID, "err", err)
+		b.log.Warn("answer discord autocomplete", "interaction", i.ID, "err", redactURL(err.Error()))
 	}
 }
 
@@ -225,7 +250,7 @@ func (b *Bot) respondModal(s *discordgo.Session, i *discordgo.Interaction, custo
 					Placeholder: cut(placeholder, 100), Required: required, MaxLength: 4000},
 			}}}}})
 	if err != nil {
-		b.log.Warn("open discord modal", "interaction", i.ID, "err", err)
+		b.log.Warn("open discord modal", "interaction", i.ID, "err", redactURL(err.Error()))
 	}
 }
 
@@ -246,9 +271,34 @@ func modalText(i *discordgo.Interaction) string {
 	return ""
 }
 
-// customID builds a component's custom id: "aq|action|arg…".
+// tokenInURL matches the secret part of interaction and webhook URLs.
+var tokenInURL = regexp.MustCompile(`((?:interactions|webhooks)/\d+)/[A-Za-z0-9_.\-]+`)
+
+// redactURL removes interaction and webhook tokens from a text (an error
+// naming a request's URL) before it is logged or stored.
+func redactURL(s string) string { return tokenInURL.ReplaceAllString(s, "$1/<token>") }
+
+// fit makes content fit one message: a longer text is cut, and attached
+// whole unless a file goes with it already.
+func fit(content string, file *attachment) (string, *attachment) {
+	if len([]rune(content)) <= messageLimit {
+		return content, file
+	}
+	if file == nil {
+		file = &attachment{Name: "message.txt", Body: content}
+	}
+	return cut(content, messageLimit-40) + "\n*(full text attached)*", file
+}
+
+// customID builds a component's custom id: "aq|action|arg…". Arguments
+// are ids (checked before they get here); the whole stays within Discord's
+// 100 characters.
 func customID(action string, args ...string) string {
-	return strings.Join(append([]string{"aq", action}, args...), "|")
+	id := strings.Join(append([]string{"aq", action}, args...), "|")
+	if len(id) > 100 {
+		panic(fmt.Sprintf("custom id %q is longer than 100 characters", id))
+	}
+	return id
 }
 
 // parseCustomID splits a custom id built by customID.

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,8 +69,18 @@ type part struct {
 // deliverLoop delivers the outbox until ctx ends.
 func (b *Bot) deliverLoop(ctx context.Context) {
 	for {
-		wait := b.deliverPending(ctx)
+		wait, hold := b.deliverPending(ctx)
 		t := time.NewTimer(wait)
+		if hold {
+			// Discord asked for a pause: wakes do not shorten it.
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -80,22 +93,26 @@ func (b *Bot) deliverLoop(ctx context.Context) {
 }
 
 // deliverPending delivers the due notices, oldest first, and returns how
-// long to wait before the next pass. One task's notices keep their order:
-// once one of them waits, the task's later ones wait too.
-func (b *Bot) deliverPending(ctx context.Context) time.Duration {
+// long to wait before the next pass, and whether Discord asked for that
+// pause (a rate limit). One task's notices keep their order: once one of
+// them waits, the task's later ones wait too (the store holds them back
+// across passes).
+func (b *Bot) deliverPending(ctx context.Context) (time.Duration, bool) {
 	msgs, err := b.box.PendingOutbox(ctx, outboxBatch)
 	if err != nil {
 		if ctx.Err() == nil {
 			b.log.Warn("read outbox", "err", err)
 		}
-		return b.cfg.PollInterval
+		return b.cfg.PollInterval, false
 	}
+	b.pruneLastPost()
 	wait := b.cfg.PollInterval
+	delivered := false
 	held := map[string]bool{}
 	done := map[int64]bool{}
 	for idx, m := range msgs {
 		if ctx.Err() != nil {
-			return wait
+			return wait, false
 		}
 		if done[m.ID] || (m.TaskID != "" && held[m.TaskID]) {
 			continue
@@ -112,20 +129,20 @@ func (b *Bot) deliverPending(ctx context.Context) time.Duration {
 		// A delivery under way finishes (post and mark) even when the bot
 		// is shutting down, so a restart does not post it twice.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*b.cfg.HTTPTimeout)
-		err := b.deliver(dctx, batch)
+		err := b.safeDeliver(dctx, batch)
 		var rl *discordgo.RateLimitError
 		switch {
 		case errors.As(err, &rl):
 			cancel()
-			// The whole bot waits: Discord asked for it.
-			b.log.Info("discord rate limit; waiting", "retry_after", rl.RetryAfter, "url", rl.URL)
-			return max(rl.RetryAfter, 10*time.Millisecond)
+			b.log.Info("discord rate limit; waiting", "retry_after", rl.RetryAfter, "url", redactURL(rl.URL))
+			return max(rl.RetryAfter, 10*time.Millisecond), true
 		case err != nil:
 			held[m.TaskID] = m.TaskID != ""
 			b.failed(dctx, m, err)
 			cancel()
 			continue
 		}
+		delivered = true
 		for _, d := range batch {
 			done[d.ID] = true
 			if err := b.box.MarkOutboxDelivered(dctx, d.ID); err != nil {
@@ -134,10 +151,54 @@ func (b *Bot) deliverPending(ctx context.Context) time.Duration {
 		}
 		cancel()
 	}
-	if len(msgs) == outboxBatch {
-		return 0
+	if len(msgs) == outboxBatch && delivered {
+		return 0, false // more are waiting
 	}
-	return wait
+	return wait, false
+}
+
+// safeDeliver is deliver, with a panic turned into a failed delivery.
+func (b *Bot) safeDeliver(ctx context.Context, batch []models.OutboxMessage) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			b.log.Error("discord notice panicked", "outbox_id", batch[0].ID, "kind", batch[0].Kind, "panic", p,
+				"stack", string(debug.Stack()))
+			err = fmt.Errorf("%w: %v", errPermanent, p)
+		}
+	}()
+	return b.deliver(ctx, batch)
+}
+
+// errPermanent marks a delivery failure that trying again cannot mend.
+var errPermanent = errors.New("cannot be delivered")
+
+// permanent reports whether a delivery error is one retries cannot mend:
+// Discord refused the message itself (bad form, missing access or
+// permission, unknown channel) rather than failing to take it.
+func permanent(err error) bool {
+	if errors.Is(err, errPermanent) {
+		return true
+	}
+	var rest *discordgo.RESTError
+	if errors.As(err, &rest) && rest.Response != nil {
+		switch rest.Response.StatusCode {
+		case http.StatusBadRequest, http.StatusForbidden, http.StatusNotFound, http.StatusRequestEntityTooLarge:
+			return true
+		}
+	}
+	return false
+}
+
+// pruneLastPost forgets the progress post times that no longer matter.
+func (b *Bot) pruneLastPost() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.cfg.Now()
+	for id, t := range b.lastPost {
+		if now.Sub(t) > b.cfg.ProgressInterval {
+			delete(b.lastPost, id)
+		}
+	}
 }
 
 // progressDue reports whether a task's thread may get a progress post now,
@@ -169,13 +230,15 @@ func progressRun(msgs []models.OutboxMessage, taskID string) []models.OutboxMess
 	return out
 }
 
-// failed records a failed delivery, giving the notice up after
+// failed records a failed delivery: given up at once when Discord refused
+// the message itself, else tried again with backoff up to
 // MaxDeliveryAttempts.
 func (b *Bot) failed(ctx context.Context, m models.OutboxMessage, err error) {
+	reason := redactURL(err.Error())
 	log := b.log.With("outbox_id", m.ID, "kind", m.Kind, "task_id", m.TaskID, "attempt", m.Attempts+1)
-	if m.Attempts+1 >= b.cfg.MaxDeliveryAttempts {
-		log.Error("discord notice given up", "err", err)
-		if err := b.box.MarkOutboxDelivered(ctx, m.ID); err != nil {
+	if permanent(err) || m.Attempts+1 >= b.cfg.MaxDeliveryAttempts {
+		log.Error("discord notice given up", "err", reason)
+		if err := b.box.GiveUpOutbox(ctx, m.ID, reason); err != nil {
 			log.Warn("mark notice given up", "err", err)
 		}
 		return
@@ -184,8 +247,8 @@ func (b *Bot) failed(ctx context.Context, m models.OutboxMessage, err error) {
 	for range m.Attempts {
 		backoff = min(backoff*2, b.cfg.MaxRetryBackoff)
 	}
-	log.Warn("discord notice not delivered; will retry", "err", err, "in", backoff)
-	if err := b.box.MarkOutboxFailed(ctx, m.ID, b.cfg.Now().Add(backoff), err.Error()); err != nil {
+	log.Warn("discord notice not delivered; will retry", "err", reason, "in", backoff)
+	if err := b.box.MarkOutboxFailed(ctx, m.ID, b.cfg.Now().Add(backoff), reason); err != nil {
 		log.Warn("mark notice failed", "err", err)
 	}
 }
@@ -195,8 +258,7 @@ func (b *Bot) deliver(ctx context.Context, batch []models.OutboxMessage) error {
 	m := batch[0]
 	var n notice
 	if err := json.Unmarshal([]byte(m.Payload), &n); err != nil {
-		b.log.Error("undecodable notice dropped", "outbox_id", m.ID, "kind", m.Kind, "err", err)
-		return nil
+		return fmt.Errorf("%w: undecodable payload: %v", errPermanent, err)
 	}
 	if n.TaskID == "" {
 		n.TaskID = m.TaskID
@@ -233,9 +295,12 @@ func (b *Bot) deliver(ctx context.Context, batch []models.OutboxMessage) error {
 	if err != nil {
 		return err
 	}
-	nonce := "aq" + strconv.FormatInt(m.ID, 10)
+	last := batch[len(batch)-1]
 	for i, p := range parts {
-		pn := nonce + "-" + strconv.Itoa(i)
+		if i < m.PartsDone {
+			continue // delivered before an interruption
+		}
+		pn := nonce(m.ID, last.ID, i)
 		if strings.Contains(p.Content, threadLink) {
 			thread, err := b.thread(ctx, channelID, n)
 			if err != nil {
@@ -253,13 +318,14 @@ func (b *Bot) deliver(ctx context.Context, batch []models.OutboxMessage) error {
 					return err
 				}
 			}
+			if len(parts) > 1 && i < len(parts)-1 {
+				if err := b.box.MarkOutboxPart(ctx, m.ID, i+1); err != nil {
+					return err
+				}
+			}
 			continue
 		}
-		thread, err := b.thread(ctx, channelID, n)
-		if err != nil {
-			return err
-		}
-		if _, err := b.send(ctx, thread, pn, p); err != nil {
+		if err := b.postThread(ctx, channelID, n, pn, p); err != nil {
 			return err
 		}
 		if m.Kind == "task.progress" {
@@ -267,8 +333,45 @@ func (b *Bot) deliver(ctx context.Context, batch []models.OutboxMessage) error {
 			b.lastPost[m.TaskID] = b.cfg.Now()
 			b.mu.Unlock()
 		}
+		if len(parts) > 1 && i < len(parts)-1 {
+			if err := b.box.MarkOutboxPart(ctx, m.ID, i+1); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// postThread posts into the task's thread; a thread deleted in Discord is
+// replaced by a new one.
+func (b *Bot) postThread(ctx context.Context, channelID string, n notice, nonce string, p part) error {
+	thread, err := b.thread(ctx, channelID, n)
+	if err != nil {
+		return err
+	}
+	_, err = b.send(ctx, thread, nonce, p)
+	if discordCode(err) != codeUnknownChannel {
+		return err
+	}
+	b.log.Warn("task thread gone from discord; opening a new one", "task_id", n.TaskID, "thread_id", thread)
+	if err := b.box.ForgetTaskThread(ctx, n.TaskID, thread); err != nil {
+		return err
+	}
+	if thread, err = b.thread(ctx, channelID, n); err != nil {
+		return err
+	}
+	_, err = b.send(ctx, thread, nonce, p)
+	return err
+}
+
+// nonce is the idempotency nonce of part i of the notices first..last (at
+// most 25 characters, as Discord allows).
+func nonce(first, last int64, i int) string {
+	n := "aq" + strconv.FormatInt(first, 36)
+	if last != first {
+		n += "-" + strconv.FormatInt(last, 36)
+	}
+	return n + "-" + strconv.Itoa(i)
 }
 
 // postChannel posts into a project's channel, falling back to the control
@@ -374,6 +477,7 @@ type messageCreate struct {
 // that the outbox can wait (and shut down) on its own terms.
 func (b *Bot) send(ctx context.Context, channelID, nonce string, p part) (*discordgo.Message, error) {
 	s := b.sess()
+	p.Content, p.File = fit(p.Content, p.File)
 	m := &discordgo.MessageSend{Content: p.Content, Components: p.Components,
 		AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}}
 	if p.File != nil {
@@ -435,20 +539,44 @@ func textParts(thread bool, head, body string) []part {
 	return []part{{Thread: thread, Content: cut(head, 1500) + "\n*(full text attached)*", File: &attachment{Name: "text.txt", Body: full}}}
 }
 
-// progressParts condenses progress lines into one thread post.
+// progressParts condenses progress lines into one thread post under the
+// message limit: the newest lines that fit (at most maxProgressLines), and
+// how many earlier ones were left out.
 func progressParts(lines []string) []part {
-	if len(lines) == 0 {
+	var kept []string
+	size := 0
+	for i := len(lines) - 1; i >= 0 && len(kept) < maxProgressLines; i-- {
+		l := strings.TrimSpace(strings.ReplaceAll(lines[i], "\n", " "))
+		if l == "" {
+			continue
+		}
+		l = "• " + escape(cut(l, 300))
+		if size+len([]rune(l))+1 > messageLimit-100 {
+			break
+		}
+		size += len([]rune(l)) + 1
+		kept = append(kept, l)
+	}
+	if len(kept) == 0 {
 		return nil
 	}
+	slices.Reverse(kept)
 	var b strings.Builder
-	if n := len(lines) - maxProgressLines; n > 0 {
+	if n := countNonEmpty(lines) - len(kept); n > 0 {
 		fmt.Fprintf(&b, "*(%d earlier lines)*\n", n)
-		lines = lines[n:]
 	}
+	b.WriteString(strings.Join(kept, "\n"))
+	return []part{{Thread: true, Content: b.String()}}
+}
+
+func countNonEmpty(lines []string) int {
+	n := 0
 	for _, l := range lines {
-		fmt.Fprintf(&b, "• %s\n", escape(cut(strings.TrimSpace(strings.ReplaceAll(l, "\n", " ")), 300)))
+		if strings.TrimSpace(l) != "" {
+			n++
+		}
 	}
-	return []part{{Thread: true, Content: strings.TrimRight(b.String(), "\n")}}
+	return n
 }
 
 // noticeParts renders a notice of a given kind.

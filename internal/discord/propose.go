@@ -17,6 +17,10 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
+// unproposable are options a proposal may not set: test commands run as
+// shell commands, and a repository URL is cloned.
+var unproposable = map[string]bool{"test_commands": true, "repo_url": true}
+
 // proposalTTL is how long a proposed command may be run.
 const proposalTTL = 15 * time.Minute
 
@@ -161,6 +165,9 @@ func (b *Bot) proposalCall(p Proposal, user, channelID string) (call, error) {
 		def, ok := defs[name]
 		if !ok {
 			return call{}, models.Errorf(models.CodeInvalid, "/%s has no option %q", p.Command, name)
+		}
+		if unproposable[name] {
+			return call{}, models.Errorf(models.CodeInvalid, "option %s runs commands or fetches code: give it yourself with /%s", name, p.Command)
 		}
 		o := &discordgo.ApplicationCommandInteractionDataOption{Name: name, Type: def.Type}
 		switch def.Type {

@@ -2,6 +2,7 @@ package discord
 
 import (
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -27,7 +28,7 @@ func cut(s string, n int) string {
 // escape keeps text from others (titles, agent output) from being read as
 // markdown or mentions.
 var escaper = strings.NewReplacer("\\", "\\\\", "*", "\\*", "_", "\\_", "~", "\\~", "`", "\\`", "|", "\\|",
-	">", "\\>", "@", "@\u200b", "#", "\\#")
+	">", "\\>", "@", "@\u200b", "#", "\\#", "[", "\\[", "]", "\\]", "(", "\\(", ")", "\\)", "<", "\\<")
 
 func escape(s string) string { return escaper.Replace(s) }
 
@@ -39,7 +40,7 @@ func quote(s string) string {
 	}
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
-		lines[i] = "> " + strings.ReplaceAll(strings.ReplaceAll(l, "@", "@\u200b"), "`", "ˋ")
+		lines[i] = "> " + escape(l)
 	}
 	return strings.Join(lines, "\n")
 }
@@ -146,7 +147,7 @@ func renderProject(p models.Project) string {
 		fmt.Fprintf(&b, " of %d", *p.BudgetLimit)
 	}
 	if p.Repo != nil && p.Repo.URL != "" {
-		fmt.Fprintf(&b, "\nrepo: %s", escape(p.Repo.URL))
+		fmt.Fprintf(&b, "\nrepo: %s", escape(redactRepoURL(p.Repo.URL)))
 	}
 	if p.DiscordChannelID != nil {
 		fmt.Fprintf(&b, "\nchannel: <#%s>", *p.DiscordChannelID)
@@ -301,4 +302,13 @@ func renderStatus(v statusView) string {
 		fmt.Fprintf(&b, "%s · since %s\n", it.line, fmt.Sprintf("<t:%d:R>", it.at.Unix()))
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// redactRepoURL hides the credentials a repository URL may carry.
+func redactRepoURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	return u.Redacted()
 }

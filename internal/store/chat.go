@@ -61,6 +61,19 @@ func (s *Store) SaveTaskThread(ctx context.Context, t models.ChatThread) (models
 	return stored, err
 }
 
+// ForgetTaskThread drops a task's thread (deleted in chat), so that the
+// next notice opens a new one.
+func (s *Store) ForgetTaskThread(ctx context.Context, taskID, threadID string) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "DELETE FROM chat_threads WHERE task_id = ? AND thread_id = ?", taskID, threadID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("forget thread of task %s: %w", taskID, err)
+	}
+	return nil
+}
+
 // TaskCounts returns how many tasks each project has in each status.
 func (s *Store) TaskCounts(ctx context.Context) (map[string]map[models.TaskStatus]int, error) {
 	rows, err := s.rdb.QueryContext(ctx, "SELECT project_id, status, count(*) FROM tasks GROUP BY project_id, status")

@@ -76,7 +76,7 @@ func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]models.OutboxMe
 			m       models.OutboxMessage
 			created int64
 		)
-		if err := rows.Scan(&m.ID, &m.Key, &m.Kind, &m.ProjectID, &m.TaskID, &m.Payload, &m.Attempts, &created); err != nil {
+		if err := rows.Scan(&m.ID, &m.Key, &m.Kind, &m.ProjectID, &m.TaskID, &m.Payload, &m.Attempts, &m.PartsDone, &created); err != nil {
 			return nil, fmt.Errorf("list outbox: %w", err)
 		}
 		m.CreatedAt = fromNanos(created)
@@ -132,4 +132,32 @@ func (s *Store) TokensUsedByProjectSince(ctx context.Context, since time.Time) (
 		return nil, fmt.Errorf("sum tokens per project: %w", err)
 	}
 	return out, nil
+}
+
+// MarkOutboxPart records that the first parts messages of a notice made of
+// several were delivered.
+func (s *Store) MarkOutboxPart(ctx context.Context, id int64, parts int) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "UPDATE outbox SET parts_done = max(parts_done, ?) WHERE id = ?", parts, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("mark outbox %d part %d: %w", id, parts, err)
+	}
+	return nil
+}
+
+// GiveUpOutbox ends the delivery of a notice that cannot be delivered,
+// keeping why.
+func (s *Store) GiveUpOutbox(ctx context.Context, id int64, reason string) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		now := toNanos(s.now())
+		_, err := tx.ExecContext(ctx, `UPDATE outbox SET delivered_at = ?, given_up_at = ?, last_error = ?, attempts = attempts + 1
+			WHERE id = ? AND delivered_at IS NULL`, now, now, reason, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("give up outbox %d: %w", id, err)
+	}
+	return nil
 }

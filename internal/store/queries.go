@@ -32,8 +32,13 @@ const (
 	qUpstreams     = "SELECT upstream FROM task_dependencies WHERE downstream = ?"
 	qTaskEvents    = `SELECT id, task_id, from_status, to_status, event, reason, actor, created_at
 		FROM task_events WHERE task_id = ? ORDER BY id`
-	qPendingOutbox = `SELECT id, key, kind, project_id, task_id, payload, attempts, created_at
-		FROM outbox WHERE delivered_at IS NULL AND next_attempt_at <= ? ORDER BY id LIMIT ?`
+	// qPendingOutbox skips a task's notices while an older one of the same
+	// task waits for its retry: one task's notices keep their order.
+	qPendingOutbox = `SELECT id, key, kind, project_id, task_id, payload, attempts, parts_done, created_at
+		FROM outbox o WHERE delivered_at IS NULL AND next_attempt_at <= ?1
+		AND (task_id = '' OR NOT EXISTS (SELECT 1 FROM outbox p INDEXED BY outbox_undelivered_task
+			WHERE p.task_id = o.task_id AND p.delivered_at IS NULL AND p.id < o.id AND p.next_attempt_at > ?1))
+		ORDER BY id LIMIT ?2`
 	qTokensSince = `SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)
 		FROM token_ledger WHERE project_id = ? AND created_at >= ?`
 	// qAgentSecondsInWindow sums, per project, the part of each run inside
