@@ -187,7 +187,14 @@ func (b *Bot) modalSubmit(ctx context.Context, s *discordgo.Session, i *discordg
 		}
 		b.run(ctx, s, i, false, func(ctx context.Context) reply { return b.answer(ctx, id, typed, user) })
 	case "reject":
-		b.run(ctx, s, i, false, func(ctx context.Context) reply { return b.reject(ctx, args[0], typed, user) })
+		b.run(ctx, s, i, false, func(ctx context.Context) reply {
+			r := b.reject(ctx, args[0], typed, user)
+			if !r.Ephemeral && updatable(i) {
+				// The approval notice the form came from loses its buttons.
+				r.Update, r.Content = true, originalContent(i)+"\n"+r.Content
+			}
+			return r
+		})
 	default:
 		b.respondNow(s, i, ephemeral("⚠️ This form is not known."))
 	}

@@ -86,6 +86,13 @@ func actor(userID string) string { return "discord:" + userID }
 
 // handleInteraction answers one interaction.
 func (b *Bot) handleInteraction(ctx context.Context, s *discordgo.Session, i *discordgo.Interaction) {
+	defer func() {
+		if p := recover(); p != nil {
+			b.log.Error("discord interaction panicked", "interaction", i.ID, "panic", p, "stack", string(debug.Stack()))
+			// Refused harmlessly if an answer went out already.
+			b.respondNow(s, i, ephemeral("⚠️ Something went wrong on the daemon's side; it has been logged."))
+		}
+	}()
 	user := interactionUser(i)
 	log := b.log.With("interaction", i.ID, "user", user)
 	if i.Type == discordgo.InteractionApplicationCommandAutocomplete {
@@ -147,7 +154,7 @@ func (b *Bot) run(ctx context.Context, s *discordgo.Session, i *discordgo.Intera
 	case <-t.C:
 	}
 	// Slow: acknowledge now, answer when done.
-	component := i.Type == discordgo.InteractionMessageComponent
+	component := updatable(i)
 	resp := &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredChannelMessageWithSource}
 	if component {
 		resp.Type = discordgo.InteractionResponseDeferredMessageUpdate
@@ -198,6 +205,12 @@ func (b *Bot) run(ctx context.Context, s *discordgo.Session, i *discordgo.Intera
 // once the daemon shuts down.
 const shutdownGrace = 10 * time.Second
 
+// updatable reports whether an interaction may update the message it came
+// from: a button press, or a form opened by one.
+func updatable(i *discordgo.Interaction) bool {
+	return i.Message != nil && (i.Type == discordgo.InteractionMessageComponent || i.Type == discordgo.InteractionModalSubmit)
+}
+
 // respondNow answers an interaction at once with r.
 func (b *Bot) respondNow(s *discordgo.Session, i *discordgo.Interaction, r reply) {
 	r.Content, r.File = fit(r.Content, r.File)
@@ -210,7 +223,7 @@ func (b *Bot) respondNow(s *discordgo.Session, i *discordgo.Interaction, r reply
 		data.Files = []*discordgo.File{r.File.file()}
 	}
 	typ := discordgo.InteractionResponseChannelMessageWithSource
-	if r.Update && i.Type == discordgo.InteractionMessageComponent {
+	if r.Update && updatable(i) {
 		typ = discordgo.InteractionResponseUpdateMessage
 		if data.Components == nil {
 			data.Components = []discordgo.MessageComponent{}

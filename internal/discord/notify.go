@@ -637,6 +637,10 @@ func (b *Bot) noticeParts(ctx context.Context, kind string, n notice) ([]part, e
 			return nil, nil // told once, by the chain.broken notice of its root
 		}
 		reason := reasonLine(n.Reason)
+		if b.blockedBehind(ctx, n) {
+			// The chain.broken notice carries the buttons: one live set.
+			return []part{{Thread: true, Content: "⛔ **Blocked**" + reason}}, nil
+		}
 		return []part{{Content: fmt.Sprintf("⛔ %s %s is blocked%s%s", id, title, reason, byActor(n)),
 			Components: buttons(
 				button("Restart", discordgo.PrimaryButton, customID("event", string(models.EventAdminRestart), n.TaskID, string(models.StatusBlocked))),
@@ -746,4 +750,19 @@ func (b *Bot) closeThread(ctx context.Context, taskID string) error {
 		return nil
 	}
 	return err
+}
+
+// blockedBehind reports whether other tasks are blocked with n's task as
+// their root cause.
+func (b *Bot) blockedBehind(ctx context.Context, n notice) bool {
+	ts, err := b.svc.ListTasks(ctx, models.TaskFilter{ProjectID: n.ProjectID, Statuses: []models.TaskStatus{models.StatusBlocked}, Limit: 1000})
+	if err != nil {
+		return false
+	}
+	for _, t := range ts {
+		if t.CascadeRootID == n.TaskID {
+			return true
+		}
+	}
+	return false
 }

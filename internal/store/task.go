@@ -107,13 +107,15 @@ func (s *Store) GetTaskDetail(ctx context.Context, id string) (models.TaskDetail
 		return models.TaskDetail{}, fmt.Errorf("get task %s events: %w", id, err)
 	}
 	if d.Task.Status == models.StatusVerifying {
-		if v, ok, err := s.GetVerification(ctx, id); err != nil {
+		// Inside the snapshot: a second pooled connection while this one is
+		// held could wait forever when every reader does the same.
+		if v, ok, err := getVerification(ctx, tx, id); err != nil {
 			return models.TaskDetail{}, err
 		} else if ok {
 			d.Verification = &v
 		}
 	}
-	if c, ok, err := s.TaskResult(ctx, id); err != nil {
+	if c, ok, err := taskResult(ctx, tx, id); err != nil {
 		return models.TaskDetail{}, err
 	} else if ok {
 		d.Result = &c

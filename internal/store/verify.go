@@ -176,9 +176,13 @@ func (s *Store) SaveResult(ctx context.Context, taskID string, runID int64, c mo
 
 // TaskResult returns a task's saved result; ok is false when it has none.
 func (s *Store) TaskResult(ctx context.Context, taskID string) (models.Completion, bool, error) {
+	return taskResult(ctx, s.rdb, taskID)
+}
+
+func taskResult(ctx context.Context, q queryer, taskID string) (models.Completion, bool, error) {
 	var c models.Completion
 	var files, outputs string
-	err := s.rdb.QueryRowContext(ctx, "SELECT summary, files_changed, outputs FROM task_results WHERE task_id = ?", taskID).
+	err := q.QueryRowContext(ctx, "SELECT summary, files_changed, outputs FROM task_results WHERE task_id = ?", taskID).
 		Scan(&c.Summary, &files, &outputs)
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, false, nil
@@ -294,9 +298,13 @@ func (s *Store) Verifications(ctx context.Context, phases ...string) ([]models.V
 // GetVerification returns a task's recorded verification; ok is false when
 // none is recorded.
 func (s *Store) GetVerification(ctx context.Context, taskID string) (models.Verification, bool, error) {
+	return getVerification(ctx, s.rdb, taskID)
+}
+
+func getVerification(ctx context.Context, q queryer, taskID string) (models.Verification, bool, error) {
 	v := models.Verification{TaskID: taskID}
 	var at int64
-	err := s.rdb.QueryRowContext(ctx, "SELECT attempt, phase, source, detail, updated_at FROM verifications WHERE task_id = ?",
+	err := q.QueryRowContext(ctx, "SELECT attempt, phase, source, detail, updated_at FROM verifications WHERE task_id = ?",
 		taskID).Scan(&v.Attempt, &v.Phase, &v.Source, &v.Detail, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return v, false, nil
