@@ -228,37 +228,52 @@ func TestProgressIsCoalescedPerTask(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	h := newHarness(t, func(c *Config, _ *discordtest.Options) { c.Now = clock; c.ProgressInterval = 5 * time.Second })
 	h.project("web")
+	other := h.task("web", "Other")
 	id, run := h.runningTask("web", "Chatty")
 	th := h.waitThread(id)
+	cfg := h.bot.cfg
+	h.stop()
 	progress := func(k int) {
+		t.Helper()
 		if err := h.st.Notify(context.Background(), fmt.Sprintf("progress:%d:%d", run.ID, k), "task.progress", "web", id,
 			map[string]any{"task_id": id, "run_id": run.ID, "message": fmt.Sprintf("step %d", k)}); err != nil {
 			t.Fatal(err)
 		}
-		h.bot.Wake()
 	}
-	progress(1)
-	h.waitMessage(th, "step 1")
-	for k := 2; k <= 14; k++ {
+	posts := func() []string {
+		var out []string
+		for _, m := range h.fake.Messages(th) {
+			if strings.Contains(m.Content, "• step") {
+				out = append(out, m.Content)
+			}
+		}
+		return out
+	}
+	// Fourteen lines waiting: one post with the newest ten.
+	for k := 1; k <= 14; k++ {
 		progress(k)
 	}
-	// Lines within the interval wait for it to pass, then go as one post.
+	h.bot = h.start(cfg)
+	first := h.waitMessage(th, "step 14")
+	if !strings.Contains(first.Content, "(4 earlier lines)") || strings.Contains(first.Content, "step 4\n") || !strings.Contains(first.Content, "step 5\n") {
+		t.Errorf("coalesced post:\n%s", first.Content)
+	}
+	// A line within the interval waits: a later notice of another task,
+	// read in the same pass, goes out while it waits.
+	progress(15)
+	h.notices(other, 1)
+	h.bot.Wake()
+	h.waitMessage(projectChannel, "plan error number 000")
+	if got := posts(); len(got) != 1 {
+		t.Fatalf("posts before the interval passed: %q", got)
+	}
 	mu.Lock()
 	now = now.Add(5 * time.Second)
 	mu.Unlock()
 	h.bot.Wake()
-	last := h.waitMessage(th, "step 14")
-	if !strings.Contains(last.Content, "(3 earlier lines)") || strings.Contains(last.Content, "step 4\n") || !strings.Contains(last.Content, "step 5") {
-		t.Errorf("coalesced post:\n%s", last.Content)
-	}
-	posts := 0
-	for _, m := range h.fake.Messages(th) {
-		if strings.Contains(m.Content, "• step") {
-			posts++
-		}
-	}
-	if posts != 2 {
-		t.Errorf("%d progress posts, want 2", posts)
+	h.waitMessage(th, "step 15")
+	if got := posts(); len(got) != 2 || got[1] != "• step 15" {
+		t.Errorf("posts: %q", got)
 	}
 }
 
