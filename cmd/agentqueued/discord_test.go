@@ -256,3 +256,81 @@ discord:
 		t.Errorf("command without authorised users: %+v, %v", rs, err)
 	}
 }
+
+// TestDaemonRestartDeliversNoticesOnce stops the daemon while Discord
+// holds its notices back (a long rate limit) and starts it again: each
+// notice is then posted exactly once.
+func TestDaemonRestartDeliversNoticesOnce(t *testing.T) {
+	t.Parallel()
+	fake := discordtest.New(discordtest.Options{Token: "e2e-token", Channels: []string{e2eControl}})
+	t.Cleanup(fake.Close)
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "config.yaml", `
+discord:
+  token: e2e-token
+  guild_id: "`+discordtest.DefaultGuildID+`"
+  control_channel_id: "`+e2eControl+`"
+  authorized_users: ["`+e2eAlice+`"]
+  api_base_url: `+fake.URL()+`
+`)
+	data := filepath.Join(dir, "data")
+	d := startDaemon(t, data, "--config", cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	posts := func(method, path string) bool { return method == "POST" && path == "/api/v9/channels/"+e2eControl+"/messages" }
+	fake.RateLimit(1, time.Hour, false, posts)
+	addr := d.m.Addr()
+	mustCtl(t, addr, "project", "create", "web")
+	var ids []string
+	for _, title := range []string{"One", "Two", "Three"} {
+		ids = append(ids, taskIDs(t, mustCtl(t, addr, "task", "add", "--project", "web", "--title", title))...)
+	}
+	for _, id := range ids {
+		mustCtl(t, addr, "task", "delete", id)
+	}
+	limited := func() bool {
+		for _, r := range fake.Requests() {
+			if r.Status == 429 {
+				return true
+			}
+		}
+		return false
+	}
+	if err := fake.WaitFor(ctx, limited); err != nil {
+		t.Fatalf("no notice tried: %v\n%s", err, d.logs)
+	}
+	if err := d.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(fake.Messages(e2eControl)); n != 0 {
+		t.Fatalf("%d notices posted before the restart", n)
+	}
+
+	d = startDaemon(t, data, "--config", cfg)
+	deleted := func() int {
+		n := 0
+		for _, m := range fake.Messages(e2eControl) {
+			if strings.Contains(m.Content, "was deleted") {
+				n++
+			}
+		}
+		return n
+	}
+	if err := fake.WaitFor(ctx, func() bool { return deleted() >= 3 }); err != nil {
+		t.Fatalf("notices after the restart: %d: %v\n%s", deleted(), err, d.logs)
+	}
+	if err := d.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		n := 0
+		for _, m := range fake.Messages(e2eControl) {
+			if strings.Contains(m.Content, id) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("the notice of %s was posted %d times", id, n)
+		}
+	}
+}

@@ -285,7 +285,11 @@ func (b *Bot) deliver(ctx context.Context, batch []models.OutboxMessage) error {
 	}
 	if m.Kind == "task.deleted" {
 		if err := b.closeThread(ctx, n.TaskID); err != nil {
-			return err
+			if !permanent(err) {
+				return err
+			}
+			// Missing Manage Threads: the notice still goes out.
+			b.log.Warn("close the thread of a deleted task", "task_id", n.TaskID, "err", redactURL(err.Error()))
 		}
 	}
 	if len(parts) == 0 {
