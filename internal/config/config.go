@@ -79,7 +79,28 @@ type Config struct {
 	// LLM configures the OpenAI-compatible model used for natural-language
 	// requests in chat; without a model none is used.
 	LLM LLMConfig
+	// GitHub configures pull requests; without a token none are opened.
+	GitHub GitHubConfig
 }
+
+// GitHubConfig configures pull requests on GitHub.
+type GitHubConfig struct {
+	// Token authenticates the API and pushes; it never reaches agents,
+	// logs or checkouts.
+	Token string
+	// APIBaseURL is GitHub Enterprise's API (https://host/api/v3/); empty is
+	// github.com.
+	APIBaseURL string
+	// WebhookSecret, when set, enables POST /webhooks/github, whose
+	// deliveries must be signed with it.
+	WebhookSecret string
+	// PollInterval is how often each open pull request is checked; zero is
+	// the watcher's default.
+	PollInterval time.Duration
+}
+
+// Enabled reports whether a GitHub token is configured.
+func (g GitHubConfig) Enabled() bool { return g.Token != "" }
 
 // DiscordConfig configures the Discord bot.
 type DiscordConfig struct {
@@ -177,6 +198,14 @@ type fileConfig struct {
 	Plans        filePlans              `yaml:"plans"`
 	Discord      fileDiscord            `yaml:"discord"`
 	LLM          fileLLM                `yaml:"llm"`
+	GitHub       fileGitHub             `yaml:"github"`
+}
+
+type fileGitHub struct {
+	Token         string `yaml:"token"`
+	APIBaseURL    string `yaml:"api_base_url"`
+	WebhookSecret string `yaml:"webhook_secret"`
+	PollInterval  string `yaml:"poll_interval"`
 }
 
 type fileDiscord struct {
@@ -383,6 +412,16 @@ func (c *Config) overlay(f fileConfig) error {
 	set(&c.LLM.BaseURL, f.LLM.BaseURL)
 	set(&c.LLM.APIKey, f.LLM.APIKey)
 	set(&c.LLM.Model, f.LLM.Model)
+	set(&c.GitHub.Token, f.GitHub.Token)
+	set(&c.GitHub.APIBaseURL, f.GitHub.APIBaseURL)
+	set(&c.GitHub.WebhookSecret, f.GitHub.WebhookSecret)
+	if f.GitHub.PollInterval != "" {
+		d, err := time.ParseDuration(f.GitHub.PollInterval)
+		if err != nil {
+			return fmt.Errorf("github.poll_interval: %q is not a duration", f.GitHub.PollInterval)
+		}
+		c.GitHub.PollInterval = d
+	}
 	if f.Lease.TTL != "" {
 		d, err := time.ParseDuration(f.Lease.TTL)
 		if err != nil {
@@ -507,6 +546,15 @@ func (c Config) Validate() error {
 	}
 	if err := c.Discord.validate(); err != nil {
 		return err
+	}
+	if strings.ContainsAny(c.GitHub.Token, " \t\r\n") {
+		return errors.New("config: github.token: must not contain whitespace")
+	}
+	if u := c.GitHub.APIBaseURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return fmt.Errorf("config: github.api_base_url: %q is not an http(s) URL", u)
+	}
+	if c.GitHub.PollInterval != 0 && c.GitHub.PollInterval < time.Second {
+		return fmt.Errorf("config: github.poll_interval: must be at least 1s (got %s)", c.GitHub.PollInterval)
 	}
 	if (c.LLM.BaseURL != "" || c.LLM.APIKey != "") && c.LLM.Model == "" {
 		return errors.New("config: llm.model: required when llm.base_url or llm.api_key is set")

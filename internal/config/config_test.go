@@ -176,6 +176,9 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 		{"discord bad base url", "discord:\n  token: t\n  guild_id: \"123456789012345678\"\n  control_channel_id: \"123456789012345679\"\n  api_base_url: discord.example\n", nil,
 			`config: discord.api_base_url: "discord.example" is not an http(s) URL`},
 		{"discord unknown key", "discord:\n  tokn: t\n", nil, `line 2: unknown key "discord.tokn"`},
+		{"github bad base url", "github:\n  token: t\n  api_base_url: ghe.example\n", nil, `config: github.api_base_url: "ghe.example" is not an http(s) URL`},
+		{"github poll interval", "github:\n  poll_interval: 10ms\n", nil, `config: github.poll_interval: must be at least 1s`},
+		{"github poll interval not a duration", "github:\n  poll_interval: often\n", nil, `github.poll_interval: "often" is not a duration`},
 		{"llm without model", "llm:\n  base_url: http://127.0.0.1:11434/v1\n", nil, `config: llm.model: required`},
 	}
 	for _, tt := range tests {

@@ -44,6 +44,41 @@ type ProjectSettings struct {
 	// daemon's verification.qa_agent); QAProfile the profile it reviews with.
 	QAAgent   string `json:"qa_agent,omitempty"`
 	QAProfile string `json:"qa_profile,omitempty"`
+
+	// PRMode says which verified tasks land through a pull request:
+	// "never", "when_required" (tasks with requires_approval; the default)
+	// or "always".
+	PRMode string `json:"pr_mode,omitempty"`
+	// PRDraft opens pull requests as drafts.
+	PRDraft bool `json:"pr_draft,omitempty"`
+	// PRReviewers and PRLabels are requested on and added to each pull request.
+	PRReviewers []string `json:"pr_reviewers,omitempty"`
+	PRLabels    []string `json:"pr_labels,omitempty"`
+	// ReopenOnChangesRequested runs a task again, with the review's
+	// comments as feedback, when its pull request gets "changes requested".
+	ReopenOnChangesRequested bool `json:"reopen_on_changes_requested,omitempty"`
+	// MergeFromChat lets an approval from chat or the API merge the pull
+	// request through GitHub's API.
+	MergeFromChat bool `json:"merge_from_chat,omitempty"`
+}
+
+// PR modes.
+const (
+	PRNever        = "never"
+	PRWhenRequired = "when_required"
+	PRAlways       = "always"
+)
+
+// NeedsPR reports whether a task of a project with these settings lands
+// through a pull request.
+func (s ProjectSettings) NeedsPR(t Task) bool {
+	switch s.PRMode {
+	case PRNever:
+		return false
+	case PRAlways:
+		return true
+	}
+	return t.RequiresApproval
 }
 
 // Validate checks the settings, naming the bad field.
@@ -52,6 +87,25 @@ func (s *ProjectSettings) Validate() error {
 		{"qa_profile", s.QAProfile}} {
 		if f.v != "" && !ValidID(f.v) {
 			return Errorf(CodeInvalid, "settings.%s: %q is not a valid name", f.name, f.v)
+		}
+	}
+	switch s.PRMode {
+	case "", PRNever, PRWhenRequired, PRAlways:
+	default:
+		return Errorf(CodeInvalid, "settings.pr_mode: must be never, when_required or always (got %q)", s.PRMode)
+	}
+	for _, l := range []struct {
+		name string
+		vs   []string
+		max  int
+	}{{"pr_reviewers", s.PRReviewers, 39}, {"pr_labels", s.PRLabels, 50}} {
+		if len(l.vs) > 20 {
+			return Errorf(CodeInvalid, "settings.%s: at most 20 entries", l.name)
+		}
+		for i, v := range l.vs {
+			if strings.TrimSpace(v) == "" || len(v) > l.max || strings.ContainsAny(v, ",\n\r") {
+				return Errorf(CodeInvalid, "settings.%s[%d]: %q is not a valid name", l.name, i, v)
+			}
 		}
 	}
 	return nil

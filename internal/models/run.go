@@ -151,3 +151,32 @@ type Plan struct {
 	CreatedAt time.Time  `json:"created_at"`
 	DecidedAt *time.Time `json:"decided_at,omitempty"`
 }
+
+// PullRequest is the pull request a task lands through, and what the
+// watcher last saw of it.
+type PullRequest struct {
+	TaskID    string `json:"task_id"`
+	ProjectID string `json:"project_id"`
+	Owner     string `json:"owner"`
+	Repo      string `json:"repo"`
+	Number    int    `json:"number"`
+	URL       string `json:"url"`
+	Branch    string `json:"branch"`
+	// State is open, merged or closed.
+	State string `json:"state"`
+	// ETag and ReviewsETag make polls conditional (304s are free).
+	ETag        string `json:"-"`
+	ReviewsETag string `json:"-"`
+	// LastReviewID is the newest review already acted on.
+	LastReviewID int64     `json:"-"`
+	NextCheckAt  time.Time `json:"next_check_at"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+// Pull request states.
+const (
+	PROpen   = "open"
+	PRMerged = "merged"
+	PRClosed = "closed"
+)
