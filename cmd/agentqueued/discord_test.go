@@ -277,7 +277,9 @@ discord:
 	d := startDaemon(t, data, "--config", cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	posts := func(method, path string) bool { return method == "POST" && path == "/api/v9/channels/"+e2eControl+"/messages" }
+	posts := func(method, path string) bool {
+		return method == "POST" && path == "/api/v9/channels/"+e2eControl+"/messages"
+	}
 	fake.RateLimit(1, time.Hour, false, posts)
 	addr := d.m.Addr()
 	mustCtl(t, addr, "project", "create", "web")
