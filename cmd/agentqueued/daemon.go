@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -142,6 +143,17 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		log.Warn("own executable unknown: agents get no agentqueued MCP server", "err", err)
 		self = ""
 	}
+	var pulls orchestrator.PullRequests
+	if cfg.GitHub.Enabled() {
+		gh, err := repo.NewGitHub(repo.GitHubConfig{Token: cfg.GitHub.Token, APIBaseURL: cfg.GitHub.APIBaseURL,
+			Logger: log.With("component", "github")}, ws)
+		if err != nil {
+			return err
+		}
+		pulls = gh
+	} else {
+		log.Info("github disabled: set github.token to land tasks through pull requests")
+	}
 	oc := cfg.Orchestrator
 	o, err := orchestrator.New(orchestrator.Config{SafetyTick: oc.SafetyTick, Window: oc.Window, IdleTimeout: oc.IdleTimeout,
 		MaxRuntime: oc.MaxRuntime, StartTimeout: oc.StartTimeout, RetryBackoff: oc.RetryBackoff, MaxBackoff: oc.MaxBackoff,
@@ -149,6 +161,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		InputTimeout: oc.InputTimeout, RunDir: filepath.Join(cfg.DataDir, "runs"), SocketPath: socket,
 		CheckTimeout: cfg.Verification.CheckTimeout, Profiles: cfg.Profiles, PlanPaths: cfg.Plans.Paths,
 		QAAgent: cfg.Verification.QAAgent, QAProfile: cfg.Verification.QAProfile, Executable: self,
+		PullRequests: pulls, PRPollInterval: cfg.GitHub.PollInterval,
 		Logger: log.With("component", "orchestrator")}, st, ws, agent.DefaultRegistry())
 	if err != nil {
 		return err
@@ -168,7 +181,16 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	bot.Store(b)
-	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, Logger: log.With("component", "api")}, cmds)
+	var webhook http.Handler
+	if pulls != nil && cfg.GitHub.WebhookSecret != "" {
+		webhook = repo.WebhookHandler(cfg.GitHub.WebhookSecret, log.With("component", "github"), func(owner, name string, n int) {
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			o.PokePullRequest(pctx, owner, name, n)
+		})
+	}
+	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, Logger: log.With("component", "api"),
+		GitHubWebhook: webhook}, cmds)
 	if err != nil {
 		rpcLn.Close()
 		return err
@@ -190,6 +212,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	g.Go(func(ctx context.Context) error { return renewLease(ctx, st, holder.Owner, cfg.Lease.TTL, log) })
 	g.Go(func(ctx context.Context) error { return rpc.Serve(ctx, rpcLn) })
 	g.Go(func(ctx context.Context) error { return o.Run(ctx) })
+	g.Go(func(ctx context.Context) error { return o.WatchPullRequests(ctx) })
 	if b != nil {
 		g.Go(func(ctx context.Context) error { return b.Run(ctx) })
 	}

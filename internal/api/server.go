@@ -71,6 +71,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// ShutdownTimeout bounds the graceful shutdown; default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// GitHubWebhook, when set, serves POST /webhooks/github (authenticated
+	// by the delivery's signature, not by Token).
+	GitHubWebhook http.Handler
 }
 
 // Server serves the HTTP API over a Service.

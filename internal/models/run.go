@@ -180,3 +180,24 @@ const (
 	PRMerged = "merged"
 	PRClosed = "closed"
 )
+
+// PRContent is what a task's pull request says of its work.
+type PRContent struct {
+	Summary string
+	Files   []string
+	// Checks says which checks passed (test commands, a reviewer).
+	Checks string
+}
+
+// PRCheck is what a check of a pull request found.
+type PRCheck struct {
+	// NotModified is GitHub's 304: nothing changed since the last check.
+	NotModified bool
+	State       string
+	ETag        string
+	ReviewsETag string
+	// ChangesRequested are the reviews asking for changes since
+	// LastReviewID, newest last.
+	ChangesRequested []Feedback
+	LastReviewID     int64
+}

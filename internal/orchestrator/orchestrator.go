@@ -78,6 +78,9 @@ type Config struct {
 	// PullRequests, when set, opens pull requests for tasks that require
 	// approval; without it such tasks are BLOCKED with PR_UNAVAILABLE.
 	PullRequests PullRequests
+	// PRPollInterval is how often each open pull request is checked;
+	// default DefaultPRPollInterval.
+	PRPollInterval time.Duration
 	// Quantum is the agent time each assignment adds to its project's share
 	// within a round.
 	Quantum time.Duration
@@ -186,14 +189,28 @@ type Store interface {
 	SwitchVerification(ctx context.Context, taskID string, attempt int, from, to, detail string) (bool, error)
 	SavePlan(ctx context.Context, taskID, source string, tasks []models.BatchTask) (models.Plan, error)
 	PendingPlan(ctx context.Context, taskID string) (models.Plan, bool, error)
+
+	SavePullRequest(ctx context.Context, pr models.PullRequest) (models.PullRequest, error)
+	PullRequestOf(ctx context.Context, taskID string) (models.PullRequest, bool, error)
+	PullRequestByNumber(ctx context.Context, owner, repo string, number int) (models.PullRequest, bool, error)
+	DuePullRequests(ctx context.Context, now time.Time, limit int) ([]models.PullRequest, time.Time, error)
+	RecordPullRequestCheck(ctx context.Context, pr models.PullRequest) error
 }
 
-// PullRequests opens the pull request of a verified task that requires
-// approval (the GitHub side, wired in by main).
+// PullRequests is the GitHub side of tasks that land through a pull
+// request (wired in by main).
 type PullRequests interface {
-	// Open pushes the task's branch and opens (or finds) its pull request,
-	// returning its URL.
-	Open(ctx context.Context, p models.Project, t models.Task, src string) (string, error)
+	// Open pushes the task's branch and opens (or finds) its pull request.
+	// An invalid error means the project cannot have one (not on GitHub).
+	Open(ctx context.Context, p models.Project, t models.Task, src string, c models.PRContent) (models.PullRequest, error)
+	// Check reads a pull request's state (and, with reviews, its new
+	// reviews) conditionally. An error with a RetryAt() time.Time method
+	// is a rate limit: nothing is asked before then.
+	Check(ctx context.Context, pr models.PullRequest, reviews bool) (models.PRCheck, error)
+	// Merge merges a pull request through the API.
+	Merge(ctx context.Context, pr models.PullRequest) error
+	// DeleteBranch deletes a merged pull request's branch.
+	DeleteBranch(ctx context.Context, pr models.PullRequest) error
 }
 
 // Workspaces prepares agents' checkouts, verification checkouts, and
@@ -229,6 +246,8 @@ type Orchestrator struct {
 	adapters *agent.Registry
 	log      *slog.Logger
 	wake     chan struct{}
+	// prPoke wakes the pull request watcher (a webhook arrived).
+	prPoke chan struct{}
 	// wakeSeq counts wake-ups; a round records the count it started from.
 	wakeSeq atomic.Uint64
 	// noticeSeq makes the outbox keys of agents' messages unique.
@@ -248,6 +267,8 @@ type Orchestrator struct {
 	// with the cancel of its context (an admin event that takes the task
 	// out of VERIFYING cancels it).
 	verifying map[string]context.CancelFunc
+	// verifyDone is closed when the task's verification under way ends.
+	verifyDone map[string]chan struct{}
 	// vctx bounds verification work (checks, merges); shutdown cancels it
 	// before waiting for the goroutines.
 	vctx    context.Context
@@ -272,9 +293,10 @@ func New(cfg Config, st Store, ws Workspaces, adapters *agent.Registry) (*Orches
 	cfg.applyDefaults()
 	vctx, vcancel := context.WithCancel(context.Background())
 	return &Orchestrator{cfg: cfg, store: st, ws: ws, adapters: adapters, log: cfg.Logger,
-		wake: make(chan struct{}, 1), runs: map[int64]*activeRun{}, asks: map[int64]chan askResult{},
+		wake: make(chan struct{}, 1), prPoke: make(chan struct{}, 1), runs: map[int64]*activeRun{}, asks: map[int64]chan askResult{},
 		cooldown: map[string]time.Time{}, failures: map[string]int{}, verifying: map[string]context.CancelFunc{},
-		vctx: vctx, vcancel: vcancel, reviewFails: map[string]int{}}, nil
+		verifyDone: map[string]chan struct{}{},
+		vctx:       vctx, vcancel: vcancel, reviewFails: map[string]int{}}, nil
 }
 
 // Wake asks the loop for a round now. It never blocks; wake-ups that

@@ -65,17 +65,24 @@ func (o *Orchestrator) resumeVerifications(ctx context.Context) {
 func (o *Orchestrator) verify(taskID string) {
 	o.mu.Lock()
 	if _, busy := o.verifying[taskID]; busy {
+		// One verification per task: wait for the one under way, so that a
+		// caller waiting for the decision sees its outcome.
+		wait := o.verifyDone[taskID]
 		o.mu.Unlock()
+		<-wait
 		return
 	}
 	ctx, cancel := context.WithCancel(o.vctx)
-	o.verifying[taskID] = cancel
+	done := make(chan struct{})
+	o.verifying[taskID], o.verifyDone[taskID] = cancel, done
 	o.mu.Unlock()
 	defer func() {
 		o.mu.Lock()
 		delete(o.verifying, taskID)
+		delete(o.verifyDone, taskID)
 		o.mu.Unlock()
 		cancel()
+		close(done)
 	}()
 	sctx := context.WithoutCancel(ctx)
 	t, p, v, err := o.verification(sctx, taskID)
@@ -297,22 +304,8 @@ func (o *Orchestrator) land(ctx context.Context, p models.Project, t models.Task
 	if !o.stillCurrent(sctx, t, v) {
 		return
 	}
-	if t.RequiresApproval {
-		if o.cfg.PullRequests == nil {
-			o.apply(sctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventPRUnavailable, ExpectFrom: models.StatusVerifying,
-				Actor: "system", Reason: "the task requires approval through a pull request, but no GitHub is configured " +
-					"(set github.token, or clear requires_approval and restart the task)"})
-			return
-		}
-		url, err := o.cfg.PullRequests.Open(ctx, p, t, v.Source)
-		if err != nil {
-			if ctx.Err() == nil {
-				o.verifyFailed(sctx, t, v, "open the pull request", err, nil)
-			}
-			return
-		}
-		o.apply(sctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventPRCreated, ExpectFrom: models.StatusVerifying,
-			Actor: "system", Reason: "pull request " + url})
+	if p.Settings.NeedsPR(t) {
+		o.openPR(ctx, p, t, v, reason)
 		return
 	}
 	v.Phase, v.Detail = models.PhaseDeliver, string(event)+"\n"+reason
@@ -627,7 +620,7 @@ func (o *Orchestrator) Approve(ctx context.Context, taskID, actor, note string) 
 		o.awaitVerify(ctx, t.ID)
 		return o.after(ctx, t)
 	case t.Status == models.StatusAwaitingApproval && t.PRURL != nil:
-		return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s waits for its pull request %s: merge it on GitHub", t.ID, *t.PRURL)
+		return o.approvePR(ctx, t, actor)
 	case t.Status == models.StatusAwaitingApproval:
 		return o.store.ApplyEvent(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventHumanApproved,
 			ExpectFrom: models.StatusAwaitingApproval, Actor: actor, Reason: reason, Feedback: fb})

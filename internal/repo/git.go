@@ -86,6 +86,12 @@ func (w *Workspaces) git(ctx context.Context, dir string, args ...string) (strin
 // environment, a timeout, and its own process group. It returns at most
 // limit bytes of the output and how many more there were.
 func (w *Workspaces) gitRaw(ctx context.Context, dir string, limit int, args ...string) ([]byte, int64, error) {
+	return w.gitRawEnv(ctx, dir, limit, nil, args...)
+}
+
+// gitRawEnv is gitRaw with extra environment variables (credentials given
+// through environment-only configuration).
+func (w *Workspaces) gitRawEnv(ctx context.Context, dir string, limit int, extra []string, args ...string) ([]byte, int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
 	full := append([]string{"-c", "user.name=agentqueued", "-c", "user.email=agentqueued@localhost",
@@ -103,8 +109,8 @@ func (w *Workspaces) gitRaw(ctx context.Context, dir string, limit int, args ...
 			env = append(env, kv)
 		}
 	}
-	cmd.Env = append(env, "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_EDITOR=true", "GIT_SSH_COMMAND=ssh -o BatchMode=yes -o ConnectTimeout=30")
+	cmd.Env = append(append(env, "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_EDITOR=true", "GIT_SSH_COMMAND=ssh -o BatchMode=yes -o ConnectTimeout=30"), extra...)
 	out, errb := &capped{max: limit}, &capped{max: gitStderrCap}
 	cmd.Stdout, cmd.Stderr = out, errb
 	if err := cmd.Run(); err != nil {

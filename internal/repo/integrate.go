@@ -250,6 +250,30 @@ func (w *Workspaces) Diff(ctx context.Context, p models.Project, t models.Task, 
 	return text, nil
 }
 
+// PushBranch pushes the task branch (from the checkout src; for LINK from
+// the user's repository) to the project's repository URL, replacing the
+// remote branch (a retried task's branch is rebased). env is added to
+// git's environment: the credentials, which thus reach no command line
+// and no configuration file.
+func (w *Workspaces) PushBranch(ctx context.Context, p models.Project, t models.Task, src string, env []string) error {
+	if p.Repo == nil || p.Repo.URL == "" {
+		return models.Errorf(models.CodeInvalid, "project %s has no repository URL to push to", p.ID)
+	}
+	from, err := branchSource(p.Repo, src)
+	if err != nil {
+		return err
+	}
+	branch := BranchName(t)
+	lock := w.repoLock(p.Repo)
+	lock.Lock()
+	defer lock.Unlock()
+	if _, _, err := w.gitRawEnv(ctx, from, gitOutputCap, env, "push", "--porcelain", "--no-verify", p.Repo.URL,
+		"+refs/heads/"+branch+":refs/heads/"+branch); err != nil {
+		return fmt.Errorf("push task branch %s: %w", branch, err)
+	}
+	return nil
+}
+
 // removeVerify removes a verification worktree and its registration.
 func (w *Workspaces) removeVerify(ctx context.Context, integ, dir string) error {
 	if exists(dir) {

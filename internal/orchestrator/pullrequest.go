@@ -1,0 +1,251 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// DefaultPRPollInterval is how often each open pull request is checked.
+const DefaultPRPollInterval = time.Minute
+
+// prBatch is how many pull requests one pass of the watcher checks.
+const prBatch = 50
+
+// openPR opens the pull request of a verified task and moves it to
+// AWAITING_APPROVAL (PR_CREATED), or blocks it when it cannot have one.
+func (o *Orchestrator) openPR(ctx context.Context, p models.Project, t models.Task, v models.Verification, checks string) {
+	sctx := context.WithoutCancel(ctx)
+	unavailable := func(why string) {
+		o.apply(sctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventPRUnavailable, ExpectFrom: models.StatusVerifying,
+			Actor: "system", Reason: why})
+	}
+	if o.cfg.PullRequests == nil {
+		unavailable("the task must land through a pull request, but no GitHub is configured " +
+			"(set github.token, or clear requires_approval or the project's pr_mode and restart the task)")
+		return
+	}
+	content := models.PRContent{Checks: checks}
+	if res, ok, err := o.store.TaskResult(sctx, t.ID); err == nil && ok {
+		content.Summary, content.Files = res.Summary, res.FilesChanged
+	}
+	pr, err := o.cfg.PullRequests.Open(ctx, p, t, v.Source, content)
+	if err != nil {
+		switch {
+		case models.ErrorCodeOf(err) == models.CodeInvalid:
+			unavailable(err.Error())
+		case ctx.Err() == nil:
+			o.verifyFailed(sctx, t, v, "open the pull request", err, nil)
+		}
+		return
+	}
+	pr.NextCheckAt = o.cfg.Now().Add(o.prSpread(pr))
+	if _, err := o.store.SavePullRequest(sctx, pr); err != nil {
+		o.log.Error("record pull request", "task_id", t.ID, "pr", pr.URL, "err", err)
+		return // the verification runs again and finds the pull request open
+	}
+	o.apply(sctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventPRCreated, ExpectFrom: models.StatusVerifying,
+		Actor: "system", Reason: "pull request " + pr.URL})
+	o.pokePRs()
+}
+
+// prInterval is the time between two checks of one pull request.
+func (o *Orchestrator) prInterval() time.Duration {
+	if o.cfg.PRPollInterval > 0 {
+		return o.cfg.PRPollInterval
+	}
+	return DefaultPRPollInterval
+}
+
+// prSpread is a pull request's offset within the poll interval, so that
+// many pull requests are checked spread over it rather than together.
+func (o *Orchestrator) prSpread(pr models.PullRequest) time.Duration {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%s#%d", pr.Owner, pr.Repo, pr.Number)
+	return time.Duration(h.Sum64() % uint64(o.prInterval()))
+}
+
+func (o *Orchestrator) pokePRs() {
+	select {
+	case o.prPoke <- struct{}{}:
+	default:
+	}
+}
+
+// PokePullRequest makes the watcher check owner/repo#number now (a webhook
+// said it changed). Pull requests no task lands through are ignored.
+func (o *Orchestrator) PokePullRequest(ctx context.Context, owner, repo string, number int) {
+	pr, ok, err := o.store.PullRequestByNumber(ctx, owner, repo, number)
+	if err != nil || !ok || pr.State != models.PROpen {
+		return
+	}
+	pr.NextCheckAt = o.cfg.Now()
+	if err := o.store.RecordPullRequestCheck(ctx, pr); err != nil {
+		o.log.Warn("poke pull request", "pr", pr.URL, "err", err)
+		return
+	}
+	o.pokePRs()
+}
+
+// WatchPullRequests checks open pull requests until ctx ends: each one
+// every PRPollInterval (spread over it), sooner when poked. A merge
+// completes the task, a close without merge blocks it, and changes
+// requested in a review run it again with the review as feedback when its
+// project asks for that. Rate limits stop all checks until GitHub's reset.
+func (o *Orchestrator) WatchPullRequests(ctx context.Context) error {
+	if o.cfg.PullRequests == nil {
+		<-ctx.Done()
+		return nil
+	}
+	var blockedUntil time.Time
+	for {
+		now := o.cfg.Now()
+		wait := o.prInterval()
+		if now.Before(blockedUntil) {
+			wait = blockedUntil.Sub(now)
+		} else {
+			w, until := o.checkDuePRs(ctx, now)
+			wait, blockedUntil = w, until
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-o.prPoke:
+		case <-o.cfg.After(wait):
+		}
+	}
+}
+
+// checkDuePRs checks the pull requests due at now and returns how long to
+// wait before the next pass, and until when GitHub asked to be left alone.
+func (o *Orchestrator) checkDuePRs(ctx context.Context, now time.Time) (time.Duration, time.Time) {
+	due, soonest, err := o.store.DuePullRequests(ctx, now, prBatch)
+	if err != nil {
+		if ctx.Err() == nil {
+			o.log.Warn("read due pull requests", "err", err)
+		}
+		return o.prInterval(), time.Time{}
+	}
+	for _, pr := range due {
+		if ctx.Err() != nil {
+			return 0, time.Time{}
+		}
+		if err := o.checkPR(ctx, pr, now); err != nil {
+			var rl interface{ RetryAt() time.Time }
+			if errors.As(err, &rl) {
+				o.log.Warn("github rate limit: pull request checks wait", "until", rl.RetryAt(), "err", err)
+				return max(rl.RetryAt().Sub(o.cfg.Now()), time.Second), rl.RetryAt()
+			}
+			o.log.Warn("check pull request", "task_id", pr.TaskID, "pr", pr.URL, "err", err)
+			pr.NextCheckAt = now.Add(o.prInterval())
+			if err := o.store.RecordPullRequestCheck(context.WithoutCancel(ctx), pr); err != nil {
+				o.log.Warn("record pull request check", "pr", pr.URL, "err", err)
+			}
+		}
+	}
+	if len(due) == prBatch {
+		return 0, time.Time{}
+	}
+	wait := o.prInterval()
+	if !soonest.IsZero() {
+		wait = min(wait, max(soonest.Sub(now), 0))
+	}
+	return wait, time.Time{}
+}
+
+// checkPR checks one pull request and applies what it found.
+func (o *Orchestrator) checkPR(ctx context.Context, pr models.PullRequest, now time.Time) error {
+	p, err := o.store.GetProject(ctx, pr.ProjectID)
+	if err != nil {
+		return err
+	}
+	c, err := o.cfg.PullRequests.Check(ctx, pr, p.Settings.ReopenOnChangesRequested)
+	if err != nil {
+		return err
+	}
+	sctx := context.WithoutCancel(ctx)
+	switch {
+	case c.State == models.PRMerged:
+		o.apply(sctx, models.TransitionRequest{TaskID: pr.TaskID, Event: models.EventPRMerged,
+			ExpectFrom: models.StatusAwaitingApproval, Actor: "github", Reason: "pull request merged: " + pr.URL})
+		o.afterMerge(sctx, p, pr)
+	case c.State == models.PRClosed:
+		o.apply(sctx, models.TransitionRequest{TaskID: pr.TaskID, Event: models.EventPRClosed,
+			ExpectFrom: models.StatusAwaitingApproval, Actor: "github", Reason: "pull request closed without merge: " + pr.URL})
+	case len(c.ChangesRequested) > 0 && p.Settings.ReopenOnChangesRequested:
+		var texts, who []string
+		for _, f := range c.ChangesRequested {
+			who = append(who, f.Source)
+			if f.Text != "" {
+				texts = append(texts, f.Source+": "+f.Text)
+			}
+		}
+		text := strings.Join(texts, "\n\n")
+		if text == "" {
+			text = "changes were requested on " + pr.URL
+		}
+		o.apply(sctx, models.TransitionRequest{TaskID: pr.TaskID, Event: models.EventAdminRestart,
+			ExpectFrom: models.StatusAwaitingApproval, Actor: who[len(who)-1],
+			Reason:   "changes requested on " + pr.URL,
+			Feedback: &models.Feedback{Source: strings.Join(who, ", "), Verdict: models.VerdictReject, Text: text}})
+	}
+	pr.State, pr.ETag, pr.ReviewsETag, pr.LastReviewID = c.State, c.ETag, c.ReviewsETag, c.LastReviewID
+	pr.NextCheckAt = now.Add(o.prInterval())
+	return o.store.RecordPullRequestCheck(sctx, pr)
+}
+
+// afterMerge deletes a merged pull request's branch and the task's
+// checkouts of it.
+func (o *Orchestrator) afterMerge(ctx context.Context, p models.Project, pr models.PullRequest) {
+	if err := o.cfg.PullRequests.DeleteBranch(ctx, pr); err != nil {
+		o.log.Warn("delete merged branch", "task_id", pr.TaskID, "pr", pr.URL, "err", err)
+	}
+	t, err := o.store.GetTask(ctx, pr.TaskID)
+	if err != nil {
+		return
+	}
+	src := ""
+	if run, ok, err := o.store.LastWorkRun(ctx, t.ID); err == nil && ok {
+		src = run.CheckoutPath
+	}
+	if err := o.ws.Cleanup(ctx, p, t, src, true); err != nil {
+		o.log.Warn("clean up after merge", "task_id", t.ID, "err", err)
+	}
+}
+
+// approvePR answers a person's approval of a task waiting for its pull
+// request: merged through the API when the project allows it, else a
+// conflict saying to merge on GitHub.
+func (o *Orchestrator) approvePR(ctx context.Context, t models.Task, actor string) (models.TransitionResult, error) {
+	p, err := o.store.GetProject(ctx, t.ProjectID)
+	if err != nil {
+		return models.TransitionResult{}, err
+	}
+	pr, ok, err := o.store.PullRequestOf(ctx, t.ID)
+	if err != nil {
+		return models.TransitionResult{}, err
+	}
+	if !p.Settings.MergeFromChat || o.cfg.PullRequests == nil || !ok {
+		return models.TransitionResult{}, models.Errorf(models.CodeConflict,
+			"task %s waits for its pull request %s: merge it on GitHub (or set merge_from_chat in the project's settings)", t.ID, *t.PRURL)
+	}
+	if err := o.cfg.PullRequests.Merge(ctx, pr); err != nil {
+		return models.TransitionResult{}, err
+	}
+	res, err := o.store.ApplyEvent(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventPRMerged,
+		ExpectFrom: models.StatusAwaitingApproval, Actor: actor, Reason: "pull request merged through the API by " + actor + ": " + pr.URL})
+	if err != nil {
+		return res, err
+	}
+	pr.State, pr.NextCheckAt = models.PRMerged, o.cfg.Now()
+	if err := o.store.RecordPullRequestCheck(ctx, pr); err != nil {
+		o.log.Warn("record merged pull request", "pr", pr.URL, "err", err)
+	}
+	o.afterMerge(context.WithoutCancel(ctx), p, pr)
+	return res, nil
+}

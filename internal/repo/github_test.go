@@ -1,0 +1,80 @@
+package repo_test
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/agentqueued/agentqueued/internal/repo"
+)
+
+func TestParseRepoURL(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		in                string
+		host, owner, name string
+		wantErr           bool
+	}{
+		{"https://github.com/acme/shop.git", "github.com", "acme", "shop", false},
+		{"https://github.com/acme/shop", "github.com", "acme", "shop", false},
+		{"https://x-access-token:t@GitHub.com/acme/shop.git/", "github.com", "acme", "shop", false},
+		{"git@github.com:acme/shop.git", "github.com", "acme", "shop", false},
+		{"ssh://git@github.com/acme/shop.git", "github.com", "acme", "shop", false},
+		{"https://ghe.example.com/team/repo.git", "ghe.example.com", "team", "repo", false},
+		{"/srv/git/shop.git", "", "", "", true},
+		{"https://github.com/acme", "", "", "", true},
+	}
+	for _, c := range cases {
+		host, owner, name, err := repo.ParseRepoURL(c.in)
+		if (err != nil) != c.wantErr || host != c.host || owner != c.owner || name != c.name {
+			t.Errorf("ParseRepoURL(%q) = %q %q %q %v", c.in, host, owner, name, err)
+		}
+	}
+}
+
+func sign(secret, body string) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(body))
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+func TestWebhookHandler(t *testing.T) {
+	t.Parallel()
+	type poke struct {
+		owner, name string
+		n           int
+	}
+	var pokes []poke
+	h := repo.WebhookHandler("s3cret", nil, func(o, n string, num int) { pokes = append(pokes, poke{o, n, num}) })
+	body := `{"action":"closed","number":7,"pull_request":{"number":7},"repository":{"name":"shop","owner":{"login":"acme"}}}`
+	cases := []struct {
+		name, event, sig, body string
+		status                 int
+	}{
+		{"good", "pull_request", sign("s3cret", body), body, http.StatusNoContent},
+		{"review", "pull_request_review", sign("s3cret", body), body, http.StatusNoContent},
+		{"bad signature", "pull_request", sign("other", body), body, http.StatusUnauthorized},
+		{"no signature", "pull_request", "", body, http.StatusUnauthorized},
+		{"ping", "ping", sign("s3cret", `{"zen":"x"}`), `{"zen":"x"}`, http.StatusNoContent},
+		{"no repository", "pull_request", sign("s3cret", `{"number":3}`), `{"number":3}`, http.StatusBadRequest},
+	}
+	for _, c := range cases {
+		req := httptest.NewRequest(http.MethodPost, "/webhooks/github", strings.NewReader(c.body))
+		req.Header.Set("X-GitHub-Event", c.event)
+		if c.sig != "" {
+			req.Header.Set("X-Hub-Signature-256", c.sig)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != c.status {
+			t.Errorf("%s: status %d, want %d", c.name, w.Code, c.status)
+		}
+	}
+	if len(pokes) != 2 || pokes[0] != (poke{"acme", "shop", 7}) {
+		t.Errorf("pokes %+v", pokes)
+	}
+}
