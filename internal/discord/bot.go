@@ -119,7 +119,7 @@ type Service interface {
 
 // Outbox is what the bot needs to deliver notices and keep task threads.
 type Outbox interface {
-	PendingOutbox(ctx context.Context, limit int) ([]models.OutboxMessage, error)
+	PendingOutboxAfter(ctx context.Context, afterID int64, limit int) ([]models.OutboxMessage, error)
 	MarkOutboxDelivered(ctx context.Context, id int64) error
 	MarkOutboxFailed(ctx context.Context, id int64, retryAt time.Time, reason string) error
 	MarkOutboxPart(ctx context.Context, id int64, parts int) error

@@ -377,3 +377,34 @@ func TestRefusedNoticeIsGivenUpAndTheTaskGoesOn(t *testing.T) {
 		t.Errorf("pending: %+v", pending)
 	}
 }
+
+func TestAChattyTaskDoesNotHoldOthersBack(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	h := newHarness(t, func(c *Config, _ *discordtest.Options) {
+		c.Now = func() time.Time { return now }
+		c.ProgressInterval = time.Hour
+	})
+	h.project("web")
+	other := h.task("web", "Quiet")
+	id, run := h.runningTask("web", "Chatty")
+	th := h.waitThread(id)
+	progress := func(k int) {
+		t.Helper()
+		if err := h.st.Notify(context.Background(), fmt.Sprintf("progress:%d:%d", run.ID, k), "task.progress", "web", id,
+			map[string]any{"task_id": id, "run_id": run.ID, "message": fmt.Sprintf("line %d", k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	progress(0)
+	h.bot.Wake()
+	h.waitMessage(th, "line 0")
+	// More than a page of lines that must wait an hour, then another
+	// task's notice: it goes out.
+	for k := 1; k <= 2*outboxBatch+10; k++ {
+		progress(k)
+	}
+	texts := h.notices(other, 1)
+	h.bot.Wake()
+	h.waitMessage(projectChannel, texts[0])
+}

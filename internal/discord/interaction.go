@@ -173,7 +173,16 @@ func (b *Bot) run(ctx context.Context, s *discordgo.Session, i *discordgo.Intera
 		// answer meant for one person replaces the public "thinking…".
 		if publicDefer {
 			if err := s.InteractionResponseDelete(i); err != nil {
+				// The first follow-up would take the placeholder's public
+				// place: say something neutral there instead.
 				b.log.Warn("delete discord placeholder", "interaction", i.ID, "err", redactURL(err.Error()))
+				neutral := "The answer was meant for you only and could not be shown privately; please try again."
+				empty := []discordgo.MessageComponent{}
+				if _, err := s.InteractionResponseEdit(i, &discordgo.WebhookEdit{Content: &neutral, Components: &empty,
+					AllowedMentions: none}); err != nil {
+					b.log.Warn("edit discord placeholder", "interaction", i.ID, "err", redactURL(err.Error()))
+				}
+				return
 			}
 		}
 		params := &discordgo.WebhookParams{Content: r.Content, Components: r.Components, AllowedMentions: none}

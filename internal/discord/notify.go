@@ -98,21 +98,48 @@ func (b *Bot) deliverLoop(ctx context.Context) {
 // them waits, the task's later ones wait too (the store holds them back
 // across passes).
 func (b *Bot) deliverPending(ctx context.Context) (time.Duration, bool) {
-	msgs, err := b.box.PendingOutbox(ctx, outboxBatch)
-	if err != nil {
-		if ctx.Err() == nil {
-			b.log.Warn("read outbox", "err", err)
-		}
-		return b.cfg.PollInterval, false
-	}
 	b.pruneLastPost()
 	wait := b.cfg.PollInterval
-	delivered := false
 	held := map[string]bool{}
+	var after int64
+	// A page whose notices all wait (one chatty task's progress) does not
+	// keep the notices behind it from being read.
+	for range maxPages {
+		msgs, err := b.box.PendingOutboxAfter(ctx, after, outboxBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				b.log.Warn("read outbox", "err", err)
+			}
+			return b.cfg.PollInterval, false
+		}
+		w, hold, delivered := b.deliverPage(ctx, msgs, held)
+		if hold {
+			return w, true
+		}
+		wait = min(wait, w)
+		if len(msgs) < outboxBatch || ctx.Err() != nil {
+			return wait, false
+		}
+		if delivered {
+			return 0, false // more are waiting: read from the start again
+		}
+		after = msgs[len(msgs)-1].ID
+	}
+	return wait, false
+}
+
+// maxPages bounds the pages of waiting notices one pass reads.
+const maxPages = 20
+
+// deliverPage delivers one page of due notices. It returns the wait before
+// the next pass, whether it is a rate limit's, and whether anything went out.
+func (b *Bot) deliverPage(ctx context.Context, msgs []models.OutboxMessage, held map[string]bool) (time.Duration, bool, bool) {
+	wait := b.cfg.PollInterval
+	delivered := false
 	done := map[int64]bool{}
 	for idx, m := range msgs {
 		if ctx.Err() != nil {
-			return wait, false
+			return wait, false, delivered
 		}
 		if done[m.ID] || (m.TaskID != "" && held[m.TaskID]) {
 			continue
@@ -130,32 +157,39 @@ func (b *Bot) deliverPending(ctx context.Context) (time.Duration, bool) {
 		// is shutting down, so a restart does not post it twice.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*b.cfg.HTTPTimeout)
 		err := b.safeDeliver(dctx, batch)
+		cancel()
+		// The bookkeeping gets its own deadline: a delivery that used up
+		// its own must still be recorded.
+		bctx, bcancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeepingTimeout)
 		var rl *discordgo.RateLimitError
 		switch {
 		case errors.As(err, &rl):
-			cancel()
+			bcancel()
 			b.log.Info("discord rate limit; waiting", "retry_after", rl.RetryAfter, "url", redactURL(rl.URL))
-			return max(rl.RetryAfter, 10*time.Millisecond), true
+			return max(rl.RetryAfter, 10*time.Millisecond), true, delivered
 		case err != nil:
 			held[m.TaskID] = m.TaskID != ""
-			b.failed(dctx, m, err)
-			cancel()
+			for _, d := range batch {
+				done[d.ID] = true
+				b.failed(bctx, d, err)
+			}
+			bcancel()
 			continue
 		}
 		delivered = true
 		for _, d := range batch {
 			done[d.ID] = true
-			if err := b.box.MarkOutboxDelivered(dctx, d.ID); err != nil {
+			if err := b.box.MarkOutboxDelivered(bctx, d.ID); err != nil {
 				b.log.Warn("mark notice delivered", "outbox_id", d.ID, "err", err)
 			}
 		}
-		cancel()
+		bcancel()
 	}
-	if len(msgs) == outboxBatch && delivered {
-		return 0, false // more are waiting
-	}
-	return wait, false
+	return wait, false, delivered
 }
+
+// bookkeepingTimeout bounds recording a delivery's outcome.
+const bookkeepingTimeout = 5 * time.Second
 
 // safeDeliver is deliver, with a panic turned into a failed delivery.
 func (b *Bot) safeDeliver(ctx context.Context, batch []models.OutboxMessage) (err error) {
@@ -361,7 +395,9 @@ func (b *Bot) postThread(ctx context.Context, channelID string, n notice, nonce 
 	if err := b.box.ForgetTaskThread(ctx, n.TaskID, thread); err != nil {
 		return err
 	}
-	if thread, err = b.thread(ctx, channelID, n); err != nil {
+	// The new anchor's nonce differs from the old one's, which Discord may
+	// still remember.
+	if thread, err = b.threadAnchored(ctx, channelID, n, threadNonce(n.TaskID+"|"+thread)); err != nil {
 		return err
 	}
 	_, err = b.send(ctx, thread, nonce, p)
@@ -410,6 +446,11 @@ func (b *Bot) projectChannel(ctx context.Context, projectID string) (string, err
 // thread returns the task's thread, creating it (from an anchor notice in
 // the channel) when the task has none yet.
 func (b *Bot) thread(ctx context.Context, channelID string, n notice) (string, error) {
+	return b.threadAnchored(ctx, channelID, n, threadNonce(n.TaskID))
+}
+
+// threadAnchored is thread with the nonce of the anchor to post.
+func (b *Bot) threadAnchored(ctx context.Context, channelID string, n notice, anchorNonce string) (string, error) {
 	t, ok, err := b.box.TaskThread(ctx, n.TaskID)
 	if err != nil {
 		return "", err
@@ -425,7 +466,7 @@ func (b *Bot) thread(ctx context.Context, channelID string, n notice) (string, e
 	}
 	// The anchor's nonce is the task's, so a retry after a crash finds the
 	// same message (and its thread).
-	msg, err := b.postChannel(ctx, channelID, threadNonce(n.TaskID), part{Content: fmt.Sprintf("🧵 `%s` %s", n.TaskID, escape(title))})
+	msg, err := b.postChannel(ctx, channelID, anchorNonce, part{Content: fmt.Sprintf("🧵 `%s` %s", n.TaskID, escape(title))})
 	if err != nil {
 		return "", err
 	}
@@ -452,7 +493,8 @@ func (b *Bot) threadFrom(ctx context.Context, n notice, msg *discordgo.Message) 
 	s := b.sess()
 	id := msg.ID
 	_, err := s.MessageThreadStartComplex(msg.ChannelID, msg.ID, &discordgo.ThreadStart{
-		Name: cut(n.TaskID+" · "+n.Title, 100), AutoArchiveDuration: 10080}, discordgo.WithContext(ctx))
+		Name: cut(n.TaskID+" · "+n.Title, 100), AutoArchiveDuration: 10080}, discordgo.WithContext(ctx),
+		discordgo.WithRetryOnRatelimit(false))
 	if err != nil && discordCode(err) != codeThreadAlreadyExists {
 		return "", fmt.Errorf("start thread of task %s: %w", n.TaskID, err)
 	}
@@ -749,11 +791,13 @@ func (b *Bot) closeThread(ctx context.Context, taskID string) error {
 		return err
 	}
 	yes := true
-	_, err = b.sess().ChannelEdit(t.ThreadID, &discordgo.ChannelEdit{Archived: &yes, Locked: &yes}, discordgo.WithContext(ctx))
-	if code := discordCode(err); code == codeUnknownChannel {
-		return nil
+	_, err = b.sess().ChannelEdit(t.ThreadID, &discordgo.ChannelEdit{Archived: &yes, Locked: &yes}, discordgo.WithContext(ctx),
+		discordgo.WithRetryOnRatelimit(false))
+	if err != nil && discordCode(err) != codeUnknownChannel {
+		return err
 	}
-	return err
+	// Task ids may be given again: a new task of the same id opens its own.
+	return b.box.ForgetTaskThread(ctx, taskID, t.ThreadID)
 }
 
 // blockedBehind reports whether other tasks are blocked with n's task as

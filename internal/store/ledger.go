@@ -65,7 +65,13 @@ func (s *Store) enqueueOutbox(ctx context.Context, tx *sql.Tx, key, kind, projec
 
 // PendingOutbox returns up to limit undelivered messages that are due, oldest first.
 func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]models.OutboxMessage, error) {
-	rows, err := s.rdb.QueryContext(ctx, qPendingOutbox, toNanos(s.now()), limit)
+	return s.PendingOutboxAfter(ctx, 0, limit)
+}
+
+// PendingOutboxAfter is PendingOutbox from the message after afterID on
+// (the next page).
+func (s *Store) PendingOutboxAfter(ctx context.Context, afterID int64, limit int) ([]models.OutboxMessage, error) {
+	rows, err := s.rdb.QueryContext(ctx, qPendingOutbox, toNanos(s.now()), limit, afterID)
 	if err != nil {
 		return nil, fmt.Errorf("list outbox: %w", err)
 	}

@@ -35,7 +35,7 @@ const (
 	// qPendingOutbox skips a task's notices while an older one of the same
 	// task waits for its retry: one task's notices keep their order.
 	qPendingOutbox = `SELECT id, key, kind, project_id, task_id, payload, attempts, parts_done, created_at
-		FROM outbox o WHERE delivered_at IS NULL AND next_attempt_at <= ?1
+		FROM outbox o WHERE delivered_at IS NULL AND next_attempt_at <= ?1 AND id > ?3
 		AND (task_id = '' OR NOT EXISTS (SELECT 1 FROM outbox p INDEXED BY outbox_undelivered_task
 			WHERE p.task_id = o.task_id AND p.delivered_at IS NULL AND p.id < o.id AND p.next_attempt_at > ?1))
 		ORDER BY id LIMIT ?2`
