@@ -133,7 +133,15 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 			return fmt.Errorf("agent %s from the configuration: %w", a.ID, err)
 		}
 	}
-	ws, err := repo.New(repo.Config{BaseDir: filepath.Join(cfg.DataDir, "workspaces")})
+	rc := repo.Config{BaseDir: filepath.Join(cfg.DataDir, "workspaces")}
+	if cfg.GitHub.Enabled() {
+		hosts, err := repo.GitHubHosts(cfg.GitHub.APIBaseURL)
+		if err != nil {
+			return err
+		}
+		rc.Credentials = repo.TokenCredentials(cfg.GitHub.Token, hosts...)
+	}
+	ws, err := repo.New(rc)
 	if err != nil {
 		return err
 	}

@@ -106,6 +106,9 @@ type Config struct {
 	OnRound    func(seq uint64)
 	OnRunStart func(models.Run)
 	OnRunEnd   func(models.Run, models.TransitionResult)
+	// OnPRCheck, when set, is called after each check of a pull request,
+	// with its error (for tests and metrics).
+	OnPRCheck func(models.PullRequest, error)
 }
 
 func (c *Config) applyDefaults() {

@@ -135,7 +135,11 @@ func (o *Orchestrator) checkDuePRs(ctx context.Context, now time.Time) (time.Dur
 		if ctx.Err() != nil {
 			return 0, time.Time{}
 		}
-		if err := o.checkPR(ctx, pr, now); err != nil {
+		err := o.checkPR(ctx, pr, now)
+		if o.cfg.OnPRCheck != nil {
+			o.cfg.OnPRCheck(pr, err)
+		}
+		if err != nil {
 			var rl interface{ RetryAt() time.Time }
 			if errors.As(err, &rl) {
 				o.log.Warn("github rate limit: pull request checks wait", "until", rl.RetryAt(), "err", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
 )
 
 // Bounds of git commands.
@@ -347,7 +348,7 @@ var errNoRef = errors.New("no such ref")
 // For a local url go-git runs git-upload-pack there, which executes nothing
 // a repository's own configuration or hooks name. A missing source ref is
 // errNoRef.
-func fetch(ctx context.Context, path, url string, tags bool, specs ...string) error {
+func fetch(ctx context.Context, path, url string, tags bool, auth transport.AuthMethod, specs ...string) error {
 	r, err := openRepo(path)
 	if err != nil {
 		return err
@@ -366,7 +367,7 @@ func fetch(ctx context.Context, path, url string, tags bool, specs ...string) er
 	}
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
-	err = remote.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", RefSpecs: rs, Tags: mode})
+	err = remote.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", RefSpecs: rs, Tags: mode, Auth: auth})
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
 		return nil

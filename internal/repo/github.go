@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -64,19 +63,30 @@ func NewGitHub(cfg GitHubConfig, ws *Workspaces) (*GitHub, error) {
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
 	client := github.NewClient(hc).WithAuthToken(cfg.Token)
-	hosts := []string{"github.com"}
+	hosts, err := GitHubHosts(cfg.APIBaseURL)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.APIBaseURL != "" && cfg.APIBaseURL != DefaultGitHubAPI {
-		u, err := url.Parse(cfg.APIBaseURL)
-		if err != nil || u.Host == "" {
-			return nil, models.Errorf(models.CodeInvalid, "github.api_base_url: %q is not a URL", cfg.APIBaseURL)
-		}
 		base := strings.TrimSuffix(cfg.APIBaseURL, "/") + "/"
 		if client, err = client.WithEnterpriseURLs(base, base); err != nil {
 			return nil, models.Errorf(models.CodeInvalid, "github.api_base_url: %v", err)
 		}
-		hosts = []string{u.Hostname()}
 	}
 	return &GitHub{cfg: cfg, client: client, ws: ws, hosts: hosts, log: cfg.Logger}, nil
+}
+
+// GitHubHosts returns the host names whose repositories live on the GitHub
+// of an API base URL (github.com's when empty).
+func GitHubHosts(apiBaseURL string) ([]string, error) {
+	if apiBaseURL == "" || apiBaseURL == DefaultGitHubAPI {
+		return []string{"github.com"}, nil
+	}
+	u, err := url.Parse(apiBaseURL)
+	if err != nil || u.Host == "" {
+		return nil, models.Errorf(models.CodeInvalid, "github.api_base_url: %q is not a URL", apiBaseURL)
+	}
+	return []string{strings.ToLower(u.Hostname())}, nil
 }
 
 // ParseRepoURL returns the host, owner and name of a repository URL in its
@@ -126,14 +136,9 @@ func (g *GitHub) RepoOf(p models.Project) (owner, name string, err error) {
 	return owner, name, nil
 }
 
-// pushEnv is the environment that makes git send the token: a header set
-// through environment-only configuration, so the token is on no command
-// line and in no checkout's configuration.
-func (g *GitHub) pushEnv() []string {
-	auth := base64.StdEncoding.EncodeToString([]byte("x-access-token:" + g.cfg.Token))
-	return []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.extraHeader",
-		"GIT_CONFIG_VALUE_0=Authorization: Basic " + auth}
-}
+// Hosts are the host names whose repositories live on this GitHub: the
+// ones Workspaces' Credentials should send the token to.
+func (g *GitHub) Hosts() []string { return slices.Clone(g.hosts) }
 
 // Open pushes the task's branch and opens its pull request, or finds the
 // one already open for the branch (a retry after a crash opens no second).
@@ -143,7 +148,7 @@ func (g *GitHub) Open(ctx context.Context, p models.Project, t models.Task, src 
 		return models.PullRequest{}, err
 	}
 	branch := BranchName(t)
-	if err := g.ws.PushBranch(ctx, p, t, src, g.pushEnv()); err != nil {
+	if err := g.ws.PushBranch(ctx, p, t, src); err != nil {
 		return models.PullRequest{}, g.redact(fmt.Errorf("push %s: %w", branch, err))
 	}
 	pr, err := g.find(ctx, owner, name, branch)

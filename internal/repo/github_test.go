@@ -78,3 +78,26 @@ func TestWebhookHandler(t *testing.T) {
 		t.Errorf("pokes %+v", pokes)
 	}
 }
+
+func TestTokenCredentials(t *testing.T) {
+	t.Parallel()
+	creds := repo.TokenCredentials("tok", "github.com", "127.0.0.1")
+	for _, c := range []struct {
+		url string
+		ok  bool
+	}{
+		{"https://github.com/acme/shop.git", true},
+		{"http://127.0.0.1:8080/acme/shop.git", true},
+		{"https://gitlab.com/acme/shop.git", false},
+		{"git@github.com:acme/shop.git", false}, // ssh uses its own keys
+		{"/srv/git/shop.git", false},
+	} {
+		user, pass, ok := creds(c.url)
+		if ok != c.ok || (ok && (user != "x-access-token" || pass != "tok")) {
+			t.Errorf("%s: %q %q %v", c.url, user, pass, ok)
+		}
+	}
+	if hosts, err := repo.GitHubHosts("https://GHE.example.com/api/v3/"); err != nil || hosts[0] != "ghe.example.com" {
+		t.Errorf("enterprise hosts %v %v", hosts, err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/transport"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -77,12 +78,12 @@ func (w *Workspaces) tips(ctx context.Context, r *models.RepoConfig, integ, orig
 	if err != nil {
 		return def, task, err
 	}
-	if err := fetch(ctx, integ, origin, false, defSpec); errors.Is(err, errNoRef) {
+	if err := fetch(ctx, integ, origin, false, w.auth(origin), defSpec); errors.Is(err, errNoRef) {
 		return def, task, models.Errorf(models.CodeConflict, "the repository %s has no branch %s", origin, r.DefaultBranch)
 	} else if err != nil {
 		return def, task, err
 	}
-	err = fetch(ctx, integ, from, false, taskSpec)
+	err = fetch(ctx, integ, from, false, w.auth(from), taskSpec)
 	repo, oerr := openRepo(integ)
 	if oerr != nil {
 		return def, task, oerr
@@ -252,10 +253,9 @@ func (w *Workspaces) Diff(ctx context.Context, p models.Project, t models.Task, 
 
 // PushBranch pushes the task branch (from the checkout src; for LINK from
 // the user's repository) to the project's repository URL, replacing the
-// remote branch (a retried task's branch is rebased). env is added to
-// git's environment: the credentials, which thus reach no command line
-// and no configuration file.
-func (w *Workspaces) PushBranch(ctx context.Context, p models.Project, t models.Task, src string, env []string) error {
+// remote branch (a retried task's branch is rebased). The URL's
+// credentials go to git through its environment only.
+func (w *Workspaces) PushBranch(ctx context.Context, p models.Project, t models.Task, src string) error {
 	if p.Repo == nil || p.Repo.URL == "" {
 		return models.Errorf(models.CodeInvalid, "project %s has no repository URL to push to", p.ID)
 	}
@@ -267,7 +267,7 @@ func (w *Workspaces) PushBranch(ctx context.Context, p models.Project, t models.
 	lock := w.repoLock(p.Repo)
 	lock.Lock()
 	defer lock.Unlock()
-	if _, _, err := w.gitRawEnv(ctx, from, gitOutputCap, env, "push", "--porcelain", "--no-verify", p.Repo.URL,
+	if _, _, err := w.gitRawEnv(ctx, from, gitOutputCap, w.authEnv(p.Repo.URL), "push", "--porcelain", "--no-verify", p.Repo.URL,
 		"+refs/heads/"+branch+":refs/heads/"+branch); err != nil {
 		return fmt.Errorf("push task branch %s: %w", branch, err)
 	}
@@ -377,7 +377,7 @@ func (w *Workspaces) deliver(ctx context.Context, r *models.RepoConfig, t models
 		if isLocal(origin) {
 			moved, err = w.publishLocal(ctx, integ, localPath(origin), deliverRef, into, branch, def, merge)
 		} else {
-			moved, err = publishRemote(ctx, integ, origin, into, def, merge)
+			moved, err = publishRemote(ctx, integ, origin, into, def, merge, w.auth(origin))
 		}
 		if err != nil {
 			return models.Delivery{}, err
@@ -421,7 +421,7 @@ func (w *Workspaces) publishLocal(ctx context.Context, integ, target, ref, into,
 // publishRemote pushes merge to the default branch of a remote origin with
 // go-git, only while that branch is still at old. moved is true when it
 // was not.
-func publishRemote(ctx context.Context, integ, url, into string, old, merge plumbing.Hash) (moved bool, err error) {
+func publishRemote(ctx context.Context, integ, url, into string, old, merge plumbing.Hash, auth transport.AuthMethod) (moved bool, err error) {
 	repo, err := openRepo(integ)
 	if err != nil {
 		return false, err
@@ -434,6 +434,7 @@ func publishRemote(ctx context.Context, integ, url, into string, old, merge plum
 		RemoteName:        "origin",
 		RefSpecs:          []config.RefSpec{config.RefSpec(merge.String() + ":" + dst)},
 		RequireRemoteRefs: []config.RefSpec{config.RefSpec(old.String() + ":" + dst)},
+		Auth:              auth,
 	})
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):

@@ -2,16 +2,21 @@ package repo
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -25,6 +30,47 @@ type Config struct {
 	BaseDir string
 	// Git is the git executable; default "git".
 	Git string
+	// Credentials, when set, returns the HTTP credentials of a remote URL
+	// (a GitHub token). They travel in a header only: never on a command
+	// line, in a URL or in a checkout's configuration.
+	Credentials func(url string) (user, password string, ok bool)
+}
+
+// TokenCredentials returns Credentials that send token to the given hosts
+// (host names, any port), as GitHub expects a token over https.
+func TokenCredentials(token string, hosts ...string) func(url string) (string, string, bool) {
+	return func(raw string) (string, string, bool) {
+		u, err := url.Parse(raw)
+		if err != nil || token == "" || (u.Scheme != "https" && u.Scheme != "http") {
+			return "", "", false
+		}
+		return "x-access-token", token, slices.Contains(hosts, strings.ToLower(u.Hostname()))
+	}
+}
+
+// authEnv is the environment that makes git send url's credentials.
+func (w *Workspaces) authEnv(url string) []string {
+	if w.cfg.Credentials == nil {
+		return nil
+	}
+	user, pass, ok := w.cfg.Credentials(url)
+	if !ok {
+		return nil
+	}
+	auth := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
+	return []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.extraHeader", "GIT_CONFIG_VALUE_0=Authorization: Basic " + auth}
+}
+
+// auth is url's credentials for go-git, or nil.
+func (w *Workspaces) auth(url string) transport.AuthMethod {
+	if w.cfg.Credentials == nil {
+		return nil
+	}
+	user, pass, ok := w.cfg.Credentials(url)
+	if !ok {
+		return nil
+	}
+	return &githttp.BasicAuth{Username: user, Password: pass}
 }
 
 // Workspaces prepares agents' checkouts and merges their work.
@@ -232,7 +278,7 @@ func (w *Workspaces) prepareClone(ctx context.Context, r *models.RepoConfig, t m
 	if err := removeStaleLocks(gitDir, true); err != nil {
 		return models.Workspace{}, err
 	}
-	if err := fetch(ctx, dir, src, true, "+refs/heads/*:refs/remotes/origin/*"); err != nil {
+	if err := fetch(ctx, dir, src, true, w.auth(src), "+refs/heads/*:refs/remotes/origin/*"); err != nil {
 		return models.Workspace{}, err
 	}
 	rescued, err := w.rescue(ctx, dir, gitDir)
@@ -296,7 +342,7 @@ func (w *Workspaces) clone(ctx context.Context, src, dir string) error {
 	if isLocal(url) {
 		url = localPath(url)
 	}
-	if _, err := w.git(ctx, "", "clone", "-q", "--", url, tmp); err != nil {
+	if _, _, err := w.gitRawEnv(ctx, "", gitOutputCap, w.authEnv(url), "clone", "-q", "--", url, tmp); err != nil {
 		return fmt.Errorf("clone %s: %w", src, err)
 	}
 	// Files agent CLIs leave beside the work (aider's repo-map cache and
@@ -342,7 +388,7 @@ func (w *Workspaces) adoptStagedBranch(ctx context.Context, r *models.RepoConfig
 		}
 		// Only a local branch the staged one contains is replaced.
 		if _, err := cr.CommitObject(staged); err != nil {
-			if err := fetch(ctx, dir, integ, false, "+refs/heads/"+branch+":refs/aq/adopt"); err != nil {
+			if err := fetch(ctx, dir, integ, false, nil, "+refs/heads/"+branch+":refs/aq/adopt"); err != nil {
 				return err
 			}
 			defer w.git(ctx, dir, "update-ref", "-d", "refs/aq/adopt") //nolint:errcheck // a scratch ref
@@ -356,7 +402,7 @@ func (w *Workspaces) adoptStagedBranch(ctx context.Context, r *models.RepoConfig
 		_, err := w.git(ctx, dir, "update-ref", "refs/heads/"+branch, staged.String(), local.String())
 		return err
 	}
-	return fetch(ctx, dir, integ, false, "refs/heads/"+branch+":refs/heads/"+branch)
+	return fetch(ctx, dir, integ, false, nil, "refs/heads/"+branch+":refs/heads/"+branch)
 }
 
 // prepareWorktree prepares a LINK checkout: a worktree of the user's
