@@ -1,0 +1,324 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-github/v60/github"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/repo"
+	"github.com/agentqueued/agentqueued/internal/repo/githubtest"
+)
+
+const (
+	ghToken  = "ghs_0123456789abcdefSECRET"
+	ghSecret = "webhook-secret"
+)
+
+// syncBuf is a log sink tests read while the daemon writes.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// prEnv is an orchestrator on a fake GitHub: the project's repository is
+// acme/shop there (cloned, fetched and pushed with the token), agents are
+// shell commands, and webhooks reach the watcher through the real handler.
+type prEnv struct {
+	*e2e
+	gh      *githubtest.Server
+	client  *repo.GitHub
+	url     string
+	hook    string
+	logs    *syncBuf
+	checks  chan error
+	dumpDir string
+	wsDir   string
+}
+
+func newPREnv(t *testing.T, settings models.ProjectSettings) *prEnv {
+	t.Helper()
+	e := newE2E(t)
+	gh := githubtest.New(githubtest.Options{Token: ghToken, Now: e.clock.Now, Logf: t.Logf})
+	t.Cleanup(gh.Close)
+	url := gh.CreateRepo("acme", "shop", "main")
+	logs := &syncBuf{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	wsDir := t.TempDir()
+	ws, err := repo.New(repo.Config{BaseDir: wsDir, Credentials: repo.TokenCredentials(ghToken, "127.0.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := repo.NewGitHub(repo.GitHubConfig{Token: ghToken, APIBaseURL: gh.URL() + "/api/v3/", Logger: log}, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &prEnv{e2e: e, gh: gh, client: client, url: url, logs: logs, checks: make(chan error, 100), dumpDir: t.TempDir(), wsDir: wsDir}
+	e.o.ws, e.o.log = ws, log
+	e.o.cfg.PullRequests = client
+	e.o.cfg.OnPRCheck = func(_ models.PullRequest, err error) { p.checks <- err }
+	// The daemon's own environment holds the token (as when the
+	// configuration reads it from there): agents must not see it.
+	e.o.cfg.Environ = append(os.Environ(), "GITHUB_TOKEN="+ghToken)
+	hook := httptest.NewServer(repo.WebhookHandler(ghSecret, log, func(owner, name string, n int) {
+		e.o.PokePullRequest(context.Background(), owner, name, n)
+	}))
+	t.Cleanup(hook.Close)
+	p.hook = hook.URL
+	e.project("web", &models.RepoConfig{ID: "web", SourceType: models.RepoClone, URL: url, DefaultBranch: "main"}, settings)
+	// A shell agent: it leaves its environment beside the work (outside
+	// the checkout), writes a file named after its task and commits it.
+	script := `env > "$DUMP/$AQ_TASK_ID.env"; echo "work of $AQ_TASK_ID, run $$" >> "$AQ_TASK_ID.txt"; git add . && ` +
+		`git -c user.name=agent -c user.email=agent@localhost commit -qm "work of $AQ_TASK_ID"`
+	if _, err := e.st.RegisterAgent(context.Background(), models.Agent{ID: "sh-1", AgentType: "command",
+		AgentSettings: models.AgentSettings{Command: "/bin/sh", Args: []string{"-c", script},
+			Env: map[string]string{"DUMP": p.dumpDir}}}); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// start runs the orchestrator and the pull request watcher.
+func (p *prEnv) start() {
+	p.e2e.start()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.o.WatchPullRequests(ctx) }()
+	p.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// pr returns the task's pull request on the fake GitHub.
+func (p *prEnv) pr(taskID string) *githubPR {
+	p.t.Helper()
+	var found []*githubPR
+	for _, pr := range p.gh.PRs("acme", "shop") {
+		if strings.Contains(pr.GetBody(), taskID) {
+			found = append(found, pr)
+		}
+	}
+	if len(found) != 1 {
+		p.t.Fatalf("task %s has %d pull requests", taskID, len(found))
+	}
+	return found[0]
+}
+
+// deliver sends the webhook of a pull request event.
+func (p *prEnv) deliver(action string, pr *githubPR) {
+	p.t.Helper()
+	resp, err := p.gh.Deliver(context.Background(), p.hook+"/webhooks/github", ghSecret, "pull_request",
+		githubtest.PullRequestEvent(action, pr))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 204 {
+		p.t.Fatalf("webhook answered %d", resp.StatusCode)
+	}
+}
+
+// nextCheck waits for the watcher's next check and returns its error.
+func (p *prEnv) nextCheck() error {
+	p.t.Helper()
+	select {
+	case err := <-p.checks:
+		return err
+	case <-time.After(90 * time.Second):
+		p.t.Fatal("no pull request check")
+		return nil
+	}
+}
+
+func TestE2EPullRequestMergedCompletesTheTask(t *testing.T) {
+	t.Parallel()
+	p := newPREnv(t, models.ProjectSettings{PRReviewers: []string{"alice"}, PRLabels: []string{"agent"}})
+	ids := p.add("web", models.BatchTask{LocalID: "t", Title: "Add the buy button", RequiresApproval: true,
+		Description: "Add a buy button to the shop page."},
+		models.BatchTask{LocalID: "d", Title: "After it", Dependencies: []models.BatchDependency{{ID: "t"}}})
+	p.start()
+	tk := p.waitStatus(ids["t"], models.StatusAwaitingApproval)
+	pr := p.pr(ids["t"])
+	if tk.PRURL == nil || *tk.PRURL != pr.GetHTMLURL() || !strings.HasPrefix(pr.GetHead().GetRef(), "aq/"+ids["t"]) ||
+		pr.GetBase().GetRef() != "main" || !strings.Contains(pr.GetTitle(), "Add the buy button") ||
+		!strings.Contains(pr.GetBody(), ids["t"]+".txt") || len(pr.Labels) != 1 || len(pr.RequestedReviewers) != 1 {
+		t.Fatalf("pull request %+v for task %+v", pr, tk)
+	}
+	if d := p.task(ids["d"]); d.Status != models.StatusDefined {
+		t.Fatalf("the dependent ran before the merge: %s", d.Status)
+	}
+	// A retry of the opening (after a crash between push and record)
+	// finds the same pull request.
+	proj, _ := p.st.GetProject(context.Background(), "web")
+	run, _, _ := p.st.LastWorkRun(context.Background(), ids["t"])
+	again, err := p.client.Open(context.Background(), proj, tk, run.CheckoutPath, models.PRContent{Summary: "again"})
+	if err != nil || again.Number != pr.GetNumber() || len(p.gh.PRs("acme", "shop")) != 1 {
+		t.Fatalf("second open: %+v %v, %d pull requests", again, err, len(p.gh.PRs("acme", "shop")))
+	}
+
+	// Polls before anything changed: the second (with the first's ETag)
+	// costs a 304.
+	for range 2 {
+		p.clock.Advance(2 * time.Minute)
+		if err := p.nextCheck(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, notModified := p.gh.Counts(); notModified == 0 {
+		t.Error("the unchanged pull request was not answered 304")
+	}
+	// Merged on GitHub; the webhook comes twice, and a poll too.
+	if err := p.gh.MergePR("acme", "shop", pr.GetNumber()); err != nil {
+		t.Fatal(err)
+	}
+	p.deliver("closed", pr)
+	p.deliver("closed", pr)
+	p.clock.Advance(2 * time.Minute)
+	p.waitStatus(ids["t"], models.StatusCompleted)
+	p.waitFor("the dependent to be promoted", func() bool { return p.task(ids["d"]).Status != models.StatusDefined })
+	merged := 0
+	for _, ev := range p.events(ids["t"]) {
+		if ev == string(models.EventPRMerged) {
+			merged++
+		}
+	}
+	if merged != 1 {
+		t.Errorf("%d PR_MERGED events: %v", merged, p.events(ids["t"]))
+	}
+	p.waitFor("the branch to be deleted", func() bool {
+		return slices.Contains(p.gh.DeletedBranches("acme", "shop"), pr.GetHead().GetRef())
+	})
+	p.assertTokenNowhere()
+}
+
+func TestE2EPullRequestClosedBlocksWithCascade(t *testing.T) {
+	t.Parallel()
+	p := newPREnv(t, models.ProjectSettings{PRMode: models.PRAlways})
+	ids := p.add("web", models.BatchTask{LocalID: "t", Title: "Risky change"},
+		models.BatchTask{LocalID: "d", Title: "After it", Dependencies: []models.BatchDependency{{ID: "t"}}})
+	p.start()
+	p.waitStatus(ids["t"], models.StatusAwaitingApproval)
+	pr := p.pr(ids["t"])
+	if err := p.gh.ClosePR("acme", "shop", pr.GetNumber()); err != nil {
+		t.Fatal(err)
+	}
+	p.deliver("closed", pr)
+	tk := p.waitStatus(ids["t"], models.StatusBlocked)
+	if !strings.Contains(tk.StatusReason, "closed without merge") {
+		t.Errorf("blocked with %q", tk.StatusReason)
+	}
+	if d := p.waitStatus(ids["d"], models.StatusBlocked); d.CascadeRootID != ids["t"] {
+		t.Errorf("dependent %+v", d)
+	}
+}
+
+func TestE2EPullRequestPollingBacksOffOnRateLimits(t *testing.T) {
+	t.Parallel()
+	p := newPREnv(t, models.ProjectSettings{PRMode: models.PRAlways})
+	ids := p.add("web", models.BatchTask{LocalID: "t", Title: "Watched"})
+	p.start()
+	p.waitStatus(ids["t"], models.StatusAwaitingApproval)
+	pr := p.pr(ids["t"])
+	p.gh.RateLimitNext(1, "primary", 10*time.Minute)
+	p.clock.Advance(2 * time.Minute)
+	if err := p.nextCheck(); err == nil || !strings.Contains(err.Error(), "rate limit") {
+		t.Fatalf("check under a rate limit: %v", err)
+	}
+	// Merged meanwhile; polls wait for the reset, then see it.
+	if err := p.gh.MergePR("acme", "shop", pr.GetNumber()); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := p.gh.Counts()
+	p.clock.Advance(2 * time.Minute) // still limited: nothing is asked
+	p.clock.Advance(9 * time.Minute) // past the reset
+	if err := p.nextCheck(); err != nil {
+		t.Fatalf("after the reset: %v", err)
+	}
+	p.waitStatus(ids["t"], models.StatusCompleted)
+	if after, _ := p.gh.Counts(); after-before > 3 {
+		t.Errorf("%d requests while limited and after", after-before)
+	}
+}
+
+func TestE2EPullRequestChangesRequestedReopensTheTask(t *testing.T) {
+	t.Parallel()
+	p := newPREnv(t, models.ProjectSettings{PRMode: models.PRAlways, ReopenOnChangesRequested: true})
+	ids := p.add("web", models.BatchTask{LocalID: "t", Title: "Reviewed"})
+	p.start()
+	p.waitStatus(ids["t"], models.StatusAwaitingApproval)
+	pr := p.pr(ids["t"])
+	p.gh.AddReview("acme", "shop", pr.GetNumber(), "alice", "CHANGES_REQUESTED", "Please add a test.")
+	p.clock.Advance(2 * time.Minute)
+	p.waitFor("the task to run again", func() bool {
+		return p.task(ids["t"]).RetryCount > 0 || p.task(ids["t"]).Status != models.StatusAwaitingApproval
+	})
+	fb, err := p.st.TaskFeedback(context.Background(), ids["t"])
+	if err != nil || len(fb) == 0 || !strings.Contains(fb[len(fb)-1].Text, "Please add a test.") || !strings.Contains(fb[len(fb)-1].Source, "alice") {
+		t.Fatalf("feedback %+v %v", fb, err)
+	}
+	// The next attempt lands on the same pull request.
+	p.waitStatus(ids["t"], models.StatusAwaitingApproval)
+	if n := len(p.gh.PRs("acme", "shop")); n != 1 {
+		t.Errorf("%d pull requests after the second attempt", n)
+	}
+}
+
+// assertTokenNowhere checks that the token reached no log, no agent's
+// environment, no checkout's git configuration and no run file.
+func (p *prEnv) assertTokenNowhere() {
+	p.t.Helper()
+	if strings.Contains(p.logs.String(), ghToken) {
+		p.t.Error("the token is in the logs")
+	}
+	dumps, _ := filepath.Glob(filepath.Join(p.dumpDir, "*.env"))
+	if len(dumps) == 0 {
+		p.t.Fatal("no agent environment was dumped")
+	}
+	var files []string
+	files = append(files, dumps...)
+	for _, root := range []string{p.o.cfg.RunDir, p.wsDir} {
+		_ = filepath.Walk(root, func(path string, info os.FileInfo, err error) error {
+			if err == nil && info.Mode().IsRegular() && (filepath.Base(path) == "config" || strings.HasSuffix(path, ".log") ||
+				strings.HasSuffix(path, ".prompt") || strings.HasSuffix(path, ".env")) {
+				files = append(files, path)
+			}
+			return nil
+		})
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err == nil && bytes.Contains(b, []byte(ghToken)) {
+			p.t.Errorf("the token is in %s", f)
+		}
+	}
+	for _, r := range p.gh.GitRequests() {
+		if !r.Authorization {
+			p.t.Errorf("a git request went without credentials: %+v", r)
+		}
+	}
+}
+
+type githubPR = github.PullRequest
