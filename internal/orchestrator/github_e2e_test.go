@@ -322,3 +322,82 @@ func (p *prEnv) assertTokenNowhere() {
 }
 
 type githubPR = github.PullRequest
+
+// TestPollingFiftyPullRequestsForAnHour counts what watching 50 open pull
+// requests that never change costs over an hour of fake time: every check
+// after the first of each is a conditional request answered 304, which
+// GitHub does not count against the rate limit.
+func TestPollingFiftyPullRequestsForAnHour(t *testing.T) {
+	t.Parallel()
+	checks := make(chan error, 1000)
+	h := newHarness(t, func(c *Config) {
+		c.OnPRCheck = func(_ models.PullRequest, err error) { checks <- err }
+	})
+	gh := githubtest.New(githubtest.Options{Token: ghToken, Now: h.clock.Now})
+	t.Cleanup(gh.Close)
+	gh.CreateRepo("acme", "shop", "main")
+	ws, err := repo.New(repo.Config{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := repo.NewGitHub(repo.GitHubConfig{Token: ghToken, APIBaseURL: gh.URL() + "/api/v3/"}, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.o.cfg.PullRequests = client
+	api := github.NewClient(nil).WithAuthToken(ghToken)
+	if api, err = api.WithEnterpriseURLs(gh.URL()+"/api/v3/", gh.URL()+"/api/v3/"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const n = 50
+	for i := range n {
+		id := h.tasks(models.BatchTask{LocalID: "t", Title: "watched"})["t"]
+		branch := "aq/" + id
+		dir := gh.RepoDir("acme", "shop")
+		tree := gitOut(t, "--git-dir", dir, "rev-parse", "main^{tree}")
+		commit := gitOut(t, "--git-dir", dir, "commit-tree", tree, "-p", "main", "-m", "work "+id)
+		gitOut(t, "--git-dir", dir, "update-ref", "refs/heads/"+branch, commit)
+		pr, _, err := api.PullRequests.Create(ctx, "acme", "shop", &github.NewPullRequest{Title: github.String(id),
+			Head: github.String(branch), Base: github.String("main")})
+		if err != nil {
+			t.Fatalf("pull request %d: %v", i, err)
+		}
+		rec := models.PullRequest{TaskID: id, Owner: "acme", Repo: "shop", Number: pr.GetNumber(), URL: pr.GetHTMLURL(), Branch: branch}
+		rec.NextCheckAt = h.clock.Now().Add(h.o.prSpread(rec))
+		if _, err := h.st.SavePullRequest(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, _ := gh.Counts()
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- h.o.WatchPullRequests(wctx) }()
+	defer func() { cancel(); <-done }()
+	for range 60 {
+		h.clock.Advance(time.Minute)
+		for {
+			due, _, err := h.st.DuePullRequests(ctx, h.clock.Now(), n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(due) == 0 {
+				break
+			}
+			select {
+			case err := <-checks:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("the watcher stopped checking")
+			}
+		}
+	}
+	total, notModified := gh.Counts()
+	total -= before
+	t.Logf("50 open pull requests for an hour: %d requests, %d answered 304 (free), %d counted", total, notModified, total-notModified)
+	if total < n*59 || float64(notModified) < 0.95*float64(total) {
+		t.Errorf("%d requests, %d of them 304", total, notModified)
+	}
+}

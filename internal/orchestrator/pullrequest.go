@@ -112,11 +112,13 @@ func (o *Orchestrator) WatchPullRequests(ctx context.Context) error {
 			w, until := o.checkDuePRs(ctx, now)
 			wait, blockedUntil = w, until
 		}
+		// An absolute deadline: time that passed during the pass counts.
+		deadline := now.Add(wait)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-o.prPoke:
-		case <-o.cfg.After(wait):
+		case <-o.cfg.After(max(deadline.Sub(o.cfg.Now()), 0)):
 		}
 	}
 }
