@@ -457,6 +457,10 @@ func (b *Bot) approve(ctx context.Context, taskID, note, user string, update boo
 	res, err := b.svc.ApproveTask(ctx, taskID, actor(user), note)
 	if err != nil {
 		if models.ErrorCodeOf(err) == models.CodeConflict {
+			// A task waiting for its pull request says where to merge it.
+			if d, derr := b.svc.GetTaskDetail(ctx, taskID); derr == nil && d.Task.Status == models.StatusAwaitingApproval && d.Task.PRURL != nil {
+				return b.errorReply("approve", err)
+			}
 			return b.movedOn(ctx, taskID, err)
 		}
 		return b.errorReply("approve", err)

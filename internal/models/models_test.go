@@ -219,3 +219,26 @@ func TestProjectPatchKeepsRepoID(t *testing.T) {
 		t.Fatalf("changing the repo id: %v", err)
 	}
 }
+
+func TestPRSettings(t *testing.T) {
+	t.Parallel()
+	plain, approval := models.Task{}, models.Task{RequiresApproval: true}
+	for _, c := range []struct {
+		mode            string
+		plain, approval bool
+	}{{"", false, true}, {models.PRWhenRequired, false, true}, {models.PRNever, false, false}, {models.PRAlways, true, true}} {
+		s := models.ProjectSettings{PRMode: c.mode}
+		if s.NeedsPR(plain) != c.plain || s.NeedsPR(approval) != c.approval {
+			t.Errorf("pr_mode %q: %v %v", c.mode, s.NeedsPR(plain), s.NeedsPR(approval))
+		}
+	}
+	for _, bad := range []models.ProjectSettings{{PRMode: "sometimes"}, {PRReviewers: []string{""}}, {PRLabels: []string{"a,b"}}} {
+		if err := bad.Validate(); models.ErrorCodeOf(err) != models.CodeInvalid {
+			t.Errorf("%+v: %v", bad, err)
+		}
+	}
+	good := models.ProjectSettings{PRMode: models.PRAlways, PRReviewers: []string{"alice"}, PRLabels: []string{"agent work"}}
+	if err := good.Validate(); err != nil {
+		t.Error(err)
+	}
+}

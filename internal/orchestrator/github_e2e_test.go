@@ -401,3 +401,29 @@ func TestPollingFiftyPullRequestsForAnHour(t *testing.T) {
 		t.Errorf("%d requests, %d of them 304", total, notModified)
 	}
 }
+
+func TestE2EApprovingAPullRequestTask(t *testing.T) {
+	t.Parallel()
+	for _, fromChat := range []bool{false, true} {
+		p := newPREnv(t, models.ProjectSettings{PRMode: models.PRAlways, MergeFromChat: fromChat})
+		ids := p.add("web", models.BatchTask{LocalID: "t", Title: "Approve me"})
+		p.start()
+		p.waitStatus(ids["t"], models.StatusAwaitingApproval)
+		pr := p.pr(ids["t"])
+		res, err := p.o.Approve(context.Background(), ids["t"], "discord:1", "")
+		if !fromChat {
+			if models.ErrorCodeOf(err) != models.CodeConflict || !strings.Contains(err.Error(), "merge it on GitHub") {
+				t.Errorf("approve without merge_from_chat: %+v %v", res, err)
+			}
+			continue
+		}
+		if err != nil || res.To != models.StatusCompleted {
+			t.Fatalf("approve with merge_from_chat: %+v %v", res, err)
+		}
+		for _, got := range p.gh.PRs("acme", "shop") {
+			if got.GetNumber() == pr.GetNumber() && !got.GetMerged() {
+				t.Errorf("the pull request was not merged: %+v", got)
+			}
+		}
+	}
+}
