@@ -141,6 +141,14 @@ func (p *prEnv) deliver(action string, pr *githubPR) {
 	}
 }
 
+// advance moves the fake clock and makes the watcher look at it (the fake
+// clock's timers are relative to when they are set, which can race a
+// move).
+func (p *prEnv) advance(d time.Duration) {
+	p.clock.Advance(d)
+	p.o.pokePRs()
+}
+
 // nextCheck waits for the watcher's next check and returns its error.
 func (p *prEnv) nextCheck() error {
 	p.t.Helper()
@@ -182,7 +190,7 @@ func TestE2EPullRequestMergedCompletesTheTask(t *testing.T) {
 	// Polls before anything changed: the second (with the first's ETag)
 	// costs a 304.
 	for range 2 {
-		p.clock.Advance(2 * time.Minute)
+		p.advance(2 * time.Minute)
 		if err := p.nextCheck(); err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +204,7 @@ func TestE2EPullRequestMergedCompletesTheTask(t *testing.T) {
 	}
 	p.deliver("closed", pr)
 	p.deliver("closed", pr)
-	p.clock.Advance(2 * time.Minute)
+	p.advance(2 * time.Minute)
 	p.waitStatus(ids["t"], models.StatusCompleted)
 	p.waitFor("the dependent to be promoted", func() bool { return p.task(ids["d"]).Status != models.StatusDefined })
 	merged := 0
@@ -243,7 +251,7 @@ func TestE2EPullRequestPollingBacksOffOnRateLimits(t *testing.T) {
 	p.waitStatus(ids["t"], models.StatusAwaitingApproval)
 	pr := p.pr(ids["t"])
 	p.gh.RateLimitNext(1, "primary", 10*time.Minute)
-	p.clock.Advance(2 * time.Minute)
+	p.advance(2 * time.Minute)
 	if err := p.nextCheck(); err == nil || !strings.Contains(err.Error(), "rate limit") {
 		t.Fatalf("check under a rate limit: %v", err)
 	}
@@ -252,8 +260,8 @@ func TestE2EPullRequestPollingBacksOffOnRateLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := p.gh.Counts()
-	p.clock.Advance(2 * time.Minute) // still limited: nothing is asked
-	p.clock.Advance(9 * time.Minute) // past the reset
+	p.advance(2 * time.Minute) // still limited: nothing is asked
+	p.advance(9 * time.Minute) // past the reset
 	if err := p.nextCheck(); err != nil {
 		t.Fatalf("after the reset: %v", err)
 	}
@@ -271,7 +279,7 @@ func TestE2EPullRequestChangesRequestedReopensTheTask(t *testing.T) {
 	p.waitStatus(ids["t"], models.StatusAwaitingApproval)
 	pr := p.pr(ids["t"])
 	p.gh.AddReview("acme", "shop", pr.GetNumber(), "alice", "CHANGES_REQUESTED", "Please add a test.")
-	p.clock.Advance(2 * time.Minute)
+	p.advance(2 * time.Minute)
 	p.waitFor("the task to run again", func() bool {
 		return p.task(ids["t"]).RetryCount > 0 || p.task(ids["t"]).Status != models.StatusAwaitingApproval
 	})
@@ -376,6 +384,9 @@ func TestPollingFiftyPullRequestsForAnHour(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	for range 60 {
 		h.clock.Advance(time.Minute)
+		// The fake clock cannot register a timer at an absolute time: a
+		// poke makes sure the watcher looks at the new time.
+		h.o.pokePRs()
 		for {
 			due, _, err := h.st.DuePullRequests(ctx, h.clock.Now(), n)
 			if err != nil {
