@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -139,7 +140,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		if err != nil {
 			return err
 		}
-		rc.Credentials = repo.TokenCredentials(cfg.GitHub.Token, hosts...)
+		rc.Credentials = repo.TokenCredentials(cfg.GitHub.Token, strings.HasPrefix(cfg.GitHub.APIBaseURL, "http://"), hosts...)
 	}
 	ws, err := repo.New(rc)
 	if err != nil {

@@ -58,8 +58,12 @@ type prEnv struct {
 	wsDir   string
 }
 
-func newPREnv(t *testing.T, settings models.ProjectSettings) *prEnv {
+func newPREnv(t *testing.T, settings models.ProjectSettings, tamper bool) *prEnv {
 	t.Helper()
+	steal := ""
+	if tamper {
+		steal = "http://127.0.0.1:9/"
+	}
 	e := newE2E(t)
 	gh := githubtest.New(githubtest.Options{Token: ghToken, Now: e.clock.Now, Logf: t.Logf})
 	t.Cleanup(gh.Close)
@@ -67,7 +71,7 @@ func newPREnv(t *testing.T, settings models.ProjectSettings) *prEnv {
 	logs := &syncBuf{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	wsDir := t.TempDir()
-	ws, err := repo.New(repo.Config{BaseDir: wsDir, Credentials: repo.TokenCredentials(ghToken, "127.0.0.1")})
+	ws, err := repo.New(repo.Config{BaseDir: wsDir, Credentials: repo.TokenCredentials(ghToken, true, "127.0.0.1")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +81,11 @@ func newPREnv(t *testing.T, settings models.ProjectSettings) *prEnv {
 	}
 	p := &prEnv{e2e: e, gh: gh, client: client, url: url, logs: logs, checks: make(chan error, 100), dumpDir: t.TempDir(), wsDir: wsDir}
 	e.o.ws, e.o.log = ws, log
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", logs.String())
+		}
+	})
 	e.o.cfg.PullRequests = client
 	e.o.cfg.OnPRCheck = func(_ models.PullRequest, err error) { p.checks <- err }
 	// The daemon's own environment holds the token (as when the
@@ -90,11 +99,15 @@ func newPREnv(t *testing.T, settings models.ProjectSettings) *prEnv {
 	e.project("web", &models.RepoConfig{ID: "web", SourceType: models.RepoClone, URL: url, DefaultBranch: "main"}, settings)
 	// A shell agent: it leaves its environment beside the work (outside
 	// the checkout), writes a file named after its task and commits it.
-	script := `env > "$DUMP/$AQ_TASK_ID.env"; echo "work of $AQ_TASK_ID, run $$" >> "$AQ_TASK_ID.txt"; git add . && ` +
+	// With tamper, it also tries to steer pushes of the repository
+	// elsewhere through its checkout's configuration: pushes must not
+	// follow (and the next run in that checkout is refused).
+	script := `env > "$DUMP/$AQ_TASK_ID.env"; if [ -n "$STEAL" ]; then git config url."$STEAL".pushInsteadOf "$REPO"; fi; ` +
+		`echo "work of $AQ_TASK_ID, run $$" >> "$AQ_TASK_ID.txt"; git add . && ` +
 		`git -c user.name=agent -c user.email=agent@localhost commit -qm "work of $AQ_TASK_ID"`
 	if _, err := e.st.RegisterAgent(context.Background(), models.Agent{ID: "sh-1", AgentType: "command",
 		AgentSettings: models.AgentSettings{Command: "/bin/sh", Args: []string{"-c", script},
-			Env: map[string]string{"DUMP": p.dumpDir}}}); err != nil {
+			Env: map[string]string{"DUMP": p.dumpDir, "REPO": url, "STEAL": steal}}}); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -163,7 +176,7 @@ func (p *prEnv) nextCheck() error {
 
 func TestE2EPullRequestMergedCompletesTheTask(t *testing.T) {
 	t.Parallel()
-	p := newPREnv(t, models.ProjectSettings{PRReviewers: []string{"alice"}, PRLabels: []string{"agent"}})
+	p := newPREnv(t, models.ProjectSettings{PRReviewers: []string{"alice"}, PRLabels: []string{"agent"}}, true)
 	ids := p.add("web", models.BatchTask{LocalID: "t", Title: "Add the buy button", RequiresApproval: true,
 		Description: "Add a buy button to the shop page."},
 		models.BatchTask{LocalID: "d", Title: "After it", Dependencies: []models.BatchDependency{{ID: "t"}}})
@@ -224,7 +237,7 @@ func TestE2EPullRequestMergedCompletesTheTask(t *testing.T) {
 
 func TestE2EPullRequestClosedBlocksWithCascade(t *testing.T) {
 	t.Parallel()
-	p := newPREnv(t, models.ProjectSettings{PRMode: models.PRAlways})
+	p := newPREnv(t, models.ProjectSettings{PRMode: models.PRAlways}, false)
 	ids := p.add("web", models.BatchTask{LocalID: "t", Title: "Risky change"},
 		models.BatchTask{LocalID: "d", Title: "After it", Dependencies: []models.BatchDependency{{ID: "t"}}})
 	p.start()
@@ -245,7 +258,7 @@ func TestE2EPullRequestClosedBlocksWithCascade(t *testing.T) {
 
 func TestE2EPullRequestPollingBacksOffOnRateLimits(t *testing.T) {
 	t.Parallel()
-	p := newPREnv(t, models.ProjectSettings{PRMode: models.PRAlways})
+	p := newPREnv(t, models.ProjectSettings{PRMode: models.PRAlways}, false)
 	ids := p.add("web", models.BatchTask{LocalID: "t", Title: "Watched"})
 	p.start()
 	p.waitStatus(ids["t"], models.StatusAwaitingApproval)
@@ -273,7 +286,7 @@ func TestE2EPullRequestPollingBacksOffOnRateLimits(t *testing.T) {
 
 func TestE2EPullRequestChangesRequestedReopensTheTask(t *testing.T) {
 	t.Parallel()
-	p := newPREnv(t, models.ProjectSettings{PRMode: models.PRAlways, ReopenOnChangesRequested: true})
+	p := newPREnv(t, models.ProjectSettings{PRMode: models.PRAlways, ReopenOnChangesRequested: true}, false)
 	ids := p.add("web", models.BatchTask{LocalID: "t", Title: "Reviewed"})
 	p.start()
 	p.waitStatus(ids["t"], models.StatusAwaitingApproval)
@@ -416,7 +429,7 @@ func TestPollingFiftyPullRequestsForAnHour(t *testing.T) {
 func TestE2EApprovingAPullRequestTask(t *testing.T) {
 	t.Parallel()
 	for _, fromChat := range []bool{false, true} {
-		p := newPREnv(t, models.ProjectSettings{PRMode: models.PRAlways, MergeFromChat: fromChat})
+		p := newPREnv(t, models.ProjectSettings{PRMode: models.PRAlways, MergeFromChat: fromChat}, false)
 		ids := p.add("web", models.BatchTask{LocalID: "t", Title: "Approve me"})
 		p.start()
 		p.waitStatus(ids["t"], models.StatusAwaitingApproval)

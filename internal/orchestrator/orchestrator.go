@@ -204,7 +204,9 @@ type Store interface {
 // request (wired in by main).
 type PullRequests interface {
 	// Open pushes the task's branch and opens (or finds) its pull request.
-	// An invalid error means the project cannot have one (not on GitHub).
+	// An invalid error means the project cannot have one (not on GitHub);
+	// a pull request without a number means there is nothing to review
+	// (the default branch contains the work already).
 	Open(ctx context.Context, p models.Project, t models.Task, src string, c models.PRContent) (models.PullRequest, error)
 	// Check reads a pull request's state (and, with reviews, its new
 	// reviews) conditionally. An error with a RetryAt() time.Time method

@@ -30,6 +30,12 @@ func (o *Orchestrator) openPR(ctx context.Context, p models.Project, t models.Ta
 			"(set github.token, or clear requires_approval or the project's pr_mode and restart the task)")
 		return
 	}
+	// A pull request of this task decided while the task ran again (merged
+	// or closed during a rerun) stands: the person's decision wins.
+	if prev, ok, err := o.store.PullRequestOf(sctx, t.ID); err == nil && ok && prev.State != models.PROpen {
+		o.decided(sctx, p, t, prev)
+		return
+	}
 	content := models.PRContent{Checks: checks}
 	if res, ok, err := o.store.TaskResult(sctx, t.ID); err == nil && ok {
 		content.Summary, content.Files = res.Summary, res.FilesChanged
@@ -42,6 +48,11 @@ func (o *Orchestrator) openPR(ctx context.Context, p models.Project, t models.Ta
 		case ctx.Err() == nil:
 			o.verifyFailed(sctx, t, v, "open the pull request", err, nil)
 		}
+		return
+	}
+	if pr.Number == 0 {
+		o.apply(sctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventVerifyPassed, ExpectFrom: models.StatusVerifying,
+			Actor: "system", Reason: checks + "; nothing to review: the default branch contains the work already"})
 		return
 	}
 	pr.NextCheckAt = o.cfg.Now().Add(o.prSpread(pr))
@@ -145,7 +156,13 @@ func (o *Orchestrator) checkDuePRs(ctx context.Context, now time.Time) (time.Dur
 			var rl interface{ RetryAt() time.Time }
 			if errors.As(err, &rl) {
 				o.log.Warn("github rate limit: pull request checks wait", "until", rl.RetryAt(), "err", err)
-				return max(rl.RetryAt().Sub(o.cfg.Now()), time.Second), rl.RetryAt()
+				// A reset already past (clocks apart, or none given) still
+				// waits a minute.
+				until := rl.RetryAt()
+				if floor := o.cfg.Now().Add(time.Minute); until.Before(floor) {
+					until = floor
+				}
+				return until.Sub(o.cfg.Now()), until
 			}
 			o.log.Warn("check pull request", "task_id", pr.TaskID, "pr", pr.URL, "err", err)
 			pr.NextCheckAt = now.Add(o.prInterval())
@@ -176,13 +193,17 @@ func (o *Orchestrator) checkPR(ctx context.Context, pr models.PullRequest, now t
 	}
 	sctx := context.WithoutCancel(ctx)
 	switch {
-	case c.State == models.PRMerged:
-		o.apply(sctx, models.TransitionRequest{TaskID: pr.TaskID, Event: models.EventPRMerged,
-			ExpectFrom: models.StatusAwaitingApproval, Actor: "github", Reason: "pull request merged: " + pr.URL})
-		o.afterMerge(sctx, p, pr)
-	case c.State == models.PRClosed:
-		o.apply(sctx, models.TransitionRequest{TaskID: pr.TaskID, Event: models.EventPRClosed,
-			ExpectFrom: models.StatusAwaitingApproval, Actor: "github", Reason: "pull request closed without merge: " + pr.URL})
+	case c.State == models.PRMerged, c.State == models.PRClosed:
+		// A task not waiting for its pull request now (it runs again) meets
+		// the decision when it next opens one (openPR).
+		t, err := o.store.GetTask(sctx, pr.TaskID)
+		if err != nil {
+			return err
+		}
+		if t.Status == models.StatusAwaitingApproval {
+			pr.State = c.State
+			o.decided(sctx, p, t, pr)
+		}
 	case len(c.ChangesRequested) > 0 && p.Settings.ReopenOnChangesRequested:
 		var texts, who []string
 		for _, f := range c.ChangesRequested {
@@ -203,6 +224,31 @@ func (o *Orchestrator) checkPR(ctx context.Context, pr models.PullRequest, now t
 	pr.State, pr.ETag, pr.ReviewsETag, pr.LastReviewID = c.State, c.ETag, c.ReviewsETag, c.LastReviewID
 	pr.NextCheckAt = now.Add(o.prInterval())
 	return o.store.RecordPullRequestCheck(sctx, pr)
+}
+
+// decided applies a decision taken on GitHub to a task waiting for it (or
+// still VERIFYING, whose pull request was decided while it ran again):
+// merged completes it, closed blocks it.
+func (o *Orchestrator) decided(ctx context.Context, p models.Project, t models.Task, pr models.PullRequest) {
+	if t.Status == models.StatusVerifying {
+		o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventPRCreated, ExpectFrom: models.StatusVerifying,
+			Actor: "system", Reason: "pull request " + pr.URL})
+	}
+	if pr.State == models.PRMerged {
+		res, err := o.store.ApplyEvent(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventPRMerged,
+			ExpectFrom: models.StatusAwaitingApproval, Actor: "github", Reason: "pull request merged: " + pr.URL})
+		if err != nil {
+			o.log.Warn("transition not applied", "task_id", t.ID, "event", models.EventPRMerged, "err", err)
+			return
+		}
+		if !res.Duplicate {
+			o.log.Info("task transition", "task_id", t.ID, "event", models.EventPRMerged, "from", res.From, "to", res.To)
+			o.afterMerge(ctx, p, pr)
+		}
+		return
+	}
+	o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventPRClosed,
+		ExpectFrom: models.StatusAwaitingApproval, Actor: "github", Reason: "pull request closed without merge: " + pr.URL})
 }
 
 // afterMerge deletes a merged pull request's branch and the task's

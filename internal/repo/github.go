@@ -67,7 +67,7 @@ func NewGitHub(cfg GitHubConfig, ws *Workspaces) (*GitHub, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.APIBaseURL != "" && cfg.APIBaseURL != DefaultGitHubAPI {
+	if cfg.APIBaseURL != "" && strings.TrimSuffix(cfg.APIBaseURL, "/")+"/" != DefaultGitHubAPI {
 		base := strings.TrimSuffix(cfg.APIBaseURL, "/") + "/"
 		if client, err = client.WithEnterpriseURLs(base, base); err != nil {
 			return nil, models.Errorf(models.CodeInvalid, "github.api_base_url: %v", err)
@@ -86,7 +86,9 @@ func GitHubHosts(apiBaseURL string) ([]string, error) {
 	if err != nil || u.Host == "" {
 		return nil, models.Errorf(models.CodeInvalid, "github.api_base_url: %q is not a URL", apiBaseURL)
 	}
-	return []string{strings.ToLower(u.Hostname())}, nil
+	// api.github.com and api.<name>.ghe.com serve the repositories of the
+	// host without "api.".
+	return []string{strings.TrimPrefix(strings.ToLower(u.Hostname()), "api.")}, nil
 }
 
 // ParseRepoURL returns the host, owner and name of a repository URL in its
@@ -148,8 +150,13 @@ func (g *GitHub) Open(ctx context.Context, p models.Project, t models.Task, src 
 		return models.PullRequest{}, err
 	}
 	branch := BranchName(t)
-	if err := g.ws.PushBranch(ctx, p, t, src); err != nil {
+	_, contained, err := g.ws.PushBranch(ctx, p, t, src)
+	if err != nil {
 		return models.PullRequest{}, g.redact(fmt.Errorf("push %s: %w", branch, err))
+	}
+	if contained {
+		// Nothing to review: the default branch has the work already.
+		return models.PullRequest{TaskID: t.ID, ProjectID: p.ID, Owner: owner, Repo: name, Branch: branch}, nil
 	}
 	pr, err := g.find(ctx, owner, name, branch)
 	if err != nil {

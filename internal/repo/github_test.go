@@ -81,7 +81,7 @@ func TestWebhookHandler(t *testing.T) {
 
 func TestTokenCredentials(t *testing.T) {
 	t.Parallel()
-	creds := repo.TokenCredentials("tok", "github.com", "127.0.0.1")
+	creds := repo.TokenCredentials("tok", true, "github.com", "127.0.0.1")
 	for _, c := range []struct {
 		url string
 		ok  bool
@@ -97,7 +97,14 @@ func TestTokenCredentials(t *testing.T) {
 			t.Errorf("%s: %q %q %v", c.url, user, pass, ok)
 		}
 	}
-	if hosts, err := repo.GitHubHosts("https://GHE.example.com/api/v3/"); err != nil || hosts[0] != "ghe.example.com" {
-		t.Errorf("enterprise hosts %v %v", hosts, err)
+	for in, want := range map[string]string{"https://GHE.example.com/api/v3/": "ghe.example.com", "": "github.com",
+		"https://api.github.com": "github.com", "https://api.acme.ghe.com/": "acme.ghe.com"} {
+		if hosts, err := repo.GitHubHosts(in); err != nil || hosts[0] != want {
+			t.Errorf("hosts of %q: %v %v", in, hosts, err)
+		}
+	}
+	// Plain http only when allowed.
+	if _, _, ok := repo.TokenCredentials("tok", false, "github.com")("http://github.com/acme/shop.git"); ok {
+		t.Error("a token went over plain http")
 	}
 }

@@ -251,27 +251,53 @@ func (w *Workspaces) Diff(ctx context.Context, p models.Project, t models.Task, 
 	return text, nil
 }
 
-// PushBranch pushes the task branch (from the checkout src; for LINK from
-// the user's repository) to the project's repository URL, replacing the
-// remote branch (a retried task's branch is rebased). The URL's
-// credentials go to git through its environment only.
-func (w *Workspaces) PushBranch(ctx context.Context, p models.Project, t models.Task, src string) error {
+// PushBranch pushes the task branch, as verified, to the project's
+// repository URL, replacing the remote branch (a retried task's branch is
+// rebased). The branch is taken from the checkout src (for LINK the user's
+// repository) into the daemon's integration repository, and pushed from
+// there with go-git: nothing an agent may write (its checkout's git
+// configuration) steers where the credentials go. It returns the pushed
+// commit, and whether the default branch already contains it (nothing to
+// review).
+func (w *Workspaces) PushBranch(ctx context.Context, p models.Project, t models.Task, src string) (commit string, contained bool, err error) {
 	if p.Repo == nil || p.Repo.URL == "" {
-		return models.Errorf(models.CodeInvalid, "project %s has no repository URL to push to", p.ID)
+		return "", false, models.Errorf(models.CodeInvalid, "project %s has no repository URL to push to", p.ID)
 	}
-	from, err := branchSource(p.Repo, src)
-	if err != nil {
-		return err
-	}
+	r := p.Repo
 	branch := BranchName(t)
-	lock := w.repoLock(p.Repo)
+	lock := w.repoLock(r)
 	lock.Lock()
 	defer lock.Unlock()
-	if _, _, err := w.gitRawEnv(ctx, from, gitOutputCap, w.authEnv(p.Repo.URL), "push", "--porcelain", "--no-verify", p.Repo.URL,
-		"+refs/heads/"+branch+":refs/heads/"+branch); err != nil {
-		return fmt.Errorf("push task branch %s: %w", branch, err)
+	origin, err := w.origin(ctx, r)
+	if err != nil {
+		return "", false, err
 	}
-	return nil
+	integ, err := w.integration(ctx, r)
+	if err != nil {
+		return "", false, err
+	}
+	def, task, err := w.tips(ctx, r, integ, origin, src, branch, true)
+	if err != nil {
+		return "", false, err
+	}
+	repo, err := openRepo(integ)
+	if err != nil {
+		return "", false, err
+	}
+	if in, err := isAncestor(repo, task, def); err != nil {
+		return "", false, err
+	} else if in {
+		return task.String(), true, nil
+	}
+	remote := git.NewRemote(repo.Storer, &config.RemoteConfig{Name: "origin", URLs: []string{r.URL}})
+	pctx, cancel := context.WithTimeout(ctx, gitTimeout)
+	defer cancel()
+	err = remote.PushContext(pctx, &git.PushOptions{RemoteName: "origin", Auth: w.auth(r.URL),
+		RefSpecs: []config.RefSpec{config.RefSpec("+" + task.String() + ":refs/heads/" + branch)}})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return "", false, fmt.Errorf("push task branch %s: %w", branch, err)
+	}
+	return task.String(), false, nil
 }
 
 // removeVerify removes a verification worktree and its registration.

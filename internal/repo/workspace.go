@@ -37,11 +37,12 @@ type Config struct {
 }
 
 // TokenCredentials returns Credentials that send token to the given hosts
-// (host names, any port), as GitHub expects a token over https.
-func TokenCredentials(token string, hosts ...string) func(url string) (string, string, bool) {
+// (host names, any port) over https only, as GitHub expects; plain http
+// too when allowHTTP (a GitHub reached over http, as in tests).
+func TokenCredentials(token string, allowHTTP bool, hosts ...string) func(url string) (string, string, bool) {
 	return func(raw string) (string, string, bool) {
 		u, err := url.Parse(raw)
-		if err != nil || token == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		if err != nil || token == "" || (u.Scheme != "https" && !(allowHTTP && u.Scheme == "http")) {
 			return "", "", false
 		}
 		return "x-access-token", token, slices.Contains(hosts, strings.ToLower(u.Hostname()))
