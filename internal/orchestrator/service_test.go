@@ -272,7 +272,10 @@ func (h *harness) askAsync(run models.Run, q string) (chan error, models.Questio
 	h.t.Helper()
 	errc := make(chan error, 1)
 	go func() { _, err := h.o.Ask(context.Background(), run, q); errc <- err }()
-	for range 1000 {
+	// Each round is a chance for the ask to be recorded; the bound only
+	// turns a broken test into a failure (under load 1,000 rounds were not
+	// always enough).
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		h.settle()
 		qs, _ := h.o.OpenQuestions(context.Background())
 		for _, open := range qs {
