@@ -461,7 +461,18 @@ func WebhookHandler(secret string, log *slog.Logger, poke func(owner, repo strin
 				} `json:"owner"`
 			} `json:"repository"`
 		}
-		if err := json.Unmarshal(body, &p); err != nil {
+		payload := body
+		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+			// GitHub's "form" content type: the JSON is the payload field
+			// (the signature covers the raw body, checked above).
+			form, err := url.ParseQuery(string(body))
+			if err != nil {
+				http.Error(w, "payload: bad form", http.StatusBadRequest)
+				return
+			}
+			payload = []byte(form.Get("payload"))
+		}
+		if err := json.Unmarshal(payload, &p); err != nil {
 			http.Error(w, "payload: not JSON", http.StatusBadRequest)
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -74,7 +75,18 @@ func TestWebhookHandler(t *testing.T) {
 			t.Errorf("%s: status %d, want %d", c.name, w.Code, c.status)
 		}
 	}
-	if len(pokes) != 2 || pokes[0] != (poke{"acme", "shop", 7}) {
+	// GitHub's "form" content type carries the JSON in a payload field.
+	form := "payload=" + url.QueryEscape(body)
+	req := httptest.NewRequest(http.MethodPost, "/webhooks/github", strings.NewReader(form))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-GitHub-Event", "pull_request")
+	req.Header.Set("X-Hub-Signature-256", sign("s3cret", form))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != http.StatusNoContent {
+		t.Errorf("form delivery: %d", w.Code)
+	}
+	if len(pokes) != 3 || pokes[0] != (poke{"acme", "shop", 7}) || pokes[2] != pokes[0] {
 		t.Errorf("pokes %+v", pokes)
 	}
 }

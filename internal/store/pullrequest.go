@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
@@ -31,6 +32,9 @@ func (s *Store) SavePullRequest(ctx context.Context, pr models.PullRequest) (mod
 	if pr.TaskID == "" || pr.Owner == "" || pr.Repo == "" || pr.Number <= 0 || pr.URL == "" {
 		return models.PullRequest{}, models.Errorf(models.CodeInvalid, "pull request: task_id, owner, repo, number and url are required")
 	}
+	// GitHub's owner and repository names are case-insensitive: webhooks
+	// carry the canonical case, a project URL whatever was typed.
+	pr.Owner, pr.Repo = strings.ToLower(pr.Owner), strings.ToLower(pr.Repo)
 	now := s.now()
 	if pr.State == "" {
 		pr.State = models.PROpen
@@ -91,7 +95,7 @@ func (s *Store) PullRequestOf(ctx context.Context, taskID string) (models.PullRe
 // task lands through it.
 func (s *Store) PullRequestByNumber(ctx context.Context, owner, repo string, number int) (models.PullRequest, bool, error) {
 	pr, err := scanPullRequest(s.rdb.QueryRowContext(ctx, "SELECT "+pullRequestColumns+
-		" FROM pull_requests WHERE owner = ? AND repo = ? AND number = ?", owner, repo, number))
+		" FROM pull_requests WHERE owner = ? AND repo = ? AND number = ?", strings.ToLower(owner), strings.ToLower(repo), number))
 	if errors.Is(err, sql.ErrNoRows) {
 		return models.PullRequest{}, false, nil
 	}

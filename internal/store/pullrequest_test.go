@@ -39,7 +39,7 @@ func TestPullRequests(t *testing.T) {
 	if err := s.RecordPullRequestCheck(ctx, pr); err != nil {
 		t.Fatal(err)
 	}
-	got, ok, _ := s.PullRequestByNumber(ctx, "o", "r", 7)
+	got, ok, _ := s.PullRequestByNumber(ctx, "O", "R", 7) // GitHub's names ignore case
 	if !ok || got.ETag != `"abc"` || got.TaskID != a {
 		t.Errorf("by number: %+v %v", got, ok)
 	}
