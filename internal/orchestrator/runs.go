@@ -626,6 +626,30 @@ func (o *Orchestrator) StopTask(ctx context.Context, taskID, reason, actor strin
 
 // endRunsOf stops this orchestrator's runs of a task without applying an
 // event (the task has already moved on).
+// runIDsOf returns the ids of a task's runs under way.
+func (o *Orchestrator) runIDsOf(taskID string) []int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var ids []int64
+	for id, r := range o.runs {
+		if r.run.TaskID == taskID {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// endRuns ends the runs of ids still under way.
+func (o *Orchestrator) endRuns(ids []int64, reason string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, id := range ids {
+		if r, ok := o.runs[id]; ok {
+			r.end("", reason)
+		}
+	}
+}
+
 func (o *Orchestrator) endRunsOf(taskID, reason string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -233,12 +233,15 @@ func (o *Orchestrator) ProposePlan(ctx context.Context, run models.Run, plan mod
 // ApplyAdminEvent applies a person's event (ADMIN_STOP, ADMIN_RESTART,
 // ADMIN_SKIP) and ends the task's run when the event took it away from it.
 func (o *Orchestrator) ApplyAdminEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error) {
+	// The runs the event takes the task away from are those under way now:
+	// a run the event lets start right after (the task READY again) is not.
+	before := o.runIDsOf(req.TaskID)
 	res, err := o.store.ApplyEvent(ctx, req)
 	if err != nil || res.Duplicate {
 		return res, err
 	}
 	if !res.To.Running() {
-		o.endRunsOf(req.TaskID, fmt.Sprintf("%s by %s", req.Event, req.Actor))
+		o.endRuns(before, fmt.Sprintf("%s by %s", req.Event, req.Actor))
 	}
 	if res.From == models.StatusVerifying || res.From == models.StatusAwaitingApproval {
 		o.mu.Lock()

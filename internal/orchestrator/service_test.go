@@ -276,6 +276,11 @@ func (h *harness) askAsync(run models.Run, q string) (chan error, models.Questio
 	// turns a broken test into a failure (under load 1,000 rounds were not
 	// always enough).
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		select {
+		case err := <-errc:
+			h.t.Fatalf("ask %q ended before it opened: %v", q, err)
+		default:
+		}
 		h.settle()
 		qs, _ := h.o.OpenQuestions(context.Background())
 		for _, open := range qs {
