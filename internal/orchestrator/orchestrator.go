@@ -198,6 +198,7 @@ type Store interface {
 	PullRequestByNumber(ctx context.Context, owner, repo string, number int) (models.PullRequest, bool, error)
 	DuePullRequests(ctx context.Context, now time.Time, limit int) ([]models.PullRequest, time.Time, error)
 	RecordPullRequestCheck(ctx context.Context, pr models.PullRequest) error
+	PokePullRequest(ctx context.Context, owner, repo string, number int, now time.Time) (bool, error)
 }
 
 // PullRequests is the GitHub side of tasks that land through a pull

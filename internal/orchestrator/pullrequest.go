@@ -91,16 +91,14 @@ func (o *Orchestrator) pokePRs() {
 // PokePullRequest makes the watcher check owner/repo#number now (a webhook
 // said it changed). Pull requests no task lands through are ignored.
 func (o *Orchestrator) PokePullRequest(ctx context.Context, owner, repo string, number int) {
-	pr, ok, err := o.store.PullRequestByNumber(ctx, owner, repo, number)
-	if err != nil || !ok || pr.State != models.PROpen {
+	ok, err := o.store.PokePullRequest(ctx, owner, repo, number, o.cfg.Now())
+	if err != nil {
+		o.log.Warn("poke pull request", "owner", owner, "repo", repo, "number", number, "err", err)
 		return
 	}
-	pr.NextCheckAt = o.cfg.Now()
-	if err := o.store.RecordPullRequestCheck(ctx, pr); err != nil {
-		o.log.Warn("poke pull request", "pr", pr.URL, "err", err)
-		return
+	if ok {
+		o.pokePRs()
 	}
-	o.pokePRs()
 }
 
 // WatchPullRequests checks open pull requests until ctx ends: each one

@@ -139,3 +139,23 @@ func (s *Store) RecordPullRequestCheck(ctx context.Context, pr models.PullReques
 	}
 	return nil
 }
+
+// PokePullRequest makes an open pull request due for a check at now,
+// touching nothing else of what the watcher recorded. It reports whether
+// an open pull request owner/repo#number is watched.
+func (s *Store) PokePullRequest(ctx context.Context, owner, repo string, number int, now time.Time) (bool, error) {
+	var n int64
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE pull_requests SET next_check_at = min(next_check_at, ?)
+			WHERE owner = ? AND repo = ? AND number = ? AND state = 'open'`, toNanos(now), strings.ToLower(owner), strings.ToLower(repo), number)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("poke pull request %s/%s#%d: %w", owner, repo, number, err)
+	}
+	return n > 0, nil
+}

@@ -43,6 +43,17 @@ func TestPullRequests(t *testing.T) {
 	if !ok || got.ETag != `"abc"` || got.TaskID != a {
 		t.Errorf("by number: %+v %v", got, ok)
 	}
+	// A poke makes it due now and leaves what the watcher saw alone.
+	if ok, err := s.PokePullRequest(ctx, "o", "r", 7, now); !ok || err != nil {
+		t.Fatalf("poke: %v %v", ok, err)
+	}
+	got, _, _ = s.PullRequestOf(ctx, a)
+	if got.ETag != `"abc"` || got.NextCheckAt.After(now) {
+		t.Errorf("after the poke: %+v", got)
+	}
+	if ok, _ := s.PokePullRequest(ctx, "o", "r", 99, now); ok {
+		t.Error("a poke of an unknown pull request found one")
+	}
 	// A new attempt's pull request replaces the old one and forgets its ETag.
 	if _, err := s.SavePullRequest(ctx, models.PullRequest{TaskID: a, Owner: "o", Repo: "r", Number: 9, URL: "u9", Branch: "aq/x"}); err != nil {
 		t.Fatal(err)
