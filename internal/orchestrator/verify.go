@@ -64,13 +64,18 @@ func (o *Orchestrator) resumeVerifications(ctx context.Context) {
 // is recorded.
 func (o *Orchestrator) verify(taskID string) {
 	o.mu.Lock()
-	if _, busy := o.verifying[taskID]; busy {
-		// One verification per task: wait for the one under way, so that a
-		// caller waiting for the decision sees its outcome.
+	for {
+		_, busy := o.verifying[taskID]
+		if !busy {
+			break
+		}
+		// One verification per task: wait for the one under way, then look
+		// again (it may have read the task before a decision this caller
+		// waits for).
 		wait := o.verifyDone[taskID]
 		o.mu.Unlock()
 		<-wait
-		return
+		o.mu.Lock()
 	}
 	ctx, cancel := context.WithCancel(o.vctx)
 	done := make(chan struct{})
