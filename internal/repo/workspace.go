@@ -440,7 +440,13 @@ func (w *Workspaces) prepareWorktree(ctx context.Context, r *models.RepoConfig, 
 		}
 		// -f: a worktree of this path deleted without `git worktree
 		// remove` is still registered.
-		if _, err := w.git(ctx, user, "worktree", "add", "-q", "-f", "--detach", dir, base.String()); err != nil {
+		// Concurrent `git worktree add` in one repository race on
+		// .git/worktrees (a leaf lock: nothing is taken while it is held).
+		wl := w.lock("worktrees:" + user)
+		wl.Lock()
+		_, err := w.git(ctx, user, "worktree", "add", "-q", "-f", "--detach", dir, base.String())
+		wl.Unlock()
+		if err != nil {
 			return models.Workspace{}, err
 		}
 	}
