@@ -2,7 +2,6 @@ package discord
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -263,24 +262,7 @@ func ephemeralFlag(r discordtest.Response) bool {
 // waitMessage waits for a message in a channel that contains substr.
 func (h *harness) waitMessage(channelID, substr string) *discordgo.Message {
 	h.t.Helper()
-	var found *discordgo.Message
-	err := h.fake.WaitFor(h.ctx(), func() bool {
-		for _, m := range h.fake.Messages(channelID) {
-			if strings.Contains(m.Content, substr) {
-				found = m
-				return true
-			}
-		}
-		return false
-	})
-	if err != nil {
-		var all []string
-		for _, m := range h.fake.Messages(channelID) {
-			all = append(all, fmt.Sprintf("%q", m.Content))
-		}
-		h.t.Fatalf("no message with %q in %s: %v; messages: %s", substr, channelID, err, strings.Join(all, ", "))
-	}
-	return found
+	return h.waitMessageWith(channelID, substr)
 }
 
 // customIDs returns the custom ids of a message's buttons.

@@ -211,18 +211,7 @@ func renderTaskDetail(d models.TaskDetail) string {
 }
 
 func renderResult(t models.Task, c models.Completion) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "📋 Result of `%s` %s\n", t.ID, escape(t.Title))
-	b.WriteString(quote(c.Summary))
-	if len(c.FilesChanged) > 0 {
-		files := c.FilesChanged
-		more := ""
-		if len(files) > 20 {
-			files, more = files[:20], fmt.Sprintf(" and %d more", len(c.FilesChanged)-20)
-		}
-		fmt.Fprintf(&b, "\nfiles: %s%s", "`"+strings.Join(files, "`, `")+"`", more)
-	}
-	return b.String()
+	return fmt.Sprintf("📋 Result of `%s` %s\n", t.ID, escape(t.Title)) + renderResultBody(c)
 }
 
 func renderAgents(as []models.Agent) string {
