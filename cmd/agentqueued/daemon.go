@@ -19,6 +19,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/config"
 	"github.com/agentqueued/agentqueued/internal/discord"
+	"github.com/agentqueued/agentqueued/internal/hooks"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/orchestrator"
 	"github.com/agentqueued/agentqueued/internal/repo"
@@ -320,6 +321,7 @@ func renewLease(ctx context.Context, st leaseRenewer, owner string, ttl time.Dur
 type commands struct {
 	*store.Store
 	orch         *orchestrator.Orchestrator
+	hooks        *hooks.Engine
 	profiles     map[string]models.Profile
 	window       time.Duration
 	globalBudget int64

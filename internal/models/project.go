@@ -60,6 +60,21 @@ type ProjectSettings struct {
 	// MergeFromChat lets an approval from chat or the API merge the pull
 	// request through GitHub's API.
 	MergeFromChat bool `json:"merge_from_chat,omitempty"`
+	// HookCommands are the command lines the project's hooks may run in
+	// run_command steps: a step runs only a command equal to one of them
+	// (compared word by word; no shell).
+	HookCommands []string `json:"hook_commands,omitempty"`
+}
+
+// AllowsHookCommand reports whether command is one of the hook commands.
+func (s ProjectSettings) AllowsHookCommand(command string) bool {
+	want := strings.Join(strings.Fields(command), " ")
+	for _, c := range s.HookCommands {
+		if strings.Join(strings.Fields(c), " ") == want {
+			return true
+		}
+	}
+	return false
 }
 
 // PR modes.
@@ -106,6 +121,14 @@ func (s *ProjectSettings) Validate() error {
 			if strings.TrimSpace(v) == "" || len(v) > l.max || strings.ContainsAny(v, ",\n\r") {
 				return Errorf(CodeInvalid, "settings.%s[%d]: %q is not a valid name", l.name, i, v)
 			}
+		}
+	}
+	if len(s.HookCommands) > 100 {
+		return Errorf(CodeInvalid, "settings.hook_commands: at most 100 entries")
+	}
+	for i, c := range s.HookCommands {
+		if len(strings.Fields(c)) == 0 {
+			return Errorf(CodeInvalid, "settings.hook_commands[%d]: empty command", i)
 		}
 	}
 	return nil

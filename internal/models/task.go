@@ -243,6 +243,9 @@ type Feedback struct {
 const (
 	VerdictApprove = "approve"
 	VerdictReject  = "reject"
+	// VerdictComment is feedback without a decision (a hook's); the next
+	// attempt reads it as it reads a rejection's reasons.
+	VerdictComment = "comment"
 )
 
 // TransitionResult says what a transition did.

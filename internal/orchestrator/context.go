@@ -60,7 +60,7 @@ func (o *Orchestrator) taskContext(ctx context.Context, t models.Task, ws models
 		return tc, err
 	}
 	for _, f := range feedback {
-		if f.Verdict == models.VerdictReject {
+		if f.Verdict != models.VerdictApprove {
 			ac.Feedback = append(ac.Feedback, fmt.Sprintf("%s: %s", f.Source, f.Text))
 		}
 	}

@@ -494,22 +494,3 @@ func (s *Store) RecordRunFailure(ctx context.Context, runID int64, outcome, msg 
 	}
 	return nil
 }
-
-// FailRunningHookRuns closes hook runs left running by an earlier life of
-// the daemon as failed, and returns how many there were.
-func (s *Store) FailRunningHookRuns(ctx context.Context) (int64, error) {
-	var n int64
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE hook_runs SET status = 'failed', completed_at = ?,
-			skipped_reason = 'the daemon stopped during the run' WHERE status = 'running'`, toNanos(s.now()))
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("fail running hook runs: %w", err)
-	}
-	return n, nil
-}

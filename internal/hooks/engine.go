@@ -1,0 +1,453 @@
+package hooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// Defaults of the engine's configuration.
+const (
+	DefaultMaxRunning     = 2
+	DefaultPollInterval   = 5 * time.Second
+	DefaultStepOutputCap  = 32 << 10
+	DefaultCommandTimeout = 5 * time.Minute
+	DefaultHTTPTimeout    = 30 * time.Second
+	DefaultMaxToolRounds  = 8
+	DefaultLLMAttempts    = 4
+	DefaultLLMBackoff     = 2 * time.Second
+	DefaultMaxLLMBackoff  = 5 * time.Minute
+	DefaultLLMTimeout     = 2 * time.Minute
+	// eventPage is how many outbox rows one pass reads at a time.
+	eventPage = 200
+	// cursorName is the hooks' event cursor.
+	cursorName = "hooks"
+)
+
+// LLMConfig is the daemon's OpenAI-compatible endpoint.
+type LLMConfig struct {
+	BaseURL string
+	APIKey  string
+	Model   string
+}
+
+// Config configures an Engine. Zero values take the defaults above.
+type Config struct {
+	// MaxRunning caps the hook runs running at once, all hooks together.
+	// A firing beyond it waits for a free place; nothing is dropped.
+	MaxRunning int
+	// PollInterval is the longest the engine waits before reading new
+	// task events and schedules when nothing wakes it.
+	PollInterval time.Duration
+	// LLM is the daemon's model; a hook's llm_config overrides it.
+	LLM LLMConfig
+	// HTTPAllowHosts are the host names http_get steps may fetch ("*.x.org"
+	// admits sub-domains of x.org). Empty refuses every http_get.
+	HTTPAllowHosts []string
+	// HTTPClient fetches http_get steps; default a client with
+	// HTTPTimeout. Redirects are followed only to allowed hosts.
+	HTTPClient *http.Client
+	// LLMHTTPClient carries the LLM calls; default http.DefaultClient's
+	// transport with LLMTimeout.
+	LLMHTTPClient *http.Client
+	// StepOutputCap caps each step's output, in bytes.
+	StepOutputCap int
+	// CommandTimeout and HTTPTimeout bound run_command and http_get steps
+	// that set no timeout_seconds.
+	CommandTimeout time.Duration
+	HTTPTimeout    time.Duration
+	// MaxToolRounds caps the LLM calls of one run.
+	MaxToolRounds int
+	// LLMAttempts is how many times one LLM call is tried when the
+	// endpoint is rate limited (429) or fails (5xx, network); the waits
+	// start at LLMBackoff and double up to MaxLLMBackoff, or follow the
+	// endpoint's Retry-After.
+	LLMAttempts   int
+	LLMBackoff    time.Duration
+	MaxLLMBackoff time.Duration
+	// LLMTimeout bounds one LLM call.
+	LLMTimeout time.Duration
+	// Environ is the environment run_command steps start from, scrubbed
+	// to PATH, HOME, LANG, LC_*, TZ and TMPDIR; default os.Environ().
+	Environ []string
+	// Now and After are the clock; defaults time.Now and time.After.
+	Now   func() time.Time
+	After func(time.Duration) <-chan time.Time
+	// Logger receives the engine's logs.
+	Logger *slog.Logger
+	// OnRunEnd, when set, is called after a run has been recorded as
+	// finished or skipped (for tests and metrics).
+	OnRunEnd func(models.HookRun)
+}
+
+func (c *Config) applyDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.PollInterval, DefaultPollInterval)
+	def(&c.CommandTimeout, DefaultCommandTimeout)
+	def(&c.HTTPTimeout, DefaultHTTPTimeout)
+	def(&c.LLMBackoff, DefaultLLMBackoff)
+	def(&c.MaxLLMBackoff, DefaultMaxLLMBackoff)
+	def(&c.LLMTimeout, DefaultLLMTimeout)
+	if c.MaxRunning <= 0 {
+		c.MaxRunning = DefaultMaxRunning
+	}
+	if c.StepOutputCap <= 0 {
+		c.StepOutputCap = DefaultStepOutputCap
+	}
+	if c.MaxToolRounds <= 0 {
+		c.MaxToolRounds = DefaultMaxToolRounds
+	}
+	if c.LLMAttempts <= 0 {
+		c.LLMAttempts = DefaultLLMAttempts
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.After == nil {
+		c.After = time.After
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Store is what the engine needs from the store.
+type Store interface {
+	ListHooks(ctx context.Context, projectID string) ([]models.Hook, error)
+	GetHook(ctx context.Context, id string) (models.Hook, error)
+	GetProject(ctx context.Context, id string) (models.Project, error)
+	ClaimHookRun(ctx context.Context, c models.HookClaim) (models.HookClaimResult, error)
+	SaveHookRun(ctx context.Context, r models.HookRun) error
+	FinishHookRun(ctx context.Context, r models.HookRun) (bool, error)
+	RecordHookUsage(ctx context.Context, r models.HookRun, u models.TokenUsage) error
+	LastScheduledFiring(ctx context.Context, hookID string) (time.Time, bool, error)
+	FailRunningHookRuns(ctx context.Context) (int64, error)
+	EventCursor(ctx context.Context, name string) (int64, error)
+	SetEventCursor(ctx context.Context, name string, id int64) error
+	TaskEventsAfter(ctx context.Context, afterID int64, limit int) ([]models.HookEvent, int64, error)
+	HookQuery(ctx context.Context, projectID string, step models.HookStep) (string, int, error)
+}
+
+// Actions are what a hook's LLM may do: the command layer's operations,
+// validated like any other caller's.
+type Actions interface {
+	CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.BatchResult, error)
+	AddTaskFeedback(ctx context.Context, projectID, taskID string, f models.Feedback) error
+	Notify(ctx context.Context, key, kind, projectID, taskID string, payload any) error
+}
+
+// Checkouts gives hooks the project's checkout and reads its history.
+type Checkouts interface {
+	HookCheckout(ctx context.Context, p models.Project) (dir string, done func(), err error)
+	GitDiff(ctx context.Context, dir, base, head string, limit int) (string, bool, error)
+	GitLog(ctx context.Context, dir string, since time.Time, max, limit int) (string, int, bool, error)
+}
+
+// Engine fires hooks: on their schedules, on task events and by hand.
+type Engine struct {
+	cfg   Config
+	store Store
+	act   Actions
+	co    Checkouts
+	log   *slog.Logger
+	wake  chan struct{}
+
+	// tickMu serialises passes of one engine (two engines on one
+	// database, or a pass racing a test's, stay exactly-once through the
+	// store's firing keys).
+	tickMu sync.Mutex
+	runs   sync.WaitGroup
+
+	mu sync.Mutex
+	// base is Run's context: runs last as long as it, whoever fired them.
+	base context.Context
+}
+
+// New returns an engine. It starts nothing: call Run.
+func New(cfg Config, st Store, act Actions, co Checkouts) (*Engine, error) {
+	if st == nil || act == nil || co == nil {
+		return nil, errors.New("hooks: New needs a store, actions and checkouts")
+	}
+	cfg.applyDefaults()
+	return &Engine{cfg: cfg, store: st, act: act, co: co, log: cfg.Logger, wake: make(chan struct{}, 1)}, nil
+}
+
+// Wake makes the engine look for new task events now. It never blocks.
+func (e *Engine) Wake() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run closes the runs an earlier life left running, then fires hooks until
+// ctx ends, and waits for the runs under way to finish (their LLM calls
+// and commands are cancelled with ctx).
+func (e *Engine) Run(ctx context.Context) error {
+	if n, err := e.store.FailRunningHookRuns(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		e.log.Info("hook runs left running by the last stop closed as failed", "count", n)
+	}
+	e.mu.Lock()
+	e.base = ctx
+	e.mu.Unlock()
+	defer e.runs.Wait()
+	for {
+		next, err := e.Tick(ctx)
+		if err != nil && ctx.Err() == nil {
+			e.log.Error("hook pass failed", "err", err)
+		}
+		wait := e.cfg.PollInterval
+		if !next.IsZero() {
+			if d := next.Sub(e.cfg.Now()); d < wait {
+				wait = max(d, 0)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-e.wake:
+		case <-e.cfg.After(wait):
+		}
+	}
+}
+
+// Wait blocks until the runs started so far have finished.
+func (e *Engine) Wait() { e.runs.Wait() }
+
+// Tick makes one pass: it fires the scheduled hooks that are due and the
+// event hooks of the task events written since the last pass, starting a
+// run for each firing that may run. It returns the next scheduled time of
+// any hook (zero when none). Runs go on in the background.
+func (e *Engine) Tick(ctx context.Context) (time.Time, error) {
+	e.tickMu.Lock()
+	defer e.tickMu.Unlock()
+	hooks, err := e.store.ListHooks(ctx, "")
+	if err != nil {
+		return time.Time{}, err
+	}
+	next, errSched := e.fireSchedules(ctx, hooks)
+	errEvents := e.fireEvents(ctx, hooks)
+	return next, errors.Join(errSched, errEvents)
+}
+
+// fireSchedules fires each enabled scheduled hook that is due.
+func (e *Engine) fireSchedules(ctx context.Context, hooks []models.Hook) (time.Time, error) {
+	var (
+		soonest time.Time
+		errs    []error
+	)
+	now := e.cfg.Now()
+	for _, h := range hooks {
+		if !h.Enabled || !h.Trigger.Scheduled() {
+			continue
+		}
+		next, err := e.fireSchedule(ctx, h, now)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("hook %s: %w", h.ID, err))
+			continue
+		}
+		if !next.IsZero() && (soonest.IsZero() || next.Before(soonest)) {
+			soonest = next
+		}
+	}
+	return soonest, errors.Join(errs...)
+}
+
+// fireSchedule fires h when a scheduled time is due and returns its next
+// scheduled time (now again while the firing waits for a free place).
+func (e *Engine) fireSchedule(ctx context.Context, h models.Hook, now time.Time) (time.Time, error) {
+	sched, err := newNextTimes(h.Trigger, h.ScheduleFrom)
+	if err != nil {
+		return time.Time{}, err
+	}
+	last, _, err := e.store.LastScheduledFiring(ctx, h.ID)
+	if err != nil {
+		return time.Time{}, err
+	}
+	at, missed, next, ok := sched.due(last, now)
+	if !ok {
+		return next, nil
+	}
+	reason := "schedule " + at.UTC().Format(time.RFC3339)
+	if missed > 0 {
+		reason += fmt.Sprintf(" (catch-up after downtime: %d earlier scheduled times missed)", missed)
+	}
+	res, err := e.claim(ctx, h, models.HookClaim{HookID: h.ID, FireKey: "schedule:" + at.UTC().Format(time.RFC3339Nano),
+		ScheduledAt: &at, TriggerReason: reason})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if res.Busy {
+		return now.Add(e.cfg.PollInterval), nil
+	}
+	return sched.next(at), nil
+}
+
+// fireEvents fires event hooks for the task events after the cursor and
+// moves the cursor past what was handled. A firing that must wait for a
+// free place stops the pass there: the next pass starts again at its event.
+func (e *Engine) fireEvents(ctx context.Context, hooks []models.Hook) error {
+	var eventHooks []models.Hook
+	for _, h := range hooks {
+		if h.Enabled && h.Trigger.Type == models.TriggerEvent {
+			eventHooks = append(eventHooks, h)
+		}
+	}
+	cursor, err := e.store.EventCursor(ctx, cursorName)
+	if err != nil {
+		return err
+	}
+	for {
+		events, last, err := e.store.TaskEventsAfter(ctx, cursor, eventPage)
+		if err != nil {
+			return err
+		}
+		if last == cursor {
+			return nil
+		}
+		for _, ev := range events {
+			for _, h := range eventHooks {
+				if !ev.Matches(h.Trigger, h.ProjectID) {
+					continue
+				}
+				ev := ev
+				res, err := e.claim(ctx, h, models.HookClaim{HookID: h.ID, FireKey: fmt.Sprintf("event:%d:%s", ev.ID, ev.Type),
+					TriggerReason: fmt.Sprintf("event %s of task %s", ev.Type, ev.TaskID), Event: &ev})
+				if err == nil && !res.Busy {
+					continue
+				}
+				// Handled up to the event before this one.
+				if serr := e.store.SetEventCursor(ctx, cursorName, ev.ID-1); serr != nil {
+					err = errors.Join(err, serr)
+				}
+				return err
+			}
+		}
+		if err := e.store.SetEventCursor(ctx, cursorName, last); err != nil {
+			return err
+		}
+		cursor = last
+	}
+}
+
+// claim records a firing and starts its run when it may run.
+func (e *Engine) claim(ctx context.Context, h models.Hook, c models.HookClaim) (models.HookClaimResult, error) {
+	c.MaxRunning = e.cfg.MaxRunning
+	res, err := e.store.ClaimHookRun(ctx, c)
+	if err != nil {
+		if models.ErrorCodeOf(err) == models.CodeNotFound {
+			return res, nil // deleted meanwhile
+		}
+		return res, err
+	}
+	switch {
+	case res.Duplicate, res.Busy:
+		return res, nil
+	case res.Run.Status == models.HookRunSkipped:
+		e.log.Info("hook skipped", "hook_id", h.ID, "project_id", h.ProjectID, "run_id", res.Run.ID,
+			"reason", *res.Run.SkippedReason)
+		e.ended(res.Run)
+		return res, nil
+	}
+	e.log.Info("hook fired", "hook_id", h.ID, "project_id", h.ProjectID, "run_id", res.Run.ID, "trigger", c.TriggerReason)
+	e.mu.Lock()
+	base := e.base
+	e.mu.Unlock()
+	if base == nil {
+		base = context.WithoutCancel(ctx)
+	}
+	e.runs.Add(1)
+	go func() {
+		defer e.runs.Done()
+		e.execute(base, h, res.Run)
+	}()
+	return res, nil
+}
+
+// Fire fires a hook by hand (by names who), whatever its trigger and
+// cooldown, and returns its run: running, or skipped with the reason. An
+// event hook may be given the event to run with.
+func (e *Engine) Fire(ctx context.Context, hookID, by string, f models.HookFire) (models.HookRun, error) {
+	h, err := e.store.GetHook(ctx, hookID)
+	if err != nil {
+		return models.HookRun{}, err
+	}
+	if f.Event != nil {
+		ev := *f.Event
+		if ev.Type == "" {
+			ev.Type = h.Trigger.EventType
+		}
+		ev.ID, ev.ProjectID = 0, h.ProjectID
+		f.Event = &ev
+	}
+	if by == "" {
+		by = "someone"
+	}
+	key := fmt.Sprintf("manual:%d", e.cfg.Now().UnixNano())
+	res, err := e.claim(ctx, h, models.HookClaim{HookID: h.ID, FireKey: key, TriggerReason: "fired by " + by,
+		Event: f.Event, Manual: true})
+	if err != nil {
+		return models.HookRun{}, err
+	}
+	switch {
+	case res.Busy:
+		return models.HookRun{}, models.Errorf(models.CodeConflict,
+			"%d hook runs are running already (hooks.max_running); fire %s again when one has finished", e.cfg.MaxRunning, h.ID)
+	case res.Duplicate:
+		return models.HookRun{}, models.Errorf(models.CodeConflict, "hook %s was fired at this very instant already", h.ID)
+	}
+	return res.Run, nil
+}
+
+// ended records the end of a run for OnRunEnd.
+func (e *Engine) ended(r models.HookRun) {
+	if e.cfg.OnRunEnd != nil {
+		e.cfg.OnRunEnd(r)
+	}
+}
+
+// Check refuses a hook whose steps the engine would refuse at run time as
+// things are configured now: a run_command that is not one of its
+// project's hook_commands, an http_get of a host off the allow list.
+func (e *Engine) Check(ctx context.Context, h models.Hook) error {
+	var p *models.Project
+	for i, s := range h.ContextSteps {
+		switch s.Type {
+		case models.StepRunCommand:
+			if p == nil {
+				pr, err := e.store.GetProject(ctx, h.ProjectID)
+				if err != nil {
+					return err
+				}
+				p = &pr
+			}
+			if !p.Settings.AllowsHookCommand(s.Command) {
+				return models.Errorf(models.CodeInvalid, "context_steps[%d].command: %q is not one of project %s's hook_commands (set them with the project's settings.hook_commands)",
+					i, s.Command, h.ProjectID)
+			}
+		case models.StepHTTPGet:
+			u, err := url.Parse(s.URL)
+			if err != nil || !allowedHost(e.cfg.HTTPAllowHosts, u.Hostname()) {
+				host := s.URL
+				if err == nil {
+					host = u.Hostname()
+				}
+				return models.Errorf(models.CodeInvalid, "context_steps[%d].url: host %q is not on the allow list (hooks.http_allow_hosts)", i, host)
+			}
+		}
+	}
+	return nil
+}

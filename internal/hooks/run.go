@@ -1,0 +1,157 @@
+package hooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// recordTimeout bounds the writes that record a run's end, which happen
+// even after the engine was told to stop.
+const recordTimeout = 10 * time.Second
+
+// execute performs a claimed run and records its end.
+func (e *Engine) execute(ctx context.Context, h models.Hook, r models.HookRun) {
+	log := e.log.With("hook_id", h.ID, "project_id", h.ProjectID, "run_id", r.ID)
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("hook run panicked", "panic", p)
+			r.Status, r.Error = models.HookRunFailed, "internal error (see the daemon's log)"
+			e.finish(ctx, log, r)
+		}
+	}()
+	r = e.perform(ctx, h, r)
+	e.finish(ctx, log, r)
+}
+
+// finish records the end of a run.
+func (e *Engine) finish(ctx context.Context, log interface {
+	Info(string, ...any)
+	Error(string, ...any)
+}, r models.HookRun) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	done, err := e.store.FinishHookRun(rctx, r)
+	switch {
+	case err != nil:
+		log.Error("recording the end of a hook run failed", "err", err)
+	case !done:
+		log.Info("hook run ended after it was closed elsewhere (the hook was deleted, or the run closed at a restart)")
+	default:
+		attrs := []any{"status", r.Status, "tokens", r.TokensUsed}
+		if r.Error != "" {
+			attrs = append(attrs, "error", r.Error)
+		}
+		if r.SkippedReason != nil {
+			attrs = append(attrs, "reason", *r.SkippedReason)
+		}
+		log.Info("hook run ended", attrs...)
+	}
+	e.ended(r)
+}
+
+// perform runs the steps, renders the prompt and talks to the LLM,
+// returning the run with its final status and everything it recorded.
+func (e *Engine) perform(ctx context.Context, h models.Hook, r models.HookRun) models.HookRun {
+	fail := func(format string, args ...any) models.HookRun {
+		r.Status, r.Error = models.HookRunFailed, fmt.Sprintf(format, args...)
+		return r
+	}
+	p, err := e.store.GetProject(ctx, h.ProjectID)
+	if err != nil {
+		return fail("project %s: %s", h.ProjectID, models.ErrorMessageOf(err))
+	}
+	var event *models.HookEvent
+	if r.EventData != nil {
+		event = &models.HookEvent{}
+		if err := json.Unmarshal([]byte(*r.EventData), event); err != nil {
+			return fail("event_data: %v", err)
+		}
+	}
+	results, skip, err := e.gather(ctx, h, p)
+	r.ContextResults = jsonText(results)
+	if err != nil {
+		return fail("%s", err)
+	}
+	if skip != "" {
+		r.Status, r.SkippedReason = models.HookRunSkipped, &skip
+		return r
+	}
+	if strings.TrimSpace(h.PromptTemplate) == "" {
+		r.Status = models.HookRunCompleted
+		return r
+	}
+	prompt, err := Render(h.PromptTemplate, results, event)
+	if err != nil {
+		return fail("%s", err)
+	}
+	r.PromptSent = &prompt
+	if err := e.store.SaveHookRun(ctx, r); err != nil {
+		e.log.Warn("saving a hook run's context failed", "run_id", r.ID, "err", err)
+	}
+	return e.converse(ctx, h, r, prompt)
+}
+
+// jsonText is v as JSON text.
+func jsonText(v any) *string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	return &s
+}
+
+// Render fills a prompt template: {{step_N}} with step N's output,
+// {{step_N.field}} with one of its fields, {{event}} with the event as
+// JSON and {{event.field}} with one of its fields. A placeholder that
+// names nothing this run has is an error naming it: no broken prompt is
+// ever sent.
+func Render(tmpl string, results []models.StepResult, event *models.HookEvent) (string, error) {
+	ps, err := models.ParsePlaceholders(tmpl)
+	if err != nil {
+		return "", err
+	}
+	values := make(map[string]string, len(ps))
+	for _, p := range ps {
+		if _, done := values[p.Text]; done {
+			continue
+		}
+		var (
+			v  string
+			ok bool
+		)
+		switch {
+		case p.Step < 0 && event == nil:
+			return "", models.Errorf(models.CodeInvalid, "prompt_template: %s: this run has no event (it was fired by hand without one)", p.Text)
+		case p.Step < 0 && p.Field == "":
+			b, _ := json.MarshalIndent(event, "", "  ")
+			v, ok = string(b), true
+		case p.Step < 0:
+			v, ok = event.Field(p.Field)
+		case p.Step >= len(results):
+			return "", models.Errorf(models.CodeInvalid, "prompt_template: %s: the run has %d step results", p.Text, len(results))
+		default:
+			v, ok = results[p.Step].Field(p.Field)
+		}
+		if !ok {
+			return "", models.Errorf(models.CodeInvalid, "prompt_template: %s: no such field in this run", p.Text)
+		}
+		values[p.Text] = v
+	}
+	// One pass over the template: a value that contains "{{…}}" stays text.
+	var b strings.Builder
+	rest := tmpl
+	for _, p := range ps {
+		i := strings.Index(rest, p.Text)
+		b.WriteString(rest[:i])
+		b.WriteString(values[p.Text])
+		rest = rest[i+len(p.Text):]
+	}
+	b.WriteString(rest)
+	return b.String(), nil
+}

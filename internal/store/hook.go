@@ -1,0 +1,584 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+const hookColumns = `id, project_id, name, enabled, trigger, context_steps, prompt_template, llm_config,
+	cooldown_seconds, max_tokens_per_run, schedule_from, created_at, updated_at`
+
+func scanHook(row interface{ Scan(...any) error }) (models.Hook, error) {
+	var (
+		h                            models.Hook
+		trigger, steps               string
+		llm                          sql.NullString
+		maxTokens                    sql.NullInt64
+		from, created, updated, ebit int64
+	)
+	if err := row.Scan(&h.ID, &h.ProjectID, &h.Name, &ebit, &trigger, &steps, &h.PromptTemplate, &llm,
+		&h.CooldownSeconds, &maxTokens, &from, &created, &updated); err != nil {
+		return models.Hook{}, err
+	}
+	h.Enabled = ebit != 0
+	if err := json.Unmarshal([]byte(trigger), &h.Trigger); err != nil {
+		return models.Hook{}, fmt.Errorf("hook %s: stored trigger: %w", h.ID, err)
+	}
+	if err := json.Unmarshal([]byte(steps), &h.ContextSteps); err != nil {
+		return models.Hook{}, fmt.Errorf("hook %s: stored context steps: %w", h.ID, err)
+	}
+	if h.ContextSteps == nil {
+		h.ContextSteps = []models.HookStep{}
+	}
+	if llm.Valid {
+		var c models.HookLLMConfig
+		if err := json.Unmarshal([]byte(llm.String), &c); err != nil {
+			return models.Hook{}, fmt.Errorf("hook %s: stored llm_config: %w", h.ID, err)
+		}
+		h.LLMConfig = &c
+	}
+	if maxTokens.Valid {
+		n := int(maxTokens.Int64)
+		h.MaxTokensPerRun = &n
+	}
+	h.ScheduleFrom, h.CreatedAt, h.UpdatedAt = fromNanos(from), fromNanos(created), fromNanos(updated)
+	return h, nil
+}
+
+// hookArgs are the stored forms of a hook's JSON fields.
+func hookArgs(h models.Hook) (trigger, steps string, llm sql.NullString, maxTokens sql.NullInt64, err error) {
+	b, err := json.Marshal(h.Trigger)
+	if err != nil {
+		return "", "", llm, maxTokens, err
+	}
+	if h.ContextSteps == nil {
+		h.ContextSteps = []models.HookStep{}
+	}
+	sb, err := json.Marshal(h.ContextSteps)
+	if err != nil {
+		return "", "", llm, maxTokens, err
+	}
+	if h.LLMConfig != nil {
+		lb, err := json.Marshal(h.LLMConfig)
+		if err != nil {
+			return "", "", llm, maxTokens, err
+		}
+		llm = sql.NullString{String: string(lb), Valid: true}
+	}
+	if h.MaxTokensPerRun != nil {
+		maxTokens = sql.NullInt64{Int64: int64(*h.MaxTokensPerRun), Valid: true}
+	}
+	return string(b), string(sb), llm, maxTokens, nil
+}
+
+// CreateHook stores a new hook; its schedule starts now.
+func (s *Store) CreateHook(ctx context.Context, h models.Hook) (models.Hook, error) {
+	if err := h.Validate(); err != nil {
+		return models.Hook{}, err
+	}
+	now := s.now()
+	h.CreatedAt, h.UpdatedAt, h.ScheduleFrom = now, now, now
+	trigger, steps, llm, maxTokens, err := hookArgs(h)
+	if err != nil {
+		return models.Hook{}, fmt.Errorf("create hook %s: %w", h.ID, err)
+	}
+	err = s.withTx(ctx, func(tx *sql.Tx) error {
+		var st string
+		if err := tx.QueryRowContext(ctx, qProjectStatus, h.ProjectID).Scan(&st); errors.Is(err, sql.ErrNoRows) {
+			return notFound("project", h.ProjectID)
+		} else if err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO hooks (`+hookColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+			h.ID, h.ProjectID, h.Name, h.Enabled, trigger, steps, h.PromptTemplate, llm, h.CooldownSeconds, maxTokens,
+			toNanos(h.ScheduleFrom), toNanos(h.CreatedAt), toNanos(h.UpdatedAt))
+		if isUniqueViolation(err) {
+			return models.Errorf(models.CodeConflict, "hook %q exists already: choose another id", h.ID)
+		}
+		return err
+	})
+	if err != nil {
+		return models.Hook{}, fmt.Errorf("create hook %s: %w", h.ID, err)
+	}
+	return s.GetHook(ctx, h.ID)
+}
+
+// GetHook returns a hook.
+func (s *Store) GetHook(ctx context.Context, id string) (models.Hook, error) {
+	h, err := scanHook(s.rdb.QueryRowContext(ctx, "SELECT "+hookColumns+" FROM hooks WHERE id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return models.Hook{}, notFound("hook", id)
+	}
+	if err != nil {
+		return models.Hook{}, fmt.Errorf("get hook %s: %w", id, err)
+	}
+	return h, nil
+}
+
+// ListHooks returns the hooks of a project, or of every project when
+// projectID is empty, ordered by project and id.
+func (s *Store) ListHooks(ctx context.Context, projectID string) ([]models.Hook, error) {
+	rows, err := s.rdb.QueryContext(ctx, "SELECT "+hookColumns+` FROM hooks WHERE ?1 = '' OR project_id = ?1
+		ORDER BY project_id, id`, projectID)
+	if err != nil {
+		return nil, fmt.Errorf("list hooks: %w", err)
+	}
+	defer rows.Close()
+	var out []models.Hook
+	for rows.Next() {
+		h, err := scanHook(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list hooks: %w", err)
+		}
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list hooks: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateHook applies a patch to a hook and validates the result.
+func (s *Store) UpdateHook(ctx context.Context, id string, p models.HookPatch) (models.Hook, error) {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		h, err := scanHook(tx.QueryRowContext(ctx, "SELECT "+hookColumns+" FROM hooks WHERE id = ?", id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("hook", id)
+		}
+		if err != nil {
+			return err
+		}
+		h = p.Apply(h, s.now())
+		if err := h.Validate(); err != nil {
+			return err
+		}
+		trigger, steps, llm, maxTokens, err := hookArgs(h)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE hooks SET name = ?, enabled = ?, trigger = ?, context_steps = ?,
+			prompt_template = ?, llm_config = ?, cooldown_seconds = ?, max_tokens_per_run = ?, schedule_from = ?,
+			updated_at = ? WHERE id = ?`, h.Name, h.Enabled, trigger, steps, h.PromptTemplate, llm, h.CooldownSeconds,
+			maxTokens, toNanos(h.ScheduleFrom), toNanos(h.UpdatedAt), id)
+		return err
+	})
+	if err != nil {
+		return models.Hook{}, fmt.Errorf("update hook %s: %w", id, err)
+	}
+	return s.GetHook(ctx, id)
+}
+
+// DeleteHook deletes a hook with its runs; the token ledger keeps what
+// they used.
+func (s *Store) DeleteHook(ctx context.Context, id string) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "DELETE FROM hooks WHERE id = ?", id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return notFound("hook", id)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete hook %s: %w", id, err)
+	}
+	return nil
+}
+
+// ClaimHookRun records a firing of a hook in one transaction: nothing when
+// the key fired before or too many runs are running; a skipped run when the
+// hook is disabled, its project is over its token budget or the hook is in
+// its cooldown (derived from its last run that was not skipped); otherwise
+// a running run.
+func (s *Store) ClaimHookRun(ctx context.Context, c models.HookClaim) (models.HookClaimResult, error) {
+	var out models.HookClaimResult
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		h, err := scanHook(tx.QueryRowContext(ctx, "SELECT "+hookColumns+" FROM hooks WHERE id = ?", c.HookID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("hook", c.HookID)
+		}
+		if err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM hook_runs WHERE hook_id = ? AND fire_key = ?",
+			h.ID, c.FireKey).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			out.Duplicate = true
+			return nil
+		}
+		now := s.now()
+		skip, err := s.hookSkipReason(ctx, tx, h, c, now)
+		if err != nil {
+			return err
+		}
+		if skip == "" && c.MaxRunning > 0 {
+			if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM hook_runs WHERE status = 'running'").Scan(&n); err != nil {
+				return err
+			}
+			if n >= c.MaxRunning {
+				out.Busy = true
+				return nil
+			}
+		}
+		var seq int64
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM hook_runs WHERE hook_id = ?", h.ID).Scan(&seq); err != nil {
+			return err
+		}
+		r := models.HookRun{ID: fmt.Sprintf("%s.%d", h.ID, seq+1), HookID: h.ID, ProjectID: h.ProjectID,
+			TriggerReason: c.TriggerReason, Status: models.HookRunRunning, FireKey: c.FireKey, ScheduledAt: c.ScheduledAt,
+			StartedAt: now}
+		if c.Event != nil {
+			b, err := json.Marshal(c.Event)
+			if err != nil {
+				return err
+			}
+			r.EventData = ptr(string(b))
+		}
+		if skip != "" {
+			r.Status, r.SkippedReason, r.CompletedAt = models.HookRunSkipped, &skip, &now
+		}
+		for {
+			_, err = tx.ExecContext(ctx, `INSERT INTO hook_runs (id, hook_id, project_id, trigger_reason, status,
+				event_data, skipped_reason, started_at, completed_at, fire_key, scheduled_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
+				r.ID, r.HookID, r.ProjectID, r.TriggerReason, r.Status, nullString(r.EventData), nullString(r.SkippedReason),
+				toNanos(r.StartedAt), nullNanos(r.CompletedAt), r.FireKey, nullNanos(r.ScheduledAt))
+			if !isUniqueViolation(err) {
+				break
+			}
+			// A deleted hook's runs went with it; a run id taken by a
+			// hook of the same id before then moves the number on.
+			seq++
+			r.ID = fmt.Sprintf("%s.%d", h.ID, seq+1)
+		}
+		if err != nil {
+			return err
+		}
+		out.Run = r
+		return nil
+	})
+	if err != nil {
+		return models.HookClaimResult{}, fmt.Errorf("claim run of hook %s (%s): %w", c.HookID, c.FireKey, err)
+	}
+	return out, nil
+}
+
+// hookSkipReason says why a firing is recorded as skipped, or "".
+func (s *Store) hookSkipReason(ctx context.Context, tx *sql.Tx, h models.Hook, c models.HookClaim, now time.Time) (string, error) {
+	if !h.Enabled && !c.Manual {
+		return "the hook is disabled", nil
+	}
+	var (
+		used  int64
+		limit sql.NullInt64
+	)
+	if err := tx.QueryRowContext(ctx, "SELECT total_tokens_used, budget_limit FROM projects WHERE id = ?",
+		h.ProjectID).Scan(&used, &limit); err != nil {
+		return "", err
+	}
+	if limit.Valid && used >= limit.Int64 {
+		return fmt.Sprintf("project %s is over its token budget (%d of %d tokens used)", h.ProjectID, used, limit.Int64), nil
+	}
+	if c.Manual || h.CooldownSeconds == 0 {
+		return "", nil
+	}
+	var last sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT max(started_at) FROM hook_runs WHERE hook_id = ? AND status != 'skipped'`,
+		h.ID).Scan(&last); err != nil {
+		return "", err
+	}
+	if last.Valid {
+		until := fromNanos(last.Int64).Add(time.Duration(h.CooldownSeconds) * time.Second)
+		if now.Before(until) {
+			return fmt.Sprintf("cooldown: the last run started at %s; the next may start at %s",
+				fromNanos(last.Int64).Format(time.RFC3339), until.Format(time.RFC3339)), nil
+		}
+	}
+	return "", nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// SaveHookRun records what a running run has gathered and sent so far:
+// its context results, prompt, answer and actions.
+func (s *Store) SaveHookRun(ctx context.Context, r models.HookRun) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE hook_runs SET context_results = ?, prompt_sent = ?, llm_response = ?,
+			actions_taken = ? WHERE id = ? AND status = 'running'`, nullString(r.ContextResults), nullString(r.PromptSent),
+			nullString(r.LLMResponse), nullString(r.ActionsTaken), r.ID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("save hook run %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// FinishHookRun ends a running run as completed, failed or skipped, with
+// everything it recorded. A run that is no longer running (closed at a
+// restart, or its hook deleted) is left alone: the answer says so.
+func (s *Store) FinishHookRun(ctx context.Context, r models.HookRun) (bool, error) {
+	switch r.Status {
+	case models.HookRunCompleted, models.HookRunFailed, models.HookRunSkipped:
+	default:
+		return false, fmt.Errorf("finish hook run %s: status %q is not final", r.ID, r.Status)
+	}
+	var done bool
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE hook_runs SET status = ?, context_results = ?, prompt_sent = ?,
+			llm_response = ?, actions_taken = ?, skipped_reason = ?, error = ?, completed_at = ?
+			WHERE id = ? AND status = 'running'`, r.Status, nullString(r.ContextResults), nullString(r.PromptSent),
+			nullString(r.LLMResponse), nullString(r.ActionsTaken), nullString(r.SkippedReason), r.Error,
+			toNanos(s.now()), r.ID)
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		done = n == 1
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("finish hook run %s: %w", r.ID, err)
+	}
+	return done, nil
+}
+
+// RecordHookUsage books the tokens of one LLM call of a hook run: in the
+// ledger against the run's project, in the project's total and in the
+// run's count, in one transaction.
+func (s *Store) RecordHookUsage(ctx context.Context, r models.HookRun, u models.TokenUsage) error {
+	u.ProjectID, u.HookRunID = r.ProjectID, r.ID
+	if u.Input < 0 || u.Output < 0 || u.CacheRead < 0 || u.CacheWrite < 0 {
+		return models.Errorf(models.CodeInvalid, "token usage: counts must not be negative")
+	}
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		if err := s.recordTokenUsageTx(ctx, tx, u); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE hook_runs SET tokens_used = tokens_used + ? WHERE id = ?", u.Total(), r.ID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record tokens of hook run %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+const hookRunColumns = `id, hook_id, project_id, trigger_reason, status, fire_key, scheduled_at, event_data,
+	context_results, prompt_sent, llm_response, actions_taken, skipped_reason, error, tokens_used, started_at, completed_at`
+
+func scanHookRun(row interface{ Scan(...any) error }) (models.HookRun, error) {
+	var (
+		r                                          models.HookRun
+		scheduled, completed                       sql.NullInt64
+		event, ctxRes, prompt, resp, acts, skipped sql.NullString
+		started                                    int64
+	)
+	if err := row.Scan(&r.ID, &r.HookID, &r.ProjectID, &r.TriggerReason, &r.Status, &r.FireKey, &scheduled, &event,
+		&ctxRes, &prompt, &resp, &acts, &skipped, &r.Error, &r.TokensUsed, &started, &completed); err != nil {
+		return models.HookRun{}, err
+	}
+	r.ScheduledAt, r.CompletedAt, r.StartedAt = fromNullNanos(scheduled), fromNullNanos(completed), fromNanos(started)
+	r.EventData, r.ContextResults, r.PromptSent = fromNullString(event), fromNullString(ctxRes), fromNullString(prompt)
+	r.LLMResponse, r.ActionsTaken, r.SkippedReason = fromNullString(resp), fromNullString(acts), fromNullString(skipped)
+	return r, nil
+}
+
+// GetHookRun returns one hook run.
+func (s *Store) GetHookRun(ctx context.Context, id string) (models.HookRun, error) {
+	r, err := scanHookRun(s.rdb.QueryRowContext(ctx, "SELECT "+hookRunColumns+" FROM hook_runs WHERE id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return models.HookRun{}, notFound("hook run", id)
+	}
+	if err != nil {
+		return models.HookRun{}, fmt.Errorf("get hook run %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// ListHookRuns returns hook runs, newest first.
+func (s *Store) ListHookRuns(ctx context.Context, f models.HookRunFilter) ([]models.HookRun, error) {
+	if f.Limit <= 0 || f.Limit > MaxListLimit {
+		f.Limit = DefaultListLimit
+	}
+	rows, err := s.rdb.QueryContext(ctx, "SELECT "+hookRunColumns+` FROM hook_runs
+		WHERE (?1 = '' OR hook_id = ?1) AND (?2 = '' OR project_id = ?2) AND (?3 = '' OR status = ?3)
+		ORDER BY started_at DESC, rowid DESC LIMIT ?4`, f.HookID, f.ProjectID, f.Status, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list hook runs: %w", err)
+	}
+	defer rows.Close()
+	var out []models.HookRun
+	for rows.Next() {
+		r, err := scanHookRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list hook runs: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list hook runs: %w", err)
+	}
+	return out, nil
+}
+
+// LastScheduledFiring returns the latest scheduled time a hook fired for
+// (run or skipped), if any.
+func (s *Store) LastScheduledFiring(ctx context.Context, hookID string) (time.Time, bool, error) {
+	var last sql.NullInt64
+	if err := s.rdb.QueryRowContext(ctx, "SELECT max(scheduled_at) FROM hook_runs WHERE hook_id = ? AND scheduled_at IS NOT NULL",
+		hookID).Scan(&last); err != nil {
+		return time.Time{}, false, fmt.Errorf("last firing of hook %s: %w", hookID, err)
+	}
+	if !last.Valid {
+		return time.Time{}, false, nil
+	}
+	return fromNanos(last.Int64), true, nil
+}
+
+// FailRunningHookRuns closes hook runs left running by an earlier life of
+// the daemon as failed, and returns how many there were.
+func (s *Store) FailRunningHookRuns(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE hook_runs SET status = 'failed', completed_at = ?,
+			error = 'the daemon stopped during the run' WHERE status = 'running'`, toNanos(s.now()))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("fail running hook runs: %w", err)
+	}
+	return n, nil
+}
+
+// hookEventKinds are the outbox kinds that are task lifecycle events.
+var hookEventKinds = []string{"task.started", "task.completed", "task.failed", "task.blocked", "task.paused",
+	"task.waiting_input", "task.awaiting_approval", "chain.broken"}
+
+// EventCursor returns how far the consumer name has read the task events.
+// A consumer new to this database starts at the newest event: it sees only
+// what happens from now on.
+func (s *Store) EventCursor(ctx context.Context, name string) (int64, error) {
+	var id int64
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, "SELECT last_id FROM event_cursors WHERE name = ?", name).Scan(&id)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(id), 0) FROM outbox").Scan(&id); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, "INSERT INTO event_cursors (name, last_id) VALUES (?, ?)", name, id)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("event cursor %s: %w", name, err)
+	}
+	return id, nil
+}
+
+// SetEventCursor records that the consumer name has handled every event up
+// to id. The cursor never moves back.
+func (s *Store) SetEventCursor(ctx context.Context, name string, id int64) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO event_cursors (name, last_id) VALUES (?1, ?2)
+			ON CONFLICT (name) DO UPDATE SET last_id = max(last_id, ?2)`, name, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set event cursor %s: %w", name, err)
+	}
+	return nil
+}
+
+// TaskEventsAfter returns the task lifecycle events written after the
+// event afterID, oldest first: every notable status change and broken
+// chain, as the outbox recorded it in the change's transaction (outbox ids
+// grow in commit order: one connection writes). A PR_MERGED or PR_CLOSED
+// change is also a pr.merged or pr.closed event of the same id. It returns
+// the id of the last row read, so a caller moves past rows that are not
+// events too.
+func (s *Store) TaskEventsAfter(ctx context.Context, afterID int64, limit int) ([]models.HookEvent, int64, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT o.id, o.kind, o.project_id, o.task_id, o.payload, coalesce(t.kind, '')
+		FROM outbox o LEFT JOIN tasks t ON t.id = o.task_id WHERE o.id > ? ORDER BY o.id LIMIT ?`, afterID, limit)
+	if err != nil {
+		return nil, afterID, fmt.Errorf("read task events: %w", err)
+	}
+	defer rows.Close()
+	var out []models.HookEvent
+	last := afterID
+	for rows.Next() {
+		var (
+			id                                 int64
+			kind, project, task, payload, tkin string
+		)
+		if err := rows.Scan(&id, &kind, &project, &task, &payload, &tkin); err != nil {
+			return nil, afterID, fmt.Errorf("read task events: %w", err)
+		}
+		last = id
+		if !slices.Contains(hookEventKinds, kind) {
+			continue
+		}
+		var n transitionNotice
+		if err := json.Unmarshal([]byte(payload), &n); err != nil {
+			s.log.Warn("task event with an unreadable payload skipped", "outbox_id", id, "err", err)
+			continue
+		}
+		e := models.HookEvent{ID: id, Type: kind, TaskID: task, ProjectID: project, Title: n.Title, Kind: tkin,
+			From: string(n.From), To: string(n.To), Event: string(n.Event), Reason: n.Reason, Actor: n.Actor, Blocked: n.Blocked}
+		out = append(out, e)
+		switch {
+		case kind == "task.completed" && n.Event == models.EventPRMerged:
+			e.Type = "pr.merged"
+			out = append(out, e)
+		case kind == "task.blocked" && n.Event == models.EventPRClosed:
+			e.Type = "pr.closed"
+			out = append(out, e)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, afterID, fmt.Errorf("read task events: %w", err)
+	}
+	return out, last, nil
+}
+
+// AddTaskFeedback records feedback on a task of project projectID for its
+// next attempt.
+func (s *Store) AddTaskFeedback(ctx context.Context, projectID, taskID string, f models.Feedback) error {
+	if strings.TrimSpace(f.Text) == "" {
+		return models.Errorf(models.CodeInvalid, "feedback: text is required")
+	}
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		var p string
+		err := tx.QueryRowContext(ctx, "SELECT project_id FROM tasks WHERE id = ?", taskID).Scan(&p)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && p != projectID) {
+			return notFound("task", taskID)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, "INSERT INTO task_feedback (task_id, source, verdict, text, created_at) VALUES (?,?,?,?,?)",
+			taskID, f.Source, f.Verdict, f.Text, toNanos(s.now()))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("add feedback to task %s: %w", taskID, err)
+	}
+	return nil
+}
