@@ -21,8 +21,8 @@ type nextTimes struct {
 // anchor. Periodic times are anchor + k·interval. Cron times are the
 // expression's in its time zone, each wall-clock time once: when a
 // daylight-saving change repeats an hour, its times fire in the first
-// pass only; when it skips an hour, robfig/cron moves the times inside the
-// gap to the first instant after it.
+// pass only (Go places a repeated wall time at its first instant); when it
+// skips an hour, the times inside the gap fire once, when the gap ends.
 func newNextTimes(t models.HookTrigger, anchor time.Time) (*nextTimes, error) {
 	n := &nextTimes{trigger: t, anchor: anchor}
 	switch t.Type {
@@ -41,14 +41,27 @@ func newNextTimes(t models.HookTrigger, anchor time.Time) (*nextTimes, error) {
 			return nil, err
 		}
 		n.next = func(after time.Time) time.Time {
-			local := after.In(loc)
-			next := sched.Next(local)
-			// A repeated wall-clock time (the hour a fall-back repeats)
-			// fired already.
-			for i := 0; i < 4 && !next.IsZero() && sameWallMinute(next, local); i++ {
-				next = sched.Next(next)
+			// The expression is read on the wall clock of its zone: the
+			// schedule walks wall times (in a zone without daylight
+			// saving) and each is placed in the real zone.
+			wall := wallClock(after.In(loc))
+			for range 8 {
+				w := sched.Next(wall)
+				if w.IsZero() {
+					return w
+				}
+				at := time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), 0, 0, loc)
+				if !wallClock(at).Equal(w) {
+					// A wall time inside a spring-forward gap fires when
+					// the gap ends.
+					_, at = at.ZoneBounds()
+				}
+				if at.After(after) {
+					return at.UTC()
+				}
+				wall = w
 			}
-			return next.UTC()
+			return time.Time{}
 		}
 	default:
 		return nil, models.Errorf(models.CodeInvalid, "trigger.type: %q is not scheduled", t.Type)
@@ -56,10 +69,9 @@ func newNextTimes(t models.HookTrigger, anchor time.Time) (*nextTimes, error) {
 	return n, nil
 }
 
-func sameWallMinute(a, b time.Time) bool {
-	ay, am, ad := a.Date()
-	by, bm, bd := b.Date()
-	return ay == by && am == bm && ad == bd && a.Hour() == b.Hour() && a.Minute() == b.Minute()
+// wallClock is t's wall-clock reading as a UTC time.
+func wallClock(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
 }
 
 // due returns the scheduled time to fire at now, given the last one fired

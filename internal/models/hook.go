@@ -78,6 +78,9 @@ func (t HookTrigger) Schedule() (cron.Schedule, *time.Location, error) {
 	if strings.HasPrefix(strings.TrimSpace(t.Expr), "TZ=") || strings.HasPrefix(strings.TrimSpace(t.Expr), "CRON_TZ=") {
 		return nil, nil, Errorf(CodeInvalid, "trigger.expr: give the time zone in trigger.timezone, not in the expression")
 	}
+	if strings.HasPrefix(strings.TrimSpace(t.Expr), "@every") {
+		return nil, nil, Errorf(CodeInvalid, "trigger.expr: use a periodic trigger for a fixed interval, not @every")
+	}
 	s, err := cronParser.Parse(t.Expr)
 	if err != nil {
 		return nil, nil, Errorf(CodeInvalid, "trigger.expr: %q is not a cron expression (minute hour day-of-month month day-of-week): %v", t.Expr, err)

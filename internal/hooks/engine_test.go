@@ -1,0 +1,463 @@
+package hooks_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/hooks"
+	"github.com/agentqueued/agentqueued/internal/hooks/openaitest"
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+// countSteps is a context step that needs nothing but the store.
+const countSteps = `[{"type":"db_query","query":"task_counts"}]`
+
+func TestPeriodicHookFiresOnceAtEachInterval(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.project("web")
+	hk := h.hook(`{"project_id":"web","name":"Hourly","trigger":{"type":"periodic","interval_seconds":3600},
+		"cooldown_seconds":0,"context_steps":` + countSteps + `}`)
+
+	if next := h.tick(); !next.Equal(start.Add(time.Hour)) {
+		t.Fatalf("next = %s, want %s", next, start.Add(time.Hour))
+	}
+	h.clock.Advance(59 * time.Minute)
+	h.tick()
+	h.noRun()
+
+	for i := 1; i <= 3; i++ {
+		h.clock.Set(start.Add(time.Duration(i) * time.Hour))
+		h.tick()
+		r := h.waitRun()
+		want := start.Add(time.Duration(i) * time.Hour)
+		if r.Status != models.HookRunCompleted || r.ScheduledAt == nil || !r.ScheduledAt.Equal(want) {
+			t.Fatalf("run %d: %s scheduled %v, want completed at %s (error %q)", i, r.Status, r.ScheduledAt, want, r.Error)
+		}
+		if r.TriggerReason != "schedule "+want.Format(time.RFC3339) {
+			t.Fatalf("trigger reason %q", r.TriggerReason)
+		}
+		// The same instant again fires nothing.
+		h.tick()
+		h.noRun()
+	}
+	if n := len(h.runs(hk.ID)); n != 3 {
+		t.Fatalf("%d runs, want 3", n)
+	}
+}
+
+func TestCronHookCatchesUpOnceAfterDowntimeAndNeverRepeatsAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.project("web")
+	hk := h.hook(`{"project_id":"web","name":"Morning","trigger":{"type":"cron","expr":"0 9 * * *"},
+		"cooldown_seconds":0,"context_steps":` + countSteps + `}`)
+
+	h.clock.Set(utc("2026-03-02T09:00:00Z"))
+	h.tick()
+	if r := h.waitRun(); !r.ScheduledAt.Equal(utc("2026-03-02T09:00:00Z")) {
+		t.Fatalf("first run scheduled %v", r.ScheduledAt)
+	}
+	// Down for three days; the restart makes one catch-up run.
+	h.restart()
+	h.clock.Set(utc("2026-03-05T10:30:00Z"))
+	h.tick()
+	r := h.waitRun()
+	if !r.ScheduledAt.Equal(utc("2026-03-05T09:00:00Z")) ||
+		!strings.Contains(r.TriggerReason, "catch-up after downtime: 2 earlier scheduled times missed") {
+		t.Fatalf("catch-up run scheduled %v, reason %q", r.ScheduledAt, r.TriggerReason)
+	}
+	h.tick()
+	h.noRun()
+	h.restart()
+	h.tick()
+	h.noRun()
+	if next := h.tick(); !next.Equal(utc("2026-03-06T09:00:00Z")) {
+		t.Fatalf("next = %s", next)
+	}
+	if n := len(h.runs(hk.ID)); n != 2 {
+		t.Fatalf("%d runs, want 2", n)
+	}
+}
+
+func TestCronHookFiresARepeatedHourOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.project("web")
+	h.clock.Set(utc("2026-10-31T12:00:00Z"))
+	fall := h.hook(`{"project_id":"web","name":"Fall","trigger":{"type":"cron","expr":"30 1 * * *",
+		"timezone":"America/New_York"},"cooldown_seconds":0,"context_steps":` + countSteps + `}`)
+	// The fall-back repeats 01:30: it fires in the first pass only.
+	for _, at := range []string{"2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z", "2026-11-02T06:30:00Z"} {
+		h.clock.Set(utc(at))
+		h.tick()
+	}
+	h.eng.Wait()
+	var got []string
+	for _, r := range h.runs(fall.ID) {
+		got = append(got, r.ScheduledAt.Format(time.RFC3339))
+	}
+	if want := []string{"2026-11-02T06:30:00Z", "2026-11-01T05:30:00Z"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("fall-back firings %v, want %v", got, want)
+	}
+}
+
+func TestCronHookInASpringForwardGapFiresWhenTheGapEnds(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.project("web")
+	h.clock.Set(utc("2026-03-07T12:00:00Z"))
+	hk := h.hook(`{"project_id":"web","name":"Spring","trigger":{"type":"cron","expr":"30 2 * * *",
+		"timezone":"America/New_York"},"cooldown_seconds":0,"context_steps":` + countSteps + `}`)
+	// 02:30 does not exist on 8 March in New York: 03:00 EDT is 07:00 UTC.
+	h.clock.Set(utc("2026-03-08T06:59:00Z"))
+	h.tick()
+	h.noRun()
+	h.clock.Set(utc("2026-03-08T07:00:00Z"))
+	h.tick()
+	if r := h.waitRun(); !r.ScheduledAt.Equal(utc("2026-03-08T07:00:00Z")) {
+		t.Fatalf("scheduled %v", r.ScheduledAt)
+	}
+	h.clock.Set(utc("2026-03-09T06:30:00Z"))
+	h.tick()
+	if r := h.waitRun(); !r.ScheduledAt.Equal(utc("2026-03-09T06:30:00Z")) || r.HookID != hk.ID {
+		t.Fatalf("scheduled %v", r.ScheduledAt)
+	}
+}
+
+func TestTwoConcurrentPassesFireEachTimeAndEventOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.project("web")
+	periodic := h.hook(`{"project_id":"web","name":"Often","trigger":{"type":"periodic","interval_seconds":60},
+		"cooldown_seconds":0,"context_steps":` + countSteps + `}`)
+	onEvent := h.hook(`{"project_id":"web","name":"On fail","trigger":{"type":"event","event_type":"task.failed"},
+		"cooldown_seconds":0,"context_steps":` + countSteps + `}`)
+	h.agent("a1")
+	// A second daemon's view: its own connections to the same database.
+	other, err := store.Open(context.Background(), store.Config{Path: h.path, Now: h.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+	second, err := hooks.New(h.cfg, other, other, h.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(second.Wait)
+	// Both cursors start before the events.
+	h.tick()
+	if _, err := second.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 15
+	for i := 1; i <= rounds; i++ {
+		id := h.task("web", fmt.Sprintf("Task %d", i))
+		h.drive(id, models.EventAssigned, models.EventAgentStarted, models.EventAgentFailed)
+		h.clock.Set(start.Add(time.Duration(i) * time.Minute))
+		var wg sync.WaitGroup
+		errs := make(chan error, 2)
+		for _, e := range []*hooks.Engine{h.eng, second} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := e.Tick(context.Background())
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h.eng.Wait()
+	second.Wait()
+	if n := len(h.runs(periodic.ID)); n != rounds {
+		t.Fatalf("periodic hook ran %d times, want %d", n, rounds)
+	}
+	seen := map[string]bool{}
+	for _, r := range h.runs(onEvent.ID) {
+		if seen[r.FireKey] {
+			t.Fatalf("event %s fired twice", r.FireKey)
+		}
+		seen[r.FireKey] = true
+	}
+	if len(seen) != rounds {
+		t.Fatalf("event hook ran %d times, want %d", len(seen), rounds)
+	}
+}
+
+func TestEventHooksFireForTheirProjectAndFilters(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.project("web")
+	h.project("api")
+	h.agent("a1")
+	failed := h.hook(`{"project_id":"web","name":"Failed bugs","trigger":{"type":"event","event_type":"task.failed",
+		"filters":{"kind":"bug"}},"cooldown_seconds":0,"context_steps":` + countSteps + `,
+		"prompt_template":""}`)
+	merged := h.hook(`{"project_id":"web","name":"Merged","trigger":{"type":"event","event_type":"pr.merged"},
+		"cooldown_seconds":0,"context_steps":` + countSteps + `}`)
+	broken := h.hook(`{"project_id":"web","name":"Broken","trigger":{"type":"event","event_type":"chain.broken"},
+		"cooldown_seconds":0,"context_steps":` + countSteps + `}`)
+	h.tick() // the cursor starts here
+
+	bug := h.taskOf("web", models.BatchTask{Title: "A bug", Kind: "bug"})
+	feature := h.taskOf("web", models.BatchTask{Title: "A feature", Kind: "feature"})
+	otherBug := h.taskOf("api", models.BatchTask{Title: "Their bug", Kind: "bug"})
+	for _, id := range []string{bug, feature, otherBug} {
+		h.drive(id, models.EventAssigned, models.EventAgentStarted, models.EventAgentFailed)
+	}
+	pr := h.task("web", "Lands by PR")
+	h.drive(pr, models.EventAssigned, models.EventAgentStarted, models.EventAgentCompleted, models.EventPRCreated, models.EventPRMerged)
+	res, err := h.st.CreateTasks(context.Background(), models.TaskBatch{ProjectID: "web", Tasks: []models.BatchTask{
+		{LocalID: "up", Title: "Upstream"}, {LocalID: "down", Title: "Downstream", Dependencies: []models.BatchDependency{{ID: "up"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.drive(res[0].TaskID, models.EventAssigned, models.EventAgentStarted, models.EventMaxRetries)
+	h.tick()
+	h.eng.Wait()
+
+	check := func(hk models.Hook, wantTask string) models.HookRun {
+		t.Helper()
+		rs := h.runs(hk.ID)
+		if len(rs) != 1 {
+			t.Fatalf("hook %s ran %d times, want once", hk.ID, len(rs))
+		}
+		var ev models.HookEvent
+		mustJSON(t, deref(rs[0].EventData), &ev)
+		if ev.TaskID != wantTask || ev.ProjectID != "web" {
+			t.Fatalf("hook %s ran for %+v, want task %s", hk.ID, ev, wantTask)
+		}
+		return rs[0]
+	}
+	r := check(failed, bug)
+	var ev models.HookEvent
+	mustJSON(t, deref(r.EventData), &ev)
+	if ev.Type != "task.failed" || ev.Kind != "bug" || ev.Title != "A bug" || ev.To != "FAILED" || ev.Event != "AGENT_FAILED" {
+		t.Fatalf("event data %+v", ev)
+	}
+	check(merged, pr)
+	b := check(broken, res[0].TaskID)
+	mustJSON(t, deref(b.EventData), &ev)
+	if len(ev.Blocked) != 1 || ev.Blocked[0] != res[1].TaskID {
+		t.Fatalf("chain.broken event %+v, want %s blocked", ev, res[1].TaskID)
+	}
+	// Nothing is read twice.
+	h.drain()
+	h.tick()
+	h.noRun()
+}
+
+func TestCooldownSurvivesARestart(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.project("web")
+	hk := h.hook(`{"project_id":"web","name":"Minutely","trigger":{"type":"periodic","interval_seconds":60},
+		"cooldown_seconds":3600,"context_steps":` + countSteps + `}`)
+	h.clock.Advance(time.Minute)
+	h.tick()
+	if r := h.waitRun(); r.Status != models.HookRunCompleted {
+		t.Fatalf("first run %s", r.Status)
+	}
+	h.restart()
+	h.clock.Advance(time.Minute)
+	h.tick()
+	r := h.waitRun()
+	if r.Status != models.HookRunSkipped || !strings.Contains(deref(r.SkippedReason),
+		"cooldown: the last run started at 2026-03-02T08:01:00Z; the next may start at 2026-03-02T09:01:00Z") {
+		t.Fatalf("run in the cooldown: %s %q", r.Status, deref(r.SkippedReason))
+	}
+	h.clock.Set(start.Add(61 * time.Minute))
+	h.tick()
+	if r := h.waitRun(); r.Status != models.HookRunCompleted || !r.ScheduledAt.Equal(start.Add(61*time.Minute)) {
+		t.Fatalf("run after the cooldown: %s at %v", r.Status, r.ScheduledAt)
+	}
+	// A person's fire ignores the cooldown.
+	if r := h.fire(hk.ID, models.HookFire{}); r.Status != models.HookRunCompleted || r.TriggerReason != "fired by tester" {
+		t.Fatalf("manual fire: %s %q", r.Status, r.TriggerReason)
+	}
+}
+
+func TestRunsBeyondTheCapWaitForAFreePlace(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *hooks.Config) { c.MaxRunning = 1 })
+	h.project("web")
+	release := make(chan struct{})
+	asked := make(chan struct{}, 10)
+	h.llm.SetResponder(func(openaitest.Request) openaitest.Reply {
+		asked <- struct{}{}
+		<-release
+		return openaitest.Reply{Content: "done", Usage: openaitest.Usage{PromptTokens: 10, CompletionTokens: 2}}
+	})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	spec := `{"project_id":"web","name":"%s","trigger":{"type":"periodic","interval_seconds":60},
+		"cooldown_seconds":0,"prompt_template":"say done"}`
+	a := h.hook(fmt.Sprintf(spec, "First"))
+	b := h.hook(fmt.Sprintf(spec, "Second"))
+	h.clock.Advance(time.Minute)
+	h.tick()
+	<-asked
+	running, err := h.st.ListHookRuns(context.Background(), models.HookRunFilter{Status: models.HookRunRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(running) != 1 {
+		t.Fatalf("%d runs running, want 1", len(running))
+	}
+	first := running[0].HookID
+	waiting := a.ID
+	if first == a.ID {
+		waiting = b.ID
+	}
+	// Another pass while the place is taken: the other hook stays due.
+	h.tick()
+	if n := len(h.runs(waiting)); n != 0 {
+		t.Fatalf("the waiting hook has %d runs", n)
+	}
+	if _, err := h.eng.Fire(context.Background(), waiting, "tester", models.HookFire{}); models.ErrorCodeOf(err) != models.CodeConflict ||
+		!strings.Contains(err.Error(), "1 hook runs are running already") {
+		t.Fatalf("fire at the cap: %v", err)
+	}
+	free()
+	if r := h.waitRun(); r.HookID != first || r.Status != models.HookRunCompleted {
+		t.Fatalf("first run %s %s", r.HookID, r.Status)
+	}
+	h.tick()
+	if r := h.waitRun(); r.HookID != waiting || !r.ScheduledAt.Equal(start.Add(time.Minute)) {
+		t.Fatalf("the waiting hook's run: %s scheduled %v", r.HookID, r.ScheduledAt)
+	}
+}
+
+func TestDisabledHooksDoNotFireAndEnablingRestartsTheSchedule(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.project("web")
+	hk := h.hook(`{"project_id":"web","name":"Hourly","enabled":false,"trigger":{"type":"periodic","interval_seconds":3600},
+		"cooldown_seconds":0,"context_steps":` + countSteps + `}`)
+	h.clock.Advance(5 * time.Hour)
+	h.tick()
+	h.noRun()
+	on := true
+	if _, err := h.st.UpdateHook(context.Background(), hk.ID, models.HookPatch{Enabled: &on}); err != nil {
+		t.Fatal(err)
+	}
+	// No burst for the hours it was off: the schedule counts from now.
+	h.tick()
+	h.noRun()
+	h.clock.Advance(time.Hour)
+	h.tick()
+	if r := h.waitRun(); !r.ScheduledAt.Equal(start.Add(6 * time.Hour)) {
+		t.Fatalf("scheduled %v", r.ScheduledAt)
+	}
+}
+
+func TestAProjectOverItsBudgetSkipsItsHooks(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	limit := int64(1000)
+	h.project("web", func(p *models.Project) { p.BudgetLimit = &limit })
+	hk := h.hook(`{"project_id":"web","name":"Ask","trigger":{"type":"manual"},"prompt_template":"hello"}`)
+	if err := h.st.RecordTokenUsage(context.Background(), models.TokenUsage{ProjectID: "web", Input: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	r := h.fire(hk.ID, models.HookFire{})
+	if r.Status != models.HookRunSkipped || deref(r.SkippedReason) != "project web is over its token budget (1000 of 1000 tokens used)" {
+		t.Fatalf("%s %q", r.Status, deref(r.SkippedReason))
+	}
+	if n := len(h.llm.Requests()); n != 0 {
+		t.Fatalf("%d LLM requests", n)
+	}
+}
+
+func TestRunsLeftRunningAreClosedAtStart(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.project("web")
+	hk := h.hook(`{"project_id":"web","name":"Ask","trigger":{"type":"manual"},"prompt_template":"hello"}`)
+	release := make(chan struct{})
+	asked := make(chan struct{}, 1)
+	h.llm.SetResponder(func(openaitest.Request) openaitest.Reply {
+		asked <- struct{}{}
+		<-release
+		return openaitest.Reply{Content: "late answer", Usage: openaitest.Usage{PromptTokens: 5, CompletionTokens: 5}}
+	})
+	run, err := h.eng.Fire(context.Background(), hk.ID, "tester", models.HookFire{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-asked
+	// The daemon dies here; a new one starts on the same database.
+	old := h.eng
+	h.eng = h.engine()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.eng.Run(ctx) }()
+	<-h.clock.armed // the first pass is over
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	closed := h.stored(run.ID)
+	if closed.Status != models.HookRunFailed || closed.Error != "the daemon stopped during the run" || closed.CompletedAt == nil {
+		t.Fatalf("closed run: %+v", closed)
+	}
+	// The old life's run ending later changes nothing.
+	close(release)
+	old.Wait()
+	if r := h.waitRun(); r.ID != run.ID {
+		t.Fatalf("ended %s", r.ID)
+	}
+	if again := h.stored(run.ID); again.Status != models.HookRunFailed || again.LLMResponse != nil {
+		t.Fatalf("the closed run was rewritten: %+v", again)
+	}
+}
+
+// agent registers an agent that driven tasks are assigned to.
+func (h *harness) agent(id string) {
+	h.t.Helper()
+	if _, err := h.st.RegisterAgent(context.Background(), models.Agent{ID: id, Name: id, AgentType: "command",
+		AgentSettings: models.AgentSettings{Command: "true"}}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// task creates a READY task and returns its id.
+func (h *harness) task(project, title string) string {
+	h.t.Helper()
+	return h.taskOf(project, models.BatchTask{Title: title})
+}
+
+func (h *harness) taskOf(project string, bt models.BatchTask) string {
+	h.t.Helper()
+	res, err := h.st.CreateTasks(context.Background(), models.TaskBatch{ProjectID: project, Tasks: []models.BatchTask{bt}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return res[0].TaskID
+}
+
+// drive applies events to a task, as the orchestrator would.
+func (h *harness) drive(id string, events ...models.TaskEvent) {
+	h.t.Helper()
+	for _, ev := range events {
+		req := models.TransitionRequest{TaskID: id, Event: ev, Actor: "test"}
+		if ev == models.EventAssigned {
+			req.AgentID = "a1"
+		}
+		if _, err := h.st.ApplyEvent(context.Background(), req); err != nil {
+			h.t.Fatalf("%s on %s: %v", ev, id, err)
+		}
+	}
+}
