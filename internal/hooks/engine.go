@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -396,7 +397,9 @@ func (e *Engine) Fire(ctx context.Context, hookID, by string, f models.HookFire)
 	if by == "" {
 		by = "someone"
 	}
-	key := fmt.Sprintf("manual:%d", e.cfg.Now().UnixNano())
+	var nonce [6]byte
+	_, _ = rand.Read(nonce[:])
+	key := fmt.Sprintf("manual:%s:%x", e.cfg.Now().UTC().Format(time.RFC3339Nano), nonce)
 	res, err := e.claim(ctx, h, models.HookClaim{HookID: h.ID, FireKey: key, TriggerReason: "fired by " + by,
 		Event: f.Event, Manual: true})
 	if err != nil {

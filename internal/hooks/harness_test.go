@@ -144,6 +144,19 @@ func (h *harness) engine() *hooks.Engine {
 	return e
 }
 
+// engineWith returns a new engine over the same store with a changed
+// configuration.
+func (h *harness) engineWith(change func(*hooks.Config)) *hooks.Engine {
+	h.t.Helper()
+	cfg := h.cfg
+	change(&cfg)
+	e, err := hooks.New(cfg, h.st, h.st, h.ws)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return e
+}
+
 // restart closes the store and the engine and opens them again over the
 // same database, as a daemon restart does.
 func (h *harness) restart() {

@@ -314,7 +314,7 @@ func (e *Engine) callTool(ctx context.Context, h models.Hook, r models.HookRun, 
 		d := json.NewDecoder(strings.NewReader(tc.Function.Arguments))
 		d.DisallowUnknownFields()
 		if err := d.Decode(v); err != nil {
-			return fmt.Errorf("the arguments are not valid for %s: %v", tc.Function.Name, err)
+			return models.Errorf(models.CodeInvalid, "the arguments are not valid for %s: %v", tc.Function.Name, err)
 		}
 		return nil
 	}
@@ -350,7 +350,7 @@ func (e *Engine) callTool(ctx context.Context, h models.Hook, r models.HookRun, 
 			res, err = e.addFeedback(ctx, h, r, args.TaskID, args.Feedback)
 		}
 	default:
-		err = fmt.Errorf("there is no tool %q (tools: create_task, post_message, add_task_feedback)", tc.Function.Name)
+		err = models.Errorf(models.CodeInvalid, "there is no tool %q (tools: create_task, post_message, add_task_feedback)", tc.Function.Name)
 	}
 	if err != nil {
 		a.Error = models.ErrorMessageOf(err)
@@ -366,11 +366,11 @@ func (e *Engine) createTask(ctx context.Context, h models.Hook, r models.HookRun
 	title = strings.TrimSpace(title)
 	switch {
 	case title == "":
-		return "", errors.New("title: required")
+		return "", models.Errorf(models.CodeInvalid, "title: required")
 	case len(title) > maxToolTitle:
-		return "", fmt.Errorf("title: at most %d characters", maxToolTitle)
+		return "", models.Errorf(models.CodeInvalid, "title: at most %d characters", maxToolTitle)
 	case len(desc) > maxToolText:
-		return "", fmt.Errorf("description: at most %d characters", maxToolText)
+		return "", models.Errorf(models.CodeInvalid, "description: at most %d characters", maxToolText)
 	}
 	if key == "" {
 		key = strings.ToLower(strings.Join(strings.Fields(title), " "))
@@ -409,9 +409,9 @@ func (e *Engine) postMessage(ctx context.Context, h models.Hook, r models.HookRu
 	text = strings.TrimSpace(text)
 	switch {
 	case text == "":
-		return "", errors.New("text: required")
+		return "", models.Errorf(models.CodeInvalid, "text: required")
 	case len(text) > maxMessageText:
-		return "", fmt.Errorf("text: at most %d characters", maxMessageText)
+		return "", models.Errorf(models.CodeInvalid, "text: at most %d characters", maxMessageText)
 	}
 	key := fmt.Sprintf("hook_message:%s:%s", r.ID, callID)
 	if err := e.act.Notify(ctx, key, MessageKind, h.ProjectID, "", HookMessage{HookID: h.ID, HookName: h.Name,
@@ -425,9 +425,9 @@ func (e *Engine) addFeedback(ctx context.Context, h models.Hook, r models.HookRu
 	text = strings.TrimSpace(text)
 	switch {
 	case text == "":
-		return "", errors.New("feedback: required")
+		return "", models.Errorf(models.CodeInvalid, "feedback: required")
 	case len(text) > maxToolText:
-		return "", fmt.Errorf("feedback: at most %d characters", maxToolText)
+		return "", models.Errorf(models.CodeInvalid, "feedback: at most %d characters", maxToolText)
 	}
 	if err := e.act.AddTaskFeedback(ctx, h.ProjectID, taskID, models.Feedback{Source: "hook:" + h.ID,
 		Verdict: models.VerdictComment, Text: text}); err != nil {

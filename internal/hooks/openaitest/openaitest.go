@@ -25,8 +25,11 @@ type Reply struct {
 	// is sent as null.
 	Content string
 	// ToolCalls are the function calls the assistant makes. Each must name
-	// a tool of the request.
+	// a tool of the request, unless InventsTools is set.
 	ToolCalls []ToolCall
+	// InventsTools sends tool calls that name tools the request does not
+	// define, as a model that makes one up does.
+	InventsTools bool
 	// FinishReason defaults to "tool_calls" when ToolCalls are set and to
 	// "stop" otherwise.
 	FinishReason string
