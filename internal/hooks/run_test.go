@@ -309,7 +309,9 @@ func TestRender(t *testing.T) {
 	}
 }
 
-func toolCall(name, args string) openaitest.ToolCall { return openaitest.ToolCall{Name: name, Arguments: args} }
+func toolCall(name, args string) openaitest.ToolCall {
+	return openaitest.ToolCall{Name: name, Arguments: args}
+}
 
 func TestToolsCreateTasksOnceAndPostAndFeedBack(t *testing.T) {
 	t.Parallel()
