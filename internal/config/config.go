@@ -81,6 +81,30 @@ type Config struct {
 	LLM LLMConfig
 	// GitHub configures pull requests; without a token none are opened.
 	GitHub GitHubConfig
+	// Hooks tunes the hook engine; zero values take its defaults.
+	Hooks HooksConfig
+}
+
+// HooksConfig tunes the hook engine.
+type HooksConfig struct {
+	// MaxRunning caps the hook runs running at once.
+	MaxRunning int
+	// PollInterval is how often schedules and task events are looked at
+	// when nothing wakes the engine.
+	PollInterval time.Duration
+	// HTTPAllowHosts are the hosts http_get steps may fetch ("*.example.com"
+	// admits sub-domains); empty refuses every http_get.
+	HTTPAllowHosts []string
+	// CommandTimeout and HTTPTimeout bound run_command and http_get steps
+	// that set no timeout of their own.
+	CommandTimeout time.Duration
+	HTTPTimeout    time.Duration
+	// StepOutputCap caps each step's output, in bytes.
+	StepOutputCap int
+	// MaxToolRounds caps the LLM calls of one run; LLMAttempts is how many
+	// times one call is tried on rate limits and server failures.
+	MaxToolRounds int
+	LLMAttempts   int
 }
 
 // GitHubConfig configures pull requests on GitHub.
@@ -199,6 +223,18 @@ type fileConfig struct {
 	Discord      fileDiscord            `yaml:"discord"`
 	LLM          fileLLM                `yaml:"llm"`
 	GitHub       fileGitHub             `yaml:"github"`
+	Hooks        fileHooks              `yaml:"hooks"`
+}
+
+type fileHooks struct {
+	MaxRunning     int      `yaml:"max_running"`
+	PollInterval   string   `yaml:"poll_interval"`
+	HTTPAllowHosts []string `yaml:"http_allow_hosts"`
+	CommandTimeout string   `yaml:"command_timeout"`
+	HTTPTimeout    string   `yaml:"http_timeout"`
+	StepOutputCap  int      `yaml:"step_output_cap"`
+	MaxToolRounds  int      `yaml:"max_tool_rounds"`
+	LLMAttempts    int      `yaml:"llm_attempts"`
 }
 
 type fileGitHub struct {
@@ -422,6 +458,26 @@ func (c *Config) overlay(f fileConfig) error {
 		}
 		c.GitHub.PollInterval = d
 	}
+	for _, d := range []struct {
+		key, v string
+		to     *time.Duration
+	}{{"hooks.poll_interval", f.Hooks.PollInterval, &c.Hooks.PollInterval},
+		{"hooks.command_timeout", f.Hooks.CommandTimeout, &c.Hooks.CommandTimeout},
+		{"hooks.http_timeout", f.Hooks.HTTPTimeout, &c.Hooks.HTTPTimeout}} {
+		if d.v == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.v)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not a duration (use e.g. 30s or 5m)", d.key, d.v)
+		}
+		*d.to = v
+	}
+	c.Hooks.MaxRunning, c.Hooks.StepOutputCap = f.Hooks.MaxRunning, f.Hooks.StepOutputCap
+	c.Hooks.MaxToolRounds, c.Hooks.LLMAttempts = f.Hooks.MaxToolRounds, f.Hooks.LLMAttempts
+	if f.Hooks.HTTPAllowHosts != nil {
+		c.Hooks.HTTPAllowHosts = f.Hooks.HTTPAllowHosts
+	}
 	if f.Lease.TTL != "" {
 		d, err := time.ParseDuration(f.Lease.TTL)
 		if err != nil {
@@ -553,6 +609,9 @@ func (c Config) Validate() error {
 	if u := c.GitHub.APIBaseURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		return fmt.Errorf("config: github.api_base_url: %q is not an http(s) URL", u)
 	}
+	if err := c.Hooks.validate(); err != nil {
+		return err
+	}
 	if c.GitHub.PollInterval != 0 && c.GitHub.PollInterval < time.Second {
 		return fmt.Errorf("config: github.poll_interval: must be at least 1s (got %s)", c.GitHub.PollInterval)
 	}
@@ -662,6 +721,33 @@ func (d DiscordConfig) validate() error {
 	}
 	if u := d.APIBaseURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		return fmt.Errorf("config: discord.api_base_url: %q is not an http(s) URL", u)
+	}
+	return nil
+}
+
+func (h HooksConfig) validate() error {
+	for _, n := range []struct {
+		key      string
+		v, lo, hi int
+	}{{"hooks.max_running", h.MaxRunning, 1, 100}, {"hooks.step_output_cap", h.StepOutputCap, 1024, 10 << 20},
+		{"hooks.max_tool_rounds", h.MaxToolRounds, 1, 100}, {"hooks.llm_attempts", h.LLMAttempts, 1, 20}} {
+		if n.v != 0 && (n.v < n.lo || n.v > n.hi) {
+			return fmt.Errorf("config: %s: must be between %d and %d (got %d)", n.key, n.lo, n.hi, n.v)
+		}
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"hooks.poll_interval", h.PollInterval}, {"hooks.command_timeout", h.CommandTimeout}, {"hooks.http_timeout", h.HTTPTimeout}} {
+		if d.v != 0 && d.v < time.Second {
+			return fmt.Errorf("config: %s: must be at least 1s (got %s)", d.key, d.v)
+		}
+	}
+	for i, host := range h.HTTPAllowHosts {
+		bare := strings.TrimPrefix(host, "*.")
+		if bare == "" || strings.ContainsAny(bare, "/:*@ \t") {
+			return fmt.Errorf("config: hooks.http_allow_hosts[%d]: %q is not a host name (use e.g. ci.example.com or *.example.com)", i, host)
+		}
 	}
 	return nil
 }

@@ -179,6 +179,12 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 		{"github bad base url", "github:\n  token: t\n  api_base_url: ghe.example\n", nil, `config: github.api_base_url: "ghe.example" is not an http(s) URL`},
 		{"github poll interval", "github:\n  poll_interval: 10ms\n", nil, `config: github.poll_interval: must be at least 1s`},
 		{"github poll interval not a duration", "github:\n  poll_interval: often\n", nil, `github.poll_interval: "often" is not a duration`},
+		{"hooks cap", "hooks:\n  max_running: 0\n  llm_attempts: 50\n", nil, `config: hooks.llm_attempts: must be between 1 and 20 (got 50)`},
+		{"hooks poll interval", "hooks:\n  poll_interval: 1ms\n", nil, `config: hooks.poll_interval: must be at least 1s (got 1ms)`},
+		{"hooks command timeout not a duration", "hooks:\n  command_timeout: long\n", nil, `hooks.command_timeout: "long" is not a duration`},
+		{"hooks allow list", "hooks:\n  http_allow_hosts: [ci.example.com, \"http://x\"]\n", nil,
+			`config: hooks.http_allow_hosts[1]: "http://x" is not a host name`},
+		{"hooks unknown key", "hooks:\n  max_runing: 2\n", nil, `max_runing`},
 		{"llm without model", "llm:\n  base_url: http://127.0.0.1:11434/v1\n", nil, `config: llm.model: required`},
 	}
 	for _, tt := range tests {

@@ -158,7 +158,6 @@ type Store interface {
 	FreeOrphanAgents(ctx context.Context) ([]string, error)
 	LastRunError(ctx context.Context, taskID string) (string, error)
 	RecordRunFailure(ctx context.Context, runID int64, outcome, msg string) error
-	FailRunningHookRuns(ctx context.Context) (int64, error)
 	ApplyEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error)
 	GetTask(ctx context.Context, id string) (models.Task, error)
 	ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error)

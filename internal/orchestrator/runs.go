@@ -704,11 +704,6 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	if err := o.reconcile(ctx); err != nil {
 		return err
 	}
-	if n, err := o.store.FailRunningHookRuns(ctx); err != nil {
-		return err
-	} else if n > 0 {
-		o.log.Info("recovery closed hook runs left running", "count", n)
-	}
 	verifying, err := o.store.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{models.StatusVerifying}, Limit: 10_000})
 	if err != nil {
 		return err
