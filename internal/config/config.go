@@ -727,7 +727,7 @@ func (d DiscordConfig) validate() error {
 
 func (h HooksConfig) validate() error {
 	for _, n := range []struct {
-		key      string
+		key       string
 		v, lo, hi int
 	}{{"hooks.max_running", h.MaxRunning, 1, 100}, {"hooks.step_output_cap", h.StepOutputCap, 1024, 10 << 20},
 		{"hooks.max_tool_rounds", h.MaxToolRounds, 1, 100}, {"hooks.llm_attempts", h.LLMAttempts, 1, 20}} {

@@ -132,7 +132,7 @@ type Store interface {
 	SaveHookRun(ctx context.Context, r models.HookRun) error
 	FinishHookRun(ctx context.Context, r models.HookRun) (bool, error)
 	RecordHookUsage(ctx context.Context, r models.HookRun, u models.TokenUsage) error
-	LastScheduledFiring(ctx context.Context, hookID string) (time.Time, bool, error)
+	LastScheduledFirings(ctx context.Context) (map[string]time.Time, error)
 	FailRunningHookRuns(ctx context.Context) (int64, error)
 	EventCursor(ctx context.Context, name string) (int64, error)
 	SetEventCursor(ctx context.Context, name string, id int64) error
@@ -249,13 +249,20 @@ func (e *Engine) fireSchedules(ctx context.Context, hooks []models.Hook) (time.T
 	var (
 		soonest time.Time
 		errs    []error
+		lasts   map[string]time.Time
 	)
 	now := e.cfg.Now()
 	for _, h := range hooks {
 		if !h.Enabled || !h.Trigger.Scheduled() {
 			continue
 		}
-		next, err := e.fireSchedule(ctx, h, now)
+		if lasts == nil {
+			var err error
+			if lasts, err = e.store.LastScheduledFirings(ctx); err != nil {
+				return time.Time{}, err
+			}
+		}
+		next, err := e.fireSchedule(ctx, h, lasts[h.ID], now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("hook %s: %w", h.ID, err))
 			continue
@@ -267,14 +274,11 @@ func (e *Engine) fireSchedules(ctx context.Context, hooks []models.Hook) (time.T
 	return soonest, errors.Join(errs...)
 }
 
-// fireSchedule fires h when a scheduled time is due and returns its next
-// scheduled time (now again while the firing waits for a free place).
-func (e *Engine) fireSchedule(ctx context.Context, h models.Hook, now time.Time) (time.Time, error) {
+// fireSchedule fires h when a scheduled time is due, given the last one it
+// fired for, and returns its next scheduled time (a poll interval away
+// while the firing waits for a free place).
+func (e *Engine) fireSchedule(ctx context.Context, h models.Hook, last, now time.Time) (time.Time, error) {
 	sched, err := newNextTimes(h.Trigger, h.ScheduleFrom)
-	if err != nil {
-		return time.Time{}, err
-	}
-	last, _, err := e.store.LastScheduledFiring(ctx, h.ID)
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -51,6 +51,8 @@ func HotQueriesForTest() map[string]string {
 		"qAgentSecondsInWindow": qAgentSecondsInWindow, "qCompletedInWindow": qCompletedInWindow,
 		"qReadyPerProject": qReadyPerProject, "qTokensInWindow": qTokensInWindow,
 		"qTokensPerProjectSince": qTokensPerProjectSince, "qInsertEdge": qInsertEdge,
+		"qLastScheduledFirings": qLastScheduledFirings, "qTaskEventsAfter": qTaskEventsAfter,
+		"qLastHookRunStart": qLastHookRunStart,
 	}
 }
 

@@ -295,8 +295,7 @@ func (s *Store) hookSkipReason(ctx context.Context, tx *sql.Tx, h models.Hook, c
 		return "", nil
 	}
 	var last sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT max(started_at) FROM hook_runs WHERE hook_id = ? AND status != 'skipped'`,
-		h.ID).Scan(&last); err != nil {
+	if err := tx.QueryRowContext(ctx, qLastHookRunStart, h.ID).Scan(&last); err != nil {
 		return "", err
 	}
 	if last.Valid {
@@ -434,18 +433,29 @@ func (s *Store) ListHookRuns(ctx context.Context, f models.HookRunFilter) ([]mod
 	return out, nil
 }
 
-// LastScheduledFiring returns the latest scheduled time a hook fired for
-// (run or skipped), if any.
-func (s *Store) LastScheduledFiring(ctx context.Context, hookID string) (time.Time, bool, error) {
-	var last sql.NullInt64
-	if err := s.rdb.QueryRowContext(ctx, "SELECT max(scheduled_at) FROM hook_runs WHERE hook_id = ? AND scheduled_at IS NOT NULL",
-		hookID).Scan(&last); err != nil {
-		return time.Time{}, false, fmt.Errorf("last firing of hook %s: %w", hookID, err)
+// LastScheduledFirings returns, for every hook that fired on a schedule,
+// the latest scheduled time it fired for (run or skipped).
+func (s *Store) LastScheduledFirings(ctx context.Context) (map[string]time.Time, error) {
+	rows, err := s.rdb.QueryContext(ctx, qLastScheduledFirings)
+	if err != nil {
+		return nil, fmt.Errorf("last scheduled firings: %w", err)
 	}
-	if !last.Valid {
-		return time.Time{}, false, nil
+	defer rows.Close()
+	out := map[string]time.Time{}
+	for rows.Next() {
+		var (
+			id string
+			at int64
+		)
+		if err := rows.Scan(&id, &at); err != nil {
+			return nil, fmt.Errorf("last scheduled firings: %w", err)
+		}
+		out[id] = fromNanos(at)
 	}
-	return fromNanos(last.Int64), true, nil
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("last scheduled firings: %w", err)
+	}
+	return out, nil
 }
 
 // FailRunningHookRuns closes hook runs left running by an earlier life of
@@ -515,8 +525,7 @@ func (s *Store) SetEventCursor(ctx context.Context, name string, id int64) error
 // the id of the last row read, so a caller moves past rows that are not
 // events too.
 func (s *Store) TaskEventsAfter(ctx context.Context, afterID int64, limit int) ([]models.HookEvent, int64, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT o.id, o.kind, o.project_id, o.task_id, o.payload, coalesce(t.kind, '')
-		FROM outbox o LEFT JOIN tasks t ON t.id = o.task_id WHERE o.id > ? ORDER BY o.id LIMIT ?`, afterID, limit)
+	rows, err := s.rdb.QueryContext(ctx, qTaskEventsAfter, afterID, limit)
 	if err != nil {
 		return nil, afterID, fmt.Errorf("read task events: %w", err)
 	}

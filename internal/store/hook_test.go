@@ -146,8 +146,8 @@ func TestClaimHookRunRecordsEachFiringOnce(t *testing.T) {
 	if busy, _ := s.ClaimHookRun(ctx, models.HookClaim{HookID: other.ID, FireKey: "manual:x", MaxRunning: 1}); !busy.Busy {
 		t.Fatalf("at the cap: %+v", busy)
 	}
-	if last, ok, _ := s.LastScheduledFiring(ctx, h.ID); !ok || !last.Equal(at) {
-		t.Fatalf("last firing %v %v", last, ok)
+	if last, _ := s.LastScheduledFirings(ctx); len(last) != 1 || !last[h.ID].Equal(at) {
+		t.Fatalf("last firings %v", last)
 	}
 	// In the cooldown: recorded as skipped (a skipped firing is never busy).
 	if _, err := s.FinishHookRun(ctx, models.HookRun{ID: first.Run.ID, Status: models.HookRunCompleted}); err != nil {

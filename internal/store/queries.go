@@ -39,7 +39,16 @@ const (
 		AND (task_id = '' OR NOT EXISTS (SELECT 1 FROM outbox p INDEXED BY outbox_undelivered_task
 			WHERE p.task_id = o.task_id AND p.delivered_at IS NULL AND p.id < o.id AND p.next_attempt_at > ?1))
 		ORDER BY id LIMIT ?2`
-	qTokensSince = `SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)
+	// qLastScheduledFirings reads the partial index of scheduled runs.
+	qLastScheduledFirings = `SELECT hook_id, max(scheduled_at) FROM hook_runs INDEXED BY hook_runs_scheduled
+		WHERE scheduled_at IS NOT NULL GROUP BY hook_id`
+	// qTaskEventsAfter reads the outbox after a cursor, with each task's kind.
+	qTaskEventsAfter = `SELECT o.id, o.kind, o.project_id, o.task_id, o.payload, coalesce(t.kind, '')
+		FROM outbox o LEFT JOIN tasks t ON t.id = o.task_id WHERE o.id > ? ORDER BY o.id LIMIT ?`
+	// qLastHookRunStart is the start of a hook's last run that was not
+	// skipped: its cooldown counts from there.
+	qLastHookRunStart = `SELECT max(started_at) FROM hook_runs WHERE hook_id = ? AND status != 'skipped'`
+	qTokensSince      = `SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)
 		FROM token_ledger WHERE project_id = ? AND created_at >= ?`
 	// qAgentSecondsInWindow sums, per project, the part of each run inside
 	// the window (open runs count up to now). Arguments: now, now, from, from.
