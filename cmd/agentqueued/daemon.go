@@ -88,8 +88,9 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	// The store wakes the orchestrator after every commit that may have made
 	// work ready; the orchestrator exists only after the lease is held.
 	var (
-		orch atomic.Pointer[orchestrator.Orchestrator]
-		bot  atomic.Pointer[discord.Bot]
+		orch  atomic.Pointer[orchestrator.Orchestrator]
+		bot   atomic.Pointer[discord.Bot]
+		hookd atomic.Pointer[hooks.Engine]
 	)
 	st, err := store.Open(ctx, store.Config{Path: dbPath, Logger: log.With("component", "store"), OnChange: func() {
 		if o := orch.Load(); o != nil {
@@ -97,6 +98,9 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		}
 		if b := bot.Load(); b != nil {
 			b.Wake()
+		}
+		if h := hookd.Load(); h != nil {
+			h.Wake()
 		}
 	}})
 	if err != nil {
@@ -186,6 +190,12 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		return fmt.Errorf("agent socket: %w", err)
 	}
 	cmds := commands{Store: st, orch: o, profiles: cfg.Profiles, window: oc.Window, globalBudget: globalBudgetOf(oc.GlobalTokenBudget)}
+	eng, err := newHooks(cfg, st, cmds, ws, log)
+	if err != nil {
+		return err
+	}
+	cmds.hooks = eng
+	hookd.Store(eng)
 	b, err := newBot(cfg, cmds, st, log)
 	if err != nil {
 		return err
@@ -200,7 +210,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		})
 	}
 	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, Logger: log.With("component", "api"),
-		GitHubWebhook: webhook}, cmds)
+		GitHubWebhook: webhook, Hooks: cmds}, cmds)
 	if err != nil {
 		rpcLn.Close()
 		return err
@@ -223,6 +233,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	g.Go(func(ctx context.Context) error { return rpc.Serve(ctx, rpcLn) })
 	g.Go(func(ctx context.Context) error { return o.Run(ctx) })
 	g.Go(func(ctx context.Context) error { return o.WatchPullRequests(ctx) })
+	g.Go(func(ctx context.Context) error { return eng.Run(ctx) })
 	if b != nil {
 		g.Go(func(ctx context.Context) error { return b.Run(ctx) })
 	}
@@ -233,6 +244,20 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	}
 	log.Info("agentqueued stopped")
 	return nil
+}
+
+// newHooks returns the hook engine the configuration asks for. Its
+// actions go through the command layer, as a person's would.
+func newHooks(cfg config.Config, st *store.Store, cmds commands, ws *repo.Workspaces, log *slog.Logger) (*hooks.Engine, error) {
+	hc := cfg.Hooks
+	if cfg.LLM.Model == "" {
+		log.Info("hooks run without an LLM: set llm.model (or a hook's llm_config) for hooks with a prompt")
+	}
+	return hooks.New(hooks.Config{MaxRunning: hc.MaxRunning, PollInterval: hc.PollInterval,
+		LLM:            hooks.LLMConfig{BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model},
+		HTTPAllowHosts: hc.HTTPAllowHosts, CommandTimeout: hc.CommandTimeout, HTTPTimeout: hc.HTTPTimeout,
+		StepOutputCap: hc.StepOutputCap, MaxToolRounds: hc.MaxToolRounds, LLMAttempts: hc.LLMAttempts,
+		Logger: log.With("component", "hooks")}, st, cmds, ws)
 }
 
 // newBot returns the Discord bot the configuration asks for, or nil (and
@@ -396,6 +421,7 @@ func (c commands) RejectTask(ctx context.Context, id, by, feedback string) (mode
 }
 
 var (
-	_ api.Service    = commands{}
+	_ api.Service     = commands{}
+	_ api.HookService = commands{}
 	_ api.RunService = (*orchestrator.Orchestrator)(nil)
 )

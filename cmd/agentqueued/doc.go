@@ -38,6 +38,14 @@
 //	ctl agent list
 //	ctl agent pause|resume|remove ID
 //	ctl question list | ctl question answer ID ANSWER...
+//	ctl hook list [--project P]
+//	ctl hook show ID
+//	ctl hook create --file hook.json
+//	ctl hook edit ID --file changes.json
+//	ctl hook enable|disable|delete ID
+//	ctl hook fire ID [--event-file event.json] [--actor NAME]
+//	ctl hook runs ID [--status running|completed|failed|skipped] [--limit N]
+//	ctl hook run RUN_ID
 //	ctl budget
 //	ctl health
 //
@@ -47,7 +55,11 @@
 // remove" deletes an agent that runs nothing (an agent of the configuration
 // file is registered again when the daemon starts); "budget" shows token use
 // in the scheduling window against the projects' and the global budgets.
-// docs/semantics.md has the rules.
+// docs/semantics.md has the rules. "hook create" reads a hook as the API
+// takes it (POST /api/v1/hooks) and "hook edit" a patch (PATCH
+// /api/v1/hooks/{id}), both strictly: an unknown field is an error. "hook
+// fire" runs a hook now, whatever its trigger and cooldown; --event-file
+// gives an event hook the event to run with. docs/hooks.md describes hooks.
 //
 // The server address is --addr, else $AGENTQUEUED_ADDR, else the listen
 // address of --config, else http://127.0.0.1:7700; the token is --token,

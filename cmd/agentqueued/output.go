@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -273,4 +275,159 @@ func printQuestions(w io.Writer, qs []models.Question) {
 		row(tw, strconv.FormatInt(q.ID, 10), q.TaskID, when(q.AskedAt), q.Text)
 	}
 	tw.Flush()
+}
+
+// triggerSummary says in a few words when a hook fires.
+func triggerSummary(t models.HookTrigger) string {
+	switch t.Type {
+	case models.TriggerPeriodic:
+		return fmt.Sprintf("every %s", time.Duration(t.IntervalSeconds)*time.Second)
+	case models.TriggerCron:
+		tz := t.Timezone
+		if tz == "" {
+			tz = "UTC"
+		}
+		return fmt.Sprintf("cron %s (%s)", t.Expr, tz)
+	case models.TriggerEvent:
+		s := "on " + t.EventType
+		var filters []string
+		for _, k := range slices.Sorted(maps.Keys(t.Filters)) {
+			filters = append(filters, k+"="+t.Filters[k])
+		}
+		if len(filters) > 0 {
+			s += " where " + strings.Join(filters, ", ")
+		}
+		return s
+	}
+	return t.Type
+}
+
+func printHooks(w io.Writer, hs []models.Hook) {
+	tw := table(w)
+	row(tw, "ID", "PROJECT", "NAME", "ENABLED", "TRIGGER", "COOLDOWN", "STEPS", "LLM")
+	for _, h := range hs {
+		row(tw, h.ID, h.ProjectID, h.Name, strconv.FormatBool(h.Enabled), triggerSummary(h.Trigger),
+			(time.Duration(h.CooldownSeconds) * time.Second).String(), strconv.Itoa(len(h.ContextSteps)),
+			strconv.FormatBool(h.PromptTemplate != ""))
+	}
+	tw.Flush()
+}
+
+// llmSummary describes a hook's LLM overrides; the key is only said to be set.
+func llmSummary(c *models.HookLLMConfig) string {
+	if c == nil {
+		return "the daemon's"
+	}
+	var parts []string
+	if c.Model != "" {
+		parts = append(parts, "model "+c.Model)
+	}
+	if c.BaseURL != "" {
+		parts = append(parts, "endpoint "+c.BaseURL)
+	}
+	if c.APIKey != "" {
+		parts = append(parts, "own API key")
+	}
+	if c.Temperature != nil {
+		parts = append(parts, "temperature "+strconv.FormatFloat(float64(*c.Temperature), 'g', -1, 32))
+	}
+	if len(parts) == 0 {
+		return "the daemon's"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// stepSummary describes one context step by its type and the fields it sets.
+func stepSummary(s models.HookStep) string {
+	parts := []string{s.Type}
+	for _, f := range []struct{ name, v string }{{"path", s.Path}, {"pattern", s.Pattern}, {"base", s.Base}, {"head", s.Head},
+		{"since", s.Since}, {"query", s.Query}, {"status", s.Status}, {"url", s.URL}, {"command", s.Command},
+		{"skip_llm_if", s.SkipLLMIf}} {
+		if f.v != "" {
+			parts = append(parts, f.name+"="+f.v)
+		}
+	}
+	if s.MaxCount != 0 {
+		parts = append(parts, "max_count="+strconv.Itoa(s.MaxCount))
+	}
+	if s.TimeoutSeconds != 0 {
+		parts = append(parts, "timeout_seconds="+strconv.Itoa(s.TimeoutSeconds))
+	}
+	return strings.Join(parts, " ")
+}
+
+// printBlock prints a titled block of text, indented, one cleaned line at a time.
+func printBlock(w io.Writer, title, text string) {
+	if text == "" {
+		return
+	}
+	fmt.Fprintf(w, "\n%s:\n", title)
+	for line := range strings.SplitSeq(strings.TrimRight(text, "\n"), "\n") {
+		fmt.Fprintln(w, "  "+clean(line))
+	}
+}
+
+func printHook(w io.Writer, h models.Hook) {
+	tw := table(w)
+	row(tw, "ID:", h.ID)
+	row(tw, "Project:", h.ProjectID)
+	row(tw, "Name:", h.Name)
+	row(tw, "Enabled:", strconv.FormatBool(h.Enabled))
+	row(tw, "Trigger:", triggerSummary(h.Trigger))
+	row(tw, "Cooldown:", (time.Duration(h.CooldownSeconds) * time.Second).String())
+	maxTokens := "-"
+	if h.MaxTokensPerRun != nil {
+		maxTokens = strconv.Itoa(*h.MaxTokensPerRun)
+	}
+	row(tw, "Max tokens per run:", maxTokens)
+	row(tw, "LLM:", llmSummary(h.LLMConfig))
+	row(tw, "Schedule from:", when(h.ScheduleFrom))
+	row(tw, "Created:", when(h.CreatedAt))
+	row(tw, "Updated:", when(h.UpdatedAt))
+	tw.Flush()
+	fmt.Fprintf(w, "\nContext steps (%d):\n", len(h.ContextSteps))
+	for i, s := range h.ContextSteps {
+		fmt.Fprintf(w, "  step_%d: %s\n", i, clean(stepSummary(s)))
+	}
+	printBlock(w, "Prompt template", h.PromptTemplate)
+}
+
+func printHookRuns(w io.Writer, runs []models.HookRun) {
+	tw := table(w)
+	row(tw, "RUN", "HOOK", "STATUS", "STARTED", "COMPLETED", "TOKENS", "TRIGGER")
+	for _, r := range runs {
+		row(tw, r.ID, r.HookID, r.Status, when(r.StartedAt), whenPtr(r.CompletedAt), strconv.FormatInt(r.TokensUsed, 10),
+			r.TriggerReason)
+	}
+	tw.Flush()
+}
+
+func printHookRun(w io.Writer, r models.HookRun) {
+	tw := table(w)
+	row(tw, "Run:", r.ID)
+	row(tw, "Hook:", r.HookID)
+	row(tw, "Project:", r.ProjectID)
+	row(tw, "Status:", r.Status)
+	row(tw, "Trigger:", r.TriggerReason)
+	row(tw, "Scheduled at:", whenPtr(r.ScheduledAt))
+	row(tw, "Started:", when(r.StartedAt))
+	row(tw, "Completed:", whenPtr(r.CompletedAt))
+	row(tw, "Tokens:", strconv.FormatInt(r.TokensUsed, 10))
+	row(tw, "Skipped:", str(r.SkippedReason))
+	row(tw, "Error:", r.Error)
+	tw.Flush()
+	printBlock(w, "Event", indentJSON(str(r.EventData)))
+	printBlock(w, "Context", indentJSON(str(r.ContextResults)))
+	printBlock(w, "Prompt", str(r.PromptSent))
+	printBlock(w, "Answer", str(r.LLMResponse))
+	printBlock(w, "Actions", indentJSON(str(r.ActionsTaken)))
+}
+
+// indentJSON indents a JSON text for reading; other text is returned as is.
+func indentJSON(s string) string {
+	var b bytes.Buffer
+	if json.Indent(&b, []byte(s), "", "  ") != nil {
+		return s
+	}
+	return b.String()
 }

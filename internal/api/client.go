@@ -272,3 +272,64 @@ func (c *Client) SetAgentPaused(ctx context.Context, id string, paused bool) (mo
 	var out models.Agent
 	return out, c.do(ctx, http.MethodPost, APIPrefix+"/agents/"+url.PathEscape(id)+"/"+verb, nil, nil, &out)
 }
+
+// ListHooks lists the hooks of a project, or of every project when
+// projectID is empty.
+func (c *Client) ListHooks(ctx context.Context, projectID string) ([]models.Hook, error) {
+	q := url.Values{}
+	if projectID != "" {
+		q.Set("project", projectID)
+	}
+	var out HookList
+	return out.Hooks, c.do(ctx, http.MethodGet, APIPrefix+"/hooks", q, nil, &out)
+}
+
+// GetHook returns one hook.
+func (c *Client) GetHook(ctx context.Context, id string) (models.Hook, error) {
+	var out models.Hook
+	return out, c.do(ctx, http.MethodGet, APIPrefix+"/hooks/"+url.PathEscape(id), nil, nil, &out)
+}
+
+// CreateHook creates a hook.
+func (c *Client) CreateHook(ctx context.Context, spec models.HookSpec) (models.Hook, error) {
+	var out models.Hook
+	return out, c.do(ctx, http.MethodPost, APIPrefix+"/hooks", nil, spec, &out)
+}
+
+// UpdateHook applies patch to a hook and returns the result.
+func (c *Client) UpdateHook(ctx context.Context, id string, patch models.HookPatch) (models.Hook, error) {
+	var out models.Hook
+	return out, c.do(ctx, http.MethodPatch, APIPrefix+"/hooks/"+url.PathEscape(id), nil, patch, &out)
+}
+
+// DeleteHook deletes a hook with its runs.
+func (c *Client) DeleteHook(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, APIPrefix+"/hooks/"+url.PathEscape(id), nil, nil, nil)
+}
+
+// FireHook fires a hook by hand and returns its run: running, or skipped
+// with the reason.
+func (c *Client) FireHook(ctx context.Context, id string, req FireRequest) (models.HookRun, error) {
+	var out models.HookRun
+	return out, c.do(ctx, http.MethodPost, APIPrefix+"/hooks/"+url.PathEscape(id)+"/fire", nil, req, &out)
+}
+
+// HookRuns lists a hook's runs, newest first: all of them, or those in
+// status, at most limit (0: the server's default).
+func (c *Client) HookRuns(ctx context.Context, hookID, status string, limit int) ([]models.HookRun, error) {
+	q := url.Values{}
+	if status != "" {
+		q.Set("status", status)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out HookRunList
+	return out.Runs, c.do(ctx, http.MethodGet, APIPrefix+"/hooks/"+url.PathEscape(hookID)+"/runs", q, nil, &out)
+}
+
+// GetHookRun returns one hook run.
+func (c *Client) GetHookRun(ctx context.Context, id string) (models.HookRun, error) {
+	var out models.HookRun
+	return out, c.do(ctx, http.MethodGet, APIPrefix+"/hook-runs/"+url.PathEscape(id), nil, nil, &out)
+}

@@ -1,9 +1,10 @@
 // Package api is agentqueued's HTTP interface: a JSON API under /api/v1 for
-// projects, tasks and agents, a health check, and a Client for it; and the
+// projects, tasks, agents and hooks, a health check, and a Client for it; and the
 // agent RPC on a Unix socket, with an RPCClient for it.
 //
-// The Server translates requests into calls on a Service (the store) and
-// the Service's answers into JSON. It owns no state: validation of domain
+// The Server translates requests into calls on a Service (the store) and a
+// HookService (the command layer's hook operations), and their answers
+// into JSON. It owns no state: validation of domain
 // values, the transition table and atomicity live behind the Service. The
 // Server validates only the shape of requests: bodies must be a single JSON
 // value (Content-Type application/json when one is given, at most
@@ -42,6 +43,25 @@
 //	GET   /api/v1/budget              token use: {"window", "since", "global": {"budget", "tokens_in_window",
 //	                                  "exhausted"}, "projects": [{"project_id", "tokens_in_window",
 //	                                  "total_tokens_used", "budget_limit", "exhausted", ...}]}; null budgets are unlimited
+//	GET   /api/v1/hooks               {"hooks": [...]}; query: project (an unknown project is a 404)
+//	POST  /api/v1/hooks               create a hook (body: id, project_id, name, enabled, trigger, context_steps,
+//	                                  prompt_template, llm_config, cooldown_seconds, max_tokens_per_run; id defaults
+//	                                  to a slug of name, enabled to true, cooldown_seconds to 3600) → 201 hook
+//	GET   /api/v1/hooks/{id}          a hook
+//	PATCH /api/v1/hooks/{id}          change a hook (body: name, enabled, trigger, context_steps, prompt_template,
+//	                                  llm_config, clear_llm_config, cooldown_seconds, max_tokens_per_run,
+//	                                  clear_max_tokens_per_run — all optional, at least one) → the hook
+//	DELETE /api/v1/hooks/{id}         delete a hook with its runs → 204
+//	POST  /api/v1/hooks/{id}/fire     fire a hook by hand, whatever its trigger, cooldown and enabled (optional
+//	                                  body: {"event": {...}, "actor"}) → 202 the run, running or skipped
+//	GET   /api/v1/hooks/{id}/runs     {"runs": [...]}, newest first; query: status (running, completed,
+//	                                  failed, skipped), limit
+//	GET   /api/v1/hook-runs/{id}      a hook run: its trigger, context, prompt, answer, actions and tokens
+//
+// The hook endpoints are served when Config.Hooks is set. A hook's
+// llm_config.api_key is never answered: it reads "[redacted]", and a patch
+// that sends "[redacted]" back keeps the stored key. docs/hooks.md
+// describes triggers, context steps and templates.
 //
 // The rules of editing, dependency changes, deletion and agent removal are
 // in docs/semantics.md.

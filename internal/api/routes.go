@@ -74,6 +74,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET "+APIPrefix+"/questions", s.handleListQuestions)
 	mux.HandleFunc("POST "+APIPrefix+"/questions/{id}/answer", s.handleAnswerQuestion)
 	mux.HandleFunc("GET "+APIPrefix+"/budget", s.handleBudget)
+	if s.cfg.Hooks != nil {
+		s.hookRoutes(mux)
+	}
 	if s.cfg.GitHubWebhook != nil {
 		mux.Handle("POST /webhooks/github", s.cfg.GitHubWebhook)
 	}

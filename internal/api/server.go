@@ -74,6 +74,9 @@ type Config struct {
 	// GitHubWebhook, when set, serves POST /webhooks/github (authenticated
 	// by the delivery's signature, not by Token).
 	GitHubWebhook http.Handler
+	// Hooks, when set, serves the hook endpoints (/api/v1/hooks and
+	// /api/v1/hook-runs); without it they are not found.
+	Hooks HookService
 }
 
 // Server serves the HTTP API over a Service.

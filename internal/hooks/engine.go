@@ -197,6 +197,9 @@ func (e *Engine) Wake() {
 // and commands are cancelled with ctx).
 func (e *Engine) Run(ctx context.Context) error {
 	if n, err := e.store.FailRunningHookRuns(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started
+		}
 		return err
 	} else if n > 0 {
 		e.log.Info("hook runs left running by the last stop closed as failed", "count", n)

@@ -83,7 +83,7 @@ var start = time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
 // harness is an engine over a real store, a real git checkout and a fake
 // OpenAI-compatible endpoint, on a fake clock.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	dir   string
 	path  string
 	clock *fakeClock
@@ -96,7 +96,7 @@ type harness struct {
 	eng   *hooks.Engine
 }
 
-func newHarness(t *testing.T, configure ...func(*hooks.Config)) *harness {
+func newHarness(t testing.TB, configure ...func(*hooks.Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, dir: t.TempDir(), clock: newClock(start), ended: make(chan models.HookRun, 100)}
 	h.path = filepath.Join(h.dir, "db.sqlite")
@@ -169,7 +169,7 @@ func (h *harness) restart() {
 	h.eng = h.engine()
 }
 
-func git(t *testing.T, dir string, args ...string) string {
+func git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	if dir != "" {
 		args = append([]string{"-C", dir}, args...)

@@ -367,14 +367,16 @@ func (h Hook) Redacted() Hook {
 // Validate checks the hook, naming the bad field.
 func (h *Hook) Validate() error {
 	switch {
-	case !ValidID(h.ID):
-		return Errorf(CodeInvalid, "hook id %q: use 1-64 lower-case letters, digits, '-' or '_'", h.ID)
-	case !ValidID(h.ProjectID):
-		return Errorf(CodeInvalid, "project_id: %q is not a project id", h.ProjectID)
 	case strings.TrimSpace(h.Name) == "":
 		return Errorf(CodeInvalid, "name: required")
 	case len(h.Name) > 100:
 		return Errorf(CodeInvalid, "name: at most 100 characters")
+	case h.ID == "":
+		return Errorf(CodeInvalid, "id: the name %q has no letter or digit to make an id of; set id", h.Name)
+	case !ValidID(h.ID):
+		return Errorf(CodeInvalid, "id: %q is not a hook id: use 1-64 lower-case letters, digits, '-' or '_'", h.ID)
+	case !ValidID(h.ProjectID):
+		return Errorf(CodeInvalid, "project_id: %q is not a project id", h.ProjectID)
 	case h.CooldownSeconds < 0:
 		return Errorf(CodeInvalid, "cooldown_seconds: must not be negative")
 	case h.MaxTokensPerRun != nil && *h.MaxTokensPerRun <= 0:

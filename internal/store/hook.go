@@ -409,8 +409,11 @@ func (s *Store) GetHookRun(ctx context.Context, id string) (models.HookRun, erro
 
 // ListHookRuns returns hook runs, newest first.
 func (s *Store) ListHookRuns(ctx context.Context, f models.HookRunFilter) ([]models.HookRun, error) {
-	if f.Limit <= 0 || f.Limit > MaxListLimit {
+	switch {
+	case f.Limit <= 0:
 		f.Limit = DefaultListLimit
+	case f.Limit > MaxListLimit:
+		f.Limit = MaxListLimit
 	}
 	rows, err := s.rdb.QueryContext(ctx, "SELECT "+hookRunColumns+` FROM hook_runs
 		WHERE (?1 = '' OR hook_id = ?1) AND (?2 = '' OR project_id = ?2) AND (?3 = '' OR status = ?3)

@@ -48,7 +48,8 @@ func TestHookCRUD(t *testing.T) {
 	}{
 		{`{"project_id":"web","name":"Nightly digest","trigger":{"type":"manual"}}`, models.CodeConflict, `hook "nightly-digest" exists already`},
 		{`{"project_id":"nope","name":"X","trigger":{"type":"manual"}}`, models.CodeNotFound, `project "nope" not found`},
-		{`{"project_id":"web","name":"","trigger":{"type":"manual"}}`, models.CodeInvalid, "hook id"},
+		{`{"project_id":"web","name":"","trigger":{"type":"manual"}}`, models.CodeInvalid, "name: required"},
+		{`{"project_id":"web","name":"!!!","trigger":{"type":"manual"}}`, models.CodeInvalid, `id: the name "!!!" has no letter or digit`},
 		{`{"project_id":"web","name":"X","trigger":{"type":"manual"},"cooldown_seconds":-1}`, models.CodeInvalid, "cooldown_seconds: must not be negative"},
 	} {
 		var hs models.HookSpec
