@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/api"
+	"github.com/agentqueued/agentqueued/internal/hooks/openaitest"
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+// finishingAgent completes its task at once.
+const finishingAgent = `#!/bin/sh
+set -eu
+cat > /dev/null
+"$WORKER_BIN" agent complete --summary "Shipped."
+`
+
+// TestHookFiredByATaskEventCreatesATask runs the whole daemon: a task of
+// kind feature completes through a command agent; its task.completed event
+// fires the project's hook, whose context step and prompt reach a fake
+// OpenAI-compatible model through the real client; the model files a
+// follow-up task and posts a message. The daemon's LLM key reaches no log
+// and no answer.
+func TestHookFiredByATaskEventCreatesATask(t *testing.T) {
+	t.Parallel()
+	const key = "sk-e2e-secret-key"
+	llm := openaitest.New(openaitest.Options{APIKey: key, Model: "small"})
+	t.Cleanup(llm.Close)
+	done := make(chan struct{})
+	llm.SetResponder(func(req openaitest.Request) openaitest.Reply {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == "tool" {
+			close(done)
+			return openaitest.Reply{Content: "Filed the release notes.", Usage: openaitest.Usage{PromptTokens: 400, CompletionTokens: 12}}
+		}
+		return openaitest.Reply{ToolCalls: []openaitest.ToolCall{
+			{Name: "create_task", Arguments: `{"title":"Write release notes for the checkout","description":"The checkout shipped."}`},
+			{Name: "post_message", Arguments: `{"text":"The checkout shipped; release notes are filed."}`},
+		}, Usage: openaitest.Usage{PromptTokens: 300, CompletionTokens: 40}}
+	})
+
+	bin := agentqueuedBinary(t)
+	dir := t.TempDir()
+	script := writeFile(t, dir, "agent.sh", finishingAgent)
+	cfg := writeFile(t, dir, "config.yaml", `
+llm:
+  base_url: `+llm.URL()+`
+  api_key: `+key+`
+  model: small
+hooks:
+  poll_interval: 1m
+agents:
+  - name: worker
+    type: command
+    command: /bin/sh
+    args: ["`+script+`"]
+    env: {WORKER_BIN: "`+bin+`"}
+`)
+	dataDir := filepath.Join(dir, "data")
+	d := startDaemon(t, dataDir, "--config", cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := api.NewClient("http://"+d.m.Addr(), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "shop"}); err != nil {
+		t.Fatal(err)
+	}
+	var spec models.HookSpec
+	if err := json.Unmarshal([]byte(`{"project_id":"shop","name":"Release notes","cooldown_seconds":0,
+		"trigger":{"type":"event","event_type":"task.completed","filters":{"kind":"feature"}},
+		"context_steps":[{"type":"db_query","query":"recent_events","since":"1h"}],
+		"prompt_template":"{{event.title}} was completed ({{step_0.count}} recent changes). File its release notes.",
+		"llm_config":{"temperature":0}}`), &spec); err != nil {
+		t.Fatal(err)
+	}
+	hk, err := c.CreateHook(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateTasks(ctx, models.TaskBatch{ProjectID: "shop", Tasks: []models.BatchTask{
+		{Title: "Ship the checkout", Kind: "feature"}}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("the hook never finished talking to the model\n%s", d.logs)
+	}
+	runs, err := c.HookRuns(ctx, hk.ID, "", 10)
+	if err != nil || len(runs) == 0 {
+		t.Fatalf("runs %v, %v", runs, err)
+	}
+	// Stopping the daemon waits for the run to be recorded.
+	if err := d.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(dataDir, "agentqueued.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r, err := st.GetHookRun(context.Background(), runs[len(runs)-1].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != models.HookRunCompleted || r.TokensUsed != 752 || deref(r.LLMResponse) != "Filed the release notes." ||
+		!strings.HasPrefix(deref(r.PromptSent), "Ship the checkout was completed (") || !strings.HasPrefix(r.TriggerReason, "event task.completed of task ") {
+		t.Fatalf("run %+v", r)
+	}
+	tasks, err := st.ListTasks(context.Background(), models.TaskFilter{ProjectID: "shop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes *models.Task
+	for i := range tasks {
+		if tasks[i].Title == "Write release notes for the checkout" {
+			notes = &tasks[i]
+		}
+	}
+	if len(tasks) != 2 || notes == nil || notes.CreatedBy != "hook:release-notes" || notes.Metadata["hook_run_id"] != r.ID {
+		t.Fatalf("tasks %+v", tasks)
+	}
+	msgs, err := st.PendingOutbox(context.Background(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	posted := 0
+	for _, m := range msgs {
+		if m.Kind == "hook.message" && strings.Contains(m.Payload, "release notes are filed") {
+			posted++
+		}
+	}
+	if posted != 1 {
+		t.Fatalf("%d hook messages in the outbox", posted)
+	}
+	reqs := llm.Requests()
+	if len(reqs) != 2 || reqs[0].Model != "small" {
+		t.Fatalf("%d LLM requests", len(reqs))
+	}
+	if strings.Contains(d.logs.String(), key) {
+		t.Fatalf("the LLM key is in the logs:\n%s", d.logs)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
