@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/agentqueued/agentqueued/internal/models"
 	"io"
 	"os"
 	"strings"
@@ -62,6 +63,9 @@ type Main struct {
 	// os.Hostname and os.Getpid.
 	Hostname func() (string, error)
 	PID      int
+	// OnHookRunEnd, when set, is called after each hook run has been
+	// recorded as finished or skipped (for tests and metrics).
+	OnHookRunEnd func(models.HookRun)
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc

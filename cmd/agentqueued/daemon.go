@@ -190,7 +190,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		return fmt.Errorf("agent socket: %w", err)
 	}
 	cmds := commands{Store: st, orch: o, profiles: cfg.Profiles, window: oc.Window, globalBudget: globalBudgetOf(oc.GlobalTokenBudget)}
-	eng, err := newHooks(cfg, st, cmds, ws, log)
+	eng, err := newHooks(cfg, st, cmds, ws, log, m.OnHookRunEnd)
 	if err != nil {
 		return err
 	}
@@ -248,7 +248,8 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 
 // newHooks returns the hook engine the configuration asks for. Its
 // actions go through the command layer, as a person's would.
-func newHooks(cfg config.Config, st *store.Store, cmds commands, ws *repo.Workspaces, log *slog.Logger) (*hooks.Engine, error) {
+func newHooks(cfg config.Config, st *store.Store, cmds commands, ws *repo.Workspaces, log *slog.Logger,
+	onRunEnd func(models.HookRun)) (*hooks.Engine, error) {
 	hc := cfg.Hooks
 	if cfg.LLM.Model == "" {
 		log.Info("hooks run without an LLM: set llm.model (or a hook's llm_config) for hooks with a prompt")
@@ -257,7 +258,7 @@ func newHooks(cfg config.Config, st *store.Store, cmds commands, ws *repo.Worksp
 		LLM:            hooks.LLMConfig{BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model},
 		HTTPAllowHosts: hc.HTTPAllowHosts, CommandTimeout: hc.CommandTimeout, HTTPTimeout: hc.HTTPTimeout,
 		StepOutputCap: hc.StepOutputCap, MaxToolRounds: hc.MaxToolRounds, LLMAttempts: hc.LLMAttempts,
-		Logger: log.With("component", "hooks")}, st, cmds, ws)
+		OnRunEnd: onRunEnd, Logger: log.With("component", "hooks")}, st, cmds, ws)
 }
 
 // newBot returns the Discord bot the configuration asks for, or nil (and
@@ -423,5 +424,5 @@ func (c commands) RejectTask(ctx context.Context, id, by, feedback string) (mode
 var (
 	_ api.Service     = commands{}
 	_ api.HookService = commands{}
-	_ api.RunService = (*orchestrator.Orchestrator)(nil)
+	_ api.RunService  = (*orchestrator.Orchestrator)(nil)
 )

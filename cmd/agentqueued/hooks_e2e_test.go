@@ -32,10 +32,8 @@ func TestHookFiredByATaskEventCreatesATask(t *testing.T) {
 	const key = "sk-e2e-secret-key"
 	llm := openaitest.New(openaitest.Options{APIKey: key, Model: "small"})
 	t.Cleanup(llm.Close)
-	done := make(chan struct{})
 	llm.SetResponder(func(req openaitest.Request) openaitest.Reply {
 		if last := req.Messages[len(req.Messages)-1]; last.Role == "tool" {
-			close(done)
 			return openaitest.Reply{Content: "Filed the release notes.", Usage: openaitest.Usage{PromptTokens: 400, CompletionTokens: 12}}
 		}
 		return openaitest.Reply{ToolCalls: []openaitest.ToolCall{
@@ -62,7 +60,12 @@ agents:
     env: {WORKER_BIN: "`+bin+`"}
 `)
 	dataDir := filepath.Join(dir, "data")
-	d := startDaemon(t, dataDir, "--config", cfg)
+	ended := make(chan models.HookRun, 10)
+	d, err := startMainWith(t, func(m *Main) { m.OnHookRunEnd = func(r models.HookRun) { ended <- r } },
+		"run", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--config", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := api.NewClient("http://"+d.m.Addr(), "", nil)
@@ -88,16 +91,15 @@ agents:
 		{Title: "Ship the checkout", Kind: "feature"}}}); err != nil {
 		t.Fatal(err)
 	}
+	var ran models.HookRun
 	select {
-	case <-done:
+	case ran = <-ended:
 	case <-ctx.Done():
-		t.Fatalf("the hook never finished talking to the model\n%s", d.logs)
+		t.Fatalf("no hook run ended\n%s", d.logs)
 	}
-	runs, err := c.HookRuns(ctx, hk.ID, "", 10)
-	if err != nil || len(runs) == 0 {
-		t.Fatalf("runs %v, %v", runs, err)
+	if got, err := c.GetHookRun(ctx, ran.ID); err != nil || got.Status != models.HookRunCompleted || got.HookID != hk.ID {
+		t.Fatalf("run over the API: %+v, %v", got, err)
 	}
-	// Stopping the daemon waits for the run to be recorded.
 	if err := d.m.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +108,7 @@ agents:
 		t.Fatal(err)
 	}
 	defer st.Close()
-	r, err := st.GetHookRun(context.Background(), runs[len(runs)-1].ID)
+	r, err := st.GetHookRun(context.Background(), ran.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

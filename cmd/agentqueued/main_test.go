@@ -60,8 +60,15 @@ type daemon struct {
 // It returns the error of a failed start (nil when it listens).
 func startMain(t *testing.T, env map[string]string, args ...string) (*daemon, error) {
 	t.Helper()
+	return startMainWith(t, func(m *Main) { m.Getenv = envOf(env) }, args...)
+}
+
+// startMainWith is startMain with a Main changed by set before it runs.
+func startMainWith(t *testing.T, set func(*Main), args ...string) (*daemon, error) {
+	t.Helper()
 	d := &daemon{logs: &syncBuffer{}, errc: make(chan error, 1)}
-	d.m = NewMain(args, &syncBuffer{}, d.logs, envOf(env))
+	d.m = NewMain(args, &syncBuffer{}, d.logs, envOf(nil))
+	set(d.m)
 	go func() { d.errc <- d.m.Run(context.Background()) }()
 	select {
 	case <-d.m.Ready():
