@@ -5,11 +5,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/agentqueued/agentqueued/internal/models"
 	"io"
 	"os"
 	"strings"
 	"sync"
+
+	"github.com/agentqueued/agentqueued/internal/models"
 )
 
 // Exit statuses.
