@@ -115,6 +115,14 @@ type Service interface {
 	DeleteTask(ctx context.Context, id string) error
 	RemoveAgent(ctx context.Context, id string) error
 	Budget(ctx context.Context) (models.BudgetReport, error)
+	// Hooks; answers carry no secrets (API keys are redacted).
+	ListHooks(ctx context.Context, projectID string) ([]models.Hook, error)
+	GetHook(ctx context.Context, id string) (models.Hook, error)
+	CreateHook(ctx context.Context, h models.Hook) (models.Hook, error)
+	UpdateHook(ctx context.Context, id string, p models.HookPatch) (models.Hook, error)
+	DeleteHook(ctx context.Context, id string) error
+	FireHook(ctx context.Context, id, by string, f models.HookFire) (models.HookRun, error)
+	ListHookRuns(ctx context.Context, f models.HookRunFilter) ([]models.HookRun, error)
 }
 
 // Outbox is what the bot needs to deliver notices and keep task threads.
@@ -148,6 +156,7 @@ type Bot struct {
 	closing   bool
 	lastPost  map[string]time.Time // task id → last progress post
 	proposals map[string]proposal
+	forms     map[string]hookForm // hook forms open or waiting for a retry
 	ready     chan struct{}
 }
 
@@ -199,7 +208,7 @@ func New(cfg Config, svc Service, box Outbox) (*Bot, error) {
 		cfg.MaxDeliveryAttempts = DefaultMaxDeliveryAttempts
 	}
 	return &Bot{cfg: cfg, svc: svc, box: box, log: cfg.Logger, wake: make(chan struct{}, 1),
-		lastPost: map[string]time.Time{}, proposals: map[string]proposal{}, ready: make(chan struct{})}, nil
+		lastPost: map[string]time.Time{}, proposals: map[string]proposal{}, forms: map[string]hookForm{}, ready: make(chan struct{})}, nil
 }
 
 // Wake makes the bot read the outbox now; it never blocks.

@@ -12,11 +12,13 @@ const (
 	optTask     = "task"
 	optAgent    = "agent"
 	optQuestion = "question"
+	optHook     = "hook"
+	optSchedule = "schedule"
 )
 
 // destructive lists the commands that need an admin and a confirmation.
 var destructive = map[string]bool{
-	"task delete": true, "task stop": true, "project archive": true, "agent remove": true,
+	"task delete": true, "task stop": true, "project archive": true, "agent remove": true, "hook delete": true,
 }
 
 func str(name, desc string, required, autocomplete bool) *discordgo.ApplicationCommandOption {
@@ -128,6 +130,7 @@ func commandDefinitions() []*discordgo.ApplicationCommand {
 			sub("resume", "Take tasks again", agentOpt()),
 			sub("remove", "Remove an agent (admin)", agentOpt()),
 		}},
+		{Name: "hook", Description: "Hooks: automations on a schedule, a task event or by hand", Options: hookCommandOptions()},
 		{Name: "budget", Description: "Token usage and budgets"},
 		{Name: "questions", Description: "Open questions from agents"},
 	}

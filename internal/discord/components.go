@@ -3,6 +3,7 @@ package discord
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -87,6 +88,8 @@ func (b *Bot) component(ctx context.Context, s *discordgo.Session, i *discordgo.
 		b.respondNow(s, i, reply{Update: true, Content: "Cancelled; nothing was done."})
 	case "nl":
 		b.run(ctx, s, i, false, func(ctx context.Context) reply { return b.runProposal(ctx, arg(0), arg(1), user) })
+	case "hook-retry":
+		b.reopenHookForm(s, i, arg(0), user)
 	default:
 		b.respondNow(s, i, ephemeral("⚠️ This button is not known (any more)."))
 	}
@@ -119,6 +122,8 @@ func (b *Bot) confirmed(ctx context.Context, verb, id, user string) reply {
 		return text(fmt.Sprintf("🗄️ Project `%s` archived by %s.", p.ID, mention(user)))
 	case "agent-remove":
 		return b.removeAgent(ctx, id, user)
+	case "hook-delete":
+		return b.deleteHook(ctx, id, user)
 	}
 	return ephemeral("⚠️ Unknown confirmation.")
 }
@@ -169,8 +174,8 @@ func answeredBy(q models.Question) string {
 	return fmt.Sprintf("Question #%d was answered already by %s.", q.ID, renderActor(by))
 }
 
-// modalSubmit answers a submitted modal: an answer to a question, or a
-// rejection's feedback.
+// modalSubmit answers a submitted modal: an answer to a question, a
+// rejection's feedback, or a hook's form.
 func (b *Bot) modalSubmit(ctx context.Context, s *discordgo.Session, i *discordgo.Interaction, user string) {
 	action, args, err := parseCustomID(i.ModalSubmitData().CustomID)
 	if err != nil || len(args) == 0 {
@@ -195,12 +200,24 @@ func (b *Bot) modalSubmit(ctx context.Context, s *discordgo.Session, i *discordg
 			}
 			return r
 		})
+	case "hook-form":
+		values := modalValues(i)
+		b.run(ctx, s, i, false, func(ctx context.Context) reply {
+			r := b.submitHookForm(ctx, args[0], user, values)
+			if r.Ephemeral && updatable(i) {
+				// Submitted again from the message that said what was
+				// wrong: that message says what is wrong now.
+				r.Update = true
+			}
+			return r
+		})
 	default:
 		b.respondNow(s, i, ephemeral("⚠️ This form is not known."))
 	}
 }
 
-// autocomplete suggests project, task and agent ids for the focused option.
+// autocomplete suggests project, task, agent and hook ids, and hook
+// schedules, for the focused option.
 func (b *Bot) autocomplete(ctx context.Context, i *discordgo.Interaction) []*discordgo.ApplicationCommandOptionChoice {
 	data := i.ApplicationCommandData()
 	path, opts := commandPath(data)
@@ -213,7 +230,8 @@ func (b *Bot) autocomplete(ctx context.Context, i *discordgo.Interaction) []*dis
 	if focused == nil {
 		return nil
 	}
-	typed := strings.ToLower(strings.TrimSpace(fmt.Sprint(focused.Value)))
+	raw := strings.TrimSpace(fmt.Sprint(focused.Value))
+	typed := strings.ToLower(raw)
 	var choices []*discordgo.ApplicationCommandOptionChoice
 	addChoice := func(value, label string) bool {
 		if typed != "" && !strings.Contains(strings.ToLower(value+" "+label), typed) {
@@ -251,6 +269,33 @@ func (b *Bot) autocomplete(ctx context.Context, i *discordgo.Interaction) []*dis
 		}
 		for _, t := range ts {
 			if !addChoice(t.ID, fmt.Sprintf("%s · %s · %s", t.ID, t.Status, t.Title)) {
+				break
+			}
+		}
+	case optHook:
+		hs, err := b.svc.ListHooks(ctx, opts.str(optProject))
+		if err != nil {
+			return nil
+		}
+		for _, h := range hs {
+			if !addChoice(h.ID, fmt.Sprintf("%s · %s · %s", h.ID, h.Name, triggerText(h.Trigger, false))) {
+				break
+			}
+		}
+	case optSchedule:
+		typ := opts.str("trigger")
+		if typ == "" && opts.str(optHook) != "" {
+			if h, err := b.svc.GetHook(ctx, opts.str(optHook)); err == nil {
+				typ = h.Trigger.Type
+			}
+		}
+		suggestions := scheduleSuggestions(typ)
+		if raw != "" && len(raw) <= 100 && !slices.ContainsFunc(suggestions, func(s [2]string) bool { return s[0] == raw }) {
+			// What was typed comes first: picking the first suggestion keeps it.
+			suggestions = append([][2]string{{raw, raw}}, suggestions...)
+		}
+		for _, s := range suggestions {
+			if !addChoice(s[0], s[1]) {
 				break
 			}
 		}

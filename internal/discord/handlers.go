@@ -89,7 +89,7 @@ func (b *Bot) command(ctx context.Context, s *discordgo.Session, i *discordgo.In
 			b.respondNow(s, i, ephemeral(fmt.Sprintf("🚫 `/%s` needs an admin (`discord.admin_users`).", path)))
 			return
 		}
-		id := opts.str(optTask) + opts.str(optProject) + opts.str(optAgent)
+		id := opts.str(optTask) + opts.str(optProject) + opts.str(optAgent) + opts.str(optHook)
 		valid := models.ValidID(id)
 		if opts.has(optTask) {
 			valid = models.ValidTaskID(id)
@@ -103,6 +103,11 @@ func (b *Bot) command(ctx context.Context, s *discordgo.Session, i *discordgo.In
 			Components: buttons(
 				button("Yes, "+confirmVerb(path), discordgo.DangerButton, customID("confirm", verb, id)),
 				button("Cancel", discordgo.SecondaryButton, customID("cancel")))})
+		return
+	}
+	if open, ok := formCommands[path]; ok {
+		// A form must be the first answer: these answer on their own.
+		open(b, ctx, s, i, user, opts)
 		return
 	}
 	h, ok := b.handlers()[path]
@@ -123,6 +128,8 @@ func confirmVerb(path string) string {
 		return "archive project"
 	case "agent remove":
 		return "remove agent"
+	case "hook delete":
+		return "delete hook"
 	}
 	return path
 }
@@ -168,6 +175,10 @@ func (b *Bot) handlers() map[string]handler {
 		"task stop":       b.taskEvent(models.EventAdminStop),
 		"project archive": b.projectStatus(models.ProjectArchived),
 		"agent remove":    b.agentRemove,
+		"hook list":       b.hookList,
+		"hook fire":       b.hookFire,
+		"hook runs":       b.hookRuns,
+		"hook delete":     b.hookDelete,
 	}
 }
 

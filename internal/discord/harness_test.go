@@ -2,6 +2,7 @@ package discord
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,7 +13,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentqueued/agentqueued/internal/discord/discordtest"
+	"github.com/agentqueued/agentqueued/internal/hooks"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
 
@@ -40,6 +43,17 @@ type testService struct {
 
 	mu       sync.Mutex
 	approved []string
+	hooks    *hooks.Engine // fires hooks; set by harness.hookEngine
+}
+
+func (s *testService) FireHook(ctx context.Context, id, by string, f models.HookFire) (models.HookRun, error) {
+	s.mu.Lock()
+	e := s.hooks
+	s.mu.Unlock()
+	if e == nil {
+		return models.HookRun{}, errors.New("fire hook: the test has no hook engine")
+	}
+	return e.Fire(ctx, id, by, f)
 }
 
 func (s *testService) ApproveTask(ctx context.Context, id, by, note string) (models.TransitionResult, error) {
@@ -152,6 +166,26 @@ func (h *harness) ctx() context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	h.t.Cleanup(cancel)
 	return ctx
+}
+
+// hookEngine gives the service a real hook engine over the store; runs
+// still under way when the test ends are waited for before the store
+// closes.
+func (h *harness) hookEngine(cfg hooks.Config) *hooks.Engine {
+	h.t.Helper()
+	ws, err := repo.New(repo.Config{BaseDir: h.t.TempDir()})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	e, err := hooks.New(cfg, h.st, h.st, ws)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(e.Wait)
+	h.svc.mu.Lock()
+	h.svc.hooks = e
+	h.svc.mu.Unlock()
+	return e
 }
 
 // project creates a project whose notices go to projectChannel.

@@ -263,21 +263,58 @@ func (b *Bot) respondChoices(s *discordgo.Session, i *discordgo.Interaction, cho
 	}
 }
 
-// respondModal opens a modal: it must be the interaction's first answer.
+// formField is one text input of a modal.
+type formField struct {
+	ID, Label, Placeholder string
+	// Value is the text the input opens with.
+	Value     string
+	Paragraph bool
+	Required  bool
+	// MaxLength defaults to Discord's most, maxFormText.
+	MaxLength int
+}
+
+// maxFormText is the most a modal's text input holds, in characters.
+const maxFormText = 4000
+
+// respondModal opens a modal with one paragraph input: it must be the
+// interaction's first answer.
 func (b *Bot) respondModal(s *discordgo.Session, i *discordgo.Interaction, customID, title, label, placeholder string, required bool) {
+	b.respondForm(s, i, customID, title, formField{ID: "text", Label: label, Placeholder: placeholder, Paragraph: true, Required: required})
+}
+
+// respondForm opens a modal with up to five text inputs: it must be the
+// interaction's first answer.
+func (b *Bot) respondForm(s *discordgo.Session, i *discordgo.Interaction, customID, title string, fields ...formField) {
+	var rows []discordgo.MessageComponent
+	for _, f := range fields {
+		style := discordgo.TextInputShort
+		if f.Paragraph {
+			style = discordgo.TextInputParagraph
+		}
+		maxLen := f.MaxLength
+		if maxLen <= 0 || maxLen > maxFormText {
+			maxLen = maxFormText
+		}
+		rows = append(rows, discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+			discordgo.TextInput{CustomID: f.ID, Label: cut(f.Label, 45), Style: style, Placeholder: cut(f.Placeholder, 100),
+				Value: cut(f.Value, maxLen), Required: f.Required, MaxLength: maxLen},
+		}})
+	}
 	err := s.InteractionRespond(i, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseModal,
-		Data: &discordgo.InteractionResponseData{CustomID: customID, Title: cut(title, 45),
-			Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
-				discordgo.TextInput{CustomID: "text", Label: cut(label, 45), Style: discordgo.TextInputParagraph,
-					Placeholder: cut(placeholder, 100), Required: required, MaxLength: 4000},
-			}}}}})
+		Data: &discordgo.InteractionResponseData{CustomID: customID, Title: cut(title, 45), Components: rows}})
 	if err != nil {
 		b.log.Warn("open discord modal", "interaction", i.ID, "err", redactURL(err.Error()))
 	}
 }
 
-// modalText returns the text typed into a modal's input.
-func modalText(i *discordgo.Interaction) string {
+// modalText returns the text typed into a modal's one input.
+func modalText(i *discordgo.Interaction) string { return modalValues(i)["text"] }
+
+// modalValues returns the texts typed into a modal, by input id; an input
+// the modal did not have is absent.
+func modalValues(i *discordgo.Interaction) map[string]string {
+	out := map[string]string{}
 	data := i.ModalSubmitData()
 	for _, row := range data.Components {
 		r, ok := row.(*discordgo.ActionsRow)
@@ -285,12 +322,12 @@ func modalText(i *discordgo.Interaction) string {
 			continue
 		}
 		for _, c := range r.Components {
-			if in, ok := c.(*discordgo.TextInput); ok && in.CustomID == "text" {
-				return in.Value
+			if in, ok := c.(*discordgo.TextInput); ok && in.CustomID != "" {
+				out[in.CustomID] = in.Value
 			}
 		}
 	}
-	return ""
+	return out
 }
 
 // tokenInURL matches the secret part of interaction and webhook URLs.

@@ -53,6 +53,24 @@ type notice struct {
 	Files []string `json:"files"`
 	// plan.failed
 	Error string `json:"error"`
+
+	// hook is a hook's message (hook.message), whose payload is its own.
+	hook *hookMessage
+}
+
+// decodeNotice decodes an outbox message's payload.
+func decodeNotice(kind, payload string) (notice, error) {
+	var n notice
+	if kind == hookMessageKind {
+		var m hookMessage
+		if err := json.Unmarshal([]byte(payload), &m); err != nil {
+			return n, err
+		}
+		n.ProjectID, n.hook = m.ProjectID, &m
+		return n, nil
+	}
+	err := json.Unmarshal([]byte(payload), &n)
+	return n, err
 }
 
 // part is one message to post: in the project's channel, or in the task's
@@ -64,6 +82,8 @@ type part struct {
 	File       *attachment
 	// Anchor marks the channel notice a new task thread starts from.
 	Anchor bool
+	// Flags are the message's flags (suppressed embeds).
+	Flags discordgo.MessageFlags
 }
 
 // deliverLoop delivers the outbox until ctx ends.
@@ -290,8 +310,8 @@ func (b *Bot) failed(ctx context.Context, m models.OutboxMessage, err error) {
 // deliver posts one notice (or a run of one task's progress notices).
 func (b *Bot) deliver(ctx context.Context, batch []models.OutboxMessage) error {
 	m := batch[0]
-	var n notice
-	if err := json.Unmarshal([]byte(m.Payload), &n); err != nil {
+	n, err := decodeNotice(m.Kind, m.Payload)
+	if err != nil {
 		return fmt.Errorf("%w: undecodable payload: %v", errPermanent, err)
 	}
 	if n.TaskID == "" {
@@ -311,7 +331,6 @@ func (b *Bot) deliver(ctx context.Context, batch []models.OutboxMessage) error {
 		}
 		parts = progressParts(lines)
 	} else {
-		var err error
 		parts, err = b.noticeParts(ctx, m.Kind, n)
 		if err != nil {
 			return err
@@ -339,7 +358,9 @@ func (b *Bot) deliver(ctx context.Context, batch []models.OutboxMessage) error {
 			continue // delivered before an interruption
 		}
 		pn := nonce(m.ID, last.ID, i)
-		if strings.Contains(p.Content, threadLink) {
+		// Only a task's notices link to its thread: a project's (a hook's
+		// message) shows the text as it is.
+		if n.TaskID != "" && strings.Contains(p.Content, threadLink) {
 			thread, err := b.thread(ctx, channelID, n)
 			if err != nil {
 				return err
@@ -524,7 +545,7 @@ type messageCreate struct {
 func (b *Bot) send(ctx context.Context, channelID, nonce string, p part) (*discordgo.Message, error) {
 	s := b.sess()
 	p.Content, p.File = fit(p.Content, p.File)
-	m := &discordgo.MessageSend{Content: p.Content, Components: p.Components,
+	m := &discordgo.MessageSend{Content: p.Content, Components: p.Components, Flags: p.Flags,
 		AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}}
 	if p.File != nil {
 		m.Files = []*discordgo.File{p.File.file()}
@@ -746,6 +767,11 @@ func (b *Bot) noticeParts(ctx context.Context, kind string, n notice) ([]part, e
 		return []part{{Content: fmt.Sprintf("🗑️ %s %s was deleted", id, title)}}, nil
 	case "plan.failed":
 		return []part{{Content: fmt.Sprintf("📝 The plan of %s could not be created: %s", id, escape(cut(n.Error, 500)))}}, nil
+	case hookMessageKind:
+		if n.hook == nil {
+			return nil, fmt.Errorf("%w: a hook message without its payload", errPermanent)
+		}
+		return hookMessageParts(*n.hook), nil
 	}
 	b.log.Debug("notice kind not posted to discord", "kind", kind)
 	return nil, nil

@@ -316,7 +316,9 @@ func proposable() map[string]bool {
 		for _, o := range c.Options {
 			if o.Type == discordgo.ApplicationCommandOptionSubCommand {
 				subs = true
-				out[c.Name+" "+o.Name] = true
+				if path := c.Name + " " + o.Name; formCommands[path] == nil {
+					out[path] = true // a form is for a person to fill in
+				}
 			}
 		}
 		if !subs {

@@ -50,6 +50,11 @@ func TestNoticesGolden(t *testing.T) {
 		FilesChanged: []string{"login.go", "login_test.go"}}); err != nil {
 		t.Logf("save result: %v", err) // the result table may require a run: the notice then says less
 	}
+	// Kinds whose notice is decoded from an outbox row's payload.
+	payloads := map[string]string{
+		"hook.message": `{"hook_id":"triage","hook_name":"Failure *triage*","run_id":"triage.4","project_id":"web",` +
+			`"text":"2 tasks failed @everyone <@123>:\n- [login](https://evil.example) {thread}\n# not a header"}`,
+	}
 	cases := []struct {
 		kind string
 		n    notice
@@ -68,6 +73,7 @@ func TestNoticesGolden(t *testing.T) {
 		{"task.approval_needed", notice{TaskID: a, Title: "Fix the *login* page", Files: []string{"login.go"}}},
 		{"task.deleted", notice{TaskID: c, Title: "Announce it"}},
 		{"plan.failed", notice{TaskID: a, Error: "tasks[1].title: required"}},
+		{"hook.message", notice{}},
 		{"unknown.kind", notice{TaskID: a}},
 	}
 	var out strings.Builder
@@ -76,7 +82,13 @@ func TestNoticesGolden(t *testing.T) {
 		if k.kind == "task.progress" {
 			parts = progressParts([]string{"reading the code", "running `go test`", "@here done"})
 		} else {
-			parts, err = b.noticeParts(ctx, k.kind, k.n)
+			n := k.n
+			if payload, ok := payloads[k.kind]; ok {
+				if n, err = decodeNotice(k.kind, payload); err != nil {
+					t.Fatalf("%s: %v", k.kind, err)
+				}
+			}
+			parts, err = b.noticeParts(ctx, k.kind, n)
 			if err != nil {
 				t.Fatalf("%s: %v", k.kind, err)
 			}

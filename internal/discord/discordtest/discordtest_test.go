@@ -553,6 +553,20 @@ func TestInteractionCallbackRules(t *testing.T) {
 		}}},
 	}}
 	h, i = ix(&discordgo.Interaction{Data: discordgo.ApplicationCommandInteractionData{Name: "d"}})
+	// A text input's text, placeholder and lengths have Discord's limits.
+	tooMuch := &discordgo.InteractionResponse{Type: discordgo.InteractionResponseModal, Data: &discordgo.InteractionResponseData{
+		CustomID: "m", Title: "Edit task",
+		Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+			discordgo.TextInput{CustomID: "body", Label: "Body", Style: discordgo.TextInputParagraph, Value: strings.Repeat("x", 4001)},
+		}}},
+	}}
+	wantFormError(t, dg.InteractionRespond(i, tooMuch), "data.components.0.components.0.value", "BASE_TYPE_MAX_LENGTH")
+	tooMuch.Data.Components = []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+		discordgo.TextInput{CustomID: "body", Label: "Body", Style: discordgo.TextInputParagraph, Placeholder: strings.Repeat("p", 101)}}}}
+	wantFormError(t, dg.InteractionRespond(i, tooMuch), "data.components.0.components.0.placeholder", "BASE_TYPE_MAX_LENGTH")
+	tooMuch.Data.Components = []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+		discordgo.TextInput{CustomID: "body", Label: "Body", Style: discordgo.TextInputParagraph, MaxLength: 4001}}}}
+	wantFormError(t, dg.InteractionRespond(i, tooMuch), "data.components.0.components.0.max_length", "NUMBER_TYPE_MAX")
 	if err := dg.InteractionRespond(i, modal); err != nil {
 		t.Fatal(err)
 	}

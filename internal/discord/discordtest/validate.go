@@ -267,6 +267,25 @@ func validateComponents(fe *formErrors, path string, raws []json.RawMessage, mod
 				if style, _ := number(m["style"]); style != 1 && style != 2 {
 					fe.add(join(cp, "style"), "BASE_TYPE_CHOICES", "Value must be one of {1, 2}.")
 				}
+				if v, _ := str(m["value"]); utf8.RuneCountInString(v) > 4000 {
+					fe.add(join(cp, "value"), "BASE_TYPE_MAX_LENGTH", "Must be 4000 or fewer in length.")
+				}
+				if ph, _ := str(m["placeholder"]); utf8.RuneCountInString(ph) > 100 {
+					fe.add(join(cp, "placeholder"), "BASE_TYPE_MAX_LENGTH", "Must be 100 or fewer in length.")
+				}
+				for _, l := range []struct {
+					name string
+					min  int
+				}{{"min_length", 0}, {"max_length", 1}} {
+					n, ok := number(m[l.name])
+					switch {
+					case !ok:
+					case n < l.min:
+						fe.add(join(cp, l.name), "NUMBER_TYPE_MIN", fmt.Sprintf("int value should be greater than or equal to %d.", l.min))
+					case n > 4000:
+						fe.add(join(cp, l.name), "NUMBER_TYPE_MAX", "int value should be less than or equal to 4000.")
+					}
+				}
 			default:
 				fe.add(join(cp, "type"), "UNION_TYPE_CHOICES", "Value of field \"type\" must be one of (2, 3, 4, 5, 6, 7, 8).")
 			}
