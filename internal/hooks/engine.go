@@ -331,7 +331,6 @@ func (e *Engine) fireEvents(ctx context.Context, hooks []models.Hook) error {
 				if !ev.Matches(h.Trigger, h.ProjectID) {
 					continue
 				}
-				ev := ev
 				res, err := e.claim(ctx, h, models.HookClaim{HookID: h.ID, FireKey: fmt.Sprintf("event:%d:%s", ev.ID, ev.Type),
 					TriggerReason: fmt.Sprintf("event %s of task %s", ev.Type, ev.TaskID), Event: &ev})
 				if err == nil && !res.Busy {

@@ -363,13 +363,11 @@ func (e *Engine) callTool(ctx context.Context, h models.Hook, r models.HookRun, 
 }
 
 func (e *Engine) createTask(ctx context.Context, h models.Hook, r models.HookRun, title, desc, kind, key string, prio *int) (string, error) {
-	title = strings.TrimSpace(title)
-	switch {
-	case title == "":
-		return "", models.Errorf(models.CodeInvalid, "title: required")
-	case len(title) > maxToolTitle:
-		return "", models.Errorf(models.CodeInvalid, "title: at most %d characters", maxToolTitle)
-	case len(desc) > maxToolText:
+	title, err := checkText("title", title, maxToolTitle)
+	if err != nil {
+		return "", err
+	}
+	if len(desc) > maxToolText {
 		return "", models.Errorf(models.CodeInvalid, "description: at most %d characters", maxToolText)
 	}
 	if key == "" {
@@ -406,12 +404,9 @@ type HookMessage struct {
 const MessageKind = "hook.message"
 
 func (e *Engine) postMessage(ctx context.Context, h models.Hook, r models.HookRun, callID, text string) (string, error) {
-	text = strings.TrimSpace(text)
-	switch {
-	case text == "":
-		return "", models.Errorf(models.CodeInvalid, "text: required")
-	case len(text) > maxMessageText:
-		return "", models.Errorf(models.CodeInvalid, "text: at most %d characters", maxMessageText)
+	text, err := checkText("text", text, maxMessageText)
+	if err != nil {
+		return "", err
 	}
 	key := fmt.Sprintf("hook_message:%s:%s", r.ID, callID)
 	if err := e.act.Notify(ctx, key, MessageKind, h.ProjectID, "", HookMessage{HookID: h.ID, HookName: h.Name,
@@ -422,16 +417,26 @@ func (e *Engine) postMessage(ctx context.Context, h models.Hook, r models.HookRu
 }
 
 func (e *Engine) addFeedback(ctx context.Context, h models.Hook, r models.HookRun, taskID, text string) (string, error) {
-	text = strings.TrimSpace(text)
-	switch {
-	case text == "":
-		return "", models.Errorf(models.CodeInvalid, "feedback: required")
-	case len(text) > maxToolText:
-		return "", models.Errorf(models.CodeInvalid, "feedback: at most %d characters", maxToolText)
+	text, err := checkText("feedback", text, maxToolText)
+	if err != nil {
+		return "", err
 	}
 	if err := e.act.AddTaskFeedback(ctx, h.ProjectID, taskID, models.Feedback{Source: "hook:" + h.ID,
 		Verdict: models.VerdictComment, Text: text}); err != nil {
 		return "", err
 	}
 	return `{"added":true}`, nil
+}
+
+// checkText trims a tool's text argument and checks it is there and not
+// longer than max bytes.
+func checkText(field, text string, max int) (string, error) {
+	text = strings.TrimSpace(text)
+	switch {
+	case text == "":
+		return "", models.Errorf(models.CodeInvalid, "%s: required", field)
+	case len(text) > max:
+		return "", models.Errorf(models.CodeInvalid, "%s: at most %d characters", field, max)
+	}
+	return text, nil
 }

@@ -44,4 +44,11 @@
 // (edges, events, runs, questions, results, feedback, plans), keeping the
 // append-only token ledger; RemoveAgent deletes an idle agent, its runs
 // keeping its id. docs/semantics.md has the rules.
+//
+// Hooks keep their runs in hook_runs, one per (hook, firing key): ClaimHookRun
+// checks the key, the cooldown (from the hook's last run that was not
+// skipped), the project's budget and the cap on running runs, and records
+// the run, in one transaction. Task lifecycle events are read from the
+// outbox after a named cursor (event_cursors); HookQuery holds the named
+// read-only queries of hooks' db_query steps. docs/hooks.md has the rules.
 package store
