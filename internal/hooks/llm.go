@@ -122,10 +122,18 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 // answers without tool calls, the token cap is reached, or a call fails
 // after its retries.
 func (e *Engine) converse(ctx context.Context, h models.Hook, r models.HookRun, prompt string) models.HookRun {
-	fail := func(format string, args ...any) models.HookRun {
-		r.Status, r.Error = models.HookRunFailed, fmt.Sprintf(format, args...)
+	var actions []models.HookAction
+	end := func(status, format string, args ...any) models.HookRun {
+		r.Status = status
+		if format != "" {
+			r.Error = fmt.Sprintf(format, args...)
+		}
+		if len(actions) > 0 {
+			r.ActionsTaken = jsonText(actions)
+		}
 		return r
 	}
+	fail := func(format string, args ...any) models.HookRun { return end(models.HookRunFailed, format, args...) }
 	ep, err := e.resolve(h)
 	if err != nil {
 		return fail("%s", err)
@@ -152,17 +160,9 @@ func (e *Engine) converse(ctx context.Context, h models.Hook, r models.HookRun, 
 		{Role: openai.ChatMessageRoleSystem, Content: systemPrompt},
 		{Role: openai.ChatMessageRoleUser, Content: prompt},
 	}
-	var actions []models.HookAction
-	defer func() {
-		if len(actions) > 0 {
-			r.ActionsTaken = jsonText(actions)
-		}
-	}()
 	for round := 0; ; round++ {
 		if round == e.cfg.MaxToolRounds {
-			r = fail("the model was still calling tools after %d calls (hooks.max_tool_rounds)", round)
-			r.ActionsTaken = jsonText(actions)
-			return r
+			return fail("the model was still calling tools after %d calls (hooks.max_tool_rounds)", round)
 		}
 		req := openai.ChatCompletionRequest{Model: ep.model, Messages: msgs, Tools: tools}
 		if ep.temperature != nil {
@@ -173,9 +173,7 @@ func (e *Engine) converse(ctx context.Context, h models.Hook, r models.HookRun, 
 		}
 		resp, err := e.complete(ctx, client, ra, req, h, r)
 		if err != nil {
-			r = fail("LLM call %d: %s", round+1, err)
-			r.ActionsTaken = jsonText(actions)
-			return r
+			return fail("LLM call %d: %s", round+1, err)
 		}
 		used := models.TokenUsage{Input: int64(resp.Usage.PromptTokens), Output: int64(resp.Usage.CompletionTokens)}
 		if used.Total() == 0 {
@@ -186,27 +184,21 @@ func (e *Engine) converse(ctx context.Context, h models.Hook, r models.HookRun, 
 			e.log.Error("recording a hook run's tokens failed", "run_id", r.ID, "err", err)
 		}
 		if len(resp.Choices) == 0 {
-			r = fail("LLM call %d: the answer has no choices", round+1)
-			r.ActionsTaken = jsonText(actions)
-			return r
+			return fail("LLM call %d: the answer has no choices", round+1)
 		}
 		msg := resp.Choices[0].Message
 		text := msg.Content
 		r.LLMResponse = &text
 		if len(msg.ToolCalls) == 0 {
-			r.Status = models.HookRunCompleted
-			r.ActionsTaken = jsonText(actions)
-			return r
+			return end(models.HookRunCompleted, "")
 		}
 		if h.MaxTokensPerRun != nil && r.TokensUsed >= int64(*h.MaxTokensPerRun) {
 			for _, tc := range msg.ToolCalls {
 				actions = append(actions, models.HookAction{Tool: tc.Function.Name, Arguments: rawArgs(tc.Function.Arguments),
 					Error: "not run: max_tokens_per_run was reached"})
 			}
-			r = fail("max_tokens_per_run (%d) reached after %d LLM calls (%d tokens); the last answer's %d tool calls were not run",
+			return fail("max_tokens_per_run (%d) reached after %d LLM calls (%d tokens); the last answer's %d tool calls were not run",
 				*h.MaxTokensPerRun, round+1, r.TokensUsed, len(msg.ToolCalls))
-			r.ActionsTaken = jsonText(actions)
-			return r
 		}
 		msgs = append(msgs, msg)
 		for _, tc := range msg.ToolCalls {

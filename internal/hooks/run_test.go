@@ -61,7 +61,7 @@ func TestEveryContextStepFeedsThePrompt(t *testing.T) {
 		`,"prompt_template":` + quote(tmpl) + `}`)
 	h.llm.Enqueue(openaitest.Reply{Content: "Nothing to do.", Usage: openaitest.Usage{PromptTokens: 120, CompletionTokens: 4}})
 	r := h.fire(hk.ID, models.HookFire{})
-	if r.Status != models.HookRunCompleted || deref(r.LLMResponse) != "Nothing to do." || r.TokensUsed != 124 {
+	if r.Status != models.HookRunCompleted || deref(r.LLMResponse) != "Nothing to do." || r.TokensUsed != 124 || r.ActionsTaken != nil {
 		t.Fatalf("run: %s %q tokens %d error %q", r.Status, deref(r.LLMResponse), r.TokensUsed, r.Error)
 	}
 	res := results(t, r)
