@@ -196,6 +196,10 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	}
 	cmds.hooks = eng
 	hookd.Store(eng)
+	// Runs an earlier life left running are closed before anyone can fire a hook.
+	if err := eng.Start(ctx); err != nil {
+		return err
+	}
 	b, err := newBot(cfg, cmds, st, log)
 	if err != nil {
 		return err
@@ -255,7 +259,8 @@ func newHooks(cfg config.Config, st *store.Store, cmds commands, ws *repo.Worksp
 		log.Info("hooks run without an LLM: set llm.model (or a hook's llm_config) for hooks with a prompt")
 	}
 	return hooks.New(hooks.Config{MaxRunning: hc.MaxRunning, PollInterval: hc.PollInterval,
-		LLM:            hooks.LLMConfig{BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model},
+		LLM:          hooks.LLMConfig{BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model},
+		GlobalBudget: cfg.Orchestrator.GlobalTokenBudget, Window: cfg.Orchestrator.Window,
 		HTTPAllowHosts: hc.HTTPAllowHosts, CommandTimeout: hc.CommandTimeout, HTTPTimeout: hc.HTTPTimeout,
 		StepOutputCap: hc.StepOutputCap, MaxToolRounds: hc.MaxToolRounds, LLMAttempts: hc.LLMAttempts,
 		OnRunEnd: onRunEnd, Logger: log.With("component", "hooks")}, st, cmds, ws)

@@ -27,6 +27,9 @@ func hookCommands(t *testing.T) (commands, *hooks.Engine) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := engine.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(engine.Wait) // before the store closes
 	return commands{Store: st, hooks: engine}, engine
 }

@@ -84,6 +84,9 @@ func newHookEnv(t *testing.T) (*testEnv, *hooks.Engine) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := engine.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(engine.Wait) // before the store closes
 	s, err := api.New(api.Config{Logger: logger, Hooks: hookService{Store: st, engine: engine}}, decisions{st})
 	if err != nil {
@@ -144,7 +147,7 @@ func TestCreateHookEndpoint(t *testing.T) {
 		{"bad cron expression", `{"project_id":"web","name":"x","trigger":{"type":"cron","expr":"61 * * * *"}}`,
 			400, models.CodeInvalid, `trigger.expr: "61 * * * *" is not a cron expression`},
 		{"short interval", `{"project_id":"web","name":"x","trigger":{"type":"periodic","interval_seconds":5}}`,
-			400, models.CodeInvalid, "trigger.interval_seconds: must be at least 60"},
+			400, models.CodeInvalid, "trigger.interval_seconds: must be between 60 and"},
 		{"unknown placeholder", `{"project_id":"web","name":"x","trigger":{"type":"manual"},"prompt_template":"Report {{weather}}"}`,
 			400, models.CodeInvalid, "prompt_template: unknown placeholder {{weather}}"},
 		{"placeholder past the steps", `{"project_id":"web","name":"x","trigger":{"type":"manual"},"prompt_template":"{{step_0}}"}`,

@@ -181,6 +181,9 @@ func (h *harness) hookEngine(cfg hooks.Config) *hooks.Engine {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	if err := e.Start(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
 	h.t.Cleanup(e.Wait)
 	h.svc.mu.Lock()
 	h.svc.hooks = e

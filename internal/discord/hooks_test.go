@@ -197,7 +197,7 @@ func TestHookFormRefusalsAndRetry(t *testing.T) {
 		{name: "bad time zone", cmd: "hook", sub: create(strOpt("trigger", "cron"), strOpt("schedule", "@daily"), strOpt("timezone", "Mars/Olympus")),
 			ephemeral: true, want: []string{"trigger.timezone"}, check: noHooks},
 		{name: "short interval", cmd: "hook", sub: create(strOpt("trigger", "periodic"), strOpt("schedule", "10")), ephemeral: true,
-			want: []string{"trigger.interval_seconds: must be at least 60"}, check: noHooks},
+			want: []string{"trigger.interval_seconds: must be between 60 and"}, check: noHooks},
 		{name: "unknown event", cmd: "hook", sub: create(strOpt("trigger", "event"), strOpt("schedule", "task.exploded")), ephemeral: true,
 			want: []string{"trigger.event_type"}, check: noHooks},
 		{name: "no schedule", cmd: "hook", sub: create(strOpt("trigger", "cron")), ephemeral: true,

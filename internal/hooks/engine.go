@@ -49,6 +49,10 @@ type Config struct {
 	PollInterval time.Duration
 	// LLM is the daemon's model; a hook's llm_config overrides it.
 	LLM LLMConfig
+	// GlobalBudget, when set, caps the tokens of all projects in the
+	// rolling Window (default 24h): past it, hooks are skipped.
+	GlobalBudget *int64
+	Window       time.Duration
 	// HTTPAllowHosts are the host names http_get steps may fetch ("*.x.org"
 	// admits sub-domains of x.org). Empty refuses every http_get.
 	HTTPAllowHosts []string
@@ -100,6 +104,7 @@ func (c *Config) applyDefaults() {
 	def(&c.LLMBackoff, DefaultLLMBackoff)
 	def(&c.MaxLLMBackoff, DefaultMaxLLMBackoff)
 	def(&c.LLMTimeout, DefaultLLMTimeout)
+	def(&c.Window, 24*time.Hour)
 	if c.MaxRunning <= 0 {
 		c.MaxRunning = DefaultMaxRunning
 	}
@@ -171,8 +176,11 @@ type Engine struct {
 	runs   sync.WaitGroup
 
 	mu sync.Mutex
-	// base is Run's context: runs last as long as it, whoever fired them.
-	base context.Context
+	// base is Start's context: runs last as long as it, whoever fired
+	// them. Before Start and after Run, nothing fires.
+	base       context.Context
+	cancelBase context.CancelFunc
+	stopped    bool
 }
 
 // New returns an engine. It starts nothing: call Run.
@@ -192,22 +200,47 @@ func (e *Engine) Wake() {
 	}
 }
 
-// Run closes the runs an earlier life left running, then fires hooks until
-// ctx ends, and waits for the runs under way to finish (their LLM calls
-// and commands are cancelled with ctx).
+// Start closes the runs an earlier life left running and readies the
+// engine to fire; its runs last until Run ends. Run starts the engine when
+// it was not started; the daemon starts it before it takes requests, so
+// that no fire by hand can be taken for a leftover.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	started := e.base != nil
+	e.mu.Unlock()
+	if started {
+		return nil
+	}
+	n, err := e.store.FailRunningHookRuns(ctx)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		e.log.Info("hook runs left running by the last stop closed as failed", "count", n)
+	}
+	e.mu.Lock()
+	e.base, e.cancelBase = context.WithCancel(context.WithoutCancel(ctx))
+	e.mu.Unlock()
+	return nil
+}
+
+// Run starts the engine if needed, then fires hooks until ctx ends; then
+// it cancels the runs under way (their LLM calls and commands) and waits
+// for their ends to be recorded.
 func (e *Engine) Run(ctx context.Context) error {
-	if n, err := e.store.FailRunningHookRuns(ctx); err != nil {
+	if err := e.Start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before it started
 		}
 		return err
-	} else if n > 0 {
-		e.log.Info("hook runs left running by the last stop closed as failed", "count", n)
 	}
-	e.mu.Lock()
-	e.base = ctx
-	e.mu.Unlock()
-	defer e.runs.Wait()
+	defer func() {
+		e.mu.Lock()
+		e.stopped = true
+		e.cancelBase()
+		e.mu.Unlock()
+		e.runs.Wait()
+	}()
 	for {
 		next, err := e.Tick(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -280,13 +313,22 @@ func (e *Engine) fireSchedules(ctx context.Context, hooks []models.Hook) (time.T
 // fireSchedule fires h when a scheduled time is due, given the last one it
 // fired for, and returns its next scheduled time (a poll interval away
 // while the firing waits for a free place).
-func (e *Engine) fireSchedule(ctx context.Context, h models.Hook, last, now time.Time) (time.Time, error) {
+func (e *Engine) fireSchedule(ctx context.Context, h models.Hook, last, now time.Time) (next time.Time, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			e.log.Error("a hook's schedule panicked", "hook_id", h.ID, "panic", p)
+			next, err = time.Time{}, fmt.Errorf("schedule of hook %s: internal error", h.ID)
+		}
+	}()
 	sched, err := newNextTimes(h.Trigger, h.ScheduleFrom)
 	if err != nil {
 		return time.Time{}, err
 	}
 	at, missed, next, ok := sched.due(last, now)
 	if !ok {
+		if next.IsZero() {
+			e.log.Warn("a hook's schedule has no next time", "hook_id", h.ID)
+		}
 		return next, nil
 	}
 	reason := "schedule " + at.UTC().Format(time.RFC3339)
@@ -352,7 +394,16 @@ func (e *Engine) fireEvents(ctx context.Context, hooks []models.Hook) error {
 
 // claim records a firing and starts its run when it may run.
 func (e *Engine) claim(ctx context.Context, h models.Hook, c models.HookClaim) (models.HookClaimResult, error) {
-	c.MaxRunning = e.cfg.MaxRunning
+	e.mu.Lock()
+	base, stopped := e.base, e.stopped
+	e.mu.Unlock()
+	if base == nil || stopped {
+		return models.HookClaimResult{}, models.Errorf(models.CodeConflict, "hooks are not running: the daemon is starting or stopping")
+	}
+	c.MaxRunning, c.GlobalBudget = e.cfg.MaxRunning, e.cfg.GlobalBudget
+	if c.GlobalBudget != nil {
+		c.WindowStart = e.cfg.Now().Add(-e.cfg.Window)
+	}
 	res, err := e.store.ClaimHookRun(ctx, c)
 	if err != nil {
 		if models.ErrorCodeOf(err) == models.CodeNotFound {
@@ -370,13 +421,18 @@ func (e *Engine) claim(ctx context.Context, h models.Hook, c models.HookClaim) (
 		return res, nil
 	}
 	e.log.Info("hook fired", "hook_id", h.ID, "project_id", h.ProjectID, "run_id", res.Run.ID, "trigger", c.TriggerReason)
+	// Counted under the lock Run's end takes before it waits: a run is
+	// either waited for or never begins.
 	e.mu.Lock()
-	base := e.base
-	e.mu.Unlock()
-	if base == nil {
-		base = context.WithoutCancel(ctx)
+	if e.stopped {
+		e.mu.Unlock()
+		r := res.Run
+		r.Status, r.Error = models.HookRunFailed, "the daemon stopped before the run began"
+		e.finish(ctx, e.log, r)
+		return res, nil
 	}
 	e.runs.Add(1)
+	e.mu.Unlock()
 	go func() {
 		defer e.runs.Done()
 		e.execute(base, h, res.Run)
@@ -421,8 +477,10 @@ func (e *Engine) Fire(ctx context.Context, hookID, by string, f models.HookFire)
 	return res.Run, nil
 }
 
-// ended records the end of a run for OnRunEnd.
+// ended records the end of a run for OnRunEnd, and wakes the engine: a
+// firing may have waited for the place the run took.
 func (e *Engine) ended(r models.HookRun) {
+	e.Wake()
 	if e.cfg.OnRunEnd != nil {
 		e.cfg.OnRunEnd(r)
 	}

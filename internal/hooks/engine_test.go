@@ -149,6 +149,9 @@ func TestTwoConcurrentPassesFireEachTimeAndEventOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := second.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(second.Wait)
 	// Both cursors start before the events.
 	h.tick()
@@ -185,10 +188,12 @@ func TestTwoConcurrentPassesFireEachTimeAndEventOnce(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, r := range h.runs(onEvent.ID) {
-		if seen[r.FireKey] {
-			t.Fatalf("event %s fired twice", r.FireKey)
+		var ev models.HookEvent
+		mustJSON(t, deref(r.EventData), &ev)
+		if seen[ev.TaskID] {
+			t.Fatalf("the failure of %s fired twice", ev.TaskID)
 		}
-		seen[r.FireKey] = true
+		seen[ev.TaskID] = true
 	}
 	if len(seen) != rounds {
 		t.Fatalf("event hook ran %d times, want %d", len(seen), rounds)
@@ -197,7 +202,7 @@ func TestTwoConcurrentPassesFireEachTimeAndEventOnce(t *testing.T) {
 
 func TestEventHooksFireForTheirProjectAndFilters(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newHarness(t, func(c *hooks.Config) { c.MaxRunning = 10 })
 	h.project("web")
 	h.project("api")
 	h.agent("a1")
@@ -285,6 +290,50 @@ func TestCooldownSurvivesARestart(t *testing.T) {
 	// A person's fire ignores the cooldown.
 	if r := h.fire(hk.ID, models.HookFire{}); r.Status != models.HookRunCompleted || r.TriggerReason != "fired by tester" {
 		t.Fatalf("manual fire: %s %q", r.Status, r.TriggerReason)
+	}
+}
+
+func TestACooldownAsLongAsTheIntervalSkipsNoFiring(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.project("web")
+	hk := h.hook(`{"project_id":"web","name":"Hourly","trigger":{"type":"periodic","interval_seconds":3600},
+		"context_steps":` + countSteps + `}`)
+	// Each firing is noticed a little after its time, the first later than
+	// the second.
+	for i, late := range []time.Duration{50 * time.Millisecond, 10 * time.Millisecond, 0, 900 * time.Millisecond} {
+		h.clock.Set(start.Add(time.Duration(i+1)*time.Hour + late))
+		h.tick()
+		if r := h.waitRun(); r.Status != models.HookRunCompleted {
+			t.Fatalf("firing %d: %s %q", i+1, r.Status, deref(r.SkippedReason))
+		}
+	}
+	if n := len(h.runs(hk.ID)); n != 4 {
+		t.Fatalf("%d runs", n)
+	}
+}
+
+func TestTheGlobalBudgetSkipsHooks(t *testing.T) {
+	t.Parallel()
+	budget := int64(500)
+	h := newHarness(t, func(c *hooks.Config) { c.GlobalBudget = &budget })
+	h.project("web")
+	h.project("api")
+	hk := h.hook(`{"project_id":"web","name":"Ask","trigger":{"type":"manual"},"prompt_template":"hello"}`)
+	if err := h.st.RecordTokenUsage(context.Background(), models.TokenUsage{ProjectID: "api", Input: 500,
+		CreatedAt: start.Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	r := h.fire(hk.ID, models.HookFire{})
+	if r.Status != models.HookRunSkipped ||
+		deref(r.SkippedReason) != "the global token budget is spent (500 of 500 tokens since 2026-03-01T08:00:00Z)" {
+		t.Fatalf("%s %q", r.Status, deref(r.SkippedReason))
+	}
+	// The window moves on.
+	h.clock.Advance(24 * time.Hour)
+	h.llm.Enqueue(openaitest.Reply{Content: "hi", Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 1}})
+	if r := h.fire(hk.ID, models.HookFire{}); r.Status != models.HookRunCompleted {
+		t.Fatalf("after the window: %s %q", r.Status, deref(r.SkippedReason))
 	}
 }
 
@@ -400,7 +449,13 @@ func TestRunsLeftRunningAreClosedAtStart(t *testing.T) {
 	<-asked
 	// The daemon dies here; a new one starts on the same database.
 	old := h.eng
-	h.eng = h.engine()
+	h.eng, err = hooks.New(h.cfg, h.st, h.st, h.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.eng.Fire(context.Background(), hk.ID, "tester", models.HookFire{}); models.ErrorCodeOf(err) != models.CodeConflict {
+		t.Fatalf("a fire before the engine started: %v", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.eng.Run(ctx) }()
@@ -408,6 +463,9 @@ func TestRunsLeftRunningAreClosedAtStart(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	if _, err := h.eng.Fire(context.Background(), hk.ID, "tester", models.HookFire{}); models.ErrorCodeOf(err) != models.CodeConflict {
+		t.Fatalf("a fire after the engine stopped: %v", err)
 	}
 	closed := h.stored(run.ID)
 	if closed.Status != models.HookRunFailed || closed.Error != "the daemon stopped during the run" || closed.CompletedAt == nil {

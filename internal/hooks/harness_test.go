@@ -141,6 +141,9 @@ func (h *harness) engine() *hooks.Engine {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	if err := e.Start(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
 	return e
 }
 
@@ -152,6 +155,9 @@ func (h *harness) engineWith(change func(*hooks.Config)) *hooks.Engine {
 	change(&cfg)
 	e, err := hooks.New(cfg, h.st, h.st, h.ws)
 	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
 		h.t.Fatal(err)
 	}
 	return e

@@ -6,7 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -164,12 +168,26 @@ func (e *Engine) converse(ctx context.Context, h models.Hook, r models.HookRun, 
 		if round == e.cfg.MaxToolRounds {
 			return fail("the model was still calling tools after %d calls (hooks.max_tool_rounds)", round)
 		}
+		if round > 0 {
+			// The project's budget is read again before each further call.
+			if p, err := e.store.GetProject(ctx, h.ProjectID); err == nil && p.BudgetLimit != nil && p.TotalTokensUsed >= *p.BudgetLimit {
+				return fail("project %s went over its token budget during the run (%d of %d tokens used)",
+					p.ID, p.TotalTokensUsed, *p.BudgetLimit)
+			}
+		}
 		req := openai.ChatCompletionRequest{Model: ep.model, Messages: msgs, Tools: tools}
-		if ep.temperature != nil {
-			req.Temperature = *ep.temperature
+		if t := ep.temperature; t != nil {
+			req.Temperature = *t
+			if *t == 0 {
+				// go-openai leaves a zero temperature out of the request.
+				req.Temperature = math.SmallestNonzeroFloat32
+			}
 		}
 		if h.MaxTokensPerRun != nil {
 			req.MaxTokens = *h.MaxTokensPerRun - int(r.TokensUsed)
+			if errors.Is(openai.NewReasoningValidator().Validate(req), openai.ErrReasoningModelMaxTokensDeprecated) {
+				req.MaxTokens, req.MaxCompletionTokens = 0, req.MaxTokens
+			}
 		}
 		resp, err := e.complete(ctx, client, ra, req, h, r)
 		if err != nil {
@@ -202,7 +220,7 @@ func (e *Engine) converse(ctx context.Context, h models.Hook, r models.HookRun, 
 		}
 		msgs = append(msgs, msg)
 		for _, tc := range msg.ToolCalls {
-			a := e.callTool(ctx, h, r, tc)
+			a := e.callTool(ctx, h, r, tc, len(actions))
 			actions = append(actions, a)
 			answer := a.Result
 			if a.Error != "" {
@@ -258,17 +276,23 @@ func (e *Engine) complete(ctx context.Context, client *openai.Client, ra *retryA
 
 // classify returns an LLM error's HTTP status (0 when there is none) and
 // whether it is worth another try: rate limits, server failures and
-// network errors are.
+// network errors are; a request the client itself refuses is not.
 func classify(err error) (int, bool) {
-	var ae *openai.APIError
-	var re *openai.RequestError
+	var (
+		ae *openai.APIError
+		re *openai.RequestError
+		ue *url.Error
+		ne net.Error
+	)
 	switch {
 	case errors.As(err, &ae):
 		return ae.HTTPStatusCode, ae.HTTPStatusCode == http.StatusTooManyRequests || ae.HTTPStatusCode >= 500
 	case errors.As(err, &re):
 		return re.HTTPStatusCode, re.HTTPStatusCode == http.StatusTooManyRequests || re.HTTPStatusCode >= 500
+	case errors.As(err, &ue), errors.As(err, &ne), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.DeadlineExceeded):
+		return 0, true
 	}
-	return 0, true
+	return 0, false
 }
 
 // describe is an LLM error as a user may read it.
@@ -282,6 +306,9 @@ func describe(err error, status int) string {
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return "the endpoint did not answer in time"
+	}
+	if _, retryable := classify(err); !retryable {
+		return "the request was refused before it was sent: " + err.Error()
 	}
 	return "the endpoint could not be reached: " + err.Error()
 }
@@ -300,7 +327,7 @@ func rawArgs(s string) json.RawMessage {
 }
 
 // callTool performs one tool call of the model.
-func (e *Engine) callTool(ctx context.Context, h models.Hook, r models.HookRun, tc openai.ToolCall) models.HookAction {
+func (e *Engine) callTool(ctx context.Context, h models.Hook, r models.HookRun, tc openai.ToolCall, seq int) models.HookAction {
 	a := models.HookAction{Tool: tc.Function.Name, Arguments: rawArgs(tc.Function.Arguments)}
 	dec := func(v any) error {
 		d := json.NewDecoder(strings.NewReader(tc.Function.Arguments))
@@ -331,7 +358,7 @@ func (e *Engine) callTool(ctx context.Context, h models.Hook, r models.HookRun, 
 			Text string `json:"text"`
 		}
 		if err = dec(&args); err == nil {
-			res, err = e.postMessage(ctx, h, r, tc.ID, args.Text)
+			res, err = e.postMessage(ctx, h, r, seq, args.Text)
 		}
 	case "add_task_feedback":
 		var args struct {
@@ -395,12 +422,14 @@ type HookMessage struct {
 // MessageKind is the outbox kind of a hook's message.
 const MessageKind = "hook.message"
 
-func (e *Engine) postMessage(ctx context.Context, h models.Hook, r models.HookRun, callID, text string) (string, error) {
+func (e *Engine) postMessage(ctx context.Context, h models.Hook, r models.HookRun, seq int, text string) (string, error) {
 	text, err := checkText("text", text, maxMessageText)
 	if err != nil {
 		return "", err
 	}
-	key := fmt.Sprintf("hook_message:%s:%s", r.ID, callID)
+	// The run's start tells apart runs of a hook deleted and created again
+	// under the same id; seq, the calls of one run.
+	key := fmt.Sprintf("hook_message:%s:%d:%d", r.ID, r.StartedAt.UnixNano(), seq)
 	if err := e.act.Notify(ctx, key, MessageKind, h.ProjectID, "", HookMessage{HookID: h.ID, HookName: h.Name,
 		RunID: r.ID, ProjectID: h.ProjectID, Text: text}); err != nil {
 		return "", err

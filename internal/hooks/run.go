@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -11,8 +12,12 @@ import (
 )
 
 // recordTimeout bounds the writes that record a run's end, which happen
-// even after the engine was told to stop.
-const recordTimeout = 10 * time.Second
+// even after the engine was told to stop; finishTries is how many times
+// the end is tried.
+const (
+	recordTimeout = 10 * time.Second
+	finishTries   = 5
+)
 
 // execute performs a claimed run and records its end.
 func (e *Engine) execute(ctx context.Context, h models.Hook, r models.HookRun) {
@@ -29,13 +34,25 @@ func (e *Engine) execute(ctx context.Context, h models.Hook, r models.HookRun) {
 }
 
 // finish records the end of a run.
-func (e *Engine) finish(ctx context.Context, log interface {
-	Info(string, ...any)
-	Error(string, ...any)
-}, r models.HookRun) {
+func (e *Engine) finish(ctx context.Context, log *slog.Logger, r models.HookRun) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	done, err := e.store.FinishHookRun(rctx, r)
+	// A run left running would hold a place under the cap until the next
+	// start: the end is recorded again after a failure, while time allows.
+	var (
+		done bool
+		err  error
+	)
+	for try := 0; try < finishTries; try++ {
+		if done, err = e.store.FinishHookRun(rctx, r); err == nil || rctx.Err() != nil {
+			break
+		}
+		log.Error("recording the end of a hook run failed; trying again", "err", err)
+		select {
+		case <-rctx.Done():
+		case <-e.cfg.After(time.Duration(try+1) * 100 * time.Millisecond):
+		}
+	}
 	switch {
 	case err != nil:
 		log.Error("recording the end of a hook run failed", "err", err)

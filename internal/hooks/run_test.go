@@ -253,7 +253,7 @@ func TestTemplateErrorsNameThePlaceholder(t *testing.T) {
 		{`{"trigger":{"type":"event","event_type":"task.exploded"}}`, `trigger.event_type: "task.exploded" is not one of`},
 		{`{"trigger":{"type":"cron","expr":"every morning"}}`, `trigger.expr: "every morning" is not a cron expression`},
 		{`{"trigger":{"type":"cron","expr":"0 9 * * *","timezone":"Mars/Olympus"}}`, `trigger.timezone: "Mars/Olympus" is not a known time zone`},
-		{`{"trigger":{"type":"periodic","interval_seconds":5}}`, "trigger.interval_seconds: must be at least 60 (got 5)"},
+		{`{"trigger":{"type":"periodic","interval_seconds":5}}`, "trigger.interval_seconds: must be between 60 and 31622400 (a year) (got 5)"},
 		{`{"trigger":{"type":"hourly"}}`, `trigger.type: must be periodic, cron, event or manual (got "hourly")`},
 	} {
 		var s models.HookSpec
@@ -502,7 +502,7 @@ func TestTheDaemonsKeyGoesOnlyToTheDaemonsEndpoint(t *testing.T) {
 		"llm_config":{"base_url":"` + theirs.URL() + `","model":"their-model"}}`)
 	r := h.fire(bare.ID, models.HookFire{})
 	reqs := theirs.Requests()
-	if r.Status != models.HookRunFailed || len(reqs) != 1 || strings.Contains(string(reqs[0].Raw), "llm-key") ||
+	if r.Status != models.HookRunFailed || len(reqs) != 1 || reqs[0].Authorization != "Bearer" && reqs[0].Authorization != "" ||
 		!strings.Contains(r.Error, "answered 401") {
 		t.Fatalf("%s %q, %d requests", r.Status, r.Error, len(reqs))
 	}
@@ -512,14 +512,113 @@ func TestTheDaemonsKeyGoesOnlyToTheDaemonsEndpoint(t *testing.T) {
 	if r := h.fire(keyed.ID, models.HookFire{}); r.Status != models.HookRunCompleted {
 		t.Fatalf("%s %q", r.Status, r.Error)
 	}
-	if got := theirs.Requests()[1]; got.Model != "their-model" || !strings.Contains(string(got.Raw), `"temperature":0.2`) {
-		t.Fatalf("request %s", got.Raw)
+	if got := theirs.Requests()[1]; got.Model != "their-model" || !strings.Contains(string(got.Raw), `"temperature":0.2`) ||
+		got.Authorization != "Bearer their-key" {
+		t.Fatalf("request %s (%s)", got.Raw, got.Authorization)
+	}
+	// An edit that moves the hook to another endpoint does not take the
+	// stored key along, even when the redacted key is sent back.
+	other := "http://127.0.0.1:1/v1"
+	moved := models.HookPatch{LLMConfig: &models.HookLLMConfig{BaseURL: other, APIKey: models.RedactedKey}}.Apply(keyed, start)
+	same := models.HookPatch{LLMConfig: &models.HookLLMConfig{BaseURL: theirs.URL(), APIKey: models.RedactedKey}}.Apply(keyed, start)
+	if moved.LLMConfig.APIKey != "" || same.LLMConfig.APIKey != "their-key" {
+		t.Fatalf("keys after edits: moved %q, same %q", moved.LLMConfig.APIKey, same.LLMConfig.APIKey)
 	}
 	if n := len(h.llm.Requests()); n != 0 {
 		t.Fatalf("the daemon's endpoint got %d requests", n)
 	}
 	if red := keyed.Redacted(); red.LLMConfig.APIKey != "[redacted]" || keyed.LLMConfig.APIKey != "their-key" {
 		t.Fatalf("redaction: %+v", red.LLMConfig)
+	}
+}
+
+func TestTemperatureZeroAndReasoningModelsAreSentAsAsked(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.project("web")
+	reasoning := openaitest.New(openaitest.Options{APIKey: "k"})
+	t.Cleanup(reasoning.Close)
+	cold := h.hook(`{"project_id":"web","name":"Cold","trigger":{"type":"manual"},"prompt_template":"hi",
+		"llm_config":{"temperature":0}}`)
+	h.llm.Enqueue(openaitest.Reply{Content: "ok", Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 1}})
+	if r := h.fire(cold.ID, models.HookFire{}); r.Status != models.HookRunCompleted {
+		t.Fatalf("%s %q", r.Status, r.Error)
+	}
+	if raw := string(h.llm.Requests()[0].Raw); !strings.Contains(raw, `"temperature":1e-45`) {
+		t.Fatalf("a zero temperature was not sent: %s", raw)
+	}
+	o3 := h.hook(`{"project_id":"web","name":"Reasoner","trigger":{"type":"manual"},"prompt_template":"hi","max_tokens_per_run":900,
+		"llm_config":{"base_url":"` + reasoning.URL() + `","api_key":"k","model":"o3-mini"}}`)
+	reasoning.Enqueue(openaitest.Reply{Content: "ok", Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 1}})
+	if r := h.fire(o3.ID, models.HookFire{}); r.Status != models.HookRunCompleted {
+		t.Fatalf("%s %q", r.Status, r.Error)
+	}
+	if raw := string(reasoning.Requests()[0].Raw); !strings.Contains(raw, `"max_completion_tokens":900`) || strings.Contains(raw, `"max_tokens"`) {
+		t.Fatalf("the cap of a reasoning model's call: %s", raw)
+	}
+}
+
+func TestAProjectGoingOverBudgetDuringARunStopsIt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	limit := int64(1000)
+	h.project("web", func(p *models.Project) { p.BudgetLimit = &limit })
+	hk := h.hook(`{"project_id":"web","name":"Spender","trigger":{"type":"manual"},"prompt_template":"go"}`)
+	h.llm.Enqueue(openaitest.Reply{ToolCalls: []openaitest.ToolCall{toolCall("post_message", `{"text":"spent"}`)},
+		Usage: openaitest.Usage{PromptTokens: 900, CompletionTokens: 300}})
+	r := h.fire(hk.ID, models.HookFire{})
+	if r.Status != models.HookRunFailed || r.Error != "project web went over its token budget during the run (1200 of 1000 tokens used)" ||
+		len(h.llm.Requests()) != 1 {
+		t.Fatalf("%s %q, %d calls", r.Status, r.Error, len(h.llm.Requests()))
+	}
+}
+
+func TestMessagesWithTheSameCallIDAreEachPosted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.project("web")
+	hk := h.hook(`{"project_id":"web","name":"Chatty","trigger":{"type":"manual"},"prompt_template":"go"}`)
+	for range 2 {
+		h.llm.Enqueue(
+			openaitest.Reply{ToolCalls: []openaitest.ToolCall{{ID: "same", Name: "post_message", Arguments: `{"text":"one"}`},
+				{ID: "same", Name: "post_message", Arguments: `{"text":"two"}`}}, Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 1}},
+			openaitest.Reply{Content: "done", Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 1}})
+	}
+	h.fire(hk.ID, models.HookFire{})
+	// Deleted and made again: its runs are numbered anew, and post again.
+	if err := h.st.DeleteHook(context.Background(), hk.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(time.Second)
+	hk = h.hook(`{"project_id":"web","name":"Chatty","trigger":{"type":"manual"},"prompt_template":"go"}`)
+	if r := h.fire(hk.ID, models.HookFire{}); r.ID != "chatty.1" {
+		t.Fatalf("run %s", r.ID)
+	}
+	if n := len(h.outbox("hook.message")); n != 4 {
+		t.Fatalf("%d messages posted, want 4", n)
+	}
+}
+
+func TestCommandsLeaveNothingRunningAndFIFOsDoNotHang(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.commit(map[string]string{"bg.sh": "sleep 30 &\necho $!\n"}, "a script that leaves a child")
+	h.project("web", func(p *models.Project) { p.Settings.HookCommands = []string{"sh bg.sh", "mkfifo pipe"} })
+	bg := h.hook(`{"project_id":"web","name":"Background","trigger":{"type":"manual"},
+		"context_steps":[{"type":"run_command","command":"sh bg.sh"}]}`)
+	r := h.fire(bg.ID, models.HookFire{})
+	res := results(t, r)
+	if r.Status != models.HookRunCompleted || *res[0].ExitCode != 0 {
+		t.Fatalf("%s %q", r.Status, r.Error)
+	}
+	pid := strings.TrimSpace(res[0].Output)
+	if stat, err := os.ReadFile("/proc/" + pid + "/stat"); err == nil && !strings.Contains(string(stat), ") Z ") {
+		t.Fatalf("the command's child %s still runs: %s", pid, stat)
+	}
+	fifo := h.hook(`{"project_id":"web","name":"Fifo","trigger":{"type":"manual"},
+		"context_steps":[{"type":"run_command","command":"mkfifo pipe"},{"type":"read_file","path":"pipe"}]}`)
+	if r := h.fire(fifo.ID, models.HookFire{}); r.Status != models.HookRunFailed || r.Error != "context_steps[1] (read_file): pipe: not a regular file" {
+		t.Fatalf("%s %q", r.Status, r.Error)
 	}
 }
 

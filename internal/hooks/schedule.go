@@ -6,6 +6,9 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
+// maxWallSteps bounds the wall times looked at for one next time.
+const maxWallSteps = 2 * 60
+
 // maxCatchUpSteps bounds the walk over missed scheduled times after
 // downtime (a minute-level cron missed for a year is about half a million).
 const maxCatchUpSteps = 1_000_000
@@ -28,6 +31,9 @@ func newNextTimes(t models.HookTrigger, anchor time.Time) (*nextTimes, error) {
 	switch t.Type {
 	case models.TriggerPeriodic:
 		every := time.Duration(t.IntervalSeconds) * time.Second
+		if t.IntervalSeconds < models.MinHookInterval || t.IntervalSeconds > models.MaxHookInterval {
+			return nil, models.Errorf(models.CodeInvalid, "trigger.interval_seconds: %d is out of range", t.IntervalSeconds)
+		}
 		n.next = func(after time.Time) time.Time {
 			if after.Before(anchor) {
 				return anchor.Add(every)
@@ -45,7 +51,10 @@ func newNextTimes(t models.HookTrigger, anchor time.Time) (*nextTimes, error) {
 			// schedule walks wall times (in a zone without daylight
 			// saving) and each is placed in the real zone.
 			wall := wallClock(after.In(loc))
-			for range 8 {
+			// Wall times of a repeated hour's first pass come before an
+			// instant of its second: walk past them (at most an hour of
+			// minutes) to the first that comes after.
+			for range maxWallSteps {
 				w := sched.Next(wall)
 				if w.IsZero() {
 					return w

@@ -40,6 +40,9 @@ func TestScheduledTimes(t *testing.T) {
 		{"half-hourly across a fall-back: each wall time once",
 			models.HookTrigger{Type: models.TriggerCron, Expr: "*/30 * * * *", Timezone: ny},
 			"2026-11-01T04:50:00Z", []string{"2026-11-01T05:00:00Z", "2026-11-01T05:30:00Z", "2026-11-01T07:00:00Z", "2026-11-01T07:30:00Z"}},
+		{"a minutely cron anchored in the repeated hour's second pass goes on after it",
+			models.HookTrigger{Type: models.TriggerCron, Expr: "* * * * *", Timezone: ny},
+			"2026-11-01T06:30:00Z", []string{"2026-11-01T07:00:00Z", "2026-11-01T07:01:00Z"}},
 		{"an anchor inside the repeated hour moves on",
 			models.HookTrigger{Type: models.TriggerCron, Expr: "30 1 * * *", Timezone: ny},
 			"2026-11-01T06:15:00Z", []string{"2026-11-02T06:30:00Z"}},
@@ -108,5 +111,14 @@ func TestDueFiresOnceForTheLatestMissedTime(t *testing.T) {
 				t.Fatalf("next %s, want %s", next.Format(time.RFC3339), c.wantNext)
 			}
 		})
+	}
+}
+
+func TestPeriodicIntervalsOutOfRangeAreRefused(t *testing.T) {
+	t.Parallel()
+	for _, secs := range []int{0, 59, models.MaxHookInterval + 1, 1 << 55} {
+		if _, err := newNextTimes(models.HookTrigger{Type: models.TriggerPeriodic, IntervalSeconds: secs}, utc("2026-03-02T08:00:00Z")); err == nil {
+			t.Errorf("interval %d accepted", secs)
+		}
 	}
 }

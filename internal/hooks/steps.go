@@ -25,7 +25,9 @@ const (
 	defaultListFiles  = 200
 	defaultLogCommits = 20
 	defaultLogSince   = 24 * time.Hour
-	commandWaitDelay  = 5 * time.Second
+	// commandWaitDelay is how long a command's output is read after it
+	// exited, while something it left behind holds it open.
+	commandWaitDelay = 2 * time.Second
 )
 
 // stepError is a step's failure, told to the user as it is.
@@ -221,7 +223,9 @@ func readFile(root, rel string, limit int) (models.StepResult, error) {
 	if err != nil {
 		return models.StepResult{}, err
 	}
-	f, err := os.Open(p)
+	// Opened without blocking: a FIFO left in the checkout must not hang
+	// the run; it is refused below as not a regular file.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return models.StepResult{}, fmt.Errorf("%s: %w", rel, cause(err))
 	}
@@ -394,7 +398,12 @@ func (e *Engine) runCommand(ctx context.Context, dir string, s models.HookStep, 
 	}
 	out := &cappedBuffer{max: limit}
 	cmd.Stdout, cmd.Stderr = out, out
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		return models.StepResult{}, fmt.Errorf("%q could not start: %v", s.Command, cause(err))
+	}
+	err := cmd.Wait()
+	// Whatever the command started in the background ends with it.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	code := 0
 	var ee *exec.ExitError
 	switch {
@@ -402,8 +411,10 @@ func (e *Engine) runCommand(ctx context.Context, dir string, s models.HookStep, 
 		return models.StepResult{}, fmt.Errorf("%q did not finish within %s", s.Command, timeout)
 	case errors.As(err, &ee):
 		code = ee.ExitCode()
+	case errors.Is(err, exec.ErrWaitDelay):
+		// It exited; a process it left behind held its output open.
 	case err != nil:
-		return models.StepResult{}, fmt.Errorf("%q could not start: %v", s.Command, cause(err))
+		return models.StepResult{}, fmt.Errorf("%q failed: %v", s.Command, cause(err))
 	}
 	text, cut := capText(out.buf.String(), limit)
 	return models.StepResult{Output: text, Truncated: cut || out.dropped, ExitCode: &code}, nil

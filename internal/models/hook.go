@@ -16,8 +16,11 @@ import (
 const (
 	// DefaultHookCooldown is the specification's default cooldown_seconds.
 	DefaultHookCooldown = 3600
-	// MinHookInterval is the shortest interval_seconds of a periodic trigger.
+	// MinHookInterval and MaxHookInterval bound interval_seconds of a
+	// periodic trigger; MaxHookCooldown bounds cooldown_seconds.
 	MinHookInterval = 60
+	MaxHookInterval = 366 * 24 * 3600
+	MaxHookCooldown = 366 * 24 * 3600
 	// MaxHookSteps caps a hook's context steps.
 	MaxHookSteps = 20
 	// MaxHookTemplate caps a prompt template, in bytes.
@@ -92,8 +95,9 @@ func (t HookTrigger) Schedule() (cron.Schedule, *time.Location, error) {
 func (t HookTrigger) Validate() error {
 	switch t.Type {
 	case TriggerPeriodic:
-		if t.IntervalSeconds < MinHookInterval {
-			return Errorf(CodeInvalid, "trigger.interval_seconds: must be at least %d (got %d)", MinHookInterval, t.IntervalSeconds)
+		if t.IntervalSeconds < MinHookInterval || t.IntervalSeconds > MaxHookInterval {
+			return Errorf(CodeInvalid, "trigger.interval_seconds: must be between %d and %d (a year) (got %d)",
+				MinHookInterval, MaxHookInterval, t.IntervalSeconds)
 		}
 	case TriggerCron:
 		if _, _, err := t.Schedule(); err != nil {
@@ -354,11 +358,15 @@ type Hook struct {
 	UpdatedAt    time.Time `json:"updated_at"`
 }
 
+// RedactedKey stands for a hook's API key in answers; sent back in a
+// patch, it keeps the stored key while the base_url stays the same.
+const RedactedKey = "[redacted]"
+
 // Redacted returns h with secrets removed, for answers to people.
 func (h Hook) Redacted() Hook {
 	if h.LLMConfig != nil && h.LLMConfig.APIKey != "" {
 		c := *h.LLMConfig
-		c.APIKey = "[redacted]"
+		c.APIKey = RedactedKey
 		h.LLMConfig = &c
 	}
 	return h
@@ -377,8 +385,8 @@ func (h *Hook) Validate() error {
 		return Errorf(CodeInvalid, "id: %q is not a hook id: use 1-64 lower-case letters, digits, '-' or '_'", h.ID)
 	case !ValidID(h.ProjectID):
 		return Errorf(CodeInvalid, "project_id: %q is not a project id", h.ProjectID)
-	case h.CooldownSeconds < 0:
-		return Errorf(CodeInvalid, "cooldown_seconds: must not be negative")
+	case h.CooldownSeconds < 0 || h.CooldownSeconds > MaxHookCooldown:
+		return Errorf(CodeInvalid, "cooldown_seconds: must be between 0 and %d (a year)", MaxHookCooldown)
 	case h.MaxTokensPerRun != nil && *h.MaxTokensPerRun <= 0:
 		return Errorf(CodeInvalid, "max_tokens_per_run: must be positive")
 	case len(h.ContextSteps) > MaxHookSteps:
@@ -568,8 +576,13 @@ func (p HookPatch) Apply(h Hook, now time.Time) Hook {
 	}
 	if p.LLMConfig != nil {
 		c := *p.LLMConfig
-		if c.APIKey == "[redacted]" && h.LLMConfig != nil {
-			c.APIKey = h.LLMConfig.APIKey // an edited copy of a redacted answer keeps the key
+		if c.APIKey == RedactedKey {
+			// An edited copy of a redacted answer keeps the key, for the
+			// endpoint it was given for only.
+			c.APIKey = ""
+			if h.LLMConfig != nil && h.LLMConfig.BaseURL == c.BaseURL {
+				c.APIKey = h.LLMConfig.APIKey
+			}
 		}
 		h.LLMConfig = &c
 	}
@@ -759,6 +772,10 @@ type HookClaim struct {
 	Manual bool
 	// MaxRunning caps the hook runs running at once (all hooks); 0 is no cap.
 	MaxRunning int
+	// GlobalBudget, when set, caps the tokens of all projects since
+	// WindowStart: a firing past it is skipped.
+	GlobalBudget *int64
+	WindowStart  time.Time
 }
 
 // HookClaimResult says what came of a claim.

@@ -48,6 +48,15 @@ func (w *Workspaces) refreshHookCheckout(ctx context.Context, r *models.RepoConf
 			return err
 		}
 	}
+	// Hook commands may have written the checkout's git configuration (a
+	// proxy for the fetch that carries credentials, a filter the daemon's
+	// own checkout would run): it is written anew before git reads it.
+	if err := os.WriteFile(filepath.Join(dir, ".git", "config"), []byte(hookGitConfig), 0o600); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(filepath.Join(dir, ".git", "info", "attributes")); err != nil {
+		return err
+	}
 	url := src
 	if isLocal(url) {
 		url = localPath(url)
@@ -69,6 +78,10 @@ func (w *Workspaces) refreshHookCheckout(ctx context.Context, r *models.RepoConf
 	return nil
 }
 
+// hookGitConfig is the whole configuration of a hook checkout: fetches
+// name their URL, so it needs no remote.
+const hookGitConfig = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"
+
 // GitDiff returns `git diff base head` in dir, cut at limit bytes.
 func (w *Workspaces) GitDiff(ctx context.Context, dir, base, head string, limit int) (string, bool, error) {
 	for _, rev := range []string{base, head} {
@@ -76,7 +89,7 @@ func (w *Workspaces) GitDiff(ctx context.Context, dir, base, head string, limit 
 			return "", false, models.Errorf(models.CodeInvalid, "git diff: %q is not a revision", rev)
 		}
 	}
-	out, dropped, err := w.gitRaw(ctx, dir, limit, "diff", "--no-color", "--no-ext-diff", base, head, "--")
+	out, dropped, err := w.gitRaw(ctx, dir, limit, "diff", "--no-color", "--no-ext-diff", "--no-textconv", base, head, "--")
 	if err != nil {
 		return "", false, err
 	}
@@ -87,7 +100,7 @@ func (w *Workspaces) GitDiff(ctx context.Context, dir, base, head string, limit 
 // a line ("<short id> <author date> <author>: <subject>"), at most max of
 // them, cut at limit bytes; and how many it lists.
 func (w *Workspaces) GitLog(ctx context.Context, dir string, since time.Time, max, limit int) (string, int, bool, error) {
-	out, dropped, err := w.gitRaw(ctx, dir, limit, "log", "--no-color", "--since="+since.UTC().Format(time.RFC3339),
+	out, dropped, err := w.gitRaw(ctx, dir, limit, "-c", "log.showSignature=false", "log", "--no-color", "--since="+since.UTC().Format(time.RFC3339),
 		"--max-count="+strconv.Itoa(max), "--date=iso-strict", "--format=%h %ad %an: %s", "HEAD", "--")
 	if err != nil {
 		return "", 0, false, err

@@ -291,19 +291,37 @@ func (s *Store) hookSkipReason(ctx context.Context, tx *sql.Tx, h models.Hook, c
 	if limit.Valid && used >= limit.Int64 {
 		return fmt.Sprintf("project %s is over its token budget (%d of %d tokens used)", h.ProjectID, used, limit.Int64), nil
 	}
+	if c.GlobalBudget != nil {
+		var all int64
+		if err := tx.QueryRowContext(ctx, qTokensInWindow, toNanos(c.WindowStart)).Scan(&all); err != nil {
+			return "", err
+		}
+		if all >= *c.GlobalBudget {
+			return fmt.Sprintf("the global token budget is spent (%d of %d tokens since %s)", all, *c.GlobalBudget,
+				c.WindowStart.UTC().Format(time.RFC3339)), nil
+		}
+	}
 	if c.Manual || h.CooldownSeconds == 0 {
 		return "", nil
 	}
-	var last sql.NullInt64
-	if err := tx.QueryRowContext(ctx, qLastHookRunStart, h.ID).Scan(&last); err != nil {
+	// A scheduled firing is compared by scheduled times, so that how soon
+	// after its time each firing was noticed does not matter.
+	var lastStart, lastSched sql.NullInt64
+	if err := tx.QueryRowContext(ctx, qLastHookRun, h.ID).Scan(&lastStart, &lastSched); errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	} else if err != nil {
 		return "", err
 	}
-	if last.Valid {
-		until := fromNanos(last.Int64).Add(time.Duration(h.CooldownSeconds) * time.Second)
-		if now.Before(until) {
-			return fmt.Sprintf("cooldown: the last run started at %s; the next may start at %s",
-				fromNanos(last.Int64).Format(time.RFC3339), until.Format(time.RFC3339)), nil
+	at, last := now, fromNanos(lastStart.Int64)
+	if c.ScheduledAt != nil {
+		at = *c.ScheduledAt
+		if lastSched.Valid {
+			last = fromNanos(lastSched.Int64)
 		}
+	}
+	if until := last.Add(time.Duration(h.CooldownSeconds) * time.Second); at.Before(until) {
+		return fmt.Sprintf("cooldown: the last run started at %s; the next may start at %s",
+			fromNanos(lastStart.Int64).Format(time.RFC3339), until.Format(time.RFC3339)), nil
 	}
 	return "", nil
 }

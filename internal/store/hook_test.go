@@ -50,7 +50,7 @@ func TestHookCRUD(t *testing.T) {
 		{`{"project_id":"nope","name":"X","trigger":{"type":"manual"}}`, models.CodeNotFound, `project "nope" not found`},
 		{`{"project_id":"web","name":"","trigger":{"type":"manual"}}`, models.CodeInvalid, "name: required"},
 		{`{"project_id":"web","name":"!!!","trigger":{"type":"manual"}}`, models.CodeInvalid, `id: the name "!!!" has no letter or digit`},
-		{`{"project_id":"web","name":"X","trigger":{"type":"manual"},"cooldown_seconds":-1}`, models.CodeInvalid, "cooldown_seconds: must not be negative"},
+		{`{"project_id":"web","name":"X","trigger":{"type":"manual"},"cooldown_seconds":-1}`, models.CodeInvalid, "cooldown_seconds: must be between 0 and 31622400"},
 	} {
 		var hs models.HookSpec
 		if err := json.Unmarshal([]byte(c.spec), &hs); err != nil {

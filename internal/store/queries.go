@@ -45,10 +45,11 @@ const (
 	// qTaskEventsAfter reads the outbox after a cursor, with each task's kind.
 	qTaskEventsAfter = `SELECT o.id, o.kind, o.project_id, o.task_id, o.payload, coalesce(t.kind, '')
 		FROM outbox o LEFT JOIN tasks t ON t.id = o.task_id WHERE o.id > ? ORDER BY o.id LIMIT ?`
-	// qLastHookRunStart is the start of a hook's last run that was not
-	// skipped: its cooldown counts from there.
-	qLastHookRunStart = `SELECT max(started_at) FROM hook_runs WHERE hook_id = ? AND status != 'skipped'`
-	qTokensSince      = `SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)
+	// qLastHookRun is the start and scheduled time of a hook's last run
+	// that was not skipped: its cooldown counts from there.
+	qLastHookRun = `SELECT started_at, scheduled_at FROM hook_runs WHERE hook_id = ? AND status != 'skipped'
+		ORDER BY started_at DESC LIMIT 1`
+	qTokensSince = `SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)
 		FROM token_ledger WHERE project_id = ? AND created_at >= ?`
 	// qAgentSecondsInWindow sums, per project, the part of each run inside
 	// the window (open runs count up to now). Arguments: now, now, from, from.

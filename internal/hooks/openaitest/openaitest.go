@@ -118,6 +118,8 @@ type Request struct {
 	MaxTokens int
 	// Raw is the request body verbatim.
 	Raw []byte
+	// Authorization is the request's Authorization header verbatim.
+	Authorization string
 }
 
 // Message is one message of a request.

@@ -55,10 +55,14 @@ func userRequest(text string) openai.ChatCompletionRequest {
 	}
 }
 
-// withoutRaw returns the requests with Raw cleared, for comparison.
+// withoutRaw returns the requests with Raw cleared, for comparison, after
+// checking each carried the test's key.
 func withoutRaw(rs []openaitest.Request) []openaitest.Request {
 	for i := range rs {
-		rs[i].Raw = nil
+		if rs[i].Authorization != "Bearer "+testKey {
+			panic("request without the test's key: " + rs[i].Authorization)
+		}
+		rs[i].Raw, rs[i].Authorization = nil, ""
 	}
 	return rs
 }

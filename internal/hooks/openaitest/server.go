@@ -86,6 +86,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	wr, decErr := decodeRequest(raw)
 	req := wr.record(raw)
+	req.Authorization = r.Header.Get("Authorization")
 	s.mu.Lock()
 	s.requests = append(s.requests, req.clone())
 	s.mu.Unlock()
