@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/schedule"
 )
 
 // Defaults of the engine's configuration.
@@ -320,11 +321,11 @@ func (e *Engine) fireSchedule(ctx context.Context, h models.Hook, last, now time
 			next, err = time.Time{}, fmt.Errorf("schedule of hook %s: internal error", h.ID)
 		}
 	}()
-	sched, err := newNextTimes(h.Trigger, h.ScheduleFrom)
+	sched, err := scheduleOf(h)
 	if err != nil {
 		return time.Time{}, err
 	}
-	at, missed, next, ok := sched.due(last, now)
+	at, missed, next, ok := sched.Due(last, now)
 	if !ok {
 		if next.IsZero() {
 			e.log.Warn("a hook's schedule has no next time", "hook_id", h.ID)
@@ -343,7 +344,27 @@ func (e *Engine) fireSchedule(ctx context.Context, h models.Hook, last, now time
 	if res.Busy {
 		return now.Add(e.cfg.PollInterval), nil
 	}
-	return sched.next(at), nil
+	return sched.Next(at), nil
+}
+
+// scheduleOf returns the schedule of a periodic or cron hook, counted from
+// its ScheduleFrom.
+func scheduleOf(h models.Hook) (*schedule.Times, error) {
+	t := h.Trigger
+	switch t.Type {
+	case models.TriggerPeriodic:
+		if t.IntervalSeconds < models.MinHookInterval || t.IntervalSeconds > models.MaxHookInterval {
+			return nil, models.Errorf(models.CodeInvalid, "trigger.interval_seconds: %d is out of range", t.IntervalSeconds)
+		}
+		return schedule.Every(time.Duration(t.IntervalSeconds)*time.Second, h.ScheduleFrom)
+	case models.TriggerCron:
+		sched, loc, err := t.Schedule()
+		if err != nil {
+			return nil, err
+		}
+		return schedule.Cron(sched, loc, h.ScheduleFrom), nil
+	}
+	return nil, models.Errorf(models.CodeInvalid, "trigger.type: %q is not scheduled", t.Type)
 }
 
 // fireEvents fires event hooks for the task events after the cursor and

@@ -44,6 +44,16 @@ type BatchTask struct {
 	Profile            string            `json:"profile,omitempty"`
 	Dependencies       []BatchDependency `json:"dependencies,omitempty"`
 	DedupeStrategy     []DedupeStrategy  `json:"dedupe_strategy,omitempty"`
+	// Workflow places the task in a workflow run; only runs set it.
+	Workflow *TaskPlace `json:"-"`
+}
+
+// TaskPlace is a task's place in a workflow run.
+type TaskPlace struct {
+	RunID        string
+	Step         string
+	Index, Count int
+	Concurrency  int
 }
 
 // BatchDependency is one edge of a batch entry: the entry depends on ID.

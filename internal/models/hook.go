@@ -70,23 +70,31 @@ var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 
 // Schedule returns a cron trigger's schedule and the location it is read in.
 func (t HookTrigger) Schedule() (cron.Schedule, *time.Location, error) {
+	return ParseCron(t.Expr, t.Timezone, "trigger.expr", "trigger.timezone")
+}
+
+// ParseCron reads a five-field cron expression (or a descriptor such as
+// @daily) and the IANA time zone it is read in (empty is UTC); errors name
+// exprKey or zoneKey.
+func ParseCron(expr, timezone, exprKey, zoneKey string) (cron.Schedule, *time.Location, error) {
 	loc := time.UTC
-	if t.Timezone != "" {
-		l, err := time.LoadLocation(t.Timezone)
+	if timezone != "" {
+		l, err := time.LoadLocation(timezone)
 		if err != nil {
-			return nil, nil, Errorf(CodeInvalid, "trigger.timezone: %q is not a known time zone", t.Timezone)
+			return nil, nil, Errorf(CodeInvalid, "%s: %q is not a known time zone", zoneKey, timezone)
 		}
 		loc = l
 	}
-	if strings.HasPrefix(strings.TrimSpace(t.Expr), "TZ=") || strings.HasPrefix(strings.TrimSpace(t.Expr), "CRON_TZ=") {
-		return nil, nil, Errorf(CodeInvalid, "trigger.expr: give the time zone in trigger.timezone, not in the expression")
+	e := strings.TrimSpace(expr)
+	switch {
+	case strings.HasPrefix(e, "TZ=") || strings.HasPrefix(e, "CRON_TZ="):
+		return nil, nil, Errorf(CodeInvalid, "%s: give the time zone in %s, not in the expression", exprKey, zoneKey)
+	case strings.HasPrefix(e, "@every"):
+		return nil, nil, Errorf(CodeInvalid, "%s: use a periodic schedule for a fixed interval, not @every", exprKey)
 	}
-	if strings.HasPrefix(strings.TrimSpace(t.Expr), "@every") {
-		return nil, nil, Errorf(CodeInvalid, "trigger.expr: use a periodic trigger for a fixed interval, not @every")
-	}
-	s, err := cronParser.Parse(t.Expr)
+	s, err := cronParser.Parse(e)
 	if err != nil {
-		return nil, nil, Errorf(CodeInvalid, "trigger.expr: %q is not a cron expression (minute hour day-of-month month day-of-week): %v", t.Expr, err)
+		return nil, nil, Errorf(CodeInvalid, "%s: %q is not a cron expression (minute hour day-of-month month day-of-week): %v", exprKey, expr, err)
 	}
 	return s, loc, nil
 }

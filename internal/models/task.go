@@ -66,9 +66,20 @@ type Task struct {
 	StatusReason string `json:"status_reason,omitempty"`
 	// CascadeRootID names the BLOCKED task whose failure blocked this one
 	// through UPSTREAM_FAILED; empty otherwise.
-	CascadeRootID string    `json:"cascade_root_id,omitempty"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	CascadeRootID string `json:"cascade_root_id,omitempty"`
+
+	// RunID, StepName, ParallelIndex and ParallelCount place a task of a
+	// workflow run: its step, and its index among the step's tasks (0 to
+	// ParallelCount-1) when the step fans out. StepConcurrency caps the
+	// step's tasks of the run running at once (0: no cap).
+	RunID           string `json:"run_id,omitempty"`
+	StepName        string `json:"step_name,omitempty"`
+	ParallelIndex   int    `json:"parallel_index,omitempty"`
+	ParallelCount   int    `json:"parallel_count,omitempty"`
+	StepConcurrency int    `json:"step_concurrency,omitempty"`
+
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // ApplyDefaults fills the specification's defaults into unset fields.

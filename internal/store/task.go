@@ -14,7 +14,8 @@ import (
 const taskColumns = `id, project_id, title, description, priority, status, verification_type, retry_count,
 	max_retries, parent_task_id, repo_id, assigned_agent_id, branch_name, resume_after, requires_approval, pr_url,
 	plan_source, is_plan_subtask, kind, metadata, created_by, not_before, expected_count, success_count,
-	failure_count, acceptance_criteria, test_commands, status_reason, cascade_root_id, created_at, updated_at, profile`
+	failure_count, acceptance_criteria, test_commands, status_reason, cascade_root_id, created_at, updated_at, profile,
+	workflow_run_id, step_name, parallel_index, parallel_count, step_concurrency`
 
 type scanner interface{ Scan(...any) error }
 
@@ -22,6 +23,7 @@ func scanTask(row scanner) (models.Task, error) {
 	var (
 		t                                        models.Task
 		parent, repo, agent, branch, pr, planSrc sql.NullString
+		runID                                    sql.NullString
 		resume, notBefore                        sql.NullInt64
 		meta, criteria, tests                    string
 		created, updated                         int64
@@ -29,13 +31,15 @@ func scanTask(row scanner) (models.Task, error) {
 	if err := row.Scan(&t.ID, &t.ProjectID, &t.Title, &t.Description, &t.Priority, &t.Status, &t.VerificationType,
 		&t.RetryCount, &t.MaxRetries, &parent, &repo, &agent, &branch, &resume, &t.RequiresApproval, &pr, &planSrc,
 		&t.IsPlanSubtask, &t.Kind, &meta, &t.CreatedBy, &notBefore, &t.ExpectedCount, &t.SuccessCount,
-		&t.FailureCount, &criteria, &tests, &t.StatusReason, &t.CascadeRootID, &created, &updated, &t.Profile); err != nil {
+		&t.FailureCount, &criteria, &tests, &t.StatusReason, &t.CascadeRootID, &created, &updated, &t.Profile,
+		&runID, &t.StepName, &t.ParallelIndex, &t.ParallelCount, &t.StepConcurrency); err != nil {
 		return models.Task{}, err
 	}
 	t.ParentTaskID, t.RepoID, t.AssignedAgentID = fromNullString(parent), fromNullString(repo), fromNullString(agent)
 	t.BranchName, t.PRURL, t.PlanSource = fromNullString(branch), fromNullString(pr), fromNullString(planSrc)
 	t.ResumeAfter, t.NotBefore = fromNullNanos(resume), fromNullNanos(notBefore)
 	t.CreatedAt, t.UpdatedAt = fromNanos(created), fromNanos(updated)
+	t.RunID = runID.String
 	if err := decodeJSONColumn(meta, &t.Metadata); err != nil {
 		return models.Task{}, fmt.Errorf("task %s metadata: %w", t.ID, err)
 	}

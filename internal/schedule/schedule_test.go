@@ -1,11 +1,29 @@
-package hooks
+package schedule_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/schedule"
 )
+
+// of returns the schedule of a hook trigger from anchor.
+func of(t *testing.T, tr models.HookTrigger, anchor time.Time) *schedule.Times {
+	t.Helper()
+	if tr.Type == models.TriggerPeriodic {
+		s, err := schedule.Every(time.Duration(tr.IntervalSeconds)*time.Second, anchor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	sched, loc, err := tr.Schedule()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return schedule.Cron(sched, loc, anchor)
+}
 
 func utc(s string) time.Time {
 	t, err := time.Parse(time.RFC3339, s)
@@ -50,13 +68,10 @@ func TestScheduledTimes(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			n, err := newNextTimes(c.trigger, utc(c.anchor))
-			if err != nil {
-				t.Fatal(err)
-			}
+			n := of(t, c.trigger, utc(c.anchor))
 			at := utc(c.anchor)
 			for i, w := range c.want {
-				at = n.next(at)
+				at = n.Next(at)
 				if !at.Equal(utc(w)) {
 					t.Fatalf("time %d: got %s, want %s", i, at.Format(time.RFC3339), w)
 				}
@@ -92,15 +107,12 @@ func TestDueFiresOnceForTheLatestMissedTime(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			n, err := newNextTimes(c.trigger, utc(c.anchor))
-			if err != nil {
-				t.Fatal(err)
-			}
+			n := of(t, c.trigger, utc(c.anchor))
 			var last time.Time
 			if c.last != "" {
 				last = utc(c.last)
 			}
-			at, missed, next, ok := n.due(last, utc(c.now))
+			at, missed, next, ok := n.Due(last, utc(c.now))
 			if ok != c.wantOK {
 				t.Fatalf("due = %v, want %v", ok, c.wantOK)
 			}
@@ -114,11 +126,12 @@ func TestDueFiresOnceForTheLatestMissedTime(t *testing.T) {
 	}
 }
 
-func TestPeriodicIntervalsOutOfRangeAreRefused(t *testing.T) {
+func TestNonPositiveIntervalsAreRefused(t *testing.T) {
 	t.Parallel()
-	for _, secs := range []int{0, 59, models.MaxHookInterval + 1, 1 << 55} {
-		if _, err := newNextTimes(models.HookTrigger{Type: models.TriggerPeriodic, IntervalSeconds: secs}, utc("2026-03-02T08:00:00Z")); err == nil {
-			t.Errorf("interval %d accepted", secs)
+	big := int64(1 << 55)
+	for _, d := range []time.Duration{0, -time.Second, time.Duration(big) * time.Second} {
+		if _, err := schedule.Every(d, utc("2026-03-02T08:00:00Z")); err == nil {
+			t.Errorf("interval %d accepted", d)
 		}
 	}
 }

@@ -1,0 +1,142 @@
+package models
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Workflow is a reusable DAG of steps for one project: triggering it makes
+// a run whose tasks are ordinary tasks.
+type Workflow struct {
+	// Name identifies the workflow (an id: lower-case letters, digits, '-', '_').
+	Name        string `json:"name"`
+	ProjectID   string `json:"project_id"`
+	Description string `json:"description,omitempty"`
+	// Schedule is a cron expression (five fields or a descriptor) read in
+	// Timezone (IANA, default UTC); each scheduled time starts one run.
+	Schedule string `json:"schedule,omitempty"`
+	Timezone string `json:"timezone,omitempty"`
+	// ScheduleEnabled turns the schedule on or off; default on.
+	ScheduleEnabled bool `json:"schedule_enabled"`
+	Steps           []WorkflowStep `json:"steps"`
+	// Source is the YAML document the workflow was read from.
+	Source string `json:"source,omitempty"`
+	// Origin says where it came from: "file" (the workflows directory) or "api".
+	Origin string `json:"origin"`
+	// NextRun is the next scheduled time, when there is a schedule.
+	NextRun      *time.Time `json:"next_run,omitempty"`
+	ScheduleFrom time.Time  `json:"schedule_from"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+}
+
+// Workflow origins.
+const (
+	WorkflowFromFile = "file"
+	WorkflowFromAPI  = "api"
+)
+
+// WorkflowStep is one step of a workflow: one task, or several when it
+// fans out.
+type WorkflowStep struct {
+	Name string `json:"name"`
+	// Title and Description are templates: {{run.id}}, {{run.workflow}},
+	// {{item}}, {{index}}, {{count}} and {{<step>.outputs.<field>}}.
+	Title       string `json:"title"`
+	Description string `json:"description,omitempty"`
+	// DependsOn are the steps this one waits for.
+	DependsOn []StepDependency `json:"depends_on,omitempty"`
+	// Profile and AgentType choose how the step's tasks run.
+	Profile   string `json:"profile,omitempty"`
+	AgentType string `json:"agent_type,omitempty"`
+	Kind      string `json:"kind,omitempty"`
+	Priority  *int   `json:"priority,omitempty"`
+	// TestCommands, Verification and RequiresApproval are the tasks' own.
+	TestCommands     []string         `json:"test_commands,omitempty"`
+	Verification     VerificationType `json:"verification,omitempty"`
+	RequiresApproval bool             `json:"requires_approval,omitempty"`
+	MaxRetries       *int             `json:"max_retries,omitempty"`
+	// Parallel makes N tasks: a number, or "<step>.outputs.<field>", a
+	// count an upstream step reported.
+	Parallel *FanOut `json:"parallel,omitempty"`
+	// Foreach makes one task per item of "<step>.outputs.<list>".
+	Foreach string `json:"foreach,omitempty"`
+	// Concurrency caps this step's tasks of one run running at once; 0 is
+	// no cap.
+	Concurrency int `json:"concurrency,omitempty"`
+}
+
+// StepDependency is one upstream step; RequiresSuccess defaults to true.
+type StepDependency struct {
+	Step            string `json:"step"`
+	RequiresSuccess *bool  `json:"requires_success,omitempty"`
+}
+
+// Required reports the dependency's requires_success, true when unset.
+func (d StepDependency) Required() bool { return d.RequiresSuccess == nil || *d.RequiresSuccess }
+
+// FanOut is a step's parallel: a fixed Count, or From, an upstream step's
+// output field.
+type FanOut struct {
+	Count int    `json:"count,omitempty"`
+	From  string `json:"from,omitempty"`
+}
+
+// Dynamic reports whether the step's tasks are known only when an
+// upstream step has completed.
+func (s WorkflowStep) Dynamic() bool {
+	return s.Foreach != "" || (s.Parallel != nil && s.Parallel.From != "")
+}
+
+// WorkflowRun statuses.
+const (
+	RunPending   = "pending"
+	RunRunning   = "running"
+	RunSuccess   = "success"
+	RunFailed    = "failed"
+	RunCancelled = "cancelled"
+)
+
+// Run triggers.
+const (
+	TriggerByHand     = "manual"
+	TriggerBySchedule = "schedule"
+)
+
+// WorkflowRun is one instantiation of a workflow.
+type WorkflowRun struct {
+	ID        string `json:"id"`
+	Workflow  string `json:"workflow"`
+	ProjectID string `json:"project_id"`
+	Status    string `json:"status"`
+	// Trigger is manual or schedule; TriggeredBy names who or what.
+	Trigger     string `json:"trigger"`
+	TriggeredBy string `json:"triggered_by,omitempty"`
+	// ScheduledAt is a scheduled run's time.
+	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
+	// Reason says why the run ended as it did.
+	Reason string `json:"reason,omitempty"`
+	// Definition is the workflow as it was when the run started.
+	Definition json.RawMessage `json:"definition,omitempty"`
+	// Tasks counts the run's tasks by status.
+	Tasks     map[TaskStatus]int `json:"tasks,omitempty"`
+	CreatedAt time.Time          `json:"created_at"`
+	UpdatedAt time.Time          `json:"updated_at"`
+	EndedAt   *time.Time         `json:"ended_at,omitempty"`
+}
+
+// RunTask is a task of a workflow run with its place in the run.
+type RunTask struct {
+	Task
+	// Name is the task's name in the run: its step, with "[i]" for a step
+	// that fans out.
+	Name string `json:"name"`
+}
+
+// RunFilter narrows a list of workflow runs.
+type RunFilter struct {
+	Workflow  string
+	ProjectID string
+	Status    string
+	Limit     int
+}
