@@ -24,6 +24,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/orchestrator"
 	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/workflow"
 )
 
 // leaseReleaseTimeout bounds releasing the lease on shutdown.
@@ -353,6 +354,7 @@ type commands struct {
 	*store.Store
 	orch         *orchestrator.Orchestrator
 	hooks        *hooks.Engine
+	workflows    *workflow.Engine
 	profiles     map[string]models.Profile
 	window       time.Duration
 	globalBudget int64

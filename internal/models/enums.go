@@ -87,6 +87,9 @@ const (
 	// EventPRUnavailable blocks a verified task that must land through a
 	// pull request that cannot be opened (no GitHub configured).
 	EventPRUnavailable TaskEvent = "PR_UNAVAILABLE"
+	// EventRunStopped blocks an unfinished task of a workflow run that will
+	// not go on: the run was cancelled, or its step could not fan out.
+	EventRunStopped TaskEvent = "RUN_STOPPED"
 )
 
 // TaskEvents lists every event: the spec's 23, then the extensions.
@@ -96,7 +99,7 @@ var TaskEvents = []TaskEvent{
 	EventVerifyPassed, EventVerifyFailed, EventPRCreated, EventPRMerged, EventRetry, EventMaxRetries,
 	EventAdminSkip, EventAdminStop, EventAdminRestart, EventPRClosed, EventTimeout, EventExecutionError,
 	EventRecovery, EventHumanApproved, EventUpstreamFailed, EventUpstreamReopened, EventApprovalRequested,
-	EventPRUnavailable,
+	EventPRUnavailable, EventRunStopped,
 }
 
 // Valid reports whether e is a known event.

@@ -2,6 +2,7 @@ package models
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
@@ -17,7 +18,7 @@ type Workflow struct {
 	Schedule string `json:"schedule,omitempty"`
 	Timezone string `json:"timezone,omitempty"`
 	// ScheduleEnabled turns the schedule on or off; default on.
-	ScheduleEnabled bool `json:"schedule_enabled"`
+	ScheduleEnabled bool           `json:"schedule_enabled"`
 	Steps           []WorkflowStep `json:"steps"`
 	// Source is the YAML document the workflow was read from.
 	Source string `json:"source,omitempty"`
@@ -139,4 +140,38 @@ type RunFilter struct {
 	ProjectID string
 	Status    string
 	Limit     int
+}
+
+// RunName is a workflow task's name in its run: its step, with "[i]" when
+// the step fans out.
+func (t Task) RunName() string {
+	if t.ParallelCount > 0 {
+		return t.StepName + "[" + strconv.Itoa(t.ParallelIndex) + "]"
+	}
+	return t.StepName
+}
+
+// RunRequest asks for a run of a workflow.
+type RunRequest struct {
+	Workflow    string
+	Trigger     string
+	TriggeredBy string
+	// FireKey identifies the trigger: a workflow runs once per key (a
+	// scheduled time; a manual trigger's own key).
+	FireKey     string
+	ScheduledAt *time.Time
+}
+
+// AttemptLog is what an agent printed in one attempt at a task.
+type AttemptLog struct {
+	Attempt int    `json:"attempt"`
+	Log     string `json:"log"`
+	// Truncated is set when only the end of a long log is given.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// TaskLogs are a task's logs, one per attempt, oldest first.
+type TaskLogs struct {
+	TaskID   string       `json:"task_id"`
+	Attempts []AttemptLog `json:"attempts"`
 }

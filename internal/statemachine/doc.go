@@ -20,7 +20,8 @@
 //
 // # The table as a diagram
 //
-// Every row of the table except ADMIN_RESTART is drawn below. Lines that
+// Every row of the table except ADMIN_RESTART and RUN_STOPPED is drawn
+// below. Lines that
 // merge into the bus on the left all lead to BLOCKED; lines that merge into
 // the bus on the right all lead to READY. A "+" is a corner or a place
 // where lines join; where a vertical line crosses a horizontal one without a
@@ -100,6 +101,18 @@
 //	BLOCKED ------------+
 //	COMPLETED ----------+
 //
+// RUN_STOPPED takes every unfinished status to BLOCKED:
+//
+//	DEFINED ------------+
+//	READY --------------+
+//	ASSIGNED -----------+
+//	IN_PROGRESS --------+
+//	WAITING_INPUT ------+---- RUN_STOPPED ----> BLOCKED
+//	PAUSED -------------+
+//	VERIFYING ----------+
+//	AWAITING_APPROVAL --+
+//	FAILED -------------+
+//
 // READY has no ADMIN_RESTART row because it is already where a restart
 // leads. IN_PROGRESS is the only other status without one, on purpose: a
 // running agent is never restarted under its own feet. Stop it first
@@ -108,7 +121,7 @@
 // # The table as a list
 //
 // The 36 rows of the Agent Queue specification, grouped as the
-// specification groups them, then the three extensions (39 rows in all):
+// specification groups them, then the extensions (51 rows in all):
 //
 //	Core lifecycle
 //	  DEFINED            --DEPS_MET-->          READY
@@ -163,10 +176,12 @@
 //	  VERIFYING          --HUMAN_APPROVED-->    COMPLETED
 //	  VERIFYING          --APPROVAL_REQUESTED--> AWAITING_APPROVAL
 //	  VERIFYING          --PR_UNAVAILABLE-->    BLOCKED
+//	  every unfinished status (nine)
+//	                     --RUN_STOPPED-->       BLOCKED
 //
 // # Extensions
 //
-// The specification's events do not cover five situations, so the table
+// The specification's events do not cover six situations, so the table
 // adds one event for each (and a second row for HUMAN_APPROVED):
 //
 //   - HUMAN_APPROVED (AWAITING_APPROVAL → COMPLETED): a person approves the
@@ -189,6 +204,11 @@
 //   - UPSTREAM_REOPENED (BLOCKED → DEFINED): the upstream that blocked the
 //     task was restarted or skipped. The task goes back to DEFINED and its
 //     dependencies are evaluated again.
+//   - RUN_STOPPED (any unfinished status → BLOCKED): the task belongs to a
+//     workflow run that will not go on — a person cancelled the run (reason
+//     "cancelled"), or the step could not fan out over an upstream's output
+//     (the reason says why). A running agent is stopped as by ADMIN_STOP;
+//     retrying the run restarts the task.
 //
 // # Dependency graphs
 //

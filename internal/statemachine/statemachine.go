@@ -73,6 +73,15 @@ var rows = []Row{
 	{models.StatusVerifying, models.EventHumanApproved, models.StatusCompleted},
 	{models.StatusVerifying, models.EventApprovalRequested, models.StatusAwaitingApproval},
 	{models.StatusVerifying, models.EventPRUnavailable, models.StatusBlocked},
+	{models.StatusDefined, models.EventRunStopped, models.StatusBlocked},
+	{models.StatusReady, models.EventRunStopped, models.StatusBlocked},
+	{models.StatusAssigned, models.EventRunStopped, models.StatusBlocked},
+	{models.StatusInProgress, models.EventRunStopped, models.StatusBlocked},
+	{models.StatusWaitingInput, models.EventRunStopped, models.StatusBlocked},
+	{models.StatusPaused, models.EventRunStopped, models.StatusBlocked},
+	{models.StatusVerifying, models.EventRunStopped, models.StatusBlocked},
+	{models.StatusAwaitingApproval, models.EventRunStopped, models.StatusBlocked},
+	{models.StatusFailed, models.EventRunStopped, models.StatusBlocked},
 }
 
 var (

@@ -78,15 +78,26 @@ var expected = map[pair]models.TaskStatus{
 	{"BLOCKED", "UPSTREAM_REOPENED"}:    "DEFINED",           // extension
 	{"VERIFYING", "HUMAN_APPROVED"}:     "COMPLETED",         // extension: HUMAN verification
 	{"VERIFYING", "APPROVAL_REQUESTED"}: "AWAITING_APPROVAL", // extension: plan approval
-	{"VERIFYING", "PR_UNAVAILABLE"}:     "BLOCKED",           // extension: no way to open a PR
+
+	// Extension: a workflow run stops its unfinished tasks.
+	{"DEFINED", "RUN_STOPPED"}:           "BLOCKED",
+	{"READY", "RUN_STOPPED"}:             "BLOCKED",
+	{"ASSIGNED", "RUN_STOPPED"}:          "BLOCKED",
+	{"IN_PROGRESS", "RUN_STOPPED"}:       "BLOCKED",
+	{"WAITING_INPUT", "RUN_STOPPED"}:     "BLOCKED",
+	{"PAUSED", "RUN_STOPPED"}:            "BLOCKED",
+	{"VERIFYING", "RUN_STOPPED"}:         "BLOCKED",
+	{"AWAITING_APPROVAL", "RUN_STOPPED"}: "BLOCKED",
+	{"FAILED", "RUN_STOPPED"}:            "BLOCKED",
+	{"VERIFYING", "PR_UNAVAILABLE"}:      "BLOCKED", // extension: no way to open a PR
 
 	// COMPLETED
 	{"COMPLETED", "ADMIN_RESTART"}: "READY",
 }
 
 // expectedRows is the number of rows in expected: the specification's 36 rows
-// plus the three extensions. It guards the hand-written table itself.
-const expectedRows = 42
+// plus the extensions. It guards the hand-written table itself.
+const expectedRows = 51
 
 func TestExpectedTableIsWellFormed(t *testing.T) {
 	t.Parallel()
@@ -105,8 +116,8 @@ func TestEnumSizes(t *testing.T) {
 	if got := len(models.TaskStatuses); got != 11 {
 		t.Errorf("len(TaskStatuses) = %d, want 11", got)
 	}
-	if got := len(models.TaskEvents); got != 28 {
-		t.Errorf("len(TaskEvents) = %d, want 28", got)
+	if got := len(models.TaskEvents); got != 29 {
+		t.Errorf("len(TaskEvents) = %d, want 29", got)
 	}
 }
 

@@ -62,6 +62,15 @@ func (s *Store) ClaimTask(ctx context.Context, taskID, agentID string) (models.R
 		if len(agent.Projects) > 0 && !slices.Contains(agent.Projects, a.task.ProjectID) {
 			return models.Errorf(models.CodeConflict, "agent %s does not work on project %s", agentID, a.task.ProjectID)
 		}
+		if a.task.RunID != "" {
+			var st string
+			if err := x.QueryRowContext(ctx, "SELECT status FROM workflow_runs WHERE id = ?", a.task.RunID).Scan(&st); err != nil {
+				return err
+			}
+			if st == models.RunCancelled {
+				return models.Errorf(models.CodeConflict, "task %s belongs to run %s, which was cancelled", taskID, a.task.RunID)
+			}
+		}
 		res, err := x.ExecContext(ctx, "UPDATE agents SET state = 'STARTING', current_task_id = ?, pid = NULL WHERE id = ? AND state = 'IDLE'",
 			taskID, agentID)
 		if err != nil {

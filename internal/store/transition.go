@@ -48,6 +48,9 @@ type txn struct {
 	// stmts caches the transaction's prepared statements: a cascade runs
 	// the same few statements for every task it reaches.
 	stmts map[string]*sql.Stmt
+	// touchedRuns are the workflow runs whose tasks changed: their status
+	// is settled before the changes are answered.
+	touchedRuns map[string]bool
 }
 
 // stmt returns q prepared in the transaction; the transaction closes it.
@@ -138,6 +141,9 @@ func (x *txn) run(first change) (applied, error) {
 			return applied{}, fmt.Errorf("effects of %s on task %s: %w", queue[i].event, a.task.ID, err)
 		}
 		queue = append(queue, follow...)
+	}
+	if err := x.settleRuns(); err != nil {
+		return applied{}, err
 	}
 	return head, nil
 }
@@ -366,6 +372,9 @@ func (x *txn) effects(a applied) ([]change, error) {
 	}
 	if err := x.planEffects(a); err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
+	}
+	if err := x.workflowEffects(a); err != nil {
+		return nil, fmt.Errorf("workflow run: %w", err)
 	}
 	var follow []change
 	if t.Status == models.StatusDefined {

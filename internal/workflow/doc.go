@@ -1,0 +1,80 @@
+// Package workflow reads, checks and expands workflows: reusable DAGs of
+// steps for one project that a person or a cron schedule starts as runs,
+// each run's tasks being ordinary tasks.
+//
+// # The document
+//
+// A workflow is one YAML document (JSON is YAML too):
+//
+//	name: nightly-deps                 # required; lower-case letters, digits, '-', '_'
+//	project: web                       # required; the project the tasks belong to
+//	description: Keep dependencies fresh
+//	schedule: "0 2 * * *"              # optional cron expression (or @daily, …)
+//	timezone: Europe/Paris             # IANA zone of the schedule; default UTC
+//	schedule_enabled: true             # default true
+//	steps:
+//	  - name: discover
+//	    title: "List outdated modules of {{run.workflow}}"
+//	    description: |
+//	      Report the outdated modules as outputs {"modules": [...]}.
+//	    profile: cheap                 # optional profile name
+//	    agent_type: codex              # optional
+//	    kind: deps                     # optional, for rules and dedupe
+//	    priority: 50                   # optional, 0 is the most urgent
+//	    max_retries: 2                 # optional, 0-100
+//	    test_commands: ["go test ./..."]
+//	    verification: AUTO_TEST        # AUTO_TEST, QA_AGENT or HUMAN
+//	    requires_approval: false
+//	  - name: upgrade
+//	    title: "Upgrade {{item}}"
+//	    depends_on: [discover]
+//	    foreach: discover.outputs.modules   # one task per item of the list
+//	    concurrency: 2                      # at most 2 of them at once
+//	  - name: shards
+//	    title: "Shard {{index}} of {{count}}"
+//	    parallel: 4                         # or a count discover reported:
+//	                                        # discover.outputs.shard_count
+//	                                        # (with depends_on: [discover])
+//	  - name: summary
+//	    title: Summarise
+//	    depends_on:
+//	      - step: upgrade
+//	        requires_success: false         # runs even when an upgrade fails
+//
+// A dependency is a step name, or {step, requires_success} (default true:
+// only the upstream's success lets the step start).
+//
+// A step makes one task, or fans out: parallel makes N tasks, N a fixed
+// count (1-1000) or a whole number an upstream step reported
+// ("<step>.outputs.<field>", 0-1000), and foreach makes one task per item
+// of a list an upstream step reported (at most 1000). The step read must be
+// upstream of the fanning step (through depends_on, directly or not) and
+// make exactly one task. A fan-out over outputs is known only when that
+// step has completed: the store expands it then, with FanOut and
+// StepTasks.
+//
+// Titles and descriptions are templates. {{run.id}} and {{run.workflow}}
+// are the run's id and the workflow's name; {{item}} and {{item.<field>}}
+// a foreach task's item and its fields; {{index}} (from 0) and {{count}} a
+// fanned-out task's place; {{<step>.outputs.<field>}} a field of the
+// outputs of an upstream step that makes one task. Spaces inside the braces
+// are allowed. A JSON string fills in unquoted, any other value as compact
+// JSON.
+//
+// # Checks
+//
+// Parse reports every problem of a document at once, one line each, as
+// "FILE:LINE:COL: PATH: MESSAGE":
+//
+//	nightly.yaml:14:7: steps[2].depends_on[0]: unknown step "tets" (steps: discover, upgrade, summary)
+//
+// Validate makes the same checks on a decoded workflow, without positions.
+//
+// # Expansion
+//
+// When a run starts, or when the step a fan-out reads has completed, the
+// store calls FanOut for the step's count and items and StepTasks for its
+// tasks, inside its own transaction: the package does no I/O, and reads
+// only what it is passed. Order, Upstream, Downstream, StepByName and
+// Referenced answer the questions about the graph that this needs.
+package workflow

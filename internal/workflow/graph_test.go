@@ -1,0 +1,93 @@
+package workflow_test
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/workflow"
+)
+
+func TestGraph(t *testing.T) {
+	t.Parallel()
+	dep := func(names ...string) []models.StepDependency {
+		var out []models.StepDependency
+		for _, n := range names {
+			out = append(out, models.StepDependency{Step: n})
+		}
+		return out
+	}
+	w := models.Workflow{Name: "g", ProjectID: "p", Steps: []models.WorkflowStep{
+		{Name: "summary", Title: "S", DependsOn: dep("upgrade", "shards")},
+		{Name: "discover", Title: "D"},
+		{Name: "upgrade", Title: "U", DependsOn: dep("discover"), Foreach: "discover.outputs.modules"},
+		{Name: "shards", Title: "Sh", DependsOn: dep("discover"), Parallel: &models.FanOut{From: "discover.outputs.n"}},
+		{Name: "lint", Title: "L", Parallel: &models.FanOut{Count: 2}},
+	}}
+	if err := workflow.Validate(w); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+
+	t.Run("order", func(t *testing.T) {
+		t.Parallel()
+		want := []string{"discover", "upgrade", "shards", "summary", "lint"}
+		if got := workflow.Order(w); !reflect.DeepEqual(got, want) {
+			t.Errorf("Order = %q, want %q", got, want)
+		}
+		cyclic := models.Workflow{Steps: []models.WorkflowStep{
+			{Name: "a", DependsOn: dep("b")}, {Name: "b", DependsOn: dep("a")}, {Name: "c", DependsOn: dep("zz")},
+		}}
+		if got, want := workflow.Order(cyclic), []string{"c", "a", "b"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("Order with a cycle = %q, want %q", got, want)
+		}
+	})
+
+	t.Run("upstream and downstream", func(t *testing.T) {
+		t.Parallel()
+		tests := []struct {
+			step       string
+			upstream   []models.StepDependency
+			downstream []string
+		}{
+			{step: "discover", downstream: []string{"upgrade", "shards"}},
+			{step: "summary", upstream: dep("upgrade", "shards")},
+			{step: "upgrade", upstream: dep("discover"), downstream: []string{"summary"}},
+			{step: "lint"},
+			{step: "nope"},
+		}
+		for _, tt := range tests {
+			if got := workflow.Upstream(w, tt.step); !reflect.DeepEqual(got, tt.upstream) {
+				t.Errorf("Upstream(%s) = %v, want %v", tt.step, got, tt.upstream)
+			}
+			if got := workflow.Downstream(w, tt.step); !reflect.DeepEqual(got, tt.downstream) {
+				t.Errorf("Downstream(%s) = %v, want %v", tt.step, got, tt.downstream)
+			}
+		}
+	})
+
+	t.Run("step by name and referenced", func(t *testing.T) {
+		t.Parallel()
+		tests := []struct {
+			step    string
+			found   bool
+			ref     string
+			dynamic bool
+		}{
+			{step: "upgrade", found: true, ref: "discover", dynamic: true},
+			{step: "shards", found: true, ref: "discover", dynamic: true},
+			{step: "lint", found: true},
+			{step: "discover", found: true},
+			{step: "nope"},
+		}
+		for _, tt := range tests {
+			s, ok := workflow.StepByName(w, tt.step)
+			if ok != tt.found || (ok && s.Name != tt.step) {
+				t.Errorf("StepByName(%s) = %q, %v; want found %v", tt.step, s.Name, ok, tt.found)
+			}
+			ref, dyn := workflow.Referenced(s)
+			if ref != tt.ref || dyn != tt.dynamic {
+				t.Errorf("Referenced(%s) = %q, %v; want %q, %v", tt.step, ref, dyn, tt.ref, tt.dynamic)
+			}
+		}
+	})
+}

@@ -1,0 +1,466 @@
+package workflow
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// The keys of a workflow document and of one of its steps.
+var (
+	workflowKeys = []string{"name", "project", "description", "schedule", "timezone", "schedule_enabled", "steps"}
+	stepKeys     = []string{"name", "title", "description", "depends_on", "profile", "agent_type", "kind", "priority",
+		"max_retries", "test_commands", "verification", "requires_approval", "parallel", "foreach", "concurrency"}
+	dependencyKeys = []string{"step", "requires_success"}
+)
+
+// Parse reads one workflow document, YAML or JSON, named filename in
+// messages. The workflow's Source is src; Origin is left for the caller;
+// ScheduleEnabled is true unless the document says schedule_enabled: false.
+//
+// Every problem, of the YAML or of the workflow (the checks of Validate),
+// is one line "FILE:LINE:COL: PATH: MESSAGE" of the returned *models.Error
+// (CodeInvalid), in the document's order. A YAML syntax error, whose column
+// is unknown, is one line "FILE:LINE: MESSAGE".
+func Parse(filename string, src []byte) (models.Workflow, error) {
+	d := &decoder{file: filename, pos: map[string]*yaml.Node{}, failed: map[string]bool{}, merging: map[*yaml.Node]bool{}}
+	root, err := d.document(src)
+	if err != nil {
+		return models.Workflow{}, err
+	}
+	w := d.workflow(root)
+	for _, p := range check(w) {
+		if d.failed[p.path] {
+			continue // its value could not be read: said once already
+		}
+		at := cmp.Or(p.at, p.path)
+		n := d.node(at)
+		p.line, p.col = n.Line, n.Column
+		d.probs = append(d.probs, p)
+	}
+	if len(d.probs) > 0 {
+		slices.SortStableFunc(d.probs, func(a, b problem) int {
+			return cmp.Or(cmp.Compare(a.line, b.line), cmp.Compare(a.col, b.col))
+		})
+		lines := make([]string, len(d.probs))
+		for i, p := range d.probs {
+			lines[i] = d.prefix(p.line, p.col) + p.text()
+		}
+		return models.Workflow{}, invalid(lines)
+	}
+	w.Source = string(src)
+	return w, nil
+}
+
+// decoder reads a workflow from YAML nodes, recording where each value is
+// and every value it could not read.
+type decoder struct {
+	file string
+	// pos maps a path ("steps[1].title") to the node of its value.
+	pos map[string]*yaml.Node
+	// failed holds the paths whose values could not be read.
+	failed map[string]bool
+	probs  []problem
+	root   *yaml.Node
+	// merging holds the mappings whose merge keys are being read; merges
+	// counts the mappings merged in so far.
+	merging map[*yaml.Node]bool
+	merges  int
+}
+
+// maxMerges caps the mappings merge keys bring in, over a document.
+const maxMerges = 1000
+
+// prefix returns "FILE:LINE:COL: ".
+func (d *decoder) prefix(line, col int) string {
+	var b strings.Builder
+	if d.file != "" {
+		b.WriteString(d.file + ":")
+	}
+	fmt.Fprintf(&b, "%d:%d: ", line, col)
+	return b.String()
+}
+
+// node returns the node recorded for path, or for the nearest enclosing
+// path that has one.
+func (d *decoder) node(path string) *yaml.Node {
+	for {
+		if n, ok := d.pos[path]; ok {
+			return n
+		}
+		if path == "" {
+			return d.root
+		}
+		path = path[:max(strings.LastIndexAny(path, ".["), 0)]
+	}
+}
+
+// fail records that the value at path, node n, could not be read.
+func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
+	d.failed[path] = true
+	d.probs = append(d.probs, problem{path: path, msg: fmt.Sprintf(format, args...), line: n.Line, col: n.Column})
+}
+
+// yamlLineRE reads the line of a YAML syntax error.
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// document parses src into its one document's root mapping.
+func (d *decoder) document(src []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	var doc yaml.Node
+	err := dec.Decode(&doc)
+	if err == nil {
+		var next yaml.Node
+		switch err2 := dec.Decode(&next); {
+		case err2 == nil:
+			return nil, d.single(next.Line, next.Column, "one workflow per document; a second document starts here")
+		case !errors.Is(err2, io.EOF):
+			err = err2
+		}
+	}
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil, d.single(1, 1, "empty document; a workflow has name, project and steps")
+	case err != nil:
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		var where []string
+		if d.file != "" {
+			where = append(where, d.file)
+		}
+		if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+			where, msg = append(where, m[1]), m[2]
+		}
+		line := "not valid YAML: " + msg
+		if len(where) > 0 {
+			line = strings.Join(where, ":") + ": " + line
+		}
+		return nil, invalid([]string{line})
+	}
+	root := deref(&doc)
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		root = deref(root.Content[0])
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, d.single(root.Line, root.Column, "a workflow is a mapping with name, project and steps")
+	}
+	d.root = root
+	d.pos[""] = root
+	return root, nil
+}
+
+// single returns one problem at a position as the error.
+func (d *decoder) single(line, col int, msg string) error {
+	return invalid([]string{d.prefix(line, col) + msg})
+}
+
+// deref follows aliases to the node they name.
+func deref(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+// isNull reports whether n is an empty or null value.
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
+
+// join returns the path of key inside path.
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// fields returns the values of the mapping n by key, reporting unknown and
+// repeated keys; merge keys ("<<: *base") bring in the keys not given.
+func (d *decoder) fields(n *yaml.Node, path string, known []string) map[string]*yaml.Node {
+	out := d.collect(n, path, known)
+	for name, val := range out {
+		d.pos[join(path, name)] = val
+	}
+	return out
+}
+
+// collect is fields without recording positions.
+func (d *decoder) collect(n *yaml.Node, path string, known []string) map[string]*yaml.Node {
+	out := map[string]*yaml.Node{}
+	var merged []*yaml.Node
+	for k := 0; k+1 < len(n.Content); k += 2 {
+		key, val := deref(n.Content[k]), deref(n.Content[k+1])
+		if key.Kind == yaml.ScalarNode && key.ShortTag() == "!!merge" {
+			merged = append(merged, val)
+			continue
+		}
+		if key.Kind != yaml.ScalarNode {
+			d.fail(key, path, "keys must be plain words")
+			continue
+		}
+		name := key.Value
+		kp := join(path, name)
+		switch {
+		case !slices.Contains(known, name):
+			d.fail(key, kp, "unknown key; %s", suggest(name, known))
+		case out[name] != nil:
+			d.fail(key, kp, "key given twice")
+		default:
+			out[name] = val
+		}
+	}
+	if len(merged) == 0 {
+		return out
+	}
+	d.merging[n] = true
+	defer delete(d.merging, n)
+	for _, m := range merged {
+		sources := []*yaml.Node{m}
+		if m.Kind == yaml.SequenceNode {
+			sources = m.Content
+		}
+		for _, src := range sources {
+			src = deref(src)
+			d.merges++
+			switch {
+			case src.Kind != yaml.MappingNode:
+				d.fail(src, path, "a merge key (<<) takes a mapping or a list of mappings")
+				continue
+			case d.merging[src]:
+				d.fail(src, path, "a merge key (<<) brings in the mapping it is part of")
+				continue
+			case d.merges > maxMerges:
+				if d.merges == maxMerges+1 {
+					d.fail(src, path, "more than %d merges (<<)", maxMerges)
+				}
+				continue
+			}
+			for name, val := range d.collect(src, path, known) {
+				if out[name] == nil {
+					out[name] = val
+				}
+			}
+		}
+	}
+	return out
+}
+
+// suggest names the known key closest to name, or lists them all.
+func suggest(name string, known []string) string {
+	best, bestDist := "", 3
+	lower := strings.ToLower(name)
+	for _, k := range known {
+		dist := distance(lower, k)
+		if len(k) >= 4 && (strings.HasPrefix(lower, k) || strings.HasPrefix(k, lower)) {
+			dist = min(dist, 2) // project_id: project
+		}
+		if dist < bestDist {
+			best, bestDist = k, dist
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf("did you mean %s?", best)
+	}
+	return "known keys: " + strings.Join(known, ", ")
+}
+
+// distance is the edit distance between a and b.
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// str reads a scalar as text; null is "".
+func (d *decoder) str(n *yaml.Node, path string) string {
+	switch {
+	case n == nil || isNull(n):
+		return ""
+	case n.Kind != yaml.ScalarNode:
+		d.fail(n, path, "must be text")
+		return ""
+	}
+	return n.Value
+}
+
+// integer reads a whole number; null is 0 with ok false.
+func (d *decoder) integer(n *yaml.Node, path string) (v int, ok bool) {
+	if n == nil || isNull(n) {
+		return 0, false
+	}
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
+		d.fail(n, path, "must be a whole number")
+		return 0, false
+	}
+	return v, true
+}
+
+// intPtr reads an optional whole number.
+func (d *decoder) intPtr(n *yaml.Node, path string) *int {
+	if v, ok := d.integer(n, path); ok {
+		return &v
+	}
+	return nil
+}
+
+// boolean reads true or false; null is def.
+func (d *decoder) boolean(n *yaml.Node, path string, def bool) bool {
+	if n == nil || isNull(n) {
+		return def
+	}
+	var v bool
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&v) != nil {
+		d.fail(n, path, "must be true or false")
+		return def
+	}
+	return v
+}
+
+// list returns the items of a sequence of at most limit items; null is an
+// empty list.
+func (d *decoder) list(n *yaml.Node, path string, limit int) []*yaml.Node {
+	switch {
+	case n == nil || isNull(n):
+		return nil
+	case n.Kind != yaml.SequenceNode:
+		d.fail(n, path, "must be a list")
+		return nil
+	case len(n.Content) > limit:
+		d.fail(n, path, "at most %d entries (got %d)", limit, len(n.Content))
+		return nil
+	}
+	out := make([]*yaml.Node, len(n.Content))
+	for i, c := range n.Content {
+		out[i] = deref(c)
+		d.pos[fmt.Sprintf("%s[%d]", path, i)] = out[i]
+	}
+	return out
+}
+
+// workflow reads the root mapping.
+func (d *decoder) workflow(root *yaml.Node) models.Workflow {
+	f := d.fields(root, "", workflowKeys)
+	w := models.Workflow{
+		Name:            d.str(f["name"], "name"),
+		ProjectID:       d.str(f["project"], "project"),
+		Description:     d.str(f["description"], "description"),
+		Schedule:        d.str(f["schedule"], "schedule"),
+		Timezone:        d.str(f["timezone"], "timezone"),
+		ScheduleEnabled: d.boolean(f["schedule_enabled"], "schedule_enabled", true),
+	}
+	for i, n := range d.list(f["steps"], "steps", MaxSteps) {
+		p := fmt.Sprintf("steps[%d]", i)
+		if n.Kind != yaml.MappingNode {
+			d.fail(n, p, "a step is a mapping with name and title")
+			w.Steps = append(w.Steps, models.WorkflowStep{})
+			d.failed[p+".name"], d.failed[p+".title"] = true, true
+			continue
+		}
+		w.Steps = append(w.Steps, d.step(n, p))
+	}
+	return w
+}
+
+// step reads one step.
+func (d *decoder) step(n *yaml.Node, p string) models.WorkflowStep {
+	f := d.fields(n, p, stepKeys)
+	s := models.WorkflowStep{
+		Name:             d.str(f["name"], p+".name"),
+		Title:            d.str(f["title"], p+".title"),
+		Description:      d.str(f["description"], p+".description"),
+		Profile:          d.str(f["profile"], p+".profile"),
+		AgentType:        d.str(f["agent_type"], p+".agent_type"),
+		Kind:             d.str(f["kind"], p+".kind"),
+		Priority:         d.intPtr(f["priority"], p+".priority"),
+		MaxRetries:       d.intPtr(f["max_retries"], p+".max_retries"),
+		Verification:     verification(d.str(f["verification"], p+".verification")),
+		RequiresApproval: d.boolean(f["requires_approval"], p+".requires_approval", false),
+		Foreach:          d.str(f["foreach"], p+".foreach"),
+	}
+	s.Concurrency, _ = d.integer(f["concurrency"], p+".concurrency")
+	for j, c := range d.list(f["test_commands"], p+".test_commands", models.MaxListEntries) {
+		s.TestCommands = append(s.TestCommands, d.str(c, fmt.Sprintf("%s.test_commands[%d]", p, j)))
+	}
+	for j, c := range d.list(f["depends_on"], p+".depends_on", MaxSteps) {
+		s.DependsOn = append(s.DependsOn, d.dependency(c, fmt.Sprintf("%s.depends_on[%d]", p, j)))
+	}
+	s.Parallel = d.parallel(f["parallel"], p+".parallel")
+	return s
+}
+
+// verification reads a verification type in any case; an unknown one is
+// kept as written, for the message.
+func verification(s string) models.VerificationType {
+	if v := models.VerificationType(strings.ToUpper(strings.TrimSpace(s))); v.Valid() {
+		return v
+	}
+	return models.VerificationType(s)
+}
+
+// dependency reads a step name or {step, requires_success}.
+func (d *decoder) dependency(n *yaml.Node, p string) models.StepDependency {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return models.StepDependency{Step: d.str(n, p)}
+	case yaml.MappingNode:
+		f := d.fields(n, p, dependencyKeys)
+		dep := models.StepDependency{Step: d.str(f["step"], p+".step")}
+		if r := f["requires_success"]; r != nil && !isNull(r) {
+			v := d.boolean(r, p+".requires_success", true)
+			dep.RequiresSuccess = &v
+		}
+		if d.failed[p+".step"] {
+			d.failed[p] = true
+		}
+		return dep
+	}
+	d.fail(n, p, "must be a step name or {step: <name>, requires_success: false}")
+	return models.StepDependency{}
+}
+
+// parallel reads a count or "<step>.outputs.<field>".
+func (d *decoder) parallel(n *yaml.Node, p string) *models.FanOut {
+	if n == nil || isNull(n) {
+		return nil
+	}
+	if n.Kind == yaml.ScalarNode {
+		switch n.ShortTag() {
+		case "!!int":
+			if v, ok := d.integer(n, p); ok {
+				return &models.FanOut{Count: v}
+			}
+			return nil
+		case "!!str":
+			if v, err := strconv.Atoi(strings.TrimSpace(n.Value)); err == nil {
+				return &models.FanOut{Count: v}
+			}
+			if strings.TrimSpace(n.Value) != "" {
+				return &models.FanOut{From: n.Value}
+			}
+		}
+	}
+	d.fail(n, p, "must be a count (1-%d) or <step>.outputs.<field>", MaxFanOut)
+	return nil
+}
