@@ -56,13 +56,29 @@
 // candidate refused once is not looked at again in the round, and one
 // refused candidate never holds back the rest of its project.
 //
+// Workflow steps. A task of a workflow run carries its run, its step and
+// the step's concurrency: at most that many of the step's tasks of the run
+// run at once (0, or a negative value, means no cap). A candidate with a
+// cap counts the tasks with the same run and step name, whatever their
+// project and whatever their own cap: the snapshot's running tasks (every
+// running status: ASSIGNED, IN_PROGRESS, WAITING_INPUT, VERIFYING,
+// AWAITING_APPROVAL) plus the tasks assigned earlier in this round. It
+// starts only when that count plus itself is at most its cap; another run
+// of the same step, or another step of the same run, is not counted. A
+// step already at or over its cap starts nothing until enough of its
+// tasks end. Like a rule, the cap only tightens as a round goes on: a
+// candidate it refuses is not looked at again in the round and never holds
+// back the rest of its project. A task outside a workflow run has an empty
+// run and step and no cap.
+//
 // Order inside a project. The lowest priority value goes first. At priority
 // 0 (critical) tasks go first in, first out: oldest first, by created_at
 // then ID, whoever created them. At any other priority the creators take
 // turns: the next task is the oldest one of the creator with the fewest
 // tasks running in the project (the snapshot's running tasks plus this
 // round's assignments), ties going to the creator whose oldest task is
-// older. Only candidates the rules allow are considered.
+// older. Only candidates the rules and their step's cap allow are
+// considered.
 //
 // Minimum-task guarantee. First, every eligible project with a candidate and
 // no task completed in the window gets one assignment, whatever its share.

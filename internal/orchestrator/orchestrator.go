@@ -462,7 +462,8 @@ func (o *Orchestrator) snapshot(st models.SchedulingState) Snapshot {
 	info := func(t models.Task) TaskInfo {
 		return TaskInfo{ID: t.ID, ProjectID: t.ProjectID, Priority: t.Priority, CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt,
 			NotBefore: t.NotBefore, Kind: t.Kind, Metadata: t.Metadata, Status: t.Status, ExpectedCount: t.ExpectedCount,
-			SuccessCount: t.SuccessCount, FailureCount: t.FailureCount}
+			SuccessCount: t.SuccessCount, FailureCount: t.FailureCount, RunID: t.RunID, StepName: t.StepName,
+			StepConcurrency: t.StepConcurrency}
 	}
 	for _, t := range st.Ready {
 		s.Ready = append(s.Ready, info(t))

@@ -58,8 +58,12 @@ type candidate struct {
 	rules    []ruleRef
 	all      []*ruleState
 	resolved bool
-	// assigned: chosen in this round. blocked: a rule refused it in this
-	// round; rules only tighten as the round goes on, so it stays refused.
+	// step counts the running and assigned tasks of the candidate's run and
+	// step; nil when no candidate of that run and step has a cap.
+	step *stepGroup
+	// assigned: chosen in this round. blocked: a rule or its step's cap
+	// refused it in this round; both only tighten as the round goes on, so
+	// it stays refused.
 	assigned, blocked bool
 }
 
@@ -91,6 +95,13 @@ type ruleState struct {
 }
 
 type ruleGroup struct{ count, work int }
+
+// stepKey names a step of a workflow run.
+type stepKey struct{ run, step string }
+
+// stepGroup counts the running tasks of a step of a run plus those assigned
+// to it in this round.
+type stepGroup struct{ count int }
 
 type project struct {
 	ProjectState
@@ -149,8 +160,21 @@ func newRound(s Snapshot, cfg SchedulerConfig) *round {
 		rs.invalid = err != nil || rl.Validate() != nil
 		rules = append(rules, rs)
 	}
+	ready := uniqueBy(s.Ready, func(t *TaskInfo) string { return t.ID })
+	// A step is counted only when a candidate of it has a cap to keep.
+	steps := map[stepKey]*stepGroup{}
+	for _, t := range ready {
+		if t.StepConcurrency > 0 {
+			if k := (stepKey{t.RunID, t.StepName}); steps[k] == nil {
+				steps[k] = &stepGroup{}
+			}
+		}
+	}
 	for i := range s.Running {
 		t := &s.Running[i]
+		if g := steps[stepKey{t.RunID, t.StepName}]; g != nil {
+			g.count++
+		}
 		if p := byID[t.ProjectID]; p != nil {
 			p.creators[t.CreatedBy]++
 		}
@@ -163,7 +187,6 @@ func newRound(s Snapshot, cfg SchedulerConfig) *round {
 		}
 	}
 
-	ready := uniqueBy(s.Ready, func(t *TaskInfo) string { return t.ID })
 	// Sized up front: appending never moves the candidates pointed to.
 	cands := make([]candidate, 0, len(ready))
 	for _, t := range ready {
@@ -171,7 +194,7 @@ func newRound(s Snapshot, cfg SchedulerConfig) *round {
 		if p == nil || t.Status != models.StatusReady || (t.NotBefore != nil && t.NotBefore.After(s.Now)) {
 			continue
 		}
-		cands = append(cands, candidate{TaskInfo: t, all: rules,
+		cands = append(cands, candidate{TaskInfo: t, all: rules, step: steps[stepKey{t.RunID, t.StepName}],
 			remaining: models.RemainingWork(t.ExpectedCount, t.SuccessCount, t.FailureCount)})
 		p.byAge = append(p.byAge, &cands[len(cands)-1])
 	}
@@ -285,13 +308,20 @@ func (c *candidate) allows() bool {
 	return true
 }
 
-// usable reports whether c can start now, marking it blocked when a rule
-// refuses it.
+// stepAllows reports whether starting c now keeps its step's cap: the
+// running and assigned tasks of its run and step plus c at most
+// StepConcurrency (0: no cap).
+func (c *candidate) stepAllows() bool {
+	return c.StepConcurrency <= 0 || c.step.count+1 <= c.StepConcurrency
+}
+
+// usable reports whether c can start now, marking it blocked when its
+// step's cap or a rule refuses it.
 func (c *candidate) usable() bool {
 	if c.gone() {
 		return false
 	}
-	if !c.allows() {
+	if !c.stepAllows() || !c.allows() {
 		c.blocked = true
 		return false
 	}
@@ -366,6 +396,9 @@ func (r *round) assign(p *project, c *candidate, a *idleAgent, reason string) {
 	c.assigned, a.used = true, true
 	p.assigned++
 	p.creators[c.CreatedBy]++
+	if c.step != nil {
+		c.step.count++
+	}
 	c.resolve()
 	for _, ref := range c.rules {
 		ref.rule.group(ref.key).add(c.TaskInfo)

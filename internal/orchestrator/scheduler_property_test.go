@@ -37,6 +37,8 @@ func genSnapshot(t *rapid.T) orchestrator.Snapshot {
 		}
 		s.Projects = append(s.Projects, p)
 	}
+	// A step of a workflow run has one cap, drawn when it first appears.
+	stepCaps := map[[2]string]int{}
 	genTask := func(id string, statuses []models.TaskStatus) orchestrator.TaskInfo {
 		tk := orchestrator.TaskInfo{
 			ID:        id,
@@ -56,6 +58,17 @@ func genSnapshot(t *rapid.T) orchestrator.Snapshot {
 		tk.ExpectedCount = rapid.IntRange(0, 20).Draw(t, "expected")
 		tk.SuccessCount = rapid.IntRange(0, 10).Draw(t, "success")
 		tk.FailureCount = rapid.IntRange(0, 5).Draw(t, "failure")
+		// Few steps and small caps, so that caps bind often.
+		if run := rapid.SampledFrom([]string{"", "w0", "w0", "w1"}).Draw(t, "run"); run != "" {
+			tk.RunID, tk.StepName = run, rapid.SampledFrom([]string{"s0", "s0", "s1"}).Draw(t, "step")
+			k := [2]string{tk.RunID, tk.StepName}
+			c, ok := stepCaps[k]
+			if !ok {
+				c = rapid.SampledFrom([]int{0, 1, 1, 2, 3}).Draw(t, "step concurrency")
+				stepCaps[k] = c
+			}
+			tk.StepConcurrency = c
+		}
 		return tk
 	}
 	readyStatuses := []models.TaskStatus{models.StatusReady, models.StatusReady, models.StatusReady, models.StatusReady, models.StatusDefined, models.StatusPaused}
@@ -167,7 +180,32 @@ func (c *checker) ruleAllows(r models.Rule, cand orchestrator.TaskInfo) bool {
 	return count <= r.MaxConcurrency
 }
 
+// stepAllows reports whether cand keeps its step's cap alongside the
+// running tasks and every assigned task other than itself of its run and
+// step.
+func (c *checker) stepAllows(cand orchestrator.TaskInfo) bool {
+	if cand.StepConcurrency <= 0 {
+		return true
+	}
+	count := 1
+	for _, o := range c.s.Running {
+		if o.RunID == cand.RunID && o.StepName == cand.StepName {
+			count++
+		}
+	}
+	for _, a := range c.assigned {
+		if a.ID != cand.ID && a.RunID == cand.RunID && a.StepName == cand.StepName {
+			count++
+		}
+	}
+	return count <= cand.StepConcurrency
+}
+
+// rulesAllow reports whether cand keeps every rule and its step's cap.
 func (c *checker) rulesAllow(cand orchestrator.TaskInfo) bool {
+	if !c.stepAllows(cand) {
+		return false
+	}
 	for _, r := range c.s.Rules {
 		if !c.ruleAllows(r, cand) {
 			return false
@@ -244,9 +282,35 @@ func checkResult(t *rapid.T, s orchestrator.Snapshot, got []orchestrator.Assignm
 			t.Fatalf("project %s: %d running + %d assigned > max %d", id, p.Running, n, p.MaxConcurrentAgents)
 		}
 	}
+	// Step caps: for every step of a run with a cap (the generator gives
+	// all of a step's tasks the same one), running + assigned ≤ cap
+	// whenever running alone was ≤ cap, and nothing is assigned to a step
+	// already at or over its cap.
+	type step struct{ run, name string }
+	caps, runningIn, assignedTo := map[step]int{}, map[step]int{}, map[step]int{}
+	for _, tk := range append(slices.Clone(s.Ready), s.Running...) {
+		if tk.StepConcurrency > 0 {
+			caps[step{tk.RunID, tk.StepName}] = tk.StepConcurrency
+		}
+	}
+	for _, tk := range s.Running {
+		runningIn[step{tk.RunID, tk.StepName}]++
+	}
+	for _, tk := range c.assigned {
+		assignedTo[step{tk.RunID, tk.StepName}]++
+	}
+	for k, limit := range caps {
+		r, a := runningIn[k], assignedTo[k]
+		if r <= limit && r+a > limit {
+			t.Fatalf("step %s/%s: %d running + %d assigned > cap %d", k.run, k.name, r, a, limit)
+		}
+		if r >= limit && a > 0 {
+			t.Fatalf("step %s/%s: %d assigned with %d running at cap %d", k.run, k.name, a, r, limit)
+		}
+	}
 	for _, tk := range c.assigned {
 		if !c.rulesAllow(tk) {
-			t.Fatalf("assigning %s exceeds a rule", tk.ID)
+			t.Fatalf("assigning %s exceeds a rule or its step's cap", tk.ID)
 		}
 	}
 	// Nothing left that could start: an idle agent and a startable task

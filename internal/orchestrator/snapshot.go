@@ -22,8 +22,8 @@ type Snapshot struct {
 	// project; tasks in any other status are ignored.
 	Ready []TaskInfo
 	// Running holds the tasks in running statuses (ASSIGNED, IN_PROGRESS,
-	// WAITING_INPUT, VERIFYING, AWAITING_APPROVAL) of every project; rules
-	// and the creator round-robin count them.
+	// WAITING_INPUT, VERIFYING, AWAITING_APPROVAL) of every project; rules,
+	// workflow step caps and the creator round-robin count them.
 	Running []TaskInfo
 	// IdleAgents are the agents free to take a task now.
 	IdleAgents []AgentInfo
@@ -75,6 +75,11 @@ type TaskInfo struct {
 	// ExpectedCount, SuccessCount and FailureCount give the remaining work
 	// that capacity rules count.
 	ExpectedCount, SuccessCount, FailureCount int
+	// RunID and StepName place a task of a workflow run (both empty for a
+	// task outside one). StepConcurrency caps the tasks of the same run and
+	// step running at once, this one included; 0 means no cap.
+	RunID, StepName string
+	StepConcurrency int
 }
 
 // AgentInfo is one idle agent.
