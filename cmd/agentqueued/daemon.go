@@ -201,6 +201,15 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	if err := eng.Start(ctx); err != nil {
 		return err
 	}
+	wf, err := workflow.New(workflow.Config{Dir: cfg.Workflows.Dir, PollInterval: cfg.Workflows.PollInterval,
+		Logger: log.With("component", "workflows")}, st, o)
+	if err != nil {
+		return err
+	}
+	if err := wf.LoadDir(ctx); err != nil {
+		return &configError{err: err}
+	}
+	cmds.workflows = wf
 	b, err := newBot(cfg, cmds, st, log)
 	if err != nil {
 		return err
@@ -239,6 +248,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	g.Go(func(ctx context.Context) error { return o.Run(ctx) })
 	g.Go(func(ctx context.Context) error { return o.WatchPullRequests(ctx) })
 	g.Go(func(ctx context.Context) error { return eng.Run(ctx) })
+	g.Go(func(ctx context.Context) error { return wf.Run(ctx) })
 	if b != nil {
 		g.Go(func(ctx context.Context) error { return b.Run(ctx) })
 	}

@@ -25,7 +25,11 @@ func (c commands) SaveWorkflowDocument(ctx context.Context, name string, src []b
 		}
 	}
 	w.Origin = models.WorkflowFromAPI
-	return c.Store.SaveWorkflow(ctx, w)
+	saved, err := c.Store.SaveWorkflow(ctx, w)
+	if err == nil {
+		c.workflows.Wake() // its schedule's next time
+	}
+	return saved, err
 }
 
 // StartRun starts a run of a workflow by hand.

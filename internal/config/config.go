@@ -83,6 +83,18 @@ type Config struct {
 	GitHub GitHubConfig
 	// Hooks tunes the hook engine; zero values take its defaults.
 	Hooks HooksConfig
+	// Workflows configures workflows.
+	Workflows WorkflowsConfig
+}
+
+// WorkflowsConfig configures workflows.
+type WorkflowsConfig struct {
+	// Dir holds workflow files (*.yaml, *.yml) loaded at start; empty
+	// loads none.
+	Dir string
+	// PollInterval is how often schedules are looked at; zero is the
+	// engine's default.
+	PollInterval time.Duration
 }
 
 // HooksConfig tunes the hook engine.
@@ -224,6 +236,12 @@ type fileConfig struct {
 	LLM          fileLLM                `yaml:"llm"`
 	GitHub       fileGitHub             `yaml:"github"`
 	Hooks        fileHooks              `yaml:"hooks"`
+	Workflows    fileWorkflows          `yaml:"workflows"`
+}
+
+type fileWorkflows struct {
+	Dir          string `yaml:"dir"`
+	PollInterval string `yaml:"poll_interval"`
 }
 
 type fileHooks struct {
@@ -473,6 +491,14 @@ func (c *Config) overlay(f fileConfig) error {
 		}
 		*d.to = v
 	}
+	set(&c.Workflows.Dir, f.Workflows.Dir)
+	if f.Workflows.PollInterval != "" {
+		d, err := time.ParseDuration(f.Workflows.PollInterval)
+		if err != nil {
+			return fmt.Errorf("workflows.poll_interval: %q is not a duration (use e.g. 30s or 1m)", f.Workflows.PollInterval)
+		}
+		c.Workflows.PollInterval = d
+	}
 	c.Hooks.MaxRunning, c.Hooks.StepOutputCap = f.Hooks.MaxRunning, f.Hooks.StepOutputCap
 	c.Hooks.MaxToolRounds, c.Hooks.LLMAttempts = f.Hooks.MaxToolRounds, f.Hooks.LLMAttempts
 	if f.Hooks.HTTPAllowHosts != nil {
@@ -611,6 +637,14 @@ func (c Config) Validate() error {
 	}
 	if err := c.Hooks.validate(); err != nil {
 		return err
+	}
+	if c.Workflows.PollInterval != 0 && c.Workflows.PollInterval < time.Second {
+		return fmt.Errorf("config: workflows.poll_interval: must be at least 1s (got %s)", c.Workflows.PollInterval)
+	}
+	if d := c.Workflows.Dir; d != "" {
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			return fmt.Errorf("config: workflows.dir: %q is not a directory", d)
+		}
 	}
 	if c.GitHub.PollInterval != 0 && c.GitHub.PollInterval < time.Second {
 		return fmt.Errorf("config: github.poll_interval: must be at least 1s (got %s)", c.GitHub.PollInterval)
