@@ -376,3 +376,37 @@ func TestATaskStoppedBeforeItsUpstreamWaitsAgainAfterRetry(t *testing.T) {
 		t.Fatalf("after retry: %s", got)
 	}
 }
+
+func TestAStaticParallelStepHasItsTasksFromTheStart(t *testing.T) {
+	t.Parallel()
+	e := newWFEnv(t, `
+name: shard
+project: web
+steps:
+  - name: prepare
+    title: Prepare
+  - name: work
+    title: "Shard {{index}} of {{count}}"
+    depends_on: [prepare]
+    parallel: 3
+  - name: merge
+    title: Merge
+    depends_on: [work]
+`)
+	r := e.start("shard")
+	if got := e.names(r.ID); got != "merge=DEFINED prepare=READY work[0]=DEFINED work[1]=DEFINED work[2]=DEFINED" {
+		t.Fatalf("tasks: %s", got)
+	}
+	ts := e.tasks(r.ID)
+	if w := ts["work[2]"]; w.Title != "Shard 2 of 3" || w.ParallelIndex != 2 || w.ParallelCount != 3 {
+		t.Fatalf("work[2] %+v", w.Task)
+	}
+	e.complete(ts["prepare"].ID, "")
+	for i := range 3 {
+		e.complete(ts[fmt.Sprintf("work[%d]", i)].ID, "")
+	}
+	e.complete(ts["merge"].ID, "")
+	if got := e.run(r.ID); got.Status != models.RunSuccess || got.Tasks[models.StatusCompleted] != 5 {
+		t.Fatalf("run %+v", got)
+	}
+}
