@@ -224,7 +224,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		})
 	}
 	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, Logger: log.With("component", "api"),
-		GitHubWebhook: webhook, Hooks: cmds}, cmds)
+		GitHubWebhook: webhook, Hooks: cmds, Workflows: cmds}, cmds)
 	if err != nil {
 		rpcLn.Close()
 		return err

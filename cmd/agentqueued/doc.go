@@ -46,6 +46,17 @@
 //	ctl hook fire ID [--event-file event.json] [--actor NAME]
 //	ctl hook runs ID [--status running|completed|failed|skipped] [--limit N]
 //	ctl hook run RUN_ID
+//	ctl workflow list [--project P]
+//	ctl workflow show NAME
+//	ctl workflow add --file workflow.yaml
+//	ctl workflow delete NAME
+//	ctl workflow run NAME [--actor NAME]
+//	ctl workflow schedule NAME on|off
+//	ctl run list [--workflow W] [--project P] [--status pending|running|success|failed|cancelled] [--limit N]
+//	ctl run show ID
+//	ctl run tasks ID
+//	ctl run cancel|retry ID [--actor NAME]
+//	ctl run logs ID NAME [--attempt N]
 //	ctl budget
 //	ctl health
 //
@@ -60,6 +71,14 @@
 // /api/v1/hooks/{id}), both strictly: an unknown field is an error. "hook
 // fire" runs a hook now, whatever its trigger and cooldown; --event-file
 // gives an event hook the event to run with. docs/hooks.md describes hooks.
+// "workflow add" sends a workflow document (YAML or JSON) as is (POST
+// /api/v1/workflows): a workflow of its name is replaced, and an invalid
+// document's problems are printed one a line with the file's name, line and
+// column. "workflow run" starts a run by hand; "workflow schedule" turns a
+// schedule on or off. "run tasks" lists a run's tasks by their names in the
+// run ("build", "upgrade[2]"), which "run logs" takes: it prints each
+// attempt's log under a "== attempt N ==" header. docs/workflows.md
+// describes workflows and runs.
 //
 // The server address is --addr, else $AGENTQUEUED_ADDR, else the listen
 // address of --config, else http://127.0.0.1:7700; the token is --token,

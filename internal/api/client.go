@@ -167,26 +167,46 @@ func (c *Client) Budget(ctx context.Context) (models.BudgetReport, error) {
 // a 2xx answer into out (when not nil; an answer without a body, 204, has
 // nothing to decode).
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any) error {
+	var data []byte
+	contentType := ""
+	if body != nil {
+		var err error
+		if data, err = json.Marshal(body); err != nil {
+			return fmt.Errorf("%s %s: encode request: %w", method, path, err)
+		}
+		contentType = "application/json"
+	}
+	_, err := c.send(ctx, method, path, query, contentType, data, out)
+	return err
+}
+
+// send sends one request with a raw body of contentType (none when
+// contentType is empty) and decodes a 2xx answer into out, as do does. It
+// returns the answer's status.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, contentType string, body []byte, out any) (int, error) {
+	// path is escaped (its segments went through url.PathEscape): it is
+	// the raw path, so that an escaped '/', '[' or '%' stays as it is.
 	u := *c.base
-	u.Path += path
+	raw := u.EscapedPath() + path
+	unescaped, err := url.PathUnescape(raw)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	u.Path, u.RawPath = unescaped, raw
 	u.RawQuery = query.Encode()
 	op := method + " " + path
 
 	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return fmt.Errorf("%s: encode request: %w", op, err)
-		}
-		rd = bytes.NewReader(data)
+	if contentType != "" {
+		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+		return 0, fmt.Errorf("%s: %w", op, err)
 	}
 	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -197,21 +217,21 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return fmt.Errorf("%s %s: %w", method, u.String(), err)
+		return 0, fmt.Errorf("%s %s: %w", method, u.String(), err)
 	}
 	defer resp.Body.Close()
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return responseError(resp)
+		return resp.StatusCode, responseError(resp)
 	}
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody)) // lets the connection be reused
-		return nil
+		return resp.StatusCode, nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("%s: decode answer: %w", op, err)
+		return resp.StatusCode, fmt.Errorf("%s: decode answer: %w", op, err)
 	}
-	return nil
+	return resp.StatusCode, nil
 }
 
 // responseError turns an error answer into a *models.Error.
@@ -332,4 +352,107 @@ func (c *Client) HookRuns(ctx context.Context, hookID, status string, limit int)
 func (c *Client) GetHookRun(ctx context.Context, id string) (models.HookRun, error) {
 	var out models.HookRun
 	return out, c.do(ctx, http.MethodGet, APIPrefix+"/hook-runs/"+url.PathEscape(id), nil, nil, &out)
+}
+
+// ListWorkflows lists the workflows of a project, or of every project when
+// projectID is empty.
+func (c *Client) ListWorkflows(ctx context.Context, projectID string) ([]models.Workflow, error) {
+	q := url.Values{}
+	if projectID != "" {
+		q.Set("project", projectID)
+	}
+	var out WorkflowList
+	return out.Workflows, c.do(ctx, http.MethodGet, APIPrefix+"/workflows", q, nil, &out)
+}
+
+// GetWorkflow returns one workflow.
+func (c *Client) GetWorkflow(ctx context.Context, name string) (models.Workflow, error) {
+	var out models.Workflow
+	return out, c.do(ctx, http.MethodGet, APIPrefix+"/workflows/"+url.PathEscape(name), nil, nil, &out)
+}
+
+// SaveWorkflow sends a workflow document (YAML or JSON) as is: it creates
+// the workflow it names (created true) or replaces the one of that name.
+// An invalid document is a CodeInvalid error with one line per problem,
+// "request:LINE:COL: PATH: MESSAGE".
+func (c *Client) SaveWorkflow(ctx context.Context, doc []byte) (w models.Workflow, created bool, err error) {
+	contentType := "application/yaml"
+	if trimmed := bytes.TrimSpace(doc); len(trimmed) > 0 && trimmed[0] == '{' {
+		contentType = "application/json"
+	}
+	status, err := c.send(ctx, http.MethodPost, APIPrefix+"/workflows", nil, contentType, doc, &w)
+	return w, status == http.StatusCreated, err
+}
+
+// DeleteWorkflow deletes a workflow; its runs stay.
+func (c *Client) DeleteWorkflow(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, APIPrefix+"/workflows/"+url.PathEscape(name), nil, nil, nil)
+}
+
+// SetWorkflowSchedule turns a workflow's schedule on or off.
+func (c *Client) SetWorkflowSchedule(ctx context.Context, name string, enabled bool) (models.Workflow, error) {
+	var out models.Workflow
+	return out, c.do(ctx, http.MethodPatch, APIPrefix+"/workflows/"+url.PathEscape(name), nil,
+		WorkflowPatch{ScheduleEnabled: &enabled}, &out)
+}
+
+// StartRun starts a run of a workflow by hand; actor names who (empty: the
+// server's default).
+func (c *Client) StartRun(ctx context.Context, name, actor string) (models.WorkflowRun, error) {
+	var out models.WorkflowRun
+	return out, c.do(ctx, http.MethodPost, APIPrefix+"/workflows/"+url.PathEscape(name)+"/runs", nil,
+		ActorRequest{Actor: actor}, &out)
+}
+
+// ListWorkflowRuns lists workflow runs matching f, newest first (a zero
+// Limit: the server's default).
+func (c *Client) ListWorkflowRuns(ctx context.Context, f models.RunFilter) ([]models.WorkflowRun, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"workflow": f.Workflow, "project": f.ProjectID, "status": f.Status} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	var out WorkflowRunList
+	return out.Runs, c.do(ctx, http.MethodGet, APIPrefix+"/runs", q, nil, &out)
+}
+
+// GetWorkflowRun returns one workflow run with its tasks counted by status.
+func (c *Client) GetWorkflowRun(ctx context.Context, id string) (models.WorkflowRun, error) {
+	var out models.WorkflowRun
+	return out, c.do(ctx, http.MethodGet, APIPrefix+"/runs/"+url.PathEscape(id), nil, nil, &out)
+}
+
+// CancelRun cancels a run, stopping its tasks.
+func (c *Client) CancelRun(ctx context.Context, id, actor string) (models.WorkflowRun, error) {
+	var out models.WorkflowRun
+	return out, c.do(ctx, http.MethodPost, APIPrefix+"/runs/"+url.PathEscape(id)+"/cancel", nil, ActorRequest{Actor: actor}, &out)
+}
+
+// RetryRun starts a failed or cancelled run's failed and blocked tasks again.
+func (c *Client) RetryRun(ctx context.Context, id, actor string) (models.WorkflowRun, error) {
+	var out models.WorkflowRun
+	return out, c.do(ctx, http.MethodPost, APIPrefix+"/runs/"+url.PathEscape(id)+"/retry", nil, ActorRequest{Actor: actor}, &out)
+}
+
+// RunTasks lists a run's tasks, each with its name in the run.
+func (c *Client) RunTasks(ctx context.Context, runID string) ([]models.RunTask, error) {
+	var out RunTaskList
+	return out.Tasks, c.do(ctx, http.MethodGet, APIPrefix+"/runs/"+url.PathEscape(runID)+"/tasks", nil, nil, &out)
+}
+
+// RunTaskLogs returns the logs of a run's task by its name in the run
+// ("build", "upgrade[2]"): of every attempt when attempt is 0, else of
+// that one.
+func (c *Client) RunTaskLogs(ctx context.Context, runID, name string, attempt int) (models.TaskLogs, error) {
+	q := url.Values{}
+	if attempt != 0 {
+		q.Set("attempt", strconv.Itoa(attempt))
+	}
+	var out models.TaskLogs
+	return out, c.do(ctx, http.MethodGet, APIPrefix+"/runs/"+url.PathEscape(runID)+"/tasks/"+url.PathEscape(name)+"/logs",
+		q, nil, &out)
 }

@@ -1,15 +1,16 @@
 // Package api is agentqueued's HTTP interface: a JSON API under /api/v1 for
-// projects, tasks, agents and hooks, a health check, and a Client for it; and the
+// projects, tasks, agents, hooks and workflows, a health check, and a Client for it; and the
 // agent RPC on a Unix socket, with an RPCClient for it.
 //
-// The Server translates requests into calls on a Service (the store) and a
-// HookService (the command layer's hook operations), and their answers
-// into JSON. It owns no state: validation of domain
+// The Server translates requests into calls on a Service (the store), a
+// HookService (the command layer's hook operations) and a WorkflowService
+// (its workflow operations), and their answers into JSON. It owns no state: validation of domain
 // values, the transition table and atomicity live behind the Service. The
 // Server validates only the shape of requests: bodies must be a single JSON
 // value (Content-Type application/json when one is given, at most
 // Config.MaxBodyBytes, no unknown fields, no trailing data) and query
-// parameters must be known and well formed.
+// parameters must be known and well formed. The one exception is a
+// workflow document, posted as is in YAML or JSON.
 //
 // Endpoints:
 //
@@ -57,11 +58,42 @@
 //	GET   /api/v1/hooks/{id}/runs     {"runs": [...]}, newest first; query: status (running, completed,
 //	                                  failed, skipped), limit
 //	GET   /api/v1/hook-runs/{id}      a hook run: its trigger, context, prompt, answer, actions and tokens
+//	GET   /api/v1/workflows           {"workflows": [...]}, by name; query: project (an unknown project is a 404)
+//	POST  /api/v1/workflows           save a workflow (body: the YAML or JSON document as is, Content-Type
+//	                                  application/yaml, application/x-yaml, text/yaml, application/json or none)
+//	                                  → 201 the workflow with Location /api/v1/workflows/{name}, or 200 the
+//	                                  workflow when it replaced one of its name
+//	GET   /api/v1/workflows/{name}    a workflow: its steps, schedule, next_run, origin and source document
+//	PATCH /api/v1/workflows/{name}    {"schedule_enabled": true|false} turns its schedule on or off → the workflow
+//	DELETE /api/v1/workflows/{name}   delete a workflow; its runs and their tasks stay → 204
+//	POST  /api/v1/workflows/{name}/runs  start a run by hand (optional body: {"actor"}) → 201 the run with
+//	                                  Location /api/v1/runs/{id}
+//	GET   /api/v1/runs                {"runs": [...]}, newest first, without their definitions; query: workflow,
+//	                                  project (an unknown project is a 404), status (pending, running, success,
+//	                                  failed, cancelled), limit (1-10000, default 500)
+//	GET   /api/v1/runs/{id}           a run with its definition and its tasks counted by status
+//	POST  /api/v1/runs/{id}/cancel    cancel a run: running tasks stopped, the rest BLOCKED (optional body:
+//	                                  {"actor"}) → the run
+//	POST  /api/v1/runs/{id}/retry     start a failed or cancelled run's FAILED and BLOCKED tasks again (optional
+//	                                  body: {"actor"}) → the run; 409 when there is nothing to retry
+//	GET   /api/v1/runs/{id}/tasks     {"tasks": [...]}: the run's tasks, each with its "name" in the run
+//	GET   /api/v1/runs/{id}/tasks/{name}/logs  the logs of the task named name in the run ("build",
+//	                                  "upgrade[2]", path-escaped: upgrade%5B2%5D) → {"task_id", "attempts":
+//	                                  [{"attempt", "log", "truncated"}]}, oldest first; query: attempt (N ≥ 1,
+//	                                  only that attempt); an unknown name is a 404 naming the run's tasks
 //
 // The hook endpoints are served when Config.Hooks is set. A hook's
 // llm_config.api_key is never answered: it reads "[redacted]", and a patch
 // that sends "[redacted]" back keeps the stored key. docs/hooks.md
 // describes triggers, context steps and templates.
+//
+// The workflow endpoints are served when Config.Workflows is set. An
+// invalid workflow document is a 400 whose message has one line per
+// problem, "request:LINE:COL: PATH: MESSAGE" (a YAML syntax error:
+// "request:LINE: not valid YAML: ..."). Saving, starting, cancelling and
+// retrying are logged with the keys workflow, project_id and run_id; an
+// actor defaults to DefaultActor. docs/workflows.md describes documents,
+// runs and schedules.
 //
 // The rules of editing, dependency changes, deletion and agent removal are
 // in docs/semantics.md.

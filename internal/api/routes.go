@@ -77,6 +77,9 @@ func (s *Server) routes() http.Handler {
 	if s.cfg.Hooks != nil {
 		s.hookRoutes(mux)
 	}
+	if s.cfg.Workflows != nil {
+		s.workflowRoutes(mux)
+	}
 	if s.cfg.GitHubWebhook != nil {
 		mux.Handle("POST /webhooks/github", s.cfg.GitHubWebhook)
 	}

@@ -77,6 +77,9 @@ type Config struct {
 	// Hooks, when set, serves the hook endpoints (/api/v1/hooks and
 	// /api/v1/hook-runs); without it they are not found.
 	Hooks HookService
+	// Workflows, when set, serves the workflow endpoints (/api/v1/workflows
+	// and /api/v1/runs); without it they are not found.
+	Workflows WorkflowService
 }
 
 // Server serves the HTTP API over a Service.
