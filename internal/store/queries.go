@@ -21,7 +21,7 @@ const (
 			resolved_at = ?, resolving_event_id = ? WHERE upstream = ? AND resolution = 'PENDING'`
 	qWithdrawEdges = `UPDATE task_dependencies SET resolution = 'PENDING', resolved_at = NULL,
 			resolving_event_id = NULL WHERE upstream = ? AND (resolution = 'BROKEN' OR (resolution = 'SATISFIED'
-			AND downstream IN (SELECT id FROM tasks WHERE status = 'DEFINED' OR (status = 'BLOCKED' AND cascade_root_id != ''))))`
+			AND downstream IN (SELECT id FROM tasks WHERE status IN ('DEFINED', 'BLOCKED'))))`
 	qDependentsToCheck = `SELECT t.id, t.status FROM task_dependencies d JOIN tasks t ON t.id = d.downstream
 		WHERE d.upstream = ? AND (t.status = 'DEFINED' OR (t.status = 'BLOCKED' AND t.cascade_root_id != ''))
 		ORDER BY t.rowid`

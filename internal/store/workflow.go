@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -757,14 +758,16 @@ func (s *Store) CancelWorkflowRun(ctx context.Context, id, by string) ([]models.
 }
 
 // RetryWorkflowRun reopens a failed or cancelled run and returns the
-// tasks to start again with the event for each: ADMIN_RESTART for a FAILED
-// task and a BLOCKED one whose dependencies are met, UPSTREAM_REOPENED
-// for a BLOCKED one still waiting on others. Tasks blocked only because an
-// upstream was (cascade) are reopened by their root's restart.
-func (s *Store) RetryWorkflowRun(ctx context.Context, id string) ([]models.TransitionRequest, error) {
-	var out []models.TransitionRequest
+// tasks to start again, upstream first: its FAILED tasks and the BLOCKED
+// ones that are not blocked only because an upstream was (those are
+// reopened by their root's restart). The caller asks RetryEvent for each,
+// in this order, as it goes: what a task needs depends on what was
+// restarted before it.
+func (s *Store) RetryWorkflowRun(ctx context.Context, id string) ([]models.Task, error) {
+	var out []models.Task
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		r, err := scanWorkflowRun(tx.QueryRowContext(ctx, "SELECT "+wfRunColumns+" FROM workflow_runs WHERE id = ?", id))
+		x := s.newTxn(ctx, tx)
+		r, w, err := x.loadRun(id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound("run", id)
 		}
@@ -775,25 +778,19 @@ func (s *Store) RetryWorkflowRun(ctx context.Context, id string) ([]models.Trans
 			return models.Errorf(models.CodeConflict, "run %s succeeded: there is nothing to retry", id)
 		}
 		ts, err := queryAll(ctx, tx, scanTask, "SELECT "+taskColumns+` FROM tasks WHERE workflow_run_id = ?
-			AND (status = 'FAILED' OR (status = 'BLOCKED' AND cascade_root_id = '')) ORDER BY created_at, step_name, parallel_index`, id)
+			AND (status = 'FAILED' OR (status = 'BLOCKED' AND cascade_root_id = '')) ORDER BY parallel_index`, id)
 		if err != nil {
 			return err
 		}
 		if len(ts) == 0 && r.Status != models.RunCancelled {
 			return models.Errorf(models.CodeConflict, "run %s has no failed or blocked task to retry", id)
 		}
-		x := s.newTxn(ctx, tx)
-		for _, t := range ts {
-			ev := models.EventAdminRestart
-			if t.Status == models.StatusBlocked {
-				if _, unsatisfied, err := x.edgeCounts(t.ID); err != nil {
-					return err
-				} else if unsatisfied > 0 {
-					ev = models.EventUpstreamReopened
-				}
-			}
-			out = append(out, models.TransitionRequest{TaskID: t.ID, Event: ev, ExpectFrom: t.Status, Reason: "run " + id + " retried"})
+		rank := map[string]int{}
+		for i, name := range workflow.Order(w) {
+			rank[name] = i
 		}
+		sort.SliceStable(ts, func(i, j int) bool { return rank[ts[i].StepName] < rank[ts[j].StepName] })
+		out = ts
 		_, err = tx.ExecContext(ctx, "UPDATE workflow_runs SET status = 'running', reason = '', ended_at = NULL, updated_at = ? WHERE id = ?",
 			toNanos(s.now()), id)
 		return err
@@ -802,6 +799,33 @@ func (s *Store) RetryWorkflowRun(ctx context.Context, id string) ([]models.Trans
 		return nil, fmt.Errorf("retry run %s: %w", id, err)
 	}
 	return out, nil
+}
+
+// RetryEvent says how a task of a retried run starts again, as things are
+// now: ADMIN_RESTART when it FAILED, or is BLOCKED with every upstream
+// COMPLETED; UPSTREAM_REOPENED (back to waiting) when it is BLOCKED and an
+// upstream has not completed; nothing (ok false) when it has moved on.
+func (s *Store) RetryEvent(ctx context.Context, taskID, reason string) (req models.TransitionRequest, ok bool, err error) {
+	t, err := s.GetTask(ctx, taskID)
+	if err != nil {
+		return req, false, err
+	}
+	req = models.TransitionRequest{TaskID: t.ID, Event: models.EventAdminRestart, ExpectFrom: t.Status, Reason: reason}
+	switch {
+	case t.Status == models.StatusFailed:
+		return req, true, nil
+	case t.Status != models.StatusBlocked || t.CascadeRootID != "":
+		return req, false, nil
+	}
+	var waiting int
+	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM task_dependencies d JOIN tasks u ON u.id = d.upstream
+		WHERE d.downstream = ? AND u.status != 'COMPLETED'`, taskID).Scan(&waiting); err != nil {
+		return req, false, fmt.Errorf("retry of task %s: %w", taskID, err)
+	}
+	if waiting > 0 {
+		req.Event = models.EventUpstreamReopened
+	}
+	return req, true, nil
 }
 
 // FinishCancels returns the unfinished tasks of cancelled runs, which a

@@ -122,6 +122,32 @@ func (e *wfEnv) fail(id string) {
 	e.apply(id, models.EventAssigned, models.EventAgentStarted, models.EventMaxRetries)
 }
 
+// retry retries a run as the workflow engine does, and returns the event
+// each task got.
+func (e *wfEnv) retry(runID string) map[string]models.TaskEvent {
+	e.t.Helper()
+	ctx := context.Background()
+	ts, err := e.s.RetryWorkflowRun(ctx, runID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	events := map[string]models.TaskEvent{}
+	for _, t := range ts {
+		req, ok, err := e.s.RetryEvent(ctx, t.ID, "retried")
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if !ok {
+			continue
+		}
+		events[t.ID] = req.Event
+		if _, err := e.s.ApplyEvent(ctx, req); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return events
+}
+
 func (e *wfEnv) run(id string) models.WorkflowRun {
 	e.t.Helper()
 	r, err := e.s.GetWorkflowRun(context.Background(), id)
@@ -274,17 +300,7 @@ func TestCancelAndRetryOfARun(t *testing.T) {
 	}
 	// Retry: the stopped tasks start again; the summary, blocked behind a
 	// stopped upstream, goes back to waiting with it.
-	reqs, err := e.s.RetryWorkflowRun(ctx, r.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	events := map[string]models.TaskEvent{}
-	for _, q := range reqs {
-		events[q.TaskID] = q.Event
-		if _, err := e.s.ApplyEvent(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	events := e.retry(r.ID)
 	if len(events) != 3 || events[ts["fix[0]"].ID] != models.EventAdminRestart || events[ts["summary"].ID] != "" {
 		t.Fatalf("retry events %v", events)
 	}
@@ -312,7 +328,6 @@ func TestCancelAndRetryOfARun(t *testing.T) {
 func TestRetryRestartsOnlyFailedAndBlockedTasks(t *testing.T) {
 	t.Parallel()
 	e := newWFEnv(t, fanOutFlow)
-	ctx := context.Background()
 	r := e.start("sweep")
 	e.complete(e.tasks(r.ID)["discover"].ID, `{"packages":["a","b"],"shards":1}`)
 	ts := e.tasks(r.ID)
@@ -322,16 +337,9 @@ func TestRetryRestartsOnlyFailedAndBlockedTasks(t *testing.T) {
 	if st := e.run(r.ID); st.Status != models.RunFailed {
 		t.Fatalf("run %+v", st)
 	}
-	reqs, err := e.s.RetryWorkflowRun(ctx, r.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ids []string
-	for _, q := range reqs {
-		ids = append(ids, q.TaskID)
-		if _, err := e.s.ApplyEvent(ctx, q); err != nil {
-			t.Fatal(err)
-		}
+	for id := range e.retry(r.ID) {
+		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	want := []string{ts["fix[1]"].ID, ts["shards[0]"].ID}
@@ -358,17 +366,7 @@ func TestATaskStoppedBeforeItsUpstreamWaitsAgainAfterRetry(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reqs, err := e.s.RetryWorkflowRun(ctx, r.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	events := map[string]models.TaskEvent{}
-	for _, q := range reqs {
-		events[q.TaskID] = q.Event
-		if _, err := e.s.ApplyEvent(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	events := e.retry(r.ID)
 	if events[ts["discover"].ID] != models.EventAdminRestart || events[ts["summary"].ID] != models.EventUpstreamReopened {
 		t.Fatalf("retry events %v", events)
 	}
@@ -408,5 +406,48 @@ steps:
 	e.complete(ts["merge"].ID, "")
 	if got := e.run(r.ID); got.Status != models.RunSuccess || got.Tasks[models.StatusCompleted] != 5 {
 		t.Fatalf("run %+v", got)
+	}
+}
+
+func TestARetriedRunsSoftFanInWaitsForItsUpstreamsAgain(t *testing.T) {
+	t.Parallel()
+	e := newWFEnv(t, `
+name: soft
+project: web
+steps:
+  - name: build
+    title: Build
+  - name: shards
+    title: "Shard {{index}}"
+    depends_on: [build]
+    parallel: 2
+  - name: report
+    title: Report
+    depends_on:
+      - step: shards
+        requires_success: false
+`)
+	ctx := context.Background()
+	r := e.start("soft")
+	left, err := e.s.CancelWorkflowRun(ctx, r.ID, "ann")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stopping build blocks the shards behind it, which lets report (soft
+	// edges) become READY before it is stopped in turn.
+	for pass := 0; len(left) > 0 && pass < 5; pass++ {
+		for _, lt := range left {
+			_, _ = e.s.ApplyEvent(ctx, models.TransitionRequest{TaskID: lt.ID, Event: models.EventRunStopped, ExpectFrom: lt.Status, Reason: "cancelled"})
+		}
+		if left, err = e.s.CancelWorkflowRun(ctx, r.ID, "ann"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rep := e.tasks(r.ID)["report"]; rep.Status != models.StatusBlocked || rep.CascadeRootID != "" {
+		t.Fatalf("report %s (root %q)", rep.Status, rep.CascadeRootID)
+	}
+	e.retry(r.ID)
+	if got := e.names(r.ID); got != "build=READY report=DEFINED shards[0]=DEFINED shards[1]=DEFINED" {
+		t.Fatalf("after retry: %s", got)
 	}
 }

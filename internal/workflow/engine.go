@@ -49,7 +49,8 @@ type Store interface {
 	StartWorkflowRun(ctx context.Context, req models.RunRequest) (models.WorkflowRun, bool, error)
 	GetWorkflowRun(ctx context.Context, id string) (models.WorkflowRun, error)
 	CancelWorkflowRun(ctx context.Context, id, by string) ([]models.Task, error)
-	RetryWorkflowRun(ctx context.Context, id string) ([]models.TransitionRequest, error)
+	RetryWorkflowRun(ctx context.Context, id string) ([]models.Task, error)
+	RetryEvent(ctx context.Context, taskID, reason string) (models.TransitionRequest, bool, error)
 	FinishCancels(ctx context.Context) ([]models.Task, error)
 }
 
@@ -305,18 +306,26 @@ func (e *Engine) stop(ctx context.Context, t models.Task, by string) {
 // Retry starts a failed or cancelled run's failed and blocked tasks again;
 // the tasks blocked behind them follow.
 func (e *Engine) Retry(ctx context.Context, id, by string) (models.WorkflowRun, error) {
-	reqs, err := e.store.RetryWorkflowRun(ctx, id)
+	ts, err := e.store.RetryWorkflowRun(ctx, id)
 	if err != nil {
 		return models.WorkflowRun{}, err
 	}
 	var errs []error
-	for _, req := range reqs {
+	for _, t := range ts {
+		req, ok, err := e.store.RetryEvent(ctx, t.ID, "run "+id+" retried")
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !ok {
+			continue
+		}
 		req.Actor = by
 		if _, err := e.tasks.ApplyAdminEvent(ctx, req); err != nil && models.ErrorCodeOf(err) != models.CodeConflict {
 			errs = append(errs, fmt.Errorf("task %s: %w", req.TaskID, err))
 		}
 	}
-	e.log.Info("workflow run retried", "run_id", id, "by", by, "tasks", len(reqs))
+	e.log.Info("workflow run retried", "run_id", id, "by", by, "tasks", len(ts))
 	if err := errors.Join(errs...); err != nil {
 		return models.WorkflowRun{}, err
 	}
