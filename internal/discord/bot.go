@@ -123,6 +123,15 @@ type Service interface {
 	DeleteHook(ctx context.Context, id string) error
 	FireHook(ctx context.Context, id, by string, f models.HookFire) (models.HookRun, error)
 	ListHookRuns(ctx context.Context, f models.HookRunFilter) ([]models.HookRun, error)
+	// Workflows and their runs; by is who acts ("discord:<user id>").
+	ListWorkflows(ctx context.Context, projectID string) ([]models.Workflow, error)
+	GetWorkflow(ctx context.Context, name string) (models.Workflow, error)
+	StartRun(ctx context.Context, name, by string) (models.WorkflowRun, error)
+	ListWorkflowRuns(ctx context.Context, f models.RunFilter) ([]models.WorkflowRun, error)
+	GetWorkflowRun(ctx context.Context, id string) (models.WorkflowRun, error)
+	CancelRun(ctx context.Context, id, by string) (models.WorkflowRun, error)
+	RetryRun(ctx context.Context, id, by string) (models.WorkflowRun, error)
+	RunTasks(ctx context.Context, runID string) ([]models.RunTask, error)
 }
 
 // Outbox is what the bot needs to deliver notices and keep task threads.
@@ -158,6 +167,9 @@ type Bot struct {
 	proposals map[string]proposal
 	forms     map[string]hookForm // hook forms open or waiting for a retry
 	ready     chan struct{}
+	// runMu serialises run retries, so a Retry button pressed twice finds
+	// what the first press did.
+	runMu sync.Mutex
 }
 
 // New returns a bot for the given configuration. It starts nothing: call Run.

@@ -21,7 +21,7 @@ func TestRegistersCommandsAndRefusesStrangers(t *testing.T) {
 		names = append(names, c.Name)
 	}
 	slices.Sort(names)
-	if want := []string{"agent", "budget", "hook", "project", "questions", "status", "task"}; !slices.Equal(names, want) {
+	if want := []string{"agent", "budget", "hook", "project", "questions", "run", "status", "task", "workflow"}; !slices.Equal(names, want) {
 		t.Errorf("registered %v, want %v", names, want)
 	}
 

@@ -14,11 +14,14 @@ const (
 	optQuestion = "question"
 	optHook     = "hook"
 	optSchedule = "schedule"
+	optWorkflow = "workflow"
+	optRun      = "run"
 )
 
 // destructive lists the commands that need an admin and a confirmation.
 var destructive = map[string]bool{
 	"task delete": true, "task stop": true, "project archive": true, "agent remove": true, "hook delete": true,
+	"run cancel": true,
 }
 
 func str(name, desc string, required, autocomplete bool) *discordgo.ApplicationCommandOption {
@@ -131,6 +134,8 @@ func commandDefinitions() []*discordgo.ApplicationCommand {
 			sub("remove", "Remove an agent (admin)", agentOpt()),
 		}},
 		{Name: "hook", Description: "Hooks: automations on a schedule, a task event or by hand", Options: hookCommandOptions()},
+		{Name: "workflow", Description: "Workflows: DAGs of tasks started by hand or on a schedule", Options: workflowCommandOptions()},
+		{Name: "run", Description: "Runs of workflows", Options: runCommandOptions()},
 		{Name: "budget", Description: "Token usage and budgets"},
 		{Name: "questions", Description: "Open questions from agents"},
 	}

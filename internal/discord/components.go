@@ -90,6 +90,19 @@ func (b *Bot) component(ctx context.Context, s *discordgo.Session, i *discordgo.
 		b.run(ctx, s, i, false, func(ctx context.Context) reply { return b.runProposal(ctx, arg(0), arg(1), user) })
 	case "hook-retry":
 		b.reopenHookForm(s, i, arg(0), user)
+	case "run-retry":
+		runID, expect := arg(0), arg(1)
+		if !validRunID(runID) || !slices.Contains(runStatuses, expect) {
+			b.respondNow(s, i, ephemeral("⚠️ This button is broken."))
+			return
+		}
+		b.run(ctx, s, i, false, func(ctx context.Context) reply {
+			r := b.retryRun(ctx, runID, expect, user, true)
+			if r.Update {
+				r.Content = originalContent(i) + "\n" + r.Content
+			}
+			return r
+		})
 	default:
 		b.respondNow(s, i, ephemeral("⚠️ This button is not known (any more)."))
 	}
@@ -124,6 +137,8 @@ func (b *Bot) confirmed(ctx context.Context, verb, id, user string) reply {
 		return b.removeAgent(ctx, id, user)
 	case "hook-delete":
 		return b.deleteHook(ctx, id, user)
+	case "run-cancel":
+		return b.cancelRun(ctx, id, user)
 	}
 	return ephemeral("⚠️ Unknown confirmation.")
 }
@@ -216,8 +231,8 @@ func (b *Bot) modalSubmit(ctx context.Context, s *discordgo.Session, i *discordg
 	}
 }
 
-// autocomplete suggests project, task, agent and hook ids, and hook
-// schedules, for the focused option.
+// autocomplete suggests project, task, agent, hook and run ids, workflow
+// names and hook schedules, for the focused option.
 func (b *Bot) autocomplete(ctx context.Context, i *discordgo.Interaction) []*discordgo.ApplicationCommandOptionChoice {
 	data := i.ApplicationCommandData()
 	path, opts := commandPath(data)
@@ -279,6 +294,31 @@ func (b *Bot) autocomplete(ctx context.Context, i *discordgo.Interaction) []*dis
 		}
 		for _, h := range hs {
 			if !addChoice(h.ID, fmt.Sprintf("%s · %s · %s", h.ID, h.Name, triggerText(h.Trigger, false))) {
+				break
+			}
+		}
+	case optWorkflow:
+		ws, err := b.svc.ListWorkflows(ctx, opts.str(optProject))
+		if err != nil {
+			return nil
+		}
+		for _, w := range ws {
+			if !addChoice(w.Name, workflowLabel(w)) {
+				break
+			}
+		}
+	case optRun:
+		// Recent runs first, narrowed to those the command can act on.
+		runs, err := b.svc.ListWorkflowRuns(ctx, models.RunFilter{Workflow: opts.str(optWorkflow), Limit: runSuggestions})
+		if err != nil {
+			return nil
+		}
+		statuses := runStatusesFor(path)
+		for _, r := range runs {
+			if statuses != nil && !slices.Contains(statuses, r.Status) {
+				continue
+			}
+			if !addChoice(r.ID, fmt.Sprintf("%s · %s · %s · %s", r.ID, r.Status, r.Trigger, r.CreatedAt.UTC().Format("2006-01-02 15:04 UTC"))) {
 				break
 			}
 		}

@@ -89,10 +89,13 @@ func (b *Bot) command(ctx context.Context, s *discordgo.Session, i *discordgo.In
 			b.respondNow(s, i, ephemeral(fmt.Sprintf("🚫 `/%s` needs an admin (`discord.admin_users`).", path)))
 			return
 		}
-		id := opts.str(optTask) + opts.str(optProject) + opts.str(optAgent) + opts.str(optHook)
+		id := opts.str(optTask) + opts.str(optProject) + opts.str(optAgent) + opts.str(optHook) + opts.str(optRun)
 		valid := models.ValidID(id)
-		if opts.has(optTask) {
+		switch {
+		case opts.has(optTask):
 			valid = models.ValidTaskID(id)
+		case opts.has(optRun):
+			valid = validRunID(id)
 		}
 		if !valid {
 			b.respondNow(s, i, ephemeral(fmt.Sprintf("⚠️ `/%s` needs the id of what to act on; %q is not one.", path, cut(id, 80))))
@@ -130,6 +133,8 @@ func confirmVerb(path string) string {
 		return "remove agent"
 	case "hook delete":
 		return "delete hook"
+	case "run cancel":
+		return "cancel run"
 	}
 	return path
 }
@@ -179,6 +184,12 @@ func (b *Bot) handlers() map[string]handler {
 		"hook fire":       b.hookFire,
 		"hook runs":       b.hookRuns,
 		"hook delete":     b.hookDelete,
+		"workflow list":   b.workflowList,
+		"workflow run":    b.workflowRun,
+		"run list":        b.runList,
+		"run show":        b.runShow,
+		"run retry":       b.runRetry,
+		"run cancel":      b.runCancel,
 	}
 }
 

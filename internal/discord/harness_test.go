@@ -17,6 +17,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/workflow"
 )
 
 func TestMain(m *testing.M) {
@@ -41,9 +42,10 @@ type testService struct {
 	*store.Store
 	gate chan struct{}
 
-	mu       sync.Mutex
-	approved []string
-	hooks    *hooks.Engine // fires hooks; set by harness.hookEngine
+	mu        sync.Mutex
+	approved  []string
+	hooks     *hooks.Engine    // fires hooks; set by harness.hookEngine
+	workflows *workflow.Engine // starts, cancels and retries runs; set by harness.workflowEngine
 }
 
 func (s *testService) FireHook(ctx context.Context, id, by string, f models.HookFire) (models.HookRun, error) {
@@ -54,6 +56,39 @@ func (s *testService) FireHook(ctx context.Context, id, by string, f models.Hook
 		return models.HookRun{}, errors.New("fire hook: the test has no hook engine")
 	}
 	return e.Fire(ctx, id, by, f)
+}
+
+func (s *testService) workflowEngine() (*workflow.Engine, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.workflows == nil {
+		return nil, errors.New("workflow runs: the test has no workflow engine")
+	}
+	return s.workflows, nil
+}
+
+func (s *testService) StartRun(ctx context.Context, name, by string) (models.WorkflowRun, error) {
+	e, err := s.workflowEngine()
+	if err != nil {
+		return models.WorkflowRun{}, err
+	}
+	return e.Trigger(ctx, name, by)
+}
+
+func (s *testService) CancelRun(ctx context.Context, id, by string) (models.WorkflowRun, error) {
+	e, err := s.workflowEngine()
+	if err != nil {
+		return models.WorkflowRun{}, err
+	}
+	return e.Cancel(ctx, id, by)
+}
+
+func (s *testService) RetryRun(ctx context.Context, id, by string) (models.WorkflowRun, error) {
+	e, err := s.workflowEngine()
+	if err != nil {
+		return models.WorkflowRun{}, err
+	}
+	return e.Retry(ctx, id, by)
 }
 
 func (s *testService) ApproveTask(ctx context.Context, id, by, note string) (models.TransitionResult, error) {
@@ -187,6 +222,28 @@ func (h *harness) hookEngine(cfg hooks.Config) *hooks.Engine {
 	h.t.Cleanup(e.Wait)
 	h.svc.mu.Lock()
 	h.svc.hooks = e
+	h.svc.mu.Unlock()
+	return e
+}
+
+// storeTasks applies a workflow engine's events straight to the store
+// (no agent runs in these tests).
+type storeTasks struct{ st *store.Store }
+
+func (s storeTasks) ApplyAdminEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error) {
+	return s.st.ApplyEvent(ctx, req)
+}
+
+// workflowEngine gives the service a real workflow engine over the store;
+// its schedules are not run (nothing calls Run or Tick).
+func (h *harness) workflowEngine() *workflow.Engine {
+	h.t.Helper()
+	e, err := workflow.New(workflow.Config{}, h.st, storeTasks{h.st})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.svc.mu.Lock()
+	h.svc.workflows = e
 	h.svc.mu.Unlock()
 	return e
 }

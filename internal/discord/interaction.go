@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -37,9 +38,10 @@ func (a *attachment) file() *discordgo.File {
 	return &discordgo.File{Name: a.Name, ContentType: "text/plain; charset=utf-8", Reader: strings.NewReader(a.Body)}
 }
 
-// text returns a reply whose long content goes into an attached file.
+// text returns a reply whose content, when longer than a message holds
+// (in characters, as Discord counts), goes into an attached file.
 func text(content string) reply {
-	if len(content) <= messageLimit {
+	if utf8.RuneCountInString(content) <= messageLimit {
 		return reply{Content: content}
 	}
 	head := cut(content, 300)

@@ -56,6 +56,9 @@ type notice struct {
 
 	// hook is a hook's message (hook.message), whose payload is its own.
 	hook *hookMessage
+	// run is a run's end (run.success, run.failed, run.cancelled), whose
+	// payload is its own.
+	run *runNotice
 }
 
 // decodeNotice decodes an outbox message's payload.
@@ -67,6 +70,14 @@ func decodeNotice(kind, payload string) (notice, error) {
 			return n, err
 		}
 		n.ProjectID, n.hook = m.ProjectID, &m
+		return n, nil
+	}
+	if isRunNotice(kind) {
+		var m runNotice
+		if err := json.Unmarshal([]byte(payload), &m); err != nil {
+			return n, err
+		}
+		n.ProjectID, n.run = m.ProjectID, &m
 		return n, nil
 	}
 	err := json.Unmarshal([]byte(payload), &n)
@@ -359,7 +370,7 @@ func (b *Bot) deliver(ctx context.Context, batch []models.OutboxMessage) error {
 		}
 		pn := nonce(m.ID, last.ID, i)
 		// Only a task's notices link to its thread: a project's (a hook's
-		// message) shows the text as it is.
+		// message, a run's end) shows the text as it is.
 		if n.TaskID != "" && strings.Contains(p.Content, threadLink) {
 			thread, err := b.thread(ctx, channelID, n)
 			if err != nil {
@@ -772,6 +783,11 @@ func (b *Bot) noticeParts(ctx context.Context, kind string, n notice) ([]part, e
 			return nil, fmt.Errorf("%w: a hook message without its payload", errPermanent)
 		}
 		return hookMessageParts(*n.hook), nil
+	case runSuccessKind, runFailedKind, runCancelledKind:
+		if n.run == nil {
+			return nil, fmt.Errorf("%w: a run's notice without its payload", errPermanent)
+		}
+		return runNoticeParts(kind, *n.run), nil
 	}
 	b.log.Debug("notice kind not posted to discord", "kind", kind)
 	return nil, nil

@@ -54,6 +54,11 @@ func TestNoticesGolden(t *testing.T) {
 	payloads := map[string]string{
 		"hook.message": `{"hook_id":"triage","hook_name":"Failure *triage*","run_id":"triage.4","project_id":"web",` +
 			`"text":"2 tasks failed @everyone <@123>:\n- [login](https://evil.example) {thread}\n# not a header"}`,
+		"run.success": `{"run_id":"nightly_deps-3","workflow":"nightly_deps","project_id":"web","status":"success","reason":""}`,
+		"run.failed": `{"run_id":"nightly_deps-4","workflow":"nightly_deps","project_id":"web","status":"failed",` +
+			`"reason":"task bold-orbit is BLOCKED (max retries: ` + "`go test`" + ` *failed* @everyone); 1 of 3 tasks are BLOCKED"}`,
+		"run.cancelled": `{"run_id":"nightly_deps-5","workflow":"nightly_deps","project_id":"web","status":"cancelled",` +
+			`"reason":"cancelled by discord:400000000000000002"}`,
 	}
 	cases := []struct {
 		kind string
@@ -74,6 +79,9 @@ func TestNoticesGolden(t *testing.T) {
 		{"task.deleted", notice{TaskID: c, Title: "Announce it"}},
 		{"plan.failed", notice{TaskID: a, Error: "tasks[1].title: required"}},
 		{"hook.message", notice{}},
+		{"run.success", notice{}},
+		{"run.failed", notice{}},
+		{"run.cancelled", notice{}},
 		{"unknown.kind", notice{TaskID: a}},
 	}
 	var out strings.Builder
