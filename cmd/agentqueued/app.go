@@ -71,6 +71,9 @@ type Main struct {
 	// OnHookRunEnd, when set, is called after each hook run has been
 	// recorded as finished or skipped (for tests and metrics).
 	OnHookRunEnd func(models.HookRun)
+	// OnChange, when set, is called after every commit that changed a
+	// task's status (for tests and metrics). It must not block.
+	OnChange func()
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc

@@ -103,6 +103,9 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		if h := hookd.Load(); h != nil {
 			h.Wake()
 		}
+		if m.OnChange != nil {
+			m.OnChange()
+		}
 	}})
 	if err != nil {
 		return err

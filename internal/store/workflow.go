@@ -307,7 +307,7 @@ func (x *txn) createRunTasks(runID string, w models.Workflow) error {
 				deps = append(deps, models.BatchDependency{ID: id, RequiresSuccess: &req})
 			}
 		}
-		if st.Dynamic() {
+		if workflow.Deferred(st) {
 			// Stands in for its tasks until it expands: its own upstreams.
 			seen := map[string]bool{}
 			for _, d := range deps {
@@ -406,7 +406,7 @@ func (x *txn) workflowEffects(a applied) error {
 // on.
 func (x *txn) tryExpand(run models.WorkflowRun, w models.Workflow, name string) error {
 	st, ok := workflow.StepByName(w, name)
-	if !ok || !st.Dynamic() {
+	if !ok || !workflow.Deferred(st) {
 		return nil
 	}
 	if done, err := x.expanded(run.ID, name); err != nil || done {
@@ -501,7 +501,7 @@ func (x *txn) linkWaiting(run models.WorkflowRun, w models.Workflow, expanded, s
 			return err
 		}
 		if !done {
-			if st.Dynamic() {
+			if workflow.Deferred(st) {
 				if err := x.linkWaiting(run, w, expanded, next, ids); err != nil {
 					return err
 				}

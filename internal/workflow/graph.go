@@ -192,3 +192,21 @@ func ancestors(w models.Workflow, index map[string]int) []bitset {
 	}
 	return out
 }
+
+// Deferred reports whether a step's tasks are made only once its upstream
+// steps are done: it fans out over an upstream's output, or its title or
+// description names one ({{<step>.outputs.<field>}}). The other steps'
+// tasks are made when the run starts.
+func Deferred(step models.WorkflowStep) bool {
+	if step.Dynamic() {
+		return true
+	}
+	for _, tmpl := range []string{step.Title, step.Description} {
+		for _, p := range placeholders(tmpl) {
+			if p.kind == phOutput {
+				return true
+			}
+		}
+	}
+	return false
+}

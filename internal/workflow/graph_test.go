@@ -91,3 +91,23 @@ func TestGraph(t *testing.T) {
 		}
 	})
 }
+
+func TestDeferredSteps(t *testing.T) {
+	t.Parallel()
+	two := 2
+	for _, c := range []struct {
+		step models.WorkflowStep
+		want bool
+	}{
+		{models.WorkflowStep{Name: "a", Title: "A"}, false},
+		{models.WorkflowStep{Name: "a", Title: "A {{index}}", Parallel: &models.FanOut{Count: two}}, false},
+		{models.WorkflowStep{Name: "a", Title: "A", Parallel: &models.FanOut{From: "d.outputs.n"}}, true},
+		{models.WorkflowStep{Name: "a", Title: "{{item}}", Foreach: "d.outputs.items"}, true},
+		{models.WorkflowStep{Name: "a", Title: "A", Description: "uses {{ d.outputs.list }}"}, true},
+		{models.WorkflowStep{Name: "a", Title: "{{run.id}}"}, false},
+	} {
+		if got := workflow.Deferred(c.step); got != c.want {
+			t.Errorf("%+v: Deferred = %v, want %v", c.step, got, c.want)
+		}
+	}
+}
