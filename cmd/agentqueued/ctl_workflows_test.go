@@ -208,10 +208,10 @@ func TestCtlWorkflows(t *testing.T) {
 		}
 	}
 	if err := json.Unmarshal([]byte(ctl("--json", "run", "retry", "pipeline-1")), &run); err != nil ||
-		run.Status != models.RunRunning || run.Tasks[models.StatusBlocked] != 0 {
+		run.Status != models.RunPending || run.Tasks[models.StatusBlocked] != 0 {
 		t.Fatalf("run retry --json: %+v, %v", run, err)
 	}
-	refused(1, "run pipeline-1 has no failed or blocked task to retry", "run", "retry", "pipeline-1")
+	refused(1, "run pipeline-1 is pending: only a failed or cancelled run is retried", "run", "retry", "pipeline-1")
 	refused(1, `run "ghost" not found`, "run", "cancel", "ghost")
 
 	// Deleting a workflow keeps its runs.

@@ -205,7 +205,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	wf, err := workflow.New(workflow.Config{Dir: cfg.Workflows.Dir, PollInterval: cfg.Workflows.PollInterval,
-		Logger: log.With("component", "workflows")}, st, o)
+		KnownProfile: cmds.hasProfile, Logger: log.With("component", "workflows")}, st, o)
 	if err != nil {
 		return err
 	}

@@ -388,7 +388,7 @@ func TestWorkflowRunLifecycle(t *testing.T) {
 	// waiting for it.
 	var retried models.WorkflowRun
 	e.do("POST", "/api/v1/runs/pipeline-1/retry", "").decode(t, http.StatusOK, &retried)
-	if retried.Status != models.RunRunning || retried.EndedAt != nil || retried.Reason != "" || retried.Tasks[models.StatusBlocked] != 0 {
+	if retried.Status != models.RunPending || retried.EndedAt != nil || retried.Reason != "" || retried.Tasks[models.StatusBlocked] != 0 {
 		t.Fatalf("retry answered %+v", retried)
 	}
 	after := e.runTaskNames(run.ID)
@@ -397,7 +397,7 @@ func TestWorkflowRunLifecycle(t *testing.T) {
 			t.Errorf("tasks of the retried run: %v, want %s among them", after, want)
 		}
 	}
-	if !strings.Contains(e.logs.String(), `msg="workflow run retried" workflow=pipeline project_id=web run_id=pipeline-1 status=running actor=api`) {
+	if !strings.Contains(e.logs.String(), `msg="workflow run retried" workflow=pipeline project_id=web run_id=pipeline-1 status=pending actor=api`) {
 		t.Errorf("retry not logged:\n%s", e.logs)
 	}
 
@@ -430,7 +430,7 @@ func TestWorkflowRunLifecycle(t *testing.T) {
 		{"cancel an unknown run", "POST", "/api/v1/runs/ghost/cancel", "", 404, models.CodeNotFound, `run "ghost" not found`},
 		{"retry an unknown run", "POST", "/api/v1/runs/ghost/retry", `{"actor":"bob"}`, 404, models.CodeNotFound, `run "ghost" not found`},
 		{"retry a running run", "POST", "/api/v1/runs/pipeline-1/retry", "", 409, models.CodeConflict,
-			"run pipeline-1 has no failed or blocked task to retry"},
+			"run pipeline-1 is pending: only a failed or cancelled run is retried"},
 		{"cancel with a bad body", "POST", "/api/v1/runs/pipeline-1/cancel", `{"actor":7}`, 400, models.CodeInvalid,
 			`field "actor": expected a string`},
 		{"unknown run", "GET", "/api/v1/runs/ghost", "", 404, models.CodeNotFound, `run "ghost" not found`},
@@ -614,10 +614,10 @@ func TestWorkflowClient(t *testing.T) {
 	if r, err := c.CancelRun(ctx, run.ID, "dave"); err != nil || r.Status != models.RunCancelled || r.Reason != "cancelled by dave" {
 		t.Fatalf("CancelRun: %+v, %v", r, err)
 	}
-	if r, err := c.RetryRun(ctx, run.ID, "dave"); err != nil || r.Status != models.RunRunning {
+	if r, err := c.RetryRun(ctx, run.ID, "dave"); err != nil || r.Status != models.RunPending {
 		t.Fatalf("RetryRun: %+v, %v", r, err)
 	}
-	if r, err := c.GetWorkflowRun(ctx, run.ID); err != nil || r.Status != models.RunRunning || r.Tasks[models.StatusBlocked] != 0 {
+	if r, err := c.GetWorkflowRun(ctx, run.ID); err != nil || r.Status != models.RunPending || r.Tasks[models.StatusBlocked] != 0 {
 		t.Fatalf("GetWorkflowRun: %+v, %v", r, err)
 	}
 	if err := c.DeleteWorkflow(ctx, "pipeline"); err != nil {

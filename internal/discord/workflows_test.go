@@ -192,13 +192,13 @@ func TestWorkflowAndRunCommands(t *testing.T) {
 		{name: "run list of a workflow without runs", cmd: "run", sub: subOpt("list", strOpt("workflow", "sweep")),
 			want: []string{"Workflow `sweep` has no runs yet."}},
 		{name: "run retry", cmd: "run", sub: subOpt("retry", strOpt("run", "fix-docs-1")),
-			want: []string{"🔁 Run `fix-docs-1` retried by " + by + ": now running (ready 1)."},
+			want: []string{"🔁 Run `fix-docs-1` retried by " + by + ": now pending (ready 1)."},
 			check: func(t *testing.T, _ discordtest.Response) {
-				h.wantRunStatus(t, "fix-docs-1", models.RunRunning)
+				h.wantRunStatus(t, "fix-docs-1", models.RunPending)
 				h.wantStatus(t, fix.ID, models.StatusReady)
 			}},
 		{name: "run retry with nothing to retry", cmd: "run", sub: subOpt("retry", strOpt("run", "fix-docs-1")), ephemeral: true,
-			want: []string{"⚠️ run fix-docs-1 has no failed or blocked task to retry"}},
+			want: []string{"⚠️ run fix-docs-1 is pending: only a failed or cancelled run is retried"}},
 	})
 
 	// Cancelling takes an admin and a confirmation; its tasks are stopped.
@@ -248,7 +248,7 @@ func TestRunCommandRefusals(t *testing.T) {
 		{name: "runs of no workflow", cmd: "run", sub: subOpt("list", strOpt("workflow", "nope")), ephemeral: true,
 			want: []string{`⚠️ workflow "nope" not found`}},
 		{name: "retry of a pending run", cmd: "run", sub: subOpt("retry", strOpt("run", "fix-docs-1")), ephemeral: true,
-			want: []string{"⚠️ run fix-docs-1 has no failed or blocked task to retry"}},
+			want: []string{"⚠️ run fix-docs-1 is pending: only a failed or cancelled run is retried"}},
 	})
 
 	// Strangers are refused everywhere; only admins cancel.
@@ -396,12 +396,12 @@ func TestRunNoticesAndRetryButton(t *testing.T) {
 	}
 	h.wantRunStatus(t, "fix-docs-2", models.RunFailed)
 	// Pressed: the run starts again and the notice says so, without its button.
-	h.pressUpdates(t, notice, retry, "🔁 Run `fix-docs-2` retried by <@"+alice+">: now running (ready 1).")
-	h.wantRunStatus(t, "fix-docs-2", models.RunRunning)
+	h.pressUpdates(t, notice, retry, "🔁 Run `fix-docs-2` retried by <@"+alice+">: now pending (ready 1).")
+	h.wantRunStatus(t, "fix-docs-2", models.RunPending)
 	h.wantStatus(t, failed.ID, models.StatusReady)
 	// Pressed again: nothing is done, and the person is told why.
 	r, text := h.answer(h.press(alice, notice, retry), 1)
-	if !ephemeralFlag(r) || !strings.HasPrefix(text, "Nothing done: run `fix-docs-2` is running now (since <t:") {
+	if !ephemeralFlag(r) || !strings.HasPrefix(text, "Nothing done: run `fix-docs-2` is pending now (since <t:") {
 		t.Errorf("second press: %q (ephemeral %v)", text, ephemeralFlag(r))
 	}
 	h.wantStatus(t, failed.ID, models.StatusReady)

@@ -501,7 +501,9 @@ func TestShutdownRequeuesAndRecoveryRepairs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc, err := agent.Start(agent.Spec{Argv: []string{filepath.Join(scriptDir, "quiet")}, LogPath: filepath.Join(t.TempDir(), "l"),
+	// sleep itself, not a script that execs it: recovery must not read
+	// the process's environment in the middle of a second exec.
+	proc, err := agent.Start(agent.Spec{Argv: []string{"sleep", "300"}, LogPath: filepath.Join(t.TempDir(), "l"),
 		Env: []string{"AQ_TASK_ID=" + id}}) // as a real run carries it
 	if err != nil {
 		t.Fatal(err)

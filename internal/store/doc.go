@@ -51,4 +51,12 @@
 // the run, in one transaction. Task lifecycle events are read from the
 // outbox after a named cursor (event_cursors); HookQuery holds the named
 // read-only queries of hooks' db_query steps. docs/hooks.md has the rules.
+//
+// Workflow runs (workflow.go) keep their definition and a row per step
+// whose tasks exist. Every change to a run's task marks its run; when the
+// outermost application of the transaction engine ends, still inside the
+// transaction, each marked run gets the tasks of the steps that came due
+// (their upstream steps done) and its status settled. Cancel stops a run's
+// idle tasks in its transaction; retry restarts its failed and blocked
+// tasks, upstream first, in one. docs/workflows.md has the rules.
 package store

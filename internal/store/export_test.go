@@ -52,7 +52,7 @@ func HotQueriesForTest() map[string]string {
 		"qReadyPerProject": qReadyPerProject, "qTokensInWindow": qTokensInWindow,
 		"qTokensPerProjectSince": qTokensPerProjectSince, "qInsertEdge": qInsertEdge,
 		"qLastScheduledFirings": qLastScheduledFirings, "qTaskEventsAfter": qTaskEventsAfter,
-		"qLastHookRun": qLastHookRun,
+		"qLastHookRun": qLastHookRun, "qRunStepCounts": qRunStepCounts,
 	}
 }
 

@@ -49,7 +49,9 @@ const (
 	// that was not skipped: its cooldown counts from there.
 	qLastHookRun = `SELECT started_at, scheduled_at FROM hook_runs WHERE hook_id = ? AND status != 'skipped'
 		ORDER BY started_at DESC LIMIT 1`
-	qTokensSince = `SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)
+	// qRunStepCounts counts a workflow run's tasks by step and status.
+	qRunStepCounts = `SELECT step_name, status, count(*) FROM tasks WHERE workflow_run_id = ? GROUP BY step_name, status`
+	qTokensSince   = `SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)
 		FROM token_ledger WHERE project_id = ? AND created_at >= ?`
 	// qAgentSecondsInWindow sums, per project, the part of each run inside
 	// the window (open runs count up to now). Arguments: now, now, from, from.
@@ -57,8 +59,14 @@ const (
 		FROM task_runs WHERE ended_at IS NULL OR ended_at >= ? GROUP BY project_id`
 	qCompletedInWindow = `SELECT t.project_id, count(*) FROM task_events e JOIN tasks t ON t.id = e.task_id
 		WHERE e.to_status = 'COMPLETED' AND e.created_at >= ? GROUP BY t.project_id`
+	// qReadyPerProject reads the best READY tasks of each project; of a
+	// workflow step with a concurrency cap, no more than the cap (no more
+	// could start in one round), so that a large capped fan-out does not
+	// hide the project's other tasks.
 	qReadyPerProject = `SELECT ` + taskColumns + ` FROM (SELECT *, row_number() OVER
-		(PARTITION BY project_id ORDER BY priority, created_at, id) AS rank FROM tasks WHERE status = 'READY')
+		(PARTITION BY project_id ORDER BY priority, created_at, id) AS rank FROM (SELECT *, row_number() OVER
+		(PARTITION BY workflow_run_id, step_name ORDER BY priority, created_at, id) AS step_rank
+		FROM tasks WHERE status = 'READY') WHERE step_concurrency = 0 OR step_rank <= step_concurrency)
 		WHERE rank <= ? ORDER BY project_id, rank`
 	qTokensInWindow = `SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)
 		FROM token_ledger WHERE created_at >= ?`

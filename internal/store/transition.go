@@ -48,9 +48,11 @@ type txn struct {
 	// stmts caches the transaction's prepared statements: a cascade runs
 	// the same few statements for every task it reaches.
 	stmts map[string]*sql.Stmt
-	// touchedRuns are the workflow runs whose tasks changed: their status
-	// is settled before the changes are answered.
+	// touchedRuns are the workflow runs whose tasks changed (true: one
+	// finished), advanced and settled when the outermost run ends; depth
+	// counts the runs of the engine under way.
 	touchedRuns map[string]bool
+	depth       int
 }
 
 // stmt returns q prepared in the transaction; the transaction closes it.
@@ -115,6 +117,8 @@ type applied struct {
 
 // run applies first and then, breadth first, every follow-up it causes.
 func (x *txn) run(first change) (applied, error) {
+	x.depth++
+	defer func() { x.depth-- }()
 	queue := []change{first}
 	var head applied
 	for i := 0; i < len(queue); i++ {
@@ -142,10 +146,27 @@ func (x *txn) run(first change) (applied, error) {
 		}
 		queue = append(queue, follow...)
 	}
-	if err := x.settleRuns(); err != nil {
-		return applied{}, err
+	if x.depth == 1 {
+		if err := x.settleRuns(); err != nil {
+			return applied{}, err
+		}
 	}
 	return head, nil
+}
+
+// nested runs fn as part of one change: the runs of the engine it makes
+// leave workflow runs to be advanced and settled once, after it.
+func (x *txn) nested(fn func() error) error {
+	x.depth++
+	err := fn()
+	x.depth--
+	if err != nil {
+		return err
+	}
+	if x.depth == 0 {
+		return x.settleRuns()
+	}
+	return nil
 }
 
 func (x *txn) edgeCounts(taskID string) (broken, unsatisfied int, err error) {
@@ -373,9 +394,7 @@ func (x *txn) effects(a applied) ([]change, error) {
 	if err := x.planEffects(a); err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
-	if err := x.workflowEffects(a); err != nil {
-		return nil, fmt.Errorf("workflow run: %w", err)
-	}
+	x.workflowEffects(a)
 	var follow []change
 	if t.Status == models.StatusDefined {
 		follow = append(follow, change{taskID: t.ID, event: evalEvent, followUp: true})

@@ -209,11 +209,12 @@ func scanWorkflowRun(row scanner) (models.WorkflowRun, error) {
 	return r, nil
 }
 
-// StartWorkflowRun creates a run of a workflow and its tasks, as one
-// batch: the tasks of every step known from the start. A step that fans
-// out over an upstream's output gets its tasks when that upstream is
-// done; the steps after it wait for them. A request whose key was used
-// already answers the run it made, with duplicate set.
+// StartWorkflowRun creates a run of a workflow and, as one batch, the
+// tasks of every step known from the start: the steps that do not fan out
+// over an output (nor name one), nor come after one that does. The other
+// steps get their tasks when the steps they depend on are done (see
+// advanceRun). A request whose key was used already answers the run it
+// made, with duplicate set.
 func (s *Store) StartWorkflowRun(ctx context.Context, req models.RunRequest) (run models.WorkflowRun, duplicate bool, err error) {
 	if req.FireKey == "" {
 		return models.WorkflowRun{}, false, fmt.Errorf("start run of %s: no fire key", req.Workflow)
@@ -262,10 +263,7 @@ func (s *Store) StartWorkflowRun(ctx context.Context, req models.RunRequest) (ru
 		if err != nil {
 			return err
 		}
-		if err := x.createRunTasks(run.ID, w); err != nil {
-			return err
-		}
-		if err := x.settleRuns(); err != nil {
+		if err := x.nested(func() error { return x.createInitial(run.ID, w) }); err != nil {
 			return err
 		}
 		changed = x.changed
@@ -283,39 +281,29 @@ func (s *Store) StartWorkflowRun(ctx context.Context, req models.RunRequest) (ru
 	return run, duplicate, err
 }
 
-// createRunTasks creates the tasks of every step whose tasks are known at
-// the start: steps that do not fan out over an output, whatever comes
-// before them. A task of a step after a step not yet expanded waits, for
-// now, on that step's own upstream tasks.
-func (x *txn) createRunTasks(runID string, w models.Workflow) error {
+// createInitial creates, as one batch, the tasks of the steps known from
+// the start, each depending on the tasks of its upstream steps.
+func (x *txn) createInitial(runID string, w models.Workflow) error {
+	deferred := map[string]bool{}
+	local := map[string][]string{}
 	var batch []models.BatchTask
-	local := map[string][]string{} // step → local ids of its tasks, or of what stands for them
 	for _, name := range workflow.Order(w) {
 		st, _ := workflow.StepByName(w, name)
-		// One edge per upstream task, required when any path to it is.
+		if workflow.Deferred(st) {
+			deferred[name] = true
+			continue
+		}
 		var deps []models.BatchDependency
-		at := map[string]int{}
 		for _, d := range st.DependsOn {
+			if deferred[d.Step] {
+				deferred[name] = true
+			}
 			req := d.Required()
 			for _, id := range local[d.Step] {
-				if k, ok := at[id]; ok {
-					r := req || deps[k].Required()
-					deps[k].RequiresSuccess = &r
-					continue
-				}
-				at[id] = len(deps)
 				deps = append(deps, models.BatchDependency{ID: id, RequiresSuccess: &req})
 			}
 		}
-		if workflow.Deferred(st) {
-			// Stands in for its tasks until it expands: its own upstreams.
-			seen := map[string]bool{}
-			for _, d := range deps {
-				if !seen[d.ID] {
-					seen[d.ID] = true
-					local[name] = append(local[name], d.ID)
-				}
-			}
+		if deferred[name] {
 			continue
 		}
 		_, count, err := workflow.FanOut(st, nil)
@@ -344,19 +332,6 @@ func (x *txn) createRunTasks(runID string, w models.Workflow) error {
 	return err
 }
 
-// runTasks returns the tasks of a run's step, by parallel index.
-func (x *txn) runTasks(runID, step string) ([]models.Task, error) {
-	return queryAll(x.ctx, x, scanTask, "SELECT "+taskColumns+` FROM tasks WHERE workflow_run_id = ? AND step_name = ?
-		ORDER BY parallel_index`, runID, step)
-}
-
-// expanded reports whether a run's step has its tasks.
-func (x *txn) expanded(runID, step string) (bool, error) {
-	var n int
-	err := x.QueryRowContext(x.ctx, "SELECT count(*) FROM workflow_run_steps WHERE run_id = ? AND step = ?", runID, step).Scan(&n)
-	return n > 0, err
-}
-
 // loadRun reads a run and the definition it started from.
 func (x *txn) loadRun(runID string) (models.WorkflowRun, models.Workflow, error) {
 	r, err := scanWorkflowRun(x.QueryRowContext(x.ctx, "SELECT "+wfRunColumns+" FROM workflow_runs WHERE id = ?", runID))
@@ -370,167 +345,264 @@ func (x *txn) loadRun(runID string) (models.WorkflowRun, models.Workflow, error)
 	return r, w, nil
 }
 
-// workflowEffects expands the steps after a task of a workflow run that
-// finished, when their upstream steps are done, and marks the run for its
-// status to be settled.
-func (x *txn) workflowEffects(a applied) error {
-	t := a.task
-	if t.RunID == "" {
-		return nil
+// Step states of a run, derived from its tasks.
+const (
+	stepWaiting = iota // its tasks do not exist yet, and it may still get them
+	stepRunning        // it has tasks, and not all have finished
+	stepDone           // it has tasks (or none, as an empty fan-out), all COMPLETED
+	stepFailed         // a task of it is BLOCKED and all have finished, or it can never get its tasks
+)
+
+// runSteps is what a run's steps are, read in one query.
+type runSteps struct {
+	expanded map[string]bool
+	// counts[step][status] counts the step's tasks.
+	counts map[string]map[models.TaskStatus]int
+	total  map[string]int
+}
+
+func (x *txn) readRunSteps(runID string) (runSteps, error) {
+	rs := runSteps{expanded: map[string]bool{}, counts: map[string]map[models.TaskStatus]int{}, total: map[string]int{}}
+	rows, err := x.QueryContext(x.ctx, "SELECT step FROM workflow_run_steps WHERE run_id = ?", runID)
+	if err != nil {
+		return rs, err
 	}
-	x.touchRun(t.RunID)
-	if t.Status != models.StatusCompleted && t.Status != models.StatusBlocked {
-		return nil
+	for rows.Next() {
+		var step string
+		if err := rows.Scan(&step); err != nil {
+			rows.Close()
+			return rs, err
+		}
+		rs.expanded[step] = true
 	}
-	run, w, err := x.loadRun(t.RunID)
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return rs, err
+	}
+	rows, err = x.QueryContext(x.ctx, qRunStepCounts, runID)
+	if err != nil {
+		return rs, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			step string
+			st   models.TaskStatus
+			n    int
+		)
+		if err := rows.Scan(&step, &st, &n); err != nil {
+			return rs, err
+		}
+		if rs.counts[step] == nil {
+			rs.counts[step] = map[models.TaskStatus]int{}
+		}
+		rs.counts[step][st] += n
+		rs.total[step] += n
+	}
+	return rs, rows.Err()
+}
+
+// states derives every step's state, upstream first.
+func (rs runSteps) states(w models.Workflow) map[string]int {
+	out := map[string]int{}
+	for _, name := range workflow.Order(w) {
+		st, _ := workflow.StepByName(w, name)
+		if rs.expanded[name] {
+			c := rs.counts[name]
+			finished := c[models.StatusCompleted] + c[models.StatusBlocked]
+			switch {
+			case finished < rs.total[name]:
+				out[name] = stepRunning
+			case c[models.StatusBlocked] > 0:
+				out[name] = stepFailed
+			default:
+				out[name] = stepDone
+			}
+			continue
+		}
+		state := stepDone // "could expand now", when no upstream says otherwise
+		for _, d := range st.DependsOn {
+			switch up := out[d.Step]; {
+			case up == stepFailed && d.Required():
+				state = stepFailed
+			case (up == stepWaiting || up == stepRunning) && state != stepFailed:
+				state = stepWaiting
+			}
+		}
+		if state == stepDone {
+			state = stepWaiting // it is due: advanceRun makes its tasks
+		}
+		out[name] = state
+	}
+	return out
+}
+
+// advanceRun makes the tasks of every step of a run whose upstream steps
+// are done (each finished, and none that is required failed), upstream
+// first, until no step is due: a step that makes no task (an empty
+// fan-out) lets the steps after it come due in the same pass. Each task
+// depends on every task of the step's upstream steps. A cancelled run
+// makes nothing.
+func (x *txn) advanceRun(runID string) error {
+	run, w, err := x.loadRun(runID)
 	if err != nil {
 		return err
 	}
 	if run.Status == models.RunCancelled {
 		return nil
 	}
-	for _, next := range workflow.Downstream(w, t.StepName) {
-		if err := x.tryExpand(run, w, next); err != nil {
+	for pass := 0; pass <= len(w.Steps); pass++ {
+		rs, err := x.readRunSteps(runID)
+		if err != nil {
+			return err
+		}
+		states := rs.states(w)
+		var due []models.WorkflowStep
+		for _, name := range workflow.Order(w) {
+			if rs.expanded[name] || states[name] == stepFailed {
+				continue
+			}
+			st, _ := workflow.StepByName(w, name)
+			ready := true
+			for _, d := range st.DependsOn {
+				if up := states[d.Step]; up != stepDone && !(up == stepFailed && !d.Required()) {
+					ready = false
+				}
+			}
+			if ready {
+				due = append(due, st)
+			}
+		}
+		if len(due) == 0 {
+			return nil
+		}
+		if err := x.expandSteps(run, w, due); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// tryExpand creates the tasks of a dynamic step once its upstream steps
-// are done: one per item of the output it fans out over, or as many as
-// the count it names. Each depends on every task of the step's upstream
-// steps; every task waiting on the step gets edges to the new tasks. An
-// output that cannot be read blocks one task standing for the step, with
-// the reason. A step that expands to no task lets the steps after it go
-// on.
-func (x *txn) tryExpand(run models.WorkflowRun, w models.Workflow, name string) error {
-	st, ok := workflow.StepByName(w, name)
-	if !ok || !workflow.Deferred(st) {
-		return nil
-	}
-	if done, err := x.expanded(run.ID, name); err != nil || done {
-		return err
-	}
-	var upstream []models.BatchDependency
-	for _, d := range st.DependsOn {
-		if done, err := x.expanded(run.ID, d.Step); err != nil || !done {
-			return err
-		}
-		tasks, err := x.runTasks(run.ID, d.Step)
-		if err != nil {
-			return err
-		}
-		req := d.Required()
-		for _, ut := range tasks {
-			switch {
-			case ut.Status == models.StatusCompleted:
-			case ut.Status == models.StatusBlocked && !req:
-			default:
-				return nil // not done yet, or failed for good: the step never expands
-			}
-			upstream = append(upstream, models.BatchDependency{ID: ut.ID, RequiresSuccess: &req})
-		}
-	}
-	outputs, err := x.runOutputs(run.ID, w)
+// expandSteps makes the tasks of due steps in one batch. A step whose
+// output cannot be read gets one task standing for it, stopped at once
+// with the reason (RUN_STOPPED), marked so that a retry reads the output
+// again.
+func (x *txn) expandSteps(run models.WorkflowRun, w models.Workflow, due []models.WorkflowStep) error {
+	outputs, err := x.runOutputs(run.ID)
 	if err != nil {
 		return err
 	}
-	items, count, ferr := workflow.FanOut(st, outputs)
-	var tasks []models.BatchTask
-	if ferr == nil {
-		tasks, ferr = workflow.StepTasks(w, st, run.ID, items, count, outputs)
-	}
-	if ferr != nil {
-		// One task stands for the step, stopped with the reason: the run
-		// shows why, and the steps after it are blocked behind it.
-		tasks = []models.BatchTask{{LocalID: name, Title: fmt.Sprintf("%s: fan-out failed", name),
-			Description: models.ErrorMessageOf(ferr), Kind: st.Kind,
-			Metadata: map[string]string{"workflow": w.Name, "workflow_run": run.ID, "step": name},
-			Workflow: &models.TaskPlace{RunID: run.ID, Step: name}}}
-	}
-	for i := range tasks {
-		tasks[i].Dependencies = upstream
-	}
-	ids := make([]string, 0, len(tasks))
-	if len(tasks) > 0 {
-		entries, err := prepareBatch(models.TaskBatch{ProjectID: w.ProjectID, CreatedBy: "workflow:" + w.Name, Tasks: tasks})
-		if err != nil {
-			return fmt.Errorf("expand step %s of run %s: %w", name, run.ID, err)
+	var (
+		batch  []models.BatchTask
+		failed = map[string]string{}
+	)
+	for _, st := range due {
+		var deps []models.BatchDependency
+		for _, d := range st.DependsOn {
+			ids, err := x.stepTaskIDs(run.ID, d.Step)
+			if err != nil {
+				return err
+			}
+			req := d.Required()
+			for _, id := range ids {
+				deps = append(deps, models.BatchDependency{ID: id, RequiresSuccess: &req})
+			}
 		}
-		res, err := x.createBatch(entries)
-		if err != nil {
-			return fmt.Errorf("expand step %s of run %s: %w", name, run.ID, err)
+		items, count, ferr := workflow.FanOut(st, outputs)
+		var tasks []models.BatchTask
+		if ferr == nil {
+			tasks, ferr = workflow.StepTasks(w, st, run.ID, items, count, outputs)
 		}
-		for _, r := range res {
-			ids = append(ids, r.TaskID)
+		if ferr != nil {
+			failed[st.Name] = models.ErrorMessageOf(ferr)
+			tasks = []models.BatchTask{{LocalID: st.Name, Title: fmt.Sprintf("%s: fan-out failed", st.Name),
+				Description: models.ErrorMessageOf(ferr), Kind: st.Kind,
+				Metadata: map[string]string{"workflow": w.Name, "workflow_run": run.ID, "step": st.Name, fanOutFailed: "true"},
+				Workflow: &models.TaskPlace{RunID: run.ID, Step: st.Name}}}
 		}
-	}
-	if _, err := x.ExecContext(x.ctx, "INSERT INTO workflow_run_steps (run_id, step, task_count, expanded_at) VALUES (?,?,?,?)",
-		run.ID, name, len(ids), toNanos(x.now)); err != nil {
-		return err
-	}
-	if ferr != nil {
-		if _, err := x.run(change{taskID: ids[0], event: models.EventRunStopped, actor: "workflow",
-			reason: "fan-out failed: " + models.ErrorMessageOf(ferr)}); err != nil {
+		for i := range tasks {
+			tasks[i].Dependencies = mergeBatchDeps(deps)
+		}
+		batch = append(batch, tasks...)
+		if _, err := x.ExecContext(x.ctx, "INSERT INTO workflow_run_steps (run_id, step, task_count, expanded_at) VALUES (?,?,?,?)",
+			run.ID, st.Name, len(tasks), toNanos(x.now)); err != nil {
 			return err
 		}
 	}
-	// The tasks waiting on this step, directly or through steps not yet
-	// expanded, now wait on its tasks.
-	if err := x.linkWaiting(run, w, name, name, ids); err != nil {
-		return err
+	if len(batch) == 0 {
+		return nil
 	}
-	if len(ids) == 0 {
-		for _, next := range workflow.Downstream(w, name) {
-			if err := x.tryExpand(run, w, next); err != nil {
-				return err
-			}
+	entries, err := prepareBatch(models.TaskBatch{ProjectID: w.ProjectID, CreatedBy: "workflow:" + w.Name, Tasks: batch})
+	if err != nil {
+		return fmt.Errorf("tasks of run %s: %w", run.ID, err)
+	}
+	res, err := x.createBatch(entries)
+	if err != nil {
+		return fmt.Errorf("tasks of run %s: %w", run.ID, err)
+	}
+	for i, r := range res {
+		why, ok := failed[batch[i].Workflow.Step]
+		if !ok || batch[i].Metadata[fanOutFailed] == "" {
+			continue
+		}
+		if _, err := x.runNotified(change{taskID: r.TaskID, event: models.EventRunStopped, actor: "workflow",
+			reason: "fan-out failed: " + why}); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// linkWaiting adds edges from the tasks of the steps after step (through
-// steps not yet expanded) to the tasks ids of expanded.
-func (x *txn) linkWaiting(run models.WorkflowRun, w models.Workflow, expanded, step string, ids []string) error {
-	for _, next := range workflow.Downstream(w, step) {
-		st, _ := workflow.StepByName(w, next)
-		done, err := x.expanded(run.ID, next)
-		if err != nil {
-			return err
-		}
-		if !done {
-			if workflow.Deferred(st) {
-				if err := x.linkWaiting(run, w, expanded, next, ids); err != nil {
-					return err
-				}
-			}
+// runNotified applies a change as ApplyEvent does, with its notices: the
+// task's own, and a broken chain's.
+func (x *txn) runNotified(c change) (applied, error) {
+	before := len(x.blocked)
+	a, err := x.run(c)
+	if err != nil || a.duplicate || a.skipped {
+		return a, err
+	}
+	return a, x.s.notify(x.ctx, x.tx, a, x.blocked[before:], c.event, c.reason, c.actor)
+}
+
+// fanOutFailed marks the task standing for a step whose fan-out failed.
+const fanOutFailed = "fanout_failed"
+
+// mergeBatchDeps folds repeated upstreams into one edge, required when any is.
+func mergeBatchDeps(deps []models.BatchDependency) []models.BatchDependency {
+	var out []models.BatchDependency
+	at := map[string]int{}
+	for _, d := range deps {
+		if k, ok := at[d.ID]; ok {
+			r := out[k].Required() || d.Required()
+			out[k].RequiresSuccess = &r
 			continue
 		}
-		req := true
-		for _, d := range st.DependsOn {
-			if d.Step == step {
-				req = d.Required()
-			}
-		}
-		tasks, err := x.runTasks(run.ID, next)
-		if err != nil {
-			return err
-		}
-		for _, t := range tasks {
-			for _, up := range ids {
-				if _, err := x.ExecContext(x.ctx, qInsertEdge, t.ID, req, req, toNanos(x.now), up); err != nil {
-					return err
-				}
-			}
-		}
+		at[d.ID] = len(out)
+		out = append(out, d)
 	}
-	return nil
+	return out
+}
+
+// stepTaskIDs returns the ids of a run's step's tasks.
+func (x *txn) stepTaskIDs(runID, step string) ([]string, error) {
+	rows, err := x.QueryContext(x.ctx, "SELECT id FROM tasks WHERE workflow_run_id = ? AND step_name = ? ORDER BY parallel_index", runID, step)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
 }
 
 // runOutputs returns the outputs of the run's steps that made one task.
-func (x *txn) runOutputs(runID string, w models.Workflow) (map[string]json.RawMessage, error) {
+func (x *txn) runOutputs(runID string) (map[string]json.RawMessage, error) {
 	rows, err := x.QueryContext(x.ctx, `SELECT t.step_name, r.outputs FROM tasks t JOIN task_results r ON r.task_id = t.id
 		WHERE t.workflow_run_id = ? AND t.parallel_count = 0`, runID)
 	if err != nil {
@@ -553,31 +625,47 @@ func (x *txn) runOutputs(runID string, w models.Workflow) (map[string]json.RawMe
 	return out, rows.Err()
 }
 
-// touchRun marks a run whose status must be settled before the transaction ends.
-func (x *txn) touchRun(id string) {
+// workflowEffects marks the run of a task that changed: before the
+// transaction ends, its due steps get their tasks (when the task
+// finished) and its status is settled.
+func (x *txn) workflowEffects(a applied) {
+	t := a.task
+	if t.RunID == "" {
+		return
+	}
 	if x.touchedRuns == nil {
 		x.touchedRuns = map[string]bool{}
 	}
-	x.touchedRuns[id] = true
+	finished := t.Status == models.StatusCompleted || t.Status == models.StatusBlocked
+	x.touchedRuns[t.RunID] = x.touchedRuns[t.RunID] || finished
 }
 
-// settleRuns brings the status of every run touched in the transaction up
-// to date with its tasks, with a notice when a run ends.
+// settleRuns advances and settles every run touched in the transaction.
+// Only the outermost run of the transaction engine does it (creating a
+// run's tasks runs the engine again, inside), once for all its changes.
 func (x *txn) settleRuns() error {
-	for id := range x.touchedRuns {
-		if err := x.settleRun(id); err != nil {
-			return fmt.Errorf("settle run %s: %w", id, err)
+	for len(x.touchedRuns) > 0 {
+		touched := x.touchedRuns
+		x.touchedRuns = nil
+		for id, advance := range touched {
+			if advance {
+				if err := x.advanceRun(id); err != nil {
+					return fmt.Errorf("advance run %s: %w", id, err)
+				}
+			}
+			if err := x.settleRun(id); err != nil {
+				return fmt.Errorf("settle run %s: %w", id, err)
+			}
 		}
 	}
-	x.touchedRuns = nil
 	return nil
 }
 
-// settleRun derives a run's status from its tasks: success when every step
-// has its tasks and all are COMPLETED; failed when every task has finished
-// (COMPLETED or BLOCKED) and one is BLOCKED: nothing can go on; pending
-// while no task has left DEFINED or READY; running otherwise. A cancelled
-// run stays cancelled.
+// settleRun derives a run's status from its steps: success when every
+// step has its tasks and all are COMPLETED; failed when nothing can go on
+// (every task finished, and a task BLOCKED or a step that can never get
+// its tasks); pending while every task is DEFINED or READY; running
+// otherwise. A cancelled run stays cancelled.
 func (x *txn) settleRun(id string) error {
 	run, w, err := x.loadRun(id)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -589,38 +677,30 @@ func (x *txn) settleRun(id string) error {
 	if run.Status == models.RunCancelled {
 		return nil
 	}
-	rows, err := x.QueryContext(x.ctx, "SELECT status, count(*) FROM tasks WHERE workflow_run_id = ? GROUP BY status", id)
+	rs, err := x.readRunSteps(id)
 	if err != nil {
 		return err
 	}
-	counts := map[models.TaskStatus]int{}
-	total := 0
-	for rows.Next() {
-		var (
-			st models.TaskStatus
-			n  int
-		)
-		if err := rows.Scan(&st, &n); err != nil {
-			rows.Close()
-			return err
+	counts, total := map[models.TaskStatus]int{}, 0
+	for _, c := range rs.counts {
+		for st, n := range c {
+			counts[st] += n
+			total += n
 		}
-		counts[st] += n
-		total += n
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	var expandedSteps int
-	if err := x.QueryRowContext(x.ctx, "SELECT count(*) FROM workflow_run_steps WHERE run_id = ?", id).Scan(&expandedSteps); err != nil {
-		return err
+	states := rs.states(w)
+	waiting := 0
+	for _, name := range workflow.Order(w) {
+		if states[name] == stepWaiting {
+			waiting++
+		}
 	}
 	finished := counts[models.StatusCompleted] + counts[models.StatusBlocked]
-	status, reason := run.Status, ""
+	status, reason := models.RunRunning, ""
 	switch {
-	case expandedSteps == len(w.Steps) && counts[models.StatusCompleted] == total:
+	case len(rs.expanded) == len(w.Steps) && counts[models.StatusCompleted] == total:
 		status = models.RunSuccess
-	case finished == total && counts[models.StatusBlocked] > 0:
+	case finished == total && waiting == 0:
 		status = models.RunFailed
 		var tid, why string
 		if err := x.QueryRowContext(x.ctx, `SELECT id, status_reason FROM tasks WHERE workflow_run_id = ? AND status = 'BLOCKED'
@@ -631,9 +711,8 @@ func (x *txn) settleRun(id string) error {
 		if tid != "" {
 			reason = fmt.Sprintf("task %s is BLOCKED (%s); %s", tid, why, reason)
 		}
-	case run.Status == models.RunPending && counts[models.StatusDefined]+counts[models.StatusReady] == total:
-	default:
-		status = models.RunRunning
+	case counts[models.StatusDefined]+counts[models.StatusReady] == total:
+		status = models.RunPending
 	}
 	if status == run.Status && reason == run.Reason {
 		return nil
@@ -719,11 +798,14 @@ func (s *Store) RunTasks(ctx context.Context, runID string) ([]models.RunTask, e
 	return out, nil
 }
 
-// CancelWorkflowRun marks a run cancelled and returns its unfinished
-// tasks, which the caller stops (RUN_STOPPED). Cancelling a run that has
-// ended is a conflict; cancelling it again answers its tasks again.
+// CancelWorkflowRun marks a run cancelled and, in the same transaction,
+// stops (RUN_STOPPED, reason "cancelled") every unfinished task of it that
+// no agent is working on. It returns the tasks an agent is working on:
+// the caller stops them through the orchestrator. Cancelling a run that
+// has ended is a conflict; cancelling it again stops what is left.
 func (s *Store) CancelWorkflowRun(ctx context.Context, id, by string) ([]models.Task, error) {
-	var out []models.Task
+	var running []models.Task
+	var changed bool
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		r, err := scanWorkflowRun(tx.QueryRowContext(ctx, "SELECT "+wfRunColumns+" FROM workflow_runs WHERE id = ?", id))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -747,24 +829,52 @@ func (s *Store) CancelWorkflowRun(ctx context.Context, id, by string) ([]models.
 				return err
 			}
 		}
-		out, err = queryAll(ctx, tx, scanTask, "SELECT "+taskColumns+` FROM tasks WHERE workflow_run_id = ?
-			AND status NOT IN ('COMPLETED', 'BLOCKED') ORDER BY created_at, step_name, parallel_index`, id)
+		x := s.newTxn(ctx, tx)
+		err = x.nested(func() error {
+			// Stopping a task can let a dependent with a soft edge become
+			// READY: stop until nothing idle is left.
+			for range 100 {
+				idle, err := queryAll(ctx, tx, scanTask, "SELECT "+taskColumns+` FROM tasks WHERE workflow_run_id = ?
+					AND status IN ('DEFINED', 'READY', 'PAUSED', 'FAILED') ORDER BY created_at, step_name, parallel_index`, id)
+				if err != nil || len(idle) == 0 {
+					return err
+				}
+				for _, t := range idle {
+					if _, err := x.runNotified(change{taskID: t.ID, event: models.EventRunStopped, expectFrom: t.Status,
+						reason: "cancelled", actor: by}); err != nil && models.ErrorCodeOf(err) != models.CodeConflict {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		changed = x.changed
+		running, err = queryAll(ctx, tx, scanTask, "SELECT "+taskColumns+` FROM tasks WHERE workflow_run_id = ?
+			AND status IN ('ASSIGNED', 'IN_PROGRESS', 'WAITING_INPUT', 'VERIFYING', 'AWAITING_APPROVAL')
+			ORDER BY created_at, step_name, parallel_index`, id)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cancel run %s: %w", id, err)
 	}
-	return out, nil
+	if changed {
+		s.changed()
+	}
+	return running, nil
 }
 
-// RetryWorkflowRun reopens a failed or cancelled run and returns the
-// tasks to start again, upstream first: its FAILED tasks and the BLOCKED
-// ones that are not blocked only because an upstream was (those are
-// reopened by their root's restart). The caller asks RetryEvent for each,
-// in this order, as it goes: what a task needs depends on what was
-// restarted before it.
-func (s *Store) RetryWorkflowRun(ctx context.Context, id string) ([]models.Task, error) {
-	var out []models.Task
+// RetryWorkflowRun reopens a failed or cancelled run, in one transaction:
+// a step whose fan-out failed reads its upstream's output again; every
+// FAILED task, and every BLOCKED one not blocked only because an upstream
+// was (those follow their root), starts again, upstream first —
+// ADMIN_RESTART when every upstream task is COMPLETED, UPSTREAM_REOPENED
+// (back to waiting) otherwise; steps that are due get their tasks; and the
+// run's status is settled. COMPLETED tasks are not run again.
+func (s *Store) RetryWorkflowRun(ctx context.Context, id, by string) (models.WorkflowRun, error) {
+	var changed bool
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		x := s.newTxn(ctx, tx)
 		r, w, err := x.loadRun(id)
@@ -774,69 +884,100 @@ func (s *Store) RetryWorkflowRun(ctx context.Context, id string) ([]models.Task,
 		if err != nil {
 			return err
 		}
-		if r.Status == models.RunSuccess {
-			return models.Errorf(models.CodeConflict, "run %s succeeded: there is nothing to retry", id)
+		if r.Status != models.RunFailed && r.Status != models.RunCancelled {
+			return models.Errorf(models.CodeConflict, "run %s is %s: only a failed or cancelled run is retried", id, r.Status)
 		}
-		ts, err := queryAll(ctx, tx, scanTask, "SELECT "+taskColumns+` FROM tasks WHERE workflow_run_id = ?
-			AND (status = 'FAILED' OR (status = 'BLOCKED' AND cascade_root_id = '')) ORDER BY parallel_index`, id)
-		if err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE workflow_runs SET status = 'running', reason = '', ended_at = NULL, updated_at = ? WHERE id = ?",
+			toNanos(x.now), id); err != nil {
 			return err
 		}
-		if len(ts) == 0 && r.Status != models.RunCancelled {
-			return models.Errorf(models.CodeConflict, "run %s has no failed or blocked task to retry", id)
-		}
-		rank := map[string]int{}
-		for i, name := range workflow.Order(w) {
-			rank[name] = i
-		}
-		sort.SliceStable(ts, func(i, j int) bool { return rank[ts[i].StepName] < rank[ts[j].StepName] })
-		out = ts
-		_, err = tx.ExecContext(ctx, "UPDATE workflow_runs SET status = 'running', reason = '', ended_at = NULL, updated_at = ? WHERE id = ?",
-			toNanos(s.now()), id)
+		err = x.nested(func() error {
+			// A failed fan-out's stand-in goes, and its step is read again.
+			rows, err := queryAll(ctx, tx, scanTask, "SELECT "+taskColumns+` FROM tasks WHERE workflow_run_id = ?
+				AND json_extract(metadata, '$.`+fanOutFailed+`') = 'true'`, id)
+			if err != nil {
+				return err
+			}
+			for _, t := range rows {
+				if _, err := tx.ExecContext(ctx, "DELETE FROM workflow_run_steps WHERE run_id = ? AND step = ?", id, t.StepName); err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, "DELETE FROM tasks WHERE id = ?", t.ID); err != nil {
+					return err
+				}
+			}
+			ts, err := queryAll(ctx, tx, scanTask, "SELECT "+taskColumns+` FROM tasks WHERE workflow_run_id = ?
+				AND (status = 'FAILED' OR (status = 'BLOCKED' AND cascade_root_id = '')) ORDER BY parallel_index`, id)
+			if err != nil {
+				return err
+			}
+			rank := map[string]int{}
+			for i, name := range workflow.Order(w) {
+				rank[name] = i
+			}
+			sort.SliceStable(ts, func(i, j int) bool { return rank[ts[i].StepName] < rank[ts[j].StepName] })
+			for _, t := range ts {
+				// What a task needs depends on what was restarted before it.
+				cur, err := getTask(ctx, x, t.ID)
+				if err != nil {
+					return err
+				}
+				ev := models.EventAdminRestart
+				switch {
+				case cur.Status == models.StatusFailed:
+				case cur.Status != models.StatusBlocked || cur.CascadeRootID != "":
+					continue
+				default:
+					var waiting int
+					if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM task_dependencies d JOIN tasks u ON u.id = d.upstream
+						WHERE d.downstream = ? AND u.status != 'COMPLETED'`, t.ID).Scan(&waiting); err != nil {
+						return err
+					}
+					if waiting > 0 {
+						ev = models.EventUpstreamReopened
+					}
+				}
+				if _, err := x.runNotified(change{taskID: t.ID, event: ev, expectFrom: cur.Status, reason: "run " + id + " retried",
+					actor: by}); err != nil {
+					return err
+				}
+			}
+			if x.touchedRuns == nil {
+				x.touchedRuns = map[string]bool{}
+			}
+			x.touchedRuns[id] = true // steps a cancel kept from getting their tasks
+			return nil
+		})
+		changed = x.changed
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("retry run %s: %w", id, err)
+		return models.WorkflowRun{}, fmt.Errorf("retry run %s: %w", id, err)
 	}
-	return out, nil
+	if changed {
+		s.changed()
+	}
+	return s.GetWorkflowRun(ctx, id)
 }
 
-// RetryEvent says how a task of a retried run starts again, as things are
-// now: ADMIN_RESTART when it FAILED, or is BLOCKED with every upstream
-// COMPLETED; UPSTREAM_REOPENED (back to waiting) when it is BLOCKED and an
-// upstream has not completed; nothing (ok false) when it has moved on.
-func (s *Store) RetryEvent(ctx context.Context, taskID, reason string) (req models.TransitionRequest, ok bool, err error) {
-	t, err := s.GetTask(ctx, taskID)
+// UnfinishedCancels returns the cancelled runs that still have unfinished
+// tasks (a stop interrupted the cancel, or a task moved on meanwhile).
+func (s *Store) UnfinishedCancels(ctx context.Context) ([]string, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT r.id FROM workflow_runs r WHERE r.status = 'cancelled' AND EXISTS
+		(SELECT 1 FROM tasks t WHERE t.workflow_run_id = r.id AND t.status NOT IN ('COMPLETED', 'BLOCKED')) ORDER BY r.id`)
 	if err != nil {
-		return req, false, err
+		return nil, fmt.Errorf("unfinished cancels: %w", err)
 	}
-	req = models.TransitionRequest{TaskID: t.ID, Event: models.EventAdminRestart, ExpectFrom: t.Status, Reason: reason}
-	switch {
-	case t.Status == models.StatusFailed:
-		return req, true, nil
-	case t.Status != models.StatusBlocked || t.CascadeRootID != "":
-		return req, false, nil
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("unfinished cancels: %w", err)
+		}
+		ids = append(ids, id)
 	}
-	var waiting int
-	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM task_dependencies d JOIN tasks u ON u.id = d.upstream
-		WHERE d.downstream = ? AND u.status != 'COMPLETED'`, taskID).Scan(&waiting); err != nil {
-		return req, false, fmt.Errorf("retry of task %s: %w", taskID, err)
-	}
-	if waiting > 0 {
-		req.Event = models.EventUpstreamReopened
-	}
-	return req, true, nil
-}
-
-// FinishCancels returns the unfinished tasks of cancelled runs, which a
-// stop may have left: the caller stops them.
-func (s *Store) FinishCancels(ctx context.Context) ([]models.Task, error) {
-	ts, err := queryAll(ctx, s.rdb, scanTask, "SELECT "+taskColumns+` FROM tasks WHERE workflow_run_id IN
-		(SELECT id FROM workflow_runs WHERE status = 'cancelled') AND status NOT IN ('COMPLETED', 'BLOCKED')`)
-	if err != nil {
-		return nil, fmt.Errorf("tasks of cancelled runs: %w", err)
-	}
-	return ts, nil
+	return ids, rows.Err()
 }
 
 // RunTaskByName returns the task of a run with a name such as "build" or

@@ -38,6 +38,9 @@ type Config struct {
 	After func(time.Duration) <-chan time.Time
 	// Logger receives the engine's logs.
 	Logger *slog.Logger
+	// KnownProfile, when set, says whether a profile a step names is
+	// configured: a file naming another is refused.
+	KnownProfile func(string) bool
 }
 
 // Store is what the engine needs from the store.
@@ -49,9 +52,8 @@ type Store interface {
 	StartWorkflowRun(ctx context.Context, req models.RunRequest) (models.WorkflowRun, bool, error)
 	GetWorkflowRun(ctx context.Context, id string) (models.WorkflowRun, error)
 	CancelWorkflowRun(ctx context.Context, id, by string) ([]models.Task, error)
-	RetryWorkflowRun(ctx context.Context, id string) ([]models.Task, error)
-	RetryEvent(ctx context.Context, taskID, reason string) (models.TransitionRequest, bool, error)
-	FinishCancels(ctx context.Context) ([]models.Task, error)
+	RetryWorkflowRun(ctx context.Context, id, by string) (models.WorkflowRun, error)
+	UnfinishedCancels(ctx context.Context) ([]string, error)
 }
 
 // Tasks applies events to tasks as a person's would be: a running agent
@@ -126,6 +128,13 @@ func (e *Engine) LoadDir(ctx context.Context) error {
 			errs = append(errs, models.ErrorMessageOf(err))
 			continue
 		}
+		if e.cfg.KnownProfile != nil {
+			for i, st := range w.Steps {
+				if st.Profile != "" && !e.cfg.KnownProfile(st.Profile) {
+					errs = append(errs, fmt.Sprintf("%s: steps[%d] (%s).profile: no profile %q is configured", f, i, st.Name, st.Profile))
+				}
+			}
+		}
 		if prev, dup := seen[w.Name]; dup {
 			errs = append(errs, fmt.Sprintf("%s: workflow %q is also defined in %s", f, w.Name, prev))
 			continue
@@ -189,12 +198,14 @@ func (e *Engine) Tick(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	left, err := e.store.FinishCancels(ctx)
+	ids, err := e.store.UnfinishedCancels(ctx)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	for _, t := range left {
-		e.stop(ctx, t, "workflow")
+	for _, id := range ids {
+		if _, err := e.Cancel(ctx, id, "workflow"); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return next, errors.Join(errs...)
 }
@@ -274,60 +285,37 @@ func (e *Engine) Trigger(ctx context.Context, name, by string) (models.WorkflowR
 	return run, nil
 }
 
-// Cancel cancels a run: its running tasks are stopped and the rest
-// blocked, each with the reason "cancelled".
+// Cancel cancels a run: the store stops its idle tasks with the run, and
+// the tasks agents are working on are stopped through the orchestrator,
+// each with the reason "cancelled".
 func (e *Engine) Cancel(ctx context.Context, id, by string) (models.WorkflowRun, error) {
 	for range cancelPasses {
-		left, err := e.store.CancelWorkflowRun(ctx, id, by)
+		running, err := e.store.CancelWorkflowRun(ctx, id, by)
 		if err != nil {
 			return models.WorkflowRun{}, err
 		}
-		if len(left) == 0 {
+		if len(running) == 0 {
 			break
 		}
-		for _, t := range left {
-			e.stop(ctx, t, by)
+		for _, t := range running {
+			_, err := e.tasks.ApplyAdminEvent(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventRunStopped,
+				ExpectFrom: t.Status, Reason: "cancelled", Actor: by})
+			if err != nil && models.ErrorCodeOf(err) != models.CodeConflict && models.ErrorCodeOf(err) != models.CodeNotFound {
+				e.log.Error("stopping a task of a cancelled run failed", "task_id", t.ID, "run_id", id, "err", err)
+			}
 		}
 	}
 	e.log.Info("workflow run cancelled", "run_id", id, "by", by)
 	return e.store.GetWorkflowRun(ctx, id)
 }
 
-// stop applies RUN_STOPPED to an unfinished task of a cancelled run; a
-// task that moved on meanwhile is looked at again by the next pass.
-func (e *Engine) stop(ctx context.Context, t models.Task, by string) {
-	_, err := e.tasks.ApplyAdminEvent(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventRunStopped,
-		ExpectFrom: t.Status, Reason: "cancelled", Actor: by})
-	if err != nil && models.ErrorCodeOf(err) != models.CodeConflict && models.ErrorCodeOf(err) != models.CodeNotFound {
-		e.log.Error("stopping a task of a cancelled run failed", "task_id", t.ID, "run_id", t.RunID, "err", err)
-	}
-}
-
-// Retry starts a failed or cancelled run's failed and blocked tasks again;
-// the tasks blocked behind them follow.
+// Retry starts a failed or cancelled run's failed and blocked tasks again
+// (no agent works on them); the tasks blocked behind them follow.
 func (e *Engine) Retry(ctx context.Context, id, by string) (models.WorkflowRun, error) {
-	ts, err := e.store.RetryWorkflowRun(ctx, id)
+	run, err := e.store.RetryWorkflowRun(ctx, id, by)
 	if err != nil {
 		return models.WorkflowRun{}, err
 	}
-	var errs []error
-	for _, t := range ts {
-		req, ok, err := e.store.RetryEvent(ctx, t.ID, "run "+id+" retried")
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		req.Actor = by
-		if _, err := e.tasks.ApplyAdminEvent(ctx, req); err != nil && models.ErrorCodeOf(err) != models.CodeConflict {
-			errs = append(errs, fmt.Errorf("task %s: %w", req.TaskID, err))
-		}
-	}
-	e.log.Info("workflow run retried", "run_id", id, "by", by, "tasks", len(ts))
-	if err := errors.Join(errs...); err != nil {
-		return models.WorkflowRun{}, err
-	}
-	return e.store.GetWorkflowRun(ctx, id)
+	e.log.Info("workflow run retried", "run_id", id, "by", by)
+	return run, nil
 }

@@ -269,8 +269,30 @@ steps:
 		t.Fatalf("cancel: %+v %v", got, err)
 	}
 	got, err = e.eng.Retry(ctx, run.ID, "bob")
-	if err != nil || got.Status != models.RunPending && got.Status != models.RunRunning ||
-		got.Tasks[models.StatusReady] != 1 || got.Tasks[models.StatusDefined] != 2 {
+	if err != nil || got.Status != models.RunPending || got.Tasks[models.StatusReady] != 1 || got.Tasks[models.StatusDefined] != 2 {
 		t.Fatalf("retry: %+v %v", got, err)
+	}
+}
+
+func TestWorkflowFilesNamingUnknownProfilesAreRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	doc := "name: p\nproject: web\nsteps:\n  - name: a\n    title: A\n    profile: cheap\n  - name: b\n    title: B\n    profile: gold\n"
+	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(dir, "db.sqlite")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	eng, err := workflow.New(workflow.Config{Dir: dir, KnownProfile: func(p string) bool { return p == "cheap" }}, st, storeTasks{st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = eng.LoadDir(context.Background())
+	want := filepath.Join(dir, "p.yaml") + `: steps[1] (b).profile: no profile "gold" is configured`
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "cheap") {
+		t.Fatalf("load: %v", err)
 	}
 }

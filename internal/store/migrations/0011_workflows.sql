@@ -51,4 +51,4 @@ ALTER TABLE tasks ADD COLUMN step_name TEXT NOT NULL DEFAULT '';
 ALTER TABLE tasks ADD COLUMN parallel_index INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE tasks ADD COLUMN parallel_count INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE tasks ADD COLUMN step_concurrency INTEGER NOT NULL DEFAULT 0;
-CREATE INDEX tasks_workflow_run ON tasks (workflow_run_id, step_name) WHERE workflow_run_id IS NOT NULL;
+CREATE INDEX tasks_workflow_run ON tasks (workflow_run_id, step_name, status) WHERE workflow_run_id IS NOT NULL;
