@@ -25,7 +25,7 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func openClocked(t *testing.T) (*store.Store, *fakeClock) {
+func openClocked(t testing.TB) (*store.Store, *fakeClock) {
 	t.Helper()
 	clock := &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "aq.db"), Now: clock.Now})
@@ -36,7 +36,7 @@ func openClocked(t *testing.T) (*store.Store, *fakeClock) {
 	return s, clock
 }
 
-func mustAgent(t *testing.T, s *store.Store, id string, projects ...string) {
+func mustAgent(t testing.TB, s *store.Store, id string, projects ...string) {
 	t.Helper()
 	_, err := s.RegisterAgent(context.Background(), models.Agent{ID: id, AgentType: "command",
 		AgentSettings: models.AgentSettings{Command: "/bin/true", Projects: projects}})

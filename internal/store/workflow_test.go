@@ -38,12 +38,12 @@ steps:
 `
 
 type wfEnv struct {
-	t  *testing.T
+	t  testing.TB
 	s  *store.Store
 	id int
 }
 
-func newWFEnv(t *testing.T, doc string) *wfEnv {
+func newWFEnv(t testing.TB, doc string) *wfEnv {
 	t.Helper()
 	s, _ := openClocked(t)
 	mustProject(t, s, "web")
@@ -564,5 +564,58 @@ steps:
 	e.complete(ts["merge"].ID, "")
 	if got := e.run(r.ID); got.Status != models.RunSuccess || got.Tasks[models.StatusCompleted] != 5 {
 		t.Fatalf("run %+v", got)
+	}
+}
+
+// BenchmarkFanOutOf1000 measures the transaction that completes a
+// discovery and creates the 1000 tasks that fan out over its output.
+func BenchmarkFanOutOf1000(b *testing.B) {
+	items := make([]string, 1000)
+	for i := range items {
+		items[i] = fmt.Sprintf("%q", fmt.Sprintf("pkg%d", i))
+	}
+	outputs := `{"packages":[` + strings.Join(items, ",") + `],"shards":0}`
+	for b.Loop() {
+		b.StopTimer()
+		e := newWFEnv(b, fanOutFlow)
+		r := e.start("sweep")
+		d := e.tasks(r.ID)["discover"].ID
+		e.apply(d, models.EventAssigned, models.EventAgentStarted, models.EventAgentCompleted)
+		if err := e.s.SaveResult(context.Background(), d, 0, models.Completion{Outputs: json.RawMessage(outputs)}); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		e.apply(d, models.EventVerifyPassed)
+		b.StopTimer()
+		if n := len(e.tasks(r.ID)); n != 1001 {
+			b.Fatalf("%d tasks", n)
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkCompletionInARunOf1000 measures one task's completion in a run
+// of 1000 fanned-out tasks: each finishing task settles its run.
+func BenchmarkCompletionInARunOf1000(b *testing.B) {
+	items := make([]string, 1000)
+	for i := range items {
+		items[i] = fmt.Sprintf("%q", fmt.Sprintf("pkg%d", i))
+	}
+	e := newWFEnv(b, fanOutFlow)
+	r := e.start("sweep")
+	e.complete(e.tasks(r.ID)["discover"].ID, `{"packages":[`+strings.Join(items, ",")+`],"shards":0}`)
+	var ids []string
+	for name, t := range e.tasks(r.ID) {
+		if strings.HasPrefix(name, "fix[") {
+			e.apply(t.ID, models.EventAssigned, models.EventAgentStarted, models.EventAgentCompleted)
+			ids = append(ids, t.ID)
+		}
+	}
+	if b.N > len(ids) {
+		b.Skipf("%d completions asked, the run has %d tasks", b.N, len(ids))
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		e.apply(ids[i], models.EventVerifyPassed)
 	}
 }
