@@ -242,24 +242,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.mu.Unlock()
 		e.runs.Wait()
 	}()
-	for {
-		next, err := e.Tick(ctx)
-		if err != nil && ctx.Err() == nil {
-			e.log.Error("hook pass failed", "err", err)
-		}
-		wait := e.cfg.PollInterval
-		if !next.IsZero() {
-			if d := next.Sub(e.cfg.Now()); d < wait {
-				wait = max(d, 0)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-e.wake:
-		case <-e.cfg.After(wait):
-		}
-	}
+	schedule.Loop{Poll: e.cfg.PollInterval, Now: e.cfg.Now, After: e.cfg.After, Wake: e.wake,
+		Failed: func(err error) { e.log.Error("hook pass failed", "err", err) }}.Run(ctx, e.Tick)
+	return nil
 }
 
 // Wait blocks until the runs started so far have finished.

@@ -166,24 +166,9 @@ func (e *Engine) Wake() {
 // Run starts scheduled runs and finishes the cancels a stop interrupted,
 // until ctx ends.
 func (e *Engine) Run(ctx context.Context) error {
-	for {
-		next, err := e.Tick(ctx)
-		if err != nil && ctx.Err() == nil {
-			e.log.Error("workflow pass failed", "err", err)
-		}
-		wait := e.cfg.PollInterval
-		if !next.IsZero() {
-			if d := next.Sub(e.cfg.Now()); d < wait {
-				wait = max(d, 0)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-e.wake:
-		case <-e.cfg.After(wait):
-		}
-	}
+	schedule.Loop{Poll: e.cfg.PollInterval, Now: e.cfg.Now, After: e.cfg.After, Wake: e.wake,
+		Failed: func(err error) { e.log.Error("workflow pass failed", "err", err) }}.Run(ctx, e.Tick)
+	return nil
 }
 
 // Tick makes one pass: it starts a run for each schedule that is due (one
