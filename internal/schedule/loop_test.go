@@ -23,7 +23,7 @@ func TestLoopWaitsForTheSoonerOfTheNextTimeAndThePoll(t *testing.T) {
 	go func() {
 		defer close(done)
 		schedule.Loop{Poll: time.Minute, Now: func() time.Time { return now }, Wake: wake,
-			After: func(d time.Duration) <-chan time.Time { waits <- d; return fire },
+			After:  func(d time.Duration) <-chan time.Time { waits <- d; return fire },
 			Failed: func(err error) { failed = append(failed, err) }}.Run(ctx, func(context.Context) (time.Time, error) {
 			next := nexts[passes]
 			passes++
