@@ -329,7 +329,9 @@ func TestRunEndingWhileWaitingPausesTheTask(t *testing.T) {
 
 func TestStaleQuestionDoesNotTouchTheNextRun(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.InputTimeout = time.Hour })
+	// The idle timeout is kept out of the way: the clock moves 30 minutes
+	// (the default idle timeout) between the second run's start and its ask.
+	h := newHarness(t, func(c *Config) { c.InputTimeout = time.Hour; c.IdleTimeout = 10 * time.Hour })
 	h.heldAgent("a1")
 	id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
 	run1 := h.running()
