@@ -146,8 +146,10 @@ func (c *checker) step(i int) {
 	if s.Profile != "" && !models.ValidID(s.Profile) {
 		c.add(p+".profile", "%q is not a profile name %s", s.Profile, idRule)
 	}
-	if s.AgentType != "" && !slices.Contains(models.AgentTypes, s.AgentType) {
-		c.add(p+".agent_type", "must be one of %s (got %q)", strings.Join(models.AgentTypes, ", "), s.AgentType)
+	if s.AgentType != "" {
+		// Tasks go to any idle agent of their project; a step chooses how
+		// its tasks run with its profile.
+		c.add(p+".agent_type", "not supported: a step's tasks go to any agent of the project; choose how they run with profile")
 	}
 	if len(s.Kind) > 100 {
 		c.add(p+".kind", "at most 100 characters")

@@ -18,7 +18,6 @@
 //	    description: |
 //	      Report the outdated modules as outputs {"modules": [...]}.
 //	    profile: cheap                 # optional profile name
-//	    agent_type: codex              # optional
 //	    kind: deps                     # optional, for rules and dedupe
 //	    priority: 50                   # optional, 0 is the most urgent
 //	    max_retries: 2                 # optional, 0-100

@@ -122,8 +122,7 @@ func wholeNumber(raw json.RawMessage) (int64, bool) {
 // retries, test commands, verification and approval come from the step;
 // the project from the workflow; CreatedBy is "workflow:<name>". Metadata
 // holds "workflow", "workflow_run" and "step", "item" (the item as text,
-// cut to MaxItemMetadata bytes) for a foreach step, and "agent_type" when
-// the step names one. LocalID is the step's name, "<step>[i]" when the
+// cut to MaxItemMetadata bytes) for a foreach step. LocalID is the step's name, "<step>[i]" when the
 // step fans out, and Workflow places the task in the run. Dependencies are
 // left to the caller.
 func StepTasks(w models.Workflow, step models.WorkflowStep, runID string, items []json.RawMessage, count int, outputs map[string]json.RawMessage) ([]models.BatchTask, error) {
@@ -147,9 +146,6 @@ func StepTasks(w models.Workflow, step models.WorkflowStep, runID string, items 
 		if step.Foreach != "" {
 			v.Item, v.HasItem = items[i], true
 			meta["item"] = cutBytes(jsonText(items[i]), MaxItemMetadata)
-		}
-		if step.AgentType != "" {
-			meta["agent_type"] = step.AgentType
 		}
 		title, err := Render(step.Title, v)
 		if err != nil {
