@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/schedule"
+	"github.com/agentqueued/agentqueued/internal/workflow"
 )
 
 // This file holds the /workflow and /run commands: listing and starting
@@ -283,7 +284,7 @@ func fansOut(r models.WorkflowRun) bool {
 		return false
 	}
 	for _, s := range w.Steps {
-		if s.Dynamic() {
+		if workflow.Deferred(s) {
 			return true
 		}
 	}

@@ -71,9 +71,9 @@
 //
 // # Expansion
 //
-// When a run starts, or when the step a fan-out reads has completed, the
-// store calls FanOut for the step's count and items and StepTasks for its
-// tasks, inside its own transaction: the package does no I/O, and reads
-// only what it is passed. Order, Upstream, Downstream, StepByName and
-// Referenced answer the questions about the graph that this needs.
+// When a run starts, or when the steps a deferred step depends on are done,
+// the store calls FanOut for the step's count and items and StepTasks for
+// its tasks, inside its own transaction: the package does no I/O, and reads
+// only what it is passed. Order, StepByName and Deferred answer the
+// questions about the graph that this needs.
 package workflow

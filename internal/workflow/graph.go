@@ -36,21 +36,6 @@ func parseRef(expr string) (step, field string, ok bool) {
 // foreach), as opposed to exactly one task.
 func fansOut(s models.WorkflowStep) bool { return s.Parallel != nil || s.Foreach != "" }
 
-// Referenced returns the upstream step whose outputs a dynamic step reads:
-// the <step> of its foreach or of its parallel "<step>.outputs.<field>".
-// ok is false for a step that does not fan out over an output.
-func Referenced(step models.WorkflowStep) (string, bool) {
-	expr := step.Foreach
-	if expr == "" && step.Parallel != nil {
-		expr = step.Parallel.From
-	}
-	if expr == "" {
-		return "", false
-	}
-	name, _, ok := parseRef(expr)
-	return name, ok
-}
-
 // StepByName returns the workflow's step called name.
 func StepByName(w models.Workflow, name string) (models.WorkflowStep, bool) {
 	for _, s := range w.Steps {
@@ -59,31 +44,6 @@ func StepByName(w models.Workflow, name string) (models.WorkflowStep, bool) {
 		}
 	}
 	return models.WorkflowStep{}, false
-}
-
-// Upstream returns the dependencies of the step called step (its
-// depends_on), or nil when there is no such step.
-func Upstream(w models.Workflow, step string) []models.StepDependency {
-	s, ok := StepByName(w, step)
-	if !ok {
-		return nil
-	}
-	return slices.Clone(s.DependsOn)
-}
-
-// Downstream returns the names of the steps that depend directly on step,
-// in definition order.
-func Downstream(w models.Workflow, step string) []string {
-	var out []string
-	for _, s := range w.Steps {
-		for _, d := range s.DependsOn {
-			if d.Step == step {
-				out = append(out, s.Name)
-				break
-			}
-		}
-	}
-	return out
 }
 
 // Order returns the names of the workflow's steps in a topological order
