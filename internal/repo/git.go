@@ -344,12 +344,29 @@ func changedFiles(ctx context.Context, r *git.Repository, base, head plumbing.Ha
 // errNoRef is a fetch of a ref the source does not have.
 var errNoRef = errors.New("no such ref")
 
-// fetch fetches refspecs from url into the repository at path with go-git.
-// For a local url go-git runs git-upload-pack there, which executes nothing
-// a repository's own configuration or hooks name. A missing source ref is
-// errNoRef.
+// fetch fetches refspecs from url into the repository at path with go-git,
+// writing references atomically (see atomicRefs). For a local url go-git
+// runs git-upload-pack there, which executes nothing a repository's own
+// configuration or hooks name. A missing source ref is errNoRef. Empty
+// reference files in path, which an earlier daemon killed mid-write left,
+// are removed and the fetch is tried again.
 func fetch(ctx context.Context, path, url string, tags bool, auth transport.AuthMethod, specs ...string) error {
+	err := fetchOnce(ctx, path, url, tags, auth, specs...)
+	if isEmptyRef(err) {
+		if _, rerr := removeEmptyRefs(path); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		err = fetchOnce(ctx, path, url, tags, auth, specs...)
+	}
+	return err
+}
+
+func fetchOnce(ctx context.Context, path, url string, tags bool, auth transport.AuthMethod, specs ...string) error {
 	r, err := openRepo(path)
+	if err != nil {
+		return err
+	}
+	st, err := withAtomicRefs(r, path)
 	if err != nil {
 		return err
 	}
@@ -360,7 +377,7 @@ func fetch(ctx context.Context, path, url string, tags bool, auth transport.Auth
 	for i, s := range specs {
 		rs[i] = config.RefSpec(s)
 	}
-	remote := git.NewRemote(r.Storer, &config.RemoteConfig{Name: "origin", URLs: []string{url}})
+	remote := git.NewRemote(st, &config.RemoteConfig{Name: "origin", URLs: []string{url}})
 	mode := git.NoTags
 	if tags {
 		mode = git.TagFollowing

@@ -189,7 +189,7 @@ func (w *Workspaces) stage(ctx context.Context, r *models.RepoConfig, t models.T
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return models.Staged{}, err
 	}
-	if _, err := w.git(ctx, integ, "worktree", "add", "-q", "-f", "--detach", dir, staged.String()); err != nil {
+	if _, err := w.worktreeGit(ctx, integ, "add", "-q", "-f", "--detach", dir, staged.String()); err != nil {
 		return models.Staged{}, err
 	}
 	text, err := w.diff(ctx, integ, def, task)
@@ -303,12 +303,12 @@ func (w *Workspaces) PushBranch(ctx context.Context, p models.Project, t models.
 // removeVerify removes a verification worktree and its registration.
 func (w *Workspaces) removeVerify(ctx context.Context, integ, dir string) error {
 	if exists(dir) {
-		w.git(ctx, integ, "worktree", "remove", "-f", "-f", dir) //nolint:errcheck // removed below either way
+		w.worktreeGit(ctx, integ, "remove", "-f", "-f", dir) //nolint:errcheck // removed below either way
 		if err := os.RemoveAll(dir); err != nil {
 			return err
 		}
 	}
-	_, err := w.git(ctx, integ, "worktree", "prune")
+	_, err := w.worktreeGit(ctx, integ, "prune")
 	return err
 }
 

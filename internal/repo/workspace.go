@@ -81,7 +81,9 @@ type Workspaces struct {
 	mu sync.Mutex
 	// locks holds the mutexes of checkouts ("checkout:<dir>"), of repos'
 	// integration repositories ("repo:<id>") and of INIT origins
-	// ("origin:<dir>"). Lock order: checkout, then repo, then origin.
+	// ("origin:<dir>"), and of repositories' worktree registries
+	// ("worktrees:<dir>", a leaf). Lock order: checkout, then repo, then
+	// origin, then worktrees.
 	locks map[string]*sync.Mutex
 	// inPlace holds the LINK directories an in_place workspace uses until
 	// it is released.
@@ -120,6 +122,20 @@ func (w *Workspaces) checkoutLock(dir string) *sync.Mutex {
 // repoLock serialises Stage, Deliver and every use of a repo's
 // integration repository.
 func (w *Workspaces) repoLock(r *models.RepoConfig) *sync.Mutex { return w.lock("repo:" + r.ID) }
+
+// worktreeGit runs a `git worktree` command in repo under the lock of the
+// repository's worktree registry (.git/worktrees). git does not lock it:
+// `worktree list` reading an entry that a concurrent `worktree add` is
+// still writing fails ("failed to read .git/worktrees/<name>/commondir"),
+// and concurrent adds race. The lock is a leaf: nothing is taken while it
+// is held.
+func (w *Workspaces) worktreeGit(ctx context.Context, repo string, args ...string) ([]byte, error) {
+	l := w.lock("worktrees:" + canonical(repo))
+	l.Lock()
+	defer l.Unlock()
+	out, _, err := w.gitRaw(ctx, repo, gitOutputCap, append([]string{"worktree"}, args...)...)
+	return out, err
+}
 
 var slugSpan = regexp.MustCompile(`[^a-z0-9]+`)
 
@@ -440,13 +456,7 @@ func (w *Workspaces) prepareWorktree(ctx context.Context, r *models.RepoConfig, 
 		}
 		// -f: a worktree of this path deleted without `git worktree
 		// remove` is still registered.
-		// Concurrent `git worktree add` in one repository race on
-		// .git/worktrees (a leaf lock: nothing is taken while it is held).
-		wl := w.lock("worktrees:" + user)
-		wl.Lock()
-		_, err := w.git(ctx, user, "worktree", "add", "-q", "-f", "--detach", dir, base.String())
-		wl.Unlock()
-		if err != nil {
+		if _, err := w.worktreeGit(ctx, user, "add", "-q", "-f", "--detach", dir, base.String()); err != nil {
 			return models.Workspace{}, err
 		}
 	}
@@ -525,7 +535,7 @@ func (w *Workspaces) freeBranch(ctx context.Context, r *models.RepoConfig, user,
 type worktree struct{ path, branch string }
 
 func (w *Workspaces) worktrees(ctx context.Context, repo string) ([]worktree, error) {
-	out, _, err := w.gitRaw(ctx, repo, gitOutputCap, "worktree", "list", "--porcelain", "-z")
+	out, err := w.worktreeGit(ctx, repo, "list", "--porcelain", "-z")
 	if err != nil {
 		return nil, err
 	}

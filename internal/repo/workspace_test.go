@@ -325,6 +325,41 @@ func TestAgentsDeliverConcurrently(t *testing.T) {
 	}
 }
 
+// TestManyAgentsPrepareWorktreesAtOnce starts many agents' first runs on a
+// LINK repository at once: each adds its worktree and lists the others'
+// (to free its branch) while the rest are still being added. git writes
+// a new entry of .git/worktrees in steps, and a listing that read one
+// half-written failed the run ("failed to read .git/worktrees/<name>/
+// commondir"); the daemon's own worktree commands now take turns.
+func TestManyAgentsPrepareWorktreesAtOnce(t *testing.T) {
+	t.Parallel()
+	user := userRepo(t)
+	git(t, user, "checkout", "-q", "-b", "feature")
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoLink, SourcePath: user})
+	const agents = 12
+	for round := range 3 {
+		var wg sync.WaitGroup
+		errs := make(chan error, agents)
+		for i := range agents {
+			wg.Go(func() {
+				a := models.Agent{ID: fmt.Sprintf("r%d-a%d", round, i)}
+				_, err := w.Prepare(ctx, a, p, task(fmt.Sprintf("task-%d-%d", round, i), "at once"))
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+	if n := strings.Count(git(t, user, "worktree", "list"), "\n"); n < 3*agents {
+		t.Fatalf("%d worktrees listed, want %d and the user's", n, 3*agents)
+	}
+}
+
 var rescueName = regexp.MustCompile(`^aq-rescue/first-task-first-\d{8}T\d{6}$`)
 
 func TestDirtyCheckoutIsRescued(t *testing.T) {
