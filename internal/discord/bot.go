@@ -75,6 +75,12 @@ type Config struct {
 	// Now is the clock of the outbox's retries and progress coalescing;
 	// default time.Now.
 	Now func() time.Time
+	// After is the timer of what races Discord's 3-second deadline for an
+	// interaction's first answer: the bot defers the answer when
+	// After(AckAfter) fires before the operation is done, and gives up a
+	// look-up before a form opens (answerLookup) when its timer fires;
+	// default time.After.
+	After func(time.Duration) <-chan time.Time
 
 	AckAfter            time.Duration
 	OperationTimeout    time.Duration
@@ -198,6 +204,9 @@ func New(cfg Config, svc Service, box Outbox) (*Bot, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.After == nil {
+		cfg.After = time.After
 	}
 	for _, d := range []struct {
 		v   *time.Duration

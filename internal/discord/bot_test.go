@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -269,21 +268,36 @@ func TestThreadReplyAnswersQuestion(t *testing.T) {
 	}
 }
 
+// TestSlowOperationIsDeferredThenEdited holds an operation until the bot
+// has deferred its answer. The bot's AckAfter timer and the fake's
+// interaction deadline run on the same test clock, so the test also shows
+// that the deferral (at AckAfter, the default) comes in time for Discord's
+// 3 s.
 func TestSlowOperationIsDeferredThenEdited(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config, _ *discordtest.Options) { c.AckAfter = 50 * time.Millisecond })
+	h := newHarness(t)
 	h.svc.gate = make(chan struct{})
 	h.project("web")
 	id := h.task("web", "Needs a person")
 	h.apply(id, models.EventAssigned, models.EventAgentStarted, models.EventAgentCompleted, models.EventApprovalRequested)
 
 	i := h.command(alice, controlChannel, "task", subOpt("approve", strOpt("task", id)))
+	// The operation waits at the gate; the bot waits for AckAfter to pass.
+	ackAfter := h.bot.cfg.AckAfter
+	if err := h.clock.waitTimer(h.ctx(), ackAfter); err != nil {
+		t.Fatalf("the bot started no AckAfter timer: %v", err)
+	}
+	if rs := i.Responses(); len(rs) != 0 {
+		t.Fatalf("answered before AckAfter passed: %+v", rs)
+	}
+	h.clock.Advance(ackAfter)
 	rs, err := i.Wait(h.ctx(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rs[0].Kind != "callback" || rs[0].Type != discordgo.InteractionResponseDeferredChannelMessageWithSource || rs[0].Late {
-		t.Fatalf("first response %+v, want a deferred callback in time", rs[0])
+	if rs[0].Kind != "callback" || rs[0].Type != discordgo.InteractionResponseDeferredChannelMessageWithSource || rs[0].Late ||
+		!rs[0].At.Before(i.Deadline()) {
+		t.Fatalf("first response %+v, want a deferred callback in time (deadline %v)", rs[0], i.Deadline())
 	}
 	close(h.svc.gate)
 	r, text := h.answer(i, 2)

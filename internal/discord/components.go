@@ -2,6 +2,7 @@ package discord
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -62,12 +63,11 @@ func (b *Bot) component(ctx context.Context, s *discordgo.Session, i *discordgo.
 			b.respondNow(s, i, ephemeral("⚠️ This button is broken."))
 			return
 		}
-		// A question answered already is told at once, without a modal.
 		// A question answered already is told at once, without a form; the
 		// look-up is bounded so the form still opens in time.
-		lctx, cancel := context.WithTimeout(ctx, answerLookup)
+		lctx, done := b.lookupContext(ctx)
 		q, ok := b.findQuestion(lctx, id, arg(1))
-		cancel()
+		done()
 		if ok && q.Answer != nil {
 			b.respondNow(s, i, ephemeral(answeredBy(q)))
 			return
@@ -108,8 +108,36 @@ func (b *Bot) component(ctx context.Context, s *discordgo.Session, i *discordgo.
 	}
 }
 
-// answerLookup bounds the read before an answer form opens.
+// answerLookup bounds a read before a form opens: a form cannot be
+// deferred, so it must open within Discord's 3 s whatever the read does.
 const answerLookup = 500 * time.Millisecond
+
+// lookupContext returns a context for a read before a form opens. It ends
+// once answerLookup has passed on the timer Config.After, with the cause
+// context.DeadlineExceeded (see lookupErr), or when done is called, which
+// must be once the read is over.
+func (b *Bot) lookupContext(ctx context.Context) (lctx context.Context, done func()) {
+	lctx, cancel := context.WithCancelCause(ctx)
+	timer := b.cfg.After(answerLookup)
+	go func() {
+		select {
+		case <-timer:
+			cancel(context.DeadlineExceeded)
+		case <-lctx.Done():
+		}
+	}()
+	return lctx, func() { cancel(context.Canceled) }
+}
+
+// lookupErr returns the error of a read made with a lookupContext: a read
+// cut short by the bound failed with context.DeadlineExceeded, as it would
+// have under context.WithTimeout, not with the cancellation that ended it.
+func lookupErr(lctx context.Context, err error) error {
+	if errors.Is(err, context.Canceled) && errors.Is(context.Cause(lctx), context.DeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	return err
+}
 
 // originalContent is the text of the message a button was on.
 func originalContent(i *discordgo.Interaction) string {

@@ -153,17 +153,26 @@ func TestRestartDeliversEachNoticeOnce(t *testing.T) {
 
 func TestGatewayReconnectKeepsAnswering(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(_ *Config, o *discordtest.Options) { o.HeartbeatInterval = 50 * time.Millisecond })
+	h := newHarness(t)
 	h.project("web")
+	// A connection is cut only after discordgo's heartbeat goroutine sent
+	// its first heartbeat on it (see discordtest.DropConnection): on a slow
+	// machine the bot can be ready before that goroutine ran.
+	if err := h.fake.WaitFor(h.ctx(), func() bool { return h.fake.Heartbeats() >= 1 }); err != nil {
+		t.Fatalf("no heartbeat: %v", err)
+	}
 	h.fake.DropConnection(4000)
+	// The fake counts no heartbeat of a connection it dropped: those after
+	// this are the next connection's.
+	beats := h.fake.Heartbeats()
 	// Dispatched while the bot is away: replayed on resume, answered once.
 	i := h.command(alice, controlChannel, "project", subOpt("list"))
 	_, text := h.answer(i, 1)
 	if !strings.Contains(text, "`web`") {
 		t.Errorf("after reconnect: %q", text)
 	}
-	if err := h.fake.WaitFor(h.ctx(), func() bool { return h.fake.Resumes() >= 1 }); err != nil {
-		t.Errorf("no resume: %v", err)
+	if err := h.fake.WaitFor(h.ctx(), func() bool { return h.fake.Resumes() >= 1 && h.fake.Heartbeats() > beats }); err != nil {
+		t.Fatalf("no resume, or no heartbeat on the resumed connection: %v (resumes %d)", err, h.fake.Resumes())
 	}
 	h.fake.SendReconnect()
 	_, text = h.answer(h.command(alice, controlChannel, "project", subOpt("show", strOpt("project", "web"))), 1)

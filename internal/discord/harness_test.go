@@ -3,7 +3,9 @@ package discord
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/discord/discordtest"
 	"github.com/agentqueued/agentqueued/internal/hooks"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/store"
 	"github.com/agentqueued/agentqueued/internal/workflow"
@@ -126,24 +129,106 @@ func (s *testService) Budget(ctx context.Context) (models.BudgetReport, error) {
 	return models.BudgetReport{Window: models.Duration(24 * time.Hour)}, nil
 }
 
+// testClock moves only when a test advances it. The harness's fake
+// Discord measures interaction deadlines on it (Options.Now) and the bot's
+// answer timers run on it (Config.After): however slow the machine, no
+// callback is late and no answer is deferred or look-up given up unless a
+// test advances the clock.
+type testClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	timers  []clockTimer
+	changed chan struct{} // closed at the next After
+}
+
+// clockTimer is a channel of After waiting for the clock to reach at.
+type clockTimer struct {
+	d  time.Duration
+	at time.Time
+	ch chan time.Time
+}
+
+func newTestClock() *testClock {
+	return &testClock{now: time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC), changed: make(chan struct{})}
+}
+
+// Now reads the clock.
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// After returns a channel that receives once the clock has advanced by d.
+func (c *testClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.timers = append(c.timers, clockTimer{d: d, at: c.now.Add(d), ch: ch})
+	close(c.changed)
+	c.changed = make(chan struct{})
+	return ch
+}
+
+// Advance moves the clock by d and fires the timers it reaches.
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.timers[:0]
+	for _, t := range c.timers {
+		if t.at.After(c.now) {
+			kept = append(kept, t)
+			continue
+		}
+		t.ch <- c.now
+	}
+	c.timers = kept
+}
+
+// waitTimer waits until a timer of d is waiting: After(d) was called and
+// the clock has not reached it yet.
+func (c *testClock) waitTimer(ctx context.Context, d time.Duration) error {
+	for {
+		c.mu.Lock()
+		waiting := slices.ContainsFunc(c.timers, func(t clockTimer) bool { return t.d == d })
+		changed := c.changed
+		c.mu.Unlock()
+		if waiting {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("no timer of %s started: %w", d, ctx.Err())
+		}
+	}
+}
+
 // harness runs a bot against the fake Discord and a real store.
 type harness struct {
-	t    testing.TB
-	fake *discordtest.Server
-	st   *store.Store
-	svc  *testService
-	bot  *Bot
-	stop func()
+	t     testing.TB
+	fake  *discordtest.Server
+	st    *store.Store
+	svc   *testService
+	bot   *Bot
+	clock *testClock
+	stop  func()
 }
 
 type harnessOption func(*Config, *discordtest.Options)
 
 func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	t.Helper()
-	fo := discordtest.Options{Token: botToken, Channels: []string{controlChannel, projectChannel}, Logf: t.Logf}
+	clock := newTestClock()
+	fo := discordtest.Options{Token: botToken, Channels: []string{controlChannel, projectChannel}, Logf: t.Logf, Now: clock.Now}
 	cfg := Config{Token: botToken, GuildID: discordtest.DefaultGuildID, ControlChannelID: controlChannel,
 		AuthorizedUsers: []string{alice}, AdminUsers: []string{root}, PollInterval: 20 * time.Millisecond,
-		ProgressInterval: time.Nanosecond, RetryBackoff: 10 * time.Millisecond}
+		ProgressInterval: time.Nanosecond, RetryBackoff: 10 * time.Millisecond, After: clock.After}
 	for _, o := range opts {
 		o(&cfg, &fo)
 	}
@@ -153,7 +238,7 @@ func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, fake: fake, st: st, svc: &testService{Store: st}}
+	h := &harness{t: t, fake: fake, st: st, svc: &testService{Store: st}, clock: clock}
 	h.bot = h.start(cfg)
 	t.Cleanup(func() {
 		h.stop()
@@ -176,14 +261,15 @@ func (h *harness) startWith(cfg Config, box Outbox) *Bot {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
+	wait := progresstest.Context(h.t)
 	select {
 	case <-b.Ready():
 	case err := <-done:
 		cancel()
 		h.t.Fatalf("bot stopped before it was ready: %v", err)
-	case <-time.After(30 * time.Second):
+	case <-wait.Done():
 		cancel()
-		h.t.Fatal("bot not ready after 30s")
+		h.t.Fatalf("bot not ready: %v", wait.Err())
 	}
 	var once sync.Once
 	h.stop = func() {
@@ -197,11 +283,9 @@ func (h *harness) startWith(cfg Config, box Outbox) *Bot {
 	return b
 }
 
-func (h *harness) ctx() context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	h.t.Cleanup(cancel)
-	return ctx
-}
+// ctx returns a context for one wait: it ends when the wait has seen no
+// progress for progresstest's stall limit.
+func (h *harness) ctx() context.Context { return progresstest.Context(h.t) }
 
 // hookEngine gives the service a real hook engine over the store; runs
 // still under way when the test ends are waited for before the store

@@ -218,8 +218,8 @@ func (b *Bot) hookCreateForm(ctx context.Context, s *discordgo.Session, i *disco
 // before anything is typed into the form. The look-ups are bounded so the
 // form still opens in time; what they miss, creating the hook tells.
 func (b *Bot) checkNewHook(ctx context.Context, h models.Hook) error {
-	lctx, cancel := context.WithTimeout(ctx, answerLookup)
-	defer cancel()
+	lctx, done := b.lookupContext(ctx)
+	defer done()
 	if _, err := b.svc.GetProject(lctx, h.ProjectID); models.ErrorCodeOf(err) == models.CodeNotFound {
 		return err
 	}
@@ -233,9 +233,10 @@ func (b *Bot) checkNewHook(ctx context.Context, h models.Hook) error {
 // prompt and context steps; /hook edit's options go with what is typed.
 func (b *Bot) hookEditForm(ctx context.Context, s *discordgo.Session, i *discordgo.Interaction, user string, opts options) {
 	id := opts.str(optHook)
-	lctx, cancel := context.WithTimeout(ctx, answerLookup)
+	lctx, done := b.lookupContext(ctx)
 	cur, err := b.svc.GetHook(lctx, id)
-	cancel()
+	err = lookupErr(lctx, err)
+	done()
 	if err != nil {
 		b.respondNow(s, i, b.errorReply("hook edit", err))
 		return

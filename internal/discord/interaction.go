@@ -123,9 +123,9 @@ func (b *Bot) handleInteraction(ctx context.Context, s *discordgo.Session, i *di
 }
 
 // run answers an interaction with the reply of op. When op takes longer
-// than AckAfter, the answer is deferred first (Discord wants one within
-// 3 s) and the reply edited in once op is done. An operation outlives a
-// shutdown by at most shutdownGrace.
+// than AckAfter (on the timer Config.After), the answer is deferred first
+// (Discord wants one within 3 s) and the reply edited in once op is done.
+// An operation outlives a shutdown by at most shutdownGrace.
 func (b *Bot) run(ctx context.Context, s *discordgo.Session, i *discordgo.Interaction, defaultEphemeral bool, op func(ctx context.Context) reply) {
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.OperationTimeout)
 	defer cancel()
@@ -144,8 +144,6 @@ func (b *Bot) run(ctx context.Context, s *discordgo.Session, i *discordgo.Intera
 		}()
 		done <- op(octx)
 	}()
-	t := time.NewTimer(b.cfg.AckAfter)
-	defer t.Stop()
 	select {
 	case r := <-done:
 		if defaultEphemeral {
@@ -153,7 +151,7 @@ func (b *Bot) run(ctx context.Context, s *discordgo.Session, i *discordgo.Intera
 		}
 		b.respondNow(s, i, r)
 		return
-	case <-t.C:
+	case <-b.cfg.After(b.cfg.AckAfter):
 	}
 	// Slow: acknowledge now, answer when done.
 	component := updatable(i)

@@ -55,8 +55,10 @@ func TestNoticesGolden(t *testing.T) {
 		"hook.message": `{"hook_id":"triage","hook_name":"Failure *triage*","run_id":"triage.4","project_id":"web",` +
 			`"text":"2 tasks failed @everyone <@123>:\n- [login](https://evil.example) {thread}\n# not a header"}`,
 		"run.success": `{"run_id":"nightly_deps-3","workflow":"nightly_deps","project_id":"web","status":"success","reason":""}`,
+		// legacy-import is no adjective-noun pair the store could draw as
+		// one of the tasks' ids, which the placeholders below replace.
 		"run.failed": `{"run_id":"nightly_deps-4","workflow":"nightly_deps","project_id":"web","status":"failed",` +
-			`"reason":"task bold-orbit is BLOCKED (max retries: ` + "`go test`" + ` *failed* @everyone); 1 of 3 tasks are BLOCKED"}`,
+			`"reason":"task legacy-import is BLOCKED (max retries: ` + "`go test`" + ` *failed* @everyone); 1 of 3 tasks are BLOCKED"}`,
 		"run.cancelled": `{"run_id":"nightly_deps-5","workflow":"nightly_deps","project_id":"web","status":"cancelled",` +
 			`"reason":"cancelled by discord:400000000000000002"}`,
 	}

@@ -1,7 +1,6 @@
 package discordtest_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -10,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentqueued/agentqueued/internal/discord/discordtest"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
 )
 
 func TestMain(m *testing.M) {
@@ -35,16 +36,43 @@ func TestMain(m *testing.M) {
 
 const testToken = "test-token"
 
-func testContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+// stoppedAt is when the clock of the fakes stands: a date no real clock
+// reads while these tests run, so that a deadline measured on the real
+// clock instead would show.
+var stoppedAt = time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// stopped is a clock that stands still: interaction deadlines measured on it
+// never pass, however slow the machine.
+func stopped() time.Time { return stoppedAt }
+
+// manualClock is a clock that moves only when the test sets it.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
 }
 
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// newFake starts a fake for a test. Unless opts says otherwise, its clock
+// stands still: only a test about the interaction deadline brings a clock
+// that moves.
 func newFake(t *testing.T, opts discordtest.Options) *discordtest.Server {
 	t.Helper()
 	if opts.Token == "" {
 		opts.Token = testToken
+	}
+	if opts.Now == nil {
+		opts.Now = stopped
 	}
 	opts.Logf = t.Logf
 	f := discordtest.New(opts)
@@ -87,12 +115,14 @@ func closeSession(s *discordgo.Session) {
 	_ = s.Close()
 }
 
-func receive[T any](t *testing.T, ctx context.Context, ch <-chan T) T {
+// receive waits for a value on ch for as long as progresstest allows one
+// wait.
+func receive[T any](t *testing.T, ch <-chan T) T {
 	t.Helper()
 	select {
 	case v := <-ch:
 		return v
-	case <-ctx.Done():
+	case <-progresstest.Context(t).Done():
 		var zero T
 		t.Fatalf("timed out waiting for %T", zero)
 		return zero
@@ -155,10 +185,16 @@ func wantFormError(t *testing.T, err error, path, code string) {
 
 func ptr[T any](v T) *T { return &v }
 
+// handshakeHeartbeat is TestGatewayHandshakeAndHeartbeat's heartbeat
+// interval. discordgo gives up on a connection when it has processed no ACK
+// for 5 intervals: 2 s leaves a loaded machine 10 s to schedule the
+// goroutines that read an ACK, where a short interval made the test
+// reconnect spuriously.
+const handshakeHeartbeat = 2 * time.Second
+
 func TestGatewayHandshakeAndHeartbeat(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
-	f := newFake(t, discordtest.Options{HeartbeatInterval: 100 * time.Millisecond})
+	f := newFake(t, discordtest.Options{HeartbeatInterval: handshakeHeartbeat})
 	cfg := f.Config()
 	dg := restSession(t, f)
 	ready := make(chan *discordgo.Ready, 1)
@@ -173,29 +209,30 @@ func TestGatewayHandshakeAndHeartbeat(t *testing.T) {
 	default:
 		t.Fatal("Identified not closed after Open")
 	}
-	r := receive(t, ctx, ready)
+	r := receive(t, ready)
 	if r.User == nil || r.User.ID != cfg.BotUserID || !r.User.Bot || r.Application == nil || r.Application.ID != cfg.ApplicationID || r.SessionID == "" {
 		t.Fatalf("unexpected READY %+v", r)
 	}
-	g := receive(t, ctx, guild)
+	g := receive(t, guild)
 	if g.ID != cfg.GuildID || len(g.Channels) != 1 || g.Channels[0].ID != discordtest.DefaultChannelID || g.Channels[0].Name != "general" {
 		t.Fatalf("unexpected GUILD_CREATE %+v", g.Guild)
 	}
 
-	// discordgo gives up on a connection after 5 intervals without an ACK
-	// (a short interval makes that flaky on a loaded machine, hence 100ms);
-	// an ACK processed after Open and a single session prove they arrive.
-	if err := f.WaitFor(ctx, func() bool { return f.Heartbeats() >= 4 }); err != nil {
-		t.Fatal(err)
+	// Heartbeats keep coming (the first one at once, two more a heartbeat
+	// interval apart), and discordgo processes an ACK after Open: its
+	// LastHeartbeatAck moves. Reading an ACK signals nothing the fake sees,
+	// so the condition is evaluated again at each heartbeat until it holds.
+	lastAck := func() time.Time {
+		dg.RLock()
+		defer dg.RUnlock()
+		return dg.LastHeartbeatAck
 	}
+	if err := f.WaitFor(progresstest.Context(t), func() bool { return f.Heartbeats() >= 3 && lastAck().After(opened) }); err != nil {
+		t.Fatalf("heartbeats %d, last ACK processed %v, opened %v: %v", f.Heartbeats(), lastAck(), opened, err)
+	}
+	// One session throughout: discordgo never gave up on the connection.
 	if f.Sessions() != 1 || f.Resumes() != 0 || !f.Connected() {
 		t.Fatalf("sessions=%d resumes=%d connected=%v", f.Sessions(), f.Resumes(), f.Connected())
-	}
-	dg.RLock()
-	lastAck := dg.LastHeartbeatAck
-	dg.RUnlock()
-	if !lastAck.After(opened) {
-		t.Fatalf("no heartbeat ACK processed after Open (last %v, opened %v)", lastAck, opened)
 	}
 
 	var paths []string
@@ -302,7 +339,6 @@ func TestCommandsBulkOverwrite(t *testing.T) {
 // ephemeral reply, all through discordgo's handlers.
 func TestInteractionFlow(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
 	f := newFake(t, discordtest.Options{})
 	ch := discordtest.DefaultChannelID
 	dg := restSession(t, f)
@@ -365,10 +401,10 @@ func TestInteractionFlow(t *testing.T) {
 	open(t, dg)
 
 	h := f.Interact(&discordgo.Interaction{Data: discordgo.ApplicationCommandInteractionData{Name: "work"}})
-	if err := receive(t, ctx, errs); err != nil {
+	if err := receive(t, errs); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := h.Wait(ctx, 3)
+	rs, err := h.Wait(progresstest.Context(t), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,10 +425,10 @@ func TestInteractionFlow(t *testing.T) {
 		Data:    discordgo.MessageComponentInteractionData{CustomID: "again", ComponentType: discordgo.ButtonComponent},
 		Message: &discordgo.Message{ID: orig.ID},
 	})
-	if err := receive(t, ctx, errs); err != nil {
+	if err := receive(t, errs); err != nil {
 		t.Fatal(err)
 	}
-	rs, err = click.Wait(ctx, 1)
+	rs, err = click.Wait(progresstest.Context(t), 1)
 	if err != nil || rs[0].Type != discordgo.InteractionResponseUpdateMessage {
 		t.Fatalf("click responses %+v %v", rs, err)
 	}
@@ -402,10 +438,10 @@ func TestInteractionFlow(t *testing.T) {
 	}
 
 	secret := f.Interact(&discordgo.Interaction{Data: discordgo.ApplicationCommandInteractionData{Name: "secret"}})
-	if err := receive(t, ctx, errs); err != nil {
+	if err := receive(t, errs); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := secret.Wait(ctx, 1); err != nil {
+	if _, err := secret.Wait(progresstest.Context(t), 1); err != nil {
 		t.Fatal(err)
 	}
 	if o := secret.Original(); o == nil || o.Flags&discordgo.MessageFlagsEphemeral == 0 || o.Content != "psst" {
@@ -417,15 +453,18 @@ func TestInteractionFlow(t *testing.T) {
 
 	// With the MESSAGE_CONTENT intent, a user's message arrives whole.
 	f.SendMessage(&discordgo.Message{Content: "plain text"})
-	if m := receive(t, ctx, userMessages); m.Content != "plain text" {
+	if m := receive(t, userMessages); m.Content != "plain text" {
 		t.Fatalf("content withheld despite the intent: %+v", m)
 	}
 }
 
+// TestLateAcknowledgement answers through discordgo's handler after the
+// fake's clock has moved past the deadline: the callback is refused and
+// recorded as late, and the interaction has no webhook for a follow-up.
 func TestLateAcknowledgement(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
-	f := newFake(t, discordtest.Options{InteractionDeadline: 5 * time.Millisecond})
+	clock := &manualClock{now: stoppedAt}
+	f := newFake(t, discordtest.Options{Now: clock.Now})
 	dg := restSession(t, f)
 	release := make(chan struct{})
 	results := make(chan error, 2)
@@ -439,14 +478,80 @@ func TestLateAcknowledgement(t *testing.T) {
 	})
 	open(t, dg)
 	h := f.Interact(&discordgo.Interaction{Data: discordgo.ApplicationCommandInteractionData{Name: "slow"}})
-	<-h.Expired()
+	if want := stoppedAt.Add(discordtest.DefaultInteractionDeadline); !h.Deadline().Equal(want) {
+		t.Fatalf("deadline %v, want %v (dispatch on the fake's clock plus 3 s)", h.Deadline(), want)
+	}
+	late := h.Deadline().Add(time.Millisecond)
+	clock.Set(late)
 	close(release)
-	restError(t, receive(t, ctx, results), http.StatusNotFound, 10062)
-	restError(t, receive(t, ctx, results), http.StatusNotFound, 10015)
+	restError(t, receive(t, results), http.StatusNotFound, 10062)
+	restError(t, receive(t, results), http.StatusNotFound, 10015)
 	rs := h.Responses()
-	if len(rs) != 1 || !rs[0].Late || rs[0].Data == nil || rs[0].Data.Content != "too late" || h.Acknowledged() || h.Original() != nil {
+	if len(rs) != 1 || !rs[0].Late || rs[0].Data == nil || rs[0].Data.Content != "too late" || !rs[0].At.Equal(late) ||
+		h.Acknowledged() || h.Original() != nil {
 		t.Fatalf("late callback: %+v acked=%v", rs, h.Acknowledged())
 	}
+}
+
+// TestInteractionDeadlineOnInjectedClock shows that the deadline is
+// measured on Options.Now's clock, both when the interaction is dispatched
+// and when its callback arrives: the clock stands at a date far from the
+// real one, so a deadline measured on the real clock at either end would
+// accept the late callback or refuse the early one.
+func TestInteractionDeadlineOnInjectedClock(t *testing.T) {
+	t.Parallel()
+	const deadline = 10 * time.Second
+	clock := &manualClock{now: stoppedAt}
+	f := newFake(t, discordtest.Options{Now: clock.Now, InteractionDeadline: deadline})
+	dg := restSession(t, f)
+	ix := func() (*discordtest.Interaction, *discordgo.Interaction) {
+		h := f.Interact(&discordgo.Interaction{Data: discordgo.ApplicationCommandInteractionData{Name: "timed"}})
+		return h, &discordgo.Interaction{ID: h.ID(), Token: h.Token(), AppID: f.Config().ApplicationID}
+	}
+	respond := func(i *discordgo.Interaction) error {
+		return dg.InteractionRespond(i, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseChannelMessageWithSource,
+			Data: &discordgo.InteractionResponseData{Content: "answer"}})
+	}
+	early, iEarly := ix()
+	onTime, iOnTime := ix()
+	late, iLate := ix()
+	end := stoppedAt.Add(deadline)
+	for _, h := range []*discordtest.Interaction{early, onTime, late} {
+		if !h.Deadline().Equal(end) {
+			t.Fatalf("deadline %v, want %v", h.Deadline(), end)
+		}
+	}
+	check := func(name string, h *discordtest.Interaction, at time.Time, wantLate bool) {
+		t.Helper()
+		rs := h.Responses()
+		if len(rs) != 1 || rs[0].Kind != "callback" || rs[0].Late != wantLate || !rs[0].At.Equal(at) || h.Acknowledged() == wantLate {
+			t.Errorf("%s: responses %+v, acknowledged %v; want late=%v at %v", name, rs, h.Acknowledged(), wantLate, at)
+		}
+	}
+
+	clock.Set(end.Add(-time.Nanosecond))
+	if err := respond(iEarly); err != nil {
+		t.Fatalf("a callback just before the deadline: %v", err)
+	}
+	check("just before", early, end.Add(-time.Nanosecond), false)
+	clock.Set(end)
+	if err := respond(iOnTime); err != nil {
+		t.Fatalf("a callback at the deadline: %v", err)
+	}
+	check("at the deadline", onTime, end, false)
+	clock.Set(end.Add(time.Nanosecond))
+	restError(t, respond(iLate), http.StatusNotFound, 10062)
+	check("just after", late, end.Add(time.Nanosecond), true)
+
+	// An interaction dispatched now has its deadline from now.
+	fresh, iFresh := ix()
+	if want := end.Add(time.Nanosecond + deadline); !fresh.Deadline().Equal(want) {
+		t.Fatalf("deadline of an interaction dispatched later: %v, want %v", fresh.Deadline(), want)
+	}
+	if err := respond(iFresh); err != nil {
+		t.Fatalf("a callback in time for a later interaction: %v", err)
+	}
+	check("later interaction", fresh, end.Add(time.Nanosecond), false)
 }
 
 // TestInteractionCallbackRules exercises callback semantics over REST only:
@@ -851,7 +956,6 @@ func TestResume(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := testContext(t)
 			f := newFake(t, discordtest.Options{})
 			dg := restSession(t, f)
 			dg.SyncEvents = true // handlers run in arrival order
@@ -861,19 +965,19 @@ func TestResume(t *testing.T) {
 			// Cut only after discordgo's first heartbeat: a heartbeat goroutine
 			// that has not sent it yet writes to the dead connection later and
 			// then closes the new one with 1000, ending the session.
-			if err := f.WaitFor(ctx, func() bool { return f.Heartbeats() >= 1 }); err != nil {
+			if err := f.WaitFor(progresstest.Context(t), func() bool { return f.Heartbeats() >= 1 }); err != nil {
 				t.Fatal(err)
 			}
 			tc.cut(f)
 			h := f.Interact(&discordgo.Interaction{Data: discordgo.ApplicationCommandInteractionData{Name: "queued"}})
-			if err := f.WaitFor(ctx, func() bool { return f.Resumes() == 1 && f.Connected() }); err != nil {
+			if err := f.WaitFor(progresstest.Context(t), func() bool { return f.Resumes() == 1 && f.Connected() }); err != nil {
 				t.Fatal(err)
 			}
-			if id := receive(t, ctx, got); id != h.ID() {
+			if id := receive(t, got); id != h.ID() {
 				t.Fatalf("got interaction %s, want %s", id, h.ID())
 			}
 			marker := f.Interact(&discordgo.Interaction{Data: discordgo.ApplicationCommandInteractionData{Name: "marker"}})
-			if id := receive(t, ctx, got); id != marker.ID() {
+			if id := receive(t, got); id != marker.ID() {
 				t.Fatalf("got interaction %s before the marker %s: delivered twice?", id, marker.ID())
 			}
 			if f.Sessions() != 1 {
@@ -897,12 +1001,11 @@ func TestResume(t *testing.T) {
 // INVALID_SESSION and it identifies again.
 func TestZombieConnection(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
 	f := newFake(t, discordtest.Options{HeartbeatInterval: 30 * time.Millisecond})
 	dg := restSession(t, f)
 	open(t, dg)
 	f.SkipAcks(1 << 30)
-	if err := f.WaitFor(ctx, func() bool { return f.Sessions() >= 2 && f.Connected() }); err != nil {
+	if err := f.WaitFor(progresstest.Context(t), func() bool { return f.Sessions() >= 2 && f.Connected() }); err != nil {
 		t.Fatal(err)
 	}
 	if f.Resumes() != 0 {
@@ -924,7 +1027,6 @@ func TestZombieConnection(t *testing.T) {
 // sent before the client identified is delivered after READY.
 func TestMessageContentIntent(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
 	f := newFake(t, discordtest.Options{})
 	early := f.SendMessage(&discordgo.Message{Content: "sent before identify"})
 	dg := restSession(t, f)
@@ -933,12 +1035,12 @@ func TestMessageContentIntent(t *testing.T) {
 	dg.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) { got <- m.Message })
 	open(t, dg)
 
-	m := receive(t, ctx, got)
+	m := receive(t, got)
 	if m.ID != early.ID || m.Content != "" || m.Author.ID != discordtest.DefaultUserID {
 		t.Fatalf("queued message %+v", m)
 	}
 	mention := f.SendMessage(&discordgo.Message{Content: "<@" + f.Config().BotUserID + "> please look"})
-	m = receive(t, ctx, got)
+	m = receive(t, got)
 	if m.ID != mention.ID || m.Content == "" || len(m.Mentions) != 1 {
 		t.Fatalf("a mention must keep the content: %+v", m)
 	}
@@ -946,7 +1048,7 @@ func TestMessageContentIntent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m = receive(t, ctx, got)
+	m = receive(t, got)
 	if m.ID != own.ID || m.Content != "my own" {
 		t.Fatalf("the bot's own message must keep the content: %+v", m)
 	}
@@ -1038,14 +1140,13 @@ func TestGatewayProtocolErrors(t *testing.T) {
 // TestCompressedFrames checks that discordgo reads per-message zlib frames.
 func TestCompressedFrames(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
 	f := newFake(t, discordtest.Options{Compress: true})
 	dg := restSession(t, f)
 	got := make(chan string, 1)
 	dg.AddHandler(func(_ *discordgo.Session, ic *discordgo.InteractionCreate) { got <- ic.ApplicationCommandData().Name })
 	open(t, dg)
 	f.Interact(&discordgo.Interaction{Data: discordgo.ApplicationCommandInteractionData{Name: "zipped"}})
-	if name := receive(t, ctx, got); name != "zipped" {
+	if name := receive(t, got); name != "zipped" {
 		t.Fatalf("got %q", name)
 	}
 	if dg.State.User == nil || dg.State.User.ID != f.Config().BotUserID {
@@ -1077,6 +1178,16 @@ func TestOptionsDefaultsAndPanics(t *testing.T) {
 	sort.Strings(want)
 	if fmt.Sprint(got) != fmt.Sprint(want) || !strings.HasPrefix(f.URL(), "http://127.0.0.1:") {
 		t.Fatalf("config %+v url %s", cfg, f.URL())
+	}
+
+	// Without Options.Now, the deadline is measured on the real clock.
+	wall := discordtest.New(discordtest.Options{})
+	t.Cleanup(wall.Close)
+	before := time.Now()
+	h := wall.Interact(&discordgo.Interaction{Data: discordgo.ApplicationCommandInteractionData{Name: "x"}})
+	after := time.Now()
+	if d := h.Deadline(); d.Before(before.Add(discordtest.DefaultInteractionDeadline)) || d.After(after.Add(discordtest.DefaultInteractionDeadline)) {
+		t.Errorf("deadline %v, want 3 s after a dispatch between %v and %v", d, before, after)
 	}
 }
 

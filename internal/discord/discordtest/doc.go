@@ -53,15 +53,16 @@
 //
 // Gateway discovery; application commands (bulk overwrite, list, single
 // create/get/edit/delete, guild and global) with Discord's validation;
-// interaction callbacks with the 3-second deadline (10062), the single
-// acknowledgement (40060) and per-type rules; @original and follow-up
-// webhooks; channel messages with multipart uploads, nonce idempotency
-// (enforce_nonce), components and length limits; threads (from a message,
-// whose id the thread takes, or without one); channel get/edit. Errors have
-// Discord's JSON shape {"message", "code"} and, for 50035 "Invalid Form
-// Body", the nested "errors" object naming each field. Every response
-// carries per-route X-RateLimit-* headers that never make discordgo wait;
-// RateLimit injects real 429 answers.
+// interaction callbacks with the 3-second deadline (10062), measured on the
+// clock Options.Now (so that a test can stop it, or move it past the
+// deadline), the single acknowledgement (40060) and per-type rules;
+// @original and follow-up webhooks; channel messages with multipart
+// uploads, nonce idempotency (enforce_nonce), components and length limits;
+// threads (from a message, whose id the thread takes, or without one);
+// channel get/edit. Errors have Discord's JSON shape {"message", "code"}
+// and, for 50035 "Invalid Form Body", the nested "errors" object naming
+// each field. Every response carries per-route X-RateLimit-* headers that
+// never make discordgo wait; RateLimit injects real 429 answers.
 //
 // Routes other than gateway discovery, interaction callbacks and webhook
 // routes (which Discord authenticates by the token in the path) require

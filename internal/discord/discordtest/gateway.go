@@ -531,11 +531,12 @@ func (s *Server) Dispatches() []Dispatch {
 // Without a live connection, DropConnection does nothing.
 //
 // With discordgo, cut a connection only after its first heartbeat arrived
-// (Heartbeats() >= 1): until its heartbeat goroutine has sent one, a
-// discordgo session that reconnects has that goroutine write to the dead
-// connection afterwards, fail, and close the new connection with 1000, which
-// ends the session (it then identifies anew). The same holds for
-// SendReconnect.
+// (Heartbeats() >= 1; for a later connection, Heartbeats() above its value
+// right after the previous cut, as a dropped connection's heartbeats are not
+// counted): until its heartbeat goroutine has sent one, a discordgo session
+// that reconnects has that goroutine write to the dead connection
+// afterwards, fail, and close the new connection with 1000, which ends the
+// session (it then identifies anew). The same holds for SendReconnect.
 func (s *Server) DropConnection(code int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -28,7 +28,9 @@ type Response struct {
 	// Late reports a callback that arrived after the deadline and was
 	// refused with 10062.
 	Late bool
-	At   time.Time
+	// At is when the fake received the request, on Options.Now's clock
+	// (the clock of Interaction.Deadline).
+	At time.Time
 }
 
 // Interaction is the fake's handle on one interaction dispatched by
@@ -63,8 +65,9 @@ const interactionMessageFlags = discordgo.MessageFlagsSuppressEmbeds | discordgo
 // current state of i.Message (looked up by i.Message.ID). Type 0 is inferred
 // from the data: component, modal submit, or else application command. A
 // command's data id is filled from the registered command of the same name.
-// The initial-response deadline starts now. It panics for a component
-// interaction without a message and for an unknown channel.
+// The initial-response deadline starts now, as Options.Now reads (see
+// Interaction.Deadline). It panics for a component interaction without a
+// message and for an unknown channel.
 func (s *Server) Interact(i *discordgo.Interaction) *Interaction {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -167,7 +170,7 @@ func (s *Server) Interact(i *discordgo.Interaction) *Interaction {
 		channelID:   i.ChannelID,
 		commandName: name,
 		user:        user,
-		dispatched:  time.Now(),
+		dispatched:  s.opts.Now(),
 		message:     msg,
 		followups:   make(map[string]*msgRec),
 	}
@@ -195,13 +198,9 @@ func (h *Interaction) Payload() *discordgo.Interaction {
 	return &i
 }
 
-// Deadline returns the time after which the initial response is refused.
+// Deadline returns the time after which the initial response is refused,
+// on Options.Now's clock: a callback is late when Now reads after it.
 func (h *Interaction) Deadline() time.Time { return h.deadline }
-
-// Expired returns a channel that receives once the deadline has passed.
-func (h *Interaction) Expired() <-chan time.Time {
-	return time.After(time.Until(h.deadline) + time.Millisecond)
-}
 
 // Acknowledged reports whether an initial response was accepted.
 func (h *Interaction) Acknowledged() bool {
@@ -243,7 +242,7 @@ func (h *Interaction) Original() *discordgo.Message {
 }
 
 func (h *Interaction) recordLocked(r Response) {
-	r.At = time.Now()
+	r.At = h.s.opts.Now()
 	if r.Message != nil {
 		r.Message = copyMessage(r.Message)
 	}
@@ -345,7 +344,7 @@ func (s *Server) interactionCallback(w *response, q *restReq) {
 	if hasData {
 		data = responseData(p)
 	}
-	if time.Now().After(h.deadline) {
+	if s.opts.Now().After(h.deadline) {
 		h.recordLocked(Response{Kind: "callback", Type: cb.Type, Data: data, Late: true})
 		w.apiError(http.StatusNotFound, codeUnknownInteraction, "Unknown interaction")
 		return

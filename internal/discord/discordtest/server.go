@@ -35,7 +35,7 @@ const (
 )
 
 // Options configures a Server. The zero value is usable: every empty field
-// takes the matching Default* constant.
+// takes its default, the matching Default* constant (time.Now for Now).
 type Options struct {
 	// Token is the bot token. REST requests must carry
 	// "Authorization: Bot <Token>"; the gateway accepts the IDENTIFY/RESUME
@@ -60,6 +60,16 @@ type Options struct {
 	// accepted; later callbacks get 404 {"code":10062}. Default
 	// DefaultInteractionDeadline (Discord's 3 seconds).
 	InteractionDeadline time.Duration
+	// Now is the clock interaction deadlines are measured on: Interact
+	// reads it for the dispatch time (Interaction.Deadline is that plus
+	// InteractionDeadline), an initial callback is refused as late when Now
+	// reads after the deadline, and Response.At is read from it. Default
+	// time.Now. A test that is not about the deadline can pass a clock that
+	// stands still, so that no callback is late however slow the machine; a
+	// test of the deadline can move a clock of its own past it instead of
+	// waiting. Now is called with the server's lock held: it must not call
+	// the Server's methods.
+	Now func() time.Time
 	// Compress makes the gateway send every frame after IDENTIFY as a
 	// per-message zlib binary frame when the client's IDENTIFY asked for
 	// compression (discordgo does by default). Off: plain JSON text frames.
@@ -190,6 +200,9 @@ func withDefaults(o Options) Options {
 	}
 	if o.InteractionDeadline == 0 {
 		o.InteractionDeadline = DefaultInteractionDeadline
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	for name, id := range map[string]string{
 		"ApplicationID": o.ApplicationID, "BotUserID": o.BotUserID, "GuildID": o.GuildID,
