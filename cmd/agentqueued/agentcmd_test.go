@@ -14,12 +14,14 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
 
 // waitLimit guards channel waits so that a broken test fails instead of
-// hanging; it never orders events.
-const waitLimit = 10 * time.Second
+// hanging; it never orders events. It is the generous stall limit of
+// progresstest: a loaded machine must never reach it.
+var waitLimit = progresstest.Stall()
 
 // pendingAsk is an ask the service waits on; the test answers it.
 type pendingAsk struct {

@@ -25,7 +25,7 @@ const usage = `Usage:
   agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--json] COMMAND ...
   agentqueued agent COMMAND ...
   agentqueued mcp
-  agentqueued demo [--keep] [--timeout DURATION]
+  agentqueued demo [--keep] [--stall DURATION] [--timeout DURATION]
 
 Commands of ctl:
   project create|list|show|edit

@@ -423,6 +423,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"ctl"}, 2, "error: ctl: missing command"},
 		{[]string{"ctl", "task", "add", "-h"}, 0, "-depends-on"},
 		{[]string{"ctl", "--addr", "ftp://x", "health"}, 2, "is not an http(s) URL"},
+		{[]string{"demo", "--stall", "0s"}, 2, "error: demo: --stall must be positive"},
+		{[]string{"demo", "--timeout", "-1s"}, 2, "--timeout not negative"},
 	}
 	for _, tt := range tests {
 		var stdout, stderr syncBuffer

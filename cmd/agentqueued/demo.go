@@ -23,6 +23,10 @@ var demoAgentScript []byte
 // demoPoll is how often the demo looks at the tasks to print their moves.
 const demoPoll = 100 * time.Millisecond
 
+// demoStall is how long the demo waits by default for a task to move
+// before it gives up.
+const demoStall = 2 * time.Minute
+
 // runDemo is the "demo" subcommand: a temporary git repository and project,
 // two command agents running demo-agent.sh, and a small DAG (fan-out,
 // fan-in, one requires_success=false edge) run to completion by a daemon in
@@ -32,9 +36,13 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("agentqueued demo", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	keep := fs.Bool("keep", false, "keep the temporary directory (its path is printed)")
-	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
+	stall := fs.Duration("stall", demoStall, "give up when no task has moved for this long")
+	timeout := fs.Duration("timeout", 0, "give up after this long in all (0: no limit)")
 	if err := fs.Parse(args); err != nil {
 		return usagef("demo: %v", err)
+	}
+	if *stall <= 0 || *timeout < 0 {
+		return usagef("demo: --stall must be positive and --timeout not negative")
 	}
 	if _, err := exec.LookPath("git"); err != nil {
 		return errors.New("demo: git is needed and was not found on PATH")
@@ -70,8 +78,18 @@ orchestrator:
 		return fmt.Errorf("demo: %w", err)
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	// The demo waits as long as its tasks keep moving: a slow machine
+	// takes longer, a stuck daemon is given up after the stall.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stalled := fmt.Errorf("no task moved for %s", *stall)
+	watchdog := time.AfterFunc(*stall, func() { cancel(stalled) })
+	defer watchdog.Stop()
 	daemon := NewMain([]string{"run", "--config", cfgPath, "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0"},
 		io.Discard, m.Stderr, m.Getenv)
 	errc := make(chan error, 1)
@@ -86,7 +104,7 @@ orchestrator:
 	case err := <-errc:
 		return fmt.Errorf("demo: the daemon did not start: %w", err)
 	case <-ctx.Done():
-		return errors.New("demo: the daemon did not start in time")
+		return fmt.Errorf("demo: the daemon did not start: %v", context.Cause(ctx))
 	}
 	client, err := api.NewClient("http://"+daemon.Addr(), "", nil)
 	if err != nil {
@@ -132,6 +150,7 @@ orchestrator:
 			if seen[t.ID] != t.Status {
 				fmt.Fprintf(m.Stdout, "%-9s %-22s %s\n", names[t.ID], t.ID, t.Status)
 				seen[t.ID] = t.Status
+				watchdog.Reset(*stall)
 			}
 			switch t.Status {
 			case models.StatusCompleted:
@@ -145,7 +164,14 @@ orchestrator:
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("demo: not finished in %s (%d of %d tasks completed)", *timeout, done, len(results))
+			switch cause := context.Cause(ctx); {
+			case cause == stalled:
+				return fmt.Errorf("demo: no task moved for %s (%d of %d tasks completed)", *stall, done, len(results))
+			case errors.Is(cause, context.DeadlineExceeded):
+				return fmt.Errorf("demo: not finished in %s (%d of %d tasks completed)", *timeout, done, len(results))
+			default:
+				return fmt.Errorf("demo: stopped: %v (%d of %d tasks completed)", cause, done, len(results))
+			}
 		case err := <-errc:
 			return fmt.Errorf("demo: the daemon stopped: %v", err)
 		case <-time.After(demoPoll):

@@ -2,14 +2,15 @@ package main
 
 import (
 	"bytes"
-	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/agentqueued/agentqueued/internal/progresstest"
 )
 
 var (
@@ -45,19 +46,40 @@ func agentqueuedBinary(t *testing.T) string {
 	return binaryPath
 }
 
+// progressWriter collects a process's output and reports each write as
+// progress.
+type progressWriter struct {
+	watch *progresstest.Watchdog
+	mu    sync.Mutex
+	buf   bytes.Buffer
+}
+
+func (w *progressWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.watch.Progress(fmt.Sprintf("output %q", bytes.TrimSpace(p)))
+	return w.buf.Write(p)
+}
+
+func (w *progressWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
 func TestDemoRunsToCompletion(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
 	bin := agentqueuedBinary(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "demo", "--timeout", "2m")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	// The demo prints each move of its tasks: each line is progress.
+	watch := progresstest.New(t, "the demo's start")
+	cmd := exec.CommandContext(watch.Context(), bin, "demo", "--stall", progresstest.Stall().String())
+	out := &progressWriter{watch: watch}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("demo: %v\n%s", err, out.String())
+		t.Fatalf("demo: %v (%v)\n%s", err, watch.Err(), out.String())
 	}
 	got := out.String()
 	if !strings.Contains(got, "all 5 tasks completed; their commits are merged into main") {

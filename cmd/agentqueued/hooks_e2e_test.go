@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/hooks/openaitest"
@@ -66,8 +65,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := d.watch.Context()
 	c, err := api.NewClient("http://"+d.m.Addr(), "", nil)
 	if err != nil {
 		t.Fatal(err)

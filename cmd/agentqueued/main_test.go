@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/agentqueued/agentqueued/internal/progresstest"
 )
 
 func TestMain(m *testing.M) {
@@ -21,15 +24,20 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
+// syncBuffer is a bytes.Buffer safe for concurrent writers. Each write
+// is reported to onWrite, when set.
 type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	onWrite func(p []byte)
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.onWrite != nil {
+		b.onWrite(p)
+	}
 	return b.buf.Write(p)
 }
 
@@ -52,6 +60,10 @@ type daemon struct {
 	m    *Main
 	logs *syncBuffer
 	errc chan error
+	// watch sees the daemon's progress: each committed status change and
+	// each line it logs. Tests wait on its context rather than on a
+	// wall-clock budget.
+	watch *progresstest.Watchdog
 	// stoppedWithError is set by tests that expect Run to fail on its own.
 	stoppedWithError bool
 }
@@ -66,9 +78,17 @@ func startMain(t *testing.T, env map[string]string, args ...string) (*daemon, er
 // startMainWith is startMain with a Main changed by set before it runs.
 func startMainWith(t *testing.T, set func(*Main), args ...string) (*daemon, error) {
 	t.Helper()
-	d := &daemon{logs: &syncBuffer{}, errc: make(chan error, 1)}
+	d := &daemon{logs: &syncBuffer{}, errc: make(chan error, 1), watch: progresstest.New(t, "the daemon's start")}
+	d.logs.onWrite = func(p []byte) { d.watch.Progress(fmt.Sprintf("the log line %q", bytes.TrimSpace(p))) }
 	d.m = NewMain(args, &syncBuffer{}, d.logs, envOf(nil))
 	set(d.m)
+	onChange := d.m.OnChange
+	d.m.OnChange = func() {
+		d.watch.Progress("a committed status change")
+		if onChange != nil {
+			onChange()
+		}
+	}
 	go func() { d.errc <- d.m.Run(context.Background()) }()
 	select {
 	case <-d.m.Ready():
@@ -83,7 +103,10 @@ func startMainWith(t *testing.T, set func(*Main), args ...string) (*daemon, erro
 			t.Fatalf("Run(%q) returned nil without listening", args)
 		}
 		return nil, err
+	case <-d.watch.Done():
+		t.Fatalf("Run(%q) did not listen: %v\n%s", args, d.watch.Err(), d.logs)
 	}
+	return nil, nil
 }
 
 // startDaemon starts a daemon on dataDir and a free port.

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
@@ -79,8 +78,7 @@ func TestWorkflowRunOverTheAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := d.watch.Context()
 	c, err := api.NewClient("http://"+d.m.Addr(), "", nil)
 	if err != nil {
 		t.Fatal(err)

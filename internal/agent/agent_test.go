@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
 )
 
 // scripts are the fake agents, written before any test runs: writing an
@@ -67,9 +67,7 @@ func script(t *testing.T, name string) string {
 
 func wait(t *testing.T, p *agent.Process) agent.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	r, err := p.Wait(ctx)
+	r, err := p.Wait(progresstest.Context(t))
 	if err != nil {
 		t.Fatalf("process did not end: %v", err)
 	}

@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"context"
 	"maps"
 	"os"
 	"os/exec"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
 )
 
 // buildFakeAgent builds fakeagent into dir and links it under every CLI's
@@ -104,9 +104,7 @@ func runFake(t *testing.T, a agent.Adapter, bin, repo, home string, rc agent.Run
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	res, err := proc.Wait(ctx)
+	res, err := proc.Wait(progresstest.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/hooks"
 	"github.com/agentqueued/agentqueued/internal/hooks/openaitest"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
@@ -254,7 +255,7 @@ func (h *harness) waitRun() models.HookRun {
 	select {
 	case r := <-h.ended:
 		return r
-	case <-time.After(60 * time.Second):
+	case <-time.After(progresstest.Stall()):
 		h.t.Fatal("no hook run ended")
 	}
 	return models.HookRun{}

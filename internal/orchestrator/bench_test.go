@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
@@ -212,8 +213,8 @@ func BenchmarkCompleteToDependentStart(b *testing.B) {
 		select {
 		case r := <-ch:
 			return r
-		case <-time.After(30 * time.Second):
-			b.Fatalf("no %s within 30s", what)
+		case <-time.After(progresstest.Stall()):
+			b.Fatalf("no %s within the stall limit %s", what, progresstest.Stall())
 		}
 		return models.Run{}
 	}

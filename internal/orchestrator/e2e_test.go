@@ -18,6 +18,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/repo"
 )
 
@@ -137,16 +138,17 @@ func (e *e2e) add(project string, ts ...models.BatchTask) map[string]string {
 }
 
 // waitFor waits until cond holds, checking after every round of the loop
-// (every committed change wakes it); the bound only turns a hang into a
-// failure.
+// (every committed change wakes it) for as long as rounds keep coming: a
+// round is progress, and only a stall fails the wait.
 func (e *e2e) waitFor(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.After(90 * time.Second)
+	watch := progresstest.New(e.t, "the start of the wait for "+what)
 	for !cond() {
 		select {
-		case <-e.rounds:
-		case <-deadline:
-			e.t.Fatalf("timed out waiting for %s", what)
+		case seq := <-e.rounds:
+			watch.Progress(fmt.Sprintf("round %d", seq))
+		case <-watch.Done():
+			e.t.Fatalf("waiting for %s: %v", what, watch.Err())
 		}
 	}
 }

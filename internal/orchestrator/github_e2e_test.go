@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-github/v60/github"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/repo/githubtest"
 )
@@ -168,7 +169,7 @@ func (p *prEnv) nextCheck() error {
 	select {
 	case err := <-p.checks:
 		return err
-	case <-time.After(90 * time.Second):
+	case <-time.After(progresstest.Stall()):
 		p.t.Fatal("no pull request check")
 		return nil
 	}
@@ -413,7 +414,7 @@ func TestPollingFiftyPullRequestsForAnHour(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-			case <-time.After(time.Minute):
+			case <-time.After(progresstest.Stall()):
 				t.Fatal("the watcher stopped checking")
 			}
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
@@ -200,7 +201,7 @@ func (h *harness) stop() {
 		if err != nil {
 			h.t.Errorf("Run: %v", err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(progresstest.Stall()):
 		h.t.Error("orchestrator did not stop")
 	}
 }
@@ -241,7 +242,7 @@ func (h *harness) settle() {
 			if seq >= want {
 				return
 			}
-		case <-time.After(30 * time.Second):
+		case <-time.After(progresstest.Stall()):
 			h.t.Fatal("no round")
 		}
 	}
@@ -250,14 +251,14 @@ func (h *harness) settle() {
 func (h *harness) waitEnd() models.Run   { h.t.Helper(); return h.waitRun(h.ends, "ended") }
 func (h *harness) waitStart() models.Run { h.t.Helper(); return h.waitRun(h.starts, "started") }
 
-// waitRun receives the next run from a hook's channel; the bound only turns
-// a broken test into a failure instead of a hang.
+// waitRun receives the next run from a hook's channel; the bound (a stall
+// limit) only turns a broken test into a failure instead of a hang.
 func (h *harness) waitRun(ch chan models.Run, what string) models.Run {
 	h.t.Helper()
 	select {
 	case r := <-ch:
 		return r
-	case <-time.After(30 * time.Second):
+	case <-time.After(progresstest.Stall()):
 		h.t.Fatalf("no run %s", what)
 	}
 	return models.Run{}

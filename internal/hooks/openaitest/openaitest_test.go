@@ -17,6 +17,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/agentqueued/agentqueued/internal/hooks/openaitest"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
 )
 
 const (
@@ -42,11 +43,7 @@ func newClient(f *openaitest.Server, key string) *openai.Client {
 	return openai.NewClientWithConfig(cfg)
 }
 
-func testContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testContext(t *testing.T) context.Context { return progresstest.Context(t) }
 
 func userRequest(text string) openai.ChatCompletionRequest {
 	return openai.ChatCompletionRequest{
