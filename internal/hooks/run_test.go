@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -612,7 +613,7 @@ func TestCommandsLeaveNothingRunningAndFIFOsDoNotHang(t *testing.T) {
 		t.Fatalf("%s %q", r.Status, r.Error)
 	}
 	pid := strings.TrimSpace(res[0].Output)
-	if stat, err := os.ReadFile("/proc/" + pid + "/stat"); err == nil && !strings.Contains(string(stat), ") Z ") {
+	if alive, stat := stillRuns(pid); alive {
 		t.Fatalf("the command's child %s still runs: %s", pid, stat)
 	}
 	fifo := h.hook(`{"project_id":"web","name":"Fifo","trigger":{"type":"manual"},
@@ -620,6 +621,35 @@ func TestCommandsLeaveNothingRunningAndFIFOsDoNotHang(t *testing.T) {
 	if r := h.fire(fifo.ID, models.HookFire{}); r.Status != models.HookRunFailed || r.Error != "context_steps[1] (read_file): pipe: not a regular file" {
 		t.Fatalf("%s %q", r.Status, r.Error)
 	}
+}
+
+// stillRuns reports whether the process pid can still run: it exists, is
+// not a zombie, and has no SIGKILL pending. A process killed a moment ago
+// on a busy machine may not have been scheduled to die yet, but with
+// SIGKILL pending it never runs another instruction.
+func stillRuns(pid string) (bool, string) {
+	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false, ""
+	}
+	if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X') {
+		return false, string(stat)
+	}
+	status, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return false, string(stat)
+	}
+	const sigkill = 1 << (9 - 1) // bit 9-1 of the pending-signal masks
+	for line := range strings.Lines(string(status)) {
+		name, mask, ok := strings.Cut(line, ":")
+		if !ok || (name != "SigPnd" && name != "ShdPnd") {
+			continue
+		}
+		if m, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64); err == nil && m&sigkill != 0 {
+			return false, string(stat)
+		}
+	}
+	return true, string(stat)
 }
 
 // outbox returns the notices of a kind.
