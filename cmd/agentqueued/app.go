@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -21,7 +22,7 @@ const (
 )
 
 const usage = `Usage:
-  agentqueued [run] [--config FILE] [--data-dir DIR] [--listen ADDR]
+  agentqueued [run] [--config FILE] [--data-dir DIR] [--listen ADDR] [--new-database]
   agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--json] COMMAND ...
   agentqueued agent COMMAND ...
   agentqueued mcp
@@ -74,6 +75,9 @@ type Main struct {
 	// OnChange, when set, is called after every commit that changed a
 	// task's status (for tests and metrics). It must not block.
 	OnChange func()
+
+	// dbWatchEvery, when set, replaces dbWatchInterval (for tests).
+	dbWatchEvery time.Duration
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc

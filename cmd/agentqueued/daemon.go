@@ -30,22 +30,29 @@ import (
 // leaseReleaseTimeout bounds releasing the lease on shutdown.
 const leaseReleaseTimeout = 5 * time.Second
 
+// runFlags are the run command's flags that are not configuration.
+type runFlags struct {
+	// newDatabase allows a fresh database in a data directory used before.
+	newDatabase bool
+}
+
 // loadDaemonConfig reads --config and applies --data-dir and --listen.
-func (m *Main) loadDaemonConfig(args []string) (config.Config, error) {
+func (m *Main) loadDaemonConfig(args []string) (config.Config, runFlags, error) {
 	fs := newFlagSet("agentqueued run")
 	configPath := fs.String("config", "", "configuration `file` (YAML); embedded defaults when empty")
 	dataDir := fs.String("data-dir", "", "data `directory` (overrides data_dir)")
 	listen := fs.String("listen", "", "API `address` host:port (overrides listen)")
+	newDB := fs.Bool("new-database", false, "start with an empty database in a data directory used before (its database is missing)")
 	pos, err := parseFlags(fs, args, m.Stdout)
 	if err != nil {
-		return config.Config{}, err
+		return config.Config{}, runFlags{}, err
 	}
 	if len(pos) > 0 {
-		return config.Config{}, usagef("run: unexpected argument %q", pos[0])
+		return config.Config{}, runFlags{}, usagef("run: unexpected argument %q", pos[0])
 	}
 	cfg, err := config.Load(*configPath, m.Getenv)
 	if err != nil {
-		return config.Config{}, &configError{err: err}
+		return config.Config{}, runFlags{}, &configError{err: err}
 	}
 	if *dataDir != "" {
 		cfg.DataDir = *dataDir
@@ -54,9 +61,9 @@ func (m *Main) loadDaemonConfig(args []string) (config.Config, error) {
 		cfg.Listen = *listen
 	}
 	if err := cfg.Validate(); err != nil {
-		return config.Config{}, &configError{err: err}
+		return config.Config{}, runFlags{}, &configError{err: err}
 	}
-	return cfg, nil
+	return cfg, runFlags{newDatabase: *newDB}, nil
 }
 
 // newLogger returns the slog logger the configuration asks for.
@@ -74,17 +81,15 @@ func newLogger(lc config.LogConfig, w io.Writer) *slog.Logger {
 
 // runDaemon is the "run" subcommand.
 func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
-	cfg, err := m.loadDaemonConfig(args)
+	cfg, flags, err := m.loadDaemonConfig(args)
 	if err != nil {
 		return err
 	}
 	log := newLogger(cfg.Log, m.Stderr)
 
 	dbPath := cfg.DatabasePath()
-	for _, dir := range []string{cfg.DataDir, filepath.Dir(dbPath)} {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("create data directory: %w", err)
-		}
+	if err := prepareDataDir(cfg, flags.newDatabase, log); err != nil {
+		return err
 	}
 	// The store wakes the orchestrator after every commit that may have made
 	// work ready; the orchestrator exists only after the lease is held.
@@ -115,6 +120,14 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 			err = errors.Join(err, fmt.Errorf("close store: %w", cerr))
 		}
 	}()
+
+	if err := markDataDir(cfg); err != nil {
+		return err
+	}
+	watch, err := newDBWatch(dbPath, m.dbWatchEvery, log)
+	if err != nil {
+		return err
+	}
 
 	holder, err := m.leaseHolder()
 	if err != nil {
@@ -252,6 +265,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	g.Go(func(ctx context.Context) error { return o.WatchPullRequests(ctx) })
 	g.Go(func(ctx context.Context) error { return eng.Run(ctx) })
 	g.Go(func(ctx context.Context) error { return wf.Run(ctx) })
+	g.Go(func(ctx context.Context) error { return watch.Run(ctx) })
 	if b != nil {
 		g.Go(func(ctx context.Context) error { return b.Run(ctx) })
 	}

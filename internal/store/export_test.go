@@ -59,6 +59,9 @@ func HotQueriesForTest() map[string]string {
 // MigrateForTest creates the database at path with the embedded migrations
 // up to version upTo only, as an older agentqueued left it.
 func MigrateForTest(path string, upTo int) error {
+	if err := createFile(context.Background(), path); err != nil {
+		return err
+	}
 	db, err := sql.Open("sqlite3", dsn(path, false))
 	if err != nil {
 		return err

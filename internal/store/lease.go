@@ -29,12 +29,13 @@ func (s *Store) AcquireLease(ctx context.Context, h models.LeaseHolder, ttl time
 		return errors.New("acquire lease: owner and a positive ttl are required")
 	}
 	now := s.now()
+	var gen int64
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		cur, err := readLease(ctx, tx)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		if err == nil && cur.Owner != h.Owner && cur.ExpiresAt.After(now) {
+		if err == nil && cur.Owner != "" && cur.Owner != h.Owner && cur.ExpiresAt.After(now) {
 			// On the same host, a holder whose process is gone crashed. A
 			// holder with our own pid is not taken over: two containers
 			// given the same hostname both run as pid 1, and taking a live
@@ -47,17 +48,72 @@ func (s *Store) AcquireLease(ctx context.Context, h models.LeaseHolder, ttl time
 			}
 			s.log.Warn("taking over the lease of a daemon that is gone", "owner", cur.Owner, "pid", cur.PID)
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO daemon_lease (id, owner, hostname, pid, acquired_at, renewed_at, expires_at)
-			VALUES (1, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, hostname = excluded.hostname,
-			pid = excluded.pid, acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at, expires_at = excluded.expires_at`,
+		_, err = tx.ExecContext(ctx, `INSERT INTO daemon_lease (id, owner, hostname, pid, acquired_at, renewed_at, expires_at, generation)
+			VALUES (1, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, hostname = excluded.hostname,
+			pid = excluded.pid, acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,
+			generation = daemon_lease.generation + 1`,
 			h.Owner, h.Hostname, h.PID, toNanos(now), toNanos(now), toNanos(now.Add(ttl)))
-		return err
+		if err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, "SELECT generation FROM daemon_lease WHERE id = 1").Scan(&gen)
 	})
 	if err != nil {
 		return fmt.Errorf("acquire lease: %w", err)
 	}
+	// From now on every write transaction of this store checks that the
+	// lease is still this one.
+	s.fence.Store(&fence{owner: h.Owner, generation: gen})
 	return nil
 }
+
+// fence is the lease a store's writes are made under.
+type fence struct {
+	owner      string
+	generation int64
+}
+
+// LeaseGeneration returns the generation of the lease this store holds
+// (each acquisition gets the next one), or 0 when it holds none.
+func (s *Store) LeaseGeneration() int64 {
+	if f := s.fence.Load(); f != nil {
+		return f.generation
+	}
+	return 0
+}
+
+// checkFence refuses a write transaction of a store whose lease has been
+// taken over: a daemon paused past its lease's expiry (SIGSTOP, a stalled
+// disk) while another took over must not write once it wakes. It reads the
+// lease inside the transaction, so the check and the write are atomic.
+func (s *Store) checkFence(ctx context.Context, tx *sql.Tx) error {
+	f := s.fence.Load()
+	if f == nil {
+		return nil
+	}
+	var (
+		owner string
+		gen   int64
+		host  string
+		pid   int
+	)
+	err := tx.QueryRowContext(ctx, "SELECT owner, generation, hostname, pid FROM daemon_lease WHERE id = 1").Scan(&owner, &gen, &host, &pid)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && owner == "") {
+		return fmt.Errorf("%w: no daemon holds it now", ErrLeaseLost)
+	}
+	if err != nil {
+		return fmt.Errorf("check the lease: %w", err)
+	}
+	if owner != f.owner || gen != f.generation {
+		return fmt.Errorf("%w: generation %d is held by owner %s (host %s, pid %d); this daemon held generation %d",
+			ErrLeaseLost, gen, owner, host, pid, f.generation)
+	}
+	return nil
+}
+
+// ErrLeaseLost is the error of a write refused because this daemon's lease
+// on the database has been taken over or released.
+var ErrLeaseLost = models.Errorf(models.CodeConflict, "this daemon no longer holds the database lease; its writes are refused")
 
 func readLease(ctx context.Context, tx *sql.Tx) (models.LeaseHolder, error) {
 	var (
@@ -92,10 +148,12 @@ func (s *Store) RenewLease(ctx context.Context, owner string, ttl time.Duration)
 }
 
 // ReleaseLease gives up owner's lease; releasing a lease one does not hold
-// does nothing.
+// does nothing. The row stays, its owner emptied, so that generations keep
+// counting; the store writes nothing more afterwards.
 func (s *Store) ReleaseLease(ctx context.Context, owner string) error {
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, "DELETE FROM daemon_lease WHERE id = 1 AND owner = ?", owner)
+		_, err := tx.ExecContext(ctx, `UPDATE daemon_lease SET owner = '', hostname = '', pid = 0, expires_at = 0
+			WHERE id = 1 AND owner = ?`, owner)
 		return err
 	})
 	if err != nil {
@@ -112,7 +170,7 @@ func (s *Store) LeaseHolder(ctx context.Context) (models.LeaseHolder, error) {
 	)
 	err := s.rdb.QueryRowContext(ctx, "SELECT owner, hostname, pid, expires_at FROM daemon_lease WHERE id = 1").
 		Scan(&h.Owner, &h.Hostname, &h.PID, &expires)
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && h.Owner == "") {
 		return h, models.Errorf(models.CodeNotFound, "no daemon holds the lease")
 	}
 	if err != nil {

@@ -5,16 +5,50 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
+// MaxTokensPerRecord bounds each count of one usage record (input,
+// output, cache read, cache write): about a trillion tokens, far beyond any
+// real call or session, and low enough that no sum of records the store
+// keeps can overflow. A report above it is refused as implausible: an
+// agent or a stream cannot brick the budget by reporting 5e18 tokens.
+const MaxTokensPerRecord = 1 << 40
+
+// maxTotal is where token totals stop: they saturate instead of wrapping.
+const maxTotal = math.MaxInt64
+
+// checkUsage refuses negative and implausible counts, naming the field.
+func checkUsage(u models.TokenUsage) error {
+	for _, c := range []struct {
+		name string
+		n    int64
+	}{{"input_tokens", u.Input}, {"output_tokens", u.Output}, {"cache_read_tokens", u.CacheRead}, {"cache_write_tokens", u.CacheWrite}} {
+		if c.n < 0 {
+			return models.Errorf(models.CodeInvalid, "token usage: %s must not be negative (got %d)", c.name, c.n)
+		}
+		if c.n > MaxTokensPerRecord {
+			return models.Errorf(models.CodeInvalid, "token usage: %s %d is not plausible (at most %d in one report)",
+				c.name, c.n, int64(MaxTokensPerRecord))
+		}
+	}
+	return nil
+}
+
+// satAdd is SQL adding the parameter to a non-negative column without
+// overflowing: the sum stops at the largest integer.
+func satAdd(column string) string {
+	return fmt.Sprintf("min(%[1]s, %[2]d - ?) + ?", column, int64(maxTotal))
+}
+
 // RecordTokenUsage appends u to the token ledger and adds it to the
 // project's total, in one transaction.
 func (s *Store) RecordTokenUsage(ctx context.Context, u models.TokenUsage) error {
-	if u.Input < 0 || u.Output < 0 || u.CacheRead < 0 || u.CacheWrite < 0 {
-		return models.Errorf(models.CodeInvalid, "token usage: counts must not be negative")
+	if err := checkUsage(u); err != nil {
+		return err
 	}
 	err := s.withTx(ctx, func(tx *sql.Tx) error { return s.recordTokenUsageTx(ctx, tx, u) })
 	if err != nil {
@@ -24,10 +58,15 @@ func (s *Store) RecordTokenUsage(ctx context.Context, u models.TokenUsage) error
 }
 
 func (s *Store) recordTokenUsageTx(ctx context.Context, tx *sql.Tx, u models.TokenUsage) error {
+	if err := checkUsage(u); err != nil {
+		return err
+	}
 	if u.CreatedAt.IsZero() {
 		u.CreatedAt = s.now()
 	}
-	res, err := tx.ExecContext(ctx, "UPDATE projects SET total_tokens_used = total_tokens_used + ? WHERE id = ?", u.Total(), u.ProjectID)
+	total := u.Total()
+	res, err := tx.ExecContext(ctx, "UPDATE projects SET total_tokens_used = "+satAdd("total_tokens_used")+" WHERE id = ?",
+		total, total, u.ProjectID)
 	if err != nil {
 		return err
 	}

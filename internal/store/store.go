@@ -10,10 +10,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/url"
+	"os"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
@@ -60,10 +62,18 @@ type Store struct {
 	log      *slog.Logger
 	rnd      *rand.Rand
 	onChange func()
+	// fence is the lease the store's writes are made under, once
+	// AcquireLease has succeeded (see checkFence).
+	fence atomic.Pointer[fence]
 }
 
+// dsn is the data source name of the database at p. Connections never
+// create the file (mode=rw; Open creates it once): a connection opened
+// after the file was deleted under a running daemon fails loudly instead
+// of starting an empty database beside the one still open.
 func dsn(p string, readOnly bool) string {
 	q := url.Values{}
+	q.Set("mode", "rw")
 	q.Set("_journal_mode", "WAL")
 	q.Set("_synchronous", "FULL")
 	q.Set("_busy_timeout", strconv.Itoa(int(DefaultBusyTimeout/time.Millisecond)))
@@ -96,17 +106,32 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if readConns <= 0 {
 		readConns = DefaultReadConns
 	}
+	if err := createFile(ctx, cfg.Path); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+	}
 	var err error
 	if s.wdb, err = sql.Open("sqlite3", dsn(cfg.Path, false)); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
 	}
 	s.wdb.SetMaxOpenConns(1)
 	s.wdb.SetConnMaxIdleTime(0)
-	if err := checkSQLite(ctx, s.wdb); err != nil {
+	if err := checkSQLite(ctx, s.wdb, true); err != nil {
+		s.wdb.Close()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+	}
+	if err := checkIntegrity(ctx, s.wdb); err != nil {
 		s.wdb.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
 	}
 	if err := s.migrate(ctx); err != nil {
+		s.wdb.Close()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+	}
+	if err := restrictFiles(cfg.Path); err != nil {
+		s.wdb.Close()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+	}
+	if err := s.repairTokenTotals(ctx); err != nil {
 		s.wdb.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
 	}
@@ -118,9 +143,25 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// createFile creates an empty database file at path when there is none.
+func createFile(ctx context.Context, path string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	q := url.Values{}
+	q.Set("mode", "rwc")
+	db, err := sql.Open("sqlite3", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return checkSQLite(ctx, db, false)
+}
+
 // checkSQLite fails clearly when the driver is unusable (a CGO_ENABLED=0
-// build compiles but cannot run SQLite) and confirms the durability settings.
-func checkSQLite(ctx context.Context, db *sql.DB) (err error) {
+// build compiles but cannot run SQLite) or the file cannot be opened, and
+// confirms the durability settings.
+func checkSQLite(ctx context.Context, db *sql.DB, settings bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("SQLite is unavailable (was the binary built with CGO_ENABLED=1 and gcc?): %v", r)
@@ -128,7 +169,16 @@ func checkSQLite(ctx context.Context, db *sql.DB) (err error) {
 	}()
 	var version, mode string
 	if err := db.QueryRowContext(ctx, "SELECT sqlite_version()").Scan(&version); err != nil {
-		return fmt.Errorf("SQLite is unavailable (was the binary built with CGO_ENABLED=1 and gcc?): %w", err)
+		switch {
+		case strings.Contains(err.Error(), "requires cgo"):
+			return fmt.Errorf("SQLite is unavailable (the binary was built without cgo: build it with CGO_ENABLED=1 and gcc): %w", err)
+		case ctx.Err() != nil:
+			return fmt.Errorf("the start was cancelled: %w", ctx.Err())
+		}
+		return fmt.Errorf("open the database file: %w", err)
+	}
+	if !settings {
+		return nil
 	}
 	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
 		return fmt.Errorf("read journal mode: %w", err)
@@ -142,6 +192,64 @@ func checkSQLite(ctx context.Context, db *sql.DB) (err error) {
 	}
 	if sync != 2 {
 		return fmt.Errorf("synchronous is %d, want 2 (FULL)", sync)
+	}
+	return nil
+}
+
+// checkIntegrity refuses a damaged database: PRAGMA quick_check reads
+// every page and index and answers "ok", or what is wrong. Serving a
+// damaged database would lose or invent state without a word.
+func checkIntegrity(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, "PRAGMA quick_check(5)")
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("the start was cancelled: %w", ctx.Err())
+		}
+		return fmt.Errorf("the database is damaged and cannot be checked (%w): restore it from a backup", err)
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return fmt.Errorf("check the database: %w", err)
+		}
+		if line != "ok" {
+			problems = append(problems, line)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("the start was cancelled: %w", ctx.Err())
+		}
+		return fmt.Errorf("the database is damaged and cannot be checked (%w): restore it from a backup", err)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("the database is damaged (quick_check: %s): restore it from a backup", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// DatabaseFileMode is the permission of the database and its WAL and
+// shared-memory files: they hold task texts, agents' settings and answers.
+const DatabaseFileMode fs.FileMode = 0o600
+
+// restrictFiles makes the database's files private to the daemon's user,
+// tightening what an earlier version or an umask left looser.
+func restrictFiles(path string) error {
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&^DatabaseFileMode != 0 {
+			if err := os.Chmod(p, DatabaseFileMode); err != nil {
+				return fmt.Errorf("restrict %s to mode %o: %w", p, DatabaseFileMode, err)
+			}
+		}
 	}
 	return nil
 }
@@ -253,6 +361,10 @@ func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 			panic(p)
 		}
 	}()
+	if err := s.checkFence(ctx, tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		return err

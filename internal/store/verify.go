@@ -122,6 +122,9 @@ func (s *Store) LastSession(ctx context.Context, taskID, agentID string) (string
 // project, task and agent), and the figure is kept, in one transaction. A
 // figure smaller than the last one adds nothing.
 func (s *Store) RecordRunUsage(ctx context.Context, runID int64, cumulative models.TokenUsage) (models.TokenUsage, error) {
+	if err := checkUsage(cumulative); err != nil {
+		return models.TokenUsage{}, fmt.Errorf("record usage of run %d: %w", runID, err)
+	}
 	var delta models.TokenUsage
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		var prev string
@@ -146,8 +149,8 @@ func (s *Store) RecordRunUsage(ctx context.Context, runID int64, cumulative mode
 		if delta.Total() == 0 {
 			return nil
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE agents SET total_tokens_used = total_tokens_used + ? WHERE id = ?",
-			delta.Total(), r.AgentID); err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE agents SET total_tokens_used = "+satAdd("total_tokens_used")+" WHERE id = ?",
+			delta.Total(), delta.Total(), r.AgentID); err != nil {
 			return err
 		}
 		return s.recordTokenUsageTx(ctx, tx, delta)

@@ -1,0 +1,303 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+// TestWritesOfADaemonThatLostItsLeaseAreRefused is a daemon paused past its
+// lease's expiry (SIGSTOP) while a second one took over: when it wakes, its
+// writes are refused inside their transactions, before anything changes.
+func TestWritesOfADaemonThatLostItsLeaseAreRefused(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	path := filepath.Join(t.TempDir(), "aq.db")
+	open := func() *store.Store {
+		s, err := store.Open(context.Background(), store.Config{Path: path, Now: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	ctx := context.Background()
+	stale, fresh := open(), open()
+	if err := stale.AcquireLease(ctx, models.LeaseHolder{Owner: "stale", Hostname: "other", PID: 1}, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stale.CreateProject(ctx, models.Project{ID: "before"}); err != nil {
+		t.Fatalf("a write under the lease: %v", err)
+	}
+	mu.Lock()
+	now = now.Add(time.Minute) // the stale daemon sleeps past its lease
+	mu.Unlock()
+	if err := fresh.AcquireLease(ctx, models.LeaseHolder{Owner: "fresh", Hostname: "other", PID: 2}, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if g1, g2 := stale.LeaseGeneration(), fresh.LeaseGeneration(); g1 != 1 || g2 != 2 {
+		t.Fatalf("generations %d and %d, want 1 and 2", g1, g2)
+	}
+
+	// The stale daemon wakes: every kind of write is refused.
+	_, err := stale.CreateProject(ctx, models.Project{ID: "after"})
+	if !errors.Is(err, store.ErrLeaseLost) || models.ErrorCodeOf(err) != models.CodeConflict ||
+		!strings.Contains(err.Error(), "generation 2 is held by owner fresh") {
+		t.Fatalf("a stale daemon's write: %v", err)
+	}
+	if err := stale.RecordTokenUsage(ctx, models.TokenUsage{ProjectID: "before", Input: 1}); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("a stale daemon's usage: %v", err)
+	}
+	if err := stale.RenewLease(ctx, "stale", 30*time.Second); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("a stale daemon's renewal: %v", err)
+	}
+	if _, err := fresh.GetProject(ctx, "after"); models.ErrorCodeOf(err) != models.CodeNotFound {
+		t.Fatalf("the refused write left a project: %v", err)
+	}
+	if p, _ := fresh.GetProject(ctx, "before"); p.TotalTokensUsed != 0 {
+		t.Fatalf("the refused usage was counted: %d", p.TotalTokensUsed)
+	}
+	// The new owner writes as usual; after it releases, its own store
+	// writes nothing more, and a third daemon gets the next generation.
+	if _, err := fresh.CreateProject(ctx, models.Project{ID: "fresh"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.ReleaseLease(ctx, "fresh"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fresh.CreateProject(ctx, models.Project{ID: "late"}); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("a write after the release: %v", err)
+	}
+	third := open()
+	if err := third.AcquireLease(ctx, models.LeaseHolder{Owner: "third", Hostname: "other", PID: 3}, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if g := third.LeaseGeneration(); g != 3 {
+		t.Fatalf("generation %d after a release, want 3", g)
+	}
+}
+
+// TestImplausibleUsageIsRefusedAndTotalsSaturate: an agent reporting 5e18
+// tokens twice overflowed projects.total_tokens_used, after which every
+// scheduling pass and budget report failed. A report beyond any plausible
+// count is refused naming the count, and totals stop at the largest
+// integer instead of wrapping.
+func TestImplausibleUsageIsRefusedAndTotalsSaturate(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "aq.db")
+	s := openAt(t, path)
+	mustProject(t, s, "p")
+	ctx := context.Background()
+	for _, u := range []models.TokenUsage{
+		{ProjectID: "p", Input: 5e18},
+		{ProjectID: "p", CacheRead: math.MaxInt64},
+		{ProjectID: "p", Output: -1},
+	} {
+		err := s.RecordTokenUsage(ctx, u)
+		if models.ErrorCodeOf(err) != models.CodeInvalid || !strings.Contains(err.Error(), "_tokens") {
+			t.Errorf("usage %+v: %v", u, err)
+		}
+	}
+	raw := rawDB(t, path)
+	if _, err := raw.Exec("UPDATE projects SET total_tokens_used = ? WHERE id = 'p'", int64(math.MaxInt64-10)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := s.RecordTokenUsage(ctx, models.TokenUsage{ProjectID: "p", Input: store.MaxTokensPerRecord}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := s.GetProject(ctx, "p")
+	if err != nil || p.TotalTokensUsed != math.MaxInt64 {
+		t.Fatalf("a total near the top: %d, %v; want it to stop at %d", p.TotalTokensUsed, err, int64(math.MaxInt64))
+	}
+}
+
+// TestUnreadableTotalsAreRepairedAtOpen starts from what an older daemon
+// left after two reports of 5e18 tokens: a total overflowed into a float,
+// an agent's total wrapped negative, ledger rows beyond any plausible
+// count. Opening the store repairs them: the project and the budget report
+// can be read again, summed from the clamped ledger.
+func TestUnreadableTotalsAreRepairedAtOpen(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "aq.db")
+	s := openAt(t, path)
+	mustProject(t, s, "p")
+	mustProject(t, s, "q")
+	ctx := context.Background()
+	if _, err := s.RegisterAgent(ctx, models.Agent{ID: "a", AgentType: "command", AgentSettings: models.AgentSettings{Command: "true"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordTokenUsage(ctx, models.TokenUsage{ProjectID: "p", AgentID: "a", Input: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordTokenUsage(ctx, models.TokenUsage{ProjectID: "q", Input: 7}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	raw := rawDB(t, path)
+	for _, q := range []string{
+		"DROP TRIGGER token_ledger_no_update",
+		"INSERT INTO token_ledger (project_id, agent_id, input_tokens, created_at) VALUES ('p', 'a', 5000000000000000000, 1)",
+		"INSERT INTO token_ledger (project_id, agent_id, output_tokens, created_at) VALUES ('p', 'a', 5000000000000000000, 2)",
+		"UPDATE projects SET total_tokens_used = 1.0e19 WHERE id = 'p'",
+		"UPDATE agents SET total_tokens_used = -8446744073709551616 WHERE id = 'a'",
+		`CREATE TRIGGER token_ledger_no_update BEFORE UPDATE ON token_ledger
+		BEGIN
+		    SELECT RAISE(ABORT, 'token_ledger is append-only');
+		END`,
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	raw.Close()
+
+	s = openAt(t, path)
+	p, err := s.GetProject(ctx, "p")
+	want := int64(10 + 2*store.MaxTokensPerRecord)
+	if err != nil || p.TotalTokensUsed != want {
+		t.Fatalf("project p after the repair: %d, %v; want %d", p.TotalTokensUsed, err, want)
+	}
+	if q, _ := s.GetProject(ctx, "q"); q.TotalTokensUsed != 7 {
+		t.Fatalf("a sound project's total changed: %d", q.TotalTokensUsed)
+	}
+	agents, err := s.ListAgents(ctx)
+	if err != nil || len(agents) != 1 || agents[0].TotalTokensUsed != want {
+		t.Fatalf("agents after the repair: %+v, %v", agents, err)
+	}
+	if n, err := s.TokensUsedSince(ctx, "p", time.Unix(0, 0)); err != nil || n != want {
+		t.Fatalf("budget window sum: %d, %v", n, err)
+	}
+	if _, err := s.ListProjects(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The ledger is append-only again.
+	raw = rawDB(t, path)
+	if _, err := raw.Exec("UPDATE token_ledger SET input_tokens = 1"); err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Fatalf("the ledger's trigger is gone: %v", err)
+	}
+}
+
+// rawDB opens the store's file directly, as a person with sqlite3 would.
+func rawDB(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// TestDamagedDatabaseIsRefused: a corrupted database was served with
+// /healthz ok. Opening one now fails, saying it is damaged and what to do.
+func TestDamagedDatabaseIsRefused(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "aq.db")
+	s := openAt(t, path)
+	mustProject(t, s, "p")
+	ctx := context.Background()
+	var tasks []models.BatchTask
+	for i := range 400 {
+		tasks = append(tasks, models.BatchTask{Title: fmt.Sprintf("task %d with a title long enough to fill pages", i)})
+	}
+	if _, err := s.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: tasks}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	raw := rawDB(t, path)
+	if _, err := raw.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		t.Fatal(err)
+	}
+	var pageSize, pages int64
+	if err := raw.QueryRow("PRAGMA page_size").Scan(&pageSize); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.QueryRow("PRAGMA page_count").Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	// Scribble over two pages in the middle of the file, as a failing disk
+	// or a stray write would.
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := bytes.Repeat([]byte{0xA5}, int(2*pageSize))
+	if _, err := f.WriteAt(junk, (pages/2)*pageSize); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, err = store.Open(ctx, store.Config{Path: path})
+	if err == nil || !strings.Contains(err.Error(), "the database is damaged") || !strings.Contains(err.Error(), "restore it from a backup") {
+		t.Fatalf("opening a damaged database: %v", err)
+	}
+}
+
+// TestOpenSaysWhatFailed: a data directory that cannot hold the database,
+// or a start cancelled on the way, was reported as "SQLite is unavailable
+// (… CGO_ENABLED …)".
+func TestOpenSaysWhatFailed(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	notDir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := store.Open(context.Background(), store.Config{Path: filepath.Join(notDir, "aq.db")})
+	if err == nil || strings.Contains(err.Error(), "CGO") || !strings.Contains(err.Error(), "open the database file") {
+		t.Fatalf("a database under a file: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = store.Open(ctx, store.Config{Path: filepath.Join(dir, "aq.db")})
+	if err == nil || strings.Contains(err.Error(), "CGO") || !strings.Contains(err.Error(), "cancelled") {
+		t.Fatalf("a cancelled start: %v", err)
+	}
+}
+
+// TestDatabaseFilesArePrivate: the database and its WAL and shared-memory
+// files are readable by the daemon's user only, tightened at open when an
+// earlier version or an umask left them looser.
+func TestDatabaseFilesArePrivate(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "aq.db")
+	check := func(when string) {
+		t.Helper()
+		for _, p := range []string{path, path + "-wal", path + "-shm"} {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatalf("%s: %v", when, err)
+			}
+			if fi.Mode().Perm() != 0o600 {
+				t.Errorf("%s: %s has mode %o, want 600", when, filepath.Base(p), fi.Mode().Perm())
+			}
+		}
+	}
+	s := openAt(t, path)
+	mustProject(t, s, "p")
+	check("a new database")
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s2 := openAt(t, path)
+	mustProject(t, s2, "q")
+	check("a database left readable by others")
+}
