@@ -124,7 +124,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	if err := markDataDir(cfg); err != nil {
 		return err
 	}
-	watch, err := newDBWatch(dbPath, m.dbWatchEvery, log)
+	watch, err := newDBWatch(dbPath, m.dbWatchEvery)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,12 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseReleaseTimeout)
 		defer cancel()
-		if rerr := st.ReleaseLease(rctx, holder.Owner); rerr != nil {
+		rerr := st.ReleaseLease(rctx, holder.Owner)
+		if errors.Is(rerr, store.ErrLeaseLost) {
+			log.Info("lease not released: another daemon holds it", "owner", holder.Owner)
+			return
+		}
+		if rerr != nil {
 			log.Error("release lease failed", "owner", holder.Owner, "err", rerr)
 			err = errors.Join(err, rerr)
 			return
@@ -270,6 +275,14 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		g.Go(func(ctx context.Context) error { return b.Run(ctx) })
 	}
 	err = g.Wait()
+	if gone := watch.Check(); gone != nil {
+		// New connections to a deleted file fail: whatever failed first, the
+		// cause is the file, and the open connection still holds its state.
+		err = saveLostDatabase(context.WithoutCancel(ctx), st, gone, dbPath, time.Now(), log)
+	}
+	if errors.Is(err, store.ErrLeaseLost) && !strings.Contains(err.Error(), "lost the database lease") {
+		err = fmt.Errorf("lost the database lease: %w", err)
+	}
 	if err != nil {
 		log.Error("agentqueued stopping after a failure", "err", err)
 		return err

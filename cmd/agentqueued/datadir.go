@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/config"
@@ -88,20 +87,17 @@ func markDataDir(cfg config.Config) error {
 
 // dbWatch notices the database file disappearing or being replaced under
 // a running daemon: SQLite keeps writing to the file it opened, so
-// everything from then on would be lost at the next start. It says so
-// loudly in the log and through Err (the health check).
+// everything from then on would be lost at the next start, and new
+// connections fail. Run returns the problem, which stops the daemon; the
+// daemon then saves what its open connection still holds (saveLostDatabase).
 type dbWatch struct {
-	path     string
-	every    time.Duration
-	log      *slog.Logger
-	opened   os.FileInfo
-	mu       sync.Mutex
-	err      error
-	reported time.Time
+	path   string
+	every  time.Duration
+	opened os.FileInfo
 }
 
 // newDBWatch records the database file as it is now.
-func newDBWatch(path string, every time.Duration, log *slog.Logger) (*dbWatch, error) {
+func newDBWatch(path string, every time.Duration) (*dbWatch, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("database file: %w", err)
@@ -109,10 +105,10 @@ func newDBWatch(path string, every time.Duration, log *slog.Logger) (*dbWatch, e
 	if every <= 0 {
 		every = dbWatchInterval
 	}
-	return &dbWatch{path: path, every: every, log: log, opened: fi}, nil
+	return &dbWatch{path: path, every: every, opened: fi}, nil
 }
 
-// Run checks the file every interval until ctx ends.
+// Run checks the file every interval until ctx ends or the file is gone.
 func (w *dbWatch) Run(ctx context.Context) error {
 	t := time.NewTicker(w.every)
 	defer t.Stop()
@@ -121,37 +117,46 @@ func (w *dbWatch) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			w.check()
+			if err := w.Check(); err != nil {
+				return err
+			}
 		}
 	}
 }
 
-// check compares the file at the path with the one opened.
-func (w *dbWatch) check() {
+// errDatabaseGone marks the problems of Check.
+var errDatabaseGone = errors.New("the database file is gone")
+
+// Check compares the file at the path with the one opened: nil when it is
+// the same.
+func (w *dbWatch) Check() error {
 	fi, err := os.Stat(w.path)
-	var problem error
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		problem = fmt.Errorf("the database file %s was deleted while the daemon runs: what it records from now on is lost when it stops; "+
-			"stop it and restore the database from a backup", w.path)
+		return fmt.Errorf("%w: %s was deleted while the daemon ran", errDatabaseGone, w.path)
 	case err != nil:
-		problem = fmt.Errorf("the database file %s cannot be checked: %v", w.path, err)
+		return fmt.Errorf("%w: %s cannot be checked: %v", errDatabaseGone, w.path, err)
 	case !os.SameFile(fi, w.opened):
-		problem = fmt.Errorf("the database file %s was replaced while the daemon runs: it still writes to the file it opened; "+
-			"stop it and find out which file is the right one", w.path)
+		return fmt.Errorf("%w: %s was replaced by another file while the daemon ran", errDatabaseGone, w.path)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.err = problem
-	if problem != nil && time.Since(w.reported) >= time.Minute {
-		w.reported = time.Now()
-		w.log.Error("DATABASE FILE GONE", "err", problem)
-	}
+	return nil
 }
 
-// Err is the problem last found, or nil.
-func (w *dbWatch) Err() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
+// databaseSaver is what saveLostDatabase needs from the store.
+type databaseSaver interface {
+	SaveCopy(ctx context.Context, path string) error
+}
+
+// saveLostDatabase writes what the daemon's open connection still holds
+// of a database whose file is gone to a new file beside it, and returns
+// the error that tells the person what happened and what to do.
+func saveLostDatabase(ctx context.Context, st databaseSaver, gone error, path string, now time.Time, log *slog.Logger) error {
+	saved := fmt.Sprintf("%s.saved-%s", path, now.UTC().Format("20060102T150405Z"))
+	if err := st.SaveCopy(ctx, saved); err != nil {
+		log.Error("DATABASE FILE GONE; its last state could not be saved", "err", gone, "save_err", err)
+		return fmt.Errorf("%w; its last state could not be saved (%v): restore the database from a backup", gone, err)
+	}
+	log.Error("DATABASE FILE GONE; the daemon stopped and saved its last state", "err", gone, "saved", saved)
+	return fmt.Errorf("%w; the daemon stopped and saved its last state in %s: put that file back at %s (or start with --new-database) and start again",
+		gone, saved, path)
 }

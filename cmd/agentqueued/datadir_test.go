@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/progresstest"
+	"github.com/agentqueued/agentqueued/internal/store"
 )
 
 // TestAMissingDatabaseIsNotReplacedSilently: a database deleted while the
@@ -65,7 +67,8 @@ func TestTheDataDirectoryIsPrivate(t *testing.T) {
 
 // TestADeletedDatabaseIsNoticed: a database deleted under the running
 // daemon went unnoticed until the next start found it empty. The daemon
-// now says so loudly.
+// now stops, saves what its open connection still holds beside the lost
+// file and says where.
 func TestADeletedDatabaseIsNoticed(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -74,18 +77,31 @@ func TestADeletedDatabaseIsNoticed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	d.stoppedWithError = true
+	mustCtl(t, d.m.Addr(), "project", "create", "web")
 	if err := os.Remove(filepath.Join(dir, "agentqueued.db")); err != nil {
 		t.Fatal(err)
 	}
-	watch := progresstest.New(t, "the deletion")
-	for !strings.Contains(d.logs.String(), "DATABASE FILE GONE") {
-		select {
-		case <-watch.Done():
-			t.Fatalf("the deletion was not noticed: %v\n%s", watch.Err(), d.logs)
-		case <-time.After(10 * time.Millisecond): // polling the daemon's log
-		}
+	var runErr error
+	select {
+	case runErr = <-d.errc:
+	case <-progresstest.Context(t).Done():
+		t.Fatalf("the daemon did not stop after its database was deleted\n%s", d.logs)
 	}
-	if !strings.Contains(d.logs.String(), "was deleted while the daemon runs") {
-		t.Fatalf("log:\n%s", d.logs)
+	if runErr == nil || !strings.Contains(runErr.Error(), "was deleted while the daemon ran") ||
+		!strings.Contains(runErr.Error(), "saved its last state in ") || !strings.Contains(d.logs.String(), "DATABASE FILE GONE") {
+		t.Fatalf("Run = %v\n%s", runErr, d.logs)
+	}
+	saved, _ := filepath.Glob(filepath.Join(dir, "agentqueued.db.saved-*"))
+	if len(saved) != 1 {
+		t.Fatalf("saved copies: %v", saved)
+	}
+	st, err := store.Open(context.Background(), store.Config{Path: saved[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.GetProject(context.Background(), "web"); err != nil {
+		t.Fatalf("the saved copy lacks what was recorded: %v", err)
 	}
 }

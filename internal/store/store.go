@@ -254,6 +254,20 @@ func restrictFiles(path string) error {
 	return nil
 }
 
+// SaveCopy writes a complete copy of the database, as the store's own
+// connection sees it, to a new file at path (VACUUM INTO). It serves when
+// the database's file was deleted under the running daemon: the open
+// connection still holds everything.
+func (s *Store) SaveCopy(ctx context.Context, path string) error {
+	if _, err := s.wdb.ExecContext(ctx, "VACUUM INTO ?", path); err != nil {
+		return fmt.Errorf("save a copy of the database to %s: %w", path, err)
+	}
+	if err := os.Chmod(path, DatabaseFileMode); err != nil {
+		return fmt.Errorf("save a copy of the database to %s: %w", path, err)
+	}
+	return nil
+}
+
 // Close closes the database.
 func (s *Store) Close() error {
 	var errs []error
