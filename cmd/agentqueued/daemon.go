@@ -63,6 +63,9 @@ func (m *Main) loadDaemonConfig(args []string) (config.Config, runFlags, error) 
 	if err := cfg.Validate(); err != nil {
 		return config.Config{}, runFlags{}, &configError{err: err}
 	}
+	if err := cfg.CheckServing(); err != nil {
+		return config.Config{}, runFlags{}, &configError{err: err}
+	}
 	return cfg, runFlags{newDatabase: *newDB}, nil
 }
 
@@ -244,7 +247,9 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 			o.PokePullRequest(pctx, owner, name, n)
 		})
 	}
-	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, Logger: log.With("component", "api"),
+	health := &daemonHealth{db: watch}
+	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, AllowedHosts: cfg.API.AllowedHosts,
+		Logger: log.With("component", "api"), Health: health.Check,
 		GitHubWebhook: webhook, Hooks: cmds, Workflows: cmds}, cmds)
 	if err != nil {
 		rpcLn.Close()

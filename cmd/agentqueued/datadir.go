@@ -160,3 +160,17 @@ func saveLostDatabase(ctx context.Context, st databaseSaver, gone error, path st
 	return fmt.Errorf("%w; the daemon stopped and saved its last state in %s: put that file back at %s (or start with --new-database) and start again",
 		gone, saved, path)
 }
+
+// daemonHealth is what /healthz reports beyond the store answering: the
+// daemon's own checks, each nil when healthy.
+type daemonHealth struct {
+	db *dbWatch
+}
+
+// Check returns the first problem found, in words for an operator.
+func (h *daemonHealth) Check(ctx context.Context) error {
+	if err := h.db.Check(); err != nil {
+		return err
+	}
+	return nil
+}

@@ -284,8 +284,9 @@ func TestListTasksQuery(t *testing.T) {
 	}{
 		{"?status=READY,DONE", 400, models.CodeInvalid, `status "DONE"`},
 		{"?status=bogus", 400, models.CodeInvalid, `status "bogus"`},
-		{"?limit=0", 400, models.CodeInvalid, `limit: must be a positive integer (got "0")`},
-		{"?limit=ten", 400, models.CodeInvalid, `limit: must be a positive integer (got "ten")`},
+		{"?limit=0", 400, models.CodeInvalid, `limit: must be an integer between 1 and 500 (got "0")`},
+		{"?limit=ten", 400, models.CodeInvalid, `limit: must be an integer between 1 and 500 (got "ten")`},
+		{"?limit=501", 400, models.CodeInvalid, `limit: must be an integer between 1 and 500 (got "501")`},
 		{"?projcet=web", 400, models.CodeInvalid, `query parameter "projcet": unknown`},
 		{"?project=a&project=b", 400, models.CodeInvalid, `query parameter "project": given more than once`},
 		{"?project=nope", 404, models.CodeNotFound, `project "nope" not found`},

@@ -88,8 +88,22 @@ func (c *Client) CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.
 	return out.Results, c.do(ctx, http.MethodPost, APIPrefix+"/tasks", nil, b, &out)
 }
 
-// ListTasks lists tasks matching f.
+// ListTasks lists tasks matching f in creation order: at most f.Limit of
+// them (0: every one), after the task f.AfterID when it is set. It asks
+// page by page (ListTasksPage) until it has them.
 func (c *Client) ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error) {
+	return collect(f.Limit, f.AfterID, func(limit int, after string) ([]models.Task, string, error) {
+		p := f
+		p.Limit, p.AfterID = limit, after
+		tl, err := c.ListTasksPage(ctx, p)
+		return tl.Tasks, tl.Next, err
+	})
+}
+
+// ListTasksPage asks for one page of tasks matching f: at most f.Limit
+// (0: DefaultPageSize; at most MaxPageSize), after the task f.AfterID or
+// the cursor of a previous page. Its Next continues the list.
+func (c *Client) ListTasksPage(ctx context.Context, f models.TaskFilter) (TaskList, error) {
 	q := url.Values{}
 	if f.ProjectID != "" {
 		q.Set("project", f.ProjectID)
@@ -108,7 +122,32 @@ func (c *Client) ListTasks(ctx context.Context, f models.TaskFilter) ([]models.T
 		q.Set("after", f.AfterID)
 	}
 	var out TaskList
-	return out.Tasks, c.do(ctx, http.MethodGet, APIPrefix+"/tasks", q, nil, &out)
+	return out, c.do(ctx, http.MethodGet, APIPrefix+"/tasks", q, nil, &out)
+}
+
+// collect gathers the items of a paged list: at most limit (0: every
+// one), starting after the cursor after, asking fetch for one page at a
+// time of at most MaxPageSize items.
+func collect[T any](limit int, after string, fetch func(limit int, after string) ([]T, string, error)) ([]T, error) {
+	all := []T{}
+	for {
+		size := MaxPageSize
+		if limit > 0 {
+			size = min(limit-len(all), MaxPageSize)
+		}
+		items, next, err := fetch(size, after)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, items...)
+		switch {
+		case next == "" || (limit > 0 && len(all) >= limit):
+			return all, nil
+		case len(items) == 0 || next == after:
+			return nil, fmt.Errorf("list: the server's cursor %s does not advance", quoteShort(next))
+		}
+		after = next
+	}
 }
 
 // GetTask returns a task with its edges and events.
@@ -165,7 +204,8 @@ func (c *Client) Budget(ctx context.Context) (models.BudgetReport, error) {
 
 // do sends one request with body encoded as JSON (when not nil) and decodes
 // a 2xx answer into out (when not nil; an answer without a body, 204, has
-// nothing to decode).
+// nothing to decode). A request that may change something says
+// Content-Type application/json even without a body, as the server requires.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any) error {
 	var data []byte
 	contentType := ""
@@ -174,6 +214,8 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		if data, err = json.Marshal(body); err != nil {
 			return fmt.Errorf("%s %s: encode request: %w", method, path, err)
 		}
+		contentType = "application/json"
+	} else if !safeMethod(method) {
 		contentType = "application/json"
 	}
 	_, err := c.send(ctx, method, path, query, contentType, data, out)
@@ -256,10 +298,18 @@ func responseError(resp *http.Response) error {
 		Err: errors.New(strings.TrimSpace(string(data)))}
 }
 
-// OpenQuestions lists the agents' questions waiting for an answer.
+// OpenQuestions lists every question of the agents waiting for an
+// answer, oldest first, asking page by page.
 func (c *Client) OpenQuestions(ctx context.Context) ([]models.Question, error) {
-	var out QuestionList
-	return out.Questions, c.do(ctx, http.MethodGet, APIPrefix+"/questions", nil, nil, &out)
+	return collect(0, "", func(limit int, after string) ([]models.Question, string, error) {
+		q := url.Values{"limit": {strconv.Itoa(limit)}}
+		if after != "" {
+			q.Set("after", after)
+		}
+		var out QuestionList
+		err := c.do(ctx, http.MethodGet, APIPrefix+"/questions", q, nil, &out)
+		return out.Questions, out.Next, err
+	})
 }
 
 // AnswerQuestion answers an agent's question.
@@ -335,17 +385,20 @@ func (c *Client) FireHook(ctx context.Context, id string, req FireRequest) (mode
 }
 
 // HookRuns lists a hook's runs, newest first: all of them, or those in
-// status, at most limit (0: the server's default).
+// status, at most limit (0: every one), asking page by page.
 func (c *Client) HookRuns(ctx context.Context, hookID, status string, limit int) ([]models.HookRun, error) {
-	q := url.Values{}
-	if status != "" {
-		q.Set("status", status)
-	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
-	var out HookRunList
-	return out.Runs, c.do(ctx, http.MethodGet, APIPrefix+"/hooks/"+url.PathEscape(hookID)+"/runs", q, nil, &out)
+	return collect(limit, "", func(limit int, after string) ([]models.HookRun, string, error) {
+		q := url.Values{"limit": {strconv.Itoa(limit)}}
+		if status != "" {
+			q.Set("status", status)
+		}
+		if after != "" {
+			q.Set("after", after)
+		}
+		var out HookRunList
+		err := c.do(ctx, http.MethodGet, APIPrefix+"/hooks/"+url.PathEscape(hookID)+"/runs", q, nil, &out)
+		return out.Runs, out.Next, err
+	})
 }
 
 // GetHookRun returns one hook run.
@@ -404,20 +457,20 @@ func (c *Client) StartRun(ctx context.Context, name, actor string) (models.Workf
 		ActorRequest{Actor: actor}, &out)
 }
 
-// ListWorkflowRuns lists workflow runs matching f, newest first (a zero
-// Limit: the server's default).
+// ListWorkflowRuns lists workflow runs matching f, newest first, at most
+// f.Limit (0: every one), asking page by page.
 func (c *Client) ListWorkflowRuns(ctx context.Context, f models.RunFilter) ([]models.WorkflowRun, error) {
-	q := url.Values{}
-	for k, v := range map[string]string{"workflow": f.Workflow, "project": f.ProjectID, "status": f.Status} {
-		if v != "" {
-			q.Set(k, v)
+	return collect(f.Limit, "", func(limit int, after string) ([]models.WorkflowRun, string, error) {
+		q := url.Values{"limit": {strconv.Itoa(limit)}}
+		for k, v := range map[string]string{"workflow": f.Workflow, "project": f.ProjectID, "status": f.Status, "after": after} {
+			if v != "" {
+				q.Set(k, v)
+			}
 		}
-	}
-	if f.Limit > 0 {
-		q.Set("limit", strconv.Itoa(f.Limit))
-	}
-	var out WorkflowRunList
-	return out.Runs, c.do(ctx, http.MethodGet, APIPrefix+"/runs", q, nil, &out)
+		var out WorkflowRunList
+		err := c.do(ctx, http.MethodGet, APIPrefix+"/runs", q, nil, &out)
+		return out.Runs, out.Next, err
+	})
 }
 
 // GetWorkflowRun returns one workflow run with its tasks counted by status.

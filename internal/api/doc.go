@@ -7,23 +7,33 @@
 // (its workflow operations), and their answers into JSON. It owns no state: validation of domain
 // values, the transition table and atomicity live behind the Service. The
 // Server validates only the shape of requests: bodies must be a single JSON
-// value (Content-Type application/json when one is given, at most
-// Config.MaxBodyBytes, no unknown fields, no trailing data) and query
-// parameters must be known and well formed. The one exception is a
-// workflow document, posted as is in YAML or JSON.
+// value (at most Config.MaxBodyBytes, no unknown fields, no trailing data,
+// object keys spelled exactly as documented — encoding/json would match
+// "ID" to id — and no key twice in one object, at any depth: both are a
+// 400 naming the key) and query parameters must be known, given once and
+// well formed. The one exception is a workflow document, posted as is in
+// YAML or JSON. Every POST, PUT, PATCH and DELETE under /api/v1 must say
+// Content-Type application/json (parameters such as charset allowed;
+// types ending in +json too), with or without a body; a workflow document
+// may instead be application/yaml, application/x-yaml or text/yaml.
+// Anything else, or no Content-Type, is a 415. A body must arrive within
+// Config.ReadTimeout (DefaultReadTimeout, headers included): a client that
+// trickles it is answered 408 and disconnected.
 //
 // Endpoints:
 //
-//	GET   /healthz                    {"status":"ok"} when the store answers; never needs a token
+//	GET   /healthz                    {"status":"ok"} when the store answers and Config.Health (when set) returns
+//	                                  nil; else 503 {"status":"unhealthy","reason":"...","error":{...}}, the reason
+//	                                  "store unavailable" or Config.Health's error text; never needs a token
 //	POST  /api/v1/projects            create a project (body: id, name, credit_weight, max_concurrent_agents,
 //	                                  status, budget_limit, discord_channel_id, repo — all but id optional) → 201 project
 //	GET   /api/v1/projects            {"projects": [...]}
 //	GET   /api/v1/projects/{id}       a project
-//	PATCH /api/v1/projects/{id}       partial update (body: a project patch) → the project
+//	PATCH /api/v1/projects/{id}       partial update (body: a project patch, at least one field) → the project
 //	POST  /api/v1/tasks               create tasks all-or-nothing (body: {"project_id", "created_by",
 //	                                  "tasks": [...]} or a bare array of tasks) → 201 {"results": [...]}
-//	GET   /api/v1/tasks               {"tasks": [...]}; query: project, status (comma-separated
-//	                                  statuses or groups), limit, after (a task id, for paging)
+//	GET   /api/v1/tasks               {"tasks": [...], "next"}, in creation order, paged; query: project, status
+//	                                  (comma-separated statuses or groups), limit, after (a cursor; a task id works)
 //	GET   /api/v1/tasks/{id}          the task with its dependencies, dependents and events
 //	PATCH /api/v1/tasks/{id}          edit a task not being worked on (body: title, description, priority,
 //	                                  acceptance_criteria, test_commands, verification_type, requires_approval,
@@ -39,7 +49,8 @@
 //	GET   /api/v1/agents              {"agents": [...]}
 //	DELETE /api/v1/agents/{id}        remove an agent that runs nothing → 204
 //	POST  /api/v1/agents/{id}/pause   the agent takes no new task → the agent; /resume undoes it
-//	GET   /api/v1/questions           {"questions": [...]}: agents' questions waiting for an answer, oldest first
+//	GET   /api/v1/questions           {"questions": [...], "next"}: agents' questions waiting for an answer, oldest
+//	                                  first, paged; query: limit, after
 //	POST  /api/v1/questions/{id}/answer  {"answer", "answered_by"} → the question; the waiting agent gets the answer
 //	GET   /api/v1/budget              token use: {"window", "since", "global": {"budget", "tokens_in_window",
 //	                                  "exhausted"}, "projects": [{"project_id", "tokens_in_window",
@@ -55,8 +66,8 @@
 //	DELETE /api/v1/hooks/{id}         delete a hook with its runs → 204
 //	POST  /api/v1/hooks/{id}/fire     fire a hook by hand, whatever its trigger, cooldown and enabled (optional
 //	                                  body: {"event": {...}, "actor"}) → 202 the run, running or skipped
-//	GET   /api/v1/hooks/{id}/runs     {"runs": [...]}, newest first; query: status (running, completed,
-//	                                  failed, skipped), limit
+//	GET   /api/v1/hooks/{id}/runs     {"runs": [...], "next"}, newest first, paged; query: status (running,
+//	                                  completed, failed, skipped), limit, after
 //	GET   /api/v1/hook-runs/{id}      a hook run: its trigger, context, prompt, answer, actions and tokens
 //	GET   /api/v1/workflows           {"workflows": [...]}, by name; query: project (an unknown project is a 404)
 //	POST  /api/v1/workflows           save a workflow (body: the YAML or JSON document as is, Content-Type
@@ -68,9 +79,9 @@
 //	DELETE /api/v1/workflows/{name}   delete a workflow; its runs and their tasks stay → 204
 //	POST  /api/v1/workflows/{name}/runs  start a run by hand (optional body: {"actor"}) → 201 the run with
 //	                                  Location /api/v1/runs/{id}
-//	GET   /api/v1/runs                {"runs": [...]}, newest first, without their definitions; query: workflow,
-//	                                  project (an unknown project is a 404), status (pending, running, success,
-//	                                  failed, cancelled), limit (1-10000, default 500)
+//	GET   /api/v1/runs                {"runs": [...], "next"}, newest first, without their definitions, paged;
+//	                                  query: workflow, project (an unknown project is a 404), status (pending,
+//	                                  running, success, failed, cancelled), limit, after
 //	GET   /api/v1/runs/{id}           a run with its definition and its tasks counted by status
 //	POST  /api/v1/runs/{id}/cancel    cancel a run: running tasks stopped, the rest BLOCKED (optional body:
 //	                                  {"actor"}) → the run
@@ -81,6 +92,53 @@
 //	                                  "upgrade[2]", path-escaped: upgrade%5B2%5D) → {"task_id", "attempts":
 //	                                  [{"attempt", "log", "truncated"}]}, oldest first; query: attempt (N ≥ 1,
 //	                                  only that attempt); an unknown name is a 404 naming the run's tasks
+//
+// # Paging
+//
+// The lists that grow with use — tasks, open questions, hook runs and
+// workflow runs — answer one page at a time: at most limit items
+// (DefaultPageSize, 100, without one; 1 to MaxPageSize, 500: a larger
+// limit is a 400 naming the maximum, not silently cut) and, when more
+// follow, "next", an opaque cursor that ?after= takes to continue with the
+// same filters. "next" is left out of the last page. A cursor whose item
+// has since been deleted is a 400: start again without after. The lists of
+// projects, agents, hooks, workflows and a run's tasks are not paged: they
+// hold what the owner configured or created by hand, and a run's tasks are
+// bounded by its workflow (MaxFanOut per step). The Client's list methods
+// follow the cursors: ListTasks, HookRuns and ListWorkflowRuns return up
+// to the caller's limit (0: everything), OpenQuestions everything;
+// ListTasksPage returns one page with its cursor.
+//
+// # Browsers, hosts and origins
+//
+// The API has no login, only an optional token, and listens on loopback by
+// default; a web page open in the owner's browser can still send requests
+// to 127.0.0.1. Three checks stand before every handler, whatever the token:
+//
+//   - The Host header must name a loopback host (localhost, 127.0.0.0/8,
+//     ::1, any port), the host of Config.Addr (unless it is a wildcard such
+//     as 0.0.0.0) or one of Config.AllowedHosts (api.allowed_hosts): a page
+//     whose domain an attacker rebinds to 127.0.0.1 sends its own name and
+//     is answered 403, so it can read nothing (DNS rebinding).
+//   - A POST, PUT, PATCH or DELETE that a browser marks as coming from
+//     another origin — Sec-Fetch-Site cross-site or same-site, or an Origin
+//     that is not the Host's — is answered 403 (cross-site request
+//     forgery; net/http.CrossOriginProtection). Programs send neither
+//     header and are not affected.
+//   - The Content-Type rule above: a page can send text/plain, form data
+//     or no type without asking first, never application/json.
+//
+// POST WebhookPath (/webhooks/github, served when Config.GitHubWebhook is
+// set) is exempt from the Host check: GitHub delivers it through the public
+// name of a tunnel or proxy, and its signature authenticates it; it may be
+// JSON or GitHub's form encoding. Only that exact path is exempt, so a
+// proxy that forwards everything exposes the webhook and nothing else. A
+// proxy that rewrites the Host to localhost defeats the Host check: set
+// api.token then. Refusals are logged at info level with the host or
+// origin, cut short.
+//
+// Error messages never repeat a long value from the request: a quoted id,
+// name, parameter or key is cut to 64 bytes and "…".
 //
 // The hook endpoints are served when Config.Hooks is set. A hook's
 // llm_config.api_key is never answered: it reads "[redacted]", and a patch
@@ -102,8 +160,10 @@
 //
 //	{"error": {"code": "invalid|not_found|conflict|unauthorized|internal", "message": "..."}}
 //
-// with status 400, 404, 409, 401 or 500 (413, 415 and 405 for oversized
-// bodies, wrong media types and wrong methods, with code invalid). Messages
+// with status 400, 404, 409, 401 or 500 (413, 415, 405 and 408 for
+// oversized bodies, wrong media types, wrong methods and bodies too slow to
+// arrive, with code invalid; 403 with code unauthorized for a refused Host
+// or origin; 503 from /healthz). Messages
 // come from *models.Error values and are safe to show; any other error is
 // logged and answered with a generic message. An illegal transition is a 409
 // whose message is "Invalid transition: (STATUS, EVENT)".
@@ -149,10 +209,14 @@
 // plan_source or is_plan_subtask, which the service sets from the run.
 //
 // Bodies are as strict as the HTTP API's (one JSON value, no unknown
-// fields, no trailing data, at most RPCConfig.MaxBodyBytes) and are checked
-// with the models' validators (messages and questions are required and at
-// most 16000 bytes, token counts are not negative, a completion's outputs
-// are a JSON object, a rate limit's kind is rate_limit or tokens). Errors
+// fields, keys in their exact case and none twice, no trailing data, at
+// most RPCConfig.MaxBodyBytes; a Content-Type, when given, must be JSON)
+// and are checked with the models' validators (messages and questions are
+// required and at most 16000 bytes, token counts are from 0 to
+// MaxUsageTokensPerReport, 100 million, per field and report — more is a
+// broken or hostile agent, and is refused before anything is booked — a
+// completion's outputs are a JSON object, a rate limit's kind is
+// rate_limit or tokens). Errors
 // have the HTTP API's shape, {"error": {"code", "message"}}, with status 400,
 // 401, 404, 409 or 500 (405, 413 and 415 as in the HTTP API); internal
 // errors are logged with the run's task_id, run_id and agent and answered
@@ -165,5 +229,7 @@
 // flight may finish. Listen creates the socket's directory (0700) when
 // missing, makes the socket 0600, replaces a stale socket file that nothing
 // answers on and refuses a live one ("socket in use") or any other file;
-// Serve removes the socket when it stops.
+// Serve removes the socket when it stops. A browser cannot reach the RPC:
+// it speaks HTTP over TCP only, never to a Unix socket, and the socket's
+// mode keeps other local users out.
 package api

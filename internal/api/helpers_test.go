@@ -119,7 +119,9 @@ type response struct {
 }
 
 // do sends a request with a raw body (none when body is "") and the
-// environment's token, plus extra headers given as name, value pairs.
+// environment's token, plus extra headers given as name, value pairs (an
+// empty value removes the header; "Host" sets the request's Host). Requests other than GET, HEAD and
+// OPTIONS say Content-Type application/json unless told otherwise.
 func (e *testEnv) do(method, path, body string, headers ...string) response {
 	e.t.Helper()
 	var rd io.Reader
@@ -130,16 +132,20 @@ func (e *testEnv) do(method, path, body string, headers ...string) response {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if body != "" {
+	if body != "" || (method != "GET" && method != "HEAD" && method != "OPTIONS") {
+		// As the API's client does: state-changing requests say JSON, with or without a body.
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if e.token != "" {
 		req.Header.Set("Authorization", "Bearer "+e.token)
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
-		if headers[i+1] == "" {
+		switch {
+		case headers[i] == "Host":
+			req.Host = headers[i+1]
+		case headers[i+1] == "":
 			req.Header.Del(headers[i])
-		} else {
+		default:
 			req.Header.Set(headers[i], headers[i+1])
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/agentqueued/agentqueued/internal/models"
@@ -29,8 +28,9 @@ type HookService interface {
 	// FireHook fires a hook by hand (by names who) and returns its run:
 	// running, or skipped with the reason.
 	FireHook(ctx context.Context, id, by string, f models.HookFire) (models.HookRun, error)
-	// ListHookRuns lists hook runs, newest first; GetHookRun returns one.
-	ListHookRuns(ctx context.Context, f models.HookRunFilter) ([]models.HookRun, error)
+	// ListHookRunsAfter lists hook runs, newest first, after the run
+	// afterID (empty: from the newest); GetHookRun returns one.
+	ListHookRunsAfter(ctx context.Context, f models.HookRunFilter, afterID string) ([]models.HookRun, error)
 	GetHookRun(ctx context.Context, id string) (models.HookRun, error)
 }
 
@@ -43,6 +43,8 @@ type (
 	// HookRunList answers GET /api/v1/hooks/{id}/runs.
 	HookRunList struct {
 		Runs []models.HookRun `json:"runs"`
+		// Next, when set, continues the list: ?after=<Next>.
+		Next string `json:"next,omitempty"`
 	}
 	// FireRequest is the optional body of POST /api/v1/hooks/{id}/fire.
 	FireRequest struct {
@@ -56,9 +58,6 @@ type (
 
 // hookRunStatuses are the statuses GET /api/v1/hooks/{id}/runs filters on.
 var hookRunStatuses = []string{models.HookRunRunning, models.HookRunCompleted, models.HookRunFailed, models.HookRunSkipped}
-
-// maxHookRunLimit is the largest page of hook runs.
-const maxHookRunLimit = 10_000
 
 // hookRoutes registers the hook endpoints on mux.
 func (s *Server) hookRoutes(mux *http.ServeMux) {
@@ -210,35 +209,34 @@ func (s *Server) handleFireHook(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleListHookRuns(w http.ResponseWriter, r *http.Request) {
-	q, err := parseQuery(r.URL.RawQuery, "status", "limit")
+	q, err := parseQuery(r.URL.RawQuery, "status", "limit", "after")
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	f := models.HookRunFilter{HookID: r.PathValue("id"), Status: q.Get("status")}
 	if f.Status != "" && !slices.Contains(hookRunStatuses, f.Status) {
-		s.writeError(w, r, invalid("status: must be one of %s (got %q)", strings.Join(hookRunStatuses, ", "), f.Status))
+		s.writeError(w, r, invalid("status: must be one of %s (got %s)", strings.Join(hookRunStatuses, ", "), quoteShort(f.Status)))
 		return
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxHookRunLimit {
-			s.writeError(w, r, invalid("limit: must be an integer between 1 and %d (got %q)", maxHookRunLimit, v))
-			return
-		}
-		f.Limit = n
+	limit, err := parseLimit(q.Get("limit"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
+	f.Limit = limit + 1
 	// An unknown hook is a 404, not an empty list.
 	if _, err := s.cfg.Hooks.GetHook(r.Context(), f.HookID); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	runs, err := s.cfg.Hooks.ListHookRuns(r.Context(), f)
+	runs, err := s.cfg.Hooks.ListHookRunsAfter(r.Context(), f, q.Get("after"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, HookRunList{Runs: nonNil(runs)})
+	runs, next := pageOf(runs, limit, func(run models.HookRun) string { return run.ID })
+	s.writeJSON(w, r, http.StatusOK, HookRunList{Runs: nonNil(runs), Next: next})
 }
 
 func (s *Server) handleGetHookRun(w http.ResponseWriter, r *http.Request) {

@@ -69,6 +69,12 @@ var _ api.HookService = hookService{}
 // real hook engine; the test waits for the engine's runs before it ends.
 func newHookEnv(t *testing.T) (*testEnv, *hooks.Engine) {
 	t.Helper()
+	return newHookEnvWith(t, api.Config{})
+}
+
+// newHookEnvWith is newHookEnv with cfg (its Logger and Hooks are set here).
+func newHookEnvWith(t *testing.T, cfg api.Config) (*testEnv, *hooks.Engine) {
+	t.Helper()
 	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite")})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
@@ -88,17 +94,18 @@ func newHookEnv(t *testing.T) (*testEnv, *hooks.Engine) {
 		t.Fatal(err)
 	}
 	t.Cleanup(engine.Wait) // before the store closes
-	s, err := api.New(api.Config{Logger: logger, Hooks: hookService{Store: st, engine: engine}}, decisions{st})
+	cfg.Logger, cfg.Hooks = logger, hookService{Store: st, engine: engine}
+	s, err := api.New(cfg, decisions{st})
 	if err != nil {
 		t.Fatalf("api.New: %v", err)
 	}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	client, err := api.NewClient(srv.URL, "", srv.Client())
+	client, err := api.NewClient(srv.URL, cfg.Token, srv.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testEnv{t: t, store: st, srv: srv, client: client, logs: logs}, engine
+	return &testEnv{t: t, store: st, srv: srv, client: client, logs: logs, token: cfg.Token}, engine
 }
 
 // reportHook is a manual hook that completes without an LLM.
@@ -346,7 +353,7 @@ func TestFireHookAndItsRuns(t *testing.T) {
 			`status: must be one of running, completed, failed, skipped (got "done")`},
 		{"zero limit", "GET", "/api/v1/hooks/nightly-report/runs?limit=0", "", 400, models.CodeInvalid, "limit: must be an integer"},
 		{"unknown parameter", "GET", "/api/v1/hooks/nightly-report/runs?hook=x", "", 400, models.CodeInvalid,
-			`query parameter "hook": unknown (known: status, limit)`},
+			`query parameter "hook": unknown (known: status, limit, after)`},
 		{"unknown run", "GET", "/api/v1/hook-runs/ghost", "", 404, models.CodeNotFound, `hook run "ghost" not found`},
 	}
 	for _, tc := range refusals {

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,9 +80,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// The server's own answer: its message is safe whatever the code.
 		status, msg = he.status, he.err.Message
 	} else if code == models.CodeInternal {
-		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", cleanHeader(r.URL.Path), "err", err)
 		msg = "internal error"
 	}
+	msg = shortenQuoted(msg)
 	body, _ := json.Marshal(ErrorBody{Error: ErrorDetail{Code: code, Message: msg}})
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -105,9 +108,20 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 			return nil, &httpError{status: http.StatusRequestEntityTooLarge,
 				err: models.Errorf(models.CodeInvalid, "request body: larger than %d bytes", mbe.Limit)}
 		}
-		return nil, models.WrapError(models.CodeInvalid, err, "request body: could not be read")
+		return nil, bodyReadError(err)
 	}
 	return data, nil
+}
+
+// bodyReadError describes a failed body read: a client too slow to send
+// its body within the server's read timeout is a 408.
+func bodyReadError(err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &httpError{status: http.StatusRequestTimeout,
+			err: models.WrapError(models.CodeInvalid, err, "request body: not received in time")}
+	}
+	return models.WrapError(models.CodeInvalid, err, "request body: could not be read")
 }
 
 // decodeBody decodes the request body into v (see decodeJSON).
@@ -130,7 +144,9 @@ func decodeJSON(data []byte, v any) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return invalid("request body: unexpected data after the JSON value at offset %d", dec.InputOffset())
 	}
-	return nil
+	// The value decoded: now refuse what encoding/json lets through, keys
+	// that match a field only when case is ignored, and repeated keys.
+	return checkKeys(data, reflect.TypeOf(v))
 }
 
 func describeJSONError(err error) error {
@@ -151,7 +167,11 @@ func describeJSONError(err error) error {
 		}
 		return invalid("request body: field %q: expected %s, got JSON %s", typ.Field, jsonKind(typ.Type), typ.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return invalid("request body: unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		field := strings.TrimPrefix(err.Error(), "json: unknown field ")
+		if name, err := strconv.Unquote(field); err == nil {
+			field = quoteShort(name)
+		}
+		return invalid("request body: unknown field %s", field)
 	}
 	return models.WrapError(models.CodeInvalid, err, "request body: %s", strings.TrimPrefix(err.Error(), "json: "))
 }

@@ -36,14 +36,20 @@ type (
 	// TaskList answers GET /api/v1/tasks.
 	TaskList struct {
 		Tasks []models.Task `json:"tasks"`
+		// Next, when set, continues the list: ?after=<Next>.
+		Next string `json:"next,omitempty"`
 	}
 	// AgentList answers GET /api/v1/agents.
 	AgentList struct {
 		Agents []models.Agent `json:"agents"`
 	}
-	// Health answers GET /healthz.
+	// Health answers GET /healthz: status "ok", or "unhealthy" with the
+	// reason (and the error, with status 503).
 	Health struct {
 		Status string `json:"status"`
+		Reason string `json:"reason,omitempty"`
+		// Error is set when unhealthy, so that clients reading errors see one.
+		Error *ErrorDetail `json:"error,omitempty"`
 	}
 )
 
@@ -81,10 +87,10 @@ func (s *Server) routes() http.Handler {
 		s.workflowRoutes(mux)
 	}
 	if s.cfg.GitHubWebhook != nil {
-		mux.Handle("POST /webhooks/github", s.cfg.GitHubWebhook)
+		mux.Handle("POST "+WebhookPath, s.cfg.GitHubWebhook)
 	}
 	mux.HandleFunc("/", s.noRoute(mux))
-	return s.logRequests(s.authenticate(mux))
+	return s.logRequests(s.guard(s.authenticate(s.requireJSON(mux))))
 }
 
 // noRoute answers requests no pattern matches: 405 naming the allowed
@@ -100,10 +106,10 @@ func (s *Server) noRoute(mux *http.ServeMux) http.HandlerFunc {
 		if len(allowed) > 0 {
 			w.Header().Set("Allow", strings.Join(allowed, ", "))
 			s.writeError(w, r, &httpError{status: http.StatusMethodNotAllowed, err: models.Errorf(models.CodeInvalid,
-				"method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allowed, ", "))})
+				"method %s is not allowed on %s (allowed: %s)", shortText(r.Method), shortText(r.URL.Path), strings.Join(allowed, ", "))})
 			return
 		}
-		s.writeError(w, r, models.Errorf(models.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+		s.writeError(w, r, models.Errorf(models.CodeNotFound, "no such endpoint: %s %s", shortText(r.Method), shortText(r.URL.Path)))
 	}
 }
 
@@ -114,7 +120,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	}
 	want := sha256.Sum256([]byte(s.cfg.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != APIPrefix && !strings.HasPrefix(r.URL.Path, APIPrefix+"/") {
+		if !underAPI(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -163,16 +169,26 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
-		s.log.DebugContext(r.Context(), "http request", "method", r.Method, "path", r.URL.Path,
+		s.log.DebugContext(r.Context(), "http request", "method", cleanHeader(r.Method), "path", cleanHeader(r.URL.Path),
 			"status", rec.status, "duration", time.Since(start))
 	})
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	reason := ""
 	if err := s.svc.Ping(r.Context()); err != nil {
 		s.log.ErrorContext(r.Context(), "health check failed", "err", err)
-		s.writeError(w, r, &httpError{status: http.StatusServiceUnavailable,
-			err: models.Errorf(models.CodeInternal, "store unavailable")})
+		reason = "store unavailable"
+	} else if s.cfg.Health != nil {
+		if err := s.cfg.Health(r.Context()); err != nil {
+			// The daemon's own words for its operators, free of secrets.
+			s.log.WarnContext(r.Context(), "health check failed", "err", err)
+			reason = err.Error()
+		}
+	}
+	if reason != "" {
+		s.writeJSON(w, r, http.StatusServiceUnavailable, Health{Status: "unhealthy", Reason: reason,
+			Error: &ErrorDetail{Code: models.CodeInternal, Message: "unhealthy: " + reason}})
 		return
 	}
 	s.writeJSON(w, r, http.StatusOK, Health{Status: "ok"})
@@ -220,6 +236,12 @@ func (s *Server) handleUpdateProject(w http.ResponseWriter, r *http.Request) {
 	var patch models.ProjectPatch
 	if err := s.decodeBody(w, r, &patch); err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if patch == (models.ProjectPatch{}) {
+		// As models.ProjectPatch.Apply says it, refused here before any read.
+		s.writeError(w, r, invalid("nothing to change: set one of name, credit_weight, max_concurrent_agents, "+
+			"status, budget_limit, discord_channel_id, repo, settings"))
 		return
 	}
 	p, err := s.svc.UpdateProject(r.Context(), r.PathValue("id"), patch)
@@ -295,16 +317,19 @@ func (s *Server) handleListTasks(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	limit := f.Limit
+	f.Limit = limit + 1
 	ts, err := s.svc.ListTasks(r.Context(), f)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, TaskList{Tasks: nonNil(ts)})
+	ts, next := pageOf(ts, limit, func(t models.Task) string { return t.ID })
+	s.writeJSON(w, r, http.StatusOK, TaskList{Tasks: nonNil(ts), Next: next})
 }
 
 // parseTaskFilter reads project, status (comma-separated statuses or
-// status groups, repeatable), limit and after.
+// status groups, repeatable), limit (DefaultPageSize when absent) and after.
 func parseTaskFilter(rawQuery string) (models.TaskFilter, error) {
 	var f models.TaskFilter
 	q, err := url.ParseQuery(rawQuery)
@@ -321,12 +346,8 @@ func parseTaskFilter(rawQuery string) (models.TaskFilter, error) {
 	}
 	f.ProjectID = q.Get("project")
 	f.AfterID = q.Get("after")
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return f, invalid("limit: must be a positive integer (got %q)", v)
-		}
-		f.Limit = n
+	if f.Limit, err = parseLimit(q.Get("limit")); err != nil {
+		return f, err
 	}
 	for _, v := range q["status"] {
 		for part := range strings.SplitSeq(v, ",") {
@@ -520,6 +541,8 @@ func nonNil[T any](s []T) []T {
 // QuestionList is the answer of GET /api/v1/questions.
 type QuestionList struct {
 	Questions []models.Question `json:"questions"`
+	// Next, when set, continues the list: ?after=<Next>.
+	Next string `json:"next,omitempty"`
 }
 
 // AnswerRequest is the body of POST /api/v1/questions/{id}/answer.
@@ -569,22 +592,36 @@ func (s *Server) handleDecision(approve bool) http.HandlerFunc {
 }
 
 func (s *Server) handleListQuestions(w http.ResponseWriter, r *http.Request) {
-	if err := noQuery(r); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	qs, err := s.svc.OpenQuestions(r.Context())
+	q, err := parseQuery(r.URL.RawQuery, "limit", "after")
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, QuestionList{Questions: nonNil(qs)})
+	limit, err := parseLimit(q.Get("limit"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var after int64
+	if v := q.Get("after"); v != "" {
+		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after <= 0 {
+			s.writeError(w, r, invalid("after: %s is not a cursor of this list (pass back the answer's next)", quoteShort(v)))
+			return
+		}
+	}
+	qs, err := s.svc.OpenQuestionsPage(r.Context(), after, limit+1)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	qs, next := pageOf(qs, limit, func(q models.Question) string { return strconv.FormatInt(q.ID, 10) })
+	s.writeJSON(w, r, http.StatusOK, QuestionList{Questions: nonNil(qs), Next: next})
 }
 
 func (s *Server) handleAnswerQuestion(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		s.writeError(w, r, invalid("question id %q: not a number", r.PathValue("id")))
+		s.writeError(w, r, invalid("question id %s: not a number", quoteShort(r.PathValue("id"))))
 		return
 	}
 	var req AnswerRequest

@@ -76,6 +76,10 @@ const (
 	// maxSocketPath is the longest portable Unix socket path (104 bytes on
 	// BSDs and macOS, 108 on Linux).
 	maxSocketPath = 104
+	// MaxUsageTokensPerReport caps each count of one usage report: no real
+	// call of a model uses more, and a count beyond it is a broken or
+	// hostile agent, not usage to book (nor a total to overflow).
+	MaxUsageTokensPerReport = 100_000_000
 )
 
 // RunService is what the agent RPC needs from the orchestrator.
@@ -523,7 +527,8 @@ func decodeMessage(body []byte) (string, error) {
 	return req.Message, nil
 }
 
-// Validate checks a usage report: no count is negative.
+// Validate checks a usage report: every count is from 0 to
+// MaxUsageTokensPerReport.
 func (u *UsageReport) Validate() error {
 	for _, f := range []struct {
 		name string
@@ -532,6 +537,10 @@ func (u *UsageReport) Validate() error {
 		{"cache_write_tokens", u.CacheWrite}} {
 		if f.n < 0 {
 			return models.Errorf(models.CodeInvalid, "%s: must not be negative (got %d)", f.name, f.n)
+		}
+		if f.n > MaxUsageTokensPerReport {
+			return models.Errorf(models.CodeInvalid, "%s: at most %d tokens in one report (got %d)",
+				f.name, MaxUsageTokensPerReport, f.n)
 		}
 	}
 	return nil

@@ -19,6 +19,9 @@ const (
 	DefaultMaxBodyBytes = 32 << 20
 	// DefaultReadHeaderTimeout bounds the time to read request headers.
 	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultReadTimeout bounds the time to read a whole request, body
+	// included: a client trickling its body is cut off with a 408.
+	DefaultReadTimeout = time.Minute
 	// DefaultIdleTimeout closes idle keep-alive connections.
 	DefaultIdleTimeout = 2 * time.Minute
 	// DefaultShutdownTimeout bounds the wait for in-flight requests on shutdown.
@@ -41,7 +44,9 @@ type Service interface {
 	RegisterAgent(ctx context.Context, a models.Agent) (models.Agent, error)
 	ListAgents(ctx context.Context) ([]models.Agent, error)
 	SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error)
-	OpenQuestions(ctx context.Context) ([]models.Question, error)
+	// OpenQuestionsPage lists the questions waiting for an answer, oldest
+	// first, at most limit, after the question afterID (0: from the oldest).
+	OpenQuestionsPage(ctx context.Context, afterID int64, limit int) ([]models.Question, error)
 	AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error)
 	// ApproveTask and RejectTask are a person's decision on a task waiting
 	// for one: HUMAN verification, or a plan awaiting approval.
@@ -80,6 +85,18 @@ type Config struct {
 	// Workflows, when set, serves the workflow endpoints (/api/v1/workflows
 	// and /api/v1/runs); without it they are not found.
 	Workflows WorkflowService
+	// AllowedHosts are host names or IP addresses (no port: any port is
+	// accepted) the Host header may name besides loopback hosts and the
+	// host of Addr; any other Host is refused with a 403, except on
+	// WebhookPath.
+	AllowedHosts []string
+	// ReadTimeout bounds the time to read a request, body included;
+	// default DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// Health, when set, is asked by GET /healthz after the store's Ping:
+	// an error makes the answer 503 {"status": "unhealthy", "reason":
+	// err's text}. The text is shown to whoever asks: it must hold no secret.
+	Health func(ctx context.Context) error
 }
 
 // Server serves the HTTP API over a Service.
@@ -87,6 +104,7 @@ type Server struct {
 	cfg     Config
 	svc     Service
 	log     *slog.Logger
+	hosts   hostSet
 	handler http.Handler
 
 	mu    sync.Mutex
@@ -109,15 +127,26 @@ func New(cfg Config, svc Service) (*Server, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if cfg.ReadTimeout < 0 {
+		return nil, fmt.Errorf("new api server: ReadTimeout %s is negative", cfg.ReadTimeout)
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, ready: make(chan struct{})}
+	hosts, err := newHostSet(cfg.Addr, cfg.AllowedHosts)
+	if err != nil {
+		return nil, fmt.Errorf("new api server: %w", err)
+	}
+	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, hosts: hosts, ready: make(chan struct{})}
 	s.handler = s.routes()
 	return s, nil
 }
 
-// Handler returns the API's handler, authentication included.
+// Handler returns the API's handler, its Host, cross-origin, Content-Type
+// and token checks included.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Listen binds Config.Addr. Addr reports the bound address afterwards and
@@ -162,7 +191,8 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: DefaultReadHeaderTimeout,
+		ReadHeaderTimeout: min(DefaultReadHeaderTimeout, s.cfg.ReadTimeout),
+		ReadTimeout:       s.cfg.ReadTimeout,
 		IdleTimeout:       DefaultIdleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}

@@ -34,9 +34,10 @@ type WorkflowService interface {
 	SetWorkflowSchedule(ctx context.Context, name string, enabled bool) (models.Workflow, error)
 	// StartRun starts a run of a workflow by hand (by names who).
 	StartRun(ctx context.Context, name, by string) (models.WorkflowRun, error)
-	// ListWorkflowRuns lists runs, newest first; GetWorkflowRun returns
-	// one with its tasks counted by status.
-	ListWorkflowRuns(ctx context.Context, f models.RunFilter) ([]models.WorkflowRun, error)
+	// ListWorkflowRunsAfter lists runs, newest first, after the run
+	// afterID (empty: from the newest); GetWorkflowRun returns one with
+	// its tasks counted by status.
+	ListWorkflowRunsAfter(ctx context.Context, f models.RunFilter, afterID string) ([]models.WorkflowRun, error)
 	GetWorkflowRun(ctx context.Context, id string) (models.WorkflowRun, error)
 	// CancelRun cancels a run, stopping its tasks; RetryRun starts a
 	// failed or cancelled run's failed and blocked tasks again.
@@ -70,6 +71,8 @@ type (
 	// WorkflowRunList answers GET /api/v1/runs.
 	WorkflowRunList struct {
 		Runs []models.WorkflowRun `json:"runs"`
+		// Next, when set, continues the list: ?after=<Next>.
+		Next string `json:"next,omitempty"`
 	}
 	// RunTaskList answers GET /api/v1/runs/{id}/tasks.
 	RunTaskList struct {
@@ -87,9 +90,6 @@ var workflowMediaTypes = []string{"application/yaml", "application/x-yaml", "tex
 
 // runStatuses are the statuses GET /api/v1/runs filters on.
 var runStatuses = []string{models.RunPending, models.RunRunning, models.RunSuccess, models.RunFailed, models.RunCancelled}
-
-// maxRunLimit is the largest page of workflow runs.
-const maxRunLimit = 10_000
 
 // workflowRoutes registers the workflow and run endpoints on mux.
 func (s *Server) workflowRoutes(mux *http.ServeMux) {
@@ -146,7 +146,7 @@ func (s *Server) readDocument(w http.ResponseWriter, r *http.Request) ([]byte, e
 			return nil, &httpError{status: http.StatusRequestEntityTooLarge,
 				err: models.Errorf(models.CodeInvalid, "request body: larger than %d bytes", mbe.Limit)}
 		}
-		return nil, models.WrapError(models.CodeInvalid, err, "request body: could not be read")
+		return nil, bodyReadError(err)
 	}
 	return data, nil
 }
@@ -323,24 +323,22 @@ func (s *Server) handleRunAction(retry bool) http.HandlerFunc {
 }
 
 func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request) {
-	q, err := parseQuery(r.URL.RawQuery, "workflow", "project", "status", "limit")
+	q, err := parseQuery(r.URL.RawQuery, "workflow", "project", "status", "limit", "after")
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	f := models.RunFilter{Workflow: q.Get("workflow"), ProjectID: q.Get("project"), Status: q.Get("status")}
 	if f.Status != "" && !slices.Contains(runStatuses, f.Status) {
-		s.writeError(w, r, invalid("status: must be one of %s (got %q)", strings.Join(runStatuses, ", "), f.Status))
+		s.writeError(w, r, invalid("status: must be one of %s (got %s)", strings.Join(runStatuses, ", "), quoteShort(f.Status)))
 		return
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxRunLimit {
-			s.writeError(w, r, invalid("limit: must be an integer between 1 and %d (got %q)", maxRunLimit, v))
-			return
-		}
-		f.Limit = n
+	limit, err := parseLimit(q.Get("limit"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
+	f.Limit = limit + 1
 	// An unknown project is a 404; a workflow's runs outlive it, so an
 	// unknown workflow is only an empty list.
 	if f.ProjectID != "" {
@@ -349,12 +347,13 @@ func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	runs, err := s.cfg.Workflows.ListWorkflowRuns(r.Context(), f)
+	runs, err := s.cfg.Workflows.ListWorkflowRunsAfter(r.Context(), f, q.Get("after"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, WorkflowRunList{Runs: nonNil(runs)})
+	runs, next := pageOf(runs, limit, func(run models.WorkflowRun) string { return run.ID })
+	s.writeJSON(w, r, http.StatusOK, WorkflowRunList{Runs: nonNil(runs), Next: next})
 }
 
 func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request) {
@@ -393,7 +392,7 @@ func (s *Server) handleRunTaskLogs(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("attempt"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			s.writeError(w, r, invalid("attempt: must be a positive integer (got %q)", v))
+			s.writeError(w, r, invalid("attempt: must be a positive integer (got %s)", quoteShort(v)))
 			return
 		}
 		attempt = n

@@ -165,7 +165,7 @@ func TestSaveWorkflowEndpoint(t *testing.T) {
 
 	// The same name replaces: 200, no Location, the creation time kept.
 	replacement := strings.Replace(pipelineYAML, "parallel: 2", "parallel: 3", 1)
-	for _, ct := range []string{"", "text/yaml", "application/x-yaml"} {
+	for _, ct := range []string{"application/yaml; charset=utf-8", "text/yaml", "application/x-yaml"} {
 		r := e.postWorkflow(replacement, ct)
 		var replaced models.Workflow
 		r.decode(t, http.StatusOK, &replaced)
@@ -200,10 +200,12 @@ func TestSaveWorkflowEndpoint(t *testing.T) {
 			"application/json", 400, models.CodeInvalid, `request:1:62: steps[0].colour: unknown key; known keys: name, title,`, false},
 		{"not YAML", "name: x\nproject: web\nsteps:\n  - name: a\n   title: A\n", "application/yaml", 400, models.CodeInvalid,
 			"request:3: not valid YAML: did not find expected '-' indicator", true},
-		{"empty", "", "", 400, models.CodeInvalid, "request:1:1: empty document; a workflow has name, project and steps", true},
-		{"no steps", "name: x\nproject: web\nsteps: []\n", "", 400, models.CodeInvalid, "request:3:8: steps: required (at least one step)", true},
-		{"unknown project", "name: x\nproject: ghost\nsteps:\n  - name: a\n    title: A\n", "", 404, models.CodeNotFound,
+		{"empty", "", "application/yaml", 400, models.CodeInvalid, "request:1:1: empty document; a workflow has name, project and steps", true},
+		{"no steps", "name: x\nproject: web\nsteps: []\n", "application/yaml", 400, models.CodeInvalid, "request:3:8: steps: required (at least one step)", true},
+		{"unknown project", "name: x\nproject: ghost\nsteps:\n  - name: a\n    title: A\n", "application/yaml", 404, models.CodeNotFound,
 			`project "ghost" not found`, false},
+		{"no media type", pipelineYAML, "", 415, models.CodeInvalid,
+			`Content-Type must be one of application/yaml, application/x-yaml, text/yaml, application/json (got none)`, false},
 		{"wrong media type", pipelineYAML, "text/plain", 415, models.CodeInvalid,
 			`Content-Type must be one of application/yaml, application/x-yaml, text/yaml, application/json (got "text/plain")`, false},
 	}
@@ -236,7 +238,7 @@ func TestListGetScheduleAndDeleteWorkflows(t *testing.T) {
 	e.createProject("idle")
 	e.postWorkflow(pipelineYAML, "application/yaml").decode(t, http.StatusCreated, &models.Workflow{})
 	e.postWorkflow(reviewJSON, "application/json").decode(t, http.StatusCreated, &models.Workflow{})
-	e.postWorkflow("name: backup\nproject: ops\nsteps:\n  - name: check\n    title: Check the backups\n", "").
+	e.postWorkflow("name: backup\nproject: ops\nsteps:\n  - name: check\n    title: Check the backups\n", "text/yaml").
 		decode(t, http.StatusCreated, &models.Workflow{})
 
 	names := func(query string) string {
@@ -468,7 +470,7 @@ func TestListWorkflowRuns(t *testing.T) {
 	e.createProject("ops")
 	e.postWorkflow(pipelineYAML, "application/yaml").decode(t, http.StatusCreated, &models.Workflow{})
 	e.postWorkflow(reviewJSON, "application/json").decode(t, http.StatusCreated, &models.Workflow{})
-	e.postWorkflow("name: backup\nproject: ops\nsteps:\n  - name: check\n    title: Check\n", "").decode(t, http.StatusCreated, &models.Workflow{})
+	e.postWorkflow("name: backup\nproject: ops\nsteps:\n  - name: check\n    title: Check\n", "text/yaml").decode(t, http.StatusCreated, &models.Workflow{})
 	for _, name := range []string{"pipeline", "review", "pipeline", "backup"} {
 		e.do("POST", "/api/v1/workflows/"+name+"/runs", "").decode(t, http.StatusCreated, &models.WorkflowRun{})
 	}
@@ -518,10 +520,10 @@ func TestListWorkflowRuns(t *testing.T) {
 		{"unknown status", "?status=done", 400, models.CodeInvalid,
 			`status: must be one of pending, running, success, failed, cancelled (got "done")`},
 		{"upper-case status", "?status=RUNNING", 400, models.CodeInvalid, `(got "RUNNING")`},
-		{"zero limit", "?limit=0", 400, models.CodeInvalid, `limit: must be an integer between 1 and 10000 (got "0")`},
-		{"huge limit", "?limit=10001", 400, models.CodeInvalid, "limit: must be an integer between 1 and 10000"},
+		{"zero limit", "?limit=0", 400, models.CodeInvalid, `limit: must be an integer between 1 and 500 (got "0")`},
+		{"huge limit", "?limit=501", 400, models.CodeInvalid, "limit: must be an integer between 1 and 500"},
 		{"limit not a number", "?limit=all", 400, models.CodeInvalid, `(got "all")`},
-		{"unknown parameter", "?run=x", 400, models.CodeInvalid, `query parameter "run": unknown (known: workflow, project, status, limit)`},
+		{"unknown parameter", "?run=x", 400, models.CodeInvalid, `query parameter "run": unknown (known: workflow, project, status, limit, after)`},
 		{"repeated parameter", "?status=pending&status=running", 400, models.CodeInvalid, `query parameter "status": given more than once`},
 		{"unknown project", "?project=ghost", 404, models.CodeNotFound, `project "ghost" not found`},
 	}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,6 +40,9 @@ const (
 	FallbackDataDir = "data"
 	// MinLeaseTTL is the shortest lease.ttl accepted.
 	MinLeaseTTL = time.Second
+	// MaxFileBytes caps the size of a configuration file: a larger one is
+	// refused before it is parsed.
+	MaxFileBytes = 1 << 20
 )
 
 // LogLevels are the accepted values of log.level.
@@ -193,6 +198,10 @@ type APIConfig struct {
 	// Token, when not empty, is required as "Authorization: Bearer <token>"
 	// on every /api/v1 request.
 	Token string
+	// AllowedHosts are the host names or IP addresses (without port) the
+	// Host header of a request may name besides loopback hosts and the
+	// listen address's host; the API refuses any other.
+	AllowedHosts []string
 }
 
 // LogConfig configures logging.
@@ -327,7 +336,8 @@ type fileOrchestrator struct {
 }
 
 type fileAPI struct {
-	Token string `yaml:"token"`
+	Token        string   `yaml:"token"`
+	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
 type fileLog struct {
@@ -389,7 +399,7 @@ func Load(path string, getenv func(string) (string, bool)) (Config, error) {
 	if path == "" {
 		return cfg, cfg.Validate()
 	}
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
@@ -406,10 +416,44 @@ func Parse(data []byte, getenv func(string) (string, bool)) (Config, error) {
 		getenv = os.LookupEnv
 	}
 	cfg := defaults(getenv)
+	if len(data) > MaxFileBytes {
+		return Config{}, fmt.Errorf("config: the document is %d bytes, larger than the %d bytes (%s) a configuration may be",
+			len(data), MaxFileBytes, sizeName(MaxFileBytes))
+	}
 	if err := cfg.parse(data, getenv); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	return cfg, cfg.Validate()
+}
+
+// readFile reads the configuration file at path, refusing one larger than
+// MaxFileBytes without reading more of it.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("%s: larger than the %d bytes (%s) a configuration file may be", path, MaxFileBytes,
+			sizeName(MaxFileBytes))
+	}
+	return data, nil
+}
+
+// sizeName names a size of whole mebibytes or kibibytes.
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 func (c *Config) parse(data []byte, getenv func(string) (string, bool)) error {
@@ -450,6 +494,9 @@ func (c *Config) overlay(f fileConfig) error {
 	set(&c.DataDir, f.DataDir)
 	set(&c.Listen, f.Listen)
 	set(&c.API.Token, f.API.Token)
+	if f.API.AllowedHosts != nil {
+		c.API.AllowedHosts = f.API.AllowedHosts
+	}
 	set(&c.Log.Level, f.Log.Level)
 	set(&c.Log.Format, f.Log.Format)
 	set(&c.Database.Path, f.Database.Path)
@@ -614,6 +661,12 @@ func (c Config) Validate() error {
 		// The value is a secret: never repeat it.
 		return errors.New("config: api.token: must not contain whitespace")
 	}
+	for i, h := range c.API.AllowedHosts {
+		if !validAllowedHost(h) {
+			return fmt.Errorf("config: api.allowed_hosts[%d]: %q is not a host name or IP address "+
+				"(no scheme, port or wildcard: e.g. agentqueued.lan or 192.168.1.20)", i, h)
+		}
+	}
 	if !slices.Contains(LogLevels, c.Log.Level) {
 		return fmt.Errorf("config: log.level: must be one of %s (got %q)", strings.Join(LogLevels, ", "), c.Log.Level)
 	}
@@ -700,6 +753,65 @@ func (c Config) Validate() error {
 		if path == "" || filepath.IsAbs(path) || slices.Contains(strings.Split(filepath.ToSlash(path), "/"), "..") {
 			return fmt.Errorf("config: plans.paths[%d]: %q must be a relative path inside the checkout", i, path)
 		}
+	}
+	return nil
+}
+
+// validAllowedHost reports whether h is a DNS host name or an IP address.
+func validAllowedHost(h string) bool {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	return validHostName(h)
+}
+
+// validHostName reports whether h is a DNS host name: dot-separated
+// labels of letters, digits and '-', none starting or ending with '-'.
+func validHostName(h string) bool {
+	h = strings.TrimSuffix(h, ".")
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range []byte(label) {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// isLoopbackHost reports whether host is "localhost" or a loopback
+// address (127.0.0.0/8, ::1).
+func isLoopbackHost(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// CheckServing checks that the API is not served beyond this machine
+// without a token: a listen address whose host is not loopback
+// (localhost, 127.0.0.0/8, ::1) needs api.token. Call it once the
+// command line's --listen has been applied.
+func (c *Config) CheckServing() error {
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("config: listen: %q is not host:port", c.Listen)
+	}
+	if c.API.Token == "" && !isLoopbackHost(host) {
+		where := host
+		if where == "" {
+			where = "every interface"
+		}
+		return fmt.Errorf("config: listen: %s serves the API beyond this machine (%s) and api.token is not set: "+
+			"set api.token, or listen on 127.0.0.1", c.Listen, where)
 	}
 	return nil
 }

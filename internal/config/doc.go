@@ -8,6 +8,7 @@
 //	listen: 127.0.0.1:7700
 //	api:
 //	  token: ${AGENTQUEUED_TOKEN:-}
+//	  allowed_hosts: [agentqueued.lan]   # Host names served besides loopback
 //	log:
 //	  level: info     # debug, info, warn or error
 //	  format: text    # text or json
@@ -20,5 +21,9 @@
 // value of the environment variable NAME and is an error when NAME is unset;
 // ${NAME:-default} falls back to default when NAME is unset or empty; $$ is
 // a literal dollar sign. Unknown keys are errors that name the key and its
-// line. An empty value means the key's default.
+// line. An empty value means the key's default. A file larger than
+// MaxFileBytes (1 MiB) is refused before it is parsed.
+//
+// Config.CheckServing refuses a listen address beyond loopback without
+// api.token; the daemon calls it once --listen has been applied.
 package config

@@ -425,17 +425,33 @@ func (s *Store) GetHookRun(ctx context.Context, id string) (models.HookRun, erro
 	return r, nil
 }
 
-// ListHookRuns returns hook runs, newest first.
+// ListHookRuns returns hook runs, newest first, at most f.Limit (default
+// DefaultListLimit, at most MaxListLimit).
 func (s *Store) ListHookRuns(ctx context.Context, f models.HookRunFilter) ([]models.HookRun, error) {
+	return s.ListHookRunsAfter(ctx, f, "")
+}
+
+// ListHookRunsAfter lists hook runs like ListHookRuns, continuing after
+// the run afterID in that order (keyset paging; empty: from the newest).
+// An afterID that names no run is invalid.
+func (s *Store) ListHookRunsAfter(ctx context.Context, f models.HookRunFilter, afterID string) ([]models.HookRun, error) {
 	switch {
 	case f.Limit <= 0:
 		f.Limit = DefaultListLimit
 	case f.Limit > MaxListLimit:
 		f.Limit = MaxListLimit
 	}
-	rows, err := s.rdb.QueryContext(ctx, "SELECT "+hookRunColumns+` FROM hook_runs
-		WHERE (?1 = '' OR hook_id = ?1) AND (?2 = '' OR project_id = ?2) AND (?3 = '' OR status = ?3)
-		ORDER BY started_at DESC, rowid DESC LIMIT ?4`, f.HookID, f.ProjectID, f.Status, f.Limit)
+	var afterRow, afterStarted int64
+	if afterID != "" {
+		err := s.rdb.QueryRowContext(ctx, qHookRunCursor, afterID).Scan(&afterRow, &afterStarted)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, models.Errorf(models.CodeInvalid, "after: no hook run %q to continue after", afterID)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list hook runs: %w", err)
+		}
+	}
+	rows, err := s.rdb.QueryContext(ctx, qListHookRuns, f.HookID, f.ProjectID, f.Status, f.Limit, afterRow, afterStarted)
 	if err != nil {
 		return nil, fmt.Errorf("list hook runs: %w", err)
 	}

@@ -49,6 +49,33 @@ const (
 	// that was not skipped: its cooldown counts from there.
 	qLastHookRun = `SELECT started_at, scheduled_at FROM hook_runs WHERE hook_id = ? AND status != 'skipped'
 		ORDER BY started_at DESC LIMIT 1`
+	// qHookRunCursor reads the position of the hook run a listing continues after.
+	qHookRunCursor = "SELECT rowid, started_at FROM hook_runs WHERE id = ?"
+	// qListHookRuns lists hook runs newest first, filtered by hook (?1),
+	// project (?2) and status (?3) when those are not empty, at most ?4,
+	// after the run at rowid ?5 and started_at ?6 when ?5 is not 0.
+	qListHookRuns = "SELECT " + hookRunColumns + ` FROM hook_runs
+		WHERE (?1 = '' OR hook_id = ?1) AND (?2 = '' OR project_id = ?2) AND (?3 = '' OR status = ?3)
+		AND (?5 = 0 OR started_at < ?6 OR (started_at = ?6 AND rowid < ?5))
+		ORDER BY started_at DESC, rowid DESC LIMIT ?4`
+	// qWorkflowRunCursor reads the position of the run a listing continues after.
+	qWorkflowRunCursor = "SELECT rowid, created_at FROM workflow_runs WHERE id = ?"
+	// qListWorkflowRuns lists workflow runs newest first, filtered by
+	// workflow (?1), project (?2) and status (?3) when those are not empty,
+	// at most ?4, after the run at rowid ?5 and created_at ?6 when ?5 is not 0.
+	qListWorkflowRuns = "SELECT " + wfRunColumns + ` FROM workflow_runs
+		WHERE (?1 = '' OR workflow = ?1) AND (?2 = '' OR project_id = ?2) AND (?3 = '' OR status = ?3)
+		AND (?5 = 0 OR created_at < ?6 OR (created_at = ?6 AND rowid < ?5))
+		ORDER BY created_at DESC, rowid DESC LIMIT ?4`
+	// qQuestionCursor reads the position of the question a listing of open
+	// questions continues after.
+	qQuestionCursor = "SELECT asked_at FROM questions WHERE id = ?"
+	// qOpenQuestionsPage lists unanswered questions that have not timed
+	// out, oldest first, after the question asked at ?1 with id ?2 (none:
+	// ?2 = 0), at most ?3.
+	qOpenQuestionsPage = `SELECT ` + questionColumns + ` FROM questions
+		WHERE answer IS NULL AND timed_out_at IS NULL AND (?2 = 0 OR asked_at > ?1 OR (asked_at = ?1 AND id > ?2))
+		ORDER BY asked_at, id LIMIT ?3`
 	// qRunStepCounts counts a workflow run's tasks by step and status.
 	qRunStepCounts = `SELECT step_name, status, count(*) FROM tasks WHERE workflow_run_id = ? GROUP BY step_name, status`
 	qTokensSince   = `SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)

@@ -233,3 +233,29 @@ func (s *Store) ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Ta
 	}
 	return out, rows.Err()
 }
+
+// OpenQuestionsPage returns at most limit (default DefaultListLimit, at
+// most MaxListLimit) of the questions OpenQuestions returns, oldest first,
+// continuing after the question afterID (keyset paging; 0: from the
+// oldest). An afterID that names no question is invalid.
+func (s *Store) OpenQuestionsPage(ctx context.Context, afterID int64, limit int) ([]models.Question, error) {
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	var askedAt int64
+	if afterID != 0 {
+		err := s.rdb.QueryRowContext(ctx, qQuestionCursor, afterID).Scan(&askedAt)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, models.Errorf(models.CodeInvalid, "after: no question %d to continue after", afterID)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list open questions: %w", err)
+		}
+	}
+	qs, err := queryAll(ctx, s.rdb, scanQuestion, qOpenQuestionsPage, askedAt, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list open questions: %w", err)
+	}
+	return qs, nil
+}

@@ -761,17 +761,34 @@ func (s *Store) GetWorkflowRun(ctx context.Context, id string) (models.WorkflowR
 	return r, rows.Err()
 }
 
-// ListWorkflowRuns returns runs, newest first.
+// ListWorkflowRuns returns runs, newest first, at most f.Limit (default
+// DefaultListLimit, at most MaxListLimit).
 func (s *Store) ListWorkflowRuns(ctx context.Context, f models.RunFilter) ([]models.WorkflowRun, error) {
+	return s.ListWorkflowRunsAfter(ctx, f, "")
+}
+
+// ListWorkflowRunsAfter lists runs like ListWorkflowRuns, continuing after
+// the run afterID in that order (keyset paging; empty: from the newest).
+// An afterID that names no run is invalid.
+func (s *Store) ListWorkflowRunsAfter(ctx context.Context, f models.RunFilter, afterID string) ([]models.WorkflowRun, error) {
 	switch {
 	case f.Limit <= 0:
 		f.Limit = DefaultListLimit
 	case f.Limit > MaxListLimit:
 		f.Limit = MaxListLimit
 	}
-	rs, err := queryAll(ctx, s.rdb, scanWorkflowRun, "SELECT "+wfRunColumns+` FROM workflow_runs
-		WHERE (?1 = '' OR workflow = ?1) AND (?2 = '' OR project_id = ?2) AND (?3 = '' OR status = ?3)
-		ORDER BY created_at DESC, rowid DESC LIMIT ?4`, f.Workflow, f.ProjectID, f.Status, f.Limit)
+	var afterRow, afterCreated int64
+	if afterID != "" {
+		err := s.rdb.QueryRowContext(ctx, qWorkflowRunCursor, afterID).Scan(&afterRow, &afterCreated)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, models.Errorf(models.CodeInvalid, "after: no run %q to continue after", afterID)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+	}
+	rs, err := queryAll(ctx, s.rdb, scanWorkflowRun, qListWorkflowRuns, f.Workflow, f.ProjectID, f.Status, f.Limit,
+		afterRow, afterCreated)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}

@@ -1,0 +1,144 @@
+package config_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentqueued/agentqueued/internal/config"
+)
+
+// TestCheckServingRefusesAnOpenListenerWithoutToken: serving the API
+// beyond loopback without api.token would let anyone on the network
+// drive the daemon (create hooks that run commands); it must refuse to
+// start with a message naming both settings.
+func TestCheckServingRefusesAnOpenListenerWithoutToken(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		listen, token string
+		ok            bool
+	}{
+		{"127.0.0.1:7700", "", true},
+		{"127.0.0.2:7700", "", true},
+		{"localhost:0", "", true},
+		{"LOCALHOST:7700", "", true},
+		{"[::1]:7700", "", true},
+		{"0.0.0.0:7700", "", false},
+		{":7700", "", false},
+		{"[::]:7700", "", false},
+		{"192.168.1.20:7700", "", false},
+		{"agentqueued.lan:7700", "", false},
+		{"0.0.0.0:7700", "s3cret", true},
+		{"192.168.1.20:7700", "s3cret", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.listen+"/"+tt.token, func(t *testing.T) {
+			t.Parallel()
+			cfg := config.Default()
+			cfg.Listen, cfg.API.Token = tt.listen, tt.token
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			err := cfg.CheckServing()
+			if tt.ok {
+				if err != nil {
+					t.Fatalf("CheckServing: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("CheckServing accepted an API beyond loopback without a token")
+			}
+			for _, want := range []string{"listen", "api.token", tt.listen} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestCheckServingAfterTheListenFlag: the check runs on the configuration
+// as the command line left it, so a loopback file with an open --listen
+// is refused and an open file with a loopback --listen is not.
+func TestCheckServingAfterTheListenFlag(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load(writeFile(t, "listen: 0.0.0.0:7700\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.CheckServing(); err == nil {
+		t.Fatal("open listen address from the file accepted without a token")
+	}
+	cfg.Listen = "127.0.0.1:7700" // --listen
+	if err := cfg.CheckServing(); err != nil {
+		t.Fatalf("loopback --listen refused: %v", err)
+	}
+}
+
+func TestAllowedHosts(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load(writeFile(t, "api:\n  allowed_hosts: [agentqueued.lan, 192.168.1.20, \"::1\"]\n"), env(nil))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if want := []string{"agentqueued.lan", "192.168.1.20", "::1"}; !slices.Equal(cfg.API.AllowedHosts, want) {
+		t.Errorf("api.allowed_hosts = %q, want %q", cfg.API.AllowedHosts, want)
+	}
+	bad := []struct{ entry, index string }{
+		{"http://agentqueued.lan", "[0]"},
+		{"agentqueued.lan:7700", "[0]"},
+		{"\"*.example.com\"", "[0]"},
+		{"\"\"", "[0]"},
+		{"bad host", "[0]"},
+	}
+	for _, b := range bad {
+		t.Run(b.entry, func(t *testing.T) {
+			t.Parallel()
+			_, err := config.Load(writeFile(t, "api:\n  allowed_hosts: ["+b.entry+"]\n"), env(nil))
+			if err == nil || !strings.Contains(err.Error(), "config: api.allowed_hosts"+b.index+":") {
+				t.Fatalf("Load with allowed_hosts [%s]: error %v, want one naming api.allowed_hosts%s", b.entry, err, b.index)
+			}
+		})
+	}
+}
+
+// TestConfigFileSizeIsCapped: a huge file is refused before it is parsed
+// (a 200 MB file once took 1.7 GB to parse), naming the file and the cap.
+func TestConfigFileSizeIsCapped(t *testing.T) {
+	t.Parallel()
+	big := append([]byte("listen: 127.0.0.1:7700\n# "), bytes.Repeat([]byte("x"), config.MaxFileBytes)...)
+	path := filepath.Join(t.TempDir(), "huge.yaml")
+	if err := os.WriteFile(path, big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := config.Load(path, env(nil))
+	if err == nil {
+		t.Fatal("Load accepted a file larger than MaxFileBytes")
+	}
+	for _, want := range []string{path, "1048576 bytes", "1 MiB"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	if _, err := config.Parse(big, env(nil)); err == nil || !strings.Contains(err.Error(), "1 MiB") {
+		t.Errorf("Parse of a document larger than MaxFileBytes: %v", err)
+	}
+
+	// A file of exactly the cap is read.
+	ok := append([]byte("listen: 127.0.0.1:7700\n#"), bytes.Repeat([]byte("x"), config.MaxFileBytes-25)...)
+	ok = append(ok, '\n')
+	if len(ok) != config.MaxFileBytes {
+		t.Fatalf("test file is %d bytes", len(ok))
+	}
+	path = filepath.Join(t.TempDir(), "full.yaml")
+	if err := os.WriteFile(path, ok, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Load(path, env(nil)); err != nil {
+		t.Fatalf("Load of a file of MaxFileBytes: %v", err)
+	}
+}
