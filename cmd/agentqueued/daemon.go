@@ -164,7 +164,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 			return fmt.Errorf("agent %s from the configuration: %w", a.ID, err)
 		}
 	}
-	rc := repo.Config{BaseDir: filepath.Join(cfg.DataDir, "workspaces")}
+	rc := repo.Config{BaseDir: filepath.Join(cfg.DataDir, "workspaces"), Logger: log.With("component", "repo")}
 	if cfg.GitHub.Enabled() {
 		hosts, err := repo.GitHubHosts(cfg.GitHub.APIBaseURL)
 		if err != nil {

@@ -111,7 +111,57 @@
 // merge-tree, commit-tree, update-ref, reset and clean. Every git command
 // runs through one runner: hooks and fsmonitor off, no user or system
 // configuration, a fixed identity, a scrubbed environment, a timeout, its
-// own process group.
+// own process group. Text a person or an agent wrote (a task's title in a
+// commit or merge message) reaches git on its standard input (`-F -`),
+// never as an argument, where it could read as an option or exceed the
+// system's limit on one argument's length.
+//
+// # Crashes and repairs
+//
+// The daemon may be killed at any point; what it writes into its git
+// repositories is whole or absent. go-git's fetch writes references and
+// packs through a storage that writes each to a temporary file, synced, and
+// renames it into place: a pack's index first, then the pack (go-git finds
+// packs by their .pack, git by their .idx, and each ignores the other
+// half alone). go-git's own writer wrote the index in place and kept one
+// that existed, so a kill left an empty pack-<hash>.idx that broke every
+// later read of the repository ("EOF"). The git command line writes
+// atomically by itself; a killed command leaves lock files, which Prepare
+// removes.
+//
+// When an operation fails (other than a refusal: a models.Error or a
+// merge conflict), the packs of the repositories it used are checked: each
+// index is read whole (its checksum verified), each pack's header and
+// trailer compared with its index. A damaged pack is mended as its
+// repository's owner allows, the repair is logged (a warning naming the
+// repository and the problem, with the repo, project, task and agent),
+// and the operation is run again, once:
+//
+//   - A whole pack with a missing or damaged index gets a new index, in
+//     every daemon-owned repository; an unreadable index without a pack is
+//     removed.
+//   - A pack that is itself damaged (cut short, corrupt) is moved to
+//     aq-damaged-packs in the git directory, and then: the integration
+//     repository is rebuilt, keeping every reference whose history is
+//     whole (staged merges, task branches) and its verification worktrees;
+//     what it lost is fetched again when needed (the default branch from
+//     the origin, a task branch from its checkout; a staged merge is merged
+//     again). An agent's clone, before a run (Prepare), is set aside as
+//     <checkout>.damaged-<UTC time>, its objects fetched again from the
+//     origin and the integration repository, its uncommitted work rescued
+//     there as Prepare does (Workspace.Rescued names the branch), and it is
+//     cloned again with its branches carried over; the copy set aside is
+//     removed when all of it was carried over, and otherwise kept and
+//     named in the log. An agent's clone a run may be using (Seal, Stage,
+//     Deliver, Cleanup) is refilled in place from the origin and the
+//     integration repository; unless that makes it whole it is marked
+//     (aq-damaged in its git directory) and cloned again by its next
+//     Prepare. A hook checkout is removed and cloned again.
+//   - An INIT origin, the only copy of the project's delivered work, and
+//     the user's repositories (LINK, a CLONE path) are never rebuilt: the
+//     error (CodeConflict) names the repository, the damage and the command
+//     that repairs it (`git index-pack` for a whole pack); the user's
+//     repository is not changed at all.
 //
 // # Concurrency
 //
@@ -119,6 +169,8 @@
 // (an in_place repository is one checkout for all agents); a per-repo lock
 // serialises Stage, Deliver and every use of the integration repository; a
 // per-origin lock creates an INIT origin once. Locks are taken checkout
-// first, then repo. Agents on one project work concurrently in their own
-// checkouts.
+// first, then repo. A repair after a failed Prepare runs under both; one
+// after Stage, Deliver, Diff, PushBranch or Cleanup under the repo lock;
+// one after Seal under the checkout lock. Agents on one project work
+// concurrently in their own checkouts.
 package repo

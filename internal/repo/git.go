@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,6 +94,22 @@ func (w *Workspaces) gitRaw(ctx context.Context, dir string, limit int, args ...
 // gitRawEnv is gitRaw with extra environment variables (credentials given
 // through environment-only configuration).
 func (w *Workspaces) gitRawEnv(ctx context.Context, dir string, limit int, extra []string, args ...string) ([]byte, int64, error) {
+	return w.gitRun(ctx, dir, limit, extra, nil, args...)
+}
+
+// gitMsg runs a git command that takes a message (commit, commit-tree)
+// with the message on its standard input ("-F -" is appended to args):
+// text a person or an agent wrote never becomes a command-line argument,
+// where it could be taken for an option or exceed the system's limit on
+// one argument's length.
+func (w *Workspaces) gitMsg(ctx context.Context, dir, msg string, args ...string) (string, error) {
+	out, _, err := w.gitRun(ctx, dir, gitOutputCap, nil, strings.NewReader(msg), append(args, "-F", "-")...)
+	return strings.TrimSpace(string(out)), err
+}
+
+// gitRun runs git as gitRaw describes, with extra environment variables
+// and stdin (nil: none) as its standard input.
+func (w *Workspaces) gitRun(ctx context.Context, dir string, limit int, extra []string, stdin io.Reader, args ...string) ([]byte, int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
 	full := append([]string{"-c", "user.name=agentqueued", "-c", "user.email=agentqueued@localhost",
@@ -113,7 +130,7 @@ func (w *Workspaces) gitRawEnv(ctx context.Context, dir string, limit int, extra
 	cmd.Env = append(append(env, "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
 		"GIT_EDITOR=true", "GIT_SSH_COMMAND=ssh -o BatchMode=yes -o ConnectTimeout=30"), extra...)
 	out, errb := &capped{max: limit}, &capped{max: gitStderrCap}
-	cmd.Stdout, cmd.Stderr = out, errb
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, out, errb
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(errb.buf.String())
 		if msg == "" {
@@ -345,9 +362,12 @@ func changedFiles(ctx context.Context, r *git.Repository, base, head plumbing.Ha
 var errNoRef = errors.New("no such ref")
 
 // fetch fetches refspecs from url into the repository at path with go-git,
-// writing references atomically (see atomicRefs). For a local url go-git
-// runs git-upload-pack there, which executes nothing a repository's own
-// configuration or hooks name. A missing source ref is errNoRef. Empty
+// writing references and packs atomically (see atomicStorage). For a local
+// url go-git runs git-upload-pack there, which executes nothing a
+// repository's own configuration or hooks name; and nothing of the
+// receiving repository's configuration (which an agent can write in its
+// checkout) steers the fetch, as an insteadOf or a proxy would steer the
+// git command line's, credentials included. A missing source ref is errNoRef. Empty
 // reference files in path, which an earlier daemon killed mid-write left,
 // are removed and the fetch is tried again.
 func fetch(ctx context.Context, path, url string, tags bool, auth transport.AuthMethod, specs ...string) error {
@@ -366,7 +386,7 @@ func fetchOnce(ctx context.Context, path, url string, tags bool, auth transport.
 	if err != nil {
 		return err
 	}
-	st, err := withAtomicRefs(r, path)
+	st, err := withAtomicStorage(r, path)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,16 @@ func (w *Workspaces) HookCheckout(ctx context.Context, p models.Project) (dir st
 		}
 		return dir, lock.Unlock, nil
 	}
-	if err := w.refreshHookCheckout(ctx, p.Repo, dir); err != nil {
+	err = w.refreshHookCheckout(ctx, p.Repo, dir)
+	if err != nil {
+		// A damaged hook checkout holds nothing to keep: it is cloned again.
+		log := w.cfg.Logger.With("repo_id", p.Repo.ID, "project_id", p.ID, "op", "hook checkout")
+		targets := append([]target{{dir, ownHook}}, w.originTargets(p.Repo)...)
+		_, err = w.retryRepaired(ctx, log, p.Repo, err, targets, func() error {
+			return w.refreshHookCheckout(ctx, p.Repo, dir)
+		})
+	}
+	if err != nil {
 		lock.Unlock()
 		return "", nil, fmt.Errorf("hook checkout of project %s: %w", p.ID, err)
 	}

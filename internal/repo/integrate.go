@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,12 +124,16 @@ func (w *Workspaces) mergeCommit(ctx context.Context, integ, into, branch string
 	if len(entries) == 0 {
 		return plumbing.ZeroHash, errors.New("git merge-tree wrote no tree")
 	}
-	commit, err := w.git(ctx, integ, "commit-tree", entries[0], "-p", def.String(), "-p", task.String(),
-		"-m", fmt.Sprintf("Merge %s: %s", t.ID, t.Title), "-m", "Branch "+branch+".")
+	commit, err := w.gitMsg(ctx, integ, mergeMessage(t, branch), "commit-tree", entries[0], "-p", def.String(), "-p", task.String())
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
 	return plumbing.NewHash(commit), nil
+}
+
+// mergeMessage is the message of a task's merge commit.
+func mergeMessage(t models.Task, branch string) string {
+	return fmt.Sprintf("Merge %s: %s\n\nBranch %s.\n", t.ID, t.Title, branch)
 }
 
 // Stage merges the task branch (from the checkout src; for LINK from the
@@ -148,9 +153,20 @@ func (w *Workspaces) Stage(ctx context.Context, p models.Project, t models.Task,
 	defer lock.Unlock()
 	st, err := w.stage(ctx, r, t, src)
 	if err != nil {
+		_, err = w.retryRepaired(ctx, w.opLog(p, t, "stage"), r, err, w.repairTargets(r, src, false), func() (err error) {
+			st, err = w.stage(ctx, r, t, src)
+			return err
+		})
+	}
+	if err != nil {
 		return models.Staged{}, fmt.Errorf("stage task %s: %w", t.ID, err)
 	}
 	return st, nil
+}
+
+// opLog is the logger of an operation on a task's repository.
+func (w *Workspaces) opLog(p models.Project, t models.Task, op string) *slog.Logger {
+	return w.cfg.Logger.With("repo_id", p.Repo.ID, "project_id", p.ID, "task_id", t.ID, "op", op)
 }
 
 func (w *Workspaces) stage(ctx context.Context, r *models.RepoConfig, t models.Task, src string) (models.Staged, error) {
@@ -232,23 +248,33 @@ func (w *Workspaces) Diff(ctx context.Context, p models.Project, t models.Task, 
 	lock := w.repoLock(r)
 	lock.Lock()
 	defer lock.Unlock()
-	origin, err := w.origin(ctx, r)
+	text, err := w.diffTask(ctx, r, t, src)
 	if err != nil {
-		return "", fmt.Errorf("diff of task %s: %w", t.ID, err)
+		_, err = w.retryRepaired(ctx, w.opLog(p, t, "diff"), r, err, w.repairTargets(r, src, false), func() (err error) {
+			text, err = w.diffTask(ctx, r, t, src)
+			return err
+		})
 	}
-	integ, err := w.integration(ctx, r)
-	if err != nil {
-		return "", fmt.Errorf("diff of task %s: %w", t.ID, err)
-	}
-	def, task, err := w.tips(ctx, r, integ, origin, src, BranchName(t), true)
-	if err != nil {
-		return "", fmt.Errorf("diff of task %s: %w", t.ID, err)
-	}
-	text, err := w.diff(ctx, integ, def, task)
 	if err != nil {
 		return "", fmt.Errorf("diff of task %s: %w", t.ID, err)
 	}
 	return text, nil
+}
+
+func (w *Workspaces) diffTask(ctx context.Context, r *models.RepoConfig, t models.Task, src string) (string, error) {
+	origin, err := w.origin(ctx, r)
+	if err != nil {
+		return "", err
+	}
+	integ, err := w.integration(ctx, r)
+	if err != nil {
+		return "", err
+	}
+	def, task, err := w.tips(ctx, r, integ, origin, src, BranchName(t), true)
+	if err != nil {
+		return "", err
+	}
+	return w.diff(ctx, integ, def, task)
 }
 
 // PushBranch pushes the task branch, as verified, to the project's
@@ -264,10 +290,24 @@ func (w *Workspaces) PushBranch(ctx context.Context, p models.Project, t models.
 		return "", false, models.Errorf(models.CodeInvalid, "project %s has no repository URL to push to", p.ID)
 	}
 	r := p.Repo
-	branch := BranchName(t)
 	lock := w.repoLock(r)
 	lock.Lock()
 	defer lock.Unlock()
+	commit, contained, err = w.pushBranch(ctx, r, t, src)
+	if err != nil {
+		_, err = w.retryRepaired(ctx, w.opLog(p, t, "push"), r, err, w.repairTargets(r, src, false), func() (err error) {
+			commit, contained, err = w.pushBranch(ctx, r, t, src)
+			return err
+		})
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return commit, contained, nil
+}
+
+func (w *Workspaces) pushBranch(ctx context.Context, r *models.RepoConfig, t models.Task, src string) (commit string, contained bool, err error) {
+	branch := BranchName(t)
 	origin, err := w.origin(ctx, r)
 	if err != nil {
 		return "", false, err
@@ -329,6 +369,12 @@ func (w *Workspaces) Deliver(ctx context.Context, p models.Project, t models.Tas
 	lock.Lock()
 	defer lock.Unlock()
 	d, err := w.deliver(ctx, r, t, src)
+	if err != nil {
+		_, err = w.retryRepaired(ctx, w.opLog(p, t, "deliver"), r, err, w.repairTargets(r, src, false), func() (err error) {
+			d, err = w.deliver(ctx, r, t, src)
+			return err
+		})
+	}
 	if err != nil {
 		return models.Delivery{}, fmt.Errorf("deliver task %s: %w", t.ID, err)
 	}
@@ -493,7 +539,13 @@ func (w *Workspaces) Cleanup(ctx context.Context, p models.Project, t models.Tas
 	lock := w.repoLock(r)
 	lock.Lock()
 	defer lock.Unlock()
-	if err := w.cleanup(ctx, r, t, src, merged); err != nil {
+	err := w.cleanup(ctx, r, t, src, merged)
+	if err != nil {
+		_, err = w.retryRepaired(ctx, w.opLog(p, t, "cleanup"), r, err, w.repairTargets(r, src, false), func() error {
+			return w.cleanup(ctx, r, t, src, merged)
+		})
+	}
+	if err != nil {
 		return fmt.Errorf("clean up task %s: %w", t.ID, err)
 	}
 	return nil

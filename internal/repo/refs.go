@@ -15,42 +15,47 @@ import (
 	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
 )
 
-// atomicRefs is a repository's go-git storage whose reference writes are
-// atomic, as git's own are: the new value is written to a temporary file
-// beside the repository's refs and renamed over the reference. go-git
+// atomicStorage is a repository's go-git storage whose writes are atomic,
+// as git's own are: a reference's new value is written to a temporary file
+// beside the repository's refs and renamed over the reference, and a
+// fetched pack and its index are written to temporary files and renamed
+// into objects/pack only when complete (see PackfileWriter). go-git
 // truncates a reference file and writes it in place, so a daemon killed
 // between the two left an empty reference that broke every later fetch
 // into that repository ("ref file is empty"), and with it every delivery
-// of its project.
-type atomicRefs struct {
+// of its project; its pack index is written in place likewise.
+type atomicStorage struct {
 	*filesystem.Storage
 	gitDir string // the repository's (or worktree's) own directory
-	common string // its common directory: where shared refs live
+	common string // its common directory: where shared refs and objects live
+	// packStep, set by tests, runs after each file a pack write renames
+	// into objects/pack, with the file's path.
+	packStep func(path string)
 }
 
-// withAtomicRefs returns r's storage with atomic reference writes; path is
-// the repository's directory (a working tree, a worktree or a bare
-// repository).
-func withAtomicRefs(r *git.Repository, path string) (storage.Storer, error) {
+// withAtomicStorage returns r's storage with atomic reference and pack
+// writes; path is the repository's directory (a working tree, a worktree
+// or a bare repository).
+func withAtomicStorage(r *git.Repository, path string) (atomicStorage, error) {
 	fsys, ok := r.Storer.(*filesystem.Storage)
 	if !ok {
-		return nil, fmt.Errorf("repository %s: unexpected storage %T", path, r.Storer)
+		return atomicStorage{}, fmt.Errorf("repository %s: unexpected storage %T", path, r.Storer)
 	}
 	gitDir, common, err := gitDirs(path)
 	if err != nil {
-		return nil, err
+		return atomicStorage{}, err
 	}
-	return atomicRefs{Storage: fsys, gitDir: gitDir, common: common}, nil
+	return atomicStorage{Storage: fsys, gitDir: gitDir, common: common}, nil
 }
 
 // SetReference stores ref atomically.
-func (s atomicRefs) SetReference(ref *plumbing.Reference) error {
+func (s atomicStorage) SetReference(ref *plumbing.Reference) error {
 	return s.CheckAndSetReference(ref, nil)
 }
 
 // CheckAndSetReference stores ref atomically when the reference is still
 // at old (any value when old is nil).
-func (s atomicRefs) CheckAndSetReference(ref, old *plumbing.Reference) error {
+func (s atomicStorage) CheckAndSetReference(ref, old *plumbing.Reference) error {
 	if ref == nil {
 		return nil
 	}

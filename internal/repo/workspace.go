@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -34,6 +35,12 @@ type Config struct {
 	// (a GitHub token). They travel in a header only: never on a command
 	// line, in a URL or in a checkout's configuration.
 	Credentials func(url string) (user, password string, ok bool)
+	// Logger receives what the package repairs (a damaged repository
+	// indexed again or rebuilt, a checkout set aside); default: discarded.
+	Logger *slog.Logger
+	// Now is the clock that names set-aside checkouts and rescue
+	// branches; default time.Now.
+	Now func() time.Time
 }
 
 // TokenCredentials returns Credentials that send token to the given hosts
@@ -101,6 +108,12 @@ func New(cfg Config) (*Workspaces, error) {
 	}
 	if cfg.Git == "" {
 		cfg.Git = "git"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	return &Workspaces{cfg: cfg, locks: map[string]*sync.Mutex{}, inPlace: map[string]bool{}}, nil
 }
@@ -180,10 +193,7 @@ func (w *Workspaces) origin(ctx context.Context, r *models.RepoConfig) (string, 
 	case models.RepoLink:
 		return r.SourcePath, nil
 	}
-	dir := r.SourcePath
-	if dir == "" {
-		dir = filepath.Join(w.cfg.BaseDir, "origins", r.ID+".git")
-	}
+	dir := w.initOriginPath(r)
 	lock := w.lock("origin:" + dir) // agents starting together create it once
 	lock.Lock()
 	defer lock.Unlock()
@@ -219,6 +229,15 @@ func (w *Workspaces) origin(ctx context.Context, r *models.RepoConfig) (string, 
 	return dir, nil
 }
 
+// initOriginPath is where an INIT repo's origin lives: source_path, else
+// BaseDir/origins/<repo id>.git.
+func (w *Workspaces) initOriginPath(r *models.RepoConfig) string {
+	if r.SourcePath != "" {
+		return r.SourcePath
+	}
+	return filepath.Join(w.cfg.BaseDir, "origins", r.ID+".git")
+}
+
 // baseRef is the ref of a checkout that holds the default branch: the
 // remote-tracking branch of a clone, the user's own branch for LINK.
 func baseRef(r *models.RepoConfig) string {
@@ -243,20 +262,38 @@ func (w *Workspaces) Prepare(ctx context.Context, a models.Agent, p models.Proje
 	lock := w.checkoutLock(dir)
 	lock.Lock()
 	defer lock.Unlock()
-	var ws models.Workspace
-	var err error
-	switch r := p.Repo; {
-	case r.SourceType == models.RepoLink && r.InPlace:
-		ws, err = w.prepareInPlace(ctx, r, t, dir)
-	case r.SourceType == models.RepoLink:
-		ws, err = w.prepareWorktree(ctx, r, t, dir)
-	default:
-		ws, err = w.prepareClone(ctx, r, t, dir)
+	r := p.Repo
+	ws, err := w.prepare(ctx, r, t, dir)
+	if err != nil {
+		// A damaged repository is repaired and the checkout prepared again.
+		log := w.cfg.Logger.With("repo_id", r.ID, "project_id", p.ID, "task_id", t.ID, "agent", a.ID, "op", "prepare")
+		repo := w.repoLock(r)
+		repo.Lock()
+		var rescued string
+		rescued, err = w.retryRepaired(ctx, log, r, err, w.repairTargets(r, dir, true), func() (err error) {
+			ws, err = w.prepare(ctx, r, t, dir)
+			return err
+		})
+		repo.Unlock()
+		if err == nil && ws.Rescued == "" {
+			ws.Rescued = rescued
+		}
 	}
 	if err != nil {
 		return models.Workspace{}, fmt.Errorf("prepare workspace %s for task %s: %w", dir, t.ID, err)
 	}
 	return ws, nil
+}
+
+// prepare prepares the checkout dir as its repo's kind wants.
+func (w *Workspaces) prepare(ctx context.Context, r *models.RepoConfig, t models.Task, dir string) (models.Workspace, error) {
+	switch {
+	case r.SourceType == models.RepoLink && r.InPlace:
+		return w.prepareInPlace(ctx, r, t, dir)
+	case r.SourceType == models.RepoLink:
+		return w.prepareWorktree(ctx, r, t, dir)
+	}
+	return w.prepareClone(ctx, r, t, dir)
 }
 
 // prepareClone prepares a CLONE or INIT checkout: a clone of the origin.
@@ -279,6 +316,9 @@ func (w *Workspaces) prepareClone(ctx context.Context, r *models.RepoConfig, t m
 		return models.Workspace{}, models.Errorf(models.CodeConflict,
 			"the checkout %s is a worktree of %s, not a clone of the project's repository %s",
 			dir, repoOf(common), src)
+	}
+	if isFile(filepath.Join(gitDir, damagedMark)) {
+		return models.Workspace{}, errDamagedMark
 	}
 	repo, err := openRepo(dir)
 	if err != nil {
@@ -755,11 +795,11 @@ func (w *Workspaces) rescue(ctx context.Context, dir, gitDir string) (string, er
 	if from == "" {
 		from = "detached HEAD"
 	}
-	args := []string{"commit-tree", tree, "-m", "Rescued uncommitted changes of " + from}
+	args := []string{"commit-tree", tree}
 	if head, err := w.git(ctx, dir, "rev-parse", "-q", "--verify", "HEAD^{commit}"); err == nil {
 		args = append(args, "-p", head)
 	}
-	commit, err := w.git(ctx, dir, args...)
+	commit, err := w.gitMsg(ctx, dir, "Rescued uncommitted changes of "+from+"\n", args...)
 	if err != nil {
 		return "", err
 	}
@@ -767,7 +807,7 @@ func (w *Workspaces) rescue(ctx context.Context, dir, gitDir string) (string, er
 	if stem == "" {
 		stem = "detached"
 	}
-	stem = "aq-rescue/" + stem + "-" + time.Now().UTC().Format("20060102T150405")
+	stem = "aq-rescue/" + stem + "-" + w.cfg.Now().UTC().Format("20060102T150405")
 	name := stem
 	for i := 2; ; i++ {
 		// An empty old value: created only when no such branch exists.
@@ -807,6 +847,21 @@ func (w *Workspaces) Seal(ctx context.Context, p models.Project, t models.Task, 
 	lock.Lock()
 	defer lock.Unlock()
 	files, err := w.seal(ctx, p.Repo, t, ws)
+	if err != nil {
+		// The run's work is in the checkout's tree: a damaged clone is
+		// mended in place only.
+		log := w.cfg.Logger.With("repo_id", p.Repo.ID, "project_id", p.ID, "task_id", t.ID, "op", "seal")
+		var targets []target
+		if p.Repo.SourceType == models.RepoLink {
+			targets = w.originTargets(p.Repo)
+		} else {
+			targets = []target{{ws.Dir, ownBusyCheckout}}
+		}
+		_, err = w.retryRepaired(ctx, log, p.Repo, err, targets, func() (err error) {
+			files, err = w.seal(ctx, p.Repo, t, ws)
+			return err
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("seal task %s in %s: %w", t.ID, ws.Dir, err)
 	}
@@ -863,7 +918,7 @@ func (w *Workspaces) seal(ctx context.Context, r *models.RepoConfig, t models.Ta
 			return nil, err
 		}
 		if staged || merging { // a merge in progress is concluded even without changes
-			if _, err := w.git(ctx, dir, "commit", "-q", "-m", fmt.Sprintf("%s (%s)", t.Title, t.ID)); err != nil {
+			if _, err := w.gitMsg(ctx, dir, fmt.Sprintf("%s (%s)\n", t.Title, t.ID), "commit", "-q"); err != nil {
 				return nil, err
 			}
 		}
