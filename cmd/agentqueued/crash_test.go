@@ -59,14 +59,32 @@ type crashDaemon struct {
 	log    *lockedBuffer
 }
 
-// lockedBuffer collects a daemon's stderr, reports its listening address
-// and closes assigned at its first task assignment.
+// lockedBuffer collects a daemon's stderr, reports its listening address,
+// closes assigned at its first task assignment and wakes those awaiting a
+// line (await).
 type lockedBuffer struct {
 	mu       sync.Mutex
 	buf      bytes.Buffer
 	partial  []byte
 	addr     chan string
 	assigned chan struct{}
+	awaits   []lineAwait
+}
+
+// lineAwait is a wait for the next line holding text.
+type lineAwait struct {
+	text string
+	seen chan struct{}
+}
+
+// await returns a channel closed when a line holding text is written
+// after this call.
+func (b *lockedBuffer) await(text string) <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	a := lineAwait{text: text, seen: make(chan struct{})}
+	b.awaits = append(b.awaits, a)
+	return a.seen
 }
 
 func (b *lockedBuffer) Write(p []byte) (int, error) {
@@ -92,6 +110,15 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 				close(b.assigned)
 			}
 		}
+		kept := b.awaits[:0]
+		for _, a := range b.awaits {
+			if bytes.Contains(b.partial[:i], []byte(a.text)) {
+				close(a.seen)
+			} else {
+				kept = append(kept, a)
+			}
+		}
+		b.awaits = kept
 		b.partial = b.partial[i+1:]
 	}
 	return len(p), nil

@@ -13,6 +13,23 @@
 // AQ_PROMPT_FILE. Everything the process prints goes to a log file per task
 // attempt; the tail of its stderr is kept for the failure message.
 //
+// A process may be started held (Spec.Hold): it exists in its own group,
+// with the pid its program will have, but runs only a gate (/bin/sh
+// reading one line from a pipe that only its starter can write) until
+// Release; the gate then executes the program in its place. If the
+// starter dies first, or stops it, the gate exits with status 111 and the
+// program never runs. The command is looked up before the process starts,
+// as exec does, so a missing or non-executable command still fails Start.
+// The gate keeps the environment's variables exactly (not their order).
+// A file the kernel refuses to execute after release is the shell's to
+// judge: a missing interpreter ends the run with status 127 and the
+// shell's message, and a text file without a #! line is run as a shell
+// script, where exec alone would have failed to start it. The
+// daemon starts every agent held and releases it once its pid is
+// recorded, so that no agent runs unknown to the database; EndLeftover
+// ends what a run left behind after a restart, the whole process group,
+// when any of it is still a run of the task.
+//
 // Four adapters run the agent CLIs (see shared/AGENT-CLIS.md for their
 // flags and formats): Claude (claude -p --output-format stream-json), Codex
 // (codex exec --json), Cursor (cursor-agent -p --output-format stream-json)

@@ -98,10 +98,14 @@ func runFake(t *testing.T, a agent.Adapter, bin, repo, home string, rc agent.Run
 	maps.Copy(runEnv, inv.Env)
 	parser := a.NewParser(rc)
 	var events []agent.Event
+	// Held and released, as the orchestrator starts every run.
 	proc, err := agent.Start(agent.Spec{Argv: inv.Argv, Dir: repo, Env: agent.Environment(os.Environ(), nil, runEnv),
-		Stdin: inv.Stdin, LogPath: filepath.Join(state, "run.log"),
+		Stdin: inv.Stdin, LogPath: filepath.Join(state, "run.log"), Hold: true,
 		OnLine: func(line []byte) { events = append(events, parser.Line(line)...) }})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Release(); err != nil {
 		t.Fatal(err)
 	}
 	res, err := proc.Wait(progresstest.Context(t))

@@ -43,7 +43,34 @@ type Spec struct {
 	OnActivity func()
 	// StderrTail is how many bytes of stderr to keep; default DefaultStderrTail.
 	StderrTail int
+	// Hold starts the process held: it exists, in its own process group,
+	// with the pid the program of Argv will have, but it executes Argv only
+	// once Release is called. Until then it is a minimal gate (GateShell
+	// reading one line from a pipe that only this Process can write to);
+	// when the pipe closes without that line — Stop, or the death of the
+	// process that started it — the gate exits with status GateExit and
+	// Argv never runs. The daemon records the pid first, then releases it,
+	// so no agent runs that the database does not know about.
+	Hold bool
 }
+
+// The gate of a held process (Spec.Hold).
+const (
+	// GateShell runs the gate.
+	GateShell = "/bin/sh"
+	// GateExit is the exit status of a gate whose pipe closed before
+	// Release: the program was never executed.
+	GateExit = 111
+)
+
+// gateScript reads the go-ahead from fd 3 (at end of file, it exits with
+// GateExit), closes it and replaces itself with the program (its path and
+// arguments follow as "$@"). dash exports PWD on its own: unset it, so
+// that the program's environment is exactly the Spec's.
+const gateScript = `read -r go <&3 || exit 111; unset PWD; exec "$@" 3<&-`
+
+// gateScriptPWD is gateScript for an environment that sets PWD itself.
+const gateScriptPWD = `read -r go <&3 || exit 111; exec "$@" 3<&-`
 
 // Result is how a process ended.
 type Result struct {
@@ -69,6 +96,9 @@ type Process struct {
 	readers        sync.WaitGroup
 	mu             sync.Mutex
 	stopped        bool
+	// gate is the write end of a held process's gate pipe, nil once
+	// released or dropped (guarded by mu).
+	gate *os.File
 }
 
 // Start starts the process described by spec. The caller must call Wait.
@@ -86,7 +116,28 @@ func Start(spec Spec) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start agent process: %w", err)
 	}
-	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	argv := spec.Argv
+	var gateR, gateW *os.File
+	if spec.Hold {
+		// The program is executed by the gate, so it must be found now, as
+		// exec.Command would find it: a missing or non-executable command
+		// fails here, before any process exists.
+		path, err := lookPath(spec.Argv[0], spec.Dir)
+		if err != nil {
+			logf.Close()
+			return nil, fmt.Errorf("start agent process %s: %w", spec.Argv[0], err)
+		}
+		script := gateScript
+		if envHas(spec.Env, "PWD") {
+			script = gateScriptPWD
+		}
+		argv = append([]string{GateShell, "-c", script, "agentqueued-gate", path}, spec.Argv[1:]...)
+		if gateR, gateW, err = os.Pipe(); err != nil {
+			logf.Close()
+			return nil, fmt.Errorf("start agent process: gate: %w", err)
+		}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = spec.Dir
 	cmd.Env = spec.Env
 	if cmd.Env == nil {
@@ -99,16 +150,23 @@ func Start(spec Spec) (*Process, error) {
 	for i := 0; i < len(pipes); i += 2 {
 		if pipes[i], pipes[i+1], err = os.Pipe(); err != nil {
 			closeAll(pipes[:i]...)
+			closeAll(gateR, gateW)
 			logf.Close()
 			return nil, fmt.Errorf("start agent process: %w", err)
 		}
 	}
 	stdinR, stdinW, stdout, stdoutW, stderr, stderrW := pipes[0], pipes[1], pipes[2], pipes[3], pipes[4], pipes[5]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
+	if gateR != nil {
+		// fd 3 of the gate. The write end is close-on-exec (os.Pipe): no
+		// other child of this process inherits it, so it closes when this
+		// process dies.
+		cmd.ExtraFiles = []*os.File{gateR}
+	}
 	err = cmd.Start()
-	closeAll(stdinR, stdoutW, stderrW) // the child has its own copies
+	closeAll(stdinR, stdoutW, stderrW, gateR) // the child has its own copies
 	if err != nil {
-		closeAll(stdinW, stdout, stderr)
+		closeAll(stdinW, stdout, stderr, gateW)
 		logf.Close()
 		return nil, fmt.Errorf("start agent process %s: %w", spec.Argv[0], err)
 	}
@@ -117,7 +175,8 @@ func Start(spec Spec) (*Process, error) {
 	if size <= 0 {
 		size = DefaultStderrTail
 	}
-	p := &Process{cmd: cmd, stdout: stdout, stderr: stderr, log: logf, tail: &tailBuffer{max: size}, done: make(chan struct{})}
+	p := &Process{cmd: cmd, stdout: stdout, stderr: stderr, log: logf, tail: &tailBuffer{max: size}, done: make(chan struct{}),
+		gate: gateW}
 	activity := spec.OnActivity
 	if activity == nil {
 		activity = func() {}
@@ -170,6 +229,7 @@ func Start(spec Spec) (*Process, error) {
 
 func (p *Process) wait() {
 	err := p.cmd.Wait()
+	p.dropGate()
 	// The group may hold children that outlived the leader: end them, which
 	// also closes their copies of the output pipes.
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck // usually already gone
@@ -201,6 +261,67 @@ func (p *Process) wait() {
 	close(p.done)
 }
 
+// Release lets a held process (Spec.Hold) execute its program. It does
+// nothing for a process that was not held or is already released. An
+// error means the gate could not be told (it has ended: stopped or
+// killed); the process then never runs its program.
+func (p *Process) Release() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gate == nil {
+		return nil
+	}
+	// One write of less than PIPE_BUF bytes: the gate reads the whole line
+	// or, if this process dies first, nothing.
+	_, err := p.gate.Write([]byte("go\n"))
+	p.gate.Close()
+	p.gate = nil
+	if err != nil {
+		return fmt.Errorf("release agent process %d: %w", p.cmd.Process.Pid, err)
+	}
+	return nil
+}
+
+// dropGate closes a held process's gate without releasing it.
+func (p *Process) dropGate() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gate != nil {
+		p.gate.Close()
+		p.gate = nil
+	}
+}
+
+// lookPath finds the program name as exec.Command does: a name without a
+// slash in the daemon's PATH, a path as it is (relative to dir, the
+// process's working directory). It returns what the gate executes.
+func lookPath(name, dir string) (string, error) {
+	if strings.Contains(name, "/") {
+		check := name
+		if !filepath.IsAbs(check) && dir != "" {
+			check = filepath.Join(dir, check)
+		}
+		if _, err := exec.LookPath(check); err != nil {
+			return "", err
+		}
+		if strings.HasPrefix(name, "-") {
+			name = "./" + name // not an option of the gate's exec
+		}
+		return name, nil
+	}
+	return exec.LookPath(name)
+}
+
+// envHas reports whether env (KEY=value entries) sets key.
+func envHas(env []string, key string) bool {
+	for _, kv := range env {
+		if k, _, ok := strings.Cut(kv, "="); ok && k == key {
+			return true
+		}
+	}
+	return false
+}
+
 // groupGoneTimeout bounds the wait for a killed process group to end, and
 // outputDrain the wait for its output once it has.
 const (
@@ -219,10 +340,17 @@ func waitGroupGone(pgid int, timeout time.Duration) {
 
 // groupAlive reports whether /proc shows a live process in group pgid.
 func groupAlive(pgid int) bool {
+	return len(groupMembers(pgid, 1)) > 0
+}
+
+// groupMembers returns up to max (0: all) live processes /proc shows in
+// group pgid; none where /proc cannot be read.
+func groupMembers(pgid, max int) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return false
+		return nil
 	}
+	var out []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -242,10 +370,12 @@ func groupAlive(pgid int) bool {
 			continue
 		}
 		if g, err := strconv.Atoi(f[2]); err == nil && g == pgid && pid > 0 {
-			return true
+			if out = append(out, pid); max > 0 && len(out) >= max {
+				return out
+			}
 		}
 	}
-	return false
+	return out
 }
 
 func closeAll(fs ...*os.File) {
@@ -280,6 +410,7 @@ func (p *Process) Stop(grace time.Duration) Result {
 	p.mu.Lock()
 	p.stopped = true
 	p.mu.Unlock()
+	p.dropGate() // a held process ends without running its program
 	pgid := p.cmd.Process.Pid
 	syscall.Kill(-pgid, syscall.SIGTERM) //nolint:errcheck // it may have ended already
 	t := time.NewTimer(grace)
@@ -346,6 +477,49 @@ func KillGroup(pgid int) error {
 		return fmt.Errorf("kill process group %d: %w", pgid, err)
 	}
 	return nil
+}
+
+// EndLeftover ends what is left of a run of task taskID whose process
+// group is pgid (its recorded pid) once nothing supervises it any more, as
+// after a restart of the daemon. Only a run of that task is touched: when
+// the recorded process or any live process of its group carries
+// AQ_TASK_ID=taskID in its environment (a pid reused by an unrelated
+// process does not), the group is killed with SIGKILL and EndLeftover waits
+// up to wait until none of it is alive: a process still finishing a system
+// call could otherwise write into the run's checkout after its next user
+// took it. found reports whether anything of the run was alive. An error
+// means some of it still was when wait ran out; its checkout must not be
+// reused yet. Where /proc cannot be read nothing can be confirmed and
+// nothing is done.
+func EndLeftover(pgid int, taskID string, wait time.Duration) (found bool, err error) {
+	if pgid <= 0 {
+		return false, nil
+	}
+	ours := Alive(pgid) && IsRunOf(pgid, taskID)
+	for _, pid := range groupMembers(pgid, 0) {
+		if ours {
+			break
+		}
+		ours = IsRunOf(pid, taskID)
+	}
+	if !ours {
+		return false, nil
+	}
+	// The group, and the recorded process itself should it have left the
+	// group.
+	if err := KillGroup(pgid); err != nil {
+		return true, err
+	}
+	syscall.Kill(pgid, syscall.SIGKILL) //nolint:errcheck // usually gone with its group
+	gone := func() bool { return !groupAlive(pgid) && !(Alive(pgid) && IsRunOf(pgid, taskID)) }
+	deadline := time.Now().Add(wait)
+	for !gone() {
+		if !time.Now().Before(deadline) {
+			return true, fmt.Errorf("end process group %d of task %s: still alive after SIGKILL and %s", pgid, taskID, wait)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the process table
+	}
+	return true, nil
 }
 
 // tailBuffer keeps the last max bytes written to it.

@@ -159,14 +159,40 @@
 // answers through [Orchestrator.AnswerQuestion], which hands the answer to
 // the waiting agent.
 //
+// # No agent the database does not know
+//
+// An agent's process is started held (agent.Spec.Hold): it exists, with
+// its pid and process group, but runs only a minimal gate — /bin/sh
+// reading one line from a pipe whose write end only the daemon holds —
+// until the run's pid is committed (StartRun, with AGENT_STARTED). Then
+// the daemon releases it and the gate replaces itself with the agent's
+// command (exec: the same pid, the same group, the environment, standard
+// input, arguments and log as without the gate). When the daemon dies
+// before that — killed while a locked database made the record wait —
+// the pipe closes, the gate reads end of file and exits with status 111
+// without ever running the agent; when the record fails, the held process
+// is stopped. So every agent that runs has its pid in the database, and
+// recovery finds it. This was chosen over recording a marker before exec
+// and searching /proc for it afterwards: the gate needs no search, and an
+// agent cannot escape it by changing its environment. A reviewer's run is
+// started the same way.
+//
 // # Recovery and shutdown
 //
-// On start, every run left open is closed — its process group killed if it
-// survived — and its task returned to READY by RECOVERY; agents holding a
-// task without an open run are freed; ASSIGNED or IN_PROGRESS tasks without
-// a run are requeued; VERIFYING tasks are delivered again (delivery is
-// idempotent) and passed. A process that survived a crash cannot be
-// re-attached (its output pipes died with the daemon), so it is ended and
-// the task runs again. On shutdown, runs are stopped (TERM, grace, KILL) and
+// On start, every run left open is closed and its task returned to READY
+// by RECOVERY; agents holding a task without an open run are freed;
+// ASSIGNED or IN_PROGRESS tasks without a run are requeued; VERIFYING
+// tasks are delivered again (delivery is idempotent) and passed. A process
+// that survived a crash cannot be re-attached (its output pipes died with
+// the daemon), so it is ended and the task runs again: when the run's
+// recorded process, or any live process of its process group (the leader
+// may have exited and left children behind), carries the run's
+// AQ_TASK_ID, the whole group is killed, and the run is closed — freeing
+// its agent and checkout for the next run — only once none of it is alive
+// (a process finishing a system call could otherwise still write into the
+// checkout). A group still alive after LeftoverWait keeps its run open,
+// its agent taken and its task held, and is looked at again in every
+// round until it has gone. A run without a recorded pid never ran its
+// agent (see above). On shutdown, runs are stopped (TERM, grace, KILL) and
 // their tasks requeued by RECOVERY.
 package orchestrator

@@ -282,6 +282,9 @@ type Orchestrator struct {
 	stopping bool
 	// reviewFails counts reviews that could not start, per task attempt.
 	reviewFails map[string]int
+	// stuck holds the open runs of an earlier life whose process group
+	// outlived SIGKILL and LeftoverWait (see endLeftover).
+	stuck map[int64]bool
 	// resume lists the VERIFYING tasks recovery found, for Run to resume.
 	resume []string
 	wg     sync.WaitGroup
@@ -301,7 +304,7 @@ func New(cfg Config, st Store, ws Workspaces, adapters *agent.Registry) (*Orches
 		wake: make(chan struct{}, 1), prPoke: make(chan struct{}, 1), runs: map[int64]*activeRun{}, asks: map[int64]chan askResult{},
 		cooldown: map[string]time.Time{}, failures: map[string]int{}, verifying: map[string]context.CancelFunc{},
 		verifyDone: map[string]chan struct{}{},
-		vctx:       vctx, vcancel: vcancel, reviewFails: map[string]int{}}, nil
+		vctx:       vctx, vcancel: vcancel, reviewFails: map[string]int{}, stuck: map[int64]bool{}}, nil
 }
 
 // Wake asks the loop for a round now. It never blocks; wake-ups that

@@ -211,11 +211,16 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 		return startErr("start process", true, err)
 	}
 	if _, err := o.store.StartRun(ctx, ar.run.ID, proc.PID(), ws.Dir); err != nil {
-		proc.Stop(o.cfg.StopGrace)
+		proc.Stop(o.cfg.StopGrace) // still held: the agent never ran
 		log.Warn("started run not recorded", "err", err)
 		return o.finish(ctx, ar, models.RunEnd{RunID: ar.run.ID, Event: models.EventExecutionError,
 			ExpectFrom: models.StatusAssigned, Reason: "record the start: " + err.Error(), Outcome: "execution_error",
 			Error: err.Error()})
+	}
+	// Recorded: the agent may run now. A gate that cannot be released has
+	// ended, and the run ends with it (its exit is the failure).
+	if err := proc.Release(); err != nil {
+		log.Warn("agent process not released", "err", err)
 	}
 	ar.mu.Lock()
 	ar.proc, ar.started, ar.lastActivity = proc, true, o.cfg.Now()
@@ -267,7 +272,9 @@ type startError struct {
 func (e *startError) Error() string { return e.step + ": " + e.err.Error() }
 
 // launch renders the prompt, builds the adapter's invocation and starts the
-// process of a run (work or review) with its parser wired to the run.
+// process of a run (work or review) with its parser wired to the run. The
+// process is held: it runs nothing until the caller has recorded its pid
+// with StartRun and released it (agent.Process.Release).
 func (o *Orchestrator) launch(ctx context.Context, ar *activeRun, adapter agent.Adapter, ls launchSpec) (*agent.Process, agent.Parser, error) {
 	prompt, err := RenderPrompt(ls.tc)
 	if err != nil {
@@ -317,7 +324,8 @@ func (o *Orchestrator) launch(ctx context.Context, ar *activeRun, adapter agent.
 	default:
 	}
 	parser := adapter.NewParser(rc)
-	proc, err := agent.Start(agent.Spec{Argv: inv.Argv, Dir: ls.dir, Env: env, Stdin: inv.Stdin, LogPath: ls.base + ".log",
+	// Held until the caller has recorded its pid (see Release).
+	proc, err := agent.Start(agent.Spec{Argv: inv.Argv, Dir: ls.dir, Env: env, Stdin: inv.Stdin, LogPath: ls.base + ".log", Hold: true,
 		OnActivity: func() { ar.touch(o.cfg.Now()) },
 		OnLine: func(line []byte) {
 			for _, ev := range parser.Line(line) {
@@ -681,10 +689,8 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		return err
 	}
 	for _, r := range open {
-		if r.PID != nil && agent.Alive(*r.PID) && agent.IsRunOf(*r.PID, r.TaskID) {
-			if err := agent.KillGroup(*r.PID); err != nil {
-				o.log.Warn("recovery: end leftover process", "run_id", r.ID, "pid", *r.PID, "err", err)
-			}
+		if !o.endLeftover(r, "recovery") {
+			continue // its checkout is not free yet: reconcile tries again
 		}
 		end := models.RunEnd{RunID: r.ID, Event: models.EventRecovery, Reason: "the daemon restarted during this run",
 			Outcome: "recovered"}
@@ -738,10 +744,11 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 		if liveRuns[r.ID] {
 			continue
 		}
-		if r.PID != nil && agent.Alive(*r.PID) && agent.IsRunOf(*r.PID, r.TaskID) {
-			if err := agent.KillGroup(*r.PID); err != nil {
-				o.log.Warn("reconcile: end leftover process", "run_id", r.ID, "pid", *r.PID, "err", err)
-			}
+		if !o.endLeftover(r, "reconcile") {
+			// Its process group outlives SIGKILL for now: the run stays
+			// open, its agent (and checkout) taken, its task held.
+			live[r.TaskID] = true
+			continue
 		}
 		if _, err := o.store.FinishRun(ctx, models.RunEnd{RunID: r.ID, Event: models.EventRecovery,
 			Reason: "its run is not supervised (the daemon restarted or lost it)", Outcome: "recovered"}); err != nil {
@@ -770,6 +777,48 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 	}
 	return nil
 }
+
+// endLeftover ends the process group an open run that nothing supervises
+// left behind (a run of an earlier life of the daemon), and reports whether
+// the run may be closed: true once nothing of it is alive, so that its
+// agent and checkout are handed to the next run only after its last
+// process has gone. The first look at a run waits up to LeftoverWait for
+// the killed group to end; a run whose group outlived that is looked at
+// again in later rounds without waiting.
+func (o *Orchestrator) endLeftover(r models.Run, step string) bool {
+	if r.PID == nil {
+		// Never recorded: its process was held and has ended by itself
+		// (its gate read end of file when the daemon that held it died).
+		return true
+	}
+	o.mu.Lock()
+	wait := LeftoverWait
+	if o.stuck[r.ID] {
+		wait = 0
+	}
+	o.mu.Unlock()
+	found, err := agent.EndLeftover(*r.PID, r.TaskID, wait)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err != nil {
+		if !o.stuck[r.ID] {
+			o.log.Warn(step+": a leftover process group of the run is still alive; its run stays open", "task_id", r.TaskID,
+				"run_id", r.ID, "agent", r.AgentID, "pid", *r.PID, "err", err)
+		}
+		o.stuck[r.ID] = true
+		return false
+	}
+	delete(o.stuck, r.ID)
+	if found {
+		o.log.Info(step+": ended the leftover process group of a run", "task_id", r.TaskID, "run_id", r.ID, "agent", r.AgentID,
+			"pid", *r.PID)
+	}
+	return true
+}
+
+// LeftoverWait bounds the wait for a leftover run's killed process group
+// to end.
+const LeftoverWait = 5 * time.Second
 
 // MaxReconcile bounds the tasks one reconciliation reads.
 const MaxReconcile = 10_000

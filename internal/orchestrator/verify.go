@@ -494,9 +494,12 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 		return
 	}
 	if _, err := o.store.StartRun(ctx, ar.run.ID, proc.PID(), staged.Dir); err != nil {
-		proc.Stop(o.cfg.StopGrace)
+		proc.Stop(o.cfg.StopGrace) // still held: the reviewer never ran
 		fail("record the start", err)
 		return
+	}
+	if err := proc.Release(); err != nil {
+		log.Warn("reviewer process not released", "err", err)
 	}
 	ar.mu.Lock()
 	ar.proc, ar.started, ar.lastActivity = proc, true, o.cfg.Now()
