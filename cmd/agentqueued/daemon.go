@@ -247,7 +247,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 			o.PokePullRequest(pctx, owner, name, n)
 		})
 	}
-	health := &daemonHealth{db: watch}
+	health := &daemonHealth{db: watch, scheduler: o}
 	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, AllowedHosts: cfg.API.AllowedHosts,
 		Logger: log.With("component", "api"), Health: health.Check,
 		GitHubWebhook: webhook, Hooks: cmds, Workflows: cmds}, cmds)

@@ -164,12 +164,16 @@ func saveLostDatabase(ctx context.Context, st databaseSaver, gone error, path st
 // daemonHealth is what /healthz reports beyond the store answering: the
 // daemon's own checks, each nil when healthy.
 type daemonHealth struct {
-	db *dbWatch
+	db        *dbWatch
+	scheduler interface{ Health() error }
 }
 
 // Check returns the first problem found, in words for an operator.
 func (h *daemonHealth) Check(ctx context.Context) error {
 	if err := h.db.Check(); err != nil {
+		return err
+	}
+	if err := h.scheduler.Health(); err != nil {
 		return err
 	}
 	return nil

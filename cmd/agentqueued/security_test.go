@@ -1,8 +1,14 @@
 package main
 
 import (
+	"database/sql"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/api"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
 )
 
 // TestAnOpenListenerNeedsAToken: the API listening beyond loopback without
@@ -21,5 +27,49 @@ func TestAnOpenListenerNeedsAToken(t *testing.T) {
 	}
 	if !strings.Contains(d.logs.String(), "auth=true") {
 		t.Errorf("log:\n%s", d.logs)
+	}
+}
+
+// TestHealthSaysWhenTheSchedulerFails: a project total that could not be
+// read failed every scheduling pass while /healthz said ok. Now /healthz
+// answers 503 with the reason once passes keep failing.
+func TestHealthSaysWhenTheSchedulerFails(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := writeFile(t, t.TempDir(), "agentqueued.yaml", "orchestrator:\n  safety_tick: 20ms\n")
+	d, err := startMain(t, nil, "run", "--config", cfg, "--data-dir", dir, "--listen", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCtl(t, d.m.Addr(), "project", "create", "web")
+	c, err := api.NewClient("http://"+d.m.Addr(), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := progresstest.Context(t)
+	if _, err := c.Health(ctx); err != nil {
+		t.Fatalf("a healthy daemon: %v", err)
+	}
+	// What an older daemon let an agent do: a total beyond SQLite's integers.
+	raw, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "agentqueued.db")+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Exec("UPDATE projects SET total_tokens_used = 1.0e19 WHERE id = 'web'"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := c.Health(ctx)
+		if err != nil && strings.Contains(err.Error(), "the scheduler failed its last") {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("/healthz never said the scheduler fails: %v\n%s", err, d.logs)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond): // polling the daemon's answer
+		}
 	}
 }

@@ -285,6 +285,10 @@ type Orchestrator struct {
 	// stuck holds the open runs of an earlier life whose process group
 	// outlived SIGKILL and LeftoverWait (see endLeftover).
 	stuck map[int64]bool
+	// failedRounds counts the rounds in a row that met an error, and
+	// roundErr is the last one's (see Health).
+	failedRounds int
+	roundErr     error
 	// resume lists the VERIFYING tasks recovery found, for Run to resume.
 	resume []string
 	wg     sync.WaitGroup
@@ -305,6 +309,23 @@ func New(cfg Config, st Store, ws Workspaces, adapters *agent.Registry) (*Orches
 		cooldown: map[string]time.Time{}, failures: map[string]int{}, verifying: map[string]context.CancelFunc{},
 		verifyDone: map[string]chan struct{}{},
 		vctx:       vctx, vcancel: vcancel, reviewFails: map[string]int{}, stuck: map[int64]bool{}}, nil
+}
+
+// UnhealthyAfter is how many rounds in a row must fail before Health
+// reports the orchestrator unhealthy: one failed round is often a race
+// the next one resolves.
+const UnhealthyAfter = 3
+
+// Health reports an error when the last UnhealthyAfter rounds or more all
+// failed, naming how many and the last reason: the daemon answers, but no
+// work is scheduled. It is nil again after a round without an error.
+func (o *Orchestrator) Health() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.failedRounds < UnhealthyAfter {
+		return nil
+	}
+	return fmt.Errorf("the scheduler failed its last %d passes: %v", o.failedRounds, o.roundErr)
 }
 
 // Wake asks the loop for a round now. It never blocks; wake-ups that
@@ -367,24 +388,39 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 func (o *Orchestrator) round(ctx context.Context) time.Time {
 	now := o.cfg.Now()
 	due := now.Add(o.cfg.SafetyTick)
+	var roundErr error
+	failed := func(step string, err error) {
+		o.log.Error(step, "err", err)
+		if roundErr == nil {
+			roundErr = fmt.Errorf("%s: %w", step, err)
+		}
+	}
 	if d, err := o.applyTimers(ctx, now); err != nil {
-		o.log.Error("apply timers", "err", err)
+		failed("apply timers", err)
 	} else if !d.IsZero() && d.Before(due) {
 		due = d
 	}
 	// Reviews first: a reviewer that also takes work must not be taken by
 	// the scheduler every round while a review waits for it.
 	if err := o.dispatchReviews(ctx); err != nil {
-		o.log.Error("dispatch reviews", "err", err)
+		failed("dispatch reviews", err)
 	}
 	if d, err := o.schedule(ctx, now); err != nil {
-		o.log.Error("schedule", "err", err)
+		failed("schedule", err)
 	} else if !d.IsZero() && d.Before(due) {
 		due = d
 	}
 	if err := o.reconcile(ctx); err != nil {
-		o.log.Error("reconcile", "err", err)
+		failed("reconcile", err)
 	}
+	o.mu.Lock()
+	if roundErr != nil && ctx.Err() == nil {
+		o.failedRounds++
+		o.roundErr = roundErr
+	} else if roundErr == nil {
+		o.failedRounds, o.roundErr = 0, nil
+	}
+	o.mu.Unlock()
 	o.resumeVerifications(ctx)
 	// After scheduling, so that runs dispatched now have their start
 	// deadline armed.
