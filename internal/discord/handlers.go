@@ -340,6 +340,9 @@ func (b *Bot) projectEdit(ctx context.Context, c call) reply {
 	if n, ok := c.opts.int("budget"); ok {
 		patch.BudgetLimit = &n
 	}
+	if len(patch.Fields()) == 0 {
+		return ephemeral("⚠️ Nothing to change: give name, channel, credit_weight, max_agents or budget.")
+	}
 	p, err := b.svc.UpdateProject(ctx, c.opts.str(optProject), patch)
 	if err != nil {
 		return b.errorReply("project edit", err)
@@ -374,6 +377,10 @@ func (b *Bot) taskAdd(ctx context.Context, c call) reply {
 	}
 	for _, id := range splitIDs(c.opts.str("depends_on")) {
 		t.Dependencies = append(t.Dependencies, models.BatchDependency{ID: id})
+	}
+	if err := t.Validate(); err != nil {
+		// Checked here too so the answer names the option, not a batch entry.
+		return b.errorReply("task add", err)
 	}
 	res, err := b.svc.CreateTasks(ctx, models.TaskBatch{ProjectID: projectID, CreatedBy: actor(c.user), Tasks: []models.BatchTask{t}})
 	if err != nil {
@@ -476,6 +483,9 @@ func (b *Bot) taskApprove(ctx context.Context, c call) reply {
 }
 
 func (b *Bot) approve(ctx context.Context, taskID, note, user string, update bool) reply {
+	if err := models.CheckText("note", note, models.MaxDescriptionLen); err != nil {
+		return b.errorReply("approve", err)
+	}
 	res, err := b.svc.ApproveTask(ctx, taskID, actor(user), note)
 	if err != nil {
 		if models.ErrorCodeOf(err) == models.CodeConflict {
@@ -497,6 +507,9 @@ func (b *Bot) taskReject(ctx context.Context, c call) reply {
 }
 
 func (b *Bot) reject(ctx context.Context, taskID, feedback, user string) reply {
+	if err := (models.Feedback{Source: actor(user), Verdict: models.VerdictReject, Text: feedback}).Validate(); err != nil {
+		return b.errorReply("reject", err)
+	}
 	res, err := b.svc.RejectTask(ctx, taskID, actor(user), feedback)
 	if err != nil {
 		if models.ErrorCodeOf(err) == models.CodeConflict {

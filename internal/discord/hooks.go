@@ -281,7 +281,7 @@ func (b *Bot) hookEditForm(ctx context.Context, s *discordgo.Session, i *discord
 	steps := stepsText(cur.ContextSteps)
 	f := hookForm{user: user, title: "Edit hook " + cur.ID, hookID: cur.ID, patch: p,
 		orig:   map[string]string{"name": cur.Name, "prompt": cur.PromptTemplate, "steps": steps},
-		fields: []formField{{ID: "name", Label: "Name", Value: cur.Name, Required: true, MaxLength: 100}}}
+		fields: []formField{{ID: "name", Label: "Name", Value: cur.Name, Required: true, MaxLength: models.MaxNameLen}}}
 	// A text longer than a form holds is left out, and left as it is.
 	if utf8.RuneCountInString(cur.PromptTemplate) <= maxFormText {
 		f.fields = append(f.fields, promptField(cur.PromptTemplate))

@@ -32,6 +32,14 @@
 // skipped. Rate limits (429) and server failures are retried with
 // back-off, honouring Retry-After, a bounded number of times.
 //
+// A tool call whose arguments do not hold is refused, and the model is
+// told why ("error: title: …"): a title is one line of printable text of
+// at most models.MaxTitleLen characters, a kind one line of at most
+// models.MaxKindLen and a dedupe_key one line of at most
+// models.MaxMetadataLen; a description or feedback is text (line breaks
+// and tabs allowed, no other control character) of at most 8,000
+// characters, a message of at most 4,000.
+//
 // Runs that a stop of the daemon left running are closed as failed when
 // the engine starts.
 package hooks

@@ -446,10 +446,14 @@ func (e *Engine) claim(ctx context.Context, h models.Hook, c models.HookClaim) (
 	return res, nil
 }
 
-// Fire fires a hook by hand (by names who), whatever its trigger and
+// Fire fires a hook by hand (by names who: one line of at most
+// models.MaxActorLen characters), whatever its trigger and
 // cooldown, and returns its run: running, or skipped with the reason. An
 // event hook may be given the event to run with.
 func (e *Engine) Fire(ctx context.Context, hookID, by string, f models.HookFire) (models.HookRun, error) {
+	if err := models.CheckLine("actor", by, models.MaxActorLen); err != nil {
+		return models.HookRun{}, err
+	}
 	h, err := e.store.GetHook(ctx, hookID)
 	if err != nil {
 		return models.HookRun{}, err

@@ -1,6 +1,9 @@
 package models
 
 import (
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -54,13 +57,17 @@ func (s *AgentSettings) Validate() error {
 		return Errorf(CodeInvalid, "max_runtime: must not be negative")
 	case s.IdleTimeout < 0:
 		return Errorf(CodeInvalid, "idle_timeout: must not be negative")
-	case len(s.Args) > MaxListEntries:
-		return Errorf(CodeInvalid, "args: at most %d", MaxListEntries)
+	}
+	if err := CheckLine("command", s.Command, MaxPathLen); err != nil {
+		return err
+	}
+	if err := checkArgs("args", s.Args); err != nil {
+		return err
+	}
+	if err := checkEnv("env", s.Env); err != nil {
+		return err
 	}
 	for k := range s.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return Errorf(CodeInvalid, "env: %q is not a variable name", k)
-		}
 		if strings.HasPrefix(k, "AQ_") {
 			return Errorf(CodeInvalid, "env: %s is set by the daemon for each run", k)
 		}
@@ -68,9 +75,36 @@ func (s *AgentSettings) Validate() error {
 	if err := s.Profile.Validate(); err != nil {
 		return Errorf(CodeInvalid, "profile.%s", ErrorMessageOf(err))
 	}
-	for _, p := range s.Projects {
+	return checkList("projects", s.Projects, MaxListEntries, func(name, p string) error {
 		if !ValidID(p) {
-			return Errorf(CodeInvalid, "projects: %q is not a project id", p)
+			return Errorf(CodeInvalid, "%s: %q is not a project id", name, cutRunes(p, 80))
+		}
+		return nil
+	})
+}
+
+// checkArgs checks a command's arguments: at most MaxListEntries, each of
+// at most MaxCommandLen characters (line breaks and tabs allowed).
+func checkArgs(field string, args []string) error {
+	return checkList(field, args, MaxListEntries, func(name, v string) error { return CheckText(name, v, MaxCommandLen) })
+}
+
+// checkEnv checks environment variables: at most MaxEnvEntries, names of
+// one line without '=', values of at most MaxEnvValueLen characters (line
+// breaks and tabs allowed). The first bad name in sorted order is named.
+func checkEnv(field string, env map[string]string) error {
+	if len(env) > MaxEnvEntries {
+		return Errorf(CodeInvalid, "%s: at most %d variables (got %d)", field, MaxEnvEntries, len(env))
+	}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if k == "" || strings.Contains(k, "=") {
+			return Errorf(CodeInvalid, "%s: %q is not a variable name", field, cutRunes(k, 80))
+		}
+		if err := CheckLine(field+" name "+strconv.Quote(cutRunes(k, 40)), k, MaxEnvKeyLen); err != nil {
+			return err
+		}
+		if err := CheckText(field+"."+cutRunes(k, 40), env[k], MaxEnvValueLen); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -90,13 +124,18 @@ func (a *Agent) ApplyDefaults() {
 func (a *Agent) Validate() error {
 	switch {
 	case !ValidID(a.ID):
-		return Errorf(CodeInvalid, "agent id %q: use 1-64 lower-case letters, digits, '-' or '_'", a.ID)
-	case strings.TrimSpace(a.Name) == "" || len(a.Name) > 200:
-		return Errorf(CodeInvalid, "agent name: must be 1-200 characters")
+		return Errorf(CodeInvalid, "agent id %s: use 1-64 lower-case letters, digits, '-' or '_'", Quote(a.ID))
+	case strings.TrimSpace(a.Name) == "":
+		return Errorf(CodeInvalid, "name: required")
+	}
+	if err := CheckLine("name", a.Name, MaxNameLen); err != nil {
+		return err
+	}
+	switch {
 	case !validAgentType(a.AgentType):
-		return Errorf(CodeInvalid, "agent_type: must be one of %s (got %q)", strings.Join(AgentTypes, ", "), a.AgentType)
+		return Errorf(CodeInvalid, "agent_type: must be one of %s (got %s)", strings.Join(AgentTypes, ", "), Quote(a.AgentType))
 	case !a.State.Valid():
-		return Errorf(CodeInvalid, "state: unknown agent state %q", a.State)
+		return Errorf(CodeInvalid, "state: unknown agent state %s", Quote(string(a.State)))
 	case a.AgentType == "command" && strings.TrimSpace(a.Command) == "":
 		return Errorf(CodeInvalid, "command: required for agent_type command")
 	}
@@ -139,9 +178,20 @@ type AgentOutput struct {
 
 // Validate checks an agent's report.
 func (o *AgentOutput) Validate() error {
+	if err := CheckText("summary", o.Summary, MaxDescriptionLen); err != nil {
+		return err
+	}
+	if err := checkFiles(o.FilesChanged); err != nil {
+		return err
+	}
+	if o.ErrorMessage != nil {
+		if err := CheckText("error_message", *o.ErrorMessage, MaxMessageLen); err != nil {
+			return err
+		}
+	}
 	switch {
 	case !o.Result.Valid():
-		return Errorf(CodeInvalid, "result: unknown agent result %q", o.Result)
+		return Errorf(CodeInvalid, "result: unknown agent result %s", Quote(string(o.Result)))
 	case o.TokensUsed < 0:
 		return Errorf(CodeInvalid, "tokens_used: must not be negative")
 	case o.Result == ResultFailed && (o.ErrorMessage == nil || *o.ErrorMessage == ""):

@@ -1,13 +1,11 @@
 package models
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
 )
-
-// MaxBatchSize caps the tasks of one batch.
-const MaxBatchSize = 50_000
 
 // TaskBatch creates many tasks all-or-nothing. Entries refer to each other by
 // their local ids and to existing tasks by task id (a local id wins).
@@ -46,6 +44,121 @@ type BatchTask struct {
 	DedupeStrategy     []DedupeStrategy  `json:"dedupe_strategy,omitempty"`
 	// Workflow places the task in a workflow run; only runs set it.
 	Workflow *TaskPlace `json:"-"`
+}
+
+// MaxDedupeStrategies caps the dedupe strategies of one batch entry.
+const MaxDedupeStrategies = 20
+
+// Validate checks the batch's shape and every entry's fields, naming the
+// entry ("tasks[i] (local-id)") and the field: 1 to MaxBatchSize entries,
+// local ids of one line, unique, each entry valid as a new task, at most
+// MaxDependencies dependencies naming an id each, and dedupe strategies
+// that resolve. References between entries, to existing tasks and the
+// graph they make are the store's to check.
+func (b TaskBatch) Validate() error {
+	switch {
+	case len(b.Tasks) == 0:
+		return Errorf(CodeInvalid, "tasks: the batch is empty")
+	case len(b.Tasks) > MaxBatchSize:
+		return Errorf(CodeInvalid, "tasks: at most %d tasks per batch (got %d)", MaxBatchSize, len(b.Tasks))
+	case b.ProjectID != "" && !ValidID(b.ProjectID):
+		return Errorf(CodeInvalid, "project_id: %q is not a project id", cutRunes(b.ProjectID, 80))
+	}
+	if err := CheckLine("created_by", b.CreatedBy, MaxActorLen); err != nil {
+		return err
+	}
+	locals := make(map[string]int, len(b.Tasks))
+	for i, bt := range b.Tasks {
+		where := fmt.Sprintf("tasks[%d]", i)
+		if err := CheckLine(where+".id", bt.LocalID, MaxLocalIDLen); err != nil {
+			return err
+		}
+		if bt.LocalID != "" {
+			where = fmt.Sprintf("tasks[%d] (%s)", i, bt.LocalID)
+			if j, dup := locals[bt.LocalID]; dup {
+				return Errorf(CodeInvalid, "%s: id %s is already used by tasks[%d]", where, Quote(bt.LocalID), j)
+			}
+			locals[bt.LocalID] = i
+		}
+		if err := bt.Validate(); err != nil {
+			return WrapError(CodeInvalid, err, "%s: %s", where, ErrorMessageOf(err))
+		}
+	}
+	return nil
+}
+
+// Validate checks one entry on its own, naming the field: its fields as a
+// new task's (with the defaults a batch applies), at most MaxDependencies
+// dependencies naming an id each, and at most MaxDedupeStrategies dedupe
+// strategies that resolve. Its local id and references are checked with
+// the batch (TaskBatch.Validate, the store).
+func (bt BatchTask) Validate() error {
+	if bt.ProjectID != "" && !ValidID(bt.ProjectID) {
+		return Errorf(CodeInvalid, "project_id: %q is not a project id", cutRunes(bt.ProjectID, 80))
+	}
+	t := Task{Title: bt.Title, Description: bt.Description, Priority: DefaultPriority, VerificationType: bt.VerificationType,
+		MaxRetries: DefaultMaxRetries, Kind: bt.Kind, Metadata: bt.Metadata, CreatedBy: bt.CreatedBy,
+		ExpectedCount: bt.ExpectedCount, AcceptanceCriteria: bt.AcceptanceCriteria, TestCommands: bt.TestCommands,
+		Profile: bt.Profile}
+	if bt.Priority != nil {
+		t.Priority = *bt.Priority
+	}
+	if bt.MaxRetries != nil {
+		t.MaxRetries = *bt.MaxRetries
+	}
+	if bt.ParentTaskID != "" {
+		t.ParentTaskID = &bt.ParentTaskID
+	}
+	if bt.RepoID != "" {
+		t.RepoID = &bt.RepoID
+	}
+	if bt.PlanSource != "" {
+		t.PlanSource = &bt.PlanSource
+	}
+	t.ApplyDefaults()
+	if err := t.validateContent(); err != nil {
+		return err
+	}
+	if len(bt.Dependencies) > MaxDependencies {
+		return Errorf(CodeInvalid, "dependencies: at most %d (got %d)", MaxDependencies, len(bt.Dependencies))
+	}
+	for j, d := range bt.Dependencies {
+		name := fmt.Sprintf("dependencies[%d]", j)
+		if strings.TrimSpace(d.ID) == "" {
+			return Errorf(CodeInvalid, "%s: id: required", name)
+		}
+		if err := CheckLine(name+".id", d.ID, MaxLocalIDLen); err != nil {
+			return err
+		}
+	}
+	if len(bt.DedupeStrategy) > MaxDedupeStrategies {
+		return Errorf(CodeInvalid, "dedupe_strategy: at most %d strategies (got %d)", MaxDedupeStrategies, len(bt.DedupeStrategy))
+	}
+	for j, st := range bt.DedupeStrategy {
+		if err := st.validate(fmt.Sprintf("dedupe_strategy[%d]", j)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validate checks a strategy's fields; name is its place, for messages.
+func (st DedupeStrategy) validate(name string) error {
+	if err := CheckLine(name+".kind", st.Kind, MaxKindLen); err != nil {
+		return err
+	}
+	if err := CheckLine(name+".status", st.Status, MaxShortLen); err != nil {
+		return err
+	}
+	if _, err := ResolveStatusSet(st.Status); err != nil {
+		return WrapError(CodeInvalid, err, "%s: %s", name, ErrorMessageOf(err))
+	}
+	return checkList(name+".fields", st.Fields, MaxMetadataEntries, func(f, v string) error {
+		if v == "" {
+			return Errorf(CodeInvalid, "%s: a metadata key is required", f)
+		}
+		return CheckLine(f, v, MaxMetadataKeyLen)
+	})
 }
 
 // TaskPlace is a task's place in a workflow run.
@@ -104,7 +217,7 @@ func ResolveStatusSet(s string) ([]TaskStatus, error) {
 		}
 		st := TaskStatus(strings.ToUpper(part))
 		if !st.Valid() {
-			return nil, Errorf(CodeInvalid, "status %q: not a task status or one of Pending, Running, Unfinished, Finished, Any", part)
+			return nil, Errorf(CodeInvalid, "status %s: not a task status or one of Pending, Running, Unfinished, Finished, Any", Quote(part))
 		}
 		out = append(out, st)
 	}

@@ -3,6 +3,20 @@
 // dependency-edge facts and audit records built on them, the request shapes
 // shared by every surface (API, chat, hooks), and their validation.
 //
+// # Text
+//
+// Every text field is of one of two classes, checked by [CheckLine] and
+// [CheckText]: a line (printable characters only: no C0 or C1 control,
+// DEL, tab, line break or line separator) or text (line feeds and tabs
+// allowed, and a carriage return before a line feed). Both refuse invalid
+// UTF-8, and their caps count characters (runes), not bytes. The limits
+// are the Max* constants; docs/semantics.md ("Limits") lists every field
+// with its class and cap. The validation of each type (Task, TaskBatch,
+// TaskPatch, Project, ProjectPatch, Agent, Hook, Rule, Feedback,
+// TransitionRequest, Completion, …) applies them, naming the field.
+// [CleanLine] and [CleanText] make text composed from untrusted sources
+// fit a class instead of refusing it.
+//
 // The package performs no I/O and imports no other internal package; every
 // other package may import it.
 package models

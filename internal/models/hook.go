@@ -3,6 +3,7 @@ package models
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -23,7 +24,7 @@ const (
 	MaxHookCooldown = 366 * 24 * 3600
 	// MaxHookSteps caps a hook's context steps.
 	MaxHookSteps = 20
-	// MaxHookTemplate caps a prompt template, in bytes.
+	// MaxHookTemplate caps a prompt template, in characters.
 	MaxHookTemplate = 64 << 10
 	// MaxHookStepTimeout caps a run_command or http_get step's timeout.
 	MaxHookStepTimeout = 30 * time.Minute
@@ -81,7 +82,7 @@ func ParseCron(expr, timezone, exprKey, zoneKey string) (cron.Schedule, *time.Lo
 	if timezone != "" {
 		l, err := time.LoadLocation(timezone)
 		if err != nil {
-			return nil, nil, Errorf(CodeInvalid, "%s: %q is not a known time zone", zoneKey, timezone)
+			return nil, nil, Errorf(CodeInvalid, "%s: %s is not a known time zone", zoneKey, Quote(timezone))
 		}
 		loc = l
 	}
@@ -94,13 +95,24 @@ func ParseCron(expr, timezone, exprKey, zoneKey string) (cron.Schedule, *time.Lo
 	}
 	s, err := cronParser.Parse(e)
 	if err != nil {
-		return nil, nil, Errorf(CodeInvalid, "%s: %q is not a cron expression (minute hour day-of-month month day-of-week): %v", exprKey, expr, err)
+		return nil, nil, Errorf(CodeInvalid, "%s: %s is not a cron expression (minute hour day-of-month month day-of-week): %v", exprKey, Quote(expr), err)
 	}
 	return s, loc, nil
 }
 
 // Validate checks the trigger, naming the bad field.
 func (t HookTrigger) Validate() error {
+	if err := CheckLine("trigger.expr", t.Expr, MaxShortLen); err != nil {
+		return err
+	}
+	if err := CheckLine("trigger.timezone", t.Timezone, MaxShortLen); err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.Filters)) {
+		if err := CheckLine(fmt.Sprintf("trigger.filters[%q]", cutRunes(k, 40)), t.Filters[k], MaxMetadataLen); err != nil {
+			return err
+		}
+	}
 	switch t.Type {
 	case TriggerPeriodic:
 		if t.IntervalSeconds < MinHookInterval || t.IntervalSeconds > MaxHookInterval {
@@ -113,16 +125,16 @@ func (t HookTrigger) Validate() error {
 		}
 	case TriggerEvent:
 		if !slices.Contains(HookEventTypes, t.EventType) {
-			return Errorf(CodeInvalid, "trigger.event_type: %q is not one of %s", t.EventType, strings.Join(HookEventTypes, ", "))
+			return Errorf(CodeInvalid, "trigger.event_type: %s is not one of %s", Quote(t.EventType), strings.Join(HookEventTypes, ", "))
 		}
-		for k := range t.Filters {
+		for _, k := range slices.Sorted(maps.Keys(t.Filters)) {
 			if !slices.Contains(HookEventFields, k) {
-				return Errorf(CodeInvalid, "trigger.filters: %q is not an event field (%s)", k, strings.Join(HookEventFields, ", "))
+				return Errorf(CodeInvalid, "trigger.filters: %q is not an event field (%s)", cutRunes(k, 40), strings.Join(HookEventFields, ", "))
 			}
 		}
 	case TriggerManual:
 	default:
-		return Errorf(CodeInvalid, "trigger.type: must be periodic, cron, event or manual (got %q)", t.Type)
+		return Errorf(CodeInvalid, "trigger.type: must be periodic, cron, event or manual (got %s)", Quote(t.Type))
 	}
 	if t.Type != TriggerPeriodic && t.IntervalSeconds != 0 {
 		return Errorf(CodeInvalid, "trigger.interval_seconds: only for periodic triggers")
@@ -235,9 +247,19 @@ var gitRevPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./~^@{}-]{0,199}
 // Validate checks step i, naming the bad field.
 func (s HookStep) Validate(i int) error {
 	name := fmt.Sprintf("context_steps[%d]", i)
+	for _, f := range []struct {
+		key, v string
+		max    int
+	}{{"type", s.Type, MaxShortLen}, {"path", s.Path, MaxPathLen}, {"pattern", s.Pattern, MaxShortLen},
+		{"since", s.Since, MaxShortLen}, {"query", s.Query, MaxShortLen}, {"status", s.Status, MaxShortLen},
+		{"url", s.URL, MaxURLLen}, {"command", s.Command, MaxCommandLen}, {"skip_llm_if", s.SkipLLMIf, MaxShortLen}} {
+		if err := CheckLine(name+"."+f.key, f.v, f.max); err != nil {
+			return err
+		}
+	}
 	fields, ok := stepFields[s.Type]
 	if !ok {
-		return Errorf(CodeInvalid, "%s.type: must be one of read_file, list_files, git_diff, git_log, db_query, http_get, run_command (got %q)", name, s.Type)
+		return Errorf(CodeInvalid, "%s.type: must be one of read_file, list_files, git_diff, git_log, db_query, http_get, run_command (got %s)", name, Quote(s.Type))
 	}
 	set := map[string]bool{"path": s.Path != "", "pattern": s.Pattern != "", "base": s.Base != "", "head": s.Head != "",
 		"since": s.Since != "", "max_count": s.MaxCount != 0, "query": s.Query != "", "status": s.Status != "",
@@ -259,7 +281,7 @@ func (s HookStep) Validate(i int) error {
 	}
 	if s.Since != "" {
 		if d, err := time.ParseDuration(s.Since); err != nil || d <= 0 {
-			return Errorf(CodeInvalid, "%s.since: %q is not a positive duration such as 24h", name, s.Since)
+			return Errorf(CodeInvalid, "%s.since: %s is not a positive duration such as 24h", name, Quote(s.Since))
 		}
 	}
 	switch s.Type {
@@ -277,12 +299,12 @@ func (s HookStep) Validate(i int) error {
 	case StepGitDiff:
 		for _, r := range []struct{ f, v string }{{"base", s.Base}, {"head", s.Head}} {
 			if r.v != "" && !gitRevPattern.MatchString(r.v) {
-				return Errorf(CodeInvalid, "%s.%s: %q is not a git revision", name, r.f, r.v)
+				return Errorf(CodeInvalid, "%s.%s: %s is not a git revision", name, r.f, Quote(r.v))
 			}
 		}
 	case StepDBQuery:
 		if !slices.Contains(HookQueries, s.Query) {
-			return Errorf(CodeInvalid, "%s.query: must be one of %s (got %q)", name, strings.Join(HookQueries, ", "), s.Query)
+			return Errorf(CodeInvalid, "%s.query: must be one of %s (got %s)", name, strings.Join(HookQueries, ", "), Quote(s.Query))
 		}
 		if s.Status != "" {
 			if s.Query != "tasks" {
@@ -295,7 +317,7 @@ func (s HookStep) Validate(i int) error {
 	case StepHTTPGet:
 		u, err := url.Parse(s.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil {
-			return Errorf(CodeInvalid, "%s.url: %q is not an http(s) URL without credentials", name, s.URL)
+			return Errorf(CodeInvalid, "%s.url: %s is not an http(s) URL without credentials", name, Quote(s.URL))
 		}
 	case StepRunCommand:
 		if len(strings.Fields(s.Command)) == 0 {
@@ -310,7 +332,7 @@ func checkRelPath(name, p string) error {
 		return nil
 	}
 	if strings.HasPrefix(p, "/") || slices.Contains(strings.Split(strings.ReplaceAll(p, "\\", "/"), "/"), "..") {
-		return Errorf(CodeInvalid, "%s.path: %q must be relative to the checkout, without ..", name, p)
+		return Errorf(CodeInvalid, "%s.path: %s must be relative to the checkout, without ..", name, Quote(p))
 	}
 	return nil
 }
@@ -331,8 +353,17 @@ type HookLLMConfig struct {
 
 // Validate checks the overrides, naming the bad field.
 func (c HookLLMConfig) Validate() error {
+	for _, f := range []struct {
+		key, v string
+		max    int
+	}{{"model", c.Model, MaxShortLen}, {"base_url", c.BaseURL, MaxURLLen}, {"api_key", c.APIKey, MaxSecretLen}} {
+		// The messages never show the value: one of them is a key.
+		if err := CheckLine("llm_config."+f.key, f.v, f.max); err != nil {
+			return err
+		}
+	}
 	if c.BaseURL != "" && !strings.HasPrefix(c.BaseURL, "http://") && !strings.HasPrefix(c.BaseURL, "https://") {
-		return Errorf(CodeInvalid, "llm_config.base_url: %q is not an http(s) URL", c.BaseURL)
+		return Errorf(CodeInvalid, "llm_config.base_url: %s is not an http(s) URL", Quote(c.BaseURL))
 	}
 	if c.Temperature != nil && (*c.Temperature < 0 || *c.Temperature > 2) {
 		return Errorf(CodeInvalid, "llm_config.temperature: must be between 0 and 2")
@@ -382,25 +413,28 @@ func (h Hook) Redacted() Hook {
 
 // Validate checks the hook, naming the bad field.
 func (h *Hook) Validate() error {
-	switch {
-	case strings.TrimSpace(h.Name) == "":
+	if strings.TrimSpace(h.Name) == "" {
 		return Errorf(CodeInvalid, "name: required")
-	case len(h.Name) > 100:
-		return Errorf(CodeInvalid, "name: at most 100 characters")
+	}
+	if err := CheckLine("name", h.Name, MaxNameLen); err != nil {
+		return err
+	}
+	if err := CheckText("prompt_template", h.PromptTemplate, MaxHookTemplate); err != nil {
+		return err
+	}
+	switch {
 	case h.ID == "":
-		return Errorf(CodeInvalid, "id: the name %q has no letter or digit to make an id of; set id", h.Name)
+		return Errorf(CodeInvalid, "id: the name %s has no letter or digit to make an id of; set id", Quote(h.Name))
 	case !ValidID(h.ID):
-		return Errorf(CodeInvalid, "id: %q is not a hook id: use 1-64 lower-case letters, digits, '-' or '_'", h.ID)
+		return Errorf(CodeInvalid, "id: %s is not a hook id: use 1-64 lower-case letters, digits, '-' or '_'", Quote(h.ID))
 	case !ValidID(h.ProjectID):
-		return Errorf(CodeInvalid, "project_id: %q is not a project id", h.ProjectID)
+		return Errorf(CodeInvalid, "project_id: %s is not a project id", Quote(h.ProjectID))
 	case h.CooldownSeconds < 0 || h.CooldownSeconds > MaxHookCooldown:
 		return Errorf(CodeInvalid, "cooldown_seconds: must be between 0 and %d (a year)", MaxHookCooldown)
 	case h.MaxTokensPerRun != nil && *h.MaxTokensPerRun <= 0:
 		return Errorf(CodeInvalid, "max_tokens_per_run: must be positive")
 	case len(h.ContextSteps) > MaxHookSteps:
 		return Errorf(CodeInvalid, "context_steps: at most %d steps", MaxHookSteps)
-	case len(h.PromptTemplate) > MaxHookTemplate:
-		return Errorf(CodeInvalid, "prompt_template: at most %d bytes", MaxHookTemplate)
 	}
 	if err := h.Trigger.Validate(); err != nil {
 		return err
@@ -443,7 +477,7 @@ func ParsePlaceholders(tmpl string) ([]Placeholder, error) {
 		case strings.HasPrefix(name, "step_"):
 			n, err := parseIndex(strings.TrimPrefix(name, "step_"))
 			if err != nil {
-				return nil, Errorf(CodeInvalid, "prompt_template: %s: %q is not a step number", m[0], strings.TrimPrefix(name, "step_"))
+				return nil, Errorf(CodeInvalid, "prompt_template: %s: %s is not a step number", m[0], Quote(strings.TrimPrefix(name, "step_")))
 			}
 			p.Step = n
 		default:

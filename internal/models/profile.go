@@ -1,6 +1,7 @@
 package models
 
 import (
+	"fmt"
 	"strings"
 )
 
@@ -48,41 +49,62 @@ func (p Profile) Merge(over Profile) Profile {
 
 // Validate checks a profile, naming the bad field.
 func (p *Profile) Validate() error {
-	switch {
-	case len(p.Model) > 200 || strings.ContainsAny(p.Model, "\x00\n"):
-		return Errorf(CodeInvalid, "model: at most 200 characters on one line")
-	case len(p.PermissionMode) > 100 || strings.ContainsAny(p.PermissionMode, "\x00\n "):
-		return Errorf(CodeInvalid, "permission_mode: one word of at most 100 characters")
-	case len(p.AllowedTools) > MaxListEntries:
-		return Errorf(CodeInvalid, "allowed_tools: at most %d entries", MaxListEntries)
-	case len(p.MCPServers) > 50:
-		return Errorf(CodeInvalid, "mcp_servers: at most 50 entries")
-	case len(p.SystemPromptSuffix) > MaxDescriptionLen:
-		return Errorf(CodeInvalid, "system_prompt_suffix: at most %d bytes", MaxDescriptionLen)
+	if err := CheckLine("model", p.Model, MaxShortLen); err != nil {
+		return err
 	}
-	for i, t := range p.AllowedTools {
-		if strings.TrimSpace(t) == "" || strings.ContainsAny(t, "\x00\n") {
-			return Errorf(CodeInvalid, "allowed_tools[%d]: must be a non-empty single line", i)
+	if err := CheckLine("permission_mode", p.PermissionMode, MaxPermissionModeLen); err != nil {
+		return err
+	}
+	if strings.Contains(p.PermissionMode, " ") {
+		return Errorf(CodeInvalid, "permission_mode: one word of at most %d characters", MaxPermissionModeLen)
+	}
+	if err := checkList("allowed_tools", p.AllowedTools, MaxListEntries, func(name, t string) error {
+		if strings.TrimSpace(t) == "" {
+			return Errorf(CodeInvalid, "%s: must be a non-empty single line", name)
 		}
+		return CheckLine(name, t, MaxCommandLen)
+	}); err != nil {
+		return err
+	}
+	if len(p.MCPServers) > MaxMCPServers {
+		return Errorf(CodeInvalid, "mcp_servers: at most %d entries", MaxMCPServers)
+	}
+	if err := CheckText("system_prompt_suffix", p.SystemPromptSuffix, MaxDescriptionLen); err != nil {
+		return err
 	}
 	seen := map[string]bool{}
 	for i, s := range p.MCPServers {
+		at := fmt.Sprintf("mcp_servers[%d]", i)
 		switch {
 		case !ValidID(strings.ToLower(s.Name)):
-			return Errorf(CodeInvalid, "mcp_servers[%d].name: use 1-64 letters, digits, '-' or '_'", i)
+			return Errorf(CodeInvalid, "%s.name: use 1-64 letters, digits, '-' or '_'", at)
 		case seen[s.Name]:
-			return Errorf(CodeInvalid, "mcp_servers[%d].name: %q appears twice", i, s.Name)
+			return Errorf(CodeInvalid, "%s.name: %s appears twice", at, Quote(s.Name))
 		case (s.Command == "") == (s.URL == ""):
-			return Errorf(CodeInvalid, "mcp_servers[%d]: give exactly one of command and url", i)
-		case s.URL != "" && !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://"):
-			return Errorf(CodeInvalid, "mcp_servers[%d].url: must be http:// or https://", i)
+			return Errorf(CodeInvalid, "%s: give exactly one of command and url", at)
+		}
+		if err := CheckLine(at+".command", s.Command, MaxPathLen); err != nil {
+			return err
+		}
+		if err := CheckLine(at+".url", s.URL, MaxURLLen); err != nil {
+			return err
+		}
+		if s.URL != "" && !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
+			return Errorf(CodeInvalid, "%s.url: must be http:// or https://", at)
+		}
+		if err := checkArgs(at+".args", s.Args); err != nil {
+			return err
+		}
+		if err := checkEnv(at+".env", s.Env); err != nil {
+			return err
 		}
 		seen[s.Name] = true
-		for k := range s.Env {
-			if k == "" || strings.ContainsAny(k, "=\x00") {
-				return Errorf(CodeInvalid, "mcp_servers[%d].env: %q is not a variable name", i, k)
-			}
-		}
 	}
 	return nil
 }
+
+// Limits of profiles.
+const (
+	MaxPermissionModeLen = 100
+	MaxMCPServers        = 50
+)

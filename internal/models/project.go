@@ -101,38 +101,46 @@ func (s *ProjectSettings) Validate() error {
 	for _, f := range []struct{ name, v string }{{"default_profile", s.DefaultProfile}, {"qa_agent", s.QAAgent},
 		{"qa_profile", s.QAProfile}} {
 		if f.v != "" && !ValidID(f.v) {
-			return Errorf(CodeInvalid, "settings.%s: %q is not a valid name", f.name, f.v)
+			return Errorf(CodeInvalid, "settings.%s: %s is not a valid name", f.name, Quote(f.v))
 		}
 	}
 	switch s.PRMode {
 	case "", PRNever, PRWhenRequired, PRAlways:
 	default:
-		return Errorf(CodeInvalid, "settings.pr_mode: must be never, when_required or always (got %q)", s.PRMode)
+		return Errorf(CodeInvalid, "settings.pr_mode: must be never, when_required or always (got %s)", Quote(s.PRMode))
 	}
 	for _, l := range []struct {
 		name string
 		vs   []string
 		max  int
-	}{{"pr_reviewers", s.PRReviewers, 39}, {"pr_labels", s.PRLabels, 50}} {
-		if len(l.vs) > 20 {
-			return Errorf(CodeInvalid, "settings.%s: at most 20 entries", l.name)
-		}
-		for i, v := range l.vs {
-			if strings.TrimSpace(v) == "" || len(v) > l.max || strings.ContainsAny(v, ",\n\r") {
-				return Errorf(CodeInvalid, "settings.%s[%d]: %q is not a valid name", l.name, i, v)
+	}{{"pr_reviewers", s.PRReviewers, MaxReviewerLen}, {"pr_labels", s.PRLabels, MaxLabelLen}} {
+		if err := checkList("settings."+l.name, l.vs, MaxPRNames, func(name, v string) error {
+			if err := CheckLine(name, v, l.max); err != nil {
+				return err
 			}
+			if strings.TrimSpace(v) == "" || strings.Contains(v, ",") {
+				return Errorf(CodeInvalid, "%s: %s is not a valid name", name, Quote(v))
+			}
+			return nil
+		}); err != nil {
+			return err
 		}
 	}
-	if len(s.HookCommands) > 100 {
-		return Errorf(CodeInvalid, "settings.hook_commands: at most 100 entries")
-	}
-	for i, c := range s.HookCommands {
+	return checkList("settings.hook_commands", s.HookCommands, MaxListEntries, func(name, c string) error {
 		if len(strings.Fields(c)) == 0 {
-			return Errorf(CodeInvalid, "settings.hook_commands[%d]: empty command", i)
+			return Errorf(CodeInvalid, "%s: empty command", name)
 		}
-	}
-	return nil
+		return CheckLine(name, c, MaxCommandLen)
+	})
 }
+
+// Limits of pull request settings: GitHub's longest user name and label,
+// and how many of each a project may name.
+const (
+	MaxReviewerLen = 39
+	MaxLabelLen    = 50
+	MaxPRNames     = 20
+)
 
 // RepoConfig describes the source repository attached to a project.
 type RepoConfig struct {
@@ -179,15 +187,22 @@ func (p *Project) ApplyDefaults() {
 func (p *Project) Validate() error {
 	switch {
 	case !ValidID(p.ID):
-		return Errorf(CodeInvalid, "project id %q: use 1-64 lower-case letters, digits, '-' or '_'", p.ID)
-	case strings.TrimSpace(p.Name) == "" || len(p.Name) > 200:
-		return Errorf(CodeInvalid, "project name: must be 1-200 characters")
+		return Errorf(CodeInvalid, "project id %s: use 1-64 lower-case letters, digits, '-' or '_'", Quote(p.ID))
+	case strings.TrimSpace(p.Name) == "":
+		return Errorf(CodeInvalid, "name: required")
+	}
+	if err := CheckLine("name", p.Name, MaxNameLen); err != nil {
+		return err
+	}
+	switch {
+	case p.DiscordChannelID != nil && !ValidSnowflake(*p.DiscordChannelID):
+		return Errorf(CodeInvalid, "discord_channel_id: %q is not a Discord channel id (1-20 digits)", cutRunes(*p.DiscordChannelID, 40))
 	case !(p.CreditWeight > 0) || p.CreditWeight > 1e6:
 		return Errorf(CodeInvalid, "credit_weight: must be greater than 0 (got %v)", p.CreditWeight)
 	case p.MaxConcurrentAgents < 1 || p.MaxConcurrentAgents > 1000:
 		return Errorf(CodeInvalid, "max_concurrent_agents: must be between 1 and 1000 (got %d)", p.MaxConcurrentAgents)
 	case !p.Status.Valid():
-		return Errorf(CodeInvalid, "status: unknown project status %q", p.Status)
+		return Errorf(CodeInvalid, "status: unknown project status %s", Quote(string(p.Status)))
 	case p.BudgetLimit != nil && *p.BudgetLimit < 0:
 		return Errorf(CodeInvalid, "budget_limit: must not be negative")
 	case p.TotalTokensUsed < 0:
@@ -217,6 +232,15 @@ func (r *RepoConfig) ApplyDefaults(projectID string) {
 
 // Validate checks that the fields fit the source type.
 func (r *RepoConfig) Validate() error {
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{{"repo.url", r.URL, MaxURLLen}, {"repo.source_path", r.SourcePath, MaxPathLen},
+		{"repo.checkout_base_path", r.CheckoutBasePath, MaxPathLen}} {
+		if err := CheckLine(f.name, f.v, f.max); err != nil {
+			return err
+		}
+	}
 	switch r.SourceType {
 	case RepoClone:
 		if strings.TrimSpace(r.URL) == "" {
@@ -226,7 +250,7 @@ func (r *RepoConfig) Validate() error {
 			return Errorf(CodeInvalid, "repo.source_path: not used with source_type CLONE")
 		}
 		if strings.HasPrefix(r.URL, "-") || strings.ContainsAny(r.URL, " \n\t") {
-			return Errorf(CodeInvalid, "repo.url: %q is not a repository URL or path", r.URL)
+			return Errorf(CodeInvalid, "repo.url: %s is not a repository URL or path", Quote(r.URL))
 		}
 	case RepoLink:
 		if r.SourcePath == "" || !filepath.IsAbs(r.SourcePath) {
@@ -243,14 +267,14 @@ func (r *RepoConfig) Validate() error {
 			return Errorf(CodeInvalid, "repo.source_path: must be an absolute path")
 		}
 	default:
-		return Errorf(CodeInvalid, "repo.source_type: must be CLONE, LINK or INIT (got %q)", r.SourceType)
+		return Errorf(CodeInvalid, "repo.source_type: must be CLONE, LINK or INIT (got %s)", Quote(string(r.SourceType)))
 	}
 	if !ValidID(r.ID) {
-		return Errorf(CodeInvalid, "repo.id %q: use 1-64 lower-case letters, digits, '-' or '_'", r.ID)
+		return Errorf(CodeInvalid, "repo.id %s: use 1-64 lower-case letters, digits, '-' or '_'", Quote(r.ID))
 	}
 	if !branchPattern.MatchString(r.DefaultBranch) || strings.Contains(r.DefaultBranch, "..") ||
 		strings.HasPrefix(r.DefaultBranch, "-") || strings.HasPrefix(r.DefaultBranch, "/") {
-		return Errorf(CodeInvalid, "repo.default_branch: %q is not a valid branch name", r.DefaultBranch)
+		return Errorf(CodeInvalid, "repo.default_branch: %s is not a valid branch name", Quote(r.DefaultBranch))
 	}
 	if r.CheckoutBasePath != "" && !filepath.IsAbs(r.CheckoutBasePath) {
 		return Errorf(CodeInvalid, "repo.checkout_base_path: must be an absolute path")
@@ -297,8 +321,32 @@ type ProjectPatch struct {
 	Settings *ProjectSettings `json:"settings,omitempty"`
 }
 
-// Apply returns p with the patch applied and validated.
+// Fields names the fields the patch sets, in a fixed order.
+func (pp ProjectPatch) Fields() []string {
+	var out []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"name", pp.Name != nil}, {"credit_weight", pp.CreditWeight != nil},
+		{"max_concurrent_agents", pp.MaxConcurrentAgents != nil}, {"status", pp.Status != nil},
+		{"budget_limit", pp.BudgetLimit != nil}, {"discord_channel_id", pp.DiscordChannelID != nil},
+		{"repo", pp.Repo != nil}, {"settings", pp.Settings != nil},
+	} {
+		if f.set {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+// Apply returns p with the patch applied and validated. A patch that sets
+// no field is refused.
 func (pp ProjectPatch) Apply(p Project) (Project, error) {
+	if len(pp.Fields()) == 0 {
+		return p, Errorf(CodeInvalid, "nothing to change: set one of name, credit_weight, max_concurrent_agents, "+
+			"status, budget_limit, discord_channel_id, repo, settings")
+	}
 	if pp.Name != nil {
 		p.Name = *pp.Name
 	}
@@ -337,7 +385,7 @@ func (pp ProjectPatch) Apply(p Project) (Project, error) {
 				r.ID = p.Repo.ID
 			}
 			if r.ID != p.Repo.ID {
-				return p, Errorf(CodeInvalid, "repo.id: the project's repo is %q; it cannot be replaced by %q", p.Repo.ID, r.ID)
+				return p, Errorf(CodeInvalid, "repo.id: the project's repo is %s; it cannot be replaced by %s", Quote(p.Repo.ID), Quote(r.ID))
 			}
 		}
 		r.ApplyDefaults(p.ID)

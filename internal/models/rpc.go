@@ -16,12 +16,13 @@ type Completion struct {
 
 // Validate checks a completion report.
 func (c *Completion) Validate() error {
-	switch {
-	case len(c.Summary) > MaxDescriptionLen:
-		return Errorf(CodeInvalid, "summary: at most %d bytes", MaxDescriptionLen)
-	case len(c.FilesChanged) > 10_000:
-		return Errorf(CodeInvalid, "files_changed: at most 10000 entries")
-	case len(c.Outputs) > 1<<20:
+	if err := CheckText("summary", c.Summary, MaxDescriptionLen); err != nil {
+		return err
+	}
+	if err := checkFiles(c.FilesChanged); err != nil {
+		return err
+	}
+	if len(c.Outputs) > MaxOutputsBytes {
 		return Errorf(CodeInvalid, "outputs: at most 1 MiB of JSON")
 	}
 	if len(c.Outputs) > 0 {
@@ -31,6 +32,25 @@ func (c *Completion) Validate() error {
 		}
 	}
 	return nil
+}
+
+// Limits of an agent's reports.
+const (
+	// MaxFilesChanged caps the files a report lists.
+	MaxFilesChanged = 10_000
+	// MaxOutputsBytes caps a completion's outputs, in bytes of JSON.
+	MaxOutputsBytes = 1 << 20
+	// MaxRateLimitMessageLen caps a rate limit's message.
+	MaxRateLimitMessageLen = 4096
+)
+
+// checkFiles checks the files a report lists: at most MaxFilesChanged
+// paths of at most MaxPathLen characters. A path may hold any printable
+// character, line breaks and tabs, as git allows.
+func checkFiles(files []string) error {
+	return checkList("files_changed", files, MaxFilesChanged, func(name, f string) error {
+		return CheckText(name, f, MaxPathLen)
+	})
 }
 
 // RateLimit is an agent's report that its provider refused more work until
@@ -49,12 +69,9 @@ func (r *RateLimit) Validate() error {
 	switch r.Kind {
 	case "", "rate_limit", "tokens":
 	default:
-		return Errorf(CodeInvalid, "kind: must be rate_limit or tokens (got %q)", r.Kind)
+		return Errorf(CodeInvalid, "kind: must be rate_limit or tokens (got %s)", Quote(r.Kind))
 	}
-	if len(r.Message) > 4096 {
-		return Errorf(CodeInvalid, "message: at most 4096 bytes")
-	}
-	return nil
+	return CheckText("message", r.Message, MaxRateLimitMessageLen)
 }
 
 // Question is an agent's question to a human, and its answer once given.
@@ -70,13 +87,12 @@ type Question struct {
 	AnsweredAt *time.Time `json:"answered_at,omitempty"`
 }
 
-// ValidateQuestionText checks the text of a question or an answer.
+// ValidateQuestionText checks the text of a question, an answer or an
+// agent's message: required, at most MaxMessageLen characters, line breaks
+// and tabs allowed.
 func ValidateQuestionText(field, s string) error {
 	if strings.TrimSpace(s) == "" {
 		return Errorf(CodeInvalid, "%s: required", field)
 	}
-	if len(s) > 16_000 {
-		return Errorf(CodeInvalid, "%s: at most 16000 bytes", field)
-	}
-	return nil
+	return CheckText(field, s, MaxMessageLen)
 }

@@ -49,7 +49,7 @@ func (t RuleType) Valid() bool { return slices.Contains(RuleTypes, t.Canonical()
 // Limits on rule text.
 const (
 	MaxRuleIDLen   = 100
-	MaxRuleKindLen = 100
+	MaxRuleKindLen = MaxKindLen
 )
 
 // RuleMatcher selects the tasks a rule counts. A task counts against a
@@ -105,7 +105,7 @@ func strictObject(data []byte, what string, known ...string) (map[string]json.Ra
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
 		shown := slices.DeleteFunc(slices.Clone(known), func(k string) bool { return k == "max_concurency" })
-		return nil, Errorf(CodeInvalid, "%s: unknown key %q (known keys: %s)", what, unknown[0], strings.Join(shown, ", "))
+		return nil, Errorf(CodeInvalid, "%s: unknown key %s (known keys: %s)", what, Quote(unknown[0]), strings.Join(shown, ", "))
 	}
 	return m, nil
 }
@@ -209,13 +209,14 @@ func (r *Rule) UnmarshalJSON(data []byte) error {
 // to match on, a status set that resolves and includes a running status,
 // and a valid project id when scoped.
 func (r *Rule) Validate() error {
+	if err := CheckLine("id", r.ID, MaxRuleIDLen); err != nil {
+		return err
+	}
 	switch {
-	case len(r.ID) > MaxRuleIDLen:
-		return Errorf(CodeInvalid, "id: at most %d bytes", MaxRuleIDLen)
 	case r.ProjectID != "" && !ValidID(r.ProjectID):
-		return Errorf(CodeInvalid, "project_id %q: not a project id", r.ProjectID)
+		return Errorf(CodeInvalid, "project_id %s: not a project id", Quote(r.ProjectID))
 	case !r.Type.Valid():
-		return Errorf(CodeInvalid, "type: must be Concurrency or Capacity (got %q)", r.Type)
+		return Errorf(CodeInvalid, "type: must be Concurrency or Capacity (got %s)", Quote(string(r.Type)))
 	}
 	if err := r.Matcher.validate(); err != nil {
 		return err
@@ -240,21 +241,26 @@ func (r *Rule) Validate() error {
 }
 
 func (m *RuleMatcher) validate() error {
-	if len(m.Kind) > MaxRuleKindLen {
-		return Errorf(CodeInvalid, "matcher.kind: at most %d characters", MaxRuleKindLen)
+	if err := CheckLine("matcher.kind", m.Kind, MaxRuleKindLen); err != nil {
+		return err
+	}
+	if err := CheckLine("matcher.status", m.Status, MaxShortLen); err != nil {
+		return err
 	}
 	if m.Kind == "" && len(m.Fields) == 0 {
 		return Errorf(CodeInvalid, "matcher: a kind or fields are required")
 	}
-	if len(m.Fields) > MaxMetadataEntries {
-		return Errorf(CodeInvalid, "matcher.fields: at most %d entries", MaxMetadataEntries)
+	if err := checkList("matcher.fields", m.Fields, MaxMetadataEntries, func(name, f string) error {
+		if f == "" {
+			return Errorf(CodeInvalid, "%s: metadata keys are 1-%d characters", name, MaxMetadataKeyLen)
+		}
+		return CheckLine(name, f, MaxMetadataKeyLen)
+	}); err != nil {
+		return err
 	}
 	for i, f := range m.Fields {
-		if f == "" || len(f) > 100 {
-			return Errorf(CodeInvalid, "matcher.fields[%d]: metadata keys are 1-100 bytes", i)
-		}
 		if slices.Contains(m.Fields[:i], f) {
-			return Errorf(CodeInvalid, "matcher.fields[%d]: %q is listed twice", i, f)
+			return Errorf(CodeInvalid, "matcher.fields[%d]: %s is listed twice", i, Quote(f))
 		}
 	}
 	set, err := m.Statuses()
@@ -262,7 +268,7 @@ func (m *RuleMatcher) validate() error {
 		return WrapError(CodeInvalid, err, "matcher.status: %s", ErrorMessageOf(err))
 	}
 	if !slices.ContainsFunc(set, TaskStatus.Running) {
-		return Errorf(CodeInvalid, "matcher.status %q: includes no running status (ASSIGNED, IN_PROGRESS, WAITING_INPUT, VERIFYING, AWAITING_APPROVAL); a rule counts running tasks", m.Status)
+		return Errorf(CodeInvalid, "matcher.status %s: includes no running status (ASSIGNED, IN_PROGRESS, WAITING_INPUT, VERIFYING, AWAITING_APPROVAL); a rule counts running tasks", Quote(m.Status))
 	}
 	return nil
 }

@@ -1,24 +1,17 @@
 package models
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // Task defaults of the specification.
 const (
 	DefaultPriority   = 100
 	DefaultMaxRetries = 3
-)
-
-// Limits on user-supplied task text.
-const (
-	MaxTitleLen        = 300
-	MaxDescriptionLen  = 200_000
-	MaxMetadataEntries = 64
-	MaxMetadataLen     = 4096
-	MaxListEntries     = 100
 )
 
 // Task is a unit of work executed by an agent.
@@ -101,40 +94,78 @@ func (t *Task) Validate() error {
 }
 
 func (t *Task) validateContent() error {
-	switch {
-	case strings.TrimSpace(t.Title) == "":
+	if strings.TrimSpace(t.Title) == "" {
 		return Errorf(CodeInvalid, "title: required")
-	case utf8.RuneCountInString(t.Title) > MaxTitleLen:
-		return Errorf(CodeInvalid, "title: at most %d characters", MaxTitleLen)
-	case len(t.Description) > MaxDescriptionLen:
-		return Errorf(CodeInvalid, "description: at most %d bytes", MaxDescriptionLen)
+	}
+	for _, f := range []struct {
+		name, v   string
+		max       int
+		multiline bool
+	}{
+		{"title", t.Title, MaxTitleLen, false},
+		{"description", t.Description, MaxDescriptionLen, true},
+		{"kind", t.Kind, MaxKindLen, false},
+		{"created_by", t.CreatedBy, MaxActorLen, false},
+	} {
+		if err := checkText(f.name, f.v, f.max, f.multiline); err != nil {
+			return err
+		}
+	}
+	switch {
 	case t.Priority < 0:
 		return Errorf(CodeInvalid, "priority: must not be negative (0 is the most urgent)")
 	case !t.VerificationType.Valid():
-		return Errorf(CodeInvalid, "verification_type: must be AUTO_TEST, QA_AGENT or HUMAN (got %q)", t.VerificationType)
+		return Errorf(CodeInvalid, "verification_type: must be AUTO_TEST, QA_AGENT or HUMAN (got %s)", Quote(string(t.VerificationType)))
 	case t.MaxRetries < 0 || t.MaxRetries > 100:
 		return Errorf(CodeInvalid, "max_retries: must be between 0 and 100")
 	case t.ExpectedCount < 0:
 		return Errorf(CodeInvalid, "expected_count: must not be negative")
-	case len(t.Kind) > 100:
-		return Errorf(CodeInvalid, "kind: at most 100 characters")
-	case len(t.Metadata) > MaxMetadataEntries:
-		return Errorf(CodeInvalid, "metadata: at most %d entries", MaxMetadataEntries)
-	case len(t.AcceptanceCriteria) > MaxListEntries:
-		return Errorf(CodeInvalid, "acceptance_criteria: at most %d entries", MaxListEntries)
-	case len(t.TestCommands) > MaxListEntries:
-		return Errorf(CodeInvalid, "test_commands: at most %d entries", MaxListEntries)
 	case t.Profile != "" && !ValidID(t.Profile):
-		return Errorf(CodeInvalid, "profile: %q is not a profile name (1-64 lower-case letters, digits, '-' or '_')", t.Profile)
+		return Errorf(CodeInvalid, "profile: %s is not a profile name (1-64 lower-case letters, digits, '-' or '_')", Quote(t.Profile))
+	case t.ParentTaskID != nil && !ValidTaskID(*t.ParentTaskID):
+		return Errorf(CodeInvalid, "parent_task_id: %s is not a task id", Quote(*t.ParentTaskID))
+	case t.RepoID != nil && !ValidID(*t.RepoID):
+		return Errorf(CodeInvalid, "repo_id: %s is not a repo id", Quote(*t.RepoID))
 	}
-	for k, v := range t.Metadata {
-		if k == "" || len(k) > 100 || len(v) > MaxMetadataLen {
-			return Errorf(CodeInvalid, "metadata[%q]: keys are 1-100 bytes, values at most %d bytes", k, MaxMetadataLen)
+	if t.PlanSource != nil {
+		if err := CheckLine("plan_source", *t.PlanSource, MaxActorLen); err != nil {
+			return err
 		}
 	}
-	for i, c := range t.TestCommands {
+	if err := checkMetadata("metadata", t.Metadata); err != nil {
+		return err
+	}
+	if err := checkList("acceptance_criteria", t.AcceptanceCriteria, MaxListEntries, func(name, v string) error {
+		return CheckText(name, v, MaxCriterionLen)
+	}); err != nil {
+		return err
+	}
+	return checkList("test_commands", t.TestCommands, MaxListEntries, func(name, c string) error {
 		if strings.TrimSpace(c) == "" {
-			return Errorf(CodeInvalid, "test_commands[%d]: empty command", i)
+			return Errorf(CodeInvalid, "%s: empty command", name)
+		}
+		return CheckText(name, c, MaxTestCommandLen)
+	})
+}
+
+// checkMetadata checks metadata: at most MaxMetadataEntries entries, keys
+// of one line of 1 to MaxMetadataKeyLen characters, values of at most
+// MaxMetadataLen characters (line breaks and tabs allowed). The first bad
+// key in sorted order is named.
+func checkMetadata(field string, m map[string]string) error {
+	if len(m) > MaxMetadataEntries {
+		return Errorf(CodeInvalid, "%s: at most %d entries (got %d)", field, MaxMetadataEntries, len(m))
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if k == "" {
+			return Errorf(CodeInvalid, "%s: a key must not be empty", field)
+		}
+		short := cutRunes(k, 40)
+		if err := CheckLine(fmt.Sprintf("%s key %q", field, short), k, MaxMetadataKeyLen); err != nil {
+			return err
+		}
+		if err := CheckText(fmt.Sprintf("%s[%q]", field, short), m[k], MaxMetadataLen); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -146,7 +177,7 @@ func (t *Task) validateContent() error {
 func (t *Task) ValidateConstraints() error {
 	switch {
 	case !t.Status.Valid():
-		return Errorf(CodeInvalid, "status: unknown task status %q", t.Status)
+		return Errorf(CodeInvalid, "status: unknown task status %s", Quote(string(t.Status)))
 	case t.RetryCount < 0 || t.RetryCount > t.MaxRetries:
 		return Errorf(CodeInvalid, "retry_count %d: must be between 0 and max_retries (%d)", t.RetryCount, t.MaxRetries)
 	case t.Status == StatusPaused && t.ResumeAfter == nil:
@@ -239,6 +270,32 @@ type TransitionRequest struct {
 	Feedback *Feedback
 }
 
+// Validate checks a person's transition request: a task id, a known
+// event (and expected status), a reason of one line of at most
+// MaxReasonLen characters, an actor of one line of at most MaxActorLen,
+// and the feedback, if any. The daemon's own transitions carry reasons it
+// composes (a failure's output among them) and are recorded as given.
+func (r TransitionRequest) Validate() error {
+	switch {
+	case !ValidTaskID(r.TaskID):
+		return Errorf(CodeInvalid, "task_id: %q is not a task id", cutRunes(r.TaskID, MaxTaskIDLen))
+	case !r.Event.Valid():
+		return Errorf(CodeInvalid, "event: unknown task event %q", cutRunes(string(r.Event), 40))
+	case r.ExpectFrom != "" && !r.ExpectFrom.Valid():
+		return Errorf(CodeInvalid, "expect_from: unknown task status %q", cutRunes(string(r.ExpectFrom), 40))
+	}
+	if err := CheckLine("reason", r.Reason, MaxReasonLen); err != nil {
+		return err
+	}
+	if err := CheckLine("actor", r.Actor, MaxActorLen); err != nil {
+		return err
+	}
+	if r.Feedback != nil {
+		return r.Feedback.Validate()
+	}
+	return nil
+}
+
 // Feedback is what a reviewer (a QA agent) or a person said of a task's
 // attempt: approve or reject, with reasons.
 type Feedback struct {
@@ -258,6 +315,25 @@ const (
 	// attempt reads it as it reads a rejection's reasons.
 	VerdictComment = "comment"
 )
+
+// Validate checks feedback: a source (who gave it) of one line of at most
+// MaxActorLen characters, a known verdict, and a text of at most
+// MaxDescriptionLen characters (line breaks and tabs allowed), required
+// unless the verdict approves.
+func (f Feedback) Validate() error {
+	if err := CheckLine("source", f.Source, MaxActorLen); err != nil {
+		return err
+	}
+	switch f.Verdict {
+	case VerdictApprove, VerdictReject, VerdictComment:
+	default:
+		return Errorf(CodeInvalid, "verdict: must be approve, reject or comment (got %q)", cutRunes(f.Verdict, 40))
+	}
+	if f.Verdict != VerdictApprove && strings.TrimSpace(f.Text) == "" {
+		return Errorf(CodeInvalid, "feedback: required (say what must change)")
+	}
+	return CheckText("feedback", f.Text, MaxDescriptionLen)
+}
 
 // TransitionResult says what a transition did.
 type TransitionResult struct {

@@ -75,7 +75,7 @@ func (p TaskPatch) Apply(t Task) (Task, error) {
 }
 
 // MaxDependencyChanges caps the entries of each list of a DependencyChange.
-const MaxDependencyChanges = MaxListEntries * 10
+const MaxDependencyChanges = MaxDependencies
 
 // DependencyChange adds and removes a task's dependencies in one
 // transaction. Removals apply first, so an id in both lists replaces its
@@ -113,10 +113,10 @@ func checkTaskIDs(list string, ids []string) error {
 		case strings.TrimSpace(id) == "":
 			return Errorf(CodeInvalid, "%s[%d]: id: required", list, i)
 		case !ValidTaskID(id):
-			return Errorf(CodeInvalid, "%s[%d]: %q is not a task id", list, i, id)
+			return Errorf(CodeInvalid, "%s[%d]: %q is not a task id", list, i, cutRunes(id, MaxTaskIDLen))
 		}
 		if j, dup := seen[id]; dup {
-			return Errorf(CodeInvalid, "%s[%d]: %q is already listed at %s[%d]", list, i, id, list, j)
+			return Errorf(CodeInvalid, "%s[%d]: %s is already listed at %s[%d]", list, i, Quote(id), list, j)
 		}
 		seen[id] = i
 	}

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/statemachine"
@@ -75,6 +74,17 @@ func (c *checker) add(path, format string, args ...any) {
 	c.probs = append(c.probs, problem{path: path, msg: fmt.Sprintf(format, args...)})
 }
 
+// text checks the text at path with check (models.CheckLine or
+// models.CheckText) and adds its problem; it reports whether there was
+// none.
+func (c *checker) text(check func(field, s string, max int) error, path, v string, max int) bool {
+	err := check(path, v, max)
+	if err != nil {
+		c.add(path, "%s", strings.TrimPrefix(models.ErrorMessageOf(err), path+": "))
+	}
+	return err == nil
+}
+
 const idRule = "(1-64 lower-case letters, digits, '-' or '_')"
 
 const fieldRule = "(letters, digits and '_', not starting with a digit)"
@@ -93,15 +103,13 @@ func (c *checker) workflow() {
 	case !models.ValidID(w.ProjectID):
 		c.add("project", "%q is not a project id %s", w.ProjectID, idRule)
 	}
-	if len(w.Description) > models.MaxDescriptionLen {
-		c.add("description", "at most %d bytes", models.MaxDescriptionLen)
-	}
-	if w.Timezone != "" {
+	c.text(models.CheckText, "description", w.Description, models.MaxDescriptionLen)
+	if w.Timezone != "" && c.text(models.CheckLine, "timezone", w.Timezone, models.MaxShortLen) {
 		if _, err := time.LoadLocation(w.Timezone); err != nil {
 			c.add("timezone", "%q is not a known time zone", w.Timezone)
 		}
 	}
-	if w.Schedule != "" {
+	if w.Schedule != "" && c.text(models.CheckLine, "schedule", w.Schedule, models.MaxShortLen) {
 		// The zone is checked above, on its own line.
 		if _, _, err := models.ParseCron(w.Schedule, "", "schedule", "timezone"); err != nil {
 			c.add("schedule", "%s", strings.TrimPrefix(models.ErrorMessageOf(err), "schedule: "))
@@ -134,15 +142,12 @@ func (c *checker) step(i int) {
 	case c.index[s.Name] != i:
 		c.add(p+".name", "duplicate step %q (also steps[%d])", s.Name, c.index[s.Name])
 	}
-	switch {
-	case strings.TrimSpace(s.Title) == "":
+	if strings.TrimSpace(s.Title) == "" {
 		c.add(p+".title", "required")
-	case utf8.RuneCountInString(s.Title) > models.MaxTitleLen:
-		c.add(p+".title", "at most %d characters", models.MaxTitleLen)
+	} else {
+		c.text(models.CheckLine, p+".title", s.Title, models.MaxTitleLen)
 	}
-	if len(s.Description) > models.MaxDescriptionLen {
-		c.add(p+".description", "at most %d bytes", models.MaxDescriptionLen)
-	}
+	c.text(models.CheckText, p+".description", s.Description, models.MaxDescriptionLen)
 	if s.Profile != "" && !models.ValidID(s.Profile) {
 		c.add(p+".profile", "%q is not a profile name %s", s.Profile, idRule)
 	}
@@ -151,9 +156,7 @@ func (c *checker) step(i int) {
 		// its tasks run with its profile.
 		c.add(p+".agent_type", "not supported: a step's tasks go to any agent of the project; choose how they run with profile")
 	}
-	if len(s.Kind) > 100 {
-		c.add(p+".kind", "at most 100 characters")
-	}
+	c.text(models.CheckLine, p+".kind", s.Kind, models.MaxKindLen)
 	if s.Priority != nil && *s.Priority < 0 {
 		c.add(p+".priority", "must not be negative (0 is the most urgent)")
 	}
@@ -166,6 +169,8 @@ func (c *checker) step(i int) {
 		for j, cmd := range s.TestCommands {
 			if strings.TrimSpace(cmd) == "" {
 				c.add(fmt.Sprintf("%s.test_commands[%d]", p, j), "empty command")
+			} else {
+				c.text(models.CheckText, fmt.Sprintf("%s.test_commands[%d]", p, j), cmd, models.MaxTestCommandLen)
 			}
 		}
 	}
@@ -223,12 +228,14 @@ func (c *checker) fanOut(i int, p string) {
 		case f.From != "" && f.Count != 0:
 			c.add(p+".parallel", "a count or <step>.outputs.<field>, not both")
 		case f.From != "":
-			c.ref(i, p+".parallel", f.From, fmt.Sprintf("a count (1-%d) or ", MaxFanOut))
+			if c.text(models.CheckLine, p+".parallel", f.From, models.MaxShortLen) {
+				c.ref(i, p+".parallel", f.From, fmt.Sprintf("a count (1-%d) or ", MaxFanOut))
+			}
 		case f.Count < 1 || f.Count > MaxFanOut:
 			c.add(p+".parallel", "must be between 1 and %d (got %d)", MaxFanOut, f.Count)
 		}
 	}
-	if s.Foreach != "" {
+	if s.Foreach != "" && c.text(models.CheckLine, p+".foreach", s.Foreach, models.MaxShortLen) {
 		c.ref(i, p+".foreach", s.Foreach, "")
 	}
 }

@@ -67,6 +67,14 @@
 //
 //	nightly.yaml:14:7: steps[2].depends_on[0]: unknown step "tets" (steps: discover, upgrade, summary)
 //
+// Text follows the daemon's classes (docs/semantics.md, "Limits"): a
+// title, kind, schedule, time zone or fan-out reference is one line of
+// printable text, a description or test command may hold line breaks and
+// tabs, and no field may hold another control character, whether written
+// as an escape ("\0", "\e") or not. A document that is not UTF-8, or
+// holds an unescaped control character other than tab and line breaks,
+// is refused at its line and column.
+//
 // Validate makes the same checks on a decoded workflow, without positions.
 //
 // # Expansion

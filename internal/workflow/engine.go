@@ -256,8 +256,12 @@ func (e *Engine) fireSchedules(ctx context.Context) (time.Time, error) {
 	return soonest, errors.Join(errs...)
 }
 
-// Trigger starts a run of a workflow by hand.
+// Trigger starts a run of a workflow by hand; by names who (one line of
+// at most models.MaxActorLen characters).
 func (e *Engine) Trigger(ctx context.Context, name, by string) (models.WorkflowRun, error) {
+	if err := models.CheckLine("actor", by, models.MaxActorLen); err != nil {
+		return models.WorkflowRun{}, err
+	}
 	var nonce [6]byte
 	_, _ = rand.Read(nonce[:])
 	key := fmt.Sprintf("manual:%s:%x", e.cfg.Now().UTC().Format(time.RFC3339Nano), nonce)
@@ -274,6 +278,9 @@ func (e *Engine) Trigger(ctx context.Context, name, by string) (models.WorkflowR
 // the tasks agents are working on are stopped through the orchestrator,
 // each with the reason "cancelled".
 func (e *Engine) Cancel(ctx context.Context, id, by string) (models.WorkflowRun, error) {
+	if err := models.CheckLine("actor", by, models.MaxActorLen); err != nil {
+		return models.WorkflowRun{}, err
+	}
 	for range cancelPasses {
 		running, err := e.store.CancelWorkflowRun(ctx, id, by)
 		if err != nil {
@@ -297,6 +304,9 @@ func (e *Engine) Cancel(ctx context.Context, id, by string) (models.WorkflowRun,
 // Retry starts a failed or cancelled run's failed and blocked tasks again
 // (no agent works on them); the tasks blocked behind them follow.
 func (e *Engine) Retry(ctx context.Context, id, by string) (models.WorkflowRun, error) {
+	if err := models.CheckLine("actor", by, models.MaxActorLen); err != nil {
+		return models.WorkflowRun{}, err
+	}
 	run, err := e.store.RetryWorkflowRun(ctx, id, by)
 	if err != nil {
 		return models.WorkflowRun{}, err

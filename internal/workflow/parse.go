@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -116,6 +117,9 @@ var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // document parses src into its one document's root mapping.
 func (d *decoder) document(src []byte) (*yaml.Node, error) {
+	if line, col, msg := unreadable(src); msg != "" {
+		return nil, d.single(line, col, msg)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(src))
 	var doc yaml.Node
 	err := dec.Decode(&doc)
@@ -156,6 +160,30 @@ func (d *decoder) document(src []byte) (*yaml.Node, error) {
 	d.root = root
 	d.pos[""] = root
 	return root, nil
+}
+
+// unreadable finds the first byte sequence of src that is not UTF-8 or is
+// a control character YAML does not allow unescaped (all but tab, line
+// feed, carriage return and U+0085), and returns its line and column
+// (from 1, in characters) and what is wrong; msg is "" when there is none.
+// The YAML decoder refuses these too, but without saying where.
+func unreadable(src []byte) (line, col int, msg string) {
+	line, col = 1, 0
+	for i := 0; i < len(src); {
+		r, size := utf8.DecodeRune(src[i:])
+		col++
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			return line, col, "not valid UTF-8 text"
+		case r == '\n':
+			line, col = line+1, 0
+		case r == '\t' || r == '\r' || r == '\u0085':
+		case r < 0x20 || (r >= 0x7f && r <= 0x9f):
+			return line, col, fmt.Sprintf("control character U+%04X is not allowed in a workflow document", r)
+		}
+		i += size
+	}
+	return 0, 0, ""
 }
 
 // single returns one problem at a position as the error.

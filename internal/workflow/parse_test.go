@@ -538,7 +538,7 @@ func TestValidate(t *testing.T) {
 		{
 			name: "too long title",
 			edit: func(w *models.Workflow) { w.Steps[0].Title = strings.Repeat("é", models.MaxTitleLen+1) },
-			want: []string{"steps[0].title: at most 300 characters"},
+			want: []string{"steps[0].title: at most 300 characters (got 301)"},
 		},
 		{
 			name: "too many steps",

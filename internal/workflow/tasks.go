@@ -115,16 +115,20 @@ func wholeNumber(raw json.RawMessage) (int64, bool) {
 // them). outputs maps each upstream step to its single task's outputs.
 //
 // Each task's title and description are the step's templates filled for
-// it. The title is put on one line (runs of spaces and line breaks become
-// one space), cut to models.MaxTitleLen characters ending in "…" when
-// longer, and is the task's local id when left blank; the description is
-// cut to models.MaxDescriptionLen bytes. Kind, profile, priority,
-// retries, test commands, verification and approval come from the step;
-// the project from the workflow; CreatedBy is "workflow:<name>". Metadata
-// holds "workflow", "workflow_run" and "step", "item" (the item as text,
-// cut to MaxItemMetadata bytes) for a foreach step. LocalID is the step's name, "<step>[i]" when the
-// step fans out, and Workflow places the task in the run. Dependencies are
-// left to the caller.
+// it. What fills them comes from upstream agents' outputs, so it is
+// cleaned rather than refused: the title is put on one line (control
+// characters, runs of spaces and line breaks become one space; invalid
+// UTF-8 becomes U+FFFD), cut to models.MaxTitleLen characters ending in
+// "…" when longer, and is the task's local id when left blank; the
+// description loses its control characters other than line breaks and
+// tabs and is cut to models.MaxDescriptionLen characters. Kind, profile,
+// priority, retries, test commands, verification and approval come from
+// the step; the project from the workflow; CreatedBy is
+// "workflow:<name>". Metadata holds "workflow", "workflow_run" and
+// "step", "item" (the item as text, cleaned like the description and cut
+// to MaxItemMetadata bytes) for a foreach step. LocalID is the step's
+// name, "<step>[i]" when the step fans out, and Workflow places the task
+// in the run. Dependencies are left to the caller.
 func StepTasks(w models.Workflow, step models.WorkflowStep, runID string, items []json.RawMessage, count int, outputs map[string]json.RawMessage) ([]models.BatchTask, error) {
 	fan := fansOut(step)
 	switch {
@@ -145,7 +149,7 @@ func StepTasks(w models.Workflow, step models.WorkflowStep, runID string, items 
 		meta := map[string]string{"workflow": w.Name, "workflow_run": runID, "step": step.Name}
 		if step.Foreach != "" {
 			v.Item, v.HasItem = items[i], true
-			meta["item"] = cutBytes(jsonText(items[i]), MaxItemMetadata)
+			meta["item"] = cutBytes(models.CleanText(jsonText(items[i]), 0), MaxItemMetadata)
 		}
 		title, err := Render(step.Title, v)
 		if err != nil {
@@ -155,7 +159,7 @@ func StepTasks(w models.Workflow, step models.WorkflowStep, runID string, items 
 		if err != nil {
 			return nil, prefixed(local+".description", err)
 		}
-		title = strings.Join(strings.Fields(title), " ")
+		title = models.CleanLine(title, models.MaxTitleLen)
 		if title == "" {
 			title = local
 		}
@@ -166,8 +170,8 @@ func StepTasks(w models.Workflow, step models.WorkflowStep, runID string, items 
 		tasks = append(tasks, models.BatchTask{
 			LocalID:          local,
 			ProjectID:        w.ProjectID,
-			Title:            cutRunes(title, models.MaxTitleLen),
-			Description:      cutBytes(desc, models.MaxDescriptionLen),
+			Title:            title,
+			Description:      models.CleanText(desc, models.MaxDescriptionLen),
 			Priority:         clonePtr(step.Priority),
 			VerificationType: step.Verification,
 			MaxRetries:       clonePtr(step.MaxRetries),
@@ -190,15 +194,6 @@ func prefixed(path string, err error) error {
 		lines[i] = path + ": " + l
 	}
 	return invalid(lines)
-}
-
-// cutRunes cuts s to at most n characters, the last one "…" when cut.
-func cutRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }
 
 // cutBytes cuts s to at most n bytes on a character boundary, the last

@@ -344,15 +344,17 @@ func (s *Server) identifyLocked(c *gwConn, raw json.RawMessage) {
 		ready["shard"] = id.Shard
 	}
 	b, _ := json.Marshal(ready)
-	sess.seq++
-	s.sendDispatchLocked(c, sess.seq, &event{t: "READY", data: b}, false)
-	if c.closed {
-		return
-	}
+	// Identified closes before READY goes out: a client's Open returns
+	// on READY, and whoever it tells must find Identified closed.
 	select {
 	case <-s.identified:
 	default:
 		close(s.identified)
+	}
+	sess.seq++
+	s.sendDispatchLocked(c, sess.seq, &event{t: "READY", data: b}, false)
+	if c.closed {
+		return
 	}
 	guild := &event{t: "GUILD_CREATE", data: s.guildJSONLocked(), intent: discordgo.IntentGuilds}
 	queued := s.queued
@@ -473,8 +475,8 @@ func (s *Server) guildJSONLocked() json.RawMessage {
 	return b
 }
 
-// Identified returns a channel closed at the first successful
-// IDENTIFY→READY.
+// Identified returns a channel closed at the first successful IDENTIFY,
+// before its READY is sent.
 func (s *Server) Identified() <-chan struct{} { return s.identified }
 
 // Sessions returns how many IDENTIFYs succeeded.
