@@ -212,7 +212,7 @@
 // fields, keys in their exact case and none twice, no trailing data, at
 // most RPCConfig.MaxBodyBytes; a Content-Type, when given, must be JSON)
 // and are checked with the models' validators (messages and questions are
-// required and at most 16000 bytes, token counts are from 0 to
+// required and at most 16000 characters, token counts are from 0 to
 // MaxUsageTokensPerReport, 100 million, per field and report — more is a
 // broken or hostile agent, and is refused before anything is booked — a
 // completion's outputs are a JSON object, a rate limit's kind is

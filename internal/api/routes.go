@@ -436,9 +436,12 @@ func (s *Server) handleTaskEvent(w http.ResponseWriter, r *http.Request) {
 		req.Actor = DefaultActor
 	}
 	taskID := r.PathValue("id")
-	res, err := s.svc.ApplyEvent(r.Context(), models.TransitionRequest{
-		TaskID: taskID, Event: req.Event, Reason: req.Reason, Actor: req.Actor,
-	})
+	tr := models.TransitionRequest{TaskID: taskID, Event: req.Event, Reason: req.Reason, Actor: req.Actor}
+	if err := tr.Validate(); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res, err := s.svc.ApplyEvent(r.Context(), tr)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -568,12 +571,16 @@ func (s *Server) handleDecision(approve bool) http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
-		if len(req.Feedback) > models.MaxDescriptionLen {
-			s.writeError(w, r, invalid("feedback: at most %d bytes", models.MaxDescriptionLen))
-			return
-		}
 		if req.By == "" {
 			req.By = DefaultActor
+		}
+		if err := models.CheckLine("by", req.By, models.MaxActorLen); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if err := models.CheckText("feedback", req.Feedback, models.MaxDescriptionLen); err != nil {
+			s.writeError(w, r, err)
+			return
 		}
 		var res models.TransitionResult
 		var err error

@@ -46,8 +46,8 @@ func (s *RPCServer) verdict(approve bool) func(ctx context.Context, run models.R
 		if err := decodeJSON(body, &v); err != nil {
 			return nil, err
 		}
-		if len(v.Reasons) > models.MaxDescriptionLen {
-			return nil, models.Errorf(models.CodeInvalid, "reasons: at most %d bytes", models.MaxDescriptionLen)
+		if err := models.CheckText("reasons", v.Reasons, models.MaxDescriptionLen); err != nil {
+			return nil, err
 		}
 		return RPCOK{OK: true}, s.svc.Verdict(ctx, run, approve, v.Reasons)
 	}

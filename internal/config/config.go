@@ -832,13 +832,7 @@ func validateListen(addr string) error {
 }
 
 // snowflake reports whether s looks like a Discord id.
-func snowflake(s string) bool {
-	if len(s) < 15 || len(s) > 21 {
-		return false
-	}
-	_, err := strconv.ParseUint(s, 10, 64)
-	return err == nil
-}
+func snowflake(s string) bool { return models.ValidSnowflake(s) }
 
 func (d DiscordConfig) validate() error {
 	if strings.ContainsAny(d.Token, " \t\r\n") {

@@ -124,11 +124,8 @@ func (x *txn) createBatch(entries []*entry) ([]models.BatchResult, error) {
 
 // prepareBatch validates each entry on its own and builds its task.
 func prepareBatch(b models.TaskBatch) ([]*entry, error) {
-	if len(b.Tasks) == 0 {
-		return nil, models.Errorf(models.CodeInvalid, "tasks: the batch is empty")
-	}
-	if len(b.Tasks) > models.MaxBatchSize {
-		return nil, models.Errorf(models.CodeInvalid, "tasks: at most %d tasks per batch (got %d)", models.MaxBatchSize, len(b.Tasks))
+	if err := b.Validate(); err != nil {
+		return nil, err
 	}
 	locals := make(map[string]int, len(b.Tasks))
 	entries := make([]*entry, len(b.Tasks))
@@ -184,8 +181,8 @@ func prepareBatch(b models.TaskBatch) ([]*entry, error) {
 			}
 			e.statuses = append(e.statuses, set)
 		}
-		if len(bt.Dependencies) > models.MaxListEntries*10 {
-			return nil, models.Errorf(models.CodeInvalid, "%s: dependencies: at most %d", where, models.MaxListEntries*10)
+		if len(bt.Dependencies) > models.MaxDependencies {
+			return nil, models.Errorf(models.CodeInvalid, "%s: dependencies: at most %d", where, models.MaxDependencies)
 		}
 		entries[i] = e
 	}

@@ -610,6 +610,9 @@ func (s *Store) AddTaskFeedback(ctx context.Context, projectID, taskID string, f
 	if strings.TrimSpace(f.Text) == "" {
 		return models.Errorf(models.CodeInvalid, "feedback: text is required")
 	}
+	if err := f.Validate(); err != nil {
+		return err
+	}
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		var p string
 		err := tx.QueryRowContext(ctx, "SELECT project_id FROM tasks WHERE id = ?", taskID).Scan(&p)

@@ -80,6 +80,9 @@ func (s *Store) AnswerQuestion(ctx context.Context, id int64, answer, by string)
 	if err := models.ValidateQuestionText("answer", answer); err != nil {
 		return models.Question{}, err
 	}
+	if err := models.CheckLine("answered_by", by, models.MaxActorLen); err != nil {
+		return models.Question{}, err
+	}
 	var q models.Question
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		x := s.newTxn(ctx, tx)

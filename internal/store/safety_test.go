@@ -301,3 +301,38 @@ func TestDatabaseFilesArePrivate(t *testing.T) {
 	mustProject(t, s2, "q")
 	check("a database left readable by others")
 }
+
+// TestStoreEntryPointsRefuseTextThatBreaksLater: a batch's local ids and
+// an answer's author are checked where they enter the store, and
+// feedback from outside the daemon's own validation (a reviewer on
+// GitHub) is kept without its control characters.
+func TestStoreEntryPointsRefuseTextThatBreaksLater(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	mustProject(t, s, "web")
+	mustAgent(t, s, "a")
+	ctx := context.Background()
+	_, err := s.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", Tasks: []models.BatchTask{{LocalID: "x\x00y", Title: "One"}}})
+	if models.ErrorCodeOf(err) != models.CodeInvalid || !strings.Contains(err.Error(), "tasks[0].id") {
+		t.Fatalf("a NUL in a local id: %v", err)
+	}
+	ids := create(t, s, "web", models.BatchTask{LocalID: "q", Title: "Ask"})
+	run, _, err := s.ClaimTask(ctx, ids["q"], "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StartRun(ctx, run.ID, 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.AskQuestion(ctx, run.ID, "Which database?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AnswerQuestion(ctx, q.ID, "SQLite", "ann\x1b[2J"); models.ErrorCodeOf(err) != models.CodeInvalid ||
+		!strings.Contains(err.Error(), "answered_by") {
+		t.Fatalf("an answer by a name with a control character: %v", err)
+	}
+	if err := s.AddTaskFeedback(ctx, "web", ids["q"], models.Feedback{Source: "hook:x", Text: "fix\x00 it"}); models.ErrorCodeOf(err) != models.CodeInvalid {
+		t.Fatalf("feedback with a NUL: %v", err)
+	}
+}

@@ -339,7 +339,12 @@ func (s *Store) TaskFeedback(ctx context.Context, taskID string) ([]models.Feedb
 	return out, rows.Err()
 }
 
+// addFeedback records feedback on a task. What people and hooks send is
+// validated where it enters; what comes from elsewhere (a reviewer on
+// GitHub, an agent's verdict) is cleaned of control characters here.
 func (x *txn) addFeedback(taskID string, f models.Feedback) error {
+	f.Source = models.CleanLine(f.Source, models.MaxActorLen)
+	f.Text = models.CleanText(f.Text, models.MaxDescriptionLen)
 	_, err := x.ExecContext(x.ctx, "INSERT INTO task_feedback (task_id, source, verdict, text, created_at) VALUES (?,?,?,?,?)",
 		taskID, f.Source, f.Verdict, f.Text, toNanos(x.now))
 	return err
