@@ -247,7 +247,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 			o.PokePullRequest(pctx, owner, name, n)
 		})
 	}
-	health := &daemonHealth{db: watch, scheduler: o}
+	health := &daemonHealth{db: watch, scheduler: o, store: st}
 	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, AllowedHosts: cfg.API.AllowedHosts,
 		Logger: log.With("component", "api"), Health: health.Check,
 		GitHubWebhook: webhook, Hooks: cmds, Workflows: cmds}, cmds)
@@ -364,7 +364,11 @@ type leaseRenewer interface {
 
 // renewLease renews owner's lease every ttl/3 until ctx is cancelled. It
 // fails when the lease is lost to another owner, or when renewals have
-// failed for a whole ttl (the lease may have expired).
+// failed for a whole ttl (the lease may have expired) for any reason but a
+// full disk: then the daemon goes on serving what it has, its writes
+// failing with "disk full" (the store's fencing refuses them should
+// another daemon take the lease meanwhile), and renews again once space
+// returns.
 func renewLease(ctx context.Context, st leaseRenewer, owner string, ttl time.Duration, log *slog.Logger) error {
 	tick := time.NewTicker(ttl / 3)
 	defer tick.Stop()
@@ -384,6 +388,8 @@ func renewLease(ctx context.Context, st leaseRenewer, owner string, ttl time.Dur
 			return nil
 		case models.ErrorCodeOf(err) == models.CodeConflict:
 			return fmt.Errorf("lost the database lease: %w", err)
+		case models.ErrorCodeOf(err) == models.CodeUnavailable:
+			log.Warn("lease not renewed: the disk is full; the daemon goes on read-only", "owner", owner, "err", err)
 		case time.Since(lastOK) >= ttl:
 			return fmt.Errorf("lease not renewed for %s: %w", ttl, err)
 		default:

@@ -166,11 +166,15 @@ func saveLostDatabase(ctx context.Context, st databaseSaver, gone error, path st
 type daemonHealth struct {
 	db        *dbWatch
 	scheduler interface{ Health() error }
+	store     interface{ WriteHealth() error }
 }
 
 // Check returns the first problem found, in words for an operator.
 func (h *daemonHealth) Check(ctx context.Context) error {
 	if err := h.db.Check(); err != nil {
+		return err
+	}
+	if err := h.store.WriteHealth(); err != nil {
 		return err
 	}
 	if err := h.scheduler.Health(); err != nil {

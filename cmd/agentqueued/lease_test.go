@@ -92,3 +92,49 @@ func TestRenewLeaseOnAFakeClock(t *testing.T) {
 		})
 	})
 }
+
+// TestRenewLeaseRidesOutAFullDisk: a full disk outlasting the lease's ttl
+// made the daemon exit and stay down. Renewals failing with "disk full"
+// keep the loop going, however long; it renews again once space returns,
+// and still stops when the lease is lost meanwhile.
+func TestRenewLeaseRidesOutAFullDisk(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 30 * time.Second
+		st := leasedStore(t, ttl)
+		full := models.Errorf(models.CodeUnavailable, "disk full: the daemon cannot write")
+		r := &scriptedRenewer{st: st, script: map[int32]error{}}
+		for i := int32(2); i < 40; i++ { // thirteen ttls of a full disk
+			r.script[i] = full
+		}
+		r.script[45] = models.Errorf(models.CodeConflict, "lease lost")
+		start := time.Now()
+		err := renewLease(context.Background(), r, "me", ttl, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err == nil || !strings.Contains(err.Error(), "lost the database lease") {
+			t.Fatalf("renewLease = %v, want it to ride out the full disk and stop only at the lost lease", err)
+		}
+		if got, want := time.Since(start), 45*ttl/3; got != want {
+			t.Fatalf("stopped after %s, want %s (the 45th renewal)", got, want)
+		}
+		if n := r.real.Load(); n != 1+5 {
+			t.Fatalf("%d renewals reached the store, want 6 (before and after the full disk)", n)
+		}
+	})
+}
+
+// scriptedRenewer fails the renewals the script names and passes the
+// others to the real store.
+type scriptedRenewer struct {
+	st     *store.Store
+	calls  atomic.Int32
+	real   atomic.Int32
+	script map[int32]error
+}
+
+func (s *scriptedRenewer) RenewLease(ctx context.Context, owner string, ttl time.Duration) error {
+	if err, ok := s.script[s.calls.Add(1)]; ok {
+		return err
+	}
+	s.real.Add(1)
+	return s.st.RenewLease(ctx, owner, ttl)
+}

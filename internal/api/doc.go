@@ -158,12 +158,14 @@
 //
 // Every error is answered as
 //
-//	{"error": {"code": "invalid|not_found|conflict|unauthorized|internal", "message": "..."}}
+//	{"error": {"code": "invalid|not_found|conflict|unauthorized|unavailable|internal", "message": "..."}}
 //
-// with status 400, 404, 409, 401 or 500 (413, 415, 405 and 408 for
+// with status 400, 404, 409, 401, 503 or 500 (413, 415, 405 and 408 for
 // oversized bodies, wrong media types, wrong methods and bodies too slow to
 // arrive, with code invalid; 403 with code unauthorized for a refused Host
-// or origin; 503 from /healthz). Messages
+// or origin; 503 from /healthz). Code unavailable is a write the daemon
+// cannot make now but will by itself later: its disk is full ("disk full:
+// …"); reads go on meanwhile. Messages
 // come from *models.Error values and are safe to show; any other error is
 // logged and answered with a generic message. An illegal transition is a 409
 // whose message is "Invalid transition: (STATUS, EVENT)".

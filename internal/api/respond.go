@@ -52,6 +52,8 @@ func statusOf(code models.ErrorCode) int {
 		return http.StatusConflict
 	case models.CodeUnauthorized:
 		return http.StatusUnauthorized
+	case models.CodeUnavailable:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }

@@ -15,7 +15,10 @@ const (
 	CodeNotFound     ErrorCode = "not_found"
 	CodeConflict     ErrorCode = "conflict"
 	CodeUnauthorized ErrorCode = "unauthorized"
-	CodeInternal     ErrorCode = "internal"
+	// CodeUnavailable is a request the daemon cannot serve now but will
+	// later by itself (its disk is full); the message says why.
+	CodeUnavailable ErrorCode = "unavailable"
+	CodeInternal    ErrorCode = "internal"
 )
 
 // Error is an error whose message is safe to show to the user who caused it.

@@ -103,3 +103,19 @@ func ExecAtForTest(path, q string) error {
 	_, err = db.Exec(q)
 	return err
 }
+
+// LimitPagesForTest caps the database at its current size plus extra pages
+// (PRAGMA max_page_count on the writer), so writes that need more fail as
+// on a full disk; a negative extra lifts the cap.
+func LimitPagesForTest(s *Store, extra int) error {
+	if extra < 0 {
+		_, err := s.wdb.Exec("PRAGMA max_page_count = 1073741823")
+		return err
+	}
+	var n int
+	if err := s.wdb.QueryRow("PRAGMA page_count").Scan(&n); err != nil {
+		return err
+	}
+	_, err := s.wdb.Exec(fmt.Sprintf("PRAGMA max_page_count = %d", n+extra))
+	return err
+}

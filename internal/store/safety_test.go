@@ -336,3 +336,40 @@ func TestStoreEntryPointsRefuseTextThatBreaksLater(t *testing.T) {
 		t.Fatalf("feedback with a NUL: %v", err)
 	}
 }
+
+// TestAFullDiskFailsWritesCleanlyAndPasses: writes on a full disk failed
+// with a bare internal error. They now fail whole, with an error saying
+// the disk is full (CodeUnavailable, a 503), reads go on, WriteHealth says
+// so, and writes resume by themselves when space returns.
+func TestAFullDiskFailsWritesCleanlyAndPasses(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	mustProject(t, s, "web")
+	ctx := context.Background()
+	if err := store.LimitPagesForTest(s, 0); err != nil {
+		t.Fatal(err)
+	}
+	var tasks []models.BatchTask
+	for i := range 500 {
+		tasks = append(tasks, models.BatchTask{Title: fmt.Sprintf("task %d, long enough to need new pages of the database", i)})
+	}
+	_, err := s.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", Tasks: tasks})
+	if models.ErrorCodeOf(err) != models.CodeUnavailable || !strings.HasPrefix(models.ErrorMessageOf(err), "disk full: ") {
+		t.Fatalf("a batch on a full disk: %v (code %s)", err, models.ErrorCodeOf(err))
+	}
+	if h := s.WriteHealth(); h == nil || !strings.Contains(h.Error(), "disk full") {
+		t.Fatalf("WriteHealth on a full disk: %v", h)
+	}
+	if got, err := s.ListTasks(ctx, models.TaskFilter{ProjectID: "web"}); err != nil || len(got) != 0 {
+		t.Fatalf("reads on a full disk: %d tasks (a half-written batch?), %v", len(got), err)
+	}
+	if err := store.LimitPagesForTest(s, -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", Tasks: tasks}); err != nil {
+		t.Fatalf("the batch once space returned: %v", err)
+	}
+	if h := s.WriteHealth(); h != nil {
+		t.Fatalf("WriteHealth after a write succeeded: %v", h)
+	}
+}

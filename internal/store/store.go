@@ -65,6 +65,10 @@ type Store struct {
 	// fence is the lease the store's writes are made under, once
 	// AcquireLease has succeeded (see checkFence).
 	fence atomic.Pointer[fence]
+	// path is the database file; full holds the disk-full error of the
+	// last write when it failed so (see WriteHealth).
+	path string
+	full atomic.Pointer[error]
 }
 
 // dsn is the data source name of the database at p. Connections never
@@ -92,7 +96,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("open store: Config.Path is empty")
 	}
-	s := &Store{now: cfg.Now, log: cfg.Logger, rnd: cfg.Rand, onChange: cfg.OnChange}
+	s := &Store{now: cfg.Now, log: cfg.Logger, rnd: cfg.Rand, onChange: cfg.OnChange, path: cfg.Path}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -364,7 +368,8 @@ func (s *Store) migrate(ctx context.Context) error {
 
 // withTx runs fn in an IMMEDIATE write transaction and commits it, or rolls
 // it back when fn or the commit fails.
-func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	defer func() { err = s.noteWrite(err) }()
 	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -385,6 +390,40 @@ func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// noteWrite keeps the outcome of a write for WriteHealth and turns a full
+// disk into an error a person can act on: every write fails cleanly
+// (nothing is half-written, a transaction is all or nothing) and says so,
+// reads go on, and writes resume by themselves when space returns.
+func (s *Store) noteWrite(err error) error {
+	var se sqlite3.Error
+	switch {
+	case err == nil:
+		if s.full.Load() != nil {
+			s.full.Store(nil)
+			s.log.Info("the database takes writes again: the disk has space")
+		}
+		return nil
+	case errors.As(err, &se) && se.Code == sqlite3.ErrFull:
+		full := models.WrapError(models.CodeUnavailable, err,
+			"disk full: the daemon cannot write to its database %s; it serves what it has and resumes by itself once space is freed", s.path)
+		var e error = full
+		if s.full.Swap(&e) == nil {
+			s.log.Error("DISK FULL: writes to the database fail until space is freed", "database", s.path, "err", err)
+		}
+		return full
+	}
+	return err
+}
+
+// WriteHealth returns the disk-full error of the last write when it failed
+// so, nil when it succeeded.
+func (s *Store) WriteHealth() error {
+	if e := s.full.Load(); e != nil {
+		return *e
 	}
 	return nil
 }
