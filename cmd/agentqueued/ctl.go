@@ -73,6 +73,7 @@ var ctlCommands = map[string]ctlHandler{
 	"task reject":       decisionCommand(false),
 	"agent add":         (*ctl).agentAdd,
 	"agent list":        (*ctl).agentList,
+	"agent show":        (*ctl).agentShow,
 	"agent pause":       agentPauseCommand(true),
 	"agent resume":      agentPauseCommand(false),
 	"agent remove":      (*ctl).agentRemove,
@@ -119,6 +120,7 @@ func agentPauseCommand(paused bool) func(*ctl, context.Context, []string) error 
 		if err != nil {
 			return err
 		}
+		a = a.Redacted()
 		return c.emit(a, func(w io.Writer) { printAgents(w, []models.Agent{a}) })
 	}
 }
@@ -747,7 +749,11 @@ func (c *ctl) agentAdd(ctx context.Context, args []string) error {
 	fs.Var(&argv, "arg", "an `argument` of the command (repeatable)")
 	fs.Var(&projects, "project", "`ids` of the only projects it works on (comma-separated, repeatable)")
 	env := mapFlag{}
-	fs.Var(env, "env", "an environment variable `NAME=value` for its runs (repeatable)")
+	fs.Var(env, "env", "an environment variable `NAME=value` for its runs (repeatable; the value is on this "+
+		"command line, where other users can read it: pass keys with --pass-env)")
+	var passEnv listFlag
+	fs.Var(&passEnv, "pass-env", "`names` of the daemon's environment variables its runs get, such as a "+
+		"provider's API key (comma-separated, repeatable)")
 	maxRuntime := fs.Duration("max-runtime", 0, "wall-clock cap of one run (`duration`; 0: the daemon's default)")
 	idle := fs.Duration("idle-timeout", 0, "end a run quiet for this long (`duration`; 0: the daemon's default)")
 	pos, err := c.parse(fs, args, "ID")
@@ -755,7 +761,7 @@ func (c *ctl) agentAdd(ctx context.Context, args []string) error {
 		return err
 	}
 	reg := models.AgentRegistration{ID: pos[0], Name: *name, AgentType: *typ, AgentSettings: models.AgentSettings{
-		Command: *command, Args: argv, Projects: projects, MaxRuntime: models.Duration(*maxRuntime),
+		Command: *command, Args: argv, Projects: projects, PassEnv: passEnv, MaxRuntime: models.Duration(*maxRuntime),
 		IdleTimeout: models.Duration(*idle)}}
 	if len(env) > 0 {
 		reg.Env = env
@@ -764,6 +770,7 @@ func (c *ctl) agentAdd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	a = a.Redacted()
 	return c.emit(a, func(w io.Writer) { printAgents(w, []models.Agent{a}) })
 }
 
@@ -775,7 +782,30 @@ func (c *ctl) agentList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	for i := range as {
+		as[i] = as[i].Redacted() // an older daemon answered env values in clear
+	}
 	return c.emit(api.AgentList{Agents: as}, func(w io.Writer) { printAgents(w, as) })
+}
+
+// agentShow prints one agent with its settings: env names with masked
+// values, the names pass_env gives, the profile.
+func (c *ctl) agentShow(ctx context.Context, args []string) error {
+	pos, err := c.parse(c.flagSet("agent show"), args, "ID")
+	if err != nil {
+		return err
+	}
+	as, err := c.client.ListAgents(ctx)
+	if err != nil {
+		return err
+	}
+	for _, a := range as {
+		if a.ID == pos[0] {
+			a = a.Redacted()
+			return c.emit(a, func(w io.Writer) { printAgent(w, a) })
+		}
+	}
+	return models.Errorf(models.CodeNotFound, "agent %q not found", pos[0])
 }
 
 func (c *ctl) agentRemove(ctx context.Context, args []string) error {

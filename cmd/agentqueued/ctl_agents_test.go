@@ -46,7 +46,7 @@ func TestCtlRepeatableValuesKeepCommas(t *testing.T) {
 	}
 	a := mustCtl(t, addr, "--json", "agent", "add", "a1", "--type", "command", "--command", "/bin/echo",
 		"--arg", "x,y", "--env", "MODEL=small", "--idle-timeout", "5m")
-	for _, want := range []string{`"x,y"`, `"MODEL": "small"`, `"idle_timeout": "5m0s"`} {
+	for _, want := range []string{`"x,y"`, `"MODEL": "********"`, `"idle_timeout": "5m0s"`} {
 		if !strings.Contains(a, want) {
 			t.Errorf("agent add --json lacks %s:\n%s", want, a)
 		}

@@ -34,8 +34,9 @@
 //	ctl task delete ID
 //	ctl task skip|stop|restart ID [--reason R]
 //	ctl task approve ID [--feedback F] | ctl task reject ID --feedback F
-//	ctl agent add ID --type TYPE [--name N]
+//	ctl agent add ID --type TYPE [--name N] [--env NAME=value]... [--pass-env NAMES]
 //	ctl agent list
+//	ctl agent show ID
 //	ctl agent pause|resume|remove ID
 //	ctl question list | ctl question answer ID ANSWER...
 //	ctl hook list [--project P]

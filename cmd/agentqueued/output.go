@@ -72,11 +72,13 @@ func whenPtr(t *time.Time) string {
 	return when(*t)
 }
 
+// repoSummary says where a project's repository is, without the
+// credentials a URL stored by an older daemon may hold.
 func repoSummary(r *models.RepoConfig) string {
 	if r == nil {
 		return ""
 	}
-	where := r.URL
+	where := models.RedactURL(r.URL)
 	if where == "" {
 		where = r.SourcePath
 	}
@@ -266,6 +268,53 @@ func printAgents(w io.Writer, as []models.Agent) {
 			strconv.FormatInt(a.TotalTokensUsed, 10), whenPtr(a.LastHeartbeat))
 	}
 	tw.Flush()
+}
+
+// printAgent prints one agent and its settings. Env values are masked
+// whatever the daemon answered; only names are shown.
+func printAgent(w io.Writer, a models.Agent) {
+	a = a.Redacted()
+	tw := table(w)
+	row(tw, "ID:", a.ID)
+	row(tw, "Name:", a.Name)
+	row(tw, "Type:", a.AgentType)
+	row(tw, "State:", string(a.State))
+	row(tw, "Paused:", strconv.FormatBool(a.Paused))
+	row(tw, "Task:", str(a.CurrentTaskID))
+	row(tw, "Command:", a.Command)
+	row(tw, "Args:", strings.Join(a.Args, " "))
+	var env []string
+	for _, k := range slices.Sorted(maps.Keys(a.Env)) {
+		env = append(env, k+"="+a.Env[k])
+	}
+	row(tw, "Env:", strings.Join(env, ", "))
+	row(tw, "Pass env:", strings.Join(a.PassEnv, ", "))
+	row(tw, "Projects:", strings.Join(a.Projects, ", "))
+	row(tw, "Max runtime:", durationOrDefault(a.MaxRuntime))
+	row(tw, "Idle timeout:", durationOrDefault(a.IdleTimeout))
+	row(tw, "Model:", a.Profile.Model)
+	row(tw, "Permission mode:", a.Profile.PermissionMode)
+	var servers []string
+	for _, s := range a.Profile.MCPServers {
+		d := s.Name + " (" + s.Command + s.URL
+		if len(s.Env) > 0 {
+			d += "; env " + strings.Join(slices.Sorted(maps.Keys(s.Env)), ", ")
+		}
+		servers = append(servers, d+")")
+	}
+	row(tw, "MCP servers:", strings.Join(servers, ", "))
+	row(tw, "Tokens used:", strconv.FormatInt(a.TotalTokensUsed, 10))
+	row(tw, "Last heartbeat:", whenPtr(a.LastHeartbeat))
+	row(tw, "Created:", when(a.CreatedAt))
+	tw.Flush()
+}
+
+// durationOrDefault shows an agent's limit, "daemon default" when unset.
+func durationOrDefault(d models.Duration) string {
+	if d == 0 {
+		return "daemon default"
+	}
+	return d.Std().String()
 }
 
 func printQuestions(w io.Writer, qs []models.Question) {

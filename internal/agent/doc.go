@@ -6,10 +6,11 @@
 // everything it started (TERM to the group, a grace period, then KILL). Its
 // environment is scrubbed: only a short allow list of the daemon's own
 // variables passes through (PATH, HOME, USER, LOGNAME, SHELL, TERM, TZ,
-// TMPDIR, LANG and LC_*), then the agent's configured env, then the run's
-// AQ_* variables (socket, task id, run token, prompt file). Nothing else of
-// the daemon's environment — its Discord, GitHub or API tokens — reaches an
-// agent. The prompt is written to the process's stdin and to a file named by
+// TMPDIR, LANG and LC_*), then the variables the agent's pass_env names
+// (PassEnv: a provider's API key the daemon was started with), then the
+// agent's configured env, then the run's AQ_* variables (socket, task id,
+// run token, prompt file). Nothing else of the daemon's environment — its
+// Discord, GitHub or API tokens — reaches an agent. The prompt is written to the process's stdin and to a file named by
 // AQ_PROMPT_FILE. Everything the process prints goes to a log file per task
 // attempt; the tail of its stderr is kept for the failure message.
 //

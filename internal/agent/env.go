@@ -28,3 +28,28 @@ func Environment(environ []string, agentEnv, runEnv map[string]string) []string 
 	}
 	return out
 }
+
+// PassEnv returns the variables of the daemon's environment (environ, as
+// os.Environ returns it) that an agent's pass_env names, and the names
+// environ lacks, in the order given. A variable set to the empty string is
+// passed as such. Only names are meant for logs: the values are secrets.
+func PassEnv(environ []string, names []string) (vars map[string]string, missing []string) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	have := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && slices.Contains(names, k) {
+			have[k] = v // the last of duplicates wins, as in exec
+		}
+	}
+	vars = map[string]string{}
+	for _, n := range names {
+		if v, ok := have[n]; ok {
+			vars[n] = v
+		} else {
+			missing = append(missing, n)
+		}
+	}
+	return vars, missing
+}

@@ -45,8 +45,9 @@
 //	                                  → the transition's result
 //	POST  /api/v1/tasks/{id}/approve  {"feedback", "by"} → the transition's result (HUMAN verification, or a plan)
 //	POST  /api/v1/tasks/{id}/reject   {"feedback" (required), "by"} → the transition's result
-//	POST  /api/v1/agents              register an agent (body: id, name, agent_type) → 201 agent, IDLE
-//	GET   /api/v1/agents              {"agents": [...]}
+//	POST  /api/v1/agents              register an agent (body: id, name, agent_type, command, args, env,
+//	                                  pass_env, ...) → 201 agent, IDLE
+//	GET   /api/v1/agents              {"agents": [...]}; env values are answered as "********"
 //	DELETE /api/v1/agents/{id}        remove an agent that runs nothing → 204
 //	POST  /api/v1/agents/{id}/pause   the agent takes no new task → the agent; /resume undoes it
 //	GET   /api/v1/questions           {"questions": [...], "next"}: agents' questions waiting for an answer, oldest

@@ -29,7 +29,9 @@ type (
 	BatchResponse struct {
 		Results []models.BatchResult `json:"results"`
 	}
-	// ProjectList answers GET /api/v1/projects.
+	// ProjectList answers GET /api/v1/projects. Like every project the
+	// API answers, a repository URL is shown without credentials
+	// (models.Project.Redacted).
 	ProjectList struct {
 		Projects []models.Project `json:"projects"`
 	}
@@ -39,7 +41,9 @@ type (
 		// Next, when set, continues the list: ?after=<Next>.
 		Next string `json:"next,omitempty"`
 	}
-	// AgentList answers GET /api/v1/agents.
+	// AgentList answers GET /api/v1/agents. Like every agent the API
+	// answers, env values are masked (models.Agent.Redacted): names and
+	// pass_env are shown, values never.
 	AgentList struct {
 		Agents []models.Agent `json:"agents"`
 	}
@@ -207,7 +211,7 @@ func (s *Server) handleCreateProject(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(r.Context(), "project created", "project_id", p.ID)
 	w.Header().Set("Location", APIPrefix+"/projects/"+url.PathEscape(p.ID))
-	s.writeJSON(w, r, http.StatusCreated, p)
+	s.writeJSON(w, r, http.StatusCreated, p.Redacted())
 }
 
 func (s *Server) handleListProjects(w http.ResponseWriter, r *http.Request) {
@@ -220,6 +224,9 @@ func (s *Server) handleListProjects(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	for i := range ps {
+		ps[i] = ps[i].Redacted()
+	}
 	s.writeJSON(w, r, http.StatusOK, ProjectList{Projects: nonNil(ps)})
 }
 
@@ -229,7 +236,7 @@ func (s *Server) handleGetProject(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, p)
+	s.writeJSON(w, r, http.StatusOK, p.Redacted())
 }
 
 func (s *Server) handleUpdateProject(w http.ResponseWriter, r *http.Request) {
@@ -250,7 +257,7 @@ func (s *Server) handleUpdateProject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.InfoContext(r.Context(), "project updated", "project_id", p.ID)
-	s.writeJSON(w, r, http.StatusOK, p)
+	s.writeJSON(w, r, http.StatusOK, p.Redacted())
 }
 
 func (s *Server) handleCreateTasks(w http.ResponseWriter, r *http.Request) {
@@ -325,6 +332,9 @@ func (s *Server) handleListTasks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ts, next := pageOf(ts, limit, func(t models.Task) string { return t.ID })
+	for i := range ts {
+		ts[i] = redactTask(ts[i])
+	}
 	s.writeJSON(w, r, http.StatusOK, TaskList{Tasks: nonNil(ts), Next: next})
 }
 
@@ -373,6 +383,15 @@ func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Dependencies, d.Dependents, d.Events = nonNil(d.Dependencies), nonNil(d.Dependents), nonNil(d.Events)
+	d.Task = redactTask(d.Task)
+	for i := range d.Events {
+		d.Events[i].Reason = models.RedactURL(d.Events[i].Reason)
+	}
+	if d.Verification != nil {
+		v := *d.Verification
+		v.Detail = models.RedactURL(v.Detail)
+		d.Verification = &v
+	}
 	s.writeJSON(w, r, http.StatusOK, d)
 }
 
@@ -388,7 +407,7 @@ func (s *Server) handleEditTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.InfoContext(r.Context(), "task edited", "task_id", t.ID, "fields", patch.Fields())
-	s.writeJSON(w, r, http.StatusOK, t)
+	s.writeJSON(w, r, http.StatusOK, redactTask(t))
 }
 
 func (s *Server) handleDeleteTask(w http.ResponseWriter, r *http.Request) {
@@ -417,6 +436,7 @@ func (s *Server) handleChangeDependencies(w http.ResponseWriter, r *http.Request
 		return
 	}
 	res.Dependencies = nonNil(res.Dependencies)
+	res.Task = redactTask(res.Task)
 	s.log.InfoContext(r.Context(), "task dependencies changed", "task_id", res.Task.ID, "added", res.Added,
 		"removed", res.Removed, "status", res.Task.Status)
 	s.writeJSON(w, r, http.StatusOK, res)
@@ -448,6 +468,7 @@ func (s *Server) handleTaskEvent(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(r.Context(), "task event applied", "task_id", taskID, "event", req.Event,
 		"from", res.From, "to", res.To, "duplicate", res.Duplicate)
+	res.Task = redactTask(res.Task)
 	s.writeJSON(w, r, http.StatusOK, res)
 }
 
@@ -481,7 +502,7 @@ func (s *Server) handleRegisterAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.InfoContext(r.Context(), "agent registered", "agent", a.ID)
-	s.writeJSON(w, r, http.StatusCreated, a)
+	s.writeJSON(w, r, http.StatusCreated, a.Redacted())
 }
 
 func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
@@ -493,6 +514,9 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	for i := range as {
+		as[i] = as[i].Redacted()
 	}
 	s.writeJSON(w, r, http.StatusOK, AgentList{Agents: nonNil(as)})
 }
@@ -531,6 +555,13 @@ func noQuery(r *http.Request) error {
 		return invalid("query parameters are not accepted on %s", r.URL.Path)
 	}
 	return nil
+}
+
+// redactTask removes the credentials of URLs from a task's reason: an older
+// daemon copied a repository URL's credentials into reasons.
+func redactTask(t models.Task) models.Task {
+	t.StatusReason = models.RedactURL(t.StatusReason)
+	return t
 }
 
 // nonNil makes nil slices encode as [] rather than null.
@@ -594,6 +625,7 @@ func (s *Server) handleDecision(approve bool) http.HandlerFunc {
 			return
 		}
 		s.log.InfoContext(r.Context(), "task decided", "task_id", res.Task.ID, "approve", approve, "to", res.To)
+		res.Task = redactTask(res.Task)
 		s.writeJSON(w, r, http.StatusOK, res)
 	}
 }
@@ -661,6 +693,6 @@ func (s *Server) handlePauseAgent(paused bool) http.HandlerFunc {
 			return
 		}
 		s.log.InfoContext(r.Context(), "agent paused", "agent", a.ID, "paused", paused)
-		s.writeJSON(w, r, http.StatusOK, a)
+		s.writeJSON(w, r, http.StatusOK, a.Redacted())
 	}
 }

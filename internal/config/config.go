@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -315,6 +316,7 @@ type fileAgent struct {
 	Command     string            `yaml:"command"`
 	Args        []string          `yaml:"args"`
 	Env         map[string]string `yaml:"env"`
+	PassEnv     []string          `yaml:"pass_env"`
 	MaxRuntime  string            `yaml:"max_runtime"`
 	IdleTimeout string            `yaml:"idle_timeout"`
 	Projects    []string          `yaml:"projects"`
@@ -474,12 +476,16 @@ func (c *Config) parse(data []byte, getenv func(string) (string, bool)) error {
 		return describeDecodeError(err, &root)
 	}
 
-	if err := expandNode(&root, "", getenv); err != nil {
+	refs := map[string][]string{}
+	if err := expandNode(&root, "", getenv, refs); err != nil {
 		return err
 	}
 	raw = fileConfig{}
 	if err := root.Decode(&raw); err != nil {
 		return describeDecodeError(err, &root)
+	}
+	if err := checkAgentSecrets(raw.Agents, refs); err != nil {
+		return err
 	}
 	return c.overlay(raw)
 }
@@ -637,7 +643,7 @@ func (c *Config) overlayOrchestrator(f fileOrchestrator) error {
 
 func (fa fileAgent) agent(key string) (models.Agent, error) {
 	a := models.Agent{ID: fa.Name, Name: fa.Name, AgentType: fa.Type, AgentSettings: models.AgentSettings{
-		Command: fa.Command, Args: fa.Args, Env: fa.Env, Projects: fa.Projects, Profile: fa.Profile.profile()}}
+		Command: fa.Command, Args: fa.Args, Env: fa.Env, PassEnv: fa.PassEnv, Projects: fa.Projects, Profile: fa.Profile.profile()}}
 	var maxRuntime, idle time.Duration
 	if err := parseDuration(key+".max_runtime", fa.MaxRuntime, &maxRuntime); err != nil {
 		return a, err
@@ -752,6 +758,45 @@ func (c Config) Validate() error {
 	for i, path := range c.Plans.Paths {
 		if path == "" || filepath.IsAbs(path) || slices.Contains(strings.Split(filepath.ToSlash(path), "/"), "..") {
 			return fmt.Errorf("config: plans.paths[%d]: %q must be a relative path inside the checkout", i, path)
+		}
+	}
+	return nil
+}
+
+// secretKeys are the keys whose values are the daemon's own secrets.
+var secretKeys = []string{"api.token", "discord.token", "github.token", "github.webhook_secret", "llm.api_key"}
+
+// checkAgentSecrets refuses an agent of the file that would be given one
+// of the daemon's own secrets: a pass_env name, or an env value referring
+// to, a variable that a secret key's value refers to (pass_env:
+// [GITHUB_TOKEN] beside github.token: ${GITHUB_TOKEN}). refs maps each
+// key to the variables its value refers to.
+func checkAgentSecrets(agents []fileAgent, refs map[string][]string) error {
+	secret := map[string]string{}
+	for _, key := range secretKeys {
+		for _, name := range refs[key] {
+			if _, ok := secret[name]; !ok {
+				secret[name] = key
+			}
+		}
+	}
+	if len(secret) == 0 {
+		return nil
+	}
+	for i, fa := range agents {
+		for j, name := range fa.PassEnv {
+			if key, ok := secret[name]; ok {
+				return fmt.Errorf("agents[%d].pass_env[%d]: %s holds %s, a secret of the daemon; agents never get "+
+					"the daemon's own secrets (give the agent a variable of its own)", i, j, name, key)
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(fa.Env)) {
+			for _, name := range refs[fmt.Sprintf("agents[%d].env.%s", i, k)] {
+				if key, ok := secret[name]; ok {
+					return fmt.Errorf("agents[%d].env.%s: ${%s} holds %s, a secret of the daemon; agents never get "+
+						"the daemon's own secrets (give the agent a variable of its own)", i, k, name, key)
+				}
+			}
 		}
 	}
 	return nil

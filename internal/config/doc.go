@@ -24,6 +24,12 @@
 // line. An empty value means the key's default. A file larger than
 // MaxFileBytes (1 MiB) is refused before it is parsed.
 //
+// The variables the daemon's own secrets come from (those the values of
+// api.token, discord.token, github.token, github.webhook_secret and
+// llm.api_key refer to) are never given to an agent: an agent whose
+// pass_env names one, or whose env value refers to one, is an error naming
+// the agent's key and the secret's.
+//
 // Config.CheckServing refuses a listen address beyond loopback without
 // api.token; the daemon calls it once --listen has been applied.
 package config

@@ -11,30 +11,36 @@ import (
 )
 
 // expandNode expands environment references in every scalar value under n;
-// mapping keys are left alone. path is n's dotted key path.
-func expandNode(n *yaml.Node, path string, getenv func(string) (string, bool)) error {
+// mapping keys are left alone. path is n's dotted key path. refs, when not
+// nil, receives the variables each key's value refers to.
+func expandNode(n *yaml.Node, path string, getenv func(string) (string, bool), refs map[string][]string) error {
 	switch n.Kind {
 	case yaml.DocumentNode:
 		for _, c := range n.Content {
-			if err := expandNode(c, path, getenv); err != nil {
+			if err := expandNode(c, path, getenv, refs); err != nil {
 				return err
 			}
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if err := expandNode(n.Content[i+1], joinKey(path, n.Content[i].Value), getenv); err != nil {
+			if err := expandNode(n.Content[i+1], joinKey(path, n.Content[i].Value), getenv, refs); err != nil {
 				return err
 			}
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
-			if err := expandNode(c, fmt.Sprintf("%s[%d]", path, i), getenv); err != nil {
+			if err := expandNode(c, fmt.Sprintf("%s[%d]", path, i), getenv, refs); err != nil {
 				return err
 			}
 		}
 	case yaml.ScalarNode:
 		if !strings.Contains(n.Value, "$") {
 			return nil
+		}
+		if refs != nil {
+			for _, m := range varRef.FindAllStringSubmatch(strings.ReplaceAll(n.Value, "$$", ""), -1) {
+				refs[path] = append(refs[path], m[1])
+			}
 		}
 		v, err := Expand(n.Value, getenv)
 		if err != nil {
@@ -98,7 +104,11 @@ func Expand(s string, getenv func(string) (string, bool)) (string, error) {
 	}
 }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var (
+	envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// varRef finds the names ${NAME} and ${NAME:-default} refer to.
+	varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)`)
+)
 
 var (
 	unknownFieldRE = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)

@@ -187,6 +187,9 @@ func (b *Bot) viewError(ctx context.Context, taskID string) reply {
 		}
 		errs = []string{d.Task.StatusReason}
 	}
+	for i, e := range errs {
+		errs[i] = models.RedactURL(e) // before it is cut: a cut URL would no longer be seen as one
+	}
 	last := errs[len(errs)-1]
 	r := text(fmt.Sprintf("Last error of `%s` (%d recorded):\n%s", taskID, len(errs), codeBlock(cut(last, 1800))))
 	if len(last) > 1800 {

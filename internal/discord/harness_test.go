@@ -214,6 +214,7 @@ type harness struct {
 	t     testing.TB
 	fake  *discordtest.Server
 	st    *store.Store
+	db    string // the store's database file
 	svc   *testService
 	bot   *Bot
 	clock *testClock
@@ -234,11 +235,12 @@ func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	}
 	fake := discordtest.New(fo)
 	cfg.APIBaseURL = fake.URL()
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "aq.db")})
+	db := filepath.Join(t.TempDir(), "aq.db")
+	st, err := store.Open(context.Background(), store.Config{Path: db})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, fake: fake, st: st, svc: &testService{Store: st}, clock: clock}
+	h := &harness{t: t, fake: fake, st: st, db: db, svc: &testService{Store: st}, clock: clock}
 	h.bot = h.start(cfg)
 	t.Cleanup(func() {
 		h.stop()

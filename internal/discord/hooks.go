@@ -675,8 +675,11 @@ func renderTriggerReason(reason string) string {
 	return flat(reason, 120)
 }
 
-// flat renders text from others on one line, escaped and cut to n characters.
-func flat(s string, n int) string { return escape(cut(strings.Join(strings.Fields(s), " "), n)) }
+// flat renders text from others on one line, escaped, without the
+// credentials of URLs, and cut to n characters.
+func flat(s string, n int) string {
+	return escape(cut(strings.Join(strings.Fields(models.RedactURL(s)), " "), n))
+}
 
 // joinFitting joins a header and lines into one message: the lines that
 // fit, and how many more there are.

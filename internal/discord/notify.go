@@ -803,7 +803,7 @@ func reasonLine(reason string) string {
 	if strings.TrimSpace(reason) == "" {
 		return ""
 	}
-	return ": " + escape(cut(strings.TrimSpace(strings.ReplaceAll(reason, "\n", " ")), 300))
+	return ": " + escape(cut(strings.TrimSpace(strings.ReplaceAll(models.RedactURL(reason), "\n", " ")), 300))
 }
 
 func byActor(n notice) string {

@@ -2,7 +2,6 @@ package discord
 
 import (
 	"fmt"
-	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -26,11 +25,11 @@ func cut(s string, n int) string {
 }
 
 // escape keeps text from others (titles, agent output) from being read as
-// markdown or mentions.
+// markdown or mentions, and removes the credentials of any URL in it.
 var escaper = strings.NewReplacer("\\", "\\\\", "*", "\\*", "_", "\\_", "~", "\\~", "`", "\\`", "|", "\\|",
 	">", "\\>", "@", "@\u200b", "#", "\\#", "[", "\\[", "]", "\\]", "(", "\\(", ")", "\\)", "<", "\\<")
 
-func escape(s string) string { return escaper.Replace(s) }
+func escape(s string) string { return escaper.Replace(models.RedactURL(s)) }
 
 // quote renders text from others as a block quote.
 func quote(s string) string {
@@ -45,9 +44,10 @@ func quote(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// codeBlock renders text from others verbatim.
+// codeBlock renders text from others verbatim, but for the credentials of
+// any URL in it.
 func codeBlock(s string) string {
-	return "```\n" + strings.ReplaceAll(strings.TrimRight(s, "\n"), "```", "ˋˋˋ") + "\n```"
+	return "```\n" + strings.ReplaceAll(strings.TrimRight(models.RedactURL(s), "\n"), "```", "ˋˋˋ") + "\n```"
 }
 
 // mention renders a Discord user.
@@ -147,7 +147,7 @@ func renderProject(p models.Project) string {
 		fmt.Fprintf(&b, " of %d", *p.BudgetLimit)
 	}
 	if p.Repo != nil && p.Repo.URL != "" {
-		fmt.Fprintf(&b, "\nrepo: %s", escape(redactRepoURL(p.Repo.URL)))
+		fmt.Fprintf(&b, "\nrepo: %s", escape(models.RedactURL(p.Repo.URL)))
 	}
 	if p.DiscordChannelID != nil {
 		fmt.Fprintf(&b, "\nchannel: <#%s>", *p.DiscordChannelID)
@@ -167,7 +167,8 @@ func renderTaskDetail(d models.TaskDetail) string {
 		fmt.Fprintf(&b, " · agent `%s`", *t.AssignedAgentID)
 	}
 	if t.StatusReason != "" {
-		fmt.Fprintf(&b, "\nreason: %s", escape(cut(t.StatusReason, 300)))
+		// Redacted before it is cut: a cut URL would no longer be seen as one.
+		fmt.Fprintf(&b, "\nreason: %s", escape(cut(models.RedactURL(t.StatusReason), 300)))
 	}
 	if t.ResumeAfter != nil && t.Status == models.StatusPaused {
 		fmt.Fprintf(&b, "\nresumes %s", renderTime(*t.ResumeAfter))
@@ -178,7 +179,7 @@ func renderTaskDetail(d models.TaskDetail) string {
 	if d.Verification != nil {
 		fmt.Fprintf(&b, "\nverification: %s", d.Verification.Phase)
 		if d.Verification.Detail != "" {
-			fmt.Fprintf(&b, " — %s", escape(cut(d.Verification.Detail, 200)))
+			fmt.Fprintf(&b, " — %s", escape(cut(models.RedactURL(d.Verification.Detail), 200)))
 		}
 	}
 	if len(d.Dependencies) > 0 {
@@ -291,13 +292,4 @@ func renderStatus(v statusView) string {
 		fmt.Fprintf(&b, "%s · since %s\n", it.line, fmt.Sprintf("<t:%d:R>", it.at.Unix()))
 	}
 	return strings.TrimRight(b.String(), "\n")
-}
-
-// redactRepoURL hides the credentials a repository URL may carry.
-func redactRepoURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	return u.Redacted()
 }

@@ -2,6 +2,7 @@ package models
 
 import (
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,8 +37,14 @@ type AgentSettings struct {
 	// Command is the executable (the command type) or a path to the CLI.
 	Command string   `json:"command,omitempty"`
 	Args    []string `json:"args,omitempty"`
-	// Env is added to the scrubbed environment of every run.
+	// Env is added to the scrubbed environment of every run. Its values
+	// are secrets to every answer, message and log: Redacted masks them.
 	Env map[string]string `json:"env,omitempty"`
+	// PassEnv names variables of the daemon's own environment copied into
+	// every run's environment (a provider's API key the daemon was started
+	// with), so that no key has to be written into the configuration or
+	// the database. A name the daemon's environment lacks is skipped.
+	PassEnv []string `json:"pass_env,omitempty"`
 	// MaxRuntime caps a run's wall-clock time; 0 means the daemon's default.
 	MaxRuntime Duration `json:"max_runtime,omitempty"`
 	// IdleTimeout ends a run with no output and no RPC for this long; 0
@@ -67,10 +74,16 @@ func (s *AgentSettings) Validate() error {
 	if err := checkEnv("env", s.Env); err != nil {
 		return err
 	}
-	for k := range s.Env {
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 		if strings.HasPrefix(k, "AQ_") {
 			return Errorf(CodeInvalid, "env: %s is set by the daemon for each run", k)
 		}
+	}
+	if err := checkNotMask("env", s.Env); err != nil {
+		return err
+	}
+	if err := checkPassEnv("pass_env", s.PassEnv, s.Env); err != nil {
+		return err
 	}
 	if err := s.Profile.Validate(); err != nil {
 		return Errorf(CodeInvalid, "profile.%s", ErrorMessageOf(err))
@@ -108,6 +121,82 @@ func checkEnv(field string, env map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// envName is a portable environment variable name.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// checkPassEnv checks the names of pass_env: portable variable names, each
+// once, none of the daemon's AQ_ variables and none also set in env.
+func checkPassEnv(field string, names []string, env map[string]string) error {
+	if len(names) > MaxEnvEntries {
+		return Errorf(CodeInvalid, "%s: at most %d names (got %d)", field, MaxEnvEntries, len(names))
+	}
+	seen := map[string]bool{}
+	for i, n := range names {
+		at := field + "[" + strconv.Itoa(i) + "]"
+		switch {
+		case len(n) > MaxEnvKeyLen || !envName.MatchString(n):
+			return Errorf(CodeInvalid, "%s: %s is not an environment variable name (letters, digits and '_', "+
+				"not starting with a digit)", at, Quote(n))
+		case strings.HasPrefix(n, "AQ_"):
+			return Errorf(CodeInvalid, "%s: %s cannot be passed: the daemon sets the AQ_ variables of each run "+
+				"itself (socket, task, run token)", at, n)
+		case seen[n]:
+			return Errorf(CodeInvalid, "%s: %s is named twice", at, n)
+		}
+		if _, ok := env[n]; ok {
+			return Errorf(CodeInvalid, "%s: %s is also set in env; keep one of the two", at, n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// RedactedValue stands in for a secret value (an agent's env values, an
+// MCP server's env values) in answers, messages and logs.
+const RedactedValue = "********"
+
+// checkNotMask refuses env values that are the mask answers show: an
+// answer fed back as a registration would store the mask as the value.
+func checkNotMask(field string, env map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if env[k] == RedactedValue {
+			return Errorf(CodeInvalid, "%s.%s: %q is the mask answers show in place of a value; give the real "+
+				"value, or name the variable in pass_env", field, cutRunes(k, 40), RedactedValue)
+		}
+	}
+	return nil
+}
+
+// redactEnv returns env with every value masked, names kept.
+func redactEnv(env map[string]string) map[string]string {
+	if env == nil {
+		return nil
+	}
+	out := make(map[string]string, len(env))
+	for k := range env {
+		out[k] = RedactedValue
+	}
+	return out
+}
+
+// Redacted returns the agent as it may be shown in answers, messages and
+// logs: its env values and those of its profile's MCP servers masked
+// (RedactedValue, the names kept) and the credentials of its MCP server
+// URLs removed. The agent itself is not changed: the store and the runs
+// need the values.
+func (a Agent) Redacted() Agent {
+	a.AgentSettings = a.AgentSettings.Redacted()
+	return a
+}
+
+// Redacted returns the settings as they may be shown (see Agent.Redacted).
+func (s AgentSettings) Redacted() AgentSettings {
+	s.Env = redactEnv(s.Env)
+	s.PassEnv = slices.Clone(s.PassEnv)
+	s.Profile = s.Profile.Redacted()
+	return s
 }
 
 // ApplyDefaults fills unset fields.

@@ -92,10 +92,18 @@ func (p *Profile) Validate() error {
 		if s.URL != "" && !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
 			return Errorf(CodeInvalid, "%s.url: must be http:// or https://", at)
 		}
+		if urlHasCredentials(s.URL) {
+			// Codex gets the URL on its command line, which every local user can read.
+			return Errorf(CodeInvalid, "%s.url: credentials in the URL are refused (%s): they would show in "+
+				"answers, logs and an agent's command line", at, RedactURL(s.URL))
+		}
 		if err := checkArgs(at+".args", s.Args); err != nil {
 			return err
 		}
 		if err := checkEnv(at+".env", s.Env); err != nil {
+			return err
+		}
+		if err := checkNotMask(at+".env", s.Env); err != nil {
 			return err
 		}
 		seen[s.Name] = true
@@ -108,3 +116,20 @@ const (
 	MaxPermissionModeLen = 100
 	MaxMCPServers        = 50
 )
+
+// Redacted returns the profile as it may be shown in answers, messages and
+// logs: its MCP servers' env values masked (RedactedValue, the names kept)
+// and their URLs without credentials.
+func (p Profile) Redacted() Profile {
+	if p.MCPServers == nil {
+		return p
+	}
+	servers := make([]MCPServer, len(p.MCPServers))
+	for i, s := range p.MCPServers {
+		s.Env = redactEnv(s.Env)
+		s.URL = RedactURL(s.URL)
+		servers[i] = s
+	}
+	p.MCPServers = servers
+	return p
+}

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -250,7 +251,10 @@ func (r *RepoConfig) Validate() error {
 			return Errorf(CodeInvalid, "repo.source_path: not used with source_type CLONE")
 		}
 		if strings.HasPrefix(r.URL, "-") || strings.ContainsAny(r.URL, " \n\t") {
-			return Errorf(CodeInvalid, "repo.url: %s is not a repository URL or path", Quote(r.URL))
+			return Errorf(CodeInvalid, "repo.url: %s is not a repository URL or path", Quote(RedactURL(r.URL)))
+		}
+		if err := CheckRepoURL("repo.url", r.URL); err != nil {
+			return err
 		}
 	case RepoLink:
 		if r.SourcePath == "" || !filepath.IsAbs(r.SourcePath) {
@@ -392,4 +396,112 @@ func (pp ProjectPatch) Apply(p Project) (Project, error) {
 		p.Repo = &r
 	}
 	return p, p.Validate()
+}
+
+// Redacted returns the project as it may be shown in answers, messages and
+// logs: a repository URL's credentials (left by an older daemon, which
+// accepted them) replaced by "***".
+func (p Project) Redacted() Project {
+	if p.Repo != nil {
+		r := *p.Repo
+		r.URL = RedactURL(r.URL)
+		p.Repo = &r
+	}
+	return p
+}
+
+// CheckRepoURL refuses a repository URL that carries credentials: an
+// http(s) URL with any user information (https://user:token@host/… or
+// https://token@host/…), or any URL with a password. Credentials in a URL
+// would show in answers, logs, error messages and on git's command line,
+// where every local user can read them. SSH URLs with a user name and no
+// password (git@host:owner/repo.git, ssh://git@host/owner/repo.git) are
+// fine. The error names field and shows the URL redacted.
+func CheckRepoURL(field, raw string) error {
+	if !urlHasCredentials(raw) {
+		return nil
+	}
+	return Errorf(CodeInvalid, "%s: credentials in the URL are refused (%s): they would show in answers, logs "+
+		"and git's command line; give the URL without them — for GitHub set github.token, which the daemon "+
+		"sends itself; for other hosts use an SSH URL (git@host:owner/repo.git) with an SSH key, or a git "+
+		"credential helper", field, RedactURL(raw))
+}
+
+// urlHasCredentials reports whether raw is an http(s) URL with user
+// information, a URL of another scheme with a password, an scp-like
+// address ([user@]host:path) with a password, or a URL too malformed to
+// tell (one with an '@' that does not parse).
+func urlHasCredentials(raw string) bool {
+	if scheme, rest, ok := strings.Cut(raw, "://"); ok {
+		auth := rest
+		if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+			auth = rest[:i]
+		}
+		web := strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "https")
+		if at := strings.LastIndexByte(auth, '@'); at >= 0 {
+			return web || strings.Contains(auth[:at], ":")
+		}
+		if strings.Contains(rest, "@") {
+			_, err := url.Parse(raw)
+			return err != nil
+		}
+		return false
+	}
+	if strings.HasPrefix(raw, "/") || strings.HasPrefix(raw, ".") {
+		return false // a local path
+	}
+	head := raw
+	if i := strings.IndexByte(raw, '/'); i >= 0 {
+		head = raw[:i]
+	}
+	at := strings.LastIndexByte(head, '@')
+	return at >= 0 && strings.Contains(head[:at], ":")
+}
+
+// urlInText finds URLs with a scheme in a text (an error message, git's
+// output); scpPassword an scp-like address with a password
+// (user:password@host:path).
+var (
+	urlInText   = regexp.MustCompile("(?i)[a-z][a-z0-9+.-]*://[^\\s'\"<>`]+")
+	scpPassword = regexp.MustCompile("[^\\s'\"<>`/:@]+:[^\\s'\"<>`/@]*@([^\\s'\"<>`/:@]+):")
+)
+
+// RedactURL returns s with the credentials of every URL in it replaced by
+// "***": https://user:token@host/x.git and https://token@host/x.git become
+// https://***@host/x.git. s may be a URL or any text that quotes URLs,
+// such as git's error output. The user information of an http(s) URL is
+// always replaced, that of other schemes when it has a password (a user
+// name alone, as in ssh://git@host/…, stays); a URL too malformed to parse
+// that holds an '@' loses everything before its last '@'.
+func RedactURL(s string) string {
+	if !strings.Contains(s, "@") {
+		return s
+	}
+	s = urlInText.ReplaceAllStringFunc(s, redactOneURL)
+	return scpPassword.ReplaceAllString(s, "***@$1:")
+}
+
+// redactOneURL redacts the user information of one URL.
+func redactOneURL(u string) string {
+	i := strings.Index(u, "://") + 3
+	prefix, rest := u[:i], u[i:]
+	auth := rest
+	if j := strings.IndexAny(rest, "/?#"); j >= 0 {
+		auth = rest[:j]
+	}
+	at := strings.LastIndexByte(auth, '@')
+	if scheme := u[:i-3]; at >= 0 && !strings.EqualFold(scheme, "http") && !strings.EqualFold(scheme, "https") &&
+		!strings.Contains(auth[:at], ":") {
+		return u // a user name alone, as ssh://git@host/… has: no secret
+	}
+	if at < 0 {
+		if !strings.Contains(rest, "@") {
+			return u
+		}
+		if _, err := url.Parse(u); err == nil {
+			return u // an '@' in the path, query or fragment
+		}
+		at = strings.LastIndexByte(rest, '@')
+	}
+	return prefix + "***" + rest[at:]
 }

@@ -134,8 +134,11 @@
 // task branch), renders the prompt (task, acceptance criteria, tests, the
 // previous attempt's failure, answers to earlier questions) into stdin and
 // a file, and starts the adapter's command in its own process group with a
-// scrubbed environment plus AQ_SOCKET, AQ_TASK_ID, AQ_RUN_TOKEN and
-// AQ_PROMPT_FILE. The process start is recorded as AGENT_STARTED. When it
+// scrubbed environment plus the daemon's variables the agent's pass_env
+// names (one warning a run names those the daemon lacks, which are
+// skipped), the agent's env, and AQ_SOCKET, AQ_TASK_ID, AQ_RUN_TOKEN and
+// AQ_PROMPT_FILE. The process start is recorded as AGENT_STARTED. Reasons
+// and run errors never keep a URL's credentials (models.RedactURL). When it
 // ends, what it reported decides the outcome: a rate limit → PAUSED until
 // the reported reset (no retry used); a failure report → AGENT_FAILED; a
 // completion report or exit status 0 → AGENT_COMPLETED; otherwise

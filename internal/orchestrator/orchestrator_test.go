@@ -103,6 +103,11 @@ var scripts = map[string]string{
 	"write-file": `echo "$AQ_TASK_ID" > "work-$AQ_TASK_ID.txt"; exit 0`,
 	// hold waits until the test writes its exit code to the FIFO $RELEASE.
 	"hold": `read code < "$RELEASE"; exit "$code"`,
+	// dump-env writes its environment to the file $DUMP.
+	"dump-env": `cat >/dev/null; env > "$DUMP"; echo "RESULT done"; exit 0`,
+	// recording-git records each invocation in "calls" beside the path it
+	// was run by (a per-test symlink), then runs git.
+	"recording-git": `echo "$*" >> "$(dirname "$0")/calls"; exec git "$@"`,
 }
 
 var scriptDir string
@@ -126,6 +131,7 @@ func TestMain(m *testing.M) {
 type harness struct {
 	t      *testing.T
 	st     *store.Store
+	dbPath string
 	o      *Orchestrator
 	clock  *fakeClock
 	rounds chan uint64
@@ -143,7 +149,8 @@ func newHarness(t *testing.T, tweak func(*Config)) *harness {
 		rounds: make(chan uint64, 1000), starts: make(chan models.Run, 100), ends: make(chan models.Run, 100),
 		tokens: map[int64]string{}}
 	var o *Orchestrator
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "aq.db"), Now: h.clock.Now,
+	h.dbPath = filepath.Join(t.TempDir(), "aq.db")
+	st, err := store.Open(context.Background(), store.Config{Path: h.dbPath, Now: h.clock.Now,
 		OnChange: func() {
 			if o != nil {
 				o.Wake()

@@ -44,7 +44,7 @@ func (o *Orchestrator) openPR(ctx context.Context, p models.Project, t models.Ta
 	if err != nil {
 		switch {
 		case models.ErrorCodeOf(err) == models.CodeInvalid:
-			unavailable(err.Error())
+			unavailable(models.RedactURL(err.Error()))
 		case ctx.Err() == nil:
 			o.verifyFailed(sctx, t, v, "open the pull request", err, nil)
 		}

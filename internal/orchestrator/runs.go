@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -141,17 +142,18 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 		default:
 		}
 		end := models.RunEnd{RunID: ar.run.ID, Event: models.EventExecutionError, ExpectFrom: models.StatusAssigned,
-			Reason: what + ": " + reasonOf(err), Outcome: "execution_error", Error: what + ": " + err.Error()}
+			Reason: what + ": " + reasonOf(err), Outcome: "execution_error", Error: what + ": " + models.RedactURL(err.Error())}
 		if agentFault {
 			end.AgentError = what
-			log.Warn("run did not start; the agent is set aside", "step", what, "err", err)
+			log.Warn("run did not start; the agent is set aside", "step", what, "err", models.RedactURL(err.Error()))
 		} else {
 			o.mu.Lock()
 			o.failures[ar.run.ProjectID]++
 			n := o.failures[ar.run.ProjectID]
 			o.mu.Unlock()
 			o.coolDown("project:"+ar.run.ProjectID, o.cfg.Now().Add(o.Backoff(n-1)))
-			log.Warn("run did not start; the project cools down", "step", what, "err", err, "project_id", ar.run.ProjectID)
+			log.Warn("run did not start; the project cools down", "step", what, "err", models.RedactURL(err.Error()),
+				"project_id", ar.run.ProjectID)
 		}
 		return o.finish(ctx, ar, end)
 	}
@@ -194,7 +196,8 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	for _, s := range o.mcpServers(prof, nil) {
 		// Names and endpoints only: a server's env (the run token) stays
 		// out of the prompt.
-		tc.MCPServers = append(tc.MCPServers, models.MCPServer{Name: s.Name, Command: s.Command, Args: s.Args, URL: s.URL})
+		tc.MCPServers = append(tc.MCPServers, models.MCPServer{Name: s.Name, Command: s.Command, Args: s.Args,
+			URL: models.RedactURL(s.URL)})
 	}
 	session, sessionUsage, err := o.store.LastSession(ctx, task.ID, ar.agent.ID)
 	if err != nil {
@@ -310,14 +313,7 @@ func (o *Orchestrator) launch(ctx context.Context, ar *activeRun, adapter agent.
 			return nil, nil, &startError{"write adapter files", false, err}
 		}
 	}
-	extra := map[string]string{}
-	for k, v := range ar.agent.Env {
-		extra[k] = v
-	}
-	for k, v := range inv.Env {
-		extra[k] = v
-	}
-	env := agent.Environment(o.cfg.Environ, extra, runEnv)
+	env := agent.Environment(o.cfg.Environ, o.agentEnv(ar, inv), runEnv)
 	select {
 	case <-ar.stop: // timed out or stopped before the process existed
 		return nil, nil, &startError{"start", false, errors.New("stopped before the process started")}
@@ -336,6 +332,25 @@ func (o *Orchestrator) launch(ctx context.Context, ar *activeRun, adapter agent.
 		return nil, nil, &startError{"start process", true, err}
 	}
 	return proc, parser, nil
+}
+
+// agentEnv is what a run adds to the scrubbed environment besides its AQ_
+// variables: the daemon's variables the agent's pass_env names, then the
+// agent's env, then the adapter's. Names pass_env gives that the daemon's
+// environment lacks are skipped, with one warning a run naming them (never
+// a value).
+func (o *Orchestrator) agentEnv(ar *activeRun, inv agent.Invocation) map[string]string {
+	extra, missing := agent.PassEnv(o.cfg.Environ, ar.agent.PassEnv)
+	if extra == nil {
+		extra = map[string]string{}
+	}
+	if len(missing) > 0 {
+		o.log.Warn("pass_env names variables the daemon's environment lacks; the run goes on without them",
+			"task_id", ar.run.TaskID, "agent", ar.agent.ID, "run_id", ar.run.ID, "missing", missing)
+	}
+	maps.Copy(extra, ar.agent.Env)
+	maps.Copy(extra, inv.Env)
+	return extra
 }
 
 // await waits for a run's process to end: by itself, stopped by the loop,
@@ -462,11 +477,14 @@ func (o *Orchestrator) outcome(ar *activeRun, r agent.Result) models.RunEnd {
 // reasonOf is the text kept for an error the system met: the user-safe
 // message of a *models.Error, else the error itself (a git or file error
 // the task's owner needs to see; it carries no secret).
+// reasonOf is an error's text for a task's reason: the user-safe message
+// of a models.Error, else the error's text, with the credentials of any URL
+// in it removed (git's errors may quote one).
 func reasonOf(err error) string {
 	if models.ErrorCodeOf(err) != models.CodeInternal {
-		return models.ErrorMessageOf(err)
+		return models.RedactURL(models.ErrorMessageOf(err))
 	}
-	return err.Error()
+	return models.RedactURL(err.Error())
 }
 
 func pauseWhat(p *models.RateLimit) string {
@@ -491,6 +509,8 @@ func exitText(r agent.Result) string {
 // finish records a run's end; a refused event (the task moved on, for
 // example an admin stopped it) still closes the run and frees the agent.
 func (o *Orchestrator) finish(ctx context.Context, ar *activeRun, end models.RunEnd) models.TransitionResult {
+	// Reasons are shown in answers and notices: no URL keeps credentials.
+	end.Reason, end.Error = models.RedactURL(end.Reason), models.RedactURL(end.Error)
 	res, err := o.store.FinishRun(ctx, end)
 	if err != nil && end.Event != "" {
 		switch models.ErrorCodeOf(err) {

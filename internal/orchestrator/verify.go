@@ -443,8 +443,8 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 	// fail ends a review that could not run; after maxReviewFailures in a
 	// row the verification fails with the reason instead of waiting on.
 	fail := func(step string, err error) {
-		closeRun("execution_error", err.Error())
-		log.Warn("review did not run", "step", step, "err", err)
+		closeRun("execution_error", models.RedactURL(err.Error()))
+		log.Warn("review did not run", "step", step, "err", models.RedactURL(err.Error()))
 		key := fmt.Sprintf("%s:%d", t.ID, v.Attempt)
 		o.mu.Lock()
 		o.reviewFails[key]++
@@ -475,7 +475,7 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 	}
 	staged, err := o.ws.Stage(ctx, p, t, v.Source)
 	if err != nil {
-		closeRun("stage_failed", err.Error())
+		closeRun("stage_failed", models.RedactURL(err.Error()))
 		o.verifyFailed(ctx, t, v, "stage", err, nil)
 		return
 	}

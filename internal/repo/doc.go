@@ -116,6 +116,18 @@
 // never as an argument, where it could read as an option or exceed the
 // system's limit on one argument's length.
 //
+// Credentials never travel in a URL. A GitHub token (Config.Credentials)
+// goes in an http.extraHeader given through git's environment, or go-git's
+// basic auth; other hosts authenticate with SSH keys or a git credential
+// helper. A project whose repo.url carries credentials (only an older
+// daemon stored one: validation refuses them now) is refused by Prepare,
+// Stage, Diff, PushBranch, Deliver, Cleanup, HookCheckout and GitHub's
+// RepoOf before anything runs, with a CodeInvalid error that names the
+// project, shows the URL redacted (https://***@host/…) and says what to do.
+// Errors that quote a URL or git's output (gitError, fetch, push, clone)
+// pass through models.RedactURL, as does a checkout's origin an older
+// daemon left with credentials.
+//
 // # Crashes and repairs
 //
 // The daemon may be killed at any point; what it writes into its git

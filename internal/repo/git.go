@@ -19,6 +19,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+
+	"github.com/agentqueued/agentqueued/internal/models"
 )
 
 // Bounds of git commands.
@@ -44,8 +46,10 @@ type gitError struct {
 	err    error
 }
 
+// Error quotes the command and what git printed, without the credentials
+// of any URL in them.
 func (e *gitError) Error() string {
-	return fmt.Sprintf("git %s: %v: %s", strings.Join(e.args, " "), e.err, e.stderr)
+	return models.RedactURL(fmt.Sprintf("git %s: %v: %s", strings.Join(e.args, " "), e.err, e.stderr))
 }
 
 func (e *gitError) Unwrap() error { return e.err }
@@ -409,7 +413,7 @@ func fetchOnce(ctx context.Context, path, url string, tags bool, auth transport.
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
 		return nil
 	case errors.Is(err, git.NoMatchingRefSpecError{}):
-		return fmt.Errorf("fetch from %s: %w: %v", url, errNoRef, err)
+		return fmt.Errorf("fetch from %s: %w: %v", models.RedactURL(url), errNoRef, err)
 	}
-	return fmt.Errorf("fetch from %s: %w", url, err)
+	return fmt.Errorf("fetch from %s: %w", models.RedactURL(url), err)
 }

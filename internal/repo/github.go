@@ -101,7 +101,11 @@ func ParseRepoURL(raw string) (host, owner, name string, err error) {
 	case strings.Contains(raw, "://"):
 		u, perr := url.Parse(raw)
 		if perr != nil {
-			return "", "", "", fmt.Errorf("repository URL %q: %w", raw, perr)
+			var ue *url.Error
+			if errors.As(perr, &ue) {
+				perr = ue.Err // without the URL, which may hold credentials
+			}
+			return "", "", "", fmt.Errorf("repository URL %q: %w", models.RedactURL(raw), perr)
 		}
 		host, path = u.Hostname(), u.Path
 	case strings.Contains(raw, ":") && !strings.HasPrefix(raw, "/"):
@@ -112,11 +116,11 @@ func ParseRepoURL(raw string) (host, owner, name string, err error) {
 		}
 		host, path = hostPart, p
 	default:
-		return "", "", "", fmt.Errorf("repository %q is a local path, not a URL", raw)
+		return "", "", "", fmt.Errorf("repository %q is a local path, not a URL", models.RedactURL(raw))
 	}
 	parts := strings.Split(strings.Trim(strings.TrimSuffix(strings.TrimSuffix(path, "/"), ".git"), "/"), "/")
 	if host == "" || len(parts) < 2 || parts[len(parts)-2] == "" || parts[len(parts)-1] == "" {
-		return "", "", "", fmt.Errorf("repository URL %q does not name an owner and a repository", raw)
+		return "", "", "", fmt.Errorf("repository URL %q does not name an owner and a repository", models.RedactURL(raw))
 	}
 	return strings.ToLower(host), parts[len(parts)-2], parts[len(parts)-1], nil
 }
@@ -126,6 +130,9 @@ func ParseRepoURL(raw string) (host, owner, name string, err error) {
 func (g *GitHub) RepoOf(p models.Project) (owner, name string, err error) {
 	if p.Repo == nil || p.Repo.URL == "" {
 		return "", "", models.Errorf(models.CodeInvalid, "project %s has no repository URL: pull requests need a CLONE repository on GitHub", p.ID)
+	}
+	if err := checkRepoURL(p); err != nil {
+		return "", "", err
 	}
 	host, owner, name, err := ParseRepoURL(p.Repo.URL)
 	if err != nil {

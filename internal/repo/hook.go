@@ -21,6 +21,9 @@ import (
 // hooks share the checkout one at a time: the caller holds it until done
 // is called.
 func (w *Workspaces) HookCheckout(ctx context.Context, p models.Project) (dir string, done func(), err error) {
+	if err := checkRepoURL(p); err != nil {
+		return "", nil, err
+	}
 	dir = filepath.Join(w.cfg.BaseDir, "hooks", p.ID)
 	lock := w.lock("hooks:" + p.ID)
 	lock.Lock()

@@ -147,6 +147,9 @@ func (w *Workspaces) Stage(ctx context.Context, p models.Project, t models.Task,
 	if !models.ValidTaskID(t.ID) {
 		return models.Staged{}, models.Errorf(models.CodeInvalid, "stage: %q is not a task id", t.ID)
 	}
+	if err := checkRepoURL(p); err != nil {
+		return models.Staged{}, err
+	}
 	r := p.Repo
 	lock := w.repoLock(r)
 	lock.Lock()
@@ -244,6 +247,9 @@ func (w *Workspaces) Diff(ctx context.Context, p models.Project, t models.Task, 
 	if p.Repo == nil {
 		return "", models.Errorf(models.CodeInvalid, "task %s: project %s has no repository", t.ID, p.ID)
 	}
+	if err := checkRepoURL(p); err != nil {
+		return "", err
+	}
 	r := p.Repo
 	lock := w.repoLock(r)
 	lock.Lock()
@@ -288,6 +294,9 @@ func (w *Workspaces) diffTask(ctx context.Context, r *models.RepoConfig, t model
 func (w *Workspaces) PushBranch(ctx context.Context, p models.Project, t models.Task, src string) (commit string, contained bool, err error) {
 	if p.Repo == nil || p.Repo.URL == "" {
 		return "", false, models.Errorf(models.CodeInvalid, "project %s has no repository URL to push to", p.ID)
+	}
+	if err := checkRepoURL(p); err != nil {
+		return "", false, err
 	}
 	r := p.Repo
 	lock := w.repoLock(r)
@@ -363,6 +372,9 @@ func (w *Workspaces) Deliver(ctx context.Context, p models.Project, t models.Tas
 	}
 	if !models.ValidTaskID(t.ID) {
 		return models.Delivery{}, models.Errorf(models.CodeInvalid, "deliver: %q is not a task id", t.ID)
+	}
+	if err := checkRepoURL(p); err != nil {
+		return models.Delivery{}, err
 	}
 	r := p.Repo
 	lock := w.repoLock(r)
@@ -514,7 +526,7 @@ func publishRemote(ctx context.Context, integ, url, into string, old, merge plum
 	case strings.Contains(err.Error(), "required to be"), errors.Is(err, git.ErrNonFastForwardUpdate):
 		return true, nil
 	}
-	return false, fmt.Errorf("push to %s: %w", url, err)
+	return false, fmt.Errorf("push to %s: %w", models.RedactURL(url), err)
 }
 
 // Cleanup removes what Stage made for a task (its verification worktree
@@ -529,6 +541,9 @@ func (w *Workspaces) Cleanup(ctx context.Context, p models.Project, t models.Tas
 	}
 	if !models.ValidTaskID(t.ID) {
 		return models.Errorf(models.CodeInvalid, "cleanup: %q is not a task id", t.ID)
+	}
+	if err := checkRepoURL(p); err != nil {
+		return err
 	}
 	r := p.Repo
 	if src != "" {

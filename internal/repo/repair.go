@@ -115,6 +115,7 @@ func (w *Workspaces) retryRepaired(ctx context.Context, log *slog.Logger, r *mod
 // redact removes from s the credentials of r's URL, should an error
 // quote them.
 func (w *Workspaces) redact(r *models.RepoConfig, s string) string {
+	s = models.RedactURL(s)
 	if w.cfg.Credentials == nil || r.URL == "" {
 		return s
 	}

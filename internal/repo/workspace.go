@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
@@ -54,6 +55,22 @@ func TokenCredentials(token string, allowHTTP bool, hosts ...string) func(url st
 		}
 		return "x-access-token", token, slices.Contains(hosts, strings.ToLower(u.Hostname()))
 	}
+}
+
+// checkRepoURL refuses to use the repository URL of a project when it
+// carries credentials (a project stored by an older daemon, which accepted
+// them): they would reach git's command line, where every local user can
+// read them, and every error that quotes the URL. Nothing runs before it;
+// the error shows the URL redacted and says what to do.
+func checkRepoURL(p models.Project) error {
+	if p.Repo == nil || models.CheckRepoURL("repo.url", p.Repo.URL) == nil {
+		return nil
+	}
+	return models.Errorf(models.CodeInvalid, "project %s: its repo.url %s carries credentials, which the daemon "+
+		"does not use: they would show in answers, logs and git's command line; set the project's repo.url to "+
+		"the URL without them (PATCH /api/v1/projects/%s with \"repo\") — for GitHub set github.token, which the "+
+		"daemon sends itself; for other hosts use an SSH URL (git@host:owner/repo.git) with an SSH key, or a git "+
+		"credential helper", p.ID, models.RedactURL(p.Repo.URL), p.ID)
 }
 
 // authEnv is the environment that makes git send url's credentials.
@@ -259,6 +276,9 @@ func (w *Workspaces) Prepare(ctx context.Context, a models.Agent, p models.Proje
 	if !models.ValidTaskID(t.ID) {
 		return models.Workspace{}, models.Errorf(models.CodeInvalid, "prepare workspace: %q is not a task id", t.ID)
 	}
+	if err := checkRepoURL(p); err != nil {
+		return models.Workspace{}, err
+	}
 	lock := w.checkoutLock(dir)
 	lock.Lock()
 	defer lock.Unlock()
@@ -328,6 +348,16 @@ func (w *Workspaces) prepareClone(ctx context.Context, r *models.RepoConfig, t m
 	if rem, err := repo.Remote("origin"); err == nil && len(rem.Config().URLs) > 0 {
 		got = rem.Config().URLs[0]
 	}
+	if bare := withoutUserinfo(got); bare != got && sameRepo(bare, src) {
+		// An older daemon cloned with credentials in the URL, and git kept
+		// them in the checkout's configuration, which its agents can read.
+		if err := setOrigin(repo, src); err != nil {
+			return models.Workspace{}, err
+		}
+		w.cfg.Logger.Warn("removed the credentials an older version left in a checkout's origin", "dir", dir, "repo_id", r.ID)
+		got = src
+	}
+	got = models.RedactURL(got)
 	if !sameRepo(got, src) {
 		return models.Workspace{}, models.Errorf(models.CodeConflict,
 			"the checkout %s has origin %s, not the project's repository %s", dir, got, src)
@@ -377,6 +407,37 @@ func (w *Workspaces) prepareClone(ctx context.Context, r *models.RepoConfig, t m
 		Conflicts: conflicts, Rescued: rescued}, nil
 }
 
+// withoutUserinfo returns a URL without its user information, or s
+// itself when it has none or is not a URL with a scheme.
+func withoutUserinfo(s string) string {
+	if !strings.Contains(s, "://") {
+		return s
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	u.User = nil
+	return u.String()
+}
+
+// setOrigin points the origin remote of repo at u.
+func setOrigin(repo *git.Repository, u string) error {
+	cfg, err := repo.Config()
+	if err != nil {
+		return fmt.Errorf("read the checkout's configuration: %w", err)
+	}
+	rc, ok := cfg.Remotes["origin"]
+	if !ok {
+		return errors.New("the checkout has no origin remote")
+	}
+	rc.URLs = []string{u}
+	if err := repo.SetConfig(cfg); err != nil {
+		return fmt.Errorf("write the checkout's configuration: %w", err)
+	}
+	return nil
+}
+
 // clone clones src to dir through a temporary sibling renamed into place:
 // a crash leaves no half clone at dir.
 // agentLitter is the info/exclude of the daemon's clones.
@@ -400,12 +461,12 @@ func (w *Workspaces) clone(ctx context.Context, src, dir string) error {
 		url = localPath(url)
 	}
 	if _, _, err := w.gitRawEnv(ctx, "", gitOutputCap, w.authEnv(url), "clone", "-q", "--", url, tmp); err != nil {
-		return fmt.Errorf("clone %s: %w", src, err)
+		return fmt.Errorf("clone %s: %w", models.RedactURL(src), err)
 	}
 	// Files agent CLIs leave beside the work (aider's repo-map cache and
 	// histories) are never committed with it.
 	if err := os.WriteFile(filepath.Join(tmp, ".git", "info", "exclude"), []byte(agentLitter), 0o644); err != nil {
-		return fmt.Errorf("clone %s: %w", src, err)
+		return fmt.Errorf("clone %s: %w", models.RedactURL(src), err)
 	}
 	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
@@ -511,7 +572,7 @@ func (w *Workspaces) prepareWorktree(ctx context.Context, r *models.RepoConfig, 
 			what = "an independent clone"
 			if repo, err := openRepo(dir); err == nil {
 				if rem, err := repo.Remote("origin"); err == nil && len(rem.Config().URLs) > 0 {
-					what += " of " + rem.Config().URLs[0]
+					what += " of " + models.RedactURL(rem.Config().URLs[0])
 				}
 			}
 		}

@@ -18,9 +18,10 @@ func (s *Store) RegisterAgent(ctx context.Context, a models.Agent) (models.Agent
 	a.CreatedAt = s.now().UTC()
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO agents (id, name, agent_type, state, created_at, command, args, env,
-			max_runtime, idle_timeout, projects, profile) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`,
+			max_runtime, idle_timeout, projects, profile, pass_env) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 			a.ID, a.Name, a.AgentType, a.State, toNanos(a.CreatedAt), a.Command, encodeJSONColumn(a.Args, "[]"),
-			encodeJSONColumn(a.Env, "{}"), int64(a.MaxRuntime), int64(a.IdleTimeout), encodeJSONColumn(a.Projects, "[]"), encodeJSONColumn(a.Profile, "{}"))
+			encodeJSONColumn(a.Env, "{}"), int64(a.MaxRuntime), int64(a.IdleTimeout), encodeJSONColumn(a.Projects, "[]"),
+			encodeJSONColumn(a.Profile, "{}"), encodeJSONColumn(a.PassEnv, "[]"))
 		if isUniqueViolation(err) {
 			return models.Errorf(models.CodeConflict, "agent %q already exists", a.ID)
 		}
@@ -34,7 +35,8 @@ func (s *Store) RegisterAgent(ctx context.Context, a models.Agent) (models.Agent
 }
 
 const agentColumns = `id, name, agent_type, state, current_task_id, checkout_path, repo_id, pid, last_heartbeat,
-	total_tokens_used, session_tokens_used, created_at, command, args, env, max_runtime, idle_timeout, projects, paused, profile`
+	total_tokens_used, session_tokens_used, created_at, command, args, env, max_runtime, idle_timeout, projects, paused, profile,
+	pass_env`
 
 func scanAgent(row scanner) (models.Agent, error) {
 	var (
@@ -43,11 +45,12 @@ func scanAgent(row scanner) (models.Agent, error) {
 		pid, heartbeat       sql.NullInt64
 		created              int64
 		args, env, projects  string
-		profile              string
+		profile, passEnv     string
 		maxRuntime, idle     int64
 	)
 	if err := row.Scan(&a.ID, &a.Name, &a.AgentType, &a.State, &task, &checkout, &repo, &pid, &heartbeat,
-		&a.TotalTokensUsed, &a.SessionTokensUsed, &created, &a.Command, &args, &env, &maxRuntime, &idle, &projects, &a.Paused, &profile); err != nil {
+		&a.TotalTokensUsed, &a.SessionTokensUsed, &created, &a.Command, &args, &env, &maxRuntime, &idle, &projects, &a.Paused, &profile,
+		&passEnv); err != nil {
 		return models.Agent{}, err
 	}
 	a.CurrentTaskID, a.CheckoutPath, a.RepoID = fromNullString(task), fromNullString(checkout), fromNullString(repo)
@@ -61,7 +64,7 @@ func scanAgent(row scanner) (models.Agent, error) {
 	for _, c := range []struct {
 		src string
 		dst any
-	}{{args, &a.Args}, {env, &a.Env}, {projects, &a.Projects}, {profile, &a.Profile}} {
+	}{{args, &a.Args}, {env, &a.Env}, {projects, &a.Projects}, {profile, &a.Profile}, {passEnv, &a.PassEnv}} {
 		if err := decodeJSONColumn(c.src, c.dst); err != nil {
 			return models.Agent{}, fmt.Errorf("agent %s: %w", a.ID, err)
 		}
@@ -101,13 +104,14 @@ func (s *Store) UpsertAgent(ctx context.Context, a models.Agent) (models.Agent, 
 	}
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO agents (id, name, agent_type, state, created_at, command, args, env,
-			max_runtime, idle_timeout, projects, profile) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)
+			max_runtime, idle_timeout, projects, profile, pass_env) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
 			ON CONFLICT (id) DO UPDATE SET name = excluded.name, agent_type = excluded.agent_type,
 			command = excluded.command, args = excluded.args, env = excluded.env, max_runtime = excluded.max_runtime,
-			idle_timeout = excluded.idle_timeout, projects = excluded.projects, profile = excluded.profile`,
+			idle_timeout = excluded.idle_timeout, projects = excluded.projects, profile = excluded.profile,
+			pass_env = excluded.pass_env`,
 			a.ID, a.Name, a.AgentType, a.State, toNanos(s.now()), a.Command, encodeJSONColumn(a.Args, "[]"),
 			encodeJSONColumn(a.Env, "{}"), int64(a.MaxRuntime), int64(a.IdleTimeout), encodeJSONColumn(a.Projects, "[]"),
-			encodeJSONColumn(a.Profile, "{}"))
+			encodeJSONColumn(a.Profile, "{}"), encodeJSONColumn(a.PassEnv, "[]"))
 		return err
 	})
 	if err != nil {
