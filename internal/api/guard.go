@@ -76,30 +76,10 @@ func normalizeAllowedHost(h string) (string, error) {
 	if _, err := netip.ParseAddr(n); err == nil {
 		return n, nil
 	}
-	if !validHostName(n) {
+	if !models.ValidHostName(n) {
 		return "", fmt.Errorf("%s is not a host name or IP address (no scheme, port or wildcard: e.g. agentqueued.lan)", quoteShort(h))
 	}
 	return n, nil
-}
-
-// validHostName reports whether h is a DNS host name: dot-separated labels
-// of letters, digits and '-', not starting or ending with '-'.
-func validHostName(h string) bool {
-	h = strings.TrimSuffix(h, ".")
-	if h == "" || len(h) > 253 {
-		return false
-	}
-	for label := range strings.SplitSeq(h, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for _, c := range []byte(label) {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // normalizeHost returns the host of a Host header value: without its port
@@ -115,14 +95,7 @@ func normalizeHost(h string) string {
 
 // isLoopbackHost reports whether host (a host name or IP address, without
 // port) is "localhost" or a loopback address (127.0.0.0/8, ::1).
-func isLoopbackHost(host string) bool {
-	h := normalizeHost(host)
-	if h == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(h)
-	return err == nil && ip.Unmap().IsLoopback()
-}
+func isLoopbackHost(host string) bool { return models.IsLoopbackHost(normalizeHost(host)) }
 
 // allows reports whether a request's Host header names a host the API
 // answers.

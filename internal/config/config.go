@@ -807,38 +807,7 @@ func validAllowedHost(h string) bool {
 	if _, err := netip.ParseAddr(h); err == nil {
 		return true
 	}
-	return validHostName(h)
-}
-
-// validHostName reports whether h is a DNS host name: dot-separated
-// labels of letters, digits and '-', none starting or ending with '-'.
-func validHostName(h string) bool {
-	h = strings.TrimSuffix(h, ".")
-	if h == "" || len(h) > 253 {
-		return false
-	}
-	for label := range strings.SplitSeq(h, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for _, c := range []byte(label) {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// isLoopbackHost reports whether host is "localhost" or a loopback
-// address (127.0.0.0/8, ::1).
-func isLoopbackHost(host string) bool {
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
+	return models.ValidHostName(h)
 }
 
 // CheckServing checks that the API is not served beyond this machine
@@ -850,7 +819,7 @@ func (c *Config) CheckServing() error {
 	if err != nil {
 		return fmt.Errorf("config: listen: %q is not host:port", c.Listen)
 	}
-	if c.API.Token == "" && !isLoopbackHost(host) {
+	if c.API.Token == "" && !models.IsLoopbackHost(host) {
 		where := host
 		if where == "" {
 			where = "every interface"
