@@ -95,12 +95,14 @@ func (fakeAdapter) Line(line []byte) []agent.Event {
 // parallel (writing an executable while another test forks fails exec with
 // "text file busy").
 var scripts = map[string]string{
-	"ok":         `cat >/dev/null; echo "RESULT done"; exit 0`,
-	"exit0":      `exit 0`,
-	"boom":       `echo boom >&2; exit 2`,
-	"quiet":      `exec sleep 300`,
-	"ratelimit":  `echo "RATE_LIMIT 2026-03-01T13:00:00Z"; exit 0`,
-	"write-file": `echo "$AQ_TASK_ID" > "work-$AQ_TASK_ID.txt"; exit 0`,
+	"ok":        `cat >/dev/null; echo "RESULT done"; exit 0`,
+	"exit0":     `exit 0`,
+	"boom":      `echo boom >&2; exit 2`,
+	"quiet":     `exec sleep 300`,
+	"ratelimit": `echo "RATE_LIMIT 2026-03-01T13:00:00Z"; exit 0`,
+	// ratelimit-late reports a reset a day after the harness clock's start.
+	"ratelimit-late": `echo "RATE_LIMIT 2026-03-02T12:00:00Z"; exit 0`,
+	"write-file":     `echo "$AQ_TASK_ID" > "work-$AQ_TASK_ID.txt"; exit 0`,
 	// hold waits until the test writes its exit code to the FIFO $RELEASE.
 	"hold": `read code < "$RELEASE"; exit "$code"`,
 	// dump-env writes its environment to the file $DUMP.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
 )
 
 // heldAgent registers an agent running the "hold" script and returns the
@@ -272,10 +273,9 @@ func (h *harness) askAsync(run models.Run, q string) (chan error, models.Questio
 	h.t.Helper()
 	errc := make(chan error, 1)
 	go func() { _, err := h.o.Ask(context.Background(), run, q); errc <- err }()
-	// Each round is a chance for the ask to be recorded; the bound only
-	// turns a broken test into a failure (under load 1,000 rounds were not
-	// always enough).
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+	// Each round is a chance for the ask to be recorded; the bound (a stall
+	// limit) only turns a broken test into a failure.
+	for deadline := time.Now().Add(progresstest.Stall()); time.Now().Before(deadline); {
 		select {
 		case err := <-errc:
 			h.t.Fatalf("ask %q ended before it opened: %v", q, err)

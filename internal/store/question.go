@@ -113,10 +113,17 @@ func (s *Store) AnswerQuestion(ctx context.Context, id int64, answer, by string)
 		// Only the run that asked, still waiting, goes on with the answer;
 		// otherwise it is kept for the task's next run.
 		if t.Status == models.StatusPaused && open == 0 {
-			// Paused for want of this answer: resume at the next round.
-			if _, err := x.ExecContext(ctx, "UPDATE tasks SET resume_after = ? WHERE id = ? AND status = 'PAUSED' AND resume_after > ?",
-				toNanos(x.now), q.TaskID, toNanos(x.now)); err != nil {
+			// Paused for want of this answer (not for a rate limit or
+			// another question): resume at the next round.
+			cause, err := pausedByQuestion(x, q)
+			if err != nil {
 				return err
+			}
+			if cause {
+				if _, err := x.ExecContext(ctx, "UPDATE tasks SET resume_after = ? WHERE id = ? AND status = 'PAUSED' AND resume_after > ?",
+					toNanos(x.now), q.TaskID, toNanos(x.now)); err != nil {
+					return err
+				}
 			}
 		}
 		if t.Status == models.StatusWaitingInput && open == 1 {
@@ -132,6 +139,30 @@ func (s *Store) AnswerQuestion(ctx context.Context, id int64, answer, by string)
 	}
 	s.changed()
 	return q, nil
+}
+
+// pausedByQuestion reports whether the task's present pause is the one
+// question q caused: its latest event is the INPUT_TIMEOUT that gave up
+// waiting for q (written in the same transaction as q's timed_out_at).
+// An answer to an old question must not end a pause for a rate limit or
+// for another question.
+func pausedByQuestion(x *txn, q models.Question) (bool, error) {
+	var (
+		event    string
+		at, qOut sql.NullInt64
+	)
+	err := x.QueryRowContext(x.ctx, "SELECT event, created_at FROM task_events WHERE task_id = ? ORDER BY id DESC LIMIT 1",
+		q.TaskID).Scan(&event, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := x.QueryRowContext(x.ctx, "SELECT timed_out_at FROM questions WHERE id = ?", q.ID).Scan(&qOut); err != nil {
+		return false, err
+	}
+	return models.TaskEvent(event) == models.EventInputTimeout && qOut.Valid && at.Valid && at.Int64 == qOut.Int64, nil
 }
 
 // TimeOutQuestion gives up waiting for an answer: the task WAITING_INPUT →
