@@ -416,6 +416,12 @@ func (c commands) ApplyEvent(ctx context.Context, req models.TransitionRequest) 
 	return c.orch.ApplyAdminEvent(ctx, req)
 }
 
+// SetAgentPaused pauses or resumes an agent; a resume also ends its rest
+// after a rate limit in the running scheduler.
+func (c commands) SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error) {
+	return c.orch.SetAgentPaused(ctx, id, paused)
+}
+
 // AnswerQuestion answers a question and hands the answer to the waiting agent.
 func (c commands) AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error) {
 	return c.orch.AnswerQuestion(ctx, id, answer, by)

@@ -28,7 +28,29 @@ type Agent struct {
 	CreatedAt         time.Time  `json:"created_at"`
 	// Paused is set by a person: the agent takes no new task.
 	Paused bool `json:"paused"`
+	// RestUntil and RestReason are the agent's rest after its provider
+	// refused work (a rate limit, a usage cap): it takes no task before
+	// RestUntil. Reads show them only while the rest lasts, with State
+	// PAUSED when the agent is otherwise IDLE.
+	RestUntil  *time.Time `json:"rest_until,omitempty"`
+	RestReason string     `json:"rest_reason,omitempty"`
 	AgentSettings
+}
+
+// Resting reports whether the agent rests at now.
+func (a Agent) Resting(now time.Time) bool { return a.RestUntil != nil && a.RestUntil.After(now) }
+
+// ShowRest prepares an agent read at now for showing: a rest that is over
+// is left out, and an IDLE agent that rests is PAUSED (the state of the
+// specification for an agent waiting out a limit).
+func (a *Agent) ShowRest(now time.Time) {
+	if !a.Resting(now) {
+		a.RestUntil, a.RestReason = nil, ""
+		return
+	}
+	if a.State == AgentIdle {
+		a.State = AgentPaused
+	}
 }
 
 // AgentSettings is how an agent is run: set at registration, from config or

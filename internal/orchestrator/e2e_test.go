@@ -664,11 +664,10 @@ func TestE2ERateLimitPausesAndSessionResumes(t *testing.T) {
 	cut := e.add("web", models.BatchTask{LocalID: "c", Title: "Cut short",
 		Description: "@only-attempt 1 @exit 1\n" + fmt.Sprintf(work, "c.txt", "c", "c", "resumed and done")})["c"]
 	// The rate limit rests the agent until the real reset, far beyond the
-	// test's clock: end the rest by hand.
-	e.o.mu.Lock()
-	delete(e.o.cooldown, "agent:claude-1")
-	e.o.mu.Unlock()
-	e.o.Wake()
+	// test's clock: a person ends the rest by resuming the agent.
+	if _, err := e.o.SetAgentPaused(ctx, "claude-1", false); err != nil {
+		t.Fatal(err)
+	}
 	failed := e.waitStatus(cut, models.StatusFailed)
 	if !strings.Contains(failed.StatusReason, "without a result") {
 		t.Fatalf("cut short: %q", failed.StatusReason)
@@ -777,13 +776,16 @@ func TestE2ERateLimitedReviewerKeepsTheReviewWaiting(t *testing.T) {
 	e.waitFor("the review run to close and the wait to be explained", func() bool {
 		a, _ := e.st.GetAgent(context.Background(), "qa")
 		v, _, _ := e.st.GetVerification(context.Background(), id)
-		return a.State == models.AgentIdle && v.Detail != ""
+		// Its run closed, the reviewer is shown resting (PAUSED).
+		return a.State == models.AgentPaused && a.CurrentTaskID == nil && a.RestUntil != nil && v.Detail != ""
 	})
 	tk := e.task(id)
 	v, _, _ := e.st.GetVerification(context.Background(), id)
 	if tk.Status != models.StatusVerifying || tk.RetryCount != 0 || v.Phase != models.PhaseReview ||
-		!strings.Contains(v.Detail, "rests after a rate limit") {
-		t.Fatalf("after the reviewer's rate limit: %s retries %d phase %s (%q)", tk.Status, tk.RetryCount, v.Phase, tk.StatusReason)
+		!strings.Contains(v.Detail, "waiting for the reviewer qa, which rests until ") ||
+		!strings.Contains(v.Detail, "during task "+id) {
+		t.Fatalf("after the reviewer's rate limit: %s retries %d phase %s (%q, %q)", tk.Status, tk.RetryCount, v.Phase,
+			tk.StatusReason, v.Detail)
 	}
 }
 

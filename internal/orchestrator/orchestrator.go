@@ -162,6 +162,9 @@ type Store interface {
 	GetTask(ctx context.Context, id string) (models.Task, error)
 	ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error)
 	GetAgent(ctx context.Context, id string) (models.Agent, error)
+	RestAgent(ctx context.Context, id string, until time.Time, reason string) error
+	RestingAgents(ctx context.Context, now time.Time) ([]models.Agent, error)
+	SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error)
 	GetProject(ctx context.Context, id string) (models.Project, error)
 	CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.BatchResult, error)
 	RunByToken(ctx context.Context, token string) (models.Run, error)
@@ -348,6 +351,12 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		o.vctx, o.vcancel = context.WithCancel(context.Background())
 	}
 	o.mu.Unlock()
+	if err := o.loadRests(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("orchestrator start: %w", err)
+	}
 	if err := o.recover(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // shut down during recovery: the next start repeats it

@@ -238,7 +238,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	o.Wake() // arm the run's timers
 
 	result := o.await(ar, proc, parser)
-	end := o.outcome(ar, result)
+	end := o.outcome(ctx, ar, result)
 	if ar.sessionInvalid {
 		if err := o.store.ForgetSessions(ctx, task.ID, ar.agent.ID); err != nil {
 			log.Warn("forget sessions", "err", err)
@@ -438,7 +438,7 @@ func (o *Orchestrator) loopEnd(ar *activeRun, from models.TaskStatus) models.Run
 }
 
 // outcome decides what a finished process means for its task.
-func (o *Orchestrator) outcome(ar *activeRun, r agent.Result) models.RunEnd {
+func (o *Orchestrator) outcome(ctx context.Context, ar *activeRun, r agent.Result) models.RunEnd {
 	ar.mu.Lock()
 	stoppedByLoop := ar.endReason != ""
 	completion, failure, pause := ar.completion, ar.failure, ar.pause
@@ -454,9 +454,9 @@ func (o *Orchestrator) outcome(ar *activeRun, r agent.Result) models.RunEnd {
 		}
 		end.Event, end.ResumeAfter, end.Outcome = models.EventTokensExhausted, &at, "paused"
 		end.Reason = fmt.Sprintf("%s until %s", pauseWhat(pause), at.UTC().Format(time.RFC3339))
-		// The agent's account is limited too: it sits out until the reset
+		// The agent's account is limited too: it rests until the reset
 		// rather than pause every READY task in turn.
-		o.coolDown("agent:"+ar.run.AgentID, at)
+		o.rest(ctx, ar.run.AgentID, at, restReason(pause, ar.run.TaskID))
 		if pause.Message != "" {
 			end.Reason += ": " + pause.Message
 		}
@@ -485,6 +485,61 @@ func reasonOf(err error) string {
 		return models.RedactURL(models.ErrorMessageOf(err))
 	}
 	return models.RedactURL(err.Error())
+}
+
+// rest keeps an agent whose provider refused work out of scheduling until
+// until: in the store, so that the rest outlives a restart, and in the
+// cooldowns the scheduler's snapshot leaves out. A rest that could not be
+// stored still holds in this life of the daemon.
+func (o *Orchestrator) rest(ctx context.Context, agentID string, until time.Time, reason string) {
+	if err := o.store.RestAgent(ctx, agentID, until, reason); err != nil {
+		o.log.Warn("agent rest not stored; it holds until the daemon stops", "agent", agentID, "until", until, "err", err)
+	}
+	o.log.Info("agent rests", "agent", agentID, "until", until, "reason", reason)
+	o.coolDown("agent:"+agentID, until)
+}
+
+// SetAgentPaused pauses an agent or resumes it (see the store's
+// SetAgentPaused); resuming also ends the agent's rest after a rate limit
+// here, so that it may take work in the next round.
+func (o *Orchestrator) SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error) {
+	a, err := o.store.SetAgentPaused(ctx, id, paused)
+	if err != nil || paused {
+		return a, err
+	}
+	o.mu.Lock()
+	delete(o.cooldown, "agent:"+id)
+	o.mu.Unlock()
+	o.Wake()
+	return a, nil
+}
+
+// restReason says why an agent rests after a run reported pause.
+func restReason(p *models.RateLimit, taskID string) string {
+	r := pauseWhat(p) + " during task " + taskID
+	if p.Message != "" {
+		r += ": " + p.Message
+	}
+	return models.CleanLine(r, maxRestReason)
+}
+
+// maxRestReason bounds the reason kept for an agent's rest.
+const maxRestReason = 500
+
+// loadRests puts the stored rests of agents that last beyond now into the
+// cooldowns, so that an agent rate-limited before a restart is not handed
+// work until its reset.
+func (o *Orchestrator) loadRests(ctx context.Context) error {
+	now := o.cfg.Now()
+	as, err := o.store.RestingAgents(ctx, now)
+	if err != nil {
+		return fmt.Errorf("load agents' rests: %w", err)
+	}
+	for _, a := range as {
+		o.log.Info("agent rests after a restart", "agent", a.ID, "until", *a.RestUntil, "reason", a.RestReason)
+		o.coolDown("agent:"+a.ID, *a.RestUntil)
+	}
+	return nil
 }
 
 func pauseWhat(p *models.RateLimit) string {

@@ -386,6 +386,9 @@ func (o *Orchestrator) dispatchReviews(ctx context.Context) error {
 			switch {
 			case ag.Paused:
 				why = fmt.Sprintf("waiting for the reviewer %s, which is paused", ag.ID)
+			case ag.RestUntil != nil:
+				why = fmt.Sprintf("waiting for the reviewer %s, which rests until %s: %s", ag.ID,
+					ag.RestUntil.UTC().Format(time.RFC3339), ag.RestReason)
 			case ag.State == models.AgentIdle:
 				why = fmt.Sprintf("waiting for the reviewer %s, which rests after a rate limit or a failed start", ag.ID)
 			}
@@ -521,7 +524,7 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 			at = *pause.ResetAt
 		}
 		closeRun("paused", fmt.Sprintf("%s until %s", pauseWhat(pause), at.UTC().Format(time.RFC3339)))
-		o.coolDown("agent:"+ar.agent.ID, at)
+		o.rest(ctx, ar.agent.ID, at, restReason(pause, t.ID))
 	case verdict == nil:
 		msg := "the reviewer " + ar.agent.ID + " ended without a verdict (" + exitText(res) + ")"
 		if stopped != "" {

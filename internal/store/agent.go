@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -36,13 +38,13 @@ func (s *Store) RegisterAgent(ctx context.Context, a models.Agent) (models.Agent
 
 const agentColumns = `id, name, agent_type, state, current_task_id, checkout_path, repo_id, pid, last_heartbeat,
 	total_tokens_used, session_tokens_used, created_at, command, args, env, max_runtime, idle_timeout, projects, paused, profile,
-	pass_env`
+	pass_env, rest_until, rest_reason`
 
 func scanAgent(row scanner) (models.Agent, error) {
 	var (
 		a                    models.Agent
 		task, checkout, repo sql.NullString
-		pid, heartbeat       sql.NullInt64
+		pid, heartbeat, rest sql.NullInt64
 		created              int64
 		args, env, projects  string
 		profile, passEnv     string
@@ -50,7 +52,7 @@ func scanAgent(row scanner) (models.Agent, error) {
 	)
 	if err := row.Scan(&a.ID, &a.Name, &a.AgentType, &a.State, &task, &checkout, &repo, &pid, &heartbeat,
 		&a.TotalTokensUsed, &a.SessionTokensUsed, &created, &a.Command, &args, &env, &maxRuntime, &idle, &projects, &a.Paused, &profile,
-		&passEnv); err != nil {
+		&passEnv, &rest, &a.RestReason); err != nil {
 		return models.Agent{}, err
 	}
 	a.CurrentTaskID, a.CheckoutPath, a.RepoID = fromNullString(task), fromNullString(checkout), fromNullString(repo)
@@ -59,6 +61,7 @@ func scanAgent(row scanner) (models.Agent, error) {
 		a.PID = &p
 	}
 	a.LastHeartbeat = fromNullNanos(heartbeat)
+	a.RestUntil = fromNullNanos(rest)
 	a.CreatedAt = fromNanos(created)
 	a.MaxRuntime, a.IdleTimeout = models.Duration(maxRuntime), models.Duration(idle)
 	for _, c := range []struct {
@@ -72,7 +75,8 @@ func scanAgent(row scanner) (models.Agent, error) {
 	return a, nil
 }
 
-// GetAgent returns one agent.
+// GetAgent returns one agent, its rest shown as of now (see
+// models.Agent.ShowRest).
 func (s *Store) GetAgent(ctx context.Context, id string) (models.Agent, error) {
 	a, err := scanAgent(s.rdb.QueryRowContext(ctx, "SELECT "+agentColumns+" FROM agents WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -81,16 +85,70 @@ func (s *Store) GetAgent(ctx context.Context, id string) (models.Agent, error) {
 	if err != nil {
 		return models.Agent{}, fmt.Errorf("get agent %s: %w", id, err)
 	}
+	a.ShowRest(s.now())
 	return a, nil
 }
 
-// ListAgents returns every agent, ordered by id.
+// ListAgents returns every agent, ordered by id, their rests shown as of
+// now.
 func (s *Store) ListAgents(ctx context.Context) ([]models.Agent, error) {
 	as, err := queryAll(ctx, s.rdb, scanAgent, "SELECT "+agentColumns+" FROM agents ORDER BY id")
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
+	now := s.now()
+	for i := range as {
+		as[i].ShowRest(now)
+	}
 	return as, nil
+}
+
+// RestAgent records that an agent rests until until, for reason: its
+// provider refused work (a rate limit, a usage cap) and no task is claimed
+// for it before then (ClaimTask, ClaimReview refuse). A rest that ends
+// later than the one recorded replaces it; an earlier one changes nothing.
+// The rest ends by itself when its time comes.
+func (s *Store) RestAgent(ctx context.Context, id string, until time.Time, reason string) error {
+	if reason = strings.TrimSpace(reason); reason == "" {
+		return models.Errorf(models.CodeInvalid, "rest of agent %s: a reason is required", id)
+	}
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		var exists bool
+		if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM agents WHERE id = ?)", id).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			return notFound("agent", id)
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE agents SET rest_until = ?, rest_reason = ?
+			WHERE id = ? AND (rest_until IS NULL OR rest_until < ?)`, toNanos(until), reason, id, toNanos(until))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("rest agent %s: %w", id, err)
+	}
+	return nil
+}
+
+// RestingAgents returns the agents whose rest lasts beyond now, ordered by
+// id: the daemon keeps them out of scheduling after a restart.
+func (s *Store) RestingAgents(ctx context.Context, now time.Time) ([]models.Agent, error) {
+	as, err := queryAll(ctx, s.rdb, scanAgent, "SELECT "+agentColumns+" FROM agents WHERE rest_until > ? ORDER BY id",
+		toNanos(now))
+	if err != nil {
+		return nil, fmt.Errorf("resting agents: %w", err)
+	}
+	return as, nil
+}
+
+// restRefusal is the conflict a claim meets when the agent rests at now;
+// nil when it does not.
+func restRefusal(a models.Agent, now time.Time) error {
+	if !a.Resting(now) {
+		return nil
+	}
+	return models.Errorf(models.CodeConflict, "agent %s rests until %s: %s", a.ID,
+		a.RestUntil.UTC().Format(time.RFC3339), a.RestReason)
 }
 
 // UpsertAgent registers an agent, or updates the name, type and settings of
@@ -122,12 +180,16 @@ func (s *Store) UpsertAgent(ctx context.Context, a models.Agent) (models.Agent, 
 }
 
 // SetAgentPaused pauses an agent (it takes no new task; a current run goes
-// on) or resumes it; resuming an agent in ERROR returns it to IDLE.
+// on) or resumes it; resuming an agent in ERROR returns it to IDLE, and
+// resuming ends a rest after a rate limit.
 func (s *Store) SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error) {
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		// Resuming also clears ERROR: the person has dealt with its cause.
+		// Resuming also clears ERROR and a rest: the person has dealt with
+		// their cause.
 		res, err := tx.ExecContext(ctx, `UPDATE agents SET paused = ?,
-			state = CASE WHEN ? = 0 AND state = 'ERROR' THEN 'IDLE' ELSE state END WHERE id = ?`, paused, paused, id)
+			state = CASE WHEN ? = 0 AND state = 'ERROR' THEN 'IDLE' ELSE state END,
+			rest_until = CASE WHEN ? = 0 THEN NULL ELSE rest_until END,
+			rest_reason = CASE WHEN ? = 0 THEN '' ELSE rest_reason END WHERE id = ?`, paused, paused, paused, paused, id)
 		if err != nil {
 			return err
 		}

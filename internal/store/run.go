@@ -51,6 +51,9 @@ func (s *Store) ClaimTask(ctx context.Context, taskID, agentID string) (models.R
 		if agent.Paused {
 			return models.Errorf(models.CodeConflict, "agent %s is paused", agentID)
 		}
+		if err := restRefusal(agent, x.now); err != nil {
+			return err
+		}
 		a, err := x.run(change{taskID: taskID, event: models.EventAssigned, expectFrom: models.StatusReady,
 			agentID: agentID, actor: "scheduler", reason: "assigned to agent " + agentID})
 		if err != nil {
@@ -71,8 +74,9 @@ func (s *Store) ClaimTask(ctx context.Context, taskID, agentID string) (models.R
 				return models.Errorf(models.CodeConflict, "task %s belongs to run %s, which was cancelled", taskID, a.task.RunID)
 			}
 		}
-		res, err := x.ExecContext(ctx, "UPDATE agents SET state = 'STARTING', current_task_id = ?, pid = NULL WHERE id = ? AND state = 'IDLE'",
-			taskID, agentID)
+		// A rest that is over is cleared here, at the agent's next use.
+		res, err := x.ExecContext(ctx, `UPDATE agents SET state = 'STARTING', current_task_id = ?, pid = NULL,
+			rest_until = NULL, rest_reason = '' WHERE id = ? AND state = 'IDLE'`, taskID, agentID)
 		if err != nil {
 			return err
 		}

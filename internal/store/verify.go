@@ -36,14 +36,16 @@ func (s *Store) ClaimReview(ctx context.Context, taskID, agentID string) (models
 		if t.Status != models.StatusVerifying {
 			return models.Errorf(models.CodeConflict, "task %s is %s, not VERIFYING", taskID, t.Status)
 		}
-		res, err := x.ExecContext(ctx, `UPDATE agents SET state = 'STARTING', current_task_id = ?, pid = NULL
-			WHERE id = ? AND state = 'IDLE' AND paused = 0
-		AND EXISTS (SELECT 1 FROM verifications WHERE task_id = ? AND phase = 'review')`, taskID, agentID, taskID)
+		res, err := x.ExecContext(ctx, `UPDATE agents SET state = 'STARTING', current_task_id = ?, pid = NULL,
+			rest_until = NULL, rest_reason = ''
+			WHERE id = ? AND state = 'IDLE' AND paused = 0 AND (rest_until IS NULL OR rest_until <= ?)
+		AND EXISTS (SELECT 1 FROM verifications WHERE task_id = ? AND phase = 'review')`, taskID, agentID, toNanos(x.now), taskID)
 		if err != nil {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
-			return models.Errorf(models.CodeConflict, "agent %s is not IDLE, or task %s no longer waits for a review", agentID, taskID)
+			return models.Errorf(models.CodeConflict, "agent %s is not IDLE (or rests after a rate limit), or task %s no longer waits for a review",
+				agentID, taskID)
 		}
 		var attempt int
 		if err := x.QueryRowContext(ctx, "SELECT count(*) FROM task_runs WHERE task_id = ? AND kind = 'work'", taskID).Scan(&attempt); err != nil {
