@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/store"
 )
 
 func TestCtlPauseAgentsAndQuestions(t *testing.T) {
@@ -50,5 +55,53 @@ func TestCtlRepeatableValuesKeepCommas(t *testing.T) {
 		if !strings.Contains(a, want) {
 			t.Errorf("agent add --json lacks %s:\n%s", want, a)
 		}
+	}
+}
+
+func TestCtlShowsAnAgentsRest(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d := startDaemon(t, dir)
+	addr := d.m.Addr()
+	mustCtl(t, addr, "agent", "add", "a1", "--type", "command", "--command", "/bin/true")
+	mustCtl(t, addr, "agent", "add", "a2", "--type", "command", "--command", "/bin/true")
+	// The daemon's orchestrator stores a rest when a run is rate limited;
+	// the listing reads it from the database.
+	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(dir, "agentqueued.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	if err := st.RestAgent(context.Background(), "a1", until, "rate limited during task bold-orbit: try later"); err != nil {
+		t.Fatal(err)
+	}
+	stamp := until.Format(time.RFC3339)
+	tests := []struct {
+		args   []string
+		want   []string
+		refuse string
+	}{
+		{[]string{"agent", "list"}, []string{"resting until " + stamp + ": rate limited during task bold-orbit: try later",
+			"command  IDLE"}, ""},
+		{[]string{"agent", "show", "a1"}, []string{"State:", "PAUSED", "Resting until:    " + stamp,
+			"Rest reason:      rate limited during task bold-orbit: try later"}, ""},
+		{[]string{"--json", "agent", "show", "a1"}, []string{`"state": "PAUSED"`, `"rest_until": "` + stamp + `"`,
+			`"rest_reason": "rate limited during task bold-orbit: try later"`}, ""},
+		{[]string{"--json", "agent", "show", "a2"}, []string{`"state": "IDLE"`}, "rest_"},
+	}
+	for _, tc := range tests {
+		out := mustCtl(t, addr, tc.args...)
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("ctl %s lacks %q:\n%s", strings.Join(tc.args, " "), w, out)
+			}
+		}
+		if tc.refuse != "" && strings.Contains(out, tc.refuse) {
+			t.Errorf("ctl %s shows %q:\n%s", strings.Join(tc.args, " "), tc.refuse, out)
+		}
+	}
+	if out := mustCtl(t, addr, "agent", "resume", "a1"); strings.Contains(out, "resting") {
+		t.Fatalf("resume left the rest:\n%s", out)
 	}
 }

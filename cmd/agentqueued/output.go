@@ -264,10 +264,23 @@ func printAgents(w io.Writer, as []models.Agent) {
 	tw := table(w)
 	row(tw, "ID", "NAME", "TYPE", "STATE", "PAUSED", "TASK", "TOKENS", "LAST_HEARTBEAT")
 	for _, a := range as {
-		row(tw, a.ID, a.Name, a.AgentType, string(a.State), strconv.FormatBool(a.Paused), str(a.CurrentTaskID),
+		row(tw, a.ID, a.Name, a.AgentType, agentState(a, maxListRestReason), strconv.FormatBool(a.Paused), str(a.CurrentTaskID),
 			strconv.FormatInt(a.TotalTokensUsed, 10), whenPtr(a.LastHeartbeat))
 	}
 	tw.Flush()
+}
+
+// maxListRestReason bounds a rest's reason in an agent listing; the
+// agent's own page shows it whole.
+const maxListRestReason = 80
+
+// agentState is an agent's state for a listing: its rest after a rate
+// limit, with the reason cut to max characters (0: whole), while it lasts.
+func agentState(a models.Agent, max int) string {
+	if a.RestUntil == nil {
+		return string(a.State)
+	}
+	return "resting until " + when(*a.RestUntil) + ": " + models.CleanLine(a.RestReason, max)
 }
 
 // printAgent prints one agent and its settings. Env values are masked
@@ -279,6 +292,10 @@ func printAgent(w io.Writer, a models.Agent) {
 	row(tw, "Name:", a.Name)
 	row(tw, "Type:", a.AgentType)
 	row(tw, "State:", string(a.State))
+	if a.RestUntil != nil {
+		row(tw, "Resting until:", when(*a.RestUntil))
+		row(tw, "Rest reason:", a.RestReason)
+	}
 	row(tw, "Paused:", strconv.FormatBool(a.Paused))
 	row(tw, "Task:", str(a.CurrentTaskID))
 	row(tw, "Command:", a.Command)

@@ -215,12 +215,18 @@ func renderResult(t models.Task, c models.Completion) string {
 	return fmt.Sprintf("📋 Result of `%s` %s\n", t.ID, escape(t.Title)) + renderResultBody(c)
 }
 
+// maxRestReason bounds a rest's reason in the agent listing.
+const maxRestReason = 120
+
 func renderAgents(as []models.Agent) string {
 	var lines []string
 	for _, a := range as {
 		l := fmt.Sprintf("🤖 `%s` (%s) — %s", a.ID, a.AgentType, a.State)
 		if a.Paused {
 			l += ", paused"
+		}
+		if a.RestUntil != nil {
+			l += ", resting until " + renderTime(*a.RestUntil) + ": " + escape(models.CleanLine(a.RestReason, maxRestReason))
 		}
 		if a.CurrentTaskID != nil {
 			l += fmt.Sprintf(", on `%s`", *a.CurrentTaskID)
