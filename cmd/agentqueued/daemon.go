@@ -195,7 +195,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	}
 	oc := cfg.Orchestrator
 	o, err := orchestrator.New(orchestrator.Config{SafetyTick: oc.SafetyTick, Window: oc.Window, IdleTimeout: oc.IdleTimeout,
-		MaxRuntime: oc.MaxRuntime, StartTimeout: oc.StartTimeout, RetryBackoff: oc.RetryBackoff, MaxBackoff: oc.MaxBackoff,
+		MaxRuntime: oc.MaxRuntime, StartTimeout: oc.StartTimeout, PrepareTimeout: oc.PrepareTimeout, RetryBackoff: oc.RetryBackoff, MaxBackoff: oc.MaxBackoff,
 		StopGrace: oc.StopGrace, PauseDelay: oc.PauseDelay, GlobalBudget: oc.GlobalTokenBudget, Rules: cfg.Rules,
 		InputTimeout: oc.InputTimeout, RunDir: filepath.Join(cfg.DataDir, "runs"), SocketPath: socket,
 		CheckTimeout: cfg.Verification.CheckTimeout, Profiles: cfg.Profiles, PlanPaths: cfg.Plans.Paths,

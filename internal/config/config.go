@@ -189,6 +189,9 @@ type OrchestratorConfig struct {
 	SafetyTick, Window, IdleTimeout, MaxRuntime, StartTimeout time.Duration
 	RetryBackoff, MaxBackoff, StopGrace, PauseDelay           time.Duration
 	InputTimeout                                              time.Duration
+	// PrepareTimeout bounds the preparation of a run's workspace (a first
+	// clone included); StartTimeout counts from its end.
+	PrepareTimeout time.Duration
 	// GlobalTokenBudget caps the tokens of all projects in the window; nil
 	// is unlimited.
 	GlobalTokenBudget *int64
@@ -329,6 +332,7 @@ type fileOrchestrator struct {
 	IdleTimeout       string `yaml:"idle_timeout"`
 	MaxRuntime        string `yaml:"max_runtime"`
 	StartTimeout      string `yaml:"start_timeout"`
+	PrepareTimeout    string `yaml:"prepare_timeout"`
 	RetryBackoff      string `yaml:"retry_backoff"`
 	MaxBackoff        string `yaml:"max_backoff"`
 	StopGrace         string `yaml:"stop_grace"`
@@ -623,6 +627,7 @@ func (c *Config) overlayOrchestrator(f fileOrchestrator) error {
 		{"orchestrator.safety_tick", f.SafetyTick, &o.SafetyTick}, {"orchestrator.window", f.Window, &o.Window},
 		{"orchestrator.idle_timeout", f.IdleTimeout, &o.IdleTimeout}, {"orchestrator.max_runtime", f.MaxRuntime, &o.MaxRuntime},
 		{"orchestrator.start_timeout", f.StartTimeout, &o.StartTimeout},
+		{"orchestrator.prepare_timeout", f.PrepareTimeout, &o.PrepareTimeout},
 		{"orchestrator.retry_backoff", f.RetryBackoff, &o.RetryBackoff}, {"orchestrator.max_backoff", f.MaxBackoff, &o.MaxBackoff},
 		{"orchestrator.stop_grace", f.StopGrace, &o.StopGrace}, {"orchestrator.pause_delay", f.PauseDelay, &o.PauseDelay},
 		{"orchestrator.input_timeout", f.InputTimeout, &o.InputTimeout},

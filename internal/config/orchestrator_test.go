@@ -23,6 +23,7 @@ agents:
 orchestrator:
   safety_tick: 5s
   retry_backoff: 1m
+  prepare_timeout: 20m
   global_token_budget: "1000000"
 rules:
   - type: Concurency
@@ -38,7 +39,8 @@ rules:
 		a.IdleTimeout.Std() != 5*time.Minute || a.Projects[0] != "web" || a.Args[0] != "--fast" {
 		t.Fatalf("agent %+v", a)
 	}
-	if cfg.Orchestrator.SafetyTick != 5*time.Second || cfg.Orchestrator.RetryBackoff != time.Minute || *cfg.Orchestrator.GlobalTokenBudget != 1_000_000 {
+	if cfg.Orchestrator.SafetyTick != 5*time.Second || cfg.Orchestrator.RetryBackoff != time.Minute ||
+		cfg.Orchestrator.PrepareTimeout != 20*time.Minute || *cfg.Orchestrator.GlobalTokenBudget != 1_000_000 {
 		t.Fatalf("orchestrator %+v", cfg.Orchestrator)
 	}
 	if len(cfg.Rules) != 1 || cfg.Rules[0].MaxConcurrency != 2 {
@@ -55,6 +57,8 @@ func TestAgentAndRuleErrorsNameTheKey(t *testing.T) {
 		{"agents:\n  - {name: a, type: command, command: x}\n  - {name: a, type: command, command: y}\n", "agents[1].name: \"a\" is listed twice"},
 		{"agents:\n  - {name: a, type: command, command: x, idle_timeout: soon}\n", "agents[0].idle_timeout"},
 		{"orchestrator:\n  window: forever\n", "orchestrator.window"},
+		{"orchestrator:\n  prepare_timeout: 0s\n", "orchestrator.prepare_timeout"},
+		{"orchestrator:\n  prepare_timeout: -1m\n", "orchestrator.prepare_timeout"},
 		{"orchestrator:\n  global_token_budget: lots\n", "orchestrator.global_token_budget"},
 		{"rules:\n  - {type: Concurrency, matcher: {kind: k}}\n", "rules[0]"},
 		{"rules:\n  - {type: Magic, matcher: {kind: k}, max_concurrency: 1}\n", "rules[0]"},

@@ -22,6 +22,7 @@ const (
 	DefaultIdleTimeout     = 30 * time.Minute
 	DefaultMaxRuntime      = 2 * time.Hour
 	DefaultStartTimeout    = 5 * time.Minute
+	DefaultPrepareTimeout  = 10 * time.Minute
 	DefaultRetryBackoff    = 30 * time.Second
 	DefaultMaxBackoff      = 30 * time.Minute
 	DefaultStopGrace       = 10 * time.Second
@@ -45,7 +46,14 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxRuntime caps a run's wall-clock time, unless its agent sets its own.
 	MaxRuntime time.Duration
-	// StartTimeout bounds the time from claim to a started process.
+	// PrepareTimeout bounds the preparation of a run's workspace (a first
+	// clone, a fetch, the task branch), from the claim: past it the run
+	// ends with EXECUTION_ERROR, its task back in READY, and the project
+	// cools down as after a failed preparation.
+	PrepareTimeout time.Duration
+	// StartTimeout bounds the time from the spawn (the workspace is ready
+	// and the process is being started) to a started, recorded process:
+	// past it the run ends with TIMEOUT.
 	StartTimeout time.Duration
 	// RetryBackoff is the wait before the first retry; it doubles with each
 	// retry up to MaxBackoff.
@@ -122,6 +130,7 @@ func (c *Config) applyDefaults() {
 	def(&c.IdleTimeout, DefaultIdleTimeout)
 	def(&c.MaxRuntime, DefaultMaxRuntime)
 	def(&c.StartTimeout, DefaultStartTimeout)
+	def(&c.PrepareTimeout, DefaultPrepareTimeout)
 	def(&c.RetryBackoff, DefaultRetryBackoff)
 	def(&c.MaxBackoff, DefaultMaxBackoff)
 	def(&c.StopGrace, DefaultStopGrace)

@@ -436,33 +436,6 @@ func TestTimeouts(t *testing.T) {
 	}
 }
 
-// slowWorkspaces blocks Prepare until its context ends.
-type slowWorkspaces struct{ Workspaces }
-
-func (slowWorkspaces) Prepare(ctx context.Context, _ models.Agent, _ models.Project, _ models.Task) (models.Workspace, error) {
-	<-ctx.Done()
-	return models.Workspace{}, ctx.Err()
-}
-
-func TestAssignedThatNeverStartsTimesOut(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.StartTimeout = 5 * time.Minute })
-	h.o.ws = slowWorkspaces{h.o.ws}
-	h.agent("a1", "command", "exit0", nil)
-	id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
-	h.start()
-	h.settle()
-	if st := h.task(id).Status; st != models.StatusAssigned {
-		t.Fatalf("status %s", st)
-	}
-	h.clock.Advance(5 * time.Minute)
-	h.waitEnd()
-	tk := h.task(id)
-	if tk.Status != models.StatusBlocked || !strings.Contains(tk.StatusReason, "did not start within 5m0s") {
-		t.Fatalf("after the start timeout: %s %q", tk.Status, tk.StatusReason)
-	}
-}
-
 func TestStopKillsTheRunAndBlocksTheTask(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)

@@ -22,10 +22,16 @@ type activeRun struct {
 	token string
 	agent models.Agent
 
-	mu           sync.Mutex
-	stopOnce     sync.Once
-	started      bool // the process is running and the task IN_PROGRESS
-	waiting      int  // asks in progress: quiet is expected, not idle
+	mu       sync.Mutex
+	stopOnce sync.Once
+	started  bool // the process is running and the task IN_PROGRESS
+	// preparing is set, for a work run, from the claim until the workspace
+	// is ready (PrepareTimeout governs it); spawnAt is when it was ready,
+	// from which StartTimeout counts (a review's claim: its staging counts
+	// as part of its start).
+	preparing    bool
+	spawnAt      time.Time
+	waiting      int // asks in progress: quiet is expected, not idle
 	lastActivity time.Time
 	proc         *agent.Process
 	stop         chan struct{} // closed when the loop ends the run
@@ -49,7 +55,7 @@ type activeRun struct {
 
 func newActiveRun(run models.Run, token string, ag models.Agent, now time.Time) *activeRun {
 	return &activeRun{run: run, token: token, agent: ag, lastActivity: now, stop: make(chan struct{}),
-		resultSeen: make(chan struct{})}
+		resultSeen: make(chan struct{}), spawnAt: run.StartedAt}
 }
 
 func (r *activeRun) touch(now time.Time) {
@@ -99,6 +105,7 @@ func (o *Orchestrator) dispatch(ctx context.Context, as Assignment) {
 	o.log.Info("task assigned", "task_id", as.TaskID, "agent", as.AgentID, "project_id", as.ProjectID,
 		"attempt", run.Attempt, "run_id", run.ID, "reason", as.Reason)
 	ar := newActiveRun(run, token, ag, o.cfg.Now())
+	ar.preparing = true // a work run prepares its workspace first
 	o.mu.Lock()
 	o.runs[run.ID] = ar
 	o.mu.Unlock()
@@ -135,10 +142,22 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	// process) it goes to ERROR so that it does not take the task again and
 	// again; otherwise (the workspace, the project) the project cools down
 	// for a doubling while.
+	coolProject := func(what, msg string) {
+		o.mu.Lock()
+		o.failures[ar.run.ProjectID]++
+		n := o.failures[ar.run.ProjectID]
+		o.mu.Unlock()
+		o.coolDown("project:"+ar.run.ProjectID, o.cfg.Now().Add(o.Backoff(n-1)))
+		log.Warn("run did not start; the project cools down", "step", what, "err", msg, "project_id", ar.run.ProjectID)
+	}
 	startErr := func(what string, agentFault bool, err error) models.TransitionResult {
 		select {
 		case <-ar.stop:
-			return o.finish(ctx, ar, o.loopEnd(ar, models.StatusAssigned))
+			end := o.loopEnd(ar, models.StatusAssigned)
+			if end.Event == models.EventExecutionError { // the preparation ran out of time
+				coolProject("prepare workspace", end.Reason)
+			}
+			return o.finish(ctx, ar, end)
 		default:
 		}
 		end := models.RunEnd{RunID: ar.run.ID, Event: models.EventExecutionError, ExpectFrom: models.StatusAssigned,
@@ -147,13 +166,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 			end.AgentError = what
 			log.Warn("run did not start; the agent is set aside", "step", what, "err", models.RedactURL(err.Error()))
 		} else {
-			o.mu.Lock()
-			o.failures[ar.run.ProjectID]++
-			n := o.failures[ar.run.ProjectID]
-			o.mu.Unlock()
-			o.coolDown("project:"+ar.run.ProjectID, o.cfg.Now().Add(o.Backoff(n-1)))
-			log.Warn("run did not start; the project cools down", "step", what, "err", models.RedactURL(err.Error()),
-				"project_id", ar.run.ProjectID)
+			coolProject(what, models.RedactURL(err.Error()))
 		}
 		return o.finish(ctx, ar, end)
 	}
@@ -177,6 +190,11 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	if err != nil {
 		return startErr("prepare workspace", false, err)
 	}
+	// The workspace is ready: from now StartTimeout governs the start.
+	ar.mu.Lock()
+	ar.preparing, ar.spawnAt = false, o.cfg.Now()
+	ar.mu.Unlock()
+	o.Wake() // arm the start deadline
 	released := false
 	release := func() {
 		if !released {
@@ -431,8 +449,11 @@ func (o *Orchestrator) loopEnd(ar *activeRun, from models.TaskStatus) models.Run
 		at := o.cfg.Now().Add(o.cfg.InputTimeout)
 		end.ResumeAfter = &at
 	}
-	if ar.endEvent == models.EventTimeout {
+	switch ar.endEvent {
+	case models.EventTimeout:
 		end.Outcome = "timeout"
+	case models.EventExecutionError:
+		end.Outcome = "execution_error"
 	}
 	return end
 }
@@ -666,9 +687,21 @@ func (o *Orchestrator) superviseRuns(now time.Time) time.Time {
 		idle, max := o.limits(r.agent)
 		r.mu.Lock()
 		started, last, waiting := r.started, r.lastActivity, r.waiting > 0
+		preparing, spawnAt := r.preparing, r.spawnAt
 		r.mu.Unlock()
+		if !started && preparing {
+			// A slow preparation (a first clone) is not a start that hangs:
+			// it ends as a failed preparation, and the task is READY again.
+			deadline := r.run.StartedAt.Add(o.cfg.PrepareTimeout)
+			if !now.Before(deadline) {
+				r.end(models.EventExecutionError, fmt.Sprintf("prepare workspace: did not finish within %s", o.cfg.PrepareTimeout))
+				continue
+			}
+			consider(deadline)
+			continue
+		}
 		if !started {
-			deadline := r.run.StartedAt.Add(o.cfg.StartTimeout)
+			deadline := spawnAt.Add(o.cfg.StartTimeout)
 			if !now.Before(deadline) {
 				r.end(models.EventTimeout, fmt.Sprintf("did not start within %s", o.cfg.StartTimeout))
 				continue
