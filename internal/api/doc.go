@@ -47,9 +47,12 @@
 //	POST  /api/v1/tasks/{id}/reject   {"feedback" (required), "by"} → the transition's result
 //	POST  /api/v1/agents              register an agent (body: id, name, agent_type, command, args, env,
 //	                                  pass_env, ...) → 201 agent, IDLE
-//	GET   /api/v1/agents              {"agents": [...]}; env values are answered as "********"
+//	GET   /api/v1/agents              {"agents": [...]}; env values are answered as "********"; an agent
+//	                                  resting after a rate limit is "state": "PAUSED" with "rest_until"
+//	                                  (RFC 3339) and "rest_reason", both left out once the rest is over
 //	DELETE /api/v1/agents/{id}        remove an agent that runs nothing → 204
-//	POST  /api/v1/agents/{id}/pause   the agent takes no new task → the agent; /resume undoes it
+//	POST  /api/v1/agents/{id}/pause   the agent takes no new task → the agent; /resume undoes it, and
+//	                                  also ends a rest after a rate limit
 //	GET   /api/v1/questions           {"questions": [...], "next"}: agents' questions waiting for an answer, oldest
 //	                                  first, paged; query: limit, after
 //	POST  /api/v1/questions/{id}/answer  {"answer", "answered_by"} → the question; the waiting agent gets the answer

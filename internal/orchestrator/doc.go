@@ -120,9 +120,13 @@
 //     RetryBackoff·2^retries (at most MaxBackoff), or MAX_RETRIES → BLOCKED
 //     once max_retries are used;
 //  2. schedules and dispatches (claim, then a goroutine per run);
-//  3. supervises runs: a run not started within StartTimeout, quiet (no
-//     output, no report) for its idle timeout, or older than its max
-//     runtime is stopped with TIMEOUT → BLOCKED and the reason;
+//  3. supervises runs: a run whose workspace is not prepared within
+//     PrepareTimeout of its claim ends with EXECUTION_ERROR → READY
+//     ("prepare workspace: did not finish within …", the project cooling
+//     down as after any failed preparation); a run not started within
+//     StartTimeout of its workspace being ready, quiet (no output, no
+//     report) for its idle timeout, or older than its max runtime is
+//     stopped with TIMEOUT → BLOCKED and the reason;
 //
 // and arms one timer for the earliest of those deadlines. The clock is
 // injected (Config.Now and Config.After); deadlines are absolute, so time
@@ -140,15 +144,20 @@
 // AQ_PROMPT_FILE. The process start is recorded as AGENT_STARTED. Reasons
 // and run errors never keep a URL's credentials (models.RedactURL). When it
 // ends, what it reported decides the outcome: a rate limit → PAUSED until
-// the reported reset (no retry used); a failure report → AGENT_FAILED; a
+// the reported reset (no retry used), and the agent rests until then (the
+// rest is stored on the agent, loaded into the cooldowns when Run starts
+// and refused by claims, so it outlives a restart; resuming the agent
+// ends it); a failure report → AGENT_FAILED; a
 // completion report or exit status 0 → AGENT_COMPLETED; otherwise
 // AGENT_FAILED with the exit status and the tail of stderr (kept for the
 // next attempt's prompt). A completed task's branch is delivered (merged
 // into the default branch and pushed) and VERIFY_PASSED completes it; a
 // delivery that fails is VERIFY_FAILED. A failure before the process
-// started is EXECUTION_ERROR → READY for another agent, and puts the agent
-// in ERROR (it takes no task until a person resumes it), so a broken
-// command or checkout cannot spin.
+// started is EXECUTION_ERROR → READY for another agent; when the agent
+// itself is at fault (its type, command or process) it goes to ERROR (it
+// takes no task until a person resumes it), and when its workspace could
+// not be prepared (an error, or PrepareTimeout) the project cools down, so
+// a broken command or checkout cannot spin.
 //
 // # Agents and people
 //
