@@ -419,6 +419,9 @@ func (c commands) ApplyEvent(ctx context.Context, req models.TransitionRequest) 
 // SetAgentPaused pauses or resumes an agent; a resume also ends its rest
 // after a rate limit in the running scheduler.
 func (c commands) SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error) {
+	if c.orch == nil {
+		return c.Store.SetAgentPaused(ctx, id, paused)
+	}
 	return c.orch.SetAgentPaused(ctx, id, paused)
 }
 

@@ -97,3 +97,40 @@ func TestAgentRestIsStoredShownAndEndsByItself(t *testing.T) {
 		t.Fatalf("rest without a reason: %v", err)
 	}
 }
+
+func TestClaimReviewRefusesARestingReviewer(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "web")
+	mustAgent(t, s, "worker")
+	mustAgent(t, s, "qa")
+	id := create(t, s, "web", models.BatchTask{LocalID: "t", Title: "t", VerificationType: models.VerifyQAAgent})["t"]
+	run, _, err := s.ClaimTask(ctx, id, "worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StartRun(ctx, run.ID, 1, "/w"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted, ExpectFrom: models.StatusInProgress,
+		Outcome: "completed"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetVerification(ctx, models.Verification{TaskID: id, Attempt: 1, Phase: models.PhaseReview, Source: "/w"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RestAgent(ctx, "qa", clock.Now().Add(time.Minute), "rate limited"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ClaimReview(ctx, id, "qa"); models.ErrorCodeOf(err) != models.CodeConflict {
+		t.Fatalf("a resting reviewer was claimed: %v", err)
+	}
+	clock.Add(time.Minute)
+	if _, _, err := s.ClaimReview(ctx, id, "qa"); err != nil {
+		t.Fatalf("the reviewer after its rest: %v", err)
+	}
+	if rs, err := s.RestingAgents(ctx, clock.Now().Add(-time.Hour)); err != nil || len(rs) != 0 {
+		t.Fatalf("the claim left the rest: %+v %v", rs, err)
+	}
+}
