@@ -5,7 +5,7 @@ package main
 // AQ_RUN_TOKEN, which the daemon sets for each run:
 //
 //	agent heartbeat
-//	agent progress MESSAGE...
+//	agent progress [--succeeded N] [--failed N] [MESSAGE...]
 //	agent ask QUESTION...            prints the answer on stdout
 //	agent complete [--summary TEXT | TEXT...] [--files a,b] [--outputs JSON]
 //	agent fail MESSAGE...
@@ -42,7 +42,9 @@ Report to agentqueued from inside an agent run (reads AQ_SOCKET, AQ_TASK_ID, AQ_
 
 Commands:
   heartbeat                        tell the daemon you are alive during long silent work
-  progress MESSAGE...              report a step of the work
+  progress [--succeeded N] [--failed N] [MESSAGE...]
+                                   report a step of the work, and the items processed so far
+                                   (cumulative counts for this run; a message or a count is required)
   ask QUESTION...                  ask the human and wait; prints the answer
   complete [--summary TEXT | TEXT...] [--files a,b] [--outputs JSON]
                                    report the task done
@@ -170,8 +172,38 @@ func (a *agentCmd) heartbeat(ctx context.Context, args []string) error {
 	return c.Heartbeat(ctx)
 }
 
+// progress reports a step of the work: a message, counts of the items
+// processed so far, or both.
 func (a *agentCmd) progress(ctx context.Context, args []string) error {
-	return a.message(ctx, args, "MESSAGE", (*api.RPCClient).Progress)
+	var p models.TaskProgress
+	var ok, failed int
+	a.fs.IntVar(&ok, "succeeded", 0, "items processed successfully so far in this run (cumulative)")
+	a.fs.IntVar(&failed, "failed", 0, "items that failed so far in this run (cumulative)")
+	pos, err := a.parse(args)
+	if err != nil {
+		return err
+	}
+	set := visited(a.fs)
+	if set["succeeded"] {
+		p.Succeeded = &ok
+	}
+	if set["failed"] {
+		p.Failed = &failed
+	}
+	if !p.HasCounts() || len(pos) > 0 {
+		if p.Message, err = a.text(ctx, pos, "MESSAGE"); err != nil {
+			return err
+		}
+	}
+	if err := p.Validate(); err != nil {
+		return usagef("%s: %s", a.name, models.ErrorMessageOf(err))
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	defer c.CloseIdleConnections()
+	return c.ReportProgress(ctx, p)
 }
 
 func (a *agentCmd) fail(ctx context.Context, args []string) error {

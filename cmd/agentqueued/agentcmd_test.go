@@ -54,10 +54,15 @@ func (s *runService) Heartbeat(ctx context.Context, run models.Run) error {
 	return s.st.TouchRun(ctx, run.ID)
 }
 
-func (s *runService) Progress(ctx context.Context, run models.Run, message string) error {
+func (s *runService) Progress(ctx context.Context, run models.Run, p models.TaskProgress) error {
 	s.mu.Lock()
-	s.progress = append(s.progress, message)
+	s.progress = append(s.progress, p.Message)
 	s.mu.Unlock()
+	if p.HasCounts() {
+		if _, err := s.st.SetTaskProgress(ctx, run.ID, p.Succeeded, p.Failed); err != nil {
+			return err
+		}
+	}
 	return s.st.TouchRun(ctx, run.ID)
 }
 

@@ -193,10 +193,15 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	} else {
 		log.Info("github disabled: set github.token to land tasks through pull requests")
 	}
+	rules, err := st.InitRules(ctx, cfg.Rules)
+	if err != nil {
+		return fmt.Errorf("rules: %w", err)
+	}
+	log.Info("rules loaded", "rules", len(rules.Rules), "source", rules.Source)
 	oc := cfg.Orchestrator
 	o, err := orchestrator.New(orchestrator.Config{SafetyTick: oc.SafetyTick, Window: oc.Window, IdleTimeout: oc.IdleTimeout,
 		MaxRuntime: oc.MaxRuntime, StartTimeout: oc.StartTimeout, PrepareTimeout: oc.PrepareTimeout, RetryBackoff: oc.RetryBackoff, MaxBackoff: oc.MaxBackoff,
-		StopGrace: oc.StopGrace, PauseDelay: oc.PauseDelay, GlobalBudget: oc.GlobalTokenBudget, Rules: cfg.Rules,
+		StopGrace: oc.StopGrace, PauseDelay: oc.PauseDelay, GlobalBudget: oc.GlobalTokenBudget, CurrentRules: st.CurrentRules,
 		InputTimeout: oc.InputTimeout, RunDir: filepath.Join(cfg.DataDir, "runs"), SocketPath: socket,
 		CheckTimeout: cfg.Verification.CheckTimeout, Profiles: cfg.Profiles, PlanPaths: cfg.Plans.Paths,
 		QAAgent: cfg.Verification.QAAgent, QAProfile: cfg.Verification.QAProfile, Executable: self,

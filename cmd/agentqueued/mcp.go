@@ -30,7 +30,7 @@ import (
 // mcpInstructions tells the agent how to use the tools.
 const mcpInstructions = `You are working on one task queued by agentqueued, which supervises your run and relays to a human who is usually away from the keyboard. Use these tools to report to it:
 
-- progress: after each meaningful step, say briefly what you did or are doing. It also shows you are alive.
+- progress: after each meaningful step, say briefly what you did or are doing. It also shows you are alive. When the task processes a number of items, also give succeeded and failed: how many items this run has processed so far (totals, not increments).
 - heartbeat: during long silent work (a long build or test run), call it every few minutes so the run is not taken for idle.
 - ask: only when you cannot proceed without a human decision. It waits, possibly for hours, and returns the answer. Ask one self-contained question with the options you see.
 - complete: when the task is done, call it once with a summary of what you did and how you checked it, the files you changed, and any outputs dependent tasks need. Then stop.
@@ -43,7 +43,7 @@ const mcpInstructions = `You are working on one task queued by agentqueued, whic
 // agentRPC is the RPC the MCP tools call: *api.RPCClient.
 type agentRPC interface {
 	Heartbeat(ctx context.Context) error
-	Progress(ctx context.Context, message string) error
+	ReportProgress(ctx context.Context, p models.TaskProgress) error
 	Ask(ctx context.Context, question string) (string, error)
 	Complete(ctx context.Context, c models.Completion) error
 	Fail(ctx context.Context, message string) error
@@ -58,7 +58,9 @@ type agentRPC interface {
 type (
 	mcpHeartbeatInput struct{}
 	mcpProgressInput  struct {
-		Message string `json:"message" jsonschema:"What you just did or are doing now, in one or two sentences."`
+		Message   string `json:"message,omitempty" jsonschema:"What you just did or are doing now, in one or two sentences. Required unless you give counts."`
+		Succeeded *int   `json:"succeeded,omitempty" jsonschema:"When the task processes items: how many this run has processed successfully so far (a running total, not an increment)."`
+		Failed    *int   `json:"failed,omitempty" jsonschema:"When the task processes items: how many have failed so far in this run (a running total, not an increment)."`
 	}
 	mcpAskInput struct {
 		Question string `json:"question" jsonschema:"The question, self-contained: the human reads it on a phone without your context. Give the options you see and the one you would pick."`
@@ -112,7 +114,7 @@ var (
 	mcpToolHeartbeat = mcpTool{api.ToolHeartbeat, "Heartbeat",
 		"Tell agentqueued you are alive. Call it every few minutes during long silent work (a long build or test run); any other tool call counts too."}
 	mcpToolProgress = mcpTool{api.ToolProgress, "Report progress",
-		"Report a step of your work in a sentence or two, so the human can follow along. Call it after each meaningful step."}
+		"Report a step of your work in a sentence or two, so the human can follow along. Call it after each meaningful step. When the task processes a number of items, give the running totals of items succeeded and failed so far in this run."}
 	mcpToolAsk = mcpTool{api.ToolAsk, "Ask the human",
 		"Ask the human a question and wait for the answer. Use only when you cannot proceed without a decision. It may wait for hours; the answer is returned as text."}
 	mcpToolComplete = mcpTool{api.ToolComplete, "Complete the task",
@@ -177,7 +179,7 @@ func newMCPServer(rpc agentRPC) *mcp.Server {
 		return "ok", rpc.Heartbeat(ctx)
 	})
 	addMCPTool(srv, mcpToolProgress, nil, func(ctx context.Context, in mcpProgressInput) (string, error) {
-		return "Progress recorded.", rpc.Progress(ctx, in.Message)
+		return "Progress recorded.", rpc.ReportProgress(ctx, models.TaskProgress{Message: in.Message, Succeeded: in.Succeeded, Failed: in.Failed})
 	})
 	addMCPTool(srv, mcpToolAsk, nil, func(ctx context.Context, in mcpAskInput) (string, error) {
 		return rpc.Ask(ctx, in.Question)

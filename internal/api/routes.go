@@ -84,6 +84,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET "+APIPrefix+"/questions", s.handleListQuestions)
 	mux.HandleFunc("POST "+APIPrefix+"/questions/{id}/answer", s.handleAnswerQuestion)
 	mux.HandleFunc("GET "+APIPrefix+"/budget", s.handleBudget)
+	s.ruleRoutes(mux)
 	if s.cfg.Hooks != nil {
 		s.hookRoutes(mux)
 	}

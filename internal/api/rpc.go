@@ -87,7 +87,9 @@ type RunService interface {
 	// Authenticate returns the open run a run token belongs to; unknown or ended runs are refused (*models.Error CodeUnauthorized).
 	Authenticate(ctx context.Context, token string) (models.Run, error)
 	Heartbeat(ctx context.Context, run models.Run) error
-	Progress(ctx context.Context, run models.Run, message string) error
+	// Progress records a progress report: a message for the task's thread
+	// and the counts of items processed so far (nil: unchanged).
+	Progress(ctx context.Context, run models.Run, p models.TaskProgress) error
 	// Ask blocks until a human answers (the task is WAITING_INPUT meanwhile) or ctx ends.
 	Ask(ctx context.Context, run models.Run, question string) (answer string, err error)
 	Complete(ctx context.Context, run models.Run, c models.Completion) error
@@ -105,7 +107,8 @@ type RunService interface {
 
 // Request and answer bodies of the agent RPC besides the models themselves.
 type (
-	// RPCMessage is the body of progress and fail.
+	// RPCMessage is the body of fail (and of progress, which also takes
+	// models.TaskProgress's counts).
 	RPCMessage struct {
 		Message string `json:"message"`
 	}
@@ -425,11 +428,14 @@ func (s *RPCServer) toolTable() map[string]rpcTool {
 			return ok, s.svc.Heartbeat(ctx, run)
 		}},
 		ToolProgress: {call: func(ctx context.Context, run models.Run, body []byte) (any, error) {
-			msg, err := decodeMessage(body)
-			if err != nil {
+			var p models.TaskProgress
+			if err := decodeJSON(body, &p); err != nil {
 				return nil, err
 			}
-			return ok, s.svc.Progress(ctx, run, msg)
+			if err := p.Validate(); err != nil {
+				return nil, err
+			}
+			return ok, s.svc.Progress(ctx, run, p)
 		}},
 		ToolAsk: {longLived: true, call: func(ctx context.Context, run models.Run, body []byte) (any, error) {
 			var req AskRequest

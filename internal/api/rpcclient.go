@@ -101,6 +101,12 @@ func (c *RPCClient) Progress(ctx context.Context, message string) error {
 	return c.call(ctx, ToolProgress, RPCMessage{Message: message}, nil)
 }
 
+// ReportProgress reports a step of the work with the counts of items
+// processed so far (cumulative; nil counts are left as they are).
+func (c *RPCClient) ReportProgress(ctx context.Context, p models.TaskProgress) error {
+	return c.call(ctx, ToolProgress, p, nil)
+}
+
 // Ask asks a human a question and waits for the answer, as long as it takes
 // or until ctx ends.
 func (c *RPCClient) Ask(ctx context.Context, question string) (string, error) {

@@ -62,6 +62,7 @@ type Service interface {
 	RemoveAgent(ctx context.Context, id string) error
 	// Budget reports token use against the projects' and the global budgets.
 	Budget(ctx context.Context) (models.BudgetReport, error)
+	RuleService
 }
 
 // Config configures a Server.

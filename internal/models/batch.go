@@ -42,6 +42,10 @@ type BatchTask struct {
 	Profile            string            `json:"profile,omitempty"`
 	Dependencies       []BatchDependency `json:"dependencies,omitempty"`
 	DedupeStrategy     []DedupeStrategy  `json:"dedupe_strategy,omitempty"`
+	// Rules are the entry's own scheduling rules (seed Core Concepts): the
+	// task never starts while starting it would exceed one of them. They
+	// count the tasks of the task's project.
+	Rules []Rule `json:"rules,omitempty"`
 	// Workflow places the task in a workflow run; only runs set it.
 	Workflow *TaskPlace `json:"-"`
 }
@@ -130,6 +134,12 @@ func (bt BatchTask) Validate() error {
 		if err := CheckLine(name+".id", d.ID, MaxLocalIDLen); err != nil {
 			return err
 		}
+	}
+	if err := ValidateRules("rules", bt.Rules); err != nil {
+		return err
+	}
+	if err := CheckOwnCapacityRules(bt.Rules, bt.ExpectedCount); err != nil {
+		return err
 	}
 	if len(bt.DedupeStrategy) > MaxDedupeStrategies {
 		return Errorf(CodeInvalid, "dedupe_strategy: at most %d strategies (got %d)", MaxDedupeStrategies, len(bt.DedupeStrategy))

@@ -48,6 +48,9 @@ type Task struct {
 	// SuccessCount and FailureCount count processed items that succeeded or failed.
 	SuccessCount int `json:"success_count"`
 	FailureCount int `json:"failure_count"`
+	// Rules are the task's own scheduling rules (a batch entry's rules): the
+	// task never starts while starting it would exceed one of them.
+	Rules []Rule `json:"rules,omitempty"`
 
 	AcceptanceCriteria []string `json:"acceptance_criteria,omitempty"`
 	TestCommands       []string `json:"test_commands,omitempty"`
@@ -120,6 +123,8 @@ func (t *Task) validateContent() error {
 		return Errorf(CodeInvalid, "max_retries: must be between 0 and 100")
 	case t.ExpectedCount < 0:
 		return Errorf(CodeInvalid, "expected_count: must not be negative")
+	case t.ExpectedCount > MaxExpectedCount:
+		return Errorf(CodeInvalid, "expected_count: at most %d (got %d)", MaxExpectedCount, t.ExpectedCount)
 	case t.Profile != "" && !ValidID(t.Profile):
 		return Errorf(CodeInvalid, "profile: %s is not a profile name (1-64 lower-case letters, digits, '-' or '_')", Quote(t.Profile))
 	case t.ParentTaskID != nil && !ValidTaskID(*t.ParentTaskID):

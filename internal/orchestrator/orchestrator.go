@@ -94,8 +94,12 @@ type Config struct {
 	Quantum time.Duration
 	// GlobalBudget caps the tokens of all projects in the window; nil is unlimited.
 	GlobalBudget *int64
-	// Rules are the scheduling rules in force.
+	// Rules are the scheduling rules in force, unless CurrentRules is set.
 	Rules []models.Rule
+	// CurrentRules, when set, returns the rules in force; each round asks
+	// it, so rules changed at runtime apply from the next round. It must
+	// not block (the store's CurrentRules reads memory).
+	CurrentRules func() []models.Rule
 	// RunDir holds each attempt's prompt and log: RunDir/<task>/<attempt>.{prompt,log}.
 	RunDir string
 	// SocketPath is the agent RPC socket, passed to runs as AQ_SOCKET.
@@ -162,6 +166,7 @@ type Store interface {
 	ClaimTask(ctx context.Context, taskID, agentID string) (models.Run, string, error)
 	StartRun(ctx context.Context, runID int64, pid int, checkoutPath string) (models.TransitionResult, error)
 	TouchRun(ctx context.Context, runID int64) error
+	SetTaskProgress(ctx context.Context, runID int64, succeeded, failed *int) (models.Task, error)
 	FinishRun(ctx context.Context, end models.RunEnd) (models.TransitionResult, error)
 	OpenRuns(ctx context.Context) ([]models.Run, error)
 	FreeOrphanAgents(ctx context.Context) ([]string, error)
@@ -502,9 +507,17 @@ func (o *Orchestrator) coolingDown(key string) bool {
 	return o.cooldown[key].After(o.cfg.Now())
 }
 
+// rules returns the scheduling rules in force.
+func (o *Orchestrator) rules() []models.Rule {
+	if o.cfg.CurrentRules != nil {
+		return o.cfg.CurrentRules()
+	}
+	return o.cfg.Rules
+}
+
 // snapshot converts the store's state into the scheduler's input.
 func (o *Orchestrator) snapshot(st models.SchedulingState) Snapshot {
-	s := Snapshot{Now: st.Now, Window: o.cfg.Window, Rules: o.cfg.Rules, GlobalBudget: o.cfg.GlobalBudget,
+	s := Snapshot{Now: st.Now, Window: o.cfg.Window, Rules: o.rules(), GlobalBudget: o.cfg.GlobalBudget,
 		GlobalTokensUsed: st.TokensInWindow}
 	for _, p := range st.Projects {
 		status := p.Project.Status

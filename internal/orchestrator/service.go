@@ -50,15 +50,35 @@ func (o *Orchestrator) Heartbeat(ctx context.Context, run models.Run) error {
 	return err
 }
 
-// Progress records a progress line for the task's thread.
-func (o *Orchestrator) Progress(ctx context.Context, run models.Run, message string) error {
+// Progress records an agent's progress report: its counts of processed
+// items on the task (cumulative for the task's current run; see
+// Store.SetTaskProgress), and its message as a line for the task's thread.
+func (o *Orchestrator) Progress(ctx context.Context, run models.Run, p models.TaskProgress) error {
 	if _, err := o.touch(ctx, run); err != nil {
 		return err
 	}
-	o.log.Info("progress", "task_id", run.TaskID, "run_id", run.ID, "message", message)
+	msg := p.Message
+	if p.HasCounts() {
+		t, err := o.store.SetTaskProgress(ctx, run.ID, p.Succeeded, p.Failed)
+		if err != nil {
+			return err
+		}
+		o.log.Info("progress counts", "task_id", run.TaskID, "run_id", run.ID, "succeeded", t.SuccessCount,
+			"failed", t.FailureCount, "expected", t.ExpectedCount)
+		counts := fmt.Sprintf("%d succeeded, %d failed", t.SuccessCount, t.FailureCount)
+		if t.ExpectedCount > 0 {
+			counts += fmt.Sprintf(" of %d", t.ExpectedCount)
+		}
+		if msg == "" {
+			msg = counts
+		} else {
+			msg += " (" + counts + ")"
+		}
+	}
+	o.log.Info("progress", "task_id", run.TaskID, "run_id", run.ID, "message", msg)
 	key := fmt.Sprintf("progress:%d:%d", run.ID, o.cfg.Now().UnixNano())
 	return o.store.Notify(ctx, key, "task.progress", run.ProjectID, run.TaskID, map[string]any{
-		"task_id": run.TaskID, "run_id": run.ID, "message": message})
+		"task_id": run.TaskID, "run_id": run.ID, "message": msg})
 }
 
 // Ask puts the task in WAITING_INPUT and blocks until a human answers, the

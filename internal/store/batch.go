@@ -81,6 +81,9 @@ func (x *txn) createBatch(entries []*entry) ([]models.BatchResult, error) {
 	if err := x.dedupe(entries); err != nil {
 		return nil, err
 	}
+	if err := x.checkRules(entries); err != nil {
+		return nil, err
+	}
 	if err := x.resolveDeps(entries); err != nil {
 		return nil, err
 	}
@@ -500,8 +503,8 @@ func (x *txn) insert(entries []*entry) error {
 	ins, err := x.tx.PrepareContext(x.ctx, `INSERT INTO tasks (id, project_id, title, description, priority, status,
 		verification_type, retry_count, max_retries, parent_task_id, repo_id, requires_approval, plan_source,
 		is_plan_subtask, kind, metadata, created_by, not_before, expected_count, acceptance_criteria, test_commands,
-		created_at, updated_at, profile, workflow_run_id, step_name, parallel_index, parallel_count, step_concurrency)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
+		created_at, updated_at, profile, workflow_run_id, step_name, parallel_index, parallel_count, step_concurrency, rules)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
 	if err != nil {
 		return err
 	}
@@ -529,7 +532,7 @@ func (x *txn) insert(entries []*entry) error {
 			t.RequiresApproval, nullString(t.PlanSource), t.IsPlanSubtask, t.Kind, encodeJSONColumn(t.Metadata, "{}"),
 			t.CreatedBy, nullNanos(t.NotBefore), t.ExpectedCount, encodeJSONColumn(t.AcceptanceCriteria, "[]"),
 			encodeJSONColumn(t.TestCommands, "[]"), toNanos(x.now), toNanos(x.now), t.Profile, emptyToNull(t.RunID),
-			t.StepName, t.ParallelIndex, t.ParallelCount, t.StepConcurrency); err != nil {
+			t.StepName, t.ParallelIndex, t.ParallelCount, t.StepConcurrency, encodeJSONColumn(t.Rules, "[]")); err != nil {
 			if strings.Contains(err.Error(), "FOREIGN KEY") {
 				return models.Errorf(models.CodeNotFound, "tasks[%d]: parent_task_id %q not found", e.index, e.src.ParentTaskID)
 			}

@@ -69,6 +69,8 @@ type Store struct {
 	// last write when it failed so (see WriteHealth).
 	path string
 	full atomic.Pointer[error]
+	// ruleCache holds the rules in force (see CurrentRules).
+	ruleCache atomic.Pointer[ruleCache]
 }
 
 // dsn is the data source name of the database at p. Connections never

@@ -15,7 +15,7 @@ const taskColumns = `id, project_id, title, description, priority, status, verif
 	max_retries, parent_task_id, repo_id, assigned_agent_id, branch_name, resume_after, requires_approval, pr_url,
 	plan_source, is_plan_subtask, kind, metadata, created_by, not_before, expected_count, success_count,
 	failure_count, acceptance_criteria, test_commands, status_reason, cascade_root_id, created_at, updated_at, profile,
-	workflow_run_id, step_name, parallel_index, parallel_count, step_concurrency`
+	workflow_run_id, step_name, parallel_index, parallel_count, step_concurrency, rules`
 
 type scanner interface{ Scan(...any) error }
 
@@ -25,14 +25,14 @@ func scanTask(row scanner) (models.Task, error) {
 		parent, repo, agent, branch, pr, planSrc sql.NullString
 		runID                                    sql.NullString
 		resume, notBefore                        sql.NullInt64
-		meta, criteria, tests                    string
+		meta, criteria, tests, rules             string
 		created, updated                         int64
 	)
 	if err := row.Scan(&t.ID, &t.ProjectID, &t.Title, &t.Description, &t.Priority, &t.Status, &t.VerificationType,
 		&t.RetryCount, &t.MaxRetries, &parent, &repo, &agent, &branch, &resume, &t.RequiresApproval, &pr, &planSrc,
 		&t.IsPlanSubtask, &t.Kind, &meta, &t.CreatedBy, &notBefore, &t.ExpectedCount, &t.SuccessCount,
 		&t.FailureCount, &criteria, &tests, &t.StatusReason, &t.CascadeRootID, &created, &updated, &t.Profile,
-		&runID, &t.StepName, &t.ParallelIndex, &t.ParallelCount, &t.StepConcurrency); err != nil {
+		&runID, &t.StepName, &t.ParallelIndex, &t.ParallelCount, &t.StepConcurrency, &rules); err != nil {
 		return models.Task{}, err
 	}
 	t.ParentTaskID, t.RepoID, t.AssignedAgentID = fromNullString(parent), fromNullString(repo), fromNullString(agent)
@@ -48,6 +48,9 @@ func scanTask(row scanner) (models.Task, error) {
 	}
 	if err := decodeJSONColumn(tests, &t.TestCommands); err != nil {
 		return models.Task{}, fmt.Errorf("task %s test_commands: %w", t.ID, err)
+	}
+	if err := decodeJSONColumn(rules, &t.Rules); err != nil {
+		return models.Task{}, fmt.Errorf("task %s rules: %w", t.ID, err)
 	}
 	return t, nil
 }
