@@ -110,3 +110,31 @@ func TestCapacityRuleAdmitsMoreWorkAsProgressComesIn(t *testing.T) {
 	h.waitEnd()
 	h.waitEnd()
 }
+
+// TestABatchsRulesReachTheScheduler: rules carried by batch entries are
+// stored with their tasks and limit them from the store's snapshot on.
+func TestABatchsRulesReachTheScheduler(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	h.agent("a1", "command", "exit0", nil)
+	h.agent("a2", "command", "exit0", nil)
+	var batch []models.BatchTask
+	if err := json.Unmarshal([]byte(`[
+		{"id": "one", "title": "cluster one", "kind": "clustering", "metadata": {"projectId": "7"},
+		 "rules": [{"type": "Concurency", "max_concurency": 1, "matcher": {"status": "Running", "kind": "clustering", "fields": ["projectId"]}}]},
+		{"id": "two", "title": "cluster two", "kind": "clustering", "metadata": {"projectId": "7"},
+		 "rules": [{"type": "Concurency", "max_concurency": 1, "matcher": {"status": "Running", "kind": "clustering", "fields": ["projectId"]}}]}
+	]`), &batch); err != nil {
+		t.Fatal(err)
+	}
+	ids := h.tasks(batch...)
+	st, err := h.st.SchedulingState(ctx, h.clock.Now(), h.o.cfg.Window, h.o.cfg.ReadyPerProject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Schedule(h.o.snapshot(st), SchedulerConfig{})
+	if len(got) != 1 || got[0].TaskID != ids["one"] {
+		t.Fatalf("assignments %+v, want only %s", got, ids["one"])
+	}
+}

@@ -533,7 +533,7 @@ func (o *Orchestrator) snapshot(st models.SchedulingState) Snapshot {
 		return TaskInfo{ID: t.ID, ProjectID: t.ProjectID, Priority: t.Priority, CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt,
 			NotBefore: t.NotBefore, Kind: t.Kind, Metadata: t.Metadata, Status: t.Status, ExpectedCount: t.ExpectedCount,
 			SuccessCount: t.SuccessCount, FailureCount: t.FailureCount, RunID: t.RunID, StepName: t.StepName,
-			StepConcurrency: t.StepConcurrency}
+			StepConcurrency: t.StepConcurrency, Rules: t.Rules}
 	}
 	for _, t := range st.Ready {
 		s.Ready = append(s.Ready, info(t))

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -57,6 +58,7 @@ type candidate struct {
 	// looked at in a round).
 	rules    []ruleRef
 	all      []*ruleState
+	own      []*ruleState // the task's own rules
 	resolved bool
 	// step counts the running and assigned tasks of the candidate's run and
 	// step; nil when no candidate of that run and step has a cap.
@@ -91,7 +93,19 @@ type ruleState struct {
 	statuses []models.TaskStatus
 	// invalid rules refuse every task they apply to.
 	invalid bool
-	groups  map[string]*ruleGroup
+	// own: a task's own rule, shared by the candidates that carry it; it
+	// applies to them only, and counts the tasks of its matcher's kind
+	// (of each candidate's own kind when it names none).
+	own    bool
+	groups map[string]*ruleGroup
+}
+
+// counts reports whether rs counts task t: in its scope, of its kind, with
+// a status in its set (any status when assigned says t was assigned in
+// this round).
+func (rs *ruleState) counts(t *TaskInfo, assigned bool) bool {
+	return !rs.invalid && (rs.rule.ProjectID == "" || rs.rule.ProjectID == t.ProjectID) &&
+		(rs.rule.Matcher.Kind == "" || rs.rule.Matcher.Kind == t.Kind) && (assigned || slices.Contains(rs.statuses, t.Status))
 }
 
 type ruleGroup struct{ count, work int }
@@ -123,6 +137,8 @@ type idleAgent struct {
 }
 
 type round struct {
+	// owned are the distinct own rules of the READY tasks.
+	owned    []*ruleState
 	quantum  float64
 	projects []*project
 	agents   []*idleAgent
@@ -152,15 +168,32 @@ func newRound(s Snapshot, cfg SchedulerConfig) *round {
 	}
 	// uniqueBy sorted by ID, so r.projects is in ID order.
 
-	rules := make([]*ruleState, 0, len(s.Rules))
-	for _, rl := range s.Rules {
-		rs := &ruleState{rule: rl, typ: rl.Type.Canonical(), groups: map[string]*ruleGroup{}}
+	newRule := func(rl models.Rule, own bool) *ruleState {
+		rs := &ruleState{rule: rl, typ: rl.Type.Canonical(), own: own, groups: map[string]*ruleGroup{}}
 		set, err := rl.Matcher.Statuses()
 		rs.statuses = set
 		rs.invalid = err != nil || rl.Validate() != nil
-		rules = append(rules, rs)
+		return rs
+	}
+	rules := make([]*ruleState, 0, len(s.Rules))
+	for _, rl := range s.Rules {
+		rules = append(rules, newRule(rl, false))
 	}
 	ready := uniqueBy(s.Ready, func(t *TaskInfo) string { return t.ID })
+	// Tasks' own rules: one state per distinct rule, shared by the
+	// candidates that carry it, counting like a rule of the set.
+	ownByKey := map[string]*ruleState{}
+	for _, t := range ready {
+		for _, rl := range t.Rules {
+			k := ownRuleKey(t.ProjectID, rl)
+			if ownByKey[k] == nil {
+				rl.ProjectID = t.ProjectID
+				ownByKey[k] = newRule(rl, true)
+				r.owned = append(r.owned, ownByKey[k])
+			}
+		}
+	}
+	counting := append(slices.Clip(rules), r.owned...)
 	// A step is counted only when a candidate of it has a cap to keep.
 	steps := map[stepKey]*stepGroup{}
 	for _, t := range ready {
@@ -178,12 +211,10 @@ func newRound(s Snapshot, cfg SchedulerConfig) *round {
 		if p := byID[t.ProjectID]; p != nil {
 			p.creators[t.CreatedBy]++
 		}
-		for _, rs := range rules {
-			if rs.invalid || (rs.rule.ProjectID != "" && rs.rule.ProjectID != t.ProjectID) ||
-				(rs.rule.Matcher.Kind != "" && rs.rule.Matcher.Kind != t.Kind) || !slices.Contains(rs.statuses, t.Status) {
-				continue
+		for _, rs := range counting {
+			if rs.counts(t, false) {
+				rs.group(groupKey(t.Kind, t.Metadata, rs.rule.Matcher.Fields)).add(t)
 			}
-			rs.group(groupKey(t.Kind, t.Metadata, rs.rule.Matcher.Fields)).add(t)
 		}
 	}
 
@@ -194,8 +225,12 @@ func newRound(s Snapshot, cfg SchedulerConfig) *round {
 		if p == nil || t.Status != models.StatusReady || (t.NotBefore != nil && t.NotBefore.After(s.Now)) {
 			continue
 		}
-		cands = append(cands, candidate{TaskInfo: t, all: rules, step: steps[stepKey{t.RunID, t.StepName}],
-			remaining: models.RemainingWork(t.ExpectedCount, t.SuccessCount, t.FailureCount)})
+		c := candidate{TaskInfo: t, all: rules, step: steps[stepKey{t.RunID, t.StepName}],
+			remaining: models.RemainingWork(t.ExpectedCount, t.SuccessCount, t.FailureCount)}
+		for _, rl := range t.Rules {
+			c.own = append(c.own, ownByKey[ownRuleKey(t.ProjectID, rl)])
+		}
+		cands = append(cands, c)
 		p.byAge = append(p.byAge, &cands[len(cands)-1])
 	}
 	for _, p := range r.projects {
@@ -279,6 +314,22 @@ func (c *candidate) resolve() {
 			c.rules = append(c.rules, ruleRef{rule: rs, key: groupKey(c.Kind, c.Metadata, rs.rule.Matcher.Fields)})
 		}
 	}
+	for _, rs := range c.own {
+		kind := rs.rule.Matcher.Kind
+		if kind == "" {
+			kind = c.Kind
+		}
+		c.rules = append(c.rules, ruleRef{rule: rs, key: groupKey(kind, c.Metadata, rs.rule.Matcher.Fields)})
+	}
+}
+
+// ownRuleKey names a task's own rule, scoped to the task's project: tasks
+// carrying equal rules share their state.
+func ownRuleKey(projectID string, rl models.Rule) string {
+	rl.ProjectID = projectID
+	rl.Type = rl.Type.Canonical()
+	b, _ := json.Marshal(rl)
+	return string(b)
 }
 
 // allows reports whether starting c now keeps every rule that applies to it.
@@ -401,7 +452,15 @@ func (r *round) assign(p *project, c *candidate, a *idleAgent, reason string) {
 	}
 	c.resolve()
 	for _, ref := range c.rules {
-		ref.rule.group(ref.key).add(c.TaskInfo)
+		if !ref.rule.own {
+			ref.rule.group(ref.key).add(c.TaskInfo)
+		}
+	}
+	// Tasks' own rules count every task of their kind, whoever carries them.
+	for _, rs := range r.owned {
+		if rs.counts(c.TaskInfo, true) {
+			rs.group(groupKey(c.Kind, c.Metadata, rs.rule.Matcher.Fields)).add(c.TaskInfo)
+		}
 	}
 	r.out = append(r.out, Assignment{TaskID: c.ID, AgentID: a.ID, ProjectID: p.ID, Reason: reason})
 }

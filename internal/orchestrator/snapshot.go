@@ -80,6 +80,9 @@ type TaskInfo struct {
 	// step running at once, this one included; 0 means no cap.
 	RunID, StepName string
 	StepConcurrency int
+	// Rules are the task's own rules (a batch entry's rules, scoped to its
+	// project): it starts only when each of them allows it too.
+	Rules []models.Rule
 }
 
 // AgentInfo is one idle agent.
