@@ -39,11 +39,12 @@ Commands of ctl:
   workflow schedule NAME on|off
   run list [--workflow W] [--project P] [--status S] [--limit N] | show ID | tasks ID
   run cancel|retry ID [--actor A] | logs ID NAME [--attempt N]
+  rule list | rule set --file F [--actor A]
   budget
   health
 
 Commands of agent (inside an agent run; they read AQ_SOCKET, AQ_TASK_ID, AQ_RUN_TOKEN):
-  heartbeat | progress MESSAGE... | ask QUESTION... | fail MESSAGE...
+  heartbeat | progress [--succeeded N] [--failed N] [MESSAGE...] | ask QUESTION... | fail MESSAGE...
   complete [--summary TEXT | TEXT...] [--files a,b] [--outputs JSON]
   usage --input N --output N [--cache-read N] [--cache-write N]
   rate-limited [--reset RFC3339 | --in DURATION] [--kind rate_limit|tokens] [--message TEXT]

@@ -102,6 +102,8 @@ var ctlCommands = map[string]ctlHandler{
 	"run retry":         runActionCommand(true),
 	"run logs":          (*ctl).runLogs,
 	"budget":            (*ctl).budget,
+	"rule list":         (*ctl).ruleList,
+	"rule set":          (*ctl).ruleSet,
 	"health":            (*ctl).health,
 }
 
@@ -440,7 +442,7 @@ func (c *ctl) projectEdit(ctx context.Context, args []string) error {
 
 // taskFieldFlags are the task add flags that describe one task.
 var taskFieldFlags = []string{"title", "description", "priority", "depends-on", "verification", "requires-approval",
-	"test-command", "kind", "meta", "created-by", "max-retries"}
+	"test-command", "kind", "meta", "created-by", "max-retries", "expected-count"}
 
 func (c *ctl) taskAdd(ctx context.Context, args []string) error {
 	fs := c.flagSet("task add")
@@ -460,6 +462,7 @@ func (c *ctl) taskAdd(ctx context.Context, args []string) error {
 	fs.Var(meta, "meta", "metadata `key=value` (repeatable)")
 	createdBy := fs.String("created-by", "", "`name` of the creator (default $USER)")
 	maxRetries := fs.Int("max-retries", models.DefaultMaxRetries, "maximum `retries`")
+	expected := fs.Int("expected-count", 0, "how many `items` the task will process (required under a Capacity rule)")
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
@@ -489,6 +492,7 @@ func (c *ctl) taskAdd(ctx context.Context, args []string) error {
 		bt := models.BatchTask{
 			Title: *title, Description: *description, VerificationType: models.VerificationType(strings.ToUpper(*verification)),
 			RequiresApproval: *requiresApproval, Kind: *kind, TestCommands: testCommands, CreatedBy: *createdBy,
+			ExpectedCount: *expected,
 		}
 		if set["priority"] {
 			bt.Priority = priority

@@ -177,6 +177,12 @@ func printTask(w io.Writer, t models.Task) {
 		meta = append(meta, k+"="+t.Metadata[k])
 	}
 	row(tw, "Metadata:", strings.Join(meta, ", "))
+	if t.ExpectedCount > 0 || t.SuccessCount > 0 || t.FailureCount > 0 {
+		row(tw, "Items:", fmt.Sprintf("%d succeeded, %d failed of %d expected", t.SuccessCount, t.FailureCount, t.ExpectedCount))
+	}
+	for i, r := range t.Rules {
+		row(tw, fmt.Sprintf("Rule %d:", i), r.Summary())
+	}
 	row(tw, "Created:", when(t.CreatedAt))
 	row(tw, "Updated:", when(t.UpdatedAt))
 	tw.Flush()

@@ -2,6 +2,7 @@ package models
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -147,4 +148,38 @@ func CheckProgressCounts(expected, succeeded, failed int) error {
 			succeeded, failed, succeeded+failed, expected)
 	}
 	return nil
+}
+
+// Summary describes the rule in one line for people: its limit, what it
+// counts and where, e.g. "at most 100 items of remaining work of kind
+// ingest per source (Running), project web".
+func (r Rule) Summary() string {
+	var b strings.Builder
+	switch r.Type.Canonical() {
+	case RuleCapacity:
+		fmt.Fprintf(&b, "at most %d items of remaining work", r.MaxCapacity)
+	case RuleConcurrency:
+		fmt.Fprintf(&b, "at most %d running", r.MaxConcurrency)
+	default:
+		fmt.Fprintf(&b, "%s (unknown type)", r.Type)
+	}
+	if r.Matcher.Kind != "" {
+		fmt.Fprintf(&b, " of kind %s", r.Matcher.Kind)
+	} else {
+		b.WriteString(" of each kind")
+	}
+	if len(r.Matcher.Fields) > 0 {
+		fmt.Fprintf(&b, " per %s", strings.Join(r.Matcher.Fields, ", "))
+	}
+	status := r.Matcher.Status
+	if status == "" {
+		status = "Unfinished"
+	}
+	fmt.Fprintf(&b, " (%s)", status)
+	if r.ProjectID != "" {
+		fmt.Fprintf(&b, ", project %s", r.ProjectID)
+	} else {
+		b.WriteString(", all projects")
+	}
+	return b.String()
 }
