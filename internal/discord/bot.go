@@ -121,6 +121,8 @@ type Service interface {
 	DeleteTask(ctx context.Context, id string) error
 	RemoveAgent(ctx context.Context, id string) error
 	Budget(ctx context.Context) (models.BudgetReport, error)
+	// Rules returns the scheduling rules in force (shown by /status).
+	Rules(ctx context.Context) (models.RuleSet, error)
 	// Hooks; answers carry no secrets (API keys are redacted).
 	ListHooks(ctx context.Context, projectID string) ([]models.Hook, error)
 	GetHook(ctx context.Context, id string) (models.Hook, error)

@@ -243,6 +243,8 @@ type statusView struct {
 	Questions []models.Question
 	Approvals []waiting
 	Broken    []waiting
+	// Rules are the scheduling rules in force.
+	Rules []models.Rule
 }
 
 // waiting is a task waiting on a person, with since when.
@@ -251,6 +253,9 @@ type waiting struct {
 	Since time.Time
 	What  string
 }
+
+// maxStatusRules caps the rules /status lists.
+const maxStatusRules = 10
 
 func renderStatus(v statusView) string {
 	var b strings.Builder
@@ -277,6 +282,20 @@ func renderStatus(v statusView) string {
 			}
 		}
 		fmt.Fprintf(&b, "`%s`: %s\n", p, strings.Join(parts, " · "))
+	}
+	if len(v.Rules) > 0 {
+		b.WriteString("**Rules**\n")
+		for i, r := range v.Rules {
+			if i == maxStatusRules {
+				fmt.Fprintf(&b, "… and %d more (`agentqueued ctl rule list`)\n", len(v.Rules)-i)
+				break
+			}
+			name := ""
+			if r.ID != "" {
+				name = "`" + escape(cut(r.ID, 60)) + "` "
+			}
+			fmt.Fprintf(&b, "📏 %s%s\n", name, escape(cut(r.Summary(), 200)))
+		}
 	}
 	type item struct {
 		at   time.Time

@@ -21,6 +21,11 @@ func (b *Bot) statusView(ctx context.Context) (statusView, error) {
 	if v.Questions, err = b.svc.OpenQuestions(ctx); err != nil {
 		return v, err
 	}
+	rules, err := b.svc.Rules(ctx)
+	if err != nil {
+		return v, err
+	}
+	v.Rules = rules.Rules
 	human, err := b.svc.Verifications(ctx, models.PhaseHuman)
 	if err != nil {
 		return v, err

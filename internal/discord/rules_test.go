@@ -1,0 +1,36 @@
+package discord
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+func TestStatusShowsTheRulesInForce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.project("web")
+	if _, text := h.answer(h.command(alice, controlChannel, "status"), 1); strings.Contains(text, "**Rules**") {
+		t.Errorf("/status shows rules when there are none:\n%s", text)
+	}
+	var rules []models.Rule
+	if err := json.Unmarshal([]byte(`[
+		{"id": "ingest-cap", "type": "Capacity", "matcher": {"kind": "ingest", "status": "Running", "fields": ["source"]}, "max_capacity": 100},
+		{"type": "Concurency", "project_id": "web", "matcher": {"kind": "deploy"}, "max_concurency": 1}]`), &rules); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.st.ReplaceRules(context.Background(), rules, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	_, text := h.answer(h.command(alice, controlChannel, "status"), 1)
+	for _, want := range []string{"**Rules**",
+		"📏 `ingest-cap` at most 100 items of remaining work of kind ingest per source \\(Running\\), all projects",
+		"📏 at most 1 running of kind deploy \\(Unfinished\\), project web"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/status lacks %q:\n%s", want, text)
+		}
+	}
+}
