@@ -184,13 +184,14 @@ func (s *Store) ReplaceRules(ctx context.Context, rules []models.Rule, by string
 }
 
 // checkWaitingCapacity refuses Capacity rule r (rules[i]) when waiting
-// tasks it applies to could never start under it or would run uncounted.
+// tasks it applies to could never start under it or would run uncounted
+// (a workflow's tasks excepted, as at their creation).
 func checkWaitingCapacity(ctx context.Context, tx *sql.Tx, i int, r models.Rule) error {
 	if r.Type.Canonical() != models.RuleCapacity {
 		return nil
 	}
 	q := `SELECT id, expected_count FROM tasks WHERE status IN ('DEFINED', 'READY', 'PAUSED', 'FAILED')
-		AND (expected_count <= 0 OR expected_count > ?)`
+		AND workflow_run_id IS NULL AND (expected_count <= 0 OR expected_count > ?)`
 	args := []any{r.MaxCapacity}
 	if r.ProjectID != "" {
 		q += " AND project_id = ?"
@@ -240,8 +241,8 @@ func checkWaitingCapacity(ctx context.Context, tx *sql.Tx, i int, r models.Rule)
 		models.RuleName("rules", i, r), r.MaxCapacity, list, r.MaxCapacity)
 }
 
-// checkRules checks each new entry against the rule set in force and its
-// own rules, in the creating transaction (so a rule set replaced at the
+// checkRules checks each new entry but a workflow's against the rule set
+// in force and its own rules, in the creating transaction (so a rule set replaced at the
 // same time is seen whole): a Capacity rule that applies needs an
 // expected_count no larger than its max_capacity. An entry's own rules
 // count the tasks of its project: a project_id on them must be its own.
@@ -251,7 +252,10 @@ func (x *txn) checkRules(entries []*entry) error {
 		return err
 	}
 	for _, e := range entries {
-		if e.skipped() {
+		// A workflow step declares no expected_count, and its later tasks
+		// are created in the transaction of an upstream's completion, which
+		// a refusal would undo: a workflow's tasks are not checked.
+		if e.skipped() || e.src.Workflow != nil {
 			continue
 		}
 		where := fmt.Sprintf("tasks[%d]", e.index)

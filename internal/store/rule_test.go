@@ -263,3 +263,30 @@ func TestProgressCountsAreStoredOnTheTask(t *testing.T) {
 		t.Fatalf("counts for an ended run: %v", err)
 	}
 }
+
+// A workflow step declares no expected_count, and its fan-out tasks are
+// created in the transaction of an upstream's completion: a Capacity rule
+// over its kind neither refuses the run nor that completion.
+func TestAWorkflowsTasksAreNotRefusedByCapacityRules(t *testing.T) {
+	t.Parallel()
+	e := newWFEnv(t, `name: load
+project: web
+steps:
+  - name: discover
+    title: Find feeds
+    kind: ingest
+  - name: load
+    title: "Load {{item}}"
+    kind: ingest
+    depends_on: [discover]
+    foreach: discover.outputs.feeds
+`)
+	if _, err := e.s.ReplaceRules(context.Background(), []models.Rule{rule(t, capacity100)}, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	r := e.start("load")
+	e.complete(e.tasks(r.ID)["discover"].ID, `{"feeds":["a","b"]}`)
+	if got := e.names(r.ID); got != "discover=COMPLETED load[0]=READY load[1]=READY" {
+		t.Fatalf("tasks after discovery: %s", got)
+	}
+}
