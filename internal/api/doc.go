@@ -31,7 +31,9 @@
 //	GET   /api/v1/projects/{id}       a project
 //	PATCH /api/v1/projects/{id}       partial update (body: a project patch, at least one field) → the project
 //	POST  /api/v1/tasks               create tasks all-or-nothing (body: {"project_id", "created_by",
-//	                                  "tasks": [...]} or a bare array of tasks) → 201 {"results": [...]}
+//	                                  "tasks": [...]} or a bare array of tasks; an entry may carry its own
+//	                                  "rules") → 201 {"results": [...]}; a task a Capacity rule applies to needs an
+//	                                  expected_count that fits it
 //	GET   /api/v1/tasks               {"tasks": [...], "next"}, in creation order, paged; query: project, status
 //	                                  (comma-separated statuses or groups), limit, after (a cursor; a task id works)
 //	GET   /api/v1/tasks/{id}          the task with its dependencies, dependents and events
@@ -56,6 +58,12 @@
 //	GET   /api/v1/questions           {"questions": [...], "next"}: agents' questions waiting for an answer, oldest
 //	                                  first, paged; query: limit, after
 //	POST  /api/v1/questions/{id}/answer  {"answer", "answered_by"} → the question; the waiting agent gets the answer
+//	GET   /api/v1/rules               the scheduling rules in force: {"rules": [...], "source": "config"|"api",
+//	                                  "updated_at", "updated_by"} (docs/semantics.md, "Rules")
+//	PUT   /api/v1/rules               replace the whole set, all or nothing (body: {"rules": [...], "actor"}; []
+//	                                  removes every rule) → the new set; kept across restarts, whatever the
+//	                                  configuration file says; an invalid rule is a 400 naming it, a Capacity rule
+//	                                  that waiting tasks could never fit a 409 naming them
 //	GET   /api/v1/budget              token use: {"window", "since", "global": {"budget", "tokens_in_window",
 //	                                  "exhausted"}, "projects": [{"project_id", "tokens_in_window",
 //	                                  "total_tokens_used", "budget_limit", "exhausted", ...}]}; null budgets are unlimited
@@ -195,7 +203,9 @@
 // Tools, their bodies and answers:
 //
 //	heartbeat      {} (or no body)                                          → {"ok": true}
-//	progress       {"message"}                                              → {"ok": true}
+//	progress       {"message", "succeeded", "failed"}: a message, counts of the task's
+//	               items processed so far in this run (cumulative, 0 or more, their sum at
+//	               most the task's expected_count; omitted: unchanged), or both → {"ok": true}
 //	ask            {"question"}; waits until a human answers                → {"answer"}
 //	complete       {"summary", "files_changed": [...], "outputs": {...}}    → {"ok": true}
 //	fail           {"message"}                                              → {"ok": true}

@@ -52,7 +52,11 @@
 // when every rule that applies to it allows it. Waiting work (READY,
 // DEFINED, PAUSED, FAILED tasks) never counts: a rule limits what runs, so
 // a backlog cannot block itself. A rule that fails validation refuses every
-// candidate it applies to. Rules only tighten as a round goes on, so a
+// candidate it applies to. A task's own rules (a batch entry's, scoped to
+// its project) apply to that task only, and count like a rule of the set
+// the running and assigned tasks of the matcher's kind (the candidate's
+// kind when it names none), whether they carry the rule or not. The rules
+// of the set are read each round ([Config.CurrentRules]). Rules only tighten as a round goes on, so a
 // candidate refused once is not looked at again in the round, and one
 // refused candidate never holds back the rest of its project.
 //
