@@ -23,7 +23,7 @@
 //	ctl project edit ID [--name N] [--credit-weight W] [--max-agents N] [--status S] [--budget N] [--discord-channel C]
 //	ctl task add --project P --title T [--description D] [--priority N] [--depends-on ID[,ID]]
 //	             [--verification AUTO_TEST|QA_AGENT|HUMAN] [--requires-approval] [--test-command CMD]...
-//	             [--kind K] [--meta KEY=VALUE]... [--created-by NAME]
+//	             [--kind K] [--meta KEY=VALUE]... [--created-by NAME] [--expected-count N]
 //	ctl task add --file batch.json [--project P]
 //	ctl task list [--project P] [--status S[,S]] [--limit N] [--after ID]
 //	ctl task show ID
@@ -58,6 +58,8 @@
 //	ctl run tasks ID
 //	ctl run cancel|retry ID [--actor NAME]
 //	ctl run logs ID NAME [--attempt N]
+//	ctl rule list
+//	ctl rule set --file rules.yaml [--actor NAME]
 //	ctl budget
 //	ctl health
 //
@@ -66,8 +68,10 @@
 // false); "task delete" deletes a task nothing runs or depends on; "agent
 // remove" deletes an agent that runs nothing (an agent of the configuration
 // file is registered again when the daemon starts); "budget" shows token use
-// in the scheduling window against the projects' and the global budgets.
-// docs/semantics.md has the rules. "hook create" reads a hook as the API
+// in the scheduling window against the projects' and the global budgets;
+// "rule set" replaces the whole set of scheduling rules with a YAML or JSON
+// file's (a list, or rules: [...] as in the configuration file), kept
+// across restarts. docs/semantics.md has the rules. "hook create" reads a hook as the API
 // takes it (POST /api/v1/hooks) and "hook edit" a patch (PATCH
 // /api/v1/hooks/{id}), both strictly: an unknown field is an error. "hook
 // fire" runs a hook now, whatever its trigger and cooldown; --event-file
