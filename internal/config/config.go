@@ -733,10 +733,8 @@ func (c Config) Validate() error {
 			return fmt.Errorf("config: agents[%d] (%s): %s", i, a.ID, models.ErrorMessageOf(err))
 		}
 	}
-	for i, r := range c.Rules {
-		if err := r.Validate(); err != nil {
-			return fmt.Errorf("config: rules[%d]: %s", i, models.ErrorMessageOf(err))
-		}
+	if err := models.ValidateRules("rules", c.Rules); err != nil {
+		return fmt.Errorf("config: %s", models.ErrorMessageOf(err))
 	}
 	names := make([]string, 0, len(c.Profiles))
 	for name := range c.Profiles {

@@ -62,6 +62,8 @@ func TestAgentAndRuleErrorsNameTheKey(t *testing.T) {
 		{"orchestrator:\n  global_token_budget: lots\n", "orchestrator.global_token_budget"},
 		{"rules:\n  - {type: Concurrency, matcher: {kind: k}}\n", "rules[0]"},
 		{"rules:\n  - {type: Magic, matcher: {kind: k}, max_concurrency: 1}\n", "rules[0]"},
+		{"rules:\n  - {id: r, type: Capacity, matcher: {kind: k}, max_capacity: 1}\n  - {id: r, type: Capacity, matcher: {kind: j}, max_capacity: 1}\n",
+			"rules[1] (r): id \"r\" is already used by rules[0]"},
 		{"agents:\n  - {name: a, type: command, command: x, colour: red}\n", "colour"},
 	}
 	for _, tc := range tests {
