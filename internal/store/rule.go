@@ -99,6 +99,8 @@ func (s *Store) InitRules(ctx context.Context, fromConfig []models.Rule) (models
 		return models.RuleSet{}, err
 	}
 	var rs models.RuleSet
+	s.rulesMu.Lock()
+	defer s.rulesMu.Unlock()
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		cur, err := readRuleSet(ctx, tx)
 		if err != nil {
@@ -163,6 +165,8 @@ func (s *Store) ReplaceRules(ctx context.Context, rules []models.Rule, by string
 		return models.RuleSet{}, err
 	}
 	now := s.now().UTC()
+	s.rulesMu.Lock()
+	defer s.rulesMu.Unlock()
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		for i, r := range rules {
 			if err := checkWaitingCapacity(ctx, tx, i, r); err != nil {

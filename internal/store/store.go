@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,8 +70,10 @@ type Store struct {
 	// last write when it failed so (see WriteHealth).
 	path string
 	full atomic.Pointer[error]
-	// ruleCache holds the rules in force (see CurrentRules).
+	// ruleCache holds the rules in force (see CurrentRules); rulesMu orders
+	// the writes of the rule set with the cache's updates.
 	ruleCache atomic.Pointer[ruleCache]
+	rulesMu   sync.Mutex
 }
 
 // dsn is the data source name of the database at p. Connections never
