@@ -122,6 +122,16 @@ func (s *Store) InitRules(ctx context.Context, fromConfig []models.Rule) (models
 			return nil
 		}
 		now := s.now().UTC()
+		// The file is the operator's own: its rules are taken, and waiting
+		// tasks they could never start are reported rather than refused.
+		for i, r := range fromConfig {
+			if err := checkWaitingCapacity(ctx, tx, i, r); models.ErrorCodeOf(err) == models.CodeConflict {
+				s.log.Warn("a Capacity rule of the configuration file leaves waiting tasks it could never start or count",
+					"rule", models.RuleName("rules", i, r), "err", models.ErrorMessageOf(err))
+			} else if err != nil {
+				return err
+			}
+		}
 		if err := writeRuleSet(ctx, tx, fromConfig, models.RulesFromConfig, "config", toNanos(now)); err != nil {
 			return err
 		}

@@ -3,11 +3,13 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store"
 )
 
 // rule decodes a rule the way the API and the configuration do.
@@ -288,5 +290,28 @@ steps:
 	e.complete(e.tasks(r.ID)["discover"].ID, `{"feeds":["a","b"]}`)
 	if got := e.names(r.ID); got != "discover=COMPLETED load[0]=READY load[1]=READY" {
 		t.Fatalf("tasks after discovery: %s", got)
+	}
+}
+
+// The configuration file's rules are taken as they are; waiting tasks a
+// Capacity rule of the file could never start are logged, naming them.
+func TestConfigRulesThatStrandWaitingTasksAreReported(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var logs strings.Builder
+	s, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "aq.db"),
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	mustProject(t, s, "p")
+	id := create(t, s, "p", models.BatchTask{LocalID: "big", Title: "big", Kind: "ingest", ExpectedCount: 500})["big"]
+	rs, err := s.InitRules(ctx, []models.Rule{rule(t, capacity100)})
+	if err != nil || len(rs.Rules) != 1 {
+		t.Fatalf("InitRules: %+v, %v", rs, err)
+	}
+	if !strings.Contains(logs.String(), "could never start") || !strings.Contains(logs.String(), id+" (expected_count 500)") {
+		t.Fatalf("logs:\n%s", logs.String())
 	}
 }
