@@ -176,6 +176,9 @@ func renderTaskDetail(d models.TaskDetail) string {
 	if t.PRURL != nil {
 		fmt.Fprintf(&b, "\npull request: %s", *t.PRURL)
 	}
+	if t.ExpectedCount > 0 || t.SuccessCount > 0 || t.FailureCount > 0 {
+		fmt.Fprintf(&b, "\nitems: %d succeeded, %d failed of %d expected", t.SuccessCount, t.FailureCount, t.ExpectedCount)
+	}
 	if d.Verification != nil {
 		fmt.Fprintf(&b, "\nverification: %s", d.Verification.Phase)
 		if d.Verification.Detail != "" {

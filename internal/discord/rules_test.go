@@ -34,3 +34,22 @@ func TestStatusShowsTheRulesInForce(t *testing.T) {
 		}
 	}
 }
+
+func TestTaskDetailShowsItemCounts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		task models.Task
+		want string // empty: no items line
+	}{
+		{"counts reported", models.Task{ExpectedCount: 100, SuccessCount: 30, FailureCount: 2}, "items: 30 succeeded, 2 failed of 100 expected"},
+		{"nothing reported yet", models.Task{ExpectedCount: 40}, "items: 0 succeeded, 0 failed of 40 expected"},
+		{"a task without items", models.Task{}, ""},
+	} {
+		tc.task.ID, tc.task.Title, tc.task.Status = "bold-orbit", "Ingest", models.StatusInProgress
+		got := renderTaskDetail(models.TaskDetail{Task: tc.task})
+		if tc.want == "" && strings.Contains(got, "items:") || tc.want != "" && !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
