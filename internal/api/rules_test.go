@@ -40,6 +40,7 @@ func TestRulesAreListedAndReplacedWhole(t *testing.T) {
 		msg        string
 	}{
 		{"no rules key", `{"actor": "ops"}`, 400, models.CodeInvalid, "rules: required"},
+		{"an actor of two lines", `{"actor": "a\nb", "rules": []}`, 400, models.CodeInvalid, "actor: control character U+000A"},
 		{"an unknown key in a rule", `{"rules": [{"type": "Capacity", "matcher": {"kind": "k"}, "max_capacity": 1, "limit": 2}]}`,
 			400, models.CodeInvalid, `unknown key "limit"`},
 		{"an invalid rule", `{"rules": [{"id": "ok", "type": "Concurrency", "matcher": {"kind": "k"}, "max_concurrency": 1},

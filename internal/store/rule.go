@@ -164,7 +164,7 @@ func sameRules(a, b []models.Rule) bool {
 // larger than its max_capacity: they could never start, or would run
 // uncounted. by names who replaced it.
 func (s *Store) ReplaceRules(ctx context.Context, rules []models.Rule, by string) (models.RuleSet, error) {
-	if err := models.CheckLine("by", by, models.MaxActorLen); err != nil {
+	if err := models.CheckLine("actor", by, models.MaxActorLen); err != nil {
 		return models.RuleSet{}, err
 	}
 	if strings.TrimSpace(by) == "" {
