@@ -103,6 +103,7 @@ type (
 		RequiresApproval   bool              `json:"requires_approval,omitempty" jsonschema:"Whether a human must approve the result."`
 		Kind               string            `json:"kind,omitempty" jsonschema:"A free-form kind, such as bugfix or docs."`
 		Metadata           map[string]string `json:"metadata,omitempty" jsonschema:"Free-form string labels."`
+		ExpectedCount      int               `json:"expected_count,omitempty" jsonschema:"How many items the subtask will process, when it processes items (required for kinds a Capacity rule limits)."`
 	}
 )
 
@@ -295,7 +296,7 @@ func planTasks(in []mcpPlanTask) []models.BatchTask {
 		bt := models.BatchTask{LocalID: t.ID, Title: t.Title, Description: t.Description, Priority: t.Priority,
 			AcceptanceCriteria: t.AcceptanceCriteria, TestCommands: t.TestCommands,
 			VerificationType: models.VerificationType(t.VerificationType), RequiresApproval: t.RequiresApproval,
-			Kind: t.Kind, Metadata: t.Metadata}
+			Kind: t.Kind, Metadata: t.Metadata, ExpectedCount: t.ExpectedCount}
 		for _, d := range t.DependsOn {
 			bt.Dependencies = append(bt.Dependencies, models.BatchDependency{ID: d})
 		}

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/api"
+	"github.com/agentqueued/agentqueued/internal/models"
 )
 
 // counts returns the task's stored progress counts.
@@ -60,5 +63,42 @@ func TestMCPProgressCounts(t *testing.T) {
 	}
 	if ok, fail := e.counts(task); ok != 9 || fail != 1 {
 		t.Fatalf("stored %d/%d", ok, fail)
+	}
+}
+
+// An agent's plan may split work of a kind a Capacity rule limits: its
+// subtasks say how many items each will process.
+func TestMCPPlanCarriesExpectedCounts(t *testing.T) {
+	t.Parallel()
+	e := newAgentEnv(t)
+	var r models.Rule
+	if err := json.Unmarshal([]byte(`{"id": "ingest-cap", "type": "Capacity", "matcher": {"kind": "ingest"}, "max_capacity": 100}`), &r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.ReplaceRules(context.Background(), []models.Rule{r}, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	cs := mcpSession(t, e.startRun("Ingest everything"))
+	if text, isErr := callTool(t, cs, "propose_plan", map[string]any{"tasks": []map[string]any{
+		{"id": "a", "title": "First feed", "kind": "ingest"}}}); !isErr || !strings.Contains(text, "expected_count: required") {
+		t.Fatalf("a plan without counts = %q, error %v", text, isErr)
+	}
+	text, isErr := callTool(t, cs, "propose_plan", map[string]any{"tasks": []map[string]any{
+		{"id": "a", "title": "First feed", "kind": "ingest", "expected_count": 60}}})
+	if isErr {
+		t.Fatalf("propose_plan = %q", text)
+	}
+	tasks, err := e.st.ListTasks(context.Background(), models.TaskFilter{ProjectID: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, task := range tasks {
+		if task.Title == "First feed" {
+			found = task.ExpectedCount == 60
+		}
+	}
+	if !found {
+		t.Fatalf("no subtask with expected_count 60 among %d tasks", len(tasks))
 	}
 }
