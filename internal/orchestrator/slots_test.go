@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -207,5 +208,75 @@ func (h *harness) exec(db *sql.DB, q string, args ...any) {
 	h.t.Helper()
 	if _, err := db.Exec(q, args...); err != nil {
 		h.t.Fatal(err)
+	}
+}
+
+// TestWaitingReasons: a READY task the round does not start says why it
+// waits, and the reason is cleared when it starts.
+func TestWaitingReasons(t *testing.T) {
+	t.Parallel()
+	patch := func(pp models.ProjectPatch) func(h *harness) {
+		return func(h *harness) {
+			h.agent("a1", "command", "exit0", nil)
+			if _, err := h.st.UpdateProject(context.Background(), "p", pp); err != nil {
+				h.t.Fatal(err)
+			}
+		}
+	}
+	paused, one, none := models.ProjectPaused, 1, int64(0)
+	for _, tc := range []struct {
+		name string
+		// setup prepares the harness; busy tasks are created and started
+		// before the task that waits.
+		setup      func(h *harness)
+		busy       int
+		code, text string
+	}{
+		{name: "no agent for the project", setup: func(h *harness) {
+			h.agent("elsewhere", "command", "exit0", func(a *models.Agent) { a.Projects = []string{"other"} })
+		}, code: models.WaitingNoAgent, text: "no agent works on project p"},
+		{name: "project paused", setup: patch(models.ProjectPatch{Status: &paused}),
+			code: models.WaitingProjectPaused, text: "project p is paused"},
+		{name: "budget exhausted", setup: patch(models.ProjectPatch{BudgetLimit: &none}),
+			code: models.WaitingBudget, text: "project p has used its token budget (0 of 0 tokens)"},
+		{name: "all slots busy", busy: 1, setup: func(h *harness) {
+			h.agent("a1", "command", "quiet", nil)
+			h.agent("a2", "command", "quiet", nil)
+			if _, err := h.st.UpdateProject(context.Background(), "p", models.ProjectPatch{MaxConcurrentAgents: &one}); err != nil {
+				h.t.Fatal(err)
+			}
+		}, code: models.WaitingSlots, text: "all 1 slots of project p are busy"},
+		{name: "all agents busy", busy: 1, setup: func(h *harness) { h.agent("a1", "command", "quiet", nil) },
+			code: models.WaitingAgentsBusy, text: "all 1 agents of project p are busy"},
+		{name: "agent resting", busy: 1, setup: func(h *harness) { h.agent("a1", "claude", "ratelimit", nil) },
+			code: models.WaitingAgentResting, text: "rests until 2026-03-01T13:00:00Z"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, nil)
+			tc.setup(h)
+			h.start()
+			for i := range tc.busy {
+				h.tasks(models.BatchTask{LocalID: "busy", Title: fmt.Sprintf("busy %d", i)})
+				h.waitStart()
+			}
+			if tc.code == models.WaitingAgentResting {
+				h.waitEnd()
+			}
+			id := h.tasks(models.BatchTask{LocalID: "w", Title: "waits"})["w"]
+			h.settle()
+			got := h.task(id)
+			if got.Status != models.StatusReady || got.WaitingCode != tc.code || !strings.Contains(got.WaitingReason, tc.text) {
+				t.Fatalf("%s, waiting %q %q; want READY, %q with %q", got.Status, got.WaitingCode, got.WaitingReason, tc.code, tc.text)
+			}
+			if tc.code != models.WaitingNoAgent {
+				return
+			}
+			h.agent("a1", "command", "exit0", nil)
+			h.settle()
+			if got := h.task(id); got.Status == models.StatusReady || got.WaitingCode != "" || got.WaitingReason != "" {
+				t.Fatalf("after an agent came: %s, waiting %q %q; want started, no reason", got.Status, got.WaitingCode, got.WaitingReason)
+			}
+		})
 	}
 }

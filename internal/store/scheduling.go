@@ -103,9 +103,30 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // qWaitingDiffers is true for a READY task whose waiting reason is not
-// (?code, ?reason), written so that the tasks_ready_waiting index finds
-// only those.
+// (?1, ?2); the statements that use it read the tasks_ready_waiting index.
 const qWaitingDiffers = `(waiting_code < ?1 OR waiting_code > ?1 OR (waiting_code = ?1 AND (waiting_reason < ?2 OR waiting_reason > ?2)))`
+
+// qWaitingAll writes (?1, ?2) on the READY tasks of project ?3 that do not
+// have it, found as ranges of the tasks_ready_waiting index: tasks that
+// have it already are not read.
+const qWaitingAll = `UPDATE tasks SET waiting_code = ?1, waiting_reason = ?2 WHERE rowid IN (
+	SELECT rowid FROM tasks INDEXED BY tasks_ready_waiting WHERE project_id = ?3 AND status = 'READY' AND waiting_code < ?1
+	UNION ALL SELECT rowid FROM tasks INDEXED BY tasks_ready_waiting WHERE project_id = ?3 AND status = 'READY' AND waiting_code > ?1
+	UNION ALL SELECT rowid FROM tasks INDEXED BY tasks_ready_waiting WHERE project_id = ?3 AND status = 'READY'
+		AND waiting_code = ?1 AND waiting_reason < ?2
+	UNION ALL SELECT rowid FROM tasks INDEXED BY tasks_ready_waiting WHERE project_id = ?3 AND status = 'READY'
+		AND waiting_code = ?1 AND waiting_reason > ?2)`
+
+// qWaitingFuture writes code ?1 and reason ?2 followed by the task's
+// not_before on the READY tasks of project ?3 dated after ?4 that do not
+// have the code, found in the index without reading the others. A task
+// that has the code has its time (editing not_before clears the reason).
+const qWaitingFuture = `UPDATE tasks SET waiting_code = ?1,
+	waiting_reason = ?2 || strftime('%Y-%m-%dT%H:%M:%SZ', not_before / 1000000000, 'unixepoch') WHERE rowid IN (
+	SELECT rowid FROM tasks INDEXED BY tasks_ready_waiting WHERE project_id = ?3 AND status = 'READY' AND waiting_code < ?1
+		AND not_before > ?4
+	UNION ALL SELECT rowid FROM tasks INDEXED BY tasks_ready_waiting WHERE project_id = ?3 AND status = 'READY'
+		AND waiting_code > ?1 AND not_before > ?4)`
 
 // SetWaiting writes waiting reasons on READY tasks, each only where it is
 // not written already, in one transaction; it returns how many tasks
@@ -139,20 +160,15 @@ func (s *Store) SetWaiting(ctx context.Context, updates []models.WaitingUpdate) 
 
 // waitingSQL returns the statement of one WaitingUpdate.
 func waitingSQL(u models.WaitingUpdate) (string, []any) {
-	set := "UPDATE tasks SET waiting_code = ?1, waiting_reason = ?2 WHERE status = 'READY'"
+	set := "UPDATE tasks INDEXED BY tasks_ready_waiting SET waiting_code = ?1, waiting_reason = ?2 WHERE status = 'READY'"
 	args := []any{u.Code, u.Reason}
 	canStart := " AND (not_before IS NULL OR not_before <= ?)"
 	var b strings.Builder
 	switch u.Scope {
 	case models.WaitAll:
-		b.WriteString(set + " AND project_id = ? AND " + qWaitingDiffers)
-		args = append(args, u.ProjectID)
+		return qWaitingAll, append(args, u.ProjectID)
 	case models.WaitFuture:
-		// The reason names each task's own time; a task that has the code
-		// already has its time (editing not_before clears the reason).
-		b.WriteString(`UPDATE tasks SET waiting_code = ?1, waiting_reason = ?2 || strftime('%Y-%m-%dT%H:%M:%SZ', not_before / 1000000000, 'unixepoch')
-			WHERE status = 'READY' AND project_id = ? AND not_before > ? AND (waiting_code < ?1 OR waiting_code > ?1)`)
-		args = append(args, u.ProjectID, toNanos(u.Now))
+		return qWaitingFuture, append(args, u.ProjectID, toNanos(u.Now))
 	case models.WaitExcluded:
 		if len(u.Exclude) == 0 {
 			return "", nil
@@ -171,7 +187,8 @@ func waitingSQL(u models.WaitingUpdate) (string, []any) {
 		if len(u.TaskIDs) == 0 {
 			return "", nil
 		}
-		b.WriteString(set + " AND " + qWaitingDiffers + " AND id IN (?" + strings.Repeat(",?", len(u.TaskIDs)-1) + ")")
+		b.WriteString("UPDATE tasks SET waiting_code = ?1, waiting_reason = ?2 WHERE status = 'READY' AND " + qWaitingDiffers +
+			" AND id IN (?" + strings.Repeat(",?", len(u.TaskIDs)-1) + ")")
 		for _, id := range u.TaskIDs {
 			args = append(args, id)
 		}
