@@ -120,7 +120,7 @@ const qWaitingAll = `UPDATE tasks SET waiting_code = ?1, waiting_reason = ?2 WHE
 // qWaitingFuture writes code ?1 and reason ?2 followed by the task's
 // not_before on the READY tasks of project ?3 dated after ?4 that do not
 // have the code, found in the index without reading the others. A task
-// that has the code has its time (editing not_before clears the reason).
+// that has the code has its time: not_before cannot be edited.
 const qWaitingFuture = `UPDATE tasks SET waiting_code = ?1,
 	waiting_reason = ?2 || strftime('%Y-%m-%dT%H:%M:%SZ', not_before / 1000000000, 'unixepoch') WHERE rowid IN (
 	SELECT rowid FROM tasks INDEXED BY tasks_ready_waiting WHERE project_id = ?3 AND status = 'READY' AND waiting_code < ?1
