@@ -79,7 +79,8 @@ func exclusionSQL(e models.ReadyExclusion) (string, []any) {
 		if p := e.Fields[k]; p != nil {
 			v = *p
 		}
-		parts, args = append(parts, "json_extract(metadata, ?) IS ?"), append(args, `$."`+k+`"`, v)
+		parts, args = append(parts, "json_extract(CASE WHEN json_valid(metadata) THEN metadata ELSE '{}' END, ?) IS ?"),
+			append(args, `$."`+k+`"`, v)
 	}
 	if e.MaxRemaining != nil {
 		parts = append(parts, "max(0, expected_count - success_count - failure_count) > ?")
