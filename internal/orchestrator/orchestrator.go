@@ -654,9 +654,22 @@ func excludedBy(excl []models.ReadyExclusion, t models.Task) bool {
 	return false
 }
 
-// refine makes "no idle agent serves the project" precise: no agent works
-// on it at all, its agents rest (until when) or are paused, or all are busy.
+// refine makes a project's reason precise: a project held back after
+// failed starts says until when; "no idle agent serves the project" says
+// whether no agent works on it at all, its agents rest (until when) or are
+// paused, or all are busy.
 func (o *Orchestrator) refine(st models.SchedulingState, pid string, why Why, now time.Time) Why {
+	if why.Code == models.WaitingProjectPaused {
+		o.mu.Lock()
+		until := o.cooldown["project:"+pid]
+		o.mu.Unlock()
+		if until.After(now) && slices.ContainsFunc(st.Projects, func(p models.ProjectUsage) bool {
+			return p.Project.ID == pid && p.Project.Status == models.ProjectActive
+		}) {
+			return Why{models.WaitingProjectPaused, fmt.Sprintf("project %s is held back until %s: its workspace could not be prepared",
+				pid, until.UTC().Format(time.RFC3339))}
+		}
+	}
 	if why.Code != models.WaitingAgentsBusy {
 		return why
 	}
