@@ -682,7 +682,7 @@ func (o *Orchestrator) refine(st models.SchedulingState, pid string, why Why, no
 		}
 		serving++
 		switch until := o.cooldown["agent:"+a.ID]; {
-		case a.Paused:
+		case a.Paused || a.State == models.AgentError:
 			paused++
 		case until.After(now) && a.State == models.AgentIdle:
 			if rest.IsZero() || until.Before(rest) {
@@ -698,7 +698,7 @@ func (o *Orchestrator) refine(st models.SchedulingState, pid string, why Why, no
 		return Why{models.WaitingAgentResting, fmt.Sprintf("the agents of project %s are busy or resting; the first rests until %s",
 			pid, rest.UTC().Format(time.RFC3339))}
 	case paused == serving:
-		return Why{models.WaitingNoAgent, fmt.Sprintf("every agent of project %s is paused", pid)}
+		return Why{models.WaitingNoAgent, fmt.Sprintf("every agent of project %s is paused or in error", pid)}
 	}
 	return Why{models.WaitingAgentsBusy, fmt.Sprintf("all %d agents of project %s are busy", serving-paused, pid)}
 }

@@ -235,6 +235,12 @@ func TestWaitingReasons(t *testing.T) {
 		{name: "no agent for the project", setup: func(h *harness) {
 			h.agent("elsewhere", "command", "exit0", func(a *models.Agent) { a.Projects = []string{"other"} })
 		}, code: models.WaitingNoAgent, text: "no agent works on project p"},
+		{name: "every agent paused", setup: func(h *harness) {
+			h.agent("a1", "command", "exit0", nil)
+			if _, err := h.st.SetAgentPaused(context.Background(), "a1", true); err != nil {
+				h.t.Fatal(err)
+			}
+		}, code: models.WaitingNoAgent, text: "every agent of project p is paused or in error"},
 		{name: "project paused", setup: patch(models.ProjectPatch{Status: &paused}),
 			code: models.WaitingProjectPaused, text: "project p is paused"},
 		{name: "budget exhausted", setup: patch(models.ProjectPatch{BudgetLimit: &none}),
@@ -272,7 +278,7 @@ func TestWaitingReasons(t *testing.T) {
 			if tc.code != models.WaitingNoAgent {
 				return
 			}
-			h.agent("a1", "command", "exit0", nil)
+			h.agent("late", "command", "exit0", nil)
 			h.settle()
 			if got := h.task(id); got.Status == models.StatusReady || got.WaitingCode != "" || got.WaitingReason != "" {
 				t.Fatalf("after an agent came: %s, waiting %q %q; want started, no reason", got.Status, got.WaitingCode, got.WaitingReason)
