@@ -4,9 +4,9 @@ ALTER TABLE tasks ADD COLUMN waiting_code TEXT NOT NULL DEFAULT '';
 ALTER TABLE tasks ADD COLUMN waiting_reason TEXT NOT NULL DEFAULT '';
 
 -- The READY tasks of a project in the order they start (priority, age),
--- with not_before in the index so that future-dated ones are passed over
--- without reading their rows.
-CREATE INDEX tasks_ready_order ON tasks (project_id, priority, created_at, id, not_before) WHERE status = 'READY';
+-- with not_before and kind in the index so that future-dated tasks and a
+-- kind at its limit are passed over without reading their rows.
+CREATE INDEX tasks_ready_order ON tasks (project_id, priority, created_at, id, not_before, kind) WHERE status = 'READY';
 -- The READY tasks of a project by waiting reason: a reason written for a
 -- whole group reads only the rows that do not have it yet, and tells
 -- future-dated tasks apart without reading them.
