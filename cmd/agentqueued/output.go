@@ -130,9 +130,9 @@ func printBatchResults(w io.Writer, rs []models.BatchResult) {
 
 func printTasks(w io.Writer, ts []models.Task) {
 	tw := table(w)
-	row(tw, "ID", "PROJECT", "STATUS", "PRIORITY", "TITLE")
+	row(tw, "ID", "PROJECT", "STATUS", "PRIORITY", "WAITING", "TITLE")
 	for _, t := range ts {
-		row(tw, t.ID, t.ProjectID, string(t.Status), strconv.Itoa(t.Priority), t.Title)
+		row(tw, t.ID, t.ProjectID, string(t.Status), strconv.Itoa(t.Priority), waitingCell(t), t.Title)
 	}
 	tw.Flush()
 }
@@ -152,6 +152,15 @@ func printTaskDetail(w io.Writer, d models.TaskDetail) {
 	}
 }
 
+// waitingCell is the WAITING column of a task listing: the waiting code of a
+// READY task that has one, "-" otherwise.
+func waitingCell(t models.Task) string {
+	if t.WaitingCode == "" {
+		return "-"
+	}
+	return t.WaitingCode
+}
+
 // printTask prints a task's fields and description.
 func printTask(w io.Writer, t models.Task) {
 	tw := table(w)
@@ -160,6 +169,9 @@ func printTask(w io.Writer, t models.Task) {
 	row(tw, "Title:", t.Title)
 	row(tw, "Status:", string(t.Status))
 	row(tw, "Reason:", t.StatusReason)
+	if t.WaitingCode != "" {
+		row(tw, "Waiting:", t.WaitingReason+" ("+t.WaitingCode+")")
+	}
 	row(tw, "Priority:", strconv.Itoa(t.Priority))
 	row(tw, "Verification:", string(t.VerificationType))
 	row(tw, "Requires approval:", strconv.FormatBool(t.RequiresApproval))

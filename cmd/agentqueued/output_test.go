@@ -28,3 +28,23 @@ func TestCtlOutputEscapesControlCharacters(t *testing.T) {
 		t.Fatal("clean changed printable text")
 	}
 }
+
+// TestTaskOutputSaysWhyATaskWaits: `ctl task list` has a WAITING column and
+// `ctl task show` the reason.
+func TestTaskOutputSaysWhyATaskWaits(t *testing.T) {
+	t.Parallel()
+	waiting := models.Task{ID: "bold-orbit", ProjectID: "web", Title: "t", Status: models.StatusReady,
+		WaitingCode: models.WaitingSlots, WaitingReason: "all 2 slots of project web are busy"}
+	running := models.Task{ID: "calm-river", ProjectID: "web", Title: "u", Status: models.StatusInProgress}
+	var list, show bytes.Buffer
+	printTasks(&list, []models.Task{waiting, running})
+	printTask(&show, waiting)
+	lines := strings.Split(strings.TrimSpace(list.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "WAITING") || !strings.Contains(lines[1], "slots_busy") ||
+		!strings.Contains(lines[2], " - ") {
+		t.Fatalf("task list:\n%s", list.String())
+	}
+	if !strings.Contains(show.String(), "Waiting:            all 2 slots of project web are busy (slots_busy)") {
+		t.Fatalf("task show:\n%s", show.String())
+	}
+}

@@ -36,7 +36,9 @@
 //	                                  expected_count that fits it
 //	GET   /api/v1/tasks               {"tasks": [...], "next"}, in creation order, paged; query: project, status
 //	                                  (comma-separated statuses or groups), limit, after (a cursor; a task id works)
-//	GET   /api/v1/tasks/{id}          the task with its dependencies, dependents and events
+//	GET   /api/v1/tasks/{id}          the task with its dependencies, dependents and events; a READY task
+//	                                  a round did not start has "waiting_code" and "waiting_reason" (why it
+//	                                  waits; docs/semantics.md, "Scheduling"), in listings too
 //	PATCH /api/v1/tasks/{id}          edit a task not being worked on (body: title, description, priority,
 //	                                  acceptance_criteria, test_commands, verification_type, requires_approval,
 //	                                  profile — all optional, at least one) → the task

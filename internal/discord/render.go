@@ -170,6 +170,9 @@ func renderTaskDetail(d models.TaskDetail) string {
 		// Redacted before it is cut: a cut URL would no longer be seen as one.
 		fmt.Fprintf(&b, "\nreason: %s", escape(cut(models.RedactURL(t.StatusReason), 300)))
 	}
+	if t.WaitingReason != "" && t.Status == models.StatusReady {
+		fmt.Fprintf(&b, "\nwaiting: %s", escape(cut(t.WaitingReason, 200)))
+	}
 	if t.ResumeAfter != nil && t.Status == models.StatusPaused {
 		fmt.Fprintf(&b, "\nresumes %s", renderTime(*t.ResumeAfter))
 	}

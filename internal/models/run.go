@@ -35,23 +35,133 @@ type ProjectUsage struct {
 	AgentSeconds float64 `json:"agent_seconds"`
 	// CompletedInWindow counts its tasks completed in the window.
 	CompletedInWindow int `json:"completed_in_window"`
-	// Running counts its tasks that hold an agent.
+	// Running counts its tasks that hold a slot (see SchedulingState.Running).
 	Running int `json:"running"`
 }
 
-// SchedulingState is what one scheduling round reads: bounded by the READY
-// and running work, never by history.
+// SchedulingState is what one scheduling round reads before its READY
+// tasks (read per project with ReadyQuery): bounded by the running work and
+// the agents, never by history.
 type SchedulingState struct {
 	Now      time.Time      `json:"now"`
 	Projects []ProjectUsage `json:"projects"`
-	// Ready holds, per project, at most the limit asked for, best first.
-	Ready []Task `json:"ready"`
-	// Running holds the tasks that hold an agent or are being finished.
-	Running    []Task  `json:"running"`
+	// Running holds the tasks that hold a slot: an agent or a process of
+	// the daemon works for them (ASSIGNED, IN_PROGRESS, WAITING_INPUT, a
+	// task with an open run, VERIFYING while its checks run or its work
+	// is merged).
+	Running []Task `json:"running"`
+	// Waiting holds the tasks in a running status that hold no slot: they
+	// wait for a person or a pull request (AWAITING_APPROVAL, VERIFYING
+	// for a person's decision or for a reviewer to become free).
+	Waiting    []Task  `json:"waiting"`
 	IdleAgents []Agent `json:"idle_agents"`
+	// Agents are all the agents, for saying why a task waits.
+	Agents []Agent `json:"agents"`
+	// NextNotBefore is the earliest not_before of a READY task after Now.
+	NextNotBefore *time.Time `json:"next_not_before,omitempty"`
 	// TokensInWindow is the token use of all projects in the window.
 	TokensInWindow int64 `json:"tokens_in_window"`
 }
+
+// ReadyQuery reads one page of a project's READY tasks that can start at
+// Now, in the order they start (priority, then age, then id).
+type ReadyQuery struct {
+	ProjectID string
+	Now       time.Time
+	// After continues after the task with this position (nil: from the start).
+	After *ReadyCursor
+	// Exclude leaves out groups of tasks that cannot start this round (a
+	// rule or a workflow step at its limit).
+	Exclude []ReadyExclusion
+	Limit   int
+}
+
+// ReadyCursor is a READY task's position in its project's start order.
+type ReadyCursor struct {
+	Priority  int
+	CreatedAt time.Time
+	ID        string
+}
+
+// ReadyExclusion describes READY tasks that cannot start: those of Kind
+// (any kind when empty), in ProjectID (any when empty), whose metadata
+// equals Fields (a nil value: the key is missing) and whose remaining work
+// is more than MaxRemaining (when set); or, when RunID is set, the tasks of
+// that run and step whose step concurrency is at most StepRunning.
+type ReadyExclusion struct {
+	ProjectID    string
+	Kind         string
+	Fields       map[string]*string
+	MaxRemaining *int
+	RunID, Step  string
+	StepRunning  int
+	// Code and Reason are the waiting reason of the tasks excluded.
+	Code, Reason string
+}
+
+// Matches reports whether e describes t (its status aside).
+func (e ReadyExclusion) Matches(t Task) bool {
+	if e.RunID != "" {
+		return t.RunID == e.RunID && t.StepName == e.Step && t.StepConcurrency > 0 && t.StepConcurrency <= e.StepRunning
+	}
+	if (e.ProjectID != "" && t.ProjectID != e.ProjectID) || (e.Kind != "" && t.Kind != e.Kind) {
+		return false
+	}
+	for k, want := range e.Fields {
+		v, ok := t.Metadata[k]
+		if ok != (want != nil) || (ok && v != *want) {
+			return false
+		}
+	}
+	return e.MaxRemaining == nil || RemainingWork(t.ExpectedCount, t.SuccessCount, t.FailureCount) > *e.MaxRemaining
+}
+
+// WaitingUpdate writes one waiting reason on READY tasks of a project,
+// only on those that do not carry it already; Scope says which.
+type WaitingUpdate struct {
+	ProjectID string
+	Scope     WaitScope
+	Now       time.Time
+	// After and Exclude: see WaitRest and WaitExcluded.
+	After   *ReadyCursor
+	Exclude []ReadyExclusion
+	TaskIDs []string
+	Code    string
+	Reason  string
+}
+
+// WaitScope says which READY tasks of a project a WaitingUpdate writes.
+type WaitScope int
+
+// The scopes of a WaitingUpdate.
+const (
+	// WaitAll: every READY task of the project.
+	WaitAll WaitScope = iota
+	// WaitFuture: those whose not_before is after Now; the reason is
+	// followed by each task's own time.
+	WaitFuture
+	// WaitExcluded: those that can start at Now and match Exclude[0].
+	WaitExcluded
+	// WaitTasks: the tasks of TaskIDs.
+	WaitTasks
+	// WaitRest: those after After in the start order that can start at
+	// Now and match none of Exclude.
+	WaitRest
+)
+
+// Waiting reason codes of a READY task.
+const (
+	WaitingProjectPaused = "project_paused"
+	WaitingBudget        = "budget_exhausted"
+	WaitingNoAgent       = "no_agent"
+	WaitingAgentsBusy    = "agents_busy"
+	WaitingAgentResting  = "agent_resting"
+	WaitingSlots         = "slots_busy"
+	WaitingRule          = "rule_limit"
+	WaitingStep          = "step_limit"
+	WaitingNotBefore     = "not_before"
+	WaitingQueued        = "queued"
+)
 
 // RunEnd is how a run ended and what it does to its task.
 type RunEnd struct {

@@ -63,6 +63,11 @@ type Task struct {
 	// CascadeRootID names the BLOCKED task whose failure blocked this one
 	// through UPSTREAM_FAILED; empty otherwise.
 	CascadeRootID string `json:"cascade_root_id,omitempty"`
+	// WaitingCode and WaitingReason say why a READY task has not started
+	// (see the Waiting* codes); both are empty in any other status and
+	// until a scheduling round has looked at the task.
+	WaitingCode   string `json:"waiting_code,omitempty"`
+	WaitingReason string `json:"waiting_reason,omitempty"`
 
 	// RunID, StepName, ParallelIndex and ParallelCount place a task of a
 	// workflow run: its step, and its index among the step's tasks (0 to

@@ -392,15 +392,26 @@ func BenchmarkSchedulingRound(b *testing.B) {
 		var read, sched time.Duration
 		for b.Loop() {
 			t0 := time.Now()
-			s, err := st.SchedulingState(ctx, at(), o.cfg.Window, o.cfg.ReadyPerProject)
+			now := at()
+			s, err := st.SchedulingState(ctx, now, o.cfg.Window)
 			if err != nil {
 				b.Fatal(err)
 			}
+			snap := o.snapshot(s)
+			for _, p := range s.Projects {
+				ts, err := st.ReadyTasks(ctx, models.ReadyQuery{ProjectID: p.Project.ID, Now: now, Limit: o.cfg.ReadyPerProject})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, t := range ts {
+					snap.Ready = append(snap.Ready, taskInfo(t))
+				}
+			}
 			t1 := time.Now()
-			as := Schedule(o.snapshot(s), SchedulerConfig{Quantum: o.cfg.Quantum})
+			as := Schedule(snap, SchedulerConfig{Quantum: o.cfg.Quantum})
 			read, sched = read+t1.Sub(t0), sched+time.Since(t1)
-			if len(s.Ready) != projects*readyPerProject || len(s.IdleAgents) != agents || len(as) != agents {
-				b.Fatalf("%d READY, %d idle agents, %d assignments", len(s.Ready), len(s.IdleAgents), len(as))
+			if len(snap.Ready) != projects*readyPerProject || len(s.IdleAgents) != agents || len(as) != agents {
+				b.Fatalf("%d READY, %d idle agents, %d assignments", len(snap.Ready), len(s.IdleAgents), len(as))
 			}
 			completed = 0
 			for _, p := range s.Projects {

@@ -57,11 +57,7 @@ func TestCapacityRuleCountsTheReportedProgress(t *testing.T) {
 		if _, err := h.st.SetTaskProgress(ctx, run.ID, n(tc.succeeded), n(tc.failed)); err != nil {
 			t.Fatal(err)
 		}
-		st, err := h.st.SchedulingState(ctx, h.clock.Now(), h.o.cfg.Window, h.o.cfg.ReadyPerProject)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := Schedule(h.o.snapshot(st), SchedulerConfig{})
+		got := Schedule(h.roundSnapshot(ctx), SchedulerConfig{})
 		started := len(got) == 1 && got[0].TaskID == next
 		if started != tc.wantStart || len(got) > 1 {
 			t.Fatalf("%s: assignments %+v, want %s started: %v", tc.name, got, next, tc.wantStart)
@@ -129,13 +125,31 @@ func TestABatchsRulesReachTheScheduler(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := h.tasks(batch...)
-	st, err := h.st.SchedulingState(ctx, h.clock.Now(), h.o.cfg.Window, h.o.cfg.ReadyPerProject)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := Schedule(h.o.snapshot(st), SchedulerConfig{})
+	got := Schedule(h.roundSnapshot(ctx), SchedulerConfig{})
 	// Created together, they are as old as each other: either may go first.
 	if len(got) != 1 || (got[0].TaskID != ids["one"] && got[0].TaskID != ids["two"]) {
 		t.Fatalf("assignments %+v, want one of %s and %s", got, ids["one"], ids["two"])
 	}
+}
+
+// roundSnapshot reads what a round reads — the scheduling state and each
+// project's first page of READY tasks — as the scheduler's input.
+func (h *harness) roundSnapshot(ctx context.Context) Snapshot {
+	h.t.Helper()
+	now := h.clock.Now()
+	st, err := h.st.SchedulingState(ctx, now, h.o.cfg.Window)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	snap := h.o.snapshot(st)
+	for _, p := range st.Projects {
+		ts, err := h.st.ReadyTasks(ctx, models.ReadyQuery{ProjectID: p.Project.ID, Now: now, Limit: h.o.cfg.ReadyPerProject})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		for _, t := range ts {
+			snap.Ready = append(snap.Ready, taskInfo(t))
+		}
+	}
+	return snap
 }

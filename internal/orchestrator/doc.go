@@ -17,6 +17,18 @@
 // IDLE → STARTING), and an assignment that loses a race is simply not
 // started: the next round sees the new state.
 //
+// Slots. A running task holds a slot when an agent or a process of the
+// daemon works for it: ASSIGNED, IN_PROGRESS and WAITING_INPUT tasks (the
+// agent's process waits with the question), a task with an open run (its
+// own or a reviewer's), and a VERIFYING task while its checks run or its
+// work is merged. A task that waits for a person or a pull request —
+// AWAITING_APPROVAL, VERIFYING for a person's decision or for its reviewer
+// to become free — is marked Waiting in the snapshot and holds none: it
+// counts neither against max_concurrent_agents (ProjectState.Running counts
+// slots) nor against a workflow step's cap, nor against a rule, unless the
+// rule's matcher names its status itself (`AWAITING_APPROVAL`, not the
+// group `Running`).
+//
 // A snapshot names each project, READY task and agent once. An ID that
 // appears more than once is ignored entirely, since neither entry can be
 // trusted over the other; running tasks are all counted.
@@ -43,7 +55,8 @@
 // metadata equal to the candidate's on every matcher field (a missing key
 // equals only a missing key), from every project for a global rule and from
 // its own project for a scoped one. Counted are the running tasks of the
-// snapshot whose status is in the matcher's status set, plus every task
+// snapshot that hold a slot and whose status is in the matcher's status
+// set (see Slots for waiting tasks), plus every task
 // assigned earlier in this round whatever the set says (it is about to
 // run). A Concurrency rule allows the candidate when the counted tasks plus
 // the candidate number at most max_concurrency; a Capacity rule when their
@@ -64,9 +77,8 @@
 // the step's concurrency: at most that many of the step's tasks of the run
 // run at once (0, or a negative value, means no cap). A candidate with a
 // cap counts the tasks with the same run and step name, whatever their
-// project and whatever their own cap: the snapshot's running tasks (every
-// running status: ASSIGNED, IN_PROGRESS, WAITING_INPUT, VERIFYING,
-// AWAITING_APPROVAL) plus the tasks assigned earlier in this round. It
+// project and whatever their own cap: the snapshot's running tasks that
+// hold a slot plus the tasks assigned earlier in this round. It
 // starts only when that count plus itself is at most its cap; another run
 // of the same step, or another step of the same run, is not counted. A
 // step already at or over its cap starts nothing until enough of its
@@ -106,6 +118,26 @@
 //
 // Each agent and each task appear at most once in the result, in the order
 // chosen, with a Reason starting "minimum-task guarantee" or "fair share".
+//
+// Waiting reasons. [Decide] is Schedule with, for every READY task of the
+// snapshot it did not assign and for every project, why it waits (a
+// models.Waiting* code and a sentence): the project is paused or over its
+// budget, its slots are full, no idle agent serves it, a rule or a step
+// refused the task, its not_before is ahead, or other work went first.
+//
+// # Reading the READY tasks
+//
+// A round reads READY tasks only for the projects that could take work
+// (Decide on the snapshot without READY tasks gives them no reason to
+// wait), a page ([Config.ReadyPerProject]) per project in start order,
+// leaving out in SQL the tasks whose not_before is ahead and the groups
+// [Exclusions] finds at a rule's or a step's limit. While a project could
+// still take work after its page (every task of it assigned or refused)
+// and more remain, the next page is read and the scheduler runs again on
+// what is left, so no backlog hides a task that can start. The round then
+// writes the waiting reasons (see docs/semantics.md, "Scheduling"): per
+// group for the tasks it did not look at one by one, per task for the
+// others, only where a reason changed.
 //
 // # The loop
 //

@@ -18,11 +18,11 @@ type failingSnapshots struct {
 	fail *atomic.Bool
 }
 
-func (f failingSnapshots) SchedulingState(ctx context.Context, now time.Time, window time.Duration, perProject int) (models.SchedulingState, error) {
+func (f failingSnapshots) SchedulingState(ctx context.Context, now time.Time, window time.Duration) (models.SchedulingState, error) {
 	if f.fail.Load() {
 		return models.SchedulingState{}, errors.New("read projects: converting driver.Value type float64 to a int64")
 	}
-	return f.Store.SchedulingState(ctx, now, window, perProject)
+	return f.Store.SchedulingState(ctx, now, window)
 }
 
 // TestHealthSaysWhenEveryPassFails: with every scheduling pass failing,

@@ -1,11 +1,15 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +34,9 @@ const (
 	DefaultInputTimeout    = 4 * time.Hour
 	DefaultCheckTimeout    = 20 * time.Minute
 	DefaultResultGrace     = 10 * time.Second
+	// DefaultTimerBatch is how many due timers (PAUSED or FAILED tasks)
+	// are read at a time; a round reads batches until none is due.
+	DefaultTimerBatch = 500
 )
 
 // Config configures an Orchestrator. Zero durations take the defaults above.
@@ -39,7 +46,9 @@ type Config struct {
 	SafetyTick time.Duration
 	// Window is the rolling window of fair share and budgets.
 	Window time.Duration
-	// ReadyPerProject bounds the READY tasks read per project per round.
+	// ReadyPerProject is the page of READY tasks read per project at a
+	// time; a round reads further pages while a project can take more work
+	// and an idle agent serves it.
 	ReadyPerProject int
 	// IdleTimeout ends a run with no output and no RPC for this long, unless
 	// its agent sets its own.
@@ -162,7 +171,11 @@ func (c *Config) applyDefaults() {
 
 // Store is what the orchestrator needs from the store.
 type Store interface {
-	SchedulingState(ctx context.Context, now time.Time, window time.Duration, readyPerProject int) (models.SchedulingState, error)
+	SchedulingState(ctx context.Context, now time.Time, window time.Duration) (models.SchedulingState, error)
+	ReadyTasks(ctx context.Context, q models.ReadyQuery) ([]models.Task, error)
+	SetWaiting(ctx context.Context, updates []models.WaitingUpdate) (int64, error)
+	DuePaused(ctx context.Context, now, afterAt time.Time, afterID string, limit int) ([]models.Task, *time.Time, error)
+	DueFailed(ctx context.Context, now time.Time, base, maxBackoff time.Duration, afterAt time.Time, afterID string, limit int) ([]models.Task, *time.Time, error)
 	ClaimTask(ctx context.Context, taskID, agentID string) (models.Run, string, error)
 	StartRun(ctx context.Context, runID int64, pid int, checkoutPath string) (models.TransitionResult, error)
 	TouchRun(ctx context.Context, runID int64) error
@@ -454,11 +467,19 @@ func (o *Orchestrator) round(ctx context.Context) time.Time {
 	return due
 }
 
-// schedule reads a snapshot, runs the scheduler and dispatches its
-// assignments; it returns the next time something now held back (a task's
-// not_before, a cooldown) becomes due (zero if none).
+// schedule reads the scheduling state and the READY tasks that can start,
+// runs the scheduler and dispatches its assignments, and writes why the
+// READY tasks it did not start wait; it returns the next time something now
+// held back (a task's not_before, a cooldown) becomes due (zero if none).
+//
+// READY tasks are read per project, a page at a time, only for projects
+// that can take work and that an idle agent serves, leaving out those that
+// cannot start (not_before in the future, a rule or a workflow step at its
+// limit). While a project could take more and its page ran out, the next
+// page is read and the scheduler runs again with what was assigned, so a
+// backlog never hides a task that can start.
 func (o *Orchestrator) schedule(ctx context.Context, now time.Time) (time.Time, error) {
-	st, err := o.store.SchedulingState(ctx, now, o.cfg.Window, o.cfg.ReadyPerProject)
+	st, err := o.store.SchedulingState(ctx, now, o.cfg.Window)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -468,10 +489,8 @@ func (o *Orchestrator) schedule(ctx context.Context, now time.Time) (time.Time, 
 			next = t
 		}
 	}
-	for _, t := range st.Ready {
-		if t.NotBefore != nil {
-			consider(*t.NotBefore)
-		}
+	if st.NextNotBefore != nil {
+		consider(*st.NextNotBefore)
 	}
 	o.mu.Lock()
 	for key, until := range o.cooldown {
@@ -482,13 +501,229 @@ func (o *Orchestrator) schedule(ctx context.Context, now time.Time) (time.Time, 
 		consider(until)
 	}
 	o.mu.Unlock()
-	if len(st.IdleAgents) == 0 || len(st.Ready) == 0 {
-		return next, nil
+
+	snap := o.snapshot(st)
+	cfg := SchedulerConfig{Quantum: o.cfg.Quantum}
+	// Only projects that can take work now, with an idle agent serving
+	// them, have their READY tasks read.
+	probe := Decide(snap, cfg)
+	pages := map[string]*readyPage{}
+	var want []string
+	for _, p := range snap.Projects {
+		if probe.Projects[p.ID] == (Why{}) {
+			want = append(want, p.ID)
+			pages[p.ID] = &readyPage{why: map[string]Why{}}
+		}
 	}
-	for _, as := range Schedule(o.snapshot(st), SchedulerConfig{Quantum: o.cfg.Quantum}) {
-		o.dispatch(ctx, as)
+	slices.Sort(want)
+	var excl []models.ReadyExclusion
+	assigned := map[string]bool{}
+	for len(want) > 0 {
+		excl = Exclusions(snap)
+		snap.Ready = nil
+		owner := map[string]string{}
+		for _, pid := range want {
+			pg := pages[pid]
+			ts, err := o.store.ReadyTasks(ctx, models.ReadyQuery{ProjectID: pid, Now: now, After: pg.after,
+				Exclude: exclusionsFor(excl, pid), Limit: o.cfg.ReadyPerProject})
+			if err != nil {
+				return next, err
+			}
+			pg.more = len(ts) == o.cfg.ReadyPerProject
+			if len(ts) > 0 {
+				t := ts[len(ts)-1]
+				pg.after = &models.ReadyCursor{Priority: t.Priority, CreatedAt: t.CreatedAt, ID: t.ID}
+			}
+			pg.seen = append(pg.seen, ts...)
+			for _, t := range ts {
+				snap.Ready = append(snap.Ready, taskInfo(t))
+				owner[t.ID] = pid
+			}
+		}
+		d := Decide(snap, cfg)
+		for id, why := range d.Waiting {
+			if pg := pages[owner[id]]; pg != nil {
+				pg.why[id] = why
+			}
+		}
+		for _, as := range d.Assignments {
+			assigned[as.TaskID] = true
+			o.dispatch(ctx, as)
+			snap = afterAssignment(snap, as, o.cfg.Quantum)
+		}
+		// Another page for each project whose page ran out while it could
+		// still take work.
+		snap.Ready = nil
+		after := Decide(snap, cfg)
+		want = want[:0]
+		for pid, pg := range pages {
+			pg.rest = after.Projects[pid]
+			if pg.more && pg.rest == (Why{}) {
+				want = append(want, pid)
+			}
+		}
+		slices.Sort(want)
+	}
+	if err := o.writeWaiting(ctx, now, st, probe, pages, excl, assigned); err != nil {
+		o.log.Warn("write waiting reasons", "err", err)
 	}
 	return next, nil
+}
+
+// readyPage is what a round read of one project's READY tasks.
+type readyPage struct {
+	// after is the position of the last task read; more: the last read
+	// filled its page, so more may follow.
+	after *models.ReadyCursor
+	more  bool
+	seen  []models.Task
+	// why holds the waiting reason of each task read and not started;
+	// rest, that of the tasks after the last one read.
+	why  map[string]Why
+	rest Why
+}
+
+// exclusionsFor returns the exclusions that can apply to project pid.
+func exclusionsFor(excl []models.ReadyExclusion, pid string) []models.ReadyExclusion {
+	var out []models.ReadyExclusion
+	for _, e := range excl {
+		if e.ProjectID == "" || e.ProjectID == pid {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// afterAssignment returns s as the next pass of the round sees it: the
+// task assigned, its agent busy, its project's usage one quantum more.
+func afterAssignment(s Snapshot, as Assignment, quantum time.Duration) Snapshot {
+	if quantum <= 0 {
+		quantum = DefaultQuantum
+	}
+	for _, t := range s.Ready {
+		if t.ID == as.TaskID {
+			t.Status = models.StatusAssigned
+			s.Running = append(slices.Clip(s.Running), t)
+		}
+	}
+	s.IdleAgents = slices.DeleteFunc(slices.Clone(s.IdleAgents), func(a AgentInfo) bool { return a.ID == as.AgentID })
+	s.Projects = slices.Clone(s.Projects)
+	for i := range s.Projects {
+		if s.Projects[i].ID == as.ProjectID {
+			s.Projects[i].Running++
+			s.Projects[i].AgentSeconds += quantum.Seconds()
+		}
+	}
+	return s
+}
+
+// writeWaiting writes why the READY tasks the round did not start wait:
+// per project for those it did not look at one by one, per task for those
+// it did; each only where it changed.
+func (o *Orchestrator) writeWaiting(ctx context.Context, now time.Time, st models.SchedulingState, probe Decision,
+	pages map[string]*readyPage, excl []models.ReadyExclusion, assigned map[string]bool) error {
+	var ups []models.WaitingUpdate
+	for _, p := range st.Projects {
+		pid := p.Project.ID
+		pg := pages[pid]
+		if pg == nil {
+			why := o.refine(st, pid, probe.Projects[pid], now)
+			if why != (Why{}) {
+				ups = append(ups, models.WaitingUpdate{ProjectID: pid, Scope: models.WaitAll, Code: why.Code, Reason: why.Reason})
+			}
+			continue
+		}
+		ups = append(ups, models.WaitingUpdate{ProjectID: pid, Scope: models.WaitFuture, Now: now,
+			Code: models.WaitingNotBefore, Reason: "not before "})
+		mine := exclusionsFor(excl, pid)
+		for i, e := range mine {
+			ups = append(ups, models.WaitingUpdate{ProjectID: pid, Scope: models.WaitExcluded, Now: now,
+				Exclude: append([]models.ReadyExclusion{e}, mine[:i]...), Code: e.Code, Reason: e.Reason})
+		}
+		byWhy := map[Why][]string{}
+		for _, t := range pg.seen {
+			why, ok := pg.why[t.ID]
+			if assigned[t.ID] || !ok || excludedBy(mine, t) {
+				continue
+			}
+			why = o.refine(st, pid, why, now)
+			if why != (Why{}) && (why.Code != t.WaitingCode || why.Reason != t.WaitingReason) {
+				byWhy[why] = append(byWhy[why], t.ID)
+			}
+		}
+		whys := slices.SortedFunc(maps.Keys(byWhy), func(a, b Why) int {
+			return cmp.Or(strings.Compare(a.Code, b.Code), strings.Compare(a.Reason, b.Reason))
+		})
+		for _, why := range whys {
+			ups = append(ups, models.WaitingUpdate{ProjectID: pid, Scope: models.WaitTasks, TaskIDs: byWhy[why],
+				Code: why.Code, Reason: why.Reason})
+		}
+		if rest := o.refine(st, pid, pg.rest, now); pg.more && rest != (Why{}) {
+			ups = append(ups, models.WaitingUpdate{ProjectID: pid, Scope: models.WaitRest, Now: now, After: pg.after,
+				Exclude: mine, Code: rest.Code, Reason: rest.Reason})
+		}
+	}
+	_, err := o.store.SetWaiting(ctx, ups)
+	return err
+}
+
+// excludedBy reports whether a task matches one of excl.
+func excludedBy(excl []models.ReadyExclusion, t models.Task) bool {
+	for _, e := range excl {
+		if e.Matches(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// refine makes a project's reason precise: a project held back after
+// failed starts says until when; "no idle agent serves the project" says
+// whether no agent works on it at all, its agents rest (until when) or are
+// paused, or all are busy.
+func (o *Orchestrator) refine(st models.SchedulingState, pid string, why Why, now time.Time) Why {
+	if why.Code == models.WaitingProjectPaused {
+		o.mu.Lock()
+		until := o.cooldown["project:"+pid]
+		o.mu.Unlock()
+		if until.After(now) && slices.ContainsFunc(st.Projects, func(p models.ProjectUsage) bool {
+			return p.Project.ID == pid && p.Project.Status == models.ProjectActive
+		}) {
+			return Why{models.WaitingProjectPaused, fmt.Sprintf("project %s is held back until %s: its workspace could not be prepared",
+				pid, until.UTC().Format(time.RFC3339))}
+		}
+	}
+	if why.Code != models.WaitingAgentsBusy {
+		return why
+	}
+	var serving, paused int
+	var rest time.Time
+	o.mu.Lock()
+	for _, a := range st.Agents {
+		if len(a.Projects) > 0 && !slices.Contains(a.Projects, pid) {
+			continue
+		}
+		serving++
+		switch until := o.cooldown["agent:"+a.ID]; {
+		case a.Paused || a.State == models.AgentError:
+			paused++
+		case until.After(now) && a.State == models.AgentIdle:
+			if rest.IsZero() || until.Before(rest) {
+				rest = until
+			}
+		}
+	}
+	o.mu.Unlock()
+	switch {
+	case serving == 0:
+		return Why{models.WaitingNoAgent, fmt.Sprintf("no agent works on project %s", pid)}
+	case !rest.IsZero():
+		return Why{models.WaitingAgentResting, fmt.Sprintf("the agents of project %s are busy or resting; the first rests until %s",
+			pid, rest.UTC().Format(time.RFC3339))}
+	case paused == serving:
+		return Why{models.WaitingNoAgent, fmt.Sprintf("every agent of project %s is paused or in error", pid)}
+	}
+	return Why{models.WaitingAgentsBusy, fmt.Sprintf("all %d agents of project %s are busy", serving-paused, pid)}
 }
 
 // coolDown keeps key ("project:<id>" or "agent:<id>") out of scheduling until until.
@@ -529,17 +764,13 @@ func (o *Orchestrator) snapshot(st models.SchedulingState) Snapshot {
 			BudgetLimit: p.Project.BudgetLimit, AgentSeconds: p.AgentSeconds, CompletedInWindow: p.CompletedInWindow,
 			Running: p.Running})
 	}
-	info := func(t models.Task) TaskInfo {
-		return TaskInfo{ID: t.ID, ProjectID: t.ProjectID, Priority: t.Priority, CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt,
-			NotBefore: t.NotBefore, Kind: t.Kind, Metadata: t.Metadata, Status: t.Status, ExpectedCount: t.ExpectedCount,
-			SuccessCount: t.SuccessCount, FailureCount: t.FailureCount, RunID: t.RunID, StepName: t.StepName,
-			StepConcurrency: t.StepConcurrency, Rules: t.Rules}
-	}
-	for _, t := range st.Ready {
-		s.Ready = append(s.Ready, info(t))
-	}
 	for _, t := range st.Running {
-		s.Running = append(s.Running, info(t))
+		s.Running = append(s.Running, taskInfo(t))
+	}
+	for _, t := range st.Waiting {
+		ti := taskInfo(t)
+		ti.Waiting = true
+		s.Running = append(s.Running, ti)
 	}
 	for _, a := range st.IdleAgents {
 		if o.coolingDown("agent:" + a.ID) {
@@ -548,6 +779,14 @@ func (o *Orchestrator) snapshot(st models.SchedulingState) Snapshot {
 		s.IdleAgents = append(s.IdleAgents, AgentInfo{ID: a.ID, Projects: a.Projects})
 	}
 	return s
+}
+
+// taskInfo is a task as the scheduler sees it.
+func taskInfo(t models.Task) TaskInfo {
+	return TaskInfo{ID: t.ID, ProjectID: t.ProjectID, Priority: t.Priority, CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt,
+		NotBefore: t.NotBefore, Kind: t.Kind, Metadata: t.Metadata, Status: t.Status, ExpectedCount: t.ExpectedCount,
+		SuccessCount: t.SuccessCount, FailureCount: t.FailureCount, RunID: t.RunID, StepName: t.StepName,
+		StepConcurrency: t.StepConcurrency, Rules: t.Rules}
 }
 
 // applyTimers resumes PAUSED tasks whose time has come and retries or
@@ -559,17 +798,26 @@ func (o *Orchestrator) applyTimers(ctx context.Context, now time.Time) (time.Tim
 			next = t
 		}
 	}
-	paused, err := o.store.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{models.StatusPaused}, Limit: 10_000})
-	if err != nil {
-		return next, err
-	}
-	for _, t := range paused {
-		if t.ResumeAfter == nil || !t.ResumeAfter.After(now) {
+	// Due timers are read by due time, a batch at a time, until none is
+	// due: nothing is capped, and timers not yet due are not read.
+	var at time.Time
+	var after string
+	for {
+		due, nextPause, err := o.store.DuePaused(ctx, now, at, after, DefaultTimerBatch)
+		if err != nil {
+			return next, err
+		}
+		if nextPause != nil {
+			consider(*nextPause)
+		}
+		for _, t := range due {
 			o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventResumeTimer, ExpectFrom: models.StatusPaused,
 				Actor: "system", Reason: "resume time reached"})
-			continue
+			at, after = *t.ResumeAfter, t.ID
 		}
-		consider(*t.ResumeAfter)
+		if len(due) < DefaultTimerBatch {
+			break
+		}
 	}
 	open, err := o.store.OpenQuestions(ctx)
 	if err != nil {
@@ -589,23 +837,28 @@ func (o *Orchestrator) applyTimers(ctx context.Context, now time.Time) (time.Tim
 		o.answered(q.ID, "", fmt.Errorf("no answer within %s: the task is paused and will resume later", o.cfg.InputTimeout))
 		o.endRunsOf(q.TaskID, "no answer in time")
 	}
-	failed, err := o.store.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{models.StatusFailed}, Limit: 10_000})
-	if err != nil {
-		return next, err
-	}
-	for _, t := range failed {
-		if t.RetryCount >= t.MaxRetries {
-			o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventMaxRetries, ExpectFrom: models.StatusFailed,
-				Actor: "system", Reason: fmt.Sprintf("failed %d time(s); no retries left: %s", t.RetryCount+1, t.StatusReason)})
-			continue
+	at, after = time.Time{}, ""
+	for {
+		due, nextRetry, err := o.store.DueFailed(ctx, now, o.cfg.RetryBackoff, o.cfg.MaxBackoff, at, after, DefaultTimerBatch)
+		if err != nil {
+			return next, err
 		}
-		at := t.UpdatedAt.Add(o.Backoff(t.RetryCount))
-		if at.After(now) {
-			consider(at)
-			continue
+		if nextRetry != nil {
+			consider(*nextRetry)
 		}
-		o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventRetry, ExpectFrom: models.StatusFailed,
-			Actor: "system", Reason: fmt.Sprintf("retry %d of %d", t.RetryCount+1, t.MaxRetries)})
+		for _, t := range due {
+			at, after = t.UpdatedAt, t.ID
+			if t.RetryCount >= t.MaxRetries {
+				o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventMaxRetries, ExpectFrom: models.StatusFailed,
+					Actor: "system", Reason: fmt.Sprintf("failed %d time(s); no retries left: %s", t.RetryCount+1, t.StatusReason)})
+				continue
+			}
+			o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventRetry, ExpectFrom: models.StatusFailed,
+				Actor: "system", Reason: fmt.Sprintf("retry %d of %d", t.RetryCount+1, t.MaxRetries)})
+		}
+		if len(due) < DefaultTimerBatch {
+			break
+		}
 	}
 	return next, nil
 }

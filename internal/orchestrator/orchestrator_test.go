@@ -595,6 +595,9 @@ func TestWorkspaceFailureCoolsTheProjectNotTheAgent(t *testing.T) {
 	if tk.Status != models.StatusReady || !strings.Contains(tk.StatusReason, "prepare workspace: ") || strings.Contains(tk.StatusReason, "internal error") {
 		t.Fatalf("after the failure: %s %q", tk.Status, tk.StatusReason)
 	}
+	if tk.WaitingCode != models.WaitingProjectPaused || !strings.Contains(tk.WaitingReason, "held back until 2026-03-01T12:00:30Z") {
+		t.Fatalf("waiting %q %q; want the project held back", tk.WaitingCode, tk.WaitingReason)
+	}
 	if a, _ := h.st.GetAgent(context.Background(), "a1"); a.State != models.AgentIdle {
 		t.Fatalf("the agent was blamed: %s", a.State)
 	}

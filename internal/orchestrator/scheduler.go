@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -37,16 +38,91 @@ const (
 // The policy is described in the package documentation. Assignments come in
 // the order they were chosen; each agent and each task appears at most once.
 func Schedule(s Snapshot, cfg SchedulerConfig) []Assignment {
-	if s.GlobalBudget != nil && s.GlobalTokensUsed >= *s.GlobalBudget {
-		return nil
-	}
+	return Decide(s, cfg).Assignments
+}
+
+// Decision is what one round decided: the assignments, and why each READY
+// task of the snapshot that is not assigned waits.
+type Decision struct {
+	Assignments []Assignment
+	// Waiting holds, for every READY task of the snapshot not assigned,
+	// why it waits; Projects, for every project of the snapshot, why its
+	// READY tasks that the round did not look at wait (empty: the project
+	// could take more, but its READY tasks ran out).
+	Waiting  map[string]Why
+	Projects map[string]Why
+}
+
+// Why is a waiting reason: a code (models.Waiting*) and a sentence.
+type Why struct{ Code, Reason string }
+
+// Decide is [Schedule] with the reasons of what it did not start. It is a
+// pure function of the snapshot, like Schedule.
+func Decide(s Snapshot, cfg SchedulerConfig) Decision {
+	d := Decision{Waiting: map[string]Why{}, Projects: map[string]Why{}}
 	r := newRound(s, cfg)
-	if len(r.projects) == 0 || len(r.agents) == 0 {
-		return nil
+	if s.GlobalBudget != nil && s.GlobalTokensUsed >= *s.GlobalBudget {
+		why := Why{models.WaitingBudget, fmt.Sprintf("the global token budget is exhausted (%d of %d tokens in the window)",
+			s.GlobalTokensUsed, *s.GlobalBudget)}
+		for _, p := range r.all {
+			d.Projects[p.ID] = why
+		}
+		for _, c := range r.cands {
+			d.Waiting[c.ID] = why
+		}
+		return d
 	}
-	r.guarantee()
-	r.fairShare()
-	return r.out
+	if len(r.agents) > 0 {
+		r.guarantee()
+		r.fairShare()
+	}
+	d.Assignments = r.out
+	for _, p := range r.all {
+		d.Projects[p.ID] = r.projectWhy(p)
+	}
+	open := map[string]bool{}
+	for _, p := range r.projects {
+		open[p.ID] = true
+	}
+	for _, c := range r.cands {
+		switch {
+		case c.assigned:
+		case !open[c.ProjectID]:
+			if why, ok := d.Projects[c.ProjectID]; ok {
+				d.Waiting[c.ID] = why
+			}
+		case c.why != nil:
+			d.Waiting[c.ID] = *c.why
+		case c.NotBefore != nil && c.NotBefore.After(s.Now):
+			d.Waiting[c.ID] = Why{models.WaitingNotBefore, "not before " + c.NotBefore.UTC().Format(time.RFC3339)}
+		default:
+			// Not refused by anything of its own: its project could take
+			// no more, or other work went first.
+			if !c.usable() {
+				d.Waiting[c.ID] = *c.why
+				continue
+			}
+			d.Waiting[c.ID] = d.Projects[c.ProjectID]
+		}
+	}
+	return d
+}
+
+// projectWhy says why p's READY tasks that did not start wait.
+func (r *round) projectWhy(p *project) Why {
+	switch {
+	case p.Status != models.ProjectActive:
+		return Why{models.WaitingProjectPaused, fmt.Sprintf("project %s is %s", p.ID, strings.ToLower(string(p.Status)))}
+	case p.BudgetLimit != nil && p.TokensUsed >= *p.BudgetLimit:
+		return Why{models.WaitingBudget, fmt.Sprintf("project %s has used its token budget (%d of %d tokens)", p.ID, p.TokensUsed, *p.BudgetLimit)}
+	case p.Running+p.assigned >= p.MaxConcurrentAgents:
+		return Why{models.WaitingSlots, fmt.Sprintf("all %d slots of project %s are busy", p.MaxConcurrentAgents, p.ID)}
+	case r.agentFor(p) == nil:
+		return Why{models.WaitingAgentsBusy, fmt.Sprintf("no idle agent serves project %s", p.ID)}
+	case p.assigned > 0 || len(r.out) > 0:
+		return Why{models.WaitingQueued, "waiting for its turn: the free agents went to work ahead of it"}
+	}
+	return Why{}
 }
 
 // candidate is a READY task of an eligible project.
@@ -65,8 +141,9 @@ type candidate struct {
 	step *stepGroup
 	// assigned: chosen in this round. blocked: a rule or its step's cap
 	// refused it in this round; both only tighten as the round goes on, so
-	// it stays refused.
+	// it stays refused. why says what refused it.
 	assigned, blocked bool
+	why               *Why
 }
 
 func (c *candidate) gone() bool { return c.assigned || c.blocked }
@@ -91,6 +168,8 @@ type ruleState struct {
 	rule     models.Rule
 	typ      models.RuleType
 	statuses []models.TaskStatus
+	// named are the statuses the matcher names itself (not through a group).
+	named []models.TaskStatus
 	// invalid rules refuse every task they apply to.
 	invalid bool
 	// own: a task's own rule, shared by the candidates that carry it; it
@@ -102,13 +181,23 @@ type ruleState struct {
 
 // counts reports whether rs counts task t: in its scope, of its kind, with
 // a status in its set (any status when assigned says t was assigned in
-// this round).
+// this round). A task that holds no slot counts only under a rule whose
+// matcher names its status itself.
 func (rs *ruleState) counts(t *TaskInfo, assigned bool) bool {
-	return !rs.invalid && (rs.rule.ProjectID == "" || rs.rule.ProjectID == t.ProjectID) &&
-		(rs.rule.Matcher.Kind == "" || rs.rule.Matcher.Kind == t.Kind) && (assigned || slices.Contains(rs.statuses, t.Status))
+	if rs.invalid || (rs.rule.ProjectID != "" && rs.rule.ProjectID != t.ProjectID) ||
+		(rs.rule.Matcher.Kind != "" && rs.rule.Matcher.Kind != t.Kind) {
+		return false
+	}
+	return assigned || (slices.Contains(rs.statuses, t.Status) && (!t.Waiting || slices.Contains(rs.named, t.Status)))
 }
 
-type ruleGroup struct{ count, work int }
+type ruleGroup struct {
+	count, work int
+	// kind and fields are those of the tasks the group counts (a nil
+	// value: the key is missing).
+	kind   string
+	fields map[string]*string
+}
 
 // stepKey names a step of a workflow run.
 type stepKey struct{ run, step string }
@@ -119,6 +208,9 @@ type stepGroup struct{ count int }
 
 type project struct {
 	ProjectState
+	// eligible: the project may start tasks (active, within its budget,
+	// with a free slot); only eligible projects are scheduled.
+	eligible bool
 	weight   float64
 	assigned int
 	// byAge holds the candidates oldest first; byPriority by priority, then age.
@@ -138,11 +230,13 @@ type idleAgent struct {
 
 type round struct {
 	// owned are the distinct own rules of the READY tasks.
-	owned    []*ruleState
-	quantum  float64
-	projects []*project
-	agents   []*idleAgent
-	out      []Assignment
+	owned   []*ruleState
+	quantum float64
+	// all holds every project of the snapshot, projects the eligible ones.
+	all, projects []*project
+	agents        []*idleAgent
+	cands         []*candidate
+	out           []Assignment
 }
 
 func newRound(s Snapshot, cfg SchedulerConfig) *round {
@@ -154,84 +248,55 @@ func newRound(s Snapshot, cfg SchedulerConfig) *round {
 
 	byID := map[string]*project{}
 	for _, ps := range uniqueBy(s.Projects, func(p *ProjectState) string { return p.ID }) {
-		if ps.Status != models.ProjectActive || (ps.BudgetLimit != nil && ps.TokensUsed >= *ps.BudgetLimit) ||
-			ps.Running >= ps.MaxConcurrentAgents {
-			continue
-		}
 		w := ps.CreditWeight
 		if !(w > 0) || math.IsInf(w, 0) {
 			w = models.DefaultCreditWeight
 		}
 		p := &project{ProjectState: *ps, weight: w, creators: map[string]int{}}
-		r.projects = append(r.projects, p)
-		byID[p.ID] = p
+		p.eligible = ps.Status == models.ProjectActive && (ps.BudgetLimit == nil || ps.TokensUsed < *ps.BudgetLimit) &&
+			ps.Running < ps.MaxConcurrentAgents
+		r.all = append(r.all, p)
+		if p.eligible {
+			r.projects = append(r.projects, p)
+			byID[p.ID] = p
+		}
 	}
 	// uniqueBy sorted by ID, so r.projects is in ID order.
 
-	newRule := func(rl models.Rule, own bool) *ruleState {
-		rs := &ruleState{rule: rl, typ: rl.Type.Canonical(), own: own, groups: map[string]*ruleGroup{}}
-		set, err := rl.Matcher.Statuses()
-		rs.statuses = set
-		rs.invalid = err != nil || rl.Validate() != nil
-		return rs
-	}
-	rules := make([]*ruleState, 0, len(s.Rules))
-	for _, rl := range s.Rules {
-		rules = append(rules, newRule(rl, false))
-	}
-	ready := uniqueBy(s.Ready, func(t *TaskInfo) string { return t.ID })
-	// Tasks' own rules: one state per distinct rule, shared by the
-	// candidates that carry it, counting like a rule of the set.
-	ownByKey := map[string]*ruleState{}
-	for _, t := range ready {
-		for _, rl := range t.Rules {
-			k := ownRuleKey(t.ProjectID, rl)
-			if ownByKey[k] == nil {
-				rl.ProjectID = t.ProjectID
-				ownByKey[k] = newRule(rl, true)
-				r.owned = append(r.owned, ownByKey[k])
-			}
-		}
-	}
-	counting := append(slices.Clip(rules), r.owned...)
-	// A step is counted only when a candidate of it has a cap to keep.
-	steps := map[stepKey]*stepGroup{}
-	for _, t := range ready {
-		if t.StepConcurrency > 0 {
-			if k := (stepKey{t.RunID, t.StepName}); steps[k] == nil {
-				steps[k] = &stepGroup{}
-			}
-		}
-	}
+	rules, owned, ownByKey, steps := countRunning(s)
+	r.owned = owned
 	for i := range s.Running {
-		t := &s.Running[i]
-		if g := steps[stepKey{t.RunID, t.StepName}]; g != nil {
-			g.count++
-		}
-		if p := byID[t.ProjectID]; p != nil {
-			p.creators[t.CreatedBy]++
-		}
-		for _, rs := range counting {
-			if rs.counts(t, false) {
-				rs.group(groupKey(t.Kind, t.Metadata, rs.rule.Matcher.Fields)).add(t)
+		if t := &s.Running[i]; !t.Waiting {
+			if p := byID[t.ProjectID]; p != nil {
+				p.creators[t.CreatedBy]++
 			}
 		}
 	}
 
+	ready := uniqueBy(s.Ready, func(t *TaskInfo) string { return t.ID })
+	for _, t := range ready {
+		if k := (stepKey{t.RunID, t.StepName}); t.StepConcurrency > 0 && steps[k] == nil {
+			steps[k] = &stepGroup{}
+		}
+	}
 	// Sized up front: appending never moves the candidates pointed to.
 	cands := make([]candidate, 0, len(ready))
 	for _, t := range ready {
-		p := byID[t.ProjectID]
-		if p == nil || t.Status != models.StatusReady || (t.NotBefore != nil && t.NotBefore.After(s.Now)) {
+		if t.Status != models.StatusReady {
 			continue
 		}
-		c := candidate{TaskInfo: t, all: rules, step: steps[stepKey{t.RunID, t.StepName}],
+		k := stepKey{t.RunID, t.StepName}
+		cand := candidate{TaskInfo: t, all: rules, step: steps[k],
 			remaining: models.RemainingWork(t.ExpectedCount, t.SuccessCount, t.FailureCount)}
 		for _, rl := range t.Rules {
-			c.own = append(c.own, ownByKey[ownRuleKey(t.ProjectID, rl)])
+			cand.own = append(cand.own, ownByKey[ownRuleKey(t.ProjectID, rl)])
 		}
-		cands = append(cands, c)
-		p.byAge = append(p.byAge, &cands[len(cands)-1])
+		cands = append(cands, cand)
+		c := &cands[len(cands)-1]
+		r.cands = append(r.cands, c)
+		if p := byID[t.ProjectID]; p != nil && (t.NotBefore == nil || !t.NotBefore.After(s.Now)) {
+			p.byAge = append(p.byAge, c)
+		}
 	}
 	for _, p := range r.projects {
 		slices.SortFunc(p.byAge, compareAge)
@@ -243,6 +308,73 @@ func newRound(s Snapshot, cfg SchedulerConfig) *round {
 		r.agents = append(r.agents, &idleAgent{AgentInfo: *a})
 	}
 	return r
+}
+
+// countRunning counts the running tasks of s under each rule and each
+// workflow step. A task that holds no slot (it waits for a person or a pull
+// request) counts only under a rule whose matcher names its status itself,
+// not through a group such as Running.
+func countRunning(s Snapshot) (rules, owned []*ruleState, ownByKey map[string]*ruleState, steps map[stepKey]*stepGroup) {
+	newRule := func(rl models.Rule, own bool) *ruleState {
+		rs := &ruleState{rule: rl, typ: rl.Type.Canonical(), own: own, groups: map[string]*ruleGroup{}}
+		set, err := rl.Matcher.Statuses()
+		rs.statuses = set
+		rs.named = namedStatuses(rl.Matcher.Status)
+		rs.invalid = err != nil || rl.Validate() != nil
+		return rs
+	}
+	rules = make([]*ruleState, 0, len(s.Rules))
+	for _, rl := range s.Rules {
+		rules = append(rules, newRule(rl, false))
+	}
+	// Tasks' own rules: one state per distinct rule, shared by the READY
+	// tasks that carry it, counting like a rule of the set.
+	ownByKey = map[string]*ruleState{}
+	for i := range s.Ready {
+		t := &s.Ready[i]
+		for _, rl := range t.Rules {
+			k := ownRuleKey(t.ProjectID, rl)
+			if ownByKey[k] == nil {
+				rl.ProjectID = t.ProjectID
+				ownByKey[k] = newRule(rl, true)
+				owned = append(owned, ownByKey[k])
+			}
+		}
+	}
+	slices.SortFunc(owned, func(a, b *ruleState) int {
+		return strings.Compare(ownRuleKey(a.rule.ProjectID, a.rule), ownRuleKey(b.rule.ProjectID, b.rule))
+	})
+	counting := append(slices.Clip(rules), owned...)
+	steps = map[stepKey]*stepGroup{}
+	for i := range s.Running {
+		t := &s.Running[i]
+		if !t.Waiting && t.RunID != "" {
+			k := stepKey{t.RunID, t.StepName}
+			if steps[k] == nil {
+				steps[k] = &stepGroup{}
+			}
+			steps[k].count++
+		}
+		for _, rs := range counting {
+			if rs.counts(t, false) {
+				rs.group(t.Kind, t.Metadata).add(t)
+			}
+		}
+	}
+	return rules, owned, ownByKey, steps
+}
+
+// namedStatuses returns the statuses a matcher's status text names one by
+// one, leaving out those it names through a group.
+func namedStatuses(text string) []models.TaskStatus {
+	var out []models.TaskStatus
+	for part := range strings.SplitSeq(text, "|") {
+		st := models.TaskStatus(strings.ToUpper(strings.TrimSpace(part)))
+		if st.Valid() {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 // uniqueBy returns pointers to the items, sorted by key, without any item
@@ -289,10 +421,19 @@ func groupKey(kind string, meta map[string]string, fields []string) string {
 	return b.String()
 }
 
-func (rs *ruleState) group(key string) *ruleGroup {
+// group returns the rule's group of tasks of kind with meta.
+func (rs *ruleState) group(kind string, meta map[string]string) *ruleGroup {
+	key := groupKey(kind, meta, rs.rule.Matcher.Fields)
 	g := rs.groups[key]
 	if g == nil {
-		g = &ruleGroup{}
+		g = &ruleGroup{kind: kind, fields: map[string]*string{}}
+		for _, f := range rs.rule.Matcher.Fields {
+			if v, ok := meta[f]; ok {
+				g.fields[f] = &v
+			} else {
+				g.fields[f] = nil
+			}
+		}
 		rs.groups[key] = g
 	}
 	return g
@@ -332,13 +473,14 @@ func ownRuleKey(projectID string, rl models.Rule) string {
 	return string(b)
 }
 
-// allows reports whether starting c now keeps every rule that applies to it.
-func (c *candidate) allows() bool {
+// refusal says why starting c now would break a rule, or is nil when it
+// keeps every rule that applies to it.
+func (c *candidate) refusal() *Why {
 	c.resolve()
 	for _, ref := range c.rules {
 		rs := ref.rule
 		if rs.invalid {
-			return false
+			return &Why{models.WaitingRule, fmt.Sprintf("rule %s is invalid and refuses the tasks it applies to", ruleName(rs.rule))}
 		}
 		g := rs.groups[ref.key]
 		var count, work int
@@ -348,15 +490,39 @@ func (c *candidate) allows() bool {
 		switch rs.typ {
 		case models.RuleConcurrency:
 			if count+1 > rs.rule.MaxConcurrency {
-				return false
+				return &Why{models.WaitingRule, concurrencyReason(rs.rule, count)}
 			}
 		case models.RuleCapacity:
 			if work+c.remaining > rs.rule.MaxCapacity {
-				return false
+				return &Why{models.WaitingRule, fmt.Sprintf("rule %s at its limit: %d of %d work running, the task has %d",
+					ruleName(rs.rule), work, rs.rule.MaxCapacity, c.remaining)}
 			}
 		}
 	}
-	return true
+	return nil
+}
+
+func concurrencyReason(r models.Rule, count int) string {
+	return fmt.Sprintf("rule %s at its limit: %d of %d running", ruleName(r), count, r.MaxConcurrency)
+}
+
+// ruleName names a rule in a waiting reason: its id, or its type and kind.
+func ruleName(r models.Rule) string {
+	if r.ID != "" {
+		return r.ID
+	}
+	name := string(r.Type.Canonical())
+	if r.Matcher.Kind != "" {
+		name += " " + r.Matcher.Kind
+	}
+	if len(r.Matcher.Fields) > 0 {
+		name += " by " + strings.Join(r.Matcher.Fields, ",")
+	}
+	return "(" + name + ")"
+}
+
+func stepReason(runID, step string, count, limit int) string {
+	return fmt.Sprintf("step %s of workflow run %s at its concurrency: %d of %d running", step, runID, count, limit)
 }
 
 // stepAllows reports whether starting c now keeps its step's cap: the
@@ -372,8 +538,13 @@ func (c *candidate) usable() bool {
 	if c.gone() {
 		return false
 	}
-	if !c.stepAllows() || !c.allows() {
+	if !c.stepAllows() {
 		c.blocked = true
+		c.why = &Why{models.WaitingStep, stepReason(c.RunID, c.StepName, c.step.count, c.StepConcurrency)}
+		return false
+	}
+	if why := c.refusal(); why != nil {
+		c.blocked, c.why = true, why
 		return false
 	}
 	return true
@@ -421,7 +592,9 @@ func (p *project) best() *candidate {
 	return best
 }
 
-func (p *project) open() bool { return !p.closed && p.Running+p.assigned < p.MaxConcurrentAgents }
+func (p *project) open() bool {
+	return p.eligible && !p.closed && p.Running+p.assigned < p.MaxConcurrentAgents
+}
 
 // share is the project's agent time in the window, this round's
 // assignments counted at one quantum each, per unit of credit weight.
@@ -453,13 +626,13 @@ func (r *round) assign(p *project, c *candidate, a *idleAgent, reason string) {
 	c.resolve()
 	for _, ref := range c.rules {
 		if !ref.rule.own {
-			ref.rule.group(ref.key).add(c.TaskInfo)
+			ref.rule.group(c.Kind, c.Metadata).add(c.TaskInfo)
 		}
 	}
 	// Tasks' own rules count every task of their kind, whoever carries them.
 	for _, rs := range r.owned {
 		if rs.counts(c.TaskInfo, true) {
-			rs.group(groupKey(c.Kind, c.Metadata, rs.rule.Matcher.Fields)).add(c.TaskInfo)
+			rs.group(c.Kind, c.Metadata).add(c.TaskInfo)
 		}
 	}
 	r.out = append(r.out, Assignment{TaskID: c.ID, AgentID: a.ID, ProjectID: p.ID, Reason: reason})
@@ -535,4 +708,74 @@ func (r *round) fairShare() {
 		r.assign(pick, c, r.agentFor(pick), fmt.Sprintf("%s: %.0f agent-seconds at weight %g, lowest share %.0f",
 			ReasonFairShare, pick.AgentSeconds+float64(pick.assigned)*r.quantum, pick.weight, pickShare))
 	}
+}
+
+// Exclusions describes the groups of READY tasks that no round could start
+// while the running tasks of s run: a rule or a workflow step at its limit.
+// The store leaves them out of the READY tasks it reads and writes their
+// waiting reason per group. It is sound (a task it excludes would be
+// refused by [Schedule]) but may be incomplete: a group it cannot describe
+// to the store (a metadata key a JSON path cannot name) is left to the
+// scheduler.
+func Exclusions(s Snapshot) []models.ReadyExclusion {
+	rules, _, _, steps := countRunning(s)
+	var out []models.ReadyExclusion
+	for _, rs := range rules {
+		r := rs.rule
+		if rs.invalid {
+			out = append(out, models.ReadyExclusion{ProjectID: r.ProjectID, Kind: r.Matcher.Kind, Code: models.WaitingRule,
+				Reason: fmt.Sprintf("rule %s is invalid and refuses the tasks it applies to", ruleName(r))})
+			continue
+		}
+		if !describable(r.Matcher.Fields) {
+			continue
+		}
+		keys := slices.Sorted(maps.Keys(rs.groups))
+		switch rs.typ {
+		case models.RuleConcurrency:
+			if r.MaxConcurrency < 1 {
+				out = append(out, models.ReadyExclusion{ProjectID: r.ProjectID, Kind: r.Matcher.Kind, Code: models.WaitingRule,
+					Reason: concurrencyReason(r, 0)})
+				continue
+			}
+			for _, k := range keys {
+				if g := rs.groups[k]; g.count >= r.MaxConcurrency {
+					out = append(out, models.ReadyExclusion{ProjectID: r.ProjectID, Kind: g.kind, Fields: g.fields,
+						Code: models.WaitingRule, Reason: concurrencyReason(r, g.count)})
+				}
+			}
+		case models.RuleCapacity:
+			for _, k := range keys {
+				g := rs.groups[k]
+				left := r.MaxCapacity - g.work
+				out = append(out, models.ReadyExclusion{ProjectID: r.ProjectID, Kind: g.kind, Fields: g.fields, MaxRemaining: &left,
+					Code: models.WaitingRule, Reason: fmt.Sprintf("rule %s at its limit: %d of %d work running, more than %d left for this task",
+						ruleName(r), g.work, r.MaxCapacity, max(left, 0))})
+			}
+			limit := r.MaxCapacity
+			out = append(out, models.ReadyExclusion{ProjectID: r.ProjectID, Kind: r.Matcher.Kind, MaxRemaining: &limit,
+				Code: models.WaitingRule, Reason: fmt.Sprintf("rule %s: the task's work is more than its capacity of %d",
+					ruleName(r), r.MaxCapacity)})
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(steps), func(a, b stepKey) int {
+		return cmp.Or(strings.Compare(a.run, b.run), strings.Compare(a.step, b.step))
+	})
+	for _, k := range keys {
+		n := steps[k].count
+		out = append(out, models.ReadyExclusion{RunID: k.run, Step: k.step, StepRunning: n, Code: models.WaitingStep,
+			Reason: fmt.Sprintf("step %s of workflow run %s at its concurrency: %d running", k.step, k.run, n)})
+	}
+	return out
+}
+
+// describable reports whether each metadata key can be named in a JSON
+// path for the store.
+func describable(fields []string) bool {
+	for _, f := range fields {
+		if strings.ContainsAny(f, "\"\\") {
+			return false
+		}
+	}
+	return true
 }

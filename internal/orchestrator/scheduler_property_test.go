@@ -360,3 +360,33 @@ func TestSchedulerProperties(t *testing.T) {
 		}
 	})
 }
+
+// TestExclusionsAreSound: a READY task that Exclusions leaves out (the
+// store does not even read it) is one the scheduler would refuse, and a
+// task marked Waiting takes no slot from it.
+func TestExclusionsAreSound(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		s := genSnapshot(t)
+		for i := range s.Running {
+			// Waiting tasks count only under rules naming their status.
+			s.Running[i].Waiting = (s.Running[i].Status == models.StatusAwaitingApproval ||
+				s.Running[i].Status == models.StatusVerifying) && rapid.Bool().Draw(t, "waiting")
+		}
+		excl := orchestrator.Exclusions(s)
+		assigned := map[string]bool{}
+		for _, a := range orchestrator.Schedule(s, orchestrator.SchedulerConfig{}) {
+			assigned[a.TaskID] = true
+		}
+		for _, ti := range s.Ready {
+			tk := models.Task{ID: ti.ID, ProjectID: ti.ProjectID, Kind: ti.Kind, Metadata: ti.Metadata,
+				ExpectedCount: ti.ExpectedCount, SuccessCount: ti.SuccessCount, FailureCount: ti.FailureCount,
+				RunID: ti.RunID, StepName: ti.StepName, StepConcurrency: ti.StepConcurrency}
+			for _, e := range excl {
+				if e.Matches(tk) && assigned[ti.ID] {
+					t.Fatalf("task %s is assigned, yet excluded by %+v", ti.ID, e)
+				}
+			}
+		}
+	})
+}

@@ -18,12 +18,14 @@ type Snapshot struct {
 	Window time.Duration
 
 	Projects []ProjectState
-	// Ready holds READY tasks. The store may send a bounded number per
-	// project; tasks in any other status are ignored.
+	// Ready holds READY tasks: a page of each project's, those that can
+	// start first; tasks in any other status are ignored.
 	Ready []TaskInfo
 	// Running holds the tasks in running statuses (ASSIGNED, IN_PROGRESS,
 	// WAITING_INPUT, VERIFYING, AWAITING_APPROVAL) of every project; rules,
-	// workflow step caps and the creator round-robin count them.
+	// workflow step caps and the creator round-robin count those that hold
+	// a slot. One marked Waiting (it waits for a person or a pull request)
+	// counts only under a rule whose matcher names its status itself.
 	Running []TaskInfo
 	// IdleAgents are the agents free to take a task now.
 	IdleAgents []AgentInfo
@@ -54,7 +56,8 @@ type ProjectState struct {
 	// CompletedInWindow counts the project's tasks completed in the window;
 	// zero with READY work triggers the minimum-task guarantee.
 	CompletedInWindow int
-	// Running counts the project's tasks holding an agent, compared with
+	// Running counts the project's tasks holding a slot (an agent or a
+	// process of the daemon works for them), compared with
 	// MaxConcurrentAgents.
 	Running int
 }
@@ -83,6 +86,9 @@ type TaskInfo struct {
 	// Rules are the task's own rules (a batch entry's rules, scoped to its
 	// project): it starts only when each of them allows it too.
 	Rules []models.Rule
+	// Waiting marks a running task that holds no slot: it waits for a
+	// person or a pull request.
+	Waiting bool
 }
 
 // AgentInfo is one idle agent.

@@ -10,8 +10,11 @@ const (
 		JOIN tasks t ON t.id = d.upstream WHERE d.downstream = ? AND d.resolution = 'BROKEN' ORDER BY t.id LIMIT 1`
 	qStatusReason = "SELECT status_reason FROM tasks WHERE id = ?"
 	qLastEvent    = "SELECT event, from_status, to_status FROM task_events WHERE task_id = ? ORDER BY id DESC LIMIT 1"
+	// qUpdateStatus changes a task's status; the waiting reason, which only
+	// a READY task has and a round writes, is cleared.
 	qUpdateStatus = `UPDATE tasks SET status = ?, assigned_agent_id = ?, resume_after = ?,
-		retry_count = ?, status_reason = ?, cascade_root_id = ?, updated_at = ? WHERE id = ? AND status = ?`
+		retry_count = ?, status_reason = ?, cascade_root_id = ?, updated_at = ?, waiting_code = '', waiting_reason = ''
+		WHERE id = ? AND status = ?`
 	qInsertEvent = `INSERT INTO task_events (task_id, from_status, to_status, event, reason, actor, created_at)
 		VALUES (?,?,?,?,?,?,?)`
 	qSatisfyEdges = `UPDATE task_dependencies SET resolution = 'SATISFIED', resolved_at = ?,
@@ -86,15 +89,6 @@ const (
 		FROM task_runs WHERE ended_at IS NULL OR ended_at >= ? GROUP BY project_id`
 	qCompletedInWindow = `SELECT t.project_id, count(*) FROM task_events e JOIN tasks t ON t.id = e.task_id
 		WHERE e.to_status = 'COMPLETED' AND e.created_at >= ? GROUP BY t.project_id`
-	// qReadyPerProject reads the best READY tasks of each project; of a
-	// workflow step with a concurrency cap, no more than the cap (no more
-	// could start in one round), so that a large capped fan-out does not
-	// hide the project's other tasks.
-	qReadyPerProject = `SELECT ` + taskColumns + ` FROM (SELECT *, row_number() OVER
-		(PARTITION BY project_id ORDER BY priority, created_at, id) AS rank FROM (SELECT *, row_number() OVER
-		(PARTITION BY workflow_run_id, step_name ORDER BY priority, created_at, id) AS step_rank
-		FROM tasks WHERE status = 'READY') WHERE step_concurrency = 0 OR step_rank <= step_concurrency)
-		WHERE rank <= ? ORDER BY project_id, rank`
 	qTokensInWindow = `SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)
 		FROM token_ledger WHERE created_at >= ?`
 	// qTokensPerProjectSince sums the ledger per project from a time on.

@@ -334,12 +334,13 @@ func (s *Store) FinishRun(ctx context.Context, end models.RunEnd) (models.Transi
 	return out, nil
 }
 
-// SchedulingState reads what one scheduling round needs: the projects with
-// their usage in the window [now-window, now], at most readyPerProject READY
-// tasks per project (by priority, then age), the running tasks, the idle
-// agents and the window's token use. Its cost grows with READY and running
-// work, not with history.
-func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.Duration, readyPerProject int) (models.SchedulingState, error) {
+// SchedulingState reads what one scheduling round needs before its READY
+// tasks (see ReadyTasks): the projects with their usage in the window
+// [now-window, now], the tasks in running statuses split into those that
+// hold a slot and those that wait for a person or a pull request, the
+// agents, and the window's token use. Its cost grows with running work and
+// agents, not with history or the READY backlog.
+func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.Duration) (models.SchedulingState, error) {
 	st := models.SchedulingState{Now: now}
 	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -394,20 +395,39 @@ func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.
 		}
 	}
 	rows.Close()
-	if st.Ready, err = queryAll(ctx, tx, scanTask, qReadyPerProject, readyPerProject); err != nil {
-		return fail("ready tasks", err)
-	}
-	args := make([]any, len(runningStatuses))
-	for i, v := range runningStatuses {
-		args[i] = v
-	}
-	if st.Running, err = queryAll(ctx, tx, scanTask, "SELECT "+taskColumns+" FROM tasks WHERE status IN (?,?,?,?,?) ORDER BY rowid", args...); err != nil {
+	var slot bool
+	scanRunning := func(row scanner) (models.Task, error) { return scanTask(withExtra{row, []any{&slot}}) }
+	rows, err = tx.QueryContext(ctx, qSlotHolders)
+	if err != nil {
 		return fail("running tasks", err)
 	}
-	for _, t := range st.Running {
+	st.Running, st.Waiting = []models.Task{}, []models.Task{}
+	for rows.Next() {
+		t, err := scanRunning(rows)
+		if err != nil {
+			rows.Close()
+			return fail("running tasks", err)
+		}
+		if !slot {
+			st.Waiting = append(st.Waiting, t)
+			continue
+		}
+		st.Running = append(st.Running, t)
 		if p := byID[t.ProjectID]; p != nil {
 			p.Running++
 		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fail("running tasks", err)
+	}
+	var next sql.NullInt64
+	if err := tx.QueryRowContext(ctx, qNextNotBefore, toNanos(now)).Scan(&next); err != nil {
+		return fail("next not_before", err)
+	}
+	st.NextNotBefore = fromNullNanos(next)
+	if st.Agents, err = queryAll(ctx, tx, scanAgent, "SELECT "+agentColumns+" FROM agents ORDER BY id"); err != nil {
+		return fail("agents", err)
 	}
 	if st.IdleAgents, err = queryAll(ctx, tx, scanAgent, "SELECT "+agentColumns+" FROM agents WHERE state = 'IDLE' AND paused = 0 ORDER BY id"); err != nil {
 		return fail("idle agents", err)
@@ -417,6 +437,14 @@ func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.
 	}
 	return st, nil
 }
+
+// withExtra scans a row into the destinations given, then into extra.
+type withExtra struct {
+	row   scanner
+	extra []any
+}
+
+func (w withExtra) Scan(dest ...any) error { return w.row.Scan(append(dest, w.extra...)...) }
 
 // queryAll runs q and scans every row with scan.
 func queryAll[T any](ctx context.Context, q queryer, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {

@@ -206,7 +206,7 @@ func TestSchedulingState(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st, err := s.SchedulingState(ctx, clock.Now(), 24*time.Hour, 3)
+	st, err := s.SchedulingState(ctx, clock.Now(), 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,14 +223,15 @@ func TestSchedulingState(t *testing.T) {
 	if usage["q"].CompletedInWindow != 0 || usage["p"].Running != 1 || usage["q"].Running != 0 {
 		t.Errorf("usage %+v", usage)
 	}
-	if len(st.Ready) != 3 || st.Ready[0].Priority != 96 {
-		t.Errorf("ready: %d tasks, first priority %d; want the best 3 of p", len(st.Ready), st.Ready[0].Priority)
+	ready3, err := s.ReadyTasks(ctx, models.ReadyQuery{ProjectID: "p", Now: clock.Now(), Limit: 3})
+	if err != nil || len(ready3) != 3 || ready3[0].Priority != 96 {
+		t.Errorf("ready: %d tasks (%v); want the best 3 of p, priority 96 first", len(ready3), err)
 	}
 	if len(st.Running) != 1 || len(st.IdleAgents) != 2 || st.TokensInWindow != 150 {
 		t.Errorf("running %d, idle %d, tokens %d", len(st.Running), len(st.IdleAgents), st.TokensInWindow)
 	}
 	// With a window reaching back to q's completion, it counts.
-	st, _ = s.SchedulingState(ctx, clock.Now(), 72*time.Hour, 3)
+	st, _ = s.SchedulingState(ctx, clock.Now(), 72*time.Hour)
 	for _, p := range st.Projects {
 		if p.Project.ID == "q" && p.CompletedInWindow != 1 {
 			t.Errorf("q completions in 72h: %d", p.CompletedInWindow)
@@ -272,7 +273,7 @@ func TestPausedAgentTakesNoNewTask(t *testing.T) {
 	if a, err := s.SetAgentPaused(ctx, "a1", true); err != nil || !a.Paused {
 		t.Fatalf("pause: %+v %v", a, err)
 	}
-	st, _ := s.SchedulingState(ctx, clock.Now(), time.Hour, 10)
+	st, _ := s.SchedulingState(ctx, clock.Now(), time.Hour)
 	if len(st.IdleAgents) != 0 {
 		t.Fatalf("a paused agent is offered: %+v", st.IdleAgents)
 	}
