@@ -90,6 +90,9 @@ const (
 	// EventRunStopped blocks an unfinished task of a workflow run that will
 	// not go on: the run was cancelled, or its step could not fan out.
 	EventRunStopped TaskEvent = "RUN_STOPPED"
+	// EventAdminCancel blocks any unfinished task at a person's request:
+	// its run, if any, ends, and it is recorded as cancelled, not failed.
+	EventAdminCancel TaskEvent = "ADMIN_CANCEL"
 )
 
 // TaskEvents lists every event: the spec's 23, then the extensions.
@@ -99,14 +102,14 @@ var TaskEvents = []TaskEvent{
 	EventVerifyPassed, EventVerifyFailed, EventPRCreated, EventPRMerged, EventRetry, EventMaxRetries,
 	EventAdminSkip, EventAdminStop, EventAdminRestart, EventPRClosed, EventTimeout, EventExecutionError,
 	EventRecovery, EventHumanApproved, EventUpstreamFailed, EventUpstreamReopened, EventApprovalRequested,
-	EventPRUnavailable, EventRunStopped,
+	EventPRUnavailable, EventRunStopped, EventAdminCancel,
 }
 
 // Valid reports whether e is a known event.
 func (e TaskEvent) Valid() bool { return slices.Contains(TaskEvents, e) }
 
 // AdminEvents are the events a person may send through the API or chat.
-var AdminEvents = []TaskEvent{EventAdminSkip, EventAdminStop, EventAdminRestart}
+var AdminEvents = []TaskEvent{EventAdminSkip, EventAdminStop, EventAdminRestart, EventAdminCancel}
 
 // IsAdmin reports whether e is one of AdminEvents.
 func (e TaskEvent) IsAdmin() bool { return slices.Contains(AdminEvents, e) }
