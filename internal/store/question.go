@@ -97,6 +97,13 @@ func (s *Store) AnswerQuestion(ctx context.Context, id int64, answer, by string)
 		if q.Answer != nil {
 			return models.Errorf(models.CodeConflict, "question %d was already answered by %s", id, q.AnsweredBy)
 		}
+		var closed sql.NullInt64
+		if err := x.QueryRowContext(ctx, "SELECT closed_at FROM questions WHERE id = ?", id).Scan(&closed); err != nil {
+			return err
+		}
+		if closed.Valid {
+			return models.Errorf(models.CodeConflict, "question %d was closed: task %s was cancelled", id, q.TaskID)
+		}
 		if _, err := x.ExecContext(ctx, "UPDATE questions SET answer = ?, answered_by = ?, answered_at = ? WHERE id = ?",
 			answer, by, toNanos(x.now), id); err != nil {
 			return err
@@ -219,7 +226,7 @@ func (s *Store) TimeOutQuestion(ctx context.Context, id int64, resumeAfter time.
 // them, oldest first.
 func (s *Store) OpenQuestions(ctx context.Context) ([]models.Question, error) {
 	qs, err := queryAll(ctx, s.rdb, scanQuestion, `SELECT `+questionColumns+` FROM questions
-		WHERE answer IS NULL AND timed_out_at IS NULL ORDER BY asked_at, id`)
+		WHERE answer IS NULL AND timed_out_at IS NULL AND closed_at IS NULL ORDER BY asked_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list open questions: %w", err)
 	}
