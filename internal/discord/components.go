@@ -38,6 +38,10 @@ func (b *Bot) component(ctx context.Context, s *discordgo.Session, i *discordgo.
 			b.respondNow(s, i, ephemeral("🚫 Stopping a task needs an admin."))
 			return
 		}
+		if ev == models.EventAdminCancel && !b.admin(user) {
+			b.respondNow(s, i, ephemeral("🚫 Cancelling a task needs an admin."))
+			return
+		}
 		b.run(ctx, s, i, false, func(ctx context.Context) reply {
 			r := b.applyEvent(ctx, taskID, ev, expect, user, true)
 			if r.Update {
@@ -384,6 +388,14 @@ func taskStatusesFor(path string) []models.TaskStatus {
 		return []models.TaskStatus{models.StatusFailed, models.StatusBlocked}
 	case "task stop":
 		return []models.TaskStatus{models.StatusInProgress}
+	case "task cancel":
+		var open []models.TaskStatus
+		for _, st := range models.TaskStatuses {
+			if !st.Terminal() {
+				open = append(open, st)
+			}
+		}
+		return open
 	case "task approve", "task reject":
 		return []models.TaskStatus{models.StatusVerifying, models.StatusAwaitingApproval}
 	case "task answer":
