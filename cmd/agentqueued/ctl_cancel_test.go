@@ -7,7 +7,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -69,5 +71,98 @@ func TestCtlTaskCancel(t *testing.T) {
 	}
 	if r := runCtl(t, addr, nil, "task", "cancel"); r.code != 2 {
 		t.Errorf("task cancel without an id: %+v", r)
+	}
+}
+
+// TestCtlCancelEndsTheRunningAgent cancels a running task through the real
+// daemon's command layer: the agent process ends, the task stays BLOCKED
+// naming who cancelled it, the dependent requiring its success is blocked
+// and the soft dependent is not.
+func TestCtlCancelEndsTheRunningAgent(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	script := writeFile(t, dir, "agent.sh", `exec sleep 300`)
+	cfg := writeFile(t, dir, "config.yaml", `
+agents:
+  - name: worker
+    type: command
+    command: /bin/sh
+    args: ["`+script+`"]
+`)
+	changed := make(chan struct{}, 1)
+	d, err := startMainWith(t, func(m *Main) {
+		m.OnChange = func() {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+	}, "run", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--config", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := d.watch.Context()
+	c, err := api.NewClient("http://"+d.m.Addr(), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "shop"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CreateTasks(ctx, models.TaskBatch{ProjectID: "shop", Tasks: []models.BatchTask{
+		{LocalID: "t", Title: "Long job"},
+		{LocalID: "hard", Title: "After it", Dependencies: []models.BatchDependency{{ID: "t"}}},
+		{LocalID: "soft", Title: "Either way", Dependencies: []models.BatchDependency{{ID: "t", RequiresSuccess: new(bool)}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, hard, soft := res[0].TaskID, res[1].TaskID, res[2].TaskID
+	// waitUntil checks cond after every committed change, and on a short
+	// interval for what commits none (a run starting, a process ending),
+	// for as long as the daemon makes progress.
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			select {
+			case <-changed:
+			case <-poll.C:
+			case <-ctx.Done():
+				t.Fatalf("waiting for %s: %v\n%s", what, d.watch.Err(), d.logs)
+			}
+		}
+	}
+	status := func(id string) models.Task {
+		t.Helper()
+		dt, err := c.GetTask(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dt.Task
+	}
+	waitUntil("the agent to start", func() bool { return status(id).Status == models.StatusInProgress })
+	as, err := c.ListAgents(ctx)
+	if err != nil || len(as) != 1 || as[0].PID == nil {
+		t.Fatalf("agents: %+v %v", as, err)
+	}
+	pid := *as[0].PID
+	if !agent.Alive(pid) {
+		t.Fatalf("the agent process %d is not running", pid)
+	}
+
+	out := mustCtl(t, d.m.Addr(), "task", "cancel", id, "--reason", "enough", "--actor", "ann")
+	if !strings.HasPrefix(out, id+": IN_PROGRESS -> BLOCKED\n") {
+		t.Fatalf("task cancel output %q", out)
+	}
+	waitUntil("the agent process to end", func() bool { return !agent.Alive(pid) })
+	if tk := status(id); tk.Status != models.StatusBlocked || tk.StatusReason != "cancelled by ann: enough" {
+		t.Fatalf("cancelled task: %s %q", tk.Status, tk.StatusReason)
+	}
+	if tk := status(hard); tk.Status != models.StatusBlocked || tk.CascadeRootID != id {
+		t.Fatalf("hard dependent: %s root %q", tk.Status, tk.CascadeRootID)
+	}
+	if st := status(soft).Status; st == models.StatusBlocked || st == models.StatusDefined {
+		t.Fatalf("soft dependent is %s, want it on its way", st)
 	}
 }
