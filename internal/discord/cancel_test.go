@@ -89,3 +89,36 @@ func TestCancelButtonOnNotices(t *testing.T) {
 	}
 	noRefusals(t, h)
 }
+
+// TestAnswerButtonOfACancelledTasksQuestion presses the Answer button of a
+// question whose task was cancelled since: no form opens, the person is
+// told the question was closed, and /questions no longer lists it.
+func TestAnswerButtonOfACancelledTasksQuestion(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.project("web")
+	ctx := context.Background()
+	asking, run := h.startedTask("agent-q", "web", "Asking work")
+	q, err := h.st.AskQuestion(ctx, run.ID, "Which colour?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := h.answer(h.command(alice, controlChannel, "questions"), 1)
+	if r.Message == nil {
+		t.Fatal("/questions made no message")
+	}
+	answerID := customID("answer", fmt.Sprint(q.ID), asking)
+	if _, err := h.st.ApplyEvent(ctx, models.TransitionRequest{TaskID: asking, Event: models.EventAdminCancel, Actor: actor(root)}); err != nil {
+		t.Fatal(err)
+	}
+	r, text := h.answer(h.press(alice, r.Message, answerID), 1)
+	if r.Type == discordgo.InteractionResponseModal || !ephemeralFlag(r) ||
+		text != fmt.Sprintf("Question #%d was closed: its task was cancelled.", q.ID) {
+		t.Errorf("Answer of a closed question: type %d %q (ephemeral %v)", r.Type, text, ephemeralFlag(r))
+	}
+	_, text = h.answer(h.command(alice, controlChannel, "questions"), 1)
+	if strings.Contains(text, "Which colour?") {
+		t.Errorf("/questions still lists the closed question: %q", text)
+	}
+	noRefusals(t, h)
+}

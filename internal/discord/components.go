@@ -72,7 +72,7 @@ func (b *Bot) component(ctx context.Context, s *discordgo.Session, i *discordgo.
 		lctx, done := b.lookupContext(ctx)
 		q, ok := b.findQuestion(lctx, id, arg(1))
 		done()
-		if ok && q.Answer != nil {
+		if ok && (q.Answer != nil || q.ClosedAt != nil) {
 			b.respondNow(s, i, ephemeral(answeredBy(q)))
 			return
 		}
@@ -218,6 +218,9 @@ func (b *Bot) findQuestion(ctx context.Context, id int64, taskID string) (models
 
 func answeredBy(q models.Question) string {
 	by := q.AnsweredBy
+	if q.Answer == nil && q.ClosedAt != nil {
+		return fmt.Sprintf("Question #%d was closed: its task was cancelled.", q.ID)
+	}
 	if by == "" {
 		return fmt.Sprintf("Question #%d is closed already.", q.ID)
 	}

@@ -159,8 +159,8 @@ func TestCancelFromEveryUnfinishedStatus(t *testing.T) {
 
 			if runID != 0 && tc.status == models.StatusWaitingInput {
 				qs, err := s.TaskQuestions(ctx, id)
-				if err != nil || len(qs) != 1 {
-					t.Fatalf("questions %+v %v", qs, err)
+				if err != nil || len(qs) != 1 || qs[0].ClosedAt == nil || qs[0].Answer != nil {
+					t.Fatalf("questions %+v %v, want one closed", qs, err)
 				}
 				open, _ := s.OpenQuestions(ctx)
 				if len(open) != 0 {
