@@ -332,3 +332,23 @@ func TestMigrationRecordsOutcomesOfDecidedEdges(t *testing.T) {
 		wantEdge(t, edgeTo(t, s, "d", tc.up), tc.res, tc.outcome, tc.attempt)
 	}
 }
+
+// TestRestartUndoesACancel restarts a cancelled task: it is READY again
+// and the dependents its cancel blocked are reopened and wait for it.
+func TestRestartUndoesACancel(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	mustProject(t, s, "p")
+	ids := create(t, s, "p",
+		models.BatchTask{LocalID: "a", Title: "a"},
+		models.BatchTask{LocalID: "b", Title: "b", Dependencies: dep("a")},
+		models.BatchTask{LocalID: "c", Title: "c", Dependencies: dep("b")})
+	apply(t, s, ids["a"], models.EventAdminCancel)
+	wantStatuses(t, s, map[string]models.TaskStatus{ids["b"]: models.StatusBlocked, ids["c"]: models.StatusBlocked})
+	res := apply(t, s, ids["a"], models.EventAdminRestart)
+	if res.To != models.StatusReady || len(res.Reopened) != 2 {
+		t.Fatalf("restart of a cancelled task: %+v", res)
+	}
+	wantStatuses(t, s, map[string]models.TaskStatus{ids["b"]: models.StatusDefined, ids["c"]: models.StatusDefined})
+	wantEdge(t, edgeTo(t, s, ids["b"], ids["a"]), models.EdgePending, "", 0)
+}
