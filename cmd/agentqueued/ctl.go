@@ -69,6 +69,7 @@ var ctlCommands = map[string]ctlHandler{
 	"task skip":         eventCommand(models.EventAdminSkip),
 	"task stop":         eventCommand(models.EventAdminStop),
 	"task restart":      eventCommand(models.EventAdminRestart),
+	"task cancel":       (*ctl).taskCancel,
 	"task approve":      decisionCommand(true),
 	"task reject":       decisionCommand(false),
 	"agent add":         (*ctl).agentAdd,
@@ -704,6 +705,30 @@ func eventCommand(event models.TaskEvent) ctlHandler {
 		}
 		return c.emit(res, func(w io.Writer) { printTransition(w, res) })
 	}
+}
+
+// taskCancel cancels a task in any unfinished status: its run ends and it
+// becomes BLOCKED; dependents requiring its success are blocked, the others
+// proceed.
+func (c *ctl) taskCancel(ctx context.Context, args []string) error {
+	fs := c.flagSet("task cancel")
+	reason := fs.String("reason", "", "`text` saying why, recorded after \"cancelled by <actor>: \"")
+	actor := fs.String("actor", "", "`name` recorded as who cancelled (default $USER, else "+defaultActor+")")
+	pos, err := c.parse(fs, args, "ID")
+	if err != nil {
+		return err
+	}
+	if *actor == "" {
+		*actor, _ = c.m.Getenv("USER")
+	}
+	if *actor == "" {
+		*actor = defaultActor
+	}
+	res, err := c.client.CancelTask(ctx, pos[0], api.CancelRequest{Reason: *reason, Actor: *actor})
+	if err != nil {
+		return err
+	}
+	return c.emit(res, func(w io.Writer) { printTransition(w, res) })
 }
 
 // decisionCommand returns the handler of "task approve|reject": a person's

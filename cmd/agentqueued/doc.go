@@ -33,6 +33,7 @@
 //	ctl task deps ID [--add ID[:soft][,ID...]]... [--remove ID[,ID...]]...
 //	ctl task delete ID
 //	ctl task skip|stop|restart ID [--reason R]
+//	ctl task cancel ID [--reason R] [--actor NAME]
 //	ctl task approve ID [--feedback F] | ctl task reject ID --feedback F
 //	ctl agent add ID --type TYPE [--name N] [--env NAME=value]... [--pass-env NAMES]
 //	ctl agent list

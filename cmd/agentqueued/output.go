@@ -213,9 +213,17 @@ func printEdges(w io.Writer, title, column string, edges []models.Dependency, ot
 		return
 	}
 	tw := table(w)
-	row(tw, "  "+column, "REQUIRES_SUCCESS", "RESOLUTION", "RESOLVED")
+	row(tw, "  "+column, "REQUIRES_SUCCESS", "RESOLUTION", "RESOLVED", "UPSTREAM_ENDED", "ATTEMPT")
 	for _, e := range edges {
-		row(tw, "  "+other(e), strconv.FormatBool(e.RequiresSuccess), string(e.Resolution), whenPtr(e.ResolvedAt))
+		ended, attempt := string(e.UpstreamOutcome), ""
+		if ended == "" {
+			ended = "-"
+		}
+		if e.UpstreamAttempt != nil {
+			attempt = strconv.Itoa(*e.UpstreamAttempt)
+		}
+		row(tw, "  "+other(e), strconv.FormatBool(e.RequiresSuccess), string(e.Resolution), whenPtr(e.ResolvedAt),
+			ended, attempt)
 	}
 	tw.Flush()
 }

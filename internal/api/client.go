@@ -179,6 +179,13 @@ func (c *Client) SendEvent(ctx context.Context, taskID string, req EventRequest)
 	return out, c.do(ctx, http.MethodPost, APIPrefix+"/tasks/"+url.PathEscape(taskID)+"/events", nil, req, &out)
 }
 
+// CancelTask cancels a task in any unfinished status: its run ends and it
+// becomes BLOCKED with the reason "cancelled by <actor>[: reason]".
+func (c *Client) CancelTask(ctx context.Context, taskID string, req CancelRequest) (models.TransitionResult, error) {
+	var out models.TransitionResult
+	return out, c.do(ctx, http.MethodPost, APIPrefix+"/tasks/"+url.PathEscape(taskID)+"/cancel", nil, req, &out)
+}
+
 // RegisterAgent registers an agent.
 func (c *Client) RegisterAgent(ctx context.Context, a models.AgentRegistration) (models.Agent, error) {
 	var out models.Agent

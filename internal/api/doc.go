@@ -45,8 +45,12 @@
 //	DELETE /api/v1/tasks/{id}         delete a task nothing runs or depends on → 204
 //	POST  /api/v1/tasks/{id}/dependencies  {"add": [{"id", "requires_success"}], "remove": [ids]}
 //	                                  → {"task", "dependencies", "added", "removed", "promoted", "blocked", "reopened"}
-//	POST  /api/v1/tasks/{id}/events   {"event": "ADMIN_SKIP|ADMIN_STOP|ADMIN_RESTART", "reason", "actor"}
-//	                                  → the transition's result
+//	POST  /api/v1/tasks/{id}/events   {"event": "ADMIN_SKIP|ADMIN_STOP|ADMIN_RESTART|ADMIN_CANCEL", "reason",
+//	                                  "actor"} → the transition's result
+//	POST  /api/v1/tasks/{id}/cancel   cancel a task in any unfinished status (optional body: {"reason", "actor"})
+//	                                  → the transition's result: BLOCKED, "cancelled by <actor>: <reason>", its run
+//	                                  ended, dependents requiring success blocked naming it; a repeat answers the same
+//	                                  result with "duplicate": true; a COMPLETED or otherwise BLOCKED task is a 409
 //	POST  /api/v1/tasks/{id}/approve  {"feedback", "by"} → the transition's result (HUMAN verification, or a plan)
 //	POST  /api/v1/tasks/{id}/reject   {"feedback" (required), "by"} → the transition's result
 //	POST  /api/v1/agents              register an agent (body: id, name, agent_type, command, args, env,

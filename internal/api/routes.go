@@ -74,6 +74,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("DELETE "+APIPrefix+"/tasks/{id}", s.handleDeleteTask)
 	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/dependencies", s.handleChangeDependencies)
 	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/events", s.handleTaskEvent)
+	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/cancel", s.handleCancelTask)
 	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/approve", s.handleDecision(true))
 	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/reject", s.handleDecision(false))
 	mux.HandleFunc("POST "+APIPrefix+"/agents", s.handleRegisterAgent)
@@ -469,6 +470,51 @@ func (s *Server) handleTaskEvent(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(r.Context(), "task event applied", "task_id", taskID, "event", req.Event,
 		"from", res.From, "to", res.To, "duplicate", res.Duplicate)
+	res.Task = redactTask(res.Task)
+	s.writeJSON(w, r, http.StatusOK, res)
+}
+
+// CancelRequest is the body of POST /api/v1/tasks/{id}/cancel.
+type CancelRequest struct {
+	// Reason says why; it follows "cancelled by <actor>: " in the task's
+	// status reason.
+	Reason string `json:"reason,omitempty"`
+	// Actor names who cancels; default DefaultActor.
+	Actor string `json:"actor,omitempty"`
+}
+
+// handleCancelTask cancels a task in any unfinished status (ADMIN_CANCEL):
+// its run ends and it becomes BLOCKED. A repeat answers the same result
+// with duplicate set; a COMPLETED or otherwise BLOCKED task is a conflict.
+func (s *Server) handleCancelTask(w http.ResponseWriter, r *http.Request) {
+	var req CancelRequest
+	data, err := s.readBody(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if len(bytes.TrimSpace(data)) > 0 { // the body is optional
+		if err := decodeJSON(data, &req); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	if req.Actor == "" {
+		req.Actor = DefaultActor
+	}
+	taskID := r.PathValue("id")
+	tr := models.TransitionRequest{TaskID: taskID, Event: models.EventAdminCancel, Reason: req.Reason, Actor: req.Actor}
+	if err := tr.Validate(); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res, err := s.svc.ApplyEvent(r.Context(), tr)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "task cancelled", "task_id", taskID, "actor", req.Actor,
+		"from", res.From, "duplicate", res.Duplicate, "blocked", len(res.Blocked))
 	res.Task = redactTask(res.Task)
 	s.writeJSON(w, r, http.StatusOK, res)
 }

@@ -118,6 +118,8 @@ func commandDefinitions() []*discordgo.ApplicationCommand {
 			sub("restart", "Run a task again", task()),
 			sub("skip", "Mark a failed or blocked task done", task()),
 			sub("stop", "Stop a running task (admin)", task()),
+			sub("cancel", "Cancel a task that has not finished: its run ends, it is BLOCKED (admin)", task(),
+				str("reason", "Why, for the record", false, false)),
 			sub("approve", "Approve a task waiting for you", task(), str("note", "Note for the record", false, false)),
 			sub("reject", "Reject a task waiting for you", task(), str("feedback", "What must change", true, false)),
 			sub("answer", "Answer a task's open question", task(), str("answer", "Your answer", true, false)),

@@ -551,7 +551,7 @@ func TestFailedBlockedAndChainNoticeButtons(t *testing.T) {
 		t.Fatal(err)
 	}
 	failed := h.waitMessageWith(projectChannel, "❌ `"+failing+"` Breaks failed", ": tests failed")
-	if ids := customIDs(failed); len(ids) != 3 {
+	if ids := customIDs(failed); len(ids) != 4 || ids[3] != customID("event", "ADMIN_CANCEL", failing, "FAILED") {
 		t.Errorf("failed notice buttons %v", ids)
 	}
 	r, text := h.answer(h.press(alice, failed, customID("error", failing)), 1)
@@ -612,7 +612,8 @@ func TestApprovalNoticeButtons(t *testing.T) {
 
 	approved := h.awaitingApproval("web", "Ship it")
 	notice := h.waitMessageWith(projectChannel, "🙋 `"+approved+"` Ship it needs your approval")
-	if ids := customIDs(notice); !slices.Equal(ids, []string{customID("approve", approved), customID("reject", approved)}) {
+	if ids := customIDs(notice); !slices.Equal(ids, []string{customID("approve", approved), customID("reject", approved),
+		customID("event", "ADMIN_CANCEL", approved, "AWAITING_APPROVAL")}) {
 		t.Errorf("approval notice buttons %v", ids)
 	}
 	h.pressUpdates(t, notice, customID("approve", approved), fmt.Sprintf("👍 `%s` approved by <@%s> (now COMPLETED).", approved, alice))

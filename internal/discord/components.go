@@ -38,6 +38,10 @@ func (b *Bot) component(ctx context.Context, s *discordgo.Session, i *discordgo.
 			b.respondNow(s, i, ephemeral("🚫 Stopping a task needs an admin."))
 			return
 		}
+		if ev == models.EventAdminCancel && !b.admin(user) {
+			b.respondNow(s, i, ephemeral("🚫 Cancelling a task needs an admin."))
+			return
+		}
 		b.run(ctx, s, i, false, func(ctx context.Context) reply {
 			r := b.applyEvent(ctx, taskID, ev, expect, user, true)
 			if r.Update {
@@ -68,7 +72,7 @@ func (b *Bot) component(ctx context.Context, s *discordgo.Session, i *discordgo.
 		lctx, done := b.lookupContext(ctx)
 		q, ok := b.findQuestion(lctx, id, arg(1))
 		done()
-		if ok && q.Answer != nil {
+		if ok && (q.Answer != nil || q.ClosedAt != nil) {
 			b.respondNow(s, i, ephemeral(answeredBy(q)))
 			return
 		}
@@ -214,6 +218,9 @@ func (b *Bot) findQuestion(ctx context.Context, id int64, taskID string) (models
 
 func answeredBy(q models.Question) string {
 	by := q.AnsweredBy
+	if q.Answer == nil && q.ClosedAt != nil {
+		return fmt.Sprintf("Question #%d was closed: its task was cancelled.", q.ID)
+	}
 	if by == "" {
 		return fmt.Sprintf("Question #%d is closed already.", q.ID)
 	}
@@ -384,6 +391,14 @@ func taskStatusesFor(path string) []models.TaskStatus {
 		return []models.TaskStatus{models.StatusFailed, models.StatusBlocked}
 	case "task stop":
 		return []models.TaskStatus{models.StatusInProgress}
+	case "task cancel":
+		var open []models.TaskStatus
+		for _, st := range models.TaskStatuses {
+			if !st.Terminal() {
+				open = append(open, st)
+			}
+		}
+		return open
 	case "task approve", "task reject":
 		return []models.TaskStatus{models.StatusVerifying, models.StatusAwaitingApproval}
 	case "task answer":

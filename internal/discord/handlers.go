@@ -178,6 +178,7 @@ func (b *Bot) handlers() map[string]handler {
 		"agent resume":    b.agentPause(false),
 		"task delete":     b.taskDelete,
 		"task stop":       b.taskEvent(models.EventAdminStop),
+		"task cancel":     b.taskCancel,
 		"project archive": b.projectStatus(models.ProjectArchived),
 		"agent remove":    b.agentRemove,
 		"hook list":       b.hookList,
@@ -429,12 +430,31 @@ func (b *Bot) taskEvent(ev models.TaskEvent) handler {
 	}
 }
 
+// taskCancel cancels a task that has not finished (ADMIN_CANCEL); like
+// stopping a task, it needs an admin.
+func (b *Bot) taskCancel(ctx context.Context, c call) reply {
+	if !b.admin(c.user) {
+		return ephemeral("🚫 `/task cancel` needs an admin (`discord.admin_users`).")
+	}
+	return b.applyEventWithReason(ctx, c.opts.str(optTask), models.EventAdminCancel, "", c.user, c.opts.str("reason"), false)
+}
+
 // applyEvent applies an admin event; expect, when set, is the status the
 // person saw (a button's task), so a stale or repeated press changes
 // nothing and says what happened instead.
 func (b *Bot) applyEvent(ctx context.Context, taskID string, ev models.TaskEvent, expect models.TaskStatus, user string, update bool) reply {
+	reason := fmt.Sprintf("%s from Discord", strings.ToLower(eventVerb(ev)))
+	if ev == models.EventAdminCancel {
+		reason = "" // the store records "cancelled by <actor>"
+	}
+	return b.applyEventWithReason(ctx, taskID, ev, expect, user, reason, update)
+}
+
+// applyEventWithReason is applyEvent with the reason recorded.
+func (b *Bot) applyEventWithReason(ctx context.Context, taskID string, ev models.TaskEvent, expect models.TaskStatus, user,
+	reason string, update bool) reply {
 	res, err := b.svc.ApplyEvent(ctx, models.TransitionRequest{TaskID: taskID, Event: ev, ExpectFrom: expect,
-		Actor: actor(user), Reason: fmt.Sprintf("%s from Discord", strings.ToLower(eventVerb(ev)))})
+		Actor: actor(user), Reason: reason})
 	if err != nil {
 		if models.ErrorCodeOf(err) == models.CodeConflict {
 			return b.movedOn(ctx, taskID, err)
@@ -450,6 +470,9 @@ func (b *Bot) applyEvent(ctx context.Context, taskID string, ev models.TaskEvent
 	}
 	if len(res.Promoted) > 0 {
 		msg += fmt.Sprintf(" %d dependent(s) are ready.", len(res.Promoted))
+	}
+	if len(res.Blocked) > 0 {
+		msg += fmt.Sprintf(" Blocked with it: %d dependent(s).", len(res.Blocked))
 	}
 	r := text(msg)
 	r.Update = update

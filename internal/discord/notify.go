@@ -688,7 +688,8 @@ func (b *Bot) noticeParts(ctx context.Context, kind string, n notice) ([]part, e
 			}
 		}
 		return []part{{Thread: true, Content: fmt.Sprintf("❓ **Question #%d**\n%s", n.ID, quote(cut(n.Text, 1800))),
-			Components: buttons(button("Answer", discordgo.PrimaryButton, customID("answer", strconv.FormatInt(n.ID, 10), n.TaskID)))},
+			Components: buttons(button("Answer", discordgo.PrimaryButton, customID("answer", strconv.FormatInt(n.ID, 10), n.TaskID)),
+				cancelButton(n.TaskID, models.StatusWaitingInput))},
 			{Content: fmt.Sprintf("❓ %s %s is waiting for your answer in %s", id, title, threadLink)}}, nil
 	case "task.completed":
 		out := []part{{Content: fmt.Sprintf("✅ %s %s completed%s → %s", id, title, byActor(n), threadLink)}}
@@ -708,7 +709,8 @@ func (b *Bot) noticeParts(ctx context.Context, kind string, n notice) ([]part, e
 			Components: buttons(
 				button("Retry now", discordgo.PrimaryButton, customID("event", string(models.EventAdminRestart), n.TaskID, string(models.StatusFailed))),
 				button("Skip", discordgo.SecondaryButton, customID("event", string(models.EventAdminSkip), n.TaskID, string(models.StatusFailed))),
-				button("View error", discordgo.SecondaryButton, customID("error", n.TaskID)))},
+				button("View error", discordgo.SecondaryButton, customID("error", n.TaskID)),
+				cancelButton(n.TaskID, models.StatusFailed))},
 			{Thread: true, Content: "❌ **Failed**" + attempt + reason}}, nil
 	case "task.blocked":
 		if n.Event == models.EventUpstreamFailed {
@@ -758,9 +760,9 @@ func (b *Bot) noticeParts(ctx context.Context, kind string, n notice) ([]part, e
 		}
 		if d.Task.PRURL != nil && *d.Task.PRURL != "" {
 			return []part{{Content: fmt.Sprintf("🙋 %s %s waits for its pull request to be merged: %s", id, title, *d.Task.PRURL),
-				Components: buttons(linkButton("Open pull request", *d.Task.PRURL))}}, nil
+				Components: buttons(linkButton("Open pull request", *d.Task.PRURL), cancelButton(n.TaskID, models.StatusAwaitingApproval))}}, nil
 		}
-		return []part{{Content: fmt.Sprintf("🙋 %s %s needs your approval%s", id, title, reasonLine(n.Reason)), Components: approvalButtons(n.TaskID)}}, nil
+		return []part{{Content: fmt.Sprintf("🙋 %s %s needs your approval%s", id, title, reasonLine(n.Reason)), Components: approvalButtons(n.TaskID, models.StatusAwaitingApproval)}}, nil
 	case "task.approval_needed":
 		files := ""
 		if len(n.Files) > 0 {
@@ -773,7 +775,7 @@ func (b *Bot) noticeParts(ctx context.Context, kind string, n notice) ([]part, e
 				files += fmt.Sprintf(" and %d more", len(n.Files)-10)
 			}
 		}
-		return []part{{Content: fmt.Sprintf("🙋 %s %s is ready and needs your approval%s", id, title, files), Components: approvalButtons(n.TaskID)}}, nil
+		return []part{{Content: fmt.Sprintf("🙋 %s %s is ready and needs your approval%s", id, title, files), Components: approvalButtons(n.TaskID, models.StatusVerifying)}}, nil
 	case "task.deleted":
 		return []part{{Content: fmt.Sprintf("🗑️ %s %s was deleted", id, title)}}, nil
 	case "plan.failed":
@@ -793,10 +795,19 @@ func (b *Bot) noticeParts(ctx context.Context, kind string, n notice) ([]part, e
 	return nil, nil
 }
 
-func approvalButtons(taskID string) []discordgo.MessageComponent {
+// approvalButtons are the actions of a task waiting, in status, for a
+// person's decision.
+func approvalButtons(taskID string, status models.TaskStatus) []discordgo.MessageComponent {
 	return buttons(
 		button("Approve", discordgo.SuccessButton, customID("approve", taskID)),
-		button("Reject", discordgo.DangerButton, customID("reject", taskID)))
+		button("Reject", discordgo.DangerButton, customID("reject", taskID)),
+		cancelButton(taskID, status))
+}
+
+// cancelButton cancels (ADMIN_CANCEL) a task the notice showed in status;
+// pressed after the task moved on, it changes nothing and says so.
+func cancelButton(taskID string, status models.TaskStatus) discordgo.MessageComponent {
+	return button("Cancel", discordgo.DangerButton, customID("event", string(models.EventAdminCancel), taskID, string(status)))
 }
 
 func reasonLine(reason string) string {

@@ -133,6 +133,8 @@ func eventVerb(e models.TaskEvent) string {
 		return "Skipped"
 	case models.EventAdminStop:
 		return "Stopped"
+	case models.EventAdminCancel:
+		return "Cancelled"
 	}
 	return string(e)
 }

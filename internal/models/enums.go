@@ -90,6 +90,9 @@ const (
 	// EventRunStopped blocks an unfinished task of a workflow run that will
 	// not go on: the run was cancelled, or its step could not fan out.
 	EventRunStopped TaskEvent = "RUN_STOPPED"
+	// EventAdminCancel blocks any unfinished task at a person's request:
+	// its run, if any, ends, and it is recorded as cancelled, not failed.
+	EventAdminCancel TaskEvent = "ADMIN_CANCEL"
 )
 
 // TaskEvents lists every event: the spec's 23, then the extensions.
@@ -99,14 +102,14 @@ var TaskEvents = []TaskEvent{
 	EventVerifyPassed, EventVerifyFailed, EventPRCreated, EventPRMerged, EventRetry, EventMaxRetries,
 	EventAdminSkip, EventAdminStop, EventAdminRestart, EventPRClosed, EventTimeout, EventExecutionError,
 	EventRecovery, EventHumanApproved, EventUpstreamFailed, EventUpstreamReopened, EventApprovalRequested,
-	EventPRUnavailable, EventRunStopped,
+	EventPRUnavailable, EventRunStopped, EventAdminCancel,
 }
 
 // Valid reports whether e is a known event.
 func (e TaskEvent) Valid() bool { return slices.Contains(TaskEvents, e) }
 
 // AdminEvents are the events a person may send through the API or chat.
-var AdminEvents = []TaskEvent{EventAdminSkip, EventAdminStop, EventAdminRestart}
+var AdminEvents = []TaskEvent{EventAdminSkip, EventAdminStop, EventAdminRestart, EventAdminCancel}
 
 // IsAdmin reports whether e is one of AdminEvents.
 func (e TaskEvent) IsAdmin() bool { return slices.Contains(AdminEvents, e) }
@@ -206,3 +209,46 @@ const (
 	// EdgeBroken: the upstream is BLOCKED and the edge requires success.
 	EdgeBroken EdgeResolution = "BROKEN"
 )
+
+// EdgeOutcome records how the upstream of a decided edge ended.
+type EdgeOutcome string
+
+// Edge outcomes; a PENDING edge has none.
+const (
+	// OutcomeSuccess: the upstream COMPLETED through its own work.
+	OutcomeSuccess EdgeOutcome = "SUCCESS"
+	// OutcomeFailed: the upstream became BLOCKED by a failure, a timeout, a
+	// stop or the cascade of an upstream of its own.
+	OutcomeFailed EdgeOutcome = "FAILED"
+	// OutcomeSkipped: a person skipped the upstream to COMPLETED (ADMIN_SKIP).
+	OutcomeSkipped EdgeOutcome = "SKIPPED"
+	// OutcomeCancelled: the upstream was cancelled (ADMIN_CANCEL) or its
+	// workflow run stopped (RUN_STOPPED).
+	OutcomeCancelled EdgeOutcome = "CANCELLED"
+)
+
+// EdgeOutcomeOf returns the outcome an event that takes a task to status
+// records on the task's outgoing edges.
+func EdgeOutcomeOf(event TaskEvent, status TaskStatus) EdgeOutcome {
+	switch {
+	case event == EventAdminSkip:
+		return OutcomeSkipped
+	case event == EventAdminCancel || event == EventRunStopped:
+		return OutcomeCancelled
+	case status == StatusCompleted:
+		return OutcomeSuccess
+	}
+	return OutcomeFailed
+}
+
+// CancelReason is the status reason of a task cancelled by actor, with the
+// person's own reason, if any, after a colon.
+func CancelReason(actor, reason string) string {
+	if actor == "" {
+		actor = "unknown"
+	}
+	if reason == "" {
+		return "cancelled by " + actor
+	}
+	return "cancelled by " + actor + ": " + reason
+}

@@ -85,6 +85,9 @@ type Question struct {
 	Answer     *string    `json:"answer,omitempty"`
 	AnsweredBy string     `json:"answered_by,omitempty"`
 	AnsweredAt *time.Time `json:"answered_at,omitempty"`
+	// ClosedAt is when the question was closed unanswered because its task
+	// was cancelled; a closed question takes no answer.
+	ClosedAt *time.Time `json:"closed_at,omitempty"`
 }
 
 // ValidateQuestionText checks the text of a question, an answer or an

@@ -224,6 +224,12 @@ type Dependency struct {
 	ResolvedAt      *time.Time     `json:"resolved_at,omitempty"`
 	// ResolvingEventID is the task_events row that last resolved the edge.
 	ResolvingEventID *int64 `json:"resolving_event_id,omitempty"`
+	// UpstreamOutcome is how the upstream ended when it decided the edge;
+	// empty while the edge is PENDING.
+	UpstreamOutcome EdgeOutcome `json:"upstream_outcome,omitempty"`
+	// UpstreamAttempt is the upstream's work attempt whose end decided the
+	// edge; nil when it never ran (skipped or cancelled before it started).
+	UpstreamAttempt *int `json:"upstream_attempt,omitempty"`
 }
 
 // EventRecord is one row of the task audit log.

@@ -250,7 +250,7 @@ func (o *Orchestrator) ProposePlan(ctx context.Context, run models.Run, plan mod
 	return out, nil
 }
 
-// ApplyAdminEvent applies a person's event (ADMIN_STOP, ADMIN_RESTART,
+// ApplyAdminEvent applies a person's event (ADMIN_STOP, ADMIN_CANCEL, ADMIN_RESTART,
 // ADMIN_SKIP) and ends the task's run when the event took it away from it.
 func (o *Orchestrator) ApplyAdminEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error) {
 	// The runs the event takes the task away from are those under way now:

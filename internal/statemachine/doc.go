@@ -20,8 +20,8 @@
 //
 // # The table as a diagram
 //
-// Every row of the table except ADMIN_RESTART and RUN_STOPPED is drawn
-// below. Lines that
+// Every row of the table except ADMIN_RESTART, RUN_STOPPED and ADMIN_CANCEL
+// is drawn below. Lines that
 // merge into the bus on the left all lead to BLOCKED; lines that merge into
 // the bus on the right all lead to READY. A "+" is a corner or a place
 // where lines join; where a vertical line crosses a horizontal one without a
@@ -113,6 +113,18 @@
 //	AWAITING_APPROVAL --+
 //	FAILED -------------+
 //
+// ADMIN_CANCEL, a person's cancel, does the same from the same nine statuses:
+//
+//	DEFINED ------------+
+//	READY --------------+
+//	ASSIGNED -----------+
+//	IN_PROGRESS --------+
+//	WAITING_INPUT ------+---- ADMIN_CANCEL ----> BLOCKED
+//	PAUSED -------------+
+//	VERIFYING ----------+
+//	AWAITING_APPROVAL --+
+//	FAILED -------------+
+//
 // READY has no ADMIN_RESTART row because it is already where a restart
 // leads. IN_PROGRESS is the only other status without one, on purpose: a
 // running agent is never restarted under its own feet. Stop it first
@@ -121,7 +133,7 @@
 // # The table as a list
 //
 // The 36 rows of the Agent Queue specification, grouped as the
-// specification groups them, then the extensions (51 rows in all):
+// specification groups them, then the extensions (60 rows in all):
 //
 //	Core lifecycle
 //	  DEFINED            --DEPS_MET-->          READY
@@ -178,10 +190,12 @@
 //	  VERIFYING          --PR_UNAVAILABLE-->    BLOCKED
 //	  every unfinished status (nine)
 //	                     --RUN_STOPPED-->       BLOCKED
+//	  every unfinished status (nine)
+//	                     --ADMIN_CANCEL-->      BLOCKED
 //
 // # Extensions
 //
-// The specification's events do not cover six situations, so the table
+// The specification's events do not cover seven situations, so the table
 // adds one event for each (and a second row for HUMAN_APPROVED):
 //
 //   - HUMAN_APPROVED (AWAITING_APPROVAL → COMPLETED): a person approves the
@@ -209,6 +223,17 @@
 //     "cancelled"), or the step could not fan out over an upstream's output
 //     (the reason says why). A running agent is stopped as by ADMIN_STOP;
 //     retrying the run restarts the task.
+//   - ADMIN_CANCEL (any unfinished status → BLOCKED): a person cancels the
+//     task. ADMIN_STOP exists only from IN_PROGRESS, deleting is refused
+//     while a task has dependents and ADMIN_SKIP completes the task (which
+//     satisfies its dependents), so none of them withdraws queued work.
+//     The reason is "cancelled by <actor>", with the person's reason after
+//     a colon. Like RUN_STOPPED it ends the task's run if it has one (the
+//     agent process is stopped as by ADMIN_STOP, a verification or pull
+//     request tracking ends, an open question is closed); dependents that
+//     require success are blocked by the cascade naming the cancelled task
+//     as the root cause, and the others proceed, the cancel counting as a
+//     failure. ADMIN_RESTART runs the task again.
 //
 // # Dependency graphs
 //

@@ -20,7 +20,7 @@ type Row struct {
 }
 
 // rows is the transition table: the Agent Queue specification's rows, then
-// the three extensions. It is the only authority on legal status changes.
+// the extensions (see doc.go). It is the only authority on legal status changes.
 var rows = []Row{
 	// Core lifecycle.
 	{models.StatusDefined, models.EventDepsMet, models.StatusReady},
@@ -82,6 +82,15 @@ var rows = []Row{
 	{models.StatusVerifying, models.EventRunStopped, models.StatusBlocked},
 	{models.StatusAwaitingApproval, models.EventRunStopped, models.StatusBlocked},
 	{models.StatusFailed, models.EventRunStopped, models.StatusBlocked},
+	{models.StatusDefined, models.EventAdminCancel, models.StatusBlocked},
+	{models.StatusReady, models.EventAdminCancel, models.StatusBlocked},
+	{models.StatusAssigned, models.EventAdminCancel, models.StatusBlocked},
+	{models.StatusInProgress, models.EventAdminCancel, models.StatusBlocked},
+	{models.StatusWaitingInput, models.EventAdminCancel, models.StatusBlocked},
+	{models.StatusPaused, models.EventAdminCancel, models.StatusBlocked},
+	{models.StatusVerifying, models.EventAdminCancel, models.StatusBlocked},
+	{models.StatusAwaitingApproval, models.EventAdminCancel, models.StatusBlocked},
+	{models.StatusFailed, models.EventAdminCancel, models.StatusBlocked},
 }
 
 var (

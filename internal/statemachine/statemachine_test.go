@@ -91,13 +91,24 @@ var expected = map[pair]models.TaskStatus{
 	{"FAILED", "RUN_STOPPED"}:            "BLOCKED",
 	{"VERIFYING", "PR_UNAVAILABLE"}:      "BLOCKED", // extension: no way to open a PR
 
+	// Extension: a person cancels an unfinished task.
+	{"DEFINED", "ADMIN_CANCEL"}:           "BLOCKED",
+	{"READY", "ADMIN_CANCEL"}:             "BLOCKED",
+	{"ASSIGNED", "ADMIN_CANCEL"}:          "BLOCKED",
+	{"IN_PROGRESS", "ADMIN_CANCEL"}:       "BLOCKED",
+	{"WAITING_INPUT", "ADMIN_CANCEL"}:     "BLOCKED",
+	{"PAUSED", "ADMIN_CANCEL"}:            "BLOCKED",
+	{"VERIFYING", "ADMIN_CANCEL"}:         "BLOCKED",
+	{"AWAITING_APPROVAL", "ADMIN_CANCEL"}: "BLOCKED",
+	{"FAILED", "ADMIN_CANCEL"}:            "BLOCKED",
+
 	// COMPLETED
 	{"COMPLETED", "ADMIN_RESTART"}: "READY",
 }
 
 // expectedRows is the number of rows in expected: the specification's 36 rows
 // plus the extensions. It guards the hand-written table itself.
-const expectedRows = 51
+const expectedRows = 60
 
 func TestExpectedTableIsWellFormed(t *testing.T) {
 	t.Parallel()
@@ -116,8 +127,8 @@ func TestEnumSizes(t *testing.T) {
 	if got := len(models.TaskStatuses); got != 11 {
 		t.Errorf("len(TaskStatuses) = %d, want 11", got)
 	}
-	if got := len(models.TaskEvents); got != 29 {
-		t.Errorf("len(TaskEvents) = %d, want 29", got)
+	if got := len(models.TaskEvents); got != 30 {
+		t.Errorf("len(TaskEvents) = %d, want 30", got)
 	}
 }
 
@@ -386,6 +397,23 @@ func TestIsValidStatusTransitionNamed(t *testing.T) {
 			if got := statemachine.IsValidStatusTransition(tc.from, tc.to); got != tc.want {
 				t.Errorf("IsValidStatusTransition(%s, %s) = %v, want %v", tc.from, tc.to, got, tc.want)
 			}
+		})
+	}
+}
+
+// TestAdminCancel checks that ADMIN_CANCEL takes every unfinished status to
+// BLOCKED and is refused from the two finished ones.
+func TestAdminCancel(t *testing.T) {
+	t.Parallel()
+	for _, s := range models.TaskStatuses {
+		t.Run(string(s), func(t *testing.T) {
+			t.Parallel()
+			to, err := statemachine.TaskTransition(s, models.EventAdminCancel)
+			if s.Terminal() {
+				checkInvalid(t, to, err, s, models.EventAdminCancel)
+				return
+			}
+			checkValid(t, to, err, s, models.EventAdminCancel, models.StatusBlocked)
 		})
 	}
 }

@@ -17,8 +17,11 @@
 //     When the upstream COMPLETES its edges become SATISFIED. When it
 //     becomes BLOCKED, requires_success=false edges become SATISFIED (the
 //     upstream finished either way) and requires_success=true edges become
-//     BROKEN. An edge is decided once per run of its upstream: a repeated
-//     event never decides it again.
+//     BROKEN. A decided edge records how its upstream ended
+//     (upstream_outcome: SUCCESS, SKIPPED, FAILED or CANCELLED, see
+//     models.EdgeOutcomeOf) and the upstream's work attempt that decided it.
+//     An edge is decided once per run of its upstream: a repeated event
+//     never decides it again.
 //   - Promotion. A DEFINED task whose edges are all SATISFIED gets DEPS_MET →
 //     READY in the same transaction.
 //   - Cascade. A DEFINED task with a BROKEN edge gets UPSTREAM_FAILED →

@@ -84,7 +84,9 @@ func (m *refModel) updateEdges(i int, from, to models.TaskStatus) {
 				}
 			}
 		case from == models.StatusBlocked || from == models.StatusCompleted:
-			notStarted := m.status[e.down] == models.StatusDefined || m.status[e.down] == models.StatusBlocked && m.cascade[e.down]
+			// Not running and not completed: DEFINED, or BLOCKED by the
+			// cascade or on its own (a cancel, a stop, a failure).
+			notStarted := m.status[e.down] == models.StatusDefined || m.status[e.down] == models.StatusBlocked
 			if e.res == models.EdgeBroken || e.res == models.EdgeSatisfied && notStarted {
 				e.res = models.EdgePending
 			}
@@ -161,8 +163,9 @@ func (m *refModel) event(i int, ev models.TaskEvent) outcome {
 	case models.EventAdminRestart:
 		m.retries[i] = 0
 	}
-	if ev == models.EventAdminRestart && m.status[i] == models.StatusDefined ||
-		ev == models.EventAdminRestart && m.cascade[i] || ev == models.EventAdminSkip && m.cascade[i] {
+	// ADMIN_RESTART makes a task READY whatever its edges (a cancelled or
+	// otherwise BLOCKED task's edges may have been withdrawn meanwhile).
+	if ev == models.EventAdminRestart || ev == models.EventAdminSkip && m.cascade[i] {
 		m.forced[i] = true
 	} else if to == models.StatusReady && m.status[i] == models.StatusBlocked {
 		m.forced[i] = true
@@ -175,7 +178,7 @@ func (m *refModel) event(i int, ev models.TaskEvent) outcome {
 var propertyEvents = []models.TaskEvent{
 	models.EventAssigned, models.EventAgentStarted, models.EventAgentCompleted, models.EventVerifyPassed,
 	models.EventAgentFailed, models.EventRetry, models.EventMaxRetries, models.EventAdminStop,
-	models.EventAdminRestart, models.EventAdminSkip, models.EventVerifyFailed, models.EventTimeout,
+	models.EventAdminRestart, models.EventAdminSkip, models.EventVerifyFailed, models.EventTimeout, models.EventAdminCancel,
 }
 
 func TestPropertyDependencyFacts(t *testing.T) {

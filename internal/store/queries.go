@@ -17,13 +17,18 @@ const (
 		WHERE id = ? AND status = ?`
 	qInsertEvent = `INSERT INTO task_events (task_id, from_status, to_status, event, reason, actor, created_at)
 		VALUES (?,?,?,?,?,?,?)`
-	qSatisfyEdges = `UPDATE task_dependencies SET resolution = 'SATISFIED', resolved_at = ?,
-			resolving_event_id = ? WHERE upstream = ? AND resolution != 'SATISFIED'`
+	// qSatisfyEdges and qBreakEdges decide an upstream's edges (now, event
+	// id, outcome, upstream), recording how it ended and its last attempt.
+	qSatisfyEdges = `UPDATE task_dependencies SET resolution = 'SATISFIED', resolved_at = ?1,
+			resolving_event_id = ?2, upstream_outcome = ?3, upstream_attempt = (SELECT max(attempt)
+			FROM task_runs WHERE task_id = ?4 AND kind = 'work') WHERE upstream = ?4 AND resolution != 'SATISFIED'`
 	qBreakEdges = `UPDATE task_dependencies SET
 			resolution = CASE WHEN requires_success THEN 'BROKEN' ELSE 'SATISFIED' END,
-			resolved_at = ?, resolving_event_id = ? WHERE upstream = ? AND resolution = 'PENDING'`
+			resolved_at = ?1, resolving_event_id = ?2, upstream_outcome = ?3, upstream_attempt = (SELECT max(attempt)
+			FROM task_runs WHERE task_id = ?4 AND kind = 'work') WHERE upstream = ?4 AND resolution = 'PENDING'`
 	qWithdrawEdges = `UPDATE task_dependencies SET resolution = 'PENDING', resolved_at = NULL,
-			resolving_event_id = NULL WHERE upstream = ? AND (resolution = 'BROKEN' OR (resolution = 'SATISFIED'
+			resolving_event_id = NULL, upstream_outcome = '', upstream_attempt = NULL
+			WHERE upstream = ? AND (resolution = 'BROKEN' OR (resolution = 'SATISFIED'
 			AND downstream IN (SELECT id FROM tasks WHERE status IN ('DEFINED', 'BLOCKED'))))`
 	qDependentsToCheck = `SELECT t.id, t.status FROM task_dependencies d JOIN tasks t ON t.id = d.downstream
 		WHERE d.upstream = ? AND (t.status = 'DEFINED' OR (t.status = 'BLOCKED' AND t.cascade_root_id != ''))
@@ -77,7 +82,7 @@ const (
 	// out, oldest first, after the question asked at ?1 with id ?2 (none:
 	// ?2 = 0), at most ?3.
 	qOpenQuestionsPage = `SELECT ` + questionColumns + ` FROM questions
-		WHERE answer IS NULL AND timed_out_at IS NULL AND (?2 = 0 OR asked_at > ?1 OR (asked_at = ?1 AND id > ?2))
+		WHERE answer IS NULL AND timed_out_at IS NULL AND closed_at IS NULL AND (?2 = 0 OR asked_at > ?1 OR (asked_at = ?1 AND id > ?2))
 		ORDER BY asked_at, id LIMIT ?3`
 	// qRunStepCounts counts a workflow run's tasks by step and status.
 	qRunStepCounts = `SELECT step_name, status, count(*) FROM tasks WHERE workflow_run_id = ? GROUP BY step_name, status`
@@ -101,11 +106,21 @@ const (
 	// requires_success, now, upstream), resolved at once when its upstream
 	// has already finished: SATISFIED by COMPLETED, and by BLOCKED when
 	// success is not required; BROKEN by BLOCKED when it is.
+	// The outcome and attempt of an edge to a finished upstream come from
+	// the upstream's latest event and work run (see models.EdgeOutcomeOf).
 	qInsertEdge = `INSERT INTO task_dependencies (downstream, upstream, requires_success,
-		resolution, resolved_at) SELECT ?, t.id, ?,
+		resolution, resolved_at, upstream_outcome, upstream_attempt) SELECT ?, t.id, ?,
 		CASE WHEN t.status = 'COMPLETED' THEN 'SATISFIED'
 		     WHEN t.status = 'BLOCKED' THEN CASE WHEN ? THEN 'BROKEN' ELSE 'SATISFIED' END
 		     ELSE 'PENDING' END,
-		CASE WHEN t.status IN ('COMPLETED', 'BLOCKED') THEN ? END
+		CASE WHEN t.status IN ('COMPLETED', 'BLOCKED') THEN ? END,
+		CASE WHEN t.status NOT IN ('COMPLETED', 'BLOCKED') THEN ''
+		     ELSE coalesce((SELECT CASE WHEN e.event = 'ADMIN_SKIP' THEN 'SKIPPED'
+		                        WHEN e.event IN ('ADMIN_CANCEL', 'RUN_STOPPED') THEN 'CANCELLED'
+		                        WHEN e.to_status = 'COMPLETED' THEN 'SUCCESS' ELSE 'FAILED' END
+		                   FROM task_events e WHERE e.task_id = t.id ORDER BY e.id DESC LIMIT 1),
+		                   CASE t.status WHEN 'COMPLETED' THEN 'SUCCESS' ELSE 'FAILED' END) END,
+		CASE WHEN t.status IN ('COMPLETED', 'BLOCKED') THEN
+		     (SELECT max(attempt) FROM task_runs r WHERE r.task_id = t.id AND r.kind = 'work') END
 		FROM tasks t WHERE t.id = ?`
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
-const questionColumns = `id, task_id, project_id, run_id, text, asked_at, answer, answered_by, answered_at`
+const questionColumns = `id, task_id, project_id, run_id, text, asked_at, answer, answered_by, answered_at, closed_at`
 
 func scanQuestion(row scanner) (models.Question, error) {
 	var (
@@ -18,11 +18,14 @@ func scanQuestion(row scanner) (models.Question, error) {
 		asked    int64
 		answer   sql.NullString
 		answered sql.NullInt64
+		closed   sql.NullInt64
 	)
-	if err := row.Scan(&q.ID, &q.TaskID, &q.ProjectID, &q.RunID, &q.Text, &asked, &answer, &q.AnsweredBy, &answered); err != nil {
+	if err := row.Scan(&q.ID, &q.TaskID, &q.ProjectID, &q.RunID, &q.Text, &asked, &answer, &q.AnsweredBy, &answered,
+		&closed); err != nil {
 		return models.Question{}, err
 	}
 	q.AskedAt, q.Answer, q.AnsweredAt = fromNanos(asked), fromNullString(answer), fromNullNanos(answered)
+	q.ClosedAt = fromNullNanos(closed)
 	return q, nil
 }
 
@@ -96,6 +99,9 @@ func (s *Store) AnswerQuestion(ctx context.Context, id int64, answer, by string)
 		}
 		if q.Answer != nil {
 			return models.Errorf(models.CodeConflict, "question %d was already answered by %s", id, q.AnsweredBy)
+		}
+		if q.ClosedAt != nil {
+			return models.Errorf(models.CodeConflict, "question %d was closed: task %s was cancelled", id, q.TaskID)
 		}
 		if _, err := x.ExecContext(ctx, "UPDATE questions SET answer = ?, answered_by = ?, answered_at = ? WHERE id = ?",
 			answer, by, toNanos(x.now), id); err != nil {
@@ -219,7 +225,7 @@ func (s *Store) TimeOutQuestion(ctx context.Context, id int64, resumeAfter time.
 // them, oldest first.
 func (s *Store) OpenQuestions(ctx context.Context) ([]models.Question, error) {
 	qs, err := queryAll(ctx, s.rdb, scanQuestion, `SELECT `+questionColumns+` FROM questions
-		WHERE answer IS NULL AND timed_out_at IS NULL ORDER BY asked_at, id`)
+		WHERE answer IS NULL AND timed_out_at IS NULL AND closed_at IS NULL ORDER BY asked_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list open questions: %w", err)
 	}

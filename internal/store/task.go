@@ -132,7 +132,8 @@ func (s *Store) GetTaskDetail(ctx context.Context, id string) (models.TaskDetail
 
 func listEdges(ctx context.Context, q queryer, column, id string) ([]models.Dependency, error) {
 	rows, err := q.QueryContext(ctx, `SELECT downstream, upstream, requires_success, resolution, resolved_at,
-		resolving_event_id FROM task_dependencies WHERE `+column+` = ? ORDER BY downstream, upstream`, id)
+		resolving_event_id, upstream_outcome, upstream_attempt FROM task_dependencies WHERE `+column+` = ?
+		ORDER BY downstream, upstream`, id)
 	if err != nil {
 		return nil, err
 	}
@@ -143,9 +144,15 @@ func listEdges(ctx context.Context, q queryer, column, id string) ([]models.Depe
 			d        models.Dependency
 			resolved sql.NullInt64
 			eventID  sql.NullInt64
+			attempt  sql.NullInt64
 		)
-		if err := rows.Scan(&d.Downstream, &d.Upstream, &d.RequiresSuccess, &d.Resolution, &resolved, &eventID); err != nil {
+		if err := rows.Scan(&d.Downstream, &d.Upstream, &d.RequiresSuccess, &d.Resolution, &resolved, &eventID,
+			&d.UpstreamOutcome, &attempt); err != nil {
 			return nil, err
+		}
+		if attempt.Valid {
+			n := int(attempt.Int64)
+			d.UpstreamAttempt = &n
 		}
 		d.ResolvedAt = fromNullNanos(resolved)
 		if eventID.Valid {

@@ -374,7 +374,7 @@ func (s *Store) DeleteTask(ctx context.Context, id string) error {
 			return err
 		}
 		if len(dependents) > 0 {
-			return models.Errorf(models.CodeConflict, "task %s has dependents (%s): remove their dependency on it, or delete them, first",
+			return models.Errorf(models.CodeConflict, "task %s has dependents (%s): remove their dependency on it, or delete them, first, or cancel it instead",
 				id, nameList(dependents))
 		}
 		children, err := queryIDs(ctx, x, "SELECT id FROM tasks WHERE parent_task_id = ? ORDER BY id", id)

@@ -299,6 +299,9 @@ func (x *txn) apply(c change) (applied, error) {
 		if dup, derr := x.isRepeat(cur, c); derr != nil || dup {
 			return applied{task: cur, from: cur.Status, duplicate: dup}, derr
 		}
+		if c.event == models.EventAdminCancel {
+			return applied{}, cancelRefused(cur, err)
+		}
 		return applied{}, models.WrapError(models.CodeConflict, err, "%s", err.Error())
 	}
 
@@ -370,6 +373,27 @@ func (x *txn) apply(c change) (applied, error) {
 	return applied{task: next, from: cur.Status, eventID: eventID, event: c.event}, nil
 }
 
+// qCloseQuestions closes a task's unanswered questions (now, task).
+const qCloseQuestions = `UPDATE questions SET closed_at = ?1
+	WHERE task_id = ?2 AND answer IS NULL AND closed_at IS NULL`
+
+// cancelRefused explains why a finished task cannot be cancelled.
+func cancelRefused(cur models.Task, err error) error {
+	switch cur.Status {
+	case models.StatusCompleted:
+		return models.WrapError(models.CodeConflict, err,
+			"task %s is COMPLETED: a completed task cannot be cancelled (ADMIN_RESTART runs it again)", cur.ID)
+	case models.StatusBlocked:
+		why := ""
+		if cur.StatusReason != "" {
+			why = " (" + cur.StatusReason + ")"
+		}
+		return models.WrapError(models.CodeConflict, err,
+			"task %s is already BLOCKED%s: there is nothing to cancel", cur.ID, why)
+	}
+	return models.WrapError(models.CodeConflict, err, "%s", err.Error())
+}
+
 // effects updates the dependency facts a transition decides and returns the
 // follow-ups to evaluate.
 func (x *txn) effects(a applied) ([]change, error) {
@@ -378,9 +402,9 @@ func (x *txn) effects(a applied) ([]change, error) {
 	edgesChanged := true
 	switch {
 	case t.Status == models.StatusCompleted:
-		_, err = x.ExecContext(x.ctx, qSatisfyEdges, toNanos(x.now), a.eventID, t.ID)
+		_, err = x.ExecContext(x.ctx, qSatisfyEdges, toNanos(x.now), a.eventID, models.EdgeOutcomeOf(a.event, t.Status), t.ID)
 	case t.Status == models.StatusBlocked:
-		_, err = x.ExecContext(x.ctx, qBreakEdges, toNanos(x.now), a.eventID, t.ID)
+		_, err = x.ExecContext(x.ctx, qBreakEdges, toNanos(x.now), a.eventID, models.EdgeOutcomeOf(a.event, t.Status), t.ID)
 	case from == models.StatusBlocked || from == models.StatusCompleted:
 		// The task will run again: its broken edges, and every decision
 		// toward a dependent that has not started, wait for the new run.
@@ -390,6 +414,12 @@ func (x *txn) effects(a applied) ([]change, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if a.event == models.EventAdminCancel {
+		// Nobody waits for an answer for a cancelled task any more.
+		if _, err := x.ExecContext(x.ctx, qCloseQuestions, toNanos(x.now), t.ID); err != nil {
+			return nil, fmt.Errorf("close questions: %w", err)
+		}
 	}
 	if err := x.planEffects(a); err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
@@ -491,6 +521,9 @@ func (s *Store) ApplyEvent(ctx context.Context, req models.TransitionRequest) (m
 	}
 	if req.ExpectFrom != "" && !req.ExpectFrom.Valid() {
 		return models.TransitionResult{}, models.Errorf(models.CodeInvalid, "expect_from: unknown task status %q", req.ExpectFrom)
+	}
+	if req.Event == models.EventAdminCancel {
+		req.Reason = models.CancelReason(req.Actor, req.Reason)
 	}
 	var out models.TransitionResult
 	var changed bool
