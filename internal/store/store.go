@@ -69,6 +69,8 @@ type Store struct {
 	// last write when it failed so (see WriteHealth).
 	path string
 	full atomic.Pointer[error]
+	// usagePruned is when usage buckets were last pruned (Unix nanoseconds).
+	usagePruned atomic.Int64
 }
 
 // dsn is the data source name of the database at p. Connections never
