@@ -235,7 +235,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	if o.cfg.OnRunStart != nil {
 		o.cfg.OnRunStart(ar.run)
 	}
-	o.Wake() // arm the run's timers
+	o.armTimers()
 
 	result := o.await(ar, proc, parser)
 	end := o.outcome(ar, result)
