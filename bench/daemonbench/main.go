@@ -224,7 +224,7 @@ func seed(ctx context.Context, path string, o options) error {
 		batch := models.TaskBatch{ProjectID: "p", Tasks: make([]models.BatchTask, chunk-1)}
 		for i := range batch.Tasks {
 			batch.Tasks[i] = models.BatchTask{Title: fmt.Sprintf("history %d", i),
-				Description: "a finished task of the seeded history, with a description of a realistic length for the rows read",
+				Description:  "a finished task of the seeded history, with a description of a realistic length for the rows read",
 				Dependencies: []models.BatchDependency{{ID: root}}}
 		}
 		res, err := st.CreateTasks(ctx, batch)
