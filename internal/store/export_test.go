@@ -56,7 +56,8 @@ func HotQueriesForTest() map[string]string {
 		"qLastScheduledFirings": qLastScheduledFirings, "qTaskEventsAfter": qTaskEventsAfter,
 		"qLastHookRun": qLastHookRun, "qRunStepCounts": qRunStepCounts,
 		"qUsageInWindow": qUsageInWindow, "qOpenAgentTime": qOpenAgentTime, "qAddCompletion": qAddCompletion,
-		"qAddAgentTime": qAddAgentTime, "qPruneUsage": qPruneUsage,
+		"qAddAgentTime": qAddAgentTime, "qPruneUsage": qPruneUsage, "qForgetCompletion": qForgetCompletion,
+		"qForgetAgentTime": qForgetAgentTime, "qTaskCompletions": qTaskCompletions, "qTaskEndedRuns": qTaskEndedRuns,
 	}
 }
 

@@ -49,6 +49,12 @@ const (
 	qOpenAgentTime = `SELECT project_id, sum(?1 - max(started_at, ?2)) FROM task_runs
 		WHERE ended_at IS NULL GROUP BY project_id`
 	qPruneUsage = `DELETE FROM usage_buckets WHERE span = ? AND start < ?`
+	// qForgetCompletion and qForgetAgentTime take a deleted task's usage
+	// back out of the buckets that still exist.
+	qForgetCompletion = `UPDATE usage_buckets SET completed = completed - 1 WHERE span = ? AND start = ? AND project_id = ?`
+	qForgetAgentTime  = `UPDATE usage_buckets SET agent_nanos = agent_nanos - ? WHERE span = ? AND start = ? AND project_id = ?`
+	qTaskCompletions  = `SELECT created_at FROM task_events WHERE task_id = ? AND to_status = 'COMPLETED'`
+	qTaskEndedRuns    = `SELECT started_at, ended_at FROM task_runs WHERE task_id = ? AND ended_at IS NOT NULL`
 )
 
 // floorTo returns n rounded down to a multiple of span.
@@ -96,6 +102,51 @@ func (x *txn) recordAgentTime(projectID string, from, to int64) error {
 		}
 	}
 	return x.pruneUsage()
+}
+
+// forgetUsage takes the completions and the agent time of task id, of
+// projectID, out of the buckets: a deleted task no longer counts, as its
+// history no longer exists. Call it before the task's rows are deleted.
+func (x *txn) forgetUsage(id, projectID string) error {
+	completions, err := queryAll(x.ctx, x, func(r scanner) (int64, error) {
+		var at int64
+		err := r.Scan(&at)
+		return at, err
+	}, qTaskCompletions, id)
+	if err != nil {
+		return err
+	}
+	for _, at := range completions {
+		for _, span := range usageSpans {
+			if _, err := x.ExecContext(x.ctx, qForgetCompletion, span, floorTo(at, span), projectID); err != nil {
+				return err
+			}
+		}
+	}
+	runs, err := queryAll(x.ctx, x, func(r scanner) ([2]int64, error) {
+		var v [2]int64
+		err := r.Scan(&v[0], &v[1])
+		return v, err
+	}, qTaskEndedRuns, id)
+	if err != nil {
+		return err
+	}
+	for _, run := range runs {
+		from, to := run[0], run[1]
+		if limit := toNanos(x.now) - int64(UsageRetention); from < limit {
+			from = limit
+		}
+		for _, span := range usageSpans {
+			for start := floorTo(from, span); start < to; start += span {
+				if overlap := min(to, start+span) - max(from, start); overlap > 0 {
+					if _, err := x.ExecContext(x.ctx, qForgetAgentTime, overlap, span, start, projectID); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // pruneUsage deletes the buckets older than UsageRetention, at most once

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,9 +15,9 @@ import (
 )
 
 // usageHistory drives a store through random work on three projects and
-// three agents: runs start, end as completed (then verified) or failed, and
-// the clock moves between steps by a second to a few hours. check is called
-// after every step.
+// three agents: runs start, end as completed (then verified) or failed,
+// finished tasks are deleted now and then, and the clock moves between
+// steps by a second to a few hours. check is called after every step.
 func usageHistory(t *testing.T, s *store.Store, clock *fakeClock, seed uint64, steps int, check func(step int)) {
 	t.Helper()
 	ctx := context.Background()
@@ -30,6 +31,7 @@ func usageHistory(t *testing.T, s *store.Store, clock *fakeClock, seed uint64, s
 		mustAgent(t, s, a)
 	}
 	running := map[string]int64{} // agent → open run
+	var finished []string
 	for step := range steps {
 		switch d := rnd.IntN(10); {
 		case d < 6:
@@ -40,7 +42,13 @@ func usageHistory(t *testing.T, s *store.Store, clock *fakeClock, seed uint64, s
 			clock.Add(time.Duration(rnd.Int64N(int64(5 * time.Hour))))
 		}
 		a := agents[rnd.IntN(len(agents))]
-		if run, ok := running[a]; ok {
+		if len(finished) > 0 && rnd.IntN(8) == 0 {
+			i := rnd.IntN(len(finished))
+			if err := s.DeleteTask(ctx, finished[i]); err != nil {
+				t.Fatalf("step %d: delete: %v", step, err)
+			}
+			finished = slices.Delete(finished, i, i+1)
+		} else if run, ok := running[a]; ok {
 			ev, want := models.EventAgentCompleted, models.StatusVerifying
 			if rnd.IntN(4) == 0 {
 				ev, want = models.EventAgentFailed, models.StatusFailed
@@ -52,6 +60,7 @@ func usageHistory(t *testing.T, s *store.Store, clock *fakeClock, seed uint64, s
 			if want == models.StatusVerifying {
 				apply(t, s, res.Task.ID, models.EventVerifyPassed)
 			}
+			finished = append(finished, res.Task.ID)
 			delete(running, a)
 		} else {
 			p := projects[rnd.IntN(len(projects))]
