@@ -3,7 +3,10 @@
 // run.
 //
 // Every run gets its own process group, so stopping it ends the agent and
-// everything it started (TERM to the group, a grace period, then KILL). Its
+// everything it started (TERM to the group, a grace period, then KILL).
+// Whether anything of a group is left is one kill(-pgid, 0) (ESRCH: none);
+// only when the kernel still knows a member is /proc read, to tell a zombie
+// from a live process. Its
 // environment is scrubbed: only a short allow list of the daemon's own
 // variables passes through (PATH, HOME, USER, LOGNAME, SHELL, TERM, TZ,
 // TMPDIR, LANG and LC_*), then the variables the agent's pass_env names

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -330,7 +331,7 @@ const (
 )
 
 // waitGroupGone waits until no live (non-zombie) process of group pgid is
-// left, or timeout passes. Where /proc cannot be read it returns at once.
+// left, or timeout passes.
 func waitGroupGone(pgid int, timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	for groupAlive(pgid) && time.Now().Before(deadline) {
@@ -338,14 +339,36 @@ func waitGroupGone(pgid int, timeout time.Duration) {
 	}
 }
 
-// groupAlive reports whether /proc shows a live process in group pgid.
+// groupAlive reports whether a live process is in group pgid. One
+// kill(-pgid, 0) answers in the usual case: ESRCH, no process is in the
+// group. Only when the kernel still knows a member (EPERM, or success) is
+// /proc read, because a zombie — ended, not yet reaped by a parent that
+// does not reap — still counts for kill but is not alive; where /proc
+// cannot be read, the kernel's answer stands.
 func groupAlive(pgid int) bool {
+	if pgid <= 0 || !groupExists(pgid) {
+		return false
+	}
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		return true
+	}
 	return len(groupMembers(pgid, 1)) > 0
 }
+
+// groupExists reports whether the kernel knows a process (alive or zombie)
+// in group pgid.
+func groupExists(pgid int) bool {
+	err := syscall.Kill(-pgid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// procScans counts the reads of the whole process table (groupMembers).
+var procScans atomic.Int64
 
 // groupMembers returns up to max (0: all) live processes /proc shows in
 // group pgid; none where /proc cannot be read.
 func groupMembers(pgid, max int) []int {
+	procScans.Add(1)
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -496,11 +519,12 @@ func EndLeftover(pgid int, taskID string, wait time.Duration) (found bool, err e
 		return false, nil
 	}
 	ours := Alive(pgid) && IsRunOf(pgid, taskID)
-	for _, pid := range groupMembers(pgid, 0) {
-		if ours {
-			break
+	if !ours && groupExists(pgid) {
+		for _, pid := range groupMembers(pgid, 0) {
+			if ours = IsRunOf(pid, taskID); ours {
+				break
+			}
 		}
-		ours = IsRunOf(pid, taskID)
 	}
 	if !ours {
 		return false, nil

@@ -192,7 +192,9 @@ func BenchmarkCompleteToDependentStart(b *testing.B) {
 	if os.Getenv("AQ_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	var rounds atomic.Int64
 	o, err := New(Config{SafetyTick: time.Hour, RunDir: b.TempDir(), StopGrace: time.Second, Logger: logger,
+		OnRound:    func(uint64) { rounds.Add(1) },
 		OnRunStart: func(r models.Run) { starts <- r },
 		OnRunEnd:   func(r models.Run, _ models.TransitionResult) { ends <- r }},
 		st, ws, agent.NewRegistry(agent.Command{}))
@@ -220,6 +222,7 @@ func BenchmarkCompleteToDependentStart(b *testing.B) {
 	}
 
 	var samples []time.Duration
+	var pairRounds int64
 	// steps: exit to the run's end recorded, to the upstream COMPLETED (end
 	// of run and delivery committed), to the dependent claimed (wake-up,
 	// round, claim), to its process started and recorded, to the hook.
@@ -229,6 +232,7 @@ func BenchmarkCompleteToDependentStart(b *testing.B) {
 	var pairs []string
 	for b.Loop() {
 		b.StopTimer()
+		before := rounds.Load()
 		ids := benchCreate(b, st, models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
 			{LocalID: "up", Title: "bench-hold upstream"},
 			{LocalID: "down", Title: "dependent", Dependencies: []models.BatchDependency{{ID: "up"}}}}})
@@ -264,6 +268,7 @@ func BenchmarkCompleteToDependentStart(b *testing.B) {
 		}
 		wait(ends, "run end")
 		wait(ends, "run end")
+		pairRounds += rounds.Load() - before
 		b.StartTimer()
 	}
 	b.StopTimer()
@@ -274,6 +279,9 @@ func BenchmarkCompleteToDependentStart(b *testing.B) {
 	}
 	b.ReportMetric(percentile(samples, 0.50), "p50-ms")
 	b.ReportMetric(percentile(samples, 0.99), "p99-ms")
+	// Rounds per task, counted from the pair's creation until both runs
+	// have ended (the last wake-ups may fall into the next pair's count).
+	b.ReportMetric(float64(pairRounds)/float64(2*len(samples)), "rounds/task")
 	var medians []string
 	for i, name := range stepNames {
 		medians = append(medians, fmt.Sprintf("%s %.2f ms", name, percentile(steps[i], 0.50)))

@@ -168,6 +168,13 @@
 // injected (Config.Now and Config.After); deadlines are absolute, so time
 // passing during a round never delays them.
 //
+// Wake-ups coalesce: any number of them while the loop waits cost one round,
+// and any number during a round exactly one more; one whose change committed
+// before a round began is covered by that round and costs none. A run whose
+// process has started does not wake the loop for a round (nothing a round
+// reads changed): it asks the loop only to arm its timer for the run's
+// deadlines.
+//
 // # A run
 //
 // A claimed run prepares the agent's workspace (its own checkout on the

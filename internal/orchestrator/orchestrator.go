@@ -281,6 +281,12 @@ type Orchestrator struct {
 	adapters *agent.Registry
 	log      *slog.Logger
 	wake     chan struct{}
+	// arm asks the loop to arm its timer for the runs' deadlines, without
+	// a round (a run has started).
+	arm chan struct{}
+	// roundDue is when the last round's timers other than the runs' are
+	// due (read and written by the loop only).
+	roundDue time.Time
 	// prPoke wakes the pull request watcher (a webhook arrived).
 	prPoke chan struct{}
 	// wakeSeq counts wake-ups; a round records the count it started from.
@@ -335,7 +341,7 @@ func New(cfg Config, st Store, ws Workspaces, adapters *agent.Registry) (*Orches
 	cfg.applyDefaults()
 	vctx, vcancel := context.WithCancel(context.Background())
 	return &Orchestrator{cfg: cfg, store: st, ws: ws, adapters: adapters, log: cfg.Logger,
-		wake: make(chan struct{}, 1), prPoke: make(chan struct{}, 1), runs: map[int64]*activeRun{}, asks: map[int64]chan askResult{},
+		wake: make(chan struct{}, 1), arm: make(chan struct{}, 1), prPoke: make(chan struct{}, 1), runs: map[int64]*activeRun{}, asks: map[int64]chan askResult{},
 		cooldown: map[string]time.Time{}, failures: map[string]int{}, verifying: map[string]context.CancelFunc{},
 		verifyDone: map[string]chan struct{}{},
 		vctx:       vctx, vcancel: vcancel, reviewFails: map[string]int{}, stuck: map[int64]bool{}}, nil
@@ -364,6 +370,16 @@ func (o *Orchestrator) Wake() {
 	o.wakeSeq.Add(1)
 	select {
 	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// armTimers asks the loop to arm its timer for the runs' deadlines (a run
+// started) without a scheduling round: nothing a round reads has changed.
+// It never blocks.
+func (o *Orchestrator) armTimers() {
+	select {
+	case o.arm <- struct{}{}:
 	default:
 	}
 }
@@ -400,6 +416,8 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	}
 	o.resume = nil
 	timer := o.cfg.After(o.cfg.SafetyTick)
+	o.roundDue = o.cfg.Now().Add(o.cfg.SafetyTick)
+	var due time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -407,9 +425,28 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 			return nil
 		case <-o.wake:
 		case <-timer:
+		case <-o.arm:
+			// A run started: the runs' deadlines changed.
+			now := o.cfg.Now()
+			due = o.roundDue
+			if d := o.superviseRuns(now); !d.IsZero() && d.Before(due) {
+				due = d
+			}
+			timer = o.cfg.After(max(due.Sub(now), 0))
+			continue
 		}
 		seq := o.wakeSeq.Load()
-		due := o.round(runCtx)
+		due = o.round(runCtx)
+		// A wake-up whose change committed before this round began is
+		// covered by it: when none came since, the pending one is dropped,
+		// so a burst of changes costs one round, and a change during a
+		// round exactly one more.
+		if o.wakeSeq.Load() == seq {
+			select {
+			case <-o.wake:
+			default:
+			}
+		}
 		// Armed from the clock now, not from the round's start: time that
 		// passed during the round must not push the deadline back.
 		timer = o.cfg.After(max(due.Sub(o.cfg.Now()), 0))
@@ -458,6 +495,7 @@ func (o *Orchestrator) round(ctx context.Context) time.Time {
 	}
 	o.mu.Unlock()
 	o.resumeVerifications(ctx)
+	o.roundDue = due
 	// After scheduling, so that runs dispatched now have their start
 	// deadline armed.
 	if d := o.superviseRuns(now); !d.IsZero() && d.Before(due) {

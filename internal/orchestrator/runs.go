@@ -194,7 +194,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	ar.mu.Lock()
 	ar.preparing, ar.spawnAt = false, o.cfg.Now()
 	ar.mu.Unlock()
-	o.Wake() // arm the start deadline
+	o.armTimers() // arm the start deadline
 	released := false
 	release := func() {
 		if !released {
@@ -253,7 +253,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	if o.cfg.OnRunStart != nil {
 		o.cfg.OnRunStart(ar.run)
 	}
-	o.Wake() // arm the run's timers
+	o.armTimers()
 
 	result := o.await(ar, proc, parser)
 	end := o.outcome(ctx, ar, result)

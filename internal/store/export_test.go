@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
 )
 
 // ExecForTest runs a statement on the write connection.
@@ -54,6 +56,9 @@ func HotQueriesForTest() map[string]string {
 		"qTokensPerProjectSince": qTokensPerProjectSince, "qInsertEdge": qInsertEdge,
 		"qLastScheduledFirings": qLastScheduledFirings, "qTaskEventsAfter": qTaskEventsAfter,
 		"qLastHookRun": qLastHookRun, "qRunStepCounts": qRunStepCounts,
+		"qUsageInWindow": qUsageInWindow, "qOpenAgentTime": qOpenAgentTime, "qAddCompletion": qAddCompletion,
+		"qAddAgentTime": qAddAgentTime, "qPruneUsage": qPruneUsage, "qForgetCompletion": qForgetCompletion,
+		"qForgetAgentTime": qForgetAgentTime, "qTaskCompletions": qTaskCompletions, "qTaskEndedRuns": qTaskEndedRuns,
 	}
 }
 
@@ -119,4 +124,37 @@ func LimitPagesForTest(s *Store, extra int) error {
 	}
 	_, err := s.wdb.Exec(fmt.Sprintf("PRAGMA max_page_count = %d", n+extra))
 	return err
+}
+
+// RecountUsageForTest counts each project's completions and agent seconds
+// in the window from history, from where the usage buckets start it.
+func RecountUsageForTest(s *Store, now time.Time, window time.Duration) (map[string]int, map[string]float64, error) {
+	ctx := context.Background()
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	rows, err := tx.QueryContext(ctx, "SELECT id FROM projects")
+	if err != nil {
+		return nil, nil, err
+	}
+	byID := map[string]*models.ProjectUsage{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, nil, err
+		}
+		byID[id] = &models.ProjectUsage{}
+	}
+	rows.Close()
+	if err := recountUsage(ctx, tx, toNanos(now), usageWindowStart(now, window), byID); err != nil {
+		return nil, nil, err
+	}
+	completed, seconds := map[string]int{}, map[string]float64{}
+	for id, p := range byID {
+		completed[id], seconds[id] = p.CompletedInWindow, p.AgentSeconds
+	}
+	return completed, seconds, nil
 }

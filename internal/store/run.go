@@ -316,6 +316,9 @@ func (s *Store) FinishRun(ctx context.Context, end models.RunEnd) (models.Transi
 			toNanos(x.now), end.Outcome, end.Error, end.RunID); err != nil {
 			return err
 		}
+		if err := x.recordAgentTime(r.ProjectID, toNanos(r.StartedAt), toNanos(x.now)); err != nil {
+			return err
+		}
 		state := models.AgentIdle
 		if end.AgentError != "" {
 			state = models.AgentError
@@ -339,7 +342,8 @@ func (s *Store) FinishRun(ctx context.Context, end models.RunEnd) (models.Transi
 // [now-window, now], the tasks in running statuses split into those that
 // hold a slot and those that wait for a person or a pull request, the
 // agents, and the window's token use. Its cost grows with running work and
-// agents, not with history or the READY backlog.
+// agents, not with history or the READY backlog: the window's completions
+// and agent time are read from usage buckets (see readUsage).
 func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.Duration) (models.SchedulingState, error) {
 	st := models.SchedulingState{Now: now}
 	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
@@ -363,41 +367,12 @@ func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.
 	for i := range st.Projects {
 		byID[st.Projects[i].Project.ID] = &st.Projects[i]
 	}
-	rows, err := tx.QueryContext(ctx, qAgentSecondsInWindow, toNanos(now), toNanos(now), from, from)
-	if err != nil {
+	if err := readUsage(ctx, tx, now, window, byID); err != nil {
 		return fail("usage", err)
 	}
-	for rows.Next() {
-		var pid string
-		var nanos int64
-		if err := rows.Scan(&pid, &nanos); err != nil {
-			rows.Close()
-			return fail("usage", err)
-		}
-		if p := byID[pid]; p != nil {
-			p.AgentSeconds = float64(nanos) / float64(time.Second)
-		}
-	}
-	rows.Close()
-	rows, err = tx.QueryContext(ctx, qCompletedInWindow, from)
-	if err != nil {
-		return fail("completions", err)
-	}
-	for rows.Next() {
-		var pid string
-		var n int
-		if err := rows.Scan(&pid, &n); err != nil {
-			rows.Close()
-			return fail("completions", err)
-		}
-		if p := byID[pid]; p != nil {
-			p.CompletedInWindow = n
-		}
-	}
-	rows.Close()
 	var slot bool
 	scanRunning := func(row scanner) (models.Task, error) { return scanTask(withExtra{row, []any{&slot}}) }
-	rows, err = tx.QueryContext(ctx, qSlotHolders)
+	rows, err := tx.QueryContext(ctx, qSlotHolders)
 	if err != nil {
 		return fail("running tasks", err)
 	}

@@ -74,6 +74,8 @@ type Store struct {
 	// the writes of the rule set with the cache's updates.
 	ruleCache atomic.Pointer[ruleCache]
 	rulesMu   sync.Mutex
+	// usagePruned is when usage buckets were last pruned (Unix nanoseconds).
+	usagePruned atomic.Int64
 }
 
 // dsn is the data source name of the database at p. Connections never

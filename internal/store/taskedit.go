@@ -384,6 +384,9 @@ func (s *Store) DeleteTask(ctx context.Context, id string) error {
 		if len(children) > 0 {
 			return models.Errorf(models.CodeConflict, "task %s is the parent of subtasks (%s): delete them first", id, nameList(children))
 		}
+		if err := x.forgetUsage(id, t.ProjectID); err != nil {
+			return err
+		}
 		res, err := x.ExecContext(ctx, "DELETE FROM tasks WHERE id = ? AND status = ?", id, t.Status)
 		if err != nil {
 			return err

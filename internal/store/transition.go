@@ -359,6 +359,11 @@ func (x *txn) apply(c change) (applied, error) {
 	if err != nil {
 		return applied{}, err
 	}
+	if to == models.StatusCompleted {
+		if err := x.recordCompletion(cur.ProjectID); err != nil {
+			return applied{}, err
+		}
+	}
 	x.changed = true
 	if c.followUp {
 		switch c.event {

@@ -919,6 +919,9 @@ func (s *Store) RetryWorkflowRun(ctx context.Context, id, by string) (models.Wor
 				if _, err := tx.ExecContext(ctx, "DELETE FROM workflow_run_steps WHERE run_id = ? AND step = ?", id, t.StepName); err != nil {
 					return err
 				}
+				if err := x.forgetUsage(t.ID, t.ProjectID); err != nil {
+					return err
+				}
 				if _, err := tx.ExecContext(ctx, "DELETE FROM tasks WHERE id = ?", t.ID); err != nil {
 					return err
 				}

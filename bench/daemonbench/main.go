@@ -1,0 +1,448 @@
+// Command daemonbench measures the agentqueued daemon through its real
+// binary: it builds the binary, seeds a database with a history of finished
+// tasks (90% COMPLETED, 10% BLOCKED, by legal events only), starts the
+// daemon with instant command agents and measures, through the API and the
+// times the daemon records:
+//
+//   - latency: an upstream task's completion (its VERIFY_PASSED event) until
+//     its dependent's agent process has started (its AGENT_STARTED event,
+//     recorded once the process runs; the projects have no repository, so
+//     workspace preparation is a directory), p50 and p99 over pairs run one
+//     after another;
+//   - idle CPU: the daemon's CPU time over a quiet interval, as a share of
+//     one core;
+//   - CPU per task and throughput: a batch of independent trivial tasks run
+//     by the agents at once; the daemon's CPU time per task and the tasks
+//     completed per second (from the batch's creation until the last
+//     completion the daemon recorded).
+//
+// It prints one line per measure with the machine's load average. It checks
+// nothing about speed: it fails only when the daemon stops making progress
+// (the stall limit of internal/progresstest) or answers with an error.
+//
+//	go run ./bench/daemonbench -history 100000 -inside
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/api"
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+// Defaults of the flags.
+const (
+	defaultHistory = 1_000
+	defaultPairs   = 100
+	defaultTasks   = 400
+	defaultAgents  = 8
+	defaultIdle    = 10 * time.Second
+	// historyAge is how old history outside the window is: the default
+	// window is a day.
+	historyAge = 48 * time.Hour
+	// pollEvery is how often the benchmark asks the API whether work is
+	// done; each ask costs the daemon a little CPU, counted in its figures.
+	pollEvery = 20 * time.Millisecond
+)
+
+type options struct {
+	history, pairs, tasks, agents int
+	inside, keep                  bool
+	idle                          time.Duration
+	bin, dir, from, save          string
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.history, "history", defaultHistory, "finished tasks seeded before the daemon starts")
+	flag.BoolVar(&o.inside, "inside", false, "date the history inside the scheduling window (now) instead of two days ago")
+	flag.IntVar(&o.pairs, "pairs", defaultPairs, "upstream → dependent pairs for the latency")
+	flag.IntVar(&o.tasks, "tasks", defaultTasks, "independent trivial tasks for CPU per task and throughput")
+	flag.IntVar(&o.agents, "agents", defaultAgents, "instant command agents")
+	flag.DurationVar(&o.idle, "idle", defaultIdle, "quiet interval for the idle CPU")
+	flag.StringVar(&o.bin, "bin", "", "agentqueued binary to run (default: build ./cmd/agentqueued)")
+	flag.StringVar(&o.dir, "dir", "", "working directory (default: a new temporary one, removed at the end)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the working directory")
+	flag.StringVar(&o.from, "from", "", "start from a copy of this seeded database instead of seeding")
+	flag.StringVar(&o.save, "save", "", "save a copy of the seeded database here")
+	flag.Parse()
+	log.SetFlags(0)
+	if err := run(o); err != nil {
+		log.Fatalf("daemonbench: %v", err)
+	}
+}
+
+func run(o options) error {
+	if o.dir == "" {
+		d, err := os.MkdirTemp("", "aq-daemonbench")
+		if err != nil {
+			return err
+		}
+		o.dir = d
+	}
+	if !o.keep {
+		defer os.RemoveAll(o.dir)
+	}
+	ctx := context.Background()
+	if o.bin == "" {
+		o.bin = filepath.Join(o.dir, "agentqueued")
+		build := exec.Command("go", "build", "-o", o.bin, "./cmd/agentqueued")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("build the binary: %w", err)
+		}
+	}
+	dbPath := filepath.Join(o.dir, "aq.db")
+	start := time.Now()
+	if o.from != "" {
+		if err := copyFile(o.from, dbPath); err != nil {
+			return err
+		}
+		report("seeded", "copied from "+o.from)
+	} else {
+		if err := seed(ctx, dbPath, o); err != nil {
+			return fmt.Errorf("seed: %w", err)
+		}
+		where := "outside"
+		if o.inside {
+			where = "inside"
+		}
+		report("seeded", fmt.Sprintf("%d finished tasks %s the window in %s", o.history, where, time.Since(start).Round(time.Second)))
+	}
+	if o.save != "" {
+		if err := copyFile(dbPath, o.save); err != nil {
+			return err
+		}
+	}
+
+	d, err := startDaemon(o, dbPath)
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	client, err := api.NewClient("http://"+d.addr, "", nil)
+	if err != nil {
+		return err
+	}
+
+	// Idle: let the daemon settle after its start, then read its CPU.
+	if err := waitIdle(ctx, client, d); err != nil {
+		return err
+	}
+	time.Sleep(time.Second) // measuring, not synchronising: the start's work must not count
+	cpu0 := d.cpu()
+	time.Sleep(o.idle)
+	idle := d.cpu() - cpu0
+	report("idle CPU", fmt.Sprintf("%.2f %% of a core over %s", 100*idle.Seconds()/o.idle.Seconds(), o.idle))
+
+	lat, err := latency(ctx, client, d, o.pairs)
+	if err != nil {
+		return err
+	}
+	report("complete → dependent start", fmt.Sprintf("p50 %.1f ms, p99 %.1f ms, max %.1f ms over %d pairs",
+		ms(pct(lat, 0.50)), ms(pct(lat, 0.99)), ms(slices.Max(lat)), len(lat)))
+
+	perTask, rate, err := throughput(ctx, client, d, o.tasks)
+	if err != nil {
+		return err
+	}
+	report("daemon CPU per task", fmt.Sprintf("%.2f ms over %d tasks", ms(perTask), o.tasks))
+	report("throughput", fmt.Sprintf("%.1f tasks/s with %d agents", rate, o.agents))
+	return nil
+}
+
+// copyFile copies a closed database file.
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o600)
+}
+
+func report(what, result string) {
+	load, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(load))
+	if len(f) > 3 {
+		f = f[:3]
+	}
+	fmt.Printf("%-28s %s (load %s)\n", what+":", result, strings.Join(f, " "))
+}
+
+// seed creates the benchmark's project and its history. History is made
+// the fast legal way: a root task is blocked (ASSIGNED, TIMEOUT), a batch
+// depending on it is created BLOCKED by the cascade in one transaction, and
+// 90% of the batch is skipped to COMPLETED (ADMIN_SKIP, one commit each).
+func seed(ctx context.Context, path string, o options) error {
+	offset := time.Duration(0)
+	if !o.inside {
+		offset = historyAge
+	}
+	st, err := store.Open(ctx, store.Config{Path: path, Now: func() time.Time { return time.Now().Add(-offset) }})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if _, err := st.CreateProject(ctx, models.Project{ID: "p", MaxConcurrentAgents: o.agents}); err != nil {
+		return err
+	}
+	for left := o.history; left > 0; {
+		chunk := min(left, 10_000)
+		left -= chunk
+		roots, err := st.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "history root"}}})
+		if err != nil {
+			return err
+		}
+		root := roots[0].TaskID
+		for _, ev := range []models.TransitionRequest{
+			{TaskID: root, Event: models.EventAssigned, AgentID: "seeder", ExpectFrom: models.StatusReady},
+			{TaskID: root, Event: models.EventTimeout, ExpectFrom: models.StatusAssigned, Reason: "seeded history"},
+		} {
+			if _, err := st.ApplyEvent(ctx, ev); err != nil {
+				return err
+			}
+		}
+		if chunk == 1 {
+			continue
+		}
+		batch := models.TaskBatch{ProjectID: "p", Tasks: make([]models.BatchTask, chunk-1)}
+		for i := range batch.Tasks {
+			batch.Tasks[i] = models.BatchTask{Title: fmt.Sprintf("history %d", i),
+				Description:  "a finished task of the seeded history, with a description of a realistic length for the rows read",
+				Dependencies: []models.BatchDependency{{ID: root}}}
+		}
+		res, err := st.CreateTasks(ctx, batch)
+		if err != nil {
+			return err
+		}
+		for _, r := range res[:chunk*9/10] {
+			if _, err := st.ApplyEvent(ctx, models.TransitionRequest{TaskID: r.TaskID, Event: models.EventAdminSkip,
+				ExpectFrom: models.StatusBlocked, Reason: "seeded history", Actor: "seeder"}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+type daemon struct {
+	cmd    *exec.Cmd
+	addr   string
+	exited chan struct{}
+	err    error
+}
+
+var listening = regexp.MustCompile(`msg="agentqueued listening" addr=(\S+)`)
+
+func startDaemon(o options, dbPath string) (*daemon, error) {
+	cfgPath := filepath.Join(o.dir, "agentqueued.yaml")
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "log: {level: info}\ndatabase: {path: %q}\nagents:\n", dbPath)
+	for i := range o.agents {
+		fmt.Fprintf(&cfg, "  - {name: a%d, type: command, command: /bin/true}\n", i)
+	}
+	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
+		return nil, err
+	}
+	d := &daemon{exited: make(chan struct{})}
+	d.cmd = exec.Command(o.bin, "run", "--config", cfgPath, "--data-dir", filepath.Join(o.dir, "data"), "--listen", "127.0.0.1:0")
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	logf, err := os.Create(filepath.Join(o.dir, "daemon.log"))
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	d.cmd.Stdout, d.cmd.Stderr = logf, io.MultiWriter(logf, pw)
+	if err := d.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		d.err = d.cmd.Wait()
+		pw.Close()
+		logf.Close()
+		close(d.exited)
+	}()
+	addr := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 64<<10)
+		var seen []byte
+		for {
+			n, err := pr.Read(buf)
+			seen = append(seen, buf[:n]...)
+			if m := listening.FindSubmatch(seen); m != nil {
+				addr <- string(m[1])
+				io.Copy(io.Discard, pr) //nolint:errcheck // the rest is in the log file
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case d.addr = <-addr:
+		return d, nil
+	case <-d.exited:
+		return nil, fmt.Errorf("the daemon exited before listening: %v (log: %s)", d.err, filepath.Join(o.dir, "daemon.log"))
+	case <-time.After(progresstest.Stall()):
+		d.stop()
+		return nil, errors.New("the daemon did not listen within the stall limit")
+	}
+}
+
+func (d *daemon) stop() {
+	select {
+	case <-d.exited:
+		return
+	default:
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited
+	select {
+	case <-d.exited:
+	case <-time.After(progresstest.Stall()):
+		syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck // clean-up
+		<-d.exited
+	}
+}
+
+// cpu returns the daemon's CPU time so far (user and system).
+func (d *daemon) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	// After ")": state(0) ppid pgrp session tty tpgid flags minflt cminflt
+	// majflt cmajflt utime(11) stime(12).
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(ut+stime) * time.Second / ticks
+}
+
+var unfinished = []models.TaskStatus{models.StatusDefined, models.StatusReady, models.StatusAssigned, models.StatusInProgress,
+	models.StatusVerifying, models.StatusFailed, models.StatusPaused, models.StatusWaitingInput, models.StatusAwaitingApproval}
+
+// waitIdle waits until no task of the project is unfinished, as long as
+// the number of unfinished tasks keeps changing within the stall limit.
+func waitIdle(ctx context.Context, c *api.Client, d *daemon) error {
+	last, moved := -1, time.Now()
+	for {
+		page, err := c.ListTasksPage(ctx, models.TaskFilter{ProjectID: "p", Statuses: unfinished, Limit: 500})
+		if err != nil {
+			return err
+		}
+		n := len(page.Tasks)
+		if n == 0 {
+			return nil
+		}
+		if n != last {
+			last, moved = n, time.Now()
+		} else if time.Since(moved) > progresstest.Stall() {
+			return fmt.Errorf("no progress for %s: %d tasks unfinished", progresstest.Stall(), n)
+		}
+		select {
+		case <-d.exited:
+			return fmt.Errorf("the daemon exited: %v", d.err)
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+// latency runs pairs one after another and returns, for each, the time
+// from the upstream's VERIFY_PASSED to the dependent's AGENT_STARTED.
+func latency(ctx context.Context, c *api.Client, d *daemon, pairs int) ([]time.Duration, error) {
+	var out []time.Duration
+	for i := range pairs {
+		res, err := c.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
+			{LocalID: "up", Title: fmt.Sprintf("upstream %d", i)},
+			{LocalID: "down", Title: fmt.Sprintf("dependent %d", i), Dependencies: []models.BatchDependency{{ID: "up"}}}}})
+		if err != nil {
+			return nil, err
+		}
+		if err := waitIdle(ctx, c, d); err != nil {
+			return nil, err
+		}
+		done, err := eventTime(ctx, c, res[0].TaskID, models.EventVerifyPassed)
+		if err != nil {
+			return nil, err
+		}
+		started, err := eventTime(ctx, c, res[1].TaskID, models.EventAgentStarted)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, started.Sub(done))
+	}
+	return out, nil
+}
+
+// throughput runs n independent tasks at once and returns the daemon's CPU
+// time per task and the tasks completed per second.
+func throughput(ctx context.Context, c *api.Client, d *daemon, n int) (time.Duration, float64, error) {
+	batch := models.TaskBatch{ProjectID: "p", Tasks: make([]models.BatchTask, n)}
+	for i := range batch.Tasks {
+		batch.Tasks[i] = models.BatchTask{Title: fmt.Sprintf("trivial %d", i)}
+	}
+	cpu0 := d.cpu()
+	begin := time.Now()
+	res, err := c.CreateTasks(ctx, batch)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := waitIdle(ctx, c, d); err != nil {
+		return 0, 0, err
+	}
+	cpu := d.cpu() - cpu0
+	var last time.Time
+	for _, r := range res {
+		t, err := eventTime(ctx, c, r.TaskID, models.EventVerifyPassed)
+		if err != nil {
+			return 0, 0, err
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	return cpu / time.Duration(n), float64(n) / last.Sub(begin).Seconds(), nil
+}
+
+// eventTime returns when task id last had event ev.
+func eventTime(ctx context.Context, c *api.Client, id string, ev models.TaskEvent) (time.Time, error) {
+	det, err := c.GetTask(ctx, id)
+	if err != nil {
+		return time.Time{}, err
+	}
+	for i := len(det.Events) - 1; i >= 0; i-- {
+		if det.Events[i].Event == ev {
+			return det.Events[i].CreatedAt, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("task %s (%s %q) has no %s event", id, det.Task.Status, det.Task.StatusReason, ev)
+}
+
+func pct(s []time.Duration, q float64) time.Duration {
+	sorted := slices.Sorted(slices.Values(s))
+	return sorted[min(int(q*float64(len(sorted))), len(sorted)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

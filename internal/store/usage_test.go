@@ -1,0 +1,186 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+// usageHistory drives a store through random work on three projects and
+// three agents: runs start, end as completed (then verified) or failed,
+// finished tasks are deleted now and then, and the clock moves between
+// steps by a second to a few hours. check is called after every step.
+func usageHistory(t *testing.T, s *store.Store, clock *fakeClock, seed uint64, steps int, check func(step int)) {
+	t.Helper()
+	ctx := context.Background()
+	rnd := rand.New(rand.NewPCG(seed, 1))
+	projects := []string{"p0", "p1", "p2"}
+	for _, p := range projects {
+		mustProject(t, s, p)
+	}
+	agents := []string{"a0", "a1", "a2"}
+	for _, a := range agents {
+		mustAgent(t, s, a)
+	}
+	running := map[string]int64{} // agent → open run
+	var finished []string
+	for step := range steps {
+		switch d := rnd.IntN(10); {
+		case d < 6:
+			clock.Add(time.Duration(rnd.Int64N(int64(90 * time.Second))))
+		case d < 9:
+			clock.Add(time.Duration(rnd.Int64N(int64(40 * time.Minute))))
+		default:
+			clock.Add(time.Duration(rnd.Int64N(int64(5 * time.Hour))))
+		}
+		a := agents[rnd.IntN(len(agents))]
+		if len(finished) > 0 && rnd.IntN(8) == 0 {
+			i := rnd.IntN(len(finished))
+			if err := s.DeleteTask(ctx, finished[i]); err != nil {
+				t.Fatalf("step %d: delete: %v", step, err)
+			}
+			finished = slices.Delete(finished, i, i+1)
+		} else if run, ok := running[a]; ok {
+			ev, want := models.EventAgentCompleted, models.StatusVerifying
+			if rnd.IntN(4) == 0 {
+				ev, want = models.EventAgentFailed, models.StatusFailed
+			}
+			res, err := s.FinishRun(ctx, models.RunEnd{RunID: run, Event: ev, ExpectFrom: models.StatusInProgress, Outcome: "done"})
+			if err != nil || res.To != want {
+				t.Fatalf("step %d: finish run %d: %+v %v", step, run, res, err)
+			}
+			if want == models.StatusVerifying {
+				apply(t, s, res.Task.ID, models.EventVerifyPassed)
+			}
+			finished = append(finished, res.Task.ID)
+			delete(running, a)
+		} else {
+			p := projects[rnd.IntN(len(projects))]
+			ids := create(t, s, p, models.BatchTask{LocalID: "x", Title: fmt.Sprintf("step %d", step)})
+			run, _, err := s.ClaimTask(ctx, ids["x"], a)
+			if err != nil {
+				t.Fatalf("step %d: claim: %v", step, err)
+			}
+			if _, err := s.StartRun(ctx, run.ID, 1000+step, "/w"); err != nil {
+				t.Fatalf("step %d: start: %v", step, err)
+			}
+			running[a] = run.ID
+		}
+		check(step)
+	}
+}
+
+// compareUsage fails unless the scheduling state's usage of every project
+// equals the count from history over the same window.
+func compareUsage(t *testing.T, s *store.Store, now time.Time, window time.Duration, what string) {
+	t.Helper()
+	st, err := s.SchedulingState(context.Background(), now, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	completed, seconds, err := store.RecountUsageForTest(s, now, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range st.Projects {
+		id := p.Project.ID
+		if p.CompletedInWindow != completed[id] || math.Abs(p.AgentSeconds-seconds[id]) > 1e-6 {
+			t.Fatalf("%s, window %s, project %s: %d completed and %.9f agent-seconds, history says %d and %.9f",
+				what, window, id, p.CompletedInWindow, p.AgentSeconds, completed[id], seconds[id])
+		}
+	}
+}
+
+// TestUsageBucketsMatchRecount checks the usage a scheduling round reads
+// (running buckets) against a count over the whole history, after every
+// step of random histories and for windows shorter than a step, around an
+// hour, a day, and longer than the buckets are kept.
+func TestUsageBucketsMatchRecount(t *testing.T) {
+	t.Parallel()
+	windows := []time.Duration{time.Minute, 7 * time.Minute, 61 * time.Minute, 5 * time.Hour, 24 * time.Hour,
+		store.UsageRetention, store.UsageRetention + time.Hour}
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			t.Parallel()
+			s, clock := openClocked(t)
+			usageHistory(t, s, clock, seed, 200, func(step int) {
+				for _, w := range windows {
+					compareUsage(t, s, clock.Now(), w, fmt.Sprint("step ", step))
+				}
+			})
+		})
+	}
+}
+
+// TestUsageBucketsAreBackfilled opens a database written before the usage
+// buckets existed: the migration fills them from history.
+func TestUsageBucketsAreBackfilled(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "aq.db")
+	clock := &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	open := func() *store.Store {
+		s, err := store.Open(context.Background(), store.Config{Path: path, Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open()
+	usageHistory(t, s, clock, 7, 200, func(int) {})
+	s.Close()
+	// As an older agentqueued left it: no buckets, the migration not applied.
+	if err := store.ExecAtForTest(path, "DROP TABLE usage_buckets; DELETE FROM schema_migrations WHERE version = 15"); err != nil {
+		t.Fatal(err)
+	}
+	s = open()
+	defer s.Close()
+	for _, w := range []time.Duration{time.Minute, 61 * time.Minute, 24 * time.Hour, 3 * 24 * time.Hour} {
+		compareUsage(t, s, clock.Now(), w, "after the migration")
+	}
+}
+
+// TestSchedulingStateDoesNotRecountHistory: a round reads the window's
+// usage from what was recorded as it happened, not by counting the history
+// again (which made a round's cost grow with the window's completions).
+// With the history's events and runs removed behind the store's back, the
+// round still sees them.
+func TestSchedulingStateDoesNotRecountHistory(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	mustAgent(t, s, "a1")
+	ids := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"})
+	run, _, err := s.ClaimTask(ctx, ids["a"], "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StartRun(ctx, run.ID, 4242, "/w"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(90 * time.Second)
+	if _, err := s.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted,
+		ExpectFrom: models.StatusInProgress, Outcome: "completed"}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, s, ids["a"], models.EventVerifyPassed)
+	clock.Add(time.Minute)
+	if err := store.ExecForTest(s, "DELETE FROM task_events; DELETE FROM task_runs"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.SchedulingState(ctx, clock.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := st.Projects[0]; p.CompletedInWindow != 1 || p.AgentSeconds != 90 {
+		t.Fatalf("project p: %d completed, %v agent-seconds in the window; want 1 and 90", p.CompletedInWindow, p.AgentSeconds)
+	}
+}
