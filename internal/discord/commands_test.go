@@ -345,7 +345,7 @@ func TestProjectCommands(t *testing.T) {
 func TestTaskCommands(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.project("web")
+	h.project("web", &models.RepoConfig{SourceType: models.RepoInit})
 	ctx := context.Background()
 	mentionAlice := "<@" + alice + ">"
 

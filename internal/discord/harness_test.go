@@ -334,11 +334,17 @@ func (h *harness) workflowEngine() *workflow.Engine {
 	return e
 }
 
-// project creates a project whose notices go to projectChannel.
-func (h *harness) project(id string) models.Project {
+// project creates a project whose notices go to projectChannel; repo, when
+// given, is its repository (a project's tasks may require approval only
+// with one).
+func (h *harness) project(id string, repo ...*models.RepoConfig) models.Project {
 	h.t.Helper()
 	ch := projectChannel
-	p, err := h.st.CreateProject(context.Background(), models.Project{ID: id, Name: "Project " + id, DiscordChannelID: &ch})
+	pr := models.Project{ID: id, Name: "Project " + id, DiscordChannelID: &ch}
+	if len(repo) > 0 {
+		pr.Repo = repo[0]
+	}
+	p, err := h.st.CreateProject(context.Background(), pr)
 	if err != nil {
 		h.t.Fatal(err)
 	}
