@@ -121,7 +121,12 @@ func (s *testService) RejectTask(ctx context.Context, id, by, feedback string) (
 		Feedback: &models.Feedback{Source: by, Verdict: models.VerdictReject, Text: feedback}})
 }
 
+// TaskDiff answers a fixed change for a task awaiting approval, and the
+// daemon's refusal for any other (the git work is not part of these tests).
 func (s *testService) TaskDiff(ctx context.Context, id string) (string, error) {
+	if t, err := s.GetTask(ctx, id); err == nil && t.Status == models.StatusAwaitingApproval {
+		return "--- a/ship.txt\n+++ b/ship.txt\n@@ -0,0 +1 @@\n+shipped\n", nil
+	}
 	return "", models.Errorf(models.CodeConflict, "task %s has not run yet: there is no change to show", id)
 }
 

@@ -796,7 +796,8 @@ func (b *Bot) noticeParts(ctx context.Context, kind string, n notice) ([]part, e
 func approvalButtons(taskID string) []discordgo.MessageComponent {
 	return buttons(
 		button("Approve", discordgo.SuccessButton, customID("approve", taskID)),
-		button("Reject", discordgo.DangerButton, customID("reject", taskID)))
+		button("Reject", discordgo.DangerButton, customID("reject", taskID)),
+		button("Diff", discordgo.SecondaryButton, customID("diff", taskID)))
 }
 
 func reasonLine(reason string) string {
