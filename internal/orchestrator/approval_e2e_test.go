@@ -197,3 +197,90 @@ func TestE2EPullRequestAlwaysWithoutGitHubIsBlocked(t *testing.T) {
 		t.Fatal("work needing a pull request was merged")
 	}
 }
+
+// A decision recorded on the verification but not carried out — the
+// daemon stopped in between — is carried out by the loop, as after a
+// restart: an approval merges and completes, a rejection returns the task
+// with the feedback.
+func TestE2ERecordedApprovalDecisionIsCarriedOut(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		phase, detail string
+		want          models.TaskEvent
+	}{
+		{models.PhaseApproved, "ana\nfine", models.EventHumanApproved},
+		{phaseRejected, "ana\nnot like this", models.EventAdminRestart},
+	} {
+		t.Run(tc.phase, func(t *testing.T) {
+			t.Parallel()
+			e := newE2E(t)
+			origin := bareOrigin(t)
+			e.project("web", cloneRepo(origin), models.ProjectSettings{PRMode: models.PRNever})
+			e.cli("claude-1", "claude", "web")
+			id := e.add("web", models.BatchTask{LocalID: "t", Title: "Needs a person", RequiresApproval: true,
+				Description: fmt.Sprintf(work, "gated.txt", "gated", "gated", "wrote it")})["t"]
+			e.start()
+			ctx := context.Background()
+			e.waitStatus(id, models.StatusAwaitingApproval)
+			v, ok, err := e.st.GetVerification(ctx, id)
+			if err != nil || !ok || v.Phase != models.PhaseApproval {
+				t.Fatalf("verification while awaiting approval: %+v %v %v", v, ok, err)
+			}
+			// Recorded as Approve and Reject record it, then left alone.
+			if moved, err := e.st.SwitchApproval(ctx, id, v.Attempt, models.PhaseApproval, tc.phase, tc.detail); err != nil || !moved {
+				t.Fatalf("record the decision: %v %v", moved, err)
+			}
+			e.waitFor("the decision to be carried out", func() bool {
+				return slices.Contains(e.events(id), string(tc.want))
+			})
+			merged := onMain(t, origin, "gated.txt")
+			if merged != (tc.want == models.EventHumanApproved) {
+				t.Fatalf("after %s: merged %v, events %v", tc.want, merged, e.events(id))
+			}
+			if tc.want == models.EventAdminRestart {
+				fb, err := e.st.TaskFeedback(ctx, id)
+				if err != nil || len(fb) != 1 || fb[0].Text != "not like this" || fb[0].Source != "ana" {
+					t.Fatalf("feedback %+v %v", fb, err)
+				}
+			}
+		})
+	}
+}
+
+// Of an approval and a rejection given at once, exactly one decides; the
+// other is told the task was decided meanwhile, and the outcome is the
+// winner's: merged and COMPLETED, or unmerged and READY again.
+func TestE2EApprovalAndRejectionAtOnceDecideOnce(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	origin := bareOrigin(t)
+	e.project("web", cloneRepo(origin), models.ProjectSettings{PRMode: models.PRNever})
+	e.cli("claude-1", "claude", "web")
+	id := e.add("web", models.BatchTask{LocalID: "t", Title: "Contested", RequiresApproval: true,
+		Description: fmt.Sprintf(work, "gated.txt", "gated", "gated", "wrote it")})["t"]
+	e.start()
+	ctx := context.Background()
+	e.waitStatus(id, models.StatusAwaitingApproval)
+	errs := make(chan error, 2)
+	go func() { _, err := e.o.Approve(ctx, id, "ana", ""); errs <- err }()
+	go func() { _, err := e.o.Reject(ctx, id, "bob", "no"); errs <- err }()
+	var won, lost int
+	for range 2 {
+		switch err := <-errs; {
+		case err == nil:
+			won++
+		case models.ErrorCodeOf(err) == models.CodeConflict:
+			lost++
+		default:
+			t.Fatalf("a decision failed: %v", err)
+		}
+	}
+	if won != 1 || lost != 1 {
+		t.Fatalf("%d decisions won, %d lost", won, lost)
+	}
+	ev := e.events(id)
+	approved, rejected := slices.Contains(ev, "HUMAN_APPROVED"), slices.Contains(ev, "ADMIN_RESTART")
+	if approved == rejected || onMain(t, origin, "gated.txt") != approved {
+		t.Fatalf("approved %v, rejected %v, merged %v: %v", approved, rejected, onMain(t, origin, "gated.txt"), ev)
+	}
+}
