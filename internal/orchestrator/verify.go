@@ -765,7 +765,9 @@ func (o *Orchestrator) Approve(ctx context.Context, taskID, actor, note string) 
 		o.awaitVerify(ctx, t.ID)
 		if cur, found, err := o.store.GetVerification(ctx, t.ID); err == nil && found && cur.Attempt == v.Attempt &&
 			cur.Phase == models.PhaseApproval && o.stillAwaiting(ctx, t.ID) {
-			return models.TransitionResult{}, fmt.Errorf("approve task %s: %s; it still awaits approval", t.ID, cur.Detail)
+			// The person who approved is told why, and may approve again.
+			return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s: %s; it still awaits approval: approve it again",
+				t.ID, cur.Detail)
 		}
 		return o.after(ctx, t)
 	case t.Status == models.StatusAwaitingApproval && (v.Phase == models.PhaseApproved || v.Phase == phaseRejected):
