@@ -47,10 +47,17 @@ func TestE2ERequiresApprovalWithoutPullRequestWaitsForAPerson(t *testing.T) {
 			e.cli("claude-1", "claude", "web")
 			ids := e.add("web", models.BatchTask{LocalID: "t", Title: "Needs a person", RequiresApproval: true,
 				Description: fmt.Sprintf(work, "gated.txt", "gated", "gated", "wrote it")},
-				models.BatchTask{LocalID: "d", Title: "After it", Dependencies: []models.BatchDependency{{ID: "t"}}})
+				models.BatchTask{LocalID: "d", Title: "After it", Dependencies: []models.BatchDependency{{ID: "t"}}},
+				// The same agent works on another task while the first waits:
+				// its checkout moves on, and the waiting work stays reachable.
+				models.BatchTask{LocalID: "o", Title: "Meanwhile", Description: fmt.Sprintf(work, "other.txt", "other", "other", "other")})
 			e.start()
 			ctx := context.Background()
 			tk := e.waitStatus(ids["t"], models.StatusAwaitingApproval)
+			e.waitFor("the other task to end", func() bool {
+				st := e.task(ids["o"]).Status
+				return st == models.StatusCompleted || st == models.StatusBlocked
+			})
 			if !strings.Contains(tk.StatusReason, tc.why) || !slices.Contains(e.events(ids["t"]), "APPROVAL_REQUESTED") ||
 				slices.Contains(e.events(ids["t"]), "PR_UNAVAILABLE") {
 				t.Fatalf("awaiting with %q, events %v", tk.StatusReason, e.events(ids["t"]))
