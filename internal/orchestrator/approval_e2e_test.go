@@ -65,6 +65,10 @@ func TestE2ERequiresApprovalWithoutPullRequestWaitsForAPerson(t *testing.T) {
 			if onMain(t, origin, "gated.txt") {
 				t.Fatal("work awaiting approval was merged")
 			}
+			if td, err := e.st.GetTaskDetail(ctx, ids["t"]); err != nil || td.Verification == nil ||
+				td.Verification.Phase != models.PhaseApproval {
+				t.Fatalf("the detail does not show what the task waits for: %+v %v", td.Verification, err)
+			}
 			if d := e.task(ids["d"]); d.Status != models.StatusDefined {
 				t.Fatalf("the dependent is %s before the approval", d.Status)
 			}
