@@ -295,3 +295,47 @@ func TestE2EApprovalAndRejectionAtOnceDecideOnce(t *testing.T) {
 		t.Fatalf("approved %v, rejected %v, merged %v: %v", approved, rejected, onMain(t, origin, "gated.txt"), ev)
 	}
 }
+
+// An approval whose merge fails for another reason than a conflict leaves
+// the task waiting, unmerged, and tells the person why; once the cause is
+// gone, approving again lands it.
+func TestE2EApprovalWhoseMergeFailsKeepsWaiting(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	// A non-bare origin: its main may be checked out, and then cannot be moved.
+	seed := filepath.Join(t.TempDir(), "origin")
+	gitOut(t, "init", "-q", "-b", "main", seed)
+	if err := os.WriteFile(filepath.Join(seed, "README.md"), []byte("# web\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitOut(t, "-C", seed, "add", "-A")
+	gitOut(t, "-C", seed, "commit", "-q", "-m", "init")
+	gitOut(t, "-C", seed, "checkout", "-q", "--detach")
+	e.project("web", cloneRepo(seed), models.ProjectSettings{PRMode: models.PRNever})
+	e.cli("claude-1", "claude", "web")
+	id := e.add("web", models.BatchTask{LocalID: "t", Title: "Needs a person", RequiresApproval: true,
+		Description: fmt.Sprintf(work, "gated.txt", "gated", "gated", "wrote it")})["t"]
+	e.start()
+	ctx := context.Background()
+	e.waitStatus(id, models.StatusAwaitingApproval)
+	gitOut(t, "-C", seed, "checkout", "-q", "main") // main cannot be moved now
+	_, err := e.o.Approve(ctx, id, "ana", "")
+	if models.ErrorCodeOf(err) != models.CodeConflict || !strings.Contains(err.Error(), "could not be merged") ||
+		!strings.Contains(err.Error(), "still awaits approval") {
+		t.Fatalf("approve while main cannot move: %v", err)
+	}
+	if tk := e.task(id); tk.Status != models.StatusAwaitingApproval {
+		t.Fatalf("after the failed merge the task is %s", tk.Status)
+	}
+	if d, err := e.st.GetTaskDetail(ctx, id); err != nil || d.Verification == nil || d.Verification.Phase != models.PhaseApproval ||
+		!strings.Contains(d.Verification.Detail, "could not be merged") {
+		t.Fatalf("the detail after the failed merge: %+v %v", d.Verification, err)
+	}
+	gitOut(t, "-C", seed, "checkout", "-q", "--detach")
+	if res, err := e.o.Approve(ctx, id, "ana", ""); err != nil || res.To != models.StatusCompleted {
+		t.Fatalf("approve again: %+v %v", res, err)
+	}
+	if got := gitOut(t, "-C", seed, "show", "main:gated.txt"); got != "gated" {
+		t.Fatalf("main gated.txt = %q", got)
+	}
+}
