@@ -339,3 +339,59 @@ func TestE2EApprovalWhoseMergeFailsKeepsWaiting(t *testing.T) {
 		t.Fatalf("main gated.txt = %q", got)
 	}
 }
+
+// With GitHub configured and the repository on it, pr_mode never still
+// opens no pull request: a task that requires approval waits for a person
+// in AWAITING_APPROVAL, and only the approval merges it.
+func TestE2EPullRequestNeverWithGitHubWaitsForAPerson(t *testing.T) {
+	t.Parallel()
+	p := newPREnv(t, models.ProjectSettings{PRMode: models.PRNever}, false)
+	id := p.add("web", models.BatchTask{LocalID: "t", Title: "Gated", RequiresApproval: true})["t"]
+	p.start()
+	tk := p.waitStatus(id, models.StatusAwaitingApproval)
+	if tk.PRURL != nil || len(p.gh.PRs("acme", "shop")) != 0 || !strings.Contains(tk.StatusReason, "pr_mode is never") {
+		t.Fatalf("awaiting %+v with pull requests %v", tk, p.gh.PRs("acme", "shop"))
+	}
+	file := "main:" + id + ".txt"
+	if out, err := exec.Command("git", "--git-dir", p.gh.RepoDir("acme", "shop"), "cat-file", "-e", file).CombinedOutput(); err == nil {
+		t.Fatalf("work awaiting approval is on main: %s", out)
+	}
+	if res, err := p.o.Approve(context.Background(), id, "ana", ""); err != nil || res.To != models.StatusCompleted {
+		t.Fatalf("approve: %+v %v", res, err)
+	}
+	if got := gitOut(t, "--git-dir", p.gh.RepoDir("acme", "shop"), "show", file); !strings.Contains(got, "work of "+id) {
+		t.Fatalf("%s = %q", file, got)
+	}
+	if n := len(p.gh.PRs("acme", "shop")); n != 0 {
+		t.Fatalf("%d pull requests opened", n)
+	}
+	p.assertTokenNowhere()
+}
+
+// With GitHub configured, a task that requires approval in a project whose
+// repository is not on GitHub waits for a person without a pull request,
+// the reason saying why, instead of being blocked.
+func TestE2ERepositoryNotOnGitHubWaitsForAPerson(t *testing.T) {
+	t.Parallel()
+	p := newPREnv(t, models.ProjectSettings{}, false)
+	origin := bareOrigin(t)
+	r := cloneRepo(origin)
+	r.ID = "local"
+	p.project("local", r, models.ProjectSettings{})
+	id := p.add("local", models.BatchTask{LocalID: "t", Title: "Gated", RequiresApproval: true})["t"]
+	p.start()
+	tk := p.waitStatus(id, models.StatusAwaitingApproval)
+	if tk.PRURL != nil || !strings.Contains(tk.StatusReason, "no pull request: project local") ||
+		slices.Contains(p.events(id), "PR_UNAVAILABLE") {
+		t.Fatalf("awaiting with %q, events %v", tk.StatusReason, p.events(id))
+	}
+	if onMain(t, origin, id+".txt") {
+		t.Fatal("work awaiting approval was merged")
+	}
+	if res, err := p.o.Approve(context.Background(), id, "ana", ""); err != nil || res.To != models.StatusCompleted {
+		t.Fatalf("approve: %+v %v", res, err)
+	}
+	if !onMain(t, origin, id+".txt") {
+		t.Fatal("the approved work is not on main")
+	}
+}
