@@ -30,7 +30,7 @@ const usage = `Usage:
 
 Commands of ctl:
   project create|list|show|edit
-  task add|list|show|edit|deps|delete|skip|stop|restart|cancel|approve|reject
+  task add|list|show|edit|deps|delete|skip|stop|restart|cancel|approve|reject|diff
   agent add|list|show|pause|resume|remove
   question list | question answer ID ANSWER... [--by NAME]
   hook list [--project P] | show ID | create --file F | edit ID --file F | enable|disable|delete ID

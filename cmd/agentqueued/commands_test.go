@@ -135,7 +135,8 @@ func TestCtlTaskEditDepsAndDelete(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, t.TempDir())
 	addr := d.m.Addr()
-	mustCtl(t, addr, "project", "create", "web")
+	// A repository: the edit below makes a task require approval.
+	mustCtl(t, addr, "project", "create", "web", "--repo-url", "https://example.com/web.git")
 	a := taskIDs(t, mustCtl(t, addr, "task", "add", "--project", "web", "--title", "A"))[0]
 	b := taskIDs(t, mustCtl(t, addr, "task", "add", "--project", "web", "--title", "B", "--depends-on", a))[0]
 	// Completing a makes no progress here: no agent works on this project.

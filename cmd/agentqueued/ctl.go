@@ -72,6 +72,7 @@ var ctlCommands = map[string]ctlHandler{
 	"task cancel":       (*ctl).taskCancel,
 	"task approve":      decisionCommand(true),
 	"task reject":       decisionCommand(false),
+	"task diff":         (*ctl).taskDiff,
 	"agent add":         (*ctl).agentAdd,
 	"agent list":        (*ctl).agentList,
 	"agent show":        (*ctl).agentShow,
@@ -766,6 +767,29 @@ func decisionCommand(approve bool) ctlHandler {
 		}
 		return c.emit(res, func(w io.Writer) { printTransition(w, res) })
 	}
+}
+
+// taskDiff prints the change a task's branch makes against its project's
+// default branch: what approving the task would merge.
+func (c *ctl) taskDiff(ctx context.Context, args []string) error {
+	pos, err := c.parse(c.flagSet("task diff"), args, "ID")
+	if err != nil {
+		return err
+	}
+	d, err := c.client.TaskDiff(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	return c.emit(d, func(w io.Writer) {
+		if d.Diff == "" {
+			fmt.Fprintf(w, "Task %s changes nothing.\n", d.TaskID)
+			return
+		}
+		fmt.Fprint(w, d.Diff)
+		if !strings.HasSuffix(d.Diff, "\n") {
+			fmt.Fprintln(w)
+		}
+	})
 }
 
 func (c *ctl) agentAdd(ctx context.Context, args []string) error {

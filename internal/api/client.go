@@ -326,7 +326,8 @@ func (c *Client) AnswerQuestion(ctx context.Context, id int64, answer, by string
 		AnswerRequest{Answer: answer, AnsweredBy: by}, &out)
 }
 
-// ApproveTask approves a task waiting for a person (HUMAN verification or a plan).
+// ApproveTask approves a task waiting for a person (HUMAN verification, work
+// or a plan awaiting approval, a pull request).
 func (c *Client) ApproveTask(ctx context.Context, id, by, note string) (models.TransitionResult, error) {
 	var out models.TransitionResult
 	return out, c.do(ctx, http.MethodPost, APIPrefix+"/tasks/"+url.PathEscape(id)+"/approve", nil,
@@ -338,6 +339,13 @@ func (c *Client) RejectTask(ctx context.Context, id, by, feedback string) (model
 	var out models.TransitionResult
 	return out, c.do(ctx, http.MethodPost, APIPrefix+"/tasks/"+url.PathEscape(id)+"/reject", nil,
 		DecisionRequest{Feedback: feedback, By: by}, &out)
+}
+
+// TaskDiff returns the change a task's branch makes against its project's
+// default branch.
+func (c *Client) TaskDiff(ctx context.Context, id string) (TaskDiff, error) {
+	var out TaskDiff
+	return out, c.do(ctx, http.MethodGet, APIPrefix+"/tasks/"+url.PathEscape(id)+"/diff", nil, nil, &out)
 }
 
 // SetAgentPaused pauses or resumes an agent.

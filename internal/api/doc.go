@@ -51,8 +51,14 @@
 //	                                  → the transition's result: BLOCKED, "cancelled by <actor>: <reason>", its run
 //	                                  ended, dependents requiring success blocked naming it; a repeat answers the same
 //	                                  result with "duplicate": true; a COMPLETED or otherwise BLOCKED task is a 409
-//	POST  /api/v1/tasks/{id}/approve  {"feedback", "by"} → the transition's result (HUMAN verification, or a plan)
-//	POST  /api/v1/tasks/{id}/reject   {"feedback" (required), "by"} → the transition's result
+//	POST  /api/v1/tasks/{id}/approve  {"feedback", "by"} → the transition's result (HUMAN verification, work or a
+//	                                  plan awaiting approval — the branch is merged —, a pull request with
+//	                                  merge_from_chat)
+//	POST  /api/v1/tasks/{id}/reject   {"feedback" (required), "by"} → the transition's result; work awaiting
+//	                                  approval returns to its agent (READY) with the feedback
+//	GET   /api/v1/tasks/{id}/diff     {"task_id", "diff"}: the change the task's branch makes against its
+//	                                  project's default branch, in git's unified format (what an approval
+//	                                  merges); 409 before the task has run, 400 in a project without a repository
 //	POST  /api/v1/agents              register an agent (body: id, name, agent_type, command, args, env,
 //	                                  pass_env, ...) → 201 agent, IDLE
 //	GET   /api/v1/agents              {"agents": [...]}; env values are answered as "********"; an agent

@@ -85,6 +85,15 @@ func (d decisions) RejectTask(ctx context.Context, id, by, feedback string) (mod
 		Feedback: &models.Feedback{Source: by, Verdict: models.VerdictReject, Text: feedback}})
 }
 
+// TaskDiff answers a fixed change for an existing task (the orchestrator's
+// git work is not part of these tests).
+func (d decisions) TaskDiff(ctx context.Context, id string) (string, error) {
+	if _, err := d.GetTask(ctx, id); err != nil {
+		return "", err
+	}
+	return "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-old\n+new\n", nil
+}
+
 // budgetWindow is the window of the test service's budget report.
 const budgetWindow = time.Hour
 

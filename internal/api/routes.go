@@ -77,6 +77,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/cancel", s.handleCancelTask)
 	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/approve", s.handleDecision(true))
 	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/reject", s.handleDecision(false))
+	mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}/diff", s.handleTaskDiff)
 	mux.HandleFunc("POST "+APIPrefix+"/agents", s.handleRegisterAgent)
 	mux.HandleFunc("GET "+APIPrefix+"/agents", s.handleListAgents)
 	mux.HandleFunc("DELETE "+APIPrefix+"/agents/{id}", s.handleRemoveAgent)

@@ -49,9 +49,13 @@ type Service interface {
 	OpenQuestionsPage(ctx context.Context, afterID int64, limit int) ([]models.Question, error)
 	AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error)
 	// ApproveTask and RejectTask are a person's decision on a task waiting
-	// for one: HUMAN verification, or a plan awaiting approval.
+	// for one: HUMAN verification, work or a plan awaiting approval, or a
+	// pull request (merged through GitHub when the project allows it).
 	ApproveTask(ctx context.Context, id, by, note string) (models.TransitionResult, error)
 	RejectTask(ctx context.Context, id, by, feedback string) (models.TransitionResult, error)
+	// TaskDiff returns the change a task's branch makes against its
+	// project's default branch (what an approval would merge).
+	TaskDiff(ctx context.Context, id string) (string, error)
 	// EditTask edits a task that is not being worked on and has not
 	// completed; ChangeDependencies adds and removes its dependencies;
 	// DeleteTask deletes a task nothing depends on and nothing runs.

@@ -46,7 +46,7 @@ func TestRegistersCommandsAndRefusesStrangers(t *testing.T) {
 func TestTaskAddListShowAndBadOptions(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.project("web")
+	h.project("web", &models.RepoConfig{SourceType: models.RepoInit})
 	up := h.task("web", "Upstream")
 
 	// In the project's channel the project is inferred.

@@ -345,7 +345,7 @@ func TestProjectCommands(t *testing.T) {
 func TestTaskCommands(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.project("web")
+	h.project("web", &models.RepoConfig{SourceType: models.RepoInit})
 	ctx := context.Background()
 	mentionAlice := "<@" + alice + ">"
 
@@ -613,22 +613,28 @@ func TestApprovalNoticeButtons(t *testing.T) {
 	approved := h.awaitingApproval("web", "Ship it")
 	notice := h.waitMessageWith(projectChannel, "🙋 `"+approved+"` Ship it needs your approval")
 	if ids := customIDs(notice); !slices.Equal(ids, []string{customID("approve", approved), customID("reject", approved),
-		customID("event", "ADMIN_CANCEL", approved, "AWAITING_APPROVAL")}) {
+		customID("diff", approved), customID("event", "ADMIN_CANCEL", approved, "AWAITING_APPROVAL")}) {
 		t.Errorf("approval notice buttons %v", ids)
 	}
+	// Diff shows the change to the person deciding, and decides nothing.
+	r, text := h.answer(h.press(alice, notice, customID("diff", approved)), 1)
+	if !ephemeralFlag(r) || text != fmt.Sprintf("Changes of `%s`:\n```diff\n--- a/ship.txt\n+++ b/ship.txt\n@@ -0,0 +1 @@\n+shipped\n\n```", approved) {
+		t.Errorf("Diff answered %q (ephemeral %v)", text, ephemeralFlag(r))
+	}
+	h.wantStatus(t, approved, models.StatusAwaitingApproval)
 	h.pressUpdates(t, notice, customID("approve", approved), fmt.Sprintf("👍 `%s` approved by <@%s> (now COMPLETED).", approved, alice))
 	h.wantStatus(t, approved, models.StatusCompleted)
 
 	// Reject asks what must change; the answer goes back to the agent.
 	rejected := h.awaitingApproval("web", "Not yet")
 	notice = h.waitMessageWith(projectChannel, "🙋 `"+rejected+"` Not yet needs your approval")
-	r, _ := h.answer(h.press(alice, notice, customID("reject", rejected)), 1)
+	r, _ = h.answer(h.press(alice, notice, customID("reject", rejected)), 1)
 	if r.Type != discordgo.InteractionResponseModal || r.Data == nil || r.Data.CustomID != customID("reject", rejected) ||
 		r.Data.Title != "Reject "+rejected {
 		t.Fatalf("Reject opened %+v, want the feedback modal", r)
 	}
 	h.wantStatus(t, rejected, models.StatusAwaitingApproval)
-	r, text := h.answer(h.submit(alice, projectChannel, r.Data.CustomID, "Needs tests\nand docs"), 1)
+	r, text = h.answer(h.submit(alice, projectChannel, r.Data.CustomID, "Needs tests\nand docs"), 1)
 	if ephemeralFlag(r) || text != fmt.Sprintf("👎 `%s` rejected by <@%s> (now READY): > Needs tests\n> and docs", rejected, alice) {
 		t.Errorf("reject modal: %q (ephemeral %v)", text, ephemeralFlag(r))
 	}

@@ -51,6 +51,13 @@ func (b *Bot) component(ctx context.Context, s *discordgo.Session, i *discordgo.
 		})
 	case "error":
 		b.run(ctx, s, i, true, func(ctx context.Context) reply { return b.viewError(ctx, arg(0)) })
+	case "diff":
+		// Seen by the person deciding only: the notice stays as it is.
+		b.run(ctx, s, i, true, func(ctx context.Context) reply {
+			r := b.diffReply(ctx, arg(0))
+			r.Ephemeral = true
+			return r
+		})
 	case "approve":
 		b.run(ctx, s, i, false, func(ctx context.Context) reply {
 			r := b.approve(ctx, arg(0), "", user, true)

@@ -87,18 +87,24 @@ func (b *Bot) removeAgent(ctx context.Context, id, user string) reply {
 }
 
 func (b *Bot) taskDiff(ctx context.Context, c call) reply {
-	d, err := b.svc.TaskDiff(ctx, c.opts.str(optTask))
+	return b.diffReply(ctx, c.opts.str(optTask))
+}
+
+// diffReply shows the changes of a task's branch: inline when short,
+// attached as a file otherwise.
+func (b *Bot) diffReply(ctx context.Context, taskID string) reply {
+	d, err := b.svc.TaskDiff(ctx, taskID)
 	if err != nil {
 		return b.errorReply("task diff", err)
 	}
 	if strings.TrimSpace(d) == "" {
-		return ephemeral(fmt.Sprintf("`%s` has no changes.", c.opts.str(optTask)))
+		return ephemeral(fmt.Sprintf("`%s` has no changes.", taskID))
 	}
 	if len(d) <= 1800 {
-		return text(fmt.Sprintf("Changes of `%s`:\n```diff\n%s\n```", c.opts.str(optTask), strings.ReplaceAll(d, "```", "ˋˋˋ")))
+		return text(fmt.Sprintf("Changes of `%s`:\n```diff\n%s\n```", taskID, strings.ReplaceAll(d, "```", "ˋˋˋ")))
 	}
-	return reply{Content: fmt.Sprintf("Changes of `%s` (attached).", c.opts.str(optTask)),
-		File: &attachment{Name: c.opts.str(optTask) + ".diff", Body: d}}
+	return reply{Content: fmt.Sprintf("Changes of `%s` (attached).", taskID),
+		File: &attachment{Name: taskID + ".diff", Body: d}}
 }
 
 func renderBudget(r models.BudgetReport) string {

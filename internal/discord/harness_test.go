@@ -121,7 +121,12 @@ func (s *testService) RejectTask(ctx context.Context, id, by, feedback string) (
 		Feedback: &models.Feedback{Source: by, Verdict: models.VerdictReject, Text: feedback}})
 }
 
+// TaskDiff answers a fixed change for a task awaiting approval, and the
+// daemon's refusal for any other (the git work is not part of these tests).
 func (s *testService) TaskDiff(ctx context.Context, id string) (string, error) {
+	if t, err := s.GetTask(ctx, id); err == nil && t.Status == models.StatusAwaitingApproval {
+		return "--- a/ship.txt\n+++ b/ship.txt\n@@ -0,0 +1 @@\n+shipped\n", nil
+	}
 	return "", models.Errorf(models.CodeConflict, "task %s has not run yet: there is no change to show", id)
 }
 
@@ -334,11 +339,17 @@ func (h *harness) workflowEngine() *workflow.Engine {
 	return e
 }
 
-// project creates a project whose notices go to projectChannel.
-func (h *harness) project(id string) models.Project {
+// project creates a project whose notices go to projectChannel; repo, when
+// given, is its repository (a project's tasks may require approval only
+// with one).
+func (h *harness) project(id string, repo ...*models.RepoConfig) models.Project {
 	h.t.Helper()
 	ch := projectChannel
-	p, err := h.st.CreateProject(context.Background(), models.Project{ID: id, Name: "Project " + id, DiscordChannelID: &ch})
+	pr := models.Project{ID: id, Name: "Project " + id, DiscordChannelID: &ch}
+	if len(repo) > 0 {
+		pr.Repo = repo[0]
+	}
+	p, err := h.st.CreateProject(context.Background(), pr)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -758,7 +758,10 @@ func (b *Bot) noticeParts(ctx context.Context, kind string, n notice) ([]part, e
 		if err != nil {
 			return nil, err
 		}
-		if d.Task.PRURL != nil && *d.Task.PRURL != "" {
+		// A pull request of an earlier attempt does not count when this
+		// one waits for a person without one.
+		local := d.Verification != nil && d.Verification.Phase == models.PhaseApproval
+		if d.Task.PRURL != nil && *d.Task.PRURL != "" && !local {
 			return []part{{Content: fmt.Sprintf("🙋 %s %s waits for its pull request to be merged: %s", id, title, *d.Task.PRURL),
 				Components: buttons(linkButton("Open pull request", *d.Task.PRURL), cancelButton(n.TaskID, models.StatusAwaitingApproval))}}, nil
 		}
@@ -801,6 +804,7 @@ func approvalButtons(taskID string, status models.TaskStatus) []discordgo.Messag
 	return buttons(
 		button("Approve", discordgo.SuccessButton, customID("approve", taskID)),
 		button("Reject", discordgo.DangerButton, customID("reject", taskID)),
+		button("Diff", discordgo.SecondaryButton, customID("diff", taskID)),
 		cancelButton(taskID, status))
 }
 

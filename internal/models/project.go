@@ -48,7 +48,8 @@ type ProjectSettings struct {
 
 	// PRMode says which verified tasks land through a pull request:
 	// "never", "when_required" (tasks with requires_approval; the default)
-	// or "always".
+	// or "always". A task that requires approval and gets no pull request
+	// waits for a person in AWAITING_APPROVAL all the same.
 	PRMode string `json:"pr_mode,omitempty"`
 	// PRDraft opens pull requests as drafts.
 	PRDraft bool `json:"pr_draft,omitempty"`

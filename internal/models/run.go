@@ -223,8 +223,9 @@ type Delivery struct {
 	Note string `json:"note,omitempty"`
 }
 
-// Verification is the recorded phase of a task in VERIFYING, so that a
-// restart resumes it.
+// Verification is the recorded phase of a task in VERIFYING (or waiting in
+// AWAITING_APPROVAL for a person's approval of its work), so that a restart
+// resumes it.
 type Verification struct {
 	TaskID  string `json:"task_id"`
 	Attempt int    `json:"attempt"`
@@ -246,6 +247,12 @@ const (
 	PhaseHuman = "human"
 	// PhaseDeliver: the checks passed; the branch is being merged.
 	PhaseDeliver = "deliver"
+	// PhaseApproval: the task requires approval and no pull request is
+	// opened for it; it waits in AWAITING_APPROVAL, unmerged, for a person.
+	PhaseApproval = "approval"
+	// PhaseApproved: a person approved the work of a task waiting in
+	// AWAITING_APPROVAL; its branch is being merged.
+	PhaseApproved = "approved"
 )
 
 // Plan is a set of subtasks a task's agent proposed, created when the task

@@ -195,7 +195,13 @@
 // AGENT_FAILED with the exit status and the tail of stderr (kept for the
 // next attempt's prompt). A completed task's branch is delivered (merged
 // into the default branch and pushed) and VERIFY_PASSED completes it; a
-// delivery that fails is VERIFY_FAILED. A failure before the process
+// delivery that fails is VERIFY_FAILED. A task that requires approval is
+// not merged before a person decides: it goes to its pull request, or,
+// without one, waits unmerged in AWAITING_APPROVAL (APPROVAL_REQUESTED)
+// until [Orchestrator.Approve] merges it (HUMAN_APPROVED) or
+// [Orchestrator.Reject] returns it to its agent (ADMIN_RESTART) with the
+// feedback; the decision is recorded on its verification first, so that
+// one of two decisions wins and a restart carries it out. A failure before the process
 // started is EXECUTION_ERROR → READY for another agent; when the agent
 // itself is at fault (its type, command or process) it goes to ERROR (it
 // takes no task until a person resumes it), and when its workspace could

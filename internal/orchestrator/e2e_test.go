@@ -788,25 +788,3 @@ func TestE2ERateLimitedReviewerKeepsTheReviewWaiting(t *testing.T) {
 			tk.StatusReason, v.Detail)
 	}
 }
-
-func TestE2ERequiresApprovalWithoutGitHubIsBlocked(t *testing.T) {
-	t.Parallel()
-	e := newE2E(t)
-	origin := bareOrigin(t)
-	e.project("web", cloneRepo(origin), models.ProjectSettings{})
-	e.cli("claude-1", "claude", "web")
-	ids := e.add("web", models.BatchTask{LocalID: "t", Title: "Needs a PR", RequiresApproval: true,
-		Description: fmt.Sprintf(work, "pr.txt", "x", "x", "x")},
-		models.BatchTask{LocalID: "d", Title: "After it", Dependencies: []models.BatchDependency{{ID: "t"}}})
-	e.start()
-	tk := e.waitStatus(ids["t"], models.StatusBlocked)
-	if !strings.Contains(tk.StatusReason, "no GitHub is configured") || !slices.Contains(e.events(ids["t"]), "PR_UNAVAILABLE") {
-		t.Fatalf("blocked with %q, events %v", tk.StatusReason, e.events(ids["t"]))
-	}
-	if d := e.waitStatus(ids["d"], models.StatusBlocked); d.CascadeRootID != ids["t"] {
-		t.Fatalf("dependent %+v", d)
-	}
-	if out, err := exec.Command("git", "--git-dir", origin, "show", "main:pr.txt").CombinedOutput(); err == nil {
-		t.Fatalf("work needing approval was merged: %s", out)
-	}
-}

@@ -219,6 +219,7 @@ type Store interface {
 	TaskFeedback(ctx context.Context, taskID string) ([]models.Feedback, error)
 	ClaimReview(ctx context.Context, taskID, agentID string) (models.Run, string, error)
 	SwitchVerification(ctx context.Context, taskID string, attempt int, from, to, detail string) (bool, error)
+	SwitchApproval(ctx context.Context, taskID string, attempt int, from, to, detail string) (bool, error)
 	SavePlan(ctx context.Context, taskID, source string, tasks []models.BatchTask) (models.Plan, error)
 	PendingPlan(ctx context.Context, taskID string) (models.Plan, bool, error)
 

@@ -18,23 +18,29 @@ const DefaultPRPollInterval = time.Minute
 const prBatch = 50
 
 // openPR opens the pull request of a verified task and moves it to
-// AWAITING_APPROVAL (PR_CREATED), or blocks it when it cannot have one.
-func (o *Orchestrator) openPR(ctx context.Context, p models.Project, t models.Task, v models.Verification, checks string) {
+// AWAITING_APPROVAL (PR_CREATED). When the task cannot have one, a task
+// that requires approval is left to wait for a person without it: openPR
+// returns why there is none, and the caller parks it. Any other task is
+// blocked (PR_UNAVAILABLE). It returns "" when it decided the task.
+func (o *Orchestrator) openPR(ctx context.Context, p models.Project, t models.Task, v models.Verification, checks string) string {
 	sctx := context.WithoutCancel(ctx)
-	unavailable := func(why string) {
+	unavailable := func(why string) string {
+		if t.RequiresApproval {
+			return why
+		}
 		o.apply(sctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventPRUnavailable, ExpectFrom: models.StatusVerifying,
 			Actor: "system", Reason: why})
+		return ""
 	}
 	if o.cfg.PullRequests == nil {
-		unavailable("the task must land through a pull request, but no GitHub is configured " +
-			"(set github.token, or clear requires_approval or the project's pr_mode and restart the task)")
-		return
+		return unavailable("the task must land through a pull request (the project's pr_mode is always), but no GitHub is configured " +
+			"(set github.token, or set the project's pr_mode to when_required or never, and restart the task)")
 	}
 	// A pull request of this task decided while the task ran again (merged
 	// or closed during a rerun) stands: the person's decision wins.
 	if prev, ok, err := o.store.PullRequestOf(sctx, t.ID); err == nil && ok && prev.State != models.PROpen {
 		o.decided(sctx, p, t, prev)
-		return
+		return ""
 	}
 	content := models.PRContent{Checks: checks}
 	if res, ok, err := o.store.TaskResult(sctx, t.ID); err == nil && ok {
@@ -44,25 +50,26 @@ func (o *Orchestrator) openPR(ctx context.Context, p models.Project, t models.Ta
 	if err != nil {
 		switch {
 		case models.ErrorCodeOf(err) == models.CodeInvalid:
-			unavailable(models.RedactURL(err.Error()))
+			return unavailable(models.RedactURL(err.Error()))
 		case ctx.Err() == nil:
 			o.verifyFailed(sctx, t, v, "open the pull request", err, nil)
 		}
-		return
+		return ""
 	}
 	if pr.Number == 0 {
 		o.apply(sctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventVerifyPassed, ExpectFrom: models.StatusVerifying,
 			Actor: "system", Reason: checks + "; nothing to review: the default branch contains the work already"})
-		return
+		return ""
 	}
 	pr.NextCheckAt = o.cfg.Now().Add(o.prSpread(pr))
 	if _, err := o.store.SavePullRequest(sctx, pr); err != nil {
 		o.log.Error("record pull request", "task_id", t.ID, "pr", pr.URL, "err", err)
-		return // the verification runs again and finds the pull request open
+		return "" // the verification runs again and finds the pull request open
 	}
 	o.apply(sctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventPRCreated, ExpectFrom: models.StatusVerifying,
 		Actor: "system", Reason: "pull request " + pr.URL})
 	o.pokePRs()
+	return ""
 }
 
 // prInterval is the time between two checks of one pull request.

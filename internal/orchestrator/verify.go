@@ -36,7 +36,8 @@ func (o *Orchestrator) goVerify(taskID string) {
 // or deliver phase that no goroutine verifies: one whose goroutine gave up
 // on an error the store may not repeat, or that a decision left to deliver.
 func (o *Orchestrator) resumeVerifications(ctx context.Context) {
-	vs, err := o.store.Verifications(ctx, models.PhaseChecks, models.PhaseDeliver, phaseRejected)
+	vs, err := o.store.Verifications(ctx, models.PhaseChecks, models.PhaseDeliver, phaseRejected,
+		models.PhaseApproval, models.PhaseApproved)
 	if err != nil {
 		o.log.Error("list verifications", "err", err)
 		return
@@ -95,6 +96,17 @@ func (o *Orchestrator) verify(taskID string) {
 		o.log.Warn("verification not resumed", "task_id", taskID, "err", err)
 		return
 	}
+	if t.Status == models.StatusAwaitingApproval {
+		// A person's decision on work waiting for approval, given but not
+		// yet carried out (the daemon may have stopped in between).
+		switch v.Phase {
+		case models.PhaseApproved:
+			o.deliverApproved(ctx, p, t, v)
+		case phaseRejected:
+			o.returnRejected(sctx, p, t, v)
+		}
+		return
+	}
 	if t.Status != models.StatusVerifying {
 		return
 	}
@@ -105,6 +117,10 @@ func (o *Orchestrator) verify(taskID string) {
 	case models.PhaseDeliver:
 		event, reason, _ := strings.Cut(v.Detail, "\n")
 		o.land(ctx, p, t, v, models.TaskEvent(event), firstNonEmpty(reason, "verified"))
+		return
+	case models.PhaseApproval:
+		// Recorded, but the daemon stopped before APPROVAL_REQUESTED applied.
+		o.land(ctx, p, t, v, models.EventVerifyPassed, firstNonEmpty(v.Detail, "verified"))
 		return
 	case phaseRejected:
 		// A person's rejection that VERIFY_FAILED has not yet applied.
@@ -296,11 +312,16 @@ func (o *Orchestrator) verifyFailed(ctx context.Context, t models.Task, v models
 	}
 }
 
-// land finishes a verified task: through a pull request when it requires
-// approval (PR_UNAVAILABLE without GitHub), else by merging its branch;
-// then event (VERIFY_PASSED or HUMAN_APPROVED) completes it, or
-// APPROVAL_REQUESTED parks it when its plan awaits a person. The merge
-// stops with ctx (shutdown, an admin event); the store is written without it.
+// land finishes a verified task. A task that lands through a pull request
+// (pr_mode always, or requires_approval with pr_mode when_required) gets
+// one. A task that requires approval and gets no pull request (pr_mode
+// never, no GitHub configured, a repository not on GitHub) waits unmerged
+// in AWAITING_APPROVAL for a person (APPROVAL_REQUESTED), unless a person
+// approved this attempt already (event HUMAN_APPROVED: its HUMAN
+// verification). Otherwise its branch is merged and event (VERIFY_PASSED or
+// HUMAN_APPROVED) completes it, or APPROVAL_REQUESTED parks it when its
+// plan awaits a person. The merge stops with ctx (shutdown, an admin
+// event); the store is written without it.
 func (o *Orchestrator) land(ctx context.Context, p models.Project, t models.Task, v models.Verification, event models.TaskEvent, reason string) {
 	sctx := context.WithoutCancel(ctx)
 	if event == "" {
@@ -309,8 +330,19 @@ func (o *Orchestrator) land(ctx context.Context, p models.Project, t models.Task
 	if !o.stillCurrent(sctx, t, v) {
 		return
 	}
-	if p.Settings.NeedsPR(t) {
-		o.openPR(ctx, p, t, v, reason)
+	noPR := ""
+	switch {
+	case p.Settings.NeedsPR(t) && (o.cfg.PullRequests != nil || !t.RequiresApproval):
+		if noPR = o.openPR(ctx, p, t, v, reason); noPR == "" {
+			return
+		}
+	case t.RequiresApproval && p.Settings.PRMode == models.PRNever:
+		noPR = "the project's pr_mode is never"
+	case t.RequiresApproval:
+		noPR = "no GitHub is configured"
+	}
+	if t.RequiresApproval && event != models.EventHumanApproved {
+		o.requestApproval(sctx, p, t, v, reason, noPR)
 		return
 	}
 	v.Phase, v.Detail = models.PhaseDeliver, string(event)+"\n"+reason
@@ -601,10 +633,103 @@ func (o *Orchestrator) Verdict(ctx context.Context, run models.Run, approve bool
 	return nil
 }
 
+// requestApproval parks a verified task that requires approval and lands
+// without a pull request: its work stays unmerged on its branch, the
+// verification records the approval phase, and APPROVAL_REQUESTED moves it
+// to AWAITING_APPROVAL, where a person reads its diff and approves (the
+// branch is merged) or rejects (the task runs again with the feedback).
+func (o *Orchestrator) requestApproval(ctx context.Context, p models.Project, t models.Task, v models.Verification, checks, noPR string) {
+	v.Phase, v.Detail = models.PhaseApproval, checks
+	if err := o.store.SetVerification(ctx, v); err != nil {
+		o.log.Warn("record approval phase", "task_id", t.ID, "err", err)
+		return // the verification runs again and lands here again
+	}
+	reason := checks + "; waiting for a person to approve or reject the change"
+	if noPR != "" {
+		reason += " (no pull request: " + noPR + ")"
+	}
+	if _, pending, err := o.store.PendingPlan(ctx, t.ID); err == nil && pending {
+		reason += "; its plan is created on approval"
+	}
+	o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventApprovalRequested, ExpectFrom: models.StatusVerifying,
+		Actor: "system", Reason: reason})
+	// The verification checkout is not needed while a person decides: the
+	// work is on the task branch, and the merge stages it again.
+	if err := o.ws.Cleanup(ctx, p, t, "", false); err != nil {
+		o.log.Warn("clean up verification checkout", "task_id", t.ID, "err", err)
+	}
+}
+
+// deliverApproved merges the work a person approved while its task waited
+// in AWAITING_APPROVAL, and HUMAN_APPROVED completes the task (creating its
+// pending plan's subtasks). A merge conflict returns the task to its agent
+// (ADMIN_RESTART) with the conflict for the next attempt, as a conflict
+// found by the verification would; any other failure leaves the task
+// waiting for approval, with the error, for the person to approve again.
+func (o *Orchestrator) deliverApproved(ctx context.Context, p models.Project, t models.Task, v models.Verification) {
+	sctx := context.WithoutCancel(ctx)
+	actor, note, _ := strings.Cut(v.Detail, "\n")
+	reason := "approved by " + actor
+	if note != "" {
+		reason += ": " + note
+	}
+	d, err := o.ws.Deliver(ctx, p, t, v.Source)
+	if err != nil {
+		if ctx.Err() != nil {
+			return // shutting down or taken away: the recorded approval is carried out later
+		}
+		var conflict *models.ConflictError
+		if errors.As(err, &conflict) {
+			msg := fmt.Sprintf("%s, but %s. The next attempt starts with %s merged into its branch and these files in conflict: resolve them and commit.",
+				reason, conflict.Error(), conflict.Into)
+			if err := o.store.RecordTaskFailure(sctx, t.ID, "verify_failed", msg); err != nil {
+				o.log.Warn("record merge conflict", "task_id", t.ID, "err", err)
+			}
+			o.apply(sctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventAdminRestart,
+				ExpectFrom: models.StatusAwaitingApproval, Actor: "system", Reason: msg})
+			if err := o.ws.Cleanup(sctx, p, t, "", false); err != nil {
+				o.log.Warn("clean up verification checkout", "task_id", t.ID, "err", err)
+			}
+			return
+		}
+		o.log.Warn("approved change not merged", "task_id", t.ID, "err", models.RedactURL(err.Error()))
+		if _, err := o.store.SwitchApproval(sctx, t.ID, v.Attempt, models.PhaseApproved, models.PhaseApproval,
+			"the approved change could not be merged: "+reasonOf(err)); err != nil {
+			o.log.Warn("record failed merge", "task_id", t.ID, "err", err)
+		}
+		return
+	}
+	if d.Note != "" {
+		reason += "; " + d.Note
+	} else if d.Merged && p.Repo != nil {
+		reason += "; merged into " + p.Repo.DefaultBranch
+	}
+	o.apply(sctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventHumanApproved, ExpectFrom: models.StatusAwaitingApproval,
+		Actor: actor, Reason: reason, Feedback: &models.Feedback{Source: actor, Verdict: models.VerdictApprove, Text: note}})
+	if err := o.ws.Cleanup(sctx, p, t, v.Source, d.Merged); err != nil {
+		o.log.Warn("clean up after delivery", "task_id", t.ID, "err", err)
+	}
+}
+
+// returnRejected returns a task whose work a person rejected while it
+// waited in AWAITING_APPROVAL to its agent: ADMIN_RESTART → READY, with the
+// rejection as feedback for the next attempt's prompt.
+func (o *Orchestrator) returnRejected(ctx context.Context, p models.Project, t models.Task, v models.Verification) {
+	actor, text, _ := strings.Cut(v.Detail, "\n")
+	o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventAdminRestart, ExpectFrom: models.StatusAwaitingApproval,
+		Actor: actor, Reason: "rejected by " + actor + ": " + text,
+		Feedback: &models.Feedback{Source: actor, Verdict: models.VerdictReject, Text: text}})
+	if err := o.ws.Cleanup(ctx, p, t, "", false); err != nil {
+		o.log.Warn("clean up verification checkout", "task_id", t.ID, "err", err)
+	}
+}
+
 // Approve is a person's approval of a task: of its work when its
-// verification is HUMAN (the branch is merged, HUMAN_APPROVED), or of its
-// plan when it waits in AWAITING_APPROVAL (HUMAN_APPROVED creates the
-// subtasks).
+// verification is HUMAN (the branch is merged, HUMAN_APPROVED), of its work
+// waiting in AWAITING_APPROVAL without a pull request (the branch is
+// merged, HUMAN_APPROVED), of its pull request (merged through GitHub when
+// the project allows it), or of its plan when it waits in AWAITING_APPROVAL
+// (HUMAN_APPROVED creates the subtasks).
 func (o *Orchestrator) Approve(ctx context.Context, taskID, actor, note string) (models.TransitionResult, error) {
 	t, _, v, err := o.verification(ctx, taskID)
 	if err != nil {
@@ -630,6 +755,26 @@ func (o *Orchestrator) Approve(ctx context.Context, taskID, actor, note string) 
 		}
 		o.awaitVerify(ctx, t.ID)
 		return o.after(ctx, t)
+	case t.Status == models.StatusAwaitingApproval && v.Phase == models.PhaseApproval:
+		// Decided once (compare-and-set of the phase); the merge runs as a
+		// verification does, and the answer waits for it.
+		ok, err := o.store.SwitchApproval(ctx, t.ID, v.Attempt, models.PhaseApproval, models.PhaseApproved, actor+"\n"+note)
+		if err != nil {
+			return models.TransitionResult{}, err
+		}
+		if !ok {
+			return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s was decided meanwhile", t.ID)
+		}
+		o.awaitVerify(ctx, t.ID)
+		if cur, found, err := o.store.GetVerification(ctx, t.ID); err == nil && found && cur.Attempt == v.Attempt &&
+			cur.Phase == models.PhaseApproval && o.stillAwaiting(ctx, t.ID) {
+			// The person who approved is told why, and may approve again.
+			return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s: %s; it still awaits approval: approve it again",
+				t.ID, cur.Detail)
+		}
+		return o.after(ctx, t)
+	case t.Status == models.StatusAwaitingApproval && (v.Phase == models.PhaseApproved || v.Phase == phaseRejected):
+		return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s was decided meanwhile", t.ID)
 	case t.Status == models.StatusAwaitingApproval && t.PRURL != nil:
 		return o.approvePR(ctx, t, actor)
 	case t.Status == models.StatusAwaitingApproval:
@@ -640,8 +785,10 @@ func (o *Orchestrator) Approve(ctx context.Context, taskID, actor, note string) 
 }
 
 // Reject is a person's rejection, with feedback for the next attempt: a
-// HUMAN verification fails (VERIFY_FAILED); a plan awaiting approval is
-// discarded and the task runs again (ADMIN_RESTART).
+// HUMAN verification fails (VERIFY_FAILED); work waiting in
+// AWAITING_APPROVAL without a pull request, or a plan awaiting approval, is
+// discarded and the task runs again (ADMIN_RESTART), the feedback in its
+// next prompt.
 func (o *Orchestrator) Reject(ctx context.Context, taskID, actor, feedback string) (models.TransitionResult, error) {
 	if strings.TrimSpace(feedback) == "" {
 		return models.TransitionResult{}, models.Errorf(models.CodeInvalid, "feedback: say what must change")
@@ -662,6 +809,18 @@ func (o *Orchestrator) Reject(ctx context.Context, taskID, actor, feedback strin
 		}
 		o.verifyFailed(ctx, t, v, "rejected by "+actor, errors.New(fb.Text), fb)
 		return o.after(ctx, t)
+	case t.Status == models.StatusAwaitingApproval && v.Phase == models.PhaseApproval:
+		ok, err := o.store.SwitchApproval(ctx, t.ID, v.Attempt, models.PhaseApproval, phaseRejected, actor+"\n"+fb.Text)
+		if err != nil {
+			return models.TransitionResult{}, err
+		}
+		if !ok {
+			return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s was decided meanwhile", t.ID)
+		}
+		o.awaitVerify(ctx, t.ID)
+		return o.after(ctx, t)
+	case t.Status == models.StatusAwaitingApproval && (v.Phase == models.PhaseApproved || v.Phase == phaseRejected):
+		return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s was decided meanwhile", t.ID)
 	case t.Status == models.StatusAwaitingApproval && t.PRURL == nil:
 		return o.store.ApplyEvent(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventAdminRestart,
 			ExpectFrom: models.StatusAwaitingApproval, Actor: actor, Reason: "plan rejected by " + actor + ": " + fb.Text, Feedback: fb})
@@ -682,7 +841,8 @@ func (o *Orchestrator) track() bool {
 }
 
 // phaseRejected records a person's rejection (detail "<actor>\n<text>")
-// until VERIFY_FAILED applies; a restart applies it then.
+// until VERIFY_FAILED (from VERIFYING) or ADMIN_RESTART (from
+// AWAITING_APPROVAL) applies; a restart applies it then.
 const phaseRejected = "rejected"
 
 // awaitVerify runs the task's verification in its own goroutine and waits
@@ -701,6 +861,12 @@ func (o *Orchestrator) awaitVerify(ctx context.Context, taskID string) {
 	case <-done:
 	case <-ctx.Done():
 	}
+}
+
+// stillAwaiting reports whether a task is still AWAITING_APPROVAL.
+func (o *Orchestrator) stillAwaiting(ctx context.Context, taskID string) bool {
+	t, err := o.store.GetTask(ctx, taskID)
+	return err == nil && t.Status == models.StatusAwaitingApproval
 }
 
 func (o *Orchestrator) nothingToDecide(t models.Task, v models.Verification) error {

@@ -97,7 +97,9 @@
 // Cleanup removes the verification worktree and refs/aq/staged/<task>; when
 // the task was merged it also deletes the task branch in the integration
 // repository, in the checkout (a daemon checkout left clean on it is
-// detached first; the user's in_place tree keeps it) when the delivered
+// detached first, with refs/aq/detached naming that commit so that go-git
+// can still fetch from the checkout — another task's branch waiting for
+// approval lives there; the user's in_place tree keeps it) when the delivered
 // default branch contains it, and for LINK in the user's repository when
 // its default branch contains it. What is already gone is no error.
 //

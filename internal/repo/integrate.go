@@ -648,7 +648,7 @@ func (w *Workspaces) deleteLinkBranch(ctx context.Context, r *models.RepoConfig,
 
 // deleteBranch deletes branch in repo. Where it is checked out it stays,
 // unless that is the daemon checkout src (detach true) left clean: that is
-// detached first.
+// detached first, and detachedRef names the commit it is detached at.
 func (w *Workspaces) deleteBranch(ctx context.Context, repo, src, branch string, detach bool) error {
 	wts, err := w.worktrees(ctx, repo)
 	if err != nil {
@@ -667,7 +667,17 @@ func (w *Workspaces) deleteBranch(ctx context.Context, repo, src, branch string,
 		if _, err := w.git(ctx, src, "checkout", "-q", "--detach"); err != nil {
 			return err
 		}
+		if _, err := w.git(ctx, src, "update-ref", detachedRef, "HEAD"); err != nil {
+			return err
+		}
 	}
 	_, err = w.git(ctx, repo, "branch", "-q", "-D", "--", branch)
 	return err
 }
+
+// detachedRef names the commit a daemon checkout was left detached at once
+// its task branch was deleted. go-git cannot fetch from a repository whose
+// HEAD is a commit no ref points to (it cannot tell which ref HEAD is), and
+// a checkout is fetched from later: the branch of another task of its
+// agent, waiting for a person's approval or a slow verification, lives there.
+const detachedRef = "refs/aq/detached"

@@ -204,13 +204,18 @@
 //     approval of a task whose verification type is HUMAN: the branch is
 //     merged and the task completes (a rejection is VERIFY_FAILED with the
 //     person's feedback).
-//   - APPROVAL_REQUESTED (VERIFYING → AWAITING_APPROVAL): the task's agent
-//     proposed a plan and the project requires plans to be approved; the
-//     task's own work is merged, and HUMAN_APPROVED completes it and
-//     creates the plan's subtasks in the same transaction.
+//   - APPROVAL_REQUESTED (VERIFYING → AWAITING_APPROVAL): the task
+//     requires approval and gets no pull request (pr_mode never, no
+//     GitHub): its work waits unmerged, HUMAN_APPROVED merges it and
+//     completes the task, a rejection returns it by ADMIN_RESTART; or the
+//     task's agent proposed a plan and the project requires plans to be
+//     approved: the task's own work is merged, and HUMAN_APPROVED completes
+//     it and creates the plan's subtasks in the same transaction.
 //   - PR_UNAVAILABLE (VERIFYING → BLOCKED): the task must land through a
-//     pull request (requires_approval) and none can be opened, for example
-//     because no GitHub is configured; the reason says what is missing.
+//     pull request (its project's pr_mode is always) and none can be
+//     opened, for example because no GitHub is configured; the reason says
+//     what is missing. A task that requires approval is never blocked so:
+//     it waits for a person by APPROVAL_REQUESTED instead.
 //   - UPSTREAM_FAILED (DEFINED → BLOCKED): a dependency that requires
 //     success is BLOCKED, so the task can never become READY. The task is
 //     blocked in turn, and the root cause (the task whose failure started

@@ -228,8 +228,22 @@ func firstNonEmpty(a, b string) string {
 // that are not their project's.
 func (x *txn) checkProjects(entries []*entry) error {
 	known := map[string]bool{}
+	hasRepo := map[string]bool{}
 	for _, e := range entries {
 		pid := e.task.ProjectID
+		if e.task.RequiresApproval {
+			ok, seen := hasRepo[pid]
+			if !seen {
+				var err error
+				if ok, err = projectHasRepo(x.ctx, x, pid); err != nil {
+					return err
+				}
+				hasRepo[pid] = ok
+			}
+			if !ok {
+				return noApprovalPath(fmt.Sprintf("tasks[%d]", e.index), pid)
+			}
+		}
 		if e.task.RepoID != nil {
 			var owner string
 			err := x.QueryRowContext(x.ctx, qRepoOwner, *e.task.RepoID).Scan(&owner)
@@ -257,6 +271,29 @@ func (x *txn) checkProjects(entries []*entry) error {
 		known[pid] = true
 	}
 	return nil
+}
+
+// qProjectHasRepo reports whether a project has a repository.
+const qProjectHasRepo = "SELECT EXISTS (SELECT 1 FROM repos WHERE project_id = ?)"
+
+// projectHasRepo reports whether a project has a repository: the only way
+// its tasks can wait for a person's approval of their work, through a pull
+// request or, without one, in AWAITING_APPROVAL with the branch's diff.
+// A project that does not exist has none; the caller names that error.
+func projectHasRepo(ctx context.Context, q queryer, projectID string) (bool, error) {
+	var ok bool
+	if err := q.QueryRowContext(ctx, qProjectHasRepo, projectID).Scan(&ok); err != nil {
+		return false, fmt.Errorf("repository of project %s: %w", projectID, err)
+	}
+	return ok, nil
+}
+
+// noApprovalPath is the refusal of a task that requires approval in a
+// project that cannot wait for one.
+func noApprovalPath(where, projectID string) error {
+	return models.Errorf(models.CodeInvalid, "%s: requires_approval: project %q has no repository, so no change of the task "+
+		"can wait for a person's approval (a pull request or a diff to approve); give the project a repository, or clear requires_approval",
+		where, projectID)
 }
 
 // dedupe marks entries that match an existing task, or an earlier entry of

@@ -113,12 +113,15 @@ func (s *Store) GetTaskDetail(ctx context.Context, id string) (models.TaskDetail
 	if d.Events, err = listEvents(ctx, tx, id); err != nil {
 		return models.TaskDetail{}, fmt.Errorf("get task %s events: %w", id, err)
 	}
-	if d.Task.Status == models.StatusVerifying {
+	if d.Task.Status == models.StatusVerifying || d.Task.Status == models.StatusAwaitingApproval {
 		// Inside the snapshot: a second pooled connection while this one is
-		// held could wait forever when every reader does the same.
+		// held could wait forever when every reader does the same. A task
+		// awaiting approval shows it only while its work waits for a person
+		// without a pull request (what a failed merge of an approval says).
 		if v, ok, err := getVerification(ctx, tx, id); err != nil {
 			return models.TaskDetail{}, err
-		} else if ok {
+		} else if ok && (d.Task.Status == models.StatusVerifying || v.Phase == models.PhaseApproval ||
+			v.Phase == models.PhaseApproved || v.Phase == "rejected") {
 			d.Verification = &v
 		}
 	}

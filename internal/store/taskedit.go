@@ -85,6 +85,15 @@ func (s *Store) EditTask(ctx context.Context, id string, patch models.TaskPatch)
 		if err != nil {
 			return err
 		}
+		if next.RequiresApproval && !cur.RequiresApproval {
+			ok, err := projectHasRepo(ctx, x, cur.ProjectID)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return noApprovalPath("task "+id, cur.ProjectID)
+			}
+		}
 		next.UpdatedAt = x.now
 		res, err := x.ExecContext(ctx, `UPDATE tasks SET title = ?, description = ?, priority = ?,
 			acceptance_criteria = ?, test_commands = ?, verification_type = ?, requires_approval = ?, profile = ?,

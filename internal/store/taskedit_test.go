@@ -123,8 +123,11 @@ func TestEditTaskByStatus(t *testing.T) {
 func TestEditTaskFields(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
-	mustProject(t, s, "p")
 	ctx := context.Background()
+	// A repository: the project's tasks may require approval.
+	if _, err := s.CreateProject(ctx, models.Project{ID: "p", Repo: &models.RepoConfig{SourceType: models.RepoInit}}); err != nil {
+		t.Fatal(err)
+	}
 	id := create(t, s, "p", models.BatchTask{LocalID: "t", Title: "T", Description: "old", Kind: "k",
 		AcceptanceCriteria: []string{"works"}, TestCommands: []string{"go test ./..."}, Metadata: map[string]string{"a": "b"}})["t"]
 	created, _ := s.GetTask(ctx, id)

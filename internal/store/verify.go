@@ -270,11 +270,14 @@ func (s *Store) SetVerification(ctx context.Context, v models.Verification) erro
 	return nil
 }
 
-// Verifications lists recorded verifications of tasks still VERIFYING, in
-// the given phases (all when none is given), oldest first.
+// Verifications lists recorded verifications of tasks still VERIFYING, and
+// of tasks in AWAITING_APPROVAL whose approval or rejection a person has
+// given but the daemon has not yet carried out (phases approved and
+// rejected), in the given phases (all when none is given), oldest first.
 func (s *Store) Verifications(ctx context.Context, phases ...string) ([]models.Verification, error) {
 	q := `SELECT v.task_id, v.attempt, v.phase, v.source, v.detail, v.updated_at FROM verifications v
-		JOIN tasks t ON t.id = v.task_id WHERE t.status = 'VERIFYING'`
+		JOIN tasks t ON t.id = v.task_id WHERE (t.status = 'VERIFYING'
+		OR t.status = 'AWAITING_APPROVAL' AND v.phase IN ('approved', 'rejected'))`
 	args := []any{}
 	if len(phases) > 0 {
 		q += " AND v.phase IN (?" + strings.Repeat(",?", len(phases)-1) + ")"
@@ -550,6 +553,34 @@ func (s *Store) SwitchVerification(ctx context.Context, taskID string, attempt i
 	})
 	if err != nil {
 		return false, fmt.Errorf("switch verification of %s: %w", taskID, err)
+	}
+	if moved {
+		s.changed()
+	}
+	return moved, nil
+}
+
+// SwitchApproval moves the verification of a task waiting in
+// AWAITING_APPROVAL for a person's approval of its work from one phase to
+// another (compare-and-set on the phase and attempt, the task still
+// AWAITING_APPROVAL): of two people deciding at
+// once, only one moves it. It reports whether it did.
+func (s *Store) SwitchApproval(ctx context.Context, taskID string, attempt int, from, to, detail string) (bool, error) {
+	var moved bool
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE verifications SET phase = ?, detail = ?, updated_at = ?
+			WHERE task_id = ? AND attempt = ? AND phase = ?
+			AND (SELECT status FROM tasks WHERE id = ?) = 'AWAITING_APPROVAL'`,
+			to, detail, toNanos(s.now()), taskID, attempt, from, taskID)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		moved = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("switch approval of %s: %w", taskID, err)
 	}
 	if moved {
 		s.changed()
