@@ -137,7 +137,9 @@ agents:
 	var answerID string
 	for _, row := range asked.Components {
 		for _, c := range row.(*discordgo.ActionsRow).Components {
-			answerID = c.(*discordgo.Button).CustomID
+			if b := c.(*discordgo.Button); b.Label == "Answer" {
+				answerID = b.CustomID
+			}
 		}
 	}
 	press := fake.Interact(&discordgo.Interaction{Type: discordgo.InteractionMessageComponent, ChannelID: thread,
