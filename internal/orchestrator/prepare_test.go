@@ -106,10 +106,10 @@ func TestPreparationHasItsOwnLimit(t *testing.T) {
 			h.settle() // the run's deadline is armed
 			for i, d := range tc.advance {
 				h.clock.Advance(d)
+				h.settle()
 				if i == len(tc.advance)-1 {
 					break
 				}
-				h.settle()
 				if st := h.task(id).Status; st != models.StatusAssigned {
 					t.Fatalf("after %s: the task is %s", d, st)
 				}

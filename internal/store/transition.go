@@ -305,6 +305,17 @@ func (x *txn) apply(c change) (applied, error) {
 		return applied{}, models.WrapError(models.CodeConflict, err, "%s", err.Error())
 	}
 
+	if c.event == models.EventAdminCancel && (cur.Status == models.StatusVerifying || cur.Status == models.StatusAwaitingApproval) {
+		var phase string
+		err := x.QueryRowContext(x.ctx, "SELECT phase FROM verifications WHERE task_id = ?", cur.ID).Scan(&phase)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return applied{}, err
+		}
+		if phase == models.PhaseDeliver || phase == models.PhaseApproved {
+			return applied{}, models.Errorf(models.CodeConflict,
+				"task %s: its change is being merged and cannot be cancelled now; cancel or restart it once it has landed", cur.ID)
+		}
+	}
 	next := cur
 	next.Status = to
 	next.StatusReason = c.reason
@@ -350,6 +361,13 @@ func (x *txn) apply(c change) (applied, error) {
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return applied{}, models.Errorf(models.CodeConflict, "task %s changed concurrently; %s not applied", cur.ID, c.event)
+	}
+	if c.event == models.EventAdminRestart && (cur.SuccessCount != 0 || cur.FailureCount != 0) {
+		// The work is done again from the start: its remaining work is whole.
+		if _, err := x.ExecContext(x.ctx, "UPDATE tasks SET success_count = 0, failure_count = 0 WHERE id = ?", cur.ID); err != nil {
+			return applied{}, err
+		}
+		next.SuccessCount, next.FailureCount = 0, 0
 	}
 	ev, err := x.ExecContext(x.ctx, qInsertEvent, cur.ID, cur.Status, to, c.event, c.reason, c.actor, toNanos(x.now))
 	if err != nil {
