@@ -215,6 +215,7 @@ type Store interface {
 	LastWorkRun(ctx context.Context, taskID string) (models.Run, bool, error)
 	SetVerification(ctx context.Context, v models.Verification) error
 	GetVerification(ctx context.Context, taskID string) (models.Verification, bool, error)
+	SlotsHeld(ctx context.Context, projectID string) (int, error)
 	Verifications(ctx context.Context, phases ...string) ([]models.Verification, error)
 	TaskFeedback(ctx context.Context, taskID string) ([]models.Feedback, error)
 	ClaimReview(ctx context.Context, taskID, agentID string) (models.Run, string, error)

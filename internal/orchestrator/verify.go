@@ -431,6 +431,22 @@ func (o *Orchestrator) dispatchReviews(ctx context.Context) error {
 			}
 			continue
 		}
+		// The reviewer's run takes one of the project's slots: it waits for
+		// a free one (reviews are dispatched before the scheduler hands out
+		// the round's free slots, so it gets the next).
+		held, err := o.store.SlotsHeld(ctx, p.ID)
+		if err != nil {
+			return err
+		}
+		if held >= p.MaxConcurrentAgents {
+			why := fmt.Sprintf("waiting for a free slot of project %s (%d of %d busy)", p.ID, held, p.MaxConcurrentAgents)
+			if v.Detail != why {
+				if _, err := o.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseReview, models.PhaseReview, why); err != nil {
+					o.log.Warn("record review wait", "task_id", t.ID, "err", err)
+				}
+			}
+			continue
+		}
 		run, token, err := o.store.ClaimReview(ctx, t.ID, ag.ID)
 		if err != nil {
 			o.log.Info("review claim lost", "task_id", t.ID, "agent", ag.ID, "err", err)

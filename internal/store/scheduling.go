@@ -23,12 +23,29 @@ const qReadyPage = `SELECT ` + taskColumns + ` FROM tasks INDEXED BY tasks_ready
 // run or a review run is open, or it is VERIFYING while its checks run or
 // its work is merged). A task waiting for a person's decision, for its
 // reviewer to become free or for its pull request holds none.
-const qSlotHolders = `SELECT ` + taskColumns + `,
-	(status IN ('ASSIGNED', 'IN_PROGRESS', 'WAITING_INPUT')
+const qSlotHolders = `SELECT ` + taskColumns + `, ` + slotHeld + `
+	FROM tasks WHERE status IN ('ASSIGNED', 'IN_PROGRESS', 'WAITING_INPUT', 'VERIFYING', 'AWAITING_APPROVAL') ORDER BY rowid`
+
+// slotHeld is true for a task (a row of tasks) that holds a slot.
+const slotHeld = `(status IN ('ASSIGNED', 'IN_PROGRESS', 'WAITING_INPUT')
 	 OR EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = tasks.id AND r.ended_at IS NULL)
 	 OR (status = 'VERIFYING' AND coalesce((SELECT phase FROM verifications v WHERE v.task_id = tasks.id), '')
-	     NOT IN ('human', 'review')))
-	FROM tasks WHERE status IN ('ASSIGNED', 'IN_PROGRESS', 'WAITING_INPUT', 'VERIFYING', 'AWAITING_APPROVAL') ORDER BY rowid`
+	     NOT IN ('human', 'review')))`
+
+// qSlotsHeld counts the slots a project's tasks hold.
+const qSlotsHeld = `SELECT count(*) FROM tasks WHERE project_id = ?
+	AND status IN ('ASSIGNED', 'IN_PROGRESS', 'WAITING_INPUT', 'VERIFYING', 'AWAITING_APPROVAL') AND ` + slotHeld
+
+// SlotsHeld counts the slots the tasks of project projectID hold now (see
+// SchedulingState): what a review compares with the project's
+// max_concurrent_agents before its reviewer starts.
+func (s *Store) SlotsHeld(ctx context.Context, projectID string) (int, error) {
+	var n int
+	if err := s.rdb.QueryRowContext(ctx, qSlotsHeld, projectID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count slots of project %s: %w", projectID, err)
+	}
+	return n, nil
+}
 
 // qNextNotBefore is the earliest not_before of a READY task after a time.
 const qNextNotBefore = `SELECT min(not_before) FROM tasks INDEXED BY tasks_ready_not_before
