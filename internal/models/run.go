@@ -1,6 +1,10 @@
 package models
 
-import "time"
+import (
+	"encoding/json"
+	"reflect"
+	"time"
+)
 
 // Run is one attempt of a task on an agent.
 type Run struct {
@@ -89,7 +93,10 @@ type ReadyCursor struct {
 // is more than MaxRemaining (when set); or, when RunID is set, the tasks of
 // that run and step whose step concurrency is at most StepRunning.
 type ReadyExclusion struct {
-	ProjectID    string
+	ProjectID string
+	// Rules, when set, limits the exclusion to tasks whose own rules are
+	// stored as exactly this text (a task's rules column).
+	Rules        string
 	Kind         string
 	Fields       map[string]*string
 	MaxRemaining *int
@@ -106,6 +113,12 @@ func (e ReadyExclusion) Matches(t Task) bool {
 	}
 	if (e.ProjectID != "" && t.ProjectID != e.ProjectID) || (e.Kind != "" && t.Kind != e.Kind) {
 		return false
+	}
+	if e.Rules != "" {
+		var own []Rule
+		if err := json.Unmarshal([]byte(e.Rules), &own); err != nil || !reflect.DeepEqual(own, t.Rules) {
+			return false
+		}
 	}
 	for k, want := range e.Fields {
 		v, ok := t.Metadata[k]

@@ -131,7 +131,9 @@
 // (Decide on the snapshot without READY tasks gives them no reason to
 // wait), a page ([Config.ReadyPerProject]) per project in start order,
 // leaving out in SQL the tasks whose not_before is ahead and the groups
-// [Exclusions] finds at a rule's or a step's limit. While a project could
+// [Exclusions] finds at a rule's or a step's limit — the set's rules and
+// the tasks' own rules, whose distinct sets the store lists from an index
+// without reading the tasks ([Snapshot.OwnRules]). While a project could
 // still take work after its page (every task of it assigned or refused)
 // and more remain, the next page is read and the scheduler runs again on
 // what is left, so no backlog hides a task that can start. The round then

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,6 +35,10 @@ const (
 	DefaultInputTimeout    = 4 * time.Hour
 	DefaultCheckTimeout    = 20 * time.Minute
 	DefaultResultGrace     = 10 * time.Second
+	// maxOwnRuleSets bounds the distinct own rules of a project's READY
+	// tasks a round describes to the store; tasks under further ones are
+	// read and refused one by one.
+	maxOwnRuleSets = 64
 	// DefaultTimerBatch is how many due timers (PAUSED or FAILED tasks)
 	// are read at a time; a round reads batches until none is due.
 	DefaultTimerBatch = 500
@@ -173,6 +178,7 @@ func (c *Config) applyDefaults() {
 type Store interface {
 	SchedulingState(ctx context.Context, now time.Time, window time.Duration) (models.SchedulingState, error)
 	ReadyTasks(ctx context.Context, q models.ReadyQuery) ([]models.Task, error)
+	ReadyRuleSets(ctx context.Context, projectID string, limit int) ([]string, error)
 	SetWaiting(ctx context.Context, updates []models.WaitingUpdate) (int64, error)
 	DuePaused(ctx context.Context, now, afterAt time.Time, afterID string, limit int) ([]models.Task, *time.Time, error)
 	DueFailed(ctx context.Context, now time.Time, base, maxBackoff time.Duration, afterAt time.Time, afterID string, limit int) ([]models.Task, *time.Time, error)
@@ -556,6 +562,22 @@ func (o *Orchestrator) schedule(ctx context.Context, now time.Time) (time.Time, 
 		}
 	}
 	slices.Sort(want)
+	// The tasks' own rules, read without the tasks, so that the groups they
+	// hold back are left out of the READY pages too.
+	for _, pid := range want {
+		texts, err := o.store.ReadyRuleSets(ctx, pid, maxOwnRuleSets)
+		if err != nil {
+			return next, err
+		}
+		for _, text := range texts {
+			var rules []models.Rule
+			if err := json.Unmarshal([]byte(text), &rules); err != nil {
+				o.log.Warn("own rules of READY tasks not read", "project_id", pid, "err", err)
+				continue
+			}
+			snap.OwnRules = append(snap.OwnRules, OwnRuleSet{ProjectID: pid, Text: text, Rules: rules})
+		}
+	}
 	var excl []models.ReadyExclusion
 	assigned := map[string]bool{}
 	for len(want) > 0 {

@@ -330,15 +330,22 @@ func countRunning(s Snapshot) (rules, owned []*ruleState, ownByKey map[string]*r
 	// Tasks' own rules: one state per distinct rule, shared by the READY
 	// tasks that carry it, counting like a rule of the set.
 	ownByKey = map[string]*ruleState{}
+	addOwn := func(projectID string, rl models.Rule) {
+		k := ownRuleKey(projectID, rl)
+		if ownByKey[k] == nil {
+			rl.ProjectID = projectID
+			ownByKey[k] = newRule(rl, true)
+			owned = append(owned, ownByKey[k])
+		}
+	}
 	for i := range s.Ready {
-		t := &s.Ready[i]
-		for _, rl := range t.Rules {
-			k := ownRuleKey(t.ProjectID, rl)
-			if ownByKey[k] == nil {
-				rl.ProjectID = t.ProjectID
-				ownByKey[k] = newRule(rl, true)
-				owned = append(owned, ownByKey[k])
-			}
+		for _, rl := range s.Ready[i].Rules {
+			addOwn(s.Ready[i].ProjectID, rl)
+		}
+	}
+	for _, set := range s.OwnRules {
+		for _, rl := range set.Rules {
+			addOwn(set.ProjectID, rl)
 		}
 	}
 	slices.SortFunc(owned, func(a, b *ruleState) int {
@@ -718,8 +725,35 @@ func (r *round) fairShare() {
 // to the store (a metadata key a JSON path cannot name) is left to the
 // scheduler.
 func Exclusions(s Snapshot) []models.ReadyExclusion {
-	rules, _, _, steps := countRunning(s)
+	rules, _, ownByKey, steps := countRunning(s)
 	var out []models.ReadyExclusion
+	// The tasks' own rules: a group at its limit excludes the READY tasks
+	// of its kind and fields that carry exactly those rules.
+	for _, set := range s.OwnRules {
+		for _, rl := range set.Rules {
+			rs := ownByKey[ownRuleKey(set.ProjectID, rl)]
+			if rs == nil || rs.invalid || !describable(rs.rule.Matcher.Fields) {
+				continue
+			}
+			r := rs.rule
+			for _, k := range slices.Sorted(maps.Keys(rs.groups)) {
+				g := rs.groups[k]
+				switch rs.typ {
+				case models.RuleConcurrency:
+					if g.count >= r.MaxConcurrency {
+						out = append(out, models.ReadyExclusion{ProjectID: set.ProjectID, Rules: set.Text, Kind: g.kind,
+							Fields: g.fields, Code: models.WaitingRule, Reason: concurrencyReason(r, g.count)})
+					}
+				case models.RuleCapacity:
+					left := r.MaxCapacity - g.work
+					out = append(out, models.ReadyExclusion{ProjectID: set.ProjectID, Rules: set.Text, Kind: g.kind,
+						Fields: g.fields, MaxRemaining: &left, Code: models.WaitingRule,
+						Reason: fmt.Sprintf("rule %s at its limit: %d of %d work running, more than %d left for this task",
+							ruleName(r), g.work, r.MaxCapacity, max(left, 0))})
+				}
+			}
+		}
+	}
 	for _, rs := range rules {
 		r := rs.rule
 		if rs.invalid {

@@ -1,6 +1,7 @@
 package orchestrator_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -373,6 +374,35 @@ func TestExclusionsAreSound(t *testing.T) {
 			s.Running[i].Waiting = (s.Running[i].Status == models.StatusAwaitingApproval ||
 				s.Running[i].Status == models.StatusVerifying) && rapid.Bool().Draw(t, "waiting")
 		}
+		// Some READY tasks carry the drawn rules as their own; the store
+		// reports each distinct set of them.
+		if len(s.Rules) > 0 && rapid.Bool().Draw(t, "own rules") {
+			seen := map[string]bool{}
+			for i := range s.Ready {
+				if !rapid.Bool().Draw(t, "carries") {
+					continue
+				}
+				n := rapid.IntRange(1, len(s.Rules)).Draw(t, "own")
+				s.Ready[i].Rules = slices.Clone(s.Rules[:n])
+				b, err := json.Marshal(s.Ready[i].Rules)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// As the store gives them: decoded from the stored text.
+				s.Ready[i].Rules = nil
+				if err := json.Unmarshal(b, &s.Ready[i].Rules); err != nil {
+					t.Fatal(err)
+				}
+				if k := s.Ready[i].ProjectID + "\x00" + string(b); !seen[k] {
+					seen[k] = true
+					s.OwnRules = append(s.OwnRules, orchestrator.OwnRuleSet{ProjectID: s.Ready[i].ProjectID, Text: string(b),
+						Rules: s.Ready[i].Rules})
+				}
+			}
+			if rapid.Bool().Draw(t, "only own") {
+				s.Rules = nil
+			}
+		}
 		excl := orchestrator.Exclusions(s)
 		assigned := map[string]bool{}
 		for _, a := range orchestrator.Schedule(s, orchestrator.SchedulerConfig{}) {
@@ -381,7 +411,7 @@ func TestExclusionsAreSound(t *testing.T) {
 		for _, ti := range s.Ready {
 			tk := models.Task{ID: ti.ID, ProjectID: ti.ProjectID, Kind: ti.Kind, Metadata: ti.Metadata,
 				ExpectedCount: ti.ExpectedCount, SuccessCount: ti.SuccessCount, FailureCount: ti.FailureCount,
-				RunID: ti.RunID, StepName: ti.StepName, StepConcurrency: ti.StepConcurrency}
+				RunID: ti.RunID, StepName: ti.StepName, StepConcurrency: ti.StepConcurrency, Rules: ti.Rules}
 			for _, e := range excl {
 				if e.Matches(tk) && assigned[ti.ID] {
 					t.Fatalf("task %s is assigned, yet excluded by %+v", ti.ID, e)

@@ -31,6 +31,11 @@ type Snapshot struct {
 	IdleAgents []AgentInfo
 	// Rules are the scheduling rules in force, validated when they were stored.
 	Rules []models.Rule
+	// OwnRules are the distinct own rules of READY tasks (a batch entry's
+	// rules), read without the tasks so that [Exclusions] can describe the
+	// groups they hold back; nil when unknown (the scheduler still applies
+	// the rules of the READY tasks it is given).
+	OwnRules []OwnRuleSet
 
 	// GlobalBudget caps the tokens of all projects within the window; nil
 	// means unlimited.
@@ -106,4 +111,13 @@ type Assignment struct {
 	ProjectID string
 	// Reason says which part of the policy chose it, for logs.
 	Reason string
+}
+
+// OwnRuleSet is one distinct set of own rules carried by READY tasks of a
+// project: Text is exactly as stored (what the store compares), Rules its
+// decoded form.
+type OwnRuleSet struct {
+	ProjectID string
+	Text      string
+	Rules     []models.Rule
 }

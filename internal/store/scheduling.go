@@ -47,6 +47,31 @@ func (s *Store) SlotsHeld(ctx context.Context, projectID string) (int, error) {
 	return n, nil
 }
 
+// qNextReadyRules is the next distinct own-rules text of a project's READY
+// tasks after a given one, read from the tasks_ready_rules index.
+const qNextReadyRules = `SELECT min(rules) FROM tasks INDEXED BY tasks_ready_rules
+	WHERE project_id = ? AND status = 'READY' AND rules <> '[]' AND rules > ?`
+
+// ReadyRuleSets returns the distinct own rules (each as its stored text) of
+// project projectID's READY tasks, at most limit of them, in text order. It
+// reads one index entry per set, not the tasks.
+func (s *Store) ReadyRuleSets(ctx context.Context, projectID string, limit int) ([]string, error) {
+	var out []string
+	after := ""
+	for len(out) < limit {
+		var next sql.NullString
+		if err := s.rdb.QueryRowContext(ctx, qNextReadyRules, projectID, after).Scan(&next); err != nil {
+			return nil, fmt.Errorf("read own rules of project %s: %w", projectID, err)
+		}
+		if !next.Valid {
+			break
+		}
+		out = append(out, next.String)
+		after = next.String
+	}
+	return out, nil
+}
+
 // qNextNotBefore is the earliest not_before of a READY task after a time.
 const qNextNotBefore = `SELECT min(not_before) FROM tasks INDEXED BY tasks_ready_not_before
 	WHERE status = 'READY' AND not_before > ?`
@@ -87,6 +112,9 @@ func exclusionSQL(e models.ReadyExclusion) (string, []any) {
 	var args []any
 	if e.ProjectID != "" {
 		parts, args = append(parts, "project_id = ?"), append(args, e.ProjectID)
+	}
+	if e.Rules != "" {
+		parts, args = append(parts, "rules = ?"), append(args, e.Rules)
 	}
 	if e.Kind != "" {
 		parts, args = append(parts, "kind = ?"), append(args, e.Kind)
