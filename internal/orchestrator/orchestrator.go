@@ -179,6 +179,7 @@ type Store interface {
 	SchedulingState(ctx context.Context, now time.Time, window time.Duration) (models.SchedulingState, error)
 	ReadyTasks(ctx context.Context, q models.ReadyQuery) ([]models.Task, error)
 	ReadyRuleSets(ctx context.Context, projectID string, limit int) ([]string, error)
+	TokenBudgetFreesAt(ctx context.Context, now time.Time, window time.Duration, budget int64) (time.Time, bool, error)
 	SetWaiting(ctx context.Context, updates []models.WaitingUpdate) (int64, error)
 	DuePaused(ctx context.Context, now, afterAt time.Time, afterID string, limit int) ([]models.Task, *time.Time, error)
 	DueFailed(ctx context.Context, now time.Time, base, maxBackoff time.Duration, afterAt time.Time, afterID string, limit int) ([]models.Task, *time.Time, error)
@@ -549,6 +550,17 @@ func (o *Orchestrator) schedule(ctx context.Context, now time.Time) (time.Time, 
 	o.mu.Unlock()
 
 	snap := o.snapshot(st)
+	if b := snap.GlobalBudget; b != nil && snap.GlobalTokensUsed >= *b {
+		// Exhausted: say until when, and wake then.
+		at, ok, err := o.store.TokenBudgetFreesAt(ctx, now, o.cfg.Window, *b)
+		if err != nil {
+			return next, err
+		}
+		if ok {
+			snap.GlobalBudgetFreesAt = &at
+			consider(at)
+		}
+	}
 	cfg := SchedulerConfig{Quantum: o.cfg.Quantum}
 	// Only projects that can take work now, with an idle agent serving
 	// them, have their READY tasks read.

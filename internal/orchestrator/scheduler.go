@@ -64,6 +64,9 @@ func Decide(s Snapshot, cfg SchedulerConfig) Decision {
 	if s.GlobalBudget != nil && s.GlobalTokensUsed >= *s.GlobalBudget {
 		why := Why{models.WaitingBudget, fmt.Sprintf("the global token budget is exhausted (%d of %d tokens in the window)",
 			s.GlobalTokensUsed, *s.GlobalBudget)}
+		if s.GlobalBudgetFreesAt != nil {
+			why.Reason += " until " + s.GlobalBudgetFreesAt.UTC().Format(time.RFC3339)
+		}
 		for _, p := range r.all {
 			d.Projects[p.ID] = why
 		}
@@ -114,7 +117,8 @@ func (r *round) projectWhy(p *project) Why {
 	case p.Status != models.ProjectActive:
 		return Why{models.WaitingProjectPaused, fmt.Sprintf("project %s is %s", p.ID, strings.ToLower(string(p.Status)))}
 	case p.BudgetLimit != nil && p.TokensUsed >= *p.BudgetLimit:
-		return Why{models.WaitingBudget, fmt.Sprintf("project %s has used its token budget (%d of %d tokens)", p.ID, p.TokensUsed, *p.BudgetLimit)}
+		return Why{models.WaitingBudget, fmt.Sprintf("project %s has used its token budget (%d of %d tokens) until its budget_limit is raised",
+			p.ID, p.TokensUsed, *p.BudgetLimit)}
 	case p.Running+p.assigned >= p.MaxConcurrentAgents:
 		return Why{models.WaitingSlots, fmt.Sprintf("all %d slots of project %s are busy", p.MaxConcurrentAgents, p.ID)}
 	case r.agentFor(p) == nil:

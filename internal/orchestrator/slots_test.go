@@ -244,7 +244,22 @@ func TestWaitingReasons(t *testing.T) {
 		{name: "project paused", setup: patch(models.ProjectPatch{Status: &paused}),
 			code: models.WaitingProjectPaused, text: "project p is paused"},
 		{name: "budget exhausted", setup: patch(models.ProjectPatch{BudgetLimit: &none}),
-			code: models.WaitingBudget, text: "project p has used its token budget (0 of 0 tokens)"},
+			code: models.WaitingBudget, text: "project p has used its token budget (0 of 0 tokens) until its budget_limit is raised"},
+		{name: "global budget exhausted", setup: func(h *harness) {
+			h.agent("a1", "command", "exit0", nil)
+			budget := int64(50)
+			h.o.cfg.GlobalBudget = &budget
+			// 40 tokens an hour ago and 30 now: the budget frees when the
+			// older 40 leave the day's window.
+			for _, u := range []models.TokenUsage{
+				{ProjectID: "p", Input: 40, CreatedAt: h.clock.Now().Add(-time.Hour)},
+				{ProjectID: "p", Input: 30, CreatedAt: h.clock.Now()},
+			} {
+				if err := h.st.RecordTokenUsage(context.Background(), u); err != nil {
+					h.t.Fatal(err)
+				}
+			}
+		}, code: models.WaitingBudget, text: "the global token budget is exhausted (70 of 50 tokens in the window) until 2026-03-02T11:00:00Z"},
 		{name: "all slots busy", busy: 1, setup: func(h *harness) {
 			h.agent("a1", "command", "quiet", nil)
 			h.agent("a2", "command", "quiet", nil)

@@ -42,6 +42,10 @@ type Snapshot struct {
 	GlobalBudget *int64
 	// GlobalTokensUsed is the tokens used in the window by all projects.
 	GlobalTokensUsed int64
+	// GlobalBudgetFreesAt, when the global budget is exhausted, is when
+	// enough usage leaves the window for work to start again (nil: unknown,
+	// or never by ageing alone); the waiting reason names it.
+	GlobalBudgetFreesAt *time.Time
 }
 
 // ProjectState is one project as the scheduler sees it.

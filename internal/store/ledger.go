@@ -89,6 +89,48 @@ func (s *Store) TokensUsedSince(ctx context.Context, projectID string, since tim
 	return n, nil
 }
 
+// TokenBudgetFreesAt says when the window's token use, now at or above
+// budget, falls below it again if nothing more is used: the moment enough of
+// the window's oldest usage leaves the window [now-window, now]. ok is
+// false when it never does by ageing alone (a budget of 0).
+func (s *Store) TokenBudgetFreesAt(ctx context.Context, now time.Time, window time.Duration, budget int64) (time.Time, bool, error) {
+	if budget <= 0 {
+		return time.Time{}, false, nil
+	}
+	fail := func(err error) (time.Time, bool, error) {
+		return time.Time{}, false, fmt.Errorf("when the token budget frees: %w", err)
+	}
+	var total int64
+	if err := s.rdb.QueryRowContext(ctx, qTokensInWindow, toNanos(now.Add(-window))).Scan(&total); err != nil {
+		return fail(err)
+	}
+	if total < budget {
+		return now, true, nil
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT created_at, input_tokens + output_tokens + cache_read_tokens + cache_write_tokens
+		FROM token_ledger WHERE created_at >= ? ORDER BY created_at`, toNanos(now.Add(-window)))
+	if err != nil {
+		return fail(err)
+	}
+	defer rows.Close()
+	// Usage leaves the window oldest first; a row counts while
+	// created_at >= now - window, so it has left a nanosecond after
+	// created_at + window.
+	for excess := total - budget + 1; rows.Next(); {
+		var at, n int64
+		if err := rows.Scan(&at, &n); err != nil {
+			return fail(err)
+		}
+		if excess -= n; excess <= 0 {
+			return fromNanos(at).Add(window + time.Nanosecond), true, nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fail(err)
+	}
+	return time.Time{}, false, nil
+}
+
 // enqueueOutbox writes a notification in the caller's transaction; a second
 // message with the same key is ignored.
 func (s *Store) enqueueOutbox(ctx context.Context, tx *sql.Tx, key, kind, projectID, taskID string, payload any) error {
