@@ -437,6 +437,57 @@ func TestRunsBeyondTheCapWaitForAFreePlace(t *testing.T) {
 	}
 }
 
+// TestAScheduleHeldAtTheCapPastItsNextTimeFiresOnceForTheLatest: a
+// scheduled firing that waits for a free place past its next scheduled time
+// fires once, for the latest time, counting the one it missed; the cap
+// builds no backlog.
+func TestAScheduleHeldAtTheCapPastItsNextTimeFiresOnceForTheLatest(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *hooks.Config) { c.MaxRunning = 1 })
+	h.project("web")
+	release := make(chan struct{})
+	free := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(free)
+	h.llm.SetResponder(func(openaitest.Request) openaitest.Reply {
+		<-release
+		return openaitest.Reply{Content: "done"}
+	})
+	holder := h.hook(`{"project_id":"web","name":"Holder","trigger":{"type":"event","event_type":"task.failed"},
+		"cooldown_seconds":0,"prompt_template":"say done"}`)
+	often := h.hook(`{"project_id":"web","name":"Often","trigger":{"type":"periodic","interval_seconds":60},
+		"cooldown_seconds":0,"context_steps":` + countSteps + `}`)
+	if r, err := h.eng.Fire(context.Background(), holder.ID, "tester", models.HookFire{}); err != nil || r.Status != models.HookRunRunning {
+		t.Fatalf("fire the holder: %v (%s)", err, r.Status)
+	}
+	// Due at 08:01 and at 08:02, both while the only place is taken.
+	for _, d := range []time.Duration{time.Minute, 2 * time.Minute} {
+		h.clock.Set(start.Add(d))
+		if next := h.tick(); !next.Equal(start.Add(d).Add(h.cfg.PollInterval)) {
+			t.Fatalf("at +%s: next = %s, want a poll interval away", d, next)
+		}
+		if n := len(h.runs(often.ID)); n != 0 {
+			t.Fatalf("at +%s: the held schedule has %d runs", d, n)
+		}
+	}
+	free()
+	if r := h.waitRun(); r.HookID != holder.ID {
+		t.Fatalf("ended %s, want the holder's run", r.HookID)
+	}
+	h.tick()
+	r := h.waitRun()
+	want := start.Add(2 * time.Minute)
+	if r.HookID != often.ID || r.ScheduledAt == nil || !r.ScheduledAt.Equal(want) ||
+		!strings.Contains(r.TriggerReason, "1 earlier scheduled times missed") {
+		t.Fatalf("run of %s scheduled %v, reason %q; want %s scheduled %s counting 1 missed", r.HookID, r.ScheduledAt,
+			r.TriggerReason, often.ID, want.Format(time.RFC3339))
+	}
+	h.tick()
+	h.noRun()
+	if n := len(h.runs(often.ID)); n != 1 {
+		t.Fatalf("the held schedule ran %d times, want 1", n)
+	}
+}
+
 func TestDisabledHooksDoNotFireAndEnablingRestartsTheSchedule(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
