@@ -130,42 +130,54 @@ func TestCronHookInASpringForwardGapFiresWhenTheGapEnds(t *testing.T) {
 	}
 }
 
+// TestTwoConcurrentPassesFireEachTimeAndEventOnce: two engines on one
+// database (two daemons, or overlapping passes) make their passes at the
+// same instants; every scheduled time and every event fires once. The runs
+// are held running until the last round (their LLM call waits), as on a
+// machine too slow to finish any of them meanwhile, and the cap on runs
+// running at once leaves room for all of them: how fast runs end must not
+// change what fires.
 func TestTwoConcurrentPassesFireEachTimeAndEventOnce(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	const rounds = 15
+	h := newHarness(t, func(c *hooks.Config) { c.MaxRunning = 2 * rounds })
 	h.project("web")
 	periodic := h.hook(`{"project_id":"web","name":"Often","trigger":{"type":"periodic","interval_seconds":60},
-		"cooldown_seconds":0,"context_steps":` + countSteps + `}`)
+		"cooldown_seconds":0,"context_steps":` + countSteps + `,"prompt_template":"say done"}`)
 	onEvent := h.hook(`{"project_id":"web","name":"On fail","trigger":{"type":"event","event_type":"task.failed"},
-		"cooldown_seconds":0,"context_steps":` + countSteps + `}`)
+		"cooldown_seconds":0,"context_steps":` + countSteps + `,"prompt_template":"say done"}`)
 	h.agent("a1")
-	// A second daemon's view: its own connections to the same database.
+	gate := make(chan struct{})
+	release := sync.OnceFunc(func() { close(gate) })
+	h.llm.SetResponder(func(openaitest.Request) openaitest.Reply {
+		<-gate
+		return openaitest.Reply{Content: "done"}
+	})
+	// Two engines, each with its own connections to the same database, as
+	// two daemons have.
 	other, err := store.Open(context.Background(), store.Config{Path: h.path, Now: h.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = other.Close() })
-	second, err := hooks.New(h.cfg, other, other, h.ws)
-	if err != nil {
-		t.Fatal(err)
+	var engines []*hooks.Engine
+	for _, st := range []*store.Store{h.st, other} {
+		e, err := hooks.New(h.cfg, st, st, h.ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.Wait)
+		engines = append(engines, e)
 	}
-	if err := second.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(second.Wait)
-	// Both cursors start before the events.
-	h.tick()
-	if _, err := second.Tick(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	const rounds = 15
-	for i := 1; i <= rounds; i++ {
-		id := h.task("web", fmt.Sprintf("Task %d", i))
-		h.drive(id, models.EventAssigned, models.EventAgentStarted, models.EventAgentFailed)
-		h.clock.Set(start.Add(time.Duration(i) * time.Minute))
+	t.Cleanup(release) // before the waits above, on any way out
+	tickAll := func() {
+		t.Helper()
 		var wg sync.WaitGroup
-		errs := make(chan error, 2)
-		for _, e := range []*hooks.Engine{h.eng, second} {
+		errs := make(chan error, len(engines))
+		for _, e := range engines {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -181,13 +193,49 @@ func TestTwoConcurrentPassesFireEachTimeAndEventOnce(t *testing.T) {
 			}
 		}
 	}
-	h.eng.Wait()
-	second.Wait()
-	if n := len(h.runs(periodic.ID)); n != rounds {
-		t.Fatalf("periodic hook ran %d times, want %d", n, rounds)
+	// Both cursors start before the events.
+	tickAll()
+	for i := 1; i <= rounds; i++ {
+		id := h.task("web", fmt.Sprintf("Task %d", i))
+		h.drive(id, models.EventAssigned, models.EventAgentStarted, models.EventAgentFailed)
+		h.clock.Set(start.Add(time.Duration(i) * time.Minute))
+		tickAll()
+		// A firing is recorded by the pass that claims it.
+		if n := len(h.runs(periodic.ID)); n != i {
+			t.Fatalf("round %d: periodic hook ran %d times, want %d", i, n, i)
+		}
+		if n := len(h.runs(onEvent.ID)); n != i {
+			t.Fatalf("round %d: event hook ran %d times, want %d", i, n, i)
+		}
+	}
+	for _, hk := range []models.Hook{periodic, onEvent} {
+		for _, r := range h.runs(hk.ID) {
+			if r.Status != models.HookRunRunning {
+				t.Fatalf("run %s is %s before the runs were let go", r.ID, r.Status)
+			}
+		}
+	}
+	release()
+	for _, e := range engines {
+		e.Wait()
+	}
+	times := map[time.Time]bool{}
+	for _, r := range h.runs(periodic.ID) {
+		if r.Status != models.HookRunCompleted || r.ScheduledAt == nil || strings.Contains(r.TriggerReason, "catch-up") {
+			t.Fatalf("periodic run %s: %s, scheduled %v, reason %q (error %q)", r.ID, r.Status, r.ScheduledAt, r.TriggerReason, r.Error)
+		}
+		times[r.ScheduledAt.UTC()] = true
+	}
+	for i := 1; i <= rounds; i++ {
+		if at := start.Add(time.Duration(i) * time.Minute); !times[at] {
+			t.Fatalf("the scheduled time %s did not fire", at.Format(time.RFC3339))
+		}
 	}
 	seen := map[string]bool{}
 	for _, r := range h.runs(onEvent.ID) {
+		if r.Status != models.HookRunCompleted {
+			t.Fatalf("event run %s: %s (error %q)", r.ID, r.Status, r.Error)
+		}
 		var ev models.HookEvent
 		mustJSON(t, deref(r.EventData), &ev)
 		if seen[ev.TaskID] {
@@ -196,7 +244,7 @@ func TestTwoConcurrentPassesFireEachTimeAndEventOnce(t *testing.T) {
 		seen[ev.TaskID] = true
 	}
 	if len(seen) != rounds {
-		t.Fatalf("event hook ran %d times, want %d", len(seen), rounds)
+		t.Fatalf("event hook ran for %d tasks, want %d", len(seen), rounds)
 	}
 }
 
@@ -386,6 +434,57 @@ func TestRunsBeyondTheCapWaitForAFreePlace(t *testing.T) {
 	h.tick()
 	if r := h.waitRun(); r.HookID != waiting || !r.ScheduledAt.Equal(start.Add(time.Minute)) {
 		t.Fatalf("the waiting hook's run: %s scheduled %v", r.HookID, r.ScheduledAt)
+	}
+}
+
+// TestAScheduleHeldAtTheCapPastItsNextTimeFiresOnceForTheLatest: a
+// scheduled firing that waits for a free place past its next scheduled time
+// fires once, for the latest time, counting the one it missed; the cap
+// builds no backlog.
+func TestAScheduleHeldAtTheCapPastItsNextTimeFiresOnceForTheLatest(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *hooks.Config) { c.MaxRunning = 1 })
+	h.project("web")
+	release := make(chan struct{})
+	free := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(free)
+	h.llm.SetResponder(func(openaitest.Request) openaitest.Reply {
+		<-release
+		return openaitest.Reply{Content: "done"}
+	})
+	holder := h.hook(`{"project_id":"web","name":"Holder","trigger":{"type":"event","event_type":"task.failed"},
+		"cooldown_seconds":0,"prompt_template":"say done"}`)
+	often := h.hook(`{"project_id":"web","name":"Often","trigger":{"type":"periodic","interval_seconds":60},
+		"cooldown_seconds":0,"context_steps":` + countSteps + `}`)
+	if r, err := h.eng.Fire(context.Background(), holder.ID, "tester", models.HookFire{}); err != nil || r.Status != models.HookRunRunning {
+		t.Fatalf("fire the holder: %v (%s)", err, r.Status)
+	}
+	// Due at 08:01 and at 08:02, both while the only place is taken.
+	for _, d := range []time.Duration{time.Minute, 2 * time.Minute} {
+		h.clock.Set(start.Add(d))
+		if next := h.tick(); !next.Equal(start.Add(d).Add(h.cfg.PollInterval)) {
+			t.Fatalf("at +%s: next = %s, want a poll interval away", d, next)
+		}
+		if n := len(h.runs(often.ID)); n != 0 {
+			t.Fatalf("at +%s: the held schedule has %d runs", d, n)
+		}
+	}
+	free()
+	if r := h.waitRun(); r.HookID != holder.ID {
+		t.Fatalf("ended %s, want the holder's run", r.HookID)
+	}
+	h.tick()
+	r := h.waitRun()
+	want := start.Add(2 * time.Minute)
+	if r.HookID != often.ID || r.ScheduledAt == nil || !r.ScheduledAt.Equal(want) ||
+		!strings.Contains(r.TriggerReason, "1 earlier scheduled times missed") {
+		t.Fatalf("run of %s scheduled %v, reason %q; want %s scheduled %s counting 1 missed", r.HookID, r.ScheduledAt,
+			r.TriggerReason, often.ID, want.Format(time.RFC3339))
+	}
+	h.tick()
+	h.noRun()
+	if n := len(h.runs(often.ID)); n != 1 {
+		t.Fatalf("the held schedule ran %d times, want 1", n)
 	}
 }
 

@@ -69,6 +69,10 @@ type e2e struct {
 	*harness
 	fake  string
 	state string // FAKEAGENT_STATE_DIR
+	// requests, when set, signals each request a fake service answered:
+	// work outside the loop's rounds (a branch deleted after a merge)
+	// that waitFor must see too.
+	requests chan struct{}
 }
 
 func newE2E(t *testing.T) *e2e {
@@ -147,6 +151,8 @@ func (e *e2e) waitFor(what string, cond func() bool) {
 		select {
 		case seq := <-e.rounds:
 			watch.Progress(fmt.Sprintf("round %d", seq))
+		case <-e.requests:
+			watch.Progress("a request to a fake service")
 		case <-watch.Done():
 			e.t.Fatalf("waiting for %s: %v", what, watch.Err())
 		}

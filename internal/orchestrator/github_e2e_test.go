@@ -66,7 +66,14 @@ func newPREnv(t *testing.T, settings models.ProjectSettings, tamper bool) *prEnv
 		steal = "http://127.0.0.1:9/"
 	}
 	e := newE2E(t)
-	gh := githubtest.New(githubtest.Options{Token: ghToken, Now: e.clock.Now, Logf: t.Logf})
+	e.requests = make(chan struct{}, 1)
+	gh := githubtest.New(githubtest.Options{Token: ghToken, Now: e.clock.Now, Logf: func(format string, args ...any) {
+		t.Logf(format, args...)
+		select {
+		case e.requests <- struct{}{}:
+		default:
+		}
+	}})
 	t.Cleanup(gh.Close)
 	url := gh.CreateRepo("acme", "shop", "main")
 	logs := &syncBuf{}

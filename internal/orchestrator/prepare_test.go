@@ -106,6 +106,9 @@ func TestPreparationHasItsOwnLimit(t *testing.T) {
 			h.settle() // the run's deadline is armed
 			for i, d := range tc.advance {
 				h.clock.Advance(d)
+				// A round at the new time has supervised the run: a deadline
+				// passed has ended it before the gate opens, not at the
+				// same moment as the run goes on.
 				h.settle()
 				if i == len(tc.advance)-1 {
 					break
