@@ -61,6 +61,11 @@ type SchedulingState struct {
 	NextNotBefore *time.Time `json:"next_not_before,omitempty"`
 	// TokensInWindow is the token use of all projects in the window.
 	TokensInWindow int64 `json:"tokens_in_window"`
+	// ReadyGeneration moves whenever a task becomes READY or a READY task
+	// changes otherwise than by having its waiting reason written; equal
+	// values mean the READY tasks' inputs to their waiting reasons are
+	// unchanged.
+	ReadyGeneration int64 `json:"-"`
 }
 
 // ReadyQuery reads one page of a project's READY tasks that can start at

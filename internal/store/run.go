@@ -410,6 +410,9 @@ func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.
 	if err := tx.QueryRowContext(ctx, qTokensInWindow, from).Scan(&st.TokensInWindow); err != nil {
 		return fail("tokens", err)
 	}
+	if err := tx.QueryRowContext(ctx, qReadyGeneration).Scan(&st.ReadyGeneration); err != nil {
+		return fail("ready generation", err)
+	}
 	return st, nil
 }
 
