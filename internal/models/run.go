@@ -186,6 +186,11 @@ type RunEnd struct {
 	// a person resumes it) instead of freeing it: the run could not start
 	// because of the agent itself (its command, its checkout).
 	AgentError string
+	// Result and Verification, when set, are saved in the same transaction
+	// (the task's result, the start of its verification) as long as the run
+	// is still its task's current run.
+	Result       *Completion
+	Verification *Verification
 }
 
 // Workspace is an agent's checkout prepared for one task.

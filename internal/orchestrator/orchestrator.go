@@ -676,8 +676,10 @@ func (o *Orchestrator) writeWaiting(ctx context.Context, now time.Time, st model
 			}
 			continue
 		}
-		ups = append(ups, models.WaitingUpdate{ProjectID: pid, Scope: models.WaitFuture, Now: now,
-			Code: models.WaitingNotBefore, Reason: "not before "})
+		if st.NextNotBefore != nil { // else no READY task anywhere is dated after now
+			ups = append(ups, models.WaitingUpdate{ProjectID: pid, Scope: models.WaitFuture, Now: now,
+				Code: models.WaitingNotBefore, Reason: "not before "})
+		}
 		mine := exclusionsFor(excl, pid)
 		for i, e := range mine {
 			ups = append(ups, models.WaitingUpdate{ProjectID: pid, Scope: models.WaitExcluded, Now: now,

@@ -52,3 +52,23 @@ func TestARoundThatChangesNothingWritesNothing(t *testing.T) {
 	h.settle()
 	wantCode(ids["f"], models.WaitingRule)
 }
+
+// TestATrivialTaskCommitsFourTimes: a task whose agent completes at once,
+// in a project without a repository, costs four durable commits from its
+// creation to COMPLETED: the claim, the recorded start, the run's end (with
+// the result and the verification's start) and the verification's event.
+func TestATrivialTaskCommitsFourTimes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.agent("a1", "command", "exit0", nil)
+	h.start()
+	h.settle()
+	before := h.st.Commits()
+	id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+	h.waitEnd()
+	h.settleUntil("the task completes", func() bool { return h.task(id).Status == models.StatusCompleted })
+	h.settle()
+	if n := h.st.Commits() - before - 1; n != 4 { // less the creation's
+		t.Fatalf("the task committed %d write transactions after its creation, want 4 (events: %v)", n, h.events(id))
+	}
+}

@@ -277,6 +277,18 @@ func (s *Store) FinishRun(ctx context.Context, end models.RunEnd) (models.Transi
 		}
 		if !current {
 			end.Event = "" // the task has moved on to another run: only close this one
+		} else {
+			if end.Result != nil {
+				if err := saveResult(ctx, tx, r.TaskID, end.RunID, *end.Result, x.now); err != nil {
+					return fmt.Errorf("save the result: %w", err)
+				}
+			}
+			if end.Verification != nil {
+				if err := setVerification(ctx, tx, *end.Verification, x.now); err != nil {
+					return fmt.Errorf("record the verification: %w", err)
+				}
+				changed = true
+			}
 		}
 		if end.Event != "" {
 			t, err := getTask(ctx, x, r.TaskID)
