@@ -363,7 +363,6 @@ func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.
 		return st, fmt.Errorf("read scheduling state: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	from := toNanos(now.Add(-window))
 	fail := func(what string, err error) (models.SchedulingState, error) {
 		return models.SchedulingState{}, fmt.Errorf("read scheduling state: %s: %w", what, err)
 	}
@@ -419,7 +418,7 @@ func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.
 	if st.IdleAgents, err = queryAll(ctx, tx, scanAgent, "SELECT "+agentColumns+" FROM agents WHERE state = 'IDLE' AND paused = 0 ORDER BY id"); err != nil {
 		return fail("idle agents", err)
 	}
-	if err := tx.QueryRowContext(ctx, qTokensInWindow, from).Scan(&st.TokensInWindow); err != nil {
+	if st.TokensInWindow, err = tokensInWindow(ctx, tx, now, window); err != nil {
 		return fail("tokens", err)
 	}
 	if err := tx.QueryRowContext(ctx, qReadyGeneration).Scan(&st.ReadyGeneration); err != nil {

@@ -148,6 +148,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.wdb.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
 	}
+	if err := s.fillTokenBuckets(ctx); err != nil {
+		s.wdb.Close()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+	}
 	if s.rdb, err = sql.Open("sqlite3", dsn(cfg.Path, true)); err != nil {
 		s.wdb.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)

@@ -19,3 +19,14 @@ CREATE TRIGGER tasks_ready_update AFTER UPDATE ON tasks WHEN new.status = 'READY
 BEGIN
     UPDATE ready_generation SET n = n + 1 WHERE id = 1;
 END;
+
+-- Token use per bucket (the ledger's four counts summed), so that a round
+-- reads the window's token total from the buckets. The daemon fills it from
+-- the ledger when it starts and tokens_filled is 0: after the ledger's
+-- repair of implausible counts, which sets it to 0 again when it clamps any.
+ALTER TABLE usage_buckets ADD COLUMN tokens INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE usage_state (
+    id            INTEGER PRIMARY KEY CHECK (id = 1),
+    tokens_filled INTEGER NOT NULL
+);
+INSERT INTO usage_state (id, tokens_filled) VALUES (1, 0);
