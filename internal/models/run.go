@@ -65,6 +65,11 @@ type SchedulingState struct {
 	NextNotBefore *time.Time `json:"next_not_before,omitempty"`
 	// TokensInWindow is the token use of all projects in the window.
 	TokensInWindow int64 `json:"tokens_in_window"`
+	// ReadyGeneration moves whenever a task becomes READY or a READY task
+	// changes otherwise than by having its waiting reason written; equal
+	// values mean the READY tasks' inputs to their waiting reasons are
+	// unchanged.
+	ReadyGeneration int64 `json:"-"`
 }
 
 // ReadyQuery reads one page of a project's READY tasks that can start at
@@ -194,6 +199,11 @@ type RunEnd struct {
 	// a person resumes it) instead of freeing it: the run could not start
 	// because of the agent itself (its command, its checkout).
 	AgentError string
+	// Result and Verification, when set, are saved in the same transaction
+	// (the task's result, the start of its verification) as long as the run
+	// is still its task's current run.
+	Result       *Completion
+	Verification *Verification
 }
 
 // Workspace is an agent's checkout prepared for one task.

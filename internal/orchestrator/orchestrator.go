@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -296,6 +297,9 @@ type Orchestrator struct {
 	// roundDue is when the last round's timers other than the runs' are
 	// due (read and written by the loop only).
 	roundDue time.Time
+	// waited is what the last round wrote as waiting reasons (read and
+	// written by the loop only); nil when unknown.
+	waited *waitingWritten
 	// prPoke wakes the pull request watcher (a webhook arrived).
 	prPoke chan struct{}
 	// wakeSeq counts wake-ups; a round records the count it started from.
@@ -707,8 +711,10 @@ func (o *Orchestrator) writeWaiting(ctx context.Context, now time.Time, st model
 			}
 			continue
 		}
-		ups = append(ups, models.WaitingUpdate{ProjectID: pid, Scope: models.WaitFuture, Now: now,
-			Code: models.WaitingNotBefore, Reason: "not before "})
+		if st.NextNotBefore != nil { // else no READY task anywhere is dated after now
+			ups = append(ups, models.WaitingUpdate{ProjectID: pid, Scope: models.WaitFuture, Now: now,
+				Code: models.WaitingNotBefore, Reason: "not before "})
+		}
 		mine := exclusionsFor(excl, pid)
 		for i, e := range mine {
 			ups = append(ups, models.WaitingUpdate{ProjectID: pid, Scope: models.WaitExcluded, Now: now,
@@ -737,8 +743,54 @@ func (o *Orchestrator) writeWaiting(ctx context.Context, now time.Time, st model
 				Exclude: mine, Code: rest.Code, Reason: rest.Reason})
 		}
 	}
-	_, err := o.store.SetWaiting(ctx, ups)
-	return err
+	w := &waitingWritten{gen: st.ReadyGeneration, next: st.NextNotBefore, ups: setLevel(ups)}
+	if len(w.ups) == len(ups) && o.waited.covers(w, now) {
+		return nil // the same statements on the same READY tasks: they would change nothing
+	}
+	o.waited = nil
+	if _, err := o.store.SetWaiting(ctx, ups); err != nil {
+		return err
+	}
+	o.waited = w
+	return nil
+}
+
+// waitingWritten is what a round wrote as waiting reasons: the statements
+// that write a reason on a set of READY tasks (all but WaitTasks, whose
+// tasks a round compares one by one with what they carry), the count of
+// changes to READY tasks it read before (ReadyGeneration) and the earliest
+// not_before after its time.
+//
+// Writing the same statements again changes nothing while no task became
+// READY or changed otherwise (the count), and no not_before has passed
+// (which moves a task from "not before" to the statements of tasks that can
+// start): each READY task matches at most one statement, and what a
+// statement writes depends only on the task's own columns.
+type waitingWritten struct {
+	gen  int64
+	next *time.Time
+	ups  []models.WaitingUpdate
+}
+
+// covers reports whether w, computed at now, would write nothing that the
+// earlier write at has not written already.
+func (at *waitingWritten) covers(w *waitingWritten, now time.Time) bool {
+	return at != nil && at.gen == w.gen && (at.next == nil || at.next.After(now)) && reflect.DeepEqual(at.ups, w.ups)
+}
+
+// setLevel returns the updates of ups other than WaitTasks, their times
+// left out: whether a task is before or after now is covered by the
+// not_before check of covers.
+func setLevel(ups []models.WaitingUpdate) []models.WaitingUpdate {
+	out := make([]models.WaitingUpdate, 0, len(ups))
+	for _, u := range ups {
+		if u.Scope == models.WaitTasks {
+			continue
+		}
+		u.Now = time.Time{}
+		out = append(out, u)
+	}
+	return out
 }
 
 // excludedBy reports whether a task matches one of excl.

@@ -401,7 +401,8 @@ func (o *Orchestrator) await(ar *activeRun, proc *agent.Process, parser agent.Pa
 // sealWork finishes a completed run's work in its checkout: a plan file
 // becomes the task's pending plan, what the agent left uncommitted is
 // committed, the result is kept for dependents, and the verification's
-// first phase is recorded. A failure turns the completion into
+// first phase is recorded (both with the run's end, in the transaction of
+// FinishRun: one commit instead of three). A failure turns the completion into
 // AGENT_FAILED with the reason.
 func (o *Orchestrator) sealWork(ctx context.Context, ar *activeRun, p models.Project, t models.Task, ws models.Workspace, end models.RunEnd) models.RunEnd {
 	failed := func(what string, err error) models.RunEnd {
@@ -427,13 +428,10 @@ func (o *Orchestrator) sealWork(ctx context.Context, ar *activeRun, p models.Pro
 	if len(files) > 0 {
 		c.FilesChanged = files
 	}
-	if err := o.store.SaveResult(ctx, t.ID, ar.run.ID, c); err != nil {
-		return failed("save the result", err)
-	}
-	if err := o.store.SetVerification(ctx, models.Verification{TaskID: t.ID, Attempt: ar.run.Attempt,
-		Phase: models.PhaseChecks, Source: ws.Dir}); err != nil {
-		return failed("record the verification", err)
-	}
+	// The result and the verification's start are saved with the run's
+	// end, in its transaction.
+	end.Result = &c
+	end.Verification = &models.Verification{TaskID: t.ID, Attempt: ar.run.Attempt, Phase: models.PhaseChecks, Source: ws.Dir}
 	return end
 }
 

@@ -346,8 +346,14 @@ func (o *Orchestrator) land(ctx context.Context, p models.Project, t models.Task
 		return
 	}
 	v.Phase, v.Detail = models.PhaseDeliver, string(event)+"\n"+reason
-	if err := o.store.SetVerification(sctx, v); err != nil {
-		o.log.Warn("record delivery phase", "task_id", t.ID, "err", err)
+	// The phase is recorded before a merge, so that a verification resumed
+	// after a crash delivers again instead of checking again. Without a
+	// repository there is nothing to merge: the event below is the only
+	// write, and a crash before it resumes from the phase recorded before.
+	if p.Repo != nil {
+		if err := o.store.SetVerification(sctx, v); err != nil {
+			o.log.Warn("record delivery phase", "task_id", t.ID, "err", err)
+		}
 	}
 	d, err := o.ws.Deliver(ctx, p, t, v.Source)
 	if err != nil {

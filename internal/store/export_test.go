@@ -59,6 +59,7 @@ func HotQueriesForTest() map[string]string {
 		"qUsageInWindow": qUsageInWindow, "qOpenAgentTime": qOpenAgentTime, "qAddCompletion": qAddCompletion,
 		"qAddAgentTime": qAddAgentTime, "qPruneUsage": qPruneUsage, "qForgetCompletion": qForgetCompletion,
 		"qForgetAgentTime": qForgetAgentTime, "qTaskCompletions": qTaskCompletions, "qTaskEndedRuns": qTaskEndedRuns,
+		"qTokensInBuckets": qTokensInBuckets, "qAddTokens": qAddTokens, "qReadyGeneration": qReadyGeneration,
 	}
 }
 

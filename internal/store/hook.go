@@ -523,7 +523,16 @@ var hookEventKinds = []string{"task.started", "task.completed", "task.failed", "
 // what happens from now on.
 func (s *Store) EventCursor(ctx context.Context, name string) (int64, error) {
 	var id int64
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	// A cursor that exists is read without a write transaction: the
+	// hooks engine reads it on every pass.
+	err := s.rdb.QueryRowContext(ctx, "SELECT last_id FROM event_cursors WHERE name = ?", name).Scan(&id)
+	if err == nil {
+		return id, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("event cursor %s: %w", name, err)
+	}
+	err = s.withTx(ctx, func(tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, "SELECT last_id FROM event_cursors WHERE name = ?", name).Scan(&id)
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err

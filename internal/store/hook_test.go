@@ -230,8 +230,12 @@ func TestTaskEventsAfterReadsTheOutboxInOrder(t *testing.T) {
 	if err := s.SetEventCursor(ctx, "test", 1); err != nil {
 		t.Fatal(err)
 	}
+	before := s.Commits()
 	if again, _ := s.EventCursor(ctx, "test"); again != last {
 		t.Fatalf("the cursor moved back to %d", again)
+	}
+	if n := s.Commits() - before; n != 0 {
+		t.Fatalf("reading an existing cursor committed %d write transactions, want 0", n)
 	}
 }
 

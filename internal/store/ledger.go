@@ -76,7 +76,10 @@ func (s *Store) recordTokenUsageTx(ctx context.Context, tx *sql.Tx, u models.Tok
 	_, err = tx.ExecContext(ctx, `INSERT INTO token_ledger (project_id, task_id, agent_id, hook_run_id, input_tokens,
 		output_tokens, cache_read_tokens, cache_write_tokens, created_at) VALUES (?,?,?,?,?,?,?,?,?)`,
 		u.ProjectID, u.TaskID, u.AgentID, u.HookRunID, u.Input, u.Output, u.CacheRead, u.CacheWrite, toNanos(u.CreatedAt))
-	return err
+	if err != nil {
+		return err
+	}
+	return addTokens(ctx, tx, u.ProjectID, toNanos(u.CreatedAt), total, toNanos(s.now()))
 }
 
 // TokensUsedSince sums the ledger for a project from since on.

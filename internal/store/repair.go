@@ -72,6 +72,11 @@ func (s *Store) repairTokenTotals(ctx context.Context) error {
 			if _, err := tx.ExecContext(ctx, def); err != nil {
 				return fmt.Errorf("restore the ledger's trigger: %w", err)
 			}
+			// The usage buckets' tokens summed the clamped rows: filled
+			// again from the ledger (see fillTokenBuckets).
+			if _, err := tx.ExecContext(ctx, qTokensUnfilled); err != nil {
+				return err
+			}
 			s.log.Warn("token ledger counts beyond any plausible report were clamped", "counts", clamped,
 				"max_per_count", int64(MaxTokensPerRecord))
 		}

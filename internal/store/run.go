@@ -277,6 +277,18 @@ func (s *Store) FinishRun(ctx context.Context, end models.RunEnd) (models.Transi
 		}
 		if !current {
 			end.Event = "" // the task has moved on to another run: only close this one
+		} else {
+			if end.Result != nil {
+				if err := saveResult(ctx, tx, r.TaskID, end.RunID, *end.Result, x.now); err != nil {
+					return fmt.Errorf("save the result: %w", err)
+				}
+			}
+			if end.Verification != nil {
+				if err := setVerification(ctx, tx, *end.Verification, x.now); err != nil {
+					return fmt.Errorf("record the verification: %w", err)
+				}
+				changed = true
+			}
 		}
 		if end.Event != "" {
 			t, err := getTask(ctx, x, r.TaskID)
@@ -351,7 +363,6 @@ func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.
 		return st, fmt.Errorf("read scheduling state: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	from := toNanos(now.Add(-window))
 	fail := func(what string, err error) (models.SchedulingState, error) {
 		return models.SchedulingState{}, fmt.Errorf("read scheduling state: %s: %w", what, err)
 	}
@@ -407,8 +418,11 @@ func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.
 	if st.IdleAgents, err = queryAll(ctx, tx, scanAgent, "SELECT "+agentColumns+" FROM agents WHERE state = 'IDLE' AND paused = 0 ORDER BY id"); err != nil {
 		return fail("idle agents", err)
 	}
-	if err := tx.QueryRowContext(ctx, qTokensInWindow, from).Scan(&st.TokensInWindow); err != nil {
+	if st.TokensInWindow, err = tokensInWindow(ctx, tx, now, window); err != nil {
 		return fail("tokens", err)
+	}
+	if err := tx.QueryRowContext(ctx, qReadyGeneration).Scan(&st.ReadyGeneration); err != nil {
+		return fail("ready generation", err)
 	}
 	return st, nil
 }

@@ -290,3 +290,42 @@ func TestPausedAgentTakesNoNewTask(t *testing.T) {
 		t.Fatalf("unknown agent: %v", err)
 	}
 }
+
+// TestFinishRunSavesTheResultWithTheEnd: a run's result and the start of
+// its verification are written in the transaction that ends the run.
+func TestFinishRunSavesTheResultWithTheEnd(t *testing.T) {
+	t.Parallel()
+	s, _ := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	mustAgent(t, s, "a1", "p")
+	id := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"})["a"]
+	run, _, err := s.ClaimTask(ctx, id, "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StartRun(ctx, run.ID, 1, "/w"); err != nil {
+		t.Fatal(err)
+	}
+	before := s.Commits()
+	res, err := s.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted,
+		ExpectFrom: models.StatusInProgress, Outcome: "completed", Result: &models.Completion{Summary: "done"},
+		Verification: &models.Verification{TaskID: id, Attempt: run.Attempt, Phase: models.PhaseChecks, Source: "/w"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Commits() - before; n != 1 || res.To != models.StatusVerifying {
+		t.Fatalf("the run's end took %d commits and left the task %s; want 1, VERIFYING", n, res.To)
+	}
+	got, saved, err := s.TaskResult(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := s.Verifications(ctx, models.PhaseChecks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !saved || got.Summary != "done" || len(vs) != 1 || vs[0].Source != "/w" {
+		t.Fatalf("result %v (saved %v), verifications %v; want the result and one verification from /w", got, saved, vs)
+	}
+}

@@ -154,6 +154,10 @@ func TestUnreadableTotalsAreRepairedAtOpen(t *testing.T) {
 		"DROP TRIGGER token_ledger_no_update",
 		"INSERT INTO token_ledger (project_id, agent_id, input_tokens, created_at) VALUES ('p', 'a', 5000000000000000000, 1)",
 		"INSERT INTO token_ledger (project_id, agent_id, output_tokens, created_at) VALUES ('p', 'a', 5000000000000000000, 2)",
+		// One report in the scheduling window, written behind the store's
+		// back: the usage buckets' tokens are filled again from the ledger.
+		fmt.Sprintf("INSERT INTO token_ledger (project_id, agent_id, cache_read_tokens, created_at) VALUES ('p', 'a', 5000000000000000000, %d)",
+			time.Now().UnixNano()),
 		"UPDATE projects SET total_tokens_used = 1.0e19 WHERE id = 'p'",
 		"UPDATE agents SET total_tokens_used = -8446744073709551616 WHERE id = 'a'",
 		`CREATE TRIGGER token_ledger_no_update BEFORE UPDATE ON token_ledger
@@ -169,7 +173,7 @@ func TestUnreadableTotalsAreRepairedAtOpen(t *testing.T) {
 
 	s = openAt(t, path)
 	p, err := s.GetProject(ctx, "p")
-	want := int64(10 + 2*store.MaxTokensPerRecord)
+	want := int64(10 + 3*store.MaxTokensPerRecord)
 	if err != nil || p.TotalTokensUsed != want {
 		t.Fatalf("project p after the repair: %d, %v; want %d", p.TotalTokensUsed, err, want)
 	}
@@ -185,6 +189,10 @@ func TestUnreadableTotalsAreRepairedAtOpen(t *testing.T) {
 	}
 	if _, err := s.ListProjects(ctx); err != nil {
 		t.Fatal(err)
+	}
+	st, err := s.SchedulingState(ctx, time.Now(), time.Hour)
+	if inWindow := int64(10 + 7 + store.MaxTokensPerRecord); err != nil || st.TokensInWindow != inWindow {
+		t.Fatalf("tokens in the scheduling window after the repair: %d, %v; want %d", st.TokensInWindow, err, inWindow)
 	}
 	// The ledger is append-only again.
 	raw = rawDB(t, path)

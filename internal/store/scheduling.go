@@ -76,6 +76,11 @@ func (s *Store) ReadyRuleSets(ctx context.Context, projectID string, limit int) 
 const qNextNotBefore = `SELECT min(not_before) FROM tasks INDEXED BY tasks_ready_not_before
 	WHERE status = 'READY' AND not_before > ?`
 
+// qReadyGeneration reads the count of changes to READY tasks (migration
+// 0020): it moves whenever a task becomes READY or a READY task changes
+// otherwise than by having its waiting reason written.
+const qReadyGeneration = `SELECT n FROM ready_generation WHERE id = 1`
+
 // ReadyTasks reads one page of a project's READY tasks that can start at
 // q.Now (not_before passed), in start order (priority, age, id), after
 // q.After, leaving out those of q.Exclude. It reads only the rows it

@@ -144,3 +144,65 @@ func TestReadyTasksLeaveOutWhatCannotStart(t *testing.T) {
 		}
 	}
 }
+
+// TestReadyGenerationMovesWithTheReadyTasks: the count a round compares to
+// skip writing unchanged waiting reasons moves when a task becomes READY
+// or a READY task changes, and not when a waiting reason is written or a
+// task leaves READY.
+func TestReadyGenerationMovesWithTheReadyTasks(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	mustAgent(t, s, "a1", "p")
+	gen := func() int64 {
+		t.Helper()
+		st, err := s.SchedulingState(ctx, clock.Now(), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.ReadyGeneration
+	}
+	var id string
+	var run models.Run
+	two := 2
+	for _, tc := range []struct {
+		name  string
+		do    func()
+		moves bool
+	}{
+		{"a READY task created", func() { id = create(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"})["a"] }, true},
+		{"a DEFINED task created", func() {
+			create(t, s, "p", models.BatchTask{LocalID: "d", Title: "d", Dependencies: dep(id)})
+		}, false},
+		{"its waiting reason written", func() {
+			if _, err := s.SetWaiting(ctx, []models.WaitingUpdate{{ProjectID: "p", Scope: models.WaitAll,
+				Code: models.WaitingSlots, Reason: "busy"}}); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"a READY task edited", func() {
+			if _, err := s.EditTask(ctx, id, models.TaskPatch{Priority: &two}); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"a task claimed", func() {
+			var err error
+			if run, _, err = s.ClaimTask(ctx, id, "a1"); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"a task returned to READY", func() {
+			if _, err := s.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventExecutionError,
+				ExpectFrom: models.StatusAssigned, Outcome: "execution_error", Reason: "test"}); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+	} {
+		before := gen()
+		tc.do()
+		if moved := gen() != before; moved != tc.moves {
+			t.Fatalf("%s: the generation moved %v, want %v", tc.name, moved, tc.moves)
+		}
+	}
+}

@@ -76,6 +76,8 @@ type Store struct {
 	rulesMu   sync.Mutex
 	// usagePruned is when usage buckets were last pruned (Unix nanoseconds).
 	usagePruned atomic.Int64
+	// commits counts the write transactions committed (see Commits).
+	commits atomic.Int64
 }
 
 // dsn is the data source name of the database at p. Connections never
@@ -143,6 +145,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
 	}
 	if err := s.repairTokenTotals(ctx); err != nil {
+		s.wdb.Close()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+	}
+	if err := s.fillTokenBuckets(ctx); err != nil {
 		s.wdb.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
 	}
@@ -398,8 +404,14 @@ func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) (err erro
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	s.commits.Add(1)
 	return nil
 }
+
+// Commits returns how many write transactions this store has committed
+// since it was opened: each is one durable commit (an fsync when it wrote
+// anything).
+func (s *Store) Commits() int64 { return s.commits.Load() }
 
 // noteWrite keeps the outcome of a write for WriteHealth and turns a full
 // disk into an error a person can act on: every write fails cleanly

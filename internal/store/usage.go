@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
@@ -56,6 +57,90 @@ const (
 	qTaskCompletions  = `SELECT created_at FROM task_events WHERE task_id = ? AND to_status = 'COMPLETED'`
 	qTaskEndedRuns    = `SELECT started_at, ended_at FROM task_runs WHERE task_id = ? AND ended_at IS NOT NULL`
 )
+
+// Token use: each ledger row's tokens are added to its minute and hour
+// buckets in the transaction that appends it. The window's total is exact:
+// the minute buckets from the first whole minute of the window, the hour
+// buckets from the first whole hour, and the ledger's own rows for the part
+// of a minute before them.
+const (
+	qAddTokens = `INSERT INTO usage_buckets (span, start, project_id, tokens) VALUES (?, ?, ?, ?)
+		ON CONFLICT (span, start, project_id) DO UPDATE SET tokens = tokens + excluded.tokens`
+	// qTokensInBuckets is the token total of all projects from ?1 (a
+	// moment) on: the ledger's rows from ?1 until ?2 (the next minute's
+	// start), minute buckets from ?2 until ?3 (the next hour's start), hour
+	// buckets from ?3 on.
+	qTokensInBuckets = `SELECT
+		(SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0)
+			FROM token_ledger INDEXED BY token_ledger_time WHERE created_at >= ?1 AND created_at < ?2)
+		+ (SELECT coalesce(sum(tokens), 0) FROM usage_buckets WHERE span = 60000000000 AND start >= ?2 AND start < ?3)
+		+ (SELECT coalesce(sum(tokens), 0) FROM usage_buckets WHERE span = 3600000000000 AND start >= ?3)`
+	qTokensFilled   = `SELECT tokens_filled FROM usage_state WHERE id = 1`
+	qTokensUnfilled = `UPDATE usage_state SET tokens_filled = 0 WHERE id = 1`
+	// qFillTokens sums the ledger's rows from ?1 on into the buckets.
+	qFillTokens = `INSERT INTO usage_buckets (span, start, project_id, tokens)
+		SELECT sp.span, l.created_at / sp.span * sp.span, l.project_id,
+			sum(l.input_tokens + l.output_tokens + l.cache_read_tokens + l.cache_write_tokens)
+		FROM token_ledger l INDEXED BY token_ledger_time, (SELECT 60000000000 AS span UNION ALL SELECT 3600000000000) sp
+		WHERE l.created_at >= ?1 GROUP BY 1, 2, 3
+		ON CONFLICT (span, start, project_id) DO UPDATE SET tokens = excluded.tokens`
+)
+
+// addTokens adds n tokens of projectID used at at to their buckets; use
+// older than UsageRetention at now is not kept.
+func addTokens(ctx context.Context, tx *sql.Tx, projectID string, at, n, now int64) error {
+	if at < now-int64(UsageRetention) || n == 0 {
+		return nil
+	}
+	for _, span := range usageSpans {
+		if _, err := tx.ExecContext(ctx, qAddTokens, span, floorTo(at, span), projectID, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fillTokenBuckets fills the buckets' tokens from the ledger's rows of the
+// retention period, once: when the column is new, or the ledger's repair
+// changed rows.
+func (s *Store) fillTokenBuckets(ctx context.Context) error {
+	var filled bool
+	if err := s.wdb.QueryRowContext(ctx, qTokensFilled).Scan(&filled); err != nil {
+		return fmt.Errorf("fill token buckets: %w", err)
+	}
+	if filled {
+		return nil
+	}
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, "UPDATE usage_buckets SET tokens = 0 WHERE tokens != 0"); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, qFillTokens, toNanos(s.now())-int64(UsageRetention)); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE usage_state SET tokens_filled = 1 WHERE id = 1")
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("fill token buckets: %w", err)
+	}
+	return nil
+}
+
+// tokensInWindow returns the token use of all projects in the window
+// [now-window, now], exact.
+func tokensInWindow(ctx context.Context, tx *sql.Tx, now time.Time, window time.Duration) (int64, error) {
+	from := toNanos(now.Add(-window))
+	var n int64
+	if window > UsageRetention {
+		err := tx.QueryRowContext(ctx, qTokensInWindow, from).Scan(&n)
+		return n, err
+	}
+	minute := floorTo(from+minuteSpan-1, minuteSpan)
+	hour := floorTo(minute+hourSpan-1, hourSpan)
+	err := tx.QueryRowContext(ctx, qTokensInBuckets, from, minute, hour).Scan(&n)
+	return n, err
+}
 
 // floorTo returns n rounded down to a multiple of span.
 func floorTo(n, span int64) int64 {

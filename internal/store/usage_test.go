@@ -41,6 +41,15 @@ func usageHistory(t *testing.T, s *store.Store, clock *fakeClock, seed uint64, s
 		default:
 			clock.Add(time.Duration(rnd.Int64N(int64(5 * time.Hour))))
 		}
+		// Token use, now or up to two hours back (a report can be late).
+		at := clock.Now()
+		if rnd.IntN(3) == 0 {
+			at = at.Add(-time.Duration(rnd.Int64N(int64(2 * time.Hour))))
+		}
+		if err := s.RecordTokenUsage(ctx, models.TokenUsage{ProjectID: projects[rnd.IntN(len(projects))],
+			Input: rnd.Int64N(1000), Output: rnd.Int64N(1000), CacheRead: rnd.Int64N(10), CreatedAt: at}); err != nil {
+			t.Fatalf("step %d: record tokens: %v", step, err)
+		}
 		a := agents[rnd.IntN(len(agents))]
 		if len(finished) > 0 && rnd.IntN(8) == 0 {
 			i := rnd.IntN(len(finished))
@@ -90,6 +99,14 @@ func compareUsage(t *testing.T, s *store.Store, now time.Time, window time.Durat
 	if err != nil {
 		t.Fatal(err)
 	}
+	tokens, err := store.CountForTest(s, fmt.Sprintf(`SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens
+		+ cache_write_tokens), 0) FROM token_ledger WHERE created_at >= %d`, now.Add(-window).UnixNano()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.TokensInWindow != int64(tokens) {
+		t.Fatalf("%s, window %s: %d tokens in the window, the ledger says %d", what, window, st.TokensInWindow, tokens)
+	}
 	for _, p := range st.Projects {
 		id := p.Project.ID
 		if p.CompletedInWindow != completed[id] || math.Abs(p.AgentSeconds-seconds[id]) > 1e-6 {
@@ -100,7 +117,8 @@ func compareUsage(t *testing.T, s *store.Store, now time.Time, window time.Durat
 }
 
 // TestUsageBucketsMatchRecount checks the usage a scheduling round reads
-// (running buckets) against a count over the whole history, after every
+// (running buckets), and the window's token total, against a count over
+// the whole history, after every
 // step of random histories and for windows shorter than a step, around an
 // hour, a day, and longer than the buckets are kept.
 func TestUsageBucketsMatchRecount(t *testing.T) {
@@ -121,7 +139,8 @@ func TestUsageBucketsMatchRecount(t *testing.T) {
 }
 
 // TestUsageBucketsAreBackfilled opens a database written before the usage
-// buckets existed: the migration fills them from history.
+// buckets existed: the migration fills them from history, and the store
+// their tokens from the ledger.
 func TestUsageBucketsAreBackfilled(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "aq.db")
@@ -137,7 +156,9 @@ func TestUsageBucketsAreBackfilled(t *testing.T) {
 	usageHistory(t, s, clock, 7, 200, func(int) {})
 	s.Close()
 	// As an older agentqueued left it: no buckets, the migration not applied.
-	if err := store.ExecAtForTest(path, "DROP TABLE usage_buckets; DELETE FROM schema_migrations WHERE version = 15"); err != nil {
+	if err := store.ExecAtForTest(path, `DROP TABLE usage_buckets; DROP TABLE usage_state; DROP TABLE ready_generation;
+		DROP TRIGGER tasks_ready_insert; DROP TRIGGER tasks_ready_update;
+		DELETE FROM schema_migrations WHERE version IN (15, 20)`); err != nil {
 		t.Fatal(err)
 	}
 	s = open()
@@ -150,8 +171,8 @@ func TestUsageBucketsAreBackfilled(t *testing.T) {
 // TestSchedulingStateDoesNotRecountHistory: a round reads the window's
 // usage from what was recorded as it happened, not by counting the history
 // again (which made a round's cost grow with the window's completions).
-// With the history's events and runs removed behind the store's back, the
-// round still sees them.
+// With the history's events, runs and token ledger removed behind the
+// store's back, the round still sees them.
 func TestSchedulingStateDoesNotRecountHistory(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
@@ -172,15 +193,20 @@ func TestSchedulingStateDoesNotRecountHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	apply(t, s, ids["a"], models.EventVerifyPassed)
+	if err := s.RecordTokenUsage(ctx, models.TokenUsage{ProjectID: "p", TaskID: ids["a"], Input: 300, Output: 20}); err != nil {
+		t.Fatal(err)
+	}
 	clock.Add(time.Minute)
-	if err := store.ExecForTest(s, "DELETE FROM task_events; DELETE FROM task_runs"); err != nil {
+	if err := store.ExecForTest(s, `DELETE FROM task_events; DELETE FROM task_runs;
+		DROP TRIGGER token_ledger_no_delete; DELETE FROM token_ledger`); err != nil {
 		t.Fatal(err)
 	}
 	st, err := s.SchedulingState(ctx, clock.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := st.Projects[0]; p.CompletedInWindow != 1 || p.AgentSeconds != 90 {
-		t.Fatalf("project p: %d completed, %v agent-seconds in the window; want 1 and 90", p.CompletedInWindow, p.AgentSeconds)
+	if p := st.Projects[0]; p.CompletedInWindow != 1 || p.AgentSeconds != 90 || st.TokensInWindow != 320 {
+		t.Fatalf("project p: %d completed, %v agent-seconds, %d tokens in the window; want 1, 90 and 320",
+			p.CompletedInWindow, p.AgentSeconds, st.TokensInWindow)
 	}
 }

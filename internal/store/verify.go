@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -166,17 +167,20 @@ func (s *Store) RecordRunUsage(ctx context.Context, runID int64, cumulative mode
 // SaveResult keeps what a task's run reported on completion, for its
 // dependents.
 func (s *Store) SaveResult(ctx context.Context, taskID string, runID int64, c models.Completion) error {
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO task_results (task_id, run_id, summary, files_changed, outputs, updated_at)
-			VALUES (?,?,?,?,?,?) ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, summary = excluded.summary,
-			files_changed = excluded.files_changed, outputs = excluded.outputs, updated_at = excluded.updated_at`,
-			taskID, runID, c.Summary, encodeJSONColumn(c.FilesChanged, "[]"), string(c.Outputs), toNanos(s.now()))
-		return err
-	})
+	err := s.withTx(ctx, func(tx *sql.Tx) error { return saveResult(ctx, tx, taskID, runID, c, s.now()) })
 	if err != nil {
 		return fmt.Errorf("save result of task %s: %w", taskID, err)
 	}
 	return nil
+}
+
+// saveResult writes a task's result in tx.
+func saveResult(ctx context.Context, tx *sql.Tx, taskID string, runID int64, c models.Completion, now time.Time) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO task_results (task_id, run_id, summary, files_changed, outputs, updated_at)
+		VALUES (?,?,?,?,?,?) ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, summary = excluded.summary,
+		files_changed = excluded.files_changed, outputs = excluded.outputs, updated_at = excluded.updated_at`,
+		taskID, runID, c.Summary, encodeJSONColumn(c.FilesChanged, "[]"), string(c.Outputs), toNanos(now))
+	return err
 }
 
 // TaskResult returns a task's saved result; ok is false when it has none.
@@ -256,18 +260,21 @@ func (s *Store) RunErrors(ctx context.Context, taskID string) ([]string, error) 
 
 // SetVerification records the phase of a task's verification.
 func (s *Store) SetVerification(ctx context.Context, v models.Verification) error {
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO verifications (task_id, attempt, phase, source, detail, updated_at)
-			VALUES (?,?,?,?,?,?) ON CONFLICT (task_id) DO UPDATE SET attempt = excluded.attempt, phase = excluded.phase,
-			source = excluded.source, detail = excluded.detail, updated_at = excluded.updated_at`,
-			v.TaskID, v.Attempt, v.Phase, v.Source, v.Detail, toNanos(s.now()))
-		return err
-	})
+	err := s.withTx(ctx, func(tx *sql.Tx) error { return setVerification(ctx, tx, v, s.now()) })
 	if err != nil {
 		return fmt.Errorf("record verification of %s: %w", v.TaskID, err)
 	}
 	s.changed()
 	return nil
+}
+
+// setVerification writes a task's verification record in tx.
+func setVerification(ctx context.Context, tx *sql.Tx, v models.Verification, now time.Time) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO verifications (task_id, attempt, phase, source, detail, updated_at)
+		VALUES (?,?,?,?,?,?) ON CONFLICT (task_id) DO UPDATE SET attempt = excluded.attempt, phase = excluded.phase,
+		source = excluded.source, detail = excluded.detail, updated_at = excluded.updated_at`,
+		v.TaskID, v.Attempt, v.Phase, v.Source, v.Detail, toNanos(now))
+	return err
 }
 
 // Verifications lists recorded verifications of tasks still VERIFYING, and
