@@ -77,7 +77,7 @@ const qNextNotBefore = `SELECT min(not_before) FROM tasks INDEXED BY tasks_ready
 	WHERE status = 'READY' AND not_before > ?`
 
 // qReadyGeneration reads the count of changes to READY tasks (migration
-// 0020): it moves whenever a task becomes READY or a READY task changes
+// 0019): it moves whenever a task becomes READY or a READY task changes
 // otherwise than by having its waiting reason written.
 const qReadyGeneration = `SELECT n FROM ready_generation WHERE id = 1`
 

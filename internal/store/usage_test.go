@@ -158,7 +158,7 @@ func TestUsageBucketsAreBackfilled(t *testing.T) {
 	// As an older agentqueued left it: no buckets, the migration not applied.
 	if err := store.ExecAtForTest(path, `DROP TABLE usage_buckets; DROP TABLE usage_state; DROP TABLE ready_generation;
 		DROP TRIGGER tasks_ready_insert; DROP TRIGGER tasks_ready_update;
-		DELETE FROM schema_migrations WHERE version IN (15, 20)`); err != nil {
+		DELETE FROM schema_migrations WHERE version IN (15, 19)`); err != nil {
 		t.Fatal(err)
 	}
 	s = open()
