@@ -458,8 +458,12 @@ func (s *Server) handleTaskEvent(w http.ResponseWriter, r *http.Request) {
 	if req.Actor == "" {
 		req.Actor = DefaultActor
 	}
-	taskID := r.PathValue("id")
-	tr := models.TransitionRequest{TaskID: taskID, Event: req.Event, Reason: req.Reason, Actor: req.Actor}
+	s.applyAdminEvent(w, r, models.TransitionRequest{TaskID: r.PathValue("id"), Event: req.Event, Reason: req.Reason, Actor: req.Actor})
+}
+
+// applyAdminEvent validates and applies an admin event, logs it and answers
+// with the transition's result.
+func (s *Server) applyAdminEvent(w http.ResponseWriter, r *http.Request, tr models.TransitionRequest) {
 	if err := tr.Validate(); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -469,8 +473,8 @@ func (s *Server) handleTaskEvent(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.log.InfoContext(r.Context(), "task event applied", "task_id", taskID, "event", req.Event,
-		"from", res.From, "to", res.To, "duplicate", res.Duplicate)
+	s.log.InfoContext(r.Context(), "task event applied", "task_id", tr.TaskID, "event", tr.Event, "actor", tr.Actor,
+		"from", res.From, "to", res.To, "duplicate", res.Duplicate, "blocked", len(res.Blocked))
 	res.Task = redactTask(res.Task)
 	s.writeJSON(w, r, http.StatusOK, res)
 }
@@ -503,21 +507,8 @@ func (s *Server) handleCancelTask(w http.ResponseWriter, r *http.Request) {
 	if req.Actor == "" {
 		req.Actor = DefaultActor
 	}
-	taskID := r.PathValue("id")
-	tr := models.TransitionRequest{TaskID: taskID, Event: models.EventAdminCancel, Reason: req.Reason, Actor: req.Actor}
-	if err := tr.Validate(); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	res, err := s.svc.ApplyEvent(r.Context(), tr)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.log.InfoContext(r.Context(), "task cancelled", "task_id", taskID, "actor", req.Actor,
-		"from", res.From, "duplicate", res.Duplicate, "blocked", len(res.Blocked))
-	res.Task = redactTask(res.Task)
-	s.writeJSON(w, r, http.StatusOK, res)
+	s.applyAdminEvent(w, r, models.TransitionRequest{TaskID: r.PathValue("id"), Event: models.EventAdminCancel,
+		Reason: req.Reason, Actor: req.Actor})
 }
 
 // checkAdminEvent accepts only the events a person may send.

@@ -546,23 +546,9 @@ func (s *Store) LastWorkRun(ctx context.Context, taskID string) (models.Run, boo
 // (compare-and-set on the phase and attempt, the task still VERIFYING): of
 // two people deciding at once, only one moves it. It reports whether it did.
 func (s *Store) SwitchVerification(ctx context.Context, taskID string, attempt int, from, to, detail string) (bool, error) {
-	var moved bool
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE verifications SET phase = ?, detail = ?, updated_at = ?
-			WHERE task_id = ? AND attempt = ? AND phase = ?
-			AND (SELECT status FROM tasks WHERE id = ?) = 'VERIFYING'`, to, detail, toNanos(s.now()), taskID, attempt, from, taskID)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		moved = n == 1
-		return err
-	})
+	moved, err := s.switchPhase(ctx, models.StatusVerifying, taskID, attempt, from, to, detail)
 	if err != nil {
 		return false, fmt.Errorf("switch verification of %s: %w", taskID, err)
-	}
-	if moved {
-		s.changed()
 	}
 	return moved, nil
 }
@@ -573,12 +559,23 @@ func (s *Store) SwitchVerification(ctx context.Context, taskID string, attempt i
 // AWAITING_APPROVAL): of two people deciding at
 // once, only one moves it. It reports whether it did.
 func (s *Store) SwitchApproval(ctx context.Context, taskID string, attempt int, from, to, detail string) (bool, error) {
+	moved, err := s.switchPhase(ctx, models.StatusAwaitingApproval, taskID, attempt, from, to, detail)
+	if err != nil {
+		return false, fmt.Errorf("switch approval of %s: %w", taskID, err)
+	}
+	return moved, nil
+}
+
+// switchPhase moves a task's verification from phase from to phase to if
+// its attempt is attempt and the task is in status; it reports whether it
+// did.
+func (s *Store) switchPhase(ctx context.Context, status models.TaskStatus, taskID string, attempt int, from, to, detail string) (bool, error) {
 	var moved bool
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE verifications SET phase = ?, detail = ?, updated_at = ?
 			WHERE task_id = ? AND attempt = ? AND phase = ?
-			AND (SELECT status FROM tasks WHERE id = ?) = 'AWAITING_APPROVAL'`,
-			to, detail, toNanos(s.now()), taskID, attempt, from, taskID)
+			AND (SELECT status FROM tasks WHERE id = ?) = ?`,
+			to, detail, toNanos(s.now()), taskID, attempt, from, taskID, status)
 		if err != nil {
 			return err
 		}
@@ -587,7 +584,7 @@ func (s *Store) SwitchApproval(ctx context.Context, taskID string, attempt int, 
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("switch approval of %s: %w", taskID, err)
+		return false, err
 	}
 	if moved {
 		s.changed()
