@@ -1,8 +1,12 @@
 package agent
 
 import (
+	"context"
 	"fmt"
+	"os/exec"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,7 +60,14 @@ const (
 	EventRateLimit EventKind = "rate_limit" // a rate limit or usage cap, with its reset time
 	EventMessage   EventKind = "message"    // assistant text, for the task's thread
 	EventResult    EventKind = "result"     // the final result: the run is over
+	EventCLI       EventKind = "cli"        // the CLI's version and its MCP servers at start
 )
+
+// Denial is a tool call the CLI refused for want of a permission.
+type Denial struct {
+	Tool      string `json:"tool"`
+	ToolUseID string `json:"tool_use_id,omitempty"`
+}
 
 // Event is one thing an adapter read from an agent's output.
 type Event struct {
@@ -82,6 +93,17 @@ type Event struct {
 	// SessionInvalid marks a result that failed because the resumed
 	// session does not exist: the next attempt must start afresh.
 	SessionInvalid bool
+	// CostUSD is the cost the CLI reported with its result, when it did
+	// (EventResult).
+	CostUSD *float64
+	// Denied lists the tool calls the CLI refused (EventResult); a result
+	// with denials is a failure.
+	Denied []Denial
+	// Version is the CLI's version (EventCLI), "" when it did not say.
+	Version string
+	// MCPNotReady names the configured MCP servers that were not connected
+	// when the CLI began its first turn, each as "name (status)" (EventCLI).
+	MCPNotReady []string
 }
 
 // Adapter knows how to run one agent type and read its output.
@@ -167,3 +189,98 @@ type nopParser struct{}
 
 func (nopParser) Line([]byte) []Event { return nil }
 func (nopParser) End(int) []Event     { return nil }
+
+// VersionProber is an adapter whose CLI does not print its version in its
+// output stream: the version is read by running the CLI with VersionArgs.
+type VersionProber interface {
+	VersionArgs() []string
+}
+
+// KnownGoodVersion is, per agent type, the oldest CLI version known to
+// work with the daemon without a known defect; older versions are warned
+// about.
+var KnownGoodVersion = map[string]string{
+	// Claude Code before 2.1.221 often began its first turn before its MCP
+	// servers had connected, so that turn had none of the daemon's tools.
+	"claude": ClaudeKnownGood,
+	// Codex CLI 0.169.0 is the version the daemon's flags were checked with.
+	"codex": CodexKnownGood,
+}
+
+// The known-good CLI versions.
+const (
+	ClaudeKnownGood = "2.1.221"
+	CodexKnownGood  = "0.169.0"
+)
+
+// versionPattern finds a dotted version number in a CLI's words.
+var versionPattern = regexp.MustCompile(`\d+(?:\.\d+){1,3}`)
+
+// ParseVersion returns the first dotted version number in out ("codex-cli
+// 0.169.0" → "0.169.0"), "" when there is none.
+func ParseVersion(out string) string { return versionPattern.FindString(out) }
+
+// VersionBelow reports whether version v is older than known; a version
+// that cannot be read is not below anything.
+func VersionBelow(v, known string) bool {
+	a, b := versionParts(ParseVersion(v)), versionParts(known)
+	if a == nil || b == nil {
+		return false
+	}
+	for i := range max(len(a), len(b)) {
+		var x, y int
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
+}
+
+func versionParts(v string) []int {
+	if v == "" {
+		return nil
+	}
+	var out []int
+	for _, s := range strings.Split(v, ".") {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return nil
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// VersionWarning says why a CLI version is not known to be good for an
+// agent type, "" when it is (or when nothing is known of the type or the
+// version).
+func VersionWarning(agentType, version string) string {
+	known, ok := KnownGoodVersion[agentType]
+	if !ok || version == "" || !VersionBelow(version, known) {
+		return ""
+	}
+	return fmt.Sprintf("%s %s is older than %s, the oldest version known to work well", agentType, version, known)
+}
+
+// ProbeVersion runs a CLI with args (its --version) and returns the
+// version it printed; it gives up when ctx ends.
+func ProbeVersion(ctx context.Context, command string, args []string, env []string) (string, error) {
+	cmd := exec.CommandContext(ctx, command, args...)
+	cmd.Env = env
+	cmd.WaitDelay = time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", command, strings.Join(args, " "), err)
+	}
+	v := ParseVersion(string(out))
+	if v == "" {
+		return "", fmt.Errorf("%s %s printed no version", command, strings.Join(args, " "))
+	}
+	return v, nil
+}

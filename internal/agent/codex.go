@@ -100,6 +100,9 @@ func (Codex) Invocation(rc RunContext) (Invocation, error) {
 	return inv, nil
 }
 
+// VersionArgs asks codex for its version: its stream does not carry it.
+func (Codex) VersionArgs() []string { return []string{"--version"} }
+
 // codexSandbox maps a permission mode to a codex sandbox.
 func codexSandbox(mode string) (string, error) {
 	switch mode {
