@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -196,78 +194,6 @@ type VersionProber interface {
 	VersionArgs() []string
 }
 
-// KnownGoodVersion is, per agent type, the oldest CLI version known to
-// work with the daemon without a known defect; older versions are warned
-// about.
-var KnownGoodVersion = map[string]string{
-	// Claude Code before 2.1.221 often began its first turn before its MCP
-	// servers had connected, so that turn had none of the daemon's tools.
-	"claude": ClaudeKnownGood,
-	// Codex CLI 0.169.0 is the version the daemon's flags were checked with.
-	"codex": CodexKnownGood,
-}
-
-// The known-good CLI versions.
-const (
-	ClaudeKnownGood = "2.1.221"
-	CodexKnownGood  = "0.169.0"
-)
-
-// versionPattern finds a dotted version number in a CLI's words.
-var versionPattern = regexp.MustCompile(`\d+(?:\.\d+){1,3}`)
-
-// ParseVersion returns the first dotted version number in out ("codex-cli
-// 0.169.0" → "0.169.0"), "" when there is none.
-func ParseVersion(out string) string { return versionPattern.FindString(out) }
-
-// VersionBelow reports whether version v is older than known; a version
-// that cannot be read is not below anything.
-func VersionBelow(v, known string) bool {
-	a, b := versionParts(ParseVersion(v)), versionParts(known)
-	if a == nil || b == nil {
-		return false
-	}
-	for i := range max(len(a), len(b)) {
-		var x, y int
-		if i < len(a) {
-			x = a[i]
-		}
-		if i < len(b) {
-			y = b[i]
-		}
-		if x != y {
-			return x < y
-		}
-	}
-	return false
-}
-
-func versionParts(v string) []int {
-	if v == "" {
-		return nil
-	}
-	var out []int
-	for _, s := range strings.Split(v, ".") {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return nil
-		}
-		out = append(out, n)
-	}
-	return out
-}
-
-// VersionWarning says why a CLI version is not known to be good for an
-// agent type, "" when it is (or when nothing is known of the type or the
-// version).
-func VersionWarning(agentType, version string) string {
-	known, ok := KnownGoodVersion[agentType]
-	if !ok || version == "" || !VersionBelow(version, known) {
-		return ""
-	}
-	return fmt.Sprintf("%s %s is older than %s, the oldest version known to work well", agentType, version, known)
-}
-
 // ProbeVersion runs a CLI with args (its --version) and returns the
 // version it printed; it gives up when ctx ends.
 func ProbeVersion(ctx context.Context, command string, args []string, env []string) (string, error) {
@@ -278,7 +204,7 @@ func ProbeVersion(ctx context.Context, command string, args []string, env []stri
 	if err != nil {
 		return "", fmt.Errorf("%s %s: %w", command, strings.Join(args, " "), err)
 	}
-	v := ParseVersion(string(out))
+	v := models.ParseCLIVersion(string(out))
 	if v == "" {
 		return "", fmt.Errorf("%s %s printed no version", command, strings.Join(args, " "))
 	}

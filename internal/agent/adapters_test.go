@@ -740,12 +740,12 @@ func TestVersionWarnings(t *testing.T) {
 		{"cursor", "0.1.0", false},
 	}
 	for _, c := range cases {
-		got := agent.VersionWarning(c.agentType, c.version)
+		got := models.CLIVersionWarning(c.agentType, c.version)
 		if (got != "") != c.warn {
 			t.Errorf("VersionWarning(%q, %q) = %q, want a warning: %t", c.agentType, c.version, got, c.warn)
 		}
 	}
-	if v := agent.ParseVersion("codex-cli 0.169.0\n"); v != "0.169.0" {
+	if v := models.ParseCLIVersion("codex-cli 0.169.0\n"); v != "0.169.0" {
 		t.Errorf("ParseVersion = %q", v)
 	}
 }

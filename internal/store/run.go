@@ -105,19 +105,34 @@ func (s *Store) ClaimTask(ctx context.Context, taskID, agentID string) (models.R
 }
 
 const runColumns = `id, task_id, agent_id, project_id, attempt, pid, checkout_path, started_at, last_activity_at,
-	ended_at, outcome, error, kind, session_id`
+	ended_at, outcome, error, kind, session_id, cli, cli_version, usage, cost_usd, denied_tools, mcp_not_ready`
 
 func scanRun(row scanner) (models.Run, error) {
 	var (
-		r                 models.Run
-		pid               sql.NullInt64
-		started, activity int64
-		ended             sql.NullInt64
+		r                         models.Run
+		pid                       sql.NullInt64
+		started, activity         int64
+		ended                     sql.NullInt64
+		cost                      sql.NullFloat64
+		usage, denied, mcpPending string
 	)
 	if err := row.Scan(&r.ID, &r.TaskID, &r.AgentID, &r.ProjectID, &r.Attempt, &pid, &r.CheckoutPath, &started,
-		&activity, &ended, &r.Outcome, &r.Error, &r.Kind, &r.SessionID); err != nil {
+		&activity, &ended, &r.Outcome, &r.Error, &r.Kind, &r.SessionID, &r.CLI, &r.CLIVersion, &usage, &cost, &denied,
+		&mcpPending); err != nil {
 		return models.Run{}, err
 	}
+	for _, c := range []struct {
+		src string
+		dst any
+	}{{usage, &r.Usage}, {denied, &r.DeniedTools}, {mcpPending, &r.MCPNotReady}} {
+		if err := decodeJSONColumn(c.src, c.dst); err != nil {
+			return models.Run{}, fmt.Errorf("run %d: %w", r.ID, err)
+		}
+	}
+	if cost.Valid {
+		r.CostUSD = &cost.Float64
+	}
+	r.CLIWarning = models.CLIVersionWarning(r.CLI, r.CLIVersion)
 	if pid.Valid {
 		p := int(pid.Int64)
 		r.PID = &p

@@ -81,6 +81,61 @@ func (s *Store) RecordRunSession(ctx context.Context, runID int64, sessionID str
 	return nil
 }
 
+// RecordRunCLI keeps what a run's CLI showed of itself at start: the CLI,
+// its version (also kept on the agent) and the MCP servers not yet
+// connected. An empty version or list keeps what was recorded.
+func (s *Store) RecordRunCLI(ctx context.Context, runID int64, c models.RunCLI) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE task_runs SET cli = ?, cli_version = CASE WHEN ? = '' THEN cli_version ELSE ? END,
+			mcp_not_ready = CASE WHEN ? = '[]' THEN mcp_not_ready ELSE ? END WHERE id = ?`, c.CLI, c.Version, c.Version,
+			encodeJSONColumn(c.MCPNotReady, "[]"), encodeJSONColumn(c.MCPNotReady, "[]"), runID); err != nil {
+			return err
+		}
+		if c.Version == "" {
+			return nil
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE agents SET cli_version = ? WHERE id = (SELECT agent_id FROM task_runs WHERE id = ?)",
+			c.Version, runID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record the CLI of run %d: %w", runID, err)
+	}
+	return nil
+}
+
+// RecordRunResult keeps the cost a run's CLI reported with its result
+// (when it did) and the tool calls it refused.
+func (s *Store) RecordRunResult(ctx context.Context, runID int64, cost *float64, denied []string) error {
+	var c any
+	if cost != nil {
+		c = *cost
+	}
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "UPDATE task_runs SET cost_usd = coalesce(?, cost_usd), denied_tools = ? WHERE id = ?",
+			c, encodeJSONColumn(denied, "[]"), runID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record the result of run %d: %w", runID, err)
+	}
+	return nil
+}
+
+// TaskRuns returns a task's latest runs (at most limit), oldest first.
+func (s *Store) TaskRuns(ctx context.Context, taskID string, limit int) ([]models.Run, error) {
+	return taskRuns(ctx, s.rdb, taskID, limit)
+}
+
+func taskRuns(ctx context.Context, q queryer, taskID string, limit int) ([]models.Run, error) {
+	runs, err := queryAll(ctx, q, scanRun, "SELECT * FROM (SELECT "+runColumns+
+		" FROM task_runs WHERE task_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id", taskID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("runs of task %s: %w", taskID, err)
+	}
+	return runs, nil
+}
+
 // ForgetSessions clears the sessions of a task's runs on an agent: the CLI
 // no longer knows them, so the next attempt starts afresh.
 func (s *Store) ForgetSessions(ctx context.Context, taskID, agentID string) error {
