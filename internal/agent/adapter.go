@@ -189,14 +189,19 @@ func (nopParser) Line([]byte) []Event { return nil }
 func (nopParser) End(int) []Event     { return nil }
 
 // VersionProber is an adapter whose CLI does not print its version in its
-// output stream: the version is read by running the CLI with VersionArgs.
+// output stream: the version is read by running VersionArgv (see
+// ProbeVersion).
 type VersionProber interface {
-	VersionArgs() []string
+	VersionArgv(a models.Agent) []string
 }
 
-// ProbeVersion runs a CLI with args (its --version) and returns the
-// version it printed; it gives up when ctx ends.
-func ProbeVersion(ctx context.Context, command string, args []string, env []string) (string, error) {
+// ProbeVersion runs argv (a CLI's --version) and returns the version it
+// printed; it gives up when ctx ends.
+func ProbeVersion(ctx context.Context, argv []string, env []string) (string, error) {
+	if len(argv) == 0 {
+		return "", fmt.Errorf("probe version: no command")
+	}
+	command, args := argv[0], argv[1:]
 	cmd := exec.CommandContext(ctx, command, args...)
 	cmd.Env = env
 	cmd.WaitDelay = time.Second

@@ -100,8 +100,10 @@ func (Codex) Invocation(rc RunContext) (Invocation, error) {
 	return inv, nil
 }
 
-// VersionArgs asks codex for its version: its stream does not carry it.
-func (Codex) VersionArgs() []string { return []string{"--version"} }
+// VersionArgv asks codex for its version: its stream does not carry it.
+func (Codex) VersionArgv(a models.Agent) []string {
+	return []string{command(RunContext{Agent: a}, "codex"), "--version"}
+}
 
 // codexSandbox maps a permission mode to a codex sandbox.
 func codexSandbox(mode string) (string, error) {

@@ -87,11 +87,11 @@ func (s *Store) ClaimTask(ctx context.Context, taskID, agentID string) (models.R
 		if err := x.QueryRowContext(ctx, "SELECT count(*) + 1 FROM task_runs WHERE task_id = ? AND kind = 'work'", taskID).Scan(&attempt); err != nil {
 			return err
 		}
-		run = models.Run{TaskID: taskID, AgentID: agentID, ProjectID: a.task.ProjectID, Attempt: attempt, Kind: models.RunWork,
+		run = models.Run{CLI: agent.AgentType, TaskID: taskID, AgentID: agentID, ProjectID: a.task.ProjectID, Attempt: attempt, Kind: models.RunWork,
 			StartedAt: x.now, LastActivityAt: x.now}
 		ins, err := x.ExecContext(ctx, `INSERT INTO task_runs (task_id, agent_id, project_id, attempt, token_hash,
-			started_at, last_activity_at) VALUES (?,?,?,?,?,?,?)`,
-			taskID, agentID, run.ProjectID, attempt, hashToken(token), toNanos(x.now), toNanos(x.now))
+			started_at, last_activity_at, cli) VALUES (?,?,?,?,?,?,?,?)`,
+			taskID, agentID, run.ProjectID, attempt, hashToken(token), toNanos(x.now), toNanos(x.now), agent.AgentType)
 		if err != nil {
 			return err
 		}

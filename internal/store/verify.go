@@ -55,8 +55,8 @@ func (s *Store) ClaimReview(ctx context.Context, taskID, agentID string) (models
 		run = models.Run{TaskID: taskID, AgentID: agentID, ProjectID: t.ProjectID, Attempt: attempt, Kind: models.RunReview,
 			StartedAt: x.now, LastActivityAt: x.now}
 		ins, err := x.ExecContext(ctx, `INSERT INTO task_runs (task_id, agent_id, project_id, attempt, token_hash,
-			started_at, last_activity_at, kind) VALUES (?,?,?,?,?,?,?,?)`,
-			taskID, agentID, t.ProjectID, attempt, hashToken(token), toNanos(x.now), toNanos(x.now), models.RunReview)
+			started_at, last_activity_at, kind, cli) VALUES (?,?,?,?,?,?,?,?,(SELECT agent_type FROM agents WHERE id = ?))`,
+			taskID, agentID, t.ProjectID, attempt, hashToken(token), toNanos(x.now), toNanos(x.now), models.RunReview, agentID)
 		if err != nil {
 			return err
 		}
@@ -231,10 +231,11 @@ func (s *Store) SaveResult(ctx context.Context, taskID string, runID int64, c mo
 
 // saveResult writes a task's result in tx.
 func saveResult(ctx context.Context, tx *sql.Tx, taskID string, runID int64, c models.Completion, now time.Time) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO task_results (task_id, run_id, summary, files_changed, outputs, updated_at)
-		VALUES (?,?,?,?,?,?) ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, summary = excluded.summary,
-		files_changed = excluded.files_changed, outputs = excluded.outputs, updated_at = excluded.updated_at`,
-		taskID, runID, c.Summary, encodeJSONColumn(c.FilesChanged, "[]"), string(c.Outputs), toNanos(now))
+	_, err := tx.ExecContext(ctx, `INSERT INTO task_results (task_id, run_id, summary, files_changed, outputs, updated_at,
+		no_changes) VALUES (?,?,?,?,?,?,?) ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id,
+		summary = excluded.summary, files_changed = excluded.files_changed, outputs = excluded.outputs,
+		updated_at = excluded.updated_at, no_changes = excluded.no_changes`,
+		taskID, runID, c.Summary, encodeJSONColumn(c.FilesChanged, "[]"), string(c.Outputs), toNanos(now), c.NoChanges)
 	return err
 }
 
@@ -246,8 +247,8 @@ func (s *Store) TaskResult(ctx context.Context, taskID string) (models.Completio
 func taskResult(ctx context.Context, q queryer, taskID string) (models.Completion, bool, error) {
 	var c models.Completion
 	var files, outputs string
-	err := q.QueryRowContext(ctx, "SELECT summary, files_changed, outputs FROM task_results WHERE task_id = ?", taskID).
-		Scan(&c.Summary, &files, &outputs)
+	err := q.QueryRowContext(ctx, "SELECT summary, files_changed, outputs, no_changes FROM task_results WHERE task_id = ?",
+		taskID).Scan(&c.Summary, &files, &outputs, &c.NoChanges)
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, false, nil
 	}

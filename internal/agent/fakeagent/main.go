@@ -12,6 +12,10 @@
 //	@append <path> <text…>          append to it
 //	@commit <message…>              git add -A && git commit -m (skipped when nothing changed)
 //	@complete <summary…>            RPC complete; the summary is also the stream's final text
+//	@complete-no-changes <summary…> RPC complete saying the task needed no change
+//	@deny <tool>                    claude: list a refused call of the tool in the result's
+//	                                permission_denials (the run still ends "success")
+//	@mcp-pending                    claude: the init line shows every MCP server "pending"
 //	@fail <message…>                RPC fail
 //	@ask <question…>                RPC ask; the answer goes to ANSWER.txt
 //	@plan <json array>              RPC propose_plan with models.BatchTask entries
@@ -103,6 +107,7 @@ type fake struct {
 	turn    int // this run's turn on the session, from 1
 	summary string
 	rpc     *api.RPCClient
+	denied  []string // tools of @deny
 }
 
 // exitNow ends the run at once with a code (a directive's doing).
@@ -465,11 +470,16 @@ func (f *fake) directive(line string) error {
 		return f.writeFile(path, text, false)
 	case "commit":
 		return f.commit(rest)
-	case "complete":
+	case "complete", "complete-no-changes":
 		f.summary = rest
 		return f.call(name, func(ctx context.Context, c *api.RPCClient) error {
-			return c.Complete(ctx, models.Completion{Summary: rest})
+			return c.Complete(ctx, models.Completion{Summary: rest, NoChanges: name == "complete-no-changes"})
 		})
+	case "deny":
+		f.denied = append(f.denied, rest)
+		return nil
+	case "mcp-pending":
+		return nil // read by the init line
 	case "fail":
 		return f.call(name, func(ctx context.Context, c *api.RPCClient) error { return c.Fail(ctx, rest) })
 	case "ask":
@@ -631,7 +641,8 @@ type emitter interface {
 func newEmitter(f *fake, prompt string) emitter {
 	switch f.format {
 	case "claude":
-		return &claudeOut{f: f, msgID: "msg_fake" + strings.ReplaceAll(newID(), "-", "")[:20]}
+		return &claudeOut{f: f, msgID: "msg_fake" + strings.ReplaceAll(newID(), "-", "")[:20],
+			mcpPending: strings.Contains("\n"+prompt+"\n", "\n@mcp-pending\n")}
 	case "codex":
 		return &codexOut{f: f}
 	case "cursor":
@@ -704,8 +715,9 @@ func claudeUsage(in, out, read, write int) obj {
 // claudeOut prints Claude Code's stream-json (shapes of 2.1.x recordings):
 // every assistant line belongs to one message and repeats its usage.
 type claudeOut struct {
-	f     *fake
-	msgID string
+	f          *fake
+	msgID      string
+	mcpPending bool
 }
 
 func (c *claudeOut) model() string {
@@ -726,6 +738,9 @@ func (c *claudeOut) start() {
 			MCPServers map[string]json.RawMessage `json:"mcpServers"`
 		}
 		status := "connected"
+		if c.mcpPending {
+			status = "pending"
+		}
 		b, err := os.ReadFile(path)
 		if err != nil || json.Unmarshal(b, &cfg) != nil {
 			status = "failed"
@@ -783,13 +798,18 @@ func (c *claudeOut) rateLimit(reset time.Time) int {
 
 func (c *claudeOut) finish(summary string) {
 	c.text(summary)
+	denials := []any{}
+	for i, tool := range c.f.denied {
+		denials = append(denials, obj{{"tool_name", tool}, {"tool_use_id", fmt.Sprintf("toolu_fake%02d", i+1)},
+			{"tool_input", obj{{"file_path", filepath.Join(c.f.dir, "denied.txt")}}}})
+	}
 	writeLine(c.f.stdout, obj{{"type", "result"}, {"subtype", "success"}, {"is_error", false}, {"duration_ms", 2360},
 		{"duration_api_ms", 2325}, {"num_turns", 1}, {"result", summary}, {"stop_reason", "end_turn"},
 		{"session_id", c.f.session}, {"total_cost_usd", 0.0123},
 		{"usage", claudeUsage(inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens)},
 		{"modelUsage", obj{{c.model(), obj{{"inputTokens", inputTokens}, {"outputTokens", outputTokens},
 			{"cacheReadInputTokens", cacheReadTokens}, {"cacheCreationInputTokens", cacheWriteTokens}, {"costUSD", 0.0123}}}}},
-		{"permission_denials", []any{}}, {"terminal_reason", "completed"}, {"uuid", newID()}})
+		{"permission_denials", denials}, {"terminal_reason", "completed"}, {"uuid", newID()}})
 }
 
 // codexOut prints codex exec --json lines; usage is the thread's running
