@@ -321,8 +321,9 @@ func (s *Store) FinishRun(ctx context.Context, end models.RunEnd) (models.Transi
 				end.Reason = "the run ended while waiting for an answer: " + end.Reason
 			}
 		}
-		if _, err := x.ExecContext(ctx, "UPDATE questions SET timed_out_at = ? WHERE run_id = ? AND answer IS NULL AND timed_out_at IS NULL",
-			toNanos(x.now), end.RunID); err != nil {
+		// A question the agent gave up on stays open for the human.
+		if _, err := x.ExecContext(ctx, `UPDATE questions SET timed_out_at = ? WHERE run_id = ? AND answer IS NULL
+			AND timed_out_at IS NULL AND abandoned_at IS NULL`, toNanos(x.now), end.RunID); err != nil {
 			return err
 		}
 		if end.Event != "" {
