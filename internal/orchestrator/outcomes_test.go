@@ -102,6 +102,25 @@ func TestE2ERunOutcomesAreHonest(t *testing.T) {
 	}
 }
 
+// TestE2ECodexRunRecordsItsVersion: codex's stream does not say its
+// version; the run has it from codex --version.
+func TestE2ECodexRunRecordsItsVersion(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	e.project("web", nil, models.ProjectSettings{})
+	e.cli("codex-1", "codex", "web")
+	id := e.add("web", models.BatchTask{LocalID: "t", Title: "Try it", Description: "@complete done"})["t"]
+	e.start()
+	e.waitStatus(id, models.StatusCompleted)
+	d, err := e.st.GetTaskDetail(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Runs) != 1 || d.Runs[0].CLI != "codex" || d.Runs[0].CLIVersion != "0.169.0" || d.Runs[0].SessionID == "" {
+		t.Fatalf("runs %+v", d.Runs)
+	}
+}
+
 // TestE2ERunRecordsTheCLI checks that a run keeps its CLI's version, a
 // pending MCP server at start, its session, its usage with cache tokens and
 // its cost, as the task's detail shows them.

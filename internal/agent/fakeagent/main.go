@@ -36,6 +36,9 @@
 // AQ_RUN_TOKEN; without them the fake exits 2 with a message on stderr. A
 // refused call is reported on stderr and the run goes on.
 //
+// The fake codex answers --version with "codex-cli 0.169.0"; the fake
+// claude's init line says claude_code_version 2.1.285.
+//
 // Usage is fixed per run: input 1000, output 200, cache read 300, cache
 // write 40 (codex reports the thread's running total, as recent versions
 // do; aider prints "1.3k sent, 40 cache write, 300 cache hit, 200
@@ -86,6 +89,9 @@ func main() {
 	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr, dir, os.Getenv))
 }
 
+// codexVersion is what the fake codex answers to --version.
+const codexVersion = "0.169.0"
+
 // Fixed usage of every run.
 const (
 	inputTokens      = 1000
@@ -121,6 +127,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, dir string, g
 	if format == "" {
 		fmt.Fprintf(stderr, "fakeagent: cannot tell which CLI to imitate from %q; install it as claude, codex, cursor-agent or aider or set FAKEAGENT_FORMAT\n", args[0])
 		return 2
+	}
+	if format == "codex" && len(args) == 2 && args[1] == "--version" {
+		fmt.Fprintln(stdout, "codex-cli "+codexVersion)
+		return 0
 	}
 	inv, code, err := parseArgs(format, args[1:])
 	if err != nil {
