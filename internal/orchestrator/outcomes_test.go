@@ -2,10 +2,13 @@ package orchestrator
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -149,4 +152,42 @@ func TestE2ERunRecordsTheCLI(t *testing.T) {
 	if err != nil || a.CLIVersion != "2.1.285" {
 		t.Fatalf("agent %+v %v", a, err)
 	}
+}
+
+// TestAnAgentEndingMidQuestionLeavesItOpen: an agent whose process ends
+// by itself while its question waits (the CLI gave up on the call and went
+// on to finish) used to have its task resumed at once, without the answer.
+// The question stays open, the task pauses for it for the input timeout,
+// and the answer resumes it at once with the answer in the prompt.
+func TestAnAgentEndingMidQuestionLeavesItOpen(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.InputTimeout = 10 * time.Hour; c.IdleTimeout = 100 * time.Hour })
+	fifo := h.heldAgent("a1")
+	id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+	run := h.running()
+	_, q := h.askAsync(run, "Which way?")
+	release(t, fifo, "0") // the agent finishes without the answer
+	h.waitEnd()
+	h.settle()
+	tk := h.task(id)
+	if tk.Status != models.StatusPaused || tk.ResumeAfter == nil || !tk.ResumeAfter.Equal(h.clock.Now().Add(10*time.Hour)) {
+		t.Fatalf("after the agent ended mid-question: %s until %v (%q)", tk.Status, tk.ResumeAfter, tk.StatusReason)
+	}
+	qs, err := h.o.OpenQuestions(context.Background())
+	if err != nil || len(qs) != 1 || qs[0].ID != q.ID {
+		t.Fatalf("open questions: %+v %v", qs, err)
+	}
+	if _, err := h.o.AnswerQuestion(context.Background(), q.ID, "left", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	r2 := h.waitStart()
+	if r2.Attempt != 2 {
+		t.Fatalf("resumed run %+v", r2)
+	}
+	prompt, _ := os.ReadFile(filepath.Join(h.o.cfg.RunDir, id, "2.prompt"))
+	if !strings.Contains(string(prompt), "Q: Which way?\nA: left") {
+		t.Fatalf("the answer is not in the resumed prompt:\n%s", prompt)
+	}
+	release(t, fifo, "0")
+	h.waitEnd()
 }

@@ -596,6 +596,12 @@ func exitText(r agent.Result) string {
 func (o *Orchestrator) finish(ctx context.Context, ar *activeRun, end models.RunEnd) models.TransitionResult {
 	// Reasons are shown in answers and notices: no URL keeps credentials.
 	end.Reason, end.Error = models.RedactURL(end.Reason), models.RedactURL(end.Error)
+	if end.ResumeAfter == nil {
+		// Should the task still wait for an answer, its agent gave up on the
+		// question: it waits for the answer as long as a question does.
+		at := o.cfg.Now().Add(o.cfg.InputTimeout)
+		end.WaitResumeAfter = &at
+	}
 	res, err := o.store.FinishRun(ctx, end)
 	if err != nil && end.Event != "" {
 		switch models.ErrorCodeOf(err) {

@@ -312,13 +312,26 @@ func (s *Store) FinishRun(ctx context.Context, end models.RunEnd) (models.Transi
 			}
 			if t.Status == models.StatusWaitingInput {
 				// The run ends while its question waits: the task pauses
-				// and resumes later with whatever answer came.
+				// and resumes later with whatever answer came. A run that
+				// ended by itself gave up on its question: the question
+				// stays open, and its answer ends the pause at once.
 				at := x.now
-				if end.ResumeAfter != nil {
+				switch {
+				case end.ResumeAfter != nil:
 					at = *end.ResumeAfter
+					end.Reason = "the run ended while waiting for an answer: " + end.Reason
+				case end.WaitResumeAfter != nil:
+					at = *end.WaitResumeAfter
+					if _, err := x.ExecContext(ctx, `UPDATE questions SET abandoned_at = ? WHERE run_id = ? AND answer IS NULL
+						AND timed_out_at IS NULL AND abandoned_at IS NULL`, toNanos(x.now), end.RunID); err != nil {
+						return err
+					}
+					end.Reason = "the agent's run ended without the answer to its question; the question stays open, " +
+						"and its answer resumes the task: " + end.Reason
+				default:
+					end.Reason = "the run ended while waiting for an answer: " + end.Reason
 				}
 				end.Event, end.ExpectFrom, end.ResumeAfter = models.EventInputTimeout, models.StatusWaitingInput, &at
-				end.Reason = "the run ended while waiting for an answer: " + end.Reason
 			}
 		}
 		// A question the agent gave up on stays open for the human.
