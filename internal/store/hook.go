@@ -553,7 +553,7 @@ func (s *Store) EventCursor(ctx context.Context, name string) (int64, error) {
 // to id. The cursor never moves back.
 func (s *Store) SetEventCursor(ctx context.Context, name string, id int64) error {
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO event_cursors (name, last_id) VALUES (?1, ?2)
+		_, err := s.txExec(ctx, tx, `INSERT INTO event_cursors (name, last_id) VALUES (?1, ?2)
 			ON CONFLICT (name) DO UPDATE SET last_id = max(last_id, ?2)`, name, id)
 		return err
 	})

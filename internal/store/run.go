@@ -358,11 +358,15 @@ func (s *Store) FinishRun(ctx context.Context, end models.RunEnd) (models.Transi
 // and agent time are read from usage buckets (see readUsage).
 func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.Duration) (models.SchedulingState, error) {
 	st := models.SchedulingState{Now: now}
-	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	// Statements the transaction found unprepared are prepared once it has
+	// ended (see readTx).
+	defer s.rdb.cache.fill(ctx)
+	rtx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return st, fmt.Errorf("read scheduling state: %w", err)
 	}
-	defer tx.Rollback() //nolint:errcheck // read-only
+	defer rtx.Rollback() //nolint:errcheck // read-only
+	tx := readTx{tx: rtx, c: s.rdb.cache}
 	fail := func(what string, err error) (models.SchedulingState, error) {
 		return models.SchedulingState{}, fmt.Errorf("read scheduling state: %s: %w", what, err)
 	}

@@ -16,7 +16,7 @@ import (
 // qReadyPage reads a project's READY tasks that can start at a time, in
 // start order; callers append a cursor, exclusions, the order and a limit.
 const qReadyPage = `SELECT ` + taskColumns + ` FROM tasks INDEXED BY tasks_ready_order
-	WHERE project_id = ? AND status = 'READY' AND (not_before IS NULL OR not_before <= ?)`
+	WHERE project_id = +? AND status = 'READY' AND (not_before IS NULL OR not_before <= +?)`
 
 // qSlotHolders reads the tasks in running statuses, each with whether it
 // holds a slot: an agent or a process of the daemon works for it (its own
@@ -98,7 +98,7 @@ func (s *Store) ReadyTasks(ctx context.Context, q models.ReadyQuery) ([]models.T
 		b.WriteString(" AND NOT " + pred)
 		args = append(args, pargs...)
 	}
-	b.WriteString(" ORDER BY priority, created_at, id LIMIT ?")
+	b.WriteString(" ORDER BY priority, created_at, id LIMIT +?")
 	args = append(args, max(q.Limit, 1))
 	out, err := queryAll(ctx, s.rdb, scanTask, b.String(), args...)
 	if err != nil {

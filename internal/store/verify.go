@@ -446,7 +446,7 @@ func pendingPlan(ctx context.Context, q queryer, taskID string) (models.Plan, bo
 	p := models.Plan{TaskID: taskID}
 	var tasks string
 	var at int64
-	err := q.QueryRowContext(ctx, "SELECT id, source, tasks, status, created_at FROM plans WHERE task_id = ? AND status = 'pending' ORDER BY id DESC LIMIT 1",
+	err := q.QueryRowContext(ctx, "SELECT id, source, tasks, status, created_at FROM plans WHERE task_id = +? AND status = 'pending' ORDER BY id DESC LIMIT 1",
 		taskID).Scan(&p.ID, &p.Source, &tasks, &p.Status, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, false, nil
