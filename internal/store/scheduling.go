@@ -13,9 +13,39 @@ import (
 // This file holds what a scheduling round reads besides SchedulingState:
 // pages of READY tasks, the waiting reasons it writes, and the due timers.
 
+// readyColumns are the columns of a READY task a scheduling round uses
+// (scanReadyTask): not its text (title, description, criteria, tests).
+const readyColumns = `id, project_id, priority, status, kind, metadata, created_by, not_before, expected_count,
+	success_count, failure_count, created_at, workflow_run_id, step_name, step_concurrency, rules, waiting_code,
+	waiting_reason`
+
+// scanReadyTask reads a row of readyColumns.
+func scanReadyTask(row scanner) (models.Task, error) {
+	var (
+		t           models.Task
+		runID       sql.NullString
+		notBefore   sql.NullInt64
+		meta, rules string
+		created     int64
+	)
+	if err := row.Scan(&t.ID, &t.ProjectID, &t.Priority, &t.Status, &t.Kind, &meta, &t.CreatedBy, &notBefore,
+		&t.ExpectedCount, &t.SuccessCount, &t.FailureCount, &created, &runID, &t.StepName, &t.StepConcurrency, &rules,
+		&t.WaitingCode, &t.WaitingReason); err != nil {
+		return models.Task{}, err
+	}
+	t.NotBefore, t.CreatedAt, t.RunID = fromNullNanos(notBefore), fromNanos(created), runID.String
+	if err := decodeJSONColumn(meta, &t.Metadata); err != nil {
+		return models.Task{}, fmt.Errorf("task %s metadata: %w", t.ID, err)
+	}
+	if err := decodeJSONColumn(rules, &t.Rules); err != nil {
+		return models.Task{}, fmt.Errorf("task %s rules: %w", t.ID, err)
+	}
+	return t, nil
+}
+
 // qReadyPage reads a project's READY tasks that can start at a time, in
 // start order; callers append a cursor, exclusions, the order and a limit.
-const qReadyPage = `SELECT ` + taskColumns + ` FROM tasks INDEXED BY tasks_ready_order
+const qReadyPage = `SELECT ` + readyColumns + ` FROM tasks INDEXED BY tasks_ready_order
 	WHERE project_id = +? AND status = 'READY' AND (not_before IS NULL OR not_before <= +?)`
 
 // qSlotHolders reads the tasks in running statuses, each with whether it
@@ -84,7 +114,10 @@ const qReadyGeneration = `SELECT n FROM ready_generation WHERE id = 1`
 // ReadyTasks reads one page of a project's READY tasks that can start at
 // q.Now (not_before passed), in start order (priority, age, id), after
 // q.After, leaving out those of q.Exclude. It reads only the rows it
-// returns and the index entries it passes over.
+// returns and the index entries it passes over. Each task has the fields
+// a scheduling round uses — id, project, priority, status, kind, metadata,
+// creator, not_before, counts, creation time, workflow step, own rules and
+// waiting reason — and no others (GetTask reads a whole task).
 func (s *Store) ReadyTasks(ctx context.Context, q models.ReadyQuery) ([]models.Task, error) {
 	var b strings.Builder
 	b.WriteString(qReadyPage)
@@ -100,7 +133,7 @@ func (s *Store) ReadyTasks(ctx context.Context, q models.ReadyQuery) ([]models.T
 	}
 	b.WriteString(" ORDER BY priority, created_at, id LIMIT +?")
 	args = append(args, max(q.Limit, 1))
-	out, err := queryAll(ctx, s.rdb, scanTask, b.String(), args...)
+	out, err := queryAll(ctx, s.rdb, scanReadyTask, b.String(), args...)
 	if err != nil {
 		return nil, fmt.Errorf("read READY tasks of project %s: %w", q.ProjectID, err)
 	}
