@@ -221,7 +221,7 @@ func currentRun(x *txn, runID int64) (models.Run, bool, error) {
 	}
 	var latest int64
 	var holder sql.NullString
-	if err := x.QueryRowContext(x.ctx, "SELECT max(id) FROM task_runs WHERE task_id = ? AND kind = ?", r.TaskID, r.Kind).Scan(&latest); err != nil {
+	if err := x.QueryRowContext(x.ctx, "SELECT max(id) FROM task_runs WHERE task_id = +? AND kind = +?", r.TaskID, r.Kind).Scan(&latest); err != nil {
 		return r, false, err
 	}
 	if err := x.QueryRowContext(x.ctx, "SELECT current_task_id FROM agents WHERE id = ?", r.AgentID).Scan(&holder); err != nil {
@@ -279,12 +279,12 @@ func (s *Store) FinishRun(ctx context.Context, end models.RunEnd) (models.Transi
 			end.Event = "" // the task has moved on to another run: only close this one
 		} else {
 			if end.Result != nil {
-				if err := saveResult(ctx, tx, r.TaskID, end.RunID, *end.Result, x.now); err != nil {
+				if err := saveResult(ctx, x, r.TaskID, end.RunID, *end.Result, x.now); err != nil {
 					return fmt.Errorf("save the result: %w", err)
 				}
 			}
 			if end.Verification != nil {
-				if err := setVerification(ctx, tx, *end.Verification, x.now); err != nil {
+				if err := setVerification(ctx, x, *end.Verification, x.now); err != nil {
 					return fmt.Errorf("record the verification: %w", err)
 				}
 				changed = true

@@ -80,7 +80,7 @@ func (s *Store) SlotsHeld(ctx context.Context, projectID string) (int, error) {
 // qNextReadyRules is the next distinct own-rules text of a project's READY
 // tasks after a given one, read from the tasks_ready_rules index.
 const qNextReadyRules = `SELECT min(rules) FROM tasks INDEXED BY tasks_ready_rules
-	WHERE project_id = ? AND status = 'READY' AND rules <> '[]' AND rules > ?`
+	WHERE project_id = +? AND status = 'READY' AND rules <> '[]' AND rules > +?`
 
 // ReadyRuleSets returns the distinct own rules (each as its stored text) of
 // project projectID's READY tasks, at most limit of them, in text order. It
@@ -297,7 +297,7 @@ func waitingSQL(u models.WaitingUpdate) (string, []any) {
 // qDuePaused reads PAUSED tasks whose resume time has come, by due time,
 // after the position (?2, ?3), at most ?4.
 const qDuePaused = `SELECT ` + taskColumns + ` FROM tasks INDEXED BY tasks_paused_due
-	WHERE status = 'PAUSED' AND resume_after <= ?1 AND (resume_after, id) > (?2, ?3) ORDER BY resume_after, id LIMIT ?4`
+	WHERE status = 'PAUSED' AND resume_after <= ?1 AND (resume_after, id) > (?2, ?3) ORDER BY resume_after, id LIMIT +?4`
 
 // qNextPause is the earliest resume time after ?1.
 const qNextPause = `SELECT min(resume_after) FROM tasks INDEXED BY tasks_paused_due WHERE status = 'PAUSED' AND resume_after > ?`
@@ -330,7 +330,7 @@ func (s *Store) DuePaused(ctx context.Context, now time.Time, afterAt time.Time,
 const qDueFailed = `SELECT ` + taskColumns + ` FROM tasks INDEXED BY tasks_failed_due
 	WHERE status = 'FAILED' AND (updated_at, id) > (?4, ?5)
 	AND (retry_count >= max_retries OR updated_at + min(?2 * (1 << min(retry_count, 40)), ?3) <= ?1)
-	ORDER BY updated_at, id LIMIT ?6`
+	ORDER BY updated_at, id LIMIT +?6`
 
 // qNextRetry is the earliest due time of a FAILED task not yet due at ?1:
 // those failed within the largest backoff (?3).

@@ -173,6 +173,21 @@ func (s *Store) txExec(ctx context.Context, tx *sql.Tx, q string, args ...any) (
 	return tx.ExecContext(ctx, q, args...)
 }
 
+// txQueryRow runs q in the write transaction tx through the writer's
+// cache, as txExec.
+func (s *Store) txQueryRow(ctx context.Context, tx *sql.Tx, q string, args ...any) *sql.Row {
+	if st := s.wcache.lookup(q); st != nil {
+		return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return tx.QueryRowContext(ctx, q, args...)
+}
+
+// execer runs statements that return no rows: a transaction, or the
+// transition engine's (txn), which runs them prepared once.
+type execer interface {
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+}
+
 // readTx runs the statements of a read transaction through the read
 // pool's cache. A statement not yet cached runs unprepared and is
 // prepared for the cache by fill, once the transaction has ended.

@@ -12,35 +12,63 @@ import (
 	"github.com/agentqueued/agentqueued/internal/store"
 )
 
-// lifecycle takes one new task through a trivial life with the reads and
-// writes the daemon makes around it: its transitions, a scheduling round's
-// reads, the hooks' event reads and the API's task reads.
+// lifecycle takes one new task through a trivial life as the daemon does,
+// with the reads it makes around it: a scheduling round (its state, READY
+// page, own rules and timers), the claim, the run's start (task, project,
+// context, session), its end with the result and the verification's start,
+// the landing (VERIFY_PASSED), and the hooks' event read.
 func lifecycle(t *testing.T, s *store.Store, n int) {
 	t.Helper()
 	ctx := context.Background()
 	id := create(t, s, "p", models.BatchTask{LocalID: "x", Title: fmt.Sprintf("task %d", n)})["x"]
 	now := time.Now()
-	if _, err := s.SchedulingState(ctx, now, 24*time.Hour); err != nil {
-		t.Fatalf("scheduling state: %v", err)
-	}
-	if _, err := s.ReadyTasks(ctx, models.ReadyQuery{ProjectID: "p", Now: now, Limit: 10 + n}); err != nil {
-		t.Fatalf("ready tasks: %v", err)
-	}
-	for _, ev := range toCompleted {
-		apply(t, s, id, ev)
-		if _, err := s.GetTask(ctx, id); err != nil {
-			t.Fatalf("get task %s: %v", id, err)
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	if _, _, err := s.TaskEventsAfter(ctx, int64(n), 200+n); err != nil {
-		t.Fatalf("task events: %v", err)
-	}
-	if _, err := s.GetProject(ctx, "p"); err != nil {
-		t.Fatalf("get project: %v", err)
-	}
-	if _, _, err := s.PendingPlan(ctx, id); err != nil {
-		t.Fatalf("pending plan: %v", err)
-	}
+	_, err := s.SchedulingState(ctx, now, 24*time.Hour)
+	must("scheduling state", err)
+	_, err = s.ReadyTasks(ctx, models.ReadyQuery{ProjectID: "p", Now: now, Limit: 10 + n})
+	must("ready tasks", err)
+	_, err = s.ReadyRuleSets(ctx, "p", 10+n)
+	must("ready rule sets", err)
+	_, _, err = s.DuePaused(ctx, now, time.Time{}, "", 100+n)
+	must("due paused", err)
+	_, _, err = s.DueFailed(ctx, now, time.Second, time.Minute, time.Time{}, "", 100+n)
+	must("due failed", err)
+	_, err = s.GetAgent(ctx, "a1")
+	must("get agent", err)
+	run, _, err := s.ClaimTask(ctx, id, "a1")
+	must("claim", err)
+	_, err = s.GetTask(ctx, id)
+	must("get task", err)
+	_, err = s.GetProject(ctx, "p")
+	must("get project", err)
+	_, err = s.UpstreamResults(ctx, id)
+	must("upstream results", err)
+	_, err = s.RunErrors(ctx, id)
+	must("run errors", err)
+	_, err = s.TaskQuestions(ctx, id)
+	must("questions", err)
+	_, err = s.TaskFeedback(ctx, id)
+	must("feedback", err)
+	_, _, err = s.LastSession(ctx, id, "a1")
+	must("last session", err)
+	_, err = s.StartRun(ctx, run.ID, 1000+n, "/tmp")
+	must("start run", err)
+	_, err = s.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted, ExpectFrom: models.StatusInProgress,
+		Outcome: "completed", Result: &models.Completion{Summary: fmt.Sprint("done ", n)},
+		Verification: &models.Verification{TaskID: id, Attempt: run.Attempt, Phase: "deliver"}})
+	must("finish run", err)
+	_, _, err = s.LastWorkRun(ctx, id)
+	must("last work run", err)
+	_, _, err = s.PendingPlan(ctx, id)
+	must("pending plan", err)
+	apply(t, s, id, models.EventVerifyPassed)
+	_, _, err = s.TaskEventsAfter(ctx, int64(n), 200+n)
+	must("task events", err)
 }
 
 // TestStatementsAreParsedOnce: the statements of a task's life are
@@ -56,6 +84,10 @@ func TestStatementsAreParsedOnce(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	mustProject(t, s, "p")
+	if _, err := s.RegisterAgent(ctx, models.Agent{ID: "a1", Name: "a1", AgentType: "command",
+		AgentSettings: models.AgentSettings{Command: "true"}}); err != nil {
+		t.Fatal(err)
+	}
 	lifecycle(t, s, 0)
 	lifecycle(t, s, 1) // statements a first transaction missed are cached after it
 	before := compiled()
