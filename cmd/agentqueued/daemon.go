@@ -96,6 +96,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	log := newLogger(cfg.Log, m.Stderr)
+	tuneGC(m.Getenv)
 
 	dbPath := cfg.DatabasePath()
 	if err := prepareDataDir(cfg, flags.newDatabase, log); err != nil {

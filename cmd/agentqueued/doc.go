@@ -12,6 +12,9 @@
 // over), serves the HTTP API, renews the lease every ttl/3, and on SIGINT
 // or SIGTERM shuts down gracefully and releases the lease. A bad
 // configuration exits with status 2 and a message naming the key.
+// Unless GOGC is set in its environment, the daemon runs Go's garbage
+// collector at GOGC=400 (DefaultGCPercent): its heap is small, and the
+// default collected it every few tasks.
 //
 // "ctl" is a thin client of the HTTP API:
 //

@@ -30,7 +30,7 @@ const (
 	// eventPage is how many outbox rows one pass reads at a time.
 	eventPage = 200
 	// cursorName is the hooks' event cursor.
-	cursorName = "hooks"
+	cursorName = models.HookEventCursor
 )
 
 // LLMConfig is the daemon's OpenAI-compatible endpoint.
@@ -355,12 +355,18 @@ func scheduleOf(h models.Hook) (*schedule.Times, error) {
 // fireEvents fires event hooks for the task events after the cursor and
 // moves the cursor past what was handled. A firing that must wait for a
 // free place stops the pass there: the next pass starts again at its event.
+// With no enabled event hook it reads and writes nothing: the store moves
+// the cursor to the newest event when the first one is made
+// (models.HookEventCursor), so a hook never sees the events from before.
 func (e *Engine) fireEvents(ctx context.Context, hooks []models.Hook) error {
 	var eventHooks []models.Hook
 	for _, h := range hooks {
 		if h.Enabled && h.Trigger.Type == models.TriggerEvent {
 			eventHooks = append(eventHooks, h)
 		}
+	}
+	if len(eventHooks) == 0 {
+		return nil
 	}
 	cursor, err := e.store.EventCursor(ctx, cursorName)
 	if err != nil {

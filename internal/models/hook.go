@@ -45,6 +45,13 @@ var HookEventTypes = []string{
 	"task.waiting_input", "task.awaiting_approval", "pr.merged", "pr.closed", "chain.broken",
 }
 
+// HookEventCursor names the event cursor of the hooks engine: how far it
+// has read the task events. While no enabled hook fires on events the
+// engine neither reads nor moves it; the change that makes the first such
+// hook moves it to the newest event, so that the hook sees only what
+// happens from then on.
+const HookEventCursor = "hooks"
+
 // HookEventFields are the fields of a hook event: what filters match and
 // what {{event.<field>}} placeholders name.
 var HookEventFields = []string{"type", "task_id", "project_id", "title", "kind", "from", "to", "event", "reason", "actor", "blocked"}

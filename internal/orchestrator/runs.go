@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -309,7 +310,7 @@ func (o *Orchestrator) launch(ctx context.Context, ar *activeRun, adapter agent.
 	if err != nil {
 		return nil, nil, &startError{"render the prompt", false, err}
 	}
-	if err := os.MkdirAll(filepath.Dir(ls.base), 0o700); err != nil {
+	if err := mkdirPrivate(filepath.Dir(ls.base)); err != nil {
 		return nil, nil, &startError{"run directory", false, err}
 	}
 	promptFile := ls.base + ".prompt"
@@ -317,9 +318,6 @@ func (o *Orchestrator) launch(ctx context.Context, ar *activeRun, adapter agent.
 		return nil, nil, &startError{"write prompt", false, err}
 	}
 	stateDir := ls.base + ".state"
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return nil, nil, &startError{"run directory", false, err}
-	}
 	runEnv := map[string]string{
 		"AQ_SOCKET": o.cfg.SocketPath, "AQ_TASK_ID": ar.run.TaskID, "AQ_RUN_TOKEN": ar.token, "AQ_PROMPT_FILE": promptFile,
 		"AQ_PROJECT_ID": ar.run.ProjectID, "AQ_ATTEMPT": strconv.Itoa(ar.run.Attempt), "AQ_RUN_KIND": ar.run.Kind,
@@ -333,6 +331,14 @@ func (o *Orchestrator) launch(ctx context.Context, ar *activeRun, adapter agent.
 	inv, err := adapter.Invocation(rc)
 	if err != nil {
 		return nil, nil, &startError{"build command", true, err}
+	}
+	// The state directory exists when the invocation uses it: files to
+	// write, or its path in the arguments or environment (an agent that
+	// keeps its own files there). A command agent's run creates none.
+	if usesDir(inv, stateDir) {
+		if err := mkdirPrivate(stateDir); err != nil {
+			return nil, nil, &startError{"run directory", false, err}
+		}
 	}
 	for name, content := range inv.Files {
 		if name != filepath.Base(name) || name == "." || name == ".." {
@@ -361,6 +367,39 @@ func (o *Orchestrator) launch(ctx context.Context, ar *activeRun, adapter agent.
 		return nil, nil, &startError{"start process", true, err}
 	}
 	return proc, parser, nil
+}
+
+// usesDir reports whether inv has files to write or names dir in its
+// arguments or environment.
+func usesDir(inv agent.Invocation, dir string) bool {
+	if len(inv.Files) > 0 {
+		return true
+	}
+	for _, a := range inv.Argv {
+		if strings.Contains(a, dir) {
+			return true
+		}
+	}
+	for _, v := range inv.Env {
+		if strings.Contains(v, dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// mkdirPrivate makes the directory dir (mode 0700) when it does not exist,
+// with one system call when its parent exists (the common case: a run's
+// directory under the runs directory).
+func mkdirPrivate(dir string) error {
+	err := os.Mkdir(dir, 0o700)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, fs.ErrExist) || errors.Is(err, fs.ErrNotExist) {
+		return os.MkdirAll(dir, 0o700) // checks that it is a directory, or makes its parents
+	}
+	return err
 }
 
 // agentEnv is what a run adds to the scrubbed environment besides its AQ_

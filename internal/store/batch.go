@@ -532,12 +532,13 @@ func (x *txn) loadUpstreamClosure(roots []string, graph map[string][]string) err
 // resolving edges whose upstream has already finished.
 func (x *txn) insert(entries []*entry) error {
 	taken := map[string]bool{}
-	exists, err := x.tx.PrepareContext(x.ctx, "SELECT count(*) FROM tasks WHERE id = ?")
+	// The transaction's statements (see txn.stmt): prepared once for the
+	// store, closed with the transaction.
+	exists, err := x.stmt("SELECT count(*) FROM tasks WHERE id = ?")
 	if err != nil {
 		return err
 	}
-	defer exists.Close()
-	ins, err := x.tx.PrepareContext(x.ctx, `INSERT INTO tasks (id, project_id, title, description, priority, status,
+	ins, err := x.stmt(`INSERT INTO tasks (id, project_id, title, description, priority, status,
 		verification_type, retry_count, max_retries, parent_task_id, repo_id, requires_approval, plan_source,
 		is_plan_subtask, kind, metadata, created_by, not_before, expected_count, acceptance_criteria, test_commands,
 		created_at, updated_at, profile, workflow_run_id, step_name, parallel_index, parallel_count, step_concurrency, rules)
@@ -545,7 +546,6 @@ func (x *txn) insert(entries []*entry) error {
 	if err != nil {
 		return err
 	}
-	defer ins.Close()
 	for _, e := range entries {
 		if e.skipped() {
 			continue
@@ -576,11 +576,10 @@ func (x *txn) insert(entries []*entry) error {
 			return err
 		}
 	}
-	edge, err := x.tx.PrepareContext(x.ctx, qInsertEdge)
+	edge, err := x.stmt(qInsertEdge)
 	if err != nil {
 		return err
 	}
-	defer edge.Close()
 	for _, e := range entries {
 		if e.skipped() {
 			continue

@@ -6,6 +6,17 @@
 // a separate read-only pool. Migrations are embedded, ordered by their number,
 // and each is applied in a transaction with its schema_migrations row.
 //
+// Statements are prepared once and kept (stmtcache.go): per database handle,
+// bounded, closed on Close; a write transaction uses the writer's copies
+// through Tx.StmtContext, and a statement it meets first is prepared for the
+// cache once the writer connection is free. SQLite prepares a statement
+// again at each use when its plan may depend on a bound value (a LIMIT ?,
+// comparisons it weighs against an index), because the driver rebinds every
+// parameter at each use: hot statements whose plan is the same whatever the
+// value write such parameters +? (the value, not weighed by the planner).
+// TestStatementsAreParsedOnce checks that a task's life compiles nothing
+// after the first.
+//
 // Every status change goes through ApplyEvent: the statemachine decides
 // whether (status, event) is legal, the task row is updated with
 // UPDATE … WHERE id = ? AND status = ? (a lost race is a conflict, never a

@@ -4,7 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/mattn/go-sqlite3"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -24,7 +28,9 @@ func CountForTest(s *Store, q string) (int, error) {
 
 // QueryPlanForTest returns SQLite's plan for q.
 func QueryPlanForTest(s *Store, q string, args ...any) (string, error) {
-	rows, err := s.rdb.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, args...)
+	// Unprepared: the test passes one argument per "?", more than a
+	// statement with numbered parameters takes.
+	rows, err := s.rdb.DB.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, args...)
 	if err != nil {
 		return "", err
 	}
@@ -158,4 +164,46 @@ func RecountUsageForTest(s *Store, now time.Time, window time.Duration) (map[str
 		completed[id], seconds[id] = p.CompletedInWindow, p.AgentSeconds
 	}
 	return completed, seconds, nil
+}
+
+// compiles counts the statements SQLite compiled (prepared, or prepared
+// again at a use) on the connections of stores opened by
+// OpenCountingCompilesForTest: SQLite asks the authorizer about each
+// statement as it compiles it, never as it runs it.
+var (
+	compiles         atomic.Int64
+	registerCounting sync.Once
+)
+
+// OpenCountingCompilesForTest opens a store whose connections count the
+// statements they compile; the returned function reads the count (all
+// such stores together: tests using it must not run in parallel with each
+// other).
+func OpenCountingCompilesForTest(ctx context.Context, path string) (*Store, func() int64, error) {
+	registerCounting.Do(func() {
+		sql.Register("sqlite3_counting", &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+			c.RegisterAuthorizer(func(op int, _, _, _ string) int {
+				if op == sqlite3.SQLITE_SELECT || op == sqlite3.SQLITE_INSERT || op == sqlite3.SQLITE_UPDATE ||
+					op == sqlite3.SQLITE_DELETE {
+					compiles.Add(1)
+				}
+				return sqlite3.SQLITE_OK
+			})
+			return nil
+		}})
+	})
+	s, err := Open(ctx, Config{Path: path, driver: "sqlite3_counting"})
+	return s, compiles.Load, err
+}
+
+// StatementsCachedForTest returns how many statements the store keeps
+// prepared.
+func StatementsCachedForTest(s *Store) int {
+	n := 0
+	for _, c := range []*stmtCache{s.wcache, s.rdb.cache} {
+		c.mu.Lock()
+		n += len(c.m)
+		c.mu.Unlock()
+	}
+	return n
 }

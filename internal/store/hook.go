@@ -97,13 +97,20 @@ func (s *Store) CreateHook(ctx context.Context, h models.Hook) (models.Hook, err
 		} else if err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO hooks (`+hookColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		before, err := anyEventHook(ctx, tx)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO hooks (`+hookColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 			h.ID, h.ProjectID, h.Name, h.Enabled, trigger, steps, h.PromptTemplate, llm, h.CooldownSeconds, maxTokens,
 			toNanos(h.ScheduleFrom), toNanos(h.CreatedAt), toNanos(h.UpdatedAt))
 		if isUniqueViolation(err) {
 			return models.Errorf(models.CodeConflict, "hook %q exists already: choose another id", h.ID)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return startHookCursor(ctx, tx, before, h)
 	})
 	if err != nil {
 		return models.Hook{}, fmt.Errorf("create hook %s: %w", h.ID, err)
@@ -156,6 +163,10 @@ func (s *Store) UpdateHook(ctx context.Context, id string, p models.HookPatch) (
 		if err != nil {
 			return err
 		}
+		before, err := anyEventHook(ctx, tx)
+		if err != nil {
+			return err
+		}
 		h = p.Apply(h, s.now())
 		if err := h.Validate(); err != nil {
 			return err
@@ -168,12 +179,46 @@ func (s *Store) UpdateHook(ctx context.Context, id string, p models.HookPatch) (
 			prompt_template = ?, llm_config = ?, cooldown_seconds = ?, max_tokens_per_run = ?, schedule_from = ?,
 			updated_at = ? WHERE id = ?`, h.Name, h.Enabled, trigger, steps, h.PromptTemplate, llm, h.CooldownSeconds,
 			maxTokens, toNanos(h.ScheduleFrom), toNanos(h.UpdatedAt), id)
-		return err
+		if err != nil {
+			return err
+		}
+		return startHookCursor(ctx, tx, before, h)
 	})
 	if err != nil {
 		return models.Hook{}, fmt.Errorf("update hook %s: %w", id, err)
 	}
 	return s.GetHook(ctx, id)
+}
+
+// qAnyEventHook is true when an enabled hook fires on task events.
+const qAnyEventHook = `SELECT EXISTS (SELECT 1 FROM hooks WHERE enabled
+	AND json_extract(CASE WHEN json_valid(trigger) THEN trigger ELSE '{}' END, '$.type') = 'event')`
+
+// anyEventHook reports whether an enabled hook fires on task events.
+func anyEventHook(ctx context.Context, tx *sql.Tx) (bool, error) {
+	var found bool
+	if err := tx.QueryRowContext(ctx, qAnyEventHook).Scan(&found); err != nil {
+		return false, fmt.Errorf("look for event hooks: %w", err)
+	}
+	return found, nil
+}
+
+// startHookCursor moves the hooks' event cursor to the newest event when h,
+// just written, is the first enabled hook to fire on events (before tells
+// whether one was before the write). While there is none the hooks engine
+// leaves the cursor where it is; moving it here makes the new hook see the
+// events from now on, as it would had the engine moved it at every pass.
+// An event hook made while another exists starts where the engine is.
+func startHookCursor(ctx context.Context, tx *sql.Tx, before bool, h models.Hook) error {
+	if before || !h.Enabled || h.Trigger.Type != models.TriggerEvent {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO event_cursors (name, last_id) VALUES (?1, (SELECT coalesce(max(id), 0) FROM outbox))
+		ON CONFLICT (name) DO UPDATE SET last_id = max(last_id, excluded.last_id)`, models.HookEventCursor)
+	if err != nil {
+		return fmt.Errorf("start the hooks' event cursor: %w", err)
+	}
+	return nil
 }
 
 // DeleteHook deletes a hook with its runs; the token ledger keeps what
@@ -553,7 +598,7 @@ func (s *Store) EventCursor(ctx context.Context, name string) (int64, error) {
 // to id. The cursor never moves back.
 func (s *Store) SetEventCursor(ctx context.Context, name string, id int64) error {
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO event_cursors (name, last_id) VALUES (?1, ?2)
+		_, err := s.txExec(ctx, tx, `INSERT INTO event_cursors (name, last_id) VALUES (?1, ?2)
 			ON CONFLICT (name) DO UPDATE SET last_id = max(last_id, ?2)`, name, id)
 		return err
 	})

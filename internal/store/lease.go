@@ -97,7 +97,7 @@ func (s *Store) checkFence(ctx context.Context, tx *sql.Tx) error {
 		host  string
 		pid   int
 	)
-	err := tx.QueryRowContext(ctx, "SELECT owner, generation, hostname, pid FROM daemon_lease WHERE id = 1").Scan(&owner, &gen, &host, &pid)
+	err := s.txQueryRow(ctx, tx, "SELECT owner, generation, hostname, pid FROM daemon_lease WHERE id = 1").Scan(&owner, &gen, &host, &pid)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && owner == "") {
 		return fmt.Errorf("%w: no daemon holds it now", ErrLeaseLost)
 	}

@@ -142,7 +142,7 @@ func (s *Store) enqueueOutbox(ctx context.Context, tx *sql.Tx, key, kind, projec
 		return fmt.Errorf("encode outbox %s: %w", key, err)
 	}
 	now := toNanos(s.now())
-	_, err = tx.ExecContext(ctx, `INSERT INTO outbox (key, kind, project_id, task_id, payload, next_attempt_at, created_at)
+	_, err = s.txExec(ctx, tx, `INSERT INTO outbox (key, kind, project_id, task_id, payload, next_attempt_at, created_at)
 		VALUES (?,?,?,?,?,?,?) ON CONFLICT (key) DO NOTHING`, key, kind, projectID, taskID, string(b), now, now)
 	return err
 }

@@ -98,7 +98,7 @@ func scanProject(row scanner) (models.Project, error) {
 
 // GetProject returns one project.
 func (s *Store) GetProject(ctx context.Context, id string) (models.Project, error) {
-	p, err := scanProject(s.rdb.QueryRowContext(ctx, "SELECT "+projectColumns+projectFrom+" WHERE p.id = ?", id))
+	p, err := scanProject(s.rdb.QueryRowContext(ctx, "SELECT "+projectColumns+projectFrom+" WHERE p.id = +?", id)) // +?: see planStable
 	if errors.Is(err, sql.ErrNoRows) {
 		return models.Project{}, notFound("project", id)
 	}
@@ -130,7 +130,7 @@ func (s *Store) ListProjects(ctx context.Context) ([]models.Project, error) {
 func (s *Store) UpdateProject(ctx context.Context, id string, patch models.ProjectPatch) (models.Project, error) {
 	var out models.Project
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		cur, err := scanProject(tx.QueryRowContext(ctx, "SELECT "+projectColumns+projectFrom+" WHERE p.id = ?", id))
+		cur, err := scanProject(tx.QueryRowContext(ctx, "SELECT "+projectColumns+projectFrom+" WHERE p.id = +?", id)) // +?: see planStable
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound("project", id)
 		}

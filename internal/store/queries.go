@@ -3,6 +3,15 @@ package store
 // The queries the daemon runs most often, named so that
 // TestFrequentQueriesUseIndexes checks the plans of the very statements the
 // code runs.
+//
+// planStable: the store keeps its statements prepared (stmtcache.go), and
+// SQLite prepares a statement again at each use when its plan may depend
+// on a bound value — a LIMIT ?, or a comparison SQLite weighs against an
+// index's statistics or a partial index's condition — because the driver
+// rebinds every parameter at each use. A hot statement whose plan is the
+// same whatever the value writes such a parameter +? (the same value, not
+// weighed by the planner); TestStatementsAreParsedOnce finds those that do
+// not.
 const (
 	qEdgeCounts = `SELECT coalesce(sum(resolution = 'BROKEN'), 0), coalesce(sum(resolution != 'SATISFIED'), 0)
 		FROM task_dependencies WHERE downstream = ?`
@@ -11,27 +20,29 @@ const (
 	qStatusReason = "SELECT status_reason FROM tasks WHERE id = ?"
 	qLastEvent    = "SELECT event, from_status, to_status FROM task_events WHERE task_id = ? ORDER BY id DESC LIMIT 1"
 	// qUpdateStatus changes a task's status; the waiting reason, which only
-	// a READY task has and a round writes, is cleared.
+	// a READY task has and a round writes, is cleared. (+?: see planStable;
+	// the row is found by its id.)
 	qUpdateStatus = `UPDATE tasks SET status = ?, assigned_agent_id = ?, resume_after = ?,
 		retry_count = ?, status_reason = ?, cascade_root_id = ?, updated_at = ?, waiting_code = '', waiting_reason = ''
-		WHERE id = ? AND status = ?`
+		WHERE id = ? AND status = +?`
 	qInsertEvent = `INSERT INTO task_events (task_id, from_status, to_status, event, reason, actor, created_at)
 		VALUES (?,?,?,?,?,?,?)`
 	// qSatisfyEdges and qBreakEdges decide an upstream's edges (now, event
 	// id, outcome, upstream), recording how it ended and its last attempt.
+	// (+?: see planStable.)
 	qSatisfyEdges = `UPDATE task_dependencies SET resolution = 'SATISFIED', resolved_at = ?1,
 			resolving_event_id = ?2, upstream_outcome = ?3, upstream_attempt = (SELECT max(attempt)
-			FROM task_runs WHERE task_id = ?4 AND kind = 'work') WHERE upstream = ?4 AND resolution != 'SATISFIED'`
+			FROM task_runs WHERE task_id = +?4 AND kind = 'work') WHERE upstream = +?4 AND resolution != 'SATISFIED'`
 	qBreakEdges = `UPDATE task_dependencies SET
 			resolution = CASE WHEN requires_success THEN 'BROKEN' ELSE 'SATISFIED' END,
 			resolved_at = ?1, resolving_event_id = ?2, upstream_outcome = ?3, upstream_attempt = (SELECT max(attempt)
-			FROM task_runs WHERE task_id = ?4 AND kind = 'work') WHERE upstream = ?4 AND resolution = 'PENDING'`
+			FROM task_runs WHERE task_id = +?4 AND kind = 'work') WHERE upstream = +?4 AND resolution = 'PENDING'`
 	qWithdrawEdges = `UPDATE task_dependencies SET resolution = 'PENDING', resolved_at = NULL,
 			resolving_event_id = NULL, upstream_outcome = '', upstream_attempt = NULL
 			WHERE upstream = ? AND (resolution = 'BROKEN' OR (resolution = 'SATISFIED'
 			AND downstream IN (SELECT id FROM tasks WHERE status IN ('DEFINED', 'BLOCKED'))))`
 	qDependentsToCheck = `SELECT t.id, t.status FROM task_dependencies d JOIN tasks t ON t.id = d.downstream
-		WHERE d.upstream = ? AND (t.status = 'DEFINED' OR (t.status = 'BLOCKED' AND t.cascade_root_id != ''))
+		WHERE d.upstream = +? AND (t.status = 'DEFINED' OR (t.status = 'BLOCKED' AND t.cascade_root_id != ''))
 		ORDER BY t.rowid`
 	qRepoOwner     = "SELECT project_id FROM repos WHERE id = ?"
 	qProjectStatus = "SELECT status FROM projects WHERE id = ?"
@@ -52,7 +63,7 @@ const (
 		WHERE scheduled_at IS NOT NULL GROUP BY hook_id`
 	// qTaskEventsAfter reads the outbox after a cursor, with each task's kind.
 	qTaskEventsAfter = `SELECT o.id, o.kind, o.project_id, o.task_id, o.payload, coalesce(t.kind, '')
-		FROM outbox o LEFT JOIN tasks t ON t.id = o.task_id WHERE o.id > ? ORDER BY o.id LIMIT ?`
+		FROM outbox o LEFT JOIN tasks t ON t.id = o.task_id WHERE o.id > ? ORDER BY o.id LIMIT +?`
 	// qLastHookRun is the start and scheduled time of a hook's last run
 	// that was not skipped: its cooldown counts from there.
 	qLastHookRun = `SELECT started_at, scheduled_at FROM hook_runs WHERE hook_id = ? AND status != 'skipped'

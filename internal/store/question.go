@@ -292,7 +292,7 @@ func (s *Store) OpenQuestions(ctx context.Context) ([]models.Question, error) {
 
 // TaskQuestions returns every question of a task, oldest first.
 func (s *Store) TaskQuestions(ctx context.Context, taskID string) ([]models.Question, error) {
-	qs, err := queryAll(ctx, s.rdb, scanQuestion, "SELECT "+questionColumns+" FROM questions WHERE task_id = ? ORDER BY id", taskID)
+	qs, err := queryAll(ctx, s.rdb, scanQuestion, "SELECT "+questionColumns+" FROM questions WHERE task_id = +? ORDER BY id", taskID)
 	if err != nil {
 		return nil, fmt.Errorf("list questions of task %s: %w", taskID, err)
 	}

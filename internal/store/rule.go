@@ -261,7 +261,7 @@ func checkWaitingCapacity(ctx context.Context, tx *sql.Tx, i int, r models.Rule)
 // expected_count no larger than its max_capacity. An entry's own rules
 // count the tasks of its project: a project_id on them must be its own.
 func (x *txn) checkRules(entries []*entry) error {
-	rs, err := readRuleSet(x.ctx, x.tx)
+	rs, err := readRuleSet(x.ctx, x)
 	if err != nil {
 		return err
 	}

@@ -236,7 +236,7 @@ func currentRun(x *txn, runID int64) (models.Run, bool, error) {
 	}
 	var latest int64
 	var holder sql.NullString
-	if err := x.QueryRowContext(x.ctx, "SELECT max(id) FROM task_runs WHERE task_id = ? AND kind = ?", r.TaskID, r.Kind).Scan(&latest); err != nil {
+	if err := x.QueryRowContext(x.ctx, "SELECT max(id) FROM task_runs WHERE task_id = +? AND kind = +?", r.TaskID, r.Kind).Scan(&latest); err != nil {
 		return r, false, err
 	}
 	if err := x.QueryRowContext(x.ctx, "SELECT current_task_id FROM agents WHERE id = ?", r.AgentID).Scan(&holder); err != nil {
@@ -294,12 +294,12 @@ func (s *Store) FinishRun(ctx context.Context, end models.RunEnd) (models.Transi
 			end.Event = "" // the task has moved on to another run: only close this one
 		} else {
 			if end.Result != nil {
-				if err := saveResult(ctx, tx, r.TaskID, end.RunID, *end.Result, x.now); err != nil {
+				if err := saveResult(ctx, x, r.TaskID, end.RunID, *end.Result, x.now); err != nil {
 					return fmt.Errorf("save the result: %w", err)
 				}
 			}
 			if end.Verification != nil {
-				if err := setVerification(ctx, tx, *end.Verification, x.now); err != nil {
+				if err := setVerification(ctx, x, *end.Verification, x.now); err != nil {
 					return fmt.Errorf("record the verification: %w", err)
 				}
 				changed = true
@@ -387,11 +387,15 @@ func (s *Store) FinishRun(ctx context.Context, end models.RunEnd) (models.Transi
 // and agent time are read from usage buckets (see readUsage).
 func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.Duration) (models.SchedulingState, error) {
 	st := models.SchedulingState{Now: now}
-	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	// Statements the transaction found unprepared are prepared once it has
+	// ended (see readTx).
+	defer s.rdb.cache.fill(ctx)
+	rtx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return st, fmt.Errorf("read scheduling state: %w", err)
 	}
-	defer tx.Rollback() //nolint:errcheck // read-only
+	defer rtx.Rollback() //nolint:errcheck // read-only
+	tx := readTx{tx: rtx, c: s.rdb.cache}
 	fail := func(what string, err error) (models.SchedulingState, error) {
 		return models.SchedulingState{}, fmt.Errorf("read scheduling state: %s: %w", what, err)
 	}

@@ -13,10 +13,40 @@ import (
 // This file holds what a scheduling round reads besides SchedulingState:
 // pages of READY tasks, the waiting reasons it writes, and the due timers.
 
+// readyColumns are the columns of a READY task a scheduling round uses
+// (scanReadyTask): not its text (title, description, criteria, tests).
+const readyColumns = `id, project_id, priority, status, kind, metadata, created_by, not_before, expected_count,
+	success_count, failure_count, created_at, workflow_run_id, step_name, step_concurrency, rules, waiting_code,
+	waiting_reason`
+
+// scanReadyTask reads a row of readyColumns.
+func scanReadyTask(row scanner) (models.Task, error) {
+	var (
+		t           models.Task
+		runID       sql.NullString
+		notBefore   sql.NullInt64
+		meta, rules string
+		created     int64
+	)
+	if err := row.Scan(&t.ID, &t.ProjectID, &t.Priority, &t.Status, &t.Kind, &meta, &t.CreatedBy, &notBefore,
+		&t.ExpectedCount, &t.SuccessCount, &t.FailureCount, &created, &runID, &t.StepName, &t.StepConcurrency, &rules,
+		&t.WaitingCode, &t.WaitingReason); err != nil {
+		return models.Task{}, err
+	}
+	t.NotBefore, t.CreatedAt, t.RunID = fromNullNanos(notBefore), fromNanos(created), runID.String
+	if err := decodeJSONColumn(meta, &t.Metadata); err != nil {
+		return models.Task{}, fmt.Errorf("task %s metadata: %w", t.ID, err)
+	}
+	if err := decodeJSONColumn(rules, &t.Rules); err != nil {
+		return models.Task{}, fmt.Errorf("task %s rules: %w", t.ID, err)
+	}
+	return t, nil
+}
+
 // qReadyPage reads a project's READY tasks that can start at a time, in
 // start order; callers append a cursor, exclusions, the order and a limit.
-const qReadyPage = `SELECT ` + taskColumns + ` FROM tasks INDEXED BY tasks_ready_order
-	WHERE project_id = ? AND status = 'READY' AND (not_before IS NULL OR not_before <= ?)`
+const qReadyPage = `SELECT ` + readyColumns + ` FROM tasks INDEXED BY tasks_ready_order
+	WHERE project_id = +? AND status = 'READY' AND (not_before IS NULL OR not_before <= +?)`
 
 // qSlotHolders reads the tasks in running statuses, each with whether it
 // holds a slot: an agent or a process of the daemon works for it (its own
@@ -50,7 +80,7 @@ func (s *Store) SlotsHeld(ctx context.Context, projectID string) (int, error) {
 // qNextReadyRules is the next distinct own-rules text of a project's READY
 // tasks after a given one, read from the tasks_ready_rules index.
 const qNextReadyRules = `SELECT min(rules) FROM tasks INDEXED BY tasks_ready_rules
-	WHERE project_id = ? AND status = 'READY' AND rules <> '[]' AND rules > ?`
+	WHERE project_id = +? AND status = 'READY' AND rules <> '[]' AND rules > +?`
 
 // ReadyRuleSets returns the distinct own rules (each as its stored text) of
 // project projectID's READY tasks, at most limit of them, in text order. It
@@ -84,7 +114,10 @@ const qReadyGeneration = `SELECT n FROM ready_generation WHERE id = 1`
 // ReadyTasks reads one page of a project's READY tasks that can start at
 // q.Now (not_before passed), in start order (priority, age, id), after
 // q.After, leaving out those of q.Exclude. It reads only the rows it
-// returns and the index entries it passes over.
+// returns and the index entries it passes over. Each task has the fields
+// a scheduling round uses — id, project, priority, status, kind, metadata,
+// creator, not_before, counts, creation time, workflow step, own rules and
+// waiting reason — and no others (GetTask reads a whole task).
 func (s *Store) ReadyTasks(ctx context.Context, q models.ReadyQuery) ([]models.Task, error) {
 	var b strings.Builder
 	b.WriteString(qReadyPage)
@@ -98,9 +131,9 @@ func (s *Store) ReadyTasks(ctx context.Context, q models.ReadyQuery) ([]models.T
 		b.WriteString(" AND NOT " + pred)
 		args = append(args, pargs...)
 	}
-	b.WriteString(" ORDER BY priority, created_at, id LIMIT ?")
+	b.WriteString(" ORDER BY priority, created_at, id LIMIT +?")
 	args = append(args, max(q.Limit, 1))
-	out, err := queryAll(ctx, s.rdb, scanTask, b.String(), args...)
+	out, err := queryAll(ctx, s.rdb, scanReadyTask, b.String(), args...)
 	if err != nil {
 		return nil, fmt.Errorf("read READY tasks of project %s: %w", q.ProjectID, err)
 	}
@@ -264,7 +297,7 @@ func waitingSQL(u models.WaitingUpdate) (string, []any) {
 // qDuePaused reads PAUSED tasks whose resume time has come, by due time,
 // after the position (?2, ?3), at most ?4.
 const qDuePaused = `SELECT ` + taskColumns + ` FROM tasks INDEXED BY tasks_paused_due
-	WHERE status = 'PAUSED' AND resume_after <= ?1 AND (resume_after, id) > (?2, ?3) ORDER BY resume_after, id LIMIT ?4`
+	WHERE status = 'PAUSED' AND resume_after <= ?1 AND (resume_after, id) > (?2, ?3) ORDER BY resume_after, id LIMIT +?4`
 
 // qNextPause is the earliest resume time after ?1.
 const qNextPause = `SELECT min(resume_after) FROM tasks INDEXED BY tasks_paused_due WHERE status = 'PAUSED' AND resume_after > ?`
@@ -297,7 +330,7 @@ func (s *Store) DuePaused(ctx context.Context, now time.Time, afterAt time.Time,
 const qDueFailed = `SELECT ` + taskColumns + ` FROM tasks INDEXED BY tasks_failed_due
 	WHERE status = 'FAILED' AND (updated_at, id) > (?4, ?5)
 	AND (retry_count >= max_retries OR updated_at + min(?2 * (1 << min(retry_count, 40)), ?3) <= ?1)
-	ORDER BY updated_at, id LIMIT ?6`
+	ORDER BY updated_at, id LIMIT +?6`
 
 // qNextRetry is the earliest due time of a FAILED task not yet due at ?1:
 // those failed within the largest backoff (?3).

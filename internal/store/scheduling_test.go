@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -204,5 +205,51 @@ func TestReadyGenerationMovesWithTheReadyTasks(t *testing.T) {
 		if moved := gen() != before; moved != tc.moves {
 			t.Fatalf("%s: the generation moved %v, want %v", tc.name, moved, tc.moves)
 		}
+	}
+}
+
+// TestReadyPageCarriesWhatARoundUses: a READY page has, for each task, the
+// fields a scheduling round uses, as GetTask reads them, and not the task's
+// text (title, description, criteria, test commands).
+func TestReadyPageCarriesWhatARoundUses(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	earlier := clock.Now().Add(-time.Minute)
+	three := 3
+	ids := create(t, s, "p",
+		models.BatchTask{LocalID: "plain", Title: "plain"},
+		models.BatchTask{LocalID: "full", Title: "full", Description: "a long description", Priority: &three, Kind: "bug",
+			Metadata: map[string]string{"area": "db"}, CreatedBy: "ann", NotBefore: &earlier, ExpectedCount: 4,
+			AcceptanceCriteria: []string{"works"}, TestCommands: []string{"go test"},
+			Rules: []models.Rule{{Type: models.RuleConcurrency, Matcher: models.RuleMatcher{Kind: "bug"}, MaxConcurrency: 1}}})
+	if _, err := s.SetWaiting(ctx, []models.WaitingUpdate{{ProjectID: "p", Scope: models.WaitAll,
+		Code: models.WaitingSlots, Reason: "all slots are busy"}}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.ReadyTasks(ctx, models.ReadyQuery{ProjectID: "p", Now: clock.Now(), Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page) != 2 {
+		t.Fatalf("page of %d tasks, want 2", len(page))
+	}
+	for _, got := range page {
+		full, err := s.GetTask(ctx, got.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := models.Task{ID: full.ID, ProjectID: full.ProjectID, Priority: full.Priority, Status: full.Status,
+			Kind: full.Kind, Metadata: full.Metadata, CreatedBy: full.CreatedBy, NotBefore: full.NotBefore,
+			ExpectedCount: full.ExpectedCount, SuccessCount: full.SuccessCount, FailureCount: full.FailureCount,
+			CreatedAt: full.CreatedAt, RunID: full.RunID, StepName: full.StepName, StepConcurrency: full.StepConcurrency,
+			Rules: full.Rules, WaitingCode: full.WaitingCode, WaitingReason: full.WaitingReason}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("READY page task %s:\n got %+v\nwant %+v", got.ID, got, want)
+		}
+	}
+	if ids["full"] == "" || page[0].ID != ids["plain"] && page[1].ID != ids["plain"] {
+		t.Fatalf("page %v lacks the tasks created", page)
 	}
 }

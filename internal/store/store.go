@@ -51,14 +51,27 @@ type Config struct {
 	OnChange func()
 	// ReadConns is the size of the read pool; default DefaultReadConns.
 	ReadConns int
+	// driver is the database/sql driver's name; default "sqlite3" (tests
+	// use one that watches the connections).
+	driver string
+}
+
+func (c Config) driverName() string {
+	if c.driver == "" {
+		return "sqlite3"
+	}
+	return c.driver
 }
 
 // Store is agentqueued's durable state in one SQLite database. Writes go
 // through a single connection in IMMEDIATE transactions; reads use a
 // separate pool and see WAL snapshots.
 type Store struct {
-	wdb      *sql.DB
-	rdb      *sql.DB
+	wdb *sql.DB
+	// wcache holds the writer's prepared statements, used by transactions
+	// (see txn.stmt); rdb is the read pool, its statements cached alike.
+	wcache   *stmtCache
+	rdb      *cachedDB
 	now      func() time.Time
 	log      *slog.Logger
 	rnd      *rand.Rand
@@ -123,7 +136,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
 	}
 	var err error
-	if s.wdb, err = sql.Open("sqlite3", dsn(cfg.Path, false)); err != nil {
+	if s.wdb, err = sql.Open(cfg.driverName(), dsn(cfg.Path, false)); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
 	}
 	s.wdb.SetMaxOpenConns(1)
@@ -152,11 +165,17 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.wdb.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
 	}
-	if s.rdb, err = sql.Open("sqlite3", dsn(cfg.Path, true)); err != nil {
+	rdb, err := sql.Open(cfg.driverName(), dsn(cfg.Path, true))
+	if err != nil {
 		s.wdb.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
 	}
-	s.rdb.SetMaxOpenConns(readConns)
+	rdb.SetMaxOpenConns(readConns)
+	// Every connection of the pool stays open: each keeps its prepared
+	// statements, and a new one reads the schema again.
+	rdb.SetMaxIdleConns(readConns)
+	s.rdb = newCachedDB(rdb)
+	s.wcache = newStmtCache(s.wdb)
 	return s, nil
 }
 
@@ -291,7 +310,7 @@ func (s *Store) Close() error {
 	if s.rdb != nil {
 		errs = append(errs, s.rdb.Close())
 	}
-	errs = append(errs, s.wdb.Close())
+	errs = append(errs, s.wcache.close(), s.wdb.Close())
 	return errors.Join(errs...)
 }
 
@@ -383,6 +402,9 @@ func (s *Store) migrate(ctx context.Context) error {
 // it back when fn or the commit fails.
 func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
 	defer func() { err = s.noteWrite(err) }()
+	// Statements the transaction found unprepared are prepared once it has
+	// given the writer connection back.
+	defer s.wcache.fill(ctx)
 	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)

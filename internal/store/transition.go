@@ -56,13 +56,21 @@ type txn struct {
 }
 
 // stmt returns q prepared in the transaction; the transaction closes it.
+// A statement the writer has prepared already (the store's cache) is used
+// through the transaction without being parsed again; one it has not is
+// prepared for this transaction and, after it, for the cache.
 func (x *txn) stmt(q string) (*sql.Stmt, error) {
 	if st, ok := x.stmts[q]; ok {
 		return st, nil
 	}
-	st, err := x.tx.PrepareContext(x.ctx, q)
-	if err != nil {
-		return nil, err
+	var st *sql.Stmt
+	if cached := x.s.wcache.lookup(q); cached != nil {
+		st = x.tx.StmtContext(x.ctx, cached)
+	} else {
+		var err error
+		if st, err = x.tx.PrepareContext(x.ctx, q); err != nil {
+			return nil, err
+		}
 	}
 	if x.stmts == nil {
 		x.stmts = map[string]*sql.Stmt{}
@@ -573,7 +581,7 @@ func (s *Store) ApplyEvent(ctx context.Context, req models.TransitionRequest) (m
 		}
 		if a.task.Status == models.StatusCompleted || len(x.promoted) > 0 {
 			// Re-read the task so the answer shows what was committed.
-			t, err := getTask(ctx, tx, a.task.ID)
+			t, err := getTask(ctx, x, a.task.ID)
 			if err != nil {
 				return err
 			}

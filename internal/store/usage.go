@@ -129,7 +129,7 @@ func (s *Store) fillTokenBuckets(ctx context.Context) error {
 
 // tokensInWindow returns the token use of all projects in the window
 // [now-window, now], exact.
-func tokensInWindow(ctx context.Context, tx *sql.Tx, now time.Time, window time.Duration) (int64, error) {
+func tokensInWindow(ctx context.Context, tx queryer, now time.Time, window time.Duration) (int64, error) {
 	from := toNanos(now.Add(-window))
 	var n int64
 	if window > UsageRetention {
@@ -253,7 +253,7 @@ func (x *txn) pruneUsage() error {
 
 // readUsage fills each project's completions and agent time in the window
 // [now-window, now] (see usageWindowStart).
-func readUsage(ctx context.Context, tx *sql.Tx, now time.Time, window time.Duration, byID map[string]*models.ProjectUsage) error {
+func readUsage(ctx context.Context, tx queryer, now time.Time, window time.Duration, byID map[string]*models.ProjectUsage) error {
 	if window > UsageRetention {
 		return recountUsage(ctx, tx, toNanos(now), usageWindowStart(now, window), byID)
 	}
@@ -299,7 +299,7 @@ func readUsage(ctx context.Context, tx *sql.Tx, now time.Time, window time.Durat
 
 // recountUsage counts the window's completions and agent time from history,
 // from from (Unix nanoseconds) until now.
-func recountUsage(ctx context.Context, tx *sql.Tx, now, from int64, byID map[string]*models.ProjectUsage) error {
+func recountUsage(ctx context.Context, tx queryer, now, from int64, byID map[string]*models.ProjectUsage) error {
 	rows, err := tx.QueryContext(ctx, qAgentSecondsInWindow, now, now, from, from)
 	if err != nil {
 		return err

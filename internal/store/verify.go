@@ -155,7 +155,7 @@ func (s *Store) ForgetSessions(ctx context.Context, taskID, agentID string) erro
 // counted.
 func (s *Store) LastSession(ctx context.Context, taskID, agentID string) (string, models.TokenUsage, error) {
 	var id string
-	err := s.rdb.QueryRowContext(ctx, `SELECT session_id FROM task_runs WHERE task_id = ? AND agent_id = ?
+	err := s.rdb.QueryRowContext(ctx, `SELECT session_id FROM task_runs WHERE task_id = +? AND agent_id = +?
 		AND kind = 'work' AND session_id != '' ORDER BY id DESC LIMIT 1`, taskID, agentID).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", models.TokenUsage{}, nil
@@ -230,7 +230,7 @@ func (s *Store) SaveResult(ctx context.Context, taskID string, runID int64, c mo
 }
 
 // saveResult writes a task's result in tx.
-func saveResult(ctx context.Context, tx *sql.Tx, taskID string, runID int64, c models.Completion, now time.Time) error {
+func saveResult(ctx context.Context, tx execer, taskID string, runID int64, c models.Completion, now time.Time) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO task_results (task_id, run_id, summary, files_changed, outputs, updated_at,
 		no_changes) VALUES (?,?,?,?,?,?,?) ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id,
 		summary = excluded.summary, files_changed = excluded.files_changed, outputs = excluded.outputs,
@@ -270,7 +270,7 @@ func (s *Store) UpstreamResults(ctx context.Context, taskID string) ([]models.Up
 	rows, err := s.rdb.QueryContext(ctx, `SELECT t.id, t.title, coalesce(r.summary, ''), coalesce(r.files_changed, '[]'),
 		coalesce(r.outputs, '') FROM task_dependencies d JOIN tasks t ON t.id = d.upstream
 		LEFT JOIN task_results r ON r.task_id = t.id
-		WHERE d.downstream = ? AND t.status = 'COMPLETED' ORDER BY t.id`, taskID)
+		WHERE d.downstream = +? AND t.status = 'COMPLETED' ORDER BY t.id`, taskID)
 	if err != nil {
 		return nil, fmt.Errorf("upstream results of %s: %w", taskID, err)
 	}
@@ -296,7 +296,7 @@ func (s *Store) UpstreamResults(ctx context.Context, taskID string) ([]models.Up
 // RunErrors returns the failure texts of a task's ended work runs, oldest
 // first.
 func (s *Store) RunErrors(ctx context.Context, taskID string) ([]string, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT error FROM task_runs WHERE task_id = ? AND kind = 'work'
+	rows, err := s.rdb.QueryContext(ctx, `SELECT error FROM task_runs WHERE task_id = +? AND kind = 'work'
 		AND ended_at IS NOT NULL AND error != '' AND outcome IN ('failed', 'timeout', 'execution_error', 'deliver_failed',
 		'verify_failed') ORDER BY id`, taskID)
 	if err != nil {
@@ -325,7 +325,7 @@ func (s *Store) SetVerification(ctx context.Context, v models.Verification) erro
 }
 
 // setVerification writes a task's verification record in tx.
-func setVerification(ctx context.Context, tx *sql.Tx, v models.Verification, now time.Time) error {
+func setVerification(ctx context.Context, tx execer, v models.Verification, now time.Time) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO verifications (task_id, attempt, phase, source, detail, updated_at)
 		VALUES (?,?,?,?,?,?) ON CONFLICT (task_id) DO UPDATE SET attempt = excluded.attempt, phase = excluded.phase,
 		source = excluded.source, detail = excluded.detail, updated_at = excluded.updated_at`,
@@ -389,7 +389,7 @@ func getVerification(ctx context.Context, q queryer, taskID string) (models.Veri
 
 // TaskFeedback lists what reviewers and people said of a task, oldest first.
 func (s *Store) TaskFeedback(ctx context.Context, taskID string) ([]models.Feedback, error) {
-	rows, err := s.rdb.QueryContext(ctx, "SELECT id, task_id, source, verdict, text, created_at FROM task_feedback WHERE task_id = ? ORDER BY id", taskID)
+	rows, err := s.rdb.QueryContext(ctx, "SELECT id, task_id, source, verdict, text, created_at FROM task_feedback WHERE task_id = +? ORDER BY id", taskID)
 	if err != nil {
 		return nil, fmt.Errorf("feedback of %s: %w", taskID, err)
 	}
@@ -502,7 +502,7 @@ func pendingPlan(ctx context.Context, q queryer, taskID string) (models.Plan, bo
 	p := models.Plan{TaskID: taskID}
 	var tasks string
 	var at int64
-	err := q.QueryRowContext(ctx, "SELECT id, source, tasks, status, created_at FROM plans WHERE task_id = ? AND status = 'pending' ORDER BY id DESC LIMIT 1",
+	err := q.QueryRowContext(ctx, "SELECT id, source, tasks, status, created_at FROM plans WHERE task_id = +? AND status = 'pending' ORDER BY id DESC LIMIT 1",
 		taskID).Scan(&p.ID, &p.Source, &tasks, &p.Status, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, false, nil
@@ -588,7 +588,7 @@ func (s *Store) RecordTaskFailure(ctx context.Context, taskID, outcome, msg stri
 // LastWorkRun returns the latest work run of a task; ok is false when it
 // has none.
 func (s *Store) LastWorkRun(ctx context.Context, taskID string) (models.Run, bool, error) {
-	r, err := scanRun(s.rdb.QueryRowContext(ctx, "SELECT "+runColumns+" FROM task_runs WHERE task_id = ? AND kind = 'work' ORDER BY id DESC LIMIT 1", taskID))
+	r, err := scanRun(s.rdb.QueryRowContext(ctx, "SELECT "+runColumns+" FROM task_runs WHERE task_id = +? AND kind = 'work' ORDER BY id DESC LIMIT 1", taskID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, false, nil
 	}
