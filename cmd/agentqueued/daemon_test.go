@@ -35,9 +35,10 @@ func TestDaemonWithCtl(t *testing.T) {
 	if out := mustCtl(t, addr, "health"); !strings.HasPrefix(out, "ok ") {
 		t.Errorf("health = %q", out)
 	}
+	origin := bareRepo(t)
 	out := mustCtl(t, addr, "project", "create", "web", "--name", "Web site", "--max-agents", "3",
-		"--repo-url", "https://example.com/web.git")
-	if !regexp.MustCompile(`(?m)^Repo:\s+CLONE https://example.com/web.git \(main\)$`).MatchString(out) {
+		"--repo-url", origin)
+	if !regexp.MustCompile(`(?m)^Repo:\s+CLONE ` + regexp.QuoteMeta(origin) + ` \(main\)$`).MatchString(out) {
 		t.Errorf("project create output:\n%s", out)
 	}
 	mustCtl(t, addr, "project", "create", "api")
@@ -112,7 +113,7 @@ func TestDaemonWithCtl(t *testing.T) {
 	}
 
 	// Kept off this project: it would take its READY tasks.
-	mustCtl(t, addr, "agent", "add", "claude-1", "--type", "claude", "--project", "elsewhere")
+	mustCtl(t, addr, "agent", "add", "claude-1", "--type", "claude", "--command", "/bin/true", "--project", "elsewhere")
 	out = mustCtl(t, addr, "agent", "list")
 	if !regexp.MustCompile(`(?m)^claude-1\s+claude-1\s+claude\s+IDLE`).MatchString(out) {
 		t.Errorf("agent list:\n%s", out)

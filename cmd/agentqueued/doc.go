@@ -20,7 +20,9 @@
 //	ctl project create --file project.json
 //	ctl project list
 //	ctl project show ID
-//	ctl project edit ID [--name N] [--credit-weight W] [--max-agents N] [--status S] [--budget N] [--discord-channel C]
+//	ctl project edit ID [--name N] [--weight W] [--max-agents N] [--status S] [--budget N] [--discord-channel C]
+//	                    [--repo PATH|URL] [--branch B] [--set KEY=VALUE]... [--unset KEY]...
+//	ctl project archive ID
 //	ctl task add --project P --title T [--description D] [--priority N] [--depends-on ID[,ID]]
 //	             [--verification AUTO_TEST|QA_AGENT|HUMAN] [--requires-approval] [--test-command CMD]...
 //	             [--kind K] [--meta KEY=VALUE]... [--created-by NAME] [--expected-count N]
@@ -63,6 +65,18 @@
 //	ctl rule set --file rules.yaml [--actor NAME]
 //	ctl budget
 //	ctl health
+//
+// "project edit" --set changes one project setting (docs/semantics.md and
+// models.ProjectSettings list them: default_profile, pr_mode, hook_commands,
+// ...), typed by the setting: a boolean takes true or false, a list one
+// entry per --set (the entries given replace the list; KEY= empties it);
+// --unset returns a setting to its default; settings not named are kept.
+// --repo takes a local path (linked) or a URL (cloned); the repository is
+// checked before it is stored, as on create: a path must be a git
+// repository's top level, a URL must answer `git ls-remote`. "project
+// show" lists the settings that are set. "project archive" archives a
+// project: it takes no new work. "agent add" checks that the agent's
+// program is on the daemon's PATH or an executable path.
 //
 // "task edit" changes a task that is not being worked on; "task deps" adds
 // and removes its dependencies (ID:soft adds an edge with requires_success
