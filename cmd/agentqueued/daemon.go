@@ -183,6 +183,9 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := registerProjects(ctx, cfg.Projects, st, ws, log); err != nil {
+		return err
+	}
 	socket := filepath.Join(cfg.DataDir, "agent.sock")
 	self, err := os.Executable()
 	if err != nil {
