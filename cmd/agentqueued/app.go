@@ -24,6 +24,7 @@ const (
 const usage = `Usage:
   agentqueued [run] [--config FILE] [--data-dir DIR] [--listen ADDR] [--new-database]
   agentqueued init [--config FILE] [--data-dir DIR] [--project ID] [--repo PATH] [--agent TYPE]... [--force] [--yes]
+  agentqueued doctor [--config FILE] [--addr URL] [--token TOKEN]
   agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--json] COMMAND ...
   agentqueued agent COMMAND ...
   agentqueued mcp
@@ -193,11 +194,13 @@ func (m *Main) dispatch(ctx context.Context) error {
 		return m.runDemo(ctx, args)
 	case "init":
 		return m.runInit(ctx, args)
+	case "doctor":
+		return m.runDoctor(ctx, args)
 	case "help":
 		fmt.Fprint(m.Stdout, usage)
 		return nil
 	}
-	return usagef("unknown command %q (want run, init, ctl, agent, mcp, demo or help)", cmd)
+	return usagef("unknown command %q (want run, init, doctor, ctl, agent, mcp, demo or help)", cmd)
 }
 
 // Close stops a running daemon, waits for Run to return and returns its

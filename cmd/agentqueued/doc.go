@@ -3,6 +3,8 @@
 // Usage:
 //
 //	agentqueued [run] [--config FILE] [--data-dir DIR] [--listen ADDR]
+//	agentqueued init [--config FILE] [--data-dir DIR] [--project ID] [--repo PATH] [--agent TYPE]... [--force] [--yes]
+//	agentqueued doctor [--config FILE] [--addr URL] [--token TOKEN]
 //	agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--json] COMMAND ...
 //
 // "run" (the default) loads the configuration (embedded defaults when no
@@ -12,6 +14,35 @@
 // over), serves the HTTP API, renews the lease every ttl/3, and on SIGINT
 // or SIGTERM shuts down gracefully and releases the lease. A bad
 // configuration exits with status 2 and a message naming the key.
+//
+// "init" writes a configuration for the git repository it runs in (or
+// --repo): data_dir, a LINK project of the repository's top level (its id
+// the directory's name, or --project; its default branch the remote's
+// HEAD, else the branch checked out), and an agent for each of claude,
+// codex, cursor-agent and aider found on PATH (or only the --agent types,
+// which must be found), with its absolute path, its version as a comment
+// (asked with `--version`, 10 s at most, in an environment of PATH, HOME,
+// USER, LANG and TMPDIR only), the pass_env and permission mode of the
+// example configuration. The file (default
+// $XDG_CONFIG_HOME/agentqueued/config.yaml, else
+// ~/.config/agentqueued/config.yaml) is written mode 0600 after a
+// question that --yes answers; an existing file is kept unless --force.
+// It prints the next commands: doctor, run, ctl task add.
+//
+// "doctor" checks a configuration and, when it answers at --addr or the
+// configuration's listen address, the daemon: the configuration loads;
+// the daemon is running and healthy (its projects and hooks are checked
+// too); the data directory's mode, marker and database; free disk space
+// (an error below 100 MiB, a warning below 1 GiB); each agent's program
+// on PATH and its version, and its pass_env names set; each project's
+// repository (a path must be a git repository's top level, a URL must
+// answer `git ls-remote`, with the GitHub token where clones use it);
+// the GitHub token (GET /user: a classic token needs the repo scope); the
+// Discord token, control channel and guild (REST only, no gateway); the
+// LLM endpoint (its models list names llm.model), and hooks with a prompt
+// but no model. Each line is "ok", "warning" or "error", the subject and
+// what was found, with the fix after "— fix:"; the exit status is 1 when
+// any line is an error.
 //
 // "ctl" is a thin client of the HTTP API:
 //

@@ -94,9 +94,11 @@ func gitMessage(err error) string {
 	if msg == "" {
 		msg = ge.err.Error()
 	}
-	lines := strings.Split(msg, "\n")
-	if len(lines) > 3 {
-		lines = lines[:3]
+	var lines []string
+	for _, l := range strings.Split(msg, "\n") {
+		if l = strings.TrimSpace(l); l != "" && len(lines) < 3 {
+			lines = append(lines, l)
+		}
 	}
 	return models.RedactURL(strings.Join(lines, "; "))
 }
