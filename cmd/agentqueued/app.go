@@ -31,7 +31,7 @@ const usage = `Usage:
   agentqueued demo [--keep] [--stall DURATION] [--timeout DURATION]
 
 Commands of ctl:
-  project create|list|show|edit|archive
+  project create|list|show|edit|archive|delete
   task add|list|show|edit|deps|delete|skip|stop|restart|cancel|approve|reject|diff
   agent add|list|show|pause|resume|remove
   question list | question answer ID ANSWER... [--by NAME]

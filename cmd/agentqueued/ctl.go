@@ -61,6 +61,7 @@ var ctlCommands = map[string]ctlHandler{
 	"project show":      (*ctl).projectShow,
 	"project edit":      (*ctl).projectEdit,
 	"project archive":   (*ctl).projectArchive,
+	"project delete":    (*ctl).projectDelete,
 	"task add":          (*ctl).taskAdd,
 	"task list":         (*ctl).taskList,
 	"task show":         (*ctl).taskShow,

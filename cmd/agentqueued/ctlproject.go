@@ -231,3 +231,22 @@ func settingRows(s models.ProjectSettings) [][2]string {
 	}
 	return out
 }
+
+// projectDelete deletes a project with everything it holds; --yes
+// confirms it.
+func (c *ctl) projectDelete(ctx context.Context, args []string) error {
+	fs := c.flagSet("project delete")
+	yes := fs.Bool("yes", false, "confirm: the project's tasks, hooks, workflows and runs are deleted with it")
+	pos, err := c.parse(fs, args, "ID")
+	if err != nil {
+		return err
+	}
+	if !*yes {
+		return usagef("ctl project delete: deleting %s deletes its tasks, hooks, workflows and runs for good: "+
+			"give --yes to confirm (or archive it: ctl project archive %s)", pos[0], pos[0])
+	}
+	if err := c.client.DeleteProject(ctx, pos[0]); err != nil {
+		return err
+	}
+	return c.emit(map[string]string{"deleted": pos[0]}, func(w io.Writer) { fmt.Fprintf(w, "project %s deleted\n", pos[0]) })
+}

@@ -161,7 +161,7 @@ func TestCtlErrors(t *testing.T) {
 		{"unknown status", []string{"task", "list", "--status", "READY,DONE"}, 1, `error: status "DONE"`},
 		{"bad agent type", []string{"agent", "add", "a1", "--type", "robot"}, 1, "error: agent_type: must be one of"},
 		{"missing title", []string{"task", "add", "--project", "web"}, 2, "error: ctl task add: --project and --title are required"},
-		{"unknown command", []string{"project", "delete", "web"}, 2, `error: ctl: unknown command "project delete"`},
+		{"unknown command", []string{"project", "frobnicate", "web"}, 2, `error: ctl: unknown command "project frobnicate"`},
 		{"unknown flag", []string{"task", "list", "--colour"}, 2, "flag provided but not defined: -colour"},
 		{"missing id", []string{"task", "show"}, 2, "want ID, got 0 argument(s)"},
 		{"nothing to edit", []string{"project", "edit", "web"}, 2, "nothing to change"},

@@ -54,6 +54,7 @@
 //	ctl project edit ID [--name N] [--weight W] [--max-agents N] [--status S] [--budget N] [--discord-channel C]
 //	                    [--repo PATH|URL] [--branch B] [--set KEY=VALUE]... [--unset KEY]...
 //	ctl project archive ID
+//	ctl project delete ID --yes
 //	ctl task add --project P --title T [--description D] [--priority N] [--depends-on ID[,ID]]
 //	             [--verification AUTO_TEST|QA_AGENT|HUMAN] [--requires-approval] [--test-command CMD]...
 //	             [--kind K] [--meta KEY=VALUE]... [--created-by NAME] [--expected-count N]
@@ -106,7 +107,10 @@
 // checked before it is stored, as on create: a path must be a git
 // repository's top level, a URL must answer `git ls-remote`. "project
 // show" lists the settings that are set. "project archive" archives a
-// project: it takes no new work. "agent add" checks that the agent's
+// project: it takes no new work. "project delete" deletes a project with
+// its tasks, hooks, workflows and runs, once --yes confirms it; it is
+// refused while the project's work is live or when the project has
+// recorded token use (archive it instead). "agent add" checks that the agent's
 // program is on the daemon's PATH or an executable path.
 //
 // "task edit" changes a task that is not being worked on; "task deps" adds

@@ -242,3 +242,31 @@ func TestProjectSettingsMerge(t *testing.T) {
 		t.Errorf("project archive:\n%s", out)
 	}
 }
+
+// TestCtlProjectDelete: ctl project delete asks for --yes, deletes the
+// project with its tasks, and names a project that does not exist.
+func TestCtlProjectDelete(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, t.TempDir())
+	addr := d.m.Addr()
+	mustCtl(t, addr, "project", "create", "web")
+	id := taskIDs(t, mustCtl(t, addr, "task", "add", "--project", "web", "--title", "A"))[0]
+	tests := []struct {
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{[]string{"project", "delete", "web"}, 2, "", "give --yes to confirm (or archive it: ctl project archive web)"},
+		{[]string{"project", "delete", "web", "--yes"}, 0, "project web deleted\n", ""},
+		{[]string{"project", "show", "web"}, 1, "", `project "web" not found`},
+		{[]string{"task", "show", id}, 1, "", "not found"},
+		{[]string{"project", "delete", "web", "--yes"}, 1, "", `project "web" not found`},
+	}
+	for _, tt := range tests {
+		r := runCtl(t, addr, nil, tt.args...)
+		if r.code != tt.code || r.stdout != tt.stdout && tt.stdout != "" || !strings.Contains(r.stderr, tt.stderr) {
+			t.Errorf("ctl %v: %+v; want exit %d, %q, %q", tt.args, r, tt.code, tt.stdout, tt.stderr)
+		}
+	}
+}

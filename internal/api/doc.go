@@ -38,6 +38,10 @@
 //	                                  a null removes one (back to its default), keys not given are kept; an
 //	                                  unknown key or a value of the wrong type is a 400 naming "settings.<key>";
 //	                                  a new repo is checked as on create
+//	DELETE /api/v1/projects/{id}      delete a project with its tasks, repo, hooks, workflows and runs → 204;
+//	                                  409 naming them while tasks are worked on, runs or workflow runs are live,
+//	                                  tasks of other projects depend on its tasks, or it has recorded token use
+//	                                  (the token ledger keeps it: archive the project instead)
 //	POST  /api/v1/tasks               create tasks all-or-nothing (body: {"project_id", "created_by",
 //	                                  "tasks": [...]} or a bare array of tasks; an entry may carry its own
 //	                                  "rules") → 201 {"results": [...]}; a task a Capacity rule applies to needs an
