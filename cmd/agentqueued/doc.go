@@ -31,7 +31,7 @@
 //
 // "doctor" checks a configuration and, when it answers at --addr or the
 // configuration's listen address, the daemon: the configuration loads;
-// the daemon is running and healthy (its projects and hooks are checked
+// the daemon is running and healthy (its agents, projects and hooks are checked
 // too); the data directory's mode, marker and database; free disk space
 // (an error below 100 MiB, a warning below 1 GiB); each agent's program
 // on PATH and its version, and its pass_env names set; each project's

@@ -61,6 +61,7 @@ type doctor struct {
 	// projects and hooks are the running daemon's, when it answers.
 	projects []models.Project
 	hooks    []models.Hook
+	agents   []models.Agent
 	running  bool
 }
 
@@ -194,6 +195,9 @@ func (d *doctor) checkDaemon(ctx context.Context, addr, token string) {
 	if hooks, err := client.ListHooks(ctx, ""); err == nil {
 		d.hooks = hooks
 	}
+	if agents, err := client.ListAgents(ctx); err == nil {
+		d.agents = agents
+	}
 	if h.Status == "ok" {
 		d.add(checkOK, "daemon", fmt.Sprintf("running at %s (%d projects, %d hooks)", addr, len(projects), len(d.hooks)), "")
 	}
@@ -276,17 +280,30 @@ func sizeOf(n int64) string {
 }
 
 func (d *doctor) checkAgents(ctx context.Context) {
-	if len(d.cfg.Agents) == 0 {
+	agents := slices.Clone(d.cfg.Agents)
+	inConfig := map[string]bool{}
+	for _, a := range agents {
+		inConfig[a.ID] = true
+	}
+	for _, a := range d.agents {
+		if !inConfig[a.ID] {
+			agents = append(agents, a)
+		}
+	}
+	if len(agents) == 0 {
 		d.add(checkWarning, "agents", "none in the configuration", "add one under agents: (see configs/agentqueued.example.yaml), "+
 			"or register one with agentqueued ctl agent add")
 		return
 	}
 	pathEnv, _ := d.m.Getenv("PATH")
 	env := scrubbedEnv(d.m.Getenv)
-	for i, a := range d.cfg.Agents {
+	for i, a := range agents {
 		subject := "agent " + a.ID
 		name := agentExecutable(a)
 		key := fmt.Sprintf("agents[%d].command", i)
+		if !inConfig[a.ID] {
+			key = "its command (ctl agent remove " + a.ID + ", then ctl agent add with --command)"
+		}
 		if strings.Contains(name, "/") && !filepath.IsAbs(name) {
 			d.add(checkOK, subject, name+" is relative to the checkout: checked when a run starts", "")
 			continue

@@ -118,6 +118,7 @@ agents:
 					t.Fatal(err)
 				}
 				mustCtl(t, d.m.Addr(), "project", "create", "web", "--repo-path", w.repo)
+				mustCtl(t, d.m.Addr(), "agent", "add", "api-1", "--type", "command", "--command", "/bin/true")
 				mustCtl(t, d.m.Addr(), "hook", "create", "--file", writeFile(t, w.dir, "hook.json",
 					`{"project_id": "web", "name": "summary", "trigger": {"type": "periodic", "interval_seconds": 3600}, "prompt_template": "Summarise"}`))
 				args = append(args, "--addr", d.m.Addr())
