@@ -107,7 +107,7 @@ agents:
 				llm: llm.URL()}
 			w.data = filepath.Join(w.dir, "data")
 			fakeCLI(t, w.bin, "claude", "2.0.31 (Claude Code)")
-			w.env = map[string]string{"PATH": w.bin + ":/usr/bin:/bin", "HOME": w.dir}
+			w.env = map[string]string{"PATH": w.bin, "HOME": w.dir} // only the fakes: the machine's own CLIs stay out
 			doc := strings.NewReplacer("REPO", w.repo, "BIN", w.bin, "DATA", w.data, "GITHUB", gh.URL(),
 				"NARROW", ghNarrow.URL(), "DISCORD", dc.URL(), "LLM", llm.URL(), "DIR", w.dir).Replace(tt.config)
 			cfg := writeFile(t, w.dir, "aq.yaml", doc)

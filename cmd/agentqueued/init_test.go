@@ -48,7 +48,7 @@ func TestInitWritesAWorkingConfig(t *testing.T) {
 	claude := fakeCLI(t, bin, "claude", "2.0.31 (Claude Code)")
 	codex := fakeCLI(t, bin, "codex", "codex-cli 0.58.0")
 	home := t.TempDir()
-	env := map[string]string{"PATH": bin + ":/usr/bin:/bin", "HOME": home, "SECRET_PROBE": "leaked"}
+	env := map[string]string{"PATH": bin, "HOME": home, "SECRET_PROBE": "leaked"} // only the fakes on PATH
 	cfgPath := filepath.Join(home, "aq", "config.yaml")
 	data := filepath.Join(home, "data")
 	args := []string{"init", "--config", cfgPath, "--data-dir", data, "--repo", filepath.Join(repo, "sub"), "--yes"}
