@@ -23,13 +23,15 @@ const (
 
 const usage = `Usage:
   agentqueued [run] [--config FILE] [--data-dir DIR] [--listen ADDR] [--new-database]
+  agentqueued init [--config FILE] [--data-dir DIR] [--project ID] [--repo PATH] [--agent TYPE]... [--force] [--yes]
+  agentqueued doctor [--config FILE] [--addr URL] [--token TOKEN]
   agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--json] COMMAND ...
   agentqueued agent COMMAND ...
   agentqueued mcp
   agentqueued demo [--keep] [--stall DURATION] [--timeout DURATION]
 
 Commands of ctl:
-  project create|list|show|edit
+  project create|list|show|edit|archive|delete
   task add|list|show|edit|deps|delete|skip|stop|restart|cancel|approve|reject|diff
   agent add|list|show|pause|resume|remove
   question list | question answer ID ANSWER... [--by NAME]
@@ -64,6 +66,8 @@ type Main struct {
 	Stdout io.Writer
 	// Stderr receives logs and error messages.
 	Stderr io.Writer
+	// Stdin answers init's question; default os.Stdin.
+	Stdin io.Reader
 	// Getenv looks up environment variables.
 	Getenv func(string) (string, bool)
 	// Hostname and PID identify the daemon in the database lease; defaults
@@ -188,11 +192,15 @@ func (m *Main) dispatch(ctx context.Context) error {
 		return m.runMCP(ctx, args)
 	case "demo":
 		return m.runDemo(ctx, args)
+	case "init":
+		return m.runInit(ctx, args)
+	case "doctor":
+		return m.runDoctor(ctx, args)
 	case "help":
 		fmt.Fprint(m.Stdout, usage)
 		return nil
 	}
-	return usagef("unknown command %q (want run, ctl, agent, mcp, demo or help)", cmd)
+	return usagef("unknown command %q (want run, init, doctor, ctl, agent, mcp, demo or help)", cmd)
 }
 
 // Close stops a running daemon, waits for Run to return and returns its

@@ -136,7 +136,7 @@ func TestCtlTaskEditDepsAndDelete(t *testing.T) {
 	d := startDaemon(t, t.TempDir())
 	addr := d.m.Addr()
 	// A repository: the edit below makes a task require approval.
-	mustCtl(t, addr, "project", "create", "web", "--repo-url", "https://example.com/web.git")
+	mustCtl(t, addr, "project", "create", "web", "--repo-url", bareRepo(t))
 	a := taskIDs(t, mustCtl(t, addr, "task", "add", "--project", "web", "--title", "A"))[0]
 	b := taskIDs(t, mustCtl(t, addr, "task", "add", "--project", "web", "--title", "B", "--depends-on", a))[0]
 	// Completing a makes no progress here: no agent works on this project.

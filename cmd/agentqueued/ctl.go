@@ -60,6 +60,8 @@ var ctlCommands = map[string]ctlHandler{
 	"project list":      (*ctl).projectList,
 	"project show":      (*ctl).projectShow,
 	"project edit":      (*ctl).projectEdit,
+	"project archive":   (*ctl).projectArchive,
+	"project delete":    (*ctl).projectDelete,
 	"task add":          (*ctl).taskAdd,
 	"task list":         (*ctl).taskList,
 	"task show":         (*ctl).taskShow,
@@ -393,49 +395,6 @@ func (c *ctl) projectShow(ctx context.Context, args []string) error {
 		return err
 	}
 	p, err := c.client.GetProject(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	return c.emit(p, func(w io.Writer) { printProject(w, p) })
-}
-
-func (c *ctl) projectEdit(ctx context.Context, args []string) error {
-	fs := c.flagSet("project edit")
-	name := fs.String("name", "", "new display `name`")
-	weight := fs.Float64("credit-weight", 0, "new scheduling `weight`")
-	maxAgents := fs.Int("max-agents", 0, "new maximum of concurrent `agents`")
-	status := fs.String("status", "", "new `status`: ACTIVE, PAUSED or ARCHIVED")
-	budget := fs.Int64("budget", 0, "new token budget `limit`; negative removes the limit")
-	discord := fs.String("discord-channel", "", "notification channel `id`; empty clears it")
-	pos, err := c.parse(fs, args, "ID")
-	if err != nil {
-		return err
-	}
-	set := visited(fs)
-	var patch models.ProjectPatch
-	if set["name"] {
-		patch.Name = name
-	}
-	if set["credit-weight"] {
-		patch.CreditWeight = weight
-	}
-	if set["max-agents"] {
-		patch.MaxConcurrentAgents = maxAgents
-	}
-	if set["status"] {
-		st := models.ProjectStatus(strings.ToUpper(*status))
-		patch.Status = &st
-	}
-	if set["budget"] {
-		patch.BudgetLimit = budget
-	}
-	if set["discord-channel"] {
-		patch.DiscordChannelID = discord
-	}
-	if patch == (models.ProjectPatch{}) {
-		return usagef("ctl project edit: nothing to change (use --name, --credit-weight, --max-agents, --status, --budget or --discord-channel)")
-	}
-	p, err := c.client.UpdateProject(ctx, pos[0], patch)
 	if err != nil {
 		return err
 	}

@@ -15,9 +15,9 @@ func TestCtlShowsNoSecrets(t *testing.T) {
 	d := startDaemon(t, t.TempDir())
 	addr := d.m.Addr()
 	outs := map[string]string{
-		"agent add": mustCtl(t, addr, "agent", "add", "claude-1", "--type", "claude", "--env", "ANTHROPIC_API_KEY=sk-s3cret",
+		"agent add": mustCtl(t, addr, "agent", "add", "claude-1", "--type", "claude", "--command", "/bin/true", "--env", "ANTHROPIC_API_KEY=sk-s3cret",
 			"--pass-env", "OPENAI_API_KEY"),
-		"agent add --json": mustCtl(t, addr, "--json", "agent", "add", "claude-2", "--type", "claude",
+		"agent add --json": mustCtl(t, addr, "--json", "agent", "add", "claude-2", "--type", "claude", "--command", "/bin/true",
 			"--env", "ANTHROPIC_API_KEY=sk-s3cret", "--pass-env", "OPENAI_API_KEY"),
 		"agent list":        mustCtl(t, addr, "agent", "list"),
 		"agent list --json": mustCtl(t, addr, "--json", "agent", "list"),

@@ -184,6 +184,9 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := registerProjects(ctx, cfg.Projects, st, ws, log); err != nil {
+		return err
+	}
 	socket := filepath.Join(cfg.DataDir, "agent.sock")
 	self, err := os.Executable()
 	if err != nil {
@@ -227,7 +230,8 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return fmt.Errorf("agent socket: %w", err)
 	}
-	cmds := commands{Store: st, orch: o, profiles: cfg.Profiles, window: oc.Window, globalBudget: globalBudgetOf(oc.GlobalTokenBudget)}
+	cmds := commands{Store: st, orch: o, profiles: cfg.Profiles, window: oc.Window, globalBudget: globalBudgetOf(oc.GlobalTokenBudget),
+		repos: ws}
 	eng, err := newHooks(cfg, st, cmds, ws, log, m.OnHookRunEnd)
 	if err != nil {
 		return err
@@ -422,6 +426,10 @@ type commands struct {
 	profiles     map[string]models.Profile
 	window       time.Duration
 	globalBudget int64
+	// repos checks a project's repository before it is stored;
+	// remoteTimeout bounds a remote's answer (zero: the checker's default).
+	repos         sourceChecker
+	remoteTimeout time.Duration
 }
 
 // ApplyEvent applies an admin event and ends the task's run when needed.
@@ -454,19 +462,44 @@ func (c commands) CreateTasks(ctx context.Context, b models.TaskBatch) ([]models
 	return c.Store.CreateTasks(ctx, b)
 }
 
-// CreateProject creates a project after checking the profiles its settings name.
+// CreateProject creates a project after checking the profiles its settings
+// name and its repository.
 func (c commands) CreateProject(ctx context.Context, p models.Project) (models.Project, error) {
 	if err := c.checkSettings(p.Settings); err != nil {
+		return models.Project{}, err
+	}
+	check := p
+	check.ApplyDefaults()
+	if err := check.Validate(); err != nil {
+		return models.Project{}, err
+	}
+	if err := c.checkRepo(ctx, check.Repo); err != nil {
 		return models.Project{}, err
 	}
 	return c.Store.CreateProject(ctx, p)
 }
 
-// UpdateProject updates a project after checking the profiles its new settings name.
+// UpdateProject updates a project after checking the profiles its new
+// settings name and its new repository.
 func (c commands) UpdateProject(ctx context.Context, id string, patch models.ProjectPatch) (models.Project, error) {
-	if patch.Settings != nil {
-		if err := c.checkSettings(*patch.Settings); err != nil {
+	if patch.Settings != nil || patch.SettingsMerge != nil || patch.Repo != nil {
+		cur, err := c.Store.GetProject(ctx, id)
+		if err != nil {
 			return models.Project{}, err
+		}
+		next, err := patch.Apply(cur)
+		if err != nil {
+			return models.Project{}, err
+		}
+		if patch.Settings != nil || patch.SettingsMerge != nil {
+			if err := c.checkSettings(next.Settings); err != nil {
+				return models.Project{}, err
+			}
+		}
+		if patch.Repo != nil {
+			if err := c.checkRepo(ctx, next.Repo); err != nil {
+				return models.Project{}, err
+			}
 		}
 	}
 	return c.Store.UpdateProject(ctx, id, patch)

@@ -35,9 +35,10 @@ func TestDaemonWithCtl(t *testing.T) {
 	if out := mustCtl(t, addr, "health"); !strings.HasPrefix(out, "ok ") {
 		t.Errorf("health = %q", out)
 	}
+	origin := bareRepo(t)
 	out := mustCtl(t, addr, "project", "create", "web", "--name", "Web site", "--max-agents", "3",
-		"--repo-url", "https://example.com/web.git")
-	if !regexp.MustCompile(`(?m)^Repo:\s+CLONE https://example.com/web.git \(main\)$`).MatchString(out) {
+		"--repo-url", origin)
+	if !regexp.MustCompile(`(?m)^Repo:\s+CLONE ` + regexp.QuoteMeta(origin) + ` \(main\)$`).MatchString(out) {
 		t.Errorf("project create output:\n%s", out)
 	}
 	mustCtl(t, addr, "project", "create", "api")
@@ -112,7 +113,7 @@ func TestDaemonWithCtl(t *testing.T) {
 	}
 
 	// Kept off this project: it would take its READY tasks.
-	mustCtl(t, addr, "agent", "add", "claude-1", "--type", "claude", "--project", "elsewhere")
+	mustCtl(t, addr, "agent", "add", "claude-1", "--type", "claude", "--command", "/bin/true", "--project", "elsewhere")
 	out = mustCtl(t, addr, "agent", "list")
 	if !regexp.MustCompile(`(?m)^claude-1\s+claude-1\s+claude\s+IDLE`).MatchString(out) {
 		t.Errorf("agent list:\n%s", out)
@@ -160,7 +161,7 @@ func TestCtlErrors(t *testing.T) {
 		{"unknown status", []string{"task", "list", "--status", "READY,DONE"}, 1, `error: status "DONE"`},
 		{"bad agent type", []string{"agent", "add", "a1", "--type", "robot"}, 1, "error: agent_type: must be one of"},
 		{"missing title", []string{"task", "add", "--project", "web"}, 2, "error: ctl task add: --project and --title are required"},
-		{"unknown command", []string{"project", "delete", "web"}, 2, `error: ctl: unknown command "project delete"`},
+		{"unknown command", []string{"project", "frobnicate", "web"}, 2, `error: ctl: unknown command "project frobnicate"`},
 		{"unknown flag", []string{"task", "list", "--colour"}, 2, "flag provided but not defined: -colour"},
 		{"missing id", []string{"task", "show"}, 2, "want ID, got 0 argument(s)"},
 		{"nothing to edit", []string{"project", "edit", "web"}, 2, "nothing to change"},

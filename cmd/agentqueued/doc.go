@@ -3,6 +3,8 @@
 // Usage:
 //
 //	agentqueued [run] [--config FILE] [--data-dir DIR] [--listen ADDR]
+//	agentqueued init [--config FILE] [--data-dir DIR] [--project ID] [--repo PATH] [--agent TYPE]... [--force] [--yes]
+//	agentqueued doctor [--config FILE] [--addr URL] [--token TOKEN]
 //	agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--json] COMMAND ...
 //
 // "run" (the default) loads the configuration (embedded defaults when no
@@ -16,6 +18,35 @@
 // collector at GOGC=400 (DefaultGCPercent): its heap is small, and the
 // default collected it every few tasks.
 //
+// "init" writes a configuration for the git repository it runs in (or
+// --repo): data_dir, a LINK project of the repository's top level (its id
+// the directory's name, or --project; its default branch the remote's
+// HEAD, else the branch checked out), and an agent for each of claude,
+// codex, cursor-agent and aider found on PATH (or only the --agent types,
+// which must be found), with its absolute path, its version as a comment
+// (asked with `--version`, 10 s at most, in an environment of PATH, HOME,
+// USER, LANG and TMPDIR only), the pass_env and permission mode of the
+// example configuration. The file (default
+// $XDG_CONFIG_HOME/agentqueued/config.yaml, else
+// ~/.config/agentqueued/config.yaml) is written mode 0600 after a
+// question that --yes answers; an existing file is kept unless --force.
+// It prints the next commands: doctor, run, ctl task add.
+//
+// "doctor" checks a configuration and, when it answers at --addr or the
+// configuration's listen address, the daemon: the configuration loads;
+// the daemon is running and healthy (its agents, projects and hooks are checked
+// too); the data directory's mode, marker and database; free disk space
+// (an error below 100 MiB, a warning below 1 GiB); each agent's program
+// on PATH and its version, and its pass_env names set; each project's
+// repository (a path must be a git repository's top level, a URL must
+// answer `git ls-remote`, with the GitHub token where clones use it);
+// the GitHub token (GET /user: a classic token needs the repo scope); the
+// Discord token, control channel and guild (REST only, no gateway); the
+// LLM endpoint (its models list names llm.model), and hooks with a prompt
+// but no model. Each line is "ok", "warning" or "error", the subject and
+// what was found, with the fix after "— fix:"; the exit status is 1 when
+// any line is an error.
+//
 // "ctl" is a thin client of the HTTP API:
 //
 //	ctl project create ID [--name N] [--credit-weight W] [--max-agents N] [--budget N]
@@ -23,7 +54,10 @@
 //	ctl project create --file project.json
 //	ctl project list
 //	ctl project show ID
-//	ctl project edit ID [--name N] [--credit-weight W] [--max-agents N] [--status S] [--budget N] [--discord-channel C]
+//	ctl project edit ID [--name N] [--weight W] [--max-agents N] [--status S] [--budget N] [--discord-channel C]
+//	                    [--repo PATH|URL] [--branch B] [--set KEY=VALUE]... [--unset KEY]...
+//	ctl project archive ID
+//	ctl project delete ID --yes
 //	ctl task add --project P --title T [--description D] [--priority N] [--depends-on ID[,ID]]
 //	             [--verification AUTO_TEST|QA_AGENT|HUMAN] [--requires-approval] [--test-command CMD]...
 //	             [--kind K] [--meta KEY=VALUE]... [--created-by NAME] [--expected-count N]
@@ -66,6 +100,21 @@
 //	ctl rule set --file rules.yaml [--actor NAME]
 //	ctl budget
 //	ctl health
+//
+// "project edit" --set changes one project setting (docs/semantics.md and
+// models.ProjectSettings list them: default_profile, pr_mode, hook_commands,
+// ...), typed by the setting: a boolean takes true or false, a list one
+// entry per --set (the entries given replace the list; KEY= empties it);
+// --unset returns a setting to its default; settings not named are kept.
+// --repo takes a local path (linked) or a URL (cloned); the repository is
+// checked before it is stored, as on create: a path must be a git
+// repository's top level, a URL must answer `git ls-remote`. "project
+// show" lists the settings that are set. "project archive" archives a
+// project: it takes no new work. "project delete" deletes a project with
+// its tasks, hooks, workflows and runs, once --yes confirms it; it is
+// refused while the project's work is live or when the project has
+// recorded token use (archive it instead). "agent add" checks that the agent's
+// program is on the daemon's PATH or an executable path.
 //
 // "task edit" changes a task that is not being worked on; "task deps" adds
 // and removes its dependencies (ID:soft adds an edge with requires_success

@@ -110,6 +110,15 @@ func printProject(w io.Writer, p models.Project) {
 	row(tw, "Budget:", itoa(p.BudgetLimit))
 	row(tw, "Discord channel:", str(p.DiscordChannelID))
 	row(tw, "Repo:", repoSummary(p.Repo))
+	settings := settingRows(p.Settings)
+	if len(settings) == 0 {
+		row(tw, "Settings:", "(defaults)")
+	} else {
+		row(tw, "Settings:", "")
+	}
+	for _, kv := range settings {
+		row(tw, "  "+kv[0]+":", kv[1])
+	}
 	row(tw, "Created:", when(p.CreatedAt))
 	row(tw, "Updated:", when(p.UpdatedAt))
 	tw.Flush()

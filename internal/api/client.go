@@ -173,6 +173,11 @@ func (c *Client) DeleteTask(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, APIPrefix+"/tasks/"+url.PathEscape(id), nil, nil, nil)
 }
 
+// DeleteProject deletes a project with its tasks, hooks and workflows.
+func (c *Client) DeleteProject(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, APIPrefix+"/projects/"+url.PathEscape(id), nil, nil, nil)
+}
+
 // SendEvent sends an administrative event to a task.
 func (c *Client) SendEvent(ctx context.Context, taskID string, req EventRequest) (models.TransitionResult, error) {
 	var out models.TransitionResult

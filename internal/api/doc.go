@@ -26,10 +26,22 @@
 //	                                  nil; else 503 {"status":"unhealthy","reason":"...","error":{...}}, the reason
 //	                                  "store unavailable" or Config.Health's error text; never needs a token
 //	POST  /api/v1/projects            create a project (body: id, name, credit_weight, max_concurrent_agents,
-//	                                  status, budget_limit, discord_channel_id, repo — all but id optional) → 201 project
+//	                                  status, budget_limit, discord_channel_id, repo, settings — all but id
+//	                                  optional) → 201 project; a repo is checked first: a LINK source_path must be
+//	                                  a git repository's top level, a CLONE url must answer `git ls-remote` (20 s);
+//	                                  else 400 naming the field, the path or URL and git's message
 //	GET   /api/v1/projects            {"projects": [...]}
 //	GET   /api/v1/projects/{id}       a project
-//	PATCH /api/v1/projects/{id}       partial update (body: a project patch, at least one field) → the project
+//	PATCH /api/v1/projects/{id}       partial update (body: name, credit_weight, max_concurrent_agents, status,
+//	                                  budget_limit, discord_channel_id, repo, settings — at least one) → the
+//	                                  project; "settings" is a JSON merge patch (RFC 7396): each key given is set,
+//	                                  a null removes one (back to its default), keys not given are kept; an
+//	                                  unknown key or a value of the wrong type is a 400 naming "settings.<key>";
+//	                                  a new repo is checked as on create
+//	DELETE /api/v1/projects/{id}      delete a project with its tasks, repo, hooks, workflows and runs → 204;
+//	                                  409 naming them while tasks are worked on, runs or workflow runs are live,
+//	                                  tasks of other projects depend on its tasks, or it has recorded token use
+//	                                  (the token ledger keeps it: archive the project instead)
 //	POST  /api/v1/tasks               create tasks all-or-nothing (body: {"project_id", "created_by",
 //	                                  "tasks": [...]} or a bare array of tasks; an entry may carry its own
 //	                                  "rules") → 201 {"results": [...]}; a task a Capacity rule applies to needs an
@@ -66,7 +78,10 @@
 //	                                  project's default branch, in git's unified format (what an approval
 //	                                  merges); 409 before the task has run, 400 in a project without a repository
 //	POST  /api/v1/agents              register an agent (body: id, name, agent_type, command, args, env,
-//	                                  pass_env, ...) → 201 agent, IDLE
+//	                                  pass_env, ...) → 201 agent, IDLE; its program (command, else the type's
+//	                                  CLI: claude, codex, cursor-agent, aider) must be on the daemon's PATH or an
+//	                                  executable absolute path (a relative path with a slash is the checkout's,
+//	                                  taken as is), else 400 naming it
 //	GET   /api/v1/agents              {"agents": [...]}; env values are answered as "********"; an agent
 //	                                  resting after a rate limit is "state": "PAUSED" with "rest_until"
 //	                                  (RFC 3339) and "rest_reason", both left out once the rest is over

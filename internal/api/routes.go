@@ -67,6 +67,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET "+APIPrefix+"/projects", s.handleListProjects)
 	mux.HandleFunc("GET "+APIPrefix+"/projects/{id}", s.handleGetProject)
 	mux.HandleFunc("PATCH "+APIPrefix+"/projects/{id}", s.handleUpdateProject)
+	mux.HandleFunc("DELETE "+APIPrefix+"/projects/{id}", s.handleDeleteProject)
 	mux.HandleFunc("POST "+APIPrefix+"/tasks", s.handleCreateTasks)
 	mux.HandleFunc("GET "+APIPrefix+"/tasks", s.handleListTasks)
 	mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}", s.handleGetTask)
@@ -261,6 +262,20 @@ func (s *Server) handleUpdateProject(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(r.Context(), "project updated", "project_id", p.ID)
 	s.writeJSON(w, r, http.StatusOK, p.Redacted())
+}
+
+func (s *Server) handleDeleteProject(w http.ResponseWriter, r *http.Request) {
+	if err := noQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	id := r.PathValue("id")
+	if err := s.svc.DeleteProject(r.Context(), id); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "project deleted", "project_id", id)
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) handleCreateTasks(w http.ResponseWriter, r *http.Request) {

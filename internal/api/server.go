@@ -37,6 +37,9 @@ type Service interface {
 	GetProject(ctx context.Context, id string) (models.Project, error)
 	ListProjects(ctx context.Context) ([]models.Project, error)
 	UpdateProject(ctx context.Context, id string, patch models.ProjectPatch) (models.Project, error)
+	// DeleteProject deletes a project with its tasks, hooks and workflows,
+	// refusing while its work is live.
+	DeleteProject(ctx context.Context, id string) error
 	CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.BatchResult, error)
 	GetTaskDetail(ctx context.Context, id string) (models.TaskDetail, error)
 	ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error)

@@ -68,6 +68,9 @@ type Config struct {
 	Lease LeaseConfig
 	// Agents are registered (or their settings updated) at start.
 	Agents []models.Agent
+	// Projects are created at start when missing; a project that exists
+	// is left as it is (its changes through the API are kept).
+	Projects []models.Project
 	// Orchestrator tunes scheduling and supervision; zero values take the
 	// orchestrator's defaults.
 	Orchestrator OrchestratorConfig
@@ -240,6 +243,7 @@ type fileConfig struct {
 	Database     fileDatabase           `yaml:"database"`
 	Lease        fileLease              `yaml:"lease"`
 	Agents       []fileAgent            `yaml:"agents"`
+	Projects     []fileProject          `yaml:"projects"`
 	Orchestrator fileOrchestrator       `yaml:"orchestrator"`
 	Rules        []map[string]any       `yaml:"rules"`
 	Profiles     map[string]fileProfile `yaml:"profiles"`
@@ -578,6 +582,13 @@ func (c *Config) overlay(f fileConfig) error {
 		}
 		c.Agents = append(c.Agents, a)
 	}
+	for i, fp := range f.Projects {
+		p, err := fp.project(fmt.Sprintf("projects[%d]", i))
+		if err != nil {
+			return err
+		}
+		c.Projects = append(c.Projects, p)
+	}
 	for name, fp := range f.Profiles {
 		if c.Profiles == nil {
 			c.Profiles = map[string]models.Profile{}
@@ -732,6 +743,9 @@ func (c Config) Validate() error {
 		if err := a.Validate(); err != nil {
 			return fmt.Errorf("config: agents[%d] (%s): %s", i, a.ID, models.ErrorMessageOf(err))
 		}
+	}
+	if err := validateProjects(c.Projects); err != nil {
+		return err
 	}
 	if err := models.ValidateRules("rules", c.Rules); err != nil {
 		return fmt.Errorf("config: %s", models.ErrorMessageOf(err))

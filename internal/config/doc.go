@@ -36,6 +36,11 @@
 // or another CLI's name where it means the same). The error names the
 // key, the agent and the accepted values.
 //
+// projects: lists projects created at the daemon's first start (id, name,
+// credit_weight, max_concurrent_agents, repo: path or url, default_branch,
+// in_place); a repo path is LINK, a url CLONE. Projects the database has
+// are left as they are.
+//
 // Config.CheckServing refuses a listen address beyond loopback without
 // api.token; the daemon calls it once --listen has been applied.
 // Config.CheckPrivileges refuses, as root, a claude agent that would skip

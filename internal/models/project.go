@@ -1,6 +1,7 @@
 package models
 
 import (
+	"encoding/json"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -322,8 +323,30 @@ type ProjectPatch struct {
 	// DiscordChannelID sets the channel; an empty string clears it.
 	DiscordChannelID *string     `json:"discord_channel_id,omitempty"`
 	Repo             *RepoConfig `json:"repo,omitempty"`
-	// Settings replaces the project's settings as a whole.
-	Settings *ProjectSettings `json:"settings,omitempty"`
+	// Settings replaces the project's settings as a whole. It travels as
+	// the merge patch ReplaceSettings makes of it.
+	Settings *ProjectSettings `json:"-"`
+	// SettingsMerge is merged into the project's settings (after
+	// Settings, when both are set): JSON merge patch semantics, as
+	// "settings" of PATCH /api/v1/projects/{id} has them.
+	SettingsMerge *SettingsPatch `json:"settings,omitempty"`
+}
+
+// MarshalJSON encodes the patch as the API takes it: Settings becomes the
+// merge patch that sets every setting (SettingsMerge's keys win).
+func (pp ProjectPatch) MarshalJSON() ([]byte, error) {
+	type plain ProjectPatch
+	out := plain(pp)
+	if pp.Settings != nil {
+		merged := ReplaceSettings(*pp.Settings)
+		if pp.SettingsMerge != nil {
+			for k, v := range *pp.SettingsMerge {
+				merged[k] = v
+			}
+		}
+		out.SettingsMerge = &merged
+	}
+	return json.Marshal(out)
 }
 
 // Fields names the fields the patch sets, in a fixed order.
@@ -336,7 +359,7 @@ func (pp ProjectPatch) Fields() []string {
 		{"name", pp.Name != nil}, {"credit_weight", pp.CreditWeight != nil},
 		{"max_concurrent_agents", pp.MaxConcurrentAgents != nil}, {"status", pp.Status != nil},
 		{"budget_limit", pp.BudgetLimit != nil}, {"discord_channel_id", pp.DiscordChannelID != nil},
-		{"repo", pp.Repo != nil}, {"settings", pp.Settings != nil},
+		{"repo", pp.Repo != nil}, {"settings", pp.Settings != nil || pp.SettingsMerge != nil},
 	} {
 		if f.set {
 			out = append(out, f.name)
@@ -382,6 +405,13 @@ func (pp ProjectPatch) Apply(p Project) (Project, error) {
 	}
 	if pp.Settings != nil {
 		p.Settings = *pp.Settings
+	}
+	if pp.SettingsMerge != nil {
+		merged, err := pp.SettingsMerge.Apply(p.Settings)
+		if err != nil {
+			return p, err
+		}
+		p.Settings = merged
 	}
 	if pp.Repo != nil {
 		r := *pp.Repo

@@ -23,8 +23,9 @@
 //
 // # Validation
 //
-// Only POST /v1/chat/completions exists: other paths get 404, other methods
-// 405. With Options.APIKey set, "Authorization: Bearer <key>" is required
+// Only POST /v1/chat/completions and GET /v1/models (the one model of
+// Options.Model, else "gpt-4o-mini"; authorized like completions, not
+// recorded) exist: other paths get 404, other methods 405. With Options.APIKey set, "Authorization: Bearer <key>" is required
 // (401, code "invalid_api_key"). The JSON body is checked the way OpenAI
 // checks it, answering 400 with type "invalid_request_error" and the
 // offending "param": model is required; messages must be non-empty; roles

@@ -11,7 +11,25 @@ import (
 	"time"
 )
 
-const chatPath = "/v1/chat/completions"
+const (
+	chatPath   = "/v1/chat/completions"
+	modelsPath = "/v1/models"
+)
+
+// listModels answers GET /v1/models: Options.Model, or "gpt-4o-mini" when
+// every model is served. Requests are not recorded.
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	if e := s.authorize(r); e != nil {
+		writeError(w, e)
+		return
+	}
+	model := s.opts.Model
+	if model == "" {
+		model = "gpt-4o-mini"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{
+		{"id": model, "object": "model", "created": 1700000000, "owned_by": "openaitest"}}})
+}
 
 // Server is a fake chat completions endpoint. Its methods are safe for
 // concurrent use.
@@ -70,6 +88,10 @@ func (s *Server) Requests() []Request {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == modelsPath && r.Method == http.MethodGet {
+		s.listModels(w, r)
+		return
+	}
 	if r.URL.Path != chatPath {
 		writeError(w, &apiError{status: http.StatusNotFound, Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path), Type: invalidRequest})
 		return

@@ -25,6 +25,9 @@ const (
 // route dispatches an authorized, not rate-limited API request. Callers
 // hold s.mu.
 func (s *Server) route(r *http.Request, rel string, body []byte, now time.Time) *reply {
+	if rel == "/user" && r.Method == http.MethodGet {
+		return &reply{status: http.StatusOK, v: s.userJSON(s.opts.Login)}
+	}
 	segs := strings.Split(strings.Trim(rel, "/"), "/")
 	if len(segs) < 3 || segs[0] != "repos" {
 		return notFound("")

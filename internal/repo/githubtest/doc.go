@@ -50,9 +50,13 @@
 //
 // # API
 //
+// With Options.Scopes set, every authorized answer carries X-OAuth-Scopes
+// (the scopes joined by ", "), as GitHub answers for a classic token.
+//
 // Routes, under /api/v3:
 //
 //	GET    /rate_limit                               not counted, never limited
+//	GET    /user                                     the token's user (Options.Login)
 //	GET    /repos/{o}/{r}
 //	GET    /repos/{o}/{r}/pulls                      state, head, base, sort, direction, per_page, page; Link headers
 //	POST   /repos/{o}/{r}/pulls                      201; 422 as below

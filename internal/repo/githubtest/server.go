@@ -42,6 +42,10 @@ type Options struct {
 	// created through the API and the merger of those merged through it;
 	// default "octocat".
 	Login string
+	// Scopes are the OAuth scopes of the token, answered in the
+	// X-OAuth-Scopes header of every API answer, as GitHub answers for a
+	// classic token; nil sends no such header (a fine-grained token).
+	Scopes []string
 }
 
 // Request is one API request as the server saw and answered it.
@@ -315,6 +319,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h := w.Header()
+	if s.opts.Scopes != nil && rep.status != http.StatusUnauthorized {
+		h.Set("X-OAuth-Scopes", strings.Join(s.opts.Scopes, ", "))
+	}
 	for k, vs := range rep.header {
 		h[k] = vs
 	}

@@ -1,0 +1,50 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/agentqueued/agentqueued/internal/config"
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// TestProjects: projects of the file become projects with their
+// defaults; a bad one is an error naming its key.
+func TestProjects(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, doc, err string
+		want           models.RepoSourceType
+	}{
+		{"a path is linked", "projects:\n  - id: web\n    repo: {path: /src/web}\n", "", models.RepoLink},
+		{"a url is cloned", "projects:\n  - id: web\n    repo: {url: 'git@github.com:me/web.git'}\n", "", models.RepoClone},
+		{"no repo", "projects:\n  - id: web\n", "", ""},
+		{"both", "projects:\n  - id: web\n    repo: {path: /src/web, url: x}\n", "config: projects[0].repo: give path", ""},
+		{"a relative path", "projects:\n  - id: web\n    repo: {path: src/web}\n", "config: projects[0] (web): repo.path: an absolute path is required", ""},
+		{"a bad id", "projects:\n  - id: Web Site\n", `config: projects[0] (Web Site): project id "Web Site"`, ""},
+		{"twice", "projects:\n  - id: web\n  - id: web\n", `config: projects[1].id: "web" is listed twice`, ""},
+		{"an unknown key", "projects:\n  - id: web\n    colour: red\n", "colour", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := config.Parse([]byte(tt.doc), func(string) (string, bool) { return "", false })
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("Parse = %v; want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := cfg.Projects[0]
+			if p.Name != "web" || p.CreditWeight != 1 || p.MaxConcurrentAgents != models.DefaultMaxConcurrentAgents {
+				t.Errorf("defaults not applied: %+v", p)
+			}
+			if (p.Repo == nil) != (tt.want == "") || (p.Repo != nil && (p.Repo.SourceType != tt.want || p.Repo.DefaultBranch != "main")) {
+				t.Errorf("repo = %+v; want %s", p.Repo, tt.want)
+			}
+		})
+	}
+}
