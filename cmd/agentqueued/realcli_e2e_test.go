@@ -47,7 +47,7 @@ type cliAgent struct {
 
 // newCLIRig starts a daemon with the agents and extra top-level
 // configuration (YAML), and creates the project "web".
-func newCLIRig(t *testing.T, agents []cliAgent, extra string) *cliRig {
+func newCLIRig(t *testing.T, agents []cliAgent, extra string, opts ...clitest.Options) *cliRig {
 	t.Helper()
 	bins := map[string]string{}
 	for _, a := range agents {
@@ -60,13 +60,13 @@ func newCLIRig(t *testing.T, agents []cliAgent, extra string) *cliRig {
 		r.signal(fmt.Sprintf("model request %d (%s turn %d)", req.Seq, req.Script, req.Turn))
 	}})
 	t.Cleanup(r.model.Close) // after the daemon's Close: its agents are gone by then
-	r.env = clitest.Env(t, r.model.URL())
+	r.env = clitest.Env(t, r.model.URL(), opts...)
 	envJSON, err := json.Marshal(r.env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var cfg strings.Builder
-	cfg.WriteString("log:\n  level: debug\nagents:\n")
+	cfg.WriteString("agents:\n")
 	for _, a := range agents {
 		projects := a.projects
 		if projects == nil {
@@ -156,12 +156,28 @@ func (r *cliRig) waitTask(id, what string, ok func(models.TaskDetail) bool) mode
 	}
 }
 
-// waitStatus waits for the task to be in status want.
+// waitStatus waits for the task to be in status want; a task that ends
+// otherwise (COMPLETED or BLOCKED) fails the test at once.
 func (r *cliRig) waitStatus(id string, want models.TaskStatus) models.TaskDetail {
 	r.t.Helper()
-	return r.waitTask(id, fmt.Sprintf("task %s to be %s", id, want), func(td models.TaskDetail) bool {
-		return td.Task.Status == want
+	td := r.waitTask(id, fmt.Sprintf("task %s to be %s", id, want), func(td models.TaskDetail) bool {
+		s := td.Task.Status
+		return s == want || s == models.StatusCompleted || s == models.StatusBlocked
 	})
+	if td.Task.Status != want {
+		r.t.Fatalf("task %s is %s (%s), want %s\nevents: %s\nunscripted: %q", id, td.Task.Status, td.Task.StatusReason, want,
+			eventList(td), r.model.Unscripted())
+	}
+	return td
+}
+
+// eventList is the task's audit log, one event a line.
+func eventList(td models.TaskDetail) string {
+	var b strings.Builder
+	for _, e := range td.Events {
+		fmt.Fprintf(&b, "\n  %s %s -> %s: %s", e.Event, e.From, e.To, e.Reason)
+	}
+	return b.String()
 }
 
 // onMain returns path's content on the origin's main, "" when absent.
@@ -199,6 +215,59 @@ func TestRealCLIEditLandsOnMain(t *testing.T) {
 			}
 			if un := r.model.Unscripted(); len(un) > 0 {
 				t.Errorf("unscripted model requests: %q", un)
+			}
+		})
+	}
+}
+
+// eventSeen reports whether the task's audit log holds the event.
+func eventSeen(td models.TaskDetail, ev models.TaskEvent) bool {
+	for _, e := range td.Events {
+		if e.Event == ev {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRealCLIRateLimitPausesAndResumes: the model answers a request with
+// 429; the task pauses (no retry used) and the next run resumes the
+// session where it stopped and lands the work.
+func TestRealCLIRateLimitPausesAndResumes(t *testing.T) {
+	t.Parallel()
+	for _, cli := range []string{clitest.Claude, clitest.Codex} {
+		t.Run(cli, func(t *testing.T) {
+			t.Parallel()
+			var profile []string
+			if cli == clitest.Claude {
+				profile = claudeEdits
+			}
+			r := newCLIRig(t, []cliAgent{{name: cli + "-1", cli: cli, profile: profile}}, "orchestrator:\n  pause_delay: 1s\n")
+			r.model.Add(modeltest.Script{Name: "limited", Match: "Write despite limits", Turns: []modeltest.Turn{
+				{Text: "Reading first.", Calls: []modeltest.Call{modeltest.Read("README")}},
+				{Text: "Writing after the limit.", Calls: []modeltest.Call{modeltest.Write("limited.txt", "written\n")}, Error: modeltest.RateLimit(1)},
+				{Text: "Done."},
+			}})
+			id := r.add(models.BatchTask{Title: "Write despite limits"})
+			td := r.waitStatus(id, models.StatusCompleted)
+			if !eventSeen(td, models.EventTokensExhausted) {
+				t.Errorf("the task never paused for the rate limit: %+v", td.Events)
+			}
+			if td.Task.RetryCount != 0 {
+				t.Errorf("the rate limit used %d retries", td.Task.RetryCount)
+			}
+			if got := r.onMain("limited.txt"); got != "written\n" {
+				t.Errorf("main:limited.txt = %q", got)
+			}
+			// The resumed run went on at turn 1 with turn 0 in its history.
+			var turns []int
+			for _, req := range r.model.Requests() {
+				if req.Script == "limited" {
+					turns = append(turns, req.Turn)
+				}
+			}
+			if fmt.Sprint(turns) != "[0 1 1 2]" {
+				t.Errorf("turns of the model requests %v, want [0 1 1 2]: the second run resumes the session", turns)
 			}
 		})
 	}

@@ -10,9 +10,12 @@ import (
 	"strings"
 )
 
-// waitPrefix starts the ids of filler tool calls, which do not count as
-// turns.
-const waitPrefix = "toolu_wait_"
+// callPrefix starts the ids of the tool calls the server answers, and
+// waitPrefix those of filler calls, which do not count as turns.
+const (
+	callPrefix = "toolu_modeltest_"
+	waitPrefix = "toolu_wait_"
+)
 
 // anthropicRequest is the part of a Messages API request the server reads.
 type anthropicRequest struct {
@@ -95,11 +98,19 @@ func (s *Server) messages(w http.ResponseWriter, req *Request) {
 			}
 			continue
 		}
-		wait := false
+		wait, mine := false, false
 		for _, b := range bs {
-			if b.Type == "tool_use" && strings.HasPrefix(b.ID, waitPrefix) {
+			switch {
+			case b.Type == "tool_use" && strings.HasPrefix(b.ID, waitPrefix):
 				wait = true
+			case b.Type == "tool_use" && strings.HasPrefix(b.ID, callPrefix):
+				mine = true
+			case b.Type == "text" && s.ours(b.Text):
+				mine = true
 			}
+		}
+		if !wait && !mine {
+			continue // the CLI's own filler of a failed turn
 		}
 		if inAssistant && wait == lastWasWait {
 			continue // one answer split over consecutive messages
@@ -145,7 +156,7 @@ func (s *Server) messages(w http.ResponseWriter, req *Request) {
 		cwd = m[1]
 	}
 	for _, c := range turn.Calls {
-		b := anthropicBlock{Type: "tool_use", ID: fmt.Sprintf("toolu_modeltest_%d", s.nextID())}
+		b := anthropicBlock{Type: "tool_use", ID: fmt.Sprintf("%s%d", callPrefix, s.nextID())}
 		var input any
 		switch c.Kind {
 		case KindWrite:
@@ -154,6 +165,12 @@ func (s *Server) messages(w http.ResponseWriter, req *Request) {
 				path = filepath.Join(cwd, path)
 			}
 			b.Name, input = "Write", map[string]any{"file_path": path, "content": c.Content}
+		case KindRead:
+			path := c.Path
+			if !filepath.IsAbs(path) && cwd != "" {
+				path = filepath.Join(cwd, path)
+			}
+			b.Name, input = "Read", map[string]any{"file_path": path}
 		case KindMCP:
 			b.Name, input = "mcp__"+c.Server+"__"+c.Tool, c.Args
 			if input == nil {
@@ -216,6 +233,11 @@ func describe(t Turn) string {
 // writeMessage answers a message, streamed when the request asked so.
 func (s *Server) writeMessage(w http.ResponseWriter, req *Request, model string, content []anthropicBlock, stop string, u Usage) {
 	id := fmt.Sprintf("msg_modeltest_%d", s.nextID())
+	for _, b := range content {
+		if b.Type == "text" {
+			s.answered(b.Text)
+		}
+	}
 	usage := map[string]any{"input_tokens": u.Input, "cache_creation_input_tokens": u.CacheWrite,
 		"cache_read_input_tokens": u.CacheRead, "output_tokens": u.Output}
 	w.Header().Set("request-id", fmt.Sprintf("req_modeltest_%d", s.nextID()))

@@ -289,12 +289,17 @@ func TestTurnsFollowTheHistory(t *testing.T) {
 		results []ToolResult
 	}{
 		{"first", nil, 0, "one", nil},
-		{"second", []map[string]any{use("toolu_1"), result("toolu_1", "File created", false)}, 1, "two",
-			[]ToolResult{{CallID: "toolu_1", Content: "File created"}}},
-		{"fillers left out", []map[string]any{use("toolu_1"), result("toolu_1", "ok", false), use(waitPrefix + "7"),
-			result(waitPrefix+"7", "File does not exist.", true), use("toolu_2"), result("toolu_2", "ok", false)}, 2, "three",
-			[]ToolResult{{CallID: "toolu_1", Content: "ok"}, {CallID: waitPrefix + "7", Content: "File does not exist.", IsError: true},
-				{CallID: "toolu_2", Content: "ok"}}},
+		{"second", []map[string]any{use(callPrefix + "1"), result(callPrefix+"1", "File created", false)}, 1, "two",
+			[]ToolResult{{CallID: callPrefix + "1", Content: "File created"}}},
+		{"fillers left out", []map[string]any{use(callPrefix + "1"), result(callPrefix+"1", "ok", false), use(waitPrefix + "7"),
+			result(waitPrefix+"7", "File does not exist.", true), use(callPrefix + "2"), result(callPrefix+"2", "ok", false)}, 2, "three",
+			[]ToolResult{{CallID: callPrefix + "1", Content: "ok"}, {CallID: waitPrefix + "7", Content: "File does not exist.", IsError: true},
+				{CallID: callPrefix + "2", Content: "ok"}}},
+		// Claude Code fills a turn that failed (a 429) with a text of its
+		// own when it resumes the session: not an answer of the model.
+		{"the CLI's own text left out", []map[string]any{use(callPrefix + "1"), result(callPrefix+"1", "ok", false),
+			{"role": "assistant", "content": []map[string]any{{"type": "text", "text": "No response requested."}}},
+			{"role": "user", "content": "go on"}}, 1, "two", []ToolResult{{CallID: callPrefix + "1", Content: "ok"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -325,8 +330,8 @@ func TestResponsesTurnsFollowTheHistory(t *testing.T) {
 		{"type": "message", "role": "user", "content": []map[string]any{{"type": "input_text", "text": "go"}}},
 		{"type": "reasoning", "summary": []any{}},
 		{"type": "message", "role": "assistant", "content": []map[string]any{{"type": "output_text", "text": "one"}}},
-		{"type": "custom_tool_call", "call_id": "call_1", "name": "apply_patch", "input": "..."},
-		{"type": "custom_tool_call_output", "call_id": "call_1", "output": "Success. Updated the following files:\nA a\n"},
+		{"type": "custom_tool_call", "call_id": openaiCallPrefix + "1", "name": "apply_patch", "input": "..."},
+		{"type": "custom_tool_call_output", "call_id": openaiCallPrefix + "1", "output": "Success. Updated the following files:\nA a\n"},
 	}
 	_, _, body := post(t, s, "/v1/responses", nil, map[string]any{"model": "gpt-5.5", "input": input,
 		"tools": []map[string]any{{"type": "custom", "name": "apply_patch"}}})
@@ -401,6 +406,7 @@ func TestRequestsNoScriptAnswers(t *testing.T) {
 	s := New(Options{})
 	defer s.Close()
 	s.Add(Script{Name: "short", Match: "# Task", Turns: []Turn{{Text: "only"}}})
+	s.answered("only") // as if the first request had been answered
 	tests := []struct {
 		name, method, path string
 		body               any

@@ -43,8 +43,12 @@ type openaiItem struct {
 var modelItems = map[string]bool{"function_call": true, "custom_tool_call": true, "local_shell_call": true,
 	"reasoning": true, "web_search_call": true, "tool_search_call": true}
 
-// openaiWaitPrefix starts the call ids of filler calls.
-const openaiWaitPrefix = "call_wait_"
+// openaiCallPrefix starts the call ids of the calls the server answers,
+// and openaiWaitPrefix those of filler calls.
+const (
+	openaiCallPrefix = "call_modeltest_"
+	openaiWaitPrefix = "call_wait_"
+)
 
 // toolNames lists the names a request offers, namespaced tools as
 // "<namespace>.<name>" and built-in tools by type.
@@ -100,7 +104,11 @@ func (s *Server) responses(w http.ResponseWriter, req *Request) {
 			continue
 		}
 		wait := strings.HasPrefix(it.CallID, openaiWaitPrefix)
-		if inModel && (wait == lastWasWait || it.Type == "reasoning" || it.Type == "message") {
+		mine := strings.HasPrefix(it.CallID, openaiCallPrefix) || it.Type == "message" && s.ours(openaiText(it.Content))
+		if !wait && !mine {
+			continue // not the server's answer: the CLI's own item
+		}
+		if inModel && (wait == lastWasWait || it.Type == "message") {
 			continue
 		}
 		inModel, lastWasWait = true, wait
@@ -161,7 +169,7 @@ func (s *Server) responses(w http.ResponseWriter, req *Request) {
 // openaiCall maps a scripted call to the tool Codex offers for it; ok is
 // false when the request does not offer it.
 func (s *Server) openaiCall(req *Request, c Call) (openaiItem, bool) {
-	id := fmt.Sprintf("call_modeltest_%d", s.nextID())
+	id := fmt.Sprintf("%s%d", openaiCallPrefix, s.nextID())
 	switch c.Kind {
 	case KindWrite:
 		patch := addFilePatch(c.Path, c.Content)
@@ -181,18 +189,25 @@ func (s *Server) openaiCall(req *Request, c Call) (openaiItem, bool) {
 			}
 		}
 		return openaiItem{Type: "function_call", Name: "mcp__" + c.Server + "__" + c.Tool, CallID: id, Arguments: mustJSON(orEmpty(c.Args))}, false
-	case KindShell:
+	case KindShell, KindRead:
+		cmd := c.Command
+		if c.Kind == KindRead {
+			cmd = "cat " + shellQuote(c.Path)
+		}
 		if req.Offers("exec_command") {
-			return openaiItem{Type: "function_call", Name: "exec_command", CallID: id, Arguments: mustJSON(map[string]any{"cmd": c.Command})}, true
+			return openaiItem{Type: "function_call", Name: "exec_command", CallID: id, Arguments: mustJSON(map[string]any{"cmd": cmd})}, true
 		}
 		return openaiItem{Type: "function_call", Name: "shell", CallID: id,
-			Arguments: mustJSON(map[string]any{"command": []string{"bash", "-lc", c.Command}})}, req.Offers("shell")
+			Arguments: mustJSON(map[string]any{"command": []string{"bash", "-lc", cmd}})}, req.Offers("shell")
 	}
 	if in, ok := c.Input.(string); ok {
 		return openaiItem{Type: "custom_tool_call", Name: c.Name, Input: in, CallID: id}, req.Offers(c.Name)
 	}
 	return openaiItem{Type: "function_call", Name: c.Name, CallID: id, Arguments: mustJSON(c.Input)}, req.Offers(c.Name)
 }
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func orEmpty(m map[string]any) map[string]any {
 	if m == nil {
@@ -246,6 +261,9 @@ func (s *Server) writeResponse(w http.ResponseWriter, req *Request, items []open
 	w.Header().Set("x-request-id", fmt.Sprintf("req_modeltest_%d", s.nextID()))
 	var output []map[string]any
 	for _, it := range items {
+		if it.Type == "message" {
+			s.answered(openaiText(it.Content))
+		}
 		output = append(output, itemJSON(it, fmt.Sprintf("%s_%d", itemPrefix(it.Type), s.nextID()), "completed"))
 	}
 	if !req.Stream {

@@ -64,6 +64,9 @@ const (
 	// absolute against the conversation's working directory) or Codex's
 	// apply_patch (an Add File patch).
 	KindWrite CallKind = "write"
+	// KindRead reads a file: Claude's Read tool (the path made absolute
+	// like KindWrite's), Codex's exec_command running cat.
+	KindRead CallKind = "read"
 	// KindMCP calls a tool of an MCP server: Claude's mcp__<server>__<tool>
 	// or the name Codex offers for it.
 	KindMCP CallKind = "mcp"
@@ -73,11 +76,12 @@ const (
 	KindRaw CallKind = "raw"
 )
 
-// Call is one tool call of a Turn. Build it with Write, MCP, Shell or Tool.
+// Call is one tool call of a Turn. Build it with Write, Read, MCP, Shell or
+// Tool.
 type Call struct {
 	Kind CallKind
-	// Path and Content are the file of KindWrite, Path relative to the
-	// working directory.
+	// Path and Content are the file of KindWrite (Path alone that of
+	// KindRead), relative to the working directory.
 	Path, Content string
 	// Server and Tool name the MCP tool of KindMCP; Args are its arguments.
 	Server, Tool string
@@ -92,6 +96,9 @@ type Call struct {
 
 // Write writes content to path, relative to the working directory.
 func Write(path, content string) Call { return Call{Kind: KindWrite, Path: path, Content: content} }
+
+// Read reads path, relative to the working directory.
+func Read(path string) Call { return Call{Kind: KindRead, Path: path} }
 
 // MCP calls tool of MCP server with args.
 func MCP(server, tool string, args map[string]any) Call {
@@ -109,6 +116,8 @@ func (c Call) String() string {
 	switch c.Kind {
 	case KindWrite:
 		return fmt.Sprintf("write %s", c.Path)
+	case KindRead:
+		return fmt.Sprintf("read %s", c.Path)
 	case KindMCP:
 		b, _ := json.Marshal(c.Args)
 		return fmt.Sprintf("mcp %s.%s %s", c.Server, c.Tool, b)

@@ -86,6 +86,10 @@ type Server struct {
 	requests   []Request
 	unscripted []string
 	ids        int
+	// texts are the assistant texts answered so far: an assistant message
+	// in a history counts as an answer only when the server gave it (a
+	// CLI may fill a failed turn with a text of its own).
+	texts map[string]bool
 }
 
 // New starts a Server. Close it when done.
@@ -93,7 +97,7 @@ func New(opts Options) *Server {
 	if opts.MaxWaits == 0 {
 		opts.MaxWaits = DefaultMaxWaits
 	}
-	s := &Server{opts: opts, errServed: map[string]int{}}
+	s := &Server{opts: opts, errServed: map[string]int{}, texts: map[string]bool{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
 	return s
 }
@@ -214,6 +218,20 @@ func (s *Server) models(w http.ResponseWriter, api API) {
 		data = append(data, map[string]any{"id": id, "object": "model", "created": 1735689600, "owned_by": "modeltest"})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// answered records an assistant text the server gave.
+func (s *Server) answered(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.texts[strings.TrimSpace(text)] = true
+}
+
+// ours reports whether a history's assistant text was the server's.
+func (s *Server) ours(text string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.texts[strings.TrimSpace(text)]
 }
 
 // pick finds the answer of a conversation request: its script, turn and
