@@ -30,7 +30,7 @@ type cliRig struct {
 	d      *daemon
 	c      *api.Client
 	origin string
-	wake   chan struct{} // a committed change or a model request
+	wake   chan struct{} // a committed change, a log line or a model request
 
 	mu    sync.Mutex
 	watch func(string) // the daemon's watchdog, once it runs
@@ -98,6 +98,15 @@ func newCLIRig(t *testing.T, agents []cliAgent, extra string, opts ...clitest.Op
 	r.mu.Lock()
 	r.watch = d.watch.Progress
 	r.mu.Unlock()
+	// Not every status change is a store change (a question asked is
+	// not): each line the daemon logs wakes the waits too.
+	d.logs.mu.Lock()
+	logged := d.logs.onWrite
+	d.logs.onWrite = func(p []byte) {
+		logged(p)
+		r.signal("")
+	}
+	d.logs.mu.Unlock()
 	if r.c, err = api.NewClient("http://"+d.m.Addr(), "", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -134,8 +143,8 @@ func (r *cliRig) add(bt models.BatchTask) string {
 }
 
 // waitTask waits until the task satisfies ok, looking again after every
-// committed change and model request, for as long as the daemon or the
-// model see progress.
+// committed change, log line and model request, for as long as the daemon
+// or the model see progress.
 func (r *cliRig) waitTask(id, what string, ok func(models.TaskDetail) bool) models.TaskDetail {
 	r.t.Helper()
 	ctx := r.d.watch.Context()

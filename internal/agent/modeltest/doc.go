@@ -24,9 +24,13 @@
 // model gets Turns[n]. A retried request therefore gets the same turn, a
 // resumed session goes on where it stopped, and several conversations of
 // one script (two attempts, two tasks) each follow it from their own
-// position. A Turn answers text and/or tool calls: Write (Claude's Write
-// tool with the path made absolute in the working directory its system
-// prompt names; Codex's apply_patch), MCP (Claude's mcp__<server>__<tool>;
+// position. Only the server's own answers count — its tool call ids and
+// the texts it answered: Claude Code fills the turn a 429 ended with a
+// text of its own ("No response requested.") when it resumes the session.
+// A Turn answers text and/or tool calls: Write (Claude's Write tool with
+// the path made absolute in the working directory its system prompt
+// names; Codex's apply_patch), Read (Claude's Read; Codex's exec_command
+// running cat), MCP (Claude's mcp__<server>__<tool>;
 // Codex's function in the mcp__<server> namespace), Shell (Claude's Bash;
 // Codex's exec_command) or Tool (any tool, input as given). A turn with
 // calls stops for tool use; one without ends the model's turn. A turn with
