@@ -62,8 +62,8 @@ func Find(t testing.TB, name string) string {
 		logVersion(t, name, path)
 		return path
 	}
-	msg := fmt.Sprintf("%v; install the pinned CLIs with `npm ci --prefix DIR` in a copy of .ci/clis (or `npm install --prefix DIR %s`) and set %s=DIR (docs/testing.md)",
-		err, installArgs(), DirEnv)
+	msg := fmt.Sprintf("%v; to run this test install the pinned CLIs — copy .ci/clis/package*.json into a directory DIR and run `npm ci` there "+
+		"(or `npm install --prefix DIR %s`) — and set %s=DIR (docs/testing.md)", err, installArgs(), DirEnv)
 	if os.Getenv("CI") == "true" || os.Getenv(DirEnv) != "" {
 		t.Fatal(msg)
 	}

@@ -2,6 +2,7 @@ package clitest
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -76,4 +77,34 @@ func TestEnvIsPrivateAndPointsAtTheModel(t *testing.T) {
 	if env[codexKeyEnv] != APIKey {
 		t.Errorf("%s = %q", codexKeyEnv, env[codexKeyEnv])
 	}
+}
+
+// TestFindSkipsOrFails runs TestFindHelper in a child test binary with no
+// CLI to be found: it skips, except in CI, where it fails.
+func TestFindSkipsOrFails(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		ci, want string
+	}{
+		{"", "--- SKIP: TestFindHelper"},
+		{"true", "--- FAIL: TestFindHelper"},
+	}
+	for _, tc := range tests {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestFindHelper$", "-test.v")
+		cmd.Env = []string{"CLITEST_HELPER=1", "PATH=" + t.TempDir(), "CI=" + tc.ci}
+		out, _ := cmd.CombinedOutput()
+		if !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), "claude is not on PATH") ||
+			!strings.Contains(string(out), "npm install --prefix DIR @anthropic-ai/claude-code@") {
+			t.Errorf("CI=%q: want %q and the install command:\n%s", tc.ci, tc.want, out)
+		}
+	}
+}
+
+// TestFindHelper is run by TestFindSkipsOrFails.
+func TestFindHelper(t *testing.T) {
+	if os.Getenv("CLITEST_HELPER") == "" {
+		t.Skip("run by TestFindSkipsOrFails")
+	}
+	Find(t, Claude)
+	t.Error("Find returned without the CLI")
 }
