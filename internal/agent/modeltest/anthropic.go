@@ -2,6 +2,7 @@ package modeltest
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -71,7 +72,7 @@ func flatText(raw json.RawMessage) string {
 var workDir = regexp.MustCompile(`(?m)(?:Primary working directory|Working directory): (\S+)`)
 
 // messages answers POST /v1/messages.
-func (s *Server) messages(w http.ResponseWriter, req *Request) {
+func (s *Server) messages(ctx context.Context, w http.ResponseWriter, req *Request) {
 	var body anthropicRequest
 	if err := json.Unmarshal(req.Body, &body); err != nil {
 		req.Answer = "invalid JSON"
@@ -193,6 +194,7 @@ func (s *Server) messages(w http.ResponseWriter, req *Request) {
 		// the tools may come a request later. Make a harmless call and
 		// ask again.
 		if filler, ok := fillerCall(req, cwd); ok {
+			s.pace(ctx)
 			req.Answer = fmt.Sprintf("waiting for %s (%d)", strings.Join(missing, ", "), waits+1)
 			s.writeMessage(w, req, body.Model, []anthropicBlock{{Type: "text", Text: "Waiting for tools: " + strings.Join(missing, ", ")}, filler},
 				"tool_use", Usage{Input: 10, Output: 1})

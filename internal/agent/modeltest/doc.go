@@ -44,7 +44,9 @@
 // request does not offer, the server answers with a harmless filler call
 // instead — Claude: Read of a file that does not exist; Codex: a
 // tool_search_call for the tool — and asks again; filler answers do not
-// count as turns (their call ids say so), and Options.MaxWaits bounds them.
+// count as turns (their call ids say so). Each takes Options.WaitPace, as
+// a model takes time to answer, and Options.MaxWaits bounds them (by
+// default a minute of waiting in all).
 //
 // Requests without tools (a title, a summary, a probe) are not the agent's
 // conversation: they get a short text answer and consume no turn. A

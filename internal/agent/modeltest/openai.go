@@ -1,6 +1,7 @@
 package modeltest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -70,7 +71,7 @@ func toolNames(tools []openaiTool, ns string) []string {
 }
 
 // responses answers POST /v1/responses.
-func (s *Server) responses(w http.ResponseWriter, req *Request) {
+func (s *Server) responses(ctx context.Context, w http.ResponseWriter, req *Request) {
 	var body openaiRequest
 	if err := json.Unmarshal(req.Body, &body); err != nil {
 		req.Answer = "invalid JSON"
@@ -155,6 +156,7 @@ func (s *Server) responses(w http.ResponseWriter, req *Request) {
 		if req.Offers("tool_search") {
 			// Codex defers MCP tools: they are offered once a search
 			// found them.
+			s.pace(ctx)
 			req.Answer = fmt.Sprintf("searching for %s (%d)", strings.Join(missing, ", "), waits+1)
 			args := mustJSON(map[string]any{"query": strings.Join(missing, " "), "limit": 8})
 			s.writeResponse(w, req, []openaiItem{{Type: "tool_search_call", Arguments: args,

@@ -2,6 +2,7 @@ package modeltest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // API names the protocol of a request.
@@ -31,10 +33,18 @@ type Options struct {
 	// MaxWaits bounds the filler answers a conversation gets while a tool
 	// its turn calls is not offered yet (default DefaultMaxWaits).
 	MaxWaits int
+	// WaitPace is how long a filler answer takes, as a model takes time
+	// to answer, so that a CLI waiting for its MCP server does not spin
+	// (default DefaultWaitPace).
+	WaitPace time.Duration
 }
 
-// DefaultMaxWaits is Options.MaxWaits when it is zero.
-const DefaultMaxWaits = 300
+// Defaults of Options: with them a conversation waits up to a minute for
+// a tool to be offered.
+const (
+	DefaultMaxWaits = 1200
+	DefaultWaitPace = 50 * time.Millisecond
+)
 
 // Request is one request the server received, as decoded.
 type Request struct {
@@ -97,6 +107,9 @@ func New(opts Options) *Server {
 	if opts.MaxWaits == 0 {
 		opts.MaxWaits = DefaultMaxWaits
 	}
+	if opts.WaitPace == 0 {
+		opts.WaitPace = DefaultWaitPace
+	}
 	s := &Server{opts: opts, errServed: map[string]int{}, texts: map[string]bool{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
 	return s
@@ -152,7 +165,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/v1/messages" && r.Method == http.MethodPost:
 		req.API = Anthropic
-		s.messages(rec, &req)
+		s.messages(r.Context(), rec, &req)
 	case r.URL.Path == "/v1/messages/count_tokens" && r.Method == http.MethodPost:
 		req.API = Anthropic
 		req.Answer = "token count"
@@ -168,7 +181,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		rec.WriteHeader(http.StatusOK)
 	case r.URL.Path == "/v1/responses" && r.Method == http.MethodPost:
 		req.API = OpenAI
-		s.responses(rec, &req)
+		s.responses(r.Context(), rec, &req)
 	default:
 		req.API = apiOf(r)
 		req.Answer = "not found"
@@ -218,6 +231,17 @@ func (s *Server) models(w http.ResponseWriter, api API) {
 		data = append(data, map[string]any{"id": id, "object": "model", "created": 1735689600, "owned_by": "modeltest"})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// pace waits WaitPace before a filler answer, or until the client gives
+// up.
+func (s *Server) pace(ctx context.Context) {
+	t := time.NewTimer(s.opts.WaitPace)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // answered records an assistant text the server gave.
