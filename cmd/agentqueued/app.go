@@ -70,6 +70,9 @@ type Main struct {
 	// os.Hostname and os.Getpid.
 	Hostname func() (string, error)
 	PID      int
+	// Geteuid is the daemon's effective user id, for what cannot run as
+	// root; default os.Geteuid.
+	Geteuid func() int
 	// OnHookRunEnd, when set, is called after each hook run has been
 	// recorded as finished or skipped (for tests and metrics).
 	OnHookRunEnd func(models.HookRun)
@@ -102,7 +105,7 @@ func NewMain(args []string, stdout, stderr io.Writer, getenv func(string) (strin
 		getenv = os.LookupEnv
 	}
 	return &Main{Args: args, Stdout: stdout, Stderr: stderr, Getenv: getenv, Hostname: os.Hostname,
-		PID: os.Getpid(), ready: make(chan struct{})}
+		PID: os.Getpid(), Geteuid: os.Geteuid, ready: make(chan struct{})}
 }
 
 // usageError is a command-line mistake: exit status 2.

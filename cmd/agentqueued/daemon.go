@@ -66,6 +66,13 @@ func (m *Main) loadDaemonConfig(args []string) (config.Config, runFlags, error) 
 	if err := cfg.CheckServing(); err != nil {
 		return config.Config{}, runFlags{}, &configError{err: err}
 	}
+	euid := os.Geteuid
+	if m.Geteuid != nil {
+		euid = m.Geteuid
+	}
+	if err := cfg.CheckPrivileges(euid()); err != nil {
+		return config.Config{}, runFlags{}, &configError{err: err}
+	}
 	return cfg, runFlags{newDatabase: *newDB}, nil
 }
 

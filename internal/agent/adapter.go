@@ -33,6 +33,14 @@ type RunContext struct {
 	// runs booked, for CLIs that report running totals per session.
 	SessionID    string
 	SessionUsage models.TokenUsage
+	// Executable is the daemon's own binary (the run's AQ_BIN), which an
+	// agent may run as `<Executable> agent …` in a shell when its CLI can
+	// (ShellFallback); "" when the daemon does not know it.
+	Executable string
+	// ToolTimeout is how long one call of agentqueued's own MCP tools may
+	// block (an ask waits for a person up to the input timeout); zero
+	// leaves the CLI's own limit.
+	ToolTimeout time.Duration
 }
 
 // Invocation is how to start one run.
@@ -104,6 +112,25 @@ type Parser interface {
 	// parser that saw no result decides it here (a stream cut short is a
 	// failure; a text-only CLI's outcome comes from what it printed).
 	End(exitCode int) []Event
+}
+
+// ShellChecker is implemented by adapters whose agents cannot always run
+// the daemon's binary from a shell: a sandbox that blocks the daemon's
+// socket, a mode that runs no commands, a CLI that refuses every command.
+type ShellChecker interface {
+	// ShellFallback reports whether a run with profile p can report
+	// through `<AQ_BIN> agent …` in a shell.
+	ShellFallback(p models.Profile) bool
+}
+
+// ShellFallback reports whether a run of adapter a with profile p can
+// report through `<AQ_BIN> agent …` in a shell: the prompt offers it only
+// then. An adapter that is no ShellChecker runs any executable, so it can.
+func ShellFallback(a Adapter, p models.Profile) bool {
+	if c, ok := a.(ShellChecker); ok {
+		return c.ShellFallback(p)
+	}
+	return true
 }
 
 // Registry maps agent types to their adapters.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,13 +23,20 @@ import (
 // The prompt goes to standard input, never on the command line. MCP servers
 // are written to mcp.json in the run's private state directory (their env
 // may carry the run's token; argv is readable by every local user).
+//
+// P is the profile's permission mode, or another CLI's name for it
+// translated (models.PermissionModeFor). In print mode Claude denies every
+// tool call --allowedTools does not name, so T is the profile's allowed
+// tools, then mcp__agentqueued (every tool of agentqueued's own server)
+// whenever that server is configured, then Bash(<AQ_BIN> agent:*) when the
+// run may report from a shell (ShellFallback: not in plan mode).
 type Claude struct{}
 
 // Type returns "claude".
 func (Claude) Type() string { return "claude" }
 
 // Invocation builds the claude command line and its MCP config file.
-func (Claude) Invocation(rc RunContext) (Invocation, error) {
+func (c Claude) Invocation(rc RunContext) (Invocation, error) {
 	p := rc.Profile
 	argv := []string{command(rc, "claude"), "-p", "--output-format", "stream-json", "--verbose"}
 	if p.Model != "" {
@@ -37,19 +45,20 @@ func (Claude) Invocation(rc RunContext) (Invocation, error) {
 		}
 		argv = append(argv, "--model", p.Model)
 	}
-	if p.PermissionMode != "" {
-		if err := checkFlagValue("permission mode", p.PermissionMode); err != nil {
-			return Invocation{}, err
-		}
-		argv = append(argv, "--permission-mode", p.PermissionMode)
+	mode, err := models.PermissionModeFor(c.Type(), p.PermissionMode)
+	if err != nil {
+		return Invocation{}, fmt.Errorf("claude: %s", models.ErrorMessageOf(err))
 	}
-	if len(p.AllowedTools) > 0 {
-		for _, t := range p.AllowedTools {
+	if mode != "" {
+		argv = append(argv, "--permission-mode", mode)
+	}
+	if tools := c.allowedTools(rc); len(tools) > 0 {
+		for _, t := range tools {
 			if err := checkFlagValue("allowed tool", t); err != nil {
 				return Invocation{}, err
 			}
 		}
-		argv = append(append(argv, "--allowedTools"), p.AllowedTools...)
+		argv = append(append(argv, "--allowedTools"), tools...)
 	}
 	inv := Invocation{Stdin: rc.Prompt}
 	if len(rc.MCPServers) > 0 {
@@ -75,6 +84,28 @@ func (Claude) Invocation(rc RunContext) (Invocation, error) {
 	inv.Argv = append(argv, rc.Agent.Args...)
 	return inv, nil
 }
+
+// allowedTools lists a run's --allowedTools: the profile's, then
+// agentqueued's own server and the shell fallback, each once.
+func (c Claude) allowedTools(rc RunContext) []string {
+	tools := slices.Clone(rc.Profile.AllowedTools)
+	add := func(t string) {
+		if !slices.Contains(tools, t) {
+			tools = append(tools, t)
+		}
+	}
+	if slices.ContainsFunc(rc.MCPServers, func(s models.MCPServer) bool { return s.Name == ownServer }) {
+		add(ClaudeServerTools(ownServer))
+	}
+	if rc.Executable != "" && c.ShellFallback(rc.Profile) {
+		add("Bash(" + AgentCommand(rc.Executable) + ":*)")
+	}
+	return tools
+}
+
+// ClaudeServerTools is the --allowedTools rule that allows every tool of
+// the MCP server named name (Claude calls them mcp__<name>__<tool>).
+func ClaudeServerTools(name string) string { return "mcp__" + name }
 
 // claudeMCPConfig renders servers in the mcpServers shape Claude Code reads.
 func claudeMCPConfig(servers []models.MCPServer) (string, error) {

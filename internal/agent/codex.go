@@ -6,6 +6,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,12 +18,14 @@ import (
 //	codex exec --json --skip-git-repo-check [-m M] -s SANDBOX
 //	  [-c mcp_servers.<name>.command="…" -c mcp_servers.<name>.args=[…]
 //	   -c mcp_servers.<name>.env_vars=["VAR",…] | -c mcp_servers.<name>.url="…"]…
+//	  [-c mcp_servers.agentqueued.default_tools_approval_mode="approve"
+//	   -c mcp_servers.agentqueued.tool_timeout_sec=N]
 //	  [-c developer_instructions="S"] [agent args…] [resume ID] -
 //
 // The prompt goes to standard input ("-"). SANDBOX comes from the profile's
 // permission mode: read-only, workspace-write (the default) or
-// danger-full-access, or the Claude names plan, acceptEdits/default and
-// bypassPermissions for them; anything else is refused.
+// danger-full-access, or another CLI's name for one of them
+// (models.PermissionModeFor); anything else is refused.
 //
 // Codex has no per-run MCP config file, and a config.toml under a private
 // CODEX_HOME would lose the user's login, so servers are -c overrides. Their
@@ -32,6 +35,14 @@ import (
 // server gets AQ_SOCKET, AQ_TASK_ID and AQ_RUN_TOKEN this way. Two servers
 // that set one variable to different values are refused. An HTTP server's
 // env is ignored. Allowed tools have no Codex equivalent and are ignored.
+//
+// codex exec runs with the approval policy "never", under which an MCP
+// tool call that needs approval is refused: agentqueued's own server is
+// approved (default_tools_approval_mode), and its tool_timeout_sec is
+// RunContext.ToolTimeout in whole seconds, rounded up, so that an ask
+// waits for a person as long as the daemon does (Codex gives up after
+// 300 s by default). exec resume drops developer_instructions, so a
+// resumed run gets the profile's suffix at the end of its prompt instead.
 type Codex struct{}
 
 // Type returns "codex".
@@ -44,7 +55,7 @@ const ownServer = "agentqueued"
 var ownServerEnv = []string{"AQ_SOCKET", "AQ_TASK_ID", "AQ_RUN_TOKEN"}
 
 // Invocation builds the codex command line.
-func (Codex) Invocation(rc RunContext) (Invocation, error) {
+func (c Codex) Invocation(rc RunContext) (Invocation, error) {
 	p := rc.Profile
 	argv := []string{command(rc, "codex"), "exec", "--json", "--skip-git-repo-check"}
 	if p.Model != "" {
@@ -85,9 +96,19 @@ func (Codex) Invocation(rc RunContext) (Invocation, error) {
 		if names = slices.Compact(slices.Sorted(slices.Values(names))); len(names) > 0 {
 			argv = append(argv, "-c", key+".env_vars="+tomlArray(names))
 		}
+		if s.Name == ownServer {
+			argv = append(argv, "-c", key+`.default_tools_approval_mode="approve"`)
+			if rc.ToolTimeout > 0 {
+				argv = append(argv, "-c", key+".tool_timeout_sec="+strconv.FormatInt(ceilSeconds(rc.ToolTimeout), 10))
+			}
+		}
 	}
 	if p.SystemPromptSuffix != "" {
-		argv = append(argv, "-c", "developer_instructions="+tomlString(p.SystemPromptSuffix))
+		if rc.SessionID == "" {
+			argv = append(argv, "-c", "developer_instructions="+tomlString(p.SystemPromptSuffix))
+		} else {
+			inv.Stdin = WithInstructions(rc.Prompt, p.SystemPromptSuffix)
+		}
 	}
 	argv = append(argv, rc.Agent.Args...)
 	if rc.SessionID != "" {
@@ -100,17 +121,27 @@ func (Codex) Invocation(rc RunContext) (Invocation, error) {
 	return inv, nil
 }
 
+// WithInstructions appends a profile's system prompt suffix to a prompt,
+// for a CLI that does not keep it on resume.
+func WithInstructions(prompt, suffix string) string {
+	return strings.TrimRight(prompt, "\n") + "\n\n## Standing instructions\n\n" + strings.TrimSpace(suffix) + "\n"
+}
+
+// ceilSeconds is d in whole seconds, rounded up.
+func ceilSeconds(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
+}
+
 // codexSandbox maps a permission mode to a codex sandbox.
 func codexSandbox(mode string) (string, error) {
-	switch mode {
-	case "", "workspace-write", "acceptEdits", "default", "manual":
-		return "workspace-write", nil
-	case "read-only", "plan":
-		return "read-only", nil
-	case "danger-full-access", "bypassPermissions", "force":
-		return "danger-full-access", nil
+	if mode == "" {
+		return models.DefaultCodexSandbox, nil
 	}
-	return "", fmt.Errorf("codex: permission mode %q is not a sandbox (use read-only, workspace-write or danger-full-access)", mode)
+	sandbox, err := models.PermissionModeFor("codex", mode)
+	if err != nil {
+		return "", fmt.Errorf("codex: %s", models.ErrorMessageOf(err))
+	}
+	return sandbox, nil
 }
 
 // tomlBareKey is a key TOML accepts unquoted.

@@ -14,10 +14,12 @@ import (
 //	cursor-agent -p --output-format stream-json [--model M]
 //	  [--force | --mode plan|ask] [--resume ID] --trust [agent args…]
 //
-// The prompt goes to standard input. Permission mode "force",
-// "bypassPermissions" or "danger-full-access" adds --force; "plan" and "ask"
-// (and "read-only", as plan) select Cursor's read-only modes; any other mode
-// keeps Cursor's default (commands outside its allowlist are rejected).
+// The prompt goes to standard input. Permission mode "force" (or
+// "bypassPermissions" and "danger-full-access", translated) adds --force;
+// "plan" and "ask" (and "read-only", as plan) select Cursor's read-only
+// modes; "default" or none keeps Cursor's default (commands outside its
+// allowlist are rejected); any other mode is refused
+// (models.PermissionModeFor).
 //
 // MCP servers are not passed: cursor-agent reads them only from
 // <workspace>/.cursor/mcp.json or ~/.cursor/mcp.json, and agentqueued writes
@@ -44,13 +46,15 @@ func (Cursor) Invocation(rc RunContext) (Invocation, error) {
 		}
 		argv = append(argv, "--model", p.Model)
 	}
-	switch p.PermissionMode {
-	case "force", "bypassPermissions", "danger-full-access":
+	mode, err := models.PermissionModeFor("cursor", p.PermissionMode)
+	if err != nil {
+		return Invocation{}, fmt.Errorf("cursor: %s", models.ErrorMessageOf(err))
+	}
+	switch mode {
+	case "force":
 		argv = append(argv, "--force")
-	case "plan", "read-only":
-		argv = append(argv, "--mode", "plan")
-	case "ask":
-		argv = append(argv, "--mode", "ask")
+	case "plan", "ask":
+		argv = append(argv, "--mode", mode)
 	}
 	if rc.SessionID != "" {
 		if !validSessionID(rc.SessionID) {

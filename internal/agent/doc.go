@@ -41,11 +41,18 @@
 // prompt file for aider), never on the command line. MCP servers reach
 // Claude as an mcp.json in the run's private state directory and Codex as
 // -c overrides whose env values travel in the agent's environment (listed
-// in env_vars), so no token is ever on argv; Cursor and Aider get none and
-// report through the `agentqueued agent` commands. Their parsers turn each
-// output line into events — session id, this run's cumulative usage, rate
-// limits with their reset time, assistant text, the final result — tolerate
-// anything they do not know, and decide a stream that ended without a
+// in env_vars), so no token is ever on argv; Cursor gets none and reports
+// through the `agentqueued agent` commands, and Aider gets none. Claude is
+// allowed the daemon's server's tools (mcp__agentqueued in --allowedTools)
+// and Codex has them approved, with a tool timeout that outlasts a
+// blocking ask. ShellFallback says whether a run can report through
+// `<AQ_BIN> agent …` in a shell (not codex under a sandbox, not plan mode,
+// not aider); the permission modes each CLI accepts, and the translations
+// of other CLIs' names, are models.PermissionModes and
+// models.PermissionModeFor. Their parsers turn each output line into
+// events — session id, this run's cumulative usage, rate limits with their
+// reset time, assistant text, the final result — tolerate anything they do
+// not know, and decide a stream that ended without a
 // result as a failure; aider, which has no terminal event, is judged by its
 // exit code and the edits and errors it printed. fakeagent is a stand-in
 // executable for all four, driven by directives in the prompt, for tests.

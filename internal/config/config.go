@@ -750,6 +750,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("config: profiles.%s.%s", name, models.ErrorMessageOf(err))
 		}
 	}
+	if err := c.checkProfileModes(); err != nil {
+		return err
+	}
 	if q := c.Verification.QAAgent; q != "" && !models.ValidID(q) {
 		return fmt.Errorf("config: verification.qa_agent: %q is not an agent name", q)
 	}

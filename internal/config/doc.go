@@ -30,6 +30,15 @@
 // pass_env names one, or whose env value refers to one, is an error naming
 // the agent's key and the secret's.
 //
+// A profile's permission_mode must suit every agent type it may be used
+// with: an agent's own profile its agent's type, a named profile every
+// configured agent's type (models.PermissionModeFor: the CLI's own values,
+// or another CLI's name where it means the same). The error names the
+// key, the agent and the accepted values.
+//
 // Config.CheckServing refuses a listen address beyond loopback without
 // api.token; the daemon calls it once --listen has been applied.
+// Config.CheckPrivileges refuses, as root, a claude agent that would skip
+// every permission check (Claude Code exits 1 on it as root); the daemon
+// calls it at start with its effective user id.
 package config

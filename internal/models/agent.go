@@ -250,7 +250,13 @@ func (a *Agent) Validate() error {
 	case a.AgentType == "command" && strings.TrimSpace(a.Command) == "":
 		return Errorf(CodeInvalid, "command: required for agent_type command")
 	}
-	return a.AgentSettings.Validate()
+	if err := a.AgentSettings.Validate(); err != nil {
+		return err
+	}
+	if _, err := PermissionModeFor(a.AgentType, a.Profile.PermissionMode); err != nil {
+		return Errorf(CodeInvalid, "profile.%s", ErrorMessageOf(err))
+	}
+	return nil
 }
 
 func validAgentType(t string) bool {

@@ -25,6 +25,10 @@ type TaskContext struct {
 	// MCPServers and Tools are what the agent may use.
 	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
 	Tools      []string    `json:"tools,omitempty"`
+	// AgentCommand is the shell command the agent reports with (the
+	// daemon's binary by its absolute path, then "agent"); empty when the
+	// agent's CLI cannot run it, and the prompt then offers no shell.
+	AgentCommand string `json:"agent_command,omitempty"`
 	// PlanPaths are the files where a plan may be written instead of proposed.
 	PlanPaths []string `json:"plan_paths,omitempty"`
 }

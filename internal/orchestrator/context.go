@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -19,6 +20,10 @@ var promptTemplate = template.Must(template.New("prompt").Funcs(template.FuncMap
 	"join": strings.Join,
 	// indent keeps a multi-line text inside its list item.
 	"indent": func(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n  ") },
+	// hasServer reports whether the run gets the MCP server named name.
+	"hasServer": func(servers []models.MCPServer, name string) bool {
+		return slices.ContainsFunc(servers, func(s models.MCPServer) bool { return s.Name == name })
+	},
 }).Parse(promptText))
 
 // RenderPrompt renders the prompt of a task context.

@@ -186,7 +186,12 @@
 // scrubbed environment plus the daemon's variables the agent's pass_env
 // names (one warning a run names those the daemon lacks, which are
 // skipped), the agent's env, and AQ_SOCKET, AQ_TASK_ID, AQ_RUN_TOKEN and
-// AQ_PROMPT_FILE. The process start is recorded as AGENT_STARTED. Reasons
+// AQ_PROMPT_FILE, and AQ_BIN (Config.Executable, the daemon's own binary).
+// The prompt offers `<AQ_BIN> agent …` in a shell only when the adapter
+// says its CLI can run it (agent.ShellFallback), and the adapter learns
+// the input timeout plus ToolTimeoutMargin as the limit of one call of
+// agentqueued's MCP tools (a blocking ask). The process start is recorded
+// as AGENT_STARTED. Reasons
 // and run errors never keep a URL's credentials (models.RedactURL). When it
 // ends, what it reported decides the outcome: a rate limit → PAUSED until
 // the reported reset (no retry used), and the agent rests until then (the

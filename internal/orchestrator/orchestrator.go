@@ -43,6 +43,10 @@ const (
 	// DefaultTimerBatch is how many due timers (PAUSED or FAILED tasks)
 	// are read at a time; a round reads batches until none is due.
 	DefaultTimerBatch = 500
+	// ToolTimeoutMargin is added to InputTimeout for the agent CLI's limit
+	// on one call of agentqueued's MCP tools: an ask returns when the input
+	// timeout ends, and the CLI must not give up on it before.
+	ToolTimeoutMargin = time.Minute
 )
 
 // Config configures an Orchestrator. Zero durations take the defaults above.
@@ -96,7 +100,9 @@ type Config struct {
 	// QAProfile is the profile it reviews with.
 	QAAgent, QAProfile string
 	// Executable is the daemon's own executable: runs get `<Executable> mcp`
-	// as their "agentqueued" MCP server. Empty leaves it out.
+	// as their "agentqueued" MCP server, and its path as AQ_BIN, for
+	// `<Executable> agent …` in a shell where their CLI can run it (the
+	// prompt offers it then). Empty leaves all three out.
 	Executable string
 	// PullRequests, when set, opens pull requests for tasks that require
 	// approval; without it such tasks are BLOCKED with PR_UNAVAILABLE.

@@ -35,11 +35,24 @@ func TestPromptGolden(t *testing.T) {
 				Rescued:          "aq-rescue/bold-orbit-fix-login-20261122T070000",
 			},
 			PlanPaths: []string{".claude/plan.md"}, Tools: []string{"Edit", "Bash(go test:*)"},
-			MCPServers: []models.MCPServer{{Name: "agentqueued", Command: "/usr/bin/agentqueued", Args: []string{"mcp"}}, {Name: "docs", URL: "https://docs.example.com/mcp"}}}},
+			MCPServers:   []models.MCPServer{{Name: "agentqueued", Command: "/usr/bin/agentqueued", Args: []string{"mcp"}}, {Name: "docs", URL: "https://docs.example.com/mcp"}},
+			AgentCommand: "/usr/bin/agentqueued agent"}},
+		// A sandboxed codex run: its MCP tools, no shell.
+		{"mcp-only", models.TaskContext{TaskID: "bold-orbit", Title: "Fix login", CheckoutPath: "/ck/a1/web", Attempt: 1,
+			PlanPaths:  []string{".agentqueued/plan.md"},
+			MCPServers: []models.MCPServer{{Name: "agentqueued", Command: "/usr/bin/agentqueued", Args: []string{"mcp"}}}}},
+		// A cursor or command agent: the shell only.
+		{"shell-only", models.TaskContext{TaskID: "bold-orbit", Title: "Fix login", CheckoutPath: "/ck/a1/web", Attempt: 1,
+			PlanPaths: []string{".agentqueued/plan.md"}, AgentCommand: "'/opt/agent queued/agentqueued' agent"}},
 		{"review", models.TaskContext{TaskID: "bold-orbit", Title: "Fix login", Description: "The form posts twice.",
 			AcceptanceCriteria: []string{"one request per click"}, CheckoutPath: "/verify/bold-orbit", DefaultBranch: "main", Attempt: 1,
 			Review: &models.ReviewContext{TaskID: "bold-orbit", Summary: "Debounced the submit button.",
-				Diff: "--- a/login.go\n+++ b/login.go\n@@ -1 +1 @@\n-old\n+new", FilesChanged: []string{"login.go"}}}},
+				Diff: "--- a/login.go\n+++ b/login.go\n@@ -1 +1 @@\n-old\n+new", FilesChanged: []string{"login.go"}},
+			MCPServers:   []models.MCPServer{{Name: "agentqueued", Command: "/usr/bin/agentqueued", Args: []string{"mcp"}}},
+			AgentCommand: "/usr/bin/agentqueued agent"}},
+		{"review-mcp-only", models.TaskContext{TaskID: "bold-orbit", Title: "Fix login", CheckoutPath: "/verify/bold-orbit",
+			DefaultBranch: "main", Attempt: 1, Review: &models.ReviewContext{TaskID: "bold-orbit", Diff: "+new"},
+			MCPServers: []models.MCPServer{{Name: "agentqueued", Command: "/usr/bin/agentqueued", Args: []string{"mcp"}}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -211,12 +211,6 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 		return startErr("assemble the task context", false, err)
 	}
 	tc.Tools = prof.AllowedTools
-	for _, s := range o.mcpServers(prof, nil) {
-		// Names and endpoints only: a server's env (the run token) stays
-		// out of the prompt.
-		tc.MCPServers = append(tc.MCPServers, models.MCPServer{Name: s.Name, Command: s.Command, Args: s.Args,
-			URL: models.RedactURL(s.URL)})
-	}
 	session, sessionUsage, err := o.store.LastSession(ctx, task.ID, ar.agent.ID)
 	if err != nil {
 		return startErr("read the last session", false, err)
@@ -297,6 +291,15 @@ func (e *startError) Error() string { return e.step + ": " + e.err.Error() }
 // process is held: it runs nothing until the caller has recorded its pid
 // with StartRun and released it (agent.Process.Release).
 func (o *Orchestrator) launch(ctx context.Context, ar *activeRun, adapter agent.Adapter, ls launchSpec) (*agent.Process, agent.Parser, error) {
+	for _, s := range o.mcpServers(ls.profile, nil) {
+		// Names and endpoints only: a server's env (the run token) stays
+		// out of the prompt.
+		ls.tc.MCPServers = append(ls.tc.MCPServers, models.MCPServer{Name: s.Name, Command: s.Command, Args: s.Args,
+			URL: models.RedactURL(s.URL)})
+	}
+	if o.cfg.Executable != "" && agent.ShellFallback(adapter, ls.profile) {
+		ls.tc.AgentCommand = agent.AgentCommand(o.cfg.Executable)
+	}
 	prompt, err := RenderPrompt(ls.tc)
 	if err != nil {
 		return nil, nil, &startError{"render the prompt", false, err}
@@ -316,9 +319,12 @@ func (o *Orchestrator) launch(ctx context.Context, ar *activeRun, adapter agent.
 		"AQ_SOCKET": o.cfg.SocketPath, "AQ_TASK_ID": ar.run.TaskID, "AQ_RUN_TOKEN": ar.token, "AQ_PROMPT_FILE": promptFile,
 		"AQ_PROJECT_ID": ar.run.ProjectID, "AQ_ATTEMPT": strconv.Itoa(ar.run.Attempt), "AQ_RUN_KIND": ar.run.Kind,
 	}
+	if o.cfg.Executable != "" {
+		runEnv["AQ_BIN"] = o.cfg.Executable
+	}
 	rc := agent.RunContext{Agent: ar.agent, Task: ls.task, Profile: ls.profile, MCPServers: o.mcpServers(ls.profile, runEnv),
 		Dir: ls.dir, Prompt: prompt, PromptFile: promptFile, StateDir: stateDir, SessionID: ls.session,
-		SessionUsage: ls.sessionUsage}
+		SessionUsage: ls.sessionUsage, Executable: o.cfg.Executable, ToolTimeout: o.cfg.InputTimeout + ToolTimeoutMargin}
 	inv, err := adapter.Invocation(rc)
 	if err != nil {
 		return nil, nil, &startError{"build command", true, err}

@@ -30,7 +30,15 @@
 //
 // RPC directives call the daemon through AQ_SOCKET, AQ_TASK_ID and
 // AQ_RUN_TOKEN; without them the fake exits 2 with a message on stderr. A
-// refused call is reported on stderr and the run goes on.
+// refused call is reported on stderr and the run goes on. They stand for
+// the model calling agentqueued's MCP tools (or its shell fallback), so
+// the fake refuses them where the real CLI would, with its words on
+// stderr: claude unless the agentqueued server is in its --mcp-config and
+// mcp__agentqueued (or the tool's own name) in --allowedTools, or the
+// allowed tools include Bash(<AQ_BIN> agent:*), or the mode is
+// bypassPermissions; codex unless the agentqueued server is configured
+// with default_tools_approval_mode="approve", or it runs without a sandbox
+// (danger-full-access) and AQ_BIN is set.
 //
 // Usage is fixed per run: input 1000, output 200, cache read 300, cache
 // write 40 (codex reports the thread's running total, as recent versions
@@ -54,11 +62,13 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -176,6 +186,8 @@ type invocation struct {
 	model, permissionMode string
 	resume                string
 	mcpConfig             []string
+	allowedTools          []string // claude's --allowedTools
+	overrides             []string // codex's -c values
 	messageFile, message  string
 	positional            []string
 	workdir               string
@@ -231,8 +243,11 @@ func parseArgs(format string, args []string) (invocation, int, error) {
 				i++
 				vals = append(vals, args[i])
 			}
-			if name == "--mcp-config" {
+			switch name {
+			case "--mcp-config":
 				inv.mcpConfig = append(inv.mcpConfig, vals...)
+			case "--allowedTools", "--allowed-tools":
+				inv.allowedTools = append(inv.allowedTools, vals...)
 			}
 			continue
 		}
@@ -265,6 +280,8 @@ func parseArgs(format string, args []string) (invocation, int, error) {
 			inv.message = value
 		case name == "-C" || name == "--cd" || name == "--workspace":
 			inv.workdir = value
+		case (name == "-c" || name == "--config") && format == "codex":
+			inv.overrides = append(inv.overrides, value)
 		}
 	}
 	return checkArgs(format, inv)
@@ -610,10 +627,63 @@ func (f *fake) call(directive string, do func(context.Context, *api.RPCClient) e
 		}
 		f.rpc = c
 	}
+	if denial := f.denied(directive); denial != "" {
+		fmt.Fprintf(f.stderr, "fakeagent: @%s: %s\n", directive, denial)
+		return nil
+	}
 	if err := do(context.Background(), f.rpc); err != nil {
 		fmt.Fprintf(f.stderr, "fakeagent: @%s: %v\n", directive, err)
 	}
 	return nil
+}
+
+// mcpTools name the agentqueued MCP tool behind each RPC directive.
+var mcpTools = map[string]string{"complete": "complete", "fail": "fail", "ask": "ask", "plan": "propose_plan",
+	"approve": "approve", "reject": "reject"}
+
+// denied returns the CLI's words refusing the agentqueued tool behind an
+// RPC directive, or "" when the CLI lets the call through (see the package
+// doc).
+func (f *fake) denied(directive string) string {
+	tool := "mcp__agentqueued__" + mcpTools[directive]
+	shell := ""
+	if bin := f.getenv("AQ_BIN"); bin != "" {
+		shell = "Bash(" + agent.AgentCommand(bin) + ":*)"
+	}
+	switch f.format {
+	case "claude":
+		if f.inv.permissionMode == "bypassPermissions" || (shell != "" && slices.Contains(f.inv.allowedTools, shell)) ||
+			(f.claudeServer() && (slices.Contains(f.inv.allowedTools, "mcp__agentqueued") || slices.Contains(f.inv.allowedTools, tool))) {
+			return ""
+		}
+		return "Claude requested permissions to use " + tool + ", but you haven't granted it yet."
+	case "codex":
+		if (slices.ContainsFunc(f.inv.overrides, func(o string) bool { return strings.HasPrefix(o, "mcp_servers.agentqueued.command=") }) &&
+			slices.Contains(f.inv.overrides, `mcp_servers.agentqueued.default_tools_approval_mode="approve"`)) ||
+			(f.inv.permissionMode == "danger-full-access" && shell != "") {
+			return ""
+		}
+		return "MCP tool call requires approval, but approval policy is never"
+	}
+	return ""
+}
+
+// claudeServer reports whether one of claude's --mcp-config files names
+// the agentqueued server.
+func (f *fake) claudeServer() bool {
+	for _, path := range f.inv.mcpConfig {
+		b, err := os.ReadFile(resolve(f.dir, path))
+		if err != nil {
+			b = []byte(path) // inline JSON
+		}
+		var cfg struct {
+			MCPServers map[string]json.RawMessage `json:"mcpServers"`
+		}
+		if json.Unmarshal(b, &cfg) == nil && cfg.MCPServers["agentqueued"] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Output.

@@ -76,10 +76,11 @@ func TestParseArgs(t *testing.T) {
 	}{
 		{"claude", []string{"-p", "--output-format", "stream-json", "--verbose", "--model", "opus", "--allowedTools", "Bash(git log:*)", "Edit",
 			"--mcp-config", "/s/mcp.json", "--strict-mcp-config", "--resume", "abc", "--max-turns", "3", "--unknown"},
-			invocation{print: true, verbose: true, outputFormat: "stream-json", model: "opus", resume: "abc", mcpConfig: []string{"/s/mcp.json"}}, 0},
+			invocation{print: true, verbose: true, outputFormat: "stream-json", model: "opus", resume: "abc", mcpConfig: []string{"/s/mcp.json"},
+				allowedTools: []string{"Bash(git log:*)", "Edit"}}, 0},
 		{"claude", []string{"-p", "--output-format", "stream-json"}, invocation{}, 1},
 		{"codex", []string{"exec", "--json", "--skip-git-repo-check", "-m", "o3", "-s", "read-only", "-c", `a="b"`, "resume", "t-1", "-"},
-			invocation{json: true, model: "o3", permissionMode: "read-only", resume: "t-1", positional: []string{"-"}}, 0},
+			invocation{json: true, model: "o3", permissionMode: "read-only", resume: "t-1", positional: []string{"-"}, overrides: []string{`a="b"`}}, 0},
 		{"codex", []string{"exec", "-"}, invocation{}, 2},
 		{"cursor", []string{"-p", "--output-format", "stream-json", "--force", "--resume", "c-1", "--trust"},
 			invocation{print: true, outputFormat: "stream-json", resume: "c-1"}, 0},
@@ -328,5 +329,49 @@ func TestRPCDirectives(t *testing.T) {
 	lines := jsonLines(t, out)
 	if last := lines[len(lines)-1]; last["type"] != "result" || last["result"] != "all done" {
 		t.Errorf("last line %v", last)
+	}
+}
+
+// TestDeniedLikeTheCLIs checks the fake's imitation of the CLIs' refusals
+// of agentqueued's tools.
+func TestDeniedLikeTheCLIs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	mcp := filepath.Join(dir, "mcp.json")
+	if err := os.WriteFile(mcp, []byte(`{"mcpServers":{"agentqueued":{"type":"stdio","command":"/aq","args":["mcp"]}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withBin := func(k string) string {
+		if k == "AQ_BIN" {
+			return "/aq"
+		}
+		return ""
+	}
+	noBin := func(string) string { return "" }
+	cases := []struct {
+		name   string
+		format string
+		inv    invocation
+		getenv func(string) string
+		denied bool
+	}{
+		{"claude without allowed tools", "claude", invocation{mcpConfig: []string{mcp}}, withBin, true},
+		{"claude with the server allowed", "claude", invocation{mcpConfig: []string{mcp}, allowedTools: []string{"mcp__agentqueued"}}, noBin, false},
+		{"claude with the tool allowed", "claude", invocation{mcpConfig: []string{mcp}, allowedTools: []string{"mcp__agentqueued__complete"}}, noBin, false},
+		{"claude allowed a server it lacks", "claude", invocation{allowedTools: []string{"mcp__agentqueued"}}, noBin, true},
+		{"claude with the shell rule", "claude", invocation{allowedTools: []string{"Bash(/aq agent:*)"}}, withBin, false},
+		{"claude bypassing", "claude", invocation{permissionMode: "bypassPermissions"}, noBin, false},
+		{"codex without approval", "codex", invocation{overrides: []string{`mcp_servers.agentqueued.command="/aq"`}}, withBin, true},
+		{"codex approved", "codex", invocation{overrides: []string{`mcp_servers.agentqueued.command="/aq"`,
+			`mcp_servers.agentqueued.default_tools_approval_mode="approve"`}}, noBin, false},
+		{"codex's shell without a sandbox", "codex", invocation{permissionMode: "danger-full-access"}, withBin, false},
+		{"codex's shell in a sandbox", "codex", invocation{permissionMode: "workspace-write"}, withBin, true},
+		{"cursor", "cursor", invocation{}, noBin, false},
+	}
+	for _, c := range cases {
+		f := &fake{format: c.format, inv: c.inv, getenv: c.getenv, dir: dir}
+		if got := f.denied("complete") != ""; got != c.denied {
+			t.Errorf("%s: denied %t, want %t", c.name, got, c.denied)
+		}
 	}
 }
