@@ -3,16 +3,20 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/agent/clitest"
 	"github.com/agentqueued/agentqueued/internal/agent/modeltest"
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/orchestrator"
 )
 
 // These end-to-end tests run the real claude and codex binaries (found by
@@ -237,6 +241,158 @@ func eventSeen(td models.TaskDetail, ev models.TaskEvent) bool {
 		}
 	}
 	return false
+}
+
+// runArgs returns the command lines of the task's live agent processes
+// (those whose environment names the task), read from /proc.
+func runArgs(taskID string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !procEnvHas(pid, "AQ_TASK_ID="+taskID) {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err == nil {
+			out = append(out, strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " "))
+		}
+	}
+	return out
+}
+
+// codexStandInToolTimeout stands in for Codex's default MCP tool timeout
+// (300 s) in the private Codex config: an ask outliving it proves the
+// daemon gave Codex its own timeout.
+const codexStandInToolTimeout = 2 * time.Second
+
+// TestRealCLIReportsAskAndCompletes: the model reports progress through
+// agentqueued's MCP server, asks a question and waits, gets the answer a
+// person gave through the API after a while, writes the file the answer
+// chose and completes with a summary and outputs. With the stock
+// configuration: no allowed tools for claude, no approval settings for
+// codex.
+func TestRealCLIReportsAskAndCompletes(t *testing.T) {
+	t.Parallel()
+	for _, cli := range []string{clitest.Claude, clitest.Codex} {
+		t.Run(cli, func(t *testing.T) {
+			t.Parallel()
+			var profile []string
+			if cli == clitest.Claude {
+				profile = claudeEdits
+			}
+			r := newCLIRig(t, []cliAgent{{name: cli + "-1", cli: cli, profile: profile}}, "orchestrator:\n  input_timeout: 2h\n",
+				clitest.Options{CodexConfig: fmt.Sprintf("[mcp_servers.agentqueued]\ntool_timeout_sec = %d", int(codexStandInToolTimeout.Seconds()))})
+			r.model.Add(modeltest.Script{Name: "ask", Match: "Greet as told", Turns: []modeltest.Turn{
+				{Calls: []modeltest.Call{modeltest.MCP("agentqueued", "progress", map[string]any{"message": "Reading the task"})}},
+				{Calls: []modeltest.Call{modeltest.MCP("agentqueued", "ask", map[string]any{"question": "Which greeting: hello or hi?"})}},
+				{Text: "Writing it.", Calls: []modeltest.Call{modeltest.Write("greeting.txt", "hi\n")}},
+				{Calls: []modeltest.Call{modeltest.MCP("agentqueued", "complete", map[string]any{"summary": "Wrote the greeting the human chose",
+					"files_changed": []string{"greeting.txt"}, "outputs": map[string]any{"greeting": "hi"}})}},
+				{Text: "Done."},
+			}})
+			id := r.add(models.BatchTask{Title: "Greet as told", Description: "Ask which greeting, then write greeting.txt."})
+			r.waitStatus(id, models.StatusWaitingInput)
+			ctx := r.d.watch.Context()
+			qs, err := r.c.OpenQuestions(ctx)
+			if err != nil || len(qs) != 1 || qs[0].TaskID != id || qs[0].Text != "Which greeting: hello or hi?" {
+				t.Fatalf("open questions %+v, %v", qs, err)
+			}
+			if cli == clitest.Codex {
+				args := strings.Join(runArgs(id), "\n")
+				want := fmt.Sprintf("mcp_servers.agentqueued.tool_timeout_sec=%d", int64((2*time.Hour+orchestrator.ToolTimeoutMargin)/time.Second))
+				if !strings.Contains(args, want) {
+					t.Errorf("codex's command lines lack the input timeout as its MCP tool timeout:\n%s", args)
+				}
+			}
+			// The CLI waits longer than its own default tool timeout (a
+			// stand-in of 2 s): this wait is what is tested.
+			select {
+			case <-time.After(2 * codexStandInToolTimeout):
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			}
+			if td, err := r.c.GetTask(ctx, id); err != nil || td.Task.Status != models.StatusWaitingInput {
+				t.Fatalf("after the CLI's own tool timeout the task is %s (%s), %v\n%s", td.Task.Status, td.Task.StatusReason, err, r.d.logs)
+			}
+			if _, err := r.c.AnswerQuestion(ctx, qs[0].ID, "hi, please", "ana"); err != nil {
+				t.Fatal(err)
+			}
+			td := r.waitStatus(id, models.StatusCompleted)
+			if got := r.onMain("greeting.txt"); got != "hi\n" {
+				t.Errorf("main:greeting.txt = %q", got)
+			}
+			if td.Result == nil || td.Result.Summary != "Wrote the greeting the human chose" || string(td.Result.Outputs) != `{"greeting":"hi"}` {
+				t.Errorf("result %+v", td.Result)
+			}
+			if logs := r.d.logs.String(); !strings.Contains(logs, `msg=progress`) || !strings.Contains(logs, `message="Reading the task"`) {
+				t.Errorf("no progress report in the daemon's log")
+			}
+			var answered bool
+			for _, req := range r.model.Requests() {
+				for _, tr := range req.ToolResults {
+					answered = answered || strings.Contains(tr.Content, "hi, please")
+				}
+			}
+			if !answered {
+				t.Errorf("the answer never reached the model as the ask tool's result")
+			}
+			if un := r.model.Unscripted(); len(un) > 0 {
+				t.Errorf("unscripted model requests: %q", un)
+			}
+		})
+	}
+}
+
+// TestRealCLIReviewsApproveAndReject: QA_AGENT tasks reviewed by a real
+// claude or codex reviewer: one review approves and the work is merged,
+// the other rejects and the task fails with the reviewer's reasons.
+func TestRealCLIReviewsApproveAndReject(t *testing.T) {
+	t.Parallel()
+	for _, cli := range []string{clitest.Claude, clitest.Codex} {
+		t.Run(cli, func(t *testing.T) {
+			t.Parallel()
+			var profile []string
+			if cli == clitest.Claude {
+				profile = claudeEdits
+			}
+			r := newCLIRig(t, []cliAgent{{name: "worker", cli: cli, profile: profile},
+				{name: "reviewer", cli: cli, projects: []string{"none"}}}, "verification:\n  qa_agent: reviewer\n")
+			zero := 0
+			good := r.add(models.BatchTask{Title: "Write the good file", VerificationType: models.VerifyQAAgent, MaxRetries: &zero})
+			bad := r.add(models.BatchTask{Title: "Write the bad file", VerificationType: models.VerifyQAAgent, MaxRetries: &zero})
+			r.model.Add(
+				modeltest.Script{Name: "approve", Match: "# Review of task " + good, Turns: []modeltest.Turn{
+					{Calls: []modeltest.Call{modeltest.MCP("agentqueued", "approve", map[string]any{"reasons": "good.txt says good"})}},
+					{Text: "Approved."}}},
+				modeltest.Script{Name: "reject", Match: "# Review of task " + bad, Turns: []modeltest.Turn{
+					{Calls: []modeltest.Call{modeltest.MCP("agentqueued", "reject", map[string]any{"reasons": "bad.txt must say good"})}},
+					{Text: "Rejected."}}},
+				modeltest.Script{Name: "good", Match: "Write the good file", Turns: []modeltest.Turn{
+					{Calls: []modeltest.Call{modeltest.Write("good.txt", "good\n")}}, {Text: "Written."}}},
+				modeltest.Script{Name: "bad", Match: "Write the bad file", Turns: []modeltest.Turn{
+					{Calls: []modeltest.Call{modeltest.Write("bad.txt", "bad\n")}}, {Text: "Written."}}},
+			)
+			r.waitStatus(good, models.StatusCompleted)
+			if got := r.onMain("good.txt"); got != "good\n" {
+				t.Errorf("main:good.txt = %q", got)
+			}
+			td := r.waitStatus(bad, models.StatusBlocked)
+			if r.onMain("bad.txt") != "" {
+				t.Errorf("rejected work is on main")
+			}
+			var reasons bool
+			for _, e := range td.Events {
+				reasons = reasons || e.Event == models.EventVerifyFailed && strings.Contains(e.Reason, "bad.txt must say good")
+			}
+			if !reasons {
+				t.Errorf("no VERIFY_FAILED with the reviewer's reasons: %+v", td.Events)
+			}
+			if un := r.model.Unscripted(); len(un) > 0 {
+				t.Errorf("unscripted model requests: %q", un)
+			}
+		})
+	}
 }
 
 // TestRealCLIRateLimitPausesAndResumes: the model answers a request with
