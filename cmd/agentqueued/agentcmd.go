@@ -7,7 +7,7 @@ package main
 //	agent heartbeat
 //	agent progress [--succeeded N] [--failed N] [MESSAGE...]
 //	agent ask QUESTION...            prints the answer on stdout
-//	agent complete [--summary TEXT | TEXT...] [--files a,b] [--outputs JSON]
+//	agent complete [--summary TEXT | TEXT...] [--files a,b] [--outputs JSON] [--no-changes]
 //	agent fail MESSAGE...
 //	agent usage --input N --output N [--cache-read N] [--cache-write N]
 //	agent rate-limited [--reset RFC3339 | --in DURATION] [--kind rate_limit|tokens] [--message TEXT]
@@ -46,8 +46,9 @@ Commands:
                                    report a step of the work, and the items processed so far
                                    (cumulative counts for this run; a message or a count is required)
   ask QUESTION...                  ask the human and wait; prints the answer
-  complete [--summary TEXT | TEXT...] [--files a,b] [--outputs JSON]
-                                   report the task done
+  complete [--summary TEXT | TEXT...] [--files a,b] [--outputs JSON] [--no-changes]
+                                   report the task done; --no-changes when it needed no change
+                                   to the repository (without it, a run that changed nothing fails)
   fail MESSAGE...                  report the task cannot be done, and why
   usage --input N --output N [--cache-read N] [--cache-write N]
                                    report token use
@@ -256,11 +257,12 @@ func (a *agentCmd) complete(ctx context.Context, args []string) error {
 	summary := a.fs.String("summary", "", "what was done (or give it as arguments; \"-\" reads standard input)")
 	files := a.fs.String("files", "", "changed files, comma-separated")
 	outputs := a.fs.String("outputs", "", "structured results for dependent tasks, a JSON object")
+	noChanges := a.fs.Bool("no-changes", false, "the task needed no change to the repository (without it, a run that changed nothing fails)")
 	pos, err := a.parse(args)
 	if err != nil {
 		return err
 	}
-	var comp models.Completion
+	comp := models.Completion{NoChanges: *noChanges}
 	switch {
 	case len(pos) > 0 && *summary != "":
 		return usagef("%s: give the summary either with --summary or as arguments, not both", a.name)

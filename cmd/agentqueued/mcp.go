@@ -33,12 +33,14 @@ const mcpInstructions = `You are working on one task queued by agentqueued, whic
 - progress: after each meaningful step, say briefly what you did or are doing. It also shows you are alive. When the task processes a number of items, also give succeeded and failed: how many items this run has processed so far (totals, not increments).
 - heartbeat: during long silent work (a long build or test run), call it every few minutes so the run is not taken for idle.
 - ask: only when you cannot proceed without a human decision. It waits, possibly for hours, and returns the answer. Ask one self-contained question with the options you see.
-- complete: when the task is done, call it once with a summary of what you did and how you checked it, the files you changed, and any outputs dependent tasks need. Then stop.
+- complete: when the task is done, call it once with a summary of what you did and how you checked it, the files you changed, and any outputs dependent tasks need. Then stop. If the task needed no change to any file, set no_changes: a run that changed nothing and did not say so fails.
 - fail: when the task cannot be done, call it once with the reason and what would unblock it. Then stop.
 - rate_limited: when your provider refuses work because of a rate limit or an exhausted token quota, call it with the reset time, then stop; the task is resumed after the reset.
 - propose_plan: when the task is too large for one run, propose subtasks with their dependencies instead of doing everything yourself.
 - approve / reject: only when you were asked to review another agent's work: give exactly one verdict with your reasons.
-- usage: report token use if your runtime does not report it by itself.`
+- usage: report token use if your runtime does not report it by itself.
+
+These tools may appear a moment after you start: the server can still be connecting when your first turn begins. If they are missing, look again before falling back to anything else.`
 
 // agentRPC is the RPC the MCP tools call: *api.RPCClient.
 type agentRPC interface {
@@ -69,6 +71,7 @@ type (
 		Summary      string         `json:"summary" jsonschema:"What you did and how you checked it, for the human and for the tasks that depend on this one."`
 		FilesChanged []string       `json:"files_changed,omitempty" jsonschema:"Paths of the files you changed, relative to the repository root."`
 		Outputs      map[string]any `json:"outputs,omitempty" jsonschema:"Structured results handed to dependent tasks, as a JSON object (for example {\"api_url\": \"http://localhost:8080\"})."`
+		NoChanges    bool           `json:"no_changes,omitempty" jsonschema:"true when the task was done without changing any file on purpose (nothing needed changing). Without it, a run that changed nothing fails as having made no changes."`
 	}
 	mcpFailInput struct {
 		Message string `json:"message" jsonschema:"Why the task cannot be done and what would unblock it."`
@@ -119,7 +122,7 @@ var (
 	mcpToolAsk = mcpTool{api.ToolAsk, "Ask the human",
 		"Ask the human a question and wait for the answer. Use only when you cannot proceed without a decision. It may wait for hours; the answer is returned as text."}
 	mcpToolComplete = mcpTool{api.ToolComplete, "Complete the task",
-		"Report that the task is done, with a summary of what you did and how you checked it, the files you changed and any outputs for dependent tasks. Call it once, at the end, then stop working."}
+		"Report that the task is done, with a summary of what you did and how you checked it, the files you changed and any outputs for dependent tasks. Call it once, at the end, then stop working. If the task needed no change to any file, set no_changes to true: a run that changed nothing and did not say so fails."}
 	mcpToolFail = mcpTool{api.ToolFail, "Fail the task",
 		"Report that the task cannot be done, with the reason and what would unblock it. The task may be retried with your message as context. Call it once, then stop working."}
 	mcpToolUsage = mcpTool{api.ToolUsage, "Report token usage",
@@ -186,7 +189,7 @@ func newMCPServer(rpc agentRPC) *mcp.Server {
 		return rpc.Ask(ctx, in.Question)
 	})
 	addMCPTool(srv, mcpToolComplete, nil, func(ctx context.Context, in mcpCompleteInput) (string, error) {
-		c := models.Completion{Summary: in.Summary, FilesChanged: in.FilesChanged}
+		c := models.Completion{Summary: in.Summary, FilesChanged: in.FilesChanged, NoChanges: in.NoChanges}
 		if in.Outputs != nil {
 			data, err := json.Marshal(in.Outputs)
 			if err != nil {

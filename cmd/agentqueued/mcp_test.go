@@ -255,3 +255,35 @@ func TestMCPCommandNeedsRunEnvironment(t *testing.T) {
 		t.Errorf("mcp wrote %q to its protocol channel", stdout.String())
 	}
 }
+
+// TestNoChangesReachTheDaemon: an agent says it finished without changing
+// anything through the complete tool's no_changes and through `agent
+// complete --no-changes`; its description says what the flag is for.
+func TestNoChangesReachTheDaemon(t *testing.T) {
+	t.Parallel()
+	e := newAgentEnv(t)
+	cs := mcpSession(t, e.startRun("Check the docs"))
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.Tools {
+		if tool.Name == "complete" && !strings.Contains(tool.Description, "no_changes") {
+			t.Errorf("complete's description does not name no_changes: %q", tool.Description)
+		}
+	}
+	if text, isErr := callTool(t, cs, "complete", map[string]any{"summary": "The docs are right", "no_changes": true}); isErr {
+		t.Fatalf("complete: %s", text)
+	}
+	wantExit(t, runAgentCmd(e.startRun("Check the links"), "", "complete", "--no-changes", "links", "fine"), 0, "")
+	wantExit(t, runAgentCmd(e.startRun("Fix the links"), "", "complete", "fixed"), 0, "")
+	e.svc.mu.Lock()
+	defer e.svc.mu.Unlock()
+	var got []bool
+	for _, c := range e.svc.completions {
+		got = append(got, c.NoChanges)
+	}
+	if !slices.Equal(got, []bool{true, true, false}) {
+		t.Fatalf("no_changes as the daemon saw them: %v (%+v)", got, e.svc.completions)
+	}
+}

@@ -150,6 +150,62 @@ func printTaskDetail(w io.Writer, d models.TaskDetail) {
 		}
 		tw.Flush()
 	}
+	printRuns(w, d.Runs)
+}
+
+// printRuns lists a task's runs: the CLI and its version, the session, the
+// tokens (input, output, cache read, cache write), the cost the CLI
+// reported, the outcome, and what went wrong at the CLI's side (denied
+// tools, MCP servers not connected at start, a version below the
+// known-good one).
+func printRuns(w io.Writer, runs []models.Run) {
+	fmt.Fprintf(w, "\nRuns (%d):\n", len(runs))
+	if len(runs) == 0 {
+		return
+	}
+	tw := table(w)
+	row(tw, "  RUN", "KIND", "AGENT", "CLI", "SESSION", "TOKENS IN/OUT/CACHE-READ/CACHE-WRITE", "COST", "OUTCOME", "NOTES")
+	for _, r := range runs {
+		cli := r.CLI
+		if r.CLIVersion != "" {
+			cli += " " + r.CLIVersion
+		}
+		cost := "-"
+		if r.CostUSD != nil {
+			cost = fmt.Sprintf("$%.4f", *r.CostUSD)
+		}
+		outcome := r.Outcome
+		if r.EndedAt == nil {
+			outcome = "running"
+		}
+		u := r.Usage
+		row(tw, fmt.Sprintf("  %d", r.ID), r.Kind, r.AgentID, orDash(cli), orDash(r.SessionID),
+			fmt.Sprintf("%d/%d/%d/%d", u.Input, u.Output, u.CacheRead, u.CacheWrite), cost, orDash(outcome),
+			orDash(strings.Join(runNotes(r), "; ")))
+	}
+	tw.Flush()
+}
+
+// runNotes are the warnings of one run.
+func runNotes(r models.Run) []string {
+	var notes []string
+	if len(r.DeniedTools) > 0 {
+		notes = append(notes, "denied: "+strings.Join(r.DeniedTools, ", "))
+	}
+	if len(r.MCPNotReady) > 0 {
+		notes = append(notes, "MCP not connected at start: "+strings.Join(r.MCPNotReady, ", "))
+	}
+	if r.CLIWarning != "" {
+		notes = append(notes, r.CLIWarning)
+	}
+	return notes
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // waitingCell is the WAITING column of a task listing: the waiting code of a
@@ -288,12 +344,24 @@ func printBudget(w io.Writer, b models.BudgetReport) {
 
 func printAgents(w io.Writer, as []models.Agent) {
 	tw := table(w)
-	row(tw, "ID", "NAME", "TYPE", "STATE", "PAUSED", "TASK", "TOKENS", "LAST_HEARTBEAT")
+	row(tw, "ID", "NAME", "TYPE", "STATE", "PAUSED", "TASK", "TOKENS", "LAST_HEARTBEAT", "CLI")
 	for _, a := range as {
 		row(tw, a.ID, a.Name, a.AgentType, agentState(a, maxListRestReason), strconv.FormatBool(a.Paused), str(a.CurrentTaskID),
-			strconv.FormatInt(a.TotalTokensUsed, 10), whenPtr(a.LastHeartbeat))
+			strconv.FormatInt(a.TotalTokensUsed, 10), whenPtr(a.LastHeartbeat), cliCell(a))
 	}
 	tw.Flush()
+}
+
+// cliCell is the CLI version an agent's latest run reported, with a
+// warning when it is older than the known-good one.
+func cliCell(a models.Agent) string {
+	switch {
+	case a.CLIVersion == "":
+		return "-"
+	case a.CLIWarning != "":
+		return a.CLIVersion + " (older than " + models.KnownGoodCLIVersion(a.AgentType) + ", the known-good version)"
+	}
+	return a.CLIVersion
 }
 
 // maxListRestReason bounds a rest's reason in an agent listing; the
@@ -347,6 +415,10 @@ func printAgent(w io.Writer, a models.Agent) {
 	}
 	row(tw, "MCP servers:", strings.Join(servers, ", "))
 	row(tw, "Tokens used:", strconv.FormatInt(a.TotalTokensUsed, 10))
+	row(tw, "CLI version:", cliCell(a))
+	if a.CLIWarning != "" {
+		row(tw, "CLI warning:", a.CLIWarning)
+	}
 	row(tw, "Last heartbeat:", whenPtr(a.LastHeartbeat))
 	row(tw, "Created:", when(a.CreatedAt))
 	tw.Flush()

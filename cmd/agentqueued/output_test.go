@@ -48,3 +48,39 @@ func TestTaskOutputSaysWhyATaskWaits(t *testing.T) {
 		t.Fatalf("task show:\n%s", show.String())
 	}
 }
+
+// TestTaskShowListsRuns: `ctl task show` lists each run with its CLI and
+// version, session, tokens with cache reads and writes, cost, outcome and
+// what went wrong on the CLI's side; `ctl agent list` and `show` the CLI
+// version, with a warning below the known-good one.
+func TestTaskShowListsRuns(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	end := start.Add(5 * time.Minute)
+	cost := 0.0123
+	d := models.TaskDetail{Task: models.Task{ID: "bold-orbit", ProjectID: "web", Title: "Write the page",
+		Status: models.StatusFailed, CreatedAt: start, UpdatedAt: end},
+		Runs: []models.Run{
+			{ID: 7, TaskID: "bold-orbit", AgentID: "claude-1", Attempt: 1, Kind: models.RunWork, StartedAt: start, EndedAt: &end,
+				Outcome: "failed", CLI: "claude", CLIVersion: "2.1.197", SessionID: "5b1d7e02-9c4a-4e8f-b3d6-7a2c1e0f9d44",
+				CLIWarning: models.CLIVersionWarning("claude", "2.1.197"),
+				Usage:      models.RunTokens{Input: 45, Output: 42, CacheRead: 1000, CacheWrite: 900}, CostUSD: &cost,
+				DeniedTools: []string{"Write", "Edit"}, MCPNotReady: []string{"agentqueued (pending)"}},
+			{ID: 8, TaskID: "bold-orbit", AgentID: "codex-1", Attempt: 2, Kind: models.RunWork, StartedAt: end,
+				CLI: "codex", CLIVersion: "0.169.0", SessionID: "0199a213-81c0-7800-8aa1-bbab2a035a53",
+				Usage: models.RunTokens{Input: 8000, Output: 300, CacheRead: 2000}},
+		}}
+	agents := []models.Agent{
+		{ID: "claude-1", Name: "claude-1", AgentType: "claude", State: models.AgentIdle, CreatedAt: start, CLIVersion: "2.1.197",
+			CLIWarning: models.CLIVersionWarning("claude", "2.1.197")},
+		{ID: "codex-1", Name: "codex-1", AgentType: "codex", State: models.AgentBusy, CreatedAt: start, CLIVersion: "0.169.0"},
+		{ID: "worker", Name: "worker", AgentType: "command", State: models.AgentIdle, CreatedAt: start},
+	}
+	var out bytes.Buffer
+	printTaskDetail(&out, d)
+	out.WriteString("\n--- ctl agent list\n")
+	printAgents(&out, agents)
+	out.WriteString("\n--- ctl agent show claude-1\n")
+	printAgent(&out, agents[0])
+	golden(t, "testdata/ctl-task-runs.golden", out.String())
+}

@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"context"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"time"
@@ -64,7 +66,14 @@ const (
 	EventRateLimit EventKind = "rate_limit" // a rate limit or usage cap, with its reset time
 	EventMessage   EventKind = "message"    // assistant text, for the task's thread
 	EventResult    EventKind = "result"     // the final result: the run is over
+	EventCLI       EventKind = "cli"        // the CLI's version and its MCP servers at start
 )
+
+// Denial is a tool call the CLI refused for want of a permission.
+type Denial struct {
+	Tool      string `json:"tool"`
+	ToolUseID string `json:"tool_use_id,omitempty"`
+}
 
 // Event is one thing an adapter read from an agent's output.
 type Event struct {
@@ -90,6 +99,17 @@ type Event struct {
 	// SessionInvalid marks a result that failed because the resumed
 	// session does not exist: the next attempt must start afresh.
 	SessionInvalid bool
+	// CostUSD is the cost the CLI reported with its result, when it did
+	// (EventResult).
+	CostUSD *float64
+	// Denied lists the tool calls the CLI refused (EventResult); a result
+	// with denials is a failure.
+	Denied []Denial
+	// Version is the CLI's version (EventCLI), "" when it did not say.
+	Version string
+	// MCPNotReady names the configured MCP servers that were not connected
+	// when the CLI began its first turn, each as "name (status)" (EventCLI).
+	MCPNotReady []string
 }
 
 // Adapter knows how to run one agent type and read its output.
@@ -194,3 +214,31 @@ type nopParser struct{}
 
 func (nopParser) Line([]byte) []Event { return nil }
 func (nopParser) End(int) []Event     { return nil }
+
+// VersionProber is an adapter whose CLI does not print its version in its
+// output stream: the version is read by running VersionArgv (see
+// ProbeVersion).
+type VersionProber interface {
+	VersionArgv(a models.Agent) []string
+}
+
+// ProbeVersion runs argv (a CLI's --version) and returns the version it
+// printed; it gives up when ctx ends.
+func ProbeVersion(ctx context.Context, argv []string, env []string) (string, error) {
+	if len(argv) == 0 {
+		return "", fmt.Errorf("probe version: no command")
+	}
+	command, args := argv[0], argv[1:]
+	cmd := exec.CommandContext(ctx, command, args...)
+	cmd.Env = env
+	cmd.WaitDelay = time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", command, strings.Join(args, " "), err)
+	}
+	v := models.ParseCLIVersion(string(out))
+	if v == "" {
+		return "", fmt.Errorf("%s %s printed no version", command, strings.Join(args, " "))
+	}
+	return v, nil
+}

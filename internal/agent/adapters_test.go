@@ -28,10 +28,19 @@ func describe(e agent.Event) string {
 	case agent.EventMessage:
 		return fmt.Sprintf("message %q", e.Text)
 	case agent.EventResult:
-		if e.IsError {
-			return fmt.Sprintf("error %q invalid=%t", e.Error, e.SessionInvalid)
+		extra := ""
+		if e.CostUSD != nil {
+			extra += fmt.Sprintf(" cost=%g", *e.CostUSD)
 		}
-		return fmt.Sprintf("ok %q", e.Summary)
+		for _, d := range e.Denied {
+			extra += fmt.Sprintf(" denied=%s/%s", d.Tool, d.ToolUseID)
+		}
+		if e.IsError {
+			return fmt.Sprintf("error %q invalid=%t%s", e.Error, e.SessionInvalid, extra)
+		}
+		return fmt.Sprintf("ok %q%s", e.Summary, extra)
+	case agent.EventCLI:
+		return fmt.Sprintf("cli version=%s not_ready=%v", e.Version, e.MCPNotReady)
 	}
 	return fmt.Sprintf("unknown %+v", e)
 }
@@ -129,28 +138,30 @@ func TestClaudeStreams(t *testing.T) {
 	checkStreams(t, []streamCase{
 		{name: "success 2.1.7", adapter: cl, file: "claude-stream-json-success.jsonl", want: []string{
 			"session " + s17,
+			"cli version=2.1.7 not_ready=[]",
 			"usage in=10 out=5 read=0 write=21570",
 			`message "4"`,
 			"usage in=10 out=25 read=0 write=21570",
-			`ok "4"`,
+			`ok "4" cost=0.1354875`,
 		}},
 		{name: "tool use 2.1.285, usage repeated per content block", adapter: cl, file: "claude-stream-json-tooluse-2.1.285.jsonl", want: []string{
 			"session " + s285,
+			"cli version=2.1.285 not_ready=[]",
 			"usage in=10 out=3 read=13780 write=7424",
 			"usage in=18 out=4 read=34984 write=29690",
 			`message "901"`,
 			"usage in=18 out=234 read=34984 write=29690",
-			`ok "901"`,
+			`ok "901" cost=0.06406640000000001`,
 		}},
 		{name: "canary 2026-08, keys out of order, redacted session", adapter: cl, file: "claude-stream-json-canary-2026-08.jsonl", want: []string{
 			"usage in=2 out=1 read=25307 write=11634",
 			`message "canary"`,
 			"usage in=2 out=4 read=25307 write=11634",
-			`ok "canary"`,
+			`ok "canary" cost=0.13005850000000002`,
 		}},
 		{name: "max turns", adapter: cl, file: "claude-stream-json-error-max-turns.jsonl", exit: 1, want: []string{
 			"usage in=2409 out=15946 read=1617801 write=29104",
-			`error "Reached maximum number of turns (40) (error_max_turns, terminal_reason max_turns)" invalid=false`,
+			`error "Reached maximum number of turns (40) (error_max_turns, terminal_reason max_turns)" invalid=false cost=1.4020935000000005`,
 		}},
 		{name: "rejected rate limit then plain text, no result", adapter: cl, file: "claude-rate-limit-rejected.txt", exit: 1, want: []string{
 			"session test-session-027",
@@ -160,39 +171,62 @@ func TestClaudeStreams(t *testing.T) {
 		}},
 		{name: "issue 38673: overage rejected is no limit, empty result", adapter: cl, file: "claude-issue-38673-overage-rejected.jsonl", want: []string{
 			"session REDACTED",
+			"cli version=2.1.83 not_ready=[]",
 			"usage in=3 out=2 read=14707 write=2783",
 			`message "Hello."`,
 			"usage in=3 out=6 read=14707 write=2783",
-			`ok "Hello."`,
+			`ok "Hello." cost=0.024`,
 		}},
 		{name: "help text is no stream", adapter: cl, file: "claude-cli-help-2.1.x.txt", want: []string{
 			`error "the stream ended without a result (exit status 0)" invalid=false`,
 		}},
 		{name: "resume of an unknown session", adapter: cl, file: "synthetic-claude-resume-unknown-session.jsonl", exit: 1,
 			rc: agent.RunContext{SessionID: lost}, want: []string{
-				`error "No conversation found with session ID: ` + lost + ` (error_during_execution)" invalid=true`,
+				`error "No conversation found with session ID: ` + lost + ` (error_during_execution)" invalid=true cost=0`,
 			}},
 		{name: "1.0.x usage limit text", adapter: cl, file: "synthetic-claude-usage-limit-1.0.x.jsonl", want: []string{
 			"session 0d6b1c4e-8a53-4b67-9d3c-1e0c2f6a7b88",
 			fmt.Sprintf("rate_limit reset=%s cap=true %q", unixReset(1751990400), "Claude AI usage limit reached"),
-			`error "Claude AI usage limit reached|1751990400" invalid=false`,
+			`error "Claude AI usage limit reached|1751990400" invalid=false cost=0`,
 		}},
 		{name: "2.1.x usage limit", adapter: cl, file: "synthetic-claude-usage-limit-2.1.x.jsonl", exit: 1, want: []string{
 			"session a41c9e07-3d2b-4f68-8c15-6e9d0b7a2f33",
+			"cli version=2.1.173 not_ready=[]",
 			fmt.Sprintf("rate_limit reset=%s cap=true %q", unixReset(1790791200), "Claude rate limit reached (five_hour)"),
 			fmt.Sprintf("rate_limit reset=%s cap=true %q", unixReset(1790791200), limit21),
-			fmt.Sprintf("error %q invalid=false", limit21+" (terminal_reason api_error, API status 429)"),
+			fmt.Sprintf("error %q invalid=false cost=0", limit21+" (terminal_reason api_error, API status 429)"),
 		}},
 		{name: "glued lines, garbage, unknown types, second result", adapter: cl, file: "synthetic-claude-glued-and-garbage.jsonl", want: []string{
 			"session " + glued,
+			"cli version=2.1.74 not_ready=[]",
 			"usage in=5 out=7 read=100 write=0",
 			`message "Recovered text"`,
 			"usage in=8 out=9 read=100 write=0",
 			`message "Second"`,
 			`ok "All done"`,
 		}},
+		{name: "writes denied: a success that is a failure, MCP server pending at start", adapter: cl,
+			file: "synthetic-claude-permission-denied.jsonl", rc: agent.RunContext{Profile: models.Profile{PermissionMode: "default"}},
+			want: []string{
+				"session 5b1d7e02-9c4a-4e8f-b3d6-7a2c1e0f9d44",
+				"cli version=2.1.197 not_ready=[agentqueued (pending)]",
+				"usage in=20 out=30 read=0 write=1000",
+				"usage in=45 out=42 read=1000 write=1000",
+				`message "I could not write the file: permission was denied."`,
+				`error "claude denied 2 tool call(s) (Write, mcp__agentqueued__progress): their work was not done. ` +
+					`Allow them in the agent's profile: permission_mode (now \"default\"; acceptEdits allows file edits) or ` +
+					`allowed_tools (now none)" invalid=false cost=0.0123 denied=Write/toolu_01Wr1teDen1ed ` +
+					`denied=mcp__agentqueued__progress/toolu_01Pr0gressDen`,
+			}},
+		{name: "an MCP server failed at start, no denials", adapter: cl, file: "synthetic-claude-mcp-failed.jsonl", want: []string{
+			"session 8e2f4a61-0d3b-4c7e-9a15-b6c8d2e4f013",
+			"cli version=2.1.240 not_ready=[docs (failed)]",
+			"usage in=5 out=3 read=0 write=0",
+			`ok "Done."`,
+		}},
 		{name: "cut short", adapter: cl, file: "synthetic-claude-cut-short.jsonl", exit: 143, want: []string{
 			"session " + glued,
+			"cli version=2.1.238 not_ready=[]",
 			"usage in=12 out=20 read=4000 write=300",
 			`message "Starting on the task."`,
 			`error "the stream ended without a result (exit status 143)" invalid=false`,
@@ -689,4 +723,32 @@ func FuzzParsers(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestVersionWarnings(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		agentType, version string
+		warn               bool
+	}{
+		{"claude", "2.1.197", true},
+		{"claude", "2.1.221", false},
+		{"claude", "2.1.285", false},
+		{"claude", "2.2", false},
+		{"claude", "1.0.128 (Claude Code)", true},
+		{"codex", "codex-cli 0.168.9", true},
+		{"codex", "0.169.0", false},
+		{"codex", "", false},
+		{"claude", "unknown", false},
+		{"cursor", "0.1.0", false},
+	}
+	for _, c := range cases {
+		got := models.CLIVersionWarning(c.agentType, c.version)
+		if (got != "") != c.warn {
+			t.Errorf("VersionWarning(%q, %q) = %q, want a warning: %t", c.agentType, c.version, got, c.warn)
+		}
+	}
+	if v := models.ParseCLIVersion("codex-cli 0.169.0\n"); v != "0.169.0" {
+		t.Errorf("ParseVersion = %q", v)
+	}
 }

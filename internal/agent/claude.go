@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -135,8 +136,8 @@ func claudeMCPConfig(servers []models.MCPServer) (string, error) {
 }
 
 // NewParser reads claude's stream-json output.
-func (Claude) NewParser(RunContext) Parser {
-	return &claudeParser{msgUsage: map[string]models.TokenUsage{}, now: time.Now}
+func (Claude) NewParser(rc RunContext) Parser {
+	return &claudeParser{msgUsage: map[string]models.TokenUsage{}, now: time.Now, profile: rc.Profile}
 }
 
 // claudeParser is the state of one run's stream.
@@ -146,8 +147,16 @@ func (Claude) NewParser(RunContext) Parser {
 // the field-wise maximum seen for each; subagent lines are left out. The
 // result's usage is this run's total and replaces the interim sum (never
 // lowering a reported field). A resumed session's result.usage covers this
-// run only; total_cost_usd is cumulative per session and is not read.
+// run only; total_cost_usd is reported as it is (for a resumed session the
+// CLI's figure may count the session's earlier runs too).
+//
+// The init line names the CLI's version (claude_code_version) and the
+// state of each MCP server when the first turn began: one still "pending"
+// (or "failed") gave the first turn none of its tools. A result that lists
+// permission_denials is a failure whatever its subtype: the work those
+// calls would have done was not done.
 type claudeParser struct {
+	profile  models.Profile
 	session  string
 	done     bool
 	msgUsage map[string]models.TokenUsage
@@ -201,7 +210,7 @@ func (p *claudeParser) object(f fields) []Event {
 	switch f.str("type") {
 	case "system":
 		if f.str("subtype") == "init" {
-			return p.sessionEvent(f.str("session_id"))
+			return append(p.sessionEvent(f.str("session_id")), p.initEvent(f)...)
 		}
 	case "assistant":
 		return p.assistant(f)
@@ -219,6 +228,65 @@ func (p *claudeParser) sessionEvent(id string) []Event {
 	}
 	p.session = id
 	return []Event{{Kind: EventSession, SessionID: id}}
+}
+
+// initEvent reports the CLI's version and the MCP servers that were not
+// connected when its first turn began.
+func (p *claudeParser) initEvent(f fields) []Event {
+	ev := Event{Kind: EventCLI, Version: strings.TrimSpace(f.str("claude_code_version"))}
+	for _, raw := range f.list("mcp_servers") {
+		var srv fields
+		if json.Unmarshal(raw, &srv) != nil || srv.str("name") == "" {
+			continue
+		}
+		if st := srv.str("status"); st != "connected" {
+			if st == "" {
+				st = "unknown"
+			}
+			ev.MCPNotReady = append(ev.MCPNotReady, srv.str("name")+" ("+st+")")
+		}
+	}
+	if ev.Version == "" && len(ev.MCPNotReady) == 0 {
+		return nil
+	}
+	return []Event{ev}
+}
+
+// claudeDenials reads a result's permission_denials.
+func claudeDenials(f fields) []Denial {
+	var out []Denial
+	for _, raw := range f.list("permission_denials") {
+		var d fields
+		if json.Unmarshal(raw, &d) != nil || strings.TrimSpace(d.str("tool_name")) == "" {
+			continue
+		}
+		out = append(out, Denial{Tool: strings.TrimSpace(d.str("tool_name")), ToolUseID: d.str("tool_use_id")})
+	}
+	return out
+}
+
+// denialText says which tools were denied and which setting of the
+// agent's profile allows them.
+func denialText(denied []Denial, p models.Profile) string {
+	var tools []string
+	for _, d := range denied {
+		if !slices.Contains(tools, d.Tool) {
+			tools = append(tools, d.Tool)
+		}
+	}
+	mode := p.PermissionMode
+	if mode == "" {
+		mode = "not set"
+	} else {
+		mode = strconv.Quote(mode)
+	}
+	allowed := "none"
+	if len(p.AllowedTools) > 0 {
+		allowed = strings.Join(p.AllowedTools, ", ")
+	}
+	return fmt.Sprintf("claude denied %d tool call(s) (%s): their work was not done. Allow them in the agent's profile: "+
+		"permission_mode (now %s; acceptEdits allows file edits) or allowed_tools (now %s)",
+		len(denied), strings.Join(tools, ", "), mode, allowed)
 }
 
 func (p *claudeParser) assistant(f fields) []Event {
@@ -314,6 +382,14 @@ func (p *claudeParser) result(f fields) []Event {
 	errs := f.strings("errors")
 	subtype, reason, status := f.str("subtype"), f.str("terminal_reason"), f.num("api_error_status")
 	isErr := f.flag("is_error") || strings.HasPrefix(subtype, "error")
+	denied := claudeDenials(f)
+	var cost *float64
+	if f.has("total_cost_usd") {
+		var c float64
+		if json.Unmarshal(f["total_cost_usd"], &c) == nil && c >= 0 && !math.IsInf(c, 0) && !math.IsNaN(c) {
+			cost = &c
+		}
+	}
 	if claudeUsageLimit.MatchString(text) {
 		// 1.0.x reported the limit as the result text, not always as an error.
 		if !p.limitWords {
@@ -323,15 +399,25 @@ func (p *claudeParser) result(f fields) []Event {
 	} else if limited, _ := limitInText(text); isErr && !p.limitWords && (status == 429 || limited) {
 		evs = append(evs, p.limitWordsEvent(text)...)
 	}
-	if !isErr {
+	if !isErr && len(denied) == 0 {
 		evs = append(evs, p.sessionEvent(f.str("session_id"))...) // when no init line came
 		if text == "" {
 			text = p.lastText // the result can be empty although the model answered (#38673)
 		}
-		return append(evs, Event{Kind: EventResult, Summary: text})
+		return append(evs, Event{Kind: EventResult, Summary: text, CostUSD: cost})
+	}
+	if !isErr {
+		// Denied work is not success; the session itself is sound.
+		evs = append(evs, p.sessionEvent(f.str("session_id"))...)
+		return append(evs, Event{Kind: EventResult, IsError: true, Error: denialText(denied, p.profile), CostUSD: cost,
+			Denied: denied})
 	}
 	// Never adopt the session of a failed result: it may be invented.
-	res := Event{Kind: EventResult, IsError: true, Error: claudeError(subtype, reason, status, errs, text)}
+	res := Event{Kind: EventResult, IsError: true, Error: claudeError(subtype, reason, status, errs, text), CostUSD: cost,
+		Denied: denied}
+	if len(denied) > 0 {
+		res.Error += "; " + denialText(denied, p.profile)
+	}
 	for _, e := range append(errs, text) {
 		if strings.Contains(e, claudeNoSession) {
 			res.SessionInvalid = true

@@ -132,6 +132,11 @@ func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
+// VersionArgv asks codex for its version: its stream does not carry it.
+func (Codex) VersionArgv(a models.Agent) []string {
+	return []string{command(RunContext{Agent: a}, "codex"), "--version"}
+}
+
 // codexSandbox maps a permission mode to a codex sandbox.
 func codexSandbox(mode string) (string, error) {
 	if mode == "" {

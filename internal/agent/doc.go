@@ -54,6 +54,10 @@
 // reset time, assistant text, the final result — tolerate anything they do
 // not know, and decide a stream that ended without a
 // result as a failure; aider, which has no terminal event, is judged by its
-// exit code and the edits and errors it printed. fakeagent is a stand-in
+// exit code and the edits and errors it printed. A Claude result that lists
+// permission_denials is a failure naming the denied tools and the profile
+// settings that allow them; Claude's init line gives the CLI's version and
+// the MCP servers not yet connected (EventCLI), and Codex's version is read
+// with --version (VersionProber). fakeagent is a stand-in
 // executable for all four, driven by directives in the prompt, for tests.
 package agent

@@ -39,6 +39,12 @@
 //	GET   /api/v1/tasks/{id}          the task with its dependencies, dependents and events; a READY task
 //	                                  a round did not start has "waiting_code" and "waiting_reason" (why it
 //	                                  waits; docs/semantics.md, "Scheduling"), in listings too
+//	                                  "runs": its latest runs (at most 20, oldest first), each with "cli",
+//	                                  "cli_version", "cli_warning" (a version below the known-good one),
+//	                                  "session_id", "usage" (input_tokens, output_tokens, cache_read_tokens,
+//	                                  cache_write_tokens), "cost_usd" (when the CLI reported one),
+//	                                  "denied_tools" and "mcp_not_ready"; "result" has "no_changes" when
+//	                                  the agent completed without changes on purpose
 //	PATCH /api/v1/tasks/{id}          edit a task not being worked on (body: title, description, priority,
 //	                                  acceptance_criteria, test_commands, verification_type, requires_approval,
 //	                                  profile — all optional, at least one) → the task
@@ -64,6 +70,8 @@
 //	GET   /api/v1/agents              {"agents": [...]}; env values are answered as "********"; an agent
 //	                                  resting after a rate limit is "state": "PAUSED" with "rest_until"
 //	                                  (RFC 3339) and "rest_reason", both left out once the rest is over
+//	                                  "cli_version" is the CLI version its latest run reported, with
+//	                                  "cli_warning" when it is older than its type's known-good version
 //	DELETE /api/v1/agents/{id}        remove an agent that runs nothing → 204
 //	POST  /api/v1/agents/{id}/pause   the agent takes no new task → the agent; /resume undoes it, and
 //	                                  also ends a rest after a rate limit

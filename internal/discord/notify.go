@@ -657,6 +657,21 @@ func countNonEmpty(lines []string) int {
 	return n
 }
 
+// runParts is the run-end line of a task's thread: the latest ended run
+// of the task, when it reported anything about its CLI.
+func runParts(d models.TaskDetail) []part {
+	for i := len(d.Runs) - 1; i >= 0; i-- {
+		if d.Runs[i].EndedAt == nil {
+			continue
+		}
+		if line := renderRun(d.Runs[i]); line != "" {
+			return []part{{Thread: true, Content: cut(line, messageLimit)}}
+		}
+		return nil
+	}
+	return nil
+}
+
 // noticeParts renders a notice of a given kind.
 func (b *Bot) noticeParts(ctx context.Context, kind string, n notice) ([]part, error) {
 	title := escape(cut(n.Title, 120))
@@ -693,25 +708,31 @@ func (b *Bot) noticeParts(ctx context.Context, kind string, n notice) ([]part, e
 			{Content: fmt.Sprintf("❓ %s %s is waiting for your answer in %s", id, title, threadLink)}}, nil
 	case "task.completed":
 		out := []part{{Content: fmt.Sprintf("✅ %s %s completed%s → %s", id, title, byActor(n), threadLink)}}
-		if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil && d.Result != nil {
+		d, err := b.svc.GetTaskDetail(ctx, n.TaskID)
+		if err == nil && d.Result != nil {
 			out = append(out, textParts(true, "✅ **Completed**", renderResultBody(*d.Result))...)
 		} else {
 			out = append(out, part{Thread: true, Content: "✅ **Completed**" + byActor(n)})
 		}
+		if err == nil {
+			out = append(out, runParts(d)...)
+		}
 		return out, nil
 	case "task.failed":
 		attempt := ""
+		var run []part
 		if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil {
 			attempt = fmt.Sprintf(" (attempt %d of %d)", d.Task.RetryCount+1, d.Task.MaxRetries+1)
+			run = runParts(d)
 		}
 		reason := reasonLine(n.Reason)
-		return []part{{Content: fmt.Sprintf("❌ %s %s failed%s%s", id, title, attempt, reason),
+		return append([]part{{Content: fmt.Sprintf("❌ %s %s failed%s%s", id, title, attempt, reason),
 			Components: buttons(
 				button("Retry now", discordgo.PrimaryButton, customID("event", string(models.EventAdminRestart), n.TaskID, string(models.StatusFailed))),
 				button("Skip", discordgo.SecondaryButton, customID("event", string(models.EventAdminSkip), n.TaskID, string(models.StatusFailed))),
 				button("View error", discordgo.SecondaryButton, customID("error", n.TaskID)),
 				cancelButton(n.TaskID, models.StatusFailed))},
-			{Thread: true, Content: "❌ **Failed**" + attempt + reason}}, nil
+			{Thread: true, Content: "❌ **Failed**" + attempt + reason}}, run...), nil
 	case "task.blocked":
 		if n.Event == models.EventUpstreamFailed {
 			return nil, nil // told once, by the chain.broken notice of its root
@@ -748,11 +769,15 @@ func (b *Bot) noticeParts(ctx context.Context, kind string, n notice) ([]part, e
 			button("Skip "+root, discordgo.SecondaryButton, customID("event", string(models.EventAdminSkip), root, string(models.StatusBlocked))))}}, nil
 	case "task.paused":
 		until := ""
-		if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil && d.Task.ResumeAfter != nil {
-			until = " until " + renderTime(*d.Task.ResumeAfter)
+		var run []part
+		if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil {
+			if d.Task.ResumeAfter != nil {
+				until = " until " + renderTime(*d.Task.ResumeAfter)
+			}
+			run = runParts(d)
 		}
-		return []part{{Content: fmt.Sprintf("⏸️ %s %s paused%s%s", id, title, until, reasonLine(n.Reason))},
-			{Thread: true, Content: "⏸️ **Paused**" + until + reasonLine(n.Reason)}}, nil
+		return append([]part{{Content: fmt.Sprintf("⏸️ %s %s paused%s%s", id, title, until, reasonLine(n.Reason))},
+			{Thread: true, Content: "⏸️ **Paused**" + until + reasonLine(n.Reason)}}, run...), nil
 	case "task.awaiting_approval":
 		d, err := b.svc.GetTaskDetail(ctx, n.TaskID)
 		if err != nil {

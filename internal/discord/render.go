@@ -244,6 +244,48 @@ func renderAgents(as []models.Agent) string {
 	return strings.Join(lines, "\n")
 }
 
+// renderRun is one line on a run for the task's thread: its CLI and
+// version, session, tokens (cache reads and writes apart), the cost the CLI
+// reported, and what went wrong on the CLI's side. A run that reported
+// none of these (a command agent's) has no line.
+func renderRun(r models.Run) string {
+	u := r.Usage
+	if r.CLIVersion == "" && r.SessionID == "" && u == (models.RunTokens{}) && r.CostUSD == nil && len(r.DeniedTools) == 0 &&
+		len(r.MCPNotReady) == 0 {
+		return ""
+	}
+	cli := r.CLI
+	if r.CLIVersion != "" {
+		cli += " " + r.CLIVersion
+	}
+	// Inside a code span nothing is markdown: only its backticks must go.
+	code := func(s string) string { return "`" + strings.ReplaceAll(models.CleanLine(s, 200), "`", "'") + "`" }
+	parts := []string{fmt.Sprintf("🤖 Run %d (%s, %s): %s", r.ID, r.Kind, code(r.AgentID), escape(cli))}
+	if r.SessionID != "" {
+		parts = append(parts, "session "+code(r.SessionID))
+	}
+	parts = append(parts, fmt.Sprintf("tokens %d in, %d out, %d cache read, %d cache write", u.Input, u.Output, u.CacheRead,
+		u.CacheWrite))
+	if r.CostUSD != nil {
+		parts = append(parts, fmt.Sprintf("$%.4f", *r.CostUSD))
+	}
+	line := strings.Join(parts, " · ")
+	if len(r.DeniedTools) > 0 {
+		tools := make([]string, len(r.DeniedTools))
+		for i, t := range r.DeniedTools {
+			tools[i] = code(t)
+		}
+		line += "\n⚠️ Denied tools: " + strings.Join(tools, ", ")
+	}
+	if len(r.MCPNotReady) > 0 {
+		line += "\n⚠️ MCP servers not connected at start: " + escape(strings.Join(r.MCPNotReady, ", "))
+	}
+	if r.CLIWarning != "" {
+		line += "\n⚠️ " + escape(r.CLIWarning)
+	}
+	return line
+}
+
 // statusView is what /status shows.
 type statusView struct {
 	Agents    []models.Agent

@@ -34,6 +34,10 @@ type Agent struct {
 	// PAUSED when the agent is otherwise IDLE.
 	RestUntil  *time.Time `json:"rest_until,omitempty"`
 	RestReason string     `json:"rest_reason,omitempty"`
+	// CLIVersion is the version of the agent's CLI its latest run
+	// reported; CLIWarning says why it is not known to be good (derived).
+	CLIVersion string `json:"cli_version,omitempty"`
+	CLIWarning string `json:"cli_warning,omitempty"`
 	AgentSettings
 }
 

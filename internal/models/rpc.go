@@ -12,6 +12,10 @@ type Completion struct {
 	FilesChanged []string `json:"files_changed,omitempty"`
 	// Outputs is structured data handed to the task's dependents.
 	Outputs json.RawMessage `json:"outputs,omitempty"`
+	// NoChanges says the agent finished the task without changing the
+	// repository on purpose: a task of a project with a repository whose
+	// run leaves no change completes only when its agent said so.
+	NoChanges bool `json:"no_changes,omitempty"`
 }
 
 // Validate checks a completion report.

@@ -24,6 +24,40 @@ type Run struct {
 	Kind string `json:"kind"`
 	// SessionID is the agent CLI's session of this run, if it reported one.
 	SessionID string `json:"session_id,omitempty"`
+	// CLI is the agent type whose CLI ran (claude, codex, …) and
+	// CLIVersion the version it reported, "" when unknown.
+	CLI        string `json:"cli,omitempty"`
+	CLIVersion string `json:"cli_version,omitempty"`
+	// CLIWarning says why CLIVersion is not known to be good (see
+	// CLIVersionWarning); it is derived, not stored.
+	CLIWarning string `json:"cli_warning,omitempty"`
+	// Usage is the tokens the run used, cache reads and writes apart.
+	Usage RunTokens `json:"usage"`
+	// CostUSD is the cost the CLI reported, when it did (Claude's
+	// total_cost_usd; for a resumed session the CLI may count the whole
+	// session).
+	CostUSD *float64 `json:"cost_usd,omitempty"`
+	// DeniedTools are the tool calls the CLI refused for want of a
+	// permission, by tool name.
+	DeniedTools []string `json:"denied_tools,omitempty"`
+	// MCPNotReady names the MCP servers that were not connected when the
+	// CLI began its first turn, each as "name (status)".
+	MCPNotReady []string `json:"mcp_not_ready,omitempty"`
+}
+
+// RunTokens is the token usage of one run.
+type RunTokens struct {
+	Input      int64 `json:"input_tokens"`
+	Output     int64 `json:"output_tokens"`
+	CacheRead  int64 `json:"cache_read_tokens"`
+	CacheWrite int64 `json:"cache_write_tokens"`
+}
+
+// RunCLI is what a run's CLI showed of itself at start.
+type RunCLI struct {
+	CLI         string
+	Version     string
+	MCPNotReady []string
 }
 
 // Run kinds.
@@ -191,6 +225,11 @@ type RunEnd struct {
 	ExpectFrom  TaskStatus
 	Reason      string
 	ResumeAfter *time.Time
+	// WaitResumeAfter applies when the run ended by itself (no
+	// ResumeAfter) while its task waited for an answer: the agent gave up
+	// on its question, so the question stays open and the task pauses
+	// until then; the answer resumes it at once.
+	WaitResumeAfter *time.Time
 	// Outcome names the end for the run row ("completed", "failed", …).
 	Outcome string
 	// Error keeps the failure text for the next attempt's context.

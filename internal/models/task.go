@@ -255,7 +255,14 @@ type TaskDetail struct {
 	Verification *Verification `json:"verification,omitempty"`
 	// Result is what the task's last completed run reported.
 	Result *Completion `json:"result,omitempty"`
+	// Runs are the task's latest runs (at most TaskDetailRuns), oldest
+	// first: work and reviews, with their CLI, version, session, usage,
+	// cost and denied tools.
+	Runs []Run `json:"runs"`
 }
+
+// TaskDetailRuns bounds the runs a task's detail shows.
+const TaskDetailRuns = 20
 
 // TaskFilter selects tasks for listing. Zero fields do not filter.
 type TaskFilter struct {

@@ -35,6 +35,7 @@ func (e *e2e) recordingCLI(id, typ string, projects ...string) string {
 }
 
 // recordedRuns reads the runs a recordingCLI recorded: each run's lines.
+// The version probe (`--version`) is left out.
 func recordedRuns(t *testing.T, record string) [][]string {
 	t.Helper()
 	b, err := os.ReadFile(record)
@@ -51,7 +52,9 @@ func recordedRuns(t *testing.T, record string) [][]string {
 			runs[len(runs)-1] = append(runs[len(runs)-1], l)
 		}
 	}
-	return runs
+	// The daemon asks a codex binary for its version once (its stream does
+	// not carry it): that is not a run.
+	return slices.DeleteFunc(runs, func(args []string) bool { return len(args) > 0 && args[0] == "--version" })
 }
 
 // TestE2EClaudeAndCodexReachAgentqueuedTools runs work and a QA review with

@@ -47,7 +47,8 @@ func TestE2ERequiresApprovalWithoutPullRequestWaitsForAPerson(t *testing.T) {
 			e.cli("claude-1", "claude", "web")
 			ids := e.add("web", models.BatchTask{LocalID: "t", Title: "Needs a person", RequiresApproval: true,
 				Description: fmt.Sprintf(work, "gated.txt", "gated", "gated", "wrote it")},
-				models.BatchTask{LocalID: "d", Title: "After it", Dependencies: []models.BatchDependency{{ID: "t"}}},
+				models.BatchTask{LocalID: "d", Title: "After it", Description: "@complete-no-changes nothing to change",
+					Dependencies: []models.BatchDependency{{ID: "t"}}},
 				// The same agent works on another task while the first waits:
 				// its checkout moves on, and the waiting work stays reachable.
 				models.BatchTask{LocalID: "o", Title: "Meanwhile", Description: fmt.Sprintf(work, "other.txt", "other", "other", "other")})

@@ -197,10 +197,20 @@
 // the reported reset (no retry used), and the agent rests until then (the
 // rest is stored on the agent, loaded into the cooldowns when Run starts
 // and refused by claims, so it outlives a restart; resuming the agent
-// ends it); a failure report → AGENT_FAILED; a
+// ends it); a failure report (the stream's failed result, including a
+// result listing tool calls the CLI denied) → AGENT_FAILED; a
 // completion report or exit status 0 → AGENT_COMPLETED; otherwise
 // AGENT_FAILED with the exit status and the tail of stderr (kept for the
-// next attempt's prompt). A completed task's branch is delivered (merged
+// next attempt's prompt). The files a completed run changed are what its
+// branch changes; in a project with a repository a run that changed
+// nothing fails its verification unless its agent completed with
+// no_changes or proposed a plan (docs/semantics.md, "Run outcomes"), and
+// the landing reason says "merged into" only after a merge of changes. An
+// ask the agent's CLI abandoned (its call cancelled) leaves its question
+// open, pauses the task for it and ends the run; the answer resumes the
+// task at once. What the CLI showed of itself (version, MCP servers not
+// connected at start, cost, denied tools) is recorded on the run, and a
+// version below the known-good one is logged as a warning. A completed task's branch is delivered (merged
 // into the default branch and pushed) and VERIFY_PASSED completes it; a
 // delivery that fails is VERIFY_FAILED. A task that requires approval is
 // not merged before a person decides: it goes to its pull request, or,

@@ -213,12 +213,15 @@ type Store interface {
 	AskQuestion(ctx context.Context, runID int64, text string) (models.Question, error)
 	AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error)
 	TimeOutQuestion(ctx context.Context, id int64, resumeAfter time.Time) (models.TransitionResult, error)
+	AbandonQuestion(ctx context.Context, id int64, resumeAfter time.Time) (models.TransitionResult, error)
 	OpenQuestions(ctx context.Context) ([]models.Question, error)
 	TaskQuestions(ctx context.Context, taskID string) ([]models.Question, error)
 	Notify(ctx context.Context, key, kind, projectID, taskID string, payload any) error
 
 	LastSession(ctx context.Context, taskID, agentID string) (string, models.TokenUsage, error)
 	RecordRunSession(ctx context.Context, runID int64, sessionID string) error
+	RecordRunCLI(ctx context.Context, runID int64, c models.RunCLI) error
+	RecordRunResult(ctx context.Context, runID int64, cost *float64, denied []string) error
 	ForgetSessions(ctx context.Context, taskID, agentID string) error
 	RecordRunUsage(ctx context.Context, runID int64, cumulative models.TokenUsage) (models.TokenUsage, error)
 	SaveResult(ctx context.Context, taskID string, runID int64, c models.Completion) error
@@ -320,7 +323,10 @@ type Orchestrator struct {
 	// out of scheduling until the time given; failures counts consecutive
 	// start failures per project.
 	cooldown map[string]time.Time
-	failures map[string]int
+	// cliVersions are the versions of CLIs read with --version, by command
+	// file (see probeVersion).
+	cliVersions map[string]string
+	failures    map[string]int
 	// asks wakes the ask waiting for question id with its answer or error.
 	asks map[int64]chan askResult
 	// verifying holds the tasks whose verification a goroutine is running,
@@ -361,7 +367,7 @@ func New(cfg Config, st Store, ws Workspaces, adapters *agent.Registry) (*Orches
 	vctx, vcancel := context.WithCancel(context.Background())
 	return &Orchestrator{cfg: cfg, store: st, ws: ws, adapters: adapters, log: cfg.Logger,
 		wake: make(chan struct{}, 1), arm: make(chan struct{}, 1), prPoke: make(chan struct{}, 1), runs: map[int64]*activeRun{}, asks: map[int64]chan askResult{},
-		cooldown: map[string]time.Time{}, failures: map[string]int{}, verifying: map[string]context.CancelFunc{},
+		cooldown: map[string]time.Time{}, cliVersions: map[string]string{}, failures: map[string]int{}, verifying: map[string]context.CancelFunc{},
 		verifyDone: map[string]chan struct{}{},
 		vctx:       vctx, vcancel: vcancel, reviewFails: map[string]int{}, stuck: map[int64]bool{}}, nil
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -211,6 +213,9 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 		return startErr("assemble the task context", false, err)
 	}
 	tc.Tools = prof.AllowedTools
+	if vp, ok := adapter.(agent.VersionProber); ok {
+		o.probeVersion(startCtx, ar, vp)
+	}
 	session, sessionUsage, err := o.store.LastSession(ctx, task.ID, ar.agent.ID)
 	if err != nil {
 		return startErr("read the last session", false, err)
@@ -431,7 +436,13 @@ func (o *Orchestrator) sealWork(ctx context.Context, ar *activeRun, p models.Pro
 		c = *ar.completion
 	}
 	ar.mu.Unlock()
-	if len(files) > 0 {
+	if p.Repo != nil {
+		// What the branch changes, not what the agent said it changed; a
+		// run that changed nothing completes only when its agent said so
+		// (the verification fails it otherwise).
+		c.FilesChanged = files
+		c.NoChanges = c.NoChanges && len(files) == 0
+	} else if len(files) > 0 {
 		c.FilesChanged = files
 	}
 	// The result and the verification's start are saved with the run's
@@ -591,6 +602,12 @@ func exitText(r agent.Result) string {
 func (o *Orchestrator) finish(ctx context.Context, ar *activeRun, end models.RunEnd) models.TransitionResult {
 	// Reasons are shown in answers and notices: no URL keeps credentials.
 	end.Reason, end.Error = models.RedactURL(end.Reason), models.RedactURL(end.Error)
+	if end.ResumeAfter == nil {
+		// Should the task still wait for an answer, its agent gave up on the
+		// question: it waits for the answer as long as a question does.
+		at := o.cfg.Now().Add(o.cfg.InputTimeout)
+		end.WaitResumeAfter = &at
+	}
 	res, err := o.store.FinishRun(ctx, end)
 	if err != nil && end.Event != "" {
 		switch models.ErrorCodeOf(err) {
@@ -629,6 +646,9 @@ func (o *Orchestrator) adapterEvent(ctx context.Context, ar *activeRun, ev agent
 			}
 		}
 		return
+	case agent.EventCLI:
+		o.recordCLI(ctx, ar, models.RunCLI{CLI: ar.agent.AgentType, Version: ev.Version, MCPNotReady: ev.MCPNotReady})
+		return
 	case agent.EventUsage:
 		if _, err := o.store.RecordRunUsage(ctx, ar.run.ID, ev.Usage); err != nil {
 			o.log.Warn("record usage", "task_id", ar.run.TaskID, "run_id", ar.run.ID, "err", err)
@@ -655,6 +675,19 @@ func (o *Orchestrator) adapterEvent(ctx context.Context, ar *activeRun, ev agent
 		}
 		ar.pause = &models.RateLimit{ResetAt: ev.ResetAt, Kind: kind, Message: ev.Error}
 	case agent.EventResult:
+		if ev.CostUSD != nil || len(ev.Denied) > 0 {
+			var denied []string
+			for _, d := range ev.Denied {
+				denied = append(denied, d.Tool)
+			}
+			if len(denied) > 0 {
+				o.log.Warn("the agent's CLI denied tool calls; the run fails", "task_id", ar.run.TaskID, "run_id", ar.run.ID,
+					"agent", ar.run.AgentID, "denied", denied)
+			}
+			if err := o.store.RecordRunResult(ctx, ar.run.ID, ev.CostUSD, denied); err != nil {
+				o.log.Warn("record run result", "task_id", ar.run.TaskID, "run_id", ar.run.ID, "err", err)
+			}
+		}
 		if ev.SessionInvalid {
 			ar.sessionInvalid = true
 		}
@@ -669,6 +702,66 @@ func (o *Orchestrator) adapterEvent(ctx context.Context, ar *activeRun, ev agent
 			ar.completion = &models.Completion{Summary: ev.Summary}
 		}
 		ar.resultOnce.Do(func() { close(ar.resultSeen) })
+	}
+}
+
+// versionProbeTimeout bounds a CLI's --version.
+const versionProbeTimeout = 10 * time.Second
+
+// probeVersion records the version of a CLI whose stream does not carry
+// it, read once per command file (path, size and time of change) in this
+// life of the daemon. A probe that fails is logged; the run goes on.
+func (o *Orchestrator) probeVersion(ctx context.Context, ar *activeRun, vp agent.VersionProber) {
+	argv := vp.VersionArgv(ar.agent)
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return // the start fails with its own error
+	}
+	key := path
+	if fi, err := os.Stat(path); err == nil {
+		key = fmt.Sprintf("%s|%d|%d", path, fi.Size(), fi.ModTime().UnixNano())
+	}
+	o.mu.Lock()
+	v, ok := o.cliVersions[key]
+	o.mu.Unlock()
+	if !ok {
+		pctx, cancel := context.WithTimeout(ctx, versionProbeTimeout)
+		v, err = agent.ProbeVersion(pctx, argv, agent.Environment(o.cfg.Environ, nil, nil))
+		cancel()
+		if err != nil {
+			o.log.Info("agent CLI version not read", "task_id", ar.run.TaskID, "run_id", ar.run.ID, "agent", ar.run.AgentID,
+				"err", err)
+			return
+		}
+		o.mu.Lock()
+		o.cliVersions[key] = v
+		o.mu.Unlock()
+	}
+	o.recordCLI(ctx, ar, models.RunCLI{CLI: ar.agent.AgentType, Version: v})
+}
+
+// ownMCPServer is the name agentqueued's own MCP server has in every run.
+const ownMCPServer = "agentqueued"
+
+// recordCLI keeps what a run's CLI showed of itself, and warns about a
+// version older than the known-good one and about agentqueued's own MCP
+// server not being connected when the CLI began (its first turn then had
+// none of the daemon's tools).
+func (o *Orchestrator) recordCLI(ctx context.Context, ar *activeRun, c models.RunCLI) {
+	if err := o.store.RecordRunCLI(ctx, ar.run.ID, c); err != nil {
+		o.log.Warn("record the run's CLI", "task_id", ar.run.TaskID, "run_id", ar.run.ID, "err", err)
+	}
+	if w := models.CLIVersionWarning(c.CLI, c.Version); w != "" {
+		o.log.Warn("agent CLI older than the known-good version", "task_id", ar.run.TaskID, "run_id", ar.run.ID,
+			"agent", ar.run.AgentID, "cli", c.CLI, "version", c.Version, "known_good", models.KnownGoodCLIVersion(c.CLI))
+	}
+	for _, s := range c.MCPNotReady {
+		level := slog.LevelInfo
+		if strings.HasPrefix(s, ownMCPServer+" ") {
+			level = slog.LevelWarn
+		}
+		o.log.Log(ctx, level, "MCP server not connected when the agent's CLI began; its tools may appear a moment later",
+			"task_id", ar.run.TaskID, "run_id", ar.run.ID, "agent", ar.run.AgentID, "server", s, "version", c.Version)
 	}
 }
 

@@ -130,8 +130,35 @@ func (o *Orchestrator) Ask(ctx context.Context, run models.Run, question string)
 	case <-ar.stop:
 		return "", models.Errorf(models.CodeConflict, "the run was stopped while waiting for an answer")
 	case <-ctx.Done():
+		o.abandoned(ar, q)
 		return "", ctx.Err()
 	}
+}
+
+// abandoned handles an ask whose caller went away before the answer: the
+// agent's CLI gave up on the call (a tool timeout, a closed connection).
+// That is no input timeout: the question stays open for the human, the
+// task pauses for it until the input timeout counted from the question
+// (its answer resumes the task at once, with the answer in the next
+// prompt), and the run, which would go on without the answer, is ended.
+// An answer that came meanwhile, or a run being stopped, changes nothing.
+func (o *Orchestrator) abandoned(ar *activeRun, q models.Question) {
+	select {
+	case <-ar.stop:
+		return // the run is ending anyway (stopped, shutting down)
+	default:
+	}
+	res, err := o.store.AbandonQuestion(context.Background(), q.ID, q.AskedAt.Add(o.cfg.InputTimeout))
+	if err != nil {
+		o.log.Warn("abandoned question not recorded", "task_id", q.TaskID, "run_id", q.RunID, "question_id", q.ID, "err", err)
+		return
+	}
+	if res.Duplicate {
+		return
+	}
+	o.log.Info("the agent gave up waiting for an answer; the question stays open and the task pauses for it",
+		"task_id", q.TaskID, "run_id", q.RunID, "question_id", q.ID, "resume_after", q.AskedAt.Add(o.cfg.InputTimeout))
+	o.endRuns([]int64{ar.run.ID}, "the agent gave up waiting for an answer")
 }
 
 // askResult is what a waiting ask receives: an answer or an error.

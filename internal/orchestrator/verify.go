@@ -132,6 +132,10 @@ func (o *Orchestrator) verify(taskID string) {
 	default:
 		return
 	}
+	if msg := o.noChanges(sctx, p, t); msg != "" {
+		o.verifyFailed(sctx, t, v, "verify", errors.New(msg), nil)
+		return
+	}
 	if t.VerificationType == models.VerifyAutoTest && len(t.TestCommands) == 0 {
 		// Nothing to run: the merge itself is the only check left.
 		o.land(ctx, p, t, v, models.EventVerifyPassed, checksReason(t))
@@ -175,6 +179,53 @@ func (o *Orchestrator) verify(taskID string) {
 		return
 	}
 	o.land(ctx, p, t, v, models.EventVerifyPassed, checksReason(t))
+}
+
+// errNoChanges is why the verification of a run that changed nothing,
+// without its agent saying so, fails.
+const errNoChanges = "the agent made no changes: nothing was committed on the task branch and the checkout was clean. " +
+	"An agent that finds nothing to change completes with `agentqueued agent complete --no-changes` " +
+	"(the complete tool's no_changes)"
+
+// noChanges returns errNoChanges when a task of a project with a
+// repository completed without changing anything and its agent did not say
+// so (its result names no changed file and no no_changes, and it proposed
+// no plan), else "".
+func (o *Orchestrator) noChanges(ctx context.Context, p models.Project, t models.Task) string {
+	if p.Repo == nil {
+		return "" // no repository: nothing to change by nature
+	}
+	c, ok, err := o.store.TaskResult(ctx, t.ID)
+	if err != nil {
+		o.log.Warn("read the task's result", "task_id", t.ID, "err", err)
+		return ""
+	}
+	if !ok || len(c.FilesChanged) > 0 || c.NoChanges {
+		return ""
+	}
+	if _, pending, err := o.store.PendingPlan(ctx, t.ID); err != nil || pending {
+		return "" // its work was the plan it proposed
+	}
+	return errNoChanges
+}
+
+// landedReason adds to a verified task's reason what its delivery did:
+// its note, the merge, or that there was nothing to merge (a completion
+// without changes); it never claims a merge that did not happen.
+func (o *Orchestrator) landedReason(ctx context.Context, p models.Project, t models.Task, d models.Delivery, reason string) string {
+	switch {
+	case d.Note != "":
+		return reason + "; " + d.Note
+	case !d.Merged || p.Repo == nil:
+		return reason
+	}
+	if c, ok, err := o.store.TaskResult(ctx, t.ID); err == nil && ok && len(c.FilesChanged) == 0 {
+		if c.NoChanges {
+			return reason + "; the agent made no changes, as it said: nothing to merge"
+		}
+		return reason + "; no changes: nothing to merge"
+	}
+	return reason + "; merged into " + p.Repo.DefaultBranch
 }
 
 // stillCurrent reports whether v is the verification of the task's current
@@ -363,11 +414,7 @@ func (o *Orchestrator) land(ctx context.Context, p models.Project, t models.Task
 		o.verifyFailed(sctx, t, v, "merge", err, nil)
 		return
 	}
-	if d.Note != "" {
-		reason += "; " + d.Note
-	} else if d.Merged && p.Repo != nil {
-		reason += "; merged into " + p.Repo.DefaultBranch
-	}
+	reason = o.landedReason(sctx, p, t, d, reason)
 	if _, pending, err := o.store.PendingPlan(sctx, t.ID); err != nil {
 		o.log.Warn("read pending plan", "task_id", t.ID, "err", err)
 	} else if pending && p.Settings.RequirePlanApproval {
@@ -721,11 +768,7 @@ func (o *Orchestrator) deliverApproved(ctx context.Context, p models.Project, t 
 		}
 		return
 	}
-	if d.Note != "" {
-		reason += "; " + d.Note
-	} else if d.Merged && p.Repo != nil {
-		reason += "; merged into " + p.Repo.DefaultBranch
-	}
+	reason = o.landedReason(sctx, p, t, d, reason)
 	o.apply(sctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventHumanApproved, ExpectFrom: models.StatusAwaitingApproval,
 		Actor: actor, Reason: reason, Feedback: &models.Feedback{Source: actor, Verdict: models.VerdictApprove, Text: note}})
 	if err := o.ws.Cleanup(sctx, p, t, v.Source, d.Merged); err != nil {

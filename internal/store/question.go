@@ -118,7 +118,7 @@ func (s *Store) AnswerQuestion(ctx context.Context, id int64, answer, by string)
 		}
 		// Only the run that asked, still waiting, goes on with the answer;
 		// otherwise it is kept for the task's next run.
-		if t.Status == models.StatusPaused && open == 0 {
+		if t.Status == models.StatusPaused {
 			// Paused for want of this answer (not for a rate limit or
 			// another question): resume at the next round.
 			cause, err := pausedByQuestion(x, q)
@@ -165,10 +165,68 @@ func pausedByQuestion(x *txn, q models.Question) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := x.QueryRowContext(x.ctx, "SELECT timed_out_at FROM questions WHERE id = ?", q.ID).Scan(&qOut); err != nil {
+	var qGone sql.NullInt64
+	if err := x.QueryRowContext(x.ctx, "SELECT timed_out_at, abandoned_at FROM questions WHERE id = ?", q.ID).
+		Scan(&qOut, &qGone); err != nil {
 		return false, err
 	}
-	return models.TaskEvent(event) == models.EventInputTimeout && qOut.Valid && at.Valid && at.Int64 == qOut.Int64, nil
+	same := func(v sql.NullInt64) bool { return v.Valid && at.Valid && at.Int64 == v.Int64 }
+	return models.TaskEvent(event) == models.EventInputTimeout && (same(qOut) || same(qGone)), nil
+}
+
+// AbandonQuestion records that the agent's CLI gave up waiting for the
+// answer to question id (its call was cancelled, or its connection
+// closed): the task WAITING_INPUT → PAUSED (INPUT_TIMEOUT, with that
+// reason) until resumeAfter, and the question stays open — listed, and
+// answerable, its answer ending this pause at once and reaching the next
+// run's prompt. A question answered, closed or timed out meanwhile, or a
+// run no longer current, changes nothing (a duplicate).
+func (s *Store) AbandonQuestion(ctx context.Context, id int64, resumeAfter time.Time) (models.TransitionResult, error) {
+	var out models.TransitionResult
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		x := s.newTxn(ctx, tx)
+		var timedOut sql.NullInt64
+		q, err := scanQuestion(withExtra{x.QueryRowContext(ctx, "SELECT "+questionColumns+", timed_out_at FROM questions WHERE id = ?", id),
+			[]any{&timedOut}})
+		if errors.Is(err, sql.ErrNoRows) {
+			return models.Errorf(models.CodeNotFound, "question %d not found", id)
+		}
+		if err != nil {
+			return err
+		}
+		t, err := getTask(ctx, x, q.TaskID)
+		if err != nil {
+			return err
+		}
+		_, current, err := currentRun(x, q.RunID)
+		if err != nil && models.ErrorCodeOf(err) == models.CodeInternal {
+			return err
+		}
+		if q.Answer != nil || q.ClosedAt != nil || timedOut.Valid || t.Status != models.StatusWaitingInput || !current {
+			out = models.TransitionResult{Task: t, From: t.Status, To: t.Status, Duplicate: true}
+			return nil
+		}
+		if _, err := x.ExecContext(ctx, "UPDATE questions SET abandoned_at = ? WHERE id = ?", toNanos(x.now), id); err != nil {
+			return err
+		}
+		reason := fmt.Sprintf("the agent gave up waiting for the answer to question %d; the question stays open, "+
+			"and its answer resumes the task", id)
+		a, err := x.run(change{taskID: q.TaskID, event: models.EventInputTimeout, expectFrom: models.StatusWaitingInput,
+			actor: "system", reason: reason, resumeAfter: &resumeAfter})
+		if err != nil {
+			return err
+		}
+		out = models.TransitionResult{Task: a.task, From: a.from, To: a.task.Status, Duplicate: a.duplicate}
+		if !a.duplicate {
+			return s.notify(ctx, tx, a, nil, models.EventInputTimeout, "the agent gave up waiting; the question stays open", "system")
+		}
+		return nil
+	})
+	if err != nil {
+		return out, fmt.Errorf("abandon question %d: %w", id, err)
+	}
+	s.changed()
+	return out, nil
 }
 
 // TimeOutQuestion gives up waiting for an answer: the task WAITING_INPUT →

@@ -87,11 +87,11 @@ func (s *Store) ClaimTask(ctx context.Context, taskID, agentID string) (models.R
 		if err := x.QueryRowContext(ctx, "SELECT count(*) + 1 FROM task_runs WHERE task_id = ? AND kind = 'work'", taskID).Scan(&attempt); err != nil {
 			return err
 		}
-		run = models.Run{TaskID: taskID, AgentID: agentID, ProjectID: a.task.ProjectID, Attempt: attempt, Kind: models.RunWork,
+		run = models.Run{CLI: agent.AgentType, TaskID: taskID, AgentID: agentID, ProjectID: a.task.ProjectID, Attempt: attempt, Kind: models.RunWork,
 			StartedAt: x.now, LastActivityAt: x.now}
 		ins, err := x.ExecContext(ctx, `INSERT INTO task_runs (task_id, agent_id, project_id, attempt, token_hash,
-			started_at, last_activity_at) VALUES (?,?,?,?,?,?,?)`,
-			taskID, agentID, run.ProjectID, attempt, hashToken(token), toNanos(x.now), toNanos(x.now))
+			started_at, last_activity_at, cli) VALUES (?,?,?,?,?,?,?,?)`,
+			taskID, agentID, run.ProjectID, attempt, hashToken(token), toNanos(x.now), toNanos(x.now), agent.AgentType)
 		if err != nil {
 			return err
 		}
@@ -105,19 +105,34 @@ func (s *Store) ClaimTask(ctx context.Context, taskID, agentID string) (models.R
 }
 
 const runColumns = `id, task_id, agent_id, project_id, attempt, pid, checkout_path, started_at, last_activity_at,
-	ended_at, outcome, error, kind, session_id`
+	ended_at, outcome, error, kind, session_id, cli, cli_version, usage, cost_usd, denied_tools, mcp_not_ready`
 
 func scanRun(row scanner) (models.Run, error) {
 	var (
-		r                 models.Run
-		pid               sql.NullInt64
-		started, activity int64
-		ended             sql.NullInt64
+		r                         models.Run
+		pid                       sql.NullInt64
+		started, activity         int64
+		ended                     sql.NullInt64
+		cost                      sql.NullFloat64
+		usage, denied, mcpPending string
 	)
 	if err := row.Scan(&r.ID, &r.TaskID, &r.AgentID, &r.ProjectID, &r.Attempt, &pid, &r.CheckoutPath, &started,
-		&activity, &ended, &r.Outcome, &r.Error, &r.Kind, &r.SessionID); err != nil {
+		&activity, &ended, &r.Outcome, &r.Error, &r.Kind, &r.SessionID, &r.CLI, &r.CLIVersion, &usage, &cost, &denied,
+		&mcpPending); err != nil {
 		return models.Run{}, err
 	}
+	for _, c := range []struct {
+		src string
+		dst any
+	}{{usage, &r.Usage}, {denied, &r.DeniedTools}, {mcpPending, &r.MCPNotReady}} {
+		if err := decodeJSONColumn(c.src, c.dst); err != nil {
+			return models.Run{}, fmt.Errorf("run %d: %w", r.ID, err)
+		}
+	}
+	if cost.Valid {
+		r.CostUSD = &cost.Float64
+	}
+	r.CLIWarning = models.CLIVersionWarning(r.CLI, r.CLIVersion)
 	if pid.Valid {
 		p := int(pid.Int64)
 		r.PID = &p
@@ -297,17 +312,31 @@ func (s *Store) FinishRun(ctx context.Context, end models.RunEnd) (models.Transi
 			}
 			if t.Status == models.StatusWaitingInput {
 				// The run ends while its question waits: the task pauses
-				// and resumes later with whatever answer came.
+				// and resumes later with whatever answer came. A run that
+				// ended by itself gave up on its question: the question
+				// stays open, and its answer ends the pause at once.
 				at := x.now
-				if end.ResumeAfter != nil {
+				switch {
+				case end.ResumeAfter != nil:
 					at = *end.ResumeAfter
+					end.Reason = "the run ended while waiting for an answer: " + end.Reason
+				case end.WaitResumeAfter != nil:
+					at = *end.WaitResumeAfter
+					if _, err := x.ExecContext(ctx, `UPDATE questions SET abandoned_at = ? WHERE run_id = ? AND answer IS NULL
+						AND timed_out_at IS NULL AND abandoned_at IS NULL`, toNanos(x.now), end.RunID); err != nil {
+						return err
+					}
+					end.Reason = "the agent's run ended without the answer to its question; the question stays open, " +
+						"and its answer resumes the task: " + end.Reason
+				default:
+					end.Reason = "the run ended while waiting for an answer: " + end.Reason
 				}
 				end.Event, end.ExpectFrom, end.ResumeAfter = models.EventInputTimeout, models.StatusWaitingInput, &at
-				end.Reason = "the run ended while waiting for an answer: " + end.Reason
 			}
 		}
-		if _, err := x.ExecContext(ctx, "UPDATE questions SET timed_out_at = ? WHERE run_id = ? AND answer IS NULL AND timed_out_at IS NULL",
-			toNanos(x.now), end.RunID); err != nil {
+		// A question the agent gave up on stays open for the human.
+		if _, err := x.ExecContext(ctx, `UPDATE questions SET timed_out_at = ? WHERE run_id = ? AND answer IS NULL
+			AND timed_out_at IS NULL AND abandoned_at IS NULL`, toNanos(x.now), end.RunID); err != nil {
 			return err
 		}
 		if end.Event != "" {

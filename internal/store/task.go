@@ -130,6 +130,9 @@ func (s *Store) GetTaskDetail(ctx context.Context, id string) (models.TaskDetail
 	} else if ok {
 		d.Result = &c
 	}
+	if d.Runs, err = taskRuns(ctx, tx, id, models.TaskDetailRuns); err != nil {
+		return models.TaskDetail{}, err
+	}
 	return d, nil
 }
 

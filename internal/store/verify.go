@@ -55,8 +55,8 @@ func (s *Store) ClaimReview(ctx context.Context, taskID, agentID string) (models
 		run = models.Run{TaskID: taskID, AgentID: agentID, ProjectID: t.ProjectID, Attempt: attempt, Kind: models.RunReview,
 			StartedAt: x.now, LastActivityAt: x.now}
 		ins, err := x.ExecContext(ctx, `INSERT INTO task_runs (task_id, agent_id, project_id, attempt, token_hash,
-			started_at, last_activity_at, kind) VALUES (?,?,?,?,?,?,?,?)`,
-			taskID, agentID, t.ProjectID, attempt, hashToken(token), toNanos(x.now), toNanos(x.now), models.RunReview)
+			started_at, last_activity_at, kind, cli) VALUES (?,?,?,?,?,?,?,?,(SELECT agent_type FROM agents WHERE id = ?))`,
+			taskID, agentID, t.ProjectID, attempt, hashToken(token), toNanos(x.now), toNanos(x.now), models.RunReview, agentID)
 		if err != nil {
 			return err
 		}
@@ -79,6 +79,61 @@ func (s *Store) RecordRunSession(ctx context.Context, runID int64, sessionID str
 		return fmt.Errorf("record session of run %d: %w", runID, err)
 	}
 	return nil
+}
+
+// RecordRunCLI keeps what a run's CLI showed of itself at start: the CLI,
+// its version (also kept on the agent) and the MCP servers not yet
+// connected. An empty version or list keeps what was recorded.
+func (s *Store) RecordRunCLI(ctx context.Context, runID int64, c models.RunCLI) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE task_runs SET cli = ?, cli_version = CASE WHEN ? = '' THEN cli_version ELSE ? END,
+			mcp_not_ready = CASE WHEN ? = '[]' THEN mcp_not_ready ELSE ? END WHERE id = ?`, c.CLI, c.Version, c.Version,
+			encodeJSONColumn(c.MCPNotReady, "[]"), encodeJSONColumn(c.MCPNotReady, "[]"), runID); err != nil {
+			return err
+		}
+		if c.Version == "" {
+			return nil
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE agents SET cli_version = ? WHERE id = (SELECT agent_id FROM task_runs WHERE id = ?)",
+			c.Version, runID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record the CLI of run %d: %w", runID, err)
+	}
+	return nil
+}
+
+// RecordRunResult keeps the cost a run's CLI reported with its result
+// (when it did) and the tool calls it refused.
+func (s *Store) RecordRunResult(ctx context.Context, runID int64, cost *float64, denied []string) error {
+	var c any
+	if cost != nil {
+		c = *cost
+	}
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "UPDATE task_runs SET cost_usd = coalesce(?, cost_usd), denied_tools = ? WHERE id = ?",
+			c, encodeJSONColumn(denied, "[]"), runID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record the result of run %d: %w", runID, err)
+	}
+	return nil
+}
+
+// TaskRuns returns a task's latest runs (at most limit), oldest first.
+func (s *Store) TaskRuns(ctx context.Context, taskID string, limit int) ([]models.Run, error) {
+	return taskRuns(ctx, s.rdb, taskID, limit)
+}
+
+func taskRuns(ctx context.Context, q queryer, taskID string, limit int) ([]models.Run, error) {
+	runs, err := queryAll(ctx, q, scanRun, "SELECT * FROM (SELECT "+runColumns+
+		" FROM task_runs WHERE task_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id", taskID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("runs of task %s: %w", taskID, err)
+	}
+	return runs, nil
 }
 
 // ForgetSessions clears the sessions of a task's runs on an agent: the CLI
@@ -176,10 +231,11 @@ func (s *Store) SaveResult(ctx context.Context, taskID string, runID int64, c mo
 
 // saveResult writes a task's result in tx.
 func saveResult(ctx context.Context, tx *sql.Tx, taskID string, runID int64, c models.Completion, now time.Time) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO task_results (task_id, run_id, summary, files_changed, outputs, updated_at)
-		VALUES (?,?,?,?,?,?) ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, summary = excluded.summary,
-		files_changed = excluded.files_changed, outputs = excluded.outputs, updated_at = excluded.updated_at`,
-		taskID, runID, c.Summary, encodeJSONColumn(c.FilesChanged, "[]"), string(c.Outputs), toNanos(now))
+	_, err := tx.ExecContext(ctx, `INSERT INTO task_results (task_id, run_id, summary, files_changed, outputs, updated_at,
+		no_changes) VALUES (?,?,?,?,?,?,?) ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id,
+		summary = excluded.summary, files_changed = excluded.files_changed, outputs = excluded.outputs,
+		updated_at = excluded.updated_at, no_changes = excluded.no_changes`,
+		taskID, runID, c.Summary, encodeJSONColumn(c.FilesChanged, "[]"), string(c.Outputs), toNanos(now), c.NoChanges)
 	return err
 }
 
@@ -191,8 +247,8 @@ func (s *Store) TaskResult(ctx context.Context, taskID string) (models.Completio
 func taskResult(ctx context.Context, q queryer, taskID string) (models.Completion, bool, error) {
 	var c models.Completion
 	var files, outputs string
-	err := q.QueryRowContext(ctx, "SELECT summary, files_changed, outputs FROM task_results WHERE task_id = ?", taskID).
-		Scan(&c.Summary, &files, &outputs)
+	err := q.QueryRowContext(ctx, "SELECT summary, files_changed, outputs, no_changes FROM task_results WHERE task_id = ?",
+		taskID).Scan(&c.Summary, &files, &outputs, &c.NoChanges)
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, false, nil
 	}

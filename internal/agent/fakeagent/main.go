@@ -12,6 +12,10 @@
 //	@append <path> <text…>          append to it
 //	@commit <message…>              git add -A && git commit -m (skipped when nothing changed)
 //	@complete <summary…>            RPC complete; the summary is also the stream's final text
+//	@complete-no-changes <summary…> RPC complete saying the task needed no change
+//	@deny <tool>                    claude: list a refused call of the tool in the result's
+//	                                permission_denials (the run still ends "success")
+//	@mcp-pending                    claude: the init line shows every MCP server "pending"
 //	@fail <message…>                RPC fail
 //	@ask <question…>                RPC ask; the answer goes to ANSWER.txt
 //	@plan <json array>              RPC propose_plan with models.BatchTask entries
@@ -39,6 +43,9 @@
 // bypassPermissions; codex unless the agentqueued server is configured
 // with default_tools_approval_mode="approve", or it runs without a sandbox
 // (danger-full-access) and AQ_BIN is set.
+//
+// The fake codex answers --version with "codex-cli 0.169.0"; the fake
+// claude's init line says claude_code_version 2.1.285.
 //
 // Usage is fixed per run: input 1000, output 200, cache read 300, cache
 // write 40 (codex reports the thread's running total, as recent versions
@@ -92,6 +99,9 @@ func main() {
 	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr, dir, os.Getenv))
 }
 
+// codexVersion is what the fake codex answers to --version.
+const codexVersion = "0.169.0"
+
 // Fixed usage of every run.
 const (
 	inputTokens      = 1000
@@ -113,6 +123,7 @@ type fake struct {
 	turn    int // this run's turn on the session, from 1
 	summary string
 	rpc     *api.RPCClient
+	denied  []string // tools of @deny
 }
 
 // exitNow ends the run at once with a code (a directive's doing).
@@ -126,6 +137,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, dir string, g
 	if format == "" {
 		fmt.Fprintf(stderr, "fakeagent: cannot tell which CLI to imitate from %q; install it as claude, codex, cursor-agent or aider or set FAKEAGENT_FORMAT\n", args[0])
 		return 2
+	}
+	if format == "codex" && len(args) == 2 && args[1] == "--version" {
+		fmt.Fprintln(stdout, "codex-cli "+codexVersion)
+		return 0
 	}
 	inv, code, err := parseArgs(format, args[1:])
 	if err != nil {
@@ -482,11 +497,16 @@ func (f *fake) directive(line string) error {
 		return f.writeFile(path, text, false)
 	case "commit":
 		return f.commit(rest)
-	case "complete":
+	case "complete", "complete-no-changes":
 		f.summary = rest
 		return f.call(name, func(ctx context.Context, c *api.RPCClient) error {
-			return c.Complete(ctx, models.Completion{Summary: rest})
+			return c.Complete(ctx, models.Completion{Summary: rest, NoChanges: name == "complete-no-changes"})
 		})
+	case "deny":
+		f.denied = append(f.denied, rest)
+		return nil
+	case "mcp-pending":
+		return nil // read by the init line
 	case "fail":
 		return f.call(name, func(ctx context.Context, c *api.RPCClient) error { return c.Fail(ctx, rest) })
 	case "ask":
@@ -627,7 +647,7 @@ func (f *fake) call(directive string, do func(context.Context, *api.RPCClient) e
 		}
 		f.rpc = c
 	}
-	if denial := f.denied(directive); denial != "" {
+	if denial := f.refusal(directive); denial != "" {
 		fmt.Fprintf(f.stderr, "fakeagent: @%s: %s\n", directive, denial)
 		return nil
 	}
@@ -641,10 +661,10 @@ func (f *fake) call(directive string, do func(context.Context, *api.RPCClient) e
 var mcpTools = map[string]string{"complete": "complete", "fail": "fail", "ask": "ask", "plan": "propose_plan",
 	"approve": "approve", "reject": "reject"}
 
-// denied returns the CLI's words refusing the agentqueued tool behind an
+// refusal returns the CLI's words refusing the agentqueued tool behind an
 // RPC directive, or "" when the CLI lets the call through (see the package
 // doc).
-func (f *fake) denied(directive string) string {
+func (f *fake) refusal(directive string) string {
 	tool := "mcp__agentqueued__" + mcpTools[directive]
 	shell := ""
 	if bin := f.getenv("AQ_BIN"); bin != "" {
@@ -701,7 +721,8 @@ type emitter interface {
 func newEmitter(f *fake, prompt string) emitter {
 	switch f.format {
 	case "claude":
-		return &claudeOut{f: f, msgID: "msg_fake" + strings.ReplaceAll(newID(), "-", "")[:20]}
+		return &claudeOut{f: f, msgID: "msg_fake" + strings.ReplaceAll(newID(), "-", "")[:20],
+			mcpPending: strings.Contains("\n"+prompt+"\n", "\n@mcp-pending\n")}
 	case "codex":
 		return &codexOut{f: f}
 	case "cursor":
@@ -774,8 +795,9 @@ func claudeUsage(in, out, read, write int) obj {
 // claudeOut prints Claude Code's stream-json (shapes of 2.1.x recordings):
 // every assistant line belongs to one message and repeats its usage.
 type claudeOut struct {
-	f     *fake
-	msgID string
+	f          *fake
+	msgID      string
+	mcpPending bool
 }
 
 func (c *claudeOut) model() string {
@@ -796,6 +818,9 @@ func (c *claudeOut) start() {
 			MCPServers map[string]json.RawMessage `json:"mcpServers"`
 		}
 		status := "connected"
+		if c.mcpPending {
+			status = "pending"
+		}
 		b, err := os.ReadFile(path)
 		if err != nil || json.Unmarshal(b, &cfg) != nil {
 			status = "failed"
@@ -853,13 +878,18 @@ func (c *claudeOut) rateLimit(reset time.Time) int {
 
 func (c *claudeOut) finish(summary string) {
 	c.text(summary)
+	denials := []any{}
+	for i, tool := range c.f.denied {
+		denials = append(denials, obj{{"tool_name", tool}, {"tool_use_id", fmt.Sprintf("toolu_fake%02d", i+1)},
+			{"tool_input", obj{{"file_path", filepath.Join(c.f.dir, "denied.txt")}}}})
+	}
 	writeLine(c.f.stdout, obj{{"type", "result"}, {"subtype", "success"}, {"is_error", false}, {"duration_ms", 2360},
 		{"duration_api_ms", 2325}, {"num_turns", 1}, {"result", summary}, {"stop_reason", "end_turn"},
 		{"session_id", c.f.session}, {"total_cost_usd", 0.0123},
 		{"usage", claudeUsage(inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens)},
 		{"modelUsage", obj{{c.model(), obj{{"inputTokens", inputTokens}, {"outputTokens", outputTokens},
 			{"cacheReadInputTokens", cacheReadTokens}, {"cacheCreationInputTokens", cacheWriteTokens}, {"costUSD", 0.0123}}}}},
-		{"permission_denials", []any{}}, {"terminal_reason", "completed"}, {"uuid", newID()}})
+		{"permission_denials", denials}, {"terminal_reason", "completed"}, {"uuid", newID()}})
 }
 
 // codexOut prints codex exec --json lines; usage is the thread's running

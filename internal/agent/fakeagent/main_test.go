@@ -370,7 +370,7 @@ func TestDeniedLikeTheCLIs(t *testing.T) {
 	}
 	for _, c := range cases {
 		f := &fake{format: c.format, inv: c.inv, getenv: c.getenv, dir: dir}
-		if got := f.denied("complete") != ""; got != c.denied {
+		if got := f.refusal("complete") != ""; got != c.denied {
 			t.Errorf("%s: denied %t, want %t", c.name, got, c.denied)
 		}
 	}
