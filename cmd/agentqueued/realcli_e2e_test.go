@@ -395,6 +395,35 @@ func TestRealCLIReviewsApproveAndReject(t *testing.T) {
 	}
 }
 
+// TestRealClaudeDeniedWritesFailTheRun: claude with no permission mode has
+// its Write denied; the run fails naming the denied tool, nothing lands.
+func TestRealClaudeDeniedWritesFailTheRun(t *testing.T) {
+	t.Parallel()
+	r := newCLIRig(t, []cliAgent{{name: "claude-1", cli: clitest.Claude}}, "")
+	r.model.Add(modeltest.Script{Name: "denied", Match: "Write without leave", Turns: []modeltest.Turn{
+		{Calls: []modeltest.Call{modeltest.Write("denied.txt", "nope\n")}},
+		{Text: "I could not write the file."},
+	}})
+	zero := 0
+	id := r.add(models.BatchTask{Title: "Write without leave", MaxRetries: &zero})
+	td := r.waitTask(id, "the task to end", func(td models.TaskDetail) bool {
+		return td.Task.Status == models.StatusCompleted || td.Task.Status == models.StatusBlocked || td.Task.Status == models.StatusFailed
+	})
+	if td.Task.Status == models.StatusCompleted {
+		t.Fatalf("a run whose write was denied completed: %s", td.Task.StatusReason)
+	}
+	if r.onMain("denied.txt") != "" {
+		t.Errorf("denied.txt is on main")
+	}
+	var named bool
+	for _, e := range td.Events {
+		named = named || e.Event == models.EventAgentFailed && strings.Contains(e.Reason, "Write") && strings.Contains(e.Reason, "permission_mode")
+	}
+	if !named {
+		t.Errorf("no failure naming the denied tool and the setting that allows it:%s", eventList(td))
+	}
+}
+
 // TestRealCLIRateLimitPausesAndResumes: the model answers a request with
 // 429; the task pauses (no retry used) and the next run resumes the
 // session where it stopped and lands the work.
