@@ -328,11 +328,18 @@ func TestRealCLIReportsAskAndCompletes(t *testing.T) {
 			if logs := r.d.logs.String(); !strings.Contains(logs, `msg=progress`) || !strings.Contains(logs, `message="Reading the task"`) {
 				t.Errorf("no progress report in the daemon's log")
 			}
-			var answered bool
+			// What the CLI sent: agentqueued's tools among those offered,
+			// and the person's answer as the ask tool's result.
+			offered := map[string]string{clitest.Claude: "mcp__agentqueued__complete", clitest.Codex: "mcp__agentqueued.complete"}[cli]
+			var answered, saw bool
 			for _, req := range r.model.Requests() {
+				saw = saw || req.Offers(offered)
 				for _, tr := range req.ToolResults {
 					answered = answered || strings.Contains(tr.Content, "hi, please")
 				}
+			}
+			if !saw {
+				t.Errorf("no model request offered %s", offered)
 			}
 			if !answered {
 				t.Errorf("the answer never reached the model as the ask tool's result")
