@@ -83,6 +83,11 @@ type Main struct {
 	// OnChange, when set, is called after every commit that changed a
 	// task's status (for tests and metrics). It must not block.
 	OnChange func()
+	// Executable is the program each run gets as its agentqueued MCP
+	// server (`<Executable> mcp`); empty means this program
+	// (os.Executable). Tests running the daemon in-process set a built
+	// binary.
+	Executable string
 
 	// dbWatchEvery, when set, replaces dbWatchInterval (for tests).
 	dbWatchEvery time.Duration

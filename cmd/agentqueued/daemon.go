@@ -188,10 +188,12 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	socket := filepath.Join(cfg.DataDir, "agent.sock")
-	self, err := os.Executable()
-	if err != nil {
-		log.Warn("own executable unknown: agents get no agentqueued MCP server", "err", err)
-		self = ""
+	self := m.Executable
+	if self == "" {
+		if self, err = os.Executable(); err != nil {
+			log.Warn("own executable unknown: agents get no agentqueued MCP server", "err", err)
+			self = ""
+		}
 	}
 	var pulls orchestrator.PullRequests
 	if cfg.GitHub.Enabled() {
