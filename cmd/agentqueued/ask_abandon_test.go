@@ -7,7 +7,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -70,11 +69,8 @@ agents:
 	}
 	mustCtl(t, addr, "project", "create", "notes")
 	id := taskIDs(t, mustCtl(t, addr, "task", "add", "--project", "notes", "--title", "Pick a database"))[0]
-	// waitTask looks after every committed change the daemon announces
-	// and, for those it does not (a question asked), on a short interval;
+	// waitTask looks after every committed change the daemon announces;
 	// only the daemon's progress keeps the wait going.
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
 	waitTask := func(what string, ok func(models.TaskDetail) bool) models.TaskDetail {
 		t.Helper()
 		for {
@@ -87,7 +83,6 @@ agents:
 			}
 			select {
 			case <-changed:
-			case <-tick.C:
 			case <-ctx.Done():
 				t.Fatalf("waiting for %s: task %s is %s (%s)\n%s", what, id, td.Task.Status, td.Task.StatusReason, d.logs)
 			}

@@ -72,6 +72,9 @@ func (s *Store) AskQuestion(ctx context.Context, runID int64, text string) (mode
 	if err != nil {
 		return models.Question{}, fmt.Errorf("ask question for run %d: %w", runID, err)
 	}
+	// The task's status changed: whoever watches commits (the daemon's
+	// OnChange, a client following the task) hears of it like any other.
+	s.changed()
 	return q, nil
 }
 

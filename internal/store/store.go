@@ -46,8 +46,9 @@ type Config struct {
 	// Rand chooses task names; default a randomly seeded source.
 	Rand *rand.Rand
 	// OnChange, when set, is called after a commit that may have made work
-	// ready (a task created, promoted, reopened or finished): the
-	// orchestrator's wake-up signal. It must not block.
+	// ready (a task created, promoted, reopened or finished) or moved a
+	// task to wait for a person (a question asked): the orchestrator's
+	// wake-up signal. It must not block.
 	OnChange func()
 	// ReadConns is the size of the read pool; default DefaultReadConns.
 	ReadConns int
