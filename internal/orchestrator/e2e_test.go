@@ -794,3 +794,38 @@ func TestE2ERateLimitedReviewerKeepsTheReviewWaiting(t *testing.T) {
 			tk.StatusReason, v.Detail)
 	}
 }
+
+// TestE2EAPausedRunKeepsItsWork: a run that wrote a file and was then
+// rate-limited resumes its session with the file in place (not moved to a
+// rescue branch), and the file lands.
+func TestE2EAPausedRunKeepsItsWork(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	origin := bareOrigin(t)
+	e.project("web", cloneRepo(origin), models.ProjectSettings{})
+	e.cli("claude-1", "claude", "web")
+	id := e.add("web", models.BatchTask{LocalID: "k", Title: "Kept", Description: "@only-attempt 1 @write kept.txt first run\n" +
+		"@only-attempt 1 @ratelimit 3600\n@complete resumed with kept.txt"})["k"]
+	e.start()
+	paused := e.waitStatus(id, models.StatusPaused)
+	if paused.ResumeAfter == nil {
+		t.Fatal("paused without a resume time")
+	}
+	// The rest and the pause end at the reset, which the fake CLI reports
+	// an hour after the real time (months after the harness clock's).
+	e.clock.Advance(paused.ResumeAfter.Sub(e.clock.Now()) + time.Minute)
+	if _, err := e.o.SetAgentPaused(context.Background(), "claude-1", false); err != nil {
+		t.Fatal(err)
+	}
+	var done models.Task
+	e.waitFor("the resumed run's outcome", func() bool {
+		done = e.task(id)
+		return done.Status == models.StatusCompleted || done.Status == models.StatusFailed || done.Status == models.StatusBlocked
+	})
+	if done.Status != models.StatusCompleted || !strings.Contains(done.StatusReason, "merged") {
+		t.Fatalf("the resumed run ended %s: %q", done.Status, done.StatusReason)
+	}
+	if got := gitOut(t, "--git-dir", origin, "show", "main:kept.txt"); got != "first run" {
+		t.Fatalf("main's kept.txt is %q", got)
+	}
+}

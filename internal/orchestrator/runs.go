@@ -262,8 +262,11 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 			log.Warn("forget sessions", "err", err)
 		}
 	}
-	if end.Event == models.EventAgentCompleted {
+	switch {
+	case end.Event == models.EventAgentCompleted:
 		end = o.sealWork(ctx, ar, project, task, ws, end)
+	case end.ResumeAfter != nil:
+		o.keepWork(ctx, ar, project, task, ws)
 	}
 	res := o.finish(ctx, ar, end)
 	release() // verification works in its own checkout; the next run may take this one
@@ -446,6 +449,21 @@ func (o *Orchestrator) await(ar *activeRun, proc *agent.Process, parser agent.Pa
 		o.adapterEvent(context.Background(), ar, ev)
 	}
 	return result
+}
+
+// keepWork commits what a paused run left uncommitted on its task branch
+// (a rate limit, or an end mid-question): its session resumes later and
+// expects its files, which the next preparation would otherwise move to a
+// rescue branch as a killed run's leftovers. A checkout that cannot be
+// sealed (conflicts left unresolved) stays as it is, and the next
+// preparation rescues it.
+func (o *Orchestrator) keepWork(ctx context.Context, ar *activeRun, p models.Project, t models.Task, ws models.Workspace) {
+	if p.Repo == nil || ws.Branch == "" {
+		return
+	}
+	if _, err := o.ws.Seal(ctx, p, t, ws); err != nil {
+		o.log.Warn("keep a paused run's work on its branch", "task_id", t.ID, "run_id", ar.run.ID, "err", err)
+	}
 }
 
 // sealWork finishes a completed run's work in its checkout: a plan file
