@@ -118,7 +118,8 @@
 //
 // "task edit" changes a task that is not being worked on; "task deps" adds
 // and removes its dependencies (ID:soft adds an edge with requires_success
-// false); "task delete" deletes a task nothing runs or depends on; "agent
+// false; a READY task given one that is not met returns to DEFINED and
+// waits for it); "task delete" deletes a task nothing runs or depends on; "agent
 // remove" deletes an agent that runs nothing (an agent of the configuration
 // file is registered again when the daemon starts); "budget" shows token use
 // in the scheduling window against the projects' and the global budgets;
