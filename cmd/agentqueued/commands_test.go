@@ -197,7 +197,7 @@ func TestCtlTaskEditDepsAndDelete(t *testing.T) {
 		{"edit a missing task", []string{"task", "edit", "no-such-task", "--title", "x"}, 1, `task "no-such-task" not found`},
 		{"deps nothing", []string{"task", "deps", a}, 2, "nothing to change"},
 		{"deps bad suffix", []string{"task", "deps", a, "--add", d2 + ":hard"}, 2, "the only suffix is :soft"},
-		{"deps of a READY task on a pending one", []string{"task", "deps", a, "--add", d2}, 1, "only a DEFINED task"},
+		{"deps that close a cycle", []string{"task", "deps", a, "--add", d2}, 1, "dependency cycle"},
 		{"deps on itself", []string{"task", "deps", d2, "--add", d2}, 1, "cannot depend on itself"},
 		{"delete with dependents", []string{"task", "delete", a}, 1, "has dependents (" + d2 + ")"},
 		{"delete a deleted task", []string{"task", "delete", c}, 1, "not found"},

@@ -1095,11 +1095,13 @@ func (c *ctl) workflowDelete(ctx context.Context, args []string) error {
 func (c *ctl) workflowRun(ctx context.Context, args []string) error {
 	fs := c.flagSet("workflow run")
 	actor := fs.String("actor", "", "`name` recorded as who started the run (default $USER, else "+defaultActor+")")
+	inputs := mapFlag{}
+	fs.Var(inputs, "input", "a value for one of the workflow's inputs, `name=value` (repeatable; the defaults fill the rest)")
 	pos, err := c.parse(fs, args, "NAME")
 	if err != nil {
 		return err
 	}
-	run, err := c.client.StartRun(ctx, pos[0], c.actorOf(*actor))
+	run, err := c.client.StartRunWith(ctx, pos[0], c.actorOf(*actor), inputs)
 	if err != nil {
 		return err
 	}

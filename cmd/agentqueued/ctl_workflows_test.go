@@ -226,3 +226,45 @@ func TestCtlWorkflows(t *testing.T) {
 	refused(2, "missing or unknown command", "run")
 	refused(2, `unknown command "run start"`, "run", "start", "pipeline")
 }
+
+// ctl workflow run --input gives a run its inputs; run show lists them; a
+// missing or unknown input is refused naming it.
+func TestCtlWorkflowRunInputs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d := startDaemon(t, dir)
+	addr := d.m.Addr()
+	mustCtl(t, addr, "project", "create", "web")
+	doc := writeFile(t, dir, "release.yaml", "name: release\nproject: web\ninputs:\n  - name: version\n    required: true\n"+
+		"    description: the version to tag\n  - name: channel\n    default: stable\nsteps:\n  - name: tag\n"+
+		"    title: \"Tag {{inputs.version}} on {{inputs.channel}}\"\n")
+	mustCtl(t, addr, "workflow", "add", "--file", doc)
+
+	out := mustCtl(t, addr, "workflow", "run", "release", "--input", "version=2.3", "--input", "channel=beta")
+	for _, want := range []string{"run release-1 started", "Input channel:", "beta", "Input version:", "2.3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("workflow run lacks %q:\n%s", want, out)
+		}
+	}
+	if out := mustCtl(t, addr, "run", "show", "release-1"); !strings.Contains(out, "Input version:") || !strings.Contains(out, "2.3") {
+		t.Errorf("run show:\n%s", out)
+	}
+	if out := mustCtl(t, addr, "run", "tasks", "release-1"); !strings.Contains(out, "Tag 2.3 on beta") {
+		t.Errorf("run tasks:\n%s", out)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"workflow", "run", "release"}, 1, "inputs.version: required (the version to tag); give it with --input version=VALUE"},
+		{[]string{"workflow", "run", "release", "--input", "version=1", "--input", "chanel=x"}, 1,
+			"inputs.chanel: unknown input (inputs: version, channel)"},
+		{[]string{"workflow", "run", "release", "--input", "version"}, 2, `"version" is not key=value`},
+	} {
+		r := runCtl(t, addr, nil, c.args...)
+		if r.code != c.code || !strings.Contains(r.stderr, c.msg) {
+			t.Errorf("ctl %s: exit %d, stderr %q; want exit %d and %q", strings.Join(c.args, " "), r.code, r.stderr, c.code, c.msg)
+		}
+	}
+}

@@ -89,7 +89,7 @@
 //	ctl workflow show NAME
 //	ctl workflow add --file workflow.yaml
 //	ctl workflow delete NAME
-//	ctl workflow run NAME [--actor NAME]
+//	ctl workflow run NAME [--actor NAME] [--input NAME=VALUE]...
 //	ctl workflow schedule NAME on|off
 //	ctl run list [--workflow W] [--project P] [--status pending|running|success|failed|cancelled] [--limit N]
 //	ctl run show ID
@@ -118,7 +118,8 @@
 //
 // "task edit" changes a task that is not being worked on; "task deps" adds
 // and removes its dependencies (ID:soft adds an edge with requires_success
-// false); "task delete" deletes a task nothing runs or depends on; "agent
+// false; a READY task given one that is not met returns to DEFINED and
+// waits for it); "task delete" deletes a task nothing runs or depends on; "agent
 // remove" deletes an agent that runs nothing (an agent of the configuration
 // file is registered again when the daemon starts); "budget" shows token use
 // in the scheduling window against the projects' and the global budgets;
@@ -132,8 +133,10 @@
 // "workflow add" sends a workflow document (YAML or JSON) as is (POST
 // /api/v1/workflows): a workflow of its name is replaced, and an invalid
 // document's problems are printed one a line with the file's name, line and
-// column. "workflow run" starts a run by hand; "workflow schedule" turns a
-// schedule on or off. "run tasks" lists a run's tasks by their names in the
+// column. "workflow run" starts a run by hand, --input giving a value to one
+// of the workflow's inputs (the defaults fill the rest; "run show" lists a
+// run's inputs); "workflow schedule" turns a schedule on or off (kept across
+// restarts, also for a workflow read from a file). "run tasks" lists a run's tasks by their names in the
 // run ("build", "upgrade[2]"), which "run logs" takes: it prints each
 // attempt's log under a "== attempt N ==" header. docs/workflows.md
 // describes workflows and runs.

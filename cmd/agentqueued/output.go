@@ -744,6 +744,13 @@ func printWorkflowRun(w io.Writer, r models.WorkflowRun) {
 	row(tw, "Reason:", r.Reason)
 	row(tw, "Trigger:", runTrigger(r))
 	row(tw, "Scheduled at:", whenPtr(r.ScheduledAt))
+	for _, k := range slices.Sorted(maps.Keys(r.Inputs)) {
+		v := r.Inputs[k]
+		if v == "" {
+			v = `""`
+		}
+		row(tw, "Input "+k+":", v)
+	}
 	row(tw, "Tasks:", taskCounts(r.Tasks))
 	row(tw, "Created:", when(r.CreatedAt))
 	row(tw, "Updated:", when(r.UpdatedAt))

@@ -32,9 +32,16 @@ func (c commands) SaveWorkflowDocument(ctx context.Context, name string, src []b
 	return saved, err
 }
 
-// StartRun starts a run of a workflow by hand.
+// StartRun starts a run of a workflow by hand, its inputs from their
+// defaults.
 func (c commands) StartRun(ctx context.Context, name, by string) (models.WorkflowRun, error) {
 	return c.workflows.Trigger(ctx, name, by)
+}
+
+// StartRunWith starts a run of a workflow by hand with values for its
+// inputs.
+func (c commands) StartRunWith(ctx context.Context, name, by string, inputs map[string]string) (models.WorkflowRun, error) {
+	return c.workflows.TriggerWith(ctx, name, by, inputs)
 }
 
 // CancelRun cancels a run, stopping its tasks.

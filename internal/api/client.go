@@ -472,9 +472,15 @@ func (c *Client) SetWorkflowSchedule(ctx context.Context, name string, enabled b
 // StartRun starts a run of a workflow by hand; actor names who (empty: the
 // server's default).
 func (c *Client) StartRun(ctx context.Context, name, actor string) (models.WorkflowRun, error) {
+	return c.StartRunWith(ctx, name, actor, nil)
+}
+
+// StartRunWith starts a run of a workflow by hand with values for its
+// inputs.
+func (c *Client) StartRunWith(ctx context.Context, name, actor string, inputs map[string]string) (models.WorkflowRun, error) {
 	var out models.WorkflowRun
 	return out, c.do(ctx, http.MethodPost, APIPrefix+"/workflows/"+url.PathEscape(name)+"/runs", nil,
-		ActorRequest{Actor: actor}, &out)
+		RunRequest{Actor: actor, Inputs: inputs}, &out)
 }
 
 // ListWorkflowRuns lists workflow runs matching f, newest first, at most

@@ -124,8 +124,10 @@
 //	GET   /api/v1/workflows/{name}    a workflow: its steps, schedule, next_run, origin and source document
 //	PATCH /api/v1/workflows/{name}    {"schedule_enabled": true|false} turns its schedule on or off → the workflow
 //	DELETE /api/v1/workflows/{name}   delete a workflow; its runs and their tasks stay → 204
-//	POST  /api/v1/workflows/{name}/runs  start a run by hand (optional body: {"actor"}) → 201 the run with
-//	                                  Location /api/v1/runs/{id}
+//	POST  /api/v1/workflows/{name}/runs  start a run by hand (optional body: {"actor", "inputs": {"name":
+//	                                  "value"}}; the workflow's defaults fill the inputs not given; an unknown
+//	                                  or missing required input is a 400 naming it) → 201 the run, with its
+//	                                  inputs, and Location /api/v1/runs/{id}
 //	GET   /api/v1/runs                {"runs": [...], "next"}, newest first, without their definitions, paged;
 //	                                  query: workflow, project (an unknown project is a 404), status (pending,
 //	                                  running, success, failed, cancelled), limit, after

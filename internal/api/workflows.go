@@ -32,8 +32,9 @@ type WorkflowService interface {
 	DeleteWorkflow(ctx context.Context, name string) error
 	// SetWorkflowSchedule turns a workflow's schedule on or off.
 	SetWorkflowSchedule(ctx context.Context, name string, enabled bool) (models.Workflow, error)
-	// StartRun starts a run of a workflow by hand (by names who).
-	StartRun(ctx context.Context, name, by string) (models.WorkflowRun, error)
+	// StartRunWith starts a run of a workflow by hand (by names who) with
+	// values for its inputs; the workflow's defaults fill the rest.
+	StartRunWith(ctx context.Context, name, by string, inputs map[string]string) (models.WorkflowRun, error)
 	// ListWorkflowRunsAfter lists runs, newest first, after the run
 	// afterID (empty: from the newest); GetWorkflowRun returns one with
 	// its tasks counted by status.
@@ -67,6 +68,13 @@ type (
 	ActorRequest struct {
 		// Actor names who acts; default DefaultActor.
 		Actor string `json:"actor,omitempty"`
+	}
+	// RunRequest is the optional body of POST /api/v1/workflows/{name}/runs.
+	RunRequest struct {
+		// Actor names who starts the run; default DefaultActor.
+		Actor string `json:"actor,omitempty"`
+		// Inputs are values for the workflow's inputs, by name.
+		Inputs map[string]string `json:"inputs,omitempty"`
 	}
 	// WorkflowRunList answers GET /api/v1/runs.
 	WorkflowRunList struct {
@@ -279,12 +287,27 @@ func (s *Server) readActor(w http.ResponseWriter, r *http.Request) (string, erro
 }
 
 func (s *Server) handleStartRun(w http.ResponseWriter, r *http.Request) {
-	actor, err := s.readActor(w, r)
+	if err := noQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	data, err := s.readBody(w, r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	run, err := s.cfg.Workflows.StartRun(r.Context(), r.PathValue("name"), actor)
+	var req RunRequest
+	if len(bytes.TrimSpace(data)) > 0 {
+		if err := decodeJSON(data, &req); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	actor := req.Actor
+	if actor == "" {
+		actor = DefaultActor
+	}
+	run, err := s.cfg.Workflows.StartRunWith(r.Context(), r.PathValue("name"), actor, req.Inputs)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

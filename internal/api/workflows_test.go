@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -34,8 +35,8 @@ func (s workflowService) SaveWorkflowDocument(ctx context.Context, name string, 
 	return s.SaveWorkflow(ctx, w)
 }
 
-func (s workflowService) StartRun(ctx context.Context, name, by string) (models.WorkflowRun, error) {
-	return s.engine.Trigger(ctx, name, by)
+func (s workflowService) StartRunWith(ctx context.Context, name, by string, inputs map[string]string) (models.WorkflowRun, error) {
+	return s.engine.TriggerWith(ctx, name, by, inputs)
 }
 
 func (s workflowService) CancelRun(ctx context.Context, id, by string) (models.WorkflowRun, error) {
@@ -627,5 +628,46 @@ func TestWorkflowClient(t *testing.T) {
 	}
 	if _, err := c.GetWorkflow(ctx, "pipeline"); models.ErrorCodeOf(err) != models.CodeNotFound {
 		t.Fatalf("GetWorkflow after DeleteWorkflow: %v", err)
+	}
+}
+
+// A run's inputs come in the request's "inputs", are answered with the run,
+// and bad ones are refused naming the input.
+func TestWorkflowRunInputs(t *testing.T) {
+	t.Parallel()
+	e := newWorkflowEnv(t)
+	doc := "name: release\nproject: web\ninputs:\n  - name: version\n    required: true\n  - name: channel\n    default: stable\n" +
+		"steps:\n  - name: tag\n    title: \"Tag {{inputs.version}} ({{inputs.channel}})\"\n"
+	e.postWorkflow(doc, "application/yaml").decode(t, http.StatusCreated, &models.Workflow{})
+
+	var run models.WorkflowRun
+	e.do("POST", "/api/v1/workflows/release/runs", `{"actor":"alice","inputs":{"version":"1.4"}}`).decode(t, http.StatusCreated, &run)
+	if want := map[string]string{"version": "1.4", "channel": "stable"}; !maps.Equal(run.Inputs, want) {
+		t.Fatalf("inputs answered %v, want %v", run.Inputs, want)
+	}
+	var got models.WorkflowRun
+	e.do("GET", "/api/v1/runs/"+run.ID, "").decode(t, http.StatusOK, &got)
+	if got.Inputs["version"] != "1.4" {
+		t.Fatalf("GET run answered inputs %v", got.Inputs)
+	}
+	if names := e.runTaskNames(run.ID); len(names) != 1 {
+		t.Fatalf("tasks %v", names)
+	}
+	tests := []struct {
+		name, body string
+		status     int
+		msg        string
+	}{
+		{"missing required", `{}`, http.StatusBadRequest, "inputs.version: required"},
+		{"no body", ``, http.StatusBadRequest, "inputs.version: required"},
+		{"unknown input", `{"inputs":{"version":"1","chanel":"beta"}}`, http.StatusBadRequest,
+			"inputs.chanel: unknown input (inputs: version, channel)"},
+		{"not text", `{"inputs":{"version":1}}`, http.StatusBadRequest, "inputs"},
+	}
+	for _, tc := range tests {
+		r := e.do("POST", "/api/v1/workflows/release/runs", tc.body)
+		if r.status != tc.status || !strings.Contains(string(r.body), tc.msg) {
+			t.Errorf("%s: %d %s; want %d containing %q", tc.name, r.status, r.body, tc.status, tc.msg)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/agentqueued/agentqueued/internal/hooks/openaitest"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
@@ -44,5 +45,31 @@ func TestExampleHooksAreValid(t *testing.T) {
 		if !seen[tt] {
 			t.Errorf("no example of a %s trigger", tt)
 		}
+	}
+}
+
+// The hourly summary example skips a quiet hour at no cost: its first step
+// (the last hour's status changes) finds no rows, and output_empty holds.
+// An hour with changes calls the model.
+func TestHourlySummaryExampleSkipsAQuietHour(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../configs/hooks/hourly-summary.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	h.project("web")
+	hk := h.hook(string(b))
+	// Queued before the quiet hour so that a wrong call fails at once.
+	h.llm.Enqueue(openaitest.Reply{Content: "one task added", Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 1}})
+	r := h.fire(hk.ID, models.HookFire{})
+	want := "context_steps[0] (db_query): the query returned no rows, so the LLM was not called"
+	if r.Status != models.HookRunSkipped || deref(r.SkippedReason) != want || len(h.llm.Requests()) != 0 {
+		t.Fatalf("quiet hour: %s %q (%s), %d LLM calls", r.Status, deref(r.SkippedReason), r.Error, len(h.llm.Requests()))
+	}
+	h.task("web", "something happened")
+	r = h.fire(hk.ID, models.HookFire{})
+	if r.Status != models.HookRunCompleted || len(h.llm.Requests()) != 1 {
+		t.Fatalf("busy hour: %s (%s), %d LLM calls", r.Status, r.Error, len(h.llm.Requests()))
 	}
 }

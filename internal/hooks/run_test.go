@@ -28,6 +28,8 @@ func web(t *testing.T) *httptest.Server {
 		case "/broken":
 			w.WriteHeader(http.StatusInternalServerError)
 			fmt.Fprint(w, "3 checks failing")
+		case "/empty-list":
+			fmt.Fprint(w, "[ ]\n")
 		case "/away":
 			http.Redirect(w, r, "http://elsewhere.invalid/", http.StatusFound)
 		default:
@@ -101,6 +103,7 @@ func TestShortCircuitsSkipTheLLM(t *testing.T) {
 	srv := web(t)
 	h.commit(map[string]string{"empty.txt": ""}, "empty file")
 	h.project("web", func(p *models.Project) { p.Settings.HookCommands = []string{"true", "false"} })
+	h.task("web", "one task, so that task_counts has a row")
 	cases := []struct {
 		name, step string
 		skip       string // the skipped reason; empty: the LLM is called
@@ -114,15 +117,19 @@ func TestShortCircuitsSkipTheLLM(t *testing.T) {
 		{"status ok", `{"type":"http_get","url":"` + srv.URL + `/ok","skip_llm_if":"status_ok"}`,
 			"context_steps[0] (http_get): the HTTP status is 200, so the LLM was not called"},
 		{"status 500", `{"type":"http_get","url":"` + srv.URL + `/broken","skip_llm_if":"status_ok"}`, ""},
-		{"no rows", `{"type":"db_query","query":"failed_tasks","skip_llm_if":"output_empty"}`, ""},
+		{"no rows", `{"type":"db_query","query":"failed_tasks","skip_llm_if":"output_empty"}`,
+			"context_steps[0] (db_query): the query returned no rows, so the LLM was not called"},
+		{"rows", `{"type":"db_query","query":"task_counts","skip_llm_if":"output_empty"}`, ""},
+		{"empty list", `{"type":"http_get","url":"` + srv.URL + `/empty-list","skip_llm_if":"output_empty"}`,
+			"context_steps[0] (http_get): the output is an empty list, so the LLM was not called"},
 	}
 	for i, c := range cases {
 		hk := h.hook(fmt.Sprintf(`{"project_id":"web","name":"case %d","trigger":{"type":"manual"},
 			"context_steps":[%s],"prompt_template":"look: {{step_0}}"}`, i, c.step))
 		before := len(h.llm.Requests())
-		if c.skip == "" {
-			h.llm.Enqueue(openaitest.Reply{Content: "ok", Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 1}})
-		}
+		// A reply is queued even when the LLM must not be called, so that a
+		// wrong call fails the case instead of waiting for a reply.
+		h.llm.Enqueue(openaitest.Reply{Content: "ok", Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 1}})
 		r := h.fire(hk.ID, models.HookFire{})
 		calls := len(h.llm.Requests()) - before
 		if c.skip != "" && (r.Status != models.HookRunSkipped || deref(r.SkippedReason) != c.skip || calls != 0 || r.TokensUsed != 0) {

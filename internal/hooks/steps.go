@@ -100,12 +100,34 @@ func shortCircuit(s models.HookStep, r models.StepResult) string {
 			return "the command exited 0"
 		}
 	case models.SkipIfEmpty:
-		if strings.TrimSpace(r.Output) == "" {
-			return "the output is empty"
-		}
+		return emptyOutput(s, r)
 	case models.SkipIfStatusOK:
 		if r.Status >= 200 && r.Status < 300 {
 			return fmt.Sprintf("the HTTP status is %d", r.Status)
+		}
+	}
+	return ""
+}
+
+// emptyOutput says why a step's output counts as empty for output_empty,
+// or "": blank text, a db_query that returned no rows, or an output that is
+// nothing but an empty JSON list, object or null (an API with nothing to
+// say).
+func emptyOutput(s models.HookStep, r models.StepResult) string {
+	out := strings.TrimSpace(r.Output)
+	switch {
+	case out == "":
+		return "the output is empty"
+	case s.Type == models.StepDBQuery && r.Count != nil && *r.Count == 0:
+		return "the query returned no rows"
+	case out == "null":
+		return "the output is null"
+	case len(out) >= 2 && strings.TrimSpace(out[1:len(out)-1]) == "":
+		switch {
+		case out[0] == '[' && out[len(out)-1] == ']':
+			return "the output is an empty list"
+		case out[0] == '{' && out[len(out)-1] == '}':
+			return "the output is an empty object"
 		}
 	}
 	return ""

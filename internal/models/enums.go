@@ -93,6 +93,9 @@ const (
 	// EventAdminCancel blocks any unfinished task at a person's request:
 	// its run, if any, ends, and it is recorded as cancelled, not failed.
 	EventAdminCancel TaskEvent = "ADMIN_CANCEL"
+	// EventDepsAdded returns a READY task to DEFINED when a person adds a
+	// dependency it has to wait for.
+	EventDepsAdded TaskEvent = "DEPS_ADDED"
 )
 
 // TaskEvents lists every event: the spec's 23, then the extensions.
@@ -102,7 +105,7 @@ var TaskEvents = []TaskEvent{
 	EventVerifyPassed, EventVerifyFailed, EventPRCreated, EventPRMerged, EventRetry, EventMaxRetries,
 	EventAdminSkip, EventAdminStop, EventAdminRestart, EventPRClosed, EventTimeout, EventExecutionError,
 	EventRecovery, EventHumanApproved, EventUpstreamFailed, EventUpstreamReopened, EventApprovalRequested,
-	EventPRUnavailable, EventRunStopped, EventAdminCancel,
+	EventPRUnavailable, EventRunStopped, EventAdminCancel, EventDepsAdded,
 }
 
 // Valid reports whether e is a known event.

@@ -18,8 +18,10 @@ type Workflow struct {
 	Schedule string `json:"schedule,omitempty"`
 	Timezone string `json:"timezone,omitempty"`
 	// ScheduleEnabled turns the schedule on or off; default on.
-	ScheduleEnabled bool           `json:"schedule_enabled"`
-	Steps           []WorkflowStep `json:"steps"`
+	ScheduleEnabled bool `json:"schedule_enabled"`
+	// Inputs are the values a run is given ({{inputs.<name>}}).
+	Inputs []WorkflowInput `json:"inputs,omitempty"`
+	Steps  []WorkflowStep  `json:"steps"`
 	// Source is the YAML document the workflow was read from.
 	Source string `json:"source,omitempty"`
 	// Origin says where it came from: "file" (the workflows directory) or "api".
@@ -29,6 +31,17 @@ type Workflow struct {
 	ScheduleFrom time.Time  `json:"schedule_from"`
 	CreatedAt    time.Time  `json:"created_at"`
 	UpdatedAt    time.Time  `json:"updated_at"`
+}
+
+// WorkflowInput declares a value a run of a workflow is given, by hand
+// (ctl workflow run --input name=value, the API's "inputs") or from its
+// default. A required input has no default, and a workflow with a
+// schedule requires none.
+type WorkflowInput struct {
+	Name        string  `json:"name"`
+	Description string  `json:"description,omitempty"`
+	Default     *string `json:"default,omitempty"`
+	Required    bool    `json:"required,omitempty"`
 }
 
 // Workflow origins.
@@ -118,6 +131,9 @@ type WorkflowRun struct {
 	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
 	// Reason says why the run ended as it did.
 	Reason string `json:"reason,omitempty"`
+	// Inputs are the values the run was given, defaults filled in: every
+	// input the workflow declared.
+	Inputs map[string]string `json:"inputs,omitempty"`
 	// Definition is the workflow as it was when the run started.
 	Definition json.RawMessage `json:"definition,omitempty"`
 	// Tasks counts the run's tasks by status.
@@ -161,6 +177,9 @@ type RunRequest struct {
 	// scheduled time; a manual trigger's own key).
 	FireKey     string
 	ScheduledAt *time.Time
+	// Inputs are the values given for the workflow's inputs; defaults fill
+	// the rest (see workflow.ResolveInputs).
+	Inputs map[string]string
 }
 
 // AttemptLog is what an agent printed in one attempt at a task.

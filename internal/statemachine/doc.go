@@ -20,8 +20,8 @@
 //
 // # The table as a diagram
 //
-// Every row of the table except ADMIN_RESTART, RUN_STOPPED and ADMIN_CANCEL
-// is drawn below. Lines that
+// Every row of the table except ADMIN_RESTART, RUN_STOPPED, ADMIN_CANCEL and
+// DEPS_ADDED is drawn below. Lines that
 // merge into the bus on the left all lead to BLOCKED; lines that merge into
 // the bus on the right all lead to READY. A "+" is a corner or a place
 // where lines join; where a vertical line crosses a horizontal one without a
@@ -125,6 +125,11 @@
 //	AWAITING_APPROVAL --+
 //	FAILED -------------+
 //
+// DEPS_ADDED takes a READY task back to wait for a dependency a person
+// added:
+//
+//	READY ---- DEPS_ADDED ----> DEFINED
+//
 // READY has no ADMIN_RESTART row because it is already where a restart
 // leads. IN_PROGRESS is the only other status without one, on purpose: a
 // running agent is never restarted under its own feet. Stop it first
@@ -133,7 +138,7 @@
 // # The table as a list
 //
 // The 36 rows of the Agent Queue specification, grouped as the
-// specification groups them, then the extensions (60 rows in all):
+// specification groups them, then the extensions (61 rows in all):
 //
 //	Core lifecycle
 //	  DEFINED            --DEPS_MET-->          READY
@@ -192,10 +197,11 @@
 //	                     --RUN_STOPPED-->       BLOCKED
 //	  every unfinished status (nine)
 //	                     --ADMIN_CANCEL-->      BLOCKED
+//	  READY              --DEPS_ADDED-->        DEFINED
 //
 // # Extensions
 //
-// The specification's events do not cover seven situations, so the table
+// The specification's events do not cover eight situations, so the table
 // adds one event for each (and a second row for HUMAN_APPROVED):
 //
 //   - HUMAN_APPROVED (AWAITING_APPROVAL → COMPLETED): a person approves the
@@ -239,6 +245,13 @@
 //     require success are blocked by the cascade naming the cancelled task
 //     as the root cause, and the others proceed, the cancel counting as a
 //     failure. ADMIN_RESTART runs the task again.
+//   - DEPS_ADDED (READY → DEFINED): a person added a dependency to a READY
+//     task that is not met yet (its upstream has not finished, or is
+//     BLOCKED and success is required). The task waits in DEFINED like any
+//     other task with an unmet dependency: DEPS_MET makes it READY again,
+//     UPSTREAM_FAILED blocks it. No other status returns to DEFINED this
+//     way: PAUSED, FAILED and BLOCKED tasks take only dependencies that
+//     are already met.
 //
 // # Dependency graphs
 //

@@ -91,6 +91,7 @@ var rows = []Row{
 	{models.StatusVerifying, models.EventAdminCancel, models.StatusBlocked},
 	{models.StatusAwaitingApproval, models.EventAdminCancel, models.StatusBlocked},
 	{models.StatusFailed, models.EventAdminCancel, models.StatusBlocked},
+	{models.StatusReady, models.EventDepsAdded, models.StatusDefined},
 }
 
 var (

@@ -25,7 +25,8 @@ var expected = map[pair]models.TaskStatus{
 	{"DEFINED", "UPSTREAM_FAILED"}: "BLOCKED", // extension
 
 	// READY
-	{"READY", "ASSIGNED"}: "ASSIGNED",
+	{"READY", "ASSIGNED"}:   "ASSIGNED",
+	{"READY", "DEPS_ADDED"}: "DEFINED",
 
 	// ASSIGNED
 	{"ASSIGNED", "AGENT_STARTED"}:   "IN_PROGRESS",
@@ -108,7 +109,7 @@ var expected = map[pair]models.TaskStatus{
 
 // expectedRows is the number of rows in expected: the specification's 36 rows
 // plus the extensions. It guards the hand-written table itself.
-const expectedRows = 60
+const expectedRows = 61
 
 func TestExpectedTableIsWellFormed(t *testing.T) {
 	t.Parallel()
@@ -127,8 +128,8 @@ func TestEnumSizes(t *testing.T) {
 	if got := len(models.TaskStatuses); got != 11 {
 		t.Errorf("len(TaskStatuses) = %d, want 11", got)
 	}
-	if got := len(models.TaskEvents); got != 30 {
-		t.Errorf("len(TaskEvents) = %d, want 30", got)
+	if got := len(models.TaskEvents); got != 31 {
+		t.Errorf("len(TaskEvents) = %d, want 31", got)
 	}
 }
 
@@ -236,6 +237,8 @@ func TestTaskTransitionNamedCases(t *testing.T) {
 		{"upstream failure does not touch a ready task", models.StatusReady, models.EventUpstreamFailed, ""},
 		{"reopened upstream re-evaluates", "BLOCKED", "UPSTREAM_REOPENED", "DEFINED"},
 		{"reopened upstream needs BLOCKED", models.StatusCompleted, models.EventUpstreamReopened, ""},
+		{"a new dependency returns a ready task to waiting", models.StatusReady, models.EventDepsAdded, models.StatusDefined},
+		{"a new dependency does not touch a failed task", models.StatusFailed, models.EventDepsAdded, ""},
 		{"completed cannot be skipped", models.StatusCompleted, models.EventAdminSkip, ""},
 		{"paused task cannot start directly", models.StatusPaused, models.EventAgentStarted, ""},
 	}

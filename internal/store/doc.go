@@ -53,7 +53,8 @@
 //
 // A person's other changes are not transitions but settle the same way:
 // ChangeDependencies rewrites a task's edges and then runs the follow-ups
-// above (promotion, cascade, reopen) in its transaction; EditTask changes a
+// above (promotion, cascade, reopen) in its transaction, a READY task given
+// an edge that is not satisfied first returning to DEFINED (DEPS_ADDED); EditTask changes a
 // task that is not being worked on; DeleteTask deletes a task with its rows
 // (edges, events, runs, questions, results, feedback, plans), keeping the
 // append-only token ledger; RemoveAgent deletes an idle agent, its runs
@@ -66,7 +67,8 @@
 // outbox after a named cursor (event_cursors); HookQuery holds the named
 // read-only queries of hooks' db_query steps. docs/hooks.md has the rules.
 //
-// Workflow runs (workflow.go) keep their definition and a row per step
+// Workflow runs (workflow.go) keep their definition, their inputs (checked
+// and completed with their defaults when the run starts) and a row per step
 // whose tasks exist. Every change to a run's task marks its run; when the
 // outermost application of the transaction engine ends, still inside the
 // transaction, each marked run gets the tasks of the steps that came due

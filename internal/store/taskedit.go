@@ -118,11 +118,13 @@ func (s *Store) EditTask(ctx context.Context, id string, patch models.TaskPatch)
 }
 
 // waitsForDependencies reports whether a task can take a dependency that is
-// not satisfied yet: a DEFINED task waits for its dependencies, and one
-// blocked by the cascade returns to DEFINED when repaired. No row of the
-// transition table returns any other status to DEFINED.
+// not satisfied yet: a DEFINED task waits for its dependencies, a READY one
+// returns to DEFINED to wait (DEPS_ADDED), and one blocked by the cascade
+// returns to DEFINED when repaired. No row of the transition table returns
+// any other status to DEFINED.
 func waitsForDependencies(t models.Task) bool {
-	return t.Status == models.StatusDefined || (t.Status == models.StatusBlocked && t.CascadeRootID != "")
+	return t.Status == models.StatusDefined || t.Status == models.StatusReady ||
+		(t.Status == models.StatusBlocked && t.CascadeRootID != "")
 }
 
 // ChangeDependencies removes and adds a task's dependency edges in one
@@ -138,10 +140,14 @@ func waitsForDependencies(t models.Task) bool {
 //   - A task blocked by the cascade takes any change; when no BROKEN edge
 //     is left it gets UPSTREAM_REOPENED → DEFINED and is evaluated, with
 //     its own cascade-blocked dependents, as when its root is repaired.
-//   - READY, PAUSED, FAILED and self-BLOCKED tasks will run without going
-//     back to DEFINED, so they only take upstreams that already satisfy the
-//     new edge (COMPLETED, or BLOCKED when success is not required);
-//     removing edges never changes their status.
+//   - A READY task takes any change: a new edge that is not satisfied
+//     returns it to DEFINED (DEPS_ADDED, with its event row), where it is
+//     evaluated as a DEFINED task is — it waits, or is blocked by the
+//     cascade when the new upstream is BLOCKED and success is required.
+//   - PAUSED, FAILED and self-BLOCKED tasks will run without going back to
+//     DEFINED, so they only take upstreams that already satisfy the new
+//     edge (COMPLETED, or BLOCKED when success is not required); removing
+//     edges never changes their status.
 //
 // A new edge is resolved from its upstream's status as at creation.
 // Unknown upstreams and edges that do not exist are not_found; a change
@@ -179,6 +185,7 @@ func (s *Store) ChangeDependencies(ctx context.Context, id string, c models.Depe
 			removing[up] = true
 		}
 		var add []models.BatchDependency
+		var unmet []string // new upstreams that do not satisfy their edge yet
 		for i, d := range c.Add {
 			if d.ID == id {
 				return models.Errorf(models.CodeInvalid, "add[%d]: a task cannot depend on itself (%s -> %s)", i, id, id)
@@ -200,9 +207,12 @@ func (s *Store) ChangeDependencies(ctx context.Context, id string, c models.Depe
 			satisfied := up == models.StatusCompleted || (up == models.StatusBlocked && !d.Required())
 			if !satisfied && !waitsForDependencies(cur) {
 				return models.Errorf(models.CodeConflict,
-					"add[%d]: task %s is %s and upstream %s is %s: only a DEFINED task can wait for a new dependency "+
+					"add[%d]: task %s is %s and upstream %s is %s: only a DEFINED or READY task can wait for a new dependency "+
 						"(no transition returns a %s task to DEFINED); it can only take upstreams that are COMPLETED "+
 						"(or BLOCKED, with requires_success false)", i, id, cur.Status, d.ID, up, cur.Status)
+			}
+			if !satisfied {
+				unmet = append(unmet, d.ID)
 			}
 			add = append(add, d)
 		}
@@ -237,6 +247,11 @@ func (s *Store) ChangeDependencies(ctx context.Context, id string, c models.Depe
 		// the cascade.
 		follow := change{taskID: id, followUp: true}
 		switch {
+		case cur.Status == models.StatusReady && len(unmet) > 0:
+			// Back to DEFINED through the table; the move itself brings
+			// the evaluation a DEFINED task gets.
+			follow = change{taskID: id, event: models.EventDepsAdded, expectFrom: models.StatusReady,
+				reason: "waits for its new dependencies: " + strings.Join(unmet, ", ")}
 		case cur.Status == models.StatusDefined:
 			follow.event = evalEvent
 		case waitsForDependencies(cur):

@@ -260,16 +260,16 @@ func TestChangeDependenciesByStatus(t *testing.T) {
 			models.StatusReady, "", ""},
 		{"READY takes a BLOCKED upstream it does not need to succeed", models.StatusReady, models.StatusBlocked, true,
 			models.StatusReady, "", ""},
-		{"READY refuses a pending upstream", models.StatusReady, models.StatusReady, false,
-			"", models.CodeConflict, "only a DEFINED task can wait for a new dependency"},
-		{"READY refuses a required BLOCKED upstream", models.StatusReady, models.StatusBlocked, false,
-			"", models.CodeConflict, "is BLOCKED"},
+		{"READY waits again for a pending upstream", models.StatusReady, models.StatusReady, false,
+			models.StatusDefined, "", ""},
+		{"READY is blocked by a required BLOCKED upstream", models.StatusReady, models.StatusBlocked, false,
+			models.StatusBlocked, "", ""},
 		{"PAUSED refuses a pending upstream", models.StatusPaused, models.StatusInProgress, false,
 			"", models.CodeConflict, "no transition returns a PAUSED task to DEFINED"},
 		{"FAILED takes a COMPLETED upstream", models.StatusFailed, models.StatusCompleted, false,
 			models.StatusFailed, "", ""},
 		{"a task BLOCKED by its own failure refuses a pending upstream", models.StatusBlocked, models.StatusReady, false,
-			"", models.CodeConflict, "only a DEFINED task"},
+			"", models.CodeConflict, "only a DEFINED or READY task can wait"},
 		{"IN_PROGRESS keeps its dependencies", models.StatusInProgress, models.StatusCompleted, false,
 			"", models.CodeConflict, "has started or finished"},
 		{"AWAITING_APPROVAL keeps its dependencies", models.StatusAwaitingApproval, models.StatusCompleted, false,
@@ -309,6 +309,40 @@ func TestChangeDependenciesByStatus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A READY task given a dependency that is not met returns to DEFINED
+// through the table (DEPS_ADDED, with its event row) and is promoted again
+// by its new upstream's completion, as any waiting task is.
+func TestAReadyTaskWaitsForANewDependency(t *testing.T) {
+	t.Parallel()
+	e := newDepsEnv(t)
+	ctx := context.Background()
+	ids := create(t, e.s, "p",
+		models.BatchTask{LocalID: "up", Title: "new upstream"},
+		models.BatchTask{LocalID: "t", Title: "ready task"},
+	)
+	wantStatuses(t, e.s, map[string]models.TaskStatus{ids["t"]: models.StatusReady})
+	res, err := e.s.ChangeDependencies(ctx, ids["t"], models.DependencyChange{Add: dep(ids["up"])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Task.Status != models.StatusDefined || !slices.Equal(res.Added, []string{ids["up"]}) || len(res.Promoted) != 0 {
+		t.Fatalf("answer %+v; want the task DEFINED", res)
+	}
+	d := mustDetail(t, e.s, ids["t"])
+	last := d.Events[len(d.Events)-1]
+	if d.Task.Status != models.StatusDefined || last.Event != models.EventDepsAdded || last.From != models.StatusReady ||
+		last.To != models.StatusDefined || !strings.Contains(last.Reason, ids["up"]) || !strings.Contains(d.Task.StatusReason, ids["up"]) {
+		t.Fatalf("task %s (%q), last event %+v; want DEPS_ADDED from READY naming %s", d.Task.Status, d.Task.StatusReason, last, ids["up"])
+	}
+	// Adding the same edge again changes nothing.
+	if res, err := e.s.ChangeDependencies(ctx, ids["t"], models.DependencyChange{Add: dep(ids["up"])}); err != nil ||
+		res.Task.Status != models.StatusDefined {
+		t.Fatalf("repeated add: %+v, %v", res, err)
+	}
+	apply(t, e.s, ids["up"], toCompleted...)
+	wantStatuses(t, e.s, map[string]models.TaskStatus{ids["t"]: models.StatusReady})
 }
 
 func TestRemovingTheLastUnmetDependencyPromotes(t *testing.T) {
@@ -477,14 +511,15 @@ func TestReplacingAnEdgeChangesRequiresSuccess(t *testing.T) {
 	if err != nil || len(res.Added) != 0 || len(res.Dependencies) != 1 {
 		t.Fatalf("re-adding the same edge: %+v %v", res, err)
 	}
-	// Requiring success of a BLOCKED upstream would strand a READY task.
-	_, err = e.s.ChangeDependencies(ctx, id, models.DependencyChange{Add: dep(blocked)})
-	if models.ErrorCodeOf(err) != models.CodeConflict {
-		t.Fatalf("requiring a BLOCKED upstream's success of a READY task: %v", err)
+	// Requiring success of a BLOCKED upstream: the READY task waits again
+	// (DEPS_ADDED) and is blocked by the cascade at once.
+	res, err = e.s.ChangeDependencies(ctx, id, models.DependencyChange{Add: dep(blocked)})
+	if err != nil || res.Task.Status != models.StatusBlocked || res.Task.CascadeRootID != blocked {
+		t.Fatalf("requiring a BLOCKED upstream's success of a READY task: %+v %v", res.Task, err)
 	}
 	edge, _ := edgeOf(mustDetail(t, e.s, id).Dependencies, blocked)
-	if edge.RequiresSuccess || edge.Resolution != models.EdgeSatisfied {
-		t.Fatalf("edge after the refusal: %+v", edge)
+	if !edge.RequiresSuccess || edge.Resolution != models.EdgeBroken {
+		t.Fatalf("edge after the change: %+v", edge)
 	}
 	// Completed upstream: replace a soft edge by a hard one, listing it in
 	// both lists.

@@ -47,8 +47,11 @@ func definitionOf(w models.Workflow) (string, error) {
 
 // SaveWorkflow creates a workflow or replaces the one of the same name.
 // A replaced workflow keeps its creation time, and its schedule position
-// unless its schedule changed. Runs under way keep the definition they
-// started from.
+// unless its schedule changed. A file's workflow read again (at each
+// start) keeps the schedule switch a person set (SetWorkflowSchedule)
+// while the file's own schedule_enabled is the one it had before: the
+// file's value wins only when the file changes it. Runs under way keep
+// the definition they started from.
 func (s *Store) SaveWorkflow(ctx context.Context, w models.Workflow) (models.Workflow, error) {
 	if err := workflow.Validate(w); err != nil {
 		return models.Workflow{}, err
@@ -65,6 +68,9 @@ func (s *Store) SaveWorkflow(ctx context.Context, w models.Workflow) (models.Wor
 			return err
 		}
 		w.CreatedAt, w.UpdatedAt, w.ScheduleFrom = now, now, now
+		// The stored definition keeps the document's schedule_enabled,
+		// the column the switch in force.
+		docEnabled := w.ScheduleEnabled
 		old, err := scanWorkflow(tx.QueryRowContext(ctx, "SELECT "+workflowColumns+" FROM workflows WHERE name = ?", w.Name))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
@@ -72,14 +78,32 @@ func (s *Store) SaveWorkflow(ctx context.Context, w models.Workflow) (models.Wor
 			return err
 		default:
 			w.CreatedAt = old.CreatedAt
+			if old.Origin == models.WorkflowFromFile && w.Origin == models.WorkflowFromFile {
+				var prev struct {
+					ScheduleEnabled bool `json:"schedule_enabled"`
+				}
+				var def string
+				if err := tx.QueryRowContext(ctx, "SELECT definition FROM workflows WHERE name = ?", w.Name).Scan(&def); err != nil {
+					return err
+				}
+				if err := json.Unmarshal([]byte(def), &prev); err != nil {
+					return fmt.Errorf("stored definition: %w", err)
+				}
+				if prev.ScheduleEnabled == w.ScheduleEnabled {
+					w.ScheduleEnabled = old.ScheduleEnabled // the person's switch
+				}
+			}
 			if old.Schedule == w.Schedule && old.Timezone == w.Timezone && old.ScheduleEnabled == w.ScheduleEnabled {
 				w.ScheduleFrom, w.NextRun = old.ScheduleFrom, old.NextRun
 			}
 		}
+		enabled := w.ScheduleEnabled
+		w.ScheduleEnabled = docEnabled
 		def, err := definitionOf(w)
 		if err != nil {
 			return err
 		}
+		w.ScheduleEnabled = enabled
 		_, err = tx.ExecContext(ctx, `INSERT INTO workflows (`+workflowColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)
 			ON CONFLICT (name) DO UPDATE SET project_id = excluded.project_id, definition = excluded.definition,
 			source = excluded.source, origin = excluded.origin, schedule = excluded.schedule, timezone = excluded.timezone,
@@ -190,18 +214,23 @@ func (s *Store) LastScheduledRuns(ctx context.Context) (map[string]time.Time, er
 }
 
 const wfRunColumns = `id, workflow, project_id, status, trigger, triggered_by, scheduled_at, definition, reason,
-	created_at, updated_at, ended_at`
+	created_at, updated_at, ended_at, inputs`
 
 func scanWorkflowRun(row scanner) (models.WorkflowRun, error) {
 	var (
 		r                models.WorkflowRun
 		scheduled, ended sql.NullInt64
-		def              string
+		def, inputs      string
 		created, updated int64
 	)
 	if err := row.Scan(&r.ID, &r.Workflow, &r.ProjectID, &r.Status, &r.Trigger, &r.TriggeredBy, &scheduled, &def,
-		&r.Reason, &created, &updated, &ended); err != nil {
+		&r.Reason, &created, &updated, &ended, &inputs); err != nil {
 		return models.WorkflowRun{}, err
+	}
+	if inputs != "" && inputs != "{}" {
+		if err := json.Unmarshal([]byte(inputs), &r.Inputs); err != nil {
+			return models.WorkflowRun{}, fmt.Errorf("run %s: stored inputs: %w", r.ID, err)
+		}
 	}
 	r.ScheduledAt, r.EndedAt = fromNullNanos(scheduled), fromNullNanos(ended)
 	r.CreatedAt, r.UpdatedAt = fromNanos(created), fromNanos(updated)
@@ -213,8 +242,10 @@ func scanWorkflowRun(row scanner) (models.WorkflowRun, error) {
 // tasks of every step known from the start: the steps that do not fan out
 // over an output (nor name one), nor come after one that does. The other
 // steps get their tasks when the steps they depend on are done (see
-// advanceRun). A request whose key was used already answers the run it
-// made, with duplicate set.
+// advanceRun). The request's inputs are checked against the workflow's and
+// completed with their defaults (workflow.ResolveInputs), and kept with the
+// run. A request whose key was used already answers the run it made, with
+// duplicate set.
 func (s *Store) StartWorkflowRun(ctx context.Context, req models.RunRequest) (run models.WorkflowRun, duplicate bool, err error) {
 	if req.FireKey == "" {
 		return models.WorkflowRun{}, false, fmt.Errorf("start run of %s: no fire key", req.Workflow)
@@ -237,6 +268,14 @@ func (s *Store) StartWorkflowRun(ctx context.Context, req models.RunRequest) (ru
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
+		inputs, err := workflow.ResolveInputs(w, req.Inputs)
+		if err != nil {
+			return err
+		}
+		inputsJSON, err := json.Marshal(inputs)
+		if err != nil {
+			return err
+		}
 		var n int
 		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM workflow_runs WHERE workflow = ?", w.Name).Scan(&n); err != nil {
 			return err
@@ -248,14 +287,14 @@ func (s *Store) StartWorkflowRun(ctx context.Context, req models.RunRequest) (ru
 		x := s.newTxn(ctx, tx)
 		run = models.WorkflowRun{Workflow: w.Name, ProjectID: w.ProjectID, Status: models.RunPending, Trigger: req.Trigger,
 			TriggeredBy: req.TriggeredBy, ScheduledAt: req.ScheduledAt, Definition: json.RawMessage(def),
-			CreatedAt: x.now, UpdatedAt: x.now}
+			Inputs: inputs, CreatedAt: x.now, UpdatedAt: x.now}
 		for {
 			n++
 			run.ID = fmt.Sprintf("%s-%d", w.Name, n)
 			_, err = tx.ExecContext(ctx, `INSERT INTO workflow_runs (id, workflow, project_id, status, trigger, triggered_by,
-				fire_key, scheduled_at, definition, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
+				fire_key, scheduled_at, definition, created_at, updated_at, inputs) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`,
 				run.ID, run.Workflow, run.ProjectID, run.Status, run.Trigger, run.TriggeredBy, req.FireKey,
-				nullNanos(run.ScheduledAt), def, toNanos(x.now), toNanos(x.now))
+				nullNanos(run.ScheduledAt), def, toNanos(x.now), toNanos(x.now), string(inputsJSON))
 			if !isUniqueViolation(err) {
 				break
 			}
@@ -263,7 +302,7 @@ func (s *Store) StartWorkflowRun(ctx context.Context, req models.RunRequest) (ru
 		if err != nil {
 			return err
 		}
-		if err := x.nested(func() error { return x.createInitial(run.ID, w) }); err != nil {
+		if err := x.nested(func() error { return x.createInitial(run.ID, w, inputs) }); err != nil {
 			return err
 		}
 		changed = x.changed
@@ -283,7 +322,7 @@ func (s *Store) StartWorkflowRun(ctx context.Context, req models.RunRequest) (ru
 
 // createInitial creates, as one batch, the tasks of the steps known from
 // the start, each depending on the tasks of its upstream steps.
-func (x *txn) createInitial(runID string, w models.Workflow) error {
+func (x *txn) createInitial(runID string, w models.Workflow, inputs map[string]string) error {
 	deferred := map[string]bool{}
 	local := map[string][]string{}
 	var batch []models.BatchTask
@@ -310,7 +349,7 @@ func (x *txn) createInitial(runID string, w models.Workflow) error {
 		if err != nil {
 			return err
 		}
-		tasks, err := workflow.StepTasks(w, st, runID, nil, count, nil)
+		tasks, err := workflow.StepTasks(w, st, runID, inputs, nil, count, nil)
 		if err != nil {
 			return err
 		}
@@ -511,7 +550,7 @@ func (x *txn) expandSteps(run models.WorkflowRun, w models.Workflow, due []model
 		items, count, ferr := workflow.FanOut(st, outputs)
 		var tasks []models.BatchTask
 		if ferr == nil {
-			tasks, ferr = workflow.StepTasks(w, st, run.ID, items, count, outputs)
+			tasks, ferr = workflow.StepTasks(w, st, run.ID, run.Inputs, items, count, outputs)
 		}
 		if ferr != nil {
 			failed[st.Name] = models.ErrorMessageOf(ferr)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -617,5 +618,61 @@ func BenchmarkCompletionInARunOf1000(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		e.apply(ids[i], models.EventVerifyPassed)
+	}
+}
+
+// A run keeps the inputs it was given, defaults filled in, and every task
+// of it is rendered with them: those made at the start and those a
+// fan-out makes later, from the run's stored inputs. Bad inputs start no
+// run.
+func TestARunKeepsItsInputsForEveryStep(t *testing.T) {
+	t.Parallel()
+	e := newWFEnv(t, `name: release
+project: web
+inputs:
+  - name: version
+    required: true
+  - name: channel
+    default: stable
+steps:
+  - name: plan
+    title: "Plan {{inputs.version}}"
+  - name: ship
+    title: "Ship {{item}} {{inputs.version}} to {{inputs.channel}}"
+    depends_on: [plan]
+    foreach: plan.outputs.targets
+`)
+	ctx := context.Background()
+	r, _, err := e.s.StartWorkflowRun(ctx, models.RunRequest{Workflow: "release", Trigger: models.TriggerByHand,
+		TriggeredBy: "t", FireKey: "manual:1", Inputs: map[string]string{"version": "2.0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"version": "2.0", "channel": "stable"}
+	got, err := e.s.GetWorkflowRun(ctx, r.ID)
+	if err != nil || !reflect.DeepEqual(r.Inputs, want) || !reflect.DeepEqual(got.Inputs, want) {
+		t.Fatalf("inputs answered %v, stored %v (%v); want %v", r.Inputs, got.Inputs, err, want)
+	}
+	if runs, err := e.s.ListWorkflowRuns(ctx, models.RunFilter{Workflow: "release"}); err != nil || !reflect.DeepEqual(runs[0].Inputs, want) {
+		t.Fatalf("listed inputs %+v (%v)", runs, err)
+	}
+	plan := e.tasks(r.ID)["plan"]
+	if plan.Title != "Plan 2.0" {
+		t.Fatalf("plan title %q", plan.Title)
+	}
+	e.complete(plan.ID, `{"targets": ["eu", "us"]}`)
+	ts := e.tasks(r.ID)
+	if ts["ship[0]"].Title != "Ship eu 2.0 to stable" || ts["ship[1]"].Title != "Ship us 2.0 to stable" {
+		t.Fatalf("fanned-out titles %q, %q", ts["ship[0]"].Title, ts["ship[1]"].Title)
+	}
+
+	_, _, err = e.s.StartWorkflowRun(ctx, models.RunRequest{Workflow: "release", Trigger: models.TriggerByHand,
+		TriggeredBy: "t", FireKey: "manual:2", Inputs: map[string]string{"versoin": "2.1"}})
+	if models.ErrorCodeOf(err) != models.CodeInvalid || !strings.Contains(err.Error(), "inputs.version: required") ||
+		!strings.Contains(err.Error(), "inputs.versoin: unknown input") {
+		t.Fatalf("bad inputs: %v", err)
+	}
+	if runs, _ := e.s.ListWorkflowRuns(ctx, models.RunFilter{Workflow: "release"}); len(runs) != 1 {
+		t.Fatalf("%d runs after a refused start", len(runs))
 	}
 }

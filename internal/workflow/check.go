@@ -3,6 +3,7 @@ package workflow
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -115,6 +116,7 @@ func (c *checker) workflow() {
 			c.add("schedule", "%s", strings.TrimPrefix(models.ErrorMessageOf(err), "schedule: "))
 		}
 	}
+	c.inputs()
 	switch {
 	case len(w.Steps) == 0:
 		c.add("steps", "required (at least one step)")
@@ -279,6 +281,11 @@ func (c *checker) placeholder(i int, ph placeholder) string {
 	switch ph.kind {
 	case phRunID, phRunWorkflow:
 		return ""
+	case phInput:
+		if !slices.ContainsFunc(c.w.Inputs, func(in models.WorkflowInput) bool { return in.Name == ph.field }) {
+			return fmt.Sprintf("no input %q is declared (%s)", ph.field, inputList(c.w))
+		}
+		return ""
 	case phItem, phItemField:
 		if s.Foreach == "" {
 			return "only in steps with foreach"
@@ -305,6 +312,9 @@ func (c *checker) placeholder(i int, ph placeholder) string {
 func (c *checker) allowed(i int) string {
 	s := c.w.Steps[i]
 	list := []string{"{{run.id}}", "{{run.workflow}}"}
+	if len(c.w.Inputs) > 0 {
+		list = append(list, "{{inputs.<name>}}")
+	}
 	if s.Foreach != "" {
 		list = append(list, "{{item}}", "{{item.<field>}}")
 	}
@@ -392,4 +402,91 @@ func cyclePath(graph map[string][]string, from, to string) []string {
 		}
 	}
 	return []string{from, to} // not reached: to leads back to from
+}
+
+// inputs checks the declared inputs: names, texts, and that a required
+// input has no default and the workflow no schedule (a scheduled run is
+// given no value).
+func (c *checker) inputs() {
+	if len(c.w.Inputs) > MaxInputs {
+		c.add("inputs", "at most %d inputs (got %d)", MaxInputs, len(c.w.Inputs))
+		return
+	}
+	seen := map[string]bool{}
+	for i, in := range c.w.Inputs {
+		p := fmt.Sprintf("inputs[%d]", i)
+		switch {
+		case in.Name == "":
+			c.add(p+".name", "required")
+		case !fieldRE.MatchString(in.Name) || len(in.Name) > models.MaxShortLen:
+			c.add(p+".name", "%q is not an input name %s", in.Name, fieldRule)
+		case seen[in.Name]:
+			c.add(p+".name", "input %q is declared twice", in.Name)
+		}
+		seen[in.Name] = true
+		c.text(models.CheckText, p+".description", in.Description, models.MaxDescriptionLen)
+		if in.Default != nil {
+			c.text(models.CheckText, p+".default", *in.Default, models.MaxDescriptionLen)
+		}
+		switch {
+		case in.Required && in.Default != nil:
+			c.add(p+".required", "a required input has no default (drop one of them)")
+		case in.Required && c.w.Schedule != "":
+			c.add(p+".required", "a workflow with a schedule cannot require an input: its scheduled runs are given none (give it a default)")
+		}
+	}
+}
+
+// inputList names a workflow's inputs for messages.
+func inputList(w models.Workflow) string {
+	if len(w.Inputs) == 0 {
+		return "workflow " + w.Name + " declares no inputs"
+	}
+	names := make([]string, len(w.Inputs))
+	for i, in := range w.Inputs {
+		names[i] = in.Name
+	}
+	return "inputs: " + strings.Join(names, ", ")
+}
+
+// ResolveInputs checks the values given for a run of w and fills in the
+// defaults. Every problem is one line of the returned *models.Error
+// (CodeInvalid), naming the input: a value for an input w does not
+// declare, a required input without a value, a value that is not text
+// (control characters, too long). The answer holds every declared input;
+// an optional one without a value or a default is "".
+func ResolveInputs(w models.Workflow, given map[string]string) (map[string]string, error) {
+	var problems []string
+	out := make(map[string]string, len(w.Inputs))
+	declared := map[string]bool{}
+	for _, in := range w.Inputs {
+		declared[in.Name] = true
+		v, ok := given[in.Name]
+		switch {
+		case ok:
+		case in.Default != nil:
+			v = *in.Default
+		case in.Required:
+			msg := "inputs." + in.Name + ": required"
+			if in.Description != "" {
+				msg += " (" + models.CleanText(in.Description, 0) + ")"
+			}
+			problems = append(problems, msg+"; give it with --input "+in.Name+"=VALUE")
+			continue
+		}
+		if err := models.CheckText("inputs."+in.Name, v, models.MaxDescriptionLen); err != nil {
+			problems = append(problems, models.ErrorMessageOf(err))
+			continue
+		}
+		out[in.Name] = v
+	}
+	for _, k := range slices.Sorted(maps.Keys(given)) {
+		if !declared[k] {
+			problems = append(problems, fmt.Sprintf("inputs.%s: unknown input (%s)", k, inputList(w)))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, invalid(problems)
+	}
+	return out, nil
 }

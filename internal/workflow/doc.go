@@ -12,6 +12,12 @@
 //	schedule: "0 2 * * *"              # optional cron expression (or @daily, …)
 //	timezone: Europe/Paris             # IANA zone of the schedule; default UTC
 //	schedule_enabled: true             # default true
+//	inputs:                            # optional; values a run is given
+//	  - name: channel                  # letters, digits and '_'
+//	    description: where to publish
+//	    default: stable                # used when the run gives none
+//	  - name: version
+//	    required: true                 # no default; refused with a schedule
 //	steps:
 //	  - name: discover
 //	    title: "List outdated modules of {{run.workflow}}"
@@ -56,7 +62,8 @@
 // are the run's id and the workflow's name; {{item}} and {{item.<field>}}
 // a foreach task's item and its fields; {{index}} (from 0) and {{count}} a
 // fanned-out task's place; {{<step>.outputs.<field>}} a field of the
-// outputs of an upstream step that makes one task. Spaces inside the braces
+// outputs of an upstream step that makes one task; {{inputs.<name>}} one
+// of the run's inputs (declared under inputs). Spaces inside the braces
 // are allowed. A JSON string fills in unquoted, any other value as compact
 // JSON.
 //
@@ -76,6 +83,17 @@
 // is refused at its line and column.
 //
 // Validate makes the same checks on a decoded workflow, without positions.
+//
+// # Inputs
+//
+// A run is given values for the inputs the workflow declares: by hand
+// (ctl workflow run --input name=value, the API's "inputs"), or none for a
+// scheduled run. ResolveInputs checks them when the run starts — a value
+// for an undeclared input, a required input without a value, a value that
+// is not text are each one line naming the input — and fills in the
+// defaults (an optional input without one is ""). The store keeps the
+// result with the run, and every task of the run, those a fan-out makes
+// later included, is rendered with it.
 //
 // # Expansion
 //

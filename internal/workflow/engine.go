@@ -257,8 +257,15 @@ func (e *Engine) fireSchedules(ctx context.Context) (time.Time, error) {
 }
 
 // Trigger starts a run of a workflow by hand; by names who (one line of
-// at most models.MaxActorLen characters).
+// at most models.MaxActorLen characters). The run's inputs are the
+// workflow's defaults.
 func (e *Engine) Trigger(ctx context.Context, name, by string) (models.WorkflowRun, error) {
+	return e.TriggerWith(ctx, name, by, nil)
+}
+
+// TriggerWith starts a run of a workflow by hand with the values given for
+// its inputs; ResolveInputs checks them and fills in the defaults.
+func (e *Engine) TriggerWith(ctx context.Context, name, by string, inputs map[string]string) (models.WorkflowRun, error) {
 	if err := models.CheckLine("actor", by, models.MaxActorLen); err != nil {
 		return models.WorkflowRun{}, err
 	}
@@ -266,7 +273,7 @@ func (e *Engine) Trigger(ctx context.Context, name, by string) (models.WorkflowR
 	_, _ = rand.Read(nonce[:])
 	key := fmt.Sprintf("manual:%s:%x", e.cfg.Now().UTC().Format(time.RFC3339Nano), nonce)
 	run, _, err := e.store.StartWorkflowRun(ctx, models.RunRequest{Workflow: name, Trigger: models.TriggerByHand,
-		TriggeredBy: by, FireKey: key})
+		TriggeredBy: by, FireKey: key, Inputs: inputs})
 	if err != nil {
 		return models.WorkflowRun{}, err
 	}

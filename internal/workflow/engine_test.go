@@ -296,3 +296,67 @@ func TestWorkflowFilesNamingUnknownProfilesAreRefused(t *testing.T) {
 		t.Fatalf("load: %v", err)
 	}
 }
+
+// A schedule a person switched off stays off when the daemon starts again
+// and reads the unchanged file; a file that changes its own
+// schedule_enabled is obeyed.
+func TestAScheduleSwitchedOffStaysOffAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, map[string]string{"nightly.yaml": nightly})
+	enabled := func() bool {
+		t.Helper()
+		w, err := e.st.GetWorkflow(ctx, "nightly")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.ScheduleEnabled
+	}
+	if _, err := e.st.SetWorkflowSchedule(ctx, "nightly", false); err != nil {
+		t.Fatal(err)
+	}
+	// A restart reads the same file again.
+	if err := e.engine(e.st).LoadDir(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if enabled() {
+		t.Fatal("the schedule switched off is on again after a restart")
+	}
+	e.clock.set(at("2026-03-05T12:00:00Z"))
+	e.tick(e.engine(e.st))
+	if n := len(e.runs()); n != 0 {
+		t.Fatalf("%d runs of a schedule switched off", n)
+	}
+	// The file turns it off itself, then on: the file's change wins.
+	for _, c := range []struct {
+		doc  string
+		want bool
+	}{
+		{nightly + "schedule_enabled: false\n", false},
+		{nightly + "schedule_enabled: true\n", true},
+		{nightly, true},
+	} {
+		if err := os.WriteFile(filepath.Join(e.dir, "nightly.yaml"), []byte(c.doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.engine(e.st).LoadDir(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := enabled(); got != c.want {
+			t.Fatalf("schedule_enabled %v after loading\n%s\nwant %v", got, c.doc, c.want)
+		}
+	}
+	// Switched on by a person and read again: stays on.
+	if _, err := e.st.SetWorkflowSchedule(ctx, "nightly", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.SetWorkflowSchedule(ctx, "nightly", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.engine(e.st).LoadDir(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !enabled() {
+		t.Fatal("the schedule switched on is off after a restart")
+	}
+}

@@ -12,6 +12,8 @@ import (
 const (
 	// MaxSteps caps the steps of one workflow.
 	MaxSteps = 500
+	// MaxInputs caps the inputs a workflow declares.
+	MaxInputs = 100
 	// MaxFanOut caps the tasks one step makes in one run: a parallel
 	// count, or the items of a foreach list.
 	MaxFanOut = 1000

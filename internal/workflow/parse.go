@@ -19,7 +19,8 @@ import (
 
 // The keys of a workflow document and of one of its steps.
 var (
-	workflowKeys = []string{"name", "project", "description", "schedule", "timezone", "schedule_enabled", "steps"}
+	workflowKeys = []string{"name", "project", "description", "schedule", "timezone", "schedule_enabled", "inputs", "steps"}
+	inputKeys    = []string{"name", "description", "default", "required"}
 	stepKeys     = []string{"name", "title", "description", "depends_on", "profile", "agent_type", "kind", "priority",
 		"max_retries", "test_commands", "verification", "requires_approval", "parallel", "foreach", "concurrency"}
 	dependencyKeys = []string{"step", "requires_success"}
@@ -397,6 +398,23 @@ func (d *decoder) workflow(root *yaml.Node) models.Workflow {
 		Schedule:        d.str(f["schedule"], "schedule"),
 		Timezone:        d.str(f["timezone"], "timezone"),
 		ScheduleEnabled: d.boolean(f["schedule_enabled"], "schedule_enabled", true),
+	}
+	for i, n := range d.list(f["inputs"], "inputs", MaxInputs) {
+		p := fmt.Sprintf("inputs[%d]", i)
+		if n.Kind != yaml.MappingNode {
+			d.fail(n, p, "an input is a mapping with name, and description, default or required")
+			w.Inputs = append(w.Inputs, models.WorkflowInput{})
+			d.failed[p+".name"] = true
+			continue
+		}
+		g := d.fields(n, p, inputKeys)
+		in := models.WorkflowInput{Name: d.str(g["name"], p+".name"), Description: d.str(g["description"], p+".description"),
+			Required: d.boolean(g["required"], p+".required", false)}
+		if v := g["default"]; v != nil && !isNull(v) {
+			def := d.str(v, p+".default")
+			in.Default = &def
+		}
+		w.Inputs = append(w.Inputs, in)
 	}
 	for i, n := range d.list(f["steps"], "steps", MaxSteps) {
 		p := fmt.Sprintf("steps[%d]", i)

@@ -128,8 +128,9 @@ func wholeNumber(raw json.RawMessage) (int64, bool) {
 // "step", "item" (the item as text, cleaned like the description and cut
 // to MaxItemMetadata bytes) for a foreach step. LocalID is the step's
 // name, "<step>[i]" when the step fans out, and Workflow places the task
-// in the run. Dependencies are left to the caller.
-func StepTasks(w models.Workflow, step models.WorkflowStep, runID string, items []json.RawMessage, count int, outputs map[string]json.RawMessage) ([]models.BatchTask, error) {
+// in the run. inputs fill {{inputs.<name>}} (the run's, from
+// ResolveInputs). Dependencies are left to the caller.
+func StepTasks(w models.Workflow, step models.WorkflowStep, runID string, inputs map[string]string, items []json.RawMessage, count int, outputs map[string]json.RawMessage) ([]models.BatchTask, error) {
 	fan := fansOut(step)
 	switch {
 	case count < 0 || count > MaxFanOut:
@@ -141,7 +142,7 @@ func StepTasks(w models.Workflow, step models.WorkflowStep, runID string, items 
 	}
 	tasks := make([]models.BatchTask, 0, count)
 	for i := range count {
-		v := Vars{RunID: runID, Workflow: w.Name, Index: i, Count: count, FanOut: fan, Outputs: outputs}
+		v := Vars{RunID: runID, Workflow: w.Name, Index: i, Count: count, FanOut: fan, Outputs: outputs, Inputs: inputs}
 		local := step.Name
 		if fan {
 			local = fmt.Sprintf("%s[%d]", step.Name, i)

@@ -175,7 +175,7 @@ func TestStepTasks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := workflow.StepTasks(w, tt.step, "run-1", tt.items, tt.count, outputs)
+			got, err := workflow.StepTasks(w, tt.step, "run-1", nil, tt.items, tt.count, outputs)
 			if err != nil {
 				t.Fatalf("StepTasks: %v", err)
 			}
@@ -191,7 +191,7 @@ func TestStepTasksCutsAndErrors(t *testing.T) {
 	w := models.Workflow{Name: "nightly", ProjectID: "web"}
 	long := strings.Repeat("é", 400)
 	step := models.WorkflowStep{Name: "fix", Title: "Fix {{item}}", Foreach: "lint.outputs.findings"}
-	tasks, err := workflow.StepTasks(w, step, "run-1", raws(`"`+long+`"`, `"  "`), 2, nil)
+	tasks, err := workflow.StepTasks(w, step, "run-1", nil, raws(`"`+long+`"`, `"  "`), 2, nil)
 	if err != nil {
 		t.Fatalf("StepTasks: %v", err)
 	}
@@ -206,7 +206,7 @@ func TestStepTasksCutsAndErrors(t *testing.T) {
 	}
 
 	blank := models.WorkflowStep{Name: "fix", Title: "{{item}}", Foreach: "lint.outputs.findings"}
-	if tasks, err := workflow.StepTasks(w, blank, "run-1", raws(`""`), 1, nil); err != nil || tasks[0].Title != "fix[0]" {
+	if tasks, err := workflow.StepTasks(w, blank, "run-1", nil, raws(`""`), 1, nil); err != nil || tasks[0].Title != "fix[0]" {
 		t.Errorf("blank title: %+v, %v; want the local id fix[0]", tasks, err)
 	}
 
@@ -230,7 +230,7 @@ func TestStepTasksCutsAndErrors(t *testing.T) {
 	for _, tt := range errs {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := workflow.StepTasks(w, tt.step, "run-1", tt.items, tt.count, nil)
+			_, err := workflow.StepTasks(w, tt.step, "run-1", nil, tt.items, tt.count, nil)
 			if err == nil || err.Error() != tt.want || models.ErrorCodeOf(err) != models.CodeInvalid {
 				t.Errorf("StepTasks error = %v, want %q (invalid)", err, tt.want)
 			}

@@ -27,6 +27,7 @@ const (
 	phIndex              // {{index}}
 	phCount              // {{count}}
 	phOutput             // {{<step>.outputs.<field>}}
+	phInput              // {{inputs.<name>}}
 )
 
 // placeholder is one placeholder of a template.
@@ -56,7 +57,9 @@ func classify(expr string) placeholder {
 	case "count":
 		p.kind = phCount
 	default:
-		if f, ok := strings.CutPrefix(expr, "item."); ok {
+		if f, ok := strings.CutPrefix(expr, "inputs."); ok {
+			p.kind, p.field = phInput, f
+		} else if f, ok := strings.CutPrefix(expr, "item."); ok {
 			p.kind, p.field = phItemField, f
 		} else if s, f, ok := strings.Cut(expr, ".outputs."); ok && s != "" && !strings.ContainsAny(s, ". \t") {
 			p.kind, p.step, p.field = phOutput, s, f
@@ -92,6 +95,8 @@ type Vars struct {
 	// Outputs maps an upstream step's name to the outputs object of its
 	// single task, for {{<step>.outputs.<field>}}.
 	Outputs map[string]json.RawMessage
+	// Inputs are the run's inputs, for {{inputs.<name>}}.
+	Inputs map[string]string
 }
 
 // Render fills the placeholders of tmpl from v in one pass: text a value
@@ -131,6 +136,12 @@ func fill(p placeholder, v Vars) (string, string) {
 		return v.RunID, ""
 	case phRunWorkflow:
 		return v.Workflow, ""
+	case phInput:
+		val, ok := v.Inputs[p.field]
+		if !ok {
+			return "", "the run has no input " + strconv.Quote(p.field)
+		}
+		return val, ""
 	case phIndex, phCount:
 		if !v.FanOut {
 			return "", "this step does not fan out (no parallel or foreach)"

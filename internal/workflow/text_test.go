@@ -87,7 +87,7 @@ func TestStepTasksCleanWhatUpstreamOutputsBring(t *testing.T) {
 	t.Parallel()
 	w := models.Workflow{Name: "nightly", ProjectID: "web"}
 	step := models.WorkflowStep{Name: "fix", Title: "Fix {{item}}", Description: "Fix:\n\t{{item}}", Foreach: "lint.outputs.findings"}
-	tasks, err := workflow.StepTasks(w, step, "run-1", raws(`"the\u0000 build\u001b[31m\nnow\r\n"`), 1, nil)
+	tasks, err := workflow.StepTasks(w, step, "run-1", nil, raws(`"the\u0000 build\u001b[31m\nnow\r\n"`), 1, nil)
 	if err != nil {
 		t.Fatalf("StepTasks: %v", err)
 	}
