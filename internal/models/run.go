@@ -286,7 +286,7 @@ type Delivery struct {
 	Merged bool `json:"merged"`
 	// Commit is the default branch's commit after the merge.
 	Commit string `json:"commit,omitempty"`
-	// Note explains a delivery that left the branch for a person to merge.
+	// Note says what a delivery did besides merging ("no repository").
 	Note string `json:"note,omitempty"`
 	// Waiting says why a delivery could not move the default branch yet
 	// (it is checked out in a working tree with local changes) and what
