@@ -93,7 +93,8 @@
 // update-ref <new> <old>`, so none of its hooks run. A remote origin is
 // pushed to with go-git, requiring the remote branch to still be at the
 // old commit. A LINK repository whose default branch is checked out in one
-// of its working trees (or being rebased there) is advanced with that tree,
+// of its working trees (or being rebased there; a registered tree whose
+// directory is gone does not count) is advanced with that tree,
 // as `git pull --ff-only` would: the tree must be on the branch at the
 // commit merged into, with no operation in progress and no change to a
 // tracked file in the index or the tree (untracked files do not count);

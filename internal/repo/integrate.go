@@ -515,7 +515,8 @@ func (w *Workspaces) publishLocal(ctx context.Context, integ, target, ref, into,
 }
 
 // checkedOut lists the working trees of the repository at repo that have
-// branch checked out, or are rebasing it.
+// branch checked out, or are rebasing it. A working tree whose directory
+// is gone (removed without `git worktree remove`) has nothing to update.
 func (w *Workspaces) checkedOut(ctx context.Context, repo, branch string) ([]string, error) {
 	wts, err := w.worktrees(ctx, repo)
 	if err != nil {
@@ -524,6 +525,9 @@ func (w *Workspaces) checkedOut(ctx context.Context, repo, branch string) ([]str
 	ref := "refs/heads/" + branch
 	var trees []string
 	for _, wt := range wts {
+		if !exists(wt.path) {
+			continue
+		}
 		on := wt.branch == ref
 		if !on && wt.branch == "" {
 			if gitDir, _, err := gitDirs(wt.path); err == nil {

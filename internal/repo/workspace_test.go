@@ -319,6 +319,23 @@ func TestLinkCheckedOutDefaultBranchWithLocalChangesWaits(t *testing.T) {
 	}
 }
 
+func TestLinkDefaultBranchInARemovedWorktreeIsMoved(t *testing.T) {
+	t.Parallel()
+	user := userRepo(t)
+	git(t, user, "checkout", "-q", "-b", "feature")
+	gone := filepath.Join(t.TempDir(), "gone")
+	git(t, user, "worktree", "add", "-q", gone, "main")
+	if err := os.RemoveAll(gone); err != nil { // without `git worktree remove`: still registered
+		t.Fatal(err)
+	}
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoLink, SourcePath: user})
+	tk := task("link-gone", "link")
+	ws := work(t, w, "a1", p, tk, map[string]string{"agent.txt": "agent\n"})
+	if d := deliver(t, w, p, tk, ws.Dir); !d.Merged || d.Waiting != "" || git(t, user, "rev-parse", "main") != d.Commit {
+		t.Fatalf("delivery %+v", d)
+	}
+}
+
 func TestLinkCheckedOutDefaultBranchLeavesUntrackedFiles(t *testing.T) {
 	t.Parallel()
 	user := userRepo(t)
