@@ -169,3 +169,56 @@ func TestE2ELinkLandingWaitsForLocalChangesThenLands(t *testing.T) {
 		t.Fatalf("land with nothing waiting: %+v %v", res, err)
 	}
 }
+
+func TestE2ELinkApprovedWorkWaitsToLandThenLands(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	user := linkedUser(t)
+	e.project("linked", &models.RepoConfig{ID: "mine", SourceType: models.RepoLink, SourcePath: user, DefaultBranch: "main"},
+		models.ProjectSettings{PRMode: models.PRNever})
+	e.cli("codex-1", "codex", "linked")
+	id := e.add("linked", models.BatchTask{LocalID: "t", Title: "Needs a person", RequiresApproval: true,
+		Description: fmt.Sprintf(work, "gated.txt", "gated", "gated", "wrote gated.txt")})["t"]
+	e.start()
+	e.waitStatus(id, models.StatusAwaitingApproval)
+	notes := filepath.Join(user, "notes.md")
+	if err := os.WriteFile(notes, []byte("mine, edited\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	head := gitOut(t, "-C", user, "rev-parse", "main")
+	ctx := context.Background()
+	_, err := e.o.Approve(ctx, id, "ana", "ship it")
+	if models.ErrorCodeOf(err) != models.CodeConflict || !strings.Contains(err.Error(), "waits to land") ||
+		!strings.Contains(err.Error(), "local changes (notes.md)") {
+		t.Fatalf("approve with local changes: %v", err)
+	}
+	tk := e.task(id)
+	if tk.Status != models.StatusAwaitingApproval || tk.WaitingCode != models.WaitingLanding ||
+		gitOut(t, "-C", user, "rev-parse", "main") != head {
+		t.Fatalf("the approved task: %s %q %q", tk.Status, tk.WaitingCode, tk.WaitingReason)
+	}
+	if b, _ := os.ReadFile(notes); string(b) != "mine, edited\n" {
+		t.Fatalf("notes.md is %q", b)
+	}
+	// A second decision is refused: it is decided.
+	if _, err := e.o.Reject(ctx, id, "bob", "no"); models.ErrorCodeOf(err) != models.CodeConflict {
+		t.Fatalf("a rejection of approved work: %v", err)
+	}
+	gitOut(t, "-C", user, "commit", "-q", "-am", "my edit") // committed this time: main moved
+	res, err := e.o.Land(ctx, "linked")
+	if err != nil || len(res.Landed) != 1 || res.Landed[0].Status != models.StatusCompleted {
+		t.Fatalf("land: %+v %v", res, err)
+	}
+	if tk = e.task(id); !strings.Contains(tk.StatusReason, "approved by ana: ship it") ||
+		!strings.Contains(tk.StatusReason, "merged into main") {
+		t.Fatalf("the landed task: %q", tk.StatusReason)
+	}
+	for file, want := range map[string]string{"gated.txt": "gated\n", "notes.md": "mine, edited\n"} {
+		if b, err := os.ReadFile(filepath.Join(user, file)); err != nil || string(b) != want {
+			t.Fatalf("%s in the user's tree: %q %v", file, b, err)
+		}
+	}
+	if st := gitOut(t, "-C", user, "status", "--porcelain"); st != "" {
+		t.Fatalf("the user's tree is not at main:\n%s", st)
+	}
+}
