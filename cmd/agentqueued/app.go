@@ -26,12 +26,13 @@ const usage = `Usage:
   agentqueued init [--config FILE] [--data-dir DIR] [--project ID] [--repo PATH] [--agent TYPE]... [--force] [--yes]
   agentqueued doctor [--config FILE] [--addr URL] [--token TOKEN]
   agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--json] COMMAND ...
+  agentqueued land PROJECT [--addr URL] [--token TOKEN] [--config FILE] [--json]
   agentqueued agent COMMAND ...
   agentqueued mcp
   agentqueued demo [--keep] [--stall DURATION] [--timeout DURATION]
 
 Commands of ctl:
-  project create|list|show|edit|archive|delete
+  project create|list|show|edit|archive|delete|land
   task add|list|show|edit|deps|delete|skip|stop|restart|cancel|approve|reject|diff
   agent add|list|show|pause|resume|remove
   question list | question answer ID ANSWER... [--by NAME]
@@ -201,11 +202,14 @@ func (m *Main) dispatch(ctx context.Context) error {
 		return m.runInit(ctx, args)
 	case "doctor":
 		return m.runDoctor(ctx, args)
+	case "land":
+		// `agentqueued land PROJECT` is `agentqueued ctl project land PROJECT`.
+		return m.runCtl(ctx, append([]string{"project", "land"}, args...))
 	case "help":
 		fmt.Fprint(m.Stdout, usage)
 		return nil
 	}
-	return usagef("unknown command %q (want run, init, doctor, ctl, agent, mcp, demo or help)", cmd)
+	return usagef("unknown command %q (want run, init, doctor, land, ctl, agent, mcp, demo or help)", cmd)
 }
 
 // Close stops a running daemon, waits for Run to return and returns its

@@ -62,6 +62,7 @@ var ctlCommands = map[string]ctlHandler{
 	"project edit":      (*ctl).projectEdit,
 	"project archive":   (*ctl).projectArchive,
 	"project delete":    (*ctl).projectDelete,
+	"project land":      (*ctl).projectLand,
 	"task add":          (*ctl).taskAdd,
 	"task list":         (*ctl).taskList,
 	"task show":         (*ctl).taskShow,

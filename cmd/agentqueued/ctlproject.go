@@ -198,6 +198,42 @@ func (c *ctl) projectArchive(ctx context.Context, args []string) error {
 	return c.emit(p, func(w io.Writer) { printProject(w, p) })
 }
 
+// projectLand retries the landings of a project that wait for its LINK
+// repository's checked-out default branch to be clean (`agentqueued land
+// PROJECT` is the same). It fails while a landing still waits.
+func (c *ctl) projectLand(ctx context.Context, args []string) error {
+	pos, err := c.parse(c.flagSet("project land"), args, "PROJECT")
+	if err != nil {
+		return err
+	}
+	res, err := c.client.LandProject(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if err := c.emit(res, func(w io.Writer) { printLand(w, res) }); err != nil {
+		return err
+	}
+	if n := len(res.Waiting); n > 0 {
+		return fmt.Errorf("project %s: %d landing(s) still wait: commit or stash the changes named above, then run land again",
+			res.ProjectID, n)
+	}
+	return nil
+}
+
+// printLand prints which tasks landed and which still wait, with why.
+func printLand(w io.Writer, res models.LandResult) {
+	if len(res.Landed) == 0 && len(res.Waiting) == 0 {
+		fmt.Fprintf(w, "nothing waits to land in project %s\n", res.ProjectID)
+		return
+	}
+	for _, t := range res.Landed {
+		fmt.Fprintf(w, "landed   %s (%s): %s\n", t.TaskID, t.Status, t.Reason)
+	}
+	for _, t := range res.Waiting {
+		fmt.Fprintf(w, "waiting  %s (%s): %s\n", t.TaskID, t.Status, t.Reason)
+	}
+}
+
 // settingRows returns a project's settings as key and value, sorted by
 // key, those left at their default omitted.
 func settingRows(s models.ProjectSettings) [][2]string {

@@ -526,6 +526,11 @@ func (c commands) ApproveTask(ctx context.Context, id, by, note string) (models.
 	return c.orch.Approve(ctx, id, by, note)
 }
 
+// LandProject retries a project's waiting landings.
+func (c commands) LandProject(ctx context.Context, id string) (models.LandResult, error) {
+	return c.orch.Land(ctx, id)
+}
+
 // TaskDiff returns the change of a task's branch.
 func (c commands) TaskDiff(ctx context.Context, id string) (string, error) {
 	return c.orch.TaskDiff(ctx, id)

@@ -6,6 +6,7 @@
 //	agentqueued init [--config FILE] [--data-dir DIR] [--project ID] [--repo PATH] [--agent TYPE]... [--force] [--yes]
 //	agentqueued doctor [--config FILE] [--addr URL] [--token TOKEN]
 //	agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--json] COMMAND ...
+//	agentqueued land PROJECT [--addr URL] [--token TOKEN] [--config FILE] [--json]
 //
 // "run" (the default) loads the configuration (embedded defaults when no
 // file is given; flags override the file), opens the SQLite database under
@@ -58,6 +59,7 @@
 //	                    [--repo PATH|URL] [--branch B] [--set KEY=VALUE]... [--unset KEY]...
 //	ctl project archive ID
 //	ctl project delete ID --yes
+//	ctl project land ID
 //	ctl task add --project P --title T [--description D] [--priority N] [--depends-on ID[,ID]]
 //	             [--verification AUTO_TEST|QA_AGENT|HUMAN] [--requires-approval] [--test-command CMD]...
 //	             [--kind K] [--meta KEY=VALUE]... [--created-by NAME] [--expected-count N]
@@ -113,7 +115,12 @@
 // project: it takes no new work. "project delete" deletes a project with
 // its tasks, hooks, workflows and runs, once --yes confirms it; it is
 // refused while the project's work is live or when the project has
-// recorded token use (archive it instead). "agent add" checks that the agent's
+// recorded token use (archive it instead). "project land" (also
+// "agentqueued land PROJECT") lands the work of a linked project that
+// waited because the repository's checked-out default branch had local
+// changes, once they are committed or stashed: it lists the tasks that
+// landed and those still waiting with why, and exits non-zero while one
+// still waits. "agent add" checks that the agent's
 // program is on the daemon's PATH or an executable path.
 //
 // "task edit" changes a task that is not being worked on; "task deps" adds

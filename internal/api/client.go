@@ -339,6 +339,12 @@ func (c *Client) ApproveTask(ctx context.Context, id, by, note string) (models.T
 		DecisionRequest{Feedback: note, By: by}, &out)
 }
 
+// LandProject retries the waiting landings of a project.
+func (c *Client) LandProject(ctx context.Context, id string) (models.LandResult, error) {
+	var out models.LandResult
+	return out, c.do(ctx, http.MethodPost, APIPrefix+"/projects/"+url.PathEscape(id)+"/land", nil, struct{}{}, &out)
+}
+
 // RejectTask rejects a task waiting for a person, with feedback for its next attempt.
 func (c *Client) RejectTask(ctx context.Context, id, by, feedback string) (models.TransitionResult, error) {
 	var out models.TransitionResult

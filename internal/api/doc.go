@@ -42,6 +42,12 @@
 //	                                  409 naming them while tasks are worked on, runs or workflow runs are live,
 //	                                  tasks of other projects depend on its tasks, or it has recorded token use
 //	                                  (the token ledger keeps it: archive the project instead)
+//	POST  /api/v1/projects/{id}/land  (body empty or {}) retry the project's landings that wait for its LINK
+//	                                  repository's checked-out default branch to be clean (`agentqueued land`)
+//	                                  → {"project_id", "landed": [...], "waiting": [...]}, each {"task_id",
+//	                                  "status", "reason"}: a landed task's status and reason, a waiting one's
+//	                                  waiting reason; 404 for an unknown project (docs/semantics.md, "Landing in
+//	                                  a linked repository")
 //	POST  /api/v1/tasks               create tasks all-or-nothing (body: {"project_id", "created_by",
 //	                                  "tasks": [...]} or a bare array of tasks; an entry may carry its own
 //	                                  "rules") → 201 {"results": [...]}; a task a Capacity rule applies to needs an
@@ -50,7 +56,8 @@
 //	                                  (comma-separated statuses or groups), limit, after (a cursor; a task id works)
 //	GET   /api/v1/tasks/{id}          the task with its dependencies, dependents and events; a READY task
 //	                                  a round did not start has "waiting_code" and "waiting_reason" (why it
-//	                                  waits; docs/semantics.md, "Scheduling"), in listings too
+//	                                  waits; docs/semantics.md, "Scheduling"), in listings too, and so has a
+//	                                  task whose verified work waits to land ("landing")
 //	                                  "runs": its latest runs (at most 20, oldest first), each with "cli",
 //	                                  "cli_version", "cli_warning" (a version below the known-good one),
 //	                                  "session_id", "usage" (input_tokens, output_tokens, cache_read_tokens,

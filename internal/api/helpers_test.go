@@ -94,6 +94,15 @@ func (d decisions) TaskDiff(ctx context.Context, id string) (string, error) {
 	return "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-old\n+new\n", nil
 }
 
+// LandProject answers that nothing waits to land in an existing project
+// (the orchestrator's git work is not part of these tests).
+func (d decisions) LandProject(ctx context.Context, id string) (models.LandResult, error) {
+	if _, err := d.GetProject(ctx, id); err != nil {
+		return models.LandResult{}, err
+	}
+	return models.LandResult{ProjectID: id, Landed: []models.LandTask{}, Waiting: []models.LandTask{}}, nil
+}
+
 // budgetWindow is the window of the test service's budget report.
 const budgetWindow = time.Hour
 

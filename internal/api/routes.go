@@ -77,6 +77,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/events", s.handleTaskEvent)
 	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/cancel", s.handleCancelTask)
 	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/approve", s.handleDecision(true))
+	mux.HandleFunc("POST "+APIPrefix+"/projects/{id}/land", s.handleLandProject)
 	mux.HandleFunc("POST "+APIPrefix+"/tasks/{id}/reject", s.handleDecision(false))
 	mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}/diff", s.handleTaskDiff)
 	mux.HandleFunc("POST "+APIPrefix+"/agents", s.handleRegisterAgent)
@@ -646,6 +647,28 @@ type DecisionRequest struct {
 	Feedback string `json:"feedback,omitempty"`
 	// By names who decides; default "api".
 	By string `json:"by,omitempty"`
+}
+
+// handleLandProject retries a project's waiting landings and answers
+// which tasks landed and which still wait.
+func (s *Server) handleLandProject(w http.ResponseWriter, r *http.Request) {
+	// The body is empty or {}: the request has no field.
+	data, err := s.readBody(w, r)
+	if err == nil && len(bytes.TrimSpace(data)) > 0 {
+		err = decodeJSON(data, &struct{}{})
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res, err := s.svc.LandProject(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "landings retried", "project_id", res.ProjectID, "landed", len(res.Landed),
+		"waiting", len(res.Waiting))
+	s.writeJSON(w, r, http.StatusOK, res)
 }
 
 // handleDecision approves or rejects a task waiting for a person.

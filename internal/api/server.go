@@ -69,6 +69,9 @@ type Service interface {
 	RemoveAgent(ctx context.Context, id string) error
 	// Budget reports token use against the projects' and the global budgets.
 	Budget(ctx context.Context) (models.BudgetReport, error)
+	// LandProject retries the project's landings that wait for its LINK
+	// repository's checked-out default branch to be clean.
+	LandProject(ctx context.Context, id string) (models.LandResult, error)
 	RuleService
 }
 

@@ -806,6 +806,9 @@ func (b *Bot) noticeParts(ctx context.Context, kind string, n notice) ([]part, e
 		return []part{{Content: fmt.Sprintf("🙋 %s %s is ready and needs your approval%s", id, title, files), Components: approvalButtons(n.TaskID, models.StatusVerifying)}}, nil
 	case "task.deleted":
 		return []part{{Content: fmt.Sprintf("🗑️ %s %s was deleted", id, title)}}, nil
+	case "task.landing_waits":
+		return []part{{Content: fmt.Sprintf("🛬 %s %s is verified and waits to land%s", id, title, reasonLine(n.Reason))},
+			{Thread: true, Content: "🛬 **Waiting to land**" + reasonLine(n.Reason)}}, nil
 	case "plan.failed":
 		return []part{{Content: fmt.Sprintf("📝 The plan of %s could not be created: %s", id, escape(cut(n.Error, 500)))}}, nil
 	case hookMessageKind:

@@ -78,6 +78,9 @@ func TestNoticesGolden(t *testing.T) {
 		{"task.paused", notice{TaskID: a, Title: "Fix the *login* page", Reason: "rate limited"}},
 		{"task.awaiting_approval", notice{TaskID: a, Title: "Fix the *login* page", Reason: "plan proposed"}},
 		{"task.approval_needed", notice{TaskID: a, Title: "Fix the *login* page", Files: []string{"login.go"}}},
+		{"task.landing_waits", notice{TaskID: a, Title: "Fix the *login* page", Reason: "main is checked out in /home/ann/web " +
+			"with local changes (README.md): nothing of them was touched and nothing was merged; commit or stash them; then " +
+			"run `agentqueued land web`"}},
 		{"task.deleted", notice{TaskID: c, Title: "Announce it"}},
 		{"plan.failed", notice{TaskID: a, Error: "tasks[1].title: required"}},
 		{"hook.message", notice{}},

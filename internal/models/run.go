@@ -215,6 +215,11 @@ const (
 	WaitingQueued        = "queued"
 )
 
+// WaitingLanding is the waiting code of a task whose verified (or
+// approved) work waits to be merged into a LINK repository's default
+// branch, checked out with local changes (verification phase landing).
+const WaitingLanding = "landing"
+
 // RunEnd is how a run ended and what it does to its task.
 type RunEnd struct {
 	RunID int64
@@ -281,8 +286,29 @@ type Delivery struct {
 	Merged bool `json:"merged"`
 	// Commit is the default branch's commit after the merge.
 	Commit string `json:"commit,omitempty"`
-	// Note explains a delivery that left the branch for a person to merge.
+	// Note says what a delivery did besides merging ("no repository").
 	Note string `json:"note,omitempty"`
+	// Waiting says why a delivery could not move the default branch yet
+	// (it is checked out in a working tree with local changes) and what
+	// finishes it; nothing was merged and the task branch is kept.
+	Waiting string `json:"waiting,omitempty"`
+}
+
+// LandResult answers a retry of a project's waiting landings
+// (`agentqueued land PROJECT`).
+type LandResult struct {
+	ProjectID string `json:"project_id"`
+	// Landed lists the tasks whose work landed (their status and reason
+	// now); Waiting those whose landing still waits, with why.
+	Landed  []LandTask `json:"landed"`
+	Waiting []LandTask `json:"waiting"`
+}
+
+// LandTask is one task of a LandResult.
+type LandTask struct {
+	TaskID string     `json:"task_id"`
+	Status TaskStatus `json:"status"`
+	Reason string     `json:"reason"`
 }
 
 // Verification is the recorded phase of a task in VERIFYING (or waiting in
@@ -315,6 +341,11 @@ const (
 	// PhaseApproved: a person approved the work of a task waiting in
 	// AWAITING_APPROVAL; its branch is being merged.
 	PhaseApproved = "approved"
+	// PhaseLanding: the verified (or approved) work waits to be merged
+	// into a LINK repository's default branch, which is checked out in a
+	// working tree with local changes; the detail is the one of the phase
+	// it came from (deliver or approved). `agentqueued land` retries it.
+	PhaseLanding = "landing"
 )
 
 // Plan is a set of subtasks a task's agent proposed, created when the task

@@ -64,8 +64,9 @@ type Task struct {
 	// through UPSTREAM_FAILED; empty otherwise.
 	CascadeRootID string `json:"cascade_root_id,omitempty"`
 	// WaitingCode and WaitingReason say why a READY task has not started
-	// (see the Waiting* codes); both are empty in any other status and
-	// until a scheduling round has looked at the task.
+	// (see the Waiting* codes), or why a VERIFYING or AWAITING_APPROVAL
+	// task's work waits to land (WaitingLanding); both are empty in any
+	// other case and until a scheduling round has looked at the task.
 	WaitingCode   string `json:"waiting_code,omitempty"`
 	WaitingReason string `json:"waiting_reason,omitempty"`
 

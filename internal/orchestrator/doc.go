@@ -212,7 +212,13 @@
 // connected at start, cost, denied tools) is recorded on the run, and a
 // version below the known-good one is logged as a warning. A completed task's branch is delivered (merged
 // into the default branch and pushed) and VERIFY_PASSED completes it; a
-// delivery that fails is VERIFY_FAILED. A task that requires approval is
+// delivery that fails is VERIFY_FAILED. A delivery into a LINK repository
+// whose checked-out default branch has local changes waits instead: the
+// verification's phase becomes landing, the task keeps its status with
+// waiting_code "landing" and a reason naming the files and `agentqueued
+// land PROJECT`, its dependents wait, and [Orchestrator.Land] retries the
+// project's waiting landings (docs/semantics.md, "Landing in a linked
+// repository"). A task that requires approval is
 // not merged before a person decides: it goes to its pull request, or,
 // without one, waits unmerged in AWAITING_APPROVAL (APPROVAL_REQUESTED)
 // until [Orchestrator.Approve] merges it (HUMAN_APPROVED) or

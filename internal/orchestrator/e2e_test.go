@@ -325,20 +325,18 @@ func TestE2ELinkWithCodexAndInitWithCursor(t *testing.T) {
 	e.start()
 	lt := e.waitStatus(link, models.StatusCompleted)
 	ft := e.waitStatus(fresh, models.StatusCompleted)
-	// LINK: the user's checked-out main is not moved; the branch waits in
-	// their repository, and their working tree is untouched.
-	if got := gitOut(t, "-C", user, "rev-parse", "HEAD"); got != userHead {
-		t.Fatalf("the user's HEAD moved to %s", got)
+	// LINK: the user's checked-out, clean main advanced in place.
+	if got := gitOut(t, "-C", user, "rev-parse", "HEAD^1"); got != userHead {
+		t.Fatalf("the user's main is not the merge on top of their commit: %s", got)
 	}
 	if st := gitOut(t, "-C", user, "status", "--porcelain"); st != "" {
-		t.Fatalf("the user's tree changed:\n%s", st)
+		t.Fatalf("the user's tree is not at main:\n%s", st)
 	}
-	branch := repo.BranchName(e.task(link))
-	if got := gitOut(t, "-C", user, "show", branch+":linked.txt"); got != "from-codex" {
-		t.Fatalf("the task branch in the user's repo: %q", got)
+	if b, err := os.ReadFile(filepath.Join(user, "linked.txt")); err != nil || string(b) != "from-codex\n" {
+		t.Fatalf("linked.txt in the user's tree: %q %v", b, err)
 	}
-	if !strings.Contains(lt.StatusReason, branch) {
-		t.Fatalf("the LINK completion does not say where the work is: %q", lt.StatusReason)
+	if !strings.Contains(lt.StatusReason, "merged into main") {
+		t.Fatalf("the LINK completion: %q", lt.StatusReason)
 	}
 	// INIT: the daemon created the repository and merged into its main.
 	if got := gitOut(t, "--git-dir", initOrigin, "show", "main:fresh.txt"); got != "from-cursor" {

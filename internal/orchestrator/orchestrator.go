@@ -231,6 +231,7 @@ type Store interface {
 	RecordTaskFailure(ctx context.Context, taskID, outcome, msg string) error
 	LastWorkRun(ctx context.Context, taskID string) (models.Run, bool, error)
 	SetVerification(ctx context.Context, v models.Verification) error
+	SetLandingWaiting(ctx context.Context, taskID string, status models.TaskStatus, reason string) (bool, error)
 	GetVerification(ctx context.Context, taskID string) (models.Verification, bool, error)
 	SlotsHeld(ctx context.Context, projectID string) (int, error)
 	Verifications(ctx context.Context, phases ...string) ([]models.Verification, error)

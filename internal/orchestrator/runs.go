@@ -265,7 +265,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	switch {
 	case end.Event == models.EventAgentCompleted:
 		end = o.sealWork(ctx, ar, project, task, ws, end)
-	case end.ResumeAfter != nil:
+	case end.Event == models.EventTokensExhausted:
 		o.keepWork(ctx, ar, project, task, ws)
 	}
 	res := o.finish(ctx, ar, end)
@@ -451,8 +451,8 @@ func (o *Orchestrator) await(ar *activeRun, proc *agent.Process, parser agent.Pa
 	return result
 }
 
-// keepWork commits what a paused run left uncommitted on its task branch
-// (a rate limit, or an end mid-question): its session resumes later and
+// keepWork commits what a run paused by a rate limit left uncommitted on
+// its task branch: its session resumes after the reset and
 // expects its files, which the next preparation would otherwise move to a
 // rescue branch as a killed run's leftovers. A checkout that cannot be
 // sealed (conflicts left unresolved) stays as it is, and the next

@@ -100,7 +100,7 @@ func (o *Orchestrator) verify(taskID string) {
 		// A person's decision on work waiting for approval, given but not
 		// yet carried out (the daemon may have stopped in between).
 		switch v.Phase {
-		case models.PhaseApproved:
+		case models.PhaseApproved, models.PhaseLanding:
 			o.deliverApproved(ctx, p, t, v)
 		case phaseRejected:
 			o.returnRejected(sctx, p, t, v)
@@ -114,7 +114,7 @@ func (o *Orchestrator) verify(taskID string) {
 	switch v.Phase {
 	case models.PhaseHuman, models.PhaseReview:
 		return // awaiting a verdict; the loop dispatches reviews
-	case models.PhaseDeliver:
+	case models.PhaseDeliver, models.PhaseLanding:
 		event, reason, _ := strings.Cut(v.Detail, "\n")
 		o.land(ctx, p, t, v, models.TaskEvent(event), firstNonEmpty(reason, "verified"))
 		return
@@ -412,6 +412,10 @@ func (o *Orchestrator) land(ctx context.Context, p models.Project, t models.Task
 			return // shutting down or taken away: a later verification delivers
 		}
 		o.verifyFailed(sctx, t, v, "merge", err, nil)
+		return
+	}
+	if d.Waiting != "" {
+		o.landingWaits(sctx, p, t, v, models.StatusVerifying, d.Waiting)
 		return
 	}
 	reason = o.landedReason(sctx, p, t, d, reason)
@@ -737,6 +741,13 @@ func (o *Orchestrator) requestApproval(ctx context.Context, p models.Project, t 
 // waiting for approval, with the error, for the person to approve again.
 func (o *Orchestrator) deliverApproved(ctx context.Context, p models.Project, t models.Task, v models.Verification) {
 	sctx := context.WithoutCancel(ctx)
+	if v.Phase == models.PhaseLanding {
+		// Retried: being merged again, it cannot be cancelled meanwhile.
+		if ok, err := o.store.SwitchApproval(sctx, t.ID, v.Attempt, models.PhaseLanding, models.PhaseApproved, v.Detail); err != nil || !ok {
+			return
+		}
+		v.Phase = models.PhaseApproved
+	}
 	actor, note, _ := strings.Cut(v.Detail, "\n")
 	reason := "approved by " + actor
 	if note != "" {
@@ -762,10 +773,14 @@ func (o *Orchestrator) deliverApproved(ctx context.Context, p models.Project, t 
 			return
 		}
 		o.log.Warn("approved change not merged", "task_id", t.ID, "err", models.RedactURL(err.Error()))
-		if _, err := o.store.SwitchApproval(sctx, t.ID, v.Attempt, models.PhaseApproved, models.PhaseApproval,
+		if _, err := o.store.SwitchApproval(sctx, t.ID, v.Attempt, v.Phase, models.PhaseApproval,
 			"the approved change could not be merged: "+reasonOf(err)); err != nil {
 			o.log.Warn("record failed merge", "task_id", t.ID, "err", err)
 		}
+		return
+	}
+	if d.Waiting != "" {
+		o.landingWaits(sctx, p, t, v, models.StatusAwaitingApproval, d.Waiting)
 		return
 	}
 	reason = o.landedReason(sctx, p, t, d, reason)
@@ -774,6 +789,80 @@ func (o *Orchestrator) deliverApproved(ctx context.Context, p models.Project, t 
 	if err := o.ws.Cleanup(sctx, p, t, v.Source, d.Merged); err != nil {
 		o.log.Warn("clean up after delivery", "task_id", t.ID, "err", err)
 	}
+}
+
+// landingWaits records that a task's verified (or approved) work waits to
+// land because its LINK repository's default branch is checked out with
+// local changes: the verification moves to the landing phase (its detail
+// kept, so that the landing resumes as it would have gone on), the task's
+// waiting reason says why and which command finishes it, and a notice
+// tells the project's channel once per attempt. The task keeps its status
+// (VERIFYING, or AWAITING_APPROVAL approved): nothing claims a merge, and
+// its dependents wait for it. `agentqueued land PROJECT` (Land) retries.
+func (o *Orchestrator) landingWaits(ctx context.Context, p models.Project, t models.Task, v models.Verification,
+	status models.TaskStatus, waiting string) {
+	why := fmt.Sprintf("%s; then run `agentqueued land %s`", waiting, p.ID)
+	if v.Phase != models.PhaseLanding {
+		var err error
+		if status == models.StatusAwaitingApproval {
+			_, err = o.store.SwitchApproval(ctx, t.ID, v.Attempt, v.Phase, models.PhaseLanding, v.Detail)
+		} else {
+			v.Phase = models.PhaseLanding
+			err = o.store.SetVerification(ctx, v)
+		}
+		if err != nil {
+			o.log.Warn("record waiting landing", "task_id", t.ID, "err", err)
+			return
+		}
+	}
+	if _, err := o.store.SetLandingWaiting(ctx, t.ID, status, why); err != nil {
+		o.log.Warn("record waiting landing", "task_id", t.ID, "err", err)
+	}
+	o.log.Info("landing waits", "task_id", t.ID, "project_id", p.ID, "reason", waiting)
+	if err := o.store.Notify(ctx, fmt.Sprintf("landing:%s:%d", t.ID, v.Attempt), "task.landing_waits", t.ProjectID, t.ID,
+		map[string]any{"task_id": t.ID, "title": t.Title, "reason": why}); err != nil {
+		o.log.Warn("notify waiting landing", "task_id", t.ID, "err", err)
+	}
+	// The merge is made again when it lands: the verification checkout
+	// is not needed meanwhile; the task branch stays.
+	if err := o.ws.Cleanup(ctx, p, t, "", false); err != nil {
+		o.log.Warn("clean up verification checkout", "task_id", t.ID, "err", err)
+	}
+}
+
+// Land retries the waiting landings of a project (verification phase
+// landing), oldest first, each as its verification would, and answers
+// which tasks landed and which still wait, with why. A project with no
+// waiting landing answers with both lists empty.
+func (o *Orchestrator) Land(ctx context.Context, projectID string) (models.LandResult, error) {
+	if _, err := o.store.GetProject(ctx, projectID); err != nil {
+		return models.LandResult{}, err
+	}
+	vs, err := o.store.Verifications(ctx, models.PhaseLanding)
+	if err != nil {
+		return models.LandResult{}, err
+	}
+	res := models.LandResult{ProjectID: projectID, Landed: []models.LandTask{}, Waiting: []models.LandTask{}}
+	for _, v := range vs {
+		t, err := o.store.GetTask(ctx, v.TaskID)
+		if err != nil || t.ProjectID != projectID {
+			continue
+		}
+		o.awaitVerify(ctx, t.ID)
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		now, err := o.store.GetTask(ctx, t.ID)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		if now.WaitingCode == models.WaitingLanding {
+			res.Waiting = append(res.Waiting, models.LandTask{TaskID: now.ID, Status: now.Status, Reason: now.WaitingReason})
+		} else {
+			res.Landed = append(res.Landed, models.LandTask{TaskID: now.ID, Status: now.Status, Reason: now.StatusReason})
+		}
+	}
+	return res, nil
 }
 
 // returnRejected returns a task whose work a person rejected while it
@@ -832,6 +921,12 @@ func (o *Orchestrator) Approve(ctx context.Context, taskID, actor, note string) 
 		}
 		o.awaitVerify(ctx, t.ID)
 		if cur, found, err := o.store.GetVerification(ctx, t.ID); err == nil && found && cur.Attempt == v.Attempt &&
+			cur.Phase == models.PhaseLanding && o.stillAwaiting(ctx, t.ID) {
+			now, _ := o.store.GetTask(ctx, t.ID)
+			return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s is approved, and its change waits to land: %s",
+				t.ID, now.WaitingReason)
+		}
+		if cur, found, err := o.store.GetVerification(ctx, t.ID); err == nil && found && cur.Attempt == v.Attempt &&
 			cur.Phase == models.PhaseApproval && o.stillAwaiting(ctx, t.ID) {
 			// The person who approved is told why, and may approve again.
 			return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s: %s; it still awaits approval: approve it again",
@@ -840,6 +935,9 @@ func (o *Orchestrator) Approve(ctx context.Context, taskID, actor, note string) 
 		return o.after(ctx, t)
 	case t.Status == models.StatusAwaitingApproval && (v.Phase == models.PhaseApproved || v.Phase == phaseRejected):
 		return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s was decided meanwhile", t.ID)
+	case v.Phase == models.PhaseLanding:
+		return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s is decided, and its change waits to land: %s",
+			t.ID, t.WaitingReason)
 	case t.Status == models.StatusAwaitingApproval && t.PRURL != nil:
 		return o.approvePR(ctx, t, actor)
 	case t.Status == models.StatusAwaitingApproval:
@@ -884,7 +982,8 @@ func (o *Orchestrator) Reject(ctx context.Context, taskID, actor, feedback strin
 		}
 		o.awaitVerify(ctx, t.ID)
 		return o.after(ctx, t)
-	case t.Status == models.StatusAwaitingApproval && (v.Phase == models.PhaseApproved || v.Phase == phaseRejected):
+	case t.Status == models.StatusAwaitingApproval && (v.Phase == models.PhaseApproved || v.Phase == phaseRejected ||
+		v.Phase == models.PhaseLanding):
 		return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s was decided meanwhile", t.ID)
 	case t.Status == models.StatusAwaitingApproval && t.PRURL == nil:
 		return o.store.ApplyEvent(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventAdminRestart,

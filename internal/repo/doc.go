@@ -17,7 +17,11 @@
 //   - LINK (a local repository the user owns): the checkout is a `git
 //     worktree add` of the user's repository. It shares the user's refs
 //     (task and rescue branches appear there) and never touches the user's
-//     own working tree. The default branch is the user's <default>.
+//     own working tree, except that Deliver advances a clean tree that has
+//     the default branch checked out. The default branch is the user's
+//     <default>: every task branch starts from it, so work waiting to land
+//     (see Deliver) is not in it yet, and the daemon holds the dependents
+//     of such work back.
 //   - LINK with in_place: the checkout is the user's repository directory
 //     itself. Prepare refuses (CodeConflict) while its working tree has
 //     uncommitted or untracked changes or an operation in progress (they are
@@ -89,10 +93,20 @@
 // update-ref <new> <old>`, so none of its hooks run. A remote origin is
 // pushed to with go-git, requiring the remote branch to still be at the
 // old commit. A LINK repository whose default branch is checked out in one
-// of its working trees is not moved (git would leave that tree behind):
-// Deliver returns Merged false with a Note, the task branch left in the
-// user's repository for them to merge (a local CLONE origin in that state
-// is a CodeConflict error: it should be bare).
+// of its working trees (or being rebased there; a registered tree whose
+// directory is gone does not count) is advanced with that tree,
+// as `git pull --ff-only` would: the tree must be on the branch at the
+// commit merged into, with no operation in progress and no change to a
+// tracked file in the index or the tree (untracked files do not count);
+// then `git merge --ff-only <merge>` runs in it, which moves the branch,
+// the index and the files together and refuses to overwrite anything of
+// the user's (an untracked file in the way among them). When the tree has
+// local changes, is checked out in several trees, or git refuses, nothing
+// of the user's is touched: Deliver returns Merged false and
+// Delivery.Waiting saying why (naming up to five changed files), and the
+// task branch stays; Deliver is repeated once the user committed or
+// stashed. A local CLONE origin with its default branch checked out is a
+// CodeConflict error: it should be bare.
 //
 // Cleanup removes the verification worktree and refs/aq/staged/<task>; when
 // the task was merged it also deletes the task branch in the integration

@@ -363,9 +363,11 @@ func (w *Workspaces) removeVerify(ctx context.Context, integ, dir string) error 
 
 // Deliver merges the task branch into the origin's default branch. A
 // branch the default branch already contains is delivered (Deliver may be
-// repeated after a crash). A LINK repository whose default branch is
-// checked out in a working tree is not moved: the branch is left there
-// for the user to merge.
+// repeated after a crash). A LINK repository's default branch checked out
+// in a clean working tree is advanced with that tree (branch, index and
+// files); one checked out with local changes is not touched: Deliver
+// returns Delivery.Waiting, nothing merged, and is repeated once the user
+// committed or stashed them.
 func (w *Workspaces) Deliver(ctx context.Context, p models.Project, t models.Task, src string) (models.Delivery, error) {
 	if p.Repo == nil {
 		return models.Delivery{Merged: true, Note: "no repository"}, nil
@@ -419,23 +421,29 @@ func (w *Workspaces) deliver(ctx context.Context, r *models.RepoConfig, t models
 		} else if in {
 			return models.Delivery{Merged: true, Commit: def.String()}, nil
 		}
-		// git would leave a working tree on the default branch behind.
+		// A working tree on the default branch is advanced with it (LINK),
+		// or the branch waits for it; git would leave it behind otherwise.
+		var tree string
 		if isLocal(origin) {
-			wts, err := w.worktrees(ctx, localPath(origin))
+			trees, err := w.checkedOut(ctx, localPath(origin), into)
 			if err != nil {
 				return models.Delivery{}, err
 			}
-			for _, wt := range wts {
-				if wt.branch != "refs/heads/"+into {
-					continue
+			if len(trees) > 0 && r.SourceType != models.RepoLink {
+				return models.Delivery{}, models.Errorf(models.CodeConflict,
+					"%s of the origin %s is checked out in %s and cannot be moved: make the origin a bare repository",
+					into, origin, trees[0])
+			}
+			if len(trees) > 1 {
+				return models.Delivery{Waiting: fmt.Sprintf("%s is checked out in several working trees (%s): "+
+					"nothing was merged; check it out in one only", into, strings.Join(trees, ", "))}, nil
+			}
+			if len(trees) == 1 {
+				tree = trees[0]
+				if why, err := w.localChanges(ctx, tree); err != nil || why != "" {
+					return models.Delivery{Waiting: fmt.Sprintf("%s is checked out in %s with %s: nothing of them "+
+						"was touched and nothing was merged; commit or stash them", into, tree, why)}, err
 				}
-				if r.SourceType != models.RepoLink {
-					return models.Delivery{}, models.Errorf(models.CodeConflict,
-						"%s of the origin %s is checked out in %s and cannot be moved: make the origin a bare repository",
-						into, origin, wt.path)
-				}
-				return models.Delivery{Note: fmt.Sprintf("%s is checked out in %s, so it was not moved under that "+
-					"working tree: the task branch %s is left in %s to merge", into, wt.path, branch, origin)}, nil
 			}
 		}
 		// The verified merge is delivered when it still fits.
@@ -458,13 +466,17 @@ func (w *Workspaces) deliver(ctx context.Context, r *models.RepoConfig, t models
 			w.beforePublish(try)
 		}
 		var moved bool
-		if isLocal(origin) {
+		var waiting string
+		switch {
+		case tree != "":
+			moved, waiting, err = w.advanceTree(ctx, integ, localPath(origin), tree, deliverRef, into, def, merge)
+		case isLocal(origin):
 			moved, err = w.publishLocal(ctx, integ, localPath(origin), deliverRef, into, branch, def, merge)
-		} else {
+		default:
 			moved, err = publishRemote(ctx, integ, origin, into, def, merge, w.auth(origin))
 		}
-		if err != nil {
-			return models.Delivery{}, err
+		if err != nil || waiting != "" {
+			return models.Delivery{Waiting: waiting}, err
 		}
 		if !moved {
 			if _, err := w.git(ctx, integ, "update-ref", "refs/remotes/origin/"+into, merge.String()); err != nil {
@@ -501,6 +513,113 @@ func (w *Workspaces) publishLocal(ctx context.Context, integ, target, ref, into,
 	}
 	return false, err
 }
+
+// checkedOut lists the working trees of the repository at repo that have
+// branch checked out, or are rebasing it. A working tree whose directory
+// is gone (removed without `git worktree remove`) has nothing to update.
+func (w *Workspaces) checkedOut(ctx context.Context, repo, branch string) ([]string, error) {
+	wts, err := w.worktrees(ctx, repo)
+	if err != nil {
+		return nil, err
+	}
+	ref := "refs/heads/" + branch
+	var trees []string
+	for _, wt := range wts {
+		if !exists(wt.path) {
+			continue
+		}
+		on := wt.branch == ref
+		if !on && wt.branch == "" {
+			if gitDir, _, err := gitDirs(wt.path); err == nil {
+				for _, d := range []string{"rebase-merge", "rebase-apply"} {
+					if b, err := os.ReadFile(filepath.Join(gitDir, d, "head-name")); err == nil && strings.TrimSpace(string(b)) == ref {
+						on = true
+					}
+				}
+			}
+		}
+		if on {
+			trees = append(trees, wt.path)
+		}
+	}
+	return trees, nil
+}
+
+// localChanges describes what in the working tree dir keeps the daemon
+// from updating it: an operation in progress, or changes to tracked files
+// in the index or the tree (up to five named). Untracked files do not
+// count: git refuses an update that would overwrite one. "" when clean.
+func (w *Workspaces) localChanges(ctx context.Context, dir string) (string, error) {
+	gitDir, _, err := gitDirs(dir)
+	if err != nil {
+		return "", err
+	}
+	if op := inProgress(gitDir); op != "" {
+		return "a " + op + " in progress", nil
+	}
+	out, _, err := w.gitRaw(ctx, dir, gitOutputCap, "--no-optional-locks", "status", "--porcelain=v1", "-z",
+		"--untracked-files=no", "--ignore-submodules=none")
+	if err != nil {
+		return "", err
+	}
+	changed := nulList(out)
+	if len(changed) == 0 {
+		return "", nil
+	}
+	names := make([]string, 0, 5)
+	for i := 0; i < len(changed) && len(names) < 5; i++ {
+		c := changed[i]
+		names = append(names, c[min(len(c), 3):])
+		if c[0] == 'R' || c[0] == 'C' || c[1] == 'R' {
+			i++ // the rename's source follows
+		}
+	}
+	more := ""
+	if len(changed) > len(names) {
+		more = ", …"
+	}
+	return "local changes (" + strings.Join(names, ", ") + more + ")", nil
+}
+
+// advanceTree moves the default branch into, checked out in the user's
+// working tree dir of the repository target, from old to merge as `git
+// pull --ff-only` would: branch, index and files, by `git merge --ff-only`
+// in that tree, which refuses to overwrite a change of the user's. The
+// tree is first checked to be on into at old and clean. moved is true
+// when the branch was no longer at old; waiting says why the tree could
+// not be updated (nothing of it was changed).
+func (w *Workspaces) advanceTree(ctx context.Context, integ, target, dir, ref, into string, old, merge plumbing.Hash) (moved bool, waiting string, err error) {
+	if _, err := w.git(ctx, target, "fetch", "-q", "--no-tags", "--no-write-fetch-head", "--no-auto-maintenance",
+		"--no-recurse-submodules", "--", integ, ref); err != nil {
+		return false, "", err
+	}
+	if head, err := w.git(ctx, dir, "symbolic-ref", "-q", "HEAD"); err != nil || head != "refs/heads/"+into {
+		return true, "", nil // switched meanwhile: look again
+	}
+	if at, err := w.git(ctx, dir, "rev-parse", "-q", "--verify", "HEAD^{commit}"); err != nil || at != old.String() {
+		return true, "", nil
+	}
+	if why, err := w.localChanges(ctx, dir); err != nil || why != "" {
+		return false, fmt.Sprintf("%s is checked out in %s with %s: nothing of them was touched and nothing "+
+			"was merged; commit or stash them", into, dir, why), err
+	}
+	_, err = w.git(ctx, dir, "merge", "-q", "--ff-only", "--no-autostash", "--no-stat", merge.String())
+	if err == nil {
+		return false, "", nil
+	}
+	if at, rerr := w.git(ctx, dir, "rev-parse", "-q", "--verify", "refs/heads/"+into); rerr == nil && at != old.String() {
+		return true, "", nil
+	}
+	var ge *gitError
+	if errors.As(err, &ge) && ge.code > 0 {
+		return false, fmt.Sprintf("%s is checked out in %s, which git could not bring up to date without "+
+			"touching the user's files (%s): nothing was merged", into, dir, oneLine(ge.stderr)), nil
+	}
+	return false, "", err
+}
+
+// oneLine joins the lines of git's message.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // publishRemote pushes merge to the default branch of a remote origin with
 // go-git, only while that branch is still at old. moved is true when it

@@ -2,6 +2,7 @@ package repo_test
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -194,31 +195,169 @@ func TestLinkWorktreeLeavesTheUsersTreeAlone(t *testing.T) {
 	}
 }
 
-func TestLinkDefaultBranchCheckedOutIsNotMoved(t *testing.T) {
+func TestLinkCheckedOutDefaultBranchAdvancesInPlace(t *testing.T) {
 	t.Parallel()
-	user := userRepo(t) // on main
+	user := userRepo(t) // on main, clean
 	before := git(t, user, "rev-parse", "main")
 	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoLink, SourcePath: user})
 	tk := task("link-main", "link")
 	ws := work(t, w, "a1", p, tk, map[string]string{"agent.txt": "agent\n"})
 	stage(t, w, p, tk, ws.Dir)
 	d := deliver(t, w, p, tk, ws.Dir)
-	if d.Merged || d.Commit != "" || !strings.Contains(d.Note, "main is checked out in "+user) || !strings.Contains(d.Note, ws.Branch) {
+	if !d.Merged || d.Waiting != "" || d.Note != "" || git(t, user, "rev-parse", "main") != d.Commit || d.Commit == before {
 		t.Fatalf("delivery %+v", d)
 	}
-	if git(t, user, "rev-parse", "main") != before || git(t, user, "status", "--porcelain") != "" {
-		t.Fatal("the user's checked-out main moved")
+	// As `git pull --ff-only` would: the branch, the index and the files.
+	if git(t, user, "branch", "--show-current") != "main" || git(t, user, "status", "--porcelain") != "" ||
+		read(t, filepath.Join(user, "agent.txt")) != "agent\n" || git(t, user, "ls-files", "--stage", "agent.txt") == "" {
+		t.Fatalf("the user's tree was not advanced: status %q", git(t, user, "status", "--porcelain"))
 	}
-	if err := w.Cleanup(ctx, p, tk, ws.Dir, false); err != nil {
+	if err := w.Cleanup(ctx, p, tk, ws.Dir, true); err != nil {
 		t.Fatal(err)
 	}
-	if !hasRef(t, user, "refs/heads/"+ws.Branch) {
-		t.Fatal("the task branch left for the user was deleted")
+	if hasRef(t, user, "refs/heads/"+ws.Branch) {
+		t.Fatal("the merged task branch is left in the user's repo")
 	}
-	// Once the user merged it, delivering again finds it merged.
-	git(t, user, "merge", "-q", "--no-edit", ws.Branch)
-	if d := deliver(t, w, p, tk, ws.Dir); !d.Merged || d.Commit != git(t, user, "rev-parse", "main") {
-		t.Fatalf("after the user's merge: %+v", d)
+	// The next task starts from the landed work.
+	next := prepare(t, w, "a2", p, task("link-next", "next"))
+	if next.Base != d.Commit || read(t, filepath.Join(next.Dir, "agent.txt")) != "agent\n" {
+		t.Fatalf("the next workspace starts at %s, not at the landed %s", next.Base, d.Commit)
+	}
+}
+
+// treeBytes is every file of a working tree (the .git directory's index
+// and refs included), byte for byte.
+func treeBytes(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if strings.HasPrefix(rel, ".git/objects/") || strings.HasPrefix(rel, ".git/logs/") ||
+			strings.HasPrefix(rel, ".git/worktrees/") || strings.HasPrefix(rel, ".git/refs/heads/aq/") {
+			return nil // objects fetched and the daemon's own worktrees and task branches
+		}
+		b, err := os.ReadFile(path)
+		files[rel] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func TestLinkCheckedOutDefaultBranchWithLocalChangesWaits(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		dirty   func(t *testing.T, user string)
+		clean   func(t *testing.T, user string)
+		waiting []string
+	}{
+		{"modified file", func(t *testing.T, user string) { write(t, user, "README", "my edit\n") },
+			func(t *testing.T, user string) { git(t, user, "stash", "-q") }, []string{"local changes (README)"}},
+		{"staged new file", func(t *testing.T, user string) {
+			write(t, user, "mine.txt", "mine\n")
+			git(t, user, "add", "mine.txt")
+		}, func(t *testing.T, user string) { git(t, user, "commit", "-q", "-m", "mine") }, []string{"local changes (mine.txt)"}},
+		{"merge in progress", func(t *testing.T, user string) {
+			git(t, user, "checkout", "-q", "-b", "side")
+			write(t, user, "README", "side\n")
+			git(t, user, "commit", "-q", "-am", "side")
+			git(t, user, "checkout", "-q", "main")
+			write(t, user, "README", "main\n")
+			git(t, user, "commit", "-q", "-am", "main")
+			if _, err := gitCmd(user, "merge", "side"); err == nil {
+				t.Fatal("the merge did not conflict")
+			}
+		}, func(t *testing.T, user string) { git(t, user, "merge", "--abort") }, []string{"a merge in progress"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			user := userRepo(t)
+			w, p := setup(t, &models.RepoConfig{SourceType: models.RepoLink, SourcePath: user})
+			tk := task("link-dirty", "link")
+			ws := work(t, w, "a1", p, tk, map[string]string{"agent.txt": "agent\n"})
+			stage(t, w, p, tk, ws.Dir)
+			c.dirty(t, user)
+			main, before := git(t, user, "rev-parse", "main"), treeBytes(t, user)
+			d := deliver(t, w, p, tk, ws.Dir)
+			if d.Merged || d.Commit != "" || !strings.Contains(d.Waiting, "main is checked out in "+user+" with ") {
+				t.Fatalf("delivery %+v", d)
+			}
+			for _, want := range c.waiting {
+				if !strings.Contains(d.Waiting, want) {
+					t.Fatalf("waiting %q does not say %q", d.Waiting, want)
+				}
+			}
+			if git(t, user, "rev-parse", "main") != main {
+				t.Fatal("the user's main moved")
+			}
+			if after := treeBytes(t, user); !maps.Equal(after, before) {
+				for k, v := range after {
+					if before[k] != v {
+						t.Errorf("%s changed", k)
+					}
+				}
+				t.Fatal("the user's tree, index or refs changed")
+			}
+			if !hasRef(t, user, "refs/heads/"+ws.Branch) {
+				t.Fatal("the task branch is gone")
+			}
+			// Once the user committed or stashed, delivering again lands it in place.
+			c.clean(t, user)
+			d = deliver(t, w, p, tk, ws.Dir)
+			if !d.Merged || d.Waiting != "" || git(t, user, "rev-parse", "main") != d.Commit ||
+				read(t, filepath.Join(user, "agent.txt")) != "agent\n" || git(t, user, "status", "--porcelain", "--untracked-files=no") != "" {
+				t.Fatalf("after cleaning: %+v, status %q", d, git(t, user, "status", "--porcelain"))
+			}
+		})
+	}
+}
+
+func TestLinkDefaultBranchInARemovedWorktreeIsMoved(t *testing.T) {
+	t.Parallel()
+	user := userRepo(t)
+	git(t, user, "checkout", "-q", "-b", "feature")
+	gone := filepath.Join(t.TempDir(), "gone")
+	git(t, user, "worktree", "add", "-q", gone, "main")
+	if err := os.RemoveAll(gone); err != nil { // without `git worktree remove`: still registered
+		t.Fatal(err)
+	}
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoLink, SourcePath: user})
+	tk := task("link-gone", "link")
+	ws := work(t, w, "a1", p, tk, map[string]string{"agent.txt": "agent\n"})
+	if d := deliver(t, w, p, tk, ws.Dir); !d.Merged || d.Waiting != "" || git(t, user, "rev-parse", "main") != d.Commit {
+		t.Fatalf("delivery %+v", d)
+	}
+}
+
+func TestLinkCheckedOutDefaultBranchLeavesUntrackedFiles(t *testing.T) {
+	t.Parallel()
+	user := userRepo(t)
+	w, p := setup(t, &models.RepoConfig{SourceType: models.RepoLink, SourcePath: user})
+	tk := task("link-untracked", "link")
+	ws := work(t, w, "a1", p, tk, map[string]string{"agent.txt": "agent\n"})
+	stage(t, w, p, tk, ws.Dir)
+	// An untracked file the merge would overwrite: git refuses, nothing moves.
+	write(t, user, "agent.txt", "mine\n")
+	main := git(t, user, "rev-parse", "main")
+	d := deliver(t, w, p, tk, ws.Dir)
+	if d.Merged || !strings.Contains(d.Waiting, "could not bring up to date") || git(t, user, "rev-parse", "main") != main ||
+		read(t, filepath.Join(user, "agent.txt")) != "mine\n" {
+		t.Fatalf("delivery %+v", d)
+	}
+	// An untracked file elsewhere does not hold the landing.
+	if err := os.Rename(filepath.Join(user, "agent.txt"), filepath.Join(user, "notes.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if d := deliver(t, w, p, tk, ws.Dir); !d.Merged || read(t, filepath.Join(user, "notes.txt")) != "mine\n" ||
+		read(t, filepath.Join(user, "agent.txt")) != "agent\n" {
+		t.Fatalf("delivery %+v", d)
 	}
 }
 

@@ -121,7 +121,7 @@ func (s *Store) GetTaskDetail(ctx context.Context, id string) (models.TaskDetail
 		if v, ok, err := getVerification(ctx, tx, id); err != nil {
 			return models.TaskDetail{}, err
 		} else if ok && (d.Task.Status == models.StatusVerifying || v.Phase == models.PhaseApproval ||
-			v.Phase == models.PhaseApproved || v.Phase == "rejected") {
+			v.Phase == models.PhaseApproved || v.Phase == models.PhaseLanding || v.Phase == "rejected") {
 			d.Verification = &v
 		}
 	}

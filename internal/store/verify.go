@@ -333,14 +333,37 @@ func setVerification(ctx context.Context, tx execer, v models.Verification, now 
 	return err
 }
 
+// SetLandingWaiting records on a task in status why its verified work
+// waits to land (waiting_code "landing", waiting_reason reason), shown
+// with the task until its next transition clears it. It reports whether
+// the task was still in status.
+func (s *Store) SetLandingWaiting(ctx context.Context, taskID string, status models.TaskStatus, reason string) (bool, error) {
+	var set bool
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE tasks SET waiting_code = ?, waiting_reason = ? WHERE id = ? AND status = ?`,
+			models.WaitingLanding, reason, taskID, status)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		set = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("record the waiting landing of %s: %w", taskID, err)
+	}
+	s.changed()
+	return set, nil
+}
+
 // Verifications lists recorded verifications of tasks still VERIFYING, and
 // of tasks in AWAITING_APPROVAL whose approval or rejection a person has
 // given but the daemon has not yet carried out (phases approved and
-// rejected), in the given phases (all when none is given), oldest first.
+// rejected, and landing: approved work waiting to land), in the given phases (all when none is given), oldest first.
 func (s *Store) Verifications(ctx context.Context, phases ...string) ([]models.Verification, error) {
 	q := `SELECT v.task_id, v.attempt, v.phase, v.source, v.detail, v.updated_at FROM verifications v
 		JOIN tasks t ON t.id = v.task_id WHERE (t.status = 'VERIFYING'
-		OR t.status = 'AWAITING_APPROVAL' AND v.phase IN ('approved', 'rejected'))`
+		OR t.status = 'AWAITING_APPROVAL' AND v.phase IN ('approved', 'rejected', 'landing'))`
 	args := []any{}
 	if len(phases) > 0 {
 		q += " AND v.phase IN (?" + strings.Repeat(",?", len(phases)-1) + ")"
