@@ -401,6 +401,11 @@ func (c *ctl) projectShow(ctx context.Context, args []string) error {
 	return c.emit(p, func(w io.Writer) { printProject(w, p) })
 }
 
+// requiresApprovalHelp says what --requires-approval means (docs/semantics.md, "Approval").
+const requiresApprovalHelp = "the task never lands without a person's decision: once verified it waits in " +
+	"AWAITING_APPROVAL, for its pull request to be merged on GitHub (pr_mode when_required or always, GitHub " +
+	"configured) or else unmerged on its branch for \"ctl task approve\" (see \"ctl task diff\") or \"ctl task reject\""
+
 // taskFieldFlags are the task add flags that describe one task.
 var taskFieldFlags = []string{"title", "description", "priority", "depends-on", "verification", "requires-approval",
 	"test-command", "kind", "meta", "created-by", "max-retries", "expected-count"}
@@ -416,7 +421,7 @@ func (c *ctl) taskAdd(ctx context.Context, args []string) error {
 	var testCommands repeatFlag
 	fs.Var(&dependsOn, "depends-on", "`ids` of tasks this one depends on (comma-separated, repeatable)")
 	verification := fs.String("verification", "", "verification `type`: AUTO_TEST, QA_AGENT or HUMAN")
-	requiresApproval := fs.Bool("requires-approval", false, "require a person's approval before completion")
+	requiresApproval := fs.Bool("requires-approval", false, requiresApprovalHelp)
 	fs.Var(&testCommands, "test-command", "a test `command` (repeatable)")
 	kind := fs.String("kind", "", "task `kind`")
 	meta := mapFlag{}
@@ -529,7 +534,7 @@ func (c *ctl) taskEdit(ctx context.Context, args []string) error {
 	fs.Var(&testCommands, "test-command", "a test `command` (repeatable; replaces the list)")
 	clearTests := fs.Bool("clear-test-commands", false, "remove every test command")
 	verification := fs.String("verification", "", "new verification `type`: AUTO_TEST, QA_AGENT or HUMAN")
-	requiresApproval := fs.Bool("requires-approval", false, "require a person's approval before completion (--requires-approval=false to stop)")
+	requiresApproval := fs.Bool("requires-approval", false, requiresApprovalHelp+" (--requires-approval=false to stop)")
 	profile := fs.String("profile", "", "agent `profile` from the configuration; empty clears it")
 	pos, err := c.parse(fs, args, "ID")
 	if err != nil {

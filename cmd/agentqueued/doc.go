@@ -64,6 +64,9 @@
 //	ctl task add --file batch.json [--project P]
 //	ctl task list [--project P] [--status S[,S]] [--limit N] [--after ID]
 //	ctl task show ID
+//	ctl task result ID
+//	ctl task diff ID
+//	ctl task logs ID [--attempt N] [-f]
 //	ctl task edit ID [--title T] [--description D] [--priority N] [--criterion C]... [--clear-criteria]
 //	             [--test-command CMD]... [--clear-test-commands] [--verification V] [--requires-approval[=false]]
 //	             [--profile P]
@@ -72,7 +75,8 @@
 //	ctl task skip|stop|restart ID [--reason R]
 //	ctl task cancel ID [--reason R] [--actor NAME]
 //	ctl task approve ID [--feedback F] | ctl task reject ID --feedback F
-//	ctl agent add ID --type TYPE [--name N] [--env NAME=value]... [--pass-env NAMES]
+//	ctl agent add ID --type TYPE [--name N] [--command EXE] [--arg ARG]... [--project IDS]...
+//	              [--env NAME=value]... [--pass-env NAMES]... [--max-runtime D] [--idle-timeout D]
 //	ctl agent list
 //	ctl agent show ID
 //	ctl agent pause|resume|remove ID
@@ -100,6 +104,8 @@
 //	ctl rule set --file rules.yaml [--actor NAME]
 //	ctl budget
 //	ctl health
+//	ctl status
+//	ctl watch [--project P] [--interval D]
 //
 // "project edit" --set changes one project setting (docs/semantics.md and
 // models.ProjectSettings list them: default_profile, pr_mode, hook_commands,
@@ -142,5 +148,8 @@
 // address of --config, else http://127.0.0.1:7700; the token is --token,
 // else $AGENTQUEUED_TOKEN, else api.token of --config. Output is aligned
 // tables, or the API's JSON with --json. Errors print "error: <message>"
-// and exit with status 1 (2 for usage errors).
+// and exit with status 1. A usage error exits with status 2 after one more
+// line naming the command that prints the usage ("Run \"agentqueued ctl
+// task add -h\" for usage."). "agentqueued help", -h and --help list every
+// command.
 package main

@@ -78,7 +78,8 @@
 //	                                  project's default branch, in git's unified format (what an approval
 //	                                  merges); 409 before the task has run, 400 in a project without a repository
 //	POST  /api/v1/agents              register an agent (body: id, name, agent_type, command, args, env,
-//	                                  pass_env, ...) → 201 agent, IDLE; its program (command, else the type's
+//	                                  pass_env, projects, max_runtime, idle_timeout, profile — all but id and
+//	                                  agent_type optional; durations as "30m") → 201 agent, IDLE; its program (command, else the type's
 //	                                  CLI: claude, codex, cursor-agent, aider) must be on the daemon's PATH or an
 //	                                  executable absolute path (a relative path with a slash is the checkout's,
 //	                                  taken as is), else 400 naming it
