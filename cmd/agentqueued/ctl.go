@@ -75,6 +75,7 @@ var ctlCommands = map[string]ctlHandler{
 	"task approve":      decisionCommand(true),
 	"task reject":       decisionCommand(false),
 	"task diff":         (*ctl).taskDiff,
+	"task result":       (*ctl).taskResult,
 	"agent add":         (*ctl).agentAdd,
 	"agent list":        (*ctl).agentList,
 	"agent show":        (*ctl).agentShow,
@@ -106,6 +107,7 @@ var ctlCommands = map[string]ctlHandler{
 	"run retry":         runActionCommand(true),
 	"run logs":          (*ctl).runLogs,
 	"budget":            (*ctl).budget,
+	"status":            (*ctl).status,
 	"rule list":         (*ctl).ruleList,
 	"rule set":          (*ctl).ruleSet,
 	"health":            (*ctl).health,
@@ -521,6 +523,26 @@ func (c *ctl) taskShow(ctx context.Context, args []string) error {
 		return err
 	}
 	return c.emit(d, func(w io.Writer) { printTaskDetail(w, d) })
+}
+
+// taskResult prints what a task's last completed run reported: its
+// summary, files changed and outputs (the Completion as JSON with --json).
+func (c *ctl) taskResult(ctx context.Context, args []string) error {
+	pos, err := c.parse(c.flagSet("task result"), args, "ID")
+	if err != nil {
+		return err
+	}
+	d, err := c.client.GetTask(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if d.Result == nil {
+		return models.Errorf(models.CodeNotFound, "task %s has no result yet (it is %s)", clean(d.Task.ID), d.Task.Status)
+	}
+	return c.emit(d.Result, func(w io.Writer) {
+		fmt.Fprintf(w, "Task %s (%s): %s\n", clean(d.Task.ID), d.Task.Status, readable(d.Task.Title, 0))
+		printResult(w, d.Result)
+	})
 }
 
 func (c *ctl) taskEdit(ctx context.Context, args []string) error {
@@ -1232,6 +1254,19 @@ func (c *ctl) budget(ctx context.Context, args []string) error {
 		return err
 	}
 	return c.emit(b, func(w io.Writer) { printBudget(w, b) })
+}
+
+// status prints the daemon's overview: projects and their queues, agents
+// and what each is doing, what waits on a person, the budget.
+func (c *ctl) status(ctx context.Context, args []string) error {
+	if _, err := c.parse(c.flagSet("status"), args); err != nil {
+		return err
+	}
+	o, err := c.client.Status(ctx)
+	if err != nil {
+		return err
+	}
+	return c.emit(o, func(w io.Writer) { printStatus(w, o) })
 }
 
 func (c *ctl) health(ctx context.Context, args []string) error {

@@ -432,6 +432,25 @@ type commands struct {
 	remoteTimeout time.Duration
 }
 
+// GetTaskDetail returns a task with its edges, events, verification,
+// result, pending plan and runs; a task that has run in a project with a
+// repository names its branch.
+func (c commands) GetTaskDetail(ctx context.Context, id string) (models.TaskDetail, error) {
+	d, err := c.Store.GetTaskDetail(ctx, id)
+	if err != nil || d.Task.BranchName != nil || len(d.Runs) == 0 {
+		return d, err
+	}
+	p, err := c.Store.GetProject(ctx, d.Task.ProjectID)
+	if err != nil {
+		return models.TaskDetail{}, fmt.Errorf("get task %s: %w", id, err)
+	}
+	if p.Repo != nil {
+		branch := repo.BranchName(d.Task)
+		d.Task.BranchName = &branch
+	}
+	return d, nil
+}
+
 // ApplyEvent applies an admin event and ends the task's run when needed.
 func (c commands) ApplyEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error) {
 	return c.orch.ApplyAdminEvent(ctx, req)

@@ -103,6 +103,13 @@
 //	GET   /api/v1/budget              token use: {"window", "since", "global": {"budget", "tokens_in_window",
 //	                                  "exhausted"}, "projects": [{"project_id", "tokens_in_window",
 //	                                  "total_tokens_used", "budget_limit", "exhausted", ...}]}; null budgets are unlimited
+//	GET   /api/v1/status              the daemon at a glance, what Discord's /status shows: {"projects",
+//	                                  "agents" (env values masked), "task_counts" ({project: {status: n}}),
+//	                                  "working" (the tasks agents hold: ASSIGNED, IN_PROGRESS, WAITING_INPUT,
+//	                                  VERIFYING), "questions" (open), "approvals" and "broken" (tasks waiting on a
+//	                                  person, each {"task", "since", "waits": human_verification|approval|
+//	                                  pull_request|blocked, "behind": tasks blocked by it}), "rules", "budget" (as
+//	                                  GET /api/v1/budget)}
 //	GET   /api/v1/hooks               {"hooks": [...]}; query: project (an unknown project is a 404)
 //	POST  /api/v1/hooks               create a hook (body: id, project_id, name, enabled, trigger, context_steps,
 //	                                  prompt_template, llm_config, cooldown_seconds, max_tokens_per_run; id defaults

@@ -69,6 +69,9 @@ type Service interface {
 	RemoveAgent(ctx context.Context, id string) error
 	// Budget reports token use against the projects' and the global budgets.
 	Budget(ctx context.Context) (models.BudgetReport, error)
+	// Overview is the daemon's state at a glance: projects, agents, task
+	// counts, what waits on a person (GET /api/v1/status, with Budget).
+	Overview(ctx context.Context) (models.Overview, error)
 	RuleService
 }
 
