@@ -122,6 +122,22 @@
 // recorded token use (archive it instead). "agent add" checks that the agent's
 // program is on the daemon's PATH or an executable path.
 //
+// "status" prints the daemon at a glance (GET /api/v1/status, what
+// Discord's /status shows): projects with their tasks counted by status,
+// agents and the task each is doing, what waits on you (questions,
+// approvals, pull requests, broken chains) oldest first, the rules and
+// the budget. "watch" prints the unfinished tasks with each project's
+// counts again at every change the daemon reports (GET /api/v1/changes, a
+// long poll) and at least every --interval (default 30s), until
+// interrupted or --count views; on a terminal each view replaces the
+// last. "task list" shows each task's agent, last update and reason (why
+// a READY task waits, else the reason of its last change), line breaks as
+// spaces. "task show" adds the branch, the verification phase, the
+// result, the pending plan and each run's attempt, start and duration;
+// "task result" prints the result alone; "task logs" prints the latest
+// run's log (--attempt N another's), its output and "[progress]" lines,
+// and with -f follows it until the run ends.
+//
 // "task edit" changes a task that is not being worked on; "task deps" adds
 // and removes its dependencies (ID:soft adds an edge with requires_success
 // false); "task delete" deletes a task nothing runs or depends on; "agent

@@ -77,6 +77,17 @@
 //	GET   /api/v1/tasks/{id}/diff     {"task_id", "diff"}: the change the task's branch makes against its
 //	                                  project's default branch, in git's unified format (what an approval
 //	                                  merges); 409 before the task has run, 400 in a project without a repository
+//	GET   /api/v1/tasks/{id}/logs     the log of the task's latest run (query: attempt N ≥ 1 for another), as text
+//	                                  (text/plain, streamed): what the agent printed, and a "[progress] MESSAGE"
+//	                                  line per progress report; with follow=true the answer goes on while the
+//	                                  run does, writing what the log gains at each change, and ends when the run
+//	                                  ends (a task that has not started is waited for). Served with
+//	                                  Config.Logs. An unknown task is a 404 (JSON, before any text)
+//	GET   /api/v1/changes             {"changed": false, "seq": N}: the number of the daemon's changes so far
+//	                                  (committed changes, runs' output); with ?after=N it answers once there
+//	                                  was a change after the one numbered N ({"changed": true, "seq"}), or after
+//	                                  ?wait (1s to 5m, default 30s) with "changed": false — a long poll for views
+//	                                  that refresh on change. Served with Config.Logs
 //	POST  /api/v1/agents              register an agent (body: id, name, agent_type, command, args, env,
 //	                                  pass_env, projects, max_runtime, idle_timeout, profile — all but id and
 //	                                  agent_type optional; durations as "30m") → 201 agent, IDLE; its program (command, else the type's

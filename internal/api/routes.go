@@ -88,6 +88,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST "+APIPrefix+"/questions/{id}/answer", s.handleAnswerQuestion)
 	mux.HandleFunc("GET "+APIPrefix+"/budget", s.handleBudget)
 	mux.HandleFunc("GET "+APIPrefix+"/status", s.handleStatus)
+	if s.cfg.Logs != nil {
+		mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}/logs", s.handleTaskLog)
+		mux.HandleFunc("GET "+APIPrefix+"/changes", s.handleChanges)
+	}
 	s.ruleRoutes(mux)
 	if s.cfg.Hooks != nil {
 		s.hookRoutes(mux)

@@ -96,6 +96,10 @@ type Config struct {
 	// Workflows, when set, serves the workflow endpoints (/api/v1/workflows
 	// and /api/v1/runs); without it they are not found.
 	Workflows WorkflowService
+	// Logs, when set, serves GET /api/v1/tasks/{id}/logs (a task's run
+	// log, followed live) and GET /api/v1/changes (a long poll for a
+	// change); without it they are not found.
+	Logs LogService
 	// AllowedHosts are host names or IP addresses (no port: any port is
 	// accepted) the Host header may name besides loopback hosts and the
 	// host of Addr; any other Host is refused with a 403, except on
