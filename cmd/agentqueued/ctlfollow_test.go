@@ -130,10 +130,11 @@ agents:
 	if !strings.Contains(list, "AGENT") || !strings.Contains(list, "worker") || !strings.Contains(list, "REASON") {
 		t.Errorf("ctl task list:\n%s", list)
 	}
-	watch := startCtl(ctx, addr, onWrite, "watch", "--project", "web", "--count", "1")
+	// The second view comes from a change, not from the interval.
+	watch := startCtl(ctx, addr, onWrite, "watch", "--project", "web", "--count", "2", "--interval", "5m")
 	waitOutput(watch, "a view of ctl watch", func(s string) bool { return strings.Contains(s, "Unfinished tasks (1):") })
-	if res := <-watch.done; res.code != 0 || !strings.Contains(res.stdout, id) || !strings.Contains(res.stdout, "IN_PROGRESS") {
-		t.Errorf("ctl watch: exit %d\n%s\nstderr: %s", res.code, res.stdout, res.stderr)
+	if out := watch.out.String(); !strings.Contains(out, id) || !strings.Contains(out, "IN_PROGRESS") {
+		t.Errorf("ctl watch's first view:\n%s", out)
 	}
 
 	f, err := os.OpenFile(gate, os.O_WRONLY, 0)
@@ -150,6 +151,14 @@ agents:
 	}
 	if res.code != 0 || !strings.HasSuffix(res.stdout, "waiting for the go\ngot go\n") {
 		t.Fatalf("ctl task logs -f: exit %d\n%s\nstderr: %s", res.code, res.stdout, res.stderr)
+	}
+	select {
+	case res := <-watch.done:
+		if res.code != 0 || strings.Count(res.stdout, "agentqueued watch: project web") != 2 {
+			t.Errorf("ctl watch --count 2: exit %d\n%s\nstderr: %s", res.code, res.stdout, res.stderr)
+		}
+	case <-ctx.Done():
+		t.Fatalf("ctl watch showed no second view after a change: %v\n%s", ctx.Err(), watch.out.String())
 	}
 	if all := mustCtl(t, addr, "task", "logs", id); all != res.stdout {
 		t.Errorf("ctl task logs after the run:\n%s\nwant what -f printed:\n%s", all, res.stdout)
