@@ -172,12 +172,12 @@ func helpCommand(args []string) string {
 	switch args[0] {
 	case "ctl":
 		var words []string
-		for _, a := range args[1:] {
-			if !strings.HasPrefix(a, "-") {
-				words = append(words, a)
-			}
-			if len(words) == 2 {
-				break
+		for i := 1; i < len(args) && len(words) < 2; i++ {
+			switch a := strings.TrimLeft(args[i], "-"); {
+			case a == "addr" || a == "token" || a == "config":
+				i++ // the option's value
+			case !strings.HasPrefix(args[i], "-"):
+				words = append(words, args[i])
 			}
 		}
 		for n := len(words); n > 0; n-- {

@@ -80,6 +80,8 @@ func TestUsageErrorIsOneLineAndAPointer(t *testing.T) {
 		{[]string{"ctl", "task", "show"}, "error: ctl task show: want ID, got 0 argument(s)\n" +
 			"Run \"agentqueued ctl task show -h\" for usage.\n"},
 		{[]string{"ctl"}, "error: ctl: missing command\nRun \"agentqueued ctl -h\" for usage.\n"},
+		{[]string{"ctl", "--addr", "http://127.0.0.1:1", "task", "logs", "--attempt", "-1", "x"},
+			"error: ctl task logs: --attempt must not be negative\nRun \"agentqueued ctl task logs -h\" for usage.\n"},
 		{[]string{"agent", "dance"}, "error: agent: unknown command \"dance\" (want one of approve, ask, complete, fail, " +
 			"heartbeat, plan, progress, rate-limited, reject, usage)\nRun \"agentqueued agent -h\" for usage.\n"},
 		{[]string{"run", "--bogus"}, "error: agentqueued run: flag provided but not defined: -bogus\nRun \"agentqueued run -h\" for usage.\n"},
