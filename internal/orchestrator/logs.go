@@ -48,18 +48,23 @@ func (o *Orchestrator) outputGrew() {
 // offset on, at most max bytes: the chunk's Attempt is 0 while the task
 // has no log yet, and Next is the offset to read from next time. A log
 // replaced by a shorter one is read again from its start.
-func (o *Orchestrator) ReadTaskLog(ctx context.Context, taskID string, attempt int, offset int64, max int) (models.LogChunk, error) {
+func (o *Orchestrator) ReadTaskLog(ctx context.Context, taskID string, attempt int, offset int64, limit int) (models.LogChunk, error) {
+	if _, err := o.store.GetTask(ctx, taskID); err != nil {
+		return models.LogChunk{}, err
+	}
 	if attempt == 0 {
-		logs, err := o.TaskLogs(ctx, taskID, 0)
-		if err != nil {
-			return models.LogChunk{}, err
+		entries, err := os.ReadDir(filepath.Join(o.cfg.RunDir, taskID))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return models.LogChunk{}, fmt.Errorf("log of task %s: %w", taskID, err)
 		}
-		if len(logs.Attempts) == 0 {
+		for _, e := range entries {
+			if n, err := strconv.Atoi(strings.TrimSuffix(e.Name(), ".log")); err == nil && strings.HasSuffix(e.Name(), ".log") {
+				attempt = max(attempt, n)
+			}
+		}
+		if attempt == 0 {
 			return models.LogChunk{TaskID: taskID}, nil
 		}
-		attempt = logs.Attempts[len(logs.Attempts)-1].Attempt
-	} else if _, err := o.store.GetTask(ctx, taskID); err != nil {
-		return models.LogChunk{}, err
 	}
 	out := models.LogChunk{TaskID: taskID, Attempt: attempt, Next: offset}
 	f, err := os.Open(filepath.Join(o.cfg.RunDir, taskID, strconv.Itoa(attempt)+".log"))
@@ -78,7 +83,7 @@ func (o *Orchestrator) ReadTaskLog(ctx context.Context, taskID string, attempt i
 	if st.Size() < offset {
 		offset = 0
 	}
-	b := make([]byte, max)
+	b := make([]byte, limit)
 	n, err := f.ReadAt(b, offset)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return models.LogChunk{}, fmt.Errorf("log of task %s: %w", taskID, err)
