@@ -56,7 +56,10 @@
 //	                                  "session_id", "usage" (input_tokens, output_tokens, cache_read_tokens,
 //	                                  cache_write_tokens), "cost_usd" (when the CLI reported one),
 //	                                  "denied_tools" and "mcp_not_ready"; "result" has "no_changes" when
-//	                                  the agent completed without changes on purpose
+//	                                  the agent completed without changes on purpose; "plan" is the pending
+//	                                  plan (its subtasks, created once the work is accepted), "verification"
+//	                                  the phase of a task being verified, and "branch_name" the task's branch
+//	                                  once it has run in a project with a repository
 //	PATCH /api/v1/tasks/{id}          edit a task not being worked on (body: title, description, priority,
 //	                                  acceptance_criteria, test_commands, verification_type, requires_approval,
 //	                                  profile — all optional, at least one) → the task
