@@ -12,6 +12,8 @@ package main
 //	agent usage --input N --output N [--cache-read N] [--cache-write N]
 //	agent rate-limited [--reset RFC3339 | --in DURATION] [--kind rate_limit|tokens] [--message TEXT]
 //	agent plan [--file batch.json] [--json]
+//	agent approve REASONS...         a reviewer's verdict: the reviewed task may land
+//	agent reject REASONS...          a reviewer's verdict: the reviewed task must be redone
 //
 // A text argument that is exactly "-" is read from standard input, and so
 // is the plan without --file. Errors print "error: <message>" and exit with
@@ -56,6 +58,8 @@ Commands:
                                    report that the provider refuses work until a reset
   plan [--file batch.json] [--json]
                                    propose subtasks ({"tasks": [...]} or an array; stdin without --file)
+  approve REASONS...               in a review run: the reviewed task may land, and why
+  reject REASONS...                in a review run: the reviewed task must be redone, and what to change
 
 A text argument that is exactly "-" is read from standard input.
 `

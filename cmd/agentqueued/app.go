@@ -30,10 +30,25 @@ const usage = `Usage:
   agentqueued agent COMMAND ...
   agentqueued mcp
   agentqueued demo [--keep] [--stall DURATION] [--timeout DURATION]
+  agentqueued help
+
+Commands:
+  run      serve the daemon: the queue, the agents, the API (the default)
+  init     write a configuration for the repository you are in
+  doctor   check a configuration and the running daemon
+  land     land the work that waits for a linked checkout to be clean
+  ctl      the daemon's command-line client (below)
+  agent    report from inside an agent run (below)
+  mcp      serve the agent commands as MCP tools on standard input and output
+  demo     run a small DAG of tasks in a temporary repository
+  help     print this text
 
 Commands of ctl:
+  status                                  projects, agents and their tasks, queue counts, what waits on you, budget
+  watch [--project P] [--interval D]      a live table of tasks moving
   project create|list|show|edit|archive|delete|land
-  task add|list|show|edit|deps|delete|skip|stop|restart|cancel|approve|reject|diff
+  task add|list|show|edit|deps|delete|skip|stop|restart|cancel|approve|reject
+  task diff|result ID | task logs ID [--attempt N] [-f]
   agent add|list|show|pause|resume|remove
   question list | question answer ID ANSWER... [--by NAME]
   hook list [--project P] | show ID | create --file F | edit ID --file F | enable|disable|delete ID
@@ -48,12 +63,11 @@ Commands of ctl:
 
 Commands of agent (inside an agent run; they read AQ_SOCKET, AQ_TASK_ID, AQ_RUN_TOKEN):
   heartbeat | progress [--succeeded N] [--failed N] [MESSAGE...] | ask QUESTION... | fail MESSAGE...
-  complete [--summary TEXT | TEXT...] [--files a,b] [--outputs JSON]
+  complete [--summary TEXT | TEXT...] [--files a,b] [--outputs JSON] [--no-changes]
   usage --input N --output N [--cache-read N] [--cache-write N]
   rate-limited [--reset RFC3339 | --in DURATION] [--kind rate_limit|tokens] [--message TEXT]
   plan [--file batch.json] [--json]
-
-mcp serves the agent commands as MCP tools on standard input and output.
+  approve REASONS... | reject REASONS...   (a reviewer's verdict, in a review run)
 
 Run "agentqueued ctl COMMAND VERB -h" or "agentqueued agent -h" for flags.
 `
@@ -149,10 +163,42 @@ func (m *Main) Exec(ctx context.Context) int {
 		fmt.Fprintf(m.Stderr, "error: %v\n", err)
 		var ue *usageError
 		if errors.As(err, &ue) {
-			fmt.Fprint(m.Stderr, "\n"+usage)
+			fmt.Fprintf(m.Stderr, "Run \"%s\" for usage.\n", helpCommand(m.Args))
 		}
 	}
 	return ExitCode(err)
+}
+
+// helpCommand is the command that prints the help of what args ran: the
+// ctl command's own flags when args name one, the agent commands, or the
+// program's usage.
+func helpCommand(args []string) string {
+	if len(args) == 0 {
+		return "agentqueued -h"
+	}
+	switch args[0] {
+	case "ctl":
+		var words []string
+		for i := 1; i < len(args) && len(words) < 2; i++ {
+			switch a := strings.TrimLeft(args[i], "-"); {
+			case a == "addr" || a == "token" || a == "config":
+				i++ // the option's value
+			case !strings.HasPrefix(args[i], "-"):
+				words = append(words, args[i])
+			}
+		}
+		for n := len(words); n > 0; n-- {
+			if _, ok := ctlCommands[strings.Join(words[:n], " ")]; ok {
+				return "agentqueued ctl " + strings.Join(words[:n], " ") + " -h"
+			}
+		}
+		return "agentqueued ctl -h"
+	case "agent":
+		return "agentqueued agent -h"
+	case "run", "init", "doctor", "demo", "mcp":
+		return "agentqueued " + args[0] + " -h"
+	}
+	return "agentqueued -h"
 }
 
 // Run runs the subcommand named by Args. For "run" it serves until ctx is
@@ -184,7 +230,7 @@ func (m *Main) Run(ctx context.Context) error {
 func (m *Main) dispatch(ctx context.Context) error {
 	args := m.Args
 	cmd := "run"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	if len(args) > 0 && (!strings.HasPrefix(args[0], "-") || isHelpFlag(args[0])) {
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
@@ -205,12 +251,15 @@ func (m *Main) dispatch(ctx context.Context) error {
 	case "land":
 		// `agentqueued land PROJECT` is `agentqueued ctl project land PROJECT`.
 		return m.runCtl(ctx, append([]string{"project", "land"}, args...))
-	case "help":
+	case "help", "-h", "-help", "--help":
 		fmt.Fprint(m.Stdout, usage)
 		return nil
 	}
 	return usagef("unknown command %q (want run, init, doctor, land, ctl, agent, mcp, demo or help)", cmd)
 }
+
+// isHelpFlag reports whether arg asks for help.
+func isHelpFlag(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
 
 // Close stops a running daemon, waits for Run to return and returns its
 // error. It is safe to call more than once and before Run.

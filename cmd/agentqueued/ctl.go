@@ -76,6 +76,8 @@ var ctlCommands = map[string]ctlHandler{
 	"task approve":      decisionCommand(true),
 	"task reject":       decisionCommand(false),
 	"task diff":         (*ctl).taskDiff,
+	"task result":       (*ctl).taskResult,
+	"task logs":         (*ctl).taskLogs,
 	"agent add":         (*ctl).agentAdd,
 	"agent list":        (*ctl).agentList,
 	"agent show":        (*ctl).agentShow,
@@ -107,6 +109,8 @@ var ctlCommands = map[string]ctlHandler{
 	"run retry":         runActionCommand(true),
 	"run logs":          (*ctl).runLogs,
 	"budget":            (*ctl).budget,
+	"status":            (*ctl).status,
+	"watch":             (*ctl).watch,
 	"rule list":         (*ctl).ruleList,
 	"rule set":          (*ctl).ruleSet,
 	"health":            (*ctl).health,
@@ -402,6 +406,11 @@ func (c *ctl) projectShow(ctx context.Context, args []string) error {
 	return c.emit(p, func(w io.Writer) { printProject(w, p) })
 }
 
+// requiresApprovalHelp says what --requires-approval means (docs/semantics.md, "Approval").
+const requiresApprovalHelp = "the task never lands without a person's decision: once verified it waits in " +
+	"AWAITING_APPROVAL, for its pull request to be merged on GitHub (pr_mode when_required or always, GitHub " +
+	"configured) or else unmerged on its branch for \"ctl task approve\" (see \"ctl task diff\") or \"ctl task reject\""
+
 // taskFieldFlags are the task add flags that describe one task.
 var taskFieldFlags = []string{"title", "description", "priority", "depends-on", "verification", "requires-approval",
 	"test-command", "kind", "meta", "created-by", "max-retries", "expected-count"}
@@ -417,7 +426,7 @@ func (c *ctl) taskAdd(ctx context.Context, args []string) error {
 	var testCommands repeatFlag
 	fs.Var(&dependsOn, "depends-on", "`ids` of tasks this one depends on (comma-separated, repeatable)")
 	verification := fs.String("verification", "", "verification `type`: AUTO_TEST, QA_AGENT or HUMAN")
-	requiresApproval := fs.Bool("requires-approval", false, "require a person's approval before completion")
+	requiresApproval := fs.Bool("requires-approval", false, requiresApprovalHelp)
 	fs.Var(&testCommands, "test-command", "a test `command` (repeatable)")
 	kind := fs.String("kind", "", "task `kind`")
 	meta := mapFlag{}
@@ -519,6 +528,26 @@ func (c *ctl) taskShow(ctx context.Context, args []string) error {
 	return c.emit(d, func(w io.Writer) { printTaskDetail(w, d) })
 }
 
+// taskResult prints what a task's last completed run reported: its
+// summary, files changed and outputs (the Completion as JSON with --json).
+func (c *ctl) taskResult(ctx context.Context, args []string) error {
+	pos, err := c.parse(c.flagSet("task result"), args, "ID")
+	if err != nil {
+		return err
+	}
+	d, err := c.client.GetTask(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if d.Result == nil {
+		return models.Errorf(models.CodeNotFound, "task %s has no result yet (it is %s)", clean(d.Task.ID), d.Task.Status)
+	}
+	return c.emit(d.Result, func(w io.Writer) {
+		fmt.Fprintf(w, "Task %s (%s): %s\n", clean(d.Task.ID), d.Task.Status, readable(d.Task.Title, 0))
+		printResult(w, d.Result)
+	})
+}
+
 func (c *ctl) taskEdit(ctx context.Context, args []string) error {
 	fs := c.flagSet("task edit")
 	title := fs.String("title", "", "new `title`")
@@ -530,7 +559,7 @@ func (c *ctl) taskEdit(ctx context.Context, args []string) error {
 	fs.Var(&testCommands, "test-command", "a test `command` (repeatable; replaces the list)")
 	clearTests := fs.Bool("clear-test-commands", false, "remove every test command")
 	verification := fs.String("verification", "", "new verification `type`: AUTO_TEST, QA_AGENT or HUMAN")
-	requiresApproval := fs.Bool("requires-approval", false, "require a person's approval before completion (--requires-approval=false to stop)")
+	requiresApproval := fs.Bool("requires-approval", false, requiresApprovalHelp+" (--requires-approval=false to stop)")
 	profile := fs.String("profile", "", "agent `profile` from the configuration; empty clears it")
 	pos, err := c.parse(fs, args, "ID")
 	if err != nil {
@@ -1230,6 +1259,19 @@ func (c *ctl) budget(ctx context.Context, args []string) error {
 		return err
 	}
 	return c.emit(b, func(w io.Writer) { printBudget(w, b) })
+}
+
+// status prints the daemon's overview: projects and their queues, agents
+// and what each is doing, what waits on a person, the budget.
+func (c *ctl) status(ctx context.Context, args []string) error {
+	if _, err := c.parse(c.flagSet("status"), args); err != nil {
+		return err
+	}
+	o, err := c.client.Status(ctx)
+	if err != nil {
+		return err
+	}
+	return c.emit(o, func(w io.Writer) { printStatus(w, o) })
 }
 
 func (c *ctl) health(ctx context.Context, args []string) error {

@@ -104,6 +104,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	}
 	// The store wakes the orchestrator after every commit that may have made
 	// work ready; the orchestrator exists only after the lease is held.
+	feed := newChangeFeed()
 	var (
 		orch  atomic.Pointer[orchestrator.Orchestrator]
 		bot   atomic.Pointer[discord.Bot]
@@ -119,6 +120,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		if h := hookd.Load(); h != nil {
 			h.Wake()
 		}
+		feed.notify()
 		if m.OnChange != nil {
 			m.OnChange()
 		}
@@ -218,7 +220,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		InputTimeout: oc.InputTimeout, RunDir: filepath.Join(cfg.DataDir, "runs"), SocketPath: socket,
 		CheckTimeout: cfg.Verification.CheckTimeout, Profiles: cfg.Profiles, PlanPaths: cfg.Plans.Paths,
 		QAAgent: cfg.Verification.QAAgent, QAProfile: cfg.Verification.QAProfile, Executable: self,
-		PullRequests: pulls, PRPollInterval: cfg.GitHub.PollInterval,
+		PullRequests: pulls, PRPollInterval: cfg.GitHub.PollInterval, OnOutput: feed.notify,
 		Logger: log.With("component", "orchestrator")}, st, ws, agent.DefaultRegistry())
 	if err != nil {
 		return err
@@ -233,7 +235,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		return fmt.Errorf("agent socket: %w", err)
 	}
 	cmds := commands{Store: st, orch: o, profiles: cfg.Profiles, window: oc.Window, globalBudget: globalBudgetOf(oc.GlobalTokenBudget),
-		repos: ws}
+		repos: ws, feed: feed}
 	eng, err := newHooks(cfg, st, cmds, ws, log, m.OnHookRunEnd)
 	if err != nil {
 		return err
@@ -269,7 +271,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	health := &daemonHealth{db: watch, scheduler: o, store: st}
 	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, AllowedHosts: cfg.API.AllowedHosts,
 		Logger: log.With("component", "api"), Health: health.Check,
-		GitHubWebhook: webhook, Hooks: cmds, Workflows: cmds}, cmds)
+		GitHubWebhook: webhook, Hooks: cmds, Workflows: cmds, Logs: cmds}, cmds)
 	if err != nil {
 		rpcLn.Close()
 		return err
@@ -432,6 +434,27 @@ type commands struct {
 	// remoteTimeout bounds a remote's answer (zero: the checker's default).
 	repos         sourceChecker
 	remoteTimeout time.Duration
+	// feed tells the API's followers about changes.
+	feed *changeFeed
+}
+
+// GetTaskDetail returns a task with its edges, events, verification,
+// result, pending plan and runs; a task that has run in a project with a
+// repository names its branch.
+func (c commands) GetTaskDetail(ctx context.Context, id string) (models.TaskDetail, error) {
+	d, err := c.Store.GetTaskDetail(ctx, id)
+	if err != nil || d.Task.BranchName != nil || len(d.Runs) == 0 {
+		return d, err
+	}
+	p, err := c.Store.GetProject(ctx, d.Task.ProjectID)
+	if err != nil {
+		return models.TaskDetail{}, fmt.Errorf("get task %s: %w", id, err)
+	}
+	if p.Repo != nil {
+		branch := repo.BranchName(d.Task)
+		d.Task.BranchName = &branch
+	}
+	return d, nil
 }
 
 // ApplyEvent applies an admin event and ends the task's run when needed.

@@ -66,6 +66,9 @@
 //	ctl task add --file batch.json [--project P]
 //	ctl task list [--project P] [--status S[,S]] [--limit N] [--after ID]
 //	ctl task show ID
+//	ctl task result ID
+//	ctl task diff ID
+//	ctl task logs ID [--attempt N] [-f]
 //	ctl task edit ID [--title T] [--description D] [--priority N] [--criterion C]... [--clear-criteria]
 //	             [--test-command CMD]... [--clear-test-commands] [--verification V] [--requires-approval[=false]]
 //	             [--profile P]
@@ -74,7 +77,8 @@
 //	ctl task skip|stop|restart ID [--reason R]
 //	ctl task cancel ID [--reason R] [--actor NAME]
 //	ctl task approve ID [--feedback F] | ctl task reject ID --feedback F
-//	ctl agent add ID --type TYPE [--name N] [--env NAME=value]... [--pass-env NAMES]
+//	ctl agent add ID --type TYPE [--name N] [--command EXE] [--arg ARG]... [--project IDS]...
+//	              [--env NAME=value]... [--pass-env NAMES]... [--max-runtime D] [--idle-timeout D]
 //	ctl agent list
 //	ctl agent show ID
 //	ctl agent pause|resume|remove ID
@@ -102,6 +106,8 @@
 //	ctl rule set --file rules.yaml [--actor NAME]
 //	ctl budget
 //	ctl health
+//	ctl status
+//	ctl watch [--project P] [--interval D]
 //
 // "project edit" --set changes one project setting (docs/semantics.md and
 // models.ProjectSettings list them: default_profile, pr_mode, hook_commands,
@@ -122,6 +128,22 @@
 // landed and those still waiting with why, and exits non-zero while one
 // still waits. "agent add" checks that the agent's
 // program is on the daemon's PATH or an executable path.
+//
+// "status" prints the daemon at a glance (GET /api/v1/status, what
+// Discord's /status shows): projects with their tasks counted by status,
+// agents and the task each is doing, what waits on you (questions,
+// approvals, pull requests, broken chains) oldest first, the rules and
+// the budget. "watch" prints the unfinished tasks with each project's
+// counts again at every change the daemon reports (GET /api/v1/changes, a
+// long poll) and at least every --interval (default 30s), until
+// interrupted or --count views; on a terminal each view replaces the
+// last. "task list" shows each task's agent, last update and reason (why
+// a READY task waits, else the reason of its last change), line breaks as
+// spaces. "task show" adds the branch, the verification phase, the
+// result, the pending plan and each run's attempt, start and duration;
+// "task result" prints the result alone; "task logs" prints the latest
+// run's log (--attempt N another's), its output and "[progress]" lines,
+// and with -f follows it until the run ends.
 //
 // "task edit" changes a task that is not being worked on; "task deps" adds
 // and removes its dependencies (ID:soft adds an edge with requires_success
@@ -152,5 +174,8 @@
 // address of --config, else http://127.0.0.1:7700; the token is --token,
 // else $AGENTQUEUED_TOKEN, else api.token of --config. Output is aligned
 // tables, or the API's JSON with --json. Errors print "error: <message>"
-// and exit with status 1 (2 for usage errors).
+// and exit with status 1. A usage error exits with status 2 after one more
+// line naming the command that prints the usage ("Run \"agentqueued ctl
+// task add -h\" for usage."). "agentqueued help", -h and --help list every
+// command.
 package main

@@ -137,17 +137,54 @@ func printBatchResults(w io.Writer, rs []models.BatchResult) {
 	tw.Flush()
 }
 
+// maxListReason bounds the REASON cell of a task listing; "ctl task show"
+// prints the reason whole.
+const maxListReason = 80
+
 func printTasks(w io.Writer, ts []models.Task) {
 	tw := table(w)
-	row(tw, "ID", "PROJECT", "STATUS", "PRIORITY", "WAITING", "TITLE")
+	row(tw, "ID", "PROJECT", "STATUS", "PRIORITY", "AGENT", "UPDATED", "WAITING", "TITLE", "REASON")
 	for _, t := range ts {
-		row(tw, t.ID, t.ProjectID, string(t.Status), strconv.Itoa(t.Priority), waitingCell(t), t.Title)
+		row(tw, t.ID, t.ProjectID, string(t.Status), strconv.Itoa(t.Priority), str(t.AssignedAgentID), when(t.UpdatedAt),
+			waitingCell(t), readable(t.Title, 0), readable(reasonOf(t), maxListReason))
 	}
 	tw.Flush()
 }
 
+// reasonOf is why a task is where it is: why a READY task waits, else the
+// reason of its last change.
+func reasonOf(t models.Task) string {
+	if t.WaitingReason != "" {
+		return t.WaitingReason
+	}
+	return t.StatusReason
+}
+
+// readable makes text fit one table cell: line breaks and tabs become a
+// space, runs of spaces one, other control characters are escaped (as
+// clean does), and the result is cut to max characters ("…" last; no cap
+// when max is 0).
+func readable(s string, max int) string {
+	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\n' || r == '\r' || r == '\t' }), " ")
+	s = clean(s)
+	if r := []rune(s); max > 0 && len(r) > max {
+		s = string(r[:max-1]) + "…"
+	}
+	return s
+}
+
 func printTaskDetail(w io.Writer, d models.TaskDetail) {
-	printTask(w, d.Task)
+	printTaskRows(w, d.Task, func(tw io.Writer) {
+		if v := d.Verification; v != nil {
+			phase := fmt.Sprintf("%s (attempt %d)", v.Phase, v.Attempt)
+			if v.Detail != "" {
+				phase += ": " + readable(v.Detail, 0)
+			}
+			row(tw, "Verification phase:", phase)
+		}
+	})
+	printResult(w, d.Result)
+	printPlan(w, d.Plan)
 	printEdges(w, "Depends on", "UPSTREAM", d.Dependencies, func(e models.Dependency) string { return e.Upstream })
 	printEdges(w, "Dependents", "DOWNSTREAM", d.Dependents, func(e models.Dependency) string { return e.Downstream })
 	fmt.Fprintf(w, "\nEvents (%d):\n", len(d.Events))
@@ -155,11 +192,55 @@ func printTaskDetail(w io.Writer, d models.TaskDetail) {
 		tw := table(w)
 		row(tw, "  TIME", "EVENT", "FROM", "TO", "ACTOR", "REASON")
 		for _, e := range d.Events {
-			row(tw, "  "+when(e.CreatedAt), string(e.Event), string(e.From), string(e.To), e.Actor, e.Reason)
+			row(tw, "  "+when(e.CreatedAt), string(e.Event), string(e.From), string(e.To), e.Actor, readable(e.Reason, 0))
 		}
 		tw.Flush()
 	}
 	printRuns(w, d.Runs)
+}
+
+// printResult prints what a task's last completed run reported: its
+// summary, the files it changed, its outputs.
+func printResult(w io.Writer, c *models.Completion) {
+	if c == nil {
+		return
+	}
+	printBlock(w, "Result", c.Summary)
+	if c.Summary == "" {
+		fmt.Fprintln(w, "\nResult:")
+	}
+	if c.NoChanges {
+		fmt.Fprintln(w, "  (no change to the repository, on purpose)")
+	}
+	if len(c.FilesChanged) > 0 {
+		fmt.Fprintln(w, "  Files changed: "+clean(strings.Join(c.FilesChanged, ", ")))
+	}
+	if len(c.Outputs) > 0 {
+		fmt.Fprintln(w, "  Outputs:")
+		for line := range strings.SplitSeq(indentJSON(string(c.Outputs)), "\n") {
+			fmt.Fprintln(w, "    "+clean(line))
+		}
+	}
+}
+
+// printPlan prints a task's pending plan: the subtasks created once its
+// work is accepted.
+func printPlan(w io.Writer, p *models.Plan) {
+	if p == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nPending plan (%d tasks, from %s, proposed %s; created when the task's work is accepted):\n",
+		len(p.Tasks), clean(p.Source), when(p.CreatedAt))
+	tw := table(w)
+	row(tw, "  LOCAL_ID", "TITLE", "DEPENDS_ON")
+	for _, t := range p.Tasks {
+		var deps []string
+		for _, d := range t.Dependencies {
+			deps = append(deps, d.ID)
+		}
+		row(tw, "  "+t.LocalID, readable(t.Title, 0), strings.Join(deps, ", "))
+	}
+	tw.Flush()
 }
 
 // printRuns lists a task's runs: the CLI and its version, the session, the
@@ -173,7 +254,8 @@ func printRuns(w io.Writer, runs []models.Run) {
 		return
 	}
 	tw := table(w)
-	row(tw, "  RUN", "KIND", "AGENT", "CLI", "SESSION", "TOKENS IN/OUT/CACHE-READ/CACHE-WRITE", "COST", "OUTCOME", "NOTES")
+	row(tw, "  RUN", "KIND", "AGENT", "ATTEMPT", "STARTED", "DURATION", "CLI", "SESSION", "TOKENS IN/OUT/CACHE-READ/CACHE-WRITE",
+		"COST", "OUTCOME", "NOTES")
 	for _, r := range runs {
 		cli := r.CLI
 		if r.CLIVersion != "" {
@@ -188,7 +270,12 @@ func printRuns(w io.Writer, runs []models.Run) {
 			outcome = "running"
 		}
 		u := r.Usage
-		row(tw, fmt.Sprintf("  %d", r.ID), r.Kind, r.AgentID, orDash(cli), orDash(r.SessionID),
+		duration := "-"
+		if r.EndedAt != nil {
+			duration = r.EndedAt.Sub(r.StartedAt).Round(time.Second).String()
+		}
+		row(tw, fmt.Sprintf("  %d", r.ID), r.Kind, r.AgentID, strconv.Itoa(r.Attempt), when(r.StartedAt), duration, orDash(cli),
+			orDash(r.SessionID),
 			fmt.Sprintf("%d/%d/%d/%d", u.Input, u.Output, u.CacheRead, u.CacheWrite), cost, orDash(outcome),
 			orDash(strings.Join(runNotes(r), "; ")))
 	}
@@ -227,18 +314,25 @@ func waitingCell(t models.Task) string {
 }
 
 // printTask prints a task's fields and description.
-func printTask(w io.Writer, t models.Task) {
+func printTask(w io.Writer, t models.Task) { printTaskRows(w, t, nil) }
+
+// printTaskRows prints a task's fields, with the rows more adds after its
+// verification type, and its description.
+func printTaskRows(w io.Writer, t models.Task, more func(tw io.Writer)) {
 	tw := table(w)
 	row(tw, "ID:", t.ID)
 	row(tw, "Project:", t.ProjectID)
-	row(tw, "Title:", t.Title)
+	row(tw, "Title:", readable(t.Title, 0))
 	row(tw, "Status:", string(t.Status))
-	row(tw, "Reason:", t.StatusReason)
+	row(tw, "Reason:", readable(t.StatusReason, 0))
 	if t.WaitingCode != "" {
-		row(tw, "Waiting:", t.WaitingReason+" ("+t.WaitingCode+")")
+		row(tw, "Waiting:", readable(t.WaitingReason, 0)+" ("+t.WaitingCode+")")
 	}
 	row(tw, "Priority:", strconv.Itoa(t.Priority))
 	row(tw, "Verification:", string(t.VerificationType))
+	if more != nil {
+		more(tw)
+	}
 	row(tw, "Requires approval:", strconv.FormatBool(t.RequiresApproval))
 	row(tw, "Retries:", fmt.Sprintf("%d/%d", t.RetryCount, t.MaxRetries))
 	row(tw, "Kind:", t.Kind)
@@ -792,5 +886,96 @@ func printTaskLogs(w io.Writer, name string, l models.TaskLogs) {
 			}
 			fmt.Fprintln(w, strings.Join(cells, "\t"))
 		}
+	}
+}
+
+// queueSummary is a project's tasks by status, in the statuses' order:
+// "ready 2 · in_progress 1 · completed 5".
+func queueSummary(counts map[models.TaskStatus]int) string {
+	var parts []string
+	for _, st := range models.TaskStatuses {
+		if n := counts[st]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", strings.ToLower(string(st)), n))
+		}
+	}
+	if len(parts) == 0 {
+		return "no tasks"
+	}
+	return strings.Join(parts, " · ")
+}
+
+// maxStatusTitle bounds a title in the status overview.
+const maxStatusTitle = 60
+
+// printStatus prints the daemon's overview: what Discord's /status shows,
+// and the budget.
+func printStatus(w io.Writer, o models.Overview) {
+	fmt.Fprintf(w, "Projects (%d):\n", len(o.Projects))
+	if len(o.Projects) > 0 {
+		tw := table(w)
+		row(tw, "  PROJECT", "STATUS", "MAX_AGENTS", "TASKS")
+		for _, p := range o.Projects {
+			row(tw, "  "+p.ID, string(p.Status), strconv.Itoa(p.MaxConcurrentAgents), queueSummary(o.Counts[p.ID]))
+		}
+		tw.Flush()
+	}
+	working := map[string]models.Task{}
+	for _, t := range o.Working {
+		working[t.ID] = t
+	}
+	fmt.Fprintf(w, "\nAgents (%d):\n", len(o.Agents))
+	if len(o.Agents) > 0 {
+		tw := table(w)
+		row(tw, "  AGENT", "TYPE", "STATE", "TASK", "DOING")
+		for _, a := range o.Agents {
+			task, doing := str(a.CurrentTaskID), ""
+			if t, ok := working[task]; ok {
+				doing = string(t.Status) + ": " + readable(t.Title, maxStatusTitle)
+			}
+			state := agentState(a, maxListRestReason)
+			if a.Paused {
+				state += " (paused)"
+			}
+			row(tw, "  "+a.ID, a.AgentType, state, task, doing)
+		}
+		tw.Flush()
+	}
+	type item struct {
+		at   time.Time
+		line string
+	}
+	var items []item
+	for _, q := range o.Questions {
+		items = append(items, item{q.AskedAt, fmt.Sprintf("question %d of task %s: %s (ctl question answer %d ...)",
+			q.ID, q.TaskID, readable(q.Text, 100), q.ID)})
+	}
+	for _, wt := range append(append([]models.WaitingTask(nil), o.Approvals...), o.Broken...) {
+		t := wt.Task
+		title := readable(t.Title, maxStatusTitle)
+		var line string
+		switch wt.Waits {
+		case models.WaitPullRequest:
+			line = fmt.Sprintf("task %s %q waits for its pull request: %s", t.ID, title, str(t.PRURL))
+		case models.WaitBlocked:
+			line = fmt.Sprintf("task %s %q is blocked: %s", t.ID, title, readable(t.StatusReason, 100))
+			if wt.Behind > 0 {
+				line += fmt.Sprintf(" (%d task(s) behind it)", wt.Behind)
+			}
+		default:
+			line = fmt.Sprintf("task %s %q needs your approval (ctl task diff|approve|reject %s)", t.ID, title, t.ID)
+		}
+		items = append(items, item{wt.Since, line})
+	}
+	slices.SortStableFunc(items, func(a, b item) int { return a.at.Compare(b.at) })
+	fmt.Fprintf(w, "\nWaiting on you (%d):\n", len(items))
+	for _, it := range items {
+		fmt.Fprintf(w, "  since %s  %s\n", when(it.at), clean(it.line))
+	}
+	if len(o.Rules) > 0 {
+		fmt.Fprintf(w, "\nRules: %d in force (ctl rule list)\n", len(o.Rules))
+	}
+	if o.Budget != nil {
+		fmt.Fprintln(w, "\nBudget:")
+		printBudget(w, *o.Budget)
 	}
 }

@@ -21,7 +21,7 @@ func TestCtlOutputEscapesControlCharacters(t *testing.T) {
 			t.Fatalf("output carries %q:\n%s", bad, got)
 		}
 	}
-	if !strings.Contains(got, `fix \x1b[2J\x1b]0;pwned\a bug\tnow\r\nok`) || !strings.Contains(got, `\x1b[31mred`) {
+	if !strings.Contains(got, `fix \x1b[2J\x1b]0;pwned\a bug now ok`) || !strings.Contains(got, `\x1b[31mred`) {
 		t.Fatalf("escaped text missing:\n%s", got)
 	}
 	if clean("plain — text") != "plain — text" {
@@ -83,4 +83,83 @@ func TestTaskShowListsRuns(t *testing.T) {
 	out.WriteString("\n--- ctl agent show claude-1\n")
 	printAgent(&out, agents[0])
 	golden(t, "testdata/ctl-task-runs.golden", out.String())
+}
+
+// TestTaskOutputShowsWhatHappens: `ctl task list` has AGENT, UPDATED and
+// REASON columns, with text made readable (a line break is a space, an
+// escape sequence stays escaped); `ctl task show` the branch, the
+// verification phase, the result, the pending plan and each run's agent,
+// attempt, duration and tokens; `ctl task result` the result alone.
+func TestTaskOutputShowsWhatHappens(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	end := start.Add(4*time.Minute + 30*time.Second)
+	agent, branch := "worker-1", "aq/bold-orbit-write-the-page"
+	tasks := []models.Task{
+		{ID: "bold-orbit", ProjectID: "web", Title: "Write the page", Status: models.StatusVerifying, Priority: 5,
+			AssignedAgentID: &agent, StatusReason: "agent completed: the page\nand its test", UpdatedAt: end},
+		{ID: "calm-river", ProjectID: "web", Title: "Two\nlines\tand \x1b[31mred", Status: models.StatusReady, Priority: 5,
+			WaitingCode: models.WaitingSlots, WaitingReason: "all 2 slots of project web are busy", UpdatedAt: start},
+		{ID: "dry-stone", ProjectID: "web", Title: "Long", Status: models.StatusFailed, UpdatedAt: start,
+			StatusReason: strings.Repeat("go test ./... failed; ", 10)},
+	}
+	d := models.TaskDetail{Task: tasks[0],
+		Verification: &models.Verification{TaskID: "bold-orbit", Attempt: 2, Phase: models.PhaseChecks,
+			Detail: "running test command 1 of 2: go test ./...", UpdatedAt: end},
+		Result: &models.Completion{Summary: "Wrote the page.\nAdded a test.", FilesChanged: []string{"page.go", "page_test.go"},
+			Outputs: []byte(`{"pages":["home"]}`)},
+		Plan: &models.Plan{ID: 3, TaskID: "bold-orbit", Source: "agent", Status: "pending", CreatedAt: end,
+			Tasks: []models.BatchTask{{LocalID: "docs", Title: "Document the page"},
+				{LocalID: "e2e", Title: "Test it end to end", Dependencies: []models.BatchDependency{{ID: "docs"}}}}},
+		Runs: []models.Run{
+			{ID: 7, TaskID: "bold-orbit", AgentID: "worker-1", Attempt: 1, Kind: models.RunWork, StartedAt: start, EndedAt: &end,
+				Outcome: "failed", Usage: models.RunTokens{Input: 1200, Output: 340}},
+			{ID: 9, TaskID: "bold-orbit", AgentID: "worker-1", Attempt: 2, Kind: models.RunWork, StartedAt: end,
+				Usage: models.RunTokens{Input: 50}},
+		}}
+	d.Task.BranchName = &branch
+	var out bytes.Buffer
+	out.WriteString("--- ctl task list\n")
+	printTasks(&out, tasks)
+	out.WriteString("\n--- ctl task show bold-orbit\n")
+	printTaskDetail(&out, d)
+	golden(t, "testdata/ctl-task-show.golden", out.String())
+}
+
+// TestStatusOutput: `ctl status` shows the projects with their queues,
+// the agents and what each is doing, what waits on a person oldest first,
+// the rules and the budget.
+func TestStatusOutput(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	task, pr := "bold-orbit", "https://github.com/acme/web/pull/7"
+	limit := int64(500000)
+	rest := at.Add(time.Hour)
+	o := models.Overview{
+		Projects: []models.Project{{ID: "web", Status: models.ProjectActive, MaxConcurrentAgents: 2},
+			{ID: "docs", Status: models.ProjectPaused, MaxConcurrentAgents: 1}},
+		Agents: []models.Agent{
+			{ID: "claude-1", AgentType: "claude", State: models.AgentBusy, CurrentTaskID: &task},
+			{ID: "codex-1", AgentType: "codex", State: models.AgentPaused, RestUntil: &rest, RestReason: "rate limited"},
+			{ID: "worker", AgentType: "command", State: models.AgentIdle, Paused: true},
+		},
+		Counts: map[string]map[models.TaskStatus]int{"web": {models.StatusReady: 2, models.StatusInProgress: 1,
+			models.StatusCompleted: 5, models.StatusBlocked: 2}},
+		Working:   []models.Task{{ID: "bold-orbit", ProjectID: "web", Title: "Write the\npage", Status: models.StatusInProgress}},
+		Questions: []models.Question{{ID: 3, TaskID: "bold-orbit", Text: "Which database?", AskedAt: at.Add(2 * time.Minute)}},
+		Approvals: []models.WaitingTask{
+			{Task: models.Task{ID: "calm-river", Title: "Add login"}, Since: at.Add(time.Minute), Waits: models.WaitApproval},
+			{Task: models.Task{ID: "dry-stone", Title: "Bump deps", PRURL: &pr}, Since: at, Waits: models.WaitPullRequest},
+		},
+		Broken: []models.WaitingTask{{Task: models.Task{ID: "red-fox", Title: "Migrate", StatusReason: "max retries: tests fail"},
+			Since: at.Add(3 * time.Minute), Waits: models.WaitBlocked, Behind: 1}},
+		Rules: []models.Rule{{ID: "one-deploy"}},
+		Budget: &models.BudgetReport{Window: models.Duration(5 * time.Hour), Since: at.Add(-5 * time.Hour),
+			Global: models.GlobalBudget{Budget: &limit, TokensInWindow: 1200},
+			Projects: []models.ProjectBudget{{ProjectID: "web", Status: models.ProjectActive, TokensInWindow: 1200, TotalTokensUsed: 9000},
+				{ProjectID: "docs", Status: models.ProjectPaused}}},
+	}
+	var out bytes.Buffer
+	printStatus(&out, o)
+	golden(t, "testdata/ctl-status.golden", out.String())
 }

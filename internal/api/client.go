@@ -214,6 +214,12 @@ func (c *Client) Budget(ctx context.Context) (models.BudgetReport, error) {
 	return out, c.do(ctx, http.MethodGet, APIPrefix+"/budget", nil, nil, &out)
 }
 
+// Status returns the daemon's overview with the budget report.
+func (c *Client) Status(ctx context.Context) (models.Overview, error) {
+	var out models.Overview
+	return out, c.do(ctx, http.MethodGet, APIPrefix+"/status", nil, nil, &out)
+}
+
 // do sends one request with body encoded as JSON (when not nil) and decodes
 // a 2xx answer into out (when not nil; an answer without a body, 204, has
 // nothing to decode). A request that may change something says

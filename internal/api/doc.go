@@ -63,7 +63,10 @@
 //	                                  "session_id", "usage" (input_tokens, output_tokens, cache_read_tokens,
 //	                                  cache_write_tokens), "cost_usd" (when the CLI reported one),
 //	                                  "denied_tools" and "mcp_not_ready"; "result" has "no_changes" when
-//	                                  the agent completed without changes on purpose
+//	                                  the agent completed without changes on purpose; "plan" is the pending
+//	                                  plan (its subtasks, created once the work is accepted), "verification"
+//	                                  the phase of a task being verified, and "branch_name" the task's branch
+//	                                  once it has run in a project with a repository
 //	PATCH /api/v1/tasks/{id}          edit a task not being worked on (body: title, description, priority,
 //	                                  acceptance_criteria, test_commands, verification_type, requires_approval,
 //	                                  profile — all optional, at least one) → the task
@@ -84,8 +87,20 @@
 //	GET   /api/v1/tasks/{id}/diff     {"task_id", "diff"}: the change the task's branch makes against its
 //	                                  project's default branch, in git's unified format (what an approval
 //	                                  merges); 409 before the task has run, 400 in a project without a repository
+//	GET   /api/v1/tasks/{id}/logs     the log of the task's latest run (query: attempt N ≥ 1 for another), as text
+//	                                  (text/plain, streamed): what the agent printed, and a "[progress] MESSAGE"
+//	                                  line per progress report; with follow=true the answer goes on while the
+//	                                  run does, writing what the log gains at each change, and ends when the run
+//	                                  ends (a task that has not started is waited for). Served with
+//	                                  Config.Logs. An unknown task is a 404 (JSON, before any text)
+//	GET   /api/v1/changes             {"changed": false, "seq": N}: the number of the daemon's changes so far
+//	                                  (committed changes, runs' output); with ?after=N it answers once there
+//	                                  was a change after the one numbered N ({"changed": true, "seq"}), or after
+//	                                  ?wait (1s to 5m, default 30s) with "changed": false — a long poll for views
+//	                                  that refresh on change. Served with Config.Logs
 //	POST  /api/v1/agents              register an agent (body: id, name, agent_type, command, args, env,
-//	                                  pass_env, ...) → 201 agent, IDLE; its program (command, else the type's
+//	                                  pass_env, projects, max_runtime, idle_timeout, profile — all but id and
+//	                                  agent_type optional; durations as "30m") → 201 agent, IDLE; its program (command, else the type's
 //	                                  CLI: claude, codex, cursor-agent, aider) must be on the daemon's PATH or an
 //	                                  executable absolute path (a relative path with a slash is the checkout's,
 //	                                  taken as is), else 400 naming it
@@ -109,6 +124,13 @@
 //	GET   /api/v1/budget              token use: {"window", "since", "global": {"budget", "tokens_in_window",
 //	                                  "exhausted"}, "projects": [{"project_id", "tokens_in_window",
 //	                                  "total_tokens_used", "budget_limit", "exhausted", ...}]}; null budgets are unlimited
+//	GET   /api/v1/status              the daemon at a glance, what Discord's /status shows: {"projects",
+//	                                  "agents" (env values masked), "task_counts" ({project: {status: n}}),
+//	                                  "working" (the tasks agents hold: ASSIGNED, IN_PROGRESS, WAITING_INPUT,
+//	                                  VERIFYING), "questions" (open), "approvals" and "broken" (tasks waiting on a
+//	                                  person, each {"task", "since", "waits": human_verification|approval|
+//	                                  pull_request|blocked, "behind": tasks blocked by it}), "rules", "budget" (as
+//	                                  GET /api/v1/budget)}
 //	GET   /api/v1/hooks               {"hooks": [...]}; query: project (an unknown project is a 404)
 //	POST  /api/v1/hooks               create a hook (body: id, project_id, name, enabled, trigger, context_steps,
 //	                                  prompt_template, llm_config, cooldown_seconds, max_tokens_per_run; id defaults

@@ -88,6 +88,11 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET "+APIPrefix+"/questions", s.handleListQuestions)
 	mux.HandleFunc("POST "+APIPrefix+"/questions/{id}/answer", s.handleAnswerQuestion)
 	mux.HandleFunc("GET "+APIPrefix+"/budget", s.handleBudget)
+	mux.HandleFunc("GET "+APIPrefix+"/status", s.handleStatus)
+	if s.cfg.Logs != nil {
+		mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}/logs", s.handleTaskLog)
+		mux.HandleFunc("GET "+APIPrefix+"/changes", s.handleChanges)
+	}
 	s.ruleRoutes(mux)
 	if s.cfg.Hooks != nil {
 		s.hookRoutes(mux)
@@ -602,6 +607,39 @@ func (s *Server) handleBudget(w http.ResponseWriter, r *http.Request) {
 	}
 	b.Projects = nonNil(b.Projects)
 	s.writeJSON(w, r, http.StatusOK, b)
+}
+
+// handleStatus answers the daemon's overview with the budget report:
+// what Discord's /status and "ctl status" show.
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	if err := noQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	o, err := s.svc.Overview(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	b, err := s.svc.Budget(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	b.Projects = nonNil(b.Projects)
+	o.Budget = &b
+	for i := range o.Projects {
+		o.Projects[i] = o.Projects[i].Redacted()
+	}
+	for i := range o.Agents {
+		o.Agents[i] = o.Agents[i].Redacted()
+	}
+	o.Projects, o.Agents, o.Questions, o.Working = nonNil(o.Projects), nonNil(o.Agents), nonNil(o.Questions), nonNil(o.Working)
+	o.Approvals, o.Broken, o.Rules = nonNil(o.Approvals), nonNil(o.Broken), nonNil(o.Rules)
+	if o.Counts == nil {
+		o.Counts = map[string]map[models.TaskStatus]int{}
+	}
+	s.writeJSON(w, r, http.StatusOK, o)
 }
 
 // noQuery refuses query parameters on endpoints that take none.

@@ -72,6 +72,9 @@ type Service interface {
 	// LandProject retries the project's landings that wait for its LINK
 	// repository's checked-out default branch to be clean.
 	LandProject(ctx context.Context, id string) (models.LandResult, error)
+	// Overview is the daemon's state at a glance: projects, agents, task
+	// counts, what waits on a person (GET /api/v1/status, with Budget).
+	Overview(ctx context.Context) (models.Overview, error)
 	RuleService
 }
 
@@ -96,6 +99,10 @@ type Config struct {
 	// Workflows, when set, serves the workflow endpoints (/api/v1/workflows
 	// and /api/v1/runs); without it they are not found.
 	Workflows WorkflowService
+	// Logs, when set, serves GET /api/v1/tasks/{id}/logs (a task's run
+	// log, followed live) and GET /api/v1/changes (a long poll for a
+	// change); without it they are not found.
+	Logs LogService
 	// AllowedHosts are host names or IP addresses (no port: any port is
 	// accepted) the Host header may name besides loopback hosts and the
 	// host of Addr; any other Host is refused with a 403, except on

@@ -115,6 +115,8 @@ type Service interface {
 	RunErrors(ctx context.Context, taskID string) ([]string, error)
 	Verifications(ctx context.Context, phases ...string) ([]models.Verification, error)
 	TaskCounts(ctx context.Context) (map[string]map[models.TaskStatus]int, error)
+	// Overview is the daemon's state at a glance (shown by /status).
+	Overview(ctx context.Context) (models.Overview, error)
 	TaskDiff(ctx context.Context, taskID string) (string, error)
 	EditTask(ctx context.Context, id string, patch models.TaskPatch) (models.Task, error)
 	ChangeDependencies(ctx context.Context, id string, change models.DependencyChange) (models.DependencyResult, error)

@@ -8,66 +8,29 @@ import (
 )
 
 // statusView reads what /status shows: agents, task counts, and what waits
-// on a person (open questions, approvals, broken chains).
+// on a person (open questions, approvals, broken chains), from the
+// daemon's overview (the one `ctl status` shows too).
 func (b *Bot) statusView(ctx context.Context) (statusView, error) {
-	var v statusView
-	var err error
-	if v.Agents, err = b.svc.ListAgents(ctx); err != nil {
-		return v, err
-	}
-	if v.Counts, err = b.svc.TaskCounts(ctx); err != nil {
-		return v, err
-	}
-	if v.Questions, err = b.svc.OpenQuestions(ctx); err != nil {
-		return v, err
-	}
-	rules, err := b.svc.Rules(ctx)
+	o, err := b.svc.Overview(ctx)
 	if err != nil {
-		return v, err
+		return statusView{}, err
 	}
-	v.Rules = rules.Rules
-	human, err := b.svc.Verifications(ctx, models.PhaseHuman)
-	if err != nil {
-		return v, err
-	}
-	for _, h := range human {
-		d, err := b.svc.GetTaskDetail(ctx, h.TaskID)
-		if err != nil || d.Task.Status != models.StatusVerifying {
-			continue
+	v := statusView{Agents: o.Agents, Counts: o.Counts, Questions: o.Questions, Rules: o.Rules}
+	for _, w := range o.Approvals {
+		title := escape(cut(w.Task.Title, 80))
+		what := fmt.Sprintf("🙋 `%s` %s needs your approval", w.Task.ID, title)
+		if w.Waits == models.WaitPullRequest && w.Task.PRURL != nil {
+			what = fmt.Sprintf("🔀 `%s` %s waits for its pull request: %s", w.Task.ID, title, *w.Task.PRURL)
 		}
-		v.Approvals = append(v.Approvals, waiting{Task: d.Task, Since: h.UpdatedAt,
-			What: fmt.Sprintf("🙋 `%s` %s needs your approval", d.Task.ID, escape(cut(d.Task.Title, 80)))})
+		v.Approvals = append(v.Approvals, waiting{Task: w.Task, Since: w.Since, What: what})
 	}
-	awaiting, err := b.svc.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{models.StatusAwaitingApproval}, Limit: 100})
-	if err != nil {
-		return v, err
-	}
-	for _, t := range awaiting {
-		what := fmt.Sprintf("🙋 `%s` %s needs your approval", t.ID, escape(cut(t.Title, 80)))
-		if t.PRURL != nil {
-			what = fmt.Sprintf("🔀 `%s` %s waits for its pull request: %s", t.ID, escape(cut(t.Title, 80)), *t.PRURL)
+	for _, w := range o.Broken {
+		title := escape(cut(w.Task.Title, 80))
+		what := fmt.Sprintf("⛔ `%s` %s is blocked", w.Task.ID, title)
+		if w.Behind > 0 {
+			what = fmt.Sprintf("⛓️ `%s` %s is blocked with %d task(s) behind it", w.Task.ID, title, w.Behind)
 		}
-		v.Approvals = append(v.Approvals, waiting{Task: t, Since: t.UpdatedAt, What: what})
-	}
-	blocked, err := b.svc.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{models.StatusBlocked}, Limit: 1000})
-	if err != nil {
-		return v, err
-	}
-	behind := map[string]int{}
-	for _, t := range blocked {
-		if t.CascadeRootID != "" {
-			behind[t.CascadeRootID]++
-		}
-	}
-	for _, t := range blocked {
-		if t.CascadeRootID != "" {
-			continue
-		}
-		what := fmt.Sprintf("⛔ `%s` %s is blocked", t.ID, escape(cut(t.Title, 80)))
-		if n := behind[t.ID]; n > 0 {
-			what = fmt.Sprintf("⛓️ `%s` %s is blocked with %d task(s) behind it", t.ID, escape(cut(t.Title, 80)), n)
-		}
-		v.Broken = append(v.Broken, waiting{Task: t, Since: t.UpdatedAt, What: what})
+		v.Broken = append(v.Broken, waiting{Task: w.Task, Since: w.Since, What: what})
 	}
 	return v, nil
 }

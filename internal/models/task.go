@@ -256,6 +256,9 @@ type TaskDetail struct {
 	Verification *Verification `json:"verification,omitempty"`
 	// Result is what the task's last completed run reported.
 	Result *Completion `json:"result,omitempty"`
+	// Plan is the task's pending plan: the subtasks its agent proposed,
+	// created once the task's work is accepted.
+	Plan *Plan `json:"plan,omitempty"`
 	// Runs are the task's latest runs (at most TaskDetailRuns), oldest
 	// first: work and reviews, with their CLI, version, session, usage,
 	// cost and denied tools.

@@ -195,3 +195,18 @@ type TaskLogs struct {
 	TaskID   string       `json:"task_id"`
 	Attempts []AttemptLog `json:"attempts"`
 }
+
+// LogChunk is a piece of one attempt's log, read from an offset: what
+// GET /api/v1/tasks/{id}/logs streams.
+type LogChunk struct {
+	TaskID string `json:"task_id"`
+	// Attempt is the attempt whose log this is; 0 while there is none.
+	Attempt int `json:"attempt"`
+	// Data is the log's bytes from the offset asked for.
+	Data string `json:"data"`
+	// Next is the offset after Data.
+	Next int64 `json:"next"`
+	// Ended says that nothing more will be written to this log: its run
+	// has ended, or the task finished without one.
+	Ended bool `json:"ended"`
+}

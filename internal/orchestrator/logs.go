@@ -15,6 +15,83 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
+// ProgressLinePrefix starts the line a progress report adds to its run's
+// log, among the agent's output.
+const ProgressLinePrefix = "[progress] "
+
+// logProgress adds a progress report to its work run's log, one line in
+// one append (the agent's output lines are appended whole too), and tells
+// the log's followers.
+func (o *Orchestrator) logProgress(run models.Run, msg string) {
+	path := filepath.Join(o.cfg.RunDir, run.TaskID, strconv.Itoa(run.Attempt)+".log")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		o.log.Warn("progress not logged", "task_id", run.TaskID, "run_id", run.ID, "err", err)
+		return
+	}
+	defer f.Close()
+	if _, err := f.WriteString(ProgressLinePrefix + models.CleanLine(msg, 0) + "\n"); err != nil {
+		o.log.Warn("progress not logged", "task_id", run.TaskID, "run_id", run.ID, "err", err)
+		return
+	}
+	o.outputGrew()
+}
+
+// outputGrew tells Config.OnOutput that a run's log grew.
+func (o *Orchestrator) outputGrew() {
+	if o.cfg.OnOutput != nil {
+		o.cfg.OnOutput()
+	}
+}
+
+// ReadTaskLog reads the log of a task's attempt (0: its latest) from byte
+// offset on, at most max bytes: the chunk's Attempt is 0 while the task
+// has no log yet, and Next is the offset to read from next time. A log
+// replaced by a shorter one is read again from its start.
+func (o *Orchestrator) ReadTaskLog(ctx context.Context, taskID string, attempt int, offset int64, limit int) (models.LogChunk, error) {
+	if _, err := o.store.GetTask(ctx, taskID); err != nil {
+		return models.LogChunk{}, err
+	}
+	if attempt == 0 {
+		entries, err := os.ReadDir(filepath.Join(o.cfg.RunDir, taskID))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return models.LogChunk{}, fmt.Errorf("log of task %s: %w", taskID, err)
+		}
+		for _, e := range entries {
+			if n, err := strconv.Atoi(strings.TrimSuffix(e.Name(), ".log")); err == nil && strings.HasSuffix(e.Name(), ".log") {
+				attempt = max(attempt, n)
+			}
+		}
+		if attempt == 0 {
+			return models.LogChunk{TaskID: taskID}, nil
+		}
+	}
+	out := models.LogChunk{TaskID: taskID, Attempt: attempt, Next: offset}
+	f, err := os.Open(filepath.Join(o.cfg.RunDir, taskID, strconv.Itoa(attempt)+".log"))
+	if errors.Is(err, fs.ErrNotExist) {
+		out.Attempt = 0
+		return out, nil
+	}
+	if err != nil {
+		return models.LogChunk{}, fmt.Errorf("log of task %s: %w", taskID, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return models.LogChunk{}, fmt.Errorf("log of task %s: %w", taskID, err)
+	}
+	if st.Size() < offset {
+		offset = 0
+	}
+	b := make([]byte, limit)
+	n, err := f.ReadAt(b, offset)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return models.LogChunk{}, fmt.Errorf("log of task %s: %w", taskID, err)
+	}
+	out.Data, out.Next = string(b[:n]), offset+int64(n)
+	return out, nil
+}
+
 // MaxLogBytes is how much of one attempt's log TaskLogs gives: its end.
 const MaxLogBytes = 1 << 20
 

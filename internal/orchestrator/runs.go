@@ -360,7 +360,10 @@ func (o *Orchestrator) launch(ctx context.Context, ar *activeRun, adapter agent.
 	parser := adapter.NewParser(rc)
 	// Held until the caller has recorded its pid (see Release).
 	proc, err := agent.Start(agent.Spec{Argv: inv.Argv, Dir: ls.dir, Env: env, Stdin: inv.Stdin, LogPath: ls.base + ".log", Hold: true,
-		OnActivity: func() { ar.touch(o.cfg.Now()) },
+		OnActivity: func() {
+			ar.touch(o.cfg.Now())
+			o.outputGrew()
+		},
 		OnLine: func(line []byte) {
 			for _, ev := range parser.Line(line) {
 				o.adapterEvent(ctx, ar, ev)

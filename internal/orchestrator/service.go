@@ -76,6 +76,9 @@ func (o *Orchestrator) Progress(ctx context.Context, run models.Run, p models.Ta
 		}
 	}
 	o.log.Info("progress", "task_id", run.TaskID, "run_id", run.ID, "message", msg)
+	if run.Kind == models.RunWork {
+		o.logProgress(run, msg)
+	}
 	key := fmt.Sprintf("progress:%d:%d", run.ID, o.cfg.Now().UnixNano())
 	return o.store.Notify(ctx, key, "task.progress", run.ProjectID, run.TaskID, map[string]any{
 		"task_id": run.TaskID, "run_id": run.ID, "message": msg})

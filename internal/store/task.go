@@ -133,6 +133,11 @@ func (s *Store) GetTaskDetail(ctx context.Context, id string) (models.TaskDetail
 	if d.Runs, err = taskRuns(ctx, tx, id, models.TaskDetailRuns); err != nil {
 		return models.TaskDetail{}, err
 	}
+	if p, ok, err := pendingPlan(ctx, tx, id); err != nil {
+		return models.TaskDetail{}, err
+	} else if ok {
+		d.Plan = &p
+	}
 	return d, nil
 }
 

@@ -274,3 +274,25 @@ func TestPausedAttemptKeepsItsPlan(t *testing.T) {
 		t.Fatalf("%d tasks after the accepted work, want the plan's step too", len(all))
 	}
 }
+
+// TestTaskDetailShowsThePendingPlan: a task's detail carries the plan its
+// agent proposed while it is pending, and not once it was created.
+func TestTaskDetailShowsThePendingPlan(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	mustProject(t, s, "web")
+	root := create(t, s, "web", models.BatchTask{LocalID: "root", Title: "Build the feature"})["root"]
+	apply(t, s, root, models.EventAssigned, models.EventAgentStarted)
+	if _, err := s.SavePlan(ctx, root, "agent", []models.BatchTask{{Title: "Model"}, {Title: "API"}}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.GetTaskDetail(ctx, root)
+	if err != nil || d.Plan == nil || d.Plan.Status != "pending" || len(d.Plan.Tasks) != 2 || d.Plan.Tasks[1].Title != "API" {
+		t.Fatalf("detail of a task with a pending plan: plan %+v, err %v", d.Plan, err)
+	}
+	apply(t, s, root, models.EventAgentCompleted, models.EventVerifyPassed)
+	if d, err := s.GetTaskDetail(ctx, root); err != nil || d.Plan != nil {
+		t.Fatalf("detail after the plan was created: plan %+v, err %v", d.Plan, err)
+	}
+}
