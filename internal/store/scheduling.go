@@ -52,7 +52,8 @@ const qReadyPage = `SELECT ` + readyColumns + ` FROM tasks INDEXED BY tasks_read
 // holds a slot: an agent or a process of the daemon works for it (its own
 // run or a review run is open, or it is VERIFYING while its checks run or
 // its work is merged). A task waiting for a person's decision, for its
-// reviewer to become free or for its pull request holds none.
+// reviewer to become free, for its pull request or for a linked checkout to
+// be clean before its work lands holds none.
 const qSlotHolders = `SELECT ` + taskColumns + `, ` + slotHeld + `
 	FROM tasks WHERE status IN ('ASSIGNED', 'IN_PROGRESS', 'WAITING_INPUT', 'VERIFYING', 'AWAITING_APPROVAL') ORDER BY rowid`
 
@@ -60,7 +61,7 @@ const qSlotHolders = `SELECT ` + taskColumns + `, ` + slotHeld + `
 const slotHeld = `(status IN ('ASSIGNED', 'IN_PROGRESS', 'WAITING_INPUT')
 	 OR EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = tasks.id AND r.ended_at IS NULL)
 	 OR (status = 'VERIFYING' AND coalesce((SELECT phase FROM verifications v WHERE v.task_id = tasks.id), '')
-	     NOT IN ('human', 'review')))`
+	     NOT IN ('human', 'review', 'landing')))`
 
 // qSlotsHeld counts the slots a project's tasks hold.
 const qSlotsHeld = `SELECT count(*) FROM tasks WHERE project_id = ?
