@@ -2,7 +2,9 @@ package orchestrator
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -189,8 +191,8 @@ const errNoChanges = "the agent made no changes: nothing was committed on the ta
 
 // noChanges returns errNoChanges when a task of a project with a
 // repository completed without changing anything and its agent did not say
-// so (its result names no changed file and no no_changes, and it proposed
-// no plan), else "".
+// so (its result names no changed file, no no_changes and no outputs, and
+// it proposed no plan), else "".
 func (o *Orchestrator) noChanges(ctx context.Context, p models.Project, t models.Task) string {
 	if p.Repo == nil {
 		return "" // no repository: nothing to change by nature
@@ -200,13 +202,23 @@ func (o *Orchestrator) noChanges(ctx context.Context, p models.Project, t models
 		o.log.Warn("read the task's result", "task_id", t.ID, "err", err)
 		return ""
 	}
-	if !ok || len(c.FilesChanged) > 0 || c.NoChanges {
-		return ""
+	if !ok || len(c.FilesChanged) > 0 || c.NoChanges || hasOutputs(c.Outputs) {
+		return "" // outputs for its dependents are work done (a discovery step)
 	}
 	if _, pending, err := o.store.PendingPlan(ctx, t.ID); err != nil || pending {
 		return "" // its work was the plan it proposed
 	}
 	return errNoChanges
+}
+
+// hasOutputs reports whether a completion's outputs hold something: not
+// absent, null, {} or [].
+func hasOutputs(raw json.RawMessage) bool {
+	switch string(bytes.TrimSpace(raw)) {
+	case "", "null", "{}", "[]":
+		return false
+	}
+	return true
 }
 
 // landedReason adds to a verified task's reason what its delivery did:

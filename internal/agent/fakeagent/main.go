@@ -13,6 +13,7 @@
 //	@commit <message…>              git add -A && git commit -m (skipped when nothing changed)
 //	@complete <summary…>            RPC complete; the summary is also the stream's final text
 //	@complete-no-changes <summary…> RPC complete saying the task needed no change
+//	@complete-outputs <json>        RPC complete with these outputs (summary "outputs")
 //	@deny <tool>                    claude: list a refused call of the tool in the result's
 //	                                permission_denials (the run still ends "success")
 //	@mcp-pending                    claude: the init line shows every MCP server "pending"
@@ -501,6 +502,11 @@ func (f *fake) directive(line string) error {
 		f.summary = rest
 		return f.call(name, func(ctx context.Context, c *api.RPCClient) error {
 			return c.Complete(ctx, models.Completion{Summary: rest, NoChanges: name == "complete-no-changes"})
+		})
+	case "complete-outputs":
+		f.summary = "outputs"
+		return f.call(name, func(ctx context.Context, c *api.RPCClient) error {
+			return c.Complete(ctx, models.Completion{Summary: "outputs", Outputs: json.RawMessage(rest)})
 		})
 	case "deny":
 		f.denied = append(f.denied, rest)
