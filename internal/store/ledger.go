@@ -65,7 +65,7 @@ func (s *Store) recordTokenUsageTx(ctx context.Context, tx *sql.Tx, u models.Tok
 		u.CreatedAt = s.now()
 	}
 	total := u.Total()
-	res, err := tx.ExecContext(ctx, "UPDATE projects SET total_tokens_used = "+satAdd("total_tokens_used")+" WHERE id = ?",
+	res, err := s.txExec(ctx, tx, "UPDATE projects SET total_tokens_used = "+satAdd("total_tokens_used")+" WHERE id = ?",
 		total, total, u.ProjectID)
 	if err != nil {
 		return err
@@ -73,13 +73,13 @@ func (s *Store) recordTokenUsageTx(ctx context.Context, tx *sql.Tx, u models.Tok
 	if n, _ := res.RowsAffected(); n != 1 {
 		return notFound("project", u.ProjectID)
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO token_ledger (project_id, task_id, agent_id, hook_run_id, input_tokens,
+	_, err = s.txExec(ctx, tx, `INSERT INTO token_ledger (project_id, task_id, agent_id, hook_run_id, input_tokens,
 		output_tokens, cache_read_tokens, cache_write_tokens, created_at) VALUES (?,?,?,?,?,?,?,?,?)`,
 		u.ProjectID, u.TaskID, u.AgentID, u.HookRunID, u.Input, u.Output, u.CacheRead, u.CacheWrite, toNanos(u.CreatedAt))
 	if err != nil {
 		return err
 	}
-	return addTokens(ctx, tx, u.ProjectID, toNanos(u.CreatedAt), total, toNanos(s.now()))
+	return s.addTokens(ctx, tx, u.ProjectID, toNanos(u.CreatedAt), total, toNanos(s.now()))
 }
 
 // TokensUsedSince sums the ledger for a project from since on.

@@ -58,6 +58,14 @@ func lifecycle(t *testing.T, s *store.Store, n int) {
 	must("last session", err)
 	_, err = s.StartRun(ctx, run.ID, 1000+n, "/tmp")
 	must("start run", err)
+	// What a CLI agent's stream reports as it runs (claude, codex).
+	must("run session", s.RecordRunSession(ctx, run.ID, fmt.Sprint("session-", n)))
+	must("run CLI", s.RecordRunCLI(ctx, run.ID, models.RunCLI{CLI: "claude", Version: fmt.Sprint("2.1.", n),
+		MCPNotReady: []string{"agentqueued"}}))
+	_, err = s.RecordRunUsage(ctx, run.ID, models.TokenUsage{Input: int64(10 + n), Output: 5, CacheRead: 3})
+	must("run usage", err)
+	cost := 0.01 * float64(n+1)
+	must("run result", s.RecordRunResult(ctx, run.ID, &cost, []string{"Write"}))
 	_, err = s.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted, ExpectFrom: models.StatusInProgress,
 		Outcome: "completed", Result: &models.Completion{Summary: fmt.Sprint("done ", n)},
 		Verification: &models.Verification{TaskID: id, Attempt: run.Attempt, Phase: "deliver"}})

@@ -88,12 +88,12 @@ const (
 
 // addTokens adds n tokens of projectID used at at to their buckets; use
 // older than UsageRetention at now is not kept.
-func addTokens(ctx context.Context, tx *sql.Tx, projectID string, at, n, now int64) error {
+func (s *Store) addTokens(ctx context.Context, tx *sql.Tx, projectID string, at, n, now int64) error {
 	if at < now-int64(UsageRetention) || n == 0 {
 		return nil
 	}
 	for _, span := range usageSpans {
-		if _, err := tx.ExecContext(ctx, qAddTokens, span, floorTo(at, span), projectID, n); err != nil {
+		if _, err := s.txExec(ctx, tx, qAddTokens, span, floorTo(at, span), projectID, n); err != nil {
 			return err
 		}
 	}

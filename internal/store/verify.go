@@ -72,7 +72,7 @@ func (s *Store) ClaimReview(ctx context.Context, taskID, agentID string) (models
 // RecordRunSession keeps the CLI session a run reported.
 func (s *Store) RecordRunSession(ctx context.Context, runID int64, sessionID string) error {
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, "UPDATE task_runs SET session_id = ? WHERE id = ?", sessionID, runID)
+		_, err := s.txExec(ctx, tx, "UPDATE task_runs SET session_id = ? WHERE id = ?", sessionID, runID)
 		return err
 	})
 	if err != nil {
@@ -86,7 +86,7 @@ func (s *Store) RecordRunSession(ctx context.Context, runID int64, sessionID str
 // connected. An empty version or list keeps what was recorded.
 func (s *Store) RecordRunCLI(ctx context.Context, runID int64, c models.RunCLI) error {
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `UPDATE task_runs SET cli = ?, cli_version = CASE WHEN ? = '' THEN cli_version ELSE ? END,
+		if _, err := s.txExec(ctx, tx, `UPDATE task_runs SET cli = ?, cli_version = CASE WHEN ? = '' THEN cli_version ELSE ? END,
 			mcp_not_ready = CASE WHEN ? = '[]' THEN mcp_not_ready ELSE ? END WHERE id = ?`, c.CLI, c.Version, c.Version,
 			encodeJSONColumn(c.MCPNotReady, "[]"), encodeJSONColumn(c.MCPNotReady, "[]"), runID); err != nil {
 			return err
@@ -94,7 +94,7 @@ func (s *Store) RecordRunCLI(ctx context.Context, runID int64, c models.RunCLI) 
 		if c.Version == "" {
 			return nil
 		}
-		_, err := tx.ExecContext(ctx, "UPDATE agents SET cli_version = ? WHERE id = (SELECT agent_id FROM task_runs WHERE id = ?)",
+		_, err := s.txExec(ctx, tx, "UPDATE agents SET cli_version = ? WHERE id = (SELECT agent_id FROM task_runs WHERE id = ?)",
 			c.Version, runID)
 		return err
 	})
@@ -112,7 +112,7 @@ func (s *Store) RecordRunResult(ctx context.Context, runID int64, cost *float64,
 		c = *cost
 	}
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, "UPDATE task_runs SET cost_usd = coalesce(?, cost_usd), denied_tools = ? WHERE id = ?",
+		_, err := s.txExec(ctx, tx, "UPDATE task_runs SET cost_usd = coalesce(?, cost_usd), denied_tools = ? WHERE id = ?",
 			c, encodeJSONColumn(denied, "[]"), runID)
 		return err
 	})
@@ -187,7 +187,7 @@ func (s *Store) RecordRunUsage(ctx context.Context, runID int64, cumulative mode
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		var prev string
 		var r models.Run
-		if err := tx.QueryRowContext(ctx, "SELECT usage, project_id, task_id, agent_id FROM task_runs WHERE id = ?", runID).
+		if err := s.txQueryRow(ctx, tx, "SELECT usage, project_id, task_id, agent_id FROM task_runs WHERE id = ?", runID).
 			Scan(&prev, &r.ProjectID, &r.TaskID, &r.AgentID); err != nil {
 			return err
 		}
@@ -201,13 +201,13 @@ func (s *Store) RecordRunUsage(ctx context.Context, runID int64, cumulative mode
 			CacheRead: grow(cumulative.CacheRead, last.CacheRead), CacheWrite: grow(cumulative.CacheWrite, last.CacheWrite)}
 		keep := models.TokenUsage{Input: max(cumulative.Input, last.Input), Output: max(cumulative.Output, last.Output),
 			CacheRead: max(cumulative.CacheRead, last.CacheRead), CacheWrite: max(cumulative.CacheWrite, last.CacheWrite)}
-		if _, err := tx.ExecContext(ctx, "UPDATE task_runs SET usage = ? WHERE id = ?", encodeJSONColumn(keep, "{}"), runID); err != nil {
+		if _, err := s.txExec(ctx, tx, "UPDATE task_runs SET usage = ? WHERE id = ?", encodeJSONColumn(keep, "{}"), runID); err != nil {
 			return err
 		}
 		if delta.Total() == 0 {
 			return nil
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE agents SET total_tokens_used = "+satAdd("total_tokens_used")+" WHERE id = ?",
+		if _, err := s.txExec(ctx, tx, "UPDATE agents SET total_tokens_used = "+satAdd("total_tokens_used")+" WHERE id = ?",
 			delta.Total(), delta.Total(), r.AgentID); err != nil {
 			return err
 		}
