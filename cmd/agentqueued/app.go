@@ -22,7 +22,7 @@ const (
 )
 
 const usage = `Usage:
-  agentqueued [run] [--config FILE] [--data-dir DIR] [--listen ADDR] [--new-database]
+  agentqueued [run] [--config FILE] [--data-dir DIR] [--listen ADDR] [--new-database] [--log-file FILE]
   agentqueued init [--config FILE] [--data-dir DIR] [--project ID] [--repo PATH] [--agent TYPE]... [--force] [--yes]
   agentqueued doctor [--config FILE] [--addr URL] [--token TOKEN]
   agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--json] COMMAND ...

@@ -34,6 +34,8 @@ const leaseReleaseTimeout = 5 * time.Second
 type runFlags struct {
 	// newDatabase allows a fresh database in a data directory used before.
 	newDatabase bool
+	// logFile, when set, receives the daemon's log instead of standard error.
+	logFile string
 }
 
 // loadDaemonConfig reads --config and applies --data-dir and --listen.
@@ -43,6 +45,7 @@ func (m *Main) loadDaemonConfig(args []string) (config.Config, runFlags, error) 
 	dataDir := fs.String("data-dir", "", "data `directory` (overrides data_dir)")
 	listen := fs.String("listen", "", "API `address` host:port (overrides listen)")
 	newDB := fs.Bool("new-database", false, "start with an empty database in a data directory used before (its database is missing)")
+	logFile := fs.String("log-file", "", "append the daemon's log to `file` (created mode 0600) instead of standard error")
 	pos, err := parseFlags(fs, args, m.Stdout)
 	if err != nil {
 		return config.Config{}, runFlags{}, err
@@ -73,7 +76,7 @@ func (m *Main) loadDaemonConfig(args []string) (config.Config, runFlags, error) 
 	if err := cfg.CheckPrivileges(euid()); err != nil {
 		return config.Config{}, runFlags{}, &configError{err: err}
 	}
-	return cfg, runFlags{newDatabase: *newDB}, nil
+	return cfg, runFlags{newDatabase: *newDB, logFile: *logFile}, nil
 }
 
 // newLogger returns the slog logger the configuration asks for.
@@ -89,13 +92,49 @@ func newLogger(lc config.LogConfig, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// logFileMode is the mode of the daemon's log file: the log names
+// projects, tasks and paths, which are its user's business alone.
+const logFileMode = 0o600
+
+// openLogFile opens path for the daemon's log, appending: a missing file
+// is created mode 0600 with its missing directories (0700), and an
+// existing regular file readable by others is narrowed to 0600 first.
+func openLogFile(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, logFileMode)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && fi.Mode().IsRegular() && fi.Mode().Perm() != logFileMode {
+		err = f.Chmod(logFileMode)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // runDaemon is the "run" subcommand.
 func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	cfg, flags, err := m.loadDaemonConfig(args)
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg.Log, m.Stderr)
+	logw := m.Stderr
+	if flags.logFile != "" {
+		f, err := openLogFile(flags.logFile)
+		if err != nil {
+			return &configError{err: fmt.Errorf("run: --log-file %s: %w", flags.logFile, err)}
+		}
+		// Closed last: every deferred step below still logs.
+		defer f.Close()
+		logw = f
+	}
+	log := newLogger(cfg.Log, logw)
 	tuneGC(m.Getenv)
 
 	dbPath := cfg.DatabasePath()

@@ -2,7 +2,7 @@
 //
 // Usage:
 //
-//	agentqueued [run] [--config FILE] [--data-dir DIR] [--listen ADDR]
+//	agentqueued [run] [--config FILE] [--data-dir DIR] [--listen ADDR] [--new-database] [--log-file FILE]
 //	agentqueued init [--config FILE] [--data-dir DIR] [--project ID] [--repo PATH] [--agent TYPE]... [--force] [--yes]
 //	agentqueued doctor [--config FILE] [--addr URL] [--token TOKEN]
 //	agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--json] COMMAND ...
@@ -18,6 +18,12 @@
 // Unless GOGC is set in its environment, the daemon runs Go's garbage
 // collector at GOGC=400 (DefaultGCPercent): its heap is small, and the
 // default collected it every few tasks.
+// Its log goes to standard error, or with --log-file to that file,
+// appended to and kept open: created mode 0600 with its missing
+// directories (0700), an existing file narrowed to 0600; a file that
+// cannot be opened stops the start with status 2 naming --log-file.
+// configs/ has a systemd user unit and a launchd agent that run it
+// (docs/service.md).
 //
 // "init" writes a configuration for the git repository it runs in (or
 // --repo): data_dir, a LINK project of the repository's top level (its id

@@ -147,7 +147,7 @@ func agentTypeOpt() *discordgo.ApplicationCommandOption {
 	o := str("type", "Agent CLI", true, false)
 	for _, t := range models.AgentTypes {
 		if t == "command" {
-			continue // command agents run any program: configuration file only
+			continue // command agents run any program: configuration file or API only
 		}
 		o.Choices = append(o.Choices, &discordgo.ApplicationCommandOptionChoice{Name: t, Value: t})
 	}

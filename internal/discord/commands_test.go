@@ -459,7 +459,8 @@ func TestAgentCommands(t *testing.T) {
 		{name: "add by a non-admin", cmd: "agent", sub: add("claude-1", "claude"), ephemeral: true,
 			want: []string{"`/agent add` needs an admin"}, check: noAgent("claude-1")},
 		{name: "add of a command agent", user: root, cmd: "agent", sub: add("shell-1", "command"), ephemeral: true,
-			want: []string{"type: choose claude, codex, cursor or aider", "configuration file"}, check: noAgent("shell-1")},
+			want: []string{"type: choose claude, codex, cursor or aider", "configuration file",
+				"agentqueued ctl agent add"}, check: noAgent("shell-1")},
 		{name: "add", user: root, cmd: "agent", sub: add("claude-1", "claude"),
 			want: []string{"🤖 Registered agent `claude-1` (claude)."},
 			check: func(t *testing.T, _ discordtest.Response) {

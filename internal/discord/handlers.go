@@ -608,7 +608,7 @@ func (b *Bot) agentAdd(ctx context.Context, c call) reply {
 	}
 	typ := c.opts.str("type")
 	if typ == "command" || !slices.Contains(models.AgentTypes, typ) {
-		return ephemeral("⚠️ type: choose claude, codex, cursor or aider (command agents are set in the configuration file).")
+		return ephemeral("⚠️ type: choose claude, codex, cursor or aider (a command agent runs any program: add it in the configuration file or with `agentqueued ctl agent add`).")
 	}
 	reg := models.AgentRegistration{ID: c.opts.str("id"), AgentType: typ}
 	reg.Projects = splitIDs(c.opts.str("projects"))

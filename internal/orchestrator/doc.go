@@ -185,8 +185,10 @@
 // a file, and starts the adapter's command in its own process group with a
 // scrubbed environment plus the daemon's variables the agent's pass_env
 // names (one warning a run names those the daemon lacks, which are
-// skipped), the agent's env, and AQ_SOCKET, AQ_TASK_ID, AQ_RUN_TOKEN and
-// AQ_PROMPT_FILE, and AQ_BIN (Config.Executable, the daemon's own binary).
+// skipped), the agent's env, and the run's AQ_SOCKET, AQ_TASK_ID,
+// AQ_RUN_TOKEN, AQ_PROJECT_ID, AQ_ATTEMPT, AQ_RUN_KIND and AQ_PROMPT_FILE,
+// and AQ_BIN (Config.Executable, the daemon's own binary); docs/agents.md
+// says what each holds.
 // The prompt offers `<AQ_BIN> agent …` in a shell only when the adapter
 // says its CLI can run it (agent.ShellFallback), and the adapter learns
 // the input timeout plus ToolTimeoutMargin as the limit of one call of
