@@ -91,13 +91,13 @@
 //	                                  (text/plain, streamed): what the agent printed, and a "[progress] MESSAGE"
 //	                                  line per progress report; with follow=true the answer goes on while the
 //	                                  run does, writing what the log gains at each change, and ends when the run
-//	                                  ends (a task that has not started is waited for). Served with
+//	                                  ends (a task that has not started is waited for) or the daemon stops. Served with
 //	                                  Config.Logs. An unknown task is a 404 (JSON, before any text)
 //	GET   /api/v1/changes             {"changed": false, "seq": N}: the number of the daemon's changes so far
 //	                                  (committed changes, runs' output); with ?after=N it answers once there
 //	                                  was a change after the one numbered N ({"changed": true, "seq"}), or after
-//	                                  ?wait (1s to 5m, default 30s) with "changed": false — a long poll for views
-//	                                  that refresh on change. Served with Config.Logs
+//	                                  ?wait (1s to 5m, default 30s) or at the daemon's stop with "changed": false
+//	                                  — a long poll for views that refresh on change. Served with Config.Logs
 //	POST  /api/v1/agents              register an agent (body: id, name, agent_type, command, args, env,
 //	                                  pass_env, projects, max_runtime, idle_timeout, profile — all but id and
 //	                                  agent_type optional; durations as "30m") → 201 agent, IDLE; its program (command, else the type's

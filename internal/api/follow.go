@@ -38,7 +38,7 @@ type LogService interface {
 // output and its progress reports. With follow=true it goes on while the
 // run does, writing what the log gains after each change the daemon
 // reports, and ends once the run has ended (or, for a task not started
-// yet, once its first run has).
+// yet, once its first run has) or the server shuts down.
 func (s *Server) handleTaskLog(w http.ResponseWriter, r *http.Request) {
 	q, err := parseQuery(r.URL.RawQuery, "attempt", "follow")
 	if err != nil {
@@ -103,15 +103,28 @@ func (s *Server) handleTaskLog(w http.ResponseWriter, r *http.Request) {
 		case <-changed:
 		case <-ctx.Done():
 			return
+		case <-stopping(r):
+			return // the stream ends whole, as when the run ends
 		}
 	}
+}
+
+// stopping returns a channel closed once the Serve that accepted r shuts
+// down, so that a request waiting on the daemon ends instead of holding
+// up the shutdown; nil (never closed) when the handler is served otherwise.
+func stopping(r *http.Request) <-chan struct{} {
+	if serveCtx, ok := r.Context().Value(serveCtxKey{}).(context.Context); ok {
+		return serveCtx.Done()
+	}
+	return nil
 }
 
 // handleChanges is a long poll for views that refresh on change: with
 // ?after=SEQ it answers once the daemon has changed since the change
 // numbered SEQ (at once when it already has), or after wait (default
-// DefaultChangeWait, at most MaxChangeWait); without after it answers at
-// once. {"changed": true|false, "seq": the number of changes so far}.
+// DefaultChangeWait, at most MaxChangeWait), or when the server shuts down,
+// whichever comes first; without after it answers at once.
+// {"changed": true|false, "seq": the number of changes so far}.
 func (s *Server) handleChanges(w http.ResponseWriter, r *http.Request) {
 	q, err := parseQuery(r.URL.RawQuery, "wait", "after")
 	if err != nil {
@@ -144,6 +157,7 @@ func (s *Server) handleChanges(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-changed:
 		case <-timer.C:
+		case <-stopping(r): // answered as when the wait runs out
 		case <-r.Context().Done():
 			return
 		}

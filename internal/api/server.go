@@ -205,7 +205,9 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Serve serves requests on ln until ctx is cancelled, then stops accepting
 // connections and waits up to Config.ShutdownTimeout for in-flight requests.
-// It closes ln and returns nil after a graceful shutdown.
+// Requests that wait on the daemon rather than work for it end at once: a
+// log follow ends as when its run ends, a change wait answers as when its
+// wait runs out. It closes ln and returns nil after a graceful shutdown.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.handler,
@@ -213,6 +215,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ReadTimeout:       s.cfg.ReadTimeout,
 		IdleTimeout:       DefaultIdleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		// Requests are not cancelled by ctx itself: shutdown lets them
+		// finish. Waits read ctx through stopping.
+		BaseContext: func(net.Listener) context.Context {
+			return context.WithValue(context.WithoutCancel(ctx), serveCtxKey{}, ctx)
+		},
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
