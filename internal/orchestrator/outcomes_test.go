@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,6 +125,33 @@ func TestE2ECodexRunRecordsItsVersion(t *testing.T) {
 	}
 	if len(d.Runs) != 1 || d.Runs[0].CLI != "codex" || d.Runs[0].CLIVersion != "0.169.0" || d.Runs[0].SessionID == "" {
 		t.Fatalf("runs %+v", d.Runs)
+	}
+}
+
+// TestE2ECodexReviewRecordsItsVersion: a codex reviewer's run keeps the
+// CLI's version too (read with codex --version, as for a worker's).
+func TestE2ECodexReviewRecordsItsVersion(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	e.project("web", cloneRepo(bareOrigin(t)), models.ProjectSettings{QAAgent: "qa"})
+	e.cli("worker", "claude", "web")
+	e.cli("qa", "codex", "p") // works on another project: it only reviews here
+	id := e.add("web", models.BatchTask{LocalID: "t", Title: "Reviewed", VerificationType: models.VerifyQAAgent,
+		Description: fmt.Sprintf(work, "f.txt", "v1", "f", "wrote f.txt") + "\n@review @approve fine"})["t"]
+	e.start()
+	e.waitStatus(id, models.StatusCompleted)
+	d, err := e.st.GetTaskDetail(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var review *models.Run
+	for i := range d.Runs {
+		if d.Runs[i].Kind == models.RunReview {
+			review = &d.Runs[i]
+		}
+	}
+	if review == nil || review.CLI != "codex" || review.CLIVersion != "0.169.0" {
+		t.Fatalf("the review run %+v (runs %+v)", review, d.Runs)
 	}
 }
 

@@ -725,6 +725,21 @@ func (o *Orchestrator) adapterEvent(ctx context.Context, ar *activeRun, ev agent
 		}
 		return
 	}
+	if ev.Kind == agent.EventResult && (ev.CostUSD != nil || len(ev.Denied) > 0) {
+		// Written before the run's lock is taken: the supervisor and the
+		// agent's RPC calls wait on that lock, not on the writer.
+		var denied []string
+		for _, d := range ev.Denied {
+			denied = append(denied, d.Tool)
+		}
+		if len(denied) > 0 {
+			o.log.Warn("the agent's CLI denied tool calls; the run fails", "task_id", ar.run.TaskID, "run_id", ar.run.ID,
+				"agent", ar.run.AgentID, "denied", denied)
+		}
+		if err := o.store.RecordRunResult(ctx, ar.run.ID, ev.CostUSD, denied); err != nil {
+			o.log.Warn("record run result", "task_id", ar.run.TaskID, "run_id", ar.run.ID, "err", err)
+		}
+	}
 	ar.mu.Lock()
 	defer ar.mu.Unlock()
 	switch ev.Kind {
@@ -735,19 +750,6 @@ func (o *Orchestrator) adapterEvent(ctx context.Context, ar *activeRun, ev agent
 		}
 		ar.pause = &models.RateLimit{ResetAt: ev.ResetAt, Kind: kind, Message: ev.Error}
 	case agent.EventResult:
-		if ev.CostUSD != nil || len(ev.Denied) > 0 {
-			var denied []string
-			for _, d := range ev.Denied {
-				denied = append(denied, d.Tool)
-			}
-			if len(denied) > 0 {
-				o.log.Warn("the agent's CLI denied tool calls; the run fails", "task_id", ar.run.TaskID, "run_id", ar.run.ID,
-					"agent", ar.run.AgentID, "denied", denied)
-			}
-			if err := o.store.RecordRunResult(ctx, ar.run.ID, ev.CostUSD, denied); err != nil {
-				o.log.Warn("record run result", "task_id", ar.run.TaskID, "run_id", ar.run.ID, "err", err)
-			}
-		}
 		if ev.SessionInvalid {
 			ar.sessionInvalid = true
 		}

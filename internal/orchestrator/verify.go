@@ -607,6 +607,9 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 	tc := models.TaskContext{TaskID: t.ID, Title: t.Title, Description: t.Description, AcceptanceCriteria: t.AcceptanceCriteria,
 		TestCommands: t.TestCommands, CheckoutPath: staged.Dir, DefaultBranch: defaultBranch(p), Attempt: v.Attempt,
 		Review: &models.ReviewContext{TaskID: t.ID, Summary: result.Summary, Diff: staged.Diff, FilesChanged: staged.Files}}
+	if vp, ok := adapter.(agent.VersionProber); ok {
+		o.probeVersion(ctx, ar, vp) // a reviewer's CLI is recorded like a worker's
+	}
 	base := filepath.Join(o.cfg.RunDir, t.ID, fmt.Sprintf("%d.review-%d", v.Attempt, ar.run.ID))
 	proc, parser, err := o.launch(ctx, ar, adapter, launchSpec{task: t, profile: prof, tc: tc, dir: staged.Dir, base: base})
 	if err != nil {
