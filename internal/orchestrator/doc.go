@@ -188,7 +188,11 @@
 // skipped), the agent's env, and AQ_SOCKET, AQ_TASK_ID, AQ_RUN_TOKEN and
 // AQ_PROMPT_FILE, and AQ_BIN (Config.Executable, the daemon's own binary).
 // The prompt offers `<AQ_BIN> agent …` in a shell only when the adapter
-// says its CLI can run it (agent.ShellFallback), and the adapter learns
+// says its CLI can run it (agent.ShellFallback), and names the run's MCP
+// servers and agentqueued's MCP tools only when the adapter gives its CLI
+// the servers (agent.PassesMCPServers: claude and codex); an agent that
+// can do neither (aider) is told that a run changing no file fails. The
+// adapter learns
 // the input timeout plus ToolTimeoutMargin as the limit of one call of
 // agentqueued's MCP tools (a blocking ask). The process start is recorded
 // as AGENT_STARTED. Reasons
