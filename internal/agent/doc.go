@@ -43,7 +43,9 @@
 // Claude as an mcp.json in the run's private state directory and Codex as
 // -c overrides whose env values travel in the agent's environment (listed
 // in env_vars), so no token is ever on argv; Cursor gets none and reports
-// through the `agentqueued agent` commands, and Aider gets none. Claude is
+// through the `agentqueued agent` commands, and Aider gets none;
+// PassesMCPServers says which runs get them (their prompts alone name the
+// servers and offer agentqueued's MCP tools). Claude is
 // allowed the daemon's server's tools (mcp__agentqueued in --allowedTools)
 // and Codex has them approved, with a tool timeout that outlasts a
 // blocking ask. ShellFallback says whether a run can report through

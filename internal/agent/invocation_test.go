@@ -237,3 +237,51 @@ func TestShellFallback(t *testing.T) {
 		}
 	}
 }
+
+// TestPassesMCPServers checks which runs get the run's MCP servers, and
+// that each adapter's answer is what its invocation does: the prompt
+// offers agentqueued's MCP tools only to runs that get the server.
+func TestPassesMCPServers(t *testing.T) {
+	t.Parallel()
+	const marker = "/probe/mcp-server-binary"
+	server := models.MCPServer{Name: "agentqueued", Command: marker, Args: []string{"mcp"}}
+	cases := []struct {
+		a    agent.Adapter
+		mode string
+		want bool
+	}{
+		{agent.Claude{}, "", true},
+		{agent.Claude{}, "plan", true},
+		{agent.Codex{}, "", true},
+		{agent.Codex{}, "danger-full-access", true},
+		{agent.Cursor{}, "", false},
+		{agent.Cursor{}, "force", false},
+		{agent.Aider{}, "", false},
+		{agent.Command{}, "", false},
+	}
+	for _, c := range cases {
+		name := c.mode
+		if name == "" {
+			name = "no mode"
+		}
+		t.Run(c.a.Type()+" "+name, func(t *testing.T) {
+			t.Parallel()
+			p := models.Profile{PermissionMode: c.mode}
+			if got := agent.PassesMCPServers(c.a, p); got != c.want {
+				t.Errorf("PassesMCPServers %t, want %t", got, c.want)
+			}
+			inv, err := c.a.Invocation(agent.RunContext{Agent: models.Agent{ID: "a1", AgentSettings: models.AgentSettings{Command: "/bin/agent"}},
+				Profile: p, MCPServers: []models.MCPServer{server}, StateDir: "/s", PromptFile: "/s.prompt", Prompt: "work"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			passed := slices.ContainsFunc(inv.Argv, func(a string) bool { return strings.Contains(a, marker) })
+			for _, content := range inv.Files {
+				passed = passed || strings.Contains(content, marker)
+			}
+			if passed != c.want {
+				t.Errorf("the invocation passes the server: %t, PassesMCPServers says %t (argv %q, files %q)", passed, c.want, inv.Argv, inv.Files)
+			}
+		})
+	}
+}

@@ -190,7 +190,11 @@
 // and AQ_BIN (Config.Executable, the daemon's own binary); docs/agents.md
 // says what each holds.
 // The prompt offers `<AQ_BIN> agent …` in a shell only when the adapter
-// says its CLI can run it (agent.ShellFallback), and the adapter learns
+// says its CLI can run it (agent.ShellFallback), and names the run's MCP
+// servers and agentqueued's MCP tools only when the adapter gives its CLI
+// the servers (agent.PassesMCPServers: claude and codex); an agent that
+// can do neither (aider) is told that a run changing no file fails. The
+// adapter learns
 // the input timeout plus ToolTimeoutMargin as the limit of one call of
 // agentqueued's MCP tools (a blocking ask). The process start is recorded
 // as AGENT_STARTED. Reasons

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
@@ -60,20 +61,68 @@ func TestPromptGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join("testdata", "prompt-"+tc.name+".golden")
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("prompt %s differs from %s:\n--- got\n%s\n--- want\n%s", tc.name, path, got, want)
-			}
+			checkGolden(t, filepath.Join("testdata", "prompt-"+tc.name+".golden"), got)
 		})
+	}
+}
+
+// TestRunPromptGolden renders the prompt each adapter's run gets, through
+// the orchestrator's choice of what to offer, and compares it with
+// testdata/prompt-run-*.golden (-update rewrites them): agentqueued's MCP
+// server and tools are named only to claude and codex, whose CLIs get the
+// servers; the shell fallback only where the CLI can run it; an agent
+// with neither (aider) is asked for a summary and told that a run
+// changing nothing fails.
+func TestRunPromptGolden(t *testing.T) {
+	t.Parallel()
+	o := &Orchestrator{cfg: Config{Executable: "/usr/bin/agentqueued"}}
+	docs := []models.MCPServer{{Name: "docs", URL: "https://docs.example.com/mcp"}}
+	work := models.TaskContext{TaskID: "bold-orbit", Title: "Fix login", Description: "The form posts twice.",
+		CheckoutPath: "/ck/a1/web", BranchName: "aq/bold-orbit-fix-login", DefaultBranch: "main", Attempt: 1,
+		PlanPaths: []string{".agentqueued/plan.md"}}
+	review := models.TaskContext{TaskID: "bold-orbit", Title: "Fix login", CheckoutPath: "/verify/bold-orbit",
+		DefaultBranch: "main", Attempt: 1, Review: &models.ReviewContext{TaskID: "bold-orbit", Diff: "+new"}}
+	for _, tc := range []struct {
+		name    string
+		adapter agent.Adapter
+		profile models.Profile
+		ctx     models.TaskContext
+	}{
+		{"claude", agent.Claude{}, models.Profile{MCPServers: docs}, work},
+		{"codex", agent.Codex{}, models.Profile{MCPServers: docs}, work},
+		{"cursor", agent.Cursor{}, models.Profile{MCPServers: docs}, work},
+		{"cursor-plan", agent.Cursor{}, models.Profile{PermissionMode: "plan", MCPServers: docs}, work},
+		{"aider", agent.Aider{}, models.Profile{MCPServers: docs}, work},
+		{"command", agent.Command{}, models.Profile{MCPServers: docs}, work},
+		{"review-cursor", agent.Cursor{}, models.Profile{}, review},
+		{"review-command", agent.Command{}, models.Profile{}, review},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := o.runPrompt(tc.adapter, tc.profile, tc.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkGolden(t, filepath.Join("testdata", "prompt-run-"+tc.name+".golden"), got)
+		})
+	}
+}
+
+// checkGolden compares got with the golden file at path, rewriting it
+// first under -update.
+func checkGolden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("prompt differs from %s:\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
 }
 

@@ -295,21 +295,32 @@ type startError struct {
 
 func (e *startError) Error() string { return e.step + ": " + e.err.Error() }
 
+// runPrompt renders the prompt of a run of adapter with profile p: it
+// offers only the ways of reporting the adapter's CLI has. The run's MCP
+// servers are named, and agentqueued's MCP tools offered, only when the
+// adapter gives the CLI the servers (claude, codex); `<AQ_BIN> agent …` in
+// a shell only when the CLI can run it.
+func (o *Orchestrator) runPrompt(adapter agent.Adapter, p models.Profile, tc models.TaskContext) (string, error) {
+	if agent.PassesMCPServers(adapter, p) {
+		for _, s := range o.mcpServers(p, nil) {
+			// Names and endpoints only: a server's env (the run token)
+			// stays out of the prompt.
+			tc.MCPServers = append(tc.MCPServers, models.MCPServer{Name: s.Name, Command: s.Command, Args: s.Args,
+				URL: models.RedactURL(s.URL)})
+		}
+	}
+	if o.cfg.Executable != "" && agent.ShellFallback(adapter, p) {
+		tc.AgentCommand = agent.AgentCommand(o.cfg.Executable)
+	}
+	return RenderPrompt(tc)
+}
+
 // launch renders the prompt, builds the adapter's invocation and starts the
 // process of a run (work or review) with its parser wired to the run. The
 // process is held: it runs nothing until the caller has recorded its pid
 // with StartRun and released it (agent.Process.Release).
 func (o *Orchestrator) launch(ctx context.Context, ar *activeRun, adapter agent.Adapter, ls launchSpec) (*agent.Process, agent.Parser, error) {
-	for _, s := range o.mcpServers(ls.profile, nil) {
-		// Names and endpoints only: a server's env (the run token) stays
-		// out of the prompt.
-		ls.tc.MCPServers = append(ls.tc.MCPServers, models.MCPServer{Name: s.Name, Command: s.Command, Args: s.Args,
-			URL: models.RedactURL(s.URL)})
-	}
-	if o.cfg.Executable != "" && agent.ShellFallback(adapter, ls.profile) {
-		ls.tc.AgentCommand = agent.AgentCommand(o.cfg.Executable)
-	}
-	prompt, err := RenderPrompt(ls.tc)
+	prompt, err := o.runPrompt(adapter, ls.profile, ls.tc)
 	if err != nil {
 		return nil, nil, &startError{"render the prompt", false, err}
 	}
