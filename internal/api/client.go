@@ -346,9 +346,17 @@ func (c *Client) ApproveTask(ctx context.Context, id, by, note string) (models.T
 }
 
 // LandProject retries the waiting landings of a project.
+//
+// The call has no overall timeout (the daemon answers once every waiting
+// landing has been tried, each bounded by its git operations): ctx bounds
+// it.
 func (c *Client) LandProject(ctx context.Context, id string) (models.LandResult, error) {
 	var out models.LandResult
-	return out, c.do(ctx, http.MethodPost, APIPrefix+"/projects/"+url.PathEscape(id)+"/land", nil, struct{}{}, &out)
+	hc := *c.hc
+	hc.Timeout = 0
+	cc := *c
+	cc.hc = &hc
+	return out, cc.do(ctx, http.MethodPost, APIPrefix+"/projects/"+url.PathEscape(id)+"/land", nil, struct{}{}, &out)
 }
 
 // RejectTask rejects a task waiting for a person, with feedback for its next attempt.
