@@ -350,6 +350,12 @@ func initConfig(dataDir, projectID string, info gitRepoInfo, agents []foundAgent
 		if d.permissionMode != "" {
 			fmt.Fprintf(&b, "    profile:\n      permission_mode: %s\n", d.permissionMode)
 		}
+		if a.Type == "claude" {
+			// acceptEdits covers file edits only: a Bash call the profile
+			// does not allow is refused, and a refused call fails the run.
+			b.WriteString("      # The shell commands the agent may run (a refused call fails the run):\n" +
+				"      # allowed_tools: [\"Bash(go test:*)\", \"Bash(npm test:*)\"]\n")
+		}
 	}
 	return b.String()
 }
