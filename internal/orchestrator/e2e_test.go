@@ -827,3 +827,45 @@ func TestE2EAPausedRunKeepsItsWork(t *testing.T) {
 		t.Fatalf("main's kept.txt is %q", got)
 	}
 }
+
+// TestE2EAnAgentGoneMidQuestionKeepsItsWork: an agent that wrote a file,
+// asked, and was killed while its question waited leaves its task PAUSED;
+// the answer resumes it with the file in place, and the file lands.
+func TestE2EAnAgentGoneMidQuestionKeepsItsWork(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	origin := bareOrigin(t)
+	e.project("web", cloneRepo(origin), models.ProjectSettings{})
+	e.cli("claude-1", "claude", "web")
+	ctx := context.Background()
+	id := e.add("web", models.BatchTask{LocalID: "q", Title: "Asks", Description: "@only-attempt 1 @write asked.txt before the question\n" +
+		"@only-attempt 1 @ask which way?\n@complete resumed with asked.txt"})["q"]
+	e.start()
+	e.waitStatus(id, models.StatusWaitingInput)
+	run, ok, err := e.st.LastWorkRun(ctx, id)
+	if err != nil || !ok || run.PID == nil {
+		t.Fatalf("the asking run: %+v %t %v", run, ok, err)
+	}
+	if err := syscall.Kill(*run.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus(id, models.StatusPaused)
+	qs, err := e.st.TaskQuestions(ctx, id)
+	if err != nil || len(qs) != 1 {
+		t.Fatalf("questions %+v %v", qs, err)
+	}
+	if _, err := e.o.AnswerQuestion(ctx, qs[0].ID, "left", "ana"); err != nil {
+		t.Fatal(err)
+	}
+	var done models.Task
+	e.waitFor("the resumed run's outcome", func() bool {
+		done = e.task(id)
+		return done.Status == models.StatusCompleted || done.Status == models.StatusFailed || done.Status == models.StatusBlocked
+	})
+	if done.Status != models.StatusCompleted || !strings.Contains(done.StatusReason, "merged") {
+		t.Fatalf("the resumed run ended %s: %q", done.Status, done.StatusReason)
+	}
+	if got := gitOut(t, "--git-dir", origin, "show", "main:asked.txt"); got != "before the question" {
+		t.Fatalf("main's asked.txt is %q", got)
+	}
+}

@@ -262,13 +262,25 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 			log.Warn("forget sessions", "err", err)
 		}
 	}
-	switch {
-	case end.Event == models.EventAgentCompleted:
+	if end.Event == models.EventAgentCompleted {
 		end = o.sealWork(ctx, ar, project, task, ws, end)
-	case end.Event == models.EventTokensExhausted:
-		o.keepWork(ctx, ar, project, task, ws)
 	}
 	res := o.finish(ctx, ar, end)
+	if end.Event != models.EventAgentCompleted {
+		to := res.To
+		if to == "" {
+			// The run's event was not applied: the task moved on before
+			// it (an abandoned question pauses it while the run ends).
+			if cur, err := o.store.GetTask(ctx, task.ID); err == nil {
+				to = cur.Status
+			}
+		}
+		if to != "" && to != models.StatusBlocked && to != models.StatusCompleted {
+			// Paused or to be retried, not ended: the session resumes
+			// with this checkout and expects its files.
+			o.keepWork(ctx, ar, project, task, ws)
+		}
+	}
 	release() // verification works in its own checkout; the next run may take this one
 	if res.To == models.StatusVerifying && !res.Duplicate {
 		o.verify(task.ID)
@@ -465,10 +477,13 @@ func (o *Orchestrator) await(ar *activeRun, proc *agent.Process, parser agent.Pa
 	return result
 }
 
-// keepWork commits what a run paused by a rate limit left uncommitted on
-// its task branch: its session resumes after the reset and
-// expects its files, which the next preparation would otherwise move to a
-// rescue branch as a killed run's leftovers. A checkout that cannot be
+// keepWork commits what a run that did not complete left uncommitted on
+// its task branch when its task goes on (PAUSED by a rate limit, an agent
+// gone while its question waits or a person; FAILED for a retry): the
+// next run resumes the session and expects its files, which the next
+// preparation would otherwise move to a rescue branch as a killed run's
+// leftovers. A task the run's end BLOCKED (a stop, a cancel, a timeout)
+// keeps the rescue. It runs before the checkout is released. A checkout that cannot be
 // sealed (conflicts left unresolved) stays as it is, and the next
 // preparation rescues it.
 func (o *Orchestrator) keepWork(ctx context.Context, ar *activeRun, p models.Project, t models.Task, ws models.Workspace) {
