@@ -98,7 +98,7 @@ llm: {base_url: LLM, api_key: wrong-key, model: small}
 listen: 127.0.0.1:0
 agents:
   - {name: worker, type: command, command: /bin/sh}
-`, true, 1},
+`, true, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,8 +119,14 @@ agents:
 				}
 				mustCtl(t, d.m.Addr(), "project", "create", "web", "--repo-path", w.repo)
 				mustCtl(t, d.m.Addr(), "agent", "add", "api-1", "--type", "command", "--command", "/bin/true")
-				mustCtl(t, d.m.Addr(), "hook", "create", "--file", writeFile(t, w.dir, "hook.json",
-					`{"project_id": "web", "name": "summary", "trigger": {"type": "periodic", "interval_seconds": 3600}, "prompt_template": "Summarise"}`))
+				// A hook with a prompt and no LLM to send it to is refused
+				// when it is made (doctor still reports one an older
+				// daemon kept).
+				if code, _, errOut := runMain(t, w.env, "ctl", "--addr", d.m.Addr(), "hook", "create", "--file", writeFile(t, w.dir, "hook.json",
+					`{"project_id": "web", "name": "summary", "trigger": {"type": "periodic", "interval_seconds": 3600}, "prompt_template": "Summarise"}`)); code == 0 ||
+					!strings.Contains(errOut, "prompt_template") || !strings.Contains(errOut, "llm.model") {
+					t.Fatalf("a hook with a prompt and no LLM: exit %d, stderr %s", code, errOut)
+				}
 				args = append(args, "--addr", d.m.Addr())
 			}
 			code, out, errOut := runMain(t, w.env, args...)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -506,6 +507,12 @@ func (e *Engine) ended(r models.HookRun) {
 // things are configured now: a run_command that is not one of its
 // project's hook_commands, an http_get of a host off the allow list.
 func (e *Engine) Check(ctx context.Context, h models.Hook) error {
+	if strings.TrimSpace(h.PromptTemplate) != "" {
+		if _, err := e.resolve(h); err != nil {
+			return models.Errorf(models.CodeInvalid, "prompt_template: the hook calls an LLM, but none is configured: "+
+				"set llm.model in the daemon's configuration (or the hook's llm_config.model), or leave prompt_template empty")
+		}
+	}
 	var p *models.Project
 	for i, s := range h.ContextSteps {
 		switch s.Type {

@@ -679,3 +679,32 @@ func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// TestAPromptWithoutAnLLMIsRefused: a hook with a prompt is refused when it
+// is saved while no LLM is configured for it, naming what to set; one
+// without a prompt, or with its own model, is accepted.
+func TestAPromptWithoutAnLLMIsRefused(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *hooks.Config) { c.LLM = hooks.LLMConfig{} })
+	h.project("web")
+	ctx := context.Background()
+	for _, c := range []struct {
+		spec, want string
+	}{
+		{`{"project_id":"web","name":"x","trigger":{"type":"manual"},"prompt_template":"Summarise"}`, "prompt_template"},
+		{`{"project_id":"web","name":"x","trigger":{"type":"manual"}}`, ""},
+		{`{"project_id":"web","name":"x","trigger":{"type":"manual"},"prompt_template":"Summarise",
+			"llm_config":{"base_url":"http://127.0.0.1:1/v1","model":"own"}}`, ""},
+	} {
+		var s models.HookSpec
+		mustJSON(t, c.spec, &s)
+		err := h.eng.Check(ctx, s.Hook())
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", c.spec, err)
+		case c.want != "" && (models.ErrorCodeOf(err) != models.CodeInvalid || !strings.Contains(err.Error(), c.want) ||
+			!strings.Contains(err.Error(), "llm.model")):
+			t.Errorf("%s: %v, want invalid naming %s and llm.model", c.spec, err, c.want)
+		}
+	}
+}
