@@ -362,7 +362,7 @@ func (o *Orchestrator) launch(ctx context.Context, ar *activeRun, adapter agent.
 	proc, err := agent.Start(agent.Spec{Argv: inv.Argv, Dir: ls.dir, Env: env, Stdin: inv.Stdin, LogPath: ls.base + ".log", Hold: true,
 		OnActivity: func() {
 			ar.touch(o.cfg.Now())
-			o.outputGrew()
+			o.outputGrew(ar.run.TaskID)
 		},
 		OnLine: func(line []byte) {
 			for _, ev := range parser.Line(line) {
