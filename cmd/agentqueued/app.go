@@ -106,6 +106,10 @@ type Main struct {
 
 	// dbWatchEvery, when set, replaces dbWatchInterval (for tests).
 	dbWatchEvery time.Duration
+	// watchNow and watchAfter, when set, are ctl watch's clock (for
+	// tests); defaults time.Now and time.After.
+	watchNow   func() time.Time
+	watchAfter func(time.Duration) <-chan time.Time
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc

@@ -86,9 +86,14 @@ func (l *lineWriter) writeLine(line string) {
 // clearScreen moves a terminal's cursor home and clears the screen.
 const clearScreen = "\x1b[H\x1b[2J"
 
-// watch prints the unfinished tasks, with each project's counts, again at
-// every change the daemon reports (and at least every --interval), until
-// interrupted. On a terminal each view replaces the last; elsewhere views
+// WatchMinRedraw is the shortest time between two views of ctl watch: the
+// changes the daemon reports meanwhile are shown together in the next one.
+const WatchMinRedraw = time.Second
+
+// watch prints the unfinished tasks, with each project's counts, again
+// after the daemon's state changes (at most once per WatchMinRedraw, a
+// burst of changes shown in one view, and at least every --interval),
+// until interrupted. On a terminal each view replaces the last; elsewhere views
 // follow each other, separated by a blank line.
 func (c *ctl) watch(ctx context.Context, args []string) error {
 	fs := c.flagSet("watch")
@@ -113,7 +118,17 @@ func (c *ctl) watch(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var seq uint64
+	now, after := time.Now, time.After
+	if c.m.watchNow != nil {
+		now = c.m.watchNow
+	}
+	if c.m.watchAfter != nil {
+		after = c.m.watchAfter
+	}
+	var (
+		seq  uint64
+		last time.Time // of the last view
+	)
 	for n := 0; *count == 0 || n < *count; n++ {
 		if n > 0 {
 			ch, err := c.client.WaitForChange(ctx, seq, *interval)
@@ -124,13 +139,22 @@ func (c *ctl) watch(ctx context.Context, args []string) error {
 				return err
 			}
 			seq = ch.Seq
-		} else if ch, err := c.client.Changes(ctx); err == nil {
+			if wait := WatchMinRedraw - now().Sub(last); ch.Changed && wait > 0 {
+				select { // the changes that follow soon go into the same view
+				case <-after(wait):
+				case <-ctx.Done():
+					return nil
+				}
+			}
+		}
+		if ch, err := c.client.Changes(ctx); err == nil {
 			seq = ch.Seq // the view below is at least as new as this change
 		} else if ctx.Err() != nil {
 			return nil
 		} else {
 			return err
 		}
+		last = now()
 		o, err := c.client.Status(ctx)
 		if err != nil {
 			if ctx.Err() != nil {

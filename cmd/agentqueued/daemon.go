@@ -163,7 +163,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		if m.OnChange != nil {
 			m.OnChange()
 		}
-	}})
+	}, OnStateChange: feed.notify})
 	if err != nil {
 		return err
 	}
@@ -259,7 +259,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		InputTimeout: oc.InputTimeout, RunDir: filepath.Join(cfg.DataDir, "runs"), SocketPath: socket,
 		CheckTimeout: cfg.Verification.CheckTimeout, Profiles: cfg.Profiles, PlanPaths: cfg.Plans.Paths,
 		QAAgent: cfg.Verification.QAAgent, QAProfile: cfg.Verification.QAProfile, Executable: self,
-		PullRequests: pulls, PRPollInterval: cfg.GitHub.PollInterval, OnOutput: feed.notify,
+		PullRequests: pulls, PRPollInterval: cfg.GitHub.PollInterval, OnOutput: feed.output,
 		Logger: log.With("component", "orchestrator")}, st, ws, agent.DefaultRegistry())
 	if err != nil {
 		return err

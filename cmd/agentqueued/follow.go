@@ -8,18 +8,34 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
-// changeFeed tells the API's followers (a task's log, a watching view)
-// that something changed: a commit of the store, a run's log that grew.
+// changeFeed tells the API's followers about changes, two kinds kept
+// apart: a commit of the daemon's state wakes every waiter for a change
+// (a watching view, every log follow), while a run's log that grew wakes
+// only the followers of that task's log.
 type changeFeed struct {
 	mu   sync.Mutex
 	seq  uint64
 	next chan struct{}
+	// logs holds, per task id, the channel closed at the task's next
+	// output, while someone waits for it.
+	logs map[string]*logWaiters
+	// onWake, when set (tests), is called once per log follower woken by
+	// output, with the task id it follows.
+	onWake func(taskID string)
 }
 
-func newChangeFeed() *changeFeed { return &changeFeed{next: make(chan struct{})} }
+// logWaiters is the followers of one task's log waiting for its output.
+type logWaiters struct {
+	next chan struct{}
+	n    int
+}
 
-// notify records a change and wakes everyone waiting for one. It does
-// not block.
+func newChangeFeed() *changeFeed {
+	return &changeFeed{next: make(chan struct{}), logs: map[string]*logWaiters{}}
+}
+
+// notify records a change of the daemon's state and wakes everyone
+// waiting for one. It does not block.
 func (f *changeFeed) notify() {
 	f.mu.Lock()
 	f.seq++
@@ -28,16 +44,62 @@ func (f *changeFeed) notify() {
 	f.mu.Unlock()
 }
 
-// Changed returns the number of changes so far and a channel closed at
-// the next one.
+// output wakes the followers of a task's log, which grew. It does not
+// block.
+func (f *changeFeed) output(taskID string) {
+	f.mu.Lock()
+	w := f.logs[taskID]
+	if w != nil {
+		delete(f.logs, taskID)
+		close(w.next)
+	}
+	wake := f.onWake
+	f.mu.Unlock()
+	if w != nil && wake != nil {
+		for range w.n {
+			wake(taskID)
+		}
+	}
+}
+
+// Changed returns the number of state changes so far and a channel
+// closed at the next one.
 func (f *changeFeed) Changed() (uint64, <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.seq, f.next
 }
 
-// Changed is the daemon's change feed (api.LogService).
+// LogChanged returns a channel closed at the task's next output, and the
+// function to call once done waiting on it.
+func (f *changeFeed) LogChanged(taskID string) (<-chan struct{}, func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w := f.logs[taskID]
+	if w == nil {
+		w = &logWaiters{next: make(chan struct{})}
+		f.logs[taskID] = w
+	}
+	w.n++
+	var once sync.Once
+	return w.next, func() {
+		once.Do(func() {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if w.n--; w.n == 0 && f.logs[taskID] == w {
+				delete(f.logs, taskID)
+			}
+		})
+	}
+}
+
+// Changed is the daemon's feed of state changes (api.LogService).
 func (c commands) Changed() (uint64, <-chan struct{}) { return c.feed.Changed() }
+
+// LogChanged is the daemon's feed of a task's output (api.LogService).
+func (c commands) LogChanged(taskID string) (<-chan struct{}, func()) {
+	return c.feed.LogChanged(taskID)
+}
 
 // ReadTaskLog reads the log of a task's attempt (0: its latest) from
 // offset on. Ended is decided before the read, so that a chunk that says

@@ -90,11 +90,13 @@
 //	GET   /api/v1/tasks/{id}/logs     the log of the task's latest run (query: attempt N ≥ 1 for another), as text
 //	                                  (text/plain, streamed): what the agent printed, and a "[progress] MESSAGE"
 //	                                  line per progress report; with follow=true the answer goes on while the
-//	                                  run does, writing what the log gains at each change, and ends when the run
+//	                                  run does, writing what the log gains at each change of the daemon's state
+//	                                  or output of this task's runs (not another task's output), and ends when the run
 //	                                  ends (a task that has not started is waited for) or the daemon stops. Served with
 //	                                  Config.Logs. An unknown task is a 404 (JSON, before any text)
 //	GET   /api/v1/changes             {"changed": false, "seq": N}: the number of the daemon's changes so far
-//	                                  (committed changes, runs' output); with ?after=N it answers once there
+//	                                  (committed changes of its state, a task's claim and start among them;
+//	                                  a run's output is none: follow a task's log for it); with ?after=N it answers once there
 //	                                  was a change after the one numbered N ({"changed": true, "seq"}), or after
 //	                                  ?wait (1s to 5m, default 30s) or at the daemon's stop with "changed": false
 //	                                  — a long poll for views that refresh on change. Served with Config.Logs

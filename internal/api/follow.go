@@ -16,18 +16,21 @@ import (
 // LogChunkBytes is the most one read of a task's log gives to its stream.
 const LogChunkBytes = 64 << 10
 
-// ChangeNotifier tells streams that follow the daemon that something
+// ChangeNotifier tells streams that follow the daemon that its state
 // changed.
 type ChangeNotifier interface {
 	// Changed returns the number of changes so far and a channel closed
-	// at the next change: a committed change of the daemon's state, or a
-	// run's log that grew.
+	// at the next change: a committed change of the daemon's state (a
+	// run's output is not one).
 	Changed() (seq uint64, next <-chan struct{})
 }
 
 // LogService serves tasks' run logs to read and follow.
 type LogService interface {
 	ChangeNotifier
+	// LogChanged returns a channel closed once the log of a run of the
+	// task grows, and a function to call when no longer waiting on it.
+	LogChanged(taskID string) (next <-chan struct{}, done func())
 	// ReadTaskLog reads the log of a task's attempt (0: its latest) from
 	// byte offset on, at most max bytes; the chunk says when nothing more
 	// will be written.
@@ -36,8 +39,9 @@ type LogService interface {
 
 // handleTaskLog streams the log of a task's run as text: the agent's
 // output and its progress reports. With follow=true it goes on while the
-// run does, writing what the log gains after each change the daemon
-// reports, and ends once the run has ended (or, for a task not started
+// run does, writing what the log gains after each change of the daemon's
+// state or output of this task's runs (another task's output does not
+// wake it), and ends once the run has ended (or, for a task not started
 // yet, once its first run has) or the server shuts down.
 func (s *Server) handleTaskLog(w http.ResponseWriter, r *http.Request) {
 	q, err := parseQuery(r.URL.RawQuery, "attempt", "follow")
@@ -64,8 +68,13 @@ func (s *Server) handleTaskLog(w http.ResponseWriter, r *http.Request) {
 	ctx, id := r.Context(), r.PathValue("id")
 	var offset int64
 	started := false
+	done := func() {}
+	defer func() { done() }()
 	for {
+		done()
 		_, changed := s.cfg.Logs.Changed()
+		var grew <-chan struct{}
+		grew, done = s.cfg.Logs.LogChanged(id)
 		c, err := s.cfg.Logs.ReadTaskLog(ctx, id, attempt, offset, LogChunkBytes)
 		if err != nil {
 			if !started {
@@ -101,6 +110,7 @@ func (s *Server) handleTaskLog(w http.ResponseWriter, r *http.Request) {
 		}
 		select {
 		case <-changed:
+		case <-grew:
 		case <-ctx.Done():
 			return
 		case <-stopping(r):
@@ -120,7 +130,8 @@ func stopping(r *http.Request) <-chan struct{} {
 }
 
 // handleChanges is a long poll for views that refresh on change: with
-// ?after=SEQ it answers once the daemon has changed since the change
+// ?after=SEQ it answers once the daemon's state has changed (a run's output
+// is no change here) since the change
 // numbered SEQ (at once when it already has), or after wait (default
 // DefaultChangeWait, at most MaxChangeWait), or when the server shuts down,
 // whichever comes first; without after it answers at once.

@@ -34,13 +34,13 @@ func (o *Orchestrator) logProgress(run models.Run, msg string) {
 		o.log.Warn("progress not logged", "task_id", run.TaskID, "run_id", run.ID, "err", err)
 		return
 	}
-	o.outputGrew()
+	o.outputGrew(run.TaskID)
 }
 
-// outputGrew tells Config.OnOutput that a run's log grew.
-func (o *Orchestrator) outputGrew() {
+// outputGrew tells Config.OnOutput that the log of a run of the task grew.
+func (o *Orchestrator) outputGrew(taskID string) {
 	if o.cfg.OnOutput != nil {
-		o.cfg.OnOutput()
+		o.cfg.OnOutput(taskID)
 	}
 }
 

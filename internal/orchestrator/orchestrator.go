@@ -132,10 +132,10 @@ type Config struct {
 	After func(time.Duration) <-chan time.Time
 	// Logger receives the orchestrator's logs.
 	Logger *slog.Logger
-	// OnOutput, when set, is called after a run's log grew: a line or a
-	// chunk of the agent's output, or a progress report (for followers of
-	// the log). It must not block.
-	OnOutput func()
+	// OnOutput, when set, is called with the task's id after the log of
+	// one of its runs grew: a line or a chunk of the agent's output, or a
+	// progress report (for followers of that task's log). It must not block.
+	OnOutput func(taskID string)
 	// OnRound, OnRunStart and OnRunEnd, when set, are called after each
 	// round (with the wake-up sequence number the round started from), after
 	// a run's process has started and been recorded, and after a run has

@@ -262,25 +262,15 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 			log.Warn("forget sessions", "err", err)
 		}
 	}
-	if end.Event == models.EventAgentCompleted {
+	switch {
+	case end.Event == models.EventAgentCompleted:
 		end = o.sealWork(ctx, ar, project, task, ws, end)
+	case o.resumesLater(ctx, task.ID, end):
+		// Before the run's end is recorded: that frees the agent, and its
+		// next run may prepare this checkout at once.
+		o.keepWork(ctx, ar, project, task, ws)
 	}
 	res := o.finish(ctx, ar, end)
-	if end.Event != models.EventAgentCompleted {
-		to := res.To
-		if to == "" {
-			// The run's event was not applied: the task moved on before
-			// it (an abandoned question pauses it while the run ends).
-			if cur, err := o.store.GetTask(ctx, task.ID); err == nil {
-				to = cur.Status
-			}
-		}
-		if to != "" && to != models.StatusBlocked && to != models.StatusCompleted {
-			// Paused or to be retried, not ended: the session resumes
-			// with this checkout and expects its files.
-			o.keepWork(ctx, ar, project, task, ws)
-		}
-	}
 	release() // verification works in its own checkout; the next run may take this one
 	if res.To == models.StatusVerifying && !res.Duplicate {
 		o.verify(task.ID)
@@ -385,7 +375,7 @@ func (o *Orchestrator) launch(ctx context.Context, ar *activeRun, adapter agent.
 	proc, err := agent.Start(agent.Spec{Argv: inv.Argv, Dir: ls.dir, Env: env, Stdin: inv.Stdin, LogPath: ls.base + ".log", Hold: true,
 		OnActivity: func() {
 			ar.touch(o.cfg.Now())
-			o.outputGrew()
+			o.outputGrew(ar.run.TaskID)
 		},
 		OnLine: func(line []byte) {
 			for _, ev := range parser.Line(line) {
@@ -477,13 +467,27 @@ func (o *Orchestrator) await(ar *activeRun, proc *agent.Process, parser agent.Pa
 	return result
 }
 
+// resumesLater reports whether the task of a run ending without a
+// completion goes on with its session: paused (a rate limit, its question
+// waiting or abandoned) or failed for a retry. A task a person or the loop
+// has stopped, cancelled or timed out does not: its checkout's leftovers
+// are rescued as a killed run's.
+func (o *Orchestrator) resumesLater(ctx context.Context, taskID string, end models.RunEnd) bool {
+	switch end.Event {
+	case models.EventTimeout, models.EventAdminStop, models.EventAdminCancel, models.EventExecutionError:
+		return false
+	}
+	cur, err := o.store.GetTask(ctx, taskID)
+	if err != nil {
+		return false
+	}
+	return cur.Status != models.StatusBlocked && cur.Status != models.StatusCompleted
+}
+
 // keepWork commits what a run that did not complete left uncommitted on
-// its task branch when its task goes on (PAUSED by a rate limit, an agent
-// gone while its question waits or a person; FAILED for a retry): the
-// next run resumes the session and expects its files, which the next
-// preparation would otherwise move to a rescue branch as a killed run's
-// leftovers. A task the run's end BLOCKED (a stop, a cancel, a timeout)
-// keeps the rescue. It runs before the checkout is released. A checkout that cannot be
+// its task branch when its task goes on (see resumesLater): the next run
+// resumes the session and expects its files, which the next preparation
+// would otherwise move to a rescue branch as a killed run's leftovers. A checkout that cannot be
 // sealed (conflicts left unresolved) stays as it is, and the next
 // preparation rescues it.
 func (o *Orchestrator) keepWork(ctx context.Context, ar *activeRun, p models.Project, t models.Task, ws models.Workspace) {

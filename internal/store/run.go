@@ -101,6 +101,7 @@ func (s *Store) ClaimTask(ctx context.Context, taskID, agentID string) (models.R
 	if err != nil {
 		return models.Run{}, "", fmt.Errorf("claim task %s for agent %s: %w", taskID, agentID, err)
 	}
+	s.stateChanged()
 	return run, token, nil
 }
 
@@ -223,6 +224,7 @@ func (s *Store) StartRun(ctx context.Context, runID int64, pid int, checkoutPath
 	if err != nil {
 		return models.TransitionResult{}, fmt.Errorf("start run %d: %w", runID, err)
 	}
+	s.stateChanged()
 	return out, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -327,5 +328,44 @@ func TestFinishRunSavesTheResultWithTheEnd(t *testing.T) {
 	}
 	if !saved || got.Summary != "done" || len(vs) != 1 || vs[0].Source != "/w" {
 		t.Fatalf("result %v (saved %v), verifications %v; want the result and one verification from /w", got, saved, vs)
+	}
+}
+
+// TestClaimAndStartSignalAStateChange: a claim and a run's start tell
+// OnStateChange (views show the task ASSIGNED, then IN_PROGRESS, at once)
+// and not OnChange, the orchestrator's wake-up, which they make no work
+// for.
+func TestClaimAndStartSignalAStateChange(t *testing.T) {
+	t.Parallel()
+	var wakes, states atomic.Int64
+	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db"),
+		OnChange: func() { wakes.Add(1) }, OnStateChange: func() { states.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	mustProject(t, s, "web")
+	mustAgent(t, s, "a")
+	ids := create(t, s, "web", models.BatchTask{LocalID: "q", Title: "Work"})
+	var run models.Run
+	tests := []struct {
+		name string
+		do   func() error
+	}{
+		{"claim", func() (err error) { run, _, err = s.ClaimTask(ctx, ids["q"], "a"); return err }},
+		{"start", func() error { _, err := s.StartRun(ctx, run.ID, 1, ""); return err }},
+	}
+	for _, tt := range tests {
+		w, st := wakes.Load(), states.Load()
+		if err := tt.do(); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got := states.Load() - st; got != 1 {
+			t.Errorf("%s signalled %d state changes, want 1", tt.name, got)
+		}
+		if got := wakes.Load() - w; got != 0 {
+			t.Errorf("%s woke the orchestrator %d times, want 0", tt.name, got)
+		}
 	}
 }

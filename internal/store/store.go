@@ -50,6 +50,11 @@ type Config struct {
 	// task to wait for a person (a question asked): the orchestrator's
 	// wake-up signal. It must not block.
 	OnChange func()
+	// OnStateChange, when set, is called after a commit that changed a
+	// task's state without making work ready: a claim, a run's start. It
+	// is for views that show the state, not the orchestrator's wake-up
+	// (which would run a round for nothing). It must not block.
+	OnStateChange func()
 	// ReadConns is the size of the read pool; default DefaultReadConns.
 	ReadConns int
 	// driver is the database/sql driver's name; default "sqlite3" (tests
@@ -77,6 +82,8 @@ type Store struct {
 	log      *slog.Logger
 	rnd      *rand.Rand
 	onChange func()
+	// onState is Config.OnStateChange.
+	onState func()
 	// fence is the lease the store's writes are made under, once
 	// AcquireLease has succeeded (see checkFence).
 	fence atomic.Pointer[fence]
@@ -119,7 +126,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("open store: Config.Path is empty")
 	}
-	s := &Store{now: cfg.Now, log: cfg.Logger, rnd: cfg.Rand, onChange: cfg.OnChange, path: cfg.Path}
+	s := &Store{now: cfg.Now, log: cfg.Logger, rnd: cfg.Rand, onChange: cfg.OnChange, onState: cfg.OnStateChange, path: cfg.Path}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -473,6 +480,14 @@ func (s *Store) WriteHealth() error {
 func (s *Store) changed() {
 	if s.onChange != nil {
 		s.onChange()
+	}
+}
+
+// stateChanged tells Config.OnStateChange about a commit that changed a
+// task's state but made no work ready.
+func (s *Store) stateChanged() {
+	if s.onState != nil {
+		s.onState()
 	}
 }
 
