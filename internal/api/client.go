@@ -352,11 +352,7 @@ func (c *Client) ApproveTask(ctx context.Context, id, by, note string) (models.T
 // it.
 func (c *Client) LandProject(ctx context.Context, id string) (models.LandResult, error) {
 	var out models.LandResult
-	hc := *c.hc
-	hc.Timeout = 0
-	cc := *c
-	cc.hc = &hc
-	return out, cc.do(ctx, http.MethodPost, APIPrefix+"/projects/"+url.PathEscape(id)+"/land", nil, struct{}{}, &out)
+	return out, c.untimed().do(ctx, http.MethodPost, APIPrefix+"/projects/"+url.PathEscape(id)+"/land", nil, struct{}{}, &out)
 }
 
 // RejectTask rejects a task waiting for a person, with feedback for its next attempt.

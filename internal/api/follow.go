@@ -223,12 +223,18 @@ func (c *Client) WaitForChange(ctx context.Context, after uint64, wait time.Dura
 		q.Set("wait", wait.String())
 	}
 	var out Changes
+	_, err := c.untimed().send(ctx, http.MethodGet, APIPrefix+"/changes", q, "", nil, &out)
+	return out, err
+}
+
+// untimed returns a copy of c without the overall request timeout, for a
+// call the daemon answers when something happens: its ctx bounds it.
+func (c *Client) untimed() *Client {
 	hc := *c.hc
 	hc.Timeout = 0
 	cc := *c
 	cc.hc = &hc
-	_, err := cc.send(ctx, http.MethodGet, APIPrefix+"/changes", q, "", nil, &out)
-	return out, err
+	return &cc
 }
 
 // stream GETs path and copies the answer's body to w as it arrives,
@@ -249,9 +255,7 @@ func (c *Client) stream(ctx context.Context, path string, q url.Values, w io.Wri
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	hc := *c.hc
-	hc.Timeout = 0
-	resp, err := hc.Do(req)
+	resp, err := c.untimed().hc.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {

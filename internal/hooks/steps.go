@@ -120,15 +120,14 @@ func emptyOutput(s models.HookStep, r models.StepResult) string {
 		return "the output is empty"
 	case s.Type == models.StepDBQuery && r.Count != nil && *r.Count == 0:
 		return "the query returned no rows"
-	case out == "null":
-		return "the output is null"
-	case len(out) >= 2 && strings.TrimSpace(out[1:len(out)-1]) == "":
-		switch {
-		case out[0] == '[' && out[len(out)-1] == ']':
+	case models.EmptyJSON(out):
+		switch out[0] {
+		case '[':
 			return "the output is an empty list"
-		case out[0] == '{' && out[len(out)-1] == '}':
+		case '{':
 			return "the output is an empty object"
 		}
+		return "the output is null"
 	}
 	return ""
 }

@@ -103,3 +103,16 @@ func ValidateQuestionText(field, s string) error {
 	}
 	return CheckText(field, s, MaxMessageLen)
 }
+
+// EmptyJSON reports whether s, trimmed, is blank, null, or an empty JSON
+// list or object (whitespace inside allowed): output that says nothing.
+func EmptyJSON(s string) bool {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "null" {
+		return true
+	}
+	if len(s) < 2 || strings.TrimSpace(s[1:len(s)-1]) != "" {
+		return false
+	}
+	return (s[0] == '[' && s[len(s)-1] == ']') || (s[0] == '{' && s[len(s)-1] == '}')
+}

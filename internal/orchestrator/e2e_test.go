@@ -169,6 +169,19 @@ func (e *e2e) waitStatus(id string, want models.TaskStatus) models.Task {
 	return tk
 }
 
+// waitOutcome waits for the task to be COMPLETED, FAILED or BLOCKED and
+// returns it: a test then says which it wanted, instead of stalling when
+// it is another.
+func (e *e2e) waitOutcome(id string) models.Task {
+	e.t.Helper()
+	var tk models.Task
+	e.waitFor(fmt.Sprintf("task %s's outcome", id), func() bool {
+		tk = e.task(id)
+		return tk.Status == models.StatusCompleted || tk.Status == models.StatusFailed || tk.Status == models.StatusBlocked
+	})
+	return tk
+}
+
 func (e *e2e) prompt(id string, attempt int) string {
 	e.t.Helper()
 	b, err := os.ReadFile(filepath.Join(e.o.cfg.RunDir, id, fmt.Sprintf("%d.prompt", attempt)))
@@ -815,12 +828,7 @@ func TestE2EAPausedRunKeepsItsWork(t *testing.T) {
 	if _, err := e.o.SetAgentPaused(context.Background(), "claude-1", false); err != nil {
 		t.Fatal(err)
 	}
-	var done models.Task
-	e.waitFor("the resumed run's outcome", func() bool {
-		done = e.task(id)
-		return done.Status == models.StatusCompleted || done.Status == models.StatusFailed || done.Status == models.StatusBlocked
-	})
-	if done.Status != models.StatusCompleted || !strings.Contains(done.StatusReason, "merged") {
+	if done := e.waitOutcome(id); done.Status != models.StatusCompleted || !strings.Contains(done.StatusReason, "merged") {
 		t.Fatalf("the resumed run ended %s: %q", done.Status, done.StatusReason)
 	}
 	if got := gitOut(t, "--git-dir", origin, "show", "main:kept.txt"); got != "first run" {
@@ -857,12 +865,7 @@ func TestE2EAnAgentGoneMidQuestionKeepsItsWork(t *testing.T) {
 	if _, err := e.o.AnswerQuestion(ctx, qs[0].ID, "left", "ana"); err != nil {
 		t.Fatal(err)
 	}
-	var done models.Task
-	e.waitFor("the resumed run's outcome", func() bool {
-		done = e.task(id)
-		return done.Status == models.StatusCompleted || done.Status == models.StatusFailed || done.Status == models.StatusBlocked
-	})
-	if done.Status != models.StatusCompleted || !strings.Contains(done.StatusReason, "merged") {
+	if done := e.waitOutcome(id); done.Status != models.StatusCompleted || !strings.Contains(done.StatusReason, "merged") {
 		t.Fatalf("the resumed run ended %s: %q", done.Status, done.StatusReason)
 	}
 	if got := gitOut(t, "--git-dir", origin, "show", "main:asked.txt"); got != "before the question" {

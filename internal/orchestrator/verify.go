@@ -2,9 +2,7 @@ package orchestrator
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -202,23 +200,13 @@ func (o *Orchestrator) noChanges(ctx context.Context, p models.Project, t models
 		o.log.Warn("read the task's result", "task_id", t.ID, "err", err)
 		return ""
 	}
-	if !ok || len(c.FilesChanged) > 0 || c.NoChanges || hasOutputs(c.Outputs) {
+	if !ok || len(c.FilesChanged) > 0 || c.NoChanges || !models.EmptyJSON(string(c.Outputs)) {
 		return "" // outputs for its dependents are work done (a discovery step)
 	}
 	if _, pending, err := o.store.PendingPlan(ctx, t.ID); err != nil || pending {
 		return "" // its work was the plan it proposed
 	}
 	return errNoChanges
-}
-
-// hasOutputs reports whether a completion's outputs hold something: not
-// absent, null, {} or [].
-func hasOutputs(raw json.RawMessage) bool {
-	switch string(bytes.TrimSpace(raw)) {
-	case "", "null", "{}", "[]":
-		return false
-	}
-	return true
 }
 
 // landedReason adds to a verified task's reason what its delivery did:
