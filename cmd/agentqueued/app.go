@@ -30,6 +30,7 @@ const usage = `Usage:
   agentqueued agent COMMAND ...
   agentqueued mcp
   agentqueued demo [--keep] [--stall DURATION] [--timeout DURATION]
+  agentqueued version
   agentqueued help
 
 Commands:
@@ -41,6 +42,7 @@ Commands:
   agent    report from inside an agent run (below)
   mcp      serve the agent commands as MCP tools on standard input and output
   demo     run a small DAG of tasks in a temporary repository
+  version  print the version, the commit it was built from and the Go version
   help     print this text
 
 Commands of ctl:
@@ -252,6 +254,8 @@ func (m *Main) dispatch(ctx context.Context) error {
 		return m.runInit(ctx, args)
 	case "doctor":
 		return m.runDoctor(ctx, args)
+	case "version", "--version":
+		return m.runVersion(args)
 	case "land":
 		// `agentqueued land PROJECT` is `agentqueued ctl project land PROJECT`.
 		return m.runCtl(ctx, append([]string{"project", "land"}, args...))
@@ -259,7 +263,7 @@ func (m *Main) dispatch(ctx context.Context) error {
 		fmt.Fprint(m.Stdout, usage)
 		return nil
 	}
-	return usagef("unknown command %q (want run, init, doctor, land, ctl, agent, mcp, demo or help)", cmd)
+	return usagef("unknown command %q (want run, init, doctor, land, ctl, agent, mcp, demo, version or help)", cmd)
 }
 
 // isHelpFlag reports whether arg asks for help.

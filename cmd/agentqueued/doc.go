@@ -7,6 +7,10 @@
 //	agentqueued doctor [--config FILE] [--addr URL] [--token TOKEN]
 //	agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--json] COMMAND ...
 //	agentqueued land PROJECT [--addr URL] [--token TOKEN] [--config FILE] [--json]
+//	agentqueued version
+//
+// "version" prints the module version, the commit the binary was built from
+// (when the go command recorded it) and the Go version.
 //
 // "run" (the default) loads the configuration (embedded defaults when no
 // file is given; flags override the file), opens the SQLite database under

@@ -39,7 +39,7 @@ func TestHelpListsEveryCommand(t *testing.T) {
 	for k := range agentCommands {
 		commands = append(commands, k)
 	}
-	commands = append(commands, "run", "init", "doctor", "ctl", "agent", "mcp", "demo", "help")
+	commands = append(commands, "run", "init", "doctor", "ctl", "agent", "mcp", "demo", "version", "help")
 	for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}, {"ctl", "-h"}} {
 		r := runNoDaemon(t, args...)
 		if r.code != 0 || !strings.HasPrefix(r.stdout, "Usage:") {
@@ -73,7 +73,7 @@ func TestUsageErrorIsOneLineAndAPointer(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"frobnicate"}, "error: unknown command \"frobnicate\" (want run, init, doctor, land, ctl, agent, mcp, demo or help)\n" +
+		{[]string{"frobnicate"}, "error: unknown command \"frobnicate\" (want run, init, doctor, land, ctl, agent, mcp, demo, version or help)\n" +
 			"Run \"agentqueued -h\" for usage.\n"},
 		{[]string{"ctl", "task", "add", "--bogus"}, "error: agentqueued ctl task add: flag provided but not defined: -bogus\n" +
 			"Run \"agentqueued ctl task add -h\" for usage.\n"},

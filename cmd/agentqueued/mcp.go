@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -176,7 +175,7 @@ func (nopWriteCloser) Close() error { return nil }
 
 // newMCPServer returns an MCP server whose tools call rpc.
 func newMCPServer(rpc agentRPC) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "agentqueued", Title: "agentqueued agent tools", Version: buildVersion()},
+	srv := mcp.NewServer(&mcp.Implementation{Name: "agentqueued", Title: "agentqueued agent tools", Version: readVersion().module()},
 		&mcp.ServerOptions{Instructions: mcpInstructions})
 
 	addMCPTool(srv, mcpToolHeartbeat, nil, func(ctx context.Context, _ mcpHeartbeatInput) (string, error) {
@@ -328,12 +327,4 @@ func planSummary(results []models.BatchResult) string {
 		fmt.Fprintf(&b, "%s -> task %s (%s%s)\n", name, r.TaskID, r.Status, note)
 	}
 	return b.String()
-}
-
-// buildVersion returns the module version the binary was built from.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "devel"
 }
