@@ -250,6 +250,9 @@ func (s *Store) StartWorkflowRun(ctx context.Context, req models.RunRequest) (ru
 	if req.FireKey == "" {
 		return models.WorkflowRun{}, false, fmt.Errorf("start run of %s: no fire key", req.Workflow)
 	}
+	if !req.Trigger.Valid() {
+		return models.WorkflowRun{}, false, fmt.Errorf("start run of %s: trigger %q", req.Workflow, req.Trigger)
+	}
 	var changed bool
 	err = s.withTx(ctx, func(tx *sql.Tx) error {
 		w, err := scanWorkflow(tx.QueryRowContext(ctx, "SELECT "+workflowColumns+" FROM workflows WHERE name = ?", req.Workflow))
@@ -765,7 +768,7 @@ func (x *txn) settleRun(id string) error {
 		return err
 	}
 	if status != run.Status && ended.Valid {
-		return x.s.enqueueOutbox(x.ctx, x.tx, fmt.Sprintf("run_%s:%s:%d", status, id, toNanos(x.now)), "run."+status,
+		return x.s.enqueueOutbox(x.ctx, x.tx, fmt.Sprintf("run_%s:%s:%d", status, id, toNanos(x.now)), "run."+string(status),
 			run.ProjectID, "", map[string]any{"run_id": id, "workflow": run.Workflow, "project_id": run.ProjectID,
 				"status": status, "reason": reason})
 	}

@@ -676,3 +676,31 @@ steps:
 		t.Fatalf("%d runs after a refused start", len(runs))
 	}
 }
+
+func TestARunWithAnUnknownTriggerIsRefused(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		trigger models.WorkflowTrigger
+		ok      bool
+	}{
+		{models.TriggerByHand, true},
+		{models.TriggerBySchedule, true},
+		{"", false},
+		{"cron", false},
+	}
+	e := newWFEnv(t, fanOutFlow)
+	for i, tt := range tests {
+		_, _, err := e.s.StartWorkflowRun(context.Background(), models.RunRequest{Workflow: "sweep", Trigger: tt.trigger,
+			TriggeredBy: "t", FireKey: fmt.Sprintf("k%d", i)})
+		if (err == nil) != tt.ok {
+			t.Errorf("trigger %q: err = %v, want ok %v", tt.trigger, err, tt.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("trigger %q", tt.trigger)) {
+			t.Errorf("trigger %q: error %q does not name the trigger", tt.trigger, err)
+		}
+	}
+	runs, err := e.s.ListWorkflowRuns(context.Background(), models.RunFilter{Workflow: "sweep"})
+	if err != nil || len(runs) != 2 {
+		t.Errorf("runs = %d (%v), want the two with a known trigger", len(runs), err)
+	}
+}
