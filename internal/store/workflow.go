@@ -727,8 +727,8 @@ func (s *Store) CancelWorkflowRun(ctx context.Context, id, by string) ([]models.
 			return models.Errorf(models.CodeConflict, "run %s has ended (%s): there is nothing to cancel", id, r.Status)
 		case models.RunPending, models.RunRunning:
 			now := toNanos(s.now())
-			if _, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET status = 'cancelled', reason = ?, updated_at = ?,
-				ended_at = ? WHERE id = ?`, "cancelled by "+by, now, now, id); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET status = ?, reason = ?, updated_at = ?,
+				ended_at = ? WHERE id = ?`, models.RunCancelled, "cancelled by "+by, now, now, id); err != nil {
 				return err
 			}
 			if err := s.enqueueOutbox(ctx, tx, "run_cancelled:"+id+":"+fmt.Sprint(now), "run.cancelled", r.ProjectID, "",
@@ -795,8 +795,8 @@ func (s *Store) RetryWorkflowRun(ctx context.Context, id, by string) (models.Wor
 		if r.Status != models.RunFailed && r.Status != models.RunCancelled {
 			return models.Errorf(models.CodeConflict, "run %s is %s: only a failed or cancelled run is retried", id, r.Status)
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE workflow_runs SET status = 'running', reason = '', ended_at = NULL, updated_at = ? WHERE id = ?",
-			toNanos(x.now), id); err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE workflow_runs SET status = ?, reason = '', ended_at = NULL, updated_at = ? WHERE id = ?",
+			models.RunRunning, toNanos(x.now), id); err != nil {
 			return err
 		}
 		err = x.nested(func() error {
