@@ -66,6 +66,19 @@ var (
 	none      = counts{}
 )
 
+// edgeNames names a task's dependencies as "<id> hard" or "<id> soft".
+func edgeNames(deps []models.BatchDependency) []string {
+	var out []string
+	for _, d := range deps {
+		r := "hard"
+		if !d.Required() {
+			r = "soft"
+		}
+		out = append(out, d.ID+" "+r)
+	}
+	return out
+}
+
 func TestStepStatesAndDueSteps(t *testing.T) {
 	t.Parallel()
 	w := diamond(t)
@@ -220,15 +233,7 @@ steps:
 	for _, p := range plan {
 		steps = append(steps, p.Step)
 		for _, bt := range p.Tasks {
-			var deps []string
-			for _, d := range bt.Dependencies {
-				r := "hard"
-				if !d.Required() {
-					r = "soft"
-				}
-				deps = append(deps, d.ID+" "+r)
-			}
-			got[p.Step] = append(got[p.Step], task{bt.LocalID, deps})
+			got[p.Step] = append(got[p.Step], task{bt.LocalID, edgeNames(bt.Dependencies)})
 		}
 	}
 	if want := []string{"a", "shards", "join"}; !reflect.DeepEqual(steps, want) {
@@ -285,15 +290,7 @@ func TestExpand(t *testing.T) {
 			var locals []string
 			for i, bt := range tasks {
 				locals = append(locals, bt.LocalID)
-				var deps []string
-				for _, d := range bt.Dependencies {
-					r := "hard"
-					if !d.Required() {
-						r = "soft"
-					}
-					deps = append(deps, d.ID+" "+r)
-				}
-				if !reflect.DeepEqual(deps, tt.deps) {
+				if deps := edgeNames(bt.Dependencies); !reflect.DeepEqual(deps, tt.deps) {
 					t.Errorf("task %d depends on %v, want %v", i, deps, tt.deps)
 				}
 				marked := bt.Metadata[workflow.FanOutFailedKey] == "true"
