@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -822,31 +821,21 @@ func (s *Store) RetryWorkflowRun(ctx context.Context, id, by string) (models.Wor
 			if err != nil {
 				return err
 			}
-			rank := map[string]int{}
-			for i, name := range workflow.Order(w) {
-				rank[name] = i
-			}
-			sort.SliceStable(ts, func(i, j int) bool { return rank[ts[i].StepName] < rank[ts[j].StepName] })
+			workflow.RetryOrder(w, ts)
 			for _, t := range ts {
 				// What a task needs depends on what was restarted before it.
 				cur, err := getTask(ctx, x, t.ID)
 				if err != nil {
 					return err
 				}
-				ev := models.EventAdminRestart
-				switch {
-				case cur.Status == models.StatusFailed:
-				case cur.Status != models.StatusBlocked || cur.CascadeRootID != "":
+				var unmet int
+				if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM task_dependencies d JOIN tasks u ON u.id = d.upstream
+					WHERE d.downstream = ? AND u.status != 'COMPLETED'`, t.ID).Scan(&unmet); err != nil {
+					return err
+				}
+				ev, ok := workflow.RetryEvent(cur, unmet)
+				if !ok {
 					continue
-				default:
-					var waiting int
-					if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM task_dependencies d JOIN tasks u ON u.id = d.upstream
-						WHERE d.downstream = ? AND u.status != 'COMPLETED'`, t.ID).Scan(&waiting); err != nil {
-						return err
-					}
-					if waiting > 0 {
-						ev = models.EventUpstreamReopened
-					}
 				}
 				if _, err := x.runNotified(change{taskID: t.ID, event: ev, expectFrom: cur.Status, reason: "run " + id + " retried",
 					actor: by}); err != nil {

@@ -115,7 +115,8 @@
 // has finished, no step can still get its tasks, and a task is BLOCKED or
 // a step never can; pending while every task is DEFINED or READY;
 // running otherwise; a cancelled run stays cancelled. Settlement.Reason
-// says why a run failed. The functions read maps only through Order or to
+// says why a run failed; RetryOrder and RetryEvent how a retry restarts
+// its tasks, upstream first. The functions read maps only through Order or to
 // sum them, so the same state decides the same whatever order its maps
 // were filled in, and the store settles the runs a transaction touched in
 // id order.

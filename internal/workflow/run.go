@@ -3,6 +3,7 @@ package workflow
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -294,4 +295,33 @@ func mergeDeps(deps []models.BatchDependency) []models.BatchDependency {
 		out = append(out, d)
 	}
 	return out
+}
+
+// RetryOrder sorts the tasks a retry restarts upstream first: by their
+// step's place in Order, keeping the order given within a step.
+func RetryOrder(w models.Workflow, ts []models.Task) {
+	rank := map[string]int{}
+	for i, name := range Order(w) {
+		rank[name] = i
+	}
+	sort.SliceStable(ts, func(i, j int) bool { return rank[ts[i].StepName] < rank[ts[j].StepName] })
+}
+
+// RetryEvent returns the event a retry restarts a task of the run with,
+// given how many of its upstream tasks are not COMPLETED: ADMIN_RESTART
+// for a FAILED task, or a BLOCKED one (blocked by itself) whose upstream
+// tasks are all COMPLETED; UPSTREAM_REOPENED (back to waiting) for such a
+// BLOCKED task with one that is not. ok is false for any other task: one
+// BLOCKED only because an upstream was follows its root, and one that
+// moved on meanwhile is left alone.
+func RetryEvent(t models.Task, unmet int) (ev models.TaskEvent, ok bool) {
+	switch {
+	case t.Status == models.StatusFailed:
+		return models.EventAdminRestart, true
+	case t.Status != models.StatusBlocked || t.CascadeRootID != "":
+		return "", false
+	case unmet > 0:
+		return models.EventUpstreamReopened, true
+	}
+	return models.EventAdminRestart, true
 }

@@ -317,3 +317,44 @@ func TestStepStateNames(t *testing.T) {
 		}
 	}
 }
+
+func TestRetryEvent(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		status models.TaskStatus
+		root   string
+		unmet  int
+		want   models.TaskEvent
+		ok     bool
+	}{
+		{"failed", models.StatusFailed, "", 0, models.EventAdminRestart, true},
+		{"failed with an upstream not completed", models.StatusFailed, "", 2, models.EventAdminRestart, true},
+		{"blocked by itself", models.StatusBlocked, "", 0, models.EventAdminRestart, true},
+		{"blocked by itself, an upstream reopened", models.StatusBlocked, "", 1, models.EventUpstreamReopened, true},
+		{"blocked by an upstream", models.StatusBlocked, "t1", 1, "", false},
+		{"moved on meanwhile", models.StatusDefined, "", 1, "", false},
+		{"completed", models.StatusCompleted, "", 0, "", false},
+	}
+	for _, tt := range tests {
+		ev, ok := workflow.RetryEvent(models.Task{Status: tt.status, CascadeRootID: tt.root}, tt.unmet)
+		if ev != tt.want || ok != tt.ok {
+			t.Errorf("%s: RetryEvent = %s, %v; want %s, %v", tt.name, ev, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestRetryOrder(t *testing.T) {
+	t.Parallel()
+	w := diamond(t)
+	ts := []models.Task{{ID: "d", StepName: "d"}, {ID: "c0", StepName: "c"}, {ID: "b", StepName: "b"},
+		{ID: "c1", StepName: "c"}, {ID: "a", StepName: "a"}}
+	workflow.RetryOrder(w, ts)
+	var got []string
+	for _, tk := range ts {
+		got = append(got, tk.ID)
+	}
+	if want := []string{"a", "b", "c0", "c1", "d"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("RetryOrder = %v, want %v", got, want)
+	}
+}
