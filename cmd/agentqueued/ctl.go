@@ -1174,7 +1174,7 @@ func (c *ctl) runList(ctx context.Context, args []string) error {
 		return usagef("ctl run list: --limit must not be negative")
 	}
 	runs, err := c.client.ListWorkflowRuns(ctx, models.RunFilter{Workflow: *workflow, ProjectID: *project,
-		Status: strings.ToLower(*status), Limit: *limit})
+		Status: models.WorkflowRunStatus(strings.ToLower(*status)), Limit: *limit})
 	if err != nil {
 		return err
 	}
@@ -1228,7 +1228,7 @@ func runActionCommand(retry bool) ctlHandler {
 			return err
 		}
 		return c.emit(run, func(w io.Writer) {
-			fmt.Fprintf(w, "run %s: %s (tasks: %s)\n", clean(run.ID), clean(run.Status), clean(taskCounts(run.Tasks)))
+			fmt.Fprintf(w, "run %s: %s (tasks: %s)\n", clean(run.ID), clean(string(run.Status)), clean(taskCounts(run.Tasks)))
 		})
 	}
 }

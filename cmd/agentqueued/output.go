@@ -811,11 +811,12 @@ func taskCounts(counts map[models.TaskStatus]int) string {
 
 // runTrigger says how a run started: "manual by alice", "schedule".
 func runTrigger(r models.WorkflowRun) string {
-	if r.TriggeredBy == "" || r.TriggeredBy == r.Trigger {
-		return r.Trigger
+	trigger := string(r.Trigger)
+	if r.TriggeredBy == "" || r.TriggeredBy == trigger {
+		return trigger
 	}
 	if r.Trigger == models.TriggerByHand {
-		return r.Trigger + " by " + r.TriggeredBy
+		return trigger + " by " + r.TriggeredBy
 	}
 	return r.TriggeredBy
 }
@@ -824,7 +825,7 @@ func printWorkflowRuns(w io.Writer, rs []models.WorkflowRun) {
 	tw := table(w)
 	row(tw, "RUN", "WORKFLOW", "PROJECT", "STATUS", "TRIGGER", "CREATED", "ENDED")
 	for _, r := range rs {
-		row(tw, r.ID, r.Workflow, r.ProjectID, r.Status, runTrigger(r), when(r.CreatedAt), whenPtr(r.EndedAt))
+		row(tw, r.ID, r.Workflow, r.ProjectID, string(r.Status), runTrigger(r), when(r.CreatedAt), whenPtr(r.EndedAt))
 	}
 	tw.Flush()
 }
@@ -834,7 +835,7 @@ func printWorkflowRun(w io.Writer, r models.WorkflowRun) {
 	row(tw, "Run:", r.ID)
 	row(tw, "Workflow:", r.Workflow)
 	row(tw, "Project:", r.ProjectID)
-	row(tw, "Status:", r.Status)
+	row(tw, "Status:", string(r.Status))
 	row(tw, "Reason:", r.Reason)
 	row(tw, "Trigger:", runTrigger(r))
 	row(tw, "Scheduled at:", whenPtr(r.ScheduledAt))

@@ -504,7 +504,7 @@ func (c *Client) StartRunWith(ctx context.Context, name, actor string, inputs ma
 func (c *Client) ListWorkflowRuns(ctx context.Context, f models.RunFilter) ([]models.WorkflowRun, error) {
 	return collect(f.Limit, "", func(limit int, after string) ([]models.WorkflowRun, string, error) {
 		q := url.Values{"limit": {strconv.Itoa(limit)}}
-		for k, v := range map[string]string{"workflow": f.Workflow, "project": f.ProjectID, "status": f.Status, "after": after} {
+		for k, v := range map[string]string{"workflow": f.Workflow, "project": f.ProjectID, "status": string(f.Status), "after": after} {
 			if v != "" {
 				q.Set(k, v)
 			}

@@ -96,8 +96,14 @@ const WorkflowDocumentName = "request"
 // posted with (or none); types ending in +json or +yaml are accepted too.
 var workflowMediaTypes = []string{"application/yaml", "application/x-yaml", "text/yaml", "application/json"}
 
-// runStatuses are the statuses GET /api/v1/runs filters on.
-var runStatuses = []string{models.RunPending, models.RunRunning, models.RunSuccess, models.RunFailed, models.RunCancelled}
+// runStatuses lists the statuses GET /api/v1/runs filters on, for messages.
+var runStatuses = func() string {
+	names := make([]string, len(models.WorkflowRunStatuses))
+	for i, st := range models.WorkflowRunStatuses {
+		names[i] = string(st)
+	}
+	return strings.Join(names, ", ")
+}()
 
 // workflowRoutes registers the workflow and run endpoints on mux.
 func (s *Server) workflowRoutes(mux *http.ServeMux) {
@@ -351,9 +357,9 @@ func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	f := models.RunFilter{Workflow: q.Get("workflow"), ProjectID: q.Get("project"), Status: q.Get("status")}
-	if f.Status != "" && !slices.Contains(runStatuses, f.Status) {
-		s.writeError(w, r, invalid("status: must be one of %s (got %s)", strings.Join(runStatuses, ", "), quoteShort(f.Status)))
+	f := models.RunFilter{Workflow: q.Get("workflow"), ProjectID: q.Get("project"), Status: models.WorkflowRunStatus(q.Get("status"))}
+	if f.Status != "" && !f.Status.Valid() {
+		s.writeError(w, r, invalid("status: must be one of %s (got %s)", runStatuses, quoteShort(string(f.Status))))
 		return
 	}
 	limit, err := parseLimit(q.Get("limit"))

@@ -36,7 +36,13 @@ func isRunNotice(kind string) bool {
 }
 
 // runStatuses are the statuses of a run, in the order it goes through them.
-var runStatuses = []string{models.RunPending, models.RunRunning, models.RunSuccess, models.RunFailed, models.RunCancelled}
+var runStatuses = func() []string {
+	out := make([]string, len(models.WorkflowRunStatuses))
+	for i, st := range models.WorkflowRunStatuses {
+		out[i] = string(st)
+	}
+	return out
+}()
 
 // runIDPattern is a run's id: its workflow's name, "-" and its number.
 var runIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}-[0-9]{1,12}$`)
@@ -143,7 +149,7 @@ func (b *Bot) runList(ctx context.Context, c call) reply {
 	if status != "" && !slices.Contains(runStatuses, status) {
 		return b.errorReply("run list", models.Errorf(models.CodeInvalid, "status: choose %s", strings.Join(runStatuses, ", ")))
 	}
-	runs, err := b.svc.ListWorkflowRuns(ctx, models.RunFilter{Workflow: wf, Status: status, Limit: runsShown})
+	runs, err := b.svc.ListWorkflowRuns(ctx, models.RunFilter{Workflow: wf, Status: models.WorkflowRunStatus(status), Limit: runsShown})
 	if err != nil {
 		return b.errorReply("run list", err)
 	}
@@ -222,7 +228,7 @@ func (b *Bot) retryRun(ctx context.Context, id, expect, user string, update bool
 		if err != nil {
 			return b.errorReply("run retry", err)
 		}
-		if cur.Status != expect {
+		if cur.Status != models.WorkflowRunStatus(expect) {
 			return runMovedOn(cur)
 		}
 	}
@@ -291,7 +297,7 @@ func fansOut(r models.WorkflowRun) bool {
 	return false
 }
 
-func runIcon(status string) string {
+func runIcon(status models.WorkflowRunStatus) string {
 	switch status {
 	case models.RunPending:
 		return "⏳"
@@ -375,7 +381,7 @@ func renderRunCounts(counts map[models.TaskStatus]int) string {
 func renderRunTrigger(r models.WorkflowRun) string {
 	by := strings.TrimSpace(r.TriggeredBy)
 	if r.Trigger == models.TriggerBySchedule {
-		if by == "" || by == "schedule" {
+		if by == "" || by == string(models.TriggerBySchedule) {
 			return "scheduled"
 		}
 		return flat(by, 120)
@@ -384,7 +390,7 @@ func renderRunTrigger(r models.WorkflowRun) string {
 		return "by " + mention(id)
 	}
 	if by == "" {
-		return flat(r.Trigger, 40)
+		return flat(string(r.Trigger), 40)
 	}
 	return "by " + inlineCode(cut(by, 80))
 }
@@ -459,7 +465,7 @@ func runNoticeParts(kind string, m runNotice) []part {
 	case runFailedKind:
 		p := part{Content: "❌ " + head + " failed" + reason}
 		if validRunID(m.RunID) {
-			p.Components = buttons(button("Retry", discordgo.PrimaryButton, customID("run-retry", m.RunID, models.RunFailed)))
+			p.Components = buttons(button("Retry", discordgo.PrimaryButton, customID("run-retry", m.RunID, string(models.RunFailed))))
 		}
 		return []part{p}
 	}
@@ -475,12 +481,12 @@ const runSuggestions = 200
 
 // runStatusesFor narrows run suggestions to the runs a command can act
 // on; nil is every run.
-func runStatusesFor(path string) []string {
+func runStatusesFor(path string) []models.WorkflowRunStatus {
 	switch path {
 	case "run cancel":
-		return []string{models.RunPending, models.RunRunning}
+		return []models.WorkflowRunStatus{models.RunPending, models.RunRunning}
 	case "run retry":
-		return []string{models.RunFailed, models.RunCancelled}
+		return []models.WorkflowRunStatus{models.RunFailed, models.RunCancelled}
 	}
 	return nil
 }

@@ -89,7 +89,7 @@ func (h *harness) runTask(runID, name string) models.Task {
 }
 
 // runStatus reads a run's status.
-func (h *harness) runStatus(id string) string {
+func (h *harness) runStatus(id string) models.WorkflowRunStatus {
 	h.t.Helper()
 	r, err := h.st.GetWorkflowRun(context.Background(), id)
 	if err != nil {
@@ -108,7 +108,7 @@ func (h *harness) failRunTask(runID, name string) models.Task {
 }
 
 // wantRunStatus checks a run's status in the store.
-func (h *harness) wantRunStatus(t *testing.T, id, want string) {
+func (h *harness) wantRunStatus(t *testing.T, id string, want models.WorkflowRunStatus) {
 	t.Helper()
 	if got := h.runStatus(id); got != want {
 		t.Errorf("run %s is %s, want %s", id, got, want)

@@ -2,6 +2,7 @@ package models
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -103,30 +104,55 @@ func (s WorkflowStep) Dynamic() bool {
 	return s.Foreach != "" || (s.Parallel != nil && s.Parallel.From != "")
 }
 
+// WorkflowRunStatus is a workflow run's status: pending while every task
+// waits, running, and then success, failed or cancelled (ended).
+type WorkflowRunStatus string
+
 // WorkflowRun statuses.
 const (
-	RunPending   = "pending"
-	RunRunning   = "running"
-	RunSuccess   = "success"
-	RunFailed    = "failed"
-	RunCancelled = "cancelled"
+	RunPending   WorkflowRunStatus = "pending"
+	RunRunning   WorkflowRunStatus = "running"
+	RunSuccess   WorkflowRunStatus = "success"
+	RunFailed    WorkflowRunStatus = "failed"
+	RunCancelled WorkflowRunStatus = "cancelled"
 )
+
+// WorkflowRunStatuses lists every run status, the unended first.
+var WorkflowRunStatuses = []WorkflowRunStatus{RunPending, RunRunning, RunSuccess, RunFailed, RunCancelled}
+
+// Valid reports whether s is one of the run statuses.
+func (s WorkflowRunStatus) Valid() bool { return slices.Contains(WorkflowRunStatuses, s) }
+
+// Ended reports whether a run in s has ended: success, failed or
+// cancelled.
+func (s WorkflowRunStatus) Ended() bool {
+	return s == RunSuccess || s == RunFailed || s == RunCancelled
+}
+
+// WorkflowTrigger says what started a workflow run.
+type WorkflowTrigger string
 
 // Run triggers.
 const (
-	TriggerByHand     = "manual"
-	TriggerBySchedule = "schedule"
+	TriggerByHand     WorkflowTrigger = "manual"
+	TriggerBySchedule WorkflowTrigger = "schedule"
 )
+
+// WorkflowTriggers lists every run trigger.
+var WorkflowTriggers = []WorkflowTrigger{TriggerByHand, TriggerBySchedule}
+
+// Valid reports whether t is one of the run triggers.
+func (t WorkflowTrigger) Valid() bool { return slices.Contains(WorkflowTriggers, t) }
 
 // WorkflowRun is one instantiation of a workflow.
 type WorkflowRun struct {
-	ID        string `json:"id"`
-	Workflow  string `json:"workflow"`
-	ProjectID string `json:"project_id"`
-	Status    string `json:"status"`
+	ID        string            `json:"id"`
+	Workflow  string            `json:"workflow"`
+	ProjectID string            `json:"project_id"`
+	Status    WorkflowRunStatus `json:"status"`
 	// Trigger is manual or schedule; TriggeredBy names who or what.
-	Trigger     string `json:"trigger"`
-	TriggeredBy string `json:"triggered_by,omitempty"`
+	Trigger     WorkflowTrigger `json:"trigger"`
+	TriggeredBy string          `json:"triggered_by,omitempty"`
 	// ScheduledAt is a scheduled run's time.
 	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
 	// Reason says why the run ended as it did.
@@ -155,7 +181,7 @@ type RunTask struct {
 type RunFilter struct {
 	Workflow  string
 	ProjectID string
-	Status    string
+	Status    WorkflowRunStatus
 	Limit     int
 }
 
@@ -171,7 +197,7 @@ func (t Task) RunName() string {
 // RunRequest asks for a run of a workflow.
 type RunRequest struct {
 	Workflow    string
-	Trigger     string
+	Trigger     WorkflowTrigger
 	TriggeredBy string
 	// FireKey identifies the trigger: a workflow runs once per key (a
 	// scheduled time; a manual trigger's own key).

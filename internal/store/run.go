@@ -66,7 +66,7 @@ func (s *Store) ClaimTask(ctx context.Context, taskID, agentID string) (models.R
 			return models.Errorf(models.CodeConflict, "agent %s does not work on project %s", agentID, a.task.ProjectID)
 		}
 		if a.task.RunID != "" {
-			var st string
+			var st models.WorkflowRunStatus
 			if err := x.QueryRowContext(ctx, "SELECT status FROM workflow_runs WHERE id = ?", a.task.RunID).Scan(&st); err != nil {
 				return err
 			}

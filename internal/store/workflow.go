@@ -6,7 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -250,6 +251,9 @@ func (s *Store) StartWorkflowRun(ctx context.Context, req models.RunRequest) (ru
 	if req.FireKey == "" {
 		return models.WorkflowRun{}, false, fmt.Errorf("start run of %s: no fire key", req.Workflow)
 	}
+	if !req.Trigger.Valid() {
+		return models.WorkflowRun{}, false, fmt.Errorf("start run of %s: trigger %q", req.Workflow, req.Trigger)
+	}
 	var changed bool
 	err = s.withTx(ctx, func(tx *sql.Tx) error {
 		w, err := scanWorkflow(tx.QueryRowContext(ctx, "SELECT "+workflowColumns+" FROM workflows WHERE name = ?", req.Workflow))
@@ -321,45 +325,18 @@ func (s *Store) StartWorkflowRun(ctx context.Context, req models.RunRequest) (ru
 }
 
 // createInitial creates, as one batch, the tasks of the steps known from
-// the start, each depending on the tasks of its upstream steps.
+// the start (workflow.InitialPlan), each depending on the tasks of its
+// upstream steps.
 func (x *txn) createInitial(runID string, w models.Workflow, inputs map[string]string) error {
-	deferred := map[string]bool{}
-	local := map[string][]string{}
+	plan, err := workflow.InitialPlan(w, runID, inputs)
+	if err != nil {
+		return err
+	}
 	var batch []models.BatchTask
-	for _, name := range workflow.Order(w) {
-		st, _ := workflow.StepByName(w, name)
-		if workflow.Deferred(st) {
-			deferred[name] = true
-			continue
-		}
-		var deps []models.BatchDependency
-		for _, d := range st.DependsOn {
-			if deferred[d.Step] {
-				deferred[name] = true
-			}
-			req := d.Required()
-			for _, id := range local[d.Step] {
-				deps = append(deps, models.BatchDependency{ID: id, RequiresSuccess: &req})
-			}
-		}
-		if deferred[name] {
-			continue
-		}
-		_, count, err := workflow.FanOut(st, nil)
-		if err != nil {
-			return err
-		}
-		tasks, err := workflow.StepTasks(w, st, runID, inputs, nil, count, nil)
-		if err != nil {
-			return err
-		}
-		for i := range tasks {
-			tasks[i].Dependencies = deps
-			local[name] = append(local[name], tasks[i].LocalID)
-		}
-		batch = append(batch, tasks...)
+	for _, p := range plan {
+		batch = append(batch, p.Tasks...)
 		if _, err := x.ExecContext(x.ctx, "INSERT INTO workflow_run_steps (run_id, step, task_count, expanded_at) VALUES (?,?,?,?)",
-			runID, name, len(tasks), toNanos(x.now)); err != nil {
+			runID, p.Step, len(p.Tasks), toNanos(x.now)); err != nil {
 			return err
 		}
 	}
@@ -384,43 +361,28 @@ func (x *txn) loadRun(runID string) (models.WorkflowRun, models.Workflow, error)
 	return r, w, nil
 }
 
-// Step states of a run, derived from its tasks.
-const (
-	stepWaiting = iota // its tasks do not exist yet, and it may still get them
-	stepRunning        // it has tasks, and not all have finished
-	stepDone           // it has tasks (or none, as an empty fan-out), all COMPLETED
-	stepFailed         // a task of it is BLOCKED and all have finished, or it can never get its tasks
-)
-
-// runSteps is what a run's steps are, read in one query.
-type runSteps struct {
-	expanded map[string]bool
-	// counts[step][status] counts the step's tasks.
-	counts map[string]map[models.TaskStatus]int
-	total  map[string]int
-}
-
-func (x *txn) readRunSteps(runID string) (runSteps, error) {
-	rs := runSteps{expanded: map[string]bool{}, counts: map[string]map[models.TaskStatus]int{}, total: map[string]int{}}
+// readProgress reads what a run's steps are, in two queries.
+func (x *txn) readProgress(runID string) (workflow.Progress, error) {
+	p := workflow.Progress{Expanded: map[string]bool{}, Counts: map[string]map[models.TaskStatus]int{}}
 	rows, err := x.QueryContext(x.ctx, "SELECT step FROM workflow_run_steps WHERE run_id = ?", runID)
 	if err != nil {
-		return rs, err
+		return p, err
 	}
 	for rows.Next() {
 		var step string
 		if err := rows.Scan(&step); err != nil {
 			rows.Close()
-			return rs, err
+			return p, err
 		}
-		rs.expanded[step] = true
+		p.Expanded[step] = true
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return rs, err
+		return p, err
 	}
 	rows, err = x.QueryContext(x.ctx, qRunStepCounts, runID)
 	if err != nil {
-		return rs, err
+		return p, err
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -430,58 +392,20 @@ func (x *txn) readRunSteps(runID string) (runSteps, error) {
 			n    int
 		)
 		if err := rows.Scan(&step, &st, &n); err != nil {
-			return rs, err
+			return p, err
 		}
-		if rs.counts[step] == nil {
-			rs.counts[step] = map[models.TaskStatus]int{}
+		if p.Counts[step] == nil {
+			p.Counts[step] = map[models.TaskStatus]int{}
 		}
-		rs.counts[step][st] += n
-		rs.total[step] += n
+		p.Counts[step][st] += n
 	}
-	return rs, rows.Err()
+	return p, rows.Err()
 }
 
-// states derives every step's state, upstream first.
-func (rs runSteps) states(w models.Workflow) map[string]int {
-	out := map[string]int{}
-	for _, name := range workflow.Order(w) {
-		st, _ := workflow.StepByName(w, name)
-		if rs.expanded[name] {
-			c := rs.counts[name]
-			finished := c[models.StatusCompleted] + c[models.StatusBlocked]
-			switch {
-			case finished < rs.total[name]:
-				out[name] = stepRunning
-			case c[models.StatusBlocked] > 0:
-				out[name] = stepFailed
-			default:
-				out[name] = stepDone
-			}
-			continue
-		}
-		state := stepDone // "could expand now", when no upstream says otherwise
-		for _, d := range st.DependsOn {
-			switch up := out[d.Step]; {
-			case up == stepFailed && d.Required():
-				state = stepFailed
-			case (up == stepWaiting || up == stepRunning) && state != stepFailed:
-				state = stepWaiting
-			}
-		}
-		if state == stepDone {
-			state = stepWaiting // it is due: advanceRun makes its tasks
-		}
-		out[name] = state
-	}
-	return out
-}
-
-// advanceRun makes the tasks of every step of a run whose upstream steps
-// are done (each finished, and none that is required failed), upstream
-// first, until no step is due: a step that makes no task (an empty
-// fan-out) lets the steps after it come due in the same pass. Each task
-// depends on every task of the step's upstream steps. A cancelled run
-// makes nothing.
+// advanceRun makes the tasks of every step of a run that is due
+// (workflow.DueSteps), upstream first, until no step is: a step that
+// makes no task (an empty fan-out) lets the steps after it come due in
+// the same pass. A cancelled run makes nothing.
 func (x *txn) advanceRun(runID string) error {
 	run, w, err := x.loadRun(runID)
 	if err != nil {
@@ -491,27 +415,11 @@ func (x *txn) advanceRun(runID string) error {
 		return nil
 	}
 	for pass := 0; pass <= len(w.Steps); pass++ {
-		rs, err := x.readRunSteps(runID)
+		p, err := x.readProgress(runID)
 		if err != nil {
 			return err
 		}
-		states := rs.states(w)
-		var due []models.WorkflowStep
-		for _, name := range workflow.Order(w) {
-			if rs.expanded[name] || states[name] == stepFailed {
-				continue
-			}
-			st, _ := workflow.StepByName(w, name)
-			ready := true
-			for _, d := range st.DependsOn {
-				if up := states[d.Step]; up != stepDone && !(up == stepFailed && !d.Required()) {
-					ready = false
-				}
-			}
-			if ready {
-				due = append(due, st)
-			}
-		}
+		due := workflow.DueSteps(w, p)
 		if len(due) == 0 {
 			return nil
 		}
@@ -522,10 +430,9 @@ func (x *txn) advanceRun(runID string) error {
 	return nil
 }
 
-// expandSteps makes the tasks of due steps in one batch. A step whose
-// output cannot be read gets one task standing for it, stopped at once
-// with the reason (RUN_STOPPED), marked so that a retry reads the output
-// again.
+// expandSteps makes the tasks of due steps (workflow.Expand) in one
+// batch. The task standing for a step whose fan-out failed is stopped at
+// once with the reason (RUN_STOPPED); a retry reads the output again.
 func (x *txn) expandSteps(run models.WorkflowRun, w models.Workflow, due []models.WorkflowStep) error {
 	outputs, err := x.runOutputs(run.ID)
 	if err != nil {
@@ -536,31 +443,17 @@ func (x *txn) expandSteps(run models.WorkflowRun, w models.Workflow, due []model
 		failed = map[string]string{}
 	)
 	for _, st := range due {
-		var deps []models.BatchDependency
+		upstream := map[string][]string{}
 		for _, d := range st.DependsOn {
 			ids, err := x.stepTaskIDs(run.ID, d.Step)
 			if err != nil {
 				return err
 			}
-			req := d.Required()
-			for _, id := range ids {
-				deps = append(deps, models.BatchDependency{ID: id, RequiresSuccess: &req})
-			}
+			upstream[d.Step] = ids
 		}
-		items, count, ferr := workflow.FanOut(st, outputs)
-		var tasks []models.BatchTask
-		if ferr == nil {
-			tasks, ferr = workflow.StepTasks(w, st, run.ID, run.Inputs, items, count, outputs)
-		}
-		if ferr != nil {
-			failed[st.Name] = models.ErrorMessageOf(ferr)
-			tasks = []models.BatchTask{{LocalID: st.Name, Title: fmt.Sprintf("%s: fan-out failed", st.Name),
-				Description: models.ErrorMessageOf(ferr), Kind: st.Kind,
-				Metadata: map[string]string{"workflow": w.Name, "workflow_run": run.ID, "step": st.Name, fanOutFailed: "true"},
-				Workflow: &models.TaskPlace{RunID: run.ID, Step: st.Name}}}
-		}
-		for i := range tasks {
-			tasks[i].Dependencies = mergeBatchDeps(deps)
+		tasks, failure := workflow.Expand(w, st, run, outputs, upstream)
+		if failure != "" {
+			failed[st.Name] = failure
 		}
 		batch = append(batch, tasks...)
 		if _, err := x.ExecContext(x.ctx, "INSERT INTO workflow_run_steps (run_id, step, task_count, expanded_at) VALUES (?,?,?,?)",
@@ -581,7 +474,7 @@ func (x *txn) expandSteps(run models.WorkflowRun, w models.Workflow, due []model
 	}
 	for i, r := range res {
 		why, ok := failed[batch[i].Workflow.Step]
-		if !ok || batch[i].Metadata[fanOutFailed] == "" {
+		if !ok || batch[i].Metadata[workflow.FanOutFailedKey] == "" {
 			continue
 		}
 		if _, err := x.runNotified(change{taskID: r.TaskID, event: models.EventRunStopped, actor: "workflow",
@@ -601,25 +494,6 @@ func (x *txn) runNotified(c change) (applied, error) {
 		return a, err
 	}
 	return a, x.s.notify(x.ctx, x.tx, a, x.blocked[before:], c.event, c.reason, c.actor)
-}
-
-// fanOutFailed marks the task standing for a step whose fan-out failed.
-const fanOutFailed = "fanout_failed"
-
-// mergeBatchDeps folds repeated upstreams into one edge, required when any is.
-func mergeBatchDeps(deps []models.BatchDependency) []models.BatchDependency {
-	var out []models.BatchDependency
-	at := map[string]int{}
-	for _, d := range deps {
-		if k, ok := at[d.ID]; ok {
-			r := out[k].Required() || d.Required()
-			out[k].RequiresSuccess = &r
-			continue
-		}
-		at[d.ID] = len(out)
-		out = append(out, d)
-	}
-	return out
 }
 
 // stepTaskIDs returns the ids of a run's step's tasks.
@@ -686,8 +560,10 @@ func (x *txn) settleRuns() error {
 	for len(x.touchedRuns) > 0 {
 		touched := x.touchedRuns
 		x.touchedRuns = nil
-		for id, advance := range touched {
-			if advance {
+		// Run by run in id order: what settling writes (tasks, events,
+		// notices) comes in the same order every time.
+		for _, id := range slices.Sorted(maps.Keys(touched)) {
+			if touched[id] {
 				if err := x.advanceRun(id); err != nil {
 					return fmt.Errorf("advance run %s: %w", id, err)
 				}
@@ -700,11 +576,9 @@ func (x *txn) settleRuns() error {
 	return nil
 }
 
-// settleRun derives a run's status from its steps: success when every
-// step has its tasks and all are COMPLETED; failed when nothing can go on
-// (every task finished, and a task BLOCKED or a step that can never get
-// its tasks); pending while every task is DEFINED or READY; running
-// otherwise. A cancelled run stays cancelled.
+// settleRun sets a run's status to the one its steps make
+// (workflow.Settle), with the reason a failed run failed, and queues the
+// notice of a run that ended. A cancelled run stays cancelled.
 func (x *txn) settleRun(id string) error {
 	run, w, err := x.loadRun(id)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -716,42 +590,19 @@ func (x *txn) settleRun(id string) error {
 	if run.Status == models.RunCancelled {
 		return nil
 	}
-	rs, err := x.readRunSteps(id)
+	p, err := x.readProgress(id)
 	if err != nil {
 		return err
 	}
-	counts, total := map[models.TaskStatus]int{}, 0
-	for _, c := range rs.counts {
-		for st, n := range c {
-			counts[st] += n
-			total += n
-		}
-	}
-	states := rs.states(w)
-	waiting := 0
-	for _, name := range workflow.Order(w) {
-		if states[name] == stepWaiting {
-			waiting++
-		}
-	}
-	finished := counts[models.StatusCompleted] + counts[models.StatusBlocked]
-	status, reason := models.RunRunning, ""
-	switch {
-	case len(rs.expanded) == len(w.Steps) && counts[models.StatusCompleted] == total:
-		status = models.RunSuccess
-	case finished == total && waiting == 0:
-		status = models.RunFailed
+	set := workflow.Settle(run.Status, w, p)
+	status, reason := set.Status, ""
+	if status == models.RunFailed {
 		var tid, why string
 		if err := x.QueryRowContext(x.ctx, `SELECT id, status_reason FROM tasks WHERE workflow_run_id = ? AND status = 'BLOCKED'
 			AND cascade_root_id = '' ORDER BY updated_at, id LIMIT 1`, id).Scan(&tid, &why); err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		reason = fmt.Sprintf("%d of %d tasks are BLOCKED", counts[models.StatusBlocked], total)
-		if tid != "" {
-			reason = fmt.Sprintf("task %s is BLOCKED (%s); %s", tid, why, reason)
-		}
-	case counts[models.StatusDefined]+counts[models.StatusReady] == total:
-		status = models.RunPending
+		reason = set.Reason(tid, why)
 	}
 	if status == run.Status && reason == run.Reason {
 		return nil
@@ -765,7 +616,7 @@ func (x *txn) settleRun(id string) error {
 		return err
 	}
 	if status != run.Status && ended.Valid {
-		return x.s.enqueueOutbox(x.ctx, x.tx, fmt.Sprintf("run_%s:%s:%d", status, id, toNanos(x.now)), "run."+status,
+		return x.s.enqueueOutbox(x.ctx, x.tx, fmt.Sprintf("run_%s:%s:%d", status, id, toNanos(x.now)), "run."+string(status),
 			run.ProjectID, "", map[string]any{"run_id": id, "workflow": run.Workflow, "project_id": run.ProjectID,
 				"status": status, "reason": reason})
 	}
@@ -875,8 +726,8 @@ func (s *Store) CancelWorkflowRun(ctx context.Context, id, by string) ([]models.
 			return models.Errorf(models.CodeConflict, "run %s has ended (%s): there is nothing to cancel", id, r.Status)
 		case models.RunPending, models.RunRunning:
 			now := toNanos(s.now())
-			if _, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET status = 'cancelled', reason = ?, updated_at = ?,
-				ended_at = ? WHERE id = ?`, "cancelled by "+by, now, now, id); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET status = ?, reason = ?, updated_at = ?,
+				ended_at = ? WHERE id = ?`, models.RunCancelled, "cancelled by "+by, now, now, id); err != nil {
 				return err
 			}
 			if err := s.enqueueOutbox(ctx, tx, "run_cancelled:"+id+":"+fmt.Sprint(now), "run.cancelled", r.ProjectID, "",
@@ -943,14 +794,14 @@ func (s *Store) RetryWorkflowRun(ctx context.Context, id, by string) (models.Wor
 		if r.Status != models.RunFailed && r.Status != models.RunCancelled {
 			return models.Errorf(models.CodeConflict, "run %s is %s: only a failed or cancelled run is retried", id, r.Status)
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE workflow_runs SET status = 'running', reason = '', ended_at = NULL, updated_at = ? WHERE id = ?",
-			toNanos(x.now), id); err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE workflow_runs SET status = ?, reason = '', ended_at = NULL, updated_at = ? WHERE id = ?",
+			models.RunRunning, toNanos(x.now), id); err != nil {
 			return err
 		}
 		err = x.nested(func() error {
 			// A failed fan-out's stand-in goes, and its step is read again.
 			rows, err := queryAll(ctx, tx, scanTask, "SELECT "+taskColumns+` FROM tasks WHERE workflow_run_id = ?
-				AND json_extract(metadata, '$.`+fanOutFailed+`') = 'true'`, id)
+				AND json_extract(metadata, '$.`+workflow.FanOutFailedKey+`') = 'true'`, id)
 			if err != nil {
 				return err
 			}
@@ -970,31 +821,21 @@ func (s *Store) RetryWorkflowRun(ctx context.Context, id, by string) (models.Wor
 			if err != nil {
 				return err
 			}
-			rank := map[string]int{}
-			for i, name := range workflow.Order(w) {
-				rank[name] = i
-			}
-			sort.SliceStable(ts, func(i, j int) bool { return rank[ts[i].StepName] < rank[ts[j].StepName] })
+			workflow.RetryOrder(w, ts)
 			for _, t := range ts {
 				// What a task needs depends on what was restarted before it.
 				cur, err := getTask(ctx, x, t.ID)
 				if err != nil {
 					return err
 				}
-				ev := models.EventAdminRestart
-				switch {
-				case cur.Status == models.StatusFailed:
-				case cur.Status != models.StatusBlocked || cur.CascadeRootID != "":
+				var unmet int
+				if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM task_dependencies d JOIN tasks u ON u.id = d.upstream
+					WHERE d.downstream = ? AND u.status != 'COMPLETED'`, t.ID).Scan(&unmet); err != nil {
+					return err
+				}
+				ev, ok := workflow.RetryEvent(cur, unmet)
+				if !ok {
 					continue
-				default:
-					var waiting int
-					if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM task_dependencies d JOIN tasks u ON u.id = d.upstream
-						WHERE d.downstream = ? AND u.status != 'COMPLETED'`, t.ID).Scan(&waiting); err != nil {
-						return err
-					}
-					if waiting > 0 {
-						ev = models.EventUpstreamReopened
-					}
 				}
 				if _, err := x.runNotified(change{taskID: t.ID, event: ev, expectFrom: cur.Status, reason: "run " + id + " retried",
 					actor: by}); err != nil {

@@ -676,3 +676,86 @@ steps:
 		t.Fatalf("%d runs after a refused start", len(runs))
 	}
 }
+
+func TestARunWithAnUnknownTriggerIsRefused(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		trigger models.WorkflowTrigger
+		ok      bool
+	}{
+		{models.TriggerByHand, true},
+		{models.TriggerBySchedule, true},
+		{"", false},
+		{"cron", false},
+	}
+	e := newWFEnv(t, fanOutFlow)
+	for i, tt := range tests {
+		_, _, err := e.s.StartWorkflowRun(context.Background(), models.RunRequest{Workflow: "sweep", Trigger: tt.trigger,
+			TriggeredBy: "t", FireKey: fmt.Sprintf("k%d", i)})
+		if (err == nil) != tt.ok {
+			t.Errorf("trigger %q: err = %v, want ok %v", tt.trigger, err, tt.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("trigger %q", tt.trigger)) {
+			t.Errorf("trigger %q: error %q does not name the trigger", tt.trigger, err)
+		}
+	}
+	runs, err := e.s.ListWorkflowRuns(context.Background(), models.RunFilter{Workflow: "sweep"})
+	if err != nil || len(runs) != 2 {
+		t.Errorf("runs = %d (%v), want the two with a known trigger", len(runs), err)
+	}
+}
+
+// soloFlow makes one task a run.
+const soloFlow = `
+name: solo
+project: web
+steps:
+  - name: only
+    title: Only
+`
+
+func TestRunsEndingTogetherAreSettledInIDOrder(t *testing.T) {
+	t.Parallel()
+	const runs = 7
+	e := newWFEnv(t, soloFlow)
+	ctx := context.Background()
+	var first string
+	for i := range runs {
+		r := e.start("solo")
+		id := e.tasks(r.ID)["only"].ID
+		if i == 0 {
+			first = id
+			continue
+		}
+		// A task of every other run waits for the first run's task: its
+		// failure ends every run in one transaction.
+		if _, err := e.s.ChangeDependencies(ctx, id, models.DependencyChange{Add: []models.BatchDependency{{ID: first}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.fail(first)
+	msgs, err := e.s.PendingOutbox(ctx, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range msgs {
+		if m.Kind != "run.failed" {
+			continue
+		}
+		var p struct {
+			RunID string `json:"run_id"`
+		}
+		if err := json.Unmarshal([]byte(m.Payload), &p); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p.RunID)
+	}
+	var want []string
+	for i := range runs {
+		want = append(want, fmt.Sprintf("solo-%d", i+1))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("run.failed notices in the order %v, want %v", got, want)
+	}
+}

@@ -55,8 +55,7 @@
 // of a list an upstream step reported (at most 1000). The step read must be
 // upstream of the fanning step (through depends_on, directly or not) and
 // make exactly one task. A fan-out over outputs is known only when that
-// step has completed: the store expands it then, with FanOut and
-// StepTasks.
+// step has completed: the store expands it then, with Expand.
 //
 // Titles and descriptions are templates. {{run.id}} and {{run.workflow}}
 // are the run's id and the workflow's name; {{item}} and {{item.<field>}}
@@ -97,9 +96,34 @@
 //
 // # Expansion
 //
-// When a run starts, or when the steps a deferred step depends on are done,
-// the store calls FanOut for the step's count and items and StepTasks for
-// its tasks, inside its own transaction: the package does no I/O, and reads
-// only what it is passed. Order, StepByName and Deferred answer the
-// questions about the graph that this needs.
+// When a run starts, the store makes the tasks InitialPlan returns: those
+// of the steps that need no output. When the steps a deferred step
+// depends on are done, DueSteps names it and Expand returns its tasks
+// (FanOut for the count and items, StepTasks for the tasks, and one task
+// standing for the step when its fan-out cannot be read). Order,
+// StepByName and Deferred answer the questions about the graph that this
+// needs.
+//
+// # Runs
+//
+// Every decision about a run is a pure function over plain data the
+// store reads inside its transaction: a run's Progress (the steps that
+// have their tasks, and their tasks counted by status). StepStates says
+// what each step is (waiting, running, done, failed), DueSteps which
+// steps get their tasks now, and Settle the run's status: success when
+// every step has its tasks and all are COMPLETED; failed when every task
+// has finished, no step can still get its tasks, and a task is BLOCKED or
+// a step never can; pending while every task is DEFINED or READY;
+// running otherwise; a cancelled run stays cancelled. Settlement.Reason
+// says why a run failed; RetryOrder and RetryEvent how a retry restarts
+// its tasks, upstream first. The functions read maps only through Order or to
+// sum them, so the same state decides the same whatever order its maps
+// were filled in, and the store settles the runs a transaction touched in
+// id order.
+//
+// These functions, like Expand and InitialPlan, do no I/O, and the
+// package imports no store (the store imports it, and Go refuses the
+// cycle): the store calls them inside its own transaction, keeping only
+// the loading and saving. The engine (Engine) reaches the store through its
+// Store interface, which the daemon fills with the store.
 package workflow
