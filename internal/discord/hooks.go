@@ -31,9 +31,6 @@ const hookRunsShown = 10
 // waits for its submission.
 const hookFormTTL = time.Hour
 
-// hookMessageKind is the outbox kind of a message a hook posts.
-const hookMessageKind = "hook.message"
-
 func hookOpt() *discordgo.ApplicationCommandOption { return str(optHook, "Hook id", true, true) }
 
 func triggerTypeOpt(required bool) *discordgo.ApplicationCommandOption {
@@ -699,26 +696,17 @@ func joinFitting(header string, lines []string) string {
 	return b.String()
 }
 
-// hookMessage is the payload of a message a hook posts (hook.message).
-type hookMessage struct {
-	HookID    string `json:"hook_id"`
-	HookName  string `json:"hook_name"`
-	RunID     string `json:"run_id"`
-	ProjectID string `json:"project_id"`
-	Text      string `json:"text"`
-}
-
 // hookMessageParts renders a hook's message for its project's channel. The
 // text comes from an LLM: it is escaped (no markdown, masked links or
 // mentions), shows no previews of the links it names, and is cut to one
 // message, the whole text attached when cut.
-func hookMessageParts(m hookMessage) []part {
+func hookMessageParts(m models.HookMessage) []part {
 	p := hookMessagePart(m)
 	p.Flags = discordgo.MessageFlagsSuppressEmbeds
 	return []part{p}
 }
 
-func hookMessagePart(m hookMessage) part {
+func hookMessagePart(m models.HookMessage) part {
 	name := strings.TrimSpace(m.HookName)
 	if name == "" {
 		name = m.HookID

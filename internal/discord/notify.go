@@ -32,56 +32,51 @@ const outboxBatch = 100
 // maxProgressLines is how many progress lines one coalesced post shows.
 const maxProgressLines = 10
 
-// notice is the decoded payload of an outbox message.
+// notice is an outbox message to render: the task and project it belongs
+// to, the task's title where the payload names it, and the payload, of its
+// kind's type (models.DecodeNotice).
 type notice struct {
-	TaskID    string            `json:"task_id"`
-	ProjectID string            `json:"project_id"`
-	Title     string            `json:"title"`
-	From      models.TaskStatus `json:"from"`
-	To        models.TaskStatus `json:"to"`
-	Event     models.TaskEvent  `json:"event"`
-	Reason    string            `json:"reason"`
-	Actor     string            `json:"actor"`
-	Blocked   []string          `json:"blocked"`
-	// task.progress
-	Message string `json:"message"`
-	RunID   int64  `json:"run_id"`
-	// task.question
-	ID   int64  `json:"id"`
-	Text string `json:"text"`
-	// task.approval_needed
-	Files []string `json:"files"`
-	// plan.failed
-	Error string `json:"error"`
-
-	// hook is a hook's message (hook.message), whose payload is its own.
-	hook *hookMessage
-	// run is a run's end (run.success, run.failed, run.cancelled), whose
-	// payload is its own.
-	run *runNotice
+	TaskID    string
+	ProjectID string
+	Title     string
+	payload   any
+	// kind is the outbox message's kind, set when it is rendered.
+	kind models.NoticeKind
 }
 
 // decodeNotice decodes an outbox message's payload.
-func decodeNotice(kind, payload string) (notice, error) {
-	var n notice
-	if kind == hookMessageKind {
-		var m hookMessage
-		if err := json.Unmarshal([]byte(payload), &m); err != nil {
-			return n, err
-		}
-		n.ProjectID, n.hook = m.ProjectID, &m
-		return n, nil
+func decodeNotice(kind models.NoticeKind, payload string) (notice, error) {
+	n, err := models.DecodeNotice(kind, payload)
+	if err != nil {
+		return notice{}, err
 	}
-	if isRunNotice(kind) {
-		var m runNotice
-		if err := json.Unmarshal([]byte(payload), &m); err != nil {
-			return n, err
-		}
-		n.ProjectID, n.run = m.ProjectID, &m
-		return n, nil
+	return noticeOf(n), nil
+}
+
+// noticeOf is the notice to render of a decoded one.
+func noticeOf(n models.Notice) notice {
+	out := notice{TaskID: n.TaskID, ProjectID: n.ProjectID, payload: n.Payload}
+	switch p := n.Payload.(type) {
+	case models.TransitionNotice:
+		out.Title = p.Title
+	case models.ApprovalNeededNotice:
+		out.Title = p.Title
+	case models.LandingWaitsNotice:
+		out.Title = p.Title
+	case models.TaskDeletedNotice:
+		out.Title = p.Title
 	}
-	err := json.Unmarshal([]byte(payload), &n)
-	return n, err
+	return out
+}
+
+// payloadOf returns a notice's payload as its kind's type.
+func payloadOf[T any](n notice) (T, error) {
+	p, ok := n.payload.(T)
+	if !ok {
+		var zero T
+		return zero, fmt.Errorf("%w: a notice without its payload (%T, want %T)", errPermanent, n.payload, zero)
+	}
+	return p, nil
 }
 
 // part is one message to post: in the project's channel, or in the task's
@@ -176,7 +171,7 @@ func (b *Bot) deliverPage(ctx context.Context, msgs []models.OutboxMessage, held
 			continue
 		}
 		batch := []models.OutboxMessage{m}
-		if m.Kind == "task.progress" {
+		if m.Kind == models.NoticeTaskProgress {
 			if next, ok := b.progressDue(m.TaskID); !ok {
 				held[m.TaskID] = true
 				wait = min(wait, next)
@@ -287,7 +282,7 @@ func progressRun(msgs []models.OutboxMessage, taskID string) []models.OutboxMess
 		if m.TaskID != taskID {
 			continue
 		}
-		if m.Kind != "task.progress" {
+		if m.Kind != models.NoticeTaskProgress {
 			break
 		}
 		out = append(out, m)
@@ -332,12 +327,12 @@ func (b *Bot) deliver(ctx context.Context, batch []models.OutboxMessage) error {
 		n.ProjectID = m.ProjectID
 	}
 	var parts []part
-	if m.Kind == "task.progress" {
+	if m.Kind == models.NoticeTaskProgress {
 		var lines []string
 		for _, p := range batch {
-			var pn notice
-			if json.Unmarshal([]byte(p.Payload), &pn) == nil && strings.TrimSpace(pn.Message) != "" {
-				lines = append(lines, pn.Message)
+			pn, err := models.DecodeNotice(p.Kind, p.Payload)
+			if pm, ok := pn.Payload.(models.ProgressNotice); err == nil && ok && strings.TrimSpace(pm.Message) != "" {
+				lines = append(lines, pm.Message)
 			}
 		}
 		parts = progressParts(lines)
@@ -347,7 +342,7 @@ func (b *Bot) deliver(ctx context.Context, batch []models.OutboxMessage) error {
 			return err
 		}
 	}
-	if m.Kind == "task.deleted" {
+	if m.Kind == models.NoticeTaskDeleted {
 		if err := b.closeThread(ctx, n.TaskID); err != nil {
 			if !permanent(err) {
 				return err
@@ -398,7 +393,7 @@ func (b *Bot) deliver(ctx context.Context, batch []models.OutboxMessage) error {
 		if err := b.postThread(ctx, channelID, n, pn, p); err != nil {
 			return err
 		}
-		if m.Kind == "task.progress" {
+		if m.Kind == models.NoticeTaskProgress {
 			b.mu.Lock()
 			b.lastPost[m.TaskID] = b.cfg.Now()
 			b.mu.Unlock()
@@ -672,158 +667,263 @@ func runParts(d models.TaskDetail) []part {
 	return nil
 }
 
-// noticeParts renders a notice of a given kind.
-func (b *Bot) noticeParts(ctx context.Context, kind string, n notice) ([]part, error) {
-	title := escape(cut(n.Title, 120))
-	id := "`" + n.TaskID + "`"
-	switch kind {
-	case "task.started":
-		t, ok, err := b.box.TaskThread(ctx, n.TaskID)
-		if err != nil {
-			return nil, err
-		}
-		by := ""
-		if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil {
-			if d.Task.AssignedAgentID != nil {
-				by = " by agent `" + *d.Task.AssignedAgentID + "`"
-			}
-			if d.Task.RetryCount > 0 {
-				by += fmt.Sprintf(" (attempt %d)", d.Task.RetryCount+1)
-			}
-		}
-		if !ok {
-			return []part{{Anchor: true, Content: fmt.Sprintf("▶️ %s %s started%s", id, title, by)}}, nil
-		}
-		return []part{{Content: fmt.Sprintf("▶️ %s %s started%s → <#%s>", id, title, by, t.ThreadID)},
-			{Thread: true, Content: "▶️ Started" + by}}, nil
-	case "task.question":
-		if title == "" {
-			if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil {
-				title = escape(cut(d.Task.Title, 120))
-			}
-		}
-		return []part{{Thread: true, Content: fmt.Sprintf("❓ **Question #%d**\n%s", n.ID, quote(cut(n.Text, 1800))),
-			Components: buttons(button("Answer", discordgo.PrimaryButton, customID("answer", strconv.FormatInt(n.ID, 10), n.TaskID)),
-				cancelButton(n.TaskID, models.StatusWaitingInput))},
-			{Content: fmt.Sprintf("❓ %s %s is waiting for your answer in %s", id, title, threadLink)}}, nil
-	case "task.completed":
-		out := []part{{Content: fmt.Sprintf("✅ %s %s completed%s → %s", id, title, byActor(n), threadLink)}}
-		d, err := b.svc.GetTaskDetail(ctx, n.TaskID)
-		if err == nil && d.Result != nil {
-			out = append(out, textParts(true, "✅ **Completed**", renderResultBody(*d.Result))...)
-		} else {
-			out = append(out, part{Thread: true, Content: "✅ **Completed**" + byActor(n)})
-		}
-		if err == nil {
-			out = append(out, runParts(d)...)
-		}
-		return out, nil
-	case "task.failed":
-		attempt := ""
-		var run []part
-		if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil {
-			attempt = fmt.Sprintf(" (attempt %d of %d)", d.Task.RetryCount+1, d.Task.MaxRetries+1)
-			run = runParts(d)
-		}
-		reason := reasonLine(n.Reason)
-		return append([]part{{Content: fmt.Sprintf("❌ %s %s failed%s%s", id, title, attempt, reason),
-			Components: buttons(
-				button("Retry now", discordgo.PrimaryButton, customID("event", string(models.EventAdminRestart), n.TaskID, string(models.StatusFailed))),
-				button("Skip", discordgo.SecondaryButton, customID("event", string(models.EventAdminSkip), n.TaskID, string(models.StatusFailed))),
-				button("View error", discordgo.SecondaryButton, customID("error", n.TaskID)),
-				cancelButton(n.TaskID, models.StatusFailed))},
-			{Thread: true, Content: "❌ **Failed**" + attempt + reason}}, run...), nil
-	case "task.blocked":
-		if n.Event == models.EventUpstreamFailed {
-			return nil, nil // told once, by the chain.broken notice of its root
-		}
-		reason := reasonLine(n.Reason)
-		if b.blockedBehind(ctx, n) {
-			// The chain.broken notice carries the buttons: one live set.
-			return []part{{Thread: true, Content: "⛔ **Blocked**" + reason}}, nil
-		}
-		return []part{{Content: fmt.Sprintf("⛔ %s %s is blocked%s%s", id, title, reason, byActor(n)),
-			Components: buttons(
-				button("Restart", discordgo.PrimaryButton, customID("event", string(models.EventAdminRestart), n.TaskID, string(models.StatusBlocked))),
-				button("Skip", discordgo.SecondaryButton, customID("event", string(models.EventAdminSkip), n.TaskID, string(models.StatusBlocked))))},
-			{Thread: true, Content: "⛔ **Blocked**" + reason}}, nil
-	case "chain.broken":
-		blocked := make([]string, len(n.Blocked))
-		for i, t := range n.Blocked {
-			blocked[i] = "`" + t + "`"
-		}
-		root, rootTitle := n.TaskID, title
-		if n.Event == models.EventUpstreamFailed {
-			// Tasks created behind a blocked task: the root is theirs.
-			if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil && d.Task.CascadeRootID != "" {
-				root = d.Task.CascadeRootID
-				if rd, err := b.svc.GetTaskDetail(ctx, root); err == nil {
-					rootTitle = escape(cut(rd.Task.Title, 120))
-				}
-			}
-		}
-		msg := fmt.Sprintf("⛓️ Chain broken at `%s` %s%s\nBlocked with it: %s", root, rootTitle, reasonLine(n.Reason),
-			strings.Join(blocked, ", "))
-		return []part{{Content: cut(msg, messageLimit), Components: buttons(
-			button("Restart "+root, discordgo.PrimaryButton, customID("event", string(models.EventAdminRestart), root, string(models.StatusBlocked))),
-			button("Skip "+root, discordgo.SecondaryButton, customID("event", string(models.EventAdminSkip), root, string(models.StatusBlocked))))}}, nil
-	case "task.paused":
-		until := ""
-		var run []part
-		if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil {
-			if d.Task.ResumeAfter != nil {
-				until = " until " + renderTime(*d.Task.ResumeAfter)
-			}
-			run = runParts(d)
-		}
-		return append([]part{{Content: fmt.Sprintf("⏸️ %s %s paused%s%s", id, title, until, reasonLine(n.Reason))},
-			{Thread: true, Content: "⏸️ **Paused**" + until + reasonLine(n.Reason)}}, run...), nil
-	case "task.awaiting_approval":
-		d, err := b.svc.GetTaskDetail(ctx, n.TaskID)
-		if err != nil {
-			return nil, err
-		}
-		// A pull request of an earlier attempt does not count when this
-		// one waits for a person without one.
-		local := d.Verification != nil && d.Verification.Phase == models.PhaseApproval
-		if d.Task.PRURL != nil && *d.Task.PRURL != "" && !local {
-			return []part{{Content: fmt.Sprintf("🙋 %s %s waits for its pull request to be merged: %s", id, title, *d.Task.PRURL),
-				Components: buttons(linkButton("Open pull request", *d.Task.PRURL), cancelButton(n.TaskID, models.StatusAwaitingApproval))}}, nil
-		}
-		return []part{{Content: fmt.Sprintf("🙋 %s %s needs your approval%s", id, title, reasonLine(n.Reason)), Components: approvalButtons(n.TaskID, models.StatusAwaitingApproval)}}, nil
-	case "task.approval_needed":
-		files := ""
-		if len(n.Files) > 0 {
-			fs := n.Files
-			if len(fs) > 10 {
-				fs = fs[:10]
-			}
-			files = "\nfiles: `" + strings.Join(fs, "`, `") + "`"
-			if len(n.Files) > 10 {
-				files += fmt.Sprintf(" and %d more", len(n.Files)-10)
-			}
-		}
-		return []part{{Content: fmt.Sprintf("🙋 %s %s is ready and needs your approval%s", id, title, files), Components: approvalButtons(n.TaskID, models.StatusVerifying)}}, nil
-	case "task.deleted":
-		return []part{{Content: fmt.Sprintf("🗑️ %s %s was deleted", id, title)}}, nil
-	case "task.landing_waits":
-		return []part{{Content: fmt.Sprintf("🛬 %s %s is verified and waits to land%s", id, title, reasonLine(n.Reason))},
-			{Thread: true, Content: "🛬 **Waiting to land**" + reasonLine(n.Reason)}}, nil
-	case "plan.failed":
-		return []part{{Content: fmt.Sprintf("📝 The plan of %s could not be created: %s", id, escape(cut(n.Error, 500)))}}, nil
-	case hookMessageKind:
-		if n.hook == nil {
-			return nil, fmt.Errorf("%w: a hook message without its payload", errPermanent)
-		}
-		return hookMessageParts(*n.hook), nil
-	case runSuccessKind, runFailedKind, runCancelledKind:
-		if n.run == nil {
-			return nil, fmt.Errorf("%w: a run's notice without its payload", errPermanent)
-		}
-		return runNoticeParts(kind, *n.run), nil
+// noticeRenderers render each kind of notice Discord posts. A progress
+// notice is not here: the delivery coalesces a task's progress lines
+// (progressParts); nor is task.waiting_input, whose question's own notice
+// (task.question) asks in the task's thread.
+var noticeRenderers = map[models.NoticeKind]func(*Bot, context.Context, notice) ([]part, error){
+	models.NoticeTaskStarted:          (*Bot).startedParts,
+	models.NoticeTaskQuestion:         (*Bot).questionParts,
+	models.NoticeTaskCompleted:        (*Bot).completedParts,
+	models.NoticeTaskFailed:           (*Bot).failedParts,
+	models.NoticeTaskBlocked:          (*Bot).blockedParts,
+	models.NoticeChainBroken:          (*Bot).chainBrokenParts,
+	models.NoticeTaskPaused:           (*Bot).pausedParts,
+	models.NoticeTaskAwaitingApproval: (*Bot).awaitingApprovalParts,
+	models.NoticeTaskApprovalNeeded:   (*Bot).approvalNeededParts,
+	models.NoticeTaskDeleted:          (*Bot).deletedParts,
+	models.NoticeTaskLandingWaits:     (*Bot).landingWaitsParts,
+	models.NoticePlanFailed:           (*Bot).planFailedParts,
+	models.NoticeHookMessage:          (*Bot).hookNoticeParts,
+	models.NoticeRunSuccess:           (*Bot).runEndedParts,
+	models.NoticeRunFailed:            (*Bot).runEndedParts,
+	models.NoticeRunCancelled:         (*Bot).runEndedParts,
+}
+
+// noticeParts renders a notice of a given kind; a kind Discord does not
+// post renders as nothing.
+func (b *Bot) noticeParts(ctx context.Context, kind models.NoticeKind, n notice) ([]part, error) {
+	render, ok := noticeRenderers[kind]
+	if !ok {
+		b.log.Debug("notice kind not posted to discord", "kind", kind)
+		return nil, nil
 	}
-	b.log.Debug("notice kind not posted to discord", "kind", kind)
-	return nil, nil
+	n.kind = kind
+	return render(b, ctx, n)
+}
+
+// noticeTitle is the task's title of a notice, for a line.
+func noticeTitle(n notice) string { return escape(cut(n.Title, 120)) }
+
+// noticeID is the task's id of a notice, for a line.
+func noticeID(n notice) string { return "`" + n.TaskID + "`" }
+
+func (b *Bot) startedParts(ctx context.Context, n notice) ([]part, error) {
+	title, id := noticeTitle(n), noticeID(n)
+	t, ok, err := b.box.TaskThread(ctx, n.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	by := ""
+	if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil {
+		if d.Task.AssignedAgentID != nil {
+			by = " by agent `" + *d.Task.AssignedAgentID + "`"
+		}
+		if d.Task.RetryCount > 0 {
+			by += fmt.Sprintf(" (attempt %d)", d.Task.RetryCount+1)
+		}
+	}
+	if !ok {
+		return []part{{Anchor: true, Content: fmt.Sprintf("▶️ %s %s started%s", id, title, by)}}, nil
+	}
+	return []part{{Content: fmt.Sprintf("▶️ %s %s started%s → <#%s>", id, title, by, t.ThreadID)},
+		{Thread: true, Content: "▶️ Started" + by}}, nil
+}
+
+func (b *Bot) questionParts(ctx context.Context, n notice) ([]part, error) {
+	q, err := payloadOf[models.Question](n)
+	if err != nil {
+		return nil, err
+	}
+	title, id := noticeTitle(n), noticeID(n)
+	if title == "" {
+		if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil {
+			title = escape(cut(d.Task.Title, 120))
+		}
+	}
+	return []part{{Thread: true, Content: fmt.Sprintf("❓ **Question #%d**\n%s", q.ID, quote(cut(q.Text, 1800))),
+		Components: buttons(button("Answer", discordgo.PrimaryButton, customID("answer", strconv.FormatInt(q.ID, 10), n.TaskID)),
+			cancelButton(n.TaskID, models.StatusWaitingInput))},
+		{Content: fmt.Sprintf("❓ %s %s is waiting for your answer in %s", id, title, threadLink)}}, nil
+}
+
+func (b *Bot) completedParts(ctx context.Context, n notice) ([]part, error) {
+	c, err := payloadOf[models.TransitionNotice](n)
+	if err != nil {
+		return nil, err
+	}
+	out := []part{{Content: fmt.Sprintf("✅ %s %s completed%s → %s", noticeID(n), noticeTitle(n), byActor(c), threadLink)}}
+	d, err := b.svc.GetTaskDetail(ctx, n.TaskID)
+	if err == nil && d.Result != nil {
+		out = append(out, textParts(true, "✅ **Completed**", renderResultBody(*d.Result))...)
+	} else {
+		out = append(out, part{Thread: true, Content: "✅ **Completed**" + byActor(c)})
+	}
+	if err == nil {
+		out = append(out, runParts(d)...)
+	}
+	return out, nil
+}
+
+func (b *Bot) failedParts(ctx context.Context, n notice) ([]part, error) {
+	c, err := payloadOf[models.TransitionNotice](n)
+	if err != nil {
+		return nil, err
+	}
+	attempt := ""
+	var run []part
+	if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil {
+		attempt = fmt.Sprintf(" (attempt %d of %d)", d.Task.RetryCount+1, d.Task.MaxRetries+1)
+		run = runParts(d)
+	}
+	reason := reasonLine(c.Reason)
+	return append([]part{{Content: fmt.Sprintf("❌ %s %s failed%s%s", noticeID(n), noticeTitle(n), attempt, reason),
+		Components: buttons(
+			button("Retry now", discordgo.PrimaryButton, customID("event", string(models.EventAdminRestart), n.TaskID, string(models.StatusFailed))),
+			button("Skip", discordgo.SecondaryButton, customID("event", string(models.EventAdminSkip), n.TaskID, string(models.StatusFailed))),
+			button("View error", discordgo.SecondaryButton, customID("error", n.TaskID)),
+			cancelButton(n.TaskID, models.StatusFailed))},
+		{Thread: true, Content: "❌ **Failed**" + attempt + reason}}, run...), nil
+}
+
+func (b *Bot) blockedParts(ctx context.Context, n notice) ([]part, error) {
+	c, err := payloadOf[models.TransitionNotice](n)
+	if err != nil {
+		return nil, err
+	}
+	if c.Event == models.EventUpstreamFailed {
+		return nil, nil // told once, by the chain.broken notice of its root
+	}
+	reason := reasonLine(c.Reason)
+	if b.blockedBehind(ctx, n) {
+		// The chain.broken notice carries the buttons: one live set.
+		return []part{{Thread: true, Content: "⛔ **Blocked**" + reason}}, nil
+	}
+	return []part{{Content: fmt.Sprintf("⛔ %s %s is blocked%s%s", noticeID(n), noticeTitle(n), reason, byActor(c)),
+		Components: buttons(
+			button("Restart", discordgo.PrimaryButton, customID("event", string(models.EventAdminRestart), n.TaskID, string(models.StatusBlocked))),
+			button("Skip", discordgo.SecondaryButton, customID("event", string(models.EventAdminSkip), n.TaskID, string(models.StatusBlocked))))},
+		{Thread: true, Content: "⛔ **Blocked**" + reason}}, nil
+}
+
+func (b *Bot) chainBrokenParts(ctx context.Context, n notice) ([]part, error) {
+	c, err := payloadOf[models.TransitionNotice](n)
+	if err != nil {
+		return nil, err
+	}
+	blocked := make([]string, len(c.Blocked))
+	for i, t := range c.Blocked {
+		blocked[i] = "`" + t + "`"
+	}
+	root, rootTitle := n.TaskID, noticeTitle(n)
+	if c.Event == models.EventUpstreamFailed {
+		// Tasks created behind a blocked task: the root is theirs.
+		if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil && d.Task.CascadeRootID != "" {
+			root = d.Task.CascadeRootID
+			if rd, err := b.svc.GetTaskDetail(ctx, root); err == nil {
+				rootTitle = escape(cut(rd.Task.Title, 120))
+			}
+		}
+	}
+	msg := fmt.Sprintf("⛓️ Chain broken at `%s` %s%s\nBlocked with it: %s", root, rootTitle, reasonLine(c.Reason),
+		strings.Join(blocked, ", "))
+	return []part{{Content: cut(msg, messageLimit), Components: buttons(
+		button("Restart "+root, discordgo.PrimaryButton, customID("event", string(models.EventAdminRestart), root, string(models.StatusBlocked))),
+		button("Skip "+root, discordgo.SecondaryButton, customID("event", string(models.EventAdminSkip), root, string(models.StatusBlocked))))}}, nil
+}
+
+func (b *Bot) pausedParts(ctx context.Context, n notice) ([]part, error) {
+	c, err := payloadOf[models.TransitionNotice](n)
+	if err != nil {
+		return nil, err
+	}
+	until := ""
+	var run []part
+	if d, err := b.svc.GetTaskDetail(ctx, n.TaskID); err == nil {
+		if d.Task.ResumeAfter != nil {
+			until = " until " + renderTime(*d.Task.ResumeAfter)
+		}
+		run = runParts(d)
+	}
+	return append([]part{{Content: fmt.Sprintf("⏸️ %s %s paused%s%s", noticeID(n), noticeTitle(n), until, reasonLine(c.Reason))},
+		{Thread: true, Content: "⏸️ **Paused**" + until + reasonLine(c.Reason)}}, run...), nil
+}
+
+func (b *Bot) awaitingApprovalParts(ctx context.Context, n notice) ([]part, error) {
+	c, err := payloadOf[models.TransitionNotice](n)
+	if err != nil {
+		return nil, err
+	}
+	title, id := noticeTitle(n), noticeID(n)
+	d, err := b.svc.GetTaskDetail(ctx, n.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	// A pull request of an earlier attempt does not count when this
+	// one waits for a person without one.
+	local := d.Verification != nil && d.Verification.Phase == models.PhaseApproval
+	if d.Task.PRURL != nil && *d.Task.PRURL != "" && !local {
+		return []part{{Content: fmt.Sprintf("🙋 %s %s waits for its pull request to be merged: %s", id, title, *d.Task.PRURL),
+			Components: buttons(linkButton("Open pull request", *d.Task.PRURL), cancelButton(n.TaskID, models.StatusAwaitingApproval))}}, nil
+	}
+	return []part{{Content: fmt.Sprintf("🙋 %s %s needs your approval%s", id, title, reasonLine(c.Reason)), Components: approvalButtons(n.TaskID, models.StatusAwaitingApproval)}}, nil
+}
+
+func (b *Bot) approvalNeededParts(_ context.Context, n notice) ([]part, error) {
+	a, err := payloadOf[models.ApprovalNeededNotice](n)
+	if err != nil {
+		return nil, err
+	}
+	files := ""
+	if len(a.Files) > 0 {
+		fs := a.Files
+		if len(fs) > 10 {
+			fs = fs[:10]
+		}
+		files = "\nfiles: `" + strings.Join(fs, "`, `") + "`"
+		if len(a.Files) > 10 {
+			files += fmt.Sprintf(" and %d more", len(a.Files)-10)
+		}
+	}
+	return []part{{Content: fmt.Sprintf("🙋 %s %s is ready and needs your approval%s", noticeID(n), noticeTitle(n), files),
+		Components: approvalButtons(n.TaskID, models.StatusVerifying)}}, nil
+}
+
+func (b *Bot) deletedParts(_ context.Context, n notice) ([]part, error) {
+	return []part{{Content: fmt.Sprintf("🗑️ %s %s was deleted", noticeID(n), noticeTitle(n))}}, nil
+}
+
+func (b *Bot) landingWaitsParts(_ context.Context, n notice) ([]part, error) {
+	l, err := payloadOf[models.LandingWaitsNotice](n)
+	if err != nil {
+		return nil, err
+	}
+	return []part{{Content: fmt.Sprintf("🛬 %s %s is verified and waits to land%s", noticeID(n), noticeTitle(n), reasonLine(l.Reason))},
+		{Thread: true, Content: "🛬 **Waiting to land**" + reasonLine(l.Reason)}}, nil
+}
+
+func (b *Bot) planFailedParts(_ context.Context, n notice) ([]part, error) {
+	p, err := payloadOf[models.PlanFailedNotice](n)
+	if err != nil {
+		return nil, err
+	}
+	return []part{{Content: fmt.Sprintf("📝 The plan of %s could not be created: %s", noticeID(n), escape(cut(p.Error, 500)))}}, nil
+}
+
+func (b *Bot) hookNoticeParts(_ context.Context, n notice) ([]part, error) {
+	m, err := payloadOf[models.HookMessage](n)
+	if err != nil {
+		return nil, err
+	}
+	return hookMessageParts(m), nil
+}
+
+func (b *Bot) runEndedParts(_ context.Context, n notice) ([]part, error) {
+	r, err := payloadOf[models.RunEndedNotice](n)
+	if err != nil {
+		return nil, err
+	}
+	return runNoticeParts(n.kind, r), nil
 }
 
 // approvalButtons are the actions of a task waiting, in status, for a
@@ -849,7 +949,7 @@ func reasonLine(reason string) string {
 	return ": " + escape(cut(strings.TrimSpace(strings.ReplaceAll(models.RedactURL(reason), "\n", " ")), 300))
 }
 
-func byActor(n notice) string {
+func byActor(n models.TransitionNotice) string {
 	if strings.HasPrefix(n.Actor, "discord:") {
 		return " by " + renderActor(n.Actor)
 	}

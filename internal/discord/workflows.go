@@ -23,18 +23,6 @@ import (
 // runsShown is how many runs /run list shows.
 const runsShown = 10
 
-// Outbox kinds of a run that ended.
-const (
-	runSuccessKind   = "run.success"
-	runFailedKind    = "run.failed"
-	runCancelledKind = "run.cancelled"
-)
-
-// isRunNotice reports whether an outbox kind is a run's end.
-func isRunNotice(kind string) bool {
-	return kind == runSuccessKind || kind == runFailedKind || kind == runCancelledKind
-}
-
 // runStatuses are the statuses of a run, in the order it goes through them.
 var runStatuses = []string{models.RunPending, models.RunRunning, models.RunSuccess, models.RunFailed, models.RunCancelled}
 
@@ -435,28 +423,18 @@ func renderRunTask(t models.RunTask) string {
 	return l
 }
 
-// runNotice is the payload of a run's end (run.success, run.failed,
-// run.cancelled).
-type runNotice struct {
-	RunID     string `json:"run_id"`
-	Workflow  string `json:"workflow"`
-	ProjectID string `json:"project_id"`
-	Status    string `json:"status"`
-	Reason    string `json:"reason"`
-}
-
 // runNoticeParts renders a run's end for its project's channel; a failed
 // run's notice has a Retry button.
-func runNoticeParts(kind string, m runNotice) []part {
+func runNoticeParts(kind models.NoticeKind, m models.RunEndedNotice) []part {
 	head := fmt.Sprintf("Run %s of **%s**", inlineCode(m.RunID), escape(cut(m.Workflow, 100)))
 	reason := ""
 	if strings.TrimSpace(m.Reason) != "" {
 		reason = ": " + runReason(m.Reason, 300)
 	}
 	switch kind {
-	case runSuccessKind:
+	case models.NoticeRunSuccess:
 		return []part{{Content: "✅ " + head + " succeeded"}}
-	case runFailedKind:
+	case models.NoticeRunFailed:
 		p := part{Content: "❌ " + head + " failed" + reason}
 		if validRunID(m.RunID) {
 			p.Components = buttons(button("Retry", discordgo.PrimaryButton, customID("run-retry", m.RunID, models.RunFailed)))
