@@ -423,27 +423,6 @@ func renderRunTask(t models.RunTask) string {
 	return l
 }
 
-// runNoticeParts renders a run's end for its project's channel; a failed
-// run's notice has a Retry button.
-func runNoticeParts(kind models.NoticeKind, m models.RunEndedNotice) []part {
-	head := fmt.Sprintf("Run %s of **%s**", inlineCode(m.RunID), escape(cut(m.Workflow, 100)))
-	reason := ""
-	if strings.TrimSpace(m.Reason) != "" {
-		reason = ": " + runReason(m.Reason, 300)
-	}
-	switch kind {
-	case models.NoticeRunSuccess:
-		return []part{{Content: "✅ " + head + " succeeded"}}
-	case models.NoticeRunFailed:
-		p := part{Content: "❌ " + head + " failed" + reason}
-		if validRunID(m.RunID) {
-			p.Components = buttons(button("Retry", discordgo.PrimaryButton, customID("run-retry", m.RunID, models.RunFailed)))
-		}
-		return []part{p}
-	}
-	return []part{{Content: "🛑 " + head + " was cancelled" + reason}}
-}
-
 func (b *Bot) runCancel(ctx context.Context, c call) reply {
 	return b.cancelRun(ctx, c.opts.str(optRun), c.user)
 }
