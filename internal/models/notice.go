@@ -3,6 +3,7 @@ package models
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -300,14 +301,7 @@ var noticeDecoders = map[NoticeKind]func(string) (Notice, error){
 }
 
 // NoticeKinds returns every notice kind, sorted.
-func NoticeKinds() []NoticeKind {
-	out := make([]NoticeKind, 0, len(noticeDecoders))
-	for k := range noticeDecoders {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
+func NoticeKinds() []NoticeKind { return slices.Sorted(maps.Keys(noticeDecoders)) }
 
 // Known reports whether k is one of the notice kinds.
 func (k NoticeKind) Known() bool {
