@@ -2,7 +2,6 @@ package models
 
 import (
 	"encoding/json"
-	"fmt"
 	"maps"
 	"slices"
 )
@@ -158,13 +157,11 @@ type Notice struct {
 	Payload   any
 }
 
-// Encode returns the notice's payload as the JSON the outbox keeps.
+// Encode returns the notice's payload as the JSON the outbox keeps; an
+// error is encoding/json's.
 func (n Notice) Encode() (string, error) {
 	b, err := json.Marshal(n.Payload)
-	if err != nil {
-		return "", fmt.Errorf("encode %s notice: %w", n.Kind, err)
-	}
-	return string(b), nil
+	return string(b), err
 }
 
 // statusNoticeKinds are the task statuses whose reaching is a notice.
@@ -327,7 +324,8 @@ func (k NoticeKind) TaskEvent() bool {
 // type: Payload holds that type (not a pointer), and ProjectID and TaskID
 // are the ones the payload names (empty where it names none). A kind this
 // version does not know decodes to the project and task its payload names,
-// with no payload; a payload that is not its kind's JSON is an error.
+// with no payload; a payload that is not its kind's JSON is encoding/json's
+// error, as it is (it is kept as a delivery's reason).
 func DecodeNotice(kind NoticeKind, payload string) (Notice, error) {
 	dec, ok := noticeDecoders[kind]
 	if !ok {
@@ -340,7 +338,7 @@ func DecodeNotice(kind NoticeKind, payload string) (Notice, error) {
 	}
 	n, err := dec(payload)
 	if err != nil {
-		return Notice{}, fmt.Errorf("decode %s notice: %w", kind, err)
+		return Notice{}, err
 	}
 	n.Kind = kind
 	if !ok {

@@ -35,7 +35,7 @@ const (
 func (s *Store) enqueue(ctx context.Context, tx *sql.Tx, key string, n models.Notice) error {
 	payload, err := n.Encode()
 	if err != nil {
-		return fmt.Errorf("outbox %s: %w", key, err)
+		return fmt.Errorf("encode outbox %s: %w", key, err)
 	}
 	now := toNanos(s.now())
 	_, err = s.txExec(ctx, tx, `INSERT INTO outbox (key, kind, project_id, task_id, payload, next_attempt_at, created_at)
