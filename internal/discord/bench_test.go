@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/discord/discordtest"
+	"github.com/agentqueued/agentqueued/internal/models"
 )
 
 // countingOutbox signals when a number of notices have been marked delivered.
@@ -52,8 +53,8 @@ func BenchmarkDeliverNotices(b *testing.B) {
 	for n := 0; n < b.N; n++ {
 		b.StopTimer()
 		for k := range batch {
-			if err := h.st.Notify(context.Background(), fmt.Sprintf("bench:%d:%d", n, k), "plan.failed", "web", id,
-				map[string]any{"task_id": id, "error": "benchmark notice"}); err != nil {
+			if err := h.st.Notify(context.Background(), fmt.Sprintf("bench:%d:%d", n, k),
+				models.NewPlanFailedNotice("web", models.PlanFailedNotice{TaskID: id, Error: "benchmark notice"})); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -22,8 +22,8 @@ func (h *harness) notices(taskID string, n int) []string {
 	var out []string
 	for k := range n {
 		msg := fmt.Sprintf("plan error number %03d", k)
-		if err := h.st.Notify(context.Background(), fmt.Sprintf("test:%s:%d", taskID, k), "plan.failed", "web", taskID,
-			map[string]any{"task_id": taskID, "error": msg}); err != nil {
+		if err := h.st.Notify(context.Background(), fmt.Sprintf("test:%s:%d", taskID, k),
+			models.NewPlanFailedNotice("web", models.PlanFailedNotice{TaskID: taskID, Error: msg})); err != nil {
 			h.t.Fatal(err)
 		}
 		out = append(out, msg)
@@ -244,8 +244,8 @@ func TestProgressIsCoalescedPerTask(t *testing.T) {
 	h.stop()
 	progress := func(k int) {
 		t.Helper()
-		if err := h.st.Notify(context.Background(), fmt.Sprintf("progress:%d:%d", run.ID, k), "task.progress", "web", id,
-			map[string]any{"task_id": id, "run_id": run.ID, "message": fmt.Sprintf("step %d", k)}); err != nil {
+		if err := h.st.Notify(context.Background(), fmt.Sprintf("progress:%d:%d", run.ID, k),
+			models.NewProgressNotice("web", models.ProgressNotice{TaskID: id, RunID: run.ID, Message: fmt.Sprintf("step %d", k)})); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -373,7 +373,8 @@ func TestRefusedNoticeIsGivenUpAndTheTaskGoesOn(t *testing.T) {
 	id := h.task("web", "Refused")
 	// A notice that can never be delivered (its payload is broken) is given
 	// up at once; the task's next notice is still delivered.
-	if err := h.st.Notify(context.Background(), "bad-payload", "plan.failed", "web", id, "not an object"); err != nil {
+	if err := h.st.Notify(context.Background(), "bad-payload",
+		models.Notice{Kind: models.NoticePlanFailed, ProjectID: "web", TaskID: id, Payload: "not an object"}); err != nil {
 		t.Fatal(err)
 	}
 	texts := h.notices(id, 1)
@@ -399,8 +400,8 @@ func TestAChattyTaskDoesNotHoldOthersBack(t *testing.T) {
 	th := h.waitThread(id)
 	progress := func(k int) {
 		t.Helper()
-		if err := h.st.Notify(context.Background(), fmt.Sprintf("progress:%d:%d", run.ID, k), "task.progress", "web", id,
-			map[string]any{"task_id": id, "run_id": run.ID, "message": fmt.Sprintf("line %d", k)}); err != nil {
+		if err := h.st.Notify(context.Background(), fmt.Sprintf("progress:%d:%d", run.ID, k),
+			models.NewProgressNotice("web", models.ProgressNotice{TaskID: id, RunID: run.ID, Message: fmt.Sprintf("line %d", k)})); err != nil {
 			t.Fatal(err)
 		}
 	}

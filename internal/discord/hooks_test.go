@@ -358,7 +358,7 @@ func TestHookMessagesArePostedOnceToTheProjectChannel(t *testing.T) {
 		t.Fatalf("fire: %q", text)
 	}
 	posted := h.waitMessage(projectChannel, "🪝 **Greeter**")
-	want := hookMessageParts(hookMessage{HookID: "greeter", HookName: "Greeter", RunID: "greeter.1", ProjectID: "web", Text: said})[0].Content
+	want := hookMessageParts(models.HookMessage{HookID: "greeter", HookName: "Greeter", RunID: "greeter.1", ProjectID: "web", Text: said})[0].Content
 	if posted.Content != want {
 		t.Errorf("posted %q, want %q", posted.Content, want)
 	}
@@ -378,8 +378,8 @@ func TestHookMessagesArePostedOnceToTheProjectChannel(t *testing.T) {
 	if _, err := h.st.CreateProject(ctx, models.Project{ID: "ops", Name: "Ops"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.st.Notify(ctx, "hook-message-ops", hooks.MessageKind, "ops", "", hooks.HookMessage{HookID: "pager", HookName: "Pager",
-		RunID: "pager.3", ProjectID: "ops", Text: "Disk almost full"}); err != nil {
+	if err := h.st.Notify(ctx, "hook-message-ops", models.NewHookMessageNotice(models.HookMessage{HookID: "pager", HookName: "Pager",
+		RunID: "pager.3", ProjectID: "ops", Text: "Disk almost full"})); err != nil {
 		t.Fatal(err)
 	}
 	h.bot.Wake()
@@ -406,7 +406,7 @@ func TestHookMessagesArePostedOnceToTheProjectChannel(t *testing.T) {
 func TestHookMessageFitsOneMessage(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("*@_ ", 1500) // 6,000 characters, twice that escaped
-	parts := hookMessageParts(hookMessage{HookID: "big", HookName: "Big *talker*", RunID: "big.1", Text: long})
+	parts := hookMessageParts(models.HookMessage{HookID: "big", HookName: "Big *talker*", RunID: "big.1", Text: long})
 	if len(parts) != 1 {
 		t.Fatalf("%d parts", len(parts))
 	}
@@ -426,11 +426,11 @@ func TestHookMessageFitsOneMessage(t *testing.T) {
 	if rest := strings.NewReplacer("\\*", "", "@\u200b", "", "\\_", "", " ", "").Replace(body); rest != "" {
 		t.Errorf("escapes split: %q left", cut(rest, 40))
 	}
-	short := hookMessageParts(hookMessage{HookID: "small", RunID: "small.2", Text: "  fine\n"})
+	short := hookMessageParts(models.HookMessage{HookID: "small", RunID: "small.2", Text: "  fine\n"})
 	if len(short) != 1 || short[0].Content != "🪝 **small** (`small.2`)\nfine" || short[0].File != nil {
 		t.Errorf("short message: %+v", short)
 	}
-	if _, err := decodeNotice(hookMessageKind, `{"run_id": 7}`); err == nil {
+	if _, err := decodeNotice(models.NoticeHookMessage, `{"run_id": 7}`); err == nil {
 		t.Error("a hook message with a numeric run id decoded")
 	}
 }

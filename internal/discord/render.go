@@ -2,6 +2,7 @@ package discord
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -367,4 +368,66 @@ func renderStatus(v statusView) string {
 		fmt.Fprintf(&b, "%s · since %s\n", it.line, fmt.Sprintf("<t:%d:R>", it.at.Unix()))
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+func renderResultBody(c models.Completion) string {
+	out := quote(c.Summary)
+	if len(c.FilesChanged) > 0 {
+		files := c.FilesChanged
+		more := ""
+		if len(files) > 20 {
+			files, more = files[:20], fmt.Sprintf(" and %d more", len(c.FilesChanged)-20)
+		}
+		out += "\nfiles: `" + strings.Join(files, "`, `") + "`" + more
+	}
+	return out
+}
+
+// attachment is a text file sent with a message.
+type attachment struct {
+	Name string
+	Body string
+}
+
+func (a *attachment) file() *discordgo.File {
+	return &discordgo.File{Name: a.Name, ContentType: "text/plain; charset=utf-8", Reader: strings.NewReader(a.Body)}
+}
+
+// tokenInURL matches the secret part of interaction and webhook URLs.
+var tokenInURL = regexp.MustCompile(`((?:interactions|webhooks)/\d+)/[A-Za-z0-9_.\-]+`)
+
+// redactURL removes interaction and webhook tokens from a text (an error
+// naming a request's URL) before it is logged or stored.
+func redactURL(s string) string { return tokenInURL.ReplaceAllString(s, "$1/<token>") }
+
+// fit makes content fit one message: a longer text is cut, and attached
+// whole unless a file goes with it already.
+func fit(content string, file *attachment) (string, *attachment) {
+	if len([]rune(content)) <= messageLimit {
+		return content, file
+	}
+	if file == nil {
+		file = &attachment{Name: "message.txt", Body: content}
+	}
+	return cut(content, messageLimit-40) + "\n*(full text attached)*", file
+}
+
+// customID builds a component's custom id: "aq|action|arg…". Arguments
+// are ids (checked before they get here); the whole stays within Discord's
+// 100 characters.
+func customID(action string, args ...string) string {
+	id := strings.Join(append([]string{"aq", action}, args...), "|")
+	if len(id) > 100 {
+		panic(fmt.Sprintf("custom id %q is longer than 100 characters", id))
+	}
+	return id
+}
+
+// parseCustomID splits a custom id built by customID.
+func parseCustomID(id string) (string, []string, error) {
+	parts := strings.Split(id, "|")
+	if len(parts) < 2 || parts[0] != "aq" {
+		return "", nil, fmt.Errorf("unknown component %q", id)
+	}
+	return parts[1], parts[2:], nil
 }

@@ -51,7 +51,7 @@ func TestNoticesGolden(t *testing.T) {
 		t.Logf("save result: %v", err) // the result table may require a run: the notice then says less
 	}
 	// Kinds whose notice is decoded from an outbox row's payload.
-	payloads := map[string]string{
+	payloads := map[models.NoticeKind]string{
 		"hook.message": `{"hook_id":"triage","hook_name":"Failure *triage*","run_id":"triage.4","project_id":"web",` +
 			`"text":"2 tasks failed @everyone <@123>:\n- [login](https://evil.example) {thread}\n# not a header"}`,
 		"run.success": `{"run_id":"nightly_deps-3","workflow":"nightly_deps","project_id":"web","status":"success","reason":""}`,
@@ -63,26 +63,26 @@ func TestNoticesGolden(t *testing.T) {
 			`"reason":"cancelled by discord:400000000000000002"}`,
 	}
 	cases := []struct {
-		kind string
+		kind models.NoticeKind
 		n    notice
 	}{
-		{"task.started", notice{TaskID: bID, Title: "Ship it"}},
-		{"task.started", notice{TaskID: a, Title: "Fix the *login* page"}},
+		{"task.started", change(bID, models.TransitionNotice{Title: "Ship it"})},
+		{"task.started", change(a, models.TransitionNotice{Title: "Fix the *login* page"})},
 		{"task.progress", notice{TaskID: a}},
-		{"task.question", notice{TaskID: a, ID: 7, Text: "Which @everyone colour?\nPlease be quick."}},
-		{"task.completed", notice{TaskID: a, Title: "Fix the *login* page", Actor: "agent-1"}},
-		{"task.failed", notice{TaskID: a, Title: "Fix the *login* page", Reason: "exit status 3: go test failed"}},
-		{"task.blocked", notice{TaskID: a, Title: "Fix the *login* page", Reason: "max retries reached"}},
-		{"task.blocked", notice{TaskID: bID, Title: "Ship it", Event: models.EventUpstreamFailed}},
-		{"chain.broken", notice{TaskID: a, Title: "Fix the *login* page", Reason: "max retries reached", Blocked: []string{bID, c}}},
-		{"task.paused", notice{TaskID: a, Title: "Fix the *login* page", Reason: "rate limited"}},
-		{"task.awaiting_approval", notice{TaskID: a, Title: "Fix the *login* page", Reason: "plan proposed"}},
-		{"task.approval_needed", notice{TaskID: a, Title: "Fix the *login* page", Files: []string{"login.go"}}},
-		{"task.landing_waits", notice{TaskID: a, Title: "Fix the *login* page", Reason: "main is checked out in /home/ann/web " +
+		{"task.question", noticeOf(models.Notice{TaskID: a, Payload: models.Question{ID: 7, Text: "Which @everyone colour?\nPlease be quick."}})},
+		{"task.completed", change(a, models.TransitionNotice{Title: "Fix the *login* page", Actor: "agent-1"})},
+		{"task.failed", change(a, models.TransitionNotice{Title: "Fix the *login* page", Reason: "exit status 3: go test failed"})},
+		{"task.blocked", change(a, models.TransitionNotice{Title: "Fix the *login* page", Reason: "max retries reached"})},
+		{"task.blocked", change(bID, models.TransitionNotice{Title: "Ship it", Event: models.EventUpstreamFailed})},
+		{"chain.broken", change(a, models.TransitionNotice{Title: "Fix the *login* page", Reason: "max retries reached", Blocked: []string{bID, c}})},
+		{"task.paused", change(a, models.TransitionNotice{Title: "Fix the *login* page", Reason: "rate limited"})},
+		{"task.awaiting_approval", change(a, models.TransitionNotice{Title: "Fix the *login* page", Reason: "plan proposed"})},
+		{"task.approval_needed", noticeOf(models.Notice{TaskID: a, Payload: models.ApprovalNeededNotice{Title: "Fix the *login* page", Files: []string{"login.go"}}})},
+		{"task.landing_waits", noticeOf(models.Notice{TaskID: a, Payload: models.LandingWaitsNotice{Title: "Fix the *login* page", Reason: "main is checked out in /home/ann/web " +
 			"with local changes (README.md): nothing of them was touched and nothing was merged; commit or stash them; then " +
-			"run `agentqueued land web`"}},
-		{"task.deleted", notice{TaskID: c, Title: "Announce it"}},
-		{"plan.failed", notice{TaskID: a, Error: "tasks[1].title: required"}},
+			"run `agentqueued land web`"}})},
+		{"task.deleted", noticeOf(models.Notice{TaskID: c, Payload: models.TaskDeletedNotice{Title: "Announce it"}})},
+		{"plan.failed", noticeOf(models.Notice{TaskID: a, Payload: models.PlanFailedNotice{Error: "tasks[1].title: required"}})},
 		{"hook.message", notice{}},
 		{"run.success", notice{}},
 		{"run.failed", notice{}},
@@ -163,5 +163,38 @@ func golden(t *testing.T, path, got string) {
 	}
 	if string(want) != got {
 		t.Errorf("%s differs:\n--- want\n%s\n--- got\n%s", path, want, got)
+	}
+}
+
+// change is the notice of a task's status change, as decoded.
+func change(taskID string, c models.TransitionNotice) notice {
+	c.TaskID = taskID
+	return noticeOf(models.Notice{TaskID: taskID, Payload: c})
+}
+
+// TestEveryNoticeKindHasARenderer checks that every kind the store and the
+// daemon write is posted by Discord, but for the deliberate exceptions.
+func TestEveryNoticeKindHasARenderer(t *testing.T) {
+	t.Parallel()
+	notRendered := map[models.NoticeKind]string{
+		models.NoticeTaskProgress:     "the delivery coalesces a task's progress lines itself (progressParts)",
+		models.NoticeTaskWaitingInput: "the question's own notice (task.question) asks in the thread",
+	}
+	for _, k := range models.NoticeKinds() {
+		_, rendered := noticeRenderers[k]
+		if why, skipped := notRendered[k]; skipped {
+			if rendered {
+				t.Errorf("%s has a renderer but is listed as not rendered (%s)", k, why)
+			}
+			continue
+		}
+		if !rendered {
+			t.Errorf("notice kind %s is written but Discord renders nothing for it", k)
+		}
+	}
+	for k := range noticeRenderers {
+		if !k.Known() {
+			t.Errorf("renderer for unknown notice kind %s", k)
+		}
 	}
 }

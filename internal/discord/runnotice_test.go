@@ -84,13 +84,13 @@ func TestRunEndNoticesGolden(t *testing.T) {
 		}
 	}
 	cases := []struct {
-		kind string
+		kind models.NoticeKind
 		n    notice
 	}{
-		{"task.failed", notice{TaskID: a, Title: "Write the page", Reason: "claude denied 1 tool call(s) (Write)"}},
-		{"task.paused", notice{TaskID: a, Title: "Write the page", Reason: "rate limited"}},
-		{"task.completed", notice{TaskID: a, Title: "Write the page", Actor: "claude-1"}},
-		{"task.failed", notice{TaskID: bID, Title: "Tidy up", Reason: "exit status 1"}},
+		{"task.failed", change(a, models.TransitionNotice{Title: "Write the page", Reason: "claude denied 1 tool call(s) (Write)"})},
+		{"task.paused", change(a, models.TransitionNotice{Title: "Write the page", Reason: "rate limited"})},
+		{"task.completed", change(a, models.TransitionNotice{Title: "Write the page", Actor: "claude-1"})},
+		{"task.failed", change(bID, models.TransitionNotice{Title: "Tidy up", Reason: "exit status 1"})},
 	}
 	var out strings.Builder
 	for _, k := range cases {

@@ -482,16 +482,16 @@ steps:
 
 func TestRunRendering(t *testing.T) {
 	t.Parallel()
-	n, err := decodeNotice(runFailedKind, `{"run_id":"w-2","workflow":"w","project_id":"web","status":"failed","reason":"why"}`)
-	if err != nil || n.run == nil || n.ProjectID != "web" || *n.run != (runNotice{RunID: "w-2", Workflow: "w", ProjectID: "web", Status: "failed", Reason: "why"}) {
-		t.Errorf("decoded %+v (%+v), %v", n, n.run, err)
+	n, err := decodeNotice(models.NoticeRunFailed, `{"run_id":"w-2","workflow":"w","project_id":"web","status":"failed","reason":"why"}`)
+	if err != nil || n.payload == nil || n.ProjectID != "web" || n.payload != (models.RunEndedNotice{RunID: "w-2", Workflow: "w", ProjectID: "web", Status: "failed", Reason: "why"}) {
+		t.Errorf("decoded %+v (%+v), %v", n, n.payload, err)
 	}
-	if _, err := decodeNotice(runSuccessKind, `{"run_id": 7}`); err == nil {
+	if _, err := decodeNotice(models.NoticeRunSuccess, `{"run_id": 7}`); err == nil {
 		t.Error("a run notice with a numeric run id decoded")
 	}
 	// A run id that cannot be a button's gets no button.
 	long := strings.Repeat("a", 90) + "-1"
-	if parts := runNoticeParts(runFailedKind, runNotice{RunID: long, Workflow: "w"}); len(parts) != 1 || parts[0].Components != nil {
+	if parts := runNoticeParts(models.NoticeRunFailed, models.RunEndedNotice{RunID: long, Workflow: "w"}); len(parts) != 1 || parts[0].Components != nil {
 		t.Errorf("long run id: %+v", parts)
 	}
 	// /workflow run and /run retry may be proposed; /run cancel is

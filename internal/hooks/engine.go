@@ -152,7 +152,7 @@ type Store interface {
 type Actions interface {
 	CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.BatchResult, error)
 	AddTaskFeedback(ctx context.Context, projectID, taskID string, f models.Feedback) error
-	Notify(ctx context.Context, key, kind, projectID, taskID string, payload any) error
+	Notify(ctx context.Context, key string, n models.Notice) error
 }
 
 // Checkouts gives hooks the project's checkout and reads its history.

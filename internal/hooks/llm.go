@@ -421,18 +421,6 @@ func (e *Engine) createTask(ctx context.Context, h models.Hook, r models.HookRun
 	return string(b), nil
 }
 
-// HookMessage is the outbox payload of a hook's post_message.
-type HookMessage struct {
-	HookID    string `json:"hook_id"`
-	HookName  string `json:"hook_name"`
-	RunID     string `json:"run_id"`
-	ProjectID string `json:"project_id"`
-	Text      string `json:"text"`
-}
-
-// MessageKind is the outbox kind of a hook's message.
-const MessageKind = "hook.message"
-
 func (e *Engine) postMessage(ctx context.Context, h models.Hook, r models.HookRun, seq int, text string) (string, error) {
 	text, err := checkText("text", text, maxMessageText, models.CheckText)
 	if err != nil {
@@ -441,8 +429,8 @@ func (e *Engine) postMessage(ctx context.Context, h models.Hook, r models.HookRu
 	// The run's start tells apart runs of a hook deleted and created again
 	// under the same id; seq, the calls of one run.
 	key := fmt.Sprintf("hook_message:%s:%d:%d", r.ID, r.StartedAt.UnixNano(), seq)
-	if err := e.act.Notify(ctx, key, MessageKind, h.ProjectID, "", HookMessage{HookID: h.ID, HookName: h.Name,
-		RunID: r.ID, ProjectID: h.ProjectID, Text: text}); err != nil {
+	if err := e.act.Notify(ctx, key, models.NewHookMessageNotice(models.HookMessage{HookID: h.ID, HookName: h.Name,
+		RunID: r.ID, ProjectID: h.ProjectID, Text: text})); err != nil {
 		return "", err
 	}
 	return `{"posted":true}`, nil

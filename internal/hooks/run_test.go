@@ -660,7 +660,7 @@ func stillRuns(pid string) (bool, string) {
 }
 
 // outbox returns the notices of a kind.
-func (h *harness) outbox(kind string) []models.OutboxMessage {
+func (h *harness) outbox(kind models.NoticeKind) []models.OutboxMessage {
 	h.t.Helper()
 	all, err := h.st.PendingOutbox(context.Background(), 1000)
 	if err != nil {

@@ -29,13 +29,13 @@ func (u TokenUsage) Total() int64 { return u.Input + u.Output + u.CacheRead + u.
 // OutboxMessage is a notification written in a state change's transaction
 // and delivered after commit, de-duplicated by Key.
 type OutboxMessage struct {
-	ID        int64  `json:"id"`
-	Key       string `json:"key"`
-	Kind      string `json:"kind"`
-	ProjectID string `json:"project_id,omitempty"`
-	TaskID    string `json:"task_id,omitempty"`
-	Payload   string `json:"payload"`
-	Attempts  int    `json:"attempts"`
+	ID        int64      `json:"id"`
+	Key       string     `json:"key"`
+	Kind      NoticeKind `json:"kind"`
+	ProjectID string     `json:"project_id,omitempty"`
+	TaskID    string     `json:"task_id,omitempty"`
+	Payload   string     `json:"payload"`
+	Attempts  int        `json:"attempts"`
 	// PartsDone counts the messages of a notice made of several that were
 	// delivered before an interruption.
 	PartsDone int       `json:"parts_done"`

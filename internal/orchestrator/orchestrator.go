@@ -220,7 +220,7 @@ type Store interface {
 	AbandonQuestion(ctx context.Context, id int64, resumeAfter time.Time) (models.TransitionResult, error)
 	OpenQuestions(ctx context.Context) ([]models.Question, error)
 	TaskQuestions(ctx context.Context, taskID string) ([]models.Question, error)
-	Notify(ctx context.Context, key, kind, projectID, taskID string, payload any) error
+	Notify(ctx context.Context, key string, n models.Notice) error
 
 	LastSession(ctx context.Context, taskID, agentID string) (string, models.TokenUsage, error)
 	RecordRunSession(ctx context.Context, runID int64, sessionID string) error

@@ -749,8 +749,8 @@ func (o *Orchestrator) adapterEvent(ctx context.Context, ar *activeRun, ev agent
 		// chat condenses.
 		o.log.Debug("agent says", "task_id", ar.run.TaskID, "run_id", ar.run.ID, "text", ev.Text)
 		key := fmt.Sprintf("agent_message:%d:%d", ar.run.ID, o.noticeSeq.Add(1))
-		if err := o.store.Notify(ctx, key, "task.progress", ar.run.ProjectID, ar.run.TaskID, map[string]any{
-			"task_id": ar.run.TaskID, "run_id": ar.run.ID, "message": ev.Text, "source": "agent"}); err != nil {
+		if err := o.store.Notify(ctx, key, models.NewProgressNotice(ar.run.ProjectID, models.ProgressNotice{
+			TaskID: ar.run.TaskID, RunID: ar.run.ID, Message: ev.Text, Source: "agent"})); err != nil {
 			o.log.Warn("record agent message", "task_id", ar.run.TaskID, "run_id", ar.run.ID, "err", err)
 		}
 		return

@@ -80,8 +80,8 @@ func (o *Orchestrator) Progress(ctx context.Context, run models.Run, p models.Ta
 		o.logProgress(run, msg)
 	}
 	key := fmt.Sprintf("progress:%d:%d", run.ID, o.cfg.Now().UnixNano())
-	return o.store.Notify(ctx, key, "task.progress", run.ProjectID, run.TaskID, map[string]any{
-		"task_id": run.TaskID, "run_id": run.ID, "message": msg})
+	return o.store.Notify(ctx, key, models.NewProgressNotice(run.ProjectID, models.ProgressNotice{
+		TaskID: run.TaskID, RunID: run.ID, Message: msg}))
 }
 
 // Ask puts the task in WAITING_INPUT and blocks until a human answers, the

@@ -165,8 +165,8 @@ func (o *Orchestrator) verify(taskID string) {
 			log.Warn("record human phase", "err", err)
 			return
 		}
-		if err := o.store.Notify(sctx, fmt.Sprintf("approval:%s:%d", t.ID, v.Attempt), "task.approval_needed", t.ProjectID, t.ID,
-			map[string]any{"task_id": t.ID, "title": t.Title, "files": staged.Files}); err != nil {
+		if err := o.store.Notify(sctx, fmt.Sprintf("approval:%s:%d", t.ID, v.Attempt), models.NewApprovalNeededNotice(t.ProjectID,
+			models.ApprovalNeededNotice{TaskID: t.ID, Title: t.Title, Files: staged.Files})); err != nil {
 			log.Warn("notify approval needed", "err", err)
 		}
 		return
@@ -822,8 +822,8 @@ func (o *Orchestrator) landingWaits(ctx context.Context, p models.Project, t mod
 		o.log.Warn("record waiting landing", "task_id", t.ID, "err", err)
 	}
 	o.log.Info("landing waits", "task_id", t.ID, "project_id", p.ID, "reason", waiting)
-	if err := o.store.Notify(ctx, fmt.Sprintf("landing:%s:%d", t.ID, v.Attempt), "task.landing_waits", t.ProjectID, t.ID,
-		map[string]any{"task_id": t.ID, "title": t.Title, "reason": why}); err != nil {
+	if err := o.store.Notify(ctx, fmt.Sprintf("landing:%s:%d", t.ID, v.Attempt), models.NewLandingWaitsNotice(t.ProjectID,
+		models.LandingWaitsNotice{TaskID: t.ID, Title: t.Title, Reason: why})); err != nil {
 		o.log.Warn("notify waiting landing", "task_id", t.ID, "err", err)
 	}
 	// The merge is made again when it lands: the verification checkout

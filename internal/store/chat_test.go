@@ -13,7 +13,7 @@ func TestOutboxKeepsEachTasksOrder(t *testing.T) {
 	s := openStore(t)
 	ctx := context.Background()
 	for _, n := range []struct{ key, task string }{{"a1", "task-a"}, {"b1", "task-b"}, {"a2", "task-a"}, {"x", ""}} {
-		if err := s.Notify(ctx, n.key, "test", "p", n.task, map[string]string{"k": n.key}); err != nil {
+		if err := s.Notify(ctx, n.key, models.Notice{Kind: "test", ProjectID: "p", TaskID: n.task, Payload: map[string]string{"k": n.key}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -46,7 +46,8 @@
 //     transitively: one admin action repairs a whole chain. One still
 //     blocked through another upstream is re-labelled with that root cause.
 //   - Outbox. Notable changes write an outbox row keyed by their event, to be
-//     delivered after commit.
+//     delivered after commit. Every statement on the outbox table is in
+//     outbox.go; a notice's kind and payload are models.Notice's.
 //
 // A repeated event — the same event arriving again after it was applied — is
 // answered as a duplicate and changes nothing.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -213,9 +212,7 @@ func startHookCursor(ctx context.Context, tx *sql.Tx, before bool, h models.Hook
 	if before || !h.Enabled || h.Trigger.Type != models.TriggerEvent {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO event_cursors (name, last_id) VALUES (?1, (SELECT coalesce(max(id), 0) FROM outbox))
-		ON CONFLICT (name) DO UPDATE SET last_id = max(last_id, excluded.last_id)`, models.HookEventCursor)
-	if err != nil {
+	if err := startEventCursor(ctx, tx, models.HookEventCursor); err != nil {
 		return fmt.Errorf("start the hooks' event cursor: %w", err)
 	}
 	return nil
@@ -557,105 +554,6 @@ func (s *Store) FailRunningHookRuns(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("fail running hook runs: %w", err)
 	}
 	return n, nil
-}
-
-// hookEventKinds are the outbox kinds that are task lifecycle events.
-var hookEventKinds = []string{"task.started", "task.completed", "task.failed", "task.blocked", "task.paused",
-	"task.waiting_input", "task.awaiting_approval", "chain.broken"}
-
-// EventCursor returns how far the consumer name has read the task events.
-// A consumer new to this database starts at the newest event: it sees only
-// what happens from now on.
-func (s *Store) EventCursor(ctx context.Context, name string) (int64, error) {
-	var id int64
-	// A cursor that exists is read without a write transaction: the
-	// hooks engine reads it on every pass.
-	err := s.rdb.QueryRowContext(ctx, "SELECT last_id FROM event_cursors WHERE name = ?", name).Scan(&id)
-	if err == nil {
-		return id, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return 0, fmt.Errorf("event cursor %s: %w", name, err)
-	}
-	err = s.withTx(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, "SELECT last_id FROM event_cursors WHERE name = ?", name).Scan(&id)
-		if !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(id), 0) FROM outbox").Scan(&id); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, "INSERT INTO event_cursors (name, last_id) VALUES (?, ?)", name, id)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("event cursor %s: %w", name, err)
-	}
-	return id, nil
-}
-
-// SetEventCursor records that the consumer name has handled every event up
-// to id. The cursor never moves back.
-func (s *Store) SetEventCursor(ctx context.Context, name string, id int64) error {
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		_, err := s.txExec(ctx, tx, `INSERT INTO event_cursors (name, last_id) VALUES (?1, ?2)
-			ON CONFLICT (name) DO UPDATE SET last_id = max(last_id, ?2)`, name, id)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("set event cursor %s: %w", name, err)
-	}
-	return nil
-}
-
-// TaskEventsAfter returns the task lifecycle events written after the
-// event afterID, oldest first: every notable status change and broken
-// chain, as the outbox recorded it in the change's transaction (outbox ids
-// grow in commit order: one connection writes). A PR_MERGED or PR_CLOSED
-// change is also a pr.merged or pr.closed event of the same id. It returns
-// the id of the last row read, so a caller moves past rows that are not
-// events too.
-func (s *Store) TaskEventsAfter(ctx context.Context, afterID int64, limit int) ([]models.HookEvent, int64, error) {
-	rows, err := s.rdb.QueryContext(ctx, qTaskEventsAfter, afterID, limit)
-	if err != nil {
-		return nil, afterID, fmt.Errorf("read task events: %w", err)
-	}
-	defer rows.Close()
-	var out []models.HookEvent
-	last := afterID
-	for rows.Next() {
-		var (
-			id                                 int64
-			kind, project, task, payload, tkin string
-		)
-		if err := rows.Scan(&id, &kind, &project, &task, &payload, &tkin); err != nil {
-			return nil, afterID, fmt.Errorf("read task events: %w", err)
-		}
-		last = id
-		if !slices.Contains(hookEventKinds, kind) {
-			continue
-		}
-		var n transitionNotice
-		if err := json.Unmarshal([]byte(payload), &n); err != nil {
-			s.log.Warn("task event with an unreadable payload skipped", "outbox_id", id, "err", err)
-			continue
-		}
-		e := models.HookEvent{ID: id, Type: kind, TaskID: task, ProjectID: project, Title: n.Title, Kind: tkin,
-			From: string(n.From), To: string(n.To), Event: string(n.Event), Reason: n.Reason, Actor: n.Actor, Blocked: n.Blocked}
-		out = append(out, e)
-		switch {
-		case kind == "task.completed" && n.Event == models.EventPRMerged:
-			e.Type = "pr.merged"
-			out = append(out, e)
-		case kind == "task.blocked" && n.Event == models.EventPRClosed:
-			e.Type = "pr.closed"
-			out = append(out, e)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, afterID, fmt.Errorf("read task events: %w", err)
-	}
-	return out, last, nil
 }
 
 // AddTaskFeedback records feedback on a task of project projectID for its

@@ -207,7 +207,7 @@ func TestTaskEventsAfterReadsTheOutboxInOrder(t *testing.T) {
 		t.Fatalf("events before the cursor: %+v", evs)
 	}
 	apply(res[0].TaskID, models.EventAgentCompleted, models.EventPRCreated, models.EventPRMerged)
-	if err := s.Notify(ctx, "k", "task.progress", "web", res[0].TaskID, map[string]string{"m": "x"}); err != nil {
+	if err := s.Notify(ctx, "k", models.Notice{Kind: models.NoticeTaskProgress, ProjectID: "web", TaskID: res[0].TaskID, Payload: map[string]string{"m": "x"}}); err != nil {
 		t.Fatal(err)
 	}
 	evs, last, err := s.TaskEventsAfter(ctx, cur, 100)

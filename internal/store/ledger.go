@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -134,72 +133,6 @@ func (s *Store) TokenBudgetFreesAt(ctx context.Context, now time.Time, window ti
 	return time.Time{}, false, nil
 }
 
-// enqueueOutbox writes a notification in the caller's transaction; a second
-// message with the same key is ignored.
-func (s *Store) enqueueOutbox(ctx context.Context, tx *sql.Tx, key, kind, projectID, taskID string, payload any) error {
-	b, err := json.Marshal(payload)
-	if err != nil {
-		return fmt.Errorf("encode outbox %s: %w", key, err)
-	}
-	now := toNanos(s.now())
-	_, err = s.txExec(ctx, tx, `INSERT INTO outbox (key, kind, project_id, task_id, payload, next_attempt_at, created_at)
-		VALUES (?,?,?,?,?,?,?) ON CONFLICT (key) DO NOTHING`, key, kind, projectID, taskID, string(b), now, now)
-	return err
-}
-
-// PendingOutbox returns up to limit undelivered messages that are due, oldest first.
-func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]models.OutboxMessage, error) {
-	return s.PendingOutboxAfter(ctx, 0, limit)
-}
-
-// PendingOutboxAfter is PendingOutbox from the message after afterID on
-// (the next page).
-func (s *Store) PendingOutboxAfter(ctx context.Context, afterID int64, limit int) ([]models.OutboxMessage, error) {
-	rows, err := s.rdb.QueryContext(ctx, qPendingOutbox, toNanos(s.now()), limit, afterID)
-	if err != nil {
-		return nil, fmt.Errorf("list outbox: %w", err)
-	}
-	defer rows.Close()
-	var out []models.OutboxMessage
-	for rows.Next() {
-		var (
-			m       models.OutboxMessage
-			created int64
-		)
-		if err := rows.Scan(&m.ID, &m.Key, &m.Kind, &m.ProjectID, &m.TaskID, &m.Payload, &m.Attempts, &m.PartsDone, &created); err != nil {
-			return nil, fmt.Errorf("list outbox: %w", err)
-		}
-		m.CreatedAt = fromNanos(created)
-		out = append(out, m)
-	}
-	return out, rows.Err()
-}
-
-// MarkOutboxDelivered records that message id was delivered.
-func (s *Store) MarkOutboxDelivered(ctx context.Context, id int64) error {
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, "UPDATE outbox SET delivered_at = ? WHERE id = ? AND delivered_at IS NULL", toNanos(s.now()), id)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("mark outbox %d delivered: %w", id, err)
-	}
-	return nil
-}
-
-// MarkOutboxFailed records a failed delivery and when to try again.
-func (s *Store) MarkOutboxFailed(ctx context.Context, id int64, retryAt time.Time, reason string) error {
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?, last_error = ? WHERE id = ?",
-			toNanos(retryAt), reason, id)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("mark outbox %d failed: %w", id, err)
-	}
-	return nil
-}
-
 // TokensUsedByProjectSince sums the ledger per project from since on, in
 // one query over the ledger's time index. Projects without usage in that
 // time are absent from the map.
@@ -222,32 +155,4 @@ func (s *Store) TokensUsedByProjectSince(ctx context.Context, since time.Time) (
 		return nil, fmt.Errorf("sum tokens per project: %w", err)
 	}
 	return out, nil
-}
-
-// MarkOutboxPart records that the first parts messages of a notice made of
-// several were delivered.
-func (s *Store) MarkOutboxPart(ctx context.Context, id int64, parts int) error {
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, "UPDATE outbox SET parts_done = max(parts_done, ?) WHERE id = ?", parts, id)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("mark outbox %d part %d: %w", id, parts, err)
-	}
-	return nil
-}
-
-// GiveUpOutbox ends the delivery of a notice that cannot be delivered,
-// keeping why.
-func (s *Store) GiveUpOutbox(ctx context.Context, id int64, reason string) error {
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		now := toNanos(s.now())
-		_, err := tx.ExecContext(ctx, `UPDATE outbox SET delivered_at = ?, given_up_at = ?, last_error = ?, attempts = attempts + 1
-			WHERE id = ? AND delivered_at IS NULL`, now, now, reason, id)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("give up outbox %d: %w", id, err)
-	}
-	return nil
 }

@@ -51,19 +51,9 @@ const (
 	qUpstreams     = "SELECT upstream FROM task_dependencies WHERE downstream = ?"
 	qTaskEvents    = `SELECT id, task_id, from_status, to_status, event, reason, actor, created_at
 		FROM task_events WHERE task_id = ? ORDER BY id`
-	// qPendingOutbox skips a task's notices while an older one of the same
-	// task waits for its retry: one task's notices keep their order.
-	qPendingOutbox = `SELECT id, key, kind, project_id, task_id, payload, attempts, parts_done, created_at
-		FROM outbox o WHERE delivered_at IS NULL AND next_attempt_at <= ?1 AND id > ?3
-		AND (task_id = '' OR NOT EXISTS (SELECT 1 FROM outbox p INDEXED BY outbox_undelivered_task
-			WHERE p.task_id = o.task_id AND p.delivered_at IS NULL AND p.id < o.id AND p.next_attempt_at > ?1))
-		ORDER BY id LIMIT ?2`
 	// qLastScheduledFirings reads the partial index of scheduled runs.
 	qLastScheduledFirings = `SELECT hook_id, max(scheduled_at) FROM hook_runs INDEXED BY hook_runs_scheduled
 		WHERE scheduled_at IS NOT NULL GROUP BY hook_id`
-	// qTaskEventsAfter reads the outbox after a cursor, with each task's kind.
-	qTaskEventsAfter = `SELECT o.id, o.kind, o.project_id, o.task_id, o.payload, coalesce(t.kind, '')
-		FROM outbox o LEFT JOIN tasks t ON t.id = o.task_id WHERE o.id > ? ORDER BY o.id LIMIT +?`
 	// qLastHookRun is the start and scheduled time of a hook's last run
 	// that was not skipped: its cooldown counts from there.
 	qLastHookRun = `SELECT started_at, scheduled_at FROM hook_runs WHERE hook_id = ? AND status != 'skipped'

@@ -64,7 +64,7 @@ func (s *Store) AskQuestion(ctx context.Context, runID int64, text string) (mode
 			return err
 		}
 		q = models.Question{ID: id, TaskID: r.TaskID, ProjectID: r.ProjectID, RunID: runID, Text: text, AskedAt: x.now}
-		if err := s.enqueueOutbox(ctx, tx, fmt.Sprintf("question:%d", id), "task.question", r.ProjectID, r.TaskID, q); err != nil {
+		if err := s.enqueue(ctx, tx, fmt.Sprintf("question:%d", id), models.NewQuestionNotice(q)); err != nil {
 			return err
 		}
 		return nil
@@ -300,14 +300,4 @@ func (s *Store) TaskQuestions(ctx context.Context, taskID string) ([]models.Ques
 		return nil, fmt.Errorf("list questions of task %s: %w", taskID, err)
 	}
 	return qs, nil
-}
-
-// Notify writes a notice to the outbox outside any status change (progress
-// lines, for example); a second notice with the same key is ignored.
-func (s *Store) Notify(ctx context.Context, key, kind, projectID, taskID string, payload any) error {
-	err := s.withTx(ctx, func(tx *sql.Tx) error { return s.enqueueOutbox(ctx, tx, key, kind, projectID, taskID, payload) })
-	if err != nil {
-		return fmt.Errorf("notify %s: %w", kind, err)
-	}
-	return nil
 }

@@ -308,7 +308,7 @@ func TestCascadeBlocksChainAndAdminRepairsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kinds []string
+	var kinds []models.NoticeKind
 	for _, m := range msgs {
 		kinds = append(kinds, m.Kind)
 	}

@@ -346,18 +346,10 @@ func (x *txn) noticeBlockedChain(origin string) error {
 	if err != nil {
 		return err
 	}
-	n := transitionNotice{TaskID: first.ID, ProjectID: first.ProjectID, Title: first.Title, From: models.StatusDefined,
+	n := models.TransitionNotice{TaskID: first.ID, ProjectID: first.ProjectID, Title: first.Title, From: models.StatusDefined,
 		To: models.StatusBlocked, Event: models.EventUpstreamFailed, Reason: first.StatusReason, Blocked: x.blocked}
 	key := fmt.Sprintf("chain_broken:%s:%s:%d", origin, first.ID, toNanos(x.now))
-	return x.s.enqueueOutbox(x.ctx, x.tx, key, "chain.broken", first.ProjectID, first.ID, n)
-}
-
-// taskDeleted is the payload of a task.deleted notice.
-type taskDeleted struct {
-	TaskID    string            `json:"task_id"`
-	ProjectID string            `json:"project_id"`
-	Title     string            `json:"title"`
-	Status    models.TaskStatus `json:"status"`
+	return x.s.enqueue(x.ctx, x.tx, key, models.NewChainBrokenNotice(n))
 }
 
 // DeleteTask deletes a task with everything that belongs to it: its
@@ -418,8 +410,8 @@ func (s *Store) DeleteTask(ctx context.Context, id string) error {
 		if n, err := res.RowsAffected(); err != nil || n != 1 {
 			return models.Errorf(models.CodeConflict, "task %s changed concurrently; not deleted", id)
 		}
-		return s.enqueueOutbox(ctx, tx, fmt.Sprintf("task_deleted:%s:%d", id, toNanos(x.now)), "task.deleted", t.ProjectID, id,
-			taskDeleted{TaskID: id, ProjectID: t.ProjectID, Title: t.Title, Status: t.Status})
+		return s.enqueue(ctx, tx, fmt.Sprintf("task_deleted:%s:%d", id, toNanos(x.now)),
+			models.NewTaskDeletedNotice(models.TaskDeletedNotice{TaskID: id, ProjectID: t.ProjectID, Title: t.Title, Status: t.Status}))
 	})
 	if err != nil {
 		return fmt.Errorf("delete task %s: %w", id, err)

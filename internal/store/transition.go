@@ -498,44 +498,21 @@ func (x *txn) dependentChecks(taskID, reason string, withDefined bool) ([]change
 	return follow, rows.Err()
 }
 
-// notable statuses get an outbox notification.
-var notable = map[models.TaskStatus]string{
-	models.StatusCompleted:        "task.completed",
-	models.StatusFailed:           "task.failed",
-	models.StatusBlocked:          "task.blocked",
-	models.StatusPaused:           "task.paused",
-	models.StatusWaitingInput:     "task.waiting_input",
-	models.StatusAwaitingApproval: "task.awaiting_approval",
-	models.StatusInProgress:       "task.started",
-}
-
-type transitionNotice struct {
-	TaskID    string            `json:"task_id"`
-	ProjectID string            `json:"project_id"`
-	Title     string            `json:"title"`
-	From      models.TaskStatus `json:"from"`
-	To        models.TaskStatus `json:"to"`
-	Event     models.TaskEvent  `json:"event"`
-	Reason    string            `json:"reason,omitempty"`
-	Actor     string            `json:"actor,omitempty"`
-	// Blocked lists the dependents blocked by this change (chain.broken).
-	Blocked []string `json:"blocked,omitempty"`
-}
-
 // notify writes the outbox rows of an applied transition: a notice when its
 // new status is notable, and one chain.broken notice for a cascade.
 func (s *Store) notify(ctx context.Context, tx *sql.Tx, a applied, blocked []string, event models.TaskEvent, reason, actor string) error {
-	if kind, ok := notable[a.task.Status]; ok && (a.task.Status != models.StatusInProgress || event == models.EventAgentStarted) {
-		n := transitionNotice{TaskID: a.task.ID, ProjectID: a.task.ProjectID, Title: a.task.Title, From: a.from,
-			To: a.task.Status, Event: event, Reason: reason, Actor: actor}
-		if err := s.enqueueOutbox(ctx, tx, fmt.Sprintf("task_event:%d", a.eventID), kind, a.task.ProjectID, a.task.ID, n); err != nil {
+	change := models.TransitionNotice{TaskID: a.task.ID, ProjectID: a.task.ProjectID, Title: a.task.Title, From: a.from,
+		To: a.task.Status, Event: event, Reason: reason}
+	withActor := change
+	withActor.Actor = actor
+	if n, ok := models.NewStatusNotice(withActor); ok && (a.task.Status != models.StatusInProgress || event == models.EventAgentStarted) {
+		if err := s.enqueue(ctx, tx, fmt.Sprintf("task_event:%d", a.eventID), n); err != nil {
 			return err
 		}
 	}
 	if len(blocked) > 0 {
-		n := transitionNotice{TaskID: a.task.ID, ProjectID: a.task.ProjectID, Title: a.task.Title, From: a.from,
-			To: a.task.Status, Event: event, Reason: reason, Blocked: blocked}
-		if err := s.enqueueOutbox(ctx, tx, fmt.Sprintf("chain_broken:%d", a.eventID), "chain.broken", a.task.ProjectID, a.task.ID, n); err != nil {
+		change.Blocked = blocked
+		if err := s.enqueue(ctx, tx, fmt.Sprintf("chain_broken:%d", a.eventID), models.NewChainBrokenNotice(change)); err != nil {
 			return err
 		}
 	}

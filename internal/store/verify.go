@@ -585,8 +585,8 @@ func (x *txn) planEffects(a applied) error {
 	if err != nil {
 		status, msg = "failed", err.Error()
 		key := fmt.Sprintf("plan_failed:%d", p.ID)
-		if err := x.s.enqueueOutbox(x.ctx, x.tx, key, "plan.failed", a.task.ProjectID, a.task.ID,
-			map[string]any{"task_id": a.task.ID, "plan_id": p.ID, "error": msg}); err != nil {
+		if err := x.s.enqueue(x.ctx, x.tx, key, models.NewPlanFailedNotice(a.task.ProjectID,
+			models.PlanFailedNotice{TaskID: a.task.ID, PlanID: p.ID, Error: msg})); err != nil {
 			return err
 		}
 	}

@@ -616,9 +616,9 @@ func (x *txn) settleRun(id string) error {
 		return err
 	}
 	if status != run.Status && ended.Valid {
-		return x.s.enqueueOutbox(x.ctx, x.tx, fmt.Sprintf("run_%s:%s:%d", status, id, toNanos(x.now)), "run."+string(status),
-			run.ProjectID, "", map[string]any{"run_id": id, "workflow": run.Workflow, "project_id": run.ProjectID,
-				"status": status, "reason": reason})
+		return x.s.enqueue(x.ctx, x.tx, fmt.Sprintf("run_%s:%s:%d", status, id, toNanos(x.now)),
+			models.NewRunEndedNotice(models.RunEndedNotice{RunID: id, Workflow: run.Workflow, ProjectID: run.ProjectID,
+				Status: status, Reason: reason}))
 	}
 	return nil
 }
@@ -730,9 +730,9 @@ func (s *Store) CancelWorkflowRun(ctx context.Context, id, by string) ([]models.
 				ended_at = ? WHERE id = ?`, models.RunCancelled, "cancelled by "+by, now, now, id); err != nil {
 				return err
 			}
-			if err := s.enqueueOutbox(ctx, tx, "run_cancelled:"+id+":"+fmt.Sprint(now), "run.cancelled", r.ProjectID, "",
-				map[string]any{"run_id": id, "workflow": r.Workflow, "project_id": r.ProjectID, "status": models.RunCancelled,
-					"reason": "cancelled by " + by}); err != nil {
+			if err := s.enqueue(ctx, tx, "run_cancelled:"+id+":"+fmt.Sprint(now), models.NewRunEndedNotice(models.RunEndedNotice{
+				RunID: id, Workflow: r.Workflow, ProjectID: r.ProjectID, Status: models.RunCancelled,
+				Reason: "cancelled by " + by})); err != nil {
 				return err
 			}
 		}

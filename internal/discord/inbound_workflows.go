@@ -23,18 +23,6 @@ import (
 // runsShown is how many runs /run list shows.
 const runsShown = 10
 
-// Outbox kinds of a run that ended.
-const (
-	runSuccessKind   = "run.success"
-	runFailedKind    = "run.failed"
-	runCancelledKind = "run.cancelled"
-)
-
-// isRunNotice reports whether an outbox kind is a run's end.
-func isRunNotice(kind string) bool {
-	return kind == runSuccessKind || kind == runFailedKind || kind == runCancelledKind
-}
-
 // runStatuses are the statuses of a run, in the order it goes through them.
 var runStatuses = func() []string {
 	out := make([]string, len(models.WorkflowRunStatuses))
@@ -439,37 +427,6 @@ func renderRunTask(t models.RunTask) string {
 		l += ": " + flat(t.StatusReason, 150)
 	}
 	return l
-}
-
-// runNotice is the payload of a run's end (run.success, run.failed,
-// run.cancelled).
-type runNotice struct {
-	RunID     string `json:"run_id"`
-	Workflow  string `json:"workflow"`
-	ProjectID string `json:"project_id"`
-	Status    string `json:"status"`
-	Reason    string `json:"reason"`
-}
-
-// runNoticeParts renders a run's end for its project's channel; a failed
-// run's notice has a Retry button.
-func runNoticeParts(kind string, m runNotice) []part {
-	head := fmt.Sprintf("Run %s of **%s**", inlineCode(m.RunID), escape(cut(m.Workflow, 100)))
-	reason := ""
-	if strings.TrimSpace(m.Reason) != "" {
-		reason = ": " + runReason(m.Reason, 300)
-	}
-	switch kind {
-	case runSuccessKind:
-		return []part{{Content: "✅ " + head + " succeeded"}}
-	case runFailedKind:
-		p := part{Content: "❌ " + head + " failed" + reason}
-		if validRunID(m.RunID) {
-			p.Components = buttons(button("Retry", discordgo.PrimaryButton, customID("run-retry", m.RunID, string(models.RunFailed))))
-		}
-		return []part{p}
-	}
-	return []part{{Content: "🛑 " + head + " was cancelled" + reason}}
 }
 
 func (b *Bot) runCancel(ctx context.Context, c call) reply {

@@ -31,9 +31,6 @@ const hookRunsShown = 10
 // waits for its submission.
 const hookFormTTL = time.Hour
 
-// hookMessageKind is the outbox kind of a message a hook posts.
-const hookMessageKind = "hook.message"
-
 func hookOpt() *discordgo.ApplicationCommandOption { return str(optHook, "Hook id", true, true) }
 
 func triggerTypeOpt(required bool) *discordgo.ApplicationCommandOption {
@@ -697,62 +694,4 @@ func joinFitting(header string, lines []string) string {
 		size += n
 	}
 	return b.String()
-}
-
-// hookMessage is the payload of a message a hook posts (hook.message).
-type hookMessage struct {
-	HookID    string `json:"hook_id"`
-	HookName  string `json:"hook_name"`
-	RunID     string `json:"run_id"`
-	ProjectID string `json:"project_id"`
-	Text      string `json:"text"`
-}
-
-// hookMessageParts renders a hook's message for its project's channel. The
-// text comes from an LLM: it is escaped (no markdown, masked links or
-// mentions), shows no previews of the links it names, and is cut to one
-// message, the whole text attached when cut.
-func hookMessageParts(m hookMessage) []part {
-	p := hookMessagePart(m)
-	p.Flags = discordgo.MessageFlagsSuppressEmbeds
-	return []part{p}
-}
-
-func hookMessagePart(m hookMessage) part {
-	name := strings.TrimSpace(m.HookName)
-	if name == "" {
-		name = m.HookID
-	}
-	head := fmt.Sprintf("🪝 **%s** (`%s`)", escape(cut(name, 100)), strings.ReplaceAll(cut(m.RunID, 100), "`", ""))
-	body := strings.TrimSpace(m.Text)
-	if body == "" {
-		return part{Content: head + "\n*(empty)*"}
-	}
-	budget := messageLimit - utf8.RuneCountInString(head) - 1
-	if escaped, cutShort := escapeFit(body, budget); !cutShort {
-		return part{Content: head + "\n" + escaped}
-	}
-	const note = "\n*(full text attached)*"
-	escaped, _ := escapeFit(body, budget-utf8.RuneCountInString(note))
-	return part{Content: head + "\n" + escaped + note, File: &attachment{Name: "hook-message.txt", Body: body}}
-}
-
-// escapeFit escapes s within n characters: whole when it fits, else as
-// much as fits before a "…", never splitting an escape.
-func escapeFit(s string, n int) (string, bool) {
-	if e := escape(s); utf8.RuneCountInString(e) <= n {
-		return e, false
-	}
-	var b strings.Builder
-	used := 0
-	for _, r := range s {
-		e := escape(string(r))
-		k := utf8.RuneCountInString(e)
-		if used+k > n-1 {
-			break
-		}
-		b.WriteString(e)
-		used += k
-	}
-	return b.String() + "…", true
 }
