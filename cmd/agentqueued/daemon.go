@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/config"
@@ -333,17 +335,20 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	close(m.readyLocked())
 	m.mu.Unlock()
 
-	g, _ := newGroup(ctx)
-	g.Go(func(ctx context.Context) error { return srv.Serve(ctx, ln) })
-	g.Go(func(ctx context.Context) error { return renewLease(ctx, st, holder.Owner, cfg.Lease.TTL, log) })
-	g.Go(func(ctx context.Context) error { return rpc.Serve(ctx, rpcLn) })
-	g.Go(func(ctx context.Context) error { return o.Run(ctx) })
-	g.Go(func(ctx context.Context) error { return o.WatchPullRequests(ctx) })
-	g.Go(func(ctx context.Context) error { return eng.Run(ctx) })
-	g.Go(func(ctx context.Context) error { return wf.Run(ctx) })
-	g.Go(func(ctx context.Context) error { return watch.Run(ctx) })
+	// Every part runs until ctx ends or one of them fails: the first
+	// failure cancels the others' context, and Wait returns it once all
+	// have stopped, before the lease is released and the store closed.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Serve(gctx, ln) })
+	g.Go(func() error { return renewLease(gctx, st, holder.Owner, cfg.Lease.TTL, log) })
+	g.Go(func() error { return rpc.Serve(gctx, rpcLn) })
+	g.Go(func() error { return o.Run(gctx) })
+	g.Go(func() error { return o.WatchPullRequests(gctx) })
+	g.Go(func() error { return eng.Run(gctx) })
+	g.Go(func() error { return wf.Run(gctx) })
+	g.Go(func() error { return watch.Run(gctx) })
 	if b != nil {
-		g.Go(func(ctx context.Context) error { return b.Run(ctx) })
+		g.Go(func() error { return b.Run(gctx) })
 	}
 	err = g.Wait()
 	if gone := watch.Check(); gone != nil {
