@@ -4,8 +4,9 @@
 //
 // The Server translates requests into calls on a Service, a HookService, a
 // WorkflowService and a LogService — compositions of the areas of package
-// service, which *service.Service implements — and their answers into JSON. It owns no state: validation of domain
-// values, the transition table and atomicity live behind the Service. The
+// service, which *service.Service implements — and their answers into
+// JSON. It owns no state: validation of domain values, the transition
+// table and atomicity live behind the Service. The
 // Server validates only the shape of requests: bodies must be a single JSON
 // value (at most Config.MaxBodyBytes, no unknown fields, no trailing data,
 // object keys spelled exactly as documented — encoding/json would match
