@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentqueued/agentqueued/internal/service"
+	"github.com/agentqueued/agentqueued/internal/service/areas"
 )
 
 // LogChunkBytes is the most one read of a task's log gives to its stream.
@@ -19,7 +19,7 @@ const LogChunkBytes = 64 << 10
 // LogService serves tasks' run logs to read and follow: the service's
 // log area.
 type LogService interface {
-	service.Logs
+	areas.Logs
 }
 
 // handleTaskLog streams the log of a task's run as text: the agent's

@@ -8,14 +8,14 @@ import (
 	"strings"
 
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/service"
+	"github.com/agentqueued/agentqueued/internal/service/areas"
 )
 
 // HookService is what the API needs for hooks: the service's hook area.
 // Answers carry no secrets (a hook's llm_config.api_key is redacted before
 // it reaches the API).
 type HookService interface {
-	service.Hooks
+	areas.Hooks
 }
 
 // Request and answer shapes of the hook endpoints.

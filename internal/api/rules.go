@@ -5,13 +5,13 @@ import (
 	"net/http"
 
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/service"
+	"github.com/agentqueued/agentqueued/internal/service/areas"
 )
 
 // RuleService is what the rule endpoints need: the rule set in force and
 // its replacement, all or nothing.
 type RuleService interface {
-	service.Rules
+	areas.Rules
 }
 
 // RulesRequest is the body of PUT /api/v1/rules: the whole new rule set.

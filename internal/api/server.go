@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentqueued/agentqueued/internal/service"
+	"github.com/agentqueued/agentqueued/internal/service/areas"
 )
 
 // Defaults of the server's configuration.
@@ -31,15 +31,15 @@ const (
 )
 
 // Service is what the API needs from the daemon's service
-// (*service.Service): its areas, each declared once in package service.
+// (*service.Service): its areas, each declared once in package areas.
 type Service interface {
-	service.Status
-	service.Projects
-	service.Landing
-	service.Tasks
-	service.Agents
-	service.Questions
-	service.Approvals
+	areas.Status
+	areas.Projects
+	areas.Landing
+	areas.Tasks
+	areas.Agents
+	areas.Questions
+	areas.Approvals
 	RuleService
 }
 

@@ -14,17 +14,17 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/service"
+	"github.com/agentqueued/agentqueued/internal/service/areas"
 )
 
 // WorkflowService is what the API needs for workflows and their runs: the
 // service's workflow areas.
 type WorkflowService interface {
-	service.Workflows
-	service.WorkflowDocuments
-	service.RunStarterWithInputs
-	service.WorkflowRuns
-	service.RunTaskLogs
+	areas.Workflows
+	areas.WorkflowDocuments
+	areas.RunStarterWithInputs
+	areas.WorkflowRuns
+	areas.RunTaskLogs
 }
 
 // Request and answer shapes of the workflow endpoints.

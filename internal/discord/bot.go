@@ -17,7 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/service"
+	"github.com/agentqueued/agentqueued/internal/service/areas"
 )
 
 // Defaults of the bot's configuration.
@@ -96,20 +96,20 @@ type Config struct {
 
 // Service is what the bot needs from the daemon's service
 // (*service.Service): the same operations the API offers people, by area,
-// each declared once in package service. By is who acts ("discord:<user
+// each declared once in package areas. By is who acts ("discord:<user
 // id>"); hook answers carry no secrets (API keys are redacted).
 type Service interface {
-	service.Status
-	service.Projects
-	service.Tasks
-	service.Agents
-	service.Questions
-	service.Approvals
-	service.Rules
-	service.Hooks
-	service.Workflows
-	service.WorkflowRuns
-	service.RunStarter
+	areas.Status
+	areas.Projects
+	areas.Tasks
+	areas.Agents
+	areas.Questions
+	areas.Approvals
+	areas.Rules
+	areas.Hooks
+	areas.Workflows
+	areas.WorkflowRuns
+	areas.RunStarter
 }
 
 // Outbox is what the bot needs to deliver notices and keep task threads.

@@ -6,8 +6,10 @@
 //
 // # Areas
 //
-// The operations are declared once, by area, as small interfaces
-// (areas.go): Projects, Landing, Tasks, Agents, Questions, Approvals,
+// The operations are declared once, by area, as small interfaces in
+// package areas (internal/service/areas, which imports nothing but
+// models, so that the API and the bot depend on the interfaces, not on
+// the store and engines behind them): Projects, Landing, Tasks, Agents, Questions, Approvals,
 // Status, Rules, Hooks, Workflows, WorkflowDocuments, WorkflowRuns,
 // RunStarter, RunStarterWithInputs, RunTaskLogs, Changes and Logs. No
 // method is declared in two of them. A client's interface is the

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/service/areas"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
 
@@ -67,7 +68,7 @@ type Config struct {
 	Repos         SourceChecker
 	RemoteTimeout time.Duration
 	// Feed tells followers of the change feed and of tasks' logs about
-	// changes; nil makes Changed and LogChanged unavailable.
+	// changes (Changed, LogChanged).
 	Feed *Feed
 	// Profiles are the configured profiles: tasks, projects and workflow
 	// steps may name only these.
@@ -117,3 +118,23 @@ func (s *Service) HasProfile(name string) bool {
 
 // Ping checks that the store answers (the store's).
 func (s *Service) Ping(ctx context.Context) error { return s.store.Ping(ctx) }
+
+// The service implements every area.
+var (
+	_ areas.Projects             = (*Service)(nil)
+	_ areas.Landing              = (*Service)(nil)
+	_ areas.Tasks                = (*Service)(nil)
+	_ areas.Agents               = (*Service)(nil)
+	_ areas.Questions            = (*Service)(nil)
+	_ areas.Approvals            = (*Service)(nil)
+	_ areas.Status               = (*Service)(nil)
+	_ areas.Rules                = (*Service)(nil)
+	_ areas.Hooks                = (*Service)(nil)
+	_ areas.Workflows            = (*Service)(nil)
+	_ areas.WorkflowDocuments    = (*Service)(nil)
+	_ areas.WorkflowRuns         = (*Service)(nil)
+	_ areas.RunStarter           = (*Service)(nil)
+	_ areas.RunStarterWithInputs = (*Service)(nil)
+	_ areas.RunTaskLogs          = (*Service)(nil)
+	_ areas.Logs                 = (*Service)(nil)
+)

@@ -1,14 +1,21 @@
-package service
+// Package areas declares the operations of the daemon's service
+// (*service.Service) once, by area, as small interfaces. A client asks for
+// the areas it uses by composing them: api.Service, api.HookService,
+// api.WorkflowService and api.LogService, and discord.Service. No method is
+// declared in two of them.
+//
+// The package holds interfaces only and imports nothing but models, so
+// that the API (whose agent RPC client agents' tools and test agents
+// import) does not depend on the store, the orchestrator or the engines
+// the service goes through, and none of those packages' tests meets an
+// import cycle by importing the API.
+package areas
 
 import (
 	"context"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
-
-// The service's operations, declared once by area. A client (the API, the
-// Discord bot) asks for the areas it uses by composing these interfaces;
-// no method is declared in two of them. *Service implements every one.
 
 // Projects creates, reads, changes and deletes projects.
 type Projects interface {
@@ -210,23 +217,3 @@ type Logs interface {
 	// will be written.
 	ReadTaskLog(ctx context.Context, taskID string, attempt int, offset int64, max int) (models.LogChunk, error)
 }
-
-// Every area is the service's.
-var (
-	_ Projects             = (*Service)(nil)
-	_ Landing              = (*Service)(nil)
-	_ Tasks                = (*Service)(nil)
-	_ Agents               = (*Service)(nil)
-	_ Questions            = (*Service)(nil)
-	_ Approvals            = (*Service)(nil)
-	_ Status               = (*Service)(nil)
-	_ Rules                = (*Service)(nil)
-	_ Hooks                = (*Service)(nil)
-	_ Workflows            = (*Service)(nil)
-	_ WorkflowDocuments    = (*Service)(nil)
-	_ WorkflowRuns         = (*Service)(nil)
-	_ RunStarter           = (*Service)(nil)
-	_ RunStarterWithInputs = (*Service)(nil)
-	_ RunTaskLogs          = (*Service)(nil)
-	_ Logs                 = (*Service)(nil)
-)
