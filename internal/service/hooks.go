@@ -19,7 +19,9 @@ func redacted(hs []models.Hook) []models.Hook {
 	return out
 }
 
-// ListHooks lists the hooks of a project, or of all projects when projectID is empty.
+// ListHooks lists the hooks of a project, or of all projects when
+// projectID is empty (the store's, an unknown project not_found, secrets
+// redacted).
 func (s *Service) ListHooks(ctx context.Context, projectID string) ([]models.Hook, error) {
 	if projectID != "" {
 		if _, err := s.store.GetProject(ctx, projectID); err != nil {
@@ -30,13 +32,13 @@ func (s *Service) ListHooks(ctx context.Context, projectID string) ([]models.Hoo
 	return redacted(hs), err
 }
 
-// GetHook returns a hook.
+// GetHook returns a hook (the store's, its secrets redacted).
 func (s *Service) GetHook(ctx context.Context, id string) (models.Hook, error) {
 	h, err := s.store.GetHook(ctx, id)
 	return h.Redacted(), err
 }
 
-// CreateHook creates a hook after the engine's checks of its steps.
+// CreateHook creates a hook after the hook engine's checks of its steps.
 func (s *Service) CreateHook(ctx context.Context, h models.Hook) (models.Hook, error) {
 	if err := h.Validate(); err != nil {
 		return models.Hook{}, err
@@ -48,7 +50,7 @@ func (s *Service) CreateHook(ctx context.Context, h models.Hook) (models.Hook, e
 	return h.Redacted(), err
 }
 
-// UpdateHook changes a hook after the engine's checks of the result.
+// UpdateHook changes a hook after the hook engine's checks of the result.
 func (s *Service) UpdateHook(ctx context.Context, id string, p models.HookPatch) (models.Hook, error) {
 	cur, err := s.store.GetHook(ctx, id)
 	if err != nil {
@@ -65,7 +67,7 @@ func (s *Service) UpdateHook(ctx context.Context, id string, p models.HookPatch)
 	return h.Redacted(), err
 }
 
-// FireHook fires a hook by hand.
+// FireHook fires a hook by hand (the hook engine's).
 func (s *Service) FireHook(ctx context.Context, id, by string, f models.HookFire) (models.HookRun, error) {
 	return s.hooks.Fire(ctx, id, by, f)
 }

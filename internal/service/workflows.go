@@ -13,7 +13,8 @@ import (
 // stops and restarts tasks through the orchestrator.
 
 // SaveWorkflowDocument reads a workflow document (YAML or JSON) given
-// through the API or chat, and saves it.
+// through the API or chat, checks the profiles its steps name, saves it
+// and wakes the workflow engine for its schedule.
 func (s *Service) SaveWorkflowDocument(ctx context.Context, name string, src []byte) (models.Workflow, error) {
 	w, err := workflow.Parse(name, src)
 	if err != nil {
@@ -33,29 +34,32 @@ func (s *Service) SaveWorkflowDocument(ctx context.Context, name string, src []b
 }
 
 // StartRun starts a run of a workflow by hand, its inputs from their
-// defaults.
+// defaults (the workflow engine's).
 func (s *Service) StartRun(ctx context.Context, name, by string) (models.WorkflowRun, error) {
 	return s.workflows.Trigger(ctx, name, by)
 }
 
 // StartRunWith starts a run of a workflow by hand with values for its
-// inputs.
+// inputs (the workflow engine's).
 func (s *Service) StartRunWith(ctx context.Context, name, by string, inputs map[string]string) (models.WorkflowRun, error) {
 	return s.workflows.TriggerWith(ctx, name, by, inputs)
 }
 
-// CancelRun cancels a run, stopping its tasks.
+// CancelRun cancels a run, stopping its tasks (the workflow engine's,
+// through the orchestrator).
 func (s *Service) CancelRun(ctx context.Context, id, by string) (models.WorkflowRun, error) {
 	return s.workflows.Cancel(ctx, id, by)
 }
 
-// RetryRun starts a run's failed and blocked tasks again.
+// RetryRun starts a run's failed and blocked tasks again (the workflow
+// engine's).
 func (s *Service) RetryRun(ctx context.Context, id, by string) (models.WorkflowRun, error) {
 	return s.workflows.Retry(ctx, id, by)
 }
 
 // RunTaskLogs returns the logs of a run's task named name ("build",
-// "upgrade[2]"), of every attempt or of one.
+// "upgrade[2]"), of every attempt or of one: the store finds the task,
+// the orchestrator reads its logs.
 func (s *Service) RunTaskLogs(ctx context.Context, runID, name string, attempt int) (models.TaskLogs, error) {
 	t, err := s.store.RunTaskByName(ctx, runID, name)
 	if err != nil {
