@@ -11,9 +11,6 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
-// The command layer serves the workflow endpoints.
-var _ api.WorkflowService = commands{}
-
 // ctlPipeline builds, tests in two shards, then reports.
 const ctlPipeline = `name: pipeline
 project: web

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
@@ -285,4 +286,86 @@ func (c *ctl) projectDelete(ctx context.Context, args []string) error {
 		return err
 	}
 	return c.emit(map[string]string{"deleted": pos[0]}, func(w io.Writer) { fmt.Fprintf(w, "project %s deleted\n", pos[0]) })
+}
+
+func (c *ctl) projectCreate(ctx context.Context, args []string) error {
+	fs := c.flagSet("project create")
+	file := fs.String("file", "", "read the whole project from a JSON `file`")
+	name := fs.String("name", "", "display `name` (default the id)")
+	weight := fs.Float64("credit-weight", 0, "scheduling `weight` (default 1)")
+	maxAgents := fs.Int("max-agents", 0, "maximum concurrent `agents` (default 2)")
+	budget := fs.Int64("budget", 0, "token budget `limit` (default unlimited)")
+	repoSource := fs.String("repo-source", "", "repository source: clone, link or init (default: clone with --repo-url, link with --repo-path)")
+	repoURL := fs.String("repo-url", "", "repository `URL` to clone")
+	repoPath := fs.String("repo-path", "", "absolute `path` of an existing repository to link")
+	branch := fs.String("branch", "", "default `branch` (default main)")
+
+	pos, err := parseFlags(fs, args, c.out)
+	if err != nil {
+		return err
+	}
+	var p models.ProjectSpec
+	set := visited(fs)
+	if *file != "" {
+		if len(pos) > 0 {
+			return usagef("ctl project create: --file takes no ID argument")
+		}
+		for _, f := range []string{"name", "credit-weight", "max-agents", "budget", "repo-source", "repo-url", "repo-path", "branch"} {
+			if set[f] {
+				return usagef("ctl project create: --%s cannot be combined with --file", f)
+			}
+		}
+		if err := readStrict(*file, &p); err != nil {
+			return fmt.Errorf("read project: %w", err)
+		}
+	} else {
+		if len(pos) != 1 {
+			return usagef("ctl project create: want ID, got %d argument(s)", len(pos))
+		}
+		p = models.ProjectSpec{ID: pos[0], Name: *name, CreditWeight: *weight, MaxConcurrentAgents: *maxAgents}
+		if set["budget"] {
+			p.BudgetLimit = budget
+		}
+		if *repoSource != "" || *repoURL != "" || *repoPath != "" || *branch != "" {
+			src := models.RepoSourceType(strings.ToUpper(*repoSource))
+			if src == "" {
+				src = models.RepoClone
+				if *repoPath != "" {
+					src = models.RepoLink
+				}
+			}
+			p.Repo = &models.RepoConfig{SourceType: src, URL: *repoURL, SourcePath: *repoPath, DefaultBranch: *branch}
+		}
+	}
+	if err := c.connect(); err != nil {
+		return err
+	}
+	created, err := c.client.CreateProject(ctx, p)
+	if err != nil {
+		return err
+	}
+	return c.emit(created, func(w io.Writer) { printProject(w, created) })
+}
+
+func (c *ctl) projectList(ctx context.Context, args []string) error {
+	if _, err := c.parse(c.flagSet("project list"), args); err != nil {
+		return err
+	}
+	ps, err := c.client.ListProjects(ctx)
+	if err != nil {
+		return err
+	}
+	return c.emit(api.ProjectList{Projects: ps}, func(w io.Writer) { printProjects(w, ps) })
+}
+
+func (c *ctl) projectShow(ctx context.Context, args []string) error {
+	pos, err := c.parse(c.flagSet("project show"), args, "ID")
+	if err != nil {
+		return err
+	}
+	p, err := c.client.GetProject(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	return c.emit(p, func(w io.Writer) { printProject(w, p) })
 }

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/config"
@@ -23,6 +25,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/orchestrator"
 	"github.com/agentqueued/agentqueued/internal/repo"
+	"github.com/agentqueued/agentqueued/internal/service"
 	"github.com/agentqueued/agentqueued/internal/store"
 	"github.com/agentqueued/agentqueued/internal/workflow"
 )
@@ -143,7 +146,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	}
 	// The store wakes the orchestrator after every commit that may have made
 	// work ready; the orchestrator exists only after the lease is held.
-	feed := newChangeFeed()
+	feed := service.NewFeed()
 	var (
 		orch  atomic.Pointer[orchestrator.Orchestrator]
 		bot   atomic.Pointer[discord.Bot]
@@ -159,11 +162,11 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		if h := hookd.Load(); h != nil {
 			h.Wake()
 		}
-		feed.notify()
+		feed.Notify()
 		if m.OnChange != nil {
 			m.OnChange()
 		}
-	}, OnStateChange: feed.notify})
+	}, OnStateChange: feed.Notify})
 	if err != nil {
 		return err
 	}
@@ -259,7 +262,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		InputTimeout: oc.InputTimeout, RunDir: filepath.Join(cfg.DataDir, "runs"), SocketPath: socket,
 		CheckTimeout: cfg.Verification.CheckTimeout, Profiles: cfg.Profiles, PlanPaths: cfg.Plans.Paths,
 		QAAgent: cfg.Verification.QAAgent, QAProfile: cfg.Verification.QAProfile, Executable: self,
-		PullRequests: pulls, PRPollInterval: cfg.GitHub.PollInterval, OnOutput: feed.output,
+		PullRequests: pulls, PRPollInterval: cfg.GitHub.PollInterval, OnOutput: feed.Output,
 		Logger: log.With("component", "orchestrator")}, st, ws, agent.DefaultRegistry())
 	if err != nil {
 		return err
@@ -273,28 +276,33 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return fmt.Errorf("agent socket: %w", err)
 	}
-	cmds := commands{Store: st, orch: o, profiles: cfg.Profiles, window: oc.Window, globalBudget: globalBudgetOf(oc.GlobalTokenBudget),
-		repos: ws, feed: feed}
-	eng, err := newHooks(cfg, st, cmds, ws, log, m.OnHookRunEnd)
+	// The service goes through the orchestrator, the hook engine and the
+	// workflow engine; the hook engine's own actions go through a service
+	// without those engines (a hook creates tasks, gives feedback and
+	// notifies, as a person's commands would).
+	sc := service.Config{Store: st, Orchestrator: o, Repos: ws, Feed: feed, Profiles: cfg.Profiles,
+		Window: oc.Window, GlobalBudget: oc.GlobalTokenBudget}
+	actions := service.New(sc)
+	eng, err := newHooks(cfg, st, actions, ws, log, m.OnHookRunEnd)
 	if err != nil {
 		return err
 	}
-	cmds.hooks = eng
 	hookd.Store(eng)
 	// Runs an earlier life left running are closed before anyone can fire a hook.
 	if err := eng.Start(ctx); err != nil {
 		return err
 	}
 	wf, err := workflow.New(workflow.Config{Dir: cfg.Workflows.Dir, PollInterval: cfg.Workflows.PollInterval,
-		KnownProfile: cmds.hasProfile, Logger: log.With("component", "workflows")}, st, o)
+		KnownProfile: actions.HasProfile, Logger: log.With("component", "workflows")}, st, o)
 	if err != nil {
 		return err
 	}
 	if err := wf.LoadDir(ctx); err != nil {
 		return &configError{err: err}
 	}
-	cmds.workflows = wf
-	b, err := newBot(cfg, cmds, st, log)
+	sc.Hooks, sc.Workflows = eng, wf
+	svc := service.New(sc)
+	b, err := newBot(cfg, svc, st, log)
 	if err != nil {
 		return err
 	}
@@ -310,7 +318,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	health := &daemonHealth{db: watch, scheduler: o, store: st}
 	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, AllowedHosts: cfg.API.AllowedHosts,
 		Logger: log.With("component", "api"), Health: health.Check,
-		GitHubWebhook: webhook, Hooks: cmds, Workflows: cmds, Logs: cmds}, cmds)
+		GitHubWebhook: webhook, Hooks: svc, Workflows: svc, Logs: svc}, svc)
 	if err != nil {
 		rpcLn.Close()
 		return err
@@ -327,17 +335,20 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	close(m.readyLocked())
 	m.mu.Unlock()
 
-	g, _ := newGroup(ctx)
-	g.Go(func(ctx context.Context) error { return srv.Serve(ctx, ln) })
-	g.Go(func(ctx context.Context) error { return renewLease(ctx, st, holder.Owner, cfg.Lease.TTL, log) })
-	g.Go(func(ctx context.Context) error { return rpc.Serve(ctx, rpcLn) })
-	g.Go(func(ctx context.Context) error { return o.Run(ctx) })
-	g.Go(func(ctx context.Context) error { return o.WatchPullRequests(ctx) })
-	g.Go(func(ctx context.Context) error { return eng.Run(ctx) })
-	g.Go(func(ctx context.Context) error { return wf.Run(ctx) })
-	g.Go(func(ctx context.Context) error { return watch.Run(ctx) })
+	// Every part runs until ctx ends or one of them fails: the first
+	// failure cancels the others' context, and Wait returns it once all
+	// have stopped, before the lease is released and the store closed.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Serve(gctx, ln) })
+	g.Go(func() error { return renewLease(gctx, st, holder.Owner, cfg.Lease.TTL, log) })
+	g.Go(func() error { return rpc.Serve(gctx, rpcLn) })
+	g.Go(func() error { return o.Run(gctx) })
+	g.Go(func() error { return o.WatchPullRequests(gctx) })
+	g.Go(func() error { return eng.Run(gctx) })
+	g.Go(func() error { return wf.Run(gctx) })
+	g.Go(func() error { return watch.Run(gctx) })
 	if b != nil {
-		g.Go(func(ctx context.Context) error { return b.Run(ctx) })
+		g.Go(func() error { return b.Run(gctx) })
 	}
 	err = g.Wait()
 	if gone := watch.Check(); gone != nil {
@@ -357,8 +368,8 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 }
 
 // newHooks returns the hook engine the configuration asks for. Its
-// actions go through the command layer, as a person's would.
-func newHooks(cfg config.Config, st *store.Store, cmds commands, ws *repo.Workspaces, log *slog.Logger,
+// actions go through the service, as a person's would.
+func newHooks(cfg config.Config, st *store.Store, act hooks.Actions, ws *repo.Workspaces, log *slog.Logger,
 	onRunEnd func(models.HookRun)) (*hooks.Engine, error) {
 	hc := cfg.Hooks
 	if cfg.LLM.Model == "" {
@@ -369,12 +380,12 @@ func newHooks(cfg config.Config, st *store.Store, cmds commands, ws *repo.Worksp
 		GlobalBudget: cfg.Orchestrator.GlobalTokenBudget, Window: cfg.Orchestrator.Window,
 		HTTPAllowHosts: hc.HTTPAllowHosts, CommandTimeout: hc.CommandTimeout, HTTPTimeout: hc.HTTPTimeout,
 		StepOutputCap: hc.StepOutputCap, MaxToolRounds: hc.MaxToolRounds, LLMAttempts: hc.LLMAttempts,
-		OnRunEnd: onRunEnd, Logger: log.With("component", "hooks")}, st, cmds, ws)
+		OnRunEnd: onRunEnd, Logger: log.With("component", "hooks")}, st, act, ws)
 }
 
 // newBot returns the Discord bot the configuration asks for, or nil (and
 // a log line saying how to enable it) when there is no token.
-func newBot(cfg config.Config, cmds commands, st *store.Store, log *slog.Logger) (*discord.Bot, error) {
+func newBot(cfg config.Config, svc discord.Service, st *store.Store, log *slog.Logger) (*discord.Bot, error) {
 	dc := cfg.Discord
 	if !dc.Enabled() {
 		log.Info("discord disabled: set discord.token, discord.guild_id and discord.control_channel_id to enable it")
@@ -393,7 +404,7 @@ func newBot(cfg config.Config, cmds commands, st *store.Store, log *slog.Logger)
 	}
 	return discord.New(discord.Config{Token: dc.Token, GuildID: dc.GuildID, ControlChannelID: dc.ControlChannelID,
 		AuthorizedUsers: dc.AuthorizedUsers, AdminUsers: dc.AdminUsers, APIBaseURL: dc.APIBaseURL, Proposer: proposer,
-		Logger: log.With("component", "discord")}, cmds, st)
+		Logger: log.With("component", "discord")}, svc, st)
 }
 
 // leaseHolder describes this process for the lease, with a fresh owner id.
@@ -458,153 +469,14 @@ func renewLease(ctx context.Context, st leaseRenewer, owner string, ttl time.Dur
 	}
 }
 
-// commands is the daemon's command layer for people: the store's
-// operations, with those that touch running agents (admin events, answers
-// to questions) routed through the orchestrator.
-type commands struct {
-	*store.Store
-	orch         *orchestrator.Orchestrator
-	hooks        *hooks.Engine
-	workflows    *workflow.Engine
-	profiles     map[string]models.Profile
-	window       time.Duration
-	globalBudget int64
-	// repos checks a project's repository before it is stored;
-	// remoteTimeout bounds a remote's answer (zero: the checker's default).
-	repos         sourceChecker
-	remoteTimeout time.Duration
-	// feed tells the API's followers about changes.
-	feed *changeFeed
-}
-
-// GetTaskDetail returns a task with its edges, events, verification,
-// result, pending plan and runs; a task that has run in a project with a
-// repository names its branch.
-func (c commands) GetTaskDetail(ctx context.Context, id string) (models.TaskDetail, error) {
-	d, err := c.Store.GetTaskDetail(ctx, id)
-	if err != nil || d.Task.BranchName != nil || len(d.Runs) == 0 {
-		return d, err
-	}
-	p, err := c.Store.GetProject(ctx, d.Task.ProjectID)
-	if err != nil {
-		return models.TaskDetail{}, fmt.Errorf("get task %s: %w", id, err)
-	}
-	if p.Repo != nil {
-		branch := repo.BranchName(d.Task)
-		d.Task.BranchName = &branch
-	}
-	return d, nil
-}
-
-// ApplyEvent applies an admin event and ends the task's run when needed.
-func (c commands) ApplyEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error) {
-	return c.orch.ApplyAdminEvent(ctx, req)
-}
-
-// SetAgentPaused pauses or resumes an agent; a resume also ends its rest
-// after a rate limit in the running scheduler.
-func (c commands) SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error) {
-	if c.orch == nil {
-		return c.Store.SetAgentPaused(ctx, id, paused)
-	}
-	return c.orch.SetAgentPaused(ctx, id, paused)
-}
-
-// AnswerQuestion answers a question and hands the answer to the waiting agent.
-func (c commands) AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error) {
-	return c.orch.AnswerQuestion(ctx, id, answer, by)
-}
-
-// CreateTasks creates a batch after checking that every profile it names is
-// configured.
-func (c commands) CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.BatchResult, error) {
-	for i, t := range b.Tasks {
-		if t.Profile != "" && !c.hasProfile(t.Profile) {
-			return nil, models.Errorf(models.CodeInvalid, "tasks[%d].profile: no profile %q is configured", i, t.Profile)
-		}
-	}
-	return c.Store.CreateTasks(ctx, b)
-}
-
-// CreateProject creates a project after checking the profiles its settings
-// name and its repository.
-func (c commands) CreateProject(ctx context.Context, p models.Project) (models.Project, error) {
-	if err := c.checkSettings(p.Settings); err != nil {
-		return models.Project{}, err
-	}
-	check := p
-	check.ApplyDefaults()
-	if err := check.Validate(); err != nil {
-		return models.Project{}, err
-	}
-	if err := c.checkRepo(ctx, check.Repo); err != nil {
-		return models.Project{}, err
-	}
-	return c.Store.CreateProject(ctx, p)
-}
-
-// UpdateProject updates a project after checking the profiles its new
-// settings name and its new repository.
-func (c commands) UpdateProject(ctx context.Context, id string, patch models.ProjectPatch) (models.Project, error) {
-	if patch.Settings != nil || patch.SettingsMerge != nil || patch.Repo != nil {
-		cur, err := c.Store.GetProject(ctx, id)
-		if err != nil {
-			return models.Project{}, err
-		}
-		next, err := patch.Apply(cur)
-		if err != nil {
-			return models.Project{}, err
-		}
-		if patch.Settings != nil || patch.SettingsMerge != nil {
-			if err := c.checkSettings(next.Settings); err != nil {
-				return models.Project{}, err
-			}
-		}
-		if patch.Repo != nil {
-			if err := c.checkRepo(ctx, next.Repo); err != nil {
-				return models.Project{}, err
-			}
-		}
-	}
-	return c.Store.UpdateProject(ctx, id, patch)
-}
-
-func (c commands) checkSettings(s models.ProjectSettings) error {
-	for _, f := range []struct{ key, name string }{{"default_profile", s.DefaultProfile}, {"qa_profile", s.QAProfile}} {
-		if f.name != "" && !c.hasProfile(f.name) {
-			return models.Errorf(models.CodeInvalid, "settings.%s: no profile %q is configured", f.key, f.name)
-		}
-	}
-	return nil
-}
-
-func (c commands) hasProfile(name string) bool {
-	_, ok := c.profiles[name]
-	return ok
-}
-
-// ApproveTask approves a task waiting for a person.
-func (c commands) ApproveTask(ctx context.Context, id, by, note string) (models.TransitionResult, error) {
-	return c.orch.Approve(ctx, id, by, note)
-}
-
-// LandProject retries a project's waiting landings.
-func (c commands) LandProject(ctx context.Context, id string) (models.LandResult, error) {
-	return c.orch.Land(ctx, id)
-}
-
-// TaskDiff returns the change of a task's branch.
-func (c commands) TaskDiff(ctx context.Context, id string) (string, error) {
-	return c.orch.TaskDiff(ctx, id)
-}
-
-// RejectTask rejects a task waiting for a person, with feedback.
-func (c commands) RejectTask(ctx context.Context, id, by, feedback string) (models.TransitionResult, error) {
-	return c.orch.Reject(ctx, id, by, feedback)
-}
-
+// The service is every client's: the API's, the bot's and the hook
+// engine's; the orchestrator serves the agents' RPC.
 var (
-	_ api.Service     = commands{}
-	_ api.HookService = commands{}
-	_ api.RunService  = (*orchestrator.Orchestrator)(nil)
+	_ api.Service         = (*service.Service)(nil)
+	_ api.HookService     = (*service.Service)(nil)
+	_ api.WorkflowService = (*service.Service)(nil)
+	_ api.LogService      = (*service.Service)(nil)
+	_ discord.Service     = (*service.Service)(nil)
+	_ hooks.Actions       = (*service.Service)(nil)
+	_ api.RunService      = (*orchestrator.Orchestrator)(nil)
 )

@@ -21,6 +21,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/discord"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/repo"
+	"github.com/agentqueued/agentqueued/internal/service"
 )
 
 // Limits of doctor's checks.
@@ -299,7 +300,7 @@ func (d *doctor) checkAgents(ctx context.Context) {
 	env := scrubbedEnv(d.m.Getenv)
 	for i, a := range agents {
 		subject := "agent " + a.ID
-		name := agentExecutable(a)
+		name := service.AgentExecutable(a)
 		key := fmt.Sprintf("agents[%d].command", i)
 		if !inConfig[a.ID] {
 			key = "its command (ctl agent remove " + a.ID + ", then ctl agent add with --command)"

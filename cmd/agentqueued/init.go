@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/config"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/service"
 )
 
 // versionTimeout bounds an agent CLI's `--version`.
@@ -243,10 +244,10 @@ func (m *Main) runInit(ctx context.Context, args []string) error {
 	}
 	var found []foundAgent
 	for _, typ := range want {
-		p, err := lookPathIn(agentExecutables[typ], pathEnv)
+		p, err := lookPathIn(service.TypeExecutable(typ), pathEnv)
 		if err != nil {
 			if len(agents) > 0 {
-				return fmt.Errorf("init: --agent %s: %s is not on PATH: install it, or leave --agent %s out", typ, agentExecutables[typ], typ)
+				return fmt.Errorf("init: --agent %s: %s is not on PATH: install it, or leave --agent %s out", typ, service.TypeExecutable(typ), typ)
 			}
 			continue
 		}

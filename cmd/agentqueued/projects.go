@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/service"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
 
@@ -15,7 +16,7 @@ import (
 // through the API survive a restart. A LINK repository must be a git
 // repository: a bad path stops the start with the key named. A remote is
 // not asked at start (it may be offline): `agentqueued doctor` asks it.
-func registerProjects(ctx context.Context, projects []models.Project, st *store.Store, repos sourceChecker, log *slog.Logger) error {
+func registerProjects(ctx context.Context, projects []models.Project, st *store.Store, repos service.SourceChecker, log *slog.Logger) error {
 	for i, p := range projects {
 		_, err := st.GetProject(ctx, p.ID)
 		if err == nil {

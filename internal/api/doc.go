@@ -2,11 +2,12 @@
 // projects, tasks, agents, hooks and workflows, a health check, and a Client for it; and the
 // agent RPC on a Unix socket, with an RPCClient for it.
 //
-// The Server translates requests into calls on a Service (the store), a
-// HookService (the command layer's hook operations) and a WorkflowService
-// (its workflow operations), and their answers into JSON. It owns no state: validation of domain
-// values, the transition table and atomicity live behind the Service. The
-// Server validates only the shape of requests: bodies must be a single JSON
+// The Server translates requests into calls on a Service, a HookService, a
+// WorkflowService and a LogService — compositions of the interfaces of
+// package areas, which the daemon's *service.Service implements — and
+// their answers into JSON. It owns no state: validation of domain values,
+// the transition table and atomicity live behind the Service. The Server
+// validates only the shape of requests: bodies must be a single JSON
 // value (at most Config.MaxBodyBytes, no unknown fields, no trailing data,
 // object keys spelled exactly as documented — encoding/json would match
 // "ID" to id — and no key twice in one object, at any depth: both are a

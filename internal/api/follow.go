@@ -10,31 +10,16 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/service/areas"
 )
 
 // LogChunkBytes is the most one read of a task's log gives to its stream.
 const LogChunkBytes = 64 << 10
 
-// ChangeNotifier tells streams that follow the daemon that its state
-// changed.
-type ChangeNotifier interface {
-	// Changed returns the number of changes so far and a channel closed
-	// at the next change: a committed change of the daemon's state (a
-	// run's output is not one).
-	Changed() (seq uint64, next <-chan struct{})
-}
-
-// LogService serves tasks' run logs to read and follow.
+// LogService serves tasks' run logs to read and follow: the service's
+// log area.
 type LogService interface {
-	ChangeNotifier
-	// LogChanged returns a channel closed once the log of a run of the
-	// task grows, and a function to call when no longer waiting on it.
-	LogChanged(taskID string) (next <-chan struct{}, done func())
-	// ReadTaskLog reads the log of a task's attempt (0: its latest) from
-	// byte offset on, at most max bytes; the chunk says when nothing more
-	// will be written.
-	ReadTaskLog(ctx context.Context, taskID string, attempt int, offset int64, max int) (models.LogChunk, error)
+	areas.Logs
 }
 
 // handleTaskLog streams the log of a task's run as text: the agent's

@@ -2,36 +2,20 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/service/areas"
 )
 
-// HookService is what the API needs for hooks: the command layer's hook
-// operations. Answers carry no secrets (a hook's llm_config.api_key is
-// redacted before it reaches the API).
+// HookService is what the API needs for hooks: the service's hook area.
+// Answers carry no secrets (a hook's llm_config.api_key is redacted before
+// it reaches the API).
 type HookService interface {
-	// ListHooks lists the hooks of a project, or of every project when
-	// projectID is empty; an unknown project is not_found.
-	ListHooks(ctx context.Context, projectID string) ([]models.Hook, error)
-	GetHook(ctx context.Context, id string) (models.Hook, error)
-	// CreateHook validates and stores a hook (defaults already applied);
-	// UpdateHook applies a patch and validates the result.
-	CreateHook(ctx context.Context, h models.Hook) (models.Hook, error)
-	UpdateHook(ctx context.Context, id string, p models.HookPatch) (models.Hook, error)
-	// DeleteHook deletes a hook with its runs.
-	DeleteHook(ctx context.Context, id string) error
-	// FireHook fires a hook by hand (by names who) and returns its run:
-	// running, or skipped with the reason.
-	FireHook(ctx context.Context, id, by string, f models.HookFire) (models.HookRun, error)
-	// ListHookRunsAfter lists hook runs, newest first, after the run
-	// afterID (empty: from the newest); GetHookRun returns one.
-	ListHookRunsAfter(ctx context.Context, f models.HookRunFilter, afterID string) ([]models.HookRun, error)
-	GetHookRun(ctx context.Context, id string) (models.HookRun, error)
+	areas.Hooks
 }
 
 // Request and answer shapes of the hook endpoints.

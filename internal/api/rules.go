@@ -5,16 +5,13 @@ import (
 	"net/http"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/service/areas"
 )
 
 // RuleService is what the rule endpoints need: the rule set in force and
 // its replacement, all or nothing.
 type RuleService interface {
-	// Rules returns the rule set in force.
-	Rules(ctx context.Context) (models.RuleSet, error)
-	// ReplaceRules validates and replaces the whole rule set, keeping it
-	// across restarts; by names who replaced it.
-	ReplaceRules(ctx context.Context, rules []models.Rule, by string) (models.RuleSet, error)
+	areas.Rules
 }
 
 // RulesRequest is the body of PUT /api/v1/rules: the whole new rule set.

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/service/areas"
 )
 
 // Defaults of the server's configuration.
@@ -30,51 +30,16 @@ const (
 	DefaultActor = "api"
 )
 
-// Service is what the API needs from the store.
+// Service is what the API needs from the daemon's service
+// (*service.Service): its areas, each declared once in package areas.
 type Service interface {
-	Ping(ctx context.Context) error
-	CreateProject(ctx context.Context, p models.Project) (models.Project, error)
-	GetProject(ctx context.Context, id string) (models.Project, error)
-	ListProjects(ctx context.Context) ([]models.Project, error)
-	UpdateProject(ctx context.Context, id string, patch models.ProjectPatch) (models.Project, error)
-	// DeleteProject deletes a project with its tasks, hooks and workflows,
-	// refusing while its work is live.
-	DeleteProject(ctx context.Context, id string) error
-	CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.BatchResult, error)
-	GetTaskDetail(ctx context.Context, id string) (models.TaskDetail, error)
-	ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error)
-	ApplyEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error)
-	RegisterAgent(ctx context.Context, a models.Agent) (models.Agent, error)
-	ListAgents(ctx context.Context) ([]models.Agent, error)
-	SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error)
-	// OpenQuestionsPage lists the questions waiting for an answer, oldest
-	// first, at most limit, after the question afterID (0: from the oldest).
-	OpenQuestionsPage(ctx context.Context, afterID int64, limit int) ([]models.Question, error)
-	AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error)
-	// ApproveTask and RejectTask are a person's decision on a task waiting
-	// for one: HUMAN verification, work or a plan awaiting approval, or a
-	// pull request (merged through GitHub when the project allows it).
-	ApproveTask(ctx context.Context, id, by, note string) (models.TransitionResult, error)
-	RejectTask(ctx context.Context, id, by, feedback string) (models.TransitionResult, error)
-	// TaskDiff returns the change a task's branch makes against its
-	// project's default branch (what an approval would merge).
-	TaskDiff(ctx context.Context, id string) (string, error)
-	// EditTask edits a task that is not being worked on and has not
-	// completed; ChangeDependencies adds and removes its dependencies;
-	// DeleteTask deletes a task nothing depends on and nothing runs.
-	EditTask(ctx context.Context, id string, patch models.TaskPatch) (models.Task, error)
-	ChangeDependencies(ctx context.Context, id string, c models.DependencyChange) (models.DependencyResult, error)
-	DeleteTask(ctx context.Context, id string) error
-	// RemoveAgent deletes an agent that runs nothing.
-	RemoveAgent(ctx context.Context, id string) error
-	// Budget reports token use against the projects' and the global budgets.
-	Budget(ctx context.Context) (models.BudgetReport, error)
-	// LandProject retries the project's landings that wait for its LINK
-	// repository's checked-out default branch to be clean.
-	LandProject(ctx context.Context, id string) (models.LandResult, error)
-	// Overview is the daemon's state at a glance: projects, agents, task
-	// counts, what waits on a person (GET /api/v1/status, with Budget).
-	Overview(ctx context.Context) (models.Overview, error)
+	areas.Status
+	areas.Projects
+	areas.Landing
+	areas.Tasks
+	areas.Agents
+	areas.Questions
+	areas.Approvals
 	RuleService
 }
 

@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"mime"
@@ -15,40 +14,17 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/service/areas"
 )
 
 // WorkflowService is what the API needs for workflows and their runs: the
-// command layer's workflow operations.
+// service's workflow areas.
 type WorkflowService interface {
-	// ListWorkflows lists the workflows of a project, or of every project
-	// when projectID is empty, by name.
-	ListWorkflows(ctx context.Context, projectID string) ([]models.Workflow, error)
-	GetWorkflow(ctx context.Context, name string) (models.Workflow, error)
-	// SaveWorkflowDocument parses a workflow document (YAML or JSON),
-	// checks it and saves it, replacing a workflow of the same name. name
-	// labels the positions of its problems ("request:LINE:COL: ...").
-	SaveWorkflowDocument(ctx context.Context, name string, src []byte) (models.Workflow, error)
-	// DeleteWorkflow deletes a workflow; its runs and their tasks stay.
-	DeleteWorkflow(ctx context.Context, name string) error
-	// SetWorkflowSchedule turns a workflow's schedule on or off.
-	SetWorkflowSchedule(ctx context.Context, name string, enabled bool) (models.Workflow, error)
-	// StartRunWith starts a run of a workflow by hand (by names who) with
-	// values for its inputs; the workflow's defaults fill the rest.
-	StartRunWith(ctx context.Context, name, by string, inputs map[string]string) (models.WorkflowRun, error)
-	// ListWorkflowRunsAfter lists runs, newest first, after the run
-	// afterID (empty: from the newest); GetWorkflowRun returns one with
-	// its tasks counted by status.
-	ListWorkflowRunsAfter(ctx context.Context, f models.RunFilter, afterID string) ([]models.WorkflowRun, error)
-	GetWorkflowRun(ctx context.Context, id string) (models.WorkflowRun, error)
-	// CancelRun cancels a run, stopping its tasks; RetryRun starts a
-	// failed or cancelled run's failed and blocked tasks again.
-	CancelRun(ctx context.Context, id, by string) (models.WorkflowRun, error)
-	RetryRun(ctx context.Context, id, by string) (models.WorkflowRun, error)
-	// RunTasks lists a run's tasks, each with its name in the run.
-	RunTasks(ctx context.Context, runID string) ([]models.RunTask, error)
-	// RunTaskLogs returns the logs of the run's task named name ("build",
-	// "upgrade[2]"): of every attempt when attempt is 0, else of that one.
-	RunTaskLogs(ctx context.Context, runID, name string, attempt int) (models.TaskLogs, error)
+	areas.Workflows
+	areas.WorkflowDocuments
+	areas.RunStarterWithInputs
+	areas.WorkflowRuns
+	areas.RunTaskLogs
 }
 
 // Request and answer shapes of the workflow endpoints.

@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/service/areas"
 )
 
 // Defaults of the bot's configuration.
@@ -93,55 +94,22 @@ type Config struct {
 	ReconnectBackoff    time.Duration
 }
 
-// Service is what the bot needs from the daemon's command layer: the same
-// operations the API offers people.
+// Service is what the bot needs from the daemon's service
+// (*service.Service): the same operations the API offers people, by area,
+// each declared once in package areas. By is who acts ("discord:<user
+// id>"); hook answers carry no secrets (API keys are redacted).
 type Service interface {
-	ListProjects(ctx context.Context) ([]models.Project, error)
-	GetProject(ctx context.Context, id string) (models.Project, error)
-	CreateProject(ctx context.Context, p models.Project) (models.Project, error)
-	UpdateProject(ctx context.Context, id string, patch models.ProjectPatch) (models.Project, error)
-	CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.BatchResult, error)
-	GetTaskDetail(ctx context.Context, id string) (models.TaskDetail, error)
-	ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error)
-	ApplyEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error)
-	RegisterAgent(ctx context.Context, a models.Agent) (models.Agent, error)
-	ListAgents(ctx context.Context) ([]models.Agent, error)
-	SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error)
-	OpenQuestions(ctx context.Context) ([]models.Question, error)
-	TaskQuestions(ctx context.Context, taskID string) ([]models.Question, error)
-	AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error)
-	ApproveTask(ctx context.Context, id, by, note string) (models.TransitionResult, error)
-	RejectTask(ctx context.Context, id, by, feedback string) (models.TransitionResult, error)
-	RunErrors(ctx context.Context, taskID string) ([]string, error)
-	Verifications(ctx context.Context, phases ...string) ([]models.Verification, error)
-	TaskCounts(ctx context.Context) (map[string]map[models.TaskStatus]int, error)
-	// Overview is the daemon's state at a glance (shown by /status).
-	Overview(ctx context.Context) (models.Overview, error)
-	TaskDiff(ctx context.Context, taskID string) (string, error)
-	EditTask(ctx context.Context, id string, patch models.TaskPatch) (models.Task, error)
-	ChangeDependencies(ctx context.Context, id string, change models.DependencyChange) (models.DependencyResult, error)
-	DeleteTask(ctx context.Context, id string) error
-	RemoveAgent(ctx context.Context, id string) error
-	Budget(ctx context.Context) (models.BudgetReport, error)
-	// Rules returns the scheduling rules in force (shown by /status).
-	Rules(ctx context.Context) (models.RuleSet, error)
-	// Hooks; answers carry no secrets (API keys are redacted).
-	ListHooks(ctx context.Context, projectID string) ([]models.Hook, error)
-	GetHook(ctx context.Context, id string) (models.Hook, error)
-	CreateHook(ctx context.Context, h models.Hook) (models.Hook, error)
-	UpdateHook(ctx context.Context, id string, p models.HookPatch) (models.Hook, error)
-	DeleteHook(ctx context.Context, id string) error
-	FireHook(ctx context.Context, id, by string, f models.HookFire) (models.HookRun, error)
-	ListHookRuns(ctx context.Context, f models.HookRunFilter) ([]models.HookRun, error)
-	// Workflows and their runs; by is who acts ("discord:<user id>").
-	ListWorkflows(ctx context.Context, projectID string) ([]models.Workflow, error)
-	GetWorkflow(ctx context.Context, name string) (models.Workflow, error)
-	StartRun(ctx context.Context, name, by string) (models.WorkflowRun, error)
-	ListWorkflowRuns(ctx context.Context, f models.RunFilter) ([]models.WorkflowRun, error)
-	GetWorkflowRun(ctx context.Context, id string) (models.WorkflowRun, error)
-	CancelRun(ctx context.Context, id, by string) (models.WorkflowRun, error)
-	RetryRun(ctx context.Context, id, by string) (models.WorkflowRun, error)
-	RunTasks(ctx context.Context, runID string) ([]models.RunTask, error)
+	areas.Status
+	areas.Projects
+	areas.Tasks
+	areas.Agents
+	areas.Questions
+	areas.Approvals
+	areas.Rules
+	areas.Hooks
+	areas.Workflows
+	areas.WorkflowRuns
+	areas.RunStarter
 }
 
 // Outbox is what the bot needs to deliver notices and keep task threads.

@@ -147,8 +147,8 @@ type Store interface {
 	HookQuery(ctx context.Context, projectID string, step models.HookStep) (string, int, error)
 }
 
-// Actions are what a hook's LLM may do: the command layer's operations,
-// validated like any other caller's.
+// Actions are what a hook's LLM may do: the service's operations
+// (*service.Service), validated like any other caller's.
 type Actions interface {
 	CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.BatchResult, error)
 	AddTaskFeedback(ctx context.Context, projectID, taskID string, f models.Feedback) error

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -8,11 +8,11 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
-// changeFeed tells the API's followers about changes, two kinds kept
+// Feed tells the API's followers about changes, two kinds kept
 // apart: a commit of the daemon's state wakes every waiter for a change
 // (a watching view, every log follow), while a run's log that grew wakes
 // only the followers of that task's log.
-type changeFeed struct {
+type Feed struct {
 	mu   sync.Mutex
 	seq  uint64
 	next chan struct{}
@@ -30,13 +30,14 @@ type logWaiters struct {
 	n    int
 }
 
-func newChangeFeed() *changeFeed {
-	return &changeFeed{next: make(chan struct{}), logs: map[string]*logWaiters{}}
+// NewFeed returns a feed with nobody waiting.
+func NewFeed() *Feed {
+	return &Feed{next: make(chan struct{}), logs: map[string]*logWaiters{}}
 }
 
-// notify records a change of the daemon's state and wakes everyone
+// Notify records a change of the daemon's state and wakes everyone
 // waiting for one. It does not block.
-func (f *changeFeed) notify() {
+func (f *Feed) Notify() {
 	f.mu.Lock()
 	f.seq++
 	close(f.next)
@@ -44,9 +45,9 @@ func (f *changeFeed) notify() {
 	f.mu.Unlock()
 }
 
-// output wakes the followers of a task's log, which grew. It does not
+// Output wakes the followers of a task's log, which grew. It does not
 // block.
-func (f *changeFeed) output(taskID string) {
+func (f *Feed) Output(taskID string) {
 	f.mu.Lock()
 	w := f.logs[taskID]
 	if w != nil {
@@ -64,7 +65,7 @@ func (f *changeFeed) output(taskID string) {
 
 // Changed returns the number of state changes so far and a channel
 // closed at the next one.
-func (f *changeFeed) Changed() (uint64, <-chan struct{}) {
+func (f *Feed) Changed() (uint64, <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.seq, f.next
@@ -72,7 +73,7 @@ func (f *changeFeed) Changed() (uint64, <-chan struct{}) {
 
 // LogChanged returns a channel closed at the task's next output, and the
 // function to call once done waiting on it.
-func (f *changeFeed) LogChanged(taskID string) (<-chan struct{}, func()) {
+func (f *Feed) LogChanged(taskID string) (<-chan struct{}, func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	w := f.logs[taskID]
@@ -93,24 +94,24 @@ func (f *changeFeed) LogChanged(taskID string) (<-chan struct{}, func()) {
 	}
 }
 
-// Changed is the daemon's feed of state changes (api.LogService).
-func (c commands) Changed() (uint64, <-chan struct{}) { return c.feed.Changed() }
+// Changed is the daemon's feed of state changes (the feed's).
+func (s *Service) Changed() (uint64, <-chan struct{}) { return s.feed.Changed() }
 
-// LogChanged is the daemon's feed of a task's output (api.LogService).
-func (c commands) LogChanged(taskID string) (<-chan struct{}, func()) {
-	return c.feed.LogChanged(taskID)
+// LogChanged is the daemon's feed of a task's output (the feed's).
+func (s *Service) LogChanged(taskID string) (<-chan struct{}, func()) {
+	return s.feed.LogChanged(taskID)
 }
 
 // ReadTaskLog reads the log of a task's attempt (0: its latest) from
-// offset on. Ended is decided before the read, so that a chunk that says
+// offset on, through the orchestrator, which knows where runs write. Ended is decided before the read, so that a chunk that says
 // so holds everything the run wrote: the attempt's run has ended, or the
 // task has finished (COMPLETED or BLOCKED) without a log.
-func (c commands) ReadTaskLog(ctx context.Context, taskID string, attempt int, offset int64, limit int) (models.LogChunk, error) {
-	t, err := c.Store.GetTask(ctx, taskID)
+func (s *Service) ReadTaskLog(ctx context.Context, taskID string, attempt int, offset int64, limit int) (models.LogChunk, error) {
+	t, err := s.store.GetTask(ctx, taskID)
 	if err != nil {
 		return models.LogChunk{}, err
 	}
-	runs, err := c.Store.TaskRuns(ctx, taskID, models.TaskDetailRuns)
+	runs, err := s.store.TaskRuns(ctx, taskID, models.TaskDetailRuns)
 	if err != nil {
 		return models.LogChunk{}, fmt.Errorf("log of task %s: %w", taskID, err)
 	}
@@ -123,7 +124,7 @@ func (c commands) ReadTaskLog(ctx context.Context, taskID string, attempt int, o
 			latest = max(latest, r.Attempt)
 		}
 	}
-	chunk, err := c.orch.ReadTaskLog(ctx, taskID, attempt, offset, limit)
+	chunk, err := s.orch.ReadTaskLog(ctx, taskID, attempt, offset, limit)
 	if err != nil {
 		return models.LogChunk{}, err
 	}

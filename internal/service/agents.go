@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -7,10 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
+
+// This file holds the service's agent operations: registering checks that
+// the program an agent runs resolves; pausing goes through the
+// orchestrator, which ends an agent's rest after a rate limit.
 
 // agentExecutables are the executables agent types run when an agent
 // names no command of its own.
@@ -21,9 +24,13 @@ var agentExecutables = map[string]string{
 	"aider":  "aider",
 }
 
-// agentExecutable is the program an agent runs: its command, else its
+// TypeExecutable is the executable an agent type runs when the agent
+// names no command of its own; empty for an unknown type.
+func TypeExecutable(agentType string) string { return agentExecutables[agentType] }
+
+// AgentExecutable is the program an agent runs: its command, else its
 // type's executable.
-func agentExecutable(a models.Agent) string {
+func AgentExecutable(a models.Agent) string {
 	if c := strings.TrimSpace(a.Command); c != "" {
 		return c
 	}
@@ -36,7 +43,7 @@ func agentExecutable(a models.Agent) string {
 // and cannot be checked before a run: it is accepted as it is. The error
 // is CodeInvalid and names the field and the program.
 func resolveAgentCommand(a models.Agent) (string, error) {
-	name := agentExecutable(a)
+	name := AgentExecutable(a)
 	field := "command"
 	if strings.TrimSpace(a.Command) == "" {
 		field = "agent_type"
@@ -66,25 +73,31 @@ func resolveAgentCommand(a models.Agent) (string, error) {
 		"path, or add its directory to the PATH the daemon starts with", name)
 }
 
-// sourceChecker checks a project's repository before it is stored
-// (repo.Workspaces.CheckSource).
-type sourceChecker interface {
-	CheckSource(ctx context.Context, r models.RepoConfig, timeout time.Duration) error
-}
-
-// checkRepo checks a project's repository with c's checker, when it has one.
-func (c commands) checkRepo(ctx context.Context, r *models.RepoConfig) error {
-	if r == nil || c.repos == nil {
-		return nil
-	}
-	return c.repos.CheckSource(ctx, *r, c.remoteTimeout)
-}
-
 // RegisterAgent registers an agent after checking that the program it runs
 // resolves.
-func (c commands) RegisterAgent(ctx context.Context, a models.Agent) (models.Agent, error) {
+func (s *Service) RegisterAgent(ctx context.Context, a models.Agent) (models.Agent, error) {
 	if _, err := resolveAgentCommand(a); err != nil {
 		return models.Agent{}, err
 	}
-	return c.Store.RegisterAgent(ctx, a)
+	return s.store.RegisterAgent(ctx, a)
+}
+
+// ListAgents lists the agents (the store's).
+func (s *Service) ListAgents(ctx context.Context) ([]models.Agent, error) {
+	return s.store.ListAgents(ctx)
+}
+
+// SetAgentPaused pauses or resumes an agent; a resume also ends its rest
+// after a rate limit in the running scheduler (the orchestrator's; the
+// store's when there is none).
+func (s *Service) SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error) {
+	if s.orch == nil {
+		return s.store.SetAgentPaused(ctx, id, paused)
+	}
+	return s.orch.SetAgentPaused(ctx, id, paused)
+}
+
+// RemoveAgent deletes an agent that runs nothing (the store's).
+func (s *Service) RemoveAgent(ctx context.Context, id string) error {
+	return s.store.RemoveAgent(ctx, id)
 }

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -6,17 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/hooks"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/repo"
 )
 
-var _ api.HookService = commands{}
-
-// hookCommands returns the command layer over a fresh store with a real
-// hook engine; the test waits for the engine's runs before it ends.
-func hookCommands(t *testing.T) (commands, *hooks.Engine) {
+// hookCommands returns the service over a fresh store with a real hook
+// engine; the test waits for the engine's runs before it ends.
+func hookCommands(t *testing.T) (*Service, *hooks.Engine) {
 	t.Helper()
 	st := openCommandsStore(t)
 	ws, err := repo.New(repo.Config{BaseDir: t.TempDir()})
@@ -31,7 +28,7 @@ func hookCommands(t *testing.T) (commands, *hooks.Engine) {
 		t.Fatal(err)
 	}
 	t.Cleanup(engine.Wait) // before the store closes
-	return commands{Store: st, hooks: engine}, engine
+	return New(Config{Store: st, Hooks: engine}), engine
 }
 
 func TestHookCommandsRedactTheAPIKey(t *testing.T) {
@@ -72,7 +69,7 @@ func TestHookCommandsRedactTheAPIKey(t *testing.T) {
 			t.Errorf("%s answered %s; want the key redacted", what, data)
 		}
 	}
-	stored, err := c.Store.GetHook(ctx, created.ID)
+	stored, err := c.store.GetHook(ctx, created.ID)
 	if err != nil || stored.LLMConfig == nil || stored.LLMConfig.APIKey != secret || stored.Name != "Renamed" {
 		t.Fatalf("stored %+v, %v; want the key kept", stored, err)
 	}
@@ -110,7 +107,7 @@ func TestHookCommandsCheckStepsBeforeSaving(t *testing.T) {
 		!strings.Contains(err.Error(), "context_steps[0].url") {
 		t.Fatalf("an http_get of a host off the allow list: %v", err)
 	}
-	if h, err := c.Store.GetHook(ctx, "lint"); err != nil || h.ContextSteps[0].Type != models.StepRunCommand {
+	if h, err := c.store.GetHook(ctx, "lint"); err != nil || h.ContextSteps[0].Type != models.StepRunCommand {
 		t.Fatalf("a refused edit changed the hook: %+v, %v", h, err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"sync"
@@ -22,24 +22,24 @@ func TestChangeFeedKeepsStateAndOutputApart(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name      string
-		act       func(f *changeFeed)
+		act       func(f *Feed)
 		wantSeq   uint64
 		wantState bool
 		wantA     bool
 		wantWakes map[string]int
 	}{
-		{name: "another task's output", act: func(f *changeFeed) {
+		{name: "another task's output", act: func(f *Feed) {
 			for range 50 {
-				f.output("b")
+				f.Output("b")
 			}
 		}, wantWakes: map[string]int{"b": 1}},
-		{name: "the task's output", act: func(f *changeFeed) { f.output("a") }, wantA: true, wantWakes: map[string]int{"a": 2}},
-		{name: "a change of state", act: func(f *changeFeed) { f.notify() }, wantSeq: 1, wantState: true, wantWakes: map[string]int{}},
+		{name: "the task's output", act: func(f *Feed) { f.Output("a") }, wantA: true, wantWakes: map[string]int{"a": 2}},
+		{name: "a change of state", act: func(f *Feed) { f.Notify() }, wantSeq: 1, wantState: true, wantWakes: map[string]int{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newChangeFeed()
+			f := NewFeed()
 			var mu sync.Mutex
 			wakes := map[string]int{}
 			f.onWake = func(id string) { mu.Lock(); wakes[id]++; mu.Unlock() }
@@ -80,7 +80,7 @@ func TestChangeFeedKeepsStateAndOutputApart(t *testing.T) {
 // entry behind.
 func TestChangeFeedForgetsLeftWaits(t *testing.T) {
 	t.Parallel()
-	f := newChangeFeed()
+	f := NewFeed()
 	_, done1 := f.LogChanged("a")
 	_, done2 := f.LogChanged("a")
 	done1()

@@ -1,0 +1,219 @@
+// Package areas declares the operations of the daemon's service
+// (*service.Service) once, by area, as small interfaces. A client asks for
+// the areas it uses by composing them: api.Service, api.HookService,
+// api.WorkflowService and api.LogService, and discord.Service. No method is
+// declared in two of them.
+//
+// The package holds interfaces only and imports nothing but models, so
+// that the API (whose agent RPC client agents' tools and test agents
+// import) does not depend on the store, the orchestrator or the engines
+// the service goes through, and none of those packages' tests meets an
+// import cycle by importing the API.
+package areas
+
+import (
+	"context"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// Projects creates, reads, changes and deletes projects.
+type Projects interface {
+	// CreateProject creates a project after checking the profiles its
+	// settings name and its repository.
+	CreateProject(ctx context.Context, p models.Project) (models.Project, error)
+	GetProject(ctx context.Context, id string) (models.Project, error)
+	ListProjects(ctx context.Context) ([]models.Project, error)
+	// UpdateProject updates a project after checking the profiles its new
+	// settings name and its new repository.
+	UpdateProject(ctx context.Context, id string, patch models.ProjectPatch) (models.Project, error)
+	// DeleteProject deletes a project with its tasks, hooks and workflows,
+	// refusing while its work is live.
+	DeleteProject(ctx context.Context, id string) error
+}
+
+// Landing retries the landings that wait on a project's repository.
+type Landing interface {
+	// LandProject retries the project's landings that wait for its LINK
+	// repository's checked-out default branch to be clean.
+	LandProject(ctx context.Context, id string) (models.LandResult, error)
+}
+
+// Tasks creates, reads, changes and deletes tasks, and applies admin
+// events to them.
+type Tasks interface {
+	CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.BatchResult, error)
+	// GetTaskDetail returns a task with its edges, events, verification,
+	// result, pending plan, runs and, once it has run in a project with a
+	// repository, its branch.
+	GetTaskDetail(ctx context.Context, id string) (models.TaskDetail, error)
+	ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error)
+	// ApplyEvent applies an admin event, ending the task's run when needed.
+	ApplyEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error)
+	// EditTask edits a task that is not being worked on and has not
+	// completed; ChangeDependencies adds and removes its dependencies;
+	// DeleteTask deletes a task nothing depends on and nothing runs.
+	EditTask(ctx context.Context, id string, patch models.TaskPatch) (models.Task, error)
+	ChangeDependencies(ctx context.Context, id string, c models.DependencyChange) (models.DependencyResult, error)
+	DeleteTask(ctx context.Context, id string) error
+	// RunErrors returns the errors of a task's runs.
+	RunErrors(ctx context.Context, taskID string) ([]string, error)
+}
+
+// Agents registers, lists, pauses and removes agents.
+type Agents interface {
+	RegisterAgent(ctx context.Context, a models.Agent) (models.Agent, error)
+	ListAgents(ctx context.Context) ([]models.Agent, error)
+	SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error)
+	// RemoveAgent deletes an agent that runs nothing.
+	RemoveAgent(ctx context.Context, id string) error
+}
+
+// Questions lists the agents' questions and answers them.
+type Questions interface {
+	// OpenQuestions lists every question waiting for an answer;
+	// OpenQuestionsPage lists them oldest first, at most limit, after the
+	// question afterID (0: from the oldest); TaskQuestions lists a task's.
+	OpenQuestions(ctx context.Context) ([]models.Question, error)
+	OpenQuestionsPage(ctx context.Context, afterID int64, limit int) ([]models.Question, error)
+	TaskQuestions(ctx context.Context, taskID string) ([]models.Question, error)
+	// AnswerQuestion answers a question and hands the answer to the
+	// waiting agent.
+	AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error)
+}
+
+// Approvals is a person's decision on a task waiting for one: HUMAN
+// verification, work or a plan awaiting approval, or a pull request
+// (merged through GitHub when the project allows it).
+type Approvals interface {
+	ApproveTask(ctx context.Context, id, by, note string) (models.TransitionResult, error)
+	RejectTask(ctx context.Context, id, by, feedback string) (models.TransitionResult, error)
+	// TaskDiff returns the change a task's branch makes against its
+	// project's default branch (what an approval would merge).
+	TaskDiff(ctx context.Context, id string) (string, error)
+}
+
+// Status reports the daemon's state and its token use.
+type Status interface {
+	// Ping checks that the store answers.
+	Ping(ctx context.Context) error
+	// Overview is the daemon's state at a glance: projects, agents, task
+	// counts, what waits on a person.
+	Overview(ctx context.Context) (models.Overview, error)
+	// Budget reports token use against the projects' and the global budgets.
+	Budget(ctx context.Context) (models.BudgetReport, error)
+	// TaskCounts counts each project's tasks by status.
+	TaskCounts(ctx context.Context) (map[string]map[models.TaskStatus]int, error)
+	// Verifications lists the verifications in the given phases.
+	Verifications(ctx context.Context, phases ...string) ([]models.Verification, error)
+}
+
+// Rules is the rule set in force and its replacement, all or nothing.
+type Rules interface {
+	// Rules returns the rule set in force.
+	Rules(ctx context.Context) (models.RuleSet, error)
+	// ReplaceRules validates and replaces the whole rule set, keeping it
+	// across restarts; by names who replaced it.
+	ReplaceRules(ctx context.Context, rules []models.Rule, by string) (models.RuleSet, error)
+}
+
+// Hooks manages hooks and their runs. Answers carry no secrets (a hook's
+// llm_config.api_key is redacted).
+type Hooks interface {
+	// ListHooks lists the hooks of a project, or of every project when
+	// projectID is empty; an unknown project is not_found.
+	ListHooks(ctx context.Context, projectID string) ([]models.Hook, error)
+	GetHook(ctx context.Context, id string) (models.Hook, error)
+	// CreateHook validates and stores a hook (defaults already applied);
+	// UpdateHook applies a patch and validates the result.
+	CreateHook(ctx context.Context, h models.Hook) (models.Hook, error)
+	UpdateHook(ctx context.Context, id string, p models.HookPatch) (models.Hook, error)
+	// DeleteHook deletes a hook with its runs.
+	DeleteHook(ctx context.Context, id string) error
+	// FireHook fires a hook by hand (by names who) and returns its run:
+	// running, or skipped with the reason.
+	FireHook(ctx context.Context, id, by string, f models.HookFire) (models.HookRun, error)
+	// ListHookRuns lists hook runs, newest first; ListHookRunsAfter lists
+	// them after the run afterID (empty: from the newest); GetHookRun
+	// returns one.
+	ListHookRuns(ctx context.Context, f models.HookRunFilter) ([]models.HookRun, error)
+	ListHookRunsAfter(ctx context.Context, f models.HookRunFilter, afterID string) ([]models.HookRun, error)
+	GetHookRun(ctx context.Context, id string) (models.HookRun, error)
+}
+
+// Workflows reads, schedules and deletes workflows.
+type Workflows interface {
+	// ListWorkflows lists the workflows of a project, or of every project
+	// when projectID is empty, by name.
+	ListWorkflows(ctx context.Context, projectID string) ([]models.Workflow, error)
+	GetWorkflow(ctx context.Context, name string) (models.Workflow, error)
+	// DeleteWorkflow deletes a workflow; its runs and their tasks stay.
+	DeleteWorkflow(ctx context.Context, name string) error
+	// SetWorkflowSchedule turns a workflow's schedule on or off.
+	SetWorkflowSchedule(ctx context.Context, name string, enabled bool) (models.Workflow, error)
+}
+
+// WorkflowDocuments saves workflows written as documents.
+type WorkflowDocuments interface {
+	// SaveWorkflowDocument parses a workflow document (YAML or JSON),
+	// checks it and saves it, replacing a workflow of the same name. name
+	// labels the positions of its problems ("request:LINE:COL: ...").
+	SaveWorkflowDocument(ctx context.Context, name string, src []byte) (models.Workflow, error)
+}
+
+// WorkflowRuns reads, cancels and retries workflow runs.
+type WorkflowRuns interface {
+	// ListWorkflowRuns lists runs, newest first; ListWorkflowRunsAfter
+	// lists them after the run afterID (empty: from the newest);
+	// GetWorkflowRun returns one with its tasks counted by status.
+	ListWorkflowRuns(ctx context.Context, f models.RunFilter) ([]models.WorkflowRun, error)
+	ListWorkflowRunsAfter(ctx context.Context, f models.RunFilter, afterID string) ([]models.WorkflowRun, error)
+	GetWorkflowRun(ctx context.Context, id string) (models.WorkflowRun, error)
+	// CancelRun cancels a run, stopping its tasks; RetryRun starts a
+	// failed or cancelled run's failed and blocked tasks again.
+	CancelRun(ctx context.Context, id, by string) (models.WorkflowRun, error)
+	RetryRun(ctx context.Context, id, by string) (models.WorkflowRun, error)
+	// RunTasks lists a run's tasks, each with its name in the run.
+	RunTasks(ctx context.Context, runID string) ([]models.RunTask, error)
+}
+
+// RunStarter starts a workflow run by hand with its inputs' defaults.
+type RunStarter interface {
+	// StartRun starts a run of a workflow (by names who).
+	StartRun(ctx context.Context, name, by string) (models.WorkflowRun, error)
+}
+
+// RunStarterWithInputs starts a workflow run by hand with values for its
+// inputs.
+type RunStarterWithInputs interface {
+	// StartRunWith starts a run of a workflow by hand (by names who) with
+	// values for its inputs; the workflow's defaults fill the rest.
+	StartRunWith(ctx context.Context, name, by string, inputs map[string]string) (models.WorkflowRun, error)
+}
+
+// RunTaskLogs reads the logs of a workflow run's tasks.
+type RunTaskLogs interface {
+	// RunTaskLogs returns the logs of the run's task named name ("build",
+	// "upgrade[2]"): of every attempt when attempt is 0, else of that one.
+	RunTaskLogs(ctx context.Context, runID, name string, attempt int) (models.TaskLogs, error)
+}
+
+// Changes tells streams that follow the daemon that its state changed.
+type Changes interface {
+	// Changed returns the number of changes so far and a channel closed
+	// at the next change: a committed change of the daemon's state (a
+	// run's output is not one).
+	Changed() (seq uint64, next <-chan struct{})
+}
+
+// Logs serves tasks' run logs to read and follow.
+type Logs interface {
+	Changes
+	// LogChanged returns a channel closed once the log of a run of the
+	// task grows, and a function to call when no longer waiting on it.
+	LogChanged(taskID string) (next <-chan struct{}, done func())
+	// ReadTaskLog reads the log of a task's attempt (0: its latest) from
+	// byte offset on, at most max bytes; the chunk says when nothing more
+	// will be written.
+	ReadTaskLog(ctx context.Context, taskID string, attempt int, offset int64, max int) (models.LogChunk, error)
+}
