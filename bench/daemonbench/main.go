@@ -42,6 +42,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/proc"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
@@ -264,8 +265,7 @@ func startDaemon(o options, dbPath string) (*daemon, error) {
 		return nil, err
 	}
 	d := &daemon{exited: make(chan struct{})}
-	d.cmd = exec.Command(o.bin, "run", "--config", cfgPath, "--data-dir", filepath.Join(o.dir, "data"), "--listen", "127.0.0.1:0")
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	d.cmd = proc.Command(context.Background(), o.bin, "run", "--config", cfgPath, "--data-dir", filepath.Join(o.dir, "data"), "--listen", "127.0.0.1:0")
 	logf, err := os.Create(filepath.Join(o.dir, "daemon.log"))
 	if err != nil {
 		return nil, err
@@ -319,7 +319,7 @@ func (d *daemon) stop() {
 	select {
 	case <-d.exited:
 	case <-time.After(progresstest.Stall()):
-		syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck // clean-up
+		proc.KillGroup(d.cmd.Process.Pid) //nolint:errcheck // clean-up
 		<-d.exited
 	}
 }
