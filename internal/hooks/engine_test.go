@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/hooks"
-	"github.com/agentqueued/agentqueued/internal/hooks/openaitest"
+	"github.com/agentqueued/agentqueued/internal/llm/llmtest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
@@ -149,9 +149,9 @@ func TestTwoConcurrentPassesFireEachTimeAndEventOnce(t *testing.T) {
 	h.agent("a1")
 	gate := make(chan struct{})
 	release := sync.OnceFunc(func() { close(gate) })
-	h.llm.SetResponder(func(openaitest.Request) openaitest.Reply {
+	h.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
 		<-gate
-		return openaitest.Reply{Content: "done"}
+		return llmtest.Reply{Content: "done"}
 	})
 	// Two engines, each with its own connections to the same database, as
 	// two daemons have.
@@ -379,7 +379,7 @@ func TestTheGlobalBudgetSkipsHooks(t *testing.T) {
 	}
 	// The window moves on.
 	h.clock.Advance(24 * time.Hour)
-	h.llm.Enqueue(openaitest.Reply{Content: "hi", Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 1}})
+	h.llm.Enqueue(llmtest.Reply{Content: "hi", Usage: llmtest.Usage{PromptTokens: 1, CompletionTokens: 1}})
 	if r := h.fire(hk.ID, models.HookFire{}); r.Status != models.HookRunCompleted {
 		t.Fatalf("after the window: %s %q", r.Status, deref(r.SkippedReason))
 	}
@@ -391,10 +391,10 @@ func TestRunsBeyondTheCapWaitForAFreePlace(t *testing.T) {
 	h.project("web")
 	release := make(chan struct{})
 	asked := make(chan struct{}, 10)
-	h.llm.SetResponder(func(openaitest.Request) openaitest.Reply {
+	h.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
 		asked <- struct{}{}
 		<-release
-		return openaitest.Reply{Content: "done", Usage: openaitest.Usage{PromptTokens: 10, CompletionTokens: 2}}
+		return llmtest.Reply{Content: "done", Usage: llmtest.Usage{PromptTokens: 10, CompletionTokens: 2}}
 	})
 	var once sync.Once
 	free := func() { once.Do(func() { close(release) }) }
@@ -448,9 +448,9 @@ func TestAScheduleHeldAtTheCapPastItsNextTimeFiresOnceForTheLatest(t *testing.T)
 	release := make(chan struct{})
 	free := sync.OnceFunc(func() { close(release) })
 	t.Cleanup(free)
-	h.llm.SetResponder(func(openaitest.Request) openaitest.Reply {
+	h.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
 		<-release
-		return openaitest.Reply{Content: "done"}
+		return llmtest.Reply{Content: "done"}
 	})
 	holder := h.hook(`{"project_id":"web","name":"Holder","trigger":{"type":"event","event_type":"task.failed"},
 		"cooldown_seconds":0,"prompt_template":"say done"}`)
@@ -536,10 +536,10 @@ func TestRunsLeftRunningAreClosedAtStart(t *testing.T) {
 	hk := h.hook(`{"project_id":"web","name":"Ask","trigger":{"type":"manual"},"prompt_template":"hello"}`)
 	release := make(chan struct{})
 	asked := make(chan struct{}, 1)
-	h.llm.SetResponder(func(openaitest.Request) openaitest.Reply {
+	h.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
 		asked <- struct{}{}
 		<-release
-		return openaitest.Reply{Content: "late answer", Usage: openaitest.Usage{PromptTokens: 5, CompletionTokens: 5}}
+		return llmtest.Reply{Content: "late answer", Usage: llmtest.Usage{PromptTokens: 5, CompletionTokens: 5}}
 	})
 	run, err := h.eng.Fire(context.Background(), hk.ID, "tester", models.HookFire{})
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/agentqueued/agentqueued/internal/hooks/openaitest"
+	"github.com/agentqueued/agentqueued/internal/llm/llmtest"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
@@ -61,7 +61,7 @@ func TestHourlySummaryExampleSkipsAQuietHour(t *testing.T) {
 	h.project("web")
 	hk := h.hook(string(b))
 	// Queued before the quiet hour so that a wrong call fails at once.
-	h.llm.Enqueue(openaitest.Reply{Content: "one task added", Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 1}})
+	h.llm.Enqueue(llmtest.Reply{Content: "one task added", Usage: llmtest.Usage{PromptTokens: 1, CompletionTokens: 1}})
 	r := h.fire(hk.ID, models.HookFire{})
 	want := "context_steps[0] (db_query): the query returned no rows, so the LLM was not called"
 	if r.Status != models.HookRunSkipped || deref(r.SkippedReason) != want || len(h.llm.Requests()) != 0 {

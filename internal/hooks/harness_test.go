@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentqueued/agentqueued/internal/hooks"
-	"github.com/agentqueued/agentqueued/internal/hooks/openaitest"
+	"github.com/agentqueued/agentqueued/internal/llm/llmtest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/repo"
@@ -90,7 +90,7 @@ type harness struct {
 	clock *fakeClock
 	st    *store.Store
 	ws    *repo.Workspaces
-	llm   *openaitest.Server
+	llm   *llmtest.Server
 	user  string // the project's repository (LINK)
 	ended chan models.HookRun
 	cfg   hooks.Config
@@ -107,7 +107,7 @@ func newHarness(t testing.TB, configure ...func(*hooks.Config)) *harness {
 		t.Fatal(err)
 	}
 	h.ws = ws
-	h.llm = openaitest.New(openaitest.Options{APIKey: "llm-key", Model: "test-model"})
+	h.llm = llmtest.New(llmtest.Options{APIKey: "llm-key", Model: "test-model"})
 	t.Cleanup(h.llm.Close)
 	h.user = filepath.Join(h.dir, "user")
 	git(t, "", "init", "-q", "-b", "main", h.user)

@@ -1,4 +1,4 @@
-package openaitest
+package llmtest
 
 import (
 	"encoding/json"
