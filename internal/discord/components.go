@@ -368,7 +368,7 @@ func (b *Bot) autocomplete(ctx context.Context, i *discordgo.Interaction) []*dis
 			}
 		}
 	case optSchedule:
-		typ := opts.str("trigger")
+		typ := models.HookTriggerType(opts.str("trigger"))
 		if typ == "" && opts.str(optHook) != "" {
 			if h, err := b.svc.GetHook(ctx, opts.str(optHook)); err == nil {
 				typ = h.Trigger.Type

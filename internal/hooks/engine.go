@@ -318,12 +318,8 @@ func (e *Engine) fireSchedule(ctx context.Context, h models.Hook, last, now time
 		}
 		return next, nil
 	}
-	reason := "schedule " + at.UTC().Format(time.RFC3339)
-	if missed > 0 {
-		reason += fmt.Sprintf(" (catch-up after downtime: %d earlier scheduled times missed)", missed)
-	}
 	res, err := e.claim(ctx, h, models.HookClaim{HookID: h.ID, FireKey: "schedule:" + at.UTC().Format(time.RFC3339Nano),
-		ScheduledAt: &at, TriggerReason: reason})
+		ScheduledAt: &at, TriggerReason: models.ScheduleReason(at, missed)})
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -387,7 +383,7 @@ func (e *Engine) fireEvents(ctx context.Context, hooks []models.Hook) error {
 					continue
 				}
 				res, err := e.claim(ctx, h, models.HookClaim{HookID: h.ID, FireKey: fmt.Sprintf("event:%d:%s", ev.ID, ev.Type),
-					TriggerReason: fmt.Sprintf("event %s of task %s", ev.Type, ev.TaskID), Event: &ev})
+					TriggerReason: models.EventReason(ev.Type, ev.TaskID), Event: &ev})
 				if err == nil && !res.Busy {
 					continue
 				}
@@ -479,7 +475,7 @@ func (e *Engine) Fire(ctx context.Context, hookID, by string, f models.HookFire)
 	var nonce [6]byte
 	_, _ = rand.Read(nonce[:])
 	key := fmt.Sprintf("manual:%s:%x", e.cfg.Now().UTC().Format(time.RFC3339Nano), nonce)
-	res, err := e.claim(ctx, h, models.HookClaim{HookID: h.ID, FireKey: key, TriggerReason: "fired by " + by,
+	res, err := e.claim(ctx, h, models.HookClaim{HookID: h.ID, FireKey: key, TriggerReason: models.FiredByReason(by),
 		Event: f.Event, Manual: true})
 	if err != nil {
 		return models.HookRun{}, err

@@ -39,7 +39,7 @@ func TestPeriodicHookFiresOnceAtEachInterval(t *testing.T) {
 		if r.Status != models.HookRunCompleted || r.ScheduledAt == nil || !r.ScheduledAt.Equal(want) {
 			t.Fatalf("run %d: %s scheduled %v, want completed at %s (error %q)", i, r.Status, r.ScheduledAt, want, r.Error)
 		}
-		if r.TriggerReason != "schedule "+want.Format(time.RFC3339) {
+		if string(r.TriggerReason) != "schedule "+want.Format(time.RFC3339) {
 			t.Fatalf("trigger reason %q", r.TriggerReason)
 		}
 		// The same instant again fires nothing.
@@ -69,7 +69,7 @@ func TestCronHookCatchesUpOnceAfterDowntimeAndNeverRepeatsAcrossRestarts(t *test
 	h.tick()
 	r := h.waitRun()
 	if !r.ScheduledAt.Equal(utc("2026-03-05T09:00:00Z")) ||
-		!strings.Contains(r.TriggerReason, "catch-up after downtime: 2 earlier scheduled times missed") {
+		!strings.Contains(string(r.TriggerReason), "catch-up after downtime: 2 earlier scheduled times missed") {
 		t.Fatalf("catch-up run scheduled %v, reason %q", r.ScheduledAt, r.TriggerReason)
 	}
 	h.tick()
@@ -221,7 +221,7 @@ func TestTwoConcurrentPassesFireEachTimeAndEventOnce(t *testing.T) {
 	}
 	times := map[time.Time]bool{}
 	for _, r := range h.runs(periodic.ID) {
-		if r.Status != models.HookRunCompleted || r.ScheduledAt == nil || strings.Contains(r.TriggerReason, "catch-up") {
+		if r.Status != models.HookRunCompleted || r.ScheduledAt == nil || strings.Contains(string(r.TriggerReason), "catch-up") {
 			t.Fatalf("periodic run %s: %s, scheduled %v, reason %q (error %q)", r.ID, r.Status, r.ScheduledAt, r.TriggerReason, r.Error)
 		}
 		times[r.ScheduledAt.UTC()] = true
@@ -477,7 +477,7 @@ func TestAScheduleHeldAtTheCapPastItsNextTimeFiresOnceForTheLatest(t *testing.T)
 	r := h.waitRun()
 	want := start.Add(2 * time.Minute)
 	if r.HookID != often.ID || r.ScheduledAt == nil || !r.ScheduledAt.Equal(want) ||
-		!strings.Contains(r.TriggerReason, "1 earlier scheduled times missed") {
+		!strings.Contains(string(r.TriggerReason), "1 earlier scheduled times missed") {
 		t.Fatalf("run of %s scheduled %v, reason %q; want %s scheduled %s counting 1 missed", r.HookID, r.ScheduledAt,
 			r.TriggerReason, often.ID, want.Format(time.RFC3339))
 	}

@@ -22,7 +22,7 @@ func TestExampleHooksAreValid(t *testing.T) {
 	if len(files) < 4 {
 		t.Fatalf("%d example hooks", len(files))
 	}
-	seen := map[string]bool{}
+	seen := map[models.HookTriggerType]bool{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -41,7 +41,7 @@ func TestExampleHooksAreValid(t *testing.T) {
 		}
 		seen[h.Trigger.Type] = true
 	}
-	for _, tt := range []string{models.TriggerPeriodic, models.TriggerCron, models.TriggerEvent} {
+	for _, tt := range []models.HookTriggerType{models.TriggerPeriodic, models.TriggerCron, models.TriggerEvent} {
 		if !seen[tt] {
 			t.Errorf("no example of a %s trigger", tt)
 		}

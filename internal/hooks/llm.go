@@ -93,7 +93,7 @@ func (e *Engine) resolve(h models.Hook) (endpoint, error) {
 // after its retries.
 func (e *Engine) converse(ctx context.Context, h models.Hook, r models.HookRun, prompt string) models.HookRun {
 	var actions []models.HookAction
-	end := func(status, format string, args ...any) models.HookRun {
+	end := func(status models.HookRunStatus, format string, args ...any) models.HookRun {
 		r.Status = status
 		if format != "" {
 			r.Error = fmt.Sprintf(format, args...)
