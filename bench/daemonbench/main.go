@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/api"
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/proc"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
@@ -194,11 +195,11 @@ func report(what, result string) {
 // depending on it is created BLOCKED by the cascade in one transaction, and
 // 90% of the batch is skipped to COMPLETED (ADMIN_SKIP, one commit each).
 func seed(ctx context.Context, path string, o options) error {
-	offset := time.Duration(0)
+	clk := clocktest.NewFollowing() // the real time, shifted back while history is seeded
 	if !o.inside {
-		offset = historyAge
+		clk.Advance(-historyAge)
 	}
-	st, err := store.Open(ctx, store.Config{Path: path, Now: func() time.Time { return time.Now().Add(-offset) }})
+	st, err := store.Open(ctx, store.Config{Path: path, Clock: clk})
 	if err != nil {
 		return err
 	}

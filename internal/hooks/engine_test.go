@@ -155,7 +155,7 @@ func TestTwoConcurrentPassesFireEachTimeAndEventOnce(t *testing.T) {
 	})
 	// Two engines, each with its own connections to the same database, as
 	// two daemons have.
-	other, err := store.Open(context.Background(), store.Config{Path: h.path, Now: h.clock.Now})
+	other, err := store.Open(context.Background(), store.Config{Path: h.path, Clock: h.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -558,7 +558,7 @@ func TestRunsLeftRunningAreClosedAtStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.eng.Run(ctx) }()
-	<-h.clock.armed // the first pass is over
+	<-h.clock.Armed() // the first pass is over
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -109,7 +109,7 @@ func (e *Engine) converse(ctx context.Context, h models.Hook, r models.HookRun, 
 		return fail("%s", err)
 	}
 	client := llm.New(llm.Config{BaseURL: ep.baseURL, APIKey: ep.apiKey, Timeout: e.cfg.LLMTimeout,
-		HTTPClient: e.cfg.LLMHTTPClient, Now: e.cfg.Now})
+		HTTPClient: e.cfg.LLMHTTPClient, Clock: e.cfg.Clock})
 
 	msgs := []openai.ChatCompletionMessage{
 		{Role: openai.ChatMessageRoleSystem, Content: systemPrompt},
@@ -216,7 +216,7 @@ func (e *Engine) complete(ctx context.Context, client *llm.Client, req openai.Ch
 		select {
 		case <-ctx.Done():
 			return resp, fmt.Errorf("stopped: %w", ctx.Err())
-		case <-e.cfg.After(d):
+		case <-e.cfg.Clock.After(d):
 		}
 		wait = min(wait*2, e.cfg.MaxLLMBackoff)
 	}

@@ -464,7 +464,7 @@ func TestLLMErrorsBackOffAndFailAfterBoundedTries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := <-h.clock.armed; d != 7*time.Second {
+	if d := <-h.clock.Armed(); d != 7*time.Second {
 		t.Fatalf("waited %s after a 429 with Retry-After 7", d)
 	}
 	h.clock.Advance(7 * time.Second)
@@ -478,7 +478,7 @@ func TestLLMErrorsBackOffAndFailAfterBoundedTries(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second} {
-		if d := <-h.clock.armed; d != want {
+		if d := <-h.clock.Armed(); d != want {
 			t.Fatalf("waited %s, want %s", d, want)
 		}
 		h.clock.Advance(want)

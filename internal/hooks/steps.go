@@ -179,7 +179,7 @@ func (e *Engine) step(ctx context.Context, co *checkout, h models.Hook, p models
 		if n == 0 {
 			n = defaultLogCommits
 		}
-		out, count, cut, err := e.co.GitLog(ctx, dir, e.cfg.Now().Add(-since), n, limit)
+		out, count, cut, err := e.co.GitLog(ctx, dir, e.cfg.Clock.Now().Add(-since), n, limit)
 		if err != nil {
 			return models.StepResult{}, err
 		}

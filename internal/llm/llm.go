@@ -27,6 +27,8 @@ import (
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/agentqueued/agentqueued/internal/clock"
 )
 
 // Config is an endpoint and how to reach it.
@@ -42,8 +44,8 @@ type Config struct {
 	// HTTPClient carries the calls; nil: a client with
 	// http.DefaultTransport.
 	HTTPClient *http.Client
-	// Now reads Retry-After dates; nil: time.Now.
-	Now func() time.Time
+	// Clock reads Retry-After dates; nil: clock.Real.
+	Clock clock.Clock
 }
 
 // Client calls one OpenAI-compatible endpoint. It is safe for concurrent
@@ -66,11 +68,7 @@ func New(cfg Config) *Client {
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
-	}
-	ra := &retryAfter{base: rt, now: now}
+	ra := &retryAfter{base: rt, now: clock.Or(cfg.Clock).Now}
 	hc := *base
 	hc.Transport = ra
 	oc := openai.DefaultConfig(cfg.APIKey)

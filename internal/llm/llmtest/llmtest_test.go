@@ -16,6 +16,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/llm/llmtest"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 )
@@ -29,8 +30,8 @@ var testNow = time.Unix(1700000000, 0)
 
 func newFake(t *testing.T, opts llmtest.Options) *llmtest.Server {
 	t.Helper()
-	if opts.Now == nil {
-		opts.Now = func() time.Time { return testNow }
+	if opts.Clock == nil {
+		opts.Clock = clocktest.New(testNow)
 	}
 	f := llmtest.New(opts)
 	t.Cleanup(f.Close)

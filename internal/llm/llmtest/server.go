@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentqueued/agentqueued/internal/clock"
 )
 
 const (
@@ -240,10 +242,7 @@ func (s *Server) writeReplyError(w http.ResponseWriter, r Reply) {
 
 // completion builds the success body for reply.
 func (s *Server) completion(model string, r Reply) wireResponse {
-	now := time.Now
-	if s.opts.Now != nil {
-		now = s.opts.Now
-	}
+	now := clock.Or(s.opts.Clock).Now
 	s.mu.Lock()
 	s.completions++
 	id := s.completions
