@@ -284,13 +284,13 @@ func TestSlowOperationIsDeferredThenEdited(t *testing.T) {
 	i := h.command(alice, controlChannel, "task", subOpt("approve", strOpt("task", id)))
 	// The operation waits at the gate; the bot waits for AckAfter to pass.
 	ackAfter := h.bot.cfg.AckAfter
-	if err := h.clock.waitTimer(h.ctx(), ackAfter); err != nil {
+	if err := h.botClock.WaitTimer(h.ctx(), ackAfter); err != nil {
 		t.Fatalf("the bot started no AckAfter timer: %v", err)
 	}
 	if rs := i.Responses(); len(rs) != 0 {
 		t.Fatalf("answered before AckAfter passed: %+v", rs)
 	}
-	h.clock.Advance(ackAfter)
+	h.advance(ackAfter)
 	rs, err := i.Wait(h.ctx(), 1)
 	if err != nil {
 		t.Fatal(err)

@@ -129,7 +129,7 @@ const answerLookup = 500 * time.Millisecond
 // must be once the read is over.
 func (b *Bot) lookupContext(ctx context.Context) (lctx context.Context, done func()) {
 	lctx, cancel := context.WithCancelCause(ctx)
-	timer := b.cfg.After(answerLookup)
+	timer := b.cfg.Clock.After(answerLookup)
 	go func() {
 		select {
 		case <-timer:

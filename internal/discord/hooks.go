@@ -146,7 +146,7 @@ func (b *Bot) saveForm(f hookForm) string {
 func (b *Bot) putForm(token string, f hookForm) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := b.cfg.Now()
+	now := b.cfg.Clock.Now()
 	for k, v := range b.forms {
 		if now.After(v.expires) {
 			delete(b.forms, k)
@@ -163,7 +163,7 @@ func (b *Bot) form(token string, take bool) (hookForm, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	f, ok := b.forms[token]
-	if !ok || b.cfg.Now().After(f.expires) {
+	if !ok || b.cfg.Clock.Now().After(f.expires) {
 		delete(b.forms, token)
 		return hookForm{}, false
 	}
@@ -273,7 +273,7 @@ func (b *Bot) hookEditForm(ctx context.Context, s *discordgo.Session, i *discord
 		}
 		p.Trigger = &t
 	}
-	next := p.Apply(cur, b.cfg.Now())
+	next := p.Apply(cur, b.cfg.Clock.Now())
 	if err := next.Validate(); err != nil {
 		b.respondNow(s, i, b.errorReply("hook edit", err))
 		return

@@ -151,7 +151,7 @@ func (b *Bot) run(ctx context.Context, s *discordgo.Session, i *discordgo.Intera
 		}
 		b.respondNow(s, i, r)
 		return
-	case <-b.cfg.After(b.cfg.AckAfter):
+	case <-b.cfg.Clock.After(b.cfg.AckAfter):
 	}
 	// Slow: acknowledge now, answer when done.
 	component := updatable(i)

@@ -79,7 +79,7 @@ func (b *Bot) propose(ctx context.Context, request, user, channelID string) repl
 	_, _ = rand.Read(idb[:])
 	id := hex.EncodeToString(idb[:])
 	b.mu.Lock()
-	now := b.cfg.Now()
+	now := b.cfg.Clock.Now()
 	for k, v := range b.proposals {
 		if now.After(v.expires) {
 			delete(b.proposals, k)
@@ -134,7 +134,7 @@ func (b *Bot) runProposal(ctx context.Context, verb, id, user string) reply {
 		delete(b.proposals, id)
 	}
 	b.mu.Unlock()
-	if !ok || b.cfg.Now().After(p.expires) {
+	if !ok || b.cfg.Clock.Now().After(p.expires) {
 		return ephemeral("This proposal was used, cancelled or has expired. Mention me again to get a new one.")
 	}
 	if verb != "run" {
