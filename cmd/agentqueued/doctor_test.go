@@ -44,7 +44,7 @@ func TestDoctor(t *testing.T) {
 	t.Cleanup(gh.Close)
 	ghNarrow := githubtest.New(githubtest.Options{Token: "ghp_narrow", Login: "narrow", Scopes: []string{"read:org"}})
 	t.Cleanup(ghNarrow.Close)
-	dc := discordtest.New(discordtest.Options{Token: "bot-token", Now: stillClock()})
+	dc := discordtest.New(discordtest.Options{Token: "bot-token", Clock: stillClock()})
 	t.Cleanup(dc.Close)
 	llm := llmtest.New(llmtest.Options{APIKey: "llm-key", Model: "small"})
 	t.Cleanup(llm.Close)

@@ -124,7 +124,7 @@ func (b *Bot) component(ctx context.Context, s *discordgo.Session, i *discordgo.
 const answerLookup = 500 * time.Millisecond
 
 // lookupContext returns a context for a read before a form opens. It ends
-// once answerLookup has passed on the timer Config.After, with the cause
+// once answerLookup has passed on the timer of Config.Clock, with the cause
 // context.DeadlineExceeded (see lookupErr), or when done is called, which
 // must be once the read is over.
 func (b *Bot) lookupContext(ctx context.Context) (lctx context.Context, done func()) {

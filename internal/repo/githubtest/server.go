@@ -67,7 +67,7 @@ type Request struct {
 	// RateLimited reports an answer refusing the request for a rate limit
 	// (primary, secondary or 429), injected or real.
 	RateLimited bool
-	// Time is the server clock (Options.Now) when the request arrived.
+	// Time is the server clock (Options.Clock) when the request arrived.
 	Time time.Time
 }
 
