@@ -270,9 +270,9 @@ func TestThreadReplyAnswersQuestion(t *testing.T) {
 
 // TestSlowOperationIsDeferredThenEdited holds an operation until the bot
 // has deferred its answer. The bot's AckAfter timer and the fake's
-// interaction deadline run on the same test clock, so the test also shows
-// that the deferral (at AckAfter, the default) comes in time for Discord's
-// 3 s.
+// interaction deadline run on test clocks moved together, so the test also
+// shows that the deferral (at AckAfter, the default) comes in time for
+// Discord's 3 s.
 func TestSlowOperationIsDeferredThenEdited(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
