@@ -493,7 +493,7 @@ func (d *doctor) checkLLM(ctx context.Context) {
 	ids, err := client.ListModels(ctx)
 	if err != nil {
 		msg := models.RedactURL(err.Error())
-		if status := llm.Status(err); status == http.StatusUnauthorized {
+		if status, _, ok := llm.APIError(err); ok && status == http.StatusUnauthorized {
 			// The answer's message may quote part of the key: it is left out.
 			d.add(checkError, "llm", fmt.Sprintf("llm.api_key: %s refused it (HTTP %d)", client.BaseURL(), status), "set llm.api_key")
 			return

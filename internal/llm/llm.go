@@ -147,14 +147,6 @@ func ParseRetryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
-// Status returns the HTTP status an error of the client carries; 0 when
-// there is none (the endpoint was not reached, or the request was refused
-// before it was sent).
-func Status(err error) int {
-	status, _ := Classify(err)
-	return status
-}
-
 // Classify returns an error's HTTP status (0 when there is none) and
 // whether it is worth another try: rate limits, server failures and
 // network errors are; a request the client itself refuses is not.
@@ -176,12 +168,22 @@ func Classify(err error) (status int, retryable bool) {
 	return 0, false
 }
 
+// APIError returns the HTTP status and message of an error the endpoint
+// answered in OpenAI's error shape ({"error": {"message", ...}}); ok is
+// false for any other error, among them answers in another shape.
+func APIError(err error) (status int, message string, ok bool) {
+	var ae *openai.APIError
+	if !errors.As(err, &ae) {
+		return 0, "", false
+	}
+	return ae.HTTPStatusCode, ae.Message, true
+}
+
 // Describe is an error of the client as a user may read it; status is
 // Classify's.
 func Describe(err error, status int) string {
-	var ae *openai.APIError
-	if errors.As(err, &ae) {
-		return fmt.Sprintf("the endpoint answered %d: %s", status, ae.Message)
+	if _, msg, ok := APIError(err); ok {
+		return fmt.Sprintf("the endpoint answered %d: %s", status, msg)
 	}
 	if status != 0 {
 		return fmt.Sprintf("the endpoint answered %d", status)

@@ -114,14 +114,15 @@ func TestClassifyDescribe(t *testing.T) {
 		stream    bool
 		status    int
 		retryable bool
+		api       bool   // answered in OpenAI's error shape
 		want      string // prefix of Describe
 	}{
 		{name: "rate limited", cfg: llm.Config{BaseURL: fake.URL(), APIKey: testKey}, reply: new(llmtest.RateLimited(time.Second)),
-			status: 429, retryable: true, want: "the endpoint answered 429: Rate limit reached"},
+			status: 429, retryable: true, api: true, want: "the endpoint answered 429: Rate limit reached"},
 		{name: "server error", cfg: llm.Config{BaseURL: fake.URL(), APIKey: testKey}, reply: new(llmtest.ServerError()),
-			status: 500, retryable: true, want: "the endpoint answered 500: "},
+			status: 500, retryable: true, api: true, want: "the endpoint answered 500: "},
 		{name: "wrong key", cfg: llm.Config{BaseURL: fake.URL(), APIKey: "wrong"},
-			status: 401, retryable: false, want: "the endpoint answered 401: "},
+			status: 401, retryable: false, api: true, want: "the endpoint answered 401: "},
 		{name: "unreachable", cfg: llm.Config{BaseURL: closed.URL()},
 			status: 0, retryable: true, want: "the endpoint could not be reached: "},
 		{name: "timeout", cfg: llm.Config{BaseURL: fake.URL(), APIKey: testKey, Timeout: time.Nanosecond},
@@ -142,8 +143,11 @@ func TestClassifyDescribe(t *testing.T) {
 				t.Fatal("the call succeeded")
 			}
 			status, retryable := llm.Classify(err)
-			if status != tt.status || retryable != tt.retryable || llm.Status(err) != tt.status {
+			if status != tt.status || retryable != tt.retryable {
 				t.Errorf("Classify(%v) = %d, %v; want %d, %v", err, status, retryable, tt.status, tt.retryable)
+			}
+			if apiStatus, msg, ok := llm.APIError(err); ok != tt.api || ok && (apiStatus != tt.status || msg == "") {
+				t.Errorf("APIError(%v) = %d, %q, %v; want %d, a message, %v", err, apiStatus, msg, ok, tt.status, tt.api)
 			}
 			if got := llm.Describe(err, status); !strings.HasPrefix(got, tt.want) {
 				t.Errorf("Describe(%v) = %q, want it to start with %q", err, got, tt.want)
