@@ -41,7 +41,9 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/api"
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/proc"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
@@ -193,11 +195,11 @@ func report(what, result string) {
 // depending on it is created BLOCKED by the cascade in one transaction, and
 // 90% of the batch is skipped to COMPLETED (ADMIN_SKIP, one commit each).
 func seed(ctx context.Context, path string, o options) error {
-	offset := time.Duration(0)
+	clk := clocktest.NewFollowing() // the real time, shifted back while history is seeded
 	if !o.inside {
-		offset = historyAge
+		clk.Advance(-historyAge)
 	}
-	st, err := store.Open(ctx, store.Config{Path: path, Now: func() time.Time { return time.Now().Add(-offset) }})
+	st, err := store.Open(ctx, store.Config{Path: path, Clock: clk})
 	if err != nil {
 		return err
 	}
@@ -264,8 +266,7 @@ func startDaemon(o options, dbPath string) (*daemon, error) {
 		return nil, err
 	}
 	d := &daemon{exited: make(chan struct{})}
-	d.cmd = exec.Command(o.bin, "run", "--config", cfgPath, "--data-dir", filepath.Join(o.dir, "data"), "--listen", "127.0.0.1:0")
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	d.cmd = proc.Command(context.Background(), o.bin, "run", "--config", cfgPath, "--data-dir", filepath.Join(o.dir, "data"), "--listen", "127.0.0.1:0")
 	logf, err := os.Create(filepath.Join(o.dir, "daemon.log"))
 	if err != nil {
 		return nil, err
@@ -319,7 +320,7 @@ func (d *daemon) stop() {
 	select {
 	case <-d.exited:
 	case <-time.After(progresstest.Stall()):
-		syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck // clean-up
+		proc.KillGroup(d.cmd.Process.Pid) //nolint:errcheck // clean-up
 		<-d.exited
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentqueued/agentqueued/internal/clock"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
@@ -108,10 +109,9 @@ type Main struct {
 
 	// dbWatchEvery, when set, replaces dbWatchInterval (for tests).
 	dbWatchEvery time.Duration
-	// watchNow and watchAfter, when set, are ctl watch's clock (for
-	// tests); defaults time.Now and time.After.
-	watchNow   func() time.Time
-	watchAfter func(time.Duration) <-chan time.Time
+	// watchClock, when set, is ctl watch's clock (for tests); default
+	// clock.Real.
+	watchClock clock.Clock
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc

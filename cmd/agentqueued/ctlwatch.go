@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/api"
+	"github.com/agentqueued/agentqueued/internal/clock"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
@@ -118,13 +119,7 @@ func (c *ctl) watch(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	now, after := time.Now, time.After
-	if c.m.watchNow != nil {
-		now = c.m.watchNow
-	}
-	if c.m.watchAfter != nil {
-		after = c.m.watchAfter
-	}
+	clk := clock.Or(c.m.watchClock)
 	var (
 		seq  uint64
 		last time.Time // of the last view
@@ -139,9 +134,9 @@ func (c *ctl) watch(ctx context.Context, args []string) error {
 				return err
 			}
 			seq = ch.Seq
-			if wait := WatchMinRedraw - now().Sub(last); ch.Changed && wait > 0 {
+			if wait := WatchMinRedraw - clk.Now().Sub(last); ch.Changed && wait > 0 {
 				select { // the changes that follow soon go into the same view
-				case <-after(wait):
+				case <-clk.After(wait):
 				case <-ctx.Done():
 					return nil
 				}
@@ -154,7 +149,7 @@ func (c *ctl) watch(ctx context.Context, args []string) error {
 		} else {
 			return err
 		}
-		last = now()
+		last = clk.Now()
 		o, err := c.client.Status(ctx)
 		if err != nil {
 			if ctx.Err() != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/api"
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
@@ -42,8 +43,7 @@ func TestWatchCoalescesABurstOfChanges(t *testing.T) {
 	}
 
 	wrote := make(chan struct{}, 1)
-	waits := make(chan time.Duration)
-	release := make(chan time.Time)
+	clk := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	out := &syncBuffer{onWrite: func([]byte) {
 		d.watch.Progress("ctl watch printed")
 		select {
@@ -56,15 +56,7 @@ func TestWatchCoalescesABurstOfChanges(t *testing.T) {
 	go func() {
 		var stderr syncBuffer
 		m := NewMain([]string{"ctl", "--addr", "http://" + addr, "watch", "--project", "web", "--interval", "5m"}, out, &stderr, envOf(nil))
-		epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		m.watchNow = func() time.Time { return epoch }
-		m.watchAfter = func(d time.Duration) <-chan time.Time {
-			select {
-			case waits <- d:
-			case <-wctx.Done():
-			}
-			return release
-		}
+		m.watchClock = clk
 		done <- m.Exec(wctx)
 	}()
 	defer func() {
@@ -79,7 +71,7 @@ func TestWatchCoalescesABurstOfChanges(t *testing.T) {
 		for views() < want {
 			select {
 			case <-wrote:
-			case d := <-waits:
+			case d := <-clk.Armed():
 				if d != WatchMinRedraw {
 					t.Fatalf("the watch waits %s before its next view, want %s", d, WatchMinRedraw)
 				}
@@ -97,7 +89,7 @@ func TestWatchCoalescesABurstOfChanges(t *testing.T) {
 		t.Fatalf("the watch drew a view at once after a change, want it to wait %s:\n%s", WatchMinRedraw, out.String())
 	}
 	add(4) // the rest of the burst, while the watch waits
-	release <- time.Time{}
+	clk.Advance(WatchMinRedraw)
 	if next("the second view", 2) {
 		t.Fatal("the watch waited again before drawing the burst")
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/discord/discordtest"
 )
 
@@ -43,15 +44,12 @@ echo "button: $colour" > button.txt
 // interaction deadlines: a loaded machine cannot make an answer late here.
 // The bot's own deadlines are tested on injected clocks in
 // internal/discord.
-func stillClock() func() time.Time {
-	now := time.Now()
-	return func() time.Time { return now }
-}
+func stillClock() *clocktest.Fake { return clocktest.New(time.Now()) }
 
 func TestTaskThroughDiscord(t *testing.T) {
 	t.Parallel()
 	bin := agentqueuedBinary(t)
-	fake := discordtest.New(discordtest.Options{Token: "e2e-token", Now: stillClock(), Channels: []string{e2eControl, e2eProject}})
+	fake := discordtest.New(discordtest.Options{Token: "e2e-token", Clock: stillClock(), Channels: []string{e2eControl, e2eProject}})
 	t.Cleanup(fake.Close)
 	dir := t.TempDir()
 	script := writeFile(t, dir, "agent.sh", askingAgent)
@@ -238,7 +236,7 @@ func TestDiscordStartLogs(t *testing.T) {
 	if !strings.Contains(d.logs.String(), "discord disabled: set discord.token") {
 		t.Errorf("headless start logs:\n%s", d.logs)
 	}
-	fake := discordtest.New(discordtest.Options{Token: "e2e-token", Now: stillClock(), Channels: []string{e2eControl}})
+	fake := discordtest.New(discordtest.Options{Token: "e2e-token", Clock: stillClock(), Channels: []string{e2eControl}})
 	t.Cleanup(fake.Close)
 	dir := t.TempDir()
 	cfg := writeFile(t, dir, "config.yaml", `
@@ -270,7 +268,7 @@ discord:
 // notice is then posted exactly once.
 func TestDaemonRestartDeliversNoticesOnce(t *testing.T) {
 	t.Parallel()
-	fake := discordtest.New(discordtest.Options{Token: "e2e-token", Now: stillClock(), Channels: []string{e2eControl}})
+	fake := discordtest.New(discordtest.Options{Token: "e2e-token", Clock: stillClock(), Channels: []string{e2eControl}})
 	t.Cleanup(fake.Close)
 	dir := t.TempDir()
 	cfg := writeFile(t, dir, "config.yaml", `

@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/google/go-github/v60/github"
-	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/config"
 	"github.com/agentqueued/agentqueued/internal/discord"
+	"github.com/agentqueued/agentqueued/internal/llm"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/service"
@@ -490,29 +490,22 @@ func (d *doctor) checkLLM(ctx context.Context) {
 		}
 		return
 	}
-	oc := openai.DefaultConfig(lc.APIKey)
-	if lc.BaseURL != "" {
-		oc.BaseURL = strings.TrimSuffix(lc.BaseURL, "/")
-	}
-	oc.HTTPClient = &http.Client{Timeout: doctorRequestTimeout}
-	list, err := openai.NewClientWithConfig(oc).ListModels(ctx)
+	client := llm.New(llm.Config{BaseURL: lc.BaseURL, APIKey: lc.APIKey, HTTPClient: &http.Client{Timeout: doctorRequestTimeout}})
+	ids, err := client.ListModels(ctx)
 	if err != nil {
-		var ae *openai.APIError
 		msg := models.RedactURL(err.Error())
-		if errors.As(err, &ae) && ae.HTTPStatusCode == http.StatusUnauthorized {
+		if status, _, ok := llm.APIError(err); ok && status == http.StatusUnauthorized {
 			// The answer's message may quote part of the key: it is left out.
-			d.add(checkError, "llm", fmt.Sprintf("llm.api_key: %s refused it (HTTP %d)", oc.BaseURL, ae.HTTPStatusCode), "set llm.api_key")
+			d.add(checkError, "llm", fmt.Sprintf("llm.api_key: %s refused it (HTTP %d)", client.BaseURL(), status), "set llm.api_key")
 			return
 		}
-		d.add(checkError, "llm", oc.BaseURL+" does not answer: "+msg, "start the model server, or correct llm.base_url")
+		d.add(checkError, "llm", client.BaseURL()+" does not answer: "+msg, "start the model server, or correct llm.base_url")
 		return
 	}
-	for _, m := range list.Models {
-		if m.ID == lc.Model {
-			d.add(checkOK, "llm", fmt.Sprintf("%s serves %s", oc.BaseURL, lc.Model), "")
-			return
-		}
+	if slices.Contains(ids, lc.Model) {
+		d.add(checkOK, "llm", fmt.Sprintf("%s serves %s", client.BaseURL(), lc.Model), "")
+		return
 	}
-	d.add(checkWarning, "llm", fmt.Sprintf("%s answers but does not list %s", oc.BaseURL, lc.Model),
+	d.add(checkWarning, "llm", fmt.Sprintf("%s answers but does not list %s", client.BaseURL(), lc.Model),
 		"set llm.model to a model it serves (or pull it: ollama pull "+lc.Model+")")
 }

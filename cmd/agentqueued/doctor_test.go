@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/discord/discordtest"
-	"github.com/agentqueued/agentqueued/internal/hooks/openaitest"
+	"github.com/agentqueued/agentqueued/internal/llm/llmtest"
 	"github.com/agentqueued/agentqueued/internal/repo/githubtest"
 )
 
@@ -44,9 +44,9 @@ func TestDoctor(t *testing.T) {
 	t.Cleanup(gh.Close)
 	ghNarrow := githubtest.New(githubtest.Options{Token: "ghp_narrow", Login: "narrow", Scopes: []string{"read:org"}})
 	t.Cleanup(ghNarrow.Close)
-	dc := discordtest.New(discordtest.Options{Token: "bot-token", Now: stillClock()})
+	dc := discordtest.New(discordtest.Options{Token: "bot-token", Clock: stillClock()})
 	t.Cleanup(dc.Close)
-	llm := openaitest.New(openaitest.Options{APIKey: "llm-key", Model: "small"})
+	llm := llmtest.New(llmtest.Options{APIKey: "llm-key", Model: "small"})
 	t.Cleanup(llm.Close)
 
 	tests := []struct {

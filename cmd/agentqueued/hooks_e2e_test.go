@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/api"
-	"github.com/agentqueued/agentqueued/internal/hooks/openaitest"
+	"github.com/agentqueued/agentqueued/internal/llm/llmtest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
@@ -29,16 +29,16 @@ cat > /dev/null
 func TestHookFiredByATaskEventCreatesATask(t *testing.T) {
 	t.Parallel()
 	const key = "sk-e2e-secret-key"
-	llm := openaitest.New(openaitest.Options{APIKey: key, Model: "small"})
+	llm := llmtest.New(llmtest.Options{APIKey: key, Model: "small"})
 	t.Cleanup(llm.Close)
-	llm.SetResponder(func(req openaitest.Request) openaitest.Reply {
+	llm.SetResponder(func(req llmtest.Request) llmtest.Reply {
 		if last := req.Messages[len(req.Messages)-1]; last.Role == "tool" {
-			return openaitest.Reply{Content: "Filed the release notes.", Usage: openaitest.Usage{PromptTokens: 400, CompletionTokens: 12}}
+			return llmtest.Reply{Content: "Filed the release notes.", Usage: llmtest.Usage{PromptTokens: 400, CompletionTokens: 12}}
 		}
-		return openaitest.Reply{ToolCalls: []openaitest.ToolCall{
+		return llmtest.Reply{ToolCalls: []llmtest.ToolCall{
 			{Name: "create_task", Arguments: `{"title":"Write release notes for the checkout","description":"The checkout shipped."}`},
 			{Name: "post_message", Arguments: `{"text":"The checkout shipped; release notes are filed."}`},
-		}, Usage: openaitest.Usage{PromptTokens: 300, CompletionTokens: 40}}
+		}, Usage: llmtest.Usage{PromptTokens: 300, CompletionTokens: 40}}
 	})
 
 	bin := agentqueuedBinary(t)
@@ -111,7 +111,7 @@ agents:
 		t.Fatal(err)
 	}
 	if r.Status != models.HookRunCompleted || r.TokensUsed != 752 || deref(r.LLMResponse) != "Filed the release notes." ||
-		!strings.HasPrefix(deref(r.PromptSent), "Ship the checkout was completed (") || !strings.HasPrefix(r.TriggerReason, "event task.completed of task ") {
+		!strings.HasPrefix(deref(r.PromptSent), "Ship the checkout was completed (") || !strings.HasPrefix(string(r.TriggerReason), "event task.completed of task ") {
 		t.Fatalf("run %+v", r)
 	}
 	tasks, err := st.ListTasks(context.Background(), models.TaskFilter{ProjectID: "shop"})

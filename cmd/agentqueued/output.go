@@ -566,7 +566,7 @@ func triggerSummary(t models.HookTrigger) string {
 		}
 		return s
 	}
-	return t.Type
+	return string(t.Type)
 }
 
 func printHooks(w io.Writer, hs []models.Hook) {
@@ -663,8 +663,8 @@ func printHookRuns(w io.Writer, runs []models.HookRun) {
 	tw := table(w)
 	row(tw, "RUN", "HOOK", "STATUS", "STARTED", "COMPLETED", "TOKENS", "TRIGGER")
 	for _, r := range runs {
-		row(tw, r.ID, r.HookID, r.Status, when(r.StartedAt), whenPtr(r.CompletedAt), strconv.FormatInt(r.TokensUsed, 10),
-			r.TriggerReason)
+		row(tw, r.ID, r.HookID, string(r.Status), when(r.StartedAt), whenPtr(r.CompletedAt), strconv.FormatInt(r.TokensUsed, 10),
+			string(r.TriggerReason))
 	}
 	tw.Flush()
 }
@@ -674,8 +674,8 @@ func printHookRun(w io.Writer, r models.HookRun) {
 	row(tw, "Run:", r.ID)
 	row(tw, "Hook:", r.HookID)
 	row(tw, "Project:", r.ProjectID)
-	row(tw, "Status:", r.Status)
-	row(tw, "Trigger:", r.TriggerReason)
+	row(tw, "Status:", string(r.Status))
+	row(tw, "Trigger:", string(r.TriggerReason))
 	row(tw, "Scheduled at:", whenPtr(r.ScheduledAt))
 	row(tw, "Started:", when(r.StartedAt))
 	row(tw, "Completed:", whenPtr(r.CompletedAt))

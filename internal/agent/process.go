@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/agentqueued/agentqueued/internal/proc"
 )
 
 // Defaults of process supervision.
@@ -138,13 +140,13 @@ func Start(spec Spec) (*Process, error) {
 			return nil, fmt.Errorf("start agent process: gate: %w", err)
 		}
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
+	// A context that never ends: Stop ends the group, with a grace period.
+	cmd := proc.Command(context.Background(), argv[0], argv[1:]...)
 	cmd.Dir = spec.Dir
 	cmd.Env = spec.Env
 	if cmd.Env == nil {
 		cmd.Env = []string{} // never the daemon's own environment
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Plain pipes, not exec's copying: the leader's exit is seen even when a
 	// child it left behind still holds stdout open.
 	var pipes [6]*os.File // stdin r/w, stdout r/w, stderr r/w
@@ -233,7 +235,7 @@ func (p *Process) wait() {
 	p.dropGate()
 	// The group may hold children that outlived the leader: end them, which
 	// also closes their copies of the output pipes.
-	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck // usually already gone
+	proc.KillGroup(p.cmd.Process.Pid) //nolint:errcheck // usually already gone
 	waitGroupGone(p.cmd.Process.Pid, groupGoneTimeout)
 	// A child that left the group (setsid) may still hold the pipes open:
 	// read what remains for a moment, then stop reading.
@@ -357,10 +359,7 @@ func groupAlive(pgid int) bool {
 
 // groupExists reports whether the kernel knows a process (alive or zombie)
 // in group pgid.
-func groupExists(pgid int) bool {
-	err := syscall.Kill(-pgid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
+func groupExists(pgid int) bool { return proc.GroupExists(pgid) }
 
 // procScans counts the reads of the whole process table (groupMembers).
 var procScans atomic.Int64
@@ -435,13 +434,13 @@ func (p *Process) Stop(grace time.Duration) Result {
 	p.mu.Unlock()
 	p.dropGate() // a held process ends without running its program
 	pgid := p.cmd.Process.Pid
-	syscall.Kill(-pgid, syscall.SIGTERM) //nolint:errcheck // it may have ended already
+	proc.TermGroup(pgid) //nolint:errcheck // it may have ended already
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case <-p.done:
 	case <-t.C:
-		syscall.Kill(-pgid, syscall.SIGKILL) //nolint:errcheck // it may have ended already
+		proc.KillGroup(pgid) //nolint:errcheck // it may have ended already
 		<-p.done
 	}
 	p.mu.Lock()
@@ -456,7 +455,7 @@ func Alive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+	if !proc.Exists(pid) {
 		return false
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -492,15 +491,7 @@ func IsRunOf(pid int, taskID string) bool {
 }
 
 // KillGroup ends a process group left by an earlier life of the daemon.
-func KillGroup(pgid int) error {
-	if pgid <= 0 {
-		return fmt.Errorf("kill process group %d: not a process group", pgid)
-	}
-	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("kill process group %d: %w", pgid, err)
-	}
-	return nil
-}
+func KillGroup(pgid int) error { return proc.KillGroup(pgid) }
 
 // EndLeftover ends what is left of a run of task taskID whose process
 // group is pgid (its recorded pid) once nothing supervises it any more, as
@@ -534,7 +525,7 @@ func EndLeftover(pgid int, taskID string, wait time.Duration) (found bool, err e
 	if err := KillGroup(pgid); err != nil {
 		return true, err
 	}
-	syscall.Kill(pgid, syscall.SIGKILL) //nolint:errcheck // usually gone with its group
+	proc.Kill(pgid) //nolint:errcheck // usually gone with its group
 	gone := func() bool { return !groupAlive(pgid) && !(Alive(pgid) && IsRunOf(pgid, taskID)) }
 	deadline := time.Now().Add(wait)
 	for !gone() {

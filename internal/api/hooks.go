@@ -40,9 +40,6 @@ type (
 	}
 )
 
-// hookRunStatuses are the statuses GET /api/v1/hooks/{id}/runs filters on.
-var hookRunStatuses = []string{models.HookRunRunning, models.HookRunCompleted, models.HookRunFailed, models.HookRunSkipped}
-
 // hookRoutes registers the hook endpoints on mux.
 func (s *Server) hookRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+APIPrefix+"/hooks", s.handleListHooks)
@@ -198,9 +195,10 @@ func (s *Server) handleListHookRuns(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	f := models.HookRunFilter{HookID: r.PathValue("id"), Status: q.Get("status")}
-	if f.Status != "" && !slices.Contains(hookRunStatuses, f.Status) {
-		s.writeError(w, r, invalid("status: must be one of %s (got %s)", strings.Join(hookRunStatuses, ", "), quoteShort(f.Status)))
+	f := models.HookRunFilter{HookID: r.PathValue("id"), Status: models.HookRunStatus(q.Get("status"))}
+	if f.Status != "" && !slices.Contains(models.HookRunStatuses, f.Status) {
+		s.writeError(w, r, invalid("status: must be one of %s (got %s)", joinEnum(models.HookRunStatuses, ", "),
+			quoteShort(string(f.Status))))
 		return
 	}
 	limit, err := parseLimit(q.Get("limit"))
@@ -234,4 +232,13 @@ func (s *Server) handleGetHookRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeJSON(w, r, http.StatusOK, run)
+}
+
+// joinEnum joins the values of a string enum with sep.
+func joinEnum[S ~string](values []S, sep string) string {
+	ss := make([]string, len(values))
+	for i, v := range values {
+		ss[i] = string(v)
+	}
+	return strings.Join(ss, sep)
 }

@@ -457,7 +457,7 @@ func TestHookClient(t *testing.T) {
 		t.Fatalf("FireHook: %+v, %v", run, err)
 	}
 	engine.Wait()
-	if runs, err := c.HookRuns(ctx, "counts", models.HookRunCompleted, 5); err != nil || len(runs) != 1 || runs[0].ID != run.ID {
+	if runs, err := c.HookRuns(ctx, "counts", string(models.HookRunCompleted), 5); err != nil || len(runs) != 1 || runs[0].ID != run.ID {
 		t.Fatalf("HookRuns: %+v, %v", runs, err)
 	}
 	if _, err := c.HookRuns(ctx, "counts", "finished", 0); models.ErrorCodeOf(err) != models.CodeInvalid {

@@ -16,6 +16,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 	"github.com/gorilla/websocket"
 
+	"github.com/agentqueued/agentqueued/internal/clock"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/service/areas"
 )
@@ -73,15 +74,13 @@ type Config struct {
 	Proposer Proposer
 
 	Logger *slog.Logger
-	// Now is the clock of the outbox's retries and progress coalescing;
-	// default time.Now.
-	Now func() time.Time
-	// After is the timer of what races Discord's 3-second deadline for an
+	// Clock is the clock of the outbox's retries and progress coalescing,
+	// and the timer of what races Discord's 3-second deadline for an
 	// interaction's first answer: the bot defers the answer when
 	// After(AckAfter) fires before the operation is done, and gives up a
 	// look-up before a form opens (answerLookup) when its timer fires;
-	// default time.After.
-	After func(time.Duration) <-chan time.Time
+	// nil: clock.Real.
+	Clock clock.Clock
 
 	AckAfter            time.Duration
 	OperationTimeout    time.Duration
@@ -174,12 +173,7 @@ func New(cfg Config, svc Service, box Outbox) (*Bot, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.After == nil {
-		cfg.After = time.After
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration

@@ -270,9 +270,9 @@ func TestThreadReplyAnswersQuestion(t *testing.T) {
 
 // TestSlowOperationIsDeferredThenEdited holds an operation until the bot
 // has deferred its answer. The bot's AckAfter timer and the fake's
-// interaction deadline run on the same test clock, so the test also shows
-// that the deferral (at AckAfter, the default) comes in time for Discord's
-// 3 s.
+// interaction deadline run on test clocks moved together, so the test also
+// shows that the deferral (at AckAfter, the default) comes in time for
+// Discord's 3 s.
 func TestSlowOperationIsDeferredThenEdited(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -284,13 +284,13 @@ func TestSlowOperationIsDeferredThenEdited(t *testing.T) {
 	i := h.command(alice, controlChannel, "task", subOpt("approve", strOpt("task", id)))
 	// The operation waits at the gate; the bot waits for AckAfter to pass.
 	ackAfter := h.bot.cfg.AckAfter
-	if err := h.clock.waitTimer(h.ctx(), ackAfter); err != nil {
+	if err := h.botClock.WaitTimer(h.ctx(), ackAfter); err != nil {
 		t.Fatalf("the bot started no AckAfter timer: %v", err)
 	}
 	if rs := i.Responses(); len(rs) != 0 {
 		t.Fatalf("answered before AckAfter passed: %+v", rs)
 	}
-	h.clock.Advance(ackAfter)
+	h.advance(ackAfter)
 	rs, err := i.Wait(h.ctx(), 1)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/discord/discordtest"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -232,10 +233,8 @@ func TestDestructiveCommandsNeedAdminAndConfirmation(t *testing.T) {
 
 func TestProgressIsCoalescedPerTask(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	h := newHarness(t, func(c *Config, _ *discordtest.Options) { c.Now = clock; c.ProgressInterval = 5 * time.Second })
+	clock := clocktest.New(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	h := newHarness(t, func(c *Config, _ *discordtest.Options) { c.Clock = clock; c.ProgressInterval = 5 * time.Second })
 	h.project("web")
 	other := h.task("web", "Other")
 	id, run := h.runningTask("web", "Chatty")
@@ -276,9 +275,7 @@ func TestProgressIsCoalescedPerTask(t *testing.T) {
 	if got := posts(); len(got) != 1 {
 		t.Fatalf("posts before the interval passed: %q", got)
 	}
-	mu.Lock()
-	now = now.Add(5 * time.Second)
-	mu.Unlock()
+	clock.Advance(5 * time.Second)
 	h.bot.Wake()
 	h.waitMessage(th, "step 15")
 	if got := posts(); len(got) != 2 || got[1] != "• step 15" {
@@ -389,9 +386,8 @@ func TestRefusedNoticeIsGivenUpAndTheTaskGoesOn(t *testing.T) {
 
 func TestAChattyTaskDoesNotHoldOthersBack(t *testing.T) {
 	t.Parallel()
-	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	h := newHarness(t, func(c *Config, _ *discordtest.Options) {
-		c.Now = func() time.Time { return now }
+		c.Clock = clocktest.New(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
 		c.ProgressInterval = time.Hour
 	})
 	h.project("web")

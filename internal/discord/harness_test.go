@@ -3,9 +3,7 @@ package discord
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +12,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 	"go.uber.org/goleak"
 
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/discord/discordtest"
 	"github.com/agentqueued/agentqueued/internal/hooks"
 	"github.com/agentqueued/agentqueued/internal/models"
@@ -134,107 +133,35 @@ func (s *testService) Budget(ctx context.Context) (models.BudgetReport, error) {
 	return models.BudgetReport{Window: models.Duration(24 * time.Hour)}, nil
 }
 
-// testClock moves only when a test advances it. The harness's fake
-// Discord measures interaction deadlines on it (Options.Now) and the bot's
-// answer timers run on it (Config.After): however slow the machine, no
-// callback is late and no answer is deferred or look-up given up unless a
-// test advances the clock.
-type testClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	timers  []clockTimer
-	changed chan struct{} // closed at the next After
-}
-
-// clockTimer is a channel of After waiting for the clock to reach at.
-type clockTimer struct {
-	d  time.Duration
-	at time.Time
-	ch chan time.Time
-}
-
-func newTestClock() *testClock {
-	return &testClock{now: time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC), changed: make(chan struct{})}
-}
-
-// Now reads the clock.
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// After returns a channel that receives once the clock has advanced by d.
-func (c *testClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.timers = append(c.timers, clockTimer{d: d, at: c.now.Add(d), ch: ch})
-	close(c.changed)
-	c.changed = make(chan struct{})
-	return ch
-}
-
-// Advance moves the clock by d and fires the timers it reaches.
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.timers[:0]
-	for _, t := range c.timers {
-		if t.at.After(c.now) {
-			kept = append(kept, t)
-			continue
-		}
-		t.ch <- c.now
-	}
-	c.timers = kept
-}
-
-// waitTimer waits until a timer of d is waiting: After(d) was called and
-// the clock has not reached it yet.
-func (c *testClock) waitTimer(ctx context.Context, d time.Duration) error {
-	for {
-		c.mu.Lock()
-		waiting := slices.ContainsFunc(c.timers, func(t clockTimer) bool { return t.d == d })
-		changed := c.changed
-		c.mu.Unlock()
-		if waiting {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return fmt.Errorf("no timer of %s started: %w", d, ctx.Err())
-		}
-	}
-}
+// The harness's clocks move only when a test advances them (advance). The
+// fake Discord measures interaction deadlines on clock, which stands
+// still: however slow the machine, no callback is late. The bot's answer
+// timers (Config.Clock's After) run on botClock, whose Now follows the real
+// time (the store's outbox retries are due by it): no answer is deferred
+// or look-up given up unless a test advances the clocks.
 
 // harness runs a bot against the fake Discord and a real store.
 type harness struct {
-	t     testing.TB
-	fake  *discordtest.Server
-	st    *store.Store
-	db    string // the store's database file
-	svc   *testService
-	bot   *Bot
-	clock *testClock
-	stop  func()
+	t        testing.TB
+	fake     *discordtest.Server
+	st       *store.Store
+	db       string // the store's database file
+	svc      *testService
+	bot      *Bot
+	clock    *clocktest.Fake // the fake Discord's
+	botClock *clocktest.Fake // the bot's
+	stop     func()
 }
 
 type harnessOption func(*Config, *discordtest.Options)
 
 func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	t.Helper()
-	clock := newTestClock()
-	fo := discordtest.Options{Token: botToken, Channels: []string{controlChannel, projectChannel}, Logf: t.Logf, Now: clock.Now}
+	clock, botClock := clocktest.New(time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)), clocktest.NewFollowing()
+	fo := discordtest.Options{Token: botToken, Channels: []string{controlChannel, projectChannel}, Logf: t.Logf, Clock: clock}
 	cfg := Config{Token: botToken, GuildID: discordtest.DefaultGuildID, ControlChannelID: controlChannel,
 		AuthorizedUsers: []string{alice}, AdminUsers: []string{root}, PollInterval: 20 * time.Millisecond,
-		ProgressInterval: time.Nanosecond, RetryBackoff: 10 * time.Millisecond, After: clock.After}
+		ProgressInterval: time.Nanosecond, RetryBackoff: 10 * time.Millisecond, Clock: botClock}
 	for _, o := range opts {
 		o(&cfg, &fo)
 	}
@@ -245,7 +172,7 @@ func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, fake: fake, st: st, db: db, svc: &testService{Store: st}, clock: clock}
+	h := &harness{t: t, fake: fake, st: st, db: db, svc: &testService{Store: st}, clock: clock, botClock: botClock}
 	h.bot = h.start(cfg)
 	t.Cleanup(func() {
 		h.stop()
@@ -253,6 +180,12 @@ func newHarness(t testing.TB, opts ...harnessOption) *harness {
 		st.Close()
 	})
 	return h
+}
+
+// advance moves the fake Discord's clock and the bot's by d.
+func (h *harness) advance(d time.Duration) {
+	h.clock.Advance(d)
+	h.botClock.Advance(d)
 }
 
 // start runs a bot until stop is called.

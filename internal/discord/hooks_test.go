@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/discord/discordtest"
 	"github.com/agentqueued/agentqueued/internal/hooks"
-	"github.com/agentqueued/agentqueued/internal/hooks/openaitest"
+	"github.com/agentqueued/agentqueued/internal/llm/llmtest"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
@@ -342,12 +342,12 @@ func TestHookMessagesArePostedOnceToTheProjectChannel(t *testing.T) {
 	h := newHarness(t)
 	h.project("web")
 	ctx := context.Background()
-	llm := openaitest.New(openaitest.Options{APIKey: "hook-key", Model: "hook-model"})
+	llm := llmtest.New(llmtest.Options{APIKey: "hook-key", Model: "hook-model"})
 	t.Cleanup(llm.Close)
 	eng := h.hookEngine(hooks.Config{LLM: hooks.LLMConfig{BaseURL: llm.URL(), APIKey: "hook-key", Model: "hook-model"}})
 	said := "All green @everyone — see [the board](https://evil.example) <@" + root + "> **now** {thread}"
-	llm.Enqueue(openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "post_message", Arguments: toJSON(map[string]string{"text": said})}}},
-		openaitest.Reply{Content: "Posted."})
+	llm.Enqueue(llmtest.Reply{ToolCalls: []llmtest.ToolCall{{Name: "post_message", Arguments: toJSON(map[string]string{"text": said})}}},
+		llmtest.Reply{Content: "Posted."})
 	if _, err := h.st.CreateHook(ctx, models.HookSpec{ProjectID: "web", Name: "Greeter", Trigger: models.HookTrigger{Type: "manual"},
 		PromptTemplate: "Say how the project is doing."}.Hook()); err != nil {
 		t.Fatal(err)

@@ -124,12 +124,12 @@ func (b *Bot) component(ctx context.Context, s *discordgo.Session, i *discordgo.
 const answerLookup = 500 * time.Millisecond
 
 // lookupContext returns a context for a read before a form opens. It ends
-// once answerLookup has passed on the timer Config.After, with the cause
+// once answerLookup has passed on the timer of Config.Clock, with the cause
 // context.DeadlineExceeded (see lookupErr), or when done is called, which
 // must be once the read is over.
 func (b *Bot) lookupContext(ctx context.Context) (lctx context.Context, done func()) {
 	lctx, cancel := context.WithCancelCause(ctx)
-	timer := b.cfg.After(answerLookup)
+	timer := b.cfg.Clock.After(answerLookup)
 	go func() {
 		select {
 		case <-timer:
@@ -368,7 +368,7 @@ func (b *Bot) autocomplete(ctx context.Context, i *discordgo.Interaction) []*dis
 			}
 		}
 	case optSchedule:
-		typ := opts.str("trigger")
+		typ := models.HookTriggerType(opts.str("trigger"))
 		if typ == "" && opts.str(optHook) != "" {
 			if h, err := b.svc.GetHook(ctx, opts.str(optHook)); err == nil {
 				typ = h.Trigger.Type

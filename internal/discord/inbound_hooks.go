@@ -35,16 +35,16 @@ func hookOpt() *discordgo.ApplicationCommandOption { return str(optHook, "Hook i
 
 func triggerTypeOpt(required bool) *discordgo.ApplicationCommandOption {
 	o := str("trigger", "When the hook fires", required, false)
-	for _, t := range []string{models.TriggerPeriodic, models.TriggerCron, models.TriggerEvent, models.TriggerManual} {
-		o.Choices = append(o.Choices, &discordgo.ApplicationCommandOptionChoice{Name: t, Value: t})
+	for _, t := range models.HookTriggerTypes {
+		o.Choices = append(o.Choices, &discordgo.ApplicationCommandOptionChoice{Name: string(t), Value: string(t)})
 	}
 	return o
 }
 
 func hookRunStatusOpt() *discordgo.ApplicationCommandOption {
 	o := str("status", "Only runs in this status", false, false)
-	for _, s := range []string{models.HookRunRunning, models.HookRunCompleted, models.HookRunFailed, models.HookRunSkipped} {
-		o.Choices = append(o.Choices, &discordgo.ApplicationCommandOptionChoice{Name: s, Value: s})
+	for _, s := range models.HookRunStatuses {
+		o.Choices = append(o.Choices, &discordgo.ApplicationCommandOptionChoice{Name: string(s), Value: string(s)})
 	}
 	return o
 }
@@ -73,7 +73,7 @@ func hookCommandOptions() []*discordgo.ApplicationCommandOption {
 
 // scheduleSuggestions are the schedules offered for a trigger type: value
 // and label.
-func scheduleSuggestions(typ string) [][2]string {
+func scheduleSuggestions(typ models.HookTriggerType) [][2]string {
 	switch typ {
 	case models.TriggerPeriodic:
 		return [][2]string{{"300", "300 — every 5 minutes"}, {"3600", "3600 — every hour"},
@@ -143,7 +143,7 @@ func (b *Bot) saveForm(f hookForm) string {
 func (b *Bot) putForm(token string, f hookForm) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := b.cfg.Now()
+	now := b.cfg.Clock.Now()
 	for k, v := range b.forms {
 		if now.After(v.expires) {
 			delete(b.forms, k)
@@ -160,7 +160,7 @@ func (b *Bot) form(token string, take bool) (hookForm, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	f, ok := b.forms[token]
-	if !ok || b.cfg.Now().After(f.expires) {
+	if !ok || b.cfg.Clock.Now().After(f.expires) {
 		delete(b.forms, token)
 		return hookForm{}, false
 	}
@@ -187,7 +187,7 @@ func stepsField(v string) formField {
 // hookCreateForm checks /hook create's options and opens the form for the
 // hook's prompt and context steps.
 func (b *Bot) hookCreateForm(ctx context.Context, s *discordgo.Session, i *discordgo.Interaction, user string, opts options) {
-	t, err := buildTrigger(opts.str("trigger"), opts.str(optSchedule), opts.str("timezone"))
+	t, err := buildTrigger(models.HookTriggerType(opts.str("trigger")), opts.str(optSchedule), opts.str("timezone"))
 	spec := models.HookSpec{ProjectID: opts.str(optProject), Name: opts.str("name"), Trigger: t}
 	if n, ok := opts.int("cooldown"); ok {
 		c := int(n)
@@ -247,7 +247,7 @@ func (b *Bot) hookEditForm(ctx context.Context, s *discordgo.Session, i *discord
 		p.CooldownSeconds = &c
 	}
 	if opts.has("trigger") || opts.has(optSchedule) || opts.has("timezone") {
-		typ, schedule, tz := opts.str("trigger"), opts.str(optSchedule), opts.str("timezone")
+		typ, schedule, tz := models.HookTriggerType(opts.str("trigger")), opts.str(optSchedule), opts.str("timezone")
 		if typ == "" {
 			typ = cur.Trigger.Type
 		}
@@ -270,7 +270,7 @@ func (b *Bot) hookEditForm(ctx context.Context, s *discordgo.Session, i *discord
 		}
 		p.Trigger = &t
 	}
-	next := p.Apply(cur, b.cfg.Now())
+	next := p.Apply(cur, b.cfg.Clock.Now())
 	if err := next.Validate(); err != nil {
 		b.respondNow(s, i, b.errorReply("hook edit", err))
 		return
@@ -395,7 +395,7 @@ func hookPatchFields(p models.HookPatch) []string {
 
 // buildTrigger makes a trigger of a type from /hook's schedule and
 // timezone options, and checks it.
-func buildTrigger(typ, schedule, timezone string) (models.HookTrigger, error) {
+func buildTrigger(typ models.HookTriggerType, schedule, timezone string) (models.HookTrigger, error) {
 	t := models.HookTrigger{Type: typ, Timezone: timezone}
 	switch typ {
 	case models.TriggerPeriodic:
@@ -535,7 +535,7 @@ func (b *Bot) hookRuns(ctx context.Context, c call) reply {
 	if _, err := b.svc.GetHook(ctx, id); err != nil {
 		return b.errorReply("hook runs", err)
 	}
-	runs, err := b.svc.ListHookRuns(ctx, models.HookRunFilter{HookID: id, Status: c.opts.str("status"), Limit: hookRunsShown})
+	runs, err := b.svc.ListHookRuns(ctx, models.HookRunFilter{HookID: id, Status: models.HookRunStatus(c.opts.str("status")), Limit: hookRunsShown})
 	if err != nil {
 		return b.errorReply("hook runs", err)
 	}
@@ -617,7 +617,7 @@ func triggerText(t models.HookTrigger, markdown bool) string {
 	case models.TriggerManual:
 		return "by hand"
 	}
-	return code(t.Type)
+	return code(string(t.Type))
 }
 
 // humanSeconds renders seconds in the largest whole unit.
@@ -635,7 +635,7 @@ func humanSeconds(n int) string {
 	return fmt.Sprintf("%ds", n)
 }
 
-func hookRunIcon(status string) string {
+func hookRunIcon(status models.HookRunStatus) string {
 	switch status {
 	case models.HookRunRunning:
 		return "▶️"
@@ -665,11 +665,13 @@ func renderHookRun(r models.HookRun) string {
 
 // renderTriggerReason renders why a run fired; a Discord user who fired it
 // is shown as a mention.
-func renderTriggerReason(reason string) string {
-	if by, ok := strings.CutPrefix(reason, "fired by discord:"); ok && by != "" && strings.Trim(by, "0123456789") == "" {
-		return "fired by " + mention(by)
+func renderTriggerReason(reason models.HookTriggerReason) string {
+	if by, ok := reason.FiredBy(); ok {
+		if id, ok := strings.CutPrefix(by, "discord:"); ok && id != "" && strings.Trim(id, "0123456789") == "" {
+			return "fired by " + mention(id)
+		}
 	}
-	return flat(reason, 120)
+	return flat(string(reason), 120)
 }
 
 // flat renders text from others on one line, escaped, without the

@@ -110,7 +110,7 @@ func (b *Bot) handleInteraction(ctx context.Context, s *discordgo.Session, i *di
 }
 
 // run answers an interaction with the reply of op. When op takes longer
-// than AckAfter (on the timer Config.After), the answer is deferred first
+// than AckAfter (on the timer of Config.Clock), the answer is deferred first
 // (Discord wants one within 3 s) and the reply edited in once op is done.
 // An operation outlives a shutdown by at most shutdownGrace.
 func (b *Bot) run(ctx context.Context, s *discordgo.Session, i *discordgo.Interaction, defaultEphemeral bool, op func(ctx context.Context) reply) {
@@ -138,7 +138,7 @@ func (b *Bot) run(ctx context.Context, s *discordgo.Session, i *discordgo.Intera
 		}
 		b.respondNow(s, i, r)
 		return
-	case <-b.cfg.After(b.cfg.AckAfter):
+	case <-b.cfg.Clock.After(b.cfg.AckAfter):
 	}
 	// Slow: acknowledge now, answer when done.
 	component := updatable(i)

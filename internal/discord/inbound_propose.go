@@ -14,6 +14,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/agentqueued/agentqueued/internal/llm"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
@@ -78,7 +79,7 @@ func (b *Bot) propose(ctx context.Context, request, user, channelID string) repl
 	_, _ = rand.Read(idb[:])
 	id := hex.EncodeToString(idb[:])
 	b.mu.Lock()
-	now := b.cfg.Now()
+	now := b.cfg.Clock.Now()
 	for k, v := range b.proposals {
 		if now.After(v.expires) {
 			delete(b.proposals, k)
@@ -133,7 +134,7 @@ func (b *Bot) runProposal(ctx context.Context, verb, id, user string) reply {
 		delete(b.proposals, id)
 	}
 	b.mu.Unlock()
-	if !ok || b.cfg.Now().After(p.expires) {
+	if !ok || b.cfg.Clock.Now().After(p.expires) {
 		return ephemeral("This proposal was used, cancelled or has expired. Mention me again to get a new one.")
 	}
 	if verb != "run" {
@@ -231,7 +232,7 @@ type OpenAIConfig struct {
 // OpenAIProposer proposes commands with an OpenAI-compatible chat model
 // through tool calling; it never runs anything itself.
 type OpenAIProposer struct {
-	client *openai.Client
+	client *llm.Client
 	model  string
 }
 
@@ -240,11 +241,7 @@ func NewOpenAIProposer(cfg OpenAIConfig) (*OpenAIProposer, error) {
 	if cfg.Model == "" {
 		return nil, models.Errorf(models.CodeInvalid, "llm.model: required")
 	}
-	c := openai.DefaultConfig(cfg.APIKey)
-	if cfg.BaseURL != "" {
-		c.BaseURL = strings.TrimSuffix(cfg.BaseURL, "/")
-	}
-	return &OpenAIProposer{client: openai.NewClientWithConfig(c), model: cfg.Model}, nil
+	return &OpenAIProposer{client: llm.New(llm.Config{BaseURL: cfg.BaseURL, APIKey: cfg.APIKey}), model: cfg.Model}, nil
 }
 
 // Propose implements Proposer.
@@ -273,7 +270,7 @@ func (p *OpenAIProposer) Propose(ctx context.Context, request string) (Proposal,
 		}
 		catalogue.WriteString("\n")
 	}
-	resp, err := p.client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{
+	resp, err := p.client.Chat(ctx, openai.ChatCompletionRequest{
 		Model: p.model,
 		Messages: []openai.ChatCompletionMessage{
 			{Role: openai.ChatMessageRoleSystem, Content: "You translate a person's request into exactly one command of a task-queue bot. " +

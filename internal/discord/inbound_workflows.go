@@ -102,7 +102,7 @@ func (b *Bot) workflowList(ctx context.Context, c call) reply {
 		}
 		return text("No workflows yet. Add one as a file in `workflows.dir` or through the API (`ctl workflow add`).")
 	}
-	now := b.cfg.Now()
+	now := b.cfg.Clock.Now()
 	lines := make([]string, len(ws))
 	for i, w := range ws {
 		lines[i] = renderWorkflow(w, now)

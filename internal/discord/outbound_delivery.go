@@ -189,7 +189,7 @@ func permanent(err error) bool {
 func (b *Bot) pruneLastPost() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := b.cfg.Now()
+	now := b.cfg.Clock.Now()
 	for id, t := range b.lastPost {
 		if now.Sub(t) > b.cfg.ProgressInterval {
 			delete(b.lastPost, id)
@@ -206,7 +206,7 @@ func (b *Bot) progressDue(taskID string) (time.Duration, bool) {
 	if !ok {
 		return 0, true
 	}
-	next := last.Add(b.cfg.ProgressInterval).Sub(b.cfg.Now())
+	next := last.Add(b.cfg.ProgressInterval).Sub(b.cfg.Clock.Now())
 	return next, next <= 0
 }
 
@@ -244,7 +244,7 @@ func (b *Bot) failed(ctx context.Context, m models.OutboxMessage, err error) {
 		backoff = min(backoff*2, b.cfg.MaxRetryBackoff)
 	}
 	log.Warn("discord notice not delivered; will retry", "err", reason, "in", backoff)
-	if err := b.box.MarkOutboxFailed(ctx, m.ID, b.cfg.Now().Add(backoff), reason); err != nil {
+	if err := b.box.MarkOutboxFailed(ctx, m.ID, b.cfg.Clock.Now().Add(backoff), reason); err != nil {
 		log.Warn("mark notice failed", "err", err)
 	}
 }
@@ -331,7 +331,7 @@ func (b *Bot) deliver(ctx context.Context, batch []models.OutboxMessage) error {
 		}
 		if m.Kind == models.NoticeTaskProgress {
 			b.mu.Lock()
-			b.lastPost[m.TaskID] = b.cfg.Now()
+			b.lastPost[m.TaskID] = b.cfg.Clock.Now()
 			b.mu.Unlock()
 		}
 		if len(parts) > 1 && i < len(parts)-1 {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentqueued/agentqueued/internal/clock"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/schedule"
 )
@@ -84,9 +85,8 @@ type Config struct {
 	// Environ is the environment run_command steps start from, scrubbed
 	// to PATH, HOME, LANG, LC_*, TZ and TMPDIR; default os.Environ().
 	Environ []string
-	// Now and After are the clock; defaults time.Now and time.After.
-	Now   func() time.Time
-	After func(time.Duration) <-chan time.Time
+	// Clock reads the time and waits; nil: clock.Real.
+	Clock clock.Clock
 	// Logger receives the engine's logs.
 	Logger *slog.Logger
 	// OnRunEnd, when set, is called after a run has been recorded as
@@ -119,12 +119,7 @@ func (c *Config) applyDefaults() {
 	if c.LLMAttempts <= 0 {
 		c.LLMAttempts = DefaultLLMAttempts
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.After == nil {
-		c.After = time.After
-	}
+	c.Clock = clock.Or(c.Clock)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -243,7 +238,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.mu.Unlock()
 		e.runs.Wait()
 	}()
-	schedule.Loop{Poll: e.cfg.PollInterval, Now: e.cfg.Now, After: e.cfg.After, Wake: e.wake,
+	schedule.Loop{Poll: e.cfg.PollInterval, Clock: e.cfg.Clock, Wake: e.wake,
 		Failed: func(err error) { e.log.Error("hook pass failed", "err", err) }}.Run(ctx, e.Tick)
 	return nil
 }
@@ -274,7 +269,7 @@ func (e *Engine) fireSchedules(ctx context.Context, hooks []models.Hook) (time.T
 		errs    []error
 		lasts   map[string]time.Time
 	)
-	now := e.cfg.Now()
+	now := e.cfg.Clock.Now()
 	for _, h := range hooks {
 		if !h.Enabled || !h.Trigger.Scheduled() {
 			continue
@@ -318,12 +313,8 @@ func (e *Engine) fireSchedule(ctx context.Context, h models.Hook, last, now time
 		}
 		return next, nil
 	}
-	reason := "schedule " + at.UTC().Format(time.RFC3339)
-	if missed > 0 {
-		reason += fmt.Sprintf(" (catch-up after downtime: %d earlier scheduled times missed)", missed)
-	}
 	res, err := e.claim(ctx, h, models.HookClaim{HookID: h.ID, FireKey: "schedule:" + at.UTC().Format(time.RFC3339Nano),
-		ScheduledAt: &at, TriggerReason: reason})
+		ScheduledAt: &at, TriggerReason: models.ScheduleReason(at, missed)})
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -387,7 +378,7 @@ func (e *Engine) fireEvents(ctx context.Context, hooks []models.Hook) error {
 					continue
 				}
 				res, err := e.claim(ctx, h, models.HookClaim{HookID: h.ID, FireKey: fmt.Sprintf("event:%d:%s", ev.ID, ev.Type),
-					TriggerReason: fmt.Sprintf("event %s of task %s", ev.Type, ev.TaskID), Event: &ev})
+					TriggerReason: models.EventReason(ev.Type, ev.TaskID), Event: &ev})
 				if err == nil && !res.Busy {
 					continue
 				}
@@ -415,7 +406,7 @@ func (e *Engine) claim(ctx context.Context, h models.Hook, c models.HookClaim) (
 	}
 	c.MaxRunning, c.GlobalBudget = e.cfg.MaxRunning, e.cfg.GlobalBudget
 	if c.GlobalBudget != nil {
-		c.WindowStart = e.cfg.Now().Add(-e.cfg.Window)
+		c.WindowStart = e.cfg.Clock.Now().Add(-e.cfg.Window)
 	}
 	res, err := e.store.ClaimHookRun(ctx, c)
 	if err != nil {
@@ -478,8 +469,8 @@ func (e *Engine) Fire(ctx context.Context, hookID, by string, f models.HookFire)
 	}
 	var nonce [6]byte
 	_, _ = rand.Read(nonce[:])
-	key := fmt.Sprintf("manual:%s:%x", e.cfg.Now().UTC().Format(time.RFC3339Nano), nonce)
-	res, err := e.claim(ctx, h, models.HookClaim{HookID: h.ID, FireKey: key, TriggerReason: "fired by " + by,
+	key := fmt.Sprintf("manual:%s:%x", e.cfg.Clock.Now().UTC().Format(time.RFC3339Nano), nonce)
+	res, err := e.claim(ctx, h, models.HookClaim{HookID: h.ID, FireKey: key, TriggerReason: models.FiredByReason(by),
 		Event: f.Event, Manual: true})
 	if err != nil {
 		return models.HookRun{}, err

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/hooks"
-	"github.com/agentqueued/agentqueued/internal/hooks/openaitest"
+	"github.com/agentqueued/agentqueued/internal/llm/llmtest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
@@ -39,7 +39,7 @@ func TestPeriodicHookFiresOnceAtEachInterval(t *testing.T) {
 		if r.Status != models.HookRunCompleted || r.ScheduledAt == nil || !r.ScheduledAt.Equal(want) {
 			t.Fatalf("run %d: %s scheduled %v, want completed at %s (error %q)", i, r.Status, r.ScheduledAt, want, r.Error)
 		}
-		if r.TriggerReason != "schedule "+want.Format(time.RFC3339) {
+		if string(r.TriggerReason) != "schedule "+want.Format(time.RFC3339) {
 			t.Fatalf("trigger reason %q", r.TriggerReason)
 		}
 		// The same instant again fires nothing.
@@ -69,7 +69,7 @@ func TestCronHookCatchesUpOnceAfterDowntimeAndNeverRepeatsAcrossRestarts(t *test
 	h.tick()
 	r := h.waitRun()
 	if !r.ScheduledAt.Equal(utc("2026-03-05T09:00:00Z")) ||
-		!strings.Contains(r.TriggerReason, "catch-up after downtime: 2 earlier scheduled times missed") {
+		!strings.Contains(string(r.TriggerReason), "catch-up after downtime: 2 earlier scheduled times missed") {
 		t.Fatalf("catch-up run scheduled %v, reason %q", r.ScheduledAt, r.TriggerReason)
 	}
 	h.tick()
@@ -149,13 +149,13 @@ func TestTwoConcurrentPassesFireEachTimeAndEventOnce(t *testing.T) {
 	h.agent("a1")
 	gate := make(chan struct{})
 	release := sync.OnceFunc(func() { close(gate) })
-	h.llm.SetResponder(func(openaitest.Request) openaitest.Reply {
+	h.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
 		<-gate
-		return openaitest.Reply{Content: "done"}
+		return llmtest.Reply{Content: "done"}
 	})
 	// Two engines, each with its own connections to the same database, as
 	// two daemons have.
-	other, err := store.Open(context.Background(), store.Config{Path: h.path, Now: h.clock.Now})
+	other, err := store.Open(context.Background(), store.Config{Path: h.path, Clock: h.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestTwoConcurrentPassesFireEachTimeAndEventOnce(t *testing.T) {
 	}
 	times := map[time.Time]bool{}
 	for _, r := range h.runs(periodic.ID) {
-		if r.Status != models.HookRunCompleted || r.ScheduledAt == nil || strings.Contains(r.TriggerReason, "catch-up") {
+		if r.Status != models.HookRunCompleted || r.ScheduledAt == nil || strings.Contains(string(r.TriggerReason), "catch-up") {
 			t.Fatalf("periodic run %s: %s, scheduled %v, reason %q (error %q)", r.ID, r.Status, r.ScheduledAt, r.TriggerReason, r.Error)
 		}
 		times[r.ScheduledAt.UTC()] = true
@@ -379,7 +379,7 @@ func TestTheGlobalBudgetSkipsHooks(t *testing.T) {
 	}
 	// The window moves on.
 	h.clock.Advance(24 * time.Hour)
-	h.llm.Enqueue(openaitest.Reply{Content: "hi", Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 1}})
+	h.llm.Enqueue(llmtest.Reply{Content: "hi", Usage: llmtest.Usage{PromptTokens: 1, CompletionTokens: 1}})
 	if r := h.fire(hk.ID, models.HookFire{}); r.Status != models.HookRunCompleted {
 		t.Fatalf("after the window: %s %q", r.Status, deref(r.SkippedReason))
 	}
@@ -391,10 +391,10 @@ func TestRunsBeyondTheCapWaitForAFreePlace(t *testing.T) {
 	h.project("web")
 	release := make(chan struct{})
 	asked := make(chan struct{}, 10)
-	h.llm.SetResponder(func(openaitest.Request) openaitest.Reply {
+	h.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
 		asked <- struct{}{}
 		<-release
-		return openaitest.Reply{Content: "done", Usage: openaitest.Usage{PromptTokens: 10, CompletionTokens: 2}}
+		return llmtest.Reply{Content: "done", Usage: llmtest.Usage{PromptTokens: 10, CompletionTokens: 2}}
 	})
 	var once sync.Once
 	free := func() { once.Do(func() { close(release) }) }
@@ -448,9 +448,9 @@ func TestAScheduleHeldAtTheCapPastItsNextTimeFiresOnceForTheLatest(t *testing.T)
 	release := make(chan struct{})
 	free := sync.OnceFunc(func() { close(release) })
 	t.Cleanup(free)
-	h.llm.SetResponder(func(openaitest.Request) openaitest.Reply {
+	h.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
 		<-release
-		return openaitest.Reply{Content: "done"}
+		return llmtest.Reply{Content: "done"}
 	})
 	holder := h.hook(`{"project_id":"web","name":"Holder","trigger":{"type":"event","event_type":"task.failed"},
 		"cooldown_seconds":0,"prompt_template":"say done"}`)
@@ -477,7 +477,7 @@ func TestAScheduleHeldAtTheCapPastItsNextTimeFiresOnceForTheLatest(t *testing.T)
 	r := h.waitRun()
 	want := start.Add(2 * time.Minute)
 	if r.HookID != often.ID || r.ScheduledAt == nil || !r.ScheduledAt.Equal(want) ||
-		!strings.Contains(r.TriggerReason, "1 earlier scheduled times missed") {
+		!strings.Contains(string(r.TriggerReason), "1 earlier scheduled times missed") {
 		t.Fatalf("run of %s scheduled %v, reason %q; want %s scheduled %s counting 1 missed", r.HookID, r.ScheduledAt,
 			r.TriggerReason, often.ID, want.Format(time.RFC3339))
 	}
@@ -536,10 +536,10 @@ func TestRunsLeftRunningAreClosedAtStart(t *testing.T) {
 	hk := h.hook(`{"project_id":"web","name":"Ask","trigger":{"type":"manual"},"prompt_template":"hello"}`)
 	release := make(chan struct{})
 	asked := make(chan struct{}, 1)
-	h.llm.SetResponder(func(openaitest.Request) openaitest.Reply {
+	h.llm.SetResponder(func(llmtest.Request) llmtest.Reply {
 		asked <- struct{}{}
 		<-release
-		return openaitest.Reply{Content: "late answer", Usage: openaitest.Usage{PromptTokens: 5, CompletionTokens: 5}}
+		return llmtest.Reply{Content: "late answer", Usage: llmtest.Usage{PromptTokens: 5, CompletionTokens: 5}}
 	})
 	run, err := h.eng.Fire(context.Background(), hk.ID, "tester", models.HookFire{})
 	if err != nil {
@@ -558,7 +558,7 @@ func TestRunsLeftRunningAreClosedAtStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.eng.Run(ctx) }()
-	<-h.clock.armed // the first pass is over
+	<-h.clock.Armed() // the first pass is over
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

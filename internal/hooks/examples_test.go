@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/agentqueued/agentqueued/internal/hooks/openaitest"
+	"github.com/agentqueued/agentqueued/internal/llm/llmtest"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
@@ -22,7 +22,7 @@ func TestExampleHooksAreValid(t *testing.T) {
 	if len(files) < 4 {
 		t.Fatalf("%d example hooks", len(files))
 	}
-	seen := map[string]bool{}
+	seen := map[models.HookTriggerType]bool{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -41,7 +41,7 @@ func TestExampleHooksAreValid(t *testing.T) {
 		}
 		seen[h.Trigger.Type] = true
 	}
-	for _, tt := range []string{models.TriggerPeriodic, models.TriggerCron, models.TriggerEvent} {
+	for _, tt := range []models.HookTriggerType{models.TriggerPeriodic, models.TriggerCron, models.TriggerEvent} {
 		if !seen[tt] {
 			t.Errorf("no example of a %s trigger", tt)
 		}
@@ -61,7 +61,7 @@ func TestHourlySummaryExampleSkipsAQuietHour(t *testing.T) {
 	h.project("web")
 	hk := h.hook(string(b))
 	// Queued before the quiet hour so that a wrong call fails at once.
-	h.llm.Enqueue(openaitest.Reply{Content: "one task added", Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 1}})
+	h.llm.Enqueue(llmtest.Reply{Content: "one task added", Usage: llmtest.Usage{PromptTokens: 1, CompletionTokens: 1}})
 	r := h.fire(hk.ID, models.HookFire{})
 	want := "context_steps[0] (db_query): the query returned no rows, so the LLM was not called"
 	if r.Status != models.HookRunSkipped || deref(r.SkippedReason) != want || len(h.llm.Requests()) != 0 {

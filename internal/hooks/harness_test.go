@@ -7,14 +7,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/hooks"
-	"github.com/agentqueued/agentqueued/internal/hooks/openaitest"
+	"github.com/agentqueued/agentqueued/internal/llm/llmtest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/repo"
@@ -25,59 +25,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// fakeClock is the engine's clock in tests: time moves only by Advance or
-// Set. Each timer set is announced on armed.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []fakeTimer
-	armed  chan time.Duration
-}
-
-type fakeTimer struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func newClock(at time.Time) *fakeClock {
-	return &fakeClock{now: at, armed: make(chan time.Duration, 1000)}
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-	} else {
-		c.timers = append(c.timers, fakeTimer{at: c.now.Add(d), ch: ch})
-	}
-	select {
-	case c.armed <- d:
-	default:
-	}
-	return ch
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-	kept := c.timers[:0]
-	for _, tm := range c.timers {
-		if !tm.at.After(c.now) {
-			tm.ch <- c.now
-		} else {
-			kept = append(kept, tm)
-		}
-	}
-	c.timers = kept
-}
-
-func (c *fakeClock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
-
 // start is the harness clock's first reading.
 var start = time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
 
@@ -87,10 +34,10 @@ type harness struct {
 	t     testing.TB
 	dir   string
 	path  string
-	clock *fakeClock
+	clock *clocktest.Fake
 	st    *store.Store
 	ws    *repo.Workspaces
-	llm   *openaitest.Server
+	llm   *llmtest.Server
 	user  string // the project's repository (LINK)
 	ended chan models.HookRun
 	cfg   hooks.Config
@@ -99,7 +46,7 @@ type harness struct {
 
 func newHarness(t testing.TB, configure ...func(*hooks.Config)) *harness {
 	t.Helper()
-	h := &harness{t: t, dir: t.TempDir(), clock: newClock(start), ended: make(chan models.HookRun, 100)}
+	h := &harness{t: t, dir: t.TempDir(), clock: clocktest.New(start), ended: make(chan models.HookRun, 100)}
 	h.path = filepath.Join(h.dir, "db.sqlite")
 	h.open()
 	ws, err := repo.New(repo.Config{BaseDir: filepath.Join(h.dir, "data")})
@@ -107,14 +54,14 @@ func newHarness(t testing.TB, configure ...func(*hooks.Config)) *harness {
 		t.Fatal(err)
 	}
 	h.ws = ws
-	h.llm = openaitest.New(openaitest.Options{APIKey: "llm-key", Model: "test-model"})
+	h.llm = llmtest.New(llmtest.Options{APIKey: "llm-key", Model: "test-model"})
 	t.Cleanup(h.llm.Close)
 	h.user = filepath.Join(h.dir, "user")
 	git(t, "", "init", "-q", "-b", "main", h.user)
 	h.commit(map[string]string{"README.md": "# demo\n", "src/a.go": "package a\n", "src/b.go": "package b\n",
 		"docs/notes.txt": "notes\n"}, "first")
 	h.cfg = hooks.Config{LLM: hooks.LLMConfig{BaseURL: h.llm.URL(), APIKey: "llm-key", Model: "test-model"},
-		Now: h.clock.Now, After: h.clock.After, PollInterval: time.Minute,
+		Clock: h.clock, PollInterval: time.Minute,
 		OnRunEnd: func(r models.HookRun) { h.ended <- r }}
 	for _, c := range configure {
 		c(&h.cfg)
@@ -127,7 +74,7 @@ func newHarness(t testing.TB, configure ...func(*hooks.Config)) *harness {
 // open opens the store at the harness's path.
 func (h *harness) open() {
 	h.t.Helper()
-	st, err := store.Open(context.Background(), store.Config{Path: h.path, Now: h.clock.Now})
+	st, err := store.Open(context.Background(), store.Config{Path: h.path, Clock: h.clock})
 	if err != nil {
 		h.t.Fatal(err)
 	}

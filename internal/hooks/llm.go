@@ -6,18 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"net"
-	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/agentqueued/agentqueued/internal/llm"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
@@ -94,41 +88,12 @@ func (e *Engine) resolve(h models.Hook) (endpoint, error) {
 	return ep, nil
 }
 
-// retryAfter remembers the Retry-After of the last 429 or 503 answer.
-type retryAfter struct {
-	base http.RoundTripper
-	now  func() time.Time
-	wait atomic.Int64
-}
-
-func (t *retryAfter) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.base.RoundTrip(r)
-	if err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
-		t.wait.Store(int64(parseRetryAfter(resp.Header.Get("Retry-After"), t.now())))
-	}
-	return resp, err
-}
-
-// parseRetryAfter reads seconds or an HTTP date; 0 when absent or bad.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.ParseFloat(v, 64); err == nil && n > 0 {
-		return time.Duration(n * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
-}
-
 // converse sends the prompt and runs the tool loop until the model
 // answers without tool calls, the token cap is reached, or a call fails
 // after its retries.
 func (e *Engine) converse(ctx context.Context, h models.Hook, r models.HookRun, prompt string) models.HookRun {
 	var actions []models.HookAction
-	end := func(status, format string, args ...any) models.HookRun {
+	end := func(status models.HookRunStatus, format string, args ...any) models.HookRun {
 		r.Status = status
 		if format != "" {
 			r.Error = fmt.Sprintf(format, args...)
@@ -143,23 +108,8 @@ func (e *Engine) converse(ctx context.Context, h models.Hook, r models.HookRun, 
 	if err != nil {
 		return fail("%s", err)
 	}
-	base := e.cfg.LLMHTTPClient
-	if base == nil {
-		base = &http.Client{}
-	}
-	rt := base.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	ra := &retryAfter{base: rt, now: e.cfg.Now}
-	hc := *base
-	hc.Transport = ra
-	oc := openai.DefaultConfig(ep.apiKey)
-	if ep.baseURL != "" {
-		oc.BaseURL = strings.TrimRight(ep.baseURL, "/")
-	}
-	oc.HTTPClient = &hc
-	client := openai.NewClientWithConfig(oc)
+	client := llm.New(llm.Config{BaseURL: ep.baseURL, APIKey: ep.apiKey, Timeout: e.cfg.LLMTimeout,
+		HTTPClient: e.cfg.LLMHTTPClient, Clock: e.cfg.Clock})
 
 	msgs := []openai.ChatCompletionMessage{
 		{Role: openai.ChatMessageRoleSystem, Content: systemPrompt},
@@ -190,7 +140,7 @@ func (e *Engine) converse(ctx context.Context, h models.Hook, r models.HookRun, 
 				req.MaxTokens, req.MaxCompletionTokens = 0, req.MaxTokens
 			}
 		}
-		resp, err := e.complete(ctx, client, ra, req, h, r)
+		resp, err := e.complete(ctx, client, req, h, r)
 		if err != nil {
 			return fail("LLM call %d: %s", round+1, err)
 		}
@@ -238,29 +188,26 @@ func (e *Engine) converse(ctx context.Context, h models.Hook, r models.HookRun, 
 
 // complete makes one LLM call, retrying rate limits and server failures
 // with back-off.
-func (e *Engine) complete(ctx context.Context, client *openai.Client, ra *retryAfter, req openai.ChatCompletionRequest,
+func (e *Engine) complete(ctx context.Context, client *llm.Client, req openai.ChatCompletionRequest,
 	h models.Hook, r models.HookRun) (openai.ChatCompletionResponse, error) {
 	wait := e.cfg.LLMBackoff
 	for attempt := 1; ; attempt++ {
-		cctx, cancel := context.WithTimeout(ctx, e.cfg.LLMTimeout)
-		ra.wait.Store(0)
-		resp, err := client.CreateChatCompletion(cctx, req)
-		cancel()
+		resp, err := client.Chat(ctx, req)
 		if err == nil {
 			return resp, nil
 		}
-		status, retryable := classify(err)
+		status, retryable := llm.Classify(err)
 		if ctx.Err() != nil {
 			return resp, fmt.Errorf("stopped: %w", ctx.Err())
 		}
 		if !retryable || attempt == e.cfg.LLMAttempts {
 			if attempt > 1 {
-				return resp, fmt.Errorf("%s (after %d tries)", describe(err, status), attempt)
+				return resp, fmt.Errorf("%s (after %d tries)", llm.Describe(err, status), attempt)
 			}
-			return resp, errors.New(describe(err, status))
+			return resp, errors.New(llm.Describe(err, status))
 		}
 		d := wait
-		if ra := time.Duration(ra.wait.Load()); ra > 0 {
+		if ra := client.RetryAfter(); ra > 0 {
 			d = ra
 		}
 		d = min(d, e.cfg.MaxLLMBackoff)
@@ -269,49 +216,10 @@ func (e *Engine) complete(ctx context.Context, client *openai.Client, ra *retryA
 		select {
 		case <-ctx.Done():
 			return resp, fmt.Errorf("stopped: %w", ctx.Err())
-		case <-e.cfg.After(d):
+		case <-e.cfg.Clock.After(d):
 		}
 		wait = min(wait*2, e.cfg.MaxLLMBackoff)
 	}
-}
-
-// classify returns an LLM error's HTTP status (0 when there is none) and
-// whether it is worth another try: rate limits, server failures and
-// network errors are; a request the client itself refuses is not.
-func classify(err error) (int, bool) {
-	var (
-		ae *openai.APIError
-		re *openai.RequestError
-		ue *url.Error
-		ne net.Error
-	)
-	switch {
-	case errors.As(err, &ae):
-		return ae.HTTPStatusCode, ae.HTTPStatusCode == http.StatusTooManyRequests || ae.HTTPStatusCode >= 500
-	case errors.As(err, &re):
-		return re.HTTPStatusCode, re.HTTPStatusCode == http.StatusTooManyRequests || re.HTTPStatusCode >= 500
-	case errors.As(err, &ue), errors.As(err, &ne), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.DeadlineExceeded):
-		return 0, true
-	}
-	return 0, false
-}
-
-// describe is an LLM error as a user may read it.
-func describe(err error, status int) string {
-	var ae *openai.APIError
-	if errors.As(err, &ae) {
-		return fmt.Sprintf("the endpoint answered %d: %s", status, ae.Message)
-	}
-	if status != 0 {
-		return fmt.Sprintf("the endpoint answered %d", status)
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return "the endpoint did not answer in time"
-	}
-	if _, retryable := classify(err); !retryable {
-		return "the request was refused before it was sent: " + err.Error()
-	}
-	return "the endpoint could not be reached: " + err.Error()
 }
 
 // rawArgs keeps a tool call's arguments as JSON, or as a JSON string when

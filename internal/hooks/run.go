@@ -50,7 +50,7 @@ func (e *Engine) finish(ctx context.Context, log *slog.Logger, r models.HookRun)
 		log.Error("recording the end of a hook run failed; trying again", "err", err)
 		select {
 		case <-rctx.Done():
-		case <-e.cfg.After(time.Duration(try+1) * 100 * time.Millisecond):
+		case <-e.cfg.Clock.After(time.Duration(try+1) * 100 * time.Millisecond):
 		}
 	}
 	switch {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/hooks"
-	"github.com/agentqueued/agentqueued/internal/hooks/openaitest"
+	"github.com/agentqueued/agentqueued/internal/llm/llmtest"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
@@ -62,7 +62,7 @@ func TestEveryContextStepFeedsThePrompt(t *testing.T) {
 		"verbatim={{ step_0 }}"
 	hk := h.hook(`{"project_id":"web","name":"Everything","trigger":{"type":"manual"},"context_steps":` + steps +
 		`,"prompt_template":` + quote(tmpl) + `}`)
-	h.llm.Enqueue(openaitest.Reply{Content: "Nothing to do.", Usage: openaitest.Usage{PromptTokens: 120, CompletionTokens: 4}})
+	h.llm.Enqueue(llmtest.Reply{Content: "Nothing to do.", Usage: llmtest.Usage{PromptTokens: 120, CompletionTokens: 4}})
 	r := h.fire(hk.ID, models.HookFire{})
 	if r.Status != models.HookRunCompleted || deref(r.LLMResponse) != "Nothing to do." || r.TokensUsed != 124 || r.ActionsTaken != nil {
 		t.Fatalf("run: %s %q tokens %d error %q", r.Status, deref(r.LLMResponse), r.TokensUsed, r.Error)
@@ -129,7 +129,7 @@ func TestShortCircuitsSkipTheLLM(t *testing.T) {
 		before := len(h.llm.Requests())
 		// A reply is queued even when the LLM must not be called, so that a
 		// wrong call fails the case instead of waiting for a reply.
-		h.llm.Enqueue(openaitest.Reply{Content: "ok", Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 1}})
+		h.llm.Enqueue(llmtest.Reply{Content: "ok", Usage: llmtest.Usage{PromptTokens: 1, CompletionTokens: 1}})
 		r := h.fire(hk.ID, models.HookFire{})
 		calls := len(h.llm.Requests()) - before
 		if c.skip != "" && (r.Status != models.HookRunSkipped || deref(r.SkippedReason) != c.skip || calls != 0 || r.TokensUsed != 0) {
@@ -281,7 +281,7 @@ func TestTemplateErrorsNameThePlaceholder(t *testing.T) {
 		r.Error != "prompt_template: {{event.title}}: this run has no event (it was fired by hand without one)" {
 		t.Fatalf("%s %q", r.Status, r.Error)
 	}
-	h.llm.Enqueue(openaitest.Reply{Content: "ok", Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 1}})
+	h.llm.Enqueue(llmtest.Reply{Content: "ok", Usage: llmtest.Usage{PromptTokens: 1, CompletionTokens: 1}})
 	r = h.fire(hk.ID, models.HookFire{Event: &models.HookEvent{TaskID: "brave-otter", Title: "Add {{step_9}} login"}})
 	if r.Status != models.HookRunCompleted || deref(r.PromptSent) != "Why did Add {{step_9}} login fail?" {
 		t.Fatalf("with an event: %s %q %q", r.Status, deref(r.PromptSent), r.Error)
@@ -317,8 +317,8 @@ func TestRender(t *testing.T) {
 	}
 }
 
-func toolCall(name, args string) openaitest.ToolCall {
-	return openaitest.ToolCall{Name: name, Arguments: args}
+func toolCall(name, args string) llmtest.ToolCall {
+	return llmtest.ToolCall{Name: name, Arguments: args}
 }
 
 func TestToolsCreateTasksOnceAndPostAndFeedBack(t *testing.T) {
@@ -329,7 +329,7 @@ func TestToolsCreateTasksOnceAndPostAndFeedBack(t *testing.T) {
 	ours := h.task("web", "Ours")
 	theirs := h.task("api", "Theirs")
 	hk := h.hook(`{"project_id":"web","name":"Triage","trigger":{"type":"manual"},"prompt_template":"triage"}`)
-	calls := []openaitest.ToolCall{
+	calls := []llmtest.ToolCall{
 		toolCall("create_task", `{"title":"Fix the flaky login test","description":"It fails one run in five.","priority":5,"kind":"bug"}`),
 		toolCall("post_message", `{"text":"Filed the flaky login test."}`),
 		toolCall("add_task_feedback", `{"task_id":"`+ours+`","feedback":"Mind the flaky test."}`),
@@ -340,8 +340,8 @@ func TestToolsCreateTasksOnceAndPostAndFeedBack(t *testing.T) {
 	}
 	script := func() {
 		h.llm.Enqueue(
-			openaitest.Reply{ToolCalls: calls, InventsTools: true, Usage: openaitest.Usage{PromptTokens: 200, CompletionTokens: 80}},
-			openaitest.Reply{Content: "Filed one task.", Usage: openaitest.Usage{PromptTokens: 300, CompletionTokens: 10}})
+			llmtest.Reply{ToolCalls: calls, InventsTools: true, Usage: llmtest.Usage{PromptTokens: 200, CompletionTokens: 80}},
+			llmtest.Reply{Content: "Filed one task.", Usage: llmtest.Usage{PromptTokens: 300, CompletionTokens: 10}})
 	}
 	script()
 	r := h.fire(hk.ID, models.HookFire{})
@@ -422,10 +422,10 @@ func TestTheTokenCapStopsTheToolLoop(t *testing.T) {
 	hk := h.hook(`{"project_id":"web","name":"Greedy","trigger":{"type":"manual"},"prompt_template":"go",
 		"max_tokens_per_run":1000}`)
 	h.llm.Enqueue(
-		openaitest.Reply{ToolCalls: []openaitest.ToolCall{toolCall("post_message", `{"text":"one"}`)},
-			Usage: openaitest.Usage{PromptTokens: 250, CompletionTokens: 50}},
-		openaitest.Reply{ToolCalls: []openaitest.ToolCall{toolCall("create_task", `{"title":"Too far","description":"d"}`)},
-			Usage: openaitest.Usage{PromptTokens: 600, CompletionTokens: 150}})
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{toolCall("post_message", `{"text":"one"}`)},
+			Usage: llmtest.Usage{PromptTokens: 250, CompletionTokens: 50}},
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{toolCall("create_task", `{"title":"Too far","description":"d"}`)},
+			Usage: llmtest.Usage{PromptTokens: 600, CompletionTokens: 150}})
 	r := h.fire(hk.ID, models.HookFire{})
 	if r.Status != models.HookRunFailed || r.TokensUsed != 1050 ||
 		r.Error != "max_tokens_per_run (1000) reached after 2 LLM calls (1050 tokens); the last answer's 1 tool calls were not run" {
@@ -458,13 +458,13 @@ func TestLLMErrorsBackOffAndFailAfterBoundedTries(t *testing.T) {
 	hk := h.hook(`{"project_id":"web","name":"Ask","trigger":{"type":"manual"},"prompt_template":"hello"}`)
 
 	// A 429 with Retry-After is waited out, then the call succeeds.
-	h.llm.Enqueue(openaitest.RateLimited(7*time.Second),
-		openaitest.Reply{Content: "hi", Usage: openaitest.Usage{PromptTokens: 3, CompletionTokens: 1}})
+	h.llm.Enqueue(llmtest.RateLimited(7*time.Second),
+		llmtest.Reply{Content: "hi", Usage: llmtest.Usage{PromptTokens: 3, CompletionTokens: 1}})
 	run, err := h.eng.Fire(context.Background(), hk.ID, "tester", models.HookFire{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := <-h.clock.armed; d != 7*time.Second {
+	if d := <-h.clock.Armed(); d != 7*time.Second {
 		t.Fatalf("waited %s after a 429 with Retry-After 7", d)
 	}
 	h.clock.Advance(7 * time.Second)
@@ -473,12 +473,12 @@ func TestLLMErrorsBackOffAndFailAfterBoundedTries(t *testing.T) {
 	}
 
 	// Server failures back off 2s, 4s, 8s, then the run fails.
-	h.llm.Enqueue(openaitest.ServerError(), openaitest.ServerError(), openaitest.ServerError(), openaitest.ServerError())
+	h.llm.Enqueue(llmtest.ServerError(), llmtest.ServerError(), llmtest.ServerError(), llmtest.ServerError())
 	if _, err := h.eng.Fire(context.Background(), hk.ID, "tester", models.HookFire{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second} {
-		if d := <-h.clock.armed; d != want {
+		if d := <-h.clock.Armed(); d != want {
 			t.Fatalf("waited %s, want %s", d, want)
 		}
 		h.clock.Advance(want)
@@ -490,7 +490,7 @@ func TestLLMErrorsBackOffAndFailAfterBoundedTries(t *testing.T) {
 	}
 
 	// A refused request is not retried.
-	h.llm.Enqueue(openaitest.ErrorReply(400, "context length exceeded"))
+	h.llm.Enqueue(llmtest.ErrorReply(400, "context length exceeded"))
 	before := len(h.llm.Requests())
 	r = h.fire(hk.ID, models.HookFire{})
 	if r.Status != models.HookRunFailed || r.Error != "LLM call 1: the endpoint answered 400: context length exceeded" ||
@@ -503,7 +503,7 @@ func TestTheDaemonsKeyGoesOnlyToTheDaemonsEndpoint(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.project("web")
-	theirs := openaitest.New(openaitest.Options{APIKey: "their-key"})
+	theirs := llmtest.New(llmtest.Options{APIKey: "their-key"})
 	t.Cleanup(theirs.Close)
 	// A hook naming another endpoint without its own key sends none.
 	bare := h.hook(`{"project_id":"web","name":"Elsewhere","trigger":{"type":"manual"},"prompt_template":"hi",
@@ -516,7 +516,7 @@ func TestTheDaemonsKeyGoesOnlyToTheDaemonsEndpoint(t *testing.T) {
 	}
 	keyed := h.hook(`{"project_id":"web","name":"Keyed","trigger":{"type":"manual"},"prompt_template":"hi",
 		"llm_config":{"base_url":"` + theirs.URL() + `","api_key":"their-key","model":"their-model","temperature":0.2}}`)
-	theirs.Enqueue(openaitest.Reply{Content: "hello", Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 1}})
+	theirs.Enqueue(llmtest.Reply{Content: "hello", Usage: llmtest.Usage{PromptTokens: 1, CompletionTokens: 1}})
 	if r := h.fire(keyed.ID, models.HookFire{}); r.Status != models.HookRunCompleted {
 		t.Fatalf("%s %q", r.Status, r.Error)
 	}
@@ -544,11 +544,11 @@ func TestTemperatureZeroAndReasoningModelsAreSentAsAsked(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.project("web")
-	reasoning := openaitest.New(openaitest.Options{APIKey: "k"})
+	reasoning := llmtest.New(llmtest.Options{APIKey: "k"})
 	t.Cleanup(reasoning.Close)
 	cold := h.hook(`{"project_id":"web","name":"Cold","trigger":{"type":"manual"},"prompt_template":"hi",
 		"llm_config":{"temperature":0}}`)
-	h.llm.Enqueue(openaitest.Reply{Content: "ok", Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 1}})
+	h.llm.Enqueue(llmtest.Reply{Content: "ok", Usage: llmtest.Usage{PromptTokens: 1, CompletionTokens: 1}})
 	if r := h.fire(cold.ID, models.HookFire{}); r.Status != models.HookRunCompleted {
 		t.Fatalf("%s %q", r.Status, r.Error)
 	}
@@ -557,7 +557,7 @@ func TestTemperatureZeroAndReasoningModelsAreSentAsAsked(t *testing.T) {
 	}
 	o3 := h.hook(`{"project_id":"web","name":"Reasoner","trigger":{"type":"manual"},"prompt_template":"hi","max_tokens_per_run":900,
 		"llm_config":{"base_url":"` + reasoning.URL() + `","api_key":"k","model":"o3-mini"}}`)
-	reasoning.Enqueue(openaitest.Reply{Content: "ok", Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 1}})
+	reasoning.Enqueue(llmtest.Reply{Content: "ok", Usage: llmtest.Usage{PromptTokens: 1, CompletionTokens: 1}})
 	if r := h.fire(o3.ID, models.HookFire{}); r.Status != models.HookRunCompleted {
 		t.Fatalf("%s %q", r.Status, r.Error)
 	}
@@ -572,8 +572,8 @@ func TestAProjectGoingOverBudgetDuringARunStopsIt(t *testing.T) {
 	limit := int64(1000)
 	h.project("web", func(p *models.Project) { p.BudgetLimit = &limit })
 	hk := h.hook(`{"project_id":"web","name":"Spender","trigger":{"type":"manual"},"prompt_template":"go"}`)
-	h.llm.Enqueue(openaitest.Reply{ToolCalls: []openaitest.ToolCall{toolCall("post_message", `{"text":"spent"}`)},
-		Usage: openaitest.Usage{PromptTokens: 900, CompletionTokens: 300}})
+	h.llm.Enqueue(llmtest.Reply{ToolCalls: []llmtest.ToolCall{toolCall("post_message", `{"text":"spent"}`)},
+		Usage: llmtest.Usage{PromptTokens: 900, CompletionTokens: 300}})
 	r := h.fire(hk.ID, models.HookFire{})
 	if r.Status != models.HookRunFailed || r.Error != "project web went over its token budget during the run (1200 of 1000 tokens used)" ||
 		len(h.llm.Requests()) != 1 {
@@ -588,9 +588,9 @@ func TestMessagesWithTheSameCallIDAreEachPosted(t *testing.T) {
 	hk := h.hook(`{"project_id":"web","name":"Chatty","trigger":{"type":"manual"},"prompt_template":"go"}`)
 	for range 2 {
 		h.llm.Enqueue(
-			openaitest.Reply{ToolCalls: []openaitest.ToolCall{{ID: "same", Name: "post_message", Arguments: `{"text":"one"}`},
-				{ID: "same", Name: "post_message", Arguments: `{"text":"two"}`}}, Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 1}},
-			openaitest.Reply{Content: "done", Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 1}})
+			llmtest.Reply{ToolCalls: []llmtest.ToolCall{{ID: "same", Name: "post_message", Arguments: `{"text":"one"}`},
+				{ID: "same", Name: "post_message", Arguments: `{"text":"two"}`}}, Usage: llmtest.Usage{PromptTokens: 1, CompletionTokens: 1}},
+			llmtest.Reply{Content: "done", Usage: llmtest.Usage{PromptTokens: 1, CompletionTokens: 1}})
 	}
 	h.fire(hk.ID, models.HookFire{})
 	// Deleted and made again: its runs are numbered anew, and post again.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/proc"
 )
 
 // Defaults of the steps.
@@ -178,7 +179,7 @@ func (e *Engine) step(ctx context.Context, co *checkout, h models.Hook, p models
 		if n == 0 {
 			n = defaultLogCommits
 		}
-		out, count, cut, err := e.co.GitLog(ctx, dir, e.cfg.Now().Add(-since), n, limit)
+		out, count, cut, err := e.co.GitLog(ctx, dir, e.cfg.Clock.Now().Add(-since), n, limit)
 		if err != nil {
 			return models.StepResult{}, err
 		}
@@ -403,10 +404,8 @@ func (e *Engine) runCommand(ctx context.Context, dir string, s models.HookStep, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd := proc.Command(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = commandWaitDelay
 	environ := e.cfg.Environ
 	if environ == nil {
@@ -424,7 +423,7 @@ func (e *Engine) runCommand(ctx context.Context, dir string, s models.HookStep, 
 	}
 	err := cmd.Wait()
 	// Whatever the command started in the background ends with it.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = proc.KillGroup(cmd.Process.Pid)
 	code := 0
 	var ee *exec.ExitError
 	switch {

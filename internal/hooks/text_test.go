@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentqueued/agentqueued/internal/hooks/openaitest"
+	"github.com/agentqueued/agentqueued/internal/llm/llmtest"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
@@ -20,7 +20,7 @@ func TestToolsRefuseTextThatBreaksLater(t *testing.T) {
 	hk := h.hook(`{"project_id":"web","name":"Triage","trigger":{"type":"manual"},"prompt_template":"triage"}`)
 	long := strings.Repeat("é", models.MaxTitleLen+1)
 	tests := []struct {
-		call openaitest.ToolCall
+		call llmtest.ToolCall
 		want string // the error; "" for a call that acts
 	}{
 		{toolCall("create_task", `{"title":"Fix the build\u0000","description":"d"}`),
@@ -41,12 +41,12 @@ func TestToolsRefuseTextThatBreaksLater(t *testing.T) {
 		{toolCall("create_task", `{"title":"Fix the login test","description":"It fails:\n\t- one run in five\r\n"}`), ""},
 		{toolCall("post_message", `{"text":"Filed:\n\t• the login test"}`), ""},
 	}
-	calls := make([]openaitest.ToolCall, len(tests))
+	calls := make([]llmtest.ToolCall, len(tests))
 	for i, tc := range tests {
 		calls[i] = tc.call
 	}
-	h.llm.Enqueue(openaitest.Reply{ToolCalls: calls, Usage: openaitest.Usage{PromptTokens: 10, CompletionTokens: 10}},
-		openaitest.Reply{Content: "Done.", Usage: openaitest.Usage{PromptTokens: 10, CompletionTokens: 1}})
+	h.llm.Enqueue(llmtest.Reply{ToolCalls: calls, Usage: llmtest.Usage{PromptTokens: 10, CompletionTokens: 10}},
+		llmtest.Reply{Content: "Done.", Usage: llmtest.Usage{PromptTokens: 10, CompletionTokens: 1}})
 	r := h.fire(hk.ID, models.HookFire{})
 	if r.Status != models.HookRunCompleted {
 		t.Fatalf("run %s: %s", r.Status, r.Error)

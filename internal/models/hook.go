@@ -30,14 +30,21 @@ const (
 	MaxHookStepTimeout = 30 * time.Minute
 )
 
+// HookTriggerType says when a hook fires: on an interval, on a cron
+// schedule, on a task event, or only when a person fires it.
+type HookTriggerType string
+
 // Hook trigger types.
 const (
-	TriggerPeriodic = "periodic"
-	TriggerCron     = "cron"
-	TriggerEvent    = "event"
+	TriggerPeriodic HookTriggerType = "periodic"
+	TriggerCron     HookTriggerType = "cron"
+	TriggerEvent    HookTriggerType = "event"
 	// TriggerManual hooks fire only when a person fires them.
-	TriggerManual = "manual"
+	TriggerManual HookTriggerType = "manual"
 )
+
+// HookTriggerTypes are the trigger types, in the order they are offered.
+var HookTriggerTypes = []HookTriggerType{TriggerPeriodic, TriggerCron, TriggerEvent, TriggerManual}
 
 // HookEventTypes are the task lifecycle events an event trigger may name.
 var HookEventTypes = []string{
@@ -59,7 +66,7 @@ var HookEventFields = []string{"type", "task_id", "project_id", "title", "kind",
 // HookTrigger says when a hook fires.
 type HookTrigger struct {
 	// Type is periodic, cron, event or manual.
-	Type string `json:"type"`
+	Type HookTriggerType `json:"type"`
 	// IntervalSeconds is a periodic trigger's interval.
 	IntervalSeconds int `json:"interval_seconds,omitempty"`
 	// Expr is a cron trigger's five-field expression (or a descriptor such
@@ -141,7 +148,7 @@ func (t HookTrigger) Validate() error {
 		}
 	case TriggerManual:
 	default:
-		return Errorf(CodeInvalid, "trigger.type: must be periodic, cron, event or manual (got %s)", Quote(t.Type))
+		return Errorf(CodeInvalid, "trigger.type: must be periodic, cron, event or manual (got %s)", Quote(string(t.Type)))
 	}
 	if t.Type != TriggerPeriodic && t.IntervalSeconds != 0 {
 		return Errorf(CodeInvalid, "trigger.interval_seconds: only for periodic triggers")
@@ -648,13 +655,67 @@ func (p HookPatch) Apply(h Hook, now time.Time) Hook {
 	return h
 }
 
+// HookRunStatus is where a hook run stands: running, or ended as
+// completed, failed or skipped.
+type HookRunStatus string
+
 // HookRun statuses.
 const (
-	HookRunRunning   = "running"
-	HookRunCompleted = "completed"
-	HookRunFailed    = "failed"
-	HookRunSkipped   = "skipped"
+	HookRunRunning   HookRunStatus = "running"
+	HookRunCompleted HookRunStatus = "completed"
+	HookRunFailed    HookRunStatus = "failed"
+	HookRunSkipped   HookRunStatus = "skipped"
 )
+
+// HookRunStatuses are the hook run statuses, in the order they are offered
+// as filters.
+var HookRunStatuses = []HookRunStatus{HookRunRunning, HookRunCompleted, HookRunFailed, HookRunSkipped}
+
+// Final reports whether a run in status s has ended.
+func (s HookRunStatus) Final() bool {
+	return s == HookRunCompleted || s == HookRunFailed || s == HookRunSkipped
+}
+
+// HookTriggerReason says, in words a person reads, why a hook run fired:
+// "schedule 2026-11-24T09:00:00Z", "event task.completed of task
+// brave-otter", "fired by @alice". The constructors below write it; FiredBy
+// reads who fired a manual run back.
+type HookTriggerReason string
+
+// Beginnings of the trigger reasons.
+const (
+	reasonSchedule = "schedule "
+	reasonEvent    = "event "
+	reasonFiredBy  = "fired by "
+)
+
+// ScheduleReason is the reason of a firing for the scheduled time at,
+// after missed earlier scheduled times that were not caught up.
+func ScheduleReason(at time.Time, missed int) HookTriggerReason {
+	r := reasonSchedule + at.UTC().Format(time.RFC3339)
+	if missed > 0 {
+		r += fmt.Sprintf(" (catch-up after downtime: %d earlier scheduled times missed)", missed)
+	}
+	return HookTriggerReason(r)
+}
+
+// EventReason is the reason of a firing for event eventType of task taskID.
+func EventReason(eventType, taskID string) HookTriggerReason {
+	return HookTriggerReason(fmt.Sprintf("%s%s of task %s", reasonEvent, eventType, taskID))
+}
+
+// FiredByReason is the reason of a manual firing by actor by.
+func FiredByReason(by string) HookTriggerReason { return HookTriggerReason(reasonFiredBy + by) }
+
+// FiredBy returns the actor who fired a manual run; ok is false for a run
+// that was not fired by hand.
+func (r HookTriggerReason) FiredBy() (by string, ok bool) {
+	by, ok = strings.CutPrefix(string(r), reasonFiredBy)
+	if !ok {
+		return "", false
+	}
+	return by, true
+}
 
 // HookRun records one execution of a hook: why it fired, what it gathered,
 // what it sent and received, what it did and what it cost.
@@ -664,8 +725,8 @@ type HookRun struct {
 	ProjectID string `json:"project_id"`
 	// TriggerReason says why the hook fired ("schedule 2026-11-24T09:00:00Z",
 	// "event task.completed of task brave-otter", "fired by @alice").
-	TriggerReason string `json:"trigger_reason"`
-	Status        string `json:"status"`
+	TriggerReason HookTriggerReason `json:"trigger_reason"`
+	Status        HookRunStatus     `json:"status"`
 	// FireKey identifies the firing: a scheduled time, an event or a manual
 	// fire; a hook fires once per key.
 	FireKey string `json:"fire_key"`
@@ -804,7 +865,7 @@ type HookFire struct {
 type HookRunFilter struct {
 	HookID    string
 	ProjectID string
-	Status    string
+	Status    HookRunStatus
 	Limit     int
 }
 
@@ -815,7 +876,7 @@ type HookClaim struct {
 	FireKey string
 	// ScheduledAt is the scheduled time of a schedule's firing.
 	ScheduledAt   *time.Time
-	TriggerReason string
+	TriggerReason HookTriggerReason
 	Event         *HookEvent
 	// Manual firings ignore the cooldown and a disabled hook.
 	Manual bool

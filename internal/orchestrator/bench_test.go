@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/agent"
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/repo"
@@ -24,19 +25,11 @@ import (
 // window, as finished work mostly is.
 const historyAge = 48 * time.Hour
 
-// benchClock is the store's clock in the benchmarks: real time, shifted
-// back while history is seeded.
-type benchClock struct{ offset atomic.Int64 }
-
-func (c *benchClock) Now() time.Time { return time.Now().Add(-time.Duration(c.offset.Load())) }
-
-func (c *benchClock) shift(d time.Duration) { c.offset.Store(int64(d)) }
-
 // openBenchStore opens a store at path whose OnChange wakes *wake once it
 // is set; the caller closes it.
-func openBenchStore(b *testing.B, path string, clock *benchClock, wake *atomic.Pointer[Orchestrator]) *store.Store {
+func openBenchStore(b *testing.B, path string, clock *clocktest.Fake, wake *atomic.Pointer[Orchestrator]) *store.Store {
 	b.Helper()
-	st, err := store.Open(context.Background(), store.Config{Path: path, Now: clock.Now,
+	st, err := store.Open(context.Background(), store.Config{Path: path, Clock: clock,
 		OnChange: func() {
 			if o := wake.Load(); o != nil {
 				o.Wake()
@@ -153,7 +146,7 @@ exit 0
 // safety tick of an hour: only wake-ups drive the loop.
 func BenchmarkCompleteToDependentStart(b *testing.B) {
 	ctx := context.Background()
-	clock := &benchClock{}
+	clock := clocktest.NewFollowing() // the store's clock: real time, shifted back while history is seeded
 	var orch atomic.Pointer[Orchestrator]
 	dir := b.TempDir()
 	st := openBenchStore(b, filepath.Join(dir, "aq.db"), clock, &orch)
@@ -177,10 +170,10 @@ func BenchmarkCompleteToDependentStart(b *testing.B) {
 	}
 
 	setup := time.Now()
-	clock.shift(historyAge)
+	clock.Advance(-historyAge) // the store writes history in the past
 	seedCompletedRuns(b, st, "p", 1_000, "a1")
 	seedTerminal(b, st, "p", 9_000, 8_000)
-	clock.shift(0)
+	clock.Advance(historyAge)
 	b.Logf("seeded 9,000 COMPLETED (1,000 with runs) and 1,000 BLOCKED tasks in %s", time.Since(setup).Round(time.Millisecond))
 
 	starts, ends := make(chan models.Run, 16), make(chan models.Run, 16)
@@ -352,7 +345,7 @@ func memDir(b *testing.B) string {
 func BenchmarkSchedulingRound(b *testing.B) {
 	const projects, readyPerProject, agents = 20, 50, 50
 	ctx := context.Background()
-	clock := &benchClock{}
+	clock := clocktest.NewFollowing() // the store's clock: real time, shifted back while history is seeded
 	st := openBenchStore(b, filepath.Join(memDir(b), "aq.db"), clock, &atomic.Pointer[Orchestrator]{})
 	defer st.Close()
 	// grow makes the database hold the READY tasks, the agents and a
@@ -384,12 +377,12 @@ func BenchmarkSchedulingRound(b *testing.B) {
 		if to <= terminal {
 			return
 		}
-		clock.shift(historyAge)
+		clock.Advance(-historyAge) // the store writes history in the past
 		per := (to - terminal) / projects
 		for i := range projects {
 			seedTerminal(b, st, fmt.Sprintf("p%02d", i), per, per*7/10)
 		}
-		clock.shift(0)
+		clock.Advance(historyAge)
 		b.Logf("seeded %d more finished tasks (%d in all) in %s", to-terminal, to, time.Since(start).Round(time.Millisecond))
 		terminal = to
 	}

@@ -167,7 +167,7 @@
 //     stopped with TIMEOUT → BLOCKED and the reason;
 //
 // and arms one timer for the earliest of those deadlines. The clock is
-// injected (Config.Now and Config.After); deadlines are absolute, so time
+// injected (Config.Clock); deadlines are absolute, so time
 // passing during a round never delays them.
 //
 // Wake-ups coalesce: any number of them while the loop waits cost one round,

@@ -67,7 +67,7 @@ func newPREnv(t *testing.T, settings models.ProjectSettings, tamper bool) *prEnv
 	}
 	e := newE2E(t)
 	e.requests = make(chan struct{}, 1)
-	gh := githubtest.New(githubtest.Options{Token: ghToken, Now: e.clock.Now, Logf: func(format string, args ...any) {
+	gh := githubtest.New(githubtest.Options{Token: ghToken, Clock: e.clock, Logf: func(format string, args ...any) {
 		t.Logf(format, args...)
 		select {
 		case e.requests <- struct{}{}:
@@ -362,7 +362,7 @@ func TestPollingFiftyPullRequestsForAnHour(t *testing.T) {
 	h := newHarness(t, func(c *Config) {
 		c.OnPRCheck = func(_ models.PullRequest, err error) { checks <- err }
 	})
-	gh := githubtest.New(githubtest.Options{Token: ghToken, Now: h.clock.Now})
+	gh := githubtest.New(githubtest.Options{Token: ghToken, Clock: h.clock})
 	t.Cleanup(gh.Close)
 	gh.CreateRepo("acme", "shop", "main")
 	ws, err := repo.New(repo.Config{BaseDir: t.TempDir()})

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/agent"
+	"github.com/agentqueued/agentqueued/internal/clock"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
@@ -127,9 +128,8 @@ type Config struct {
 	SocketPath string
 	// Environ is the daemon's environment, scrubbed for each run; default os.Environ().
 	Environ []string
-	// Now and After are the clock; defaults time.Now and time.After.
-	Now   func() time.Time
-	After func(time.Duration) <-chan time.Time
+	// Clock reads the time and waits; nil: clock.Real.
+	Clock clock.Clock
 	// Logger receives the orchestrator's logs.
 	Logger *slog.Logger
 	// OnOutput, when set, is called with the task's id after the log of
@@ -174,12 +174,7 @@ func (c *Config) applyDefaults() {
 	if c.Environ == nil {
 		c.Environ = os.Environ()
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.After == nil {
-		c.After = time.After
-	}
+	c.Clock = clock.Or(c.Clock)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -445,8 +440,8 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		o.goVerify(id)
 	}
 	o.resume = nil
-	timer := o.cfg.After(o.cfg.SafetyTick)
-	o.roundDue = o.cfg.Now().Add(o.cfg.SafetyTick)
+	timer := o.cfg.Clock.After(o.cfg.SafetyTick)
+	o.roundDue = o.cfg.Clock.Now().Add(o.cfg.SafetyTick)
 	var due time.Time
 	for {
 		select {
@@ -457,12 +452,12 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		case <-timer:
 		case <-o.arm:
 			// A run started: the runs' deadlines changed.
-			now := o.cfg.Now()
+			now := o.cfg.Clock.Now()
 			due = o.roundDue
 			if d := o.superviseRuns(now); !d.IsZero() && d.Before(due) {
 				due = d
 			}
-			timer = o.cfg.After(max(due.Sub(now), 0))
+			timer = o.cfg.Clock.After(max(due.Sub(now), 0))
 			continue
 		}
 		seq := o.wakeSeq.Load()
@@ -479,7 +474,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		}
 		// Armed from the clock now, not from the round's start: time that
 		// passed during the round must not push the deadline back.
-		timer = o.cfg.After(max(due.Sub(o.cfg.Now()), 0))
+		timer = o.cfg.Clock.After(max(due.Sub(o.cfg.Clock.Now()), 0))
 		if o.cfg.OnRound != nil { // after arming, so the round's timer exists
 			o.cfg.OnRound(seq)
 		}
@@ -489,7 +484,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 // round applies due timers, schedules, and dispatches; it returns when the
 // next timer is due (at the latest, a safety tick from now).
 func (o *Orchestrator) round(ctx context.Context) time.Time {
-	now := o.cfg.Now()
+	now := o.cfg.Clock.Now()
 	due := now.Add(o.cfg.SafetyTick)
 	var roundErr error
 	failed := func(step string, err error) {
@@ -882,7 +877,7 @@ func (o *Orchestrator) coolDown(key string, until time.Time) {
 func (o *Orchestrator) coolingDown(key string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.cooldown[key].After(o.cfg.Now())
+	return o.cooldown[key].After(o.cfg.Clock.Now())
 }
 
 // rules returns the scheduling rules in force.

@@ -8,57 +8,16 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/agent"
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
-
-// fakeClock is the orchestrator's clock in tests: time moves only by Advance.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []fakeTimer
-}
-
-type fakeTimer struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.timers = append(c.timers, fakeTimer{at: c.now.Add(d), ch: ch})
-	return ch
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.timers[:0]
-	for _, t := range c.timers {
-		if !t.at.After(c.now) {
-			t.ch <- c.now
-		} else {
-			kept = append(kept, t)
-		}
-	}
-	c.timers = kept
-}
 
 // fakeAdapter reads a tiny line format from its agents' output:
 // "RESULT <summary>", "FAIL <message>", "RATE_LIMIT <RFC 3339 reset>".
@@ -135,7 +94,7 @@ type harness struct {
 	st     *store.Store
 	dbPath string
 	o      *Orchestrator
-	clock  *fakeClock
+	clock  *clocktest.Fake
 	rounds chan uint64
 	starts chan models.Run
 	ends   chan models.Run
@@ -147,12 +106,12 @@ type harness struct {
 
 func newHarness(t *testing.T, tweak func(*Config)) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)},
+	h := &harness{t: t, clock: clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)),
 		rounds: make(chan uint64, 1000), starts: make(chan models.Run, 100), ends: make(chan models.Run, 100),
 		tokens: map[int64]string{}}
 	var o *Orchestrator
 	h.dbPath = filepath.Join(t.TempDir(), "aq.db")
-	st, err := store.Open(context.Background(), store.Config{Path: h.dbPath, Now: h.clock.Now,
+	st, err := store.Open(context.Background(), store.Config{Path: h.dbPath, Clock: h.clock,
 		OnChange: func() {
 			if o != nil {
 				o.Wake()
@@ -166,7 +125,7 @@ func newHarness(t *testing.T, tweak func(*Config)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{SafetyTick: time.Hour, Logger: testLogger(t), RunDir: t.TempDir(), Now: h.clock.Now, After: h.clock.After,
+	cfg := Config{SafetyTick: time.Hour, Logger: testLogger(t), RunDir: t.TempDir(), Clock: h.clock,
 		StopGrace: 2 * time.Second, RetryBackoff: 30 * time.Second, MaxBackoff: 10 * time.Minute,
 		OnRound: func(seq uint64) { h.rounds <- seq },
 		OnRunStart: func(r models.Run) {

@@ -61,7 +61,7 @@ func (o *Orchestrator) openPR(ctx context.Context, p models.Project, t models.Ta
 			Actor: "system", Reason: checks + "; nothing to review: the default branch contains the work already"})
 		return ""
 	}
-	pr.NextCheckAt = o.cfg.Now().Add(o.prSpread(pr))
+	pr.NextCheckAt = o.cfg.Clock.Now().Add(o.prSpread(pr))
 	if _, err := o.store.SavePullRequest(sctx, pr); err != nil {
 		o.log.Error("record pull request", "task_id", t.ID, "pr", pr.URL, "err", err)
 		return "" // the verification runs again and finds the pull request open
@@ -98,7 +98,7 @@ func (o *Orchestrator) pokePRs() {
 // PokePullRequest makes the watcher check owner/repo#number now (a webhook
 // said it changed). Pull requests no task lands through are ignored.
 func (o *Orchestrator) PokePullRequest(ctx context.Context, owner, repo string, number int) {
-	ok, err := o.store.PokePullRequest(ctx, owner, repo, number, o.cfg.Now())
+	ok, err := o.store.PokePullRequest(ctx, owner, repo, number, o.cfg.Clock.Now())
 	if err != nil {
 		o.log.Warn("poke pull request", "owner", owner, "repo", repo, "number", number, "err", err)
 		return
@@ -120,7 +120,7 @@ func (o *Orchestrator) WatchPullRequests(ctx context.Context) error {
 	}
 	var blockedUntil time.Time
 	for {
-		now := o.cfg.Now()
+		now := o.cfg.Clock.Now()
 		wait := o.prInterval()
 		if now.Before(blockedUntil) {
 			wait = blockedUntil.Sub(now)
@@ -134,7 +134,7 @@ func (o *Orchestrator) WatchPullRequests(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-o.prPoke:
-		case <-o.cfg.After(max(deadline.Sub(o.cfg.Now()), 0)):
+		case <-o.cfg.Clock.After(max(deadline.Sub(o.cfg.Clock.Now()), 0)):
 		}
 	}
 }
@@ -164,10 +164,10 @@ func (o *Orchestrator) checkDuePRs(ctx context.Context, now time.Time) (time.Dur
 				// A reset already past (clocks apart, or none given) still
 				// waits a minute.
 				until := rl.RetryAt()
-				if floor := o.cfg.Now().Add(time.Minute); until.Before(floor) {
+				if floor := o.cfg.Clock.Now().Add(time.Minute); until.Before(floor) {
 					until = floor
 				}
-				return until.Sub(o.cfg.Now()), until
+				return until.Sub(o.cfg.Clock.Now()), until
 			}
 			o.log.Warn("check pull request", "task_id", pr.TaskID, "pr", pr.URL, "err", err)
 			pr.NextCheckAt = now.Add(o.prInterval())
@@ -299,7 +299,7 @@ func (o *Orchestrator) approvePR(ctx context.Context, t models.Task, actor strin
 	if err != nil {
 		return res, err
 	}
-	pr.State, pr.NextCheckAt = models.PRMerged, o.cfg.Now()
+	pr.State, pr.NextCheckAt = models.PRMerged, o.cfg.Clock.Now()
 	if err := o.store.RecordPullRequestCheck(ctx, pr); err != nil {
 		o.log.Warn("record merged pull request", "pr", pr.URL, "err", err)
 	}

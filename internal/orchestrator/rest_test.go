@@ -25,7 +25,7 @@ func (h *harness) restart() {
 		}
 	}
 	var o *Orchestrator
-	st, err := store.Open(context.Background(), store.Config{Path: h.dbPath, Now: h.clock.Now,
+	st, err := store.Open(context.Background(), store.Config{Path: h.dbPath, Clock: h.clock,
 		OnChange: func() {
 			if o != nil {
 				o.Wake()

@@ -16,15 +16,8 @@ import (
 func TestAStartedRunIsTimedWithoutARound(t *testing.T) {
 	t.Parallel()
 	const idle = 7 * time.Minute
-	armed := make(chan time.Duration, 100)
-	h := newHarness(t, func(c *Config) {
-		after := c.After
-		c.After = func(d time.Duration) <-chan time.Time {
-			ch := after(d)
-			armed <- d
-			return ch
-		}
-	})
+	h := newHarness(t, nil)
+	armed := h.clock.Armed()
 	h.agent("a1", "command", "quiet", func(a *models.Agent) { a.IdleTimeout = models.Duration(idle) })
 	id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
 	h.start()

@@ -107,7 +107,7 @@ func (o *Orchestrator) dispatch(ctx context.Context, as Assignment) {
 	}
 	o.log.Info("task assigned", "task_id", as.TaskID, "agent", as.AgentID, "project_id", as.ProjectID,
 		"attempt", run.Attempt, "run_id", run.ID, "reason", as.Reason)
-	ar := newActiveRun(run, token, ag, o.cfg.Now())
+	ar := newActiveRun(run, token, ag, o.cfg.Clock.Now())
 	ar.preparing = true // a work run prepares its workspace first
 	o.mu.Lock()
 	o.runs[run.ID] = ar
@@ -150,7 +150,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 		o.failures[ar.run.ProjectID]++
 		n := o.failures[ar.run.ProjectID]
 		o.mu.Unlock()
-		o.coolDown("project:"+ar.run.ProjectID, o.cfg.Now().Add(o.Backoff(n-1)))
+		o.coolDown("project:"+ar.run.ProjectID, o.cfg.Clock.Now().Add(o.Backoff(n-1)))
 		log.Warn("run did not start; the project cools down", "step", what, "err", msg, "project_id", ar.run.ProjectID)
 	}
 	startErr := func(what string, agentFault bool, err error) models.TransitionResult {
@@ -195,7 +195,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	}
 	// The workspace is ready: from now StartTimeout governs the start.
 	ar.mu.Lock()
-	ar.preparing, ar.spawnAt = false, o.cfg.Now()
+	ar.preparing, ar.spawnAt = false, o.cfg.Clock.Now()
 	ar.mu.Unlock()
 	o.armTimers() // arm the start deadline
 	released := false
@@ -244,7 +244,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 		log.Warn("agent process not released", "err", err)
 	}
 	ar.mu.Lock()
-	ar.proc, ar.started, ar.lastActivity = proc, true, o.cfg.Now()
+	ar.proc, ar.started, ar.lastActivity = proc, true, o.cfg.Clock.Now()
 	ar.mu.Unlock()
 	o.mu.Lock()
 	delete(o.failures, ar.run.ProjectID)
@@ -374,7 +374,7 @@ func (o *Orchestrator) launch(ctx context.Context, ar *activeRun, adapter agent.
 	// Held until the caller has recorded its pid (see Release).
 	proc, err := agent.Start(agent.Spec{Argv: inv.Argv, Dir: ls.dir, Env: env, Stdin: inv.Stdin, LogPath: ls.base + ".log", Hold: true,
 		OnActivity: func() {
-			ar.touch(o.cfg.Now())
+			ar.touch(o.cfg.Clock.Now())
 			o.outputGrew(ar.run.TaskID)
 		},
 		OnLine: func(line []byte) {
@@ -456,7 +456,7 @@ func (o *Orchestrator) await(ar *activeRun, proc *agent.Process, parser agent.Pa
 			result, _ = proc.Wait(context.Background())
 		case <-ar.stop:
 			result = proc.Stop(o.cfg.StopGrace)
-		case <-o.cfg.After(o.cfg.ResultGrace):
+		case <-o.cfg.Clock.After(o.cfg.ResultGrace):
 			o.log.Info("process lingers after its result; stopping it", "task_id", ar.run.TaskID, "run_id", ar.run.ID)
 			result = proc.Stop(o.cfg.StopGrace)
 		}
@@ -551,7 +551,7 @@ func (o *Orchestrator) loopEnd(ar *activeRun, from models.TaskStatus) models.Run
 	if ar.endWaiting {
 		// Ended mid-question: the task pauses until an answer comes (which
 		// resumes it at once) or the input timeout passes.
-		at := o.cfg.Now().Add(o.cfg.InputTimeout)
+		at := o.cfg.Clock.Now().Add(o.cfg.InputTimeout)
 		end.ResumeAfter = &at
 	}
 	switch ar.endEvent {
@@ -574,8 +574,8 @@ func (o *Orchestrator) outcome(ctx context.Context, ar *activeRun, r agent.Resul
 	case stoppedByLoop:
 		return o.loopEnd(ar, models.StatusInProgress)
 	case pause != nil:
-		at := o.cfg.Now().Add(o.cfg.PauseDelay)
-		if pause.ResetAt != nil && pause.ResetAt.After(o.cfg.Now()) {
+		at := o.cfg.Clock.Now().Add(o.cfg.PauseDelay)
+		if pause.ResetAt != nil && pause.ResetAt.After(o.cfg.Clock.Now()) {
 			at = *pause.ResetAt
 		}
 		end.Event, end.ResumeAfter, end.Outcome = models.EventTokensExhausted, &at, "paused"
@@ -656,7 +656,7 @@ const maxRestReason = 500
 // cooldowns, so that an agent rate-limited before a restart is not handed
 // work until its reset.
 func (o *Orchestrator) loadRests(ctx context.Context) error {
-	now := o.cfg.Now()
+	now := o.cfg.Clock.Now()
 	as, err := o.store.RestingAgents(ctx, now)
 	if err != nil {
 		return fmt.Errorf("load agents' rests: %w", err)
@@ -695,7 +695,7 @@ func (o *Orchestrator) finish(ctx context.Context, ar *activeRun, end models.Run
 	if end.ResumeAfter == nil {
 		// Should the task still wait for an answer, its agent gave up on the
 		// question: it waits for the answer as long as a question does.
-		at := o.cfg.Now().Add(o.cfg.InputTimeout)
+		at := o.cfg.Clock.Now().Add(o.cfg.InputTimeout)
 		end.WaitResumeAfter = &at
 	}
 	res, err := o.store.FinishRun(ctx, end)
@@ -1067,7 +1067,7 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 		req := models.TransitionRequest{TaskID: t.ID, Event: models.EventRecovery, ExpectFrom: t.Status, Actor: "system",
 			Reason: "no run is in flight for it"}
 		if t.Status == models.StatusWaitingInput {
-			at := o.cfg.Now().Add(o.cfg.InputTimeout)
+			at := o.cfg.Clock.Now().Add(o.cfg.InputTimeout)
 			req.Event, req.ResumeAfter, req.Reason = models.EventInputTimeout, &at, "its run ended while waiting for an answer"
 		}
 		o.apply(ctx, req)

@@ -37,7 +37,7 @@ func (o *Orchestrator) touch(ctx context.Context, run models.Run) (*activeRun, e
 		return nil, models.Errorf(models.CodeConflict, "run %d is being stopped", run.ID)
 	default:
 	}
-	ar.touch(o.cfg.Now())
+	ar.touch(o.cfg.Clock.Now())
 	if err := o.store.TouchRun(ctx, run.ID); err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func (o *Orchestrator) Progress(ctx context.Context, run models.Run, p models.Ta
 	if run.Kind == models.RunWork {
 		o.logProgress(run, msg)
 	}
-	key := fmt.Sprintf("progress:%d:%d", run.ID, o.cfg.Now().UnixNano())
+	key := fmt.Sprintf("progress:%d:%d", run.ID, o.cfg.Clock.Now().UnixNano())
 	return o.store.Notify(ctx, key, models.NewProgressNotice(run.ProjectID, models.ProgressNotice{
 		TaskID: run.TaskID, RunID: run.ID, Message: msg}))
 }
@@ -101,7 +101,7 @@ func (o *Orchestrator) Ask(ctx context.Context, run models.Run, question string)
 		ar.mu.Lock()
 		ar.waiting--
 		ar.mu.Unlock()
-		ar.touch(o.cfg.Now())
+		ar.touch(o.cfg.Clock.Now())
 	}()
 	q, err := o.store.AskQuestion(ctx, run.ID, question)
 	if err != nil {

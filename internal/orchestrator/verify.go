@@ -299,7 +299,7 @@ func (o *Orchestrator) runChecks(ctx context.Context, t models.Task, v models.Ve
 		select {
 		case <-proc.Done():
 			res, _ = proc.Wait(context.Background())
-		case <-o.cfg.After(o.cfg.CheckTimeout):
+		case <-o.cfg.Clock.After(o.cfg.CheckTimeout):
 			res = proc.Stop(o.cfg.StopGrace)
 			return fmt.Sprintf("test command %q ran longer than %s; its output ends:\n%s", cmd, o.cfg.CheckTimeout, tail), false
 		case <-ctx.Done():
@@ -509,7 +509,7 @@ func (o *Orchestrator) dispatchReviews(ctx context.Context) error {
 			o.log.Info("review claim lost", "task_id", t.ID, "agent", ag.ID, "err", err)
 			continue
 		}
-		ar := newActiveRun(run, token, ag, o.cfg.Now())
+		ar := newActiveRun(run, token, ag, o.cfg.Clock.Now())
 		o.mu.Lock()
 		o.runs[run.ID] = ar
 		o.mu.Unlock()
@@ -565,7 +565,7 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 			o.verifyFailed(ctx, t, v, "review", fmt.Errorf("the reviewer %s could not run %d times: %s: %w", ar.agent.ID, n, step, err), nil)
 			return
 		}
-		o.coolDown("agent:"+ar.agent.ID, o.cfg.Now().Add(o.cfg.RetryBackoff))
+		o.coolDown("agent:"+ar.agent.ID, o.cfg.Clock.Now().Add(o.cfg.RetryBackoff))
 	}
 	adapter, err := o.adapters.For(ar.agent.AgentType)
 	if err != nil {
@@ -613,7 +613,7 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 		log.Warn("reviewer process not released", "err", err)
 	}
 	ar.mu.Lock()
-	ar.proc, ar.started, ar.lastActivity = proc, true, o.cfg.Now()
+	ar.proc, ar.started, ar.lastActivity = proc, true, o.cfg.Clock.Now()
 	ar.mu.Unlock()
 	o.Wake()
 	res := o.await(ar, proc, parser)
@@ -627,8 +627,8 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 	case verdict == nil && pause != nil:
 		// The reviewer's provider refuses work: it rests until the reset
 		// and the review waits for it; the task uses no retry.
-		at := o.cfg.Now().Add(o.cfg.PauseDelay)
-		if pause.ResetAt != nil && pause.ResetAt.After(o.cfg.Now()) {
+		at := o.cfg.Clock.Now().Add(o.cfg.PauseDelay)
+		if pause.ResetAt != nil && pause.ResetAt.After(o.cfg.Clock.Now()) {
 			at = *pause.ResetAt
 		}
 		closeRun("paused", fmt.Sprintf("%s until %s", pauseWhat(pause), at.UTC().Format(time.RFC3339)))

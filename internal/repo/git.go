@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	git "github.com/go-git/go-git/v5"
@@ -21,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/proc"
 )
 
 // Bounds of git commands.
@@ -120,10 +120,8 @@ func (w *Workspaces) gitRun(ctx context.Context, dir string, limit int, extra []
 		"-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false", "-c", "init.defaultBranch=main",
 		"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "protocol.ext.allow=never",
 		"-c", "gc.autoDetach=false", "-c", "advice.detachedHead=false", "-c", "submodule.recurse=false"}, args...)
-	cmd := exec.CommandContext(ctx, w.cfg.Git, full...)
+	cmd := proc.Command(ctx, w.cfg.Git, full...)
 	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = gitWaitDelay
 	var env []string
 	for _, kv := range os.Environ() {

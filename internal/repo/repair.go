@@ -356,7 +356,7 @@ func (w *Workspaces) salvage(ctx context.Context, dst, src string, refs []string
 
 // asidePath is a free name beside dir for a damaged copy of it.
 func (w *Workspaces) asidePath(dir string) string {
-	stem := dir + ".damaged-" + w.cfg.Now().UTC().Format("20060102T150405")
+	stem := dir + ".damaged-" + w.cfg.Clock.Now().UTC().Format("20060102T150405")
 	name := stem
 	for i := 2; exists(name); i++ {
 		name = fmt.Sprintf("%s-%d", stem, i)

@@ -13,13 +13,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 
+	"github.com/agentqueued/agentqueued/internal/clock"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
@@ -39,9 +39,9 @@ type Config struct {
 	// Logger receives what the package repairs (a damaged repository
 	// indexed again or rebuilt, a checkout set aside); default: discarded.
 	Logger *slog.Logger
-	// Now is the clock that names set-aside checkouts and rescue
-	// branches; default time.Now.
-	Now func() time.Time
+	// Clock names set-aside checkouts and rescue branches; nil:
+	// clock.Real.
+	Clock clock.Clock
 }
 
 // TokenCredentials returns Credentials that send token to the given hosts
@@ -129,9 +129,7 @@ func New(cfg Config) (*Workspaces, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	return &Workspaces{cfg: cfg, locks: map[string]*sync.Mutex{}, inPlace: map[string]bool{}}, nil
 }
 
@@ -868,7 +866,7 @@ func (w *Workspaces) rescue(ctx context.Context, dir, gitDir string) (string, er
 	if stem == "" {
 		stem = "detached"
 	}
-	stem = "aq-rescue/" + stem + "-" + w.cfg.Now().UTC().Format("20060102T150405")
+	stem = "aq-rescue/" + stem + "-" + w.cfg.Clock.Now().UTC().Format("20060102T150405")
 	name := stem
 	for i := 2; ; i++ {
 		// An empty old value: created only when no such branch exists.

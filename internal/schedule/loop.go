@@ -3,15 +3,16 @@ package schedule
 import (
 	"context"
 	"time"
+
+	"github.com/agentqueued/agentqueued/internal/clock"
 )
 
 // Loop is how an engine that fires on schedules waits between passes.
 type Loop struct {
 	// Poll is the longest wait between two passes.
 	Poll time.Duration
-	// Now and After are the clock.
-	Now   func() time.Time
-	After func(time.Duration) <-chan time.Time
+	// Clock reads the time and waits; nil: clock.Real.
+	Clock clock.Clock
 	// Wake makes the next pass start at once.
 	Wake <-chan struct{}
 	// Failed is told of a pass that failed while ctx was live.
@@ -22,6 +23,7 @@ type Loop struct {
 // the pass returned (the next scheduled time; zero when none) when that
 // comes sooner than Poll, a wake-up, or Poll.
 func (l Loop) Run(ctx context.Context, pass func(context.Context) (time.Time, error)) {
+	clk := clock.Or(l.Clock)
 	for {
 		next, err := pass(ctx)
 		if err != nil && ctx.Err() == nil && l.Failed != nil {
@@ -29,7 +31,7 @@ func (l Loop) Run(ctx context.Context, pass func(context.Context) (time.Time, er
 		}
 		wait := l.Poll
 		if !next.IsZero() {
-			if d := next.Sub(l.Now()); d < wait {
+			if d := next.Sub(clk.Now()); d < wait {
 				wait = max(d, 0)
 			}
 		}
@@ -37,7 +39,7 @@ func (l Loop) Run(ctx context.Context, pass func(context.Context) (time.Time, er
 		case <-ctx.Done():
 			return
 		case <-l.Wake:
-		case <-l.After(wait):
+		case <-clk.After(wait):
 		}
 	}
 }

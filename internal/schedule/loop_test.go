@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/schedule"
 )
 
 func TestLoopWaitsForTheSoonerOfTheNextTimeAndThePoll(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
-	waits := make(chan time.Duration, 10)
-	fire := make(chan time.Time)
+	clk := clocktest.New(now)
 	wake := make(chan struct{}, 1)
 	var failed []error
 	nexts := []time.Time{now.Add(5 * time.Second), {}, now.Add(-time.Minute), now.Add(time.Hour)}
@@ -22,8 +22,7 @@ func TestLoopWaitsForTheSoonerOfTheNextTimeAndThePoll(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		schedule.Loop{Poll: time.Minute, Now: func() time.Time { return now }, Wake: wake,
-			After:  func(d time.Duration) <-chan time.Time { waits <- d; return fire },
+		schedule.Loop{Poll: time.Minute, Clock: clk, Wake: wake,
 			Failed: func(err error) { failed = append(failed, err) }}.Run(ctx, func(context.Context) (time.Time, error) {
 			next := nexts[passes]
 			passes++
@@ -34,14 +33,16 @@ func TestLoopWaitsForTheSoonerOfTheNextTimeAndThePoll(t *testing.T) {
 		})
 	}()
 	for i, want := range []time.Duration{5 * time.Second, time.Minute, 0, time.Minute} {
-		if got := <-waits; got != want {
+		if got := <-clk.Armed(); got != want {
 			t.Fatalf("wait %d: %s, want %s", i, got, want)
 		}
-		if i == 0 {
+		switch i {
+		case 0:
 			wake <- struct{}{} // a wake-up starts the next pass at once
-		} else if i < 3 {
-			fire <- now
+		case 1:
+			clk.Advance(want)
 		}
+		// A wait of 0 ends by itself.
 	}
 	cancel()
 	<-done

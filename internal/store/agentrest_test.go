@@ -38,7 +38,7 @@ func TestAgentRestIsStoredShownAndEndsByItself(t *testing.T) {
 		{"over", time.Second, models.AgentIdle, "", "", nil},
 	}
 	for _, tc := range tests { // in order: each moves the clock on
-		clock.Add(tc.after)
+		clock.Advance(tc.after)
 		a := agentState(t, s, "a1")
 		if a.State != tc.wantState || a.RestReason != tc.wantReason || (tc.wantReason != "" && !a.RestUntil.Equal(until)) ||
 			(tc.wantReason == "" && a.RestUntil != nil) {
@@ -126,7 +126,7 @@ func TestClaimReviewRefusesARestingReviewer(t *testing.T) {
 	if _, _, err := s.ClaimReview(ctx, id, "qa"); models.ErrorCodeOf(err) != models.CodeConflict {
 		t.Fatalf("a resting reviewer was claimed: %v", err)
 	}
-	clock.Add(time.Minute)
+	clock.Advance(time.Minute)
 	if _, _, err := s.ClaimReview(ctx, id, "qa"); err != nil {
 		t.Fatalf("the reviewer after its rest: %v", err)
 	}

@@ -389,9 +389,7 @@ func (s *Store) SaveHookRun(ctx context.Context, r models.HookRun) error {
 // everything it recorded. A run that is no longer running (closed at a
 // restart, or its hook deleted) is left alone: the answer says so.
 func (s *Store) FinishHookRun(ctx context.Context, r models.HookRun) (bool, error) {
-	switch r.Status {
-	case models.HookRunCompleted, models.HookRunFailed, models.HookRunSkipped:
-	default:
+	if !r.Status.Final() {
 		return false, fmt.Errorf("finish hook run %s: status %q is not final", r.ID, r.Status)
 	}
 	var done bool

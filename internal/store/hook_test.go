@@ -78,7 +78,7 @@ func TestHookCRUD(t *testing.T) {
 	}
 	// A changed trigger restarts the schedule; a redacted key sent back
 	// keeps the stored one.
-	clock.Add(time.Hour)
+	clock.Advance(time.Hour)
 	off, name := false, "Nightly"
 	trig := models.HookTrigger{Type: models.TriggerPeriodic, IntervalSeconds: 600}
 	got, err := s.UpdateHook(ctx, h.ID, models.HookPatch{Name: &name, Enabled: &off, Trigger: &trig,
@@ -154,14 +154,14 @@ func TestClaimHookRunRecordsEachFiringOnce(t *testing.T) {
 	if _, err := s.FinishHookRun(ctx, models.HookRun{ID: first.Run.ID, Status: models.HookRunCompleted}); err != nil {
 		t.Fatal(err)
 	}
-	clock.Add(2 * time.Minute)
+	clock.Advance(2 * time.Minute)
 	skipped, err := s.ClaimHookRun(ctx, models.HookClaim{HookID: h.ID, FireKey: "schedule:b", MaxRunning: 1})
 	if err != nil || skipped.Run.Status != models.HookRunSkipped || !strings.HasPrefix(*skipped.Run.SkippedReason, "cooldown:") ||
 		skipped.Run.CompletedAt == nil {
 		t.Fatalf("in the cooldown: %+v %v", skipped, err)
 	}
 	// The cooldown counts from the last run that was not skipped.
-	clock.Add(9 * time.Minute)
+	clock.Advance(9 * time.Minute)
 	if r, _ := s.ClaimHookRun(ctx, models.HookClaim{HookID: h.ID, FireKey: "schedule:c"}); r.Run.Status != models.HookRunRunning {
 		t.Fatalf("after the cooldown: %+v", r.Run)
 	}

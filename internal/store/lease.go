@@ -5,21 +5,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"syscall"
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/proc"
 )
 
 // processAlive reports whether a process with pid exists on this host.
 // It is a variable so tests can stand in for the operating system.
-var processAlive = func(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
+var processAlive = proc.Exists
 
 // AcquireLease makes h the database's daemon until now+ttl. It fails with a
 // conflict naming the holder when another owner holds an unexpired lease,

@@ -9,27 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
 
-// fakeClock is an injected clock tests move by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func openClocked(t testing.TB) (*store.Store, *fakeClock) {
+func openClocked(t testing.TB) (*store.Store, *clocktest.Fake) {
 	t.Helper()
-	clock := &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "aq.db"), Now: clock.Now})
+	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "aq.db"), Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,19 +178,19 @@ func TestSchedulingState(t *testing.T) {
 	// An old run, outside the window.
 	r0, _, _ := s.ClaimTask(ctx, old["old"], "a1")
 	s.StartRun(ctx, r0.ID, 1, "")
-	clock.Add(time.Hour)
+	clock.Advance(time.Hour)
 	s.FinishRun(ctx, models.RunEnd{RunID: r0.ID, Event: models.EventAgentCompleted, Outcome: "completed"})
 	apply(t, s, old["old"], models.EventVerifyPassed) // q completes in the window
-	clock.Add(48 * time.Hour)
+	clock.Advance(48 * time.Hour)
 	// A finished run of 10 minutes and an open one of 5, inside the window.
 	r1, _, _ := s.ClaimTask(ctx, old["new"], "a1")
 	s.StartRun(ctx, r1.ID, 1, "")
-	clock.Add(10 * time.Minute)
+	clock.Advance(10 * time.Minute)
 	s.FinishRun(ctx, models.RunEnd{RunID: r1.ID, Event: models.EventAgentFailed, Outcome: "failed", Error: "boom"})
 	ready, _ := s.ListTasks(ctx, models.TaskFilter{ProjectID: "p", Statuses: []models.TaskStatus{models.StatusReady}})
 	r2, _, _ := s.ClaimTask(ctx, ready[0].ID, "a2")
 	s.StartRun(ctx, r2.ID, 2, "")
-	clock.Add(5 * time.Minute)
+	clock.Advance(5 * time.Minute)
 	if err := s.RecordTokenUsage(ctx, models.TokenUsage{ProjectID: "p", Input: 100, Output: 50}); err != nil {
 		t.Fatal(err)
 	}

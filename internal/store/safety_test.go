@@ -10,10 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
@@ -23,12 +23,10 @@ import (
 // writes are refused inside their transactions, before anything changes.
 func TestWritesOfADaemonThatLostItsLeaseAreRefused(t *testing.T) {
 	t.Parallel()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	path := filepath.Join(t.TempDir(), "aq.db")
 	open := func() *store.Store {
-		s, err := store.Open(context.Background(), store.Config{Path: path, Now: clock})
+		s, err := store.Open(context.Background(), store.Config{Path: path, Clock: clock})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,9 +41,7 @@ func TestWritesOfADaemonThatLostItsLeaseAreRefused(t *testing.T) {
 	if _, err := stale.CreateProject(ctx, models.Project{ID: "before"}); err != nil {
 		t.Fatalf("a write under the lease: %v", err)
 	}
-	mu.Lock()
-	now = now.Add(time.Minute) // the stale daemon sleeps past its lease
-	mu.Unlock()
+	clock.Advance(time.Minute) // the stale daemon sleeps past its lease
 	if err := fresh.AcquireLease(ctx, models.LeaseHolder{Owner: "fresh", Hostname: "other", PID: 2}, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/mattn/go-sqlite3"
 
+	"github.com/agentqueued/agentqueued/internal/clock"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
@@ -39,8 +40,8 @@ const (
 type Config struct {
 	// Path is the SQLite file; its directory must exist.
 	Path string
-	// Now returns the current time; default time.Now.
-	Now func() time.Time
+	// Clock reads the current time; nil: clock.Real.
+	Clock clock.Clock
 	// Logger receives the store's logs; default discards.
 	Logger *slog.Logger
 	// Rand chooses task names; default a randomly seeded source.
@@ -126,10 +127,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("open store: Config.Path is empty")
 	}
-	s := &Store{now: cfg.Now, log: cfg.Logger, rnd: cfg.Rand, onChange: cfg.OnChange, onState: cfg.OnStateChange, path: cfg.Path}
-	if s.now == nil {
-		s.now = time.Now
-	}
+	s := &Store{now: clock.Or(cfg.Clock).Now, log: cfg.Logger, rnd: cfg.Rand, onChange: cfg.OnChange, onState: cfg.OnStateChange,
+		path: cfg.Path}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentqueued/agentqueued/internal/clock"
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
@@ -527,10 +529,8 @@ func TestReopenFindsEveryCommittedChange(t *testing.T) {
 
 func TestLease(t *testing.T) {
 	t.Parallel()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db"), Now: clock})
+	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db"), Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -550,9 +550,7 @@ func TestLease(t *testing.T) {
 	if err := s.RenewLease(ctx, "two", 30*time.Second); models.ErrorCodeOf(err) != models.CodeConflict {
 		t.Fatalf("renew by non-holder: %v", err)
 	}
-	mu.Lock()
-	now = now.Add(31 * time.Second)
-	mu.Unlock()
+	clock.Advance(31 * time.Second)
 	if err := s.AcquireLease(ctx, models.LeaseHolder{Owner: "two", Hostname: "h", PID: 1}, 30*time.Second); err != nil {
 		t.Fatalf("expired lease not taken over: %v", err)
 	}
@@ -696,20 +694,27 @@ func TestDedupeInsideOneBatch(t *testing.T) {
 // TestContextCancelledInsideTransaction cancels the caller's context right
 // after BEGIN (the store reads its clock there): the call must fail cleanly,
 // write nothing, and leave the writer usable.
+// cancellingClock is the real clock that calls onNow at each read.
+type cancellingClock struct {
+	clock.Real
+	onNow func()
+}
+
+func (c cancellingClock) Now() time.Time { c.onNow(); return c.Real.Now() }
+
 func TestContextCancelledInsideTransaction(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	var armed bool
 	var mu sync.Mutex
-	clock := func() time.Time {
+	clock := cancellingClock{onNow: func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if armed {
 			cancel()
 		}
-		return time.Now()
-	}
-	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db"), Now: clock})
+	}}
+	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db"), Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -131,7 +131,7 @@ func TestEditTaskFields(t *testing.T) {
 	id := create(t, s, "p", models.BatchTask{LocalID: "t", Title: "T", Description: "old", Kind: "k",
 		AcceptanceCriteria: []string{"works"}, TestCommands: []string{"go test ./..."}, Metadata: map[string]string{"a": "b"}})["t"]
 	created, _ := s.GetTask(ctx, id)
-	clock.Add(time.Minute)
+	clock.Advance(time.Minute)
 
 	tests := []struct {
 		name    string

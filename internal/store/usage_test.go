@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
@@ -18,7 +19,7 @@ import (
 // three agents: runs start, end as completed (then verified) or failed,
 // finished tasks are deleted now and then, and the clock moves between
 // steps by a second to a few hours. check is called after every step.
-func usageHistory(t *testing.T, s *store.Store, clock *fakeClock, seed uint64, steps int, check func(step int)) {
+func usageHistory(t *testing.T, s *store.Store, clock *clocktest.Fake, seed uint64, steps int, check func(step int)) {
 	t.Helper()
 	ctx := context.Background()
 	rnd := rand.New(rand.NewPCG(seed, 1))
@@ -35,11 +36,11 @@ func usageHistory(t *testing.T, s *store.Store, clock *fakeClock, seed uint64, s
 	for step := range steps {
 		switch d := rnd.IntN(10); {
 		case d < 6:
-			clock.Add(time.Duration(rnd.Int64N(int64(90 * time.Second))))
+			clock.Advance(time.Duration(rnd.Int64N(int64(90 * time.Second))))
 		case d < 9:
-			clock.Add(time.Duration(rnd.Int64N(int64(40 * time.Minute))))
+			clock.Advance(time.Duration(rnd.Int64N(int64(40 * time.Minute))))
 		default:
-			clock.Add(time.Duration(rnd.Int64N(int64(5 * time.Hour))))
+			clock.Advance(time.Duration(rnd.Int64N(int64(5 * time.Hour))))
 		}
 		// Token use, now or up to two hours back (a report can be late).
 		at := clock.Now()
@@ -144,9 +145,9 @@ func TestUsageBucketsMatchRecount(t *testing.T) {
 func TestUsageBucketsAreBackfilled(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "aq.db")
-	clock := &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	open := func() *store.Store {
-		s, err := store.Open(context.Background(), store.Config{Path: path, Now: clock.Now})
+		s, err := store.Open(context.Background(), store.Config{Path: path, Clock: clock})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +188,7 @@ func TestSchedulingStateDoesNotRecountHistory(t *testing.T) {
 	if _, err := s.StartRun(ctx, run.ID, 4242, "/w"); err != nil {
 		t.Fatal(err)
 	}
-	clock.Add(90 * time.Second)
+	clock.Advance(90 * time.Second)
 	if _, err := s.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted,
 		ExpectFrom: models.StatusInProgress, Outcome: "completed"}); err != nil {
 		t.Fatal(err)
@@ -196,7 +197,7 @@ func TestSchedulingStateDoesNotRecountHistory(t *testing.T) {
 	if err := s.RecordTokenUsage(ctx, models.TokenUsage{ProjectID: "p", TaskID: ids["a"], Input: 300, Output: 20}); err != nil {
 		t.Fatal(err)
 	}
-	clock.Add(time.Minute)
+	clock.Advance(time.Minute)
 	if err := store.ExecForTest(s, `DELETE FROM task_events; DELETE FROM task_runs;
 		DROP TRIGGER token_ledger_no_delete; DELETE FROM token_ledger`); err != nil {
 		t.Fatal(err)

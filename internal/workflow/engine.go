@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentqueued/agentqueued/internal/clock"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/schedule"
 )
@@ -33,9 +34,8 @@ type Config struct {
 	// PollInterval is the longest the engine waits between looks at the
 	// schedules.
 	PollInterval time.Duration
-	// Now and After are the clock; defaults time.Now and time.After.
-	Now   func() time.Time
-	After func(time.Duration) <-chan time.Time
+	// Clock reads the time and waits; nil: clock.Real.
+	Clock clock.Clock
 	// Logger receives the engine's logs.
 	Logger *slog.Logger
 	// KnownProfile, when set, says whether a profile a step names is
@@ -83,12 +83,7 @@ func New(cfg Config, st Store, tasks Tasks) (*Engine, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.After == nil {
-		cfg.After = time.After
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -166,7 +161,7 @@ func (e *Engine) Wake() {
 // Run starts scheduled runs and finishes the cancels a stop interrupted,
 // until ctx ends.
 func (e *Engine) Run(ctx context.Context) error {
-	schedule.Loop{Poll: e.cfg.PollInterval, Now: e.cfg.Now, After: e.cfg.After, Wake: e.wake,
+	schedule.Loop{Poll: e.cfg.PollInterval, Clock: e.cfg.Clock, Wake: e.wake,
 		Failed: func(err error) { e.log.Error("workflow pass failed", "err", err) }}.Run(ctx, e.Tick)
 	return nil
 }
@@ -207,7 +202,7 @@ func (e *Engine) fireSchedules(ctx context.Context) (time.Time, error) {
 		soonest time.Time
 		errs    []error
 	)
-	now := e.cfg.Now()
+	now := e.cfg.Clock.Now()
 	for _, w := range ws {
 		if w.Schedule == "" || !w.ScheduleEnabled {
 			continue
@@ -271,7 +266,7 @@ func (e *Engine) TriggerWith(ctx context.Context, name, by string, inputs map[st
 	}
 	var nonce [6]byte
 	_, _ = rand.Read(nonce[:])
-	key := fmt.Sprintf("manual:%s:%x", e.cfg.Now().UTC().Format(time.RFC3339Nano), nonce)
+	key := fmt.Sprintf("manual:%s:%x", e.cfg.Clock.Now().UTC().Format(time.RFC3339Nano), nonce)
 	run, _, err := e.store.StartWorkflowRun(ctx, models.RunRequest{Workflow: name, Trigger: models.TriggerByHand,
 		TriggeredBy: by, FireKey: key, Inputs: inputs})
 	if err != nil {

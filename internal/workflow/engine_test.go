@@ -9,20 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
 	"github.com/agentqueued/agentqueued/internal/workflow"
 )
-
-// clock is the engines' clock in these tests: time moves only by set.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) set(t time.Time)         { c.mu.Lock(); defer c.mu.Unlock(); c.now = t }
-func (c *clock) advance(d time.Duration) { c.set(c.Now().Add(d)) }
 
 // storeTasks applies events straight to the store (no agent runs in
 // these tests).
@@ -36,7 +27,7 @@ type env struct {
 	t     *testing.T
 	dir   string
 	path  string
-	clock *clock
+	clock *clocktest.Fake
 	st    *store.Store
 	eng   *workflow.Engine
 }
@@ -53,7 +44,7 @@ steps:
 
 func newEnv(t *testing.T, files map[string]string) *env {
 	t.Helper()
-	e := &env{t: t, dir: t.TempDir(), clock: &clock{now: time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)}}
+	e := &env{t: t, dir: t.TempDir(), clock: clocktest.New(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC))}
 	e.path = filepath.Join(e.dir, "db.sqlite")
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(e.dir, name), []byte(body), 0o600); err != nil {
@@ -73,7 +64,7 @@ func newEnv(t *testing.T, files map[string]string) *env {
 
 func (e *env) open() {
 	e.t.Helper()
-	st, err := store.Open(context.Background(), store.Config{Path: e.path, Now: e.clock.Now})
+	st, err := store.Open(context.Background(), store.Config{Path: e.path, Clock: e.clock})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -83,7 +74,7 @@ func (e *env) open() {
 
 func (e *env) engine(st *store.Store) *workflow.Engine {
 	e.t.Helper()
-	eng, err := workflow.New(workflow.Config{Dir: e.dir, Now: e.clock.Now}, st, storeTasks{st})
+	eng, err := workflow.New(workflow.Config{Dir: e.dir, Clock: e.clock}, st, storeTasks{st})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -128,14 +119,14 @@ func TestScheduledRunsStartOncePerTimeAcrossConcurrentPassesAndRestarts(t *testi
 		t.Fatalf("workflow %+v, %v", w, err)
 	}
 	// A second daemon's view of the same database.
-	other, err := store.Open(context.Background(), store.Config{Path: e.path, Now: e.clock.Now})
+	other, err := store.Open(context.Background(), store.Config{Path: e.path, Clock: e.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = other.Close() })
 	second := e.engine(other)
 	for day := 3; day <= 7; day++ {
-		e.clock.set(time.Date(2026, 3, day, 1, 0, 0, 0, time.UTC))
+		e.clock.Set(time.Date(2026, 3, day, 1, 0, 0, 0, time.UTC))
 		var wg sync.WaitGroup
 		for _, eng := range []*workflow.Engine{e.eng, second} {
 			wg.Add(1)
@@ -175,7 +166,7 @@ func TestAfterDowntimeOneCatchUpRunStarts(t *testing.T) {
 	e := newEnv(t, map[string]string{"nightly.yaml": nightly})
 	e.tick(e.eng)
 	// Down from before the 3rd's run until the 6th at noon.
-	e.clock.set(at("2026-03-06T12:00:00Z"))
+	e.clock.Set(at("2026-03-06T12:00:00Z"))
 	e.tick(e.eng)
 	e.tick(e.eng)
 	rs := e.runs()
@@ -191,7 +182,7 @@ func TestADisabledScheduleStartsNothingAndResumesFromNow(t *testing.T) {
 	if _, err := e.st.SetWorkflowSchedule(context.Background(), "nightly", false); err != nil {
 		t.Fatal(err)
 	}
-	e.clock.set(at("2026-03-05T12:00:00Z"))
+	e.clock.Set(at("2026-03-05T12:00:00Z"))
 	e.tick(e.eng)
 	if n := len(e.runs()); n != 0 {
 		t.Fatalf("%d runs while disabled", n)
@@ -204,7 +195,7 @@ func TestADisabledScheduleStartsNothingAndResumesFromNow(t *testing.T) {
 	if n := len(e.runs()); n != 0 {
 		t.Fatalf("%d runs right after enabling", n)
 	}
-	e.clock.set(at("2026-03-06T01:00:00Z"))
+	e.clock.Set(at("2026-03-06T01:00:00Z"))
 	e.tick(e.eng)
 	if rs := e.runs(); len(rs) != 1 || !rs[0].ScheduledAt.Equal(at("2026-03-06T01:00:00Z")) {
 		t.Fatalf("runs %+v", rs)
@@ -322,7 +313,7 @@ func TestAScheduleSwitchedOffStaysOffAcrossRestarts(t *testing.T) {
 	if enabled() {
 		t.Fatal("the schedule switched off is on again after a restart")
 	}
-	e.clock.set(at("2026-03-05T12:00:00Z"))
+	e.clock.Set(at("2026-03-05T12:00:00Z"))
 	e.tick(e.engine(e.st))
 	if n := len(e.runs()); n != 0 {
 		t.Fatalf("%d runs of a schedule switched off", n)

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/discord/discordtest"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 )
@@ -41,28 +41,6 @@ const testToken = "test-token"
 // clock instead would show.
 var stoppedAt = time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// stopped is a clock that stands still: interaction deadlines measured on it
-// never pass, however slow the machine.
-func stopped() time.Time { return stoppedAt }
-
-// manualClock is a clock that moves only when the test sets it.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
 // newFake starts a fake for a test. Unless opts says otherwise, its clock
 // stands still: only a test about the interaction deadline brings a clock
 // that moves.
@@ -71,8 +49,10 @@ func newFake(t *testing.T, opts discordtest.Options) *discordtest.Server {
 	if opts.Token == "" {
 		opts.Token = testToken
 	}
-	if opts.Now == nil {
-		opts.Now = stopped
+	if opts.Clock == nil {
+		// A clock that stands still: interaction deadlines measured on it
+		// never pass, however slow the machine.
+		opts.Clock = clocktest.New(stoppedAt)
 	}
 	opts.Logf = t.Logf
 	f := discordtest.New(opts)
@@ -463,8 +443,8 @@ func TestInteractionFlow(t *testing.T) {
 // recorded as late, and the interaction has no webhook for a follow-up.
 func TestLateAcknowledgement(t *testing.T) {
 	t.Parallel()
-	clock := &manualClock{now: stoppedAt}
-	f := newFake(t, discordtest.Options{Now: clock.Now})
+	clock := clocktest.New(stoppedAt)
+	f := newFake(t, discordtest.Options{Clock: clock})
 	dg := restSession(t, f)
 	release := make(chan struct{})
 	results := make(chan error, 2)
@@ -494,15 +474,15 @@ func TestLateAcknowledgement(t *testing.T) {
 }
 
 // TestInteractionDeadlineOnInjectedClock shows that the deadline is
-// measured on Options.Now's clock, both when the interaction is dispatched
+// measured on Options.Clock, both when the interaction is dispatched
 // and when its callback arrives: the clock stands at a date far from the
 // real one, so a deadline measured on the real clock at either end would
 // accept the late callback or refuse the early one.
 func TestInteractionDeadlineOnInjectedClock(t *testing.T) {
 	t.Parallel()
 	const deadline = 10 * time.Second
-	clock := &manualClock{now: stoppedAt}
-	f := newFake(t, discordtest.Options{Now: clock.Now, InteractionDeadline: deadline})
+	clock := clocktest.New(stoppedAt)
+	f := newFake(t, discordtest.Options{Clock: clock, InteractionDeadline: deadline})
 	dg := restSession(t, f)
 	ix := func() (*discordtest.Interaction, *discordgo.Interaction) {
 		h := f.Interact(&discordgo.Interaction{Data: discordgo.ApplicationCommandInteractionData{Name: "timed"}})
@@ -1180,7 +1160,7 @@ func TestOptionsDefaultsAndPanics(t *testing.T) {
 		t.Fatalf("config %+v url %s", cfg, f.URL())
 	}
 
-	// Without Options.Now, the deadline is measured on the real clock.
+	// Without Options.Clock, the deadline is measured on the real clock.
 	wall := discordtest.New(discordtest.Options{})
 	t.Cleanup(wall.Close)
 	before := time.Now()

@@ -54,7 +54,7 @@
 // Gateway discovery; application commands (bulk overwrite, list, single
 // create/get/edit/delete, guild and global) with Discord's validation;
 // interaction callbacks with the 3-second deadline (10062), measured on the
-// clock Options.Now (so that a test can stop it, or move it past the
+// clock Options.Clock (so that a test can stop it, or move it past the
 // deadline), the single acknowledgement (40060) and per-type rules;
 // @original and follow-up webhooks; channel messages with multipart
 // uploads, nonce idempotency (enforce_nonce), components and length limits;

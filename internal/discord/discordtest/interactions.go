@@ -28,7 +28,7 @@ type Response struct {
 	// Late reports a callback that arrived after the deadline and was
 	// refused with 10062.
 	Late bool
-	// At is when the fake received the request, on Options.Now's clock
+	// At is when the fake received the request, on Options.Clock
 	// (the clock of Interaction.Deadline).
 	At time.Time
 }
@@ -65,7 +65,7 @@ const interactionMessageFlags = discordgo.MessageFlagsSuppressEmbeds | discordgo
 // current state of i.Message (looked up by i.Message.ID). Type 0 is inferred
 // from the data: component, modal submit, or else application command. A
 // command's data id is filled from the registered command of the same name.
-// The initial-response deadline starts now, as Options.Now reads (see
+// The initial-response deadline starts now, as Options.Clock reads (see
 // Interaction.Deadline). It panics for a component interaction without a
 // message and for an unknown channel.
 func (s *Server) Interact(i *discordgo.Interaction) *Interaction {
@@ -170,7 +170,7 @@ func (s *Server) Interact(i *discordgo.Interaction) *Interaction {
 		channelID:   i.ChannelID,
 		commandName: name,
 		user:        user,
-		dispatched:  s.opts.Now(),
+		dispatched:  s.opts.Clock.Now(),
 		message:     msg,
 		followups:   make(map[string]*msgRec),
 	}
@@ -199,7 +199,7 @@ func (h *Interaction) Payload() *discordgo.Interaction {
 }
 
 // Deadline returns the time after which the initial response is refused,
-// on Options.Now's clock: a callback is late when Now reads after it.
+// on Options.Clock: a callback is late when it reads after it.
 func (h *Interaction) Deadline() time.Time { return h.deadline }
 
 // Acknowledged reports whether an initial response was accepted.
@@ -242,7 +242,7 @@ func (h *Interaction) Original() *discordgo.Message {
 }
 
 func (h *Interaction) recordLocked(r Response) {
-	r.At = h.s.opts.Now()
+	r.At = h.s.opts.Clock.Now()
 	if r.Message != nil {
 		r.Message = copyMessage(r.Message)
 	}
@@ -344,7 +344,7 @@ func (s *Server) interactionCallback(w *response, q *restReq) {
 	if hasData {
 		data = responseData(p)
 	}
-	if s.opts.Now().After(h.deadline) {
+	if s.opts.Clock.Now().After(h.deadline) {
 		h.recordLocked(Response{Kind: "callback", Type: cb.Type, Data: data, Late: true})
 		w.apiError(http.StatusNotFound, codeUnknownInteraction, "Unknown interaction")
 		return

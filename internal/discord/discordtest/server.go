@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/bwmarrin/discordgo"
+
+	"github.com/agentqueued/agentqueued/internal/clock"
 )
 
 // Defaults used when the corresponding Options field is left empty.
@@ -35,7 +37,7 @@ const (
 )
 
 // Options configures a Server. The zero value is usable: every empty field
-// takes its default, the matching Default* constant (time.Now for Now).
+// takes its default, the matching Default* constant (clock.Real for Clock).
 type Options struct {
 	// Token is the bot token. REST requests must carry
 	// "Authorization: Bot <Token>"; the gateway accepts the IDENTIFY/RESUME
@@ -60,16 +62,16 @@ type Options struct {
 	// accepted; later callbacks get 404 {"code":10062}. Default
 	// DefaultInteractionDeadline (Discord's 3 seconds).
 	InteractionDeadline time.Duration
-	// Now is the clock interaction deadlines are measured on: Interact
+	// Clock is the clock interaction deadlines are measured on: Interact
 	// reads it for the dispatch time (Interaction.Deadline is that plus
-	// InteractionDeadline), an initial callback is refused as late when Now
+	// InteractionDeadline), an initial callback is refused as late when it
 	// reads after the deadline, and Response.At is read from it. Default
-	// time.Now. A test that is not about the deadline can pass a clock that
-	// stands still, so that no callback is late however slow the machine; a
-	// test of the deadline can move a clock of its own past it instead of
-	// waiting. Now is called with the server's lock held: it must not call
-	// the Server's methods.
-	Now func() time.Time
+	// clock.Real. A test that is not about the deadline can pass a clock
+	// that stands still, so that no callback is late however slow the
+	// machine; a test of the deadline can move a clock of its own past it
+	// instead of waiting. Its Now is called with the server's lock held: it
+	// must not call the Server's methods.
+	Clock clock.Clock
 	// Compress makes the gateway send every frame after IDENTIFY as a
 	// per-message zlib binary frame when the client's IDENTIFY asked for
 	// compression (discordgo does by default). Off: plain JSON text frames.
@@ -201,9 +203,7 @@ func withDefaults(o Options) Options {
 	if o.InteractionDeadline == 0 {
 		o.InteractionDeadline = DefaultInteractionDeadline
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	o.Clock = clock.Or(o.Clock)
 	for name, id := range map[string]string{
 		"ApplicationID": o.ApplicationID, "BotUserID": o.BotUserID, "GuildID": o.GuildID,
 	} {

@@ -111,7 +111,7 @@
 // (unix seconds) and -Resource: core, and X-GitHub-Request-Id. Each
 // answered request except 304s, 401s, GET /rate_limit and rate-limit
 // refusals uses one of Options.RateLimit per hour; the window starts at
-// the first request and resets an hour later by Options.Now. Once it is
+// the first request and resets an hour later by Options.Clock. Once it is
 // used up, requests are answered 403 with X-RateLimit-Remaining: 0 until
 // the reset (conditional ones too). RateLimitNext injects refusals. How
 // go-github v60 surfaces them:
@@ -123,7 +123,7 @@
 //     the core category locally, without sending it, with a
 //     *github.RateLimitError whose Message ends "not making remote
 //     request." and whose Response is a synthetic 403, until Rate.Reset
-//     by the real clock (time.Now, not Options.Now). RateLimit.Get
+//     by the real clock (time.Now, not Options.Clock). RateLimit.Get
 //     bypasses that check and refreshes the client's view.
 //   - Secondary (403 with Retry-After and a documentation_url ending
 //     "secondary-rate-limits"): *github.AbuseRateLimitError with

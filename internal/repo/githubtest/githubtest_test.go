@@ -14,13 +14,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-github/v60/github"
 	"go.uber.org/goleak"
 
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/repo/githubtest"
 )
 
@@ -30,32 +30,16 @@ func TestMain(m *testing.M) {
 
 const token = "ghs_FAKE0123456789abcdef"
 
-// clock is a settable clock that starts at the real time, so go-github's
-// own rate-limit bookkeeping (which uses time.Now) agrees with it.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Now().Truncate(time.Second)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// newClock returns a settable clock that starts at the real time, so
+// go-github's own rate-limit bookkeeping (which uses time.Now) agrees
+// with it.
+func newClock() *clocktest.Fake { return clocktest.New(time.Now().Truncate(time.Second)) }
 
 type fixture struct {
 	t     *testing.T
 	srv   *githubtest.Server
 	gh    *github.Client
-	clock *clock
+	clock *clocktest.Fake
 	clone string // clone URL of acme/widgets
 	work  string // a clone of it, authenticated
 	home  string
@@ -78,8 +62,8 @@ func setup(t *testing.T, opts githubtest.Options) *fixture {
 	f := &fixture{t: t, clock: newClock(), home: t.TempDir()}
 	opts.Token = token
 	opts.Logf = t.Logf
-	if opts.Now == nil {
-		opts.Now = f.clock.Now
+	if opts.Clock == nil {
+		opts.Clock = f.clock
 	}
 	f.srv = githubtest.New(opts)
 	t.Cleanup(f.srv.Close)
@@ -548,7 +532,7 @@ func TestRateLimits(t *testing.T) {
 
 	t.Run("primary reset is checked against the real clock", func(t *testing.T) {
 		past := time.Now().Add(-2 * time.Hour)
-		f := setup(t, githubtest.Options{Now: func() time.Time { return past }})
+		f := setup(t, githubtest.Options{Clock: clocktest.New(past)})
 		f.srv.RateLimitNext(1, "primary", time.Hour)
 		_, _, err := f.gh.PullRequests.List(ctx, "acme", "widgets", nil)
 		var rl *github.RateLimitError

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentqueued/agentqueued/internal/clock"
 )
 
 // Options configures a Server.
@@ -31,10 +33,10 @@ type Options struct {
 	// Logf, when set, receives one line per request (t.Logf fits). Tokens
 	// are never logged.
 	Logf func(string, ...any)
-	// Now is the clock for rate-limit windows and reset times, pull
+	// Clock is the clock for rate-limit windows and reset times, pull
 	// request timestamps and the dates of the commits the server writes;
-	// default time.Now.
-	Now func() time.Time
+	// nil: clock.Real.
+	Clock clock.Clock
 	// RateLimit is the primary rate limit per hour; default 5000. Every
 	// API answer carries X-RateLimit-* headers for it.
 	RateLimit int
@@ -65,7 +67,7 @@ type Request struct {
 	// RateLimited reports an answer refusing the request for a rate limit
 	// (primary, secondary or 429), injected or real.
 	RateLimited bool
-	// Time is the server clock (Options.Now) when the request arrived.
+	// Time is the server clock (Options.Clock) when the request arrived.
 	Time time.Time
 }
 
@@ -127,9 +129,7 @@ func New(opts Options) *Server {
 	if opts.Token == "" {
 		panic("githubtest: Options.Token is required")
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	if opts.RateLimit <= 0 {
 		opts.RateLimit = 5000
 	}
@@ -250,7 +250,7 @@ func (s *Server) logf(format string, args ...any) {
 	}
 }
 
-func (s *Server) now() time.Time { return s.opts.Now() }
+func (s *Server) now() time.Time { return s.opts.Clock.Now() }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path

@@ -1,10 +1,12 @@
-package openaitest
+package llmtest
 
 import (
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/agentqueued/agentqueued/internal/clock"
 )
 
 // Options configure a Server.
@@ -15,8 +17,8 @@ type Options struct {
 	// Model, when set, is the only model served; requests naming another
 	// get 404 "model_not_found", as from OpenAI.
 	Model string
-	// Now gives the "created" time of completions; nil means time.Now.
-	Now func() time.Time
+	// Clock gives the "created" time of completions; nil: clock.Real.
+	Clock clock.Clock
 }
 
 // Reply is the scripted answer to one request.

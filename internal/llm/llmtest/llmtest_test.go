@@ -1,4 +1,4 @@
-package openaitest_test
+package llmtest_test
 
 import (
 	"bytes"
@@ -16,7 +16,8 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/agentqueued/agentqueued/internal/hooks/openaitest"
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
+	"github.com/agentqueued/agentqueued/internal/llm/llmtest"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 )
 
@@ -27,17 +28,17 @@ const (
 
 var testNow = time.Unix(1700000000, 0)
 
-func newFake(t *testing.T, opts openaitest.Options) *openaitest.Server {
+func newFake(t *testing.T, opts llmtest.Options) *llmtest.Server {
 	t.Helper()
-	if opts.Now == nil {
-		opts.Now = func() time.Time { return testNow }
+	if opts.Clock == nil {
+		opts.Clock = clocktest.New(testNow)
 	}
-	f := openaitest.New(opts)
+	f := llmtest.New(opts)
 	t.Cleanup(f.Close)
 	return f
 }
 
-func newClient(f *openaitest.Server, key string) *openai.Client {
+func newClient(f *llmtest.Server, key string) *openai.Client {
 	cfg := openai.DefaultConfig(key)
 	cfg.BaseURL = f.URL()
 	return openai.NewClientWithConfig(cfg)
@@ -54,7 +55,7 @@ func userRequest(text string) openai.ChatCompletionRequest {
 
 // withoutRaw returns the requests with Raw cleared, for comparison, after
 // checking each carried the test's key.
-func withoutRaw(rs []openaitest.Request) []openaitest.Request {
+func withoutRaw(rs []llmtest.Request) []llmtest.Request {
 	for i := range rs {
 		if rs[i].Authorization != "Bearer "+testKey {
 			panic("request without the test's key: " + rs[i].Authorization)
@@ -66,8 +67,8 @@ func withoutRaw(rs []openaitest.Request) []openaitest.Request {
 
 func TestPlainAnswer(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, openaitest.Options{APIKey: testKey, Model: testModel})
-	f.Enqueue(openaitest.Reply{Content: "Hello.", Usage: openaitest.Usage{PromptTokens: 12, CompletionTokens: 3}})
+	f := newFake(t, llmtest.Options{APIKey: testKey, Model: testModel})
+	f.Enqueue(llmtest.Reply{Content: "Hello.", Usage: llmtest.Usage{PromptTokens: 12, CompletionTokens: 3}})
 	c := newClient(f, testKey)
 
 	resp, err := c.CreateChatCompletion(testContext(t), openai.ChatCompletionRequest{
@@ -107,9 +108,9 @@ func TestPlainAnswer(t *testing.T) {
 	if err := json.Unmarshal(got[0].Raw, &body); err != nil || body["max_completion_tokens"] != 64.0 {
 		t.Errorf("raw body %s (%v)", got[0].Raw, err)
 	}
-	want := []openaitest.Request{{
+	want := []llmtest.Request{{
 		Model: testModel,
-		Messages: []openaitest.Message{
+		Messages: []llmtest.Message{
 			{Role: "system", Content: "Be brief."},
 			{Role: "user", Content: "Hi", Name: "ann"},
 		},
@@ -134,8 +135,8 @@ func TestMaxTokens(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, openaitest.Options{})
-			f.Enqueue(openaitest.Reply{Content: "ok"})
+			f := newFake(t, llmtest.Options{})
+			f.Enqueue(llmtest.Reply{Content: "ok"})
 			req := userRequest("hi")
 			req.MaxTokens, req.MaxCompletionTokens = tc.maxTokens, tc.maxComp
 			if _, err := newClient(f, "any").CreateChatCompletion(testContext(t), req); err != nil {
@@ -158,13 +159,13 @@ func lookupTool() openai.Tool {
 
 func TestToolCallRoundTrip(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, openaitest.Options{APIKey: testKey, Model: testModel})
+	f := newFake(t, llmtest.Options{APIKey: testKey, Model: testModel})
 	f.Enqueue(
-		openaitest.Reply{
-			ToolCalls: []openaitest.ToolCall{{Name: "lookup", Arguments: `{"q":"weather"}`}},
-			Usage:     openaitest.Usage{PromptTokens: 20, CompletionTokens: 7},
+		llmtest.Reply{
+			ToolCalls: []llmtest.ToolCall{{Name: "lookup", Arguments: `{"q":"weather"}`}},
+			Usage:     llmtest.Usage{PromptTokens: 20, CompletionTokens: 7},
 		},
-		openaitest.Reply{Content: "Sunny.", Usage: openaitest.Usage{PromptTokens: 40, CompletionTokens: 2}},
+		llmtest.Reply{Content: "Sunny.", Usage: llmtest.Usage{PromptTokens: 40, CompletionTokens: 2}},
 	)
 	c := newClient(f, testKey)
 	req := openai.ChatCompletionRequest{
@@ -198,13 +199,13 @@ func TestToolCallRoundTrip(t *testing.T) {
 		t.Errorf("second = %s %+v", second.ID, second.Choices[0])
 	}
 
-	tools := []openaitest.Tool{{Name: "lookup", Description: "Looks a thing up.", Parameters: lookupSchema}}
-	user := openaitest.Message{Role: "user", Content: "Weather?"}
-	want := []openaitest.Request{
-		{Model: testModel, Messages: []openaitest.Message{user}, Tools: tools, ToolChoice: json.RawMessage(`"auto"`)},
-		{Model: testModel, Messages: []openaitest.Message{
+	tools := []llmtest.Tool{{Name: "lookup", Description: "Looks a thing up.", Parameters: lookupSchema}}
+	user := llmtest.Message{Role: "user", Content: "Weather?"}
+	want := []llmtest.Request{
+		{Model: testModel, Messages: []llmtest.Message{user}, Tools: tools, ToolChoice: json.RawMessage(`"auto"`)},
+		{Model: testModel, Messages: []llmtest.Message{
 			user,
-			{Role: "assistant", ToolCalls: []openaitest.ToolCall{{ID: "call_1", Name: "lookup", Arguments: `{"q":"weather"}`}}},
+			{Role: "assistant", ToolCalls: []llmtest.ToolCall{{ID: "call_1", Name: "lookup", Arguments: `{"q":"weather"}`}}},
 			{Role: "tool", ToolCallID: "call_1", Content: "sunny, 21C"},
 		}, Tools: tools, ToolChoice: json.RawMessage(`"auto"`)},
 	}
@@ -252,10 +253,10 @@ func jsonEqual(t *testing.T, got []byte, want string) {
 
 func TestWireShape(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, openaitest.Options{APIKey: testKey})
+	f := newFake(t, llmtest.Options{APIKey: testKey})
 	f.Enqueue(
-		openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "lookup"}, {ID: "mine", Name: "lookup", Arguments: `{"q":"x"}`}}},
-		openaitest.Reply{Content: "cut", FinishReason: "length", Usage: openaitest.Usage{PromptTokens: 1, CompletionTokens: 2}},
+		llmtest.Reply{ToolCalls: []llmtest.ToolCall{{Name: "lookup"}, {ID: "mine", Name: "lookup", Arguments: `{"q":"x"}`}}},
+		llmtest.Reply{Content: "cut", FinishReason: "length", Usage: llmtest.Usage{PromptTokens: 1, CompletionTokens: 2}},
 	)
 	body := `{"model":"m","messages":[{"role":"developer","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],` +
 		`"tools":[{"type":"function","function":{"name":"lookup"}}],"unknown_field":{"x":1}}`
@@ -281,7 +282,7 @@ func TestWireShape(t *testing.T) {
 	if len(got) != 2 || string(got[0].Raw) != body {
 		t.Fatalf("recorded %d requests, first raw %s", len(got), got[0].Raw)
 	}
-	want := openaitest.Request{Model: "m", Messages: []openaitest.Message{{Role: "developer", Content: "ab"}}, Tools: []openaitest.Tool{{Name: "lookup"}}}
+	want := llmtest.Request{Model: "m", Messages: []llmtest.Message{{Role: "developer", Content: "ab"}}, Tools: []llmtest.Tool{{Name: "lookup"}}}
 	if got := withoutRaw(got)[0]; !reflect.DeepEqual(got, want) {
 		t.Errorf("recorded %+v, want %+v", got, want)
 	}
@@ -289,8 +290,8 @@ func TestWireShape(t *testing.T) {
 
 func TestRateLimitHeaders(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, openaitest.Options{})
-	f.Enqueue(openaitest.RateLimited(1500*time.Millisecond), openaitest.ErrorReply(http.StatusTooManyRequests, "slow down"))
+	f := newFake(t, llmtest.Options{})
+	f.Enqueue(llmtest.RateLimited(1500*time.Millisecond), llmtest.ErrorReply(http.StatusTooManyRequests, "slow down"))
 	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
 
 	resp, b := post(t, f.URL()+"/chat/completions", "", body)
@@ -324,32 +325,32 @@ func TestAPIErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		key     string // "" sends testKey, "-" sends none
-		replies []openaitest.Reply
+		replies []llmtest.Reply
 		req     openai.ChatCompletionRequest
 		want    openai.APIError
 	}{
 		{
-			name: "rate limited", replies: []openaitest.Reply{openaitest.RateLimited(2 * time.Second)},
+			name: "rate limited", replies: []llmtest.Reply{llmtest.RateLimited(2 * time.Second)},
 			want: openai.APIError{HTTPStatusCode: 429, HTTPStatus: "429 Too Many Requests", Type: "rate_limit_exceeded", Code: "rate_limit_exceeded",
 				Message: "Rate limit reached for requests. Please try again in 2s."},
 		},
 		{
-			name: "server error", replies: []openaitest.Reply{openaitest.ServerError()},
+			name: "server error", replies: []llmtest.Reply{llmtest.ServerError()},
 			want: openai.APIError{HTTPStatusCode: 500, HTTPStatus: "500 Internal Server Error", Type: "server_error", Code: 0,
 				Message: "The server had an error while processing your request. Sorry about that!"},
 		},
 		{
-			name: "error reply", replies: []openaitest.Reply{openaitest.ErrorReply(503, "overloaded")},
+			name: "error reply", replies: []llmtest.Reply{llmtest.ErrorReply(503, "overloaded")},
 			want: openai.APIError{HTTPStatusCode: 503, HTTPStatus: "503 Service Unavailable", Type: "server_error", Code: 0, Message: "overloaded"},
 		},
 		{
-			name: "custom error", replies: []openaitest.Reply{{Status: 400, ErrorType: "invalid_request_error", ErrorCode: "context_length_exceeded"}},
+			name: "custom error", replies: []llmtest.Reply{{Status: 400, ErrorType: "invalid_request_error", ErrorCode: "context_length_exceeded"}},
 			want: openai.APIError{HTTPStatusCode: 400, HTTPStatus: "400 Bad Request", Type: "invalid_request_error", Code: "context_length_exceeded", Message: "Bad Request"},
 		},
 		{
-			name: "non-error status", replies: []openaitest.Reply{{Status: 200}},
+			name: "non-error status", replies: []llmtest.Reply{{Status: 200}},
 			want: openai.APIError{HTTPStatusCode: 500, HTTPStatus: "500 Internal Server Error", Type: "server_error", Code: 0,
-				Message: "openaitest: scripted reply has Status 200, not an error status"},
+				Message: "llmtest: scripted reply has Status 200, not an error status"},
 		},
 		{
 			name: "wrong key", key: "sk-wrong-key-1234",
@@ -400,17 +401,17 @@ func TestAPIErrors(t *testing.T) {
 		},
 		{
 			name: "nothing scripted",
-			want: openai.APIError{HTTPStatusCode: 500, HTTPStatus: "500 Internal Server Error", Type: "server_error", Code: 0, Message: "openaitest: no reply scripted"},
+			want: openai.APIError{HTTPStatusCode: 500, HTTPStatus: "500 Internal Server Error", Type: "server_error", Code: 0, Message: "llmtest: no reply scripted"},
 		},
 		{
-			name: "reply calls undefined tool", replies: []openaitest.Reply{{ToolCalls: []openaitest.ToolCall{{Name: "search"}}}},
+			name: "reply calls undefined tool", replies: []llmtest.Reply{{ToolCalls: []llmtest.ToolCall{{Name: "search"}}}},
 			want: openai.APIError{HTTPStatusCode: 500, HTTPStatus: "500 Internal Server Error", Type: "server_error", Code: 0,
-				Message: `openaitest: scripted reply calls tool "search", which the request does not define`},
+				Message: `llmtest: scripted reply calls tool "search", which the request does not define`},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, openaitest.Options{APIKey: testKey, Model: testModel})
+			f := newFake(t, llmtest.Options{APIKey: testKey, Model: testModel})
 			f.Enqueue(tc.replies...)
 			key := testKey
 			switch tc.key {
@@ -445,8 +446,8 @@ func TestAPIErrors(t *testing.T) {
 
 func TestAPIErrorString(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, openaitest.Options{})
-	f.Enqueue(openaitest.RateLimited(time.Second))
+	f := newFake(t, llmtest.Options{})
+	f.Enqueue(llmtest.RateLimited(time.Second))
 	_, err := newClient(f, "k").CreateChatCompletion(testContext(t), userRequest("hi"))
 	const want = "error, status code: 429, status: 429 Too Many Requests, message: Rate limit reached for requests. Please try again in 1s."
 	if err == nil || err.Error() != want {
@@ -456,8 +457,8 @@ func TestAPIErrorString(t *testing.T) {
 
 func TestInvalidRequestConsumesNoReply(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, openaitest.Options{APIKey: testKey})
-	f.Enqueue(openaitest.Reply{Content: "kept"})
+	f := newFake(t, llmtest.Options{APIKey: testKey})
+	f.Enqueue(llmtest.Reply{Content: "kept"})
 	c := newClient(f, testKey)
 
 	bad := userRequest("hi")
@@ -480,8 +481,8 @@ func TestInvalidRequestConsumesNoReply(t *testing.T) {
 
 func TestStreamRefused(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, openaitest.Options{APIKey: testKey})
-	f.Enqueue(openaitest.Reply{Content: "unused"})
+	f := newFake(t, llmtest.Options{APIKey: testKey})
+	f.Enqueue(llmtest.Reply{Content: "unused"})
 	c := newClient(f, testKey)
 
 	// go-openai refuses Stream in CreateChatCompletion without sending.
@@ -501,7 +502,7 @@ func TestStreamRefused(t *testing.T) {
 		t.Fatalf("error %v (%T), want *openai.APIError", err, err)
 	}
 	if apiErr.HTTPStatusCode != 400 || apiErr.Type != "invalid_request_error" || apiErr.Param == nil || *apiErr.Param != "stream" ||
-		apiErr.Message != "openaitest: streaming is not supported by this fake" {
+		apiErr.Message != "llmtest: streaming is not supported by this fake" {
 		t.Errorf("error %#v", *apiErr)
 	}
 	if n := len(f.Requests()); n != 1 {
@@ -533,7 +534,7 @@ func TestValidation(t *testing.T) {
 		{name: "no model", body: `{` + msgs + `}`, status: 400,
 			want: `{"message":"you must provide a model parameter","type":"invalid_request_error","param":null,"code":null}`},
 		{name: "stream", body: `{"model":"m","stream":true,` + msgs + `}`, status: 400,
-			want: `{"message":"openaitest: streaming is not supported by this fake","type":"invalid_request_error","param":"stream","code":null}`},
+			want: `{"message":"llmtest: streaming is not supported by this fake","type":"invalid_request_error","param":"stream","code":null}`},
 		{name: "no messages", body: `{"model":"m"}`, status: 400,
 			want: `{"message":"Missing required parameter: 'messages'.","type":"invalid_request_error","param":"messages","code":"missing_required_parameter"}`},
 		{name: "empty messages", body: `{"model":"m","messages":[]}`, status: 400,
@@ -571,8 +572,8 @@ func TestValidation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, openaitest.Options{APIKey: testKey})
-			f.SetResponder(func(openaitest.Request) openaitest.Reply { return openaitest.Reply{Content: "unexpected"} })
+			f := newFake(t, llmtest.Options{APIKey: testKey})
+			f.SetResponder(func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Content: "unexpected"} })
 			method, path := tc.method, tc.path
 			if method == "" {
 				method = http.MethodPost
@@ -618,8 +619,8 @@ func TestValidation(t *testing.T) {
 
 func TestAnyKeyWhenUnset(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, openaitest.Options{})
-	f.Enqueue(openaitest.Reply{Content: "a"}, openaitest.Reply{Content: "b"})
+	f := newFake(t, llmtest.Options{})
+	f.Enqueue(llmtest.Reply{Content: "a"}, llmtest.Reply{Content: "b"})
 	for _, key := range []string{"whatever", ""} {
 		resp, err := newClient(f, key).CreateChatCompletion(testContext(t), userRequest("hi"))
 		if err != nil {
@@ -633,12 +634,12 @@ func TestAnyKeyWhenUnset(t *testing.T) {
 
 func TestResponder(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, openaitest.Options{})
-	f.Enqueue(openaitest.Reply{Content: "queued"})
-	f.SetResponder(func(r openaitest.Request) openaitest.Reply {
+	f := newFake(t, llmtest.Options{})
+	f.Enqueue(llmtest.Reply{Content: "queued"})
+	f.SetResponder(func(r llmtest.Request) llmtest.Reply {
 		// The responder may call the server: it runs without its lock.
 		n := len(f.Requests())
-		return openaitest.Reply{Content: fmt.Sprintf("%d: %s", n, r.Messages[len(r.Messages)-1].Content)}
+		return llmtest.Reply{Content: fmt.Sprintf("%d: %s", n, r.Messages[len(r.Messages)-1].Content)}
 	})
 	c := newClient(f, "k")
 	var got []string
@@ -657,15 +658,15 @@ func TestResponder(t *testing.T) {
 	f.SetResponder(nil)
 	_, err := c.CreateChatCompletion(testContext(t), userRequest("four"))
 	var apiErr *openai.APIError
-	if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != 500 || apiErr.Message != "openaitest: no reply scripted" {
+	if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != 500 || apiErr.Message != "llmtest: no reply scripted" {
 		t.Errorf("error %v, want 500 no reply scripted", err)
 	}
 }
 
 func TestRequestsAreCopies(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, openaitest.Options{})
-	f.Enqueue(openaitest.Reply{})
+	f := newFake(t, llmtest.Options{})
+	f.Enqueue(llmtest.Reply{})
 	req := userRequest("hi")
 	req.Tools = []openai.Tool{lookupTool()}
 	if _, err := newClient(f, "k").CreateChatCompletion(testContext(t), req); err != nil {
@@ -683,9 +684,9 @@ func TestRequestsAreCopies(t *testing.T) {
 
 func TestConcurrent(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, openaitest.Options{APIKey: testKey})
-	f.SetResponder(func(r openaitest.Request) openaitest.Reply {
-		return openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "lookup"}}}
+	f := newFake(t, llmtest.Options{APIKey: testKey})
+	f.SetResponder(func(r llmtest.Request) llmtest.Reply {
+		return llmtest.Reply{ToolCalls: []llmtest.ToolCall{{Name: "lookup"}}}
 	})
 	c := newClient(f, testKey)
 	req := userRequest("hi")

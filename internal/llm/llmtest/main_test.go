@@ -1,4 +1,4 @@
-package openaitest_test
+package llmtest_test
 
 import (
 	"testing"

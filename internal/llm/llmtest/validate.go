@@ -1,4 +1,4 @@
-package openaitest
+package llmtest
 
 import (
 	"bytes"
@@ -88,7 +88,7 @@ func (wr *wireRequest) validate() *apiError {
 		return badRequest("you must provide a model parameter", "")
 	}
 	if wr.Stream {
-		return badRequest("openaitest: streaming is not supported by this fake", "stream")
+		return badRequest("llmtest: streaming is not supported by this fake", "stream")
 	}
 	if e := wr.validateTools(); e != nil {
 		return e

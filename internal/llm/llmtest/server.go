@@ -1,4 +1,4 @@
-package openaitest
+package llmtest
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentqueued/agentqueued/internal/clock"
 )
 
 const (
@@ -28,7 +30,7 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 		model = "gpt-4o-mini"
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{
-		{"id": model, "object": "model", "created": 1700000000, "owned_by": "openaitest"}}})
+		{"id": model, "object": "model", "created": 1700000000, "owned_by": "llmtest"}}})
 }
 
 // Server is a fake chat completions endpoint. Its methods are safe for
@@ -103,7 +105,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	raw, err := io.ReadAll(r.Body)
 	if err != nil {
-		writeError(w, badRequest("openaitest: reading body: "+err.Error(), ""))
+		writeError(w, badRequest("llmtest: reading body: "+err.Error(), ""))
 		return
 	}
 	wr, decErr := decodeRequest(raw)
@@ -137,7 +139,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 	reply, ok := s.next(req)
 	if !ok {
-		writeError(w, serverError("openaitest: no reply scripted"))
+		writeError(w, serverError("llmtest: no reply scripted"))
 		return
 	}
 	if reply.Status != 0 {
@@ -150,7 +152,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, c := range reply.ToolCalls {
 		if !tools[c.Name] && !reply.InventsTools {
-			writeError(w, serverError(fmt.Sprintf("openaitest: scripted reply calls tool %q, which the request does not define", c.Name)))
+			writeError(w, serverError(fmt.Sprintf("llmtest: scripted reply calls tool %q, which the request does not define", c.Name)))
 			return
 		}
 	}
@@ -210,7 +212,7 @@ func (s *Server) next(req Request) (Reply, bool) {
 
 func (s *Server) writeReplyError(w http.ResponseWriter, r Reply) {
 	if r.Status < 400 || r.Status > 599 {
-		writeError(w, serverError(fmt.Sprintf("openaitest: scripted reply has Status %d, not an error status", r.Status)))
+		writeError(w, serverError(fmt.Sprintf("llmtest: scripted reply has Status %d, not an error status", r.Status)))
 		return
 	}
 	e := &apiError{status: r.Status, Message: r.ErrorMessage, Type: r.ErrorType}
@@ -240,10 +242,7 @@ func (s *Server) writeReplyError(w http.ResponseWriter, r Reply) {
 
 // completion builds the success body for reply.
 func (s *Server) completion(model string, r Reply) wireResponse {
-	now := time.Now
-	if s.opts.Now != nil {
-		now = s.opts.Now
-	}
+	now := clock.Or(s.opts.Clock).Now
 	s.mu.Lock()
 	s.completions++
 	id := s.completions

@@ -1,4 +1,4 @@
-package openaitest
+package llmtest
 
 import (
 	"encoding/json"
@@ -43,7 +43,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic("openaitest: " + err.Error()) // only fixed, marshalable types are written
+		panic("llmtest: " + err.Error()) // only fixed, marshalable types are written
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -1,11 +1,11 @@
-// Package openaitest is a fake OpenAI-compatible chat completions endpoint
+// Package llmtest is a fake OpenAI-compatible chat completions endpoint
 // for tests that drive the real github.com/sashabaranov/go-openai client
 // over 127.0.0.1.
 //
 // New starts an httptest server; the client under test keeps its
 // production code path and only changes its base URL:
 //
-//	fake := openaitest.New(openaitest.Options{APIKey: "k", Model: "gpt-4o-mini"})
+//	fake := llmtest.New(llmtest.Options{APIKey: "k", Model: "gpt-4o-mini"})
 //	t.Cleanup(fake.Close)
 //	cfg := openai.DefaultConfig("k")
 //	cfg.BaseURL = fake.URL() // http://127.0.0.1:PORT/v1
@@ -15,7 +15,7 @@
 //
 // Each valid request takes the next Reply from the queue filled by Enqueue;
 // when the queue is empty the function given to SetResponder answers. A
-// request that neither can answer gets a 500 error "openaitest: no reply
+// request that neither can answer gets a 500 error "llmtest: no reply
 // scripted", so a test that forgets to script fails loudly. A Reply
 // either answers a completion (Content, ToolCalls, FinishReason, Usage) or,
 // with a non-zero Status, an OpenAI-shaped error; ErrorReply, RateLimited
@@ -73,4 +73,4 @@
 // refused as missing its content, as OpenAI refuses it.
 // CreateChatCompletion refuses Stream itself, before sending; only
 // CreateChatCompletionStream reaches the fake's streaming refusal.
-package openaitest
+package llmtest
