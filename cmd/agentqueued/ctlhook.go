@@ -139,7 +139,7 @@ func (c *ctl) hookFire(ctx context.Context, args []string) error {
 		return err
 	}
 	return c.emit(run, func(w io.Writer) {
-		fmt.Fprintf(w, "hook %s fired: run %s %s\n", clean(run.HookID), clean(run.ID), clean(run.Status))
+		fmt.Fprintf(w, "hook %s fired: run %s %s\n", clean(run.HookID), clean(run.ID), clean(string(run.Status)))
 		if run.SkippedReason != nil {
 			fmt.Fprintf(w, "skipped: %s\n", clean(*run.SkippedReason))
 		}

@@ -133,7 +133,6 @@ func (c *ctl) watch(ctx context.Context, args []string) error {
 				}
 				return err
 			}
-			seq = ch.Seq
 			if wait := WatchMinRedraw - clk.Now().Sub(last); ch.Changed && wait > 0 {
 				select { // the changes that follow soon go into the same view
 				case <-clk.After(wait):

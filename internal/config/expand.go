@@ -112,7 +112,7 @@ var (
 
 var (
 	unknownFieldRE = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)
-	typeErrorRE    = regexp.MustCompile("^line (\\d+): cannot unmarshal (!!\\w+)")
+	typeErrorRE    = regexp.MustCompile(`^line (\d+): cannot unmarshal (!!\w+)`)
 )
 
 // describeDecodeError rewrites yaml's decoding errors so that each names

@@ -135,8 +135,13 @@ func (e *Engine) converse(ctx context.Context, h models.Hook, r models.HookRun, 
 			}
 		}
 		if h.MaxTokensPerRun != nil {
+			// max_tokens is what OpenAI-compatible servers other than
+			// OpenAI's accept; OpenAI's reasoning models take
+			// max_completion_tokens instead.
+			//lint:ignore SA1019 the field OpenAI-compatible servers read
 			req.MaxTokens = *h.MaxTokensPerRun - int(r.TokensUsed)
 			if errors.Is(openai.NewReasoningValidator().Validate(req), openai.ErrReasoningModelMaxTokensDeprecated) {
+				//lint:ignore SA1019 moved to max_completion_tokens
 				req.MaxTokens, req.MaxCompletionTokens = 0, req.MaxTokens
 			}
 		}

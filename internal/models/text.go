@@ -200,11 +200,6 @@ func checkList(field string, vs []string, maxEntries int, check func(name, v str
 	return nil
 }
 
-// lineOf returns a check of single-line entries of at most max characters.
-func lineOf(max int) func(name, v string) error {
-	return func(name, v string) error { return CheckLine(name, v, max) }
-}
-
 // snowflakePattern matches a Discord id.
 var snowflakePattern = regexp.MustCompile(`^[0-9]{1,20}$`)
 

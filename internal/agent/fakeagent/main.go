@@ -355,7 +355,7 @@ func readPrompt(format string, inv invocation, stdin io.Reader, dir string) (str
 		}
 		b, err := os.ReadFile(resolve(dir, inv.messageFile))
 		if err != nil {
-			return "", fmt.Errorf("Cannot read message file %s: %w", inv.messageFile, err)
+			return "", fmt.Errorf("cannot read message file %s: %w", inv.messageFile, err)
 		}
 		return string(b), nil
 	}

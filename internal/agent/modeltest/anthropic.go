@@ -174,7 +174,7 @@ func (s *Server) messages(ctx context.Context, w http.ResponseWriter, req *Reque
 			b.Name, input = "Read", map[string]any{"file_path": path}
 		case KindMCP:
 			b.Name, input = "mcp__"+c.Server+"__"+c.Tool, c.Args
-			if input == nil {
+			if c.Args == nil {
 				input = map[string]any{}
 			}
 		case KindShell:

@@ -98,7 +98,7 @@ func (c *Fake) Set(t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.following {
-		c.offset = t.Sub(time.Now())
+		c.offset = time.Until(t)
 	} else {
 		c.now = t
 	}

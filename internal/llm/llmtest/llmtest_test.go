@@ -138,6 +138,7 @@ func TestMaxTokens(t *testing.T) {
 			f := newFake(t, llmtest.Options{})
 			f.Enqueue(llmtest.Reply{Content: "ok"})
 			req := userRequest("hi")
+			//lint:ignore SA1019 the fake reads both fields
 			req.MaxTokens, req.MaxCompletionTokens = tc.maxTokens, tc.maxComp
 			if _, err := newClient(f, "any").CreateChatCompletion(testContext(t), req); err != nil {
 				t.Fatal(err)

@@ -697,7 +697,6 @@ func TestGitOverHTTP(t *testing.T) {
 	if len(reqs) < 3 || reqs[0].Status != http.StatusUnauthorized || reqs[0].Authorization || !reqs[len(reqs)-1].Authorized {
 		t.Fatalf("challenge flow: %+v", reqs)
 	}
-	head, _ = f.bareRef("refs/heads/task")
 
 	var refusedBare, refusedWrong, pushes int
 	for _, r := range f.srv.GitRequests() {
