@@ -265,7 +265,7 @@ func printRuns(w io.Writer, runs []models.Run) {
 		if r.CostUSD != nil {
 			cost = fmt.Sprintf("$%.4f", *r.CostUSD)
 		}
-		outcome := r.Outcome
+		outcome := string(r.Outcome)
 		if r.EndedAt == nil {
 			outcome = "running"
 		}

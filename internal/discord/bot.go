@@ -113,7 +113,7 @@ type Service interface {
 	ApproveTask(ctx context.Context, id, by, note string) (models.TransitionResult, error)
 	RejectTask(ctx context.Context, id, by, feedback string) (models.TransitionResult, error)
 	RunErrors(ctx context.Context, taskID string) ([]string, error)
-	Verifications(ctx context.Context, phases ...string) ([]models.Verification, error)
+	Verifications(ctx context.Context, phases ...models.VerificationPhase) ([]models.Verification, error)
 	TaskCounts(ctx context.Context) (map[string]map[models.TaskStatus]int, error)
 	// Overview is the daemon's state at a glance (shown by /status).
 	Overview(ctx context.Context) (models.Overview, error)

@@ -3,6 +3,7 @@ package models
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"time"
 )
 
@@ -18,7 +19,7 @@ type Run struct {
 	StartedAt      time.Time  `json:"started_at"`
 	LastActivityAt time.Time  `json:"last_activity_at"`
 	EndedAt        *time.Time `json:"ended_at,omitempty"`
-	Outcome        string     `json:"outcome,omitempty"`
+	Outcome        RunOutcome `json:"outcome,omitempty"`
 	Error          string     `json:"error,omitempty"`
 	// Kind is RunWork (the task's own work) or RunReview (a QA review of it).
 	Kind string `json:"kind"`
@@ -65,6 +66,49 @@ const (
 	RunWork   = "work"
 	RunReview = "review"
 )
+
+// RunOutcome names how an agent run ended, as its row records it; an open
+// run has none ("").
+type RunOutcome string
+
+// Run outcomes.
+const (
+	// RunOutcomeCompleted: the agent completed its work (AGENT_COMPLETED).
+	RunOutcomeCompleted RunOutcome = "completed"
+	// RunOutcomeFailed: the agent failed, or a reviewer ended without a verdict.
+	RunOutcomeFailed RunOutcome = "failed"
+	// RunOutcomeStopped: the daemon stopped the run (an admin event, shutdown).
+	RunOutcomeStopped RunOutcome = "stopped"
+	// RunOutcomeTimeout: the run was quiet for too long or ran too long.
+	RunOutcomeTimeout RunOutcome = "timeout"
+	// RunOutcomeExecutionError: the run could not start or be recorded.
+	RunOutcomeExecutionError RunOutcome = "execution_error"
+	// RunOutcomePaused: a rate limit or the end of the tokens paused it.
+	RunOutcomePaused RunOutcome = "paused"
+	// RunOutcomeRecovered: a restart found it open and closed it.
+	RunOutcomeRecovered RunOutcome = "recovered"
+	// RunOutcomeStageFailed: a review whose change could not be staged.
+	RunOutcomeStageFailed RunOutcome = "stage_failed"
+	// RunOutcomeApproved and RunOutcomeRejected: a review's verdict.
+	RunOutcomeApproved RunOutcome = "approved"
+	RunOutcomeRejected RunOutcome = "rejected"
+	// RunOutcomeVerifyFailed: the work of a completed run failed its
+	// verification (recorded after the run ended).
+	RunOutcomeVerifyFailed RunOutcome = "verify_failed"
+	// RunOutcomeDeliverFailed: the work of a completed run could not be
+	// delivered (recorded by earlier versions).
+	RunOutcomeDeliverFailed RunOutcome = "deliver_failed"
+)
+
+// RunOutcomes lists every run outcome.
+var RunOutcomes = []RunOutcome{
+	RunOutcomeCompleted, RunOutcomeFailed, RunOutcomeStopped, RunOutcomeTimeout, RunOutcomeExecutionError,
+	RunOutcomePaused, RunOutcomeRecovered, RunOutcomeStageFailed, RunOutcomeApproved, RunOutcomeRejected,
+	RunOutcomeVerifyFailed, RunOutcomeDeliverFailed,
+}
+
+// Valid reports whether o is one of the run outcomes.
+func (o RunOutcome) Valid() bool { return slices.Contains(RunOutcomes, o) }
 
 // ProjectUsage is one project's figures for a scheduling round.
 type ProjectUsage struct {
@@ -235,8 +279,8 @@ type RunEnd struct {
 	// on its question, so the question stays open and the task pauses
 	// until then; the answer resumes it at once.
 	WaitResumeAfter *time.Time
-	// Outcome names the end for the run row ("completed", "failed", …).
-	Outcome string
+	// Outcome names the end for the run row (RunOutcomeCompleted, …).
+	Outcome RunOutcome
 	// Error keeps the failure text for the next attempt's context.
 	Error string
 	// AgentError, when set, puts the agent in ERROR (it takes no task until
@@ -315,9 +359,9 @@ type LandTask struct {
 // AWAITING_APPROVAL for a person's approval of its work), so that a restart
 // resumes it.
 type Verification struct {
-	TaskID  string `json:"task_id"`
-	Attempt int    `json:"attempt"`
-	Phase   string `json:"phase"`
+	TaskID  string            `json:"task_id"`
+	Attempt int               `json:"attempt"`
+	Phase   VerificationPhase `json:"phase"`
 	// Source is the checkout the task's work is in (the worker's).
 	Source string `json:"source,omitempty"`
 	// Detail says what the phase waits for or found.
@@ -325,28 +369,43 @@ type Verification struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
+// VerificationPhase is where a task's verification stands.
+type VerificationPhase string
+
 // Verification phases.
 const (
 	// PhaseChecks: the task's test commands run (AUTO_TEST).
-	PhaseChecks = "checks"
+	PhaseChecks VerificationPhase = "checks"
 	// PhaseReview: a reviewer agent is to review, or reviewing (QA_AGENT).
-	PhaseReview = "review"
+	PhaseReview VerificationPhase = "review"
 	// PhaseHuman: a person is to approve or reject (HUMAN).
-	PhaseHuman = "human"
+	PhaseHuman VerificationPhase = "human"
 	// PhaseDeliver: the checks passed; the branch is being merged.
-	PhaseDeliver = "deliver"
+	PhaseDeliver VerificationPhase = "deliver"
 	// PhaseApproval: the task requires approval and no pull request is
 	// opened for it; it waits in AWAITING_APPROVAL, unmerged, for a person.
-	PhaseApproval = "approval"
+	PhaseApproval VerificationPhase = "approval"
 	// PhaseApproved: a person approved the work of a task waiting in
 	// AWAITING_APPROVAL; its branch is being merged.
-	PhaseApproved = "approved"
+	PhaseApproved VerificationPhase = "approved"
+	// PhaseRejected: a person rejected the work (the verification records
+	// who and why) until VERIFY_FAILED (from VERIFYING) or ADMIN_RESTART
+	// (from AWAITING_APPROVAL) applies; a restart applies it then.
+	PhaseRejected VerificationPhase = "rejected"
 	// PhaseLanding: the verified (or approved) work waits to be merged
 	// into a LINK repository's default branch, which is checked out in a
 	// working tree with local changes; the detail is the one of the phase
 	// it came from (deliver or approved). `agentqueued land` retries it.
-	PhaseLanding = "landing"
+	PhaseLanding VerificationPhase = "landing"
 )
+
+// VerificationPhases lists every verification phase.
+var VerificationPhases = []VerificationPhase{
+	PhaseChecks, PhaseReview, PhaseHuman, PhaseDeliver, PhaseApproval, PhaseApproved, PhaseRejected, PhaseLanding,
+}
+
+// Valid reports whether p is one of the verification phases.
+func (p VerificationPhase) Valid() bool { return slices.Contains(VerificationPhases, p) }
 
 // Plan is a set of subtasks a task's agent proposed, created when the task
 // completes (after a person's approval when its project requires it).

@@ -223,13 +223,14 @@ func TestE2EPullRequestAlwaysWithoutGitHubIsBlocked(t *testing.T) {
 func TestE2ERecordedApprovalDecisionIsCarriedOut(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		phase, detail string
-		want          models.TaskEvent
+		phase  models.VerificationPhase
+		detail string
+		want   models.TaskEvent
 	}{
 		{models.PhaseApproved, "ana\nfine", models.EventHumanApproved},
-		{phaseRejected, "ana\nnot like this", models.EventAdminRestart},
+		{models.PhaseRejected, "ana\nnot like this", models.EventAdminRestart},
 	} {
-		t.Run(tc.phase, func(t *testing.T) {
+		t.Run(string(tc.phase), func(t *testing.T) {
 			t.Parallel()
 			e := newE2E(t)
 			origin := bareOrigin(t)

@@ -202,7 +202,7 @@ type Store interface {
 	OpenRuns(ctx context.Context) ([]models.Run, error)
 	FreeOrphanAgents(ctx context.Context) ([]string, error)
 	LastRunError(ctx context.Context, taskID string) (string, error)
-	RecordRunFailure(ctx context.Context, runID int64, outcome, msg string) error
+	RecordRunFailure(ctx context.Context, runID int64, outcome models.RunOutcome, msg string) error
 	ApplyEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error)
 	GetTask(ctx context.Context, id string) (models.Task, error)
 	ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error)
@@ -232,17 +232,17 @@ type Store interface {
 	TaskResult(ctx context.Context, taskID string) (models.Completion, bool, error)
 	UpstreamResults(ctx context.Context, taskID string) ([]models.UpstreamResult, error)
 	RunErrors(ctx context.Context, taskID string) ([]string, error)
-	RecordTaskFailure(ctx context.Context, taskID, outcome, msg string) error
+	RecordTaskFailure(ctx context.Context, taskID string, outcome models.RunOutcome, msg string) error
 	LastWorkRun(ctx context.Context, taskID string) (models.Run, bool, error)
 	SetVerification(ctx context.Context, v models.Verification) error
 	SetLandingWaiting(ctx context.Context, taskID string, status models.TaskStatus, reason string) (bool, error)
 	GetVerification(ctx context.Context, taskID string) (models.Verification, bool, error)
 	SlotsHeld(ctx context.Context, projectID string) (int, error)
-	Verifications(ctx context.Context, phases ...string) ([]models.Verification, error)
+	Verifications(ctx context.Context, phases ...models.VerificationPhase) ([]models.Verification, error)
 	TaskFeedback(ctx context.Context, taskID string) ([]models.Feedback, error)
 	ClaimReview(ctx context.Context, taskID, agentID string) (models.Run, string, error)
-	SwitchVerification(ctx context.Context, taskID string, attempt int, from, to, detail string) (bool, error)
-	SwitchApproval(ctx context.Context, taskID string, attempt int, from, to, detail string) (bool, error)
+	SwitchVerification(ctx context.Context, taskID string, attempt int, from, to models.VerificationPhase, detail string) (bool, error)
+	SwitchApproval(ctx context.Context, taskID string, attempt int, from, to models.VerificationPhase, detail string) (bool, error)
 	SavePlan(ctx context.Context, taskID, source string, tasks []models.BatchTask) (models.Plan, error)
 	PendingPlan(ctx context.Context, taskID string) (models.Plan, bool, error)
 

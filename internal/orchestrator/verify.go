@@ -36,7 +36,7 @@ func (o *Orchestrator) goVerify(taskID string) {
 // or deliver phase that no goroutine verifies: one whose goroutine gave up
 // on an error the store may not repeat, or that a decision left to deliver.
 func (o *Orchestrator) resumeVerifications(ctx context.Context) {
-	vs, err := o.store.Verifications(ctx, models.PhaseChecks, models.PhaseDeliver, phaseRejected,
+	vs, err := o.store.Verifications(ctx, models.PhaseChecks, models.PhaseDeliver, models.PhaseRejected,
 		models.PhaseApproval, models.PhaseApproved)
 	if err != nil {
 		o.log.Error("list verifications", "err", err)
@@ -102,7 +102,7 @@ func (o *Orchestrator) verify(taskID string) {
 		switch v.Phase {
 		case models.PhaseApproved, models.PhaseLanding:
 			o.deliverApproved(ctx, p, t, v)
-		case phaseRejected:
+		case models.PhaseRejected:
 			o.returnRejected(sctx, p, t, v)
 		}
 		return
@@ -122,7 +122,7 @@ func (o *Orchestrator) verify(taskID string) {
 		// Recorded, but the daemon stopped before APPROVAL_REQUESTED applied.
 		o.land(ctx, p, t, v, models.EventVerifyPassed, firstNonEmpty(v.Detail, "verified"))
 		return
-	case phaseRejected:
+	case models.PhaseRejected:
 		// A person's rejection that VERIFY_FAILED has not yet applied.
 		actor, text, _ := strings.Cut(v.Detail, "\n")
 		o.verifyFailed(sctx, t, v, "rejected by "+actor, errors.New(text),
@@ -350,7 +350,7 @@ func (o *Orchestrator) verifyFailed(ctx context.Context, t models.Task, v models
 	if fb != nil {
 		reason = step + ": " + fb.Text
 	}
-	if err := o.store.RecordTaskFailure(ctx, t.ID, "verify_failed", reason); err != nil {
+	if err := o.store.RecordTaskFailure(ctx, t.ID, models.RunOutcomeVerifyFailed, reason); err != nil {
 		o.log.Warn("record verification failure", "task_id", t.ID, "err", err)
 	}
 	o.log.Info("verification failed", "task_id", t.ID, "step", step, "reason", reason)
@@ -543,7 +543,7 @@ func (o *Orchestrator) reviewRunning(taskID string) bool {
 // reasons as feedback, no verdict fails it too.
 func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Project, t models.Task, v models.Verification) {
 	log := o.log.With("task_id", t.ID, "agent", ar.agent.ID, "run_id", ar.run.ID)
-	closeRun := func(outcome, msg string) {
+	closeRun := func(outcome models.RunOutcome, msg string) {
 		if _, err := o.store.FinishRun(ctx, models.RunEnd{RunID: ar.run.ID, Outcome: outcome, Error: msg}); err != nil {
 			log.Warn("close review run", "err", err)
 		}
@@ -551,7 +551,7 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 	// fail ends a review that could not run; after maxReviewFailures in a
 	// row the verification fails with the reason instead of waiting on.
 	fail := func(step string, err error) {
-		closeRun("execution_error", models.RedactURL(err.Error()))
+		closeRun(models.RunOutcomeExecutionError, models.RedactURL(err.Error()))
 		log.Warn("review did not run", "step", step, "err", models.RedactURL(err.Error()))
 		key := fmt.Sprintf("%s:%d", t.ID, v.Attempt)
 		o.mu.Lock()
@@ -583,7 +583,7 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 	}
 	staged, err := o.ws.Stage(ctx, p, t, v.Source)
 	if err != nil {
-		closeRun("stage_failed", models.RedactURL(err.Error()))
+		closeRun(models.RunOutcomeStageFailed, models.RedactURL(err.Error()))
 		o.verifyFailed(ctx, t, v, "stage", err, nil)
 		return
 	}
@@ -631,23 +631,23 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 		if pause.ResetAt != nil && pause.ResetAt.After(o.cfg.Now()) {
 			at = *pause.ResetAt
 		}
-		closeRun("paused", fmt.Sprintf("%s until %s", pauseWhat(pause), at.UTC().Format(time.RFC3339)))
+		closeRun(models.RunOutcomePaused, fmt.Sprintf("%s until %s", pauseWhat(pause), at.UTC().Format(time.RFC3339)))
 		o.rest(ctx, ar.agent.ID, at, restReason(pause, t.ID))
 	case verdict == nil:
 		msg := "the reviewer " + ar.agent.ID + " ended without a verdict (" + exitText(res) + ")"
 		if stopped != "" {
 			msg = "the review by " + ar.agent.ID + " was stopped: " + stopped
 		}
-		closeRun("failed", msg)
+		closeRun(models.RunOutcomeFailed, msg)
 		if ctx.Err() != nil || stopped != "" && ar.endEvent == models.EventRecovery {
 			return // shutting down: the next life reviews again
 		}
 		o.verifyFailed(ctx, t, v, "review", errors.New(msg), nil)
 	case verdict.Verdict == models.VerdictReject:
-		closeRun("rejected", verdict.Text)
+		closeRun(models.RunOutcomeRejected, verdict.Text)
 		o.verifyFailed(ctx, t, v, "review by "+ar.agent.ID, errors.New(verdict.Text), verdict)
 	default:
-		closeRun("approved", "")
+		closeRun(models.RunOutcomeApproved, "")
 		// The delivery runs as any verification does (one at a time,
 		// stopped at shutdown, resumed after a restart).
 		detail := string(models.EventVerifyPassed) + "\n" + "approved by reviewer " + ar.agent.ID + ": " + verdict.Text
@@ -765,7 +765,7 @@ func (o *Orchestrator) deliverApproved(ctx context.Context, p models.Project, t 
 		if errors.As(err, &conflict) {
 			msg := fmt.Sprintf("%s, but %s. The next attempt starts with %s merged into its branch and these files in conflict: resolve them and commit.",
 				reason, conflict.Error(), conflict.Into)
-			if err := o.store.RecordTaskFailure(sctx, t.ID, "verify_failed", msg); err != nil {
+			if err := o.store.RecordTaskFailure(sctx, t.ID, models.RunOutcomeVerifyFailed, msg); err != nil {
 				o.log.Warn("record merge conflict", "task_id", t.ID, "err", err)
 			}
 			o.apply(sctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventAdminRestart,
@@ -936,7 +936,7 @@ func (o *Orchestrator) Approve(ctx context.Context, taskID, actor, note string) 
 				t.ID, cur.Detail)
 		}
 		return o.after(ctx, t)
-	case t.Status == models.StatusAwaitingApproval && (v.Phase == models.PhaseApproved || v.Phase == phaseRejected):
+	case t.Status == models.StatusAwaitingApproval && (v.Phase == models.PhaseApproved || v.Phase == models.PhaseRejected):
 		return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s was decided meanwhile", t.ID)
 	case v.Phase == models.PhaseLanding:
 		return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s is decided, and its change waits to land: %s",
@@ -966,7 +966,7 @@ func (o *Orchestrator) Reject(ctx context.Context, taskID, actor, feedback strin
 	fb := &models.Feedback{Source: actor, Verdict: models.VerdictReject, Text: strings.TrimSpace(feedback)}
 	switch {
 	case t.Status == models.StatusVerifying && v.Phase == models.PhaseHuman:
-		ok, err := o.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseHuman, phaseRejected, actor+"\n"+fb.Text)
+		ok, err := o.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseHuman, models.PhaseRejected, actor+"\n"+fb.Text)
 		if err != nil {
 			return models.TransitionResult{}, err
 		}
@@ -976,7 +976,7 @@ func (o *Orchestrator) Reject(ctx context.Context, taskID, actor, feedback strin
 		o.verifyFailed(ctx, t, v, "rejected by "+actor, errors.New(fb.Text), fb)
 		return o.after(ctx, t)
 	case t.Status == models.StatusAwaitingApproval && v.Phase == models.PhaseApproval:
-		ok, err := o.store.SwitchApproval(ctx, t.ID, v.Attempt, models.PhaseApproval, phaseRejected, actor+"\n"+fb.Text)
+		ok, err := o.store.SwitchApproval(ctx, t.ID, v.Attempt, models.PhaseApproval, models.PhaseRejected, actor+"\n"+fb.Text)
 		if err != nil {
 			return models.TransitionResult{}, err
 		}
@@ -985,7 +985,7 @@ func (o *Orchestrator) Reject(ctx context.Context, taskID, actor, feedback strin
 		}
 		o.awaitVerify(ctx, t.ID)
 		return o.after(ctx, t)
-	case t.Status == models.StatusAwaitingApproval && (v.Phase == models.PhaseApproved || v.Phase == phaseRejected ||
+	case t.Status == models.StatusAwaitingApproval && (v.Phase == models.PhaseApproved || v.Phase == models.PhaseRejected ||
 		v.Phase == models.PhaseLanding):
 		return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s was decided meanwhile", t.ID)
 	case t.Status == models.StatusAwaitingApproval && t.PRURL == nil:
@@ -1006,11 +1006,6 @@ func (o *Orchestrator) track() bool {
 	o.wg.Add(1)
 	return true
 }
-
-// phaseRejected records a person's rejection (detail "<actor>\n<text>")
-// until VERIFY_FAILED (from VERIFYING) or ADMIN_RESTART (from
-// AWAITING_APPROVAL) applies; a restart applies it then.
-const phaseRejected = "rejected"
 
 // awaitVerify runs the task's verification in its own goroutine and waits
 // for it, or for ctx to end (the verification goes on).

@@ -360,7 +360,7 @@ func (s *Store) SetLandingWaiting(ctx context.Context, taskID string, status mod
 // of tasks in AWAITING_APPROVAL whose approval or rejection a person has
 // given but the daemon has not yet carried out (phases approved and
 // rejected, and landing: approved work waiting to land), in the given phases (all when none is given), oldest first.
-func (s *Store) Verifications(ctx context.Context, phases ...string) ([]models.Verification, error) {
+func (s *Store) Verifications(ctx context.Context, phases ...models.VerificationPhase) ([]models.Verification, error) {
 	q := `SELECT v.task_id, v.attempt, v.phase, v.source, v.detail, v.updated_at FROM verifications v
 		JOIN tasks t ON t.id = v.task_id WHERE (t.status = 'VERIFYING'
 		OR t.status = 'AWAITING_APPROVAL' AND v.phase IN ('approved', 'rejected', 'landing'))`
@@ -596,7 +596,7 @@ func (x *txn) planEffects(a applied) error {
 
 // RecordTaskFailure records a failure found after a task's latest work run
 // ended (verification or delivery), for the next attempt's context.
-func (s *Store) RecordTaskFailure(ctx context.Context, taskID, outcome, msg string) error {
+func (s *Store) RecordTaskFailure(ctx context.Context, taskID string, outcome models.RunOutcome, msg string) error {
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE task_runs SET outcome = ?, error = ? WHERE id =
 			(SELECT max(id) FROM task_runs WHERE task_id = ? AND kind = 'work')`, outcome, msg, taskID)
@@ -624,7 +624,7 @@ func (s *Store) LastWorkRun(ctx context.Context, taskID string) (models.Run, boo
 // SwitchVerification moves a task's verification from one phase to another
 // (compare-and-set on the phase and attempt, the task still VERIFYING): of
 // two people deciding at once, only one moves it. It reports whether it did.
-func (s *Store) SwitchVerification(ctx context.Context, taskID string, attempt int, from, to, detail string) (bool, error) {
+func (s *Store) SwitchVerification(ctx context.Context, taskID string, attempt int, from, to models.VerificationPhase, detail string) (bool, error) {
 	moved, err := s.switchPhase(ctx, models.StatusVerifying, taskID, attempt, from, to, detail)
 	if err != nil {
 		return false, fmt.Errorf("switch verification of %s: %w", taskID, err)
@@ -637,7 +637,7 @@ func (s *Store) SwitchVerification(ctx context.Context, taskID string, attempt i
 // another (compare-and-set on the phase and attempt, the task still
 // AWAITING_APPROVAL): of two people deciding at
 // once, only one moves it. It reports whether it did.
-func (s *Store) SwitchApproval(ctx context.Context, taskID string, attempt int, from, to, detail string) (bool, error) {
+func (s *Store) SwitchApproval(ctx context.Context, taskID string, attempt int, from, to models.VerificationPhase, detail string) (bool, error) {
 	moved, err := s.switchPhase(ctx, models.StatusAwaitingApproval, taskID, attempt, from, to, detail)
 	if err != nil {
 		return false, fmt.Errorf("switch approval of %s: %w", taskID, err)
@@ -648,7 +648,7 @@ func (s *Store) SwitchApproval(ctx context.Context, taskID string, attempt int, 
 // switchPhase moves a task's verification from phase from to phase to if
 // its attempt is attempt and the task is in status; it reports whether it
 // did.
-func (s *Store) switchPhase(ctx context.Context, status models.TaskStatus, taskID string, attempt int, from, to, detail string) (bool, error) {
+func (s *Store) switchPhase(ctx context.Context, status models.TaskStatus, taskID string, attempt int, from, to models.VerificationPhase, detail string) (bool, error) {
 	var moved bool
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE verifications SET phase = ?, detail = ?, updated_at = ?
