@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -358,15 +359,90 @@ type LandTask struct {
 // Verification is the recorded phase of a task in VERIFYING (or waiting in
 // AWAITING_APPROVAL for a person's approval of its work), so that a restart
 // resumes it.
+//
+// In JSON its note is one "detail" string (see Detail), as it always was.
 type Verification struct {
 	TaskID  string            `json:"task_id"`
 	Attempt int               `json:"attempt"`
 	Phase   VerificationPhase `json:"phase"`
 	// Source is the checkout the task's work is in (the worker's).
 	Source string `json:"source,omitempty"`
-	// Detail says what the phase waits for or found.
-	Detail    string    `json:"detail,omitempty"`
+	VerificationNote
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// VerificationNote is what a verification's phase records besides the
+// phase itself.
+type VerificationNote struct {
+	// Event completes the task once its work has landed: set in the
+	// deliver phase, and in the landing phase of a VERIFYING task
+	// (VERIFY_PASSED, or HUMAN_APPROVED after a person's approval).
+	Event TaskEvent
+	// Actor is the person who decided: set in the approved and rejected
+	// phases, and in the landing phase of a task awaiting approval.
+	Actor string
+	// Text is the reason of Event, the person's note, or what the phase
+	// waits for or found.
+	Text string
+}
+
+// Detail is the note as one text, as it is shown: "<event>\n<text>" when
+// an event is set, "<actor>\n<text>" when an actor is, else the text.
+func (n VerificationNote) Detail() string {
+	switch {
+	case n.Event != "":
+		return string(n.Event) + "\n" + n.Text
+	case n.Actor != "":
+		return n.Actor + "\n" + n.Text
+	}
+	return n.Text
+}
+
+// ParseVerificationNote reads a note written as one text (Detail) in the
+// given phase: "<event>\n<text>" in the deliver phase, "<actor>\n<text>"
+// in the approved and rejected phases, either in the landing phase (an
+// event when the first line is one), else the text alone.
+func ParseVerificationNote(phase VerificationPhase, detail string) VerificationNote {
+	first, rest, _ := strings.Cut(detail, "\n")
+	switch phase {
+	case PhaseDeliver:
+		return VerificationNote{Event: TaskEvent(first), Text: rest}
+	case PhaseApproved, PhaseRejected:
+		return VerificationNote{Actor: first, Text: rest}
+	case PhaseLanding:
+		if TaskEvent(first).Valid() {
+			return VerificationNote{Event: TaskEvent(first), Text: rest}
+		}
+		return VerificationNote{Actor: first, Text: rest}
+	}
+	return VerificationNote{Text: detail}
+}
+
+// verificationJSON is a Verification as JSON has it.
+type verificationJSON struct {
+	TaskID    string            `json:"task_id"`
+	Attempt   int               `json:"attempt"`
+	Phase     VerificationPhase `json:"phase"`
+	Source    string            `json:"source,omitempty"`
+	Detail    string            `json:"detail,omitempty"`
+	UpdatedAt time.Time         `json:"updated_at"`
+}
+
+// MarshalJSON writes the note as "detail" (see Detail).
+func (v Verification) MarshalJSON() ([]byte, error) {
+	return json.Marshal(verificationJSON{TaskID: v.TaskID, Attempt: v.Attempt, Phase: v.Phase, Source: v.Source,
+		Detail: v.Detail(), UpdatedAt: v.UpdatedAt})
+}
+
+// UnmarshalJSON reads "detail" back into the note (see ParseVerificationNote).
+func (v *Verification) UnmarshalJSON(data []byte) error {
+	var j verificationJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	*v = Verification{TaskID: j.TaskID, Attempt: j.Attempt, Phase: j.Phase, Source: j.Source,
+		VerificationNote: ParseVerificationNote(j.Phase, j.Detail), UpdatedAt: j.UpdatedAt}
+	return nil
 }
 
 // VerificationPhase is where a task's verification stands.
@@ -388,13 +464,13 @@ const (
 	// PhaseApproved: a person approved the work of a task waiting in
 	// AWAITING_APPROVAL; its branch is being merged.
 	PhaseApproved VerificationPhase = "approved"
-	// PhaseRejected: a person rejected the work (the verification records
-	// who and why) until VERIFY_FAILED (from VERIFYING) or ADMIN_RESTART
+	// PhaseRejected: a person rejected the work (the note's actor and
+	// text say who and why) until VERIFY_FAILED (from VERIFYING) or ADMIN_RESTART
 	// (from AWAITING_APPROVAL) applies; a restart applies it then.
 	PhaseRejected VerificationPhase = "rejected"
 	// PhaseLanding: the verified (or approved) work waits to be merged
 	// into a LINK repository's default branch, which is checked out in a
-	// working tree with local changes; the detail is the one of the phase
+	// working tree with local changes; the note is the one of the phase
 	// it came from (deliver or approved). `agentqueued land` retries it.
 	PhaseLanding VerificationPhase = "landing"
 )

@@ -241,8 +241,8 @@ type Store interface {
 	Verifications(ctx context.Context, phases ...models.VerificationPhase) ([]models.Verification, error)
 	TaskFeedback(ctx context.Context, taskID string) ([]models.Feedback, error)
 	ClaimReview(ctx context.Context, taskID, agentID string) (models.Run, string, error)
-	SwitchVerification(ctx context.Context, taskID string, attempt int, from, to models.VerificationPhase, detail string) (bool, error)
-	SwitchApproval(ctx context.Context, taskID string, attempt int, from, to models.VerificationPhase, detail string) (bool, error)
+	SwitchVerification(ctx context.Context, taskID string, attempt int, from, to models.VerificationPhase, note models.VerificationNote) (bool, error)
+	SwitchApproval(ctx context.Context, taskID string, attempt int, from, to models.VerificationPhase, note models.VerificationNote) (bool, error)
 	SavePlan(ctx context.Context, taskID, source string, tasks []models.BatchTask) (models.Plan, error)
 	PendingPlan(ctx context.Context, taskID string) (models.Plan, bool, error)
 

@@ -115,18 +115,16 @@ func (o *Orchestrator) verify(taskID string) {
 	case models.PhaseHuman, models.PhaseReview:
 		return // awaiting a verdict; the loop dispatches reviews
 	case models.PhaseDeliver, models.PhaseLanding:
-		event, reason, _ := strings.Cut(v.Detail, "\n")
-		o.land(ctx, p, t, v, models.TaskEvent(event), firstNonEmpty(reason, "verified"))
+		o.land(ctx, p, t, v, v.Event, firstNonEmpty(v.Text, "verified"))
 		return
 	case models.PhaseApproval:
 		// Recorded, but the daemon stopped before APPROVAL_REQUESTED applied.
-		o.land(ctx, p, t, v, models.EventVerifyPassed, firstNonEmpty(v.Detail, "verified"))
+		o.land(ctx, p, t, v, models.EventVerifyPassed, firstNonEmpty(v.Text, "verified"))
 		return
 	case models.PhaseRejected:
 		// A person's rejection that VERIFY_FAILED has not yet applied.
-		actor, text, _ := strings.Cut(v.Detail, "\n")
-		o.verifyFailed(sctx, t, v, "rejected by "+actor, errors.New(text),
-			&models.Feedback{Source: actor, Verdict: models.VerdictReject, Text: text})
+		o.verifyFailed(sctx, t, v, "rejected by "+v.Actor, errors.New(v.Text),
+			&models.Feedback{Source: v.Actor, Verdict: models.VerdictReject, Text: v.Text})
 		return
 	case models.PhaseChecks:
 	default:
@@ -153,14 +151,14 @@ func (o *Orchestrator) verify(taskID string) {
 	}
 	switch t.VerificationType {
 	case models.VerifyQAAgent:
-		v.Phase, v.Detail = models.PhaseReview, ""
+		v.Phase, v.VerificationNote = models.PhaseReview, models.VerificationNote{}
 		if err := o.store.SetVerification(sctx, v); err != nil {
 			log.Warn("record review phase", "err", err)
 		}
 		o.Wake()
 		return
 	case models.VerifyHuman:
-		v.Phase, v.Detail = models.PhaseHuman, "waiting for a person to approve or reject"
+		v.Phase, v.VerificationNote = models.PhaseHuman, models.VerificationNote{Text: "waiting for a person to approve or reject"}
 		if err := o.store.SetVerification(sctx, v); err != nil {
 			log.Warn("record human phase", "err", err)
 			return
@@ -396,7 +394,7 @@ func (o *Orchestrator) land(ctx context.Context, p models.Project, t models.Task
 		o.requestApproval(sctx, p, t, v, reason, noPR)
 		return
 	}
-	v.Phase, v.Detail = models.PhaseDeliver, string(event)+"\n"+reason
+	v.Phase, v.VerificationNote = models.PhaseDeliver, models.VerificationNote{Event: event, Text: reason}
 	// The phase is recorded before a merge, so that a verification resumed
 	// after a crash delivers again instead of checking again. Without a
 	// repository there is nothing to merge: the event below is the only
@@ -481,8 +479,9 @@ func (o *Orchestrator) dispatchReviews(ctx context.Context) error {
 			case ag.State == models.AgentIdle:
 				why = fmt.Sprintf("waiting for the reviewer %s, which rests after a rate limit or a failed start", ag.ID)
 			}
-			if v.Detail != why {
-				if _, err := o.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseReview, models.PhaseReview, why); err != nil {
+			if v.Detail() != why {
+				if _, err := o.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseReview, models.PhaseReview,
+					models.VerificationNote{Text: why}); err != nil {
 					o.log.Warn("record review wait", "task_id", t.ID, "err", err)
 				}
 			}
@@ -497,8 +496,9 @@ func (o *Orchestrator) dispatchReviews(ctx context.Context) error {
 		}
 		if held >= p.MaxConcurrentAgents {
 			why := fmt.Sprintf("waiting for a free slot of project %s (%d of %d busy)", p.ID, held, p.MaxConcurrentAgents)
-			if v.Detail != why {
-				if _, err := o.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseReview, models.PhaseReview, why); err != nil {
+			if v.Detail() != why {
+				if _, err := o.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseReview, models.PhaseReview,
+					models.VerificationNote{Text: why}); err != nil {
 					o.log.Warn("record review wait", "task_id", t.ID, "err", err)
 				}
 			}
@@ -650,8 +650,8 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 		closeRun(models.RunOutcomeApproved, "")
 		// The delivery runs as any verification does (one at a time,
 		// stopped at shutdown, resumed after a restart).
-		detail := string(models.EventVerifyPassed) + "\n" + "approved by reviewer " + ar.agent.ID + ": " + verdict.Text
-		if ok, err := o.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseReview, models.PhaseDeliver, detail); err != nil || !ok {
+		note := models.VerificationNote{Event: models.EventVerifyPassed, Text: "approved by reviewer " + ar.agent.ID + ": " + verdict.Text}
+		if ok, err := o.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseReview, models.PhaseDeliver, note); err != nil || !ok {
 			log.Info("approval not recorded: the task moved on", "err", err)
 			return
 		}
@@ -715,7 +715,7 @@ func (o *Orchestrator) Verdict(ctx context.Context, run models.Run, approve bool
 // to AWAITING_APPROVAL, where a person reads its diff and approves (the
 // branch is merged) or rejects (the task runs again with the feedback).
 func (o *Orchestrator) requestApproval(ctx context.Context, p models.Project, t models.Task, v models.Verification, checks, noPR string) {
-	v.Phase, v.Detail = models.PhaseApproval, checks
+	v.Phase, v.VerificationNote = models.PhaseApproval, models.VerificationNote{Text: checks}
 	if err := o.store.SetVerification(ctx, v); err != nil {
 		o.log.Warn("record approval phase", "task_id", t.ID, "err", err)
 		return // the verification runs again and lands here again
@@ -746,12 +746,12 @@ func (o *Orchestrator) deliverApproved(ctx context.Context, p models.Project, t 
 	sctx := context.WithoutCancel(ctx)
 	if v.Phase == models.PhaseLanding {
 		// Retried: being merged again, it cannot be cancelled meanwhile.
-		if ok, err := o.store.SwitchApproval(sctx, t.ID, v.Attempt, models.PhaseLanding, models.PhaseApproved, v.Detail); err != nil || !ok {
+		if ok, err := o.store.SwitchApproval(sctx, t.ID, v.Attempt, models.PhaseLanding, models.PhaseApproved, v.VerificationNote); err != nil || !ok {
 			return
 		}
 		v.Phase = models.PhaseApproved
 	}
-	actor, note, _ := strings.Cut(v.Detail, "\n")
+	actor, note := v.Actor, v.Text
 	reason := "approved by " + actor
 	if note != "" {
 		reason += ": " + note
@@ -777,7 +777,7 @@ func (o *Orchestrator) deliverApproved(ctx context.Context, p models.Project, t 
 		}
 		o.log.Warn("approved change not merged", "task_id", t.ID, "err", models.RedactURL(err.Error()))
 		if _, err := o.store.SwitchApproval(sctx, t.ID, v.Attempt, v.Phase, models.PhaseApproval,
-			"the approved change could not be merged: "+reasonOf(err)); err != nil {
+			models.VerificationNote{Text: "the approved change could not be merged: " + reasonOf(err)}); err != nil {
 			o.log.Warn("record failed merge", "task_id", t.ID, "err", err)
 		}
 		return
@@ -808,7 +808,7 @@ func (o *Orchestrator) landingWaits(ctx context.Context, p models.Project, t mod
 	if v.Phase != models.PhaseLanding {
 		var err error
 		if status == models.StatusAwaitingApproval {
-			_, err = o.store.SwitchApproval(ctx, t.ID, v.Attempt, v.Phase, models.PhaseLanding, v.Detail)
+			_, err = o.store.SwitchApproval(ctx, t.ID, v.Attempt, v.Phase, models.PhaseLanding, v.VerificationNote)
 		} else {
 			v.Phase = models.PhaseLanding
 			err = o.store.SetVerification(ctx, v)
@@ -872,7 +872,7 @@ func (o *Orchestrator) Land(ctx context.Context, projectID string) (models.LandR
 // waited in AWAITING_APPROVAL to its agent: ADMIN_RESTART → READY, with the
 // rejection as feedback for the next attempt's prompt.
 func (o *Orchestrator) returnRejected(ctx context.Context, p models.Project, t models.Task, v models.Verification) {
-	actor, text, _ := strings.Cut(v.Detail, "\n")
+	actor, text := v.Actor, v.Text
 	o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventAdminRestart, ExpectFrom: models.StatusAwaitingApproval,
 		Actor: actor, Reason: "rejected by " + actor + ": " + text,
 		Feedback: &models.Feedback{Source: actor, Verdict: models.VerdictReject, Text: text}})
@@ -903,7 +903,7 @@ func (o *Orchestrator) Approve(ctx context.Context, taskID, actor, note string) 
 		// merge runs as any verification does, not on the request's
 		// context: the answer waits for it unless the caller goes away.
 		ok, err := o.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseHuman, models.PhaseDeliver,
-			string(models.EventHumanApproved)+"\n"+reason)
+			models.VerificationNote{Event: models.EventHumanApproved, Text: reason})
 		if err != nil {
 			return models.TransitionResult{}, err
 		}
@@ -915,7 +915,8 @@ func (o *Orchestrator) Approve(ctx context.Context, taskID, actor, note string) 
 	case t.Status == models.StatusAwaitingApproval && v.Phase == models.PhaseApproval:
 		// Decided once (compare-and-set of the phase); the merge runs as a
 		// verification does, and the answer waits for it.
-		ok, err := o.store.SwitchApproval(ctx, t.ID, v.Attempt, models.PhaseApproval, models.PhaseApproved, actor+"\n"+note)
+		ok, err := o.store.SwitchApproval(ctx, t.ID, v.Attempt, models.PhaseApproval, models.PhaseApproved,
+			models.VerificationNote{Actor: actor, Text: note})
 		if err != nil {
 			return models.TransitionResult{}, err
 		}
@@ -933,7 +934,7 @@ func (o *Orchestrator) Approve(ctx context.Context, taskID, actor, note string) 
 			cur.Phase == models.PhaseApproval && o.stillAwaiting(ctx, t.ID) {
 			// The person who approved is told why, and may approve again.
 			return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s: %s; it still awaits approval: approve it again",
-				t.ID, cur.Detail)
+				t.ID, cur.Detail())
 		}
 		return o.after(ctx, t)
 	case t.Status == models.StatusAwaitingApproval && (v.Phase == models.PhaseApproved || v.Phase == models.PhaseRejected):
@@ -966,7 +967,8 @@ func (o *Orchestrator) Reject(ctx context.Context, taskID, actor, feedback strin
 	fb := &models.Feedback{Source: actor, Verdict: models.VerdictReject, Text: strings.TrimSpace(feedback)}
 	switch {
 	case t.Status == models.StatusVerifying && v.Phase == models.PhaseHuman:
-		ok, err := o.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseHuman, models.PhaseRejected, actor+"\n"+fb.Text)
+		ok, err := o.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseHuman, models.PhaseRejected,
+			models.VerificationNote{Actor: actor, Text: fb.Text})
 		if err != nil {
 			return models.TransitionResult{}, err
 		}
@@ -976,7 +978,8 @@ func (o *Orchestrator) Reject(ctx context.Context, taskID, actor, feedback strin
 		o.verifyFailed(ctx, t, v, "rejected by "+actor, errors.New(fb.Text), fb)
 		return o.after(ctx, t)
 	case t.Status == models.StatusAwaitingApproval && v.Phase == models.PhaseApproval:
-		ok, err := o.store.SwitchApproval(ctx, t.ID, v.Attempt, models.PhaseApproval, models.PhaseRejected, actor+"\n"+fb.Text)
+		ok, err := o.store.SwitchApproval(ctx, t.ID, v.Attempt, models.PhaseApproval, models.PhaseRejected,
+			models.VerificationNote{Actor: actor, Text: fb.Text})
 		if err != nil {
 			return models.TransitionResult{}, err
 		}
