@@ -164,7 +164,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 		default:
 		}
 		end := models.RunEnd{RunID: ar.run.ID, Event: models.EventExecutionError, ExpectFrom: models.StatusAssigned,
-			Reason: what + ": " + reasonOf(err), Outcome: models.RunOutcomeExecutionError, Error: what + ": " + models.RedactURL(err.Error())}
+			Reason: what + ": " + models.ReasonOf(err), Outcome: models.RunOutcomeExecutionError, Error: what + ": " + models.RedactURL(err.Error())}
 		if agentFault {
 			end.AgentError = what
 			log.Warn("run did not start; the agent is set aside", "step", what, "err", models.RedactURL(err.Error()))
@@ -273,7 +273,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	res := o.finish(ctx, ar, end)
 	release() // verification works in its own checkout; the next run may take this one
 	if res.To == models.StatusVerifying && !res.Duplicate {
-		o.verify(task.ID)
+		o.landing.Verify(task.ID)
 	}
 	return res
 }
@@ -507,7 +507,7 @@ func (o *Orchestrator) keepWork(ctx context.Context, ar *activeRun, p models.Pro
 // AGENT_FAILED with the reason.
 func (o *Orchestrator) sealWork(ctx context.Context, ar *activeRun, p models.Project, t models.Task, ws models.Workspace, end models.RunEnd) models.RunEnd {
 	failed := func(what string, err error) models.RunEnd {
-		msg := what + ": " + reasonOf(err)
+		msg := what + ": " + models.ReasonOf(err)
 		return models.RunEnd{RunID: ar.run.ID, Event: models.EventAgentFailed, ExpectFrom: models.StatusInProgress,
 			Reason: msg, Outcome: models.RunOutcomeFailed, Error: msg}
 	}
@@ -598,19 +598,6 @@ func (o *Orchestrator) outcome(ctx context.Context, ar *activeRun, r agent.Resul
 		end.Event, end.Reason, end.Outcome, end.Error = models.EventAgentFailed, msg, models.RunOutcomeFailed, msg
 	}
 	return end
-}
-
-// reasonOf is the text kept for an error the system met: the user-safe
-// message of a *models.Error, else the error itself (a git or file error
-// the task's owner needs to see; it carries no secret).
-// reasonOf is an error's text for a task's reason: the user-safe message
-// of a models.Error, else the error's text, with the credentials of any URL
-// in it removed (git's errors may quote one).
-func reasonOf(err error) string {
-	if models.ErrorCodeOf(err) != models.CodeInternal {
-		return models.RedactURL(models.ErrorMessageOf(err))
-	}
-	return models.RedactURL(err.Error())
 }
 
 // rest keeps an agent whose provider refused work out of scheduling until
@@ -968,10 +955,9 @@ func (o *Orchestrator) endRunsOf(taskID, reason string) {
 // shutdown stops every run; their tasks return to READY by RECOVERY so the
 // next life of the daemon runs them again.
 func (o *Orchestrator) shutdown() {
-	o.vcancel() // checks and merges stop; the next life resumes them
+	o.landing.Shutdown() // checks and merges stop; the next life resumes them
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.stopping = true
 	for _, r := range o.runs {
 		r.end(models.EventRecovery, "the daemon is shutting down")
 	}
