@@ -3,7 +3,6 @@ package landing
 import (
 	"context"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -21,12 +20,13 @@ const (
 	DefaultPRPollInterval = time.Minute
 )
 
-// Config configures a Lander. Zero values take the defaults above.
+// Config configures a Lander. Zero durations take the defaults above; the
+// clock (Now, After) and Environ are required: the orchestrator passes its
+// own.
 type Config struct {
 	// RunDir holds each attempt's check logs: RunDir/<task>/<attempt>.check-<n>.log.
 	RunDir string
-	// Environ is the daemon's environment, scrubbed for each test command;
-	// default os.Environ().
+	// Environ is the daemon's environment, scrubbed for each test command.
 	Environ []string
 	// CheckTimeout bounds each test command of AUTO_TEST verification.
 	CheckTimeout time.Duration
@@ -42,7 +42,7 @@ type Config struct {
 	// PRPollInterval is how often each open pull request is checked;
 	// default DefaultPRPollInterval.
 	PRPollInterval time.Duration
-	// Now and After are the clock; defaults time.Now and time.After.
+	// Now and After are the clock.
 	Now   func() time.Time
 	After func(time.Duration) <-chan time.Time
 	// Logger receives the landing's logs.
@@ -61,15 +61,6 @@ func (c *Config) applyDefaults() {
 	}
 	if c.PRPollInterval <= 0 {
 		c.PRPollInterval = DefaultPRPollInterval
-	}
-	if c.Environ == nil {
-		c.Environ = os.Environ()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.After == nil {
-		c.After = time.After
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -183,8 +174,13 @@ type Lander struct {
 	wg       sync.WaitGroup
 }
 
-// New returns a Lander; it starts nothing by itself.
+// New returns a Lander; it starts nothing by itself. A Config without its
+// clock, or a missing store, workspaces or host, is a wiring error: New
+// panics naming it.
 func New(cfg Config, st Store, ws Workspaces, host Host) *Lander {
+	if cfg.Now == nil || cfg.After == nil || st == nil || ws == nil || host == nil {
+		panic("landing.New: Config.Now, Config.After, the store, the workspaces and the host are required")
+	}
 	cfg.applyDefaults()
 	vctx, vcancel := context.WithCancel(context.Background())
 	return &Lander{cfg: cfg, store: st, ws: ws, host: host, log: cfg.Logger, prPoke: make(chan struct{}, 1),

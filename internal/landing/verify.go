@@ -705,26 +705,17 @@ func (l *Lander) Approve(ctx context.Context, taskID, actor, note string) (model
 		// The decision is taken once (compare-and-set of the phase); the
 		// merge runs as any verification does, not on the request's
 		// context: the answer waits for it unless the caller goes away.
-		ok, err := l.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseHuman, models.PhaseDeliver,
-			models.VerificationNote{Event: models.EventHumanApproved, Text: reason})
-		if err != nil {
+		note := models.VerificationNote{Event: models.EventHumanApproved, Text: reason}
+		if err := l.decide(ctx, t, v, models.PhaseDeliver, note); err != nil {
 			return models.TransitionResult{}, err
-		}
-		if !ok {
-			return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s was decided meanwhile", t.ID)
 		}
 		l.awaitVerify(ctx, t.ID)
 		return l.after(ctx, t)
 	case t.Status == models.StatusAwaitingApproval && v.Phase == models.PhaseApproval:
 		// Decided once (compare-and-set of the phase); the merge runs as a
 		// verification does, and the answer waits for it.
-		ok, err := l.store.SwitchApproval(ctx, t.ID, v.Attempt, models.PhaseApproval, models.PhaseApproved,
-			models.VerificationNote{Actor: actor, Text: note})
-		if err != nil {
+		if err := l.decide(ctx, t, v, models.PhaseApproved, models.VerificationNote{Actor: actor, Text: note}); err != nil {
 			return models.TransitionResult{}, err
-		}
-		if !ok {
-			return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s was decided meanwhile", t.ID)
 		}
 		l.awaitVerify(ctx, t.ID)
 		if cur, found, err := l.store.GetVerification(ctx, t.ID); err == nil && found && cur.Attempt == v.Attempt &&
@@ -770,24 +761,14 @@ func (l *Lander) Reject(ctx context.Context, taskID, actor, feedback string) (mo
 	fb := &models.Feedback{Source: actor, Verdict: models.VerdictReject, Text: strings.TrimSpace(feedback)}
 	switch {
 	case t.Status == models.StatusVerifying && v.Phase == models.PhaseHuman:
-		ok, err := l.store.SwitchVerification(ctx, t.ID, v.Attempt, models.PhaseHuman, models.PhaseRejected,
-			models.VerificationNote{Actor: actor, Text: fb.Text})
-		if err != nil {
+		if err := l.decide(ctx, t, v, models.PhaseRejected, models.VerificationNote{Actor: actor, Text: fb.Text}); err != nil {
 			return models.TransitionResult{}, err
-		}
-		if !ok {
-			return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s was decided meanwhile", t.ID)
 		}
 		l.verifyFailed(ctx, t, v, "rejected by "+actor, errors.New(fb.Text), fb)
 		return l.after(ctx, t)
 	case t.Status == models.StatusAwaitingApproval && v.Phase == models.PhaseApproval:
-		ok, err := l.store.SwitchApproval(ctx, t.ID, v.Attempt, models.PhaseApproval, models.PhaseRejected,
-			models.VerificationNote{Actor: actor, Text: fb.Text})
-		if err != nil {
+		if err := l.decide(ctx, t, v, models.PhaseRejected, models.VerificationNote{Actor: actor, Text: fb.Text}); err != nil {
 			return models.TransitionResult{}, err
-		}
-		if !ok {
-			return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s was decided meanwhile", t.ID)
 		}
 		l.awaitVerify(ctx, t.ID)
 		return l.after(ctx, t)
@@ -799,6 +780,26 @@ func (l *Lander) Reject(ctx context.Context, taskID, actor, feedback string) (mo
 			ExpectFrom: models.StatusAwaitingApproval, Actor: actor, Reason: "plan rejected by " + actor + ": " + fb.Text, Feedback: fb})
 	}
 	return models.TransitionResult{}, l.nothingToDecide(t, v)
+}
+
+// decide records a person's decision on the verification v of t: its
+// phase moves from v's to to, with note (compare-and-set: of two people
+// deciding at once, one wins, and the other is told the task was decided
+// meanwhile).
+func (l *Lander) decide(ctx context.Context, t models.Task, v models.Verification, to models.VerificationPhase,
+	note models.VerificationNote) error {
+	switchPhase := l.store.SwitchVerification
+	if t.Status == models.StatusAwaitingApproval {
+		switchPhase = l.store.SwitchApproval
+	}
+	ok, err := switchPhase(ctx, t.ID, v.Attempt, v.Phase, to, note)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return models.Errorf(models.CodeConflict, "task %s was decided meanwhile", t.ID)
+	}
+	return nil
 }
 
 // track adds a goroutine to the ones Run waits for, unless the
