@@ -109,7 +109,7 @@ func (l *Lander) verify(taskID string) {
 	log := l.log.With("task_id", t.ID, "project_id", t.ProjectID)
 	switch v.Phase {
 	case models.PhaseHuman, models.PhaseReview:
-		return // awaiting a verdict; the loop dispatches reviews
+		return // awaiting a verdict; DispatchReviews starts the review
 	case models.PhaseDeliver, models.PhaseLanding:
 		l.land(ctx, p, t, v, v.Event, cmp.Or(v.Text, "verified"))
 		return
@@ -432,8 +432,9 @@ func (l *Lander) land(ctx context.Context, p models.Project, t models.Task, v mo
 	}
 }
 
-// dispatchReviews starts a review run for each task waiting in the review
-// phase whose reviewer agent is idle.
+// dispatchReviews asks the host to start a review run for each task
+// waiting in the review phase whose reviewer agent is idle and whose
+// project has a free slot; the others record why they wait.
 func (l *Lander) dispatchReviews(ctx context.Context) error {
 	waiting, err := l.store.Verifications(ctx, models.PhaseReview)
 	if err != nil {
@@ -802,8 +803,8 @@ func (l *Lander) decide(ctx context.Context, t models.Task, v models.Verificatio
 	return nil
 }
 
-// track adds a goroutine to the ones Run waits for, unless the
-// orchestrator is shutting down.
+// track adds a goroutine to the ones Wait waits for, unless the Lander
+// is shutting down.
 func (l *Lander) track() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
