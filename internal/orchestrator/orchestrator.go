@@ -206,13 +206,10 @@ type Store interface {
 	FinishRun(ctx context.Context, end models.RunEnd) (models.TransitionResult, error)
 	OpenRuns(ctx context.Context) ([]models.Run, error)
 	FreeOrphanAgents(ctx context.Context) ([]string, error)
-	LastRunError(ctx context.Context, taskID string) (string, error)
-	RecordRunFailure(ctx context.Context, runID int64, outcome models.RunOutcome, msg string) error
 	ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error)
 	RestAgent(ctx context.Context, id string, until time.Time, reason string) error
 	RestingAgents(ctx context.Context, now time.Time) ([]models.Agent, error)
 	SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error)
-	CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.BatchResult, error)
 	RunByToken(ctx context.Context, token string) (models.Run, error)
 	RecordTokenUsage(ctx context.Context, u models.TokenUsage) error
 	AskQuestion(ctx context.Context, runID int64, text string) (models.Question, error)
@@ -228,7 +225,6 @@ type Store interface {
 	RecordRunResult(ctx context.Context, runID int64, cost *float64, denied []string) error
 	ForgetSessions(ctx context.Context, taskID, agentID string) error
 	RecordRunUsage(ctx context.Context, runID int64, cumulative models.TokenUsage) (models.TokenUsage, error)
-	SaveResult(ctx context.Context, taskID string, runID int64, c models.Completion) error
 	UpstreamResults(ctx context.Context, taskID string) ([]models.UpstreamResult, error)
 	RunErrors(ctx context.Context, taskID string) ([]string, error)
 	TaskFeedback(ctx context.Context, taskID string) ([]models.Feedback, error)
