@@ -177,8 +177,8 @@ func printTaskDetail(w io.Writer, d models.TaskDetail) {
 	printTaskRows(w, d.Task, func(tw io.Writer) {
 		if v := d.Verification; v != nil {
 			phase := fmt.Sprintf("%s (attempt %d)", v.Phase, v.Attempt)
-			if v.Detail != "" {
-				phase += ": " + readable(v.Detail, 0)
+			if detail := v.Detail(); detail != "" {
+				phase += ": " + readable(detail, 0)
 			}
 			row(tw, "Verification phase:", phase)
 		}
@@ -265,7 +265,7 @@ func printRuns(w io.Writer, runs []models.Run) {
 		if r.CostUSD != nil {
 			cost = fmt.Sprintf("$%.4f", *r.CostUSD)
 		}
-		outcome := r.Outcome
+		outcome := string(r.Outcome)
 		if r.EndedAt == nil {
 			outcome = "running"
 		}

@@ -105,7 +105,7 @@ func TestTaskOutputShowsWhatHappens(t *testing.T) {
 	}
 	d := models.TaskDetail{Task: tasks[0],
 		Verification: &models.Verification{TaskID: "bold-orbit", Attempt: 2, Phase: models.PhaseChecks,
-			Detail: "running test command 1 of 2: go test ./...", UpdatedAt: end},
+			VerificationNote: models.VerificationNote{Text: "running test command 1 of 2: go test ./..."}, UpdatedAt: end},
 		Result: &models.Completion{Summary: "Wrote the page.\nAdded a test.", FilesChanged: []string{"page.go", "page_test.go"},
 			Outputs: []byte(`{"pages":["home"]}`)},
 		Plan: &models.Plan{ID: 3, TaskID: "bold-orbit", Source: "agent", Status: "pending", CreatedAt: end,

@@ -413,7 +413,7 @@ func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request) {
 	}
 	if d.Verification != nil {
 		v := *d.Verification
-		v.Detail = models.RedactURL(v.Detail)
+		v.Actor, v.Text = models.RedactURL(v.Actor), models.RedactURL(v.Text)
 		d.Verification = &v
 	}
 	s.writeJSON(w, r, http.StatusOK, d)

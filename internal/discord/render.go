@@ -187,8 +187,8 @@ func renderTaskDetail(d models.TaskDetail) string {
 	}
 	if d.Verification != nil {
 		fmt.Fprintf(&b, "\nverification: %s", d.Verification.Phase)
-		if d.Verification.Detail != "" {
-			fmt.Fprintf(&b, " — %s", escape(cut(models.RedactURL(d.Verification.Detail), 200)))
+		if detail := d.Verification.Detail(); detail != "" {
+			fmt.Fprintf(&b, " — %s", escape(cut(models.RedactURL(detail), 200)))
 		}
 	}
 	if len(d.Dependencies) > 0 {

@@ -3,6 +3,8 @@ package models
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -18,7 +20,7 @@ type Run struct {
 	StartedAt      time.Time  `json:"started_at"`
 	LastActivityAt time.Time  `json:"last_activity_at"`
 	EndedAt        *time.Time `json:"ended_at,omitempty"`
-	Outcome        string     `json:"outcome,omitempty"`
+	Outcome        RunOutcome `json:"outcome,omitempty"`
 	Error          string     `json:"error,omitempty"`
 	// Kind is RunWork (the task's own work) or RunReview (a QA review of it).
 	Kind string `json:"kind"`
@@ -65,6 +67,49 @@ const (
 	RunWork   = "work"
 	RunReview = "review"
 )
+
+// RunOutcome names how an agent run ended, as its row records it; an open
+// run has none ("").
+type RunOutcome string
+
+// Run outcomes.
+const (
+	// RunOutcomeCompleted: the agent completed its work (AGENT_COMPLETED).
+	RunOutcomeCompleted RunOutcome = "completed"
+	// RunOutcomeFailed: the agent failed, or a reviewer ended without a verdict.
+	RunOutcomeFailed RunOutcome = "failed"
+	// RunOutcomeStopped: the daemon stopped the run (an admin event, shutdown).
+	RunOutcomeStopped RunOutcome = "stopped"
+	// RunOutcomeTimeout: the run was quiet for too long or ran too long.
+	RunOutcomeTimeout RunOutcome = "timeout"
+	// RunOutcomeExecutionError: the run could not start or be recorded.
+	RunOutcomeExecutionError RunOutcome = "execution_error"
+	// RunOutcomePaused: a rate limit or the end of the tokens paused it.
+	RunOutcomePaused RunOutcome = "paused"
+	// RunOutcomeRecovered: a restart found it open and closed it.
+	RunOutcomeRecovered RunOutcome = "recovered"
+	// RunOutcomeStageFailed: a review whose change could not be staged.
+	RunOutcomeStageFailed RunOutcome = "stage_failed"
+	// RunOutcomeApproved and RunOutcomeRejected: a review's verdict.
+	RunOutcomeApproved RunOutcome = "approved"
+	RunOutcomeRejected RunOutcome = "rejected"
+	// RunOutcomeVerifyFailed: the work of a completed run failed its
+	// verification (recorded after the run ended).
+	RunOutcomeVerifyFailed RunOutcome = "verify_failed"
+	// RunOutcomeDeliverFailed: the work of a completed run could not be
+	// delivered (recorded by earlier versions).
+	RunOutcomeDeliverFailed RunOutcome = "deliver_failed"
+)
+
+// RunOutcomes lists every run outcome.
+var RunOutcomes = []RunOutcome{
+	RunOutcomeCompleted, RunOutcomeFailed, RunOutcomeStopped, RunOutcomeTimeout, RunOutcomeExecutionError,
+	RunOutcomePaused, RunOutcomeRecovered, RunOutcomeStageFailed, RunOutcomeApproved, RunOutcomeRejected,
+	RunOutcomeVerifyFailed, RunOutcomeDeliverFailed,
+}
+
+// Valid reports whether o is one of the run outcomes.
+func (o RunOutcome) Valid() bool { return slices.Contains(RunOutcomes, o) }
 
 // ProjectUsage is one project's figures for a scheduling round.
 type ProjectUsage struct {
@@ -235,8 +280,8 @@ type RunEnd struct {
 	// on its question, so the question stays open and the task pauses
 	// until then; the answer resumes it at once.
 	WaitResumeAfter *time.Time
-	// Outcome names the end for the run row ("completed", "failed", …).
-	Outcome string
+	// Outcome names the end for the run row (RunOutcomeCompleted, …).
+	Outcome RunOutcome
 	// Error keeps the failure text for the next attempt's context.
 	Error string
 	// AgentError, when set, puts the agent in ERROR (it takes no task until
@@ -314,39 +359,129 @@ type LandTask struct {
 // Verification is the recorded phase of a task in VERIFYING (or waiting in
 // AWAITING_APPROVAL for a person's approval of its work), so that a restart
 // resumes it.
+//
+// In JSON its note is one "detail" string (see Detail), as it always was.
 type Verification struct {
-	TaskID  string `json:"task_id"`
-	Attempt int    `json:"attempt"`
-	Phase   string `json:"phase"`
+	TaskID  string            `json:"task_id"`
+	Attempt int               `json:"attempt"`
+	Phase   VerificationPhase `json:"phase"`
 	// Source is the checkout the task's work is in (the worker's).
 	Source string `json:"source,omitempty"`
-	// Detail says what the phase waits for or found.
-	Detail    string    `json:"detail,omitempty"`
+	VerificationNote
 	UpdatedAt time.Time `json:"updated_at"`
 }
+
+// VerificationNote is what a verification's phase records besides the
+// phase itself.
+type VerificationNote struct {
+	// Event completes the task once its work has landed: set in the
+	// deliver phase, and in the landing phase of a VERIFYING task
+	// (VERIFY_PASSED, or HUMAN_APPROVED after a person's approval).
+	Event TaskEvent
+	// Actor is the person who decided: set in the approved and rejected
+	// phases, and in the landing phase of a task awaiting approval.
+	Actor string
+	// Text is the reason of Event, the person's note, or what the phase
+	// waits for or found.
+	Text string
+}
+
+// Detail is the note as one text, as it is shown: "<event>\n<text>" when
+// an event is set, "<actor>\n<text>" when an actor is, else the text.
+func (n VerificationNote) Detail() string {
+	switch {
+	case n.Event != "":
+		return string(n.Event) + "\n" + n.Text
+	case n.Actor != "":
+		return n.Actor + "\n" + n.Text
+	}
+	return n.Text
+}
+
+// ParseVerificationNote reads a note written as one text (Detail) in the
+// given phase: "<event>\n<text>" in the deliver phase, "<actor>\n<text>"
+// in the approved and rejected phases, either in the landing phase (an
+// event when the first line is one), else the text alone.
+func ParseVerificationNote(phase VerificationPhase, detail string) VerificationNote {
+	first, rest, _ := strings.Cut(detail, "\n")
+	switch phase {
+	case PhaseDeliver:
+		return VerificationNote{Event: TaskEvent(first), Text: rest}
+	case PhaseApproved, PhaseRejected:
+		return VerificationNote{Actor: first, Text: rest}
+	case PhaseLanding:
+		if TaskEvent(first).Valid() {
+			return VerificationNote{Event: TaskEvent(first), Text: rest}
+		}
+		return VerificationNote{Actor: first, Text: rest}
+	}
+	return VerificationNote{Text: detail}
+}
+
+// verificationJSON is a Verification as JSON has it.
+type verificationJSON struct {
+	TaskID    string            `json:"task_id"`
+	Attempt   int               `json:"attempt"`
+	Phase     VerificationPhase `json:"phase"`
+	Source    string            `json:"source,omitempty"`
+	Detail    string            `json:"detail,omitempty"`
+	UpdatedAt time.Time         `json:"updated_at"`
+}
+
+// MarshalJSON writes the note as "detail" (see Detail).
+func (v Verification) MarshalJSON() ([]byte, error) {
+	return json.Marshal(verificationJSON{TaskID: v.TaskID, Attempt: v.Attempt, Phase: v.Phase, Source: v.Source,
+		Detail: v.Detail(), UpdatedAt: v.UpdatedAt})
+}
+
+// UnmarshalJSON reads "detail" back into the note (see ParseVerificationNote).
+func (v *Verification) UnmarshalJSON(data []byte) error {
+	var j verificationJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	*v = Verification{TaskID: j.TaskID, Attempt: j.Attempt, Phase: j.Phase, Source: j.Source,
+		VerificationNote: ParseVerificationNote(j.Phase, j.Detail), UpdatedAt: j.UpdatedAt}
+	return nil
+}
+
+// VerificationPhase is where a task's verification stands.
+type VerificationPhase string
 
 // Verification phases.
 const (
 	// PhaseChecks: the task's test commands run (AUTO_TEST).
-	PhaseChecks = "checks"
+	PhaseChecks VerificationPhase = "checks"
 	// PhaseReview: a reviewer agent is to review, or reviewing (QA_AGENT).
-	PhaseReview = "review"
+	PhaseReview VerificationPhase = "review"
 	// PhaseHuman: a person is to approve or reject (HUMAN).
-	PhaseHuman = "human"
+	PhaseHuman VerificationPhase = "human"
 	// PhaseDeliver: the checks passed; the branch is being merged.
-	PhaseDeliver = "deliver"
+	PhaseDeliver VerificationPhase = "deliver"
 	// PhaseApproval: the task requires approval and no pull request is
 	// opened for it; it waits in AWAITING_APPROVAL, unmerged, for a person.
-	PhaseApproval = "approval"
+	PhaseApproval VerificationPhase = "approval"
 	// PhaseApproved: a person approved the work of a task waiting in
 	// AWAITING_APPROVAL; its branch is being merged.
-	PhaseApproved = "approved"
+	PhaseApproved VerificationPhase = "approved"
+	// PhaseRejected: a person rejected the work (the note's actor and
+	// text say who and why) until VERIFY_FAILED (from VERIFYING) or ADMIN_RESTART
+	// (from AWAITING_APPROVAL) applies; a restart applies it then.
+	PhaseRejected VerificationPhase = "rejected"
 	// PhaseLanding: the verified (or approved) work waits to be merged
 	// into a LINK repository's default branch, which is checked out in a
-	// working tree with local changes; the detail is the one of the phase
+	// working tree with local changes; the note is the one of the phase
 	// it came from (deliver or approved). `agentqueued land` retries it.
-	PhaseLanding = "landing"
+	PhaseLanding VerificationPhase = "landing"
 )
+
+// VerificationPhases lists every verification phase.
+var VerificationPhases = []VerificationPhase{
+	PhaseChecks, PhaseReview, PhaseHuman, PhaseDeliver, PhaseApproval, PhaseApproved, PhaseRejected, PhaseLanding,
+}
+
+// Valid reports whether p is one of the verification phases.
+func (p VerificationPhase) Valid() bool { return slices.Contains(VerificationPhases, p) }
 
 // Plan is a set of subtasks a task's agent proposed, created when the task
 // completes (after a person's approval when its project requires it).

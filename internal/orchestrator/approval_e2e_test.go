@@ -223,13 +223,14 @@ func TestE2EPullRequestAlwaysWithoutGitHubIsBlocked(t *testing.T) {
 func TestE2ERecordedApprovalDecisionIsCarriedOut(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		phase, detail string
-		want          models.TaskEvent
+		phase models.VerificationPhase
+		note  models.VerificationNote
+		want  models.TaskEvent
 	}{
-		{models.PhaseApproved, "ana\nfine", models.EventHumanApproved},
-		{phaseRejected, "ana\nnot like this", models.EventAdminRestart},
+		{models.PhaseApproved, models.VerificationNote{Actor: "ana", Text: "fine"}, models.EventHumanApproved},
+		{models.PhaseRejected, models.VerificationNote{Actor: "ana", Text: "not like this"}, models.EventAdminRestart},
 	} {
-		t.Run(tc.phase, func(t *testing.T) {
+		t.Run(string(tc.phase), func(t *testing.T) {
 			t.Parallel()
 			e := newE2E(t)
 			origin := bareOrigin(t)
@@ -245,7 +246,7 @@ func TestE2ERecordedApprovalDecisionIsCarriedOut(t *testing.T) {
 				t.Fatalf("verification while awaiting approval: %+v %v %v", v, ok, err)
 			}
 			// Recorded as Approve and Reject record it, then left alone.
-			if moved, err := e.st.SwitchApproval(ctx, id, v.Attempt, models.PhaseApproval, tc.phase, tc.detail); err != nil || !moved {
+			if moved, err := e.st.SwitchApproval(ctx, id, v.Attempt, models.PhaseApproval, tc.phase, tc.note); err != nil || !moved {
 				t.Fatalf("record the decision: %v %v", moved, err)
 			}
 			e.waitFor("the decision to be carried out", func() bool {
@@ -335,7 +336,7 @@ func TestE2EApprovalWhoseMergeFailsKeepsWaiting(t *testing.T) {
 		t.Fatalf("after the failed merge the task is %s", tk.Status)
 	}
 	if d, err := e.st.GetTaskDetail(ctx, id); err != nil || d.Verification == nil || d.Verification.Phase != models.PhaseApproval ||
-		!strings.Contains(d.Verification.Detail, "could not be merged") {
+		!strings.Contains(d.Verification.Detail(), "could not be merged") {
 		t.Fatalf("the detail after the failed merge: %+v %v", d.Verification, err)
 	}
 	gitOut(t, "-C", seed, "checkout", "-q", "--detach")

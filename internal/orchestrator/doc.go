@@ -4,6 +4,9 @@
 // recovers whatever was in flight when the daemon stopped. It declares the
 // small interfaces it consumes (store, workspaces, agent runner, notifier,
 // pull-request tracker); cmd/agentqueued wires the concrete types in.
+// Verification and landing (checks, reviews, approvals, merges, pull
+// requests) are internal/landing's: the orchestrator drives its Lander and
+// runs the reviewer agents it asks for.
 //
 // # The scheduler
 //

@@ -794,15 +794,15 @@ func TestE2ERateLimitedReviewerKeepsTheReviewWaiting(t *testing.T) {
 		a, _ := e.st.GetAgent(context.Background(), "qa")
 		v, _, _ := e.st.GetVerification(context.Background(), id)
 		// Its run closed, the reviewer is shown resting (PAUSED).
-		return a.State == models.AgentPaused && a.CurrentTaskID == nil && a.RestUntil != nil && v.Detail != ""
+		return a.State == models.AgentPaused && a.CurrentTaskID == nil && a.RestUntil != nil && v.Detail() != ""
 	})
 	tk := e.task(id)
 	v, _, _ := e.st.GetVerification(context.Background(), id)
 	if tk.Status != models.StatusVerifying || tk.RetryCount != 0 || v.Phase != models.PhaseReview ||
-		!strings.Contains(v.Detail, "waiting for the reviewer qa, which rests until ") ||
-		!strings.Contains(v.Detail, "during task "+id) {
+		!strings.Contains(v.Detail(), "waiting for the reviewer qa, which rests until ") ||
+		!strings.Contains(v.Detail(), "during task "+id) {
 		t.Fatalf("after the reviewer's rate limit: %s retries %d phase %s (%q, %q)", tk.Status, tk.RetryCount, v.Phase,
-			tk.StatusReason, v.Detail)
+			tk.StatusReason, v.Detail())
 	}
 }
 

@@ -167,7 +167,7 @@ func (p *prEnv) deliver(action string, pr *githubPR) {
 // move).
 func (p *prEnv) advance(d time.Duration) {
 	p.clock.Advance(d)
-	p.o.pokePRs()
+	p.o.landing.WakeWatcher()
 }
 
 // nextCheck waits for the watcher's next check and returns its error.
@@ -374,6 +374,7 @@ func TestPollingFiftyPullRequestsForAnHour(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.o.cfg.PullRequests = client
+	h.o.landing = h.o.newLander()
 	api := github.NewClient(nil).WithAuthToken(ghToken)
 	if api, err = api.WithEnterpriseURLs(gh.URL()+"/api/v3/", gh.URL()+"/api/v3/"); err != nil {
 		t.Fatal(err)
@@ -393,7 +394,7 @@ func TestPollingFiftyPullRequestsForAnHour(t *testing.T) {
 			t.Fatalf("pull request %d: %v", i, err)
 		}
 		rec := models.PullRequest{TaskID: id, Owner: "acme", Repo: "shop", Number: pr.GetNumber(), URL: pr.GetHTMLURL(), Branch: branch}
-		rec.NextCheckAt = h.clock.Now().Add(h.o.prSpread(rec))
+		rec.NextCheckAt = h.clock.Now().Add(h.o.landing.PRSpread(rec))
 		if _, err := h.st.SavePullRequest(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
@@ -407,7 +408,7 @@ func TestPollingFiftyPullRequestsForAnHour(t *testing.T) {
 		h.clock.Advance(time.Minute)
 		// The fake clock cannot register a timer at an absolute time: a
 		// poke makes sure the watcher looks at the new time.
-		h.o.pokePRs()
+		h.o.landing.WakeWatcher()
 		for {
 			due, _, err := h.st.DuePullRequests(ctx, h.clock.Now(), n)
 			if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/clock"
+	"github.com/agentqueued/agentqueued/internal/landing"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
@@ -35,7 +36,7 @@ const (
 	DefaultStopGrace       = 10 * time.Second
 	DefaultPauseDelay      = 15 * time.Minute
 	DefaultInputTimeout    = 4 * time.Hour
-	DefaultCheckTimeout    = 20 * time.Minute
+	DefaultCheckTimeout    = landing.DefaultCheckTimeout
 	DefaultResultGrace     = 10 * time.Second
 	// maxOwnRuleSets bounds the distinct own rules of a project's READY
 	// tasks a round describes to the store; tasks under further ones are
@@ -180,8 +181,12 @@ func (c *Config) applyDefaults() {
 	}
 }
 
-// Store is what the orchestrator needs from the store.
+// Store is what the orchestrator needs from the store: what the Lander it
+// drives uses (landing.Store, whose reads and ApplyEvent the orchestrator
+// uses too), and what only the orchestrator uses.
 type Store interface {
+	landing.Store
+
 	SchedulingState(ctx context.Context, now time.Time, window time.Duration) (models.SchedulingState, error)
 	ReadyTasks(ctx context.Context, q models.ReadyQuery) ([]models.Task, error)
 	ReadyRuleSets(ctx context.Context, projectID string, limit int) ([]string, error)
@@ -196,17 +201,10 @@ type Store interface {
 	FinishRun(ctx context.Context, end models.RunEnd) (models.TransitionResult, error)
 	OpenRuns(ctx context.Context) ([]models.Run, error)
 	FreeOrphanAgents(ctx context.Context) ([]string, error)
-	LastRunError(ctx context.Context, taskID string) (string, error)
-	RecordRunFailure(ctx context.Context, runID int64, outcome, msg string) error
-	ApplyEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error)
-	GetTask(ctx context.Context, id string) (models.Task, error)
 	ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error)
-	GetAgent(ctx context.Context, id string) (models.Agent, error)
 	RestAgent(ctx context.Context, id string, until time.Time, reason string) error
 	RestingAgents(ctx context.Context, now time.Time) ([]models.Agent, error)
 	SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error)
-	GetProject(ctx context.Context, id string) (models.Project, error)
-	CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.BatchResult, error)
 	RunByToken(ctx context.Context, token string) (models.Run, error)
 	RecordTokenUsage(ctx context.Context, u models.TokenUsage) error
 	AskQuestion(ctx context.Context, runID int64, text string) (models.Question, error)
@@ -215,7 +213,6 @@ type Store interface {
 	AbandonQuestion(ctx context.Context, id int64, resumeAfter time.Time) (models.TransitionResult, error)
 	OpenQuestions(ctx context.Context) ([]models.Question, error)
 	TaskQuestions(ctx context.Context, taskID string) ([]models.Question, error)
-	Notify(ctx context.Context, key string, n models.Notice) error
 
 	LastSession(ctx context.Context, taskID, agentID string) (string, models.TokenUsage, error)
 	RecordRunSession(ctx context.Context, runID int64, sessionID string) error
@@ -223,53 +220,24 @@ type Store interface {
 	RecordRunResult(ctx context.Context, runID int64, cost *float64, denied []string) error
 	ForgetSessions(ctx context.Context, taskID, agentID string) error
 	RecordRunUsage(ctx context.Context, runID int64, cumulative models.TokenUsage) (models.TokenUsage, error)
-	SaveResult(ctx context.Context, taskID string, runID int64, c models.Completion) error
-	TaskResult(ctx context.Context, taskID string) (models.Completion, bool, error)
 	UpstreamResults(ctx context.Context, taskID string) ([]models.UpstreamResult, error)
 	RunErrors(ctx context.Context, taskID string) ([]string, error)
-	RecordTaskFailure(ctx context.Context, taskID, outcome, msg string) error
-	LastWorkRun(ctx context.Context, taskID string) (models.Run, bool, error)
-	SetVerification(ctx context.Context, v models.Verification) error
-	SetLandingWaiting(ctx context.Context, taskID string, status models.TaskStatus, reason string) (bool, error)
-	GetVerification(ctx context.Context, taskID string) (models.Verification, bool, error)
-	SlotsHeld(ctx context.Context, projectID string) (int, error)
-	Verifications(ctx context.Context, phases ...string) ([]models.Verification, error)
 	TaskFeedback(ctx context.Context, taskID string) ([]models.Feedback, error)
 	ClaimReview(ctx context.Context, taskID, agentID string) (models.Run, string, error)
-	SwitchVerification(ctx context.Context, taskID string, attempt int, from, to, detail string) (bool, error)
-	SwitchApproval(ctx context.Context, taskID string, attempt int, from, to, detail string) (bool, error)
 	SavePlan(ctx context.Context, taskID, source string, tasks []models.BatchTask) (models.Plan, error)
-	PendingPlan(ctx context.Context, taskID string) (models.Plan, bool, error)
-
-	SavePullRequest(ctx context.Context, pr models.PullRequest) (models.PullRequest, error)
-	PullRequestOf(ctx context.Context, taskID string) (models.PullRequest, bool, error)
-	PullRequestByNumber(ctx context.Context, owner, repo string, number int) (models.PullRequest, bool, error)
-	DuePullRequests(ctx context.Context, now time.Time, limit int) ([]models.PullRequest, time.Time, error)
-	RecordPullRequestCheck(ctx context.Context, pr models.PullRequest) error
-	PokePullRequest(ctx context.Context, owner, repo string, number int, now time.Time) (bool, error)
 }
 
 // PullRequests is the GitHub side of tasks that land through a pull
-// request (wired in by main).
-type PullRequests interface {
-	// Open pushes the task's branch and opens (or finds) its pull request.
-	// An invalid error means the project cannot have one (not on GitHub);
-	// a pull request without a number means there is nothing to review
-	// (the default branch contains the work already).
-	Open(ctx context.Context, p models.Project, t models.Task, src string, c models.PRContent) (models.PullRequest, error)
-	// Check reads a pull request's state (and, with reviews, its new
-	// reviews) conditionally. An error with a RetryAt() time.Time method
-	// is a rate limit: nothing is asked before then.
-	Check(ctx context.Context, pr models.PullRequest, reviews bool) (models.PRCheck, error)
-	// Merge merges a pull request through the API.
-	Merge(ctx context.Context, pr models.PullRequest) error
-	// DeleteBranch deletes a merged pull request's branch.
-	DeleteBranch(ctx context.Context, pr models.PullRequest) error
-}
+// request (wired in by main); see landing.PullRequests.
+type PullRequests = landing.PullRequests
 
-// Workspaces prepares agents' checkouts, verification checkouts, and
-// delivers finished work.
+// DefaultPRPollInterval is how often each open pull request is checked.
+const DefaultPRPollInterval = landing.DefaultPRPollInterval
+
+// Workspaces prepares agents' checkouts and, for the Lander, verification
+// checkouts, and delivers finished work (landing.Workspaces).
 type Workspaces interface {
+	landing.Workspaces
 	// Prepare returns the agent's checkout of the project's repo on the
 	// task's branch (a plain directory when the project has no repo).
 	Prepare(ctx context.Context, a models.Agent, p models.Project, t models.Task) (models.Workspace, error)
@@ -278,14 +246,6 @@ type Workspaces interface {
 	Seal(ctx context.Context, p models.Project, t models.Task, ws models.Workspace) ([]string, error)
 	// Release ends a run's use of its checkout.
 	Release(ws models.Workspace)
-	// Stage checks out the task branch merged into the default branch in a
-	// daemon-owned directory for verification; a conflict is a
-	// *models.ConflictError.
-	Stage(ctx context.Context, p models.Project, t models.Task, src string) (models.Staged, error)
-	// Deliver merges the task branch into the default branch (idempotent).
-	Deliver(ctx context.Context, p models.Project, t models.Task, src string) (models.Delivery, error)
-	// Cleanup removes the task's verification checkout, and its branch when merged.
-	Cleanup(ctx context.Context, p models.Project, t models.Task, src string, merged bool) error
 	// Diff returns the task branch's change against the default branch.
 	Diff(ctx context.Context, p models.Project, t models.Task, src string) (string, error)
 }
@@ -309,8 +269,8 @@ type Orchestrator struct {
 	// waited is what the last round wrote as waiting reasons (read and
 	// written by the loop only); nil when unknown.
 	waited *waitingWritten
-	// prPoke wakes the pull request watcher (a webhook arrived).
-	prPoke chan struct{}
+	// landing verifies and lands the work of VERIFYING tasks.
+	landing *landing.Lander
 	// wakeSeq counts wake-ups; a round records the count it started from.
 	wakeSeq atomic.Uint64
 	// noticeSeq makes the outbox keys of agents' messages unique.
@@ -329,18 +289,6 @@ type Orchestrator struct {
 	failures    map[string]int
 	// asks wakes the ask waiting for question id with its answer or error.
 	asks map[int64]chan askResult
-	// verifying holds the tasks whose verification a goroutine is running,
-	// with the cancel of its context (an admin event that takes the task
-	// out of VERIFYING cancels it).
-	verifying map[string]context.CancelFunc
-	// verifyDone is closed when the task's verification under way ends.
-	verifyDone map[string]chan struct{}
-	// vctx bounds verification work (checks, merges); shutdown cancels it
-	// before waiting for the goroutines.
-	vctx    context.Context
-	vcancel context.CancelFunc
-	// stopping is set by shutdown: no verification goroutine starts after.
-	stopping bool
 	// reviewFails counts reviews that could not start, per task attempt.
 	reviewFails map[string]int
 	// stuck holds the open runs of an earlier life whose process group
@@ -364,12 +312,21 @@ func New(cfg Config, st Store, ws Workspaces, adapters *agent.Registry) (*Orches
 		return nil, errors.New("orchestrator: Config.RunDir is required")
 	}
 	cfg.applyDefaults()
-	vctx, vcancel := context.WithCancel(context.Background())
-	return &Orchestrator{cfg: cfg, store: st, ws: ws, adapters: adapters, log: cfg.Logger,
-		wake: make(chan struct{}, 1), arm: make(chan struct{}, 1), prPoke: make(chan struct{}, 1), runs: map[int64]*activeRun{}, asks: map[int64]chan askResult{},
-		cooldown: map[string]time.Time{}, cliVersions: map[string]string{}, failures: map[string]int{}, verifying: map[string]context.CancelFunc{},
-		verifyDone: map[string]chan struct{}{},
-		vctx:       vctx, vcancel: vcancel, reviewFails: map[string]int{}, stuck: map[int64]bool{}}, nil
+	o := &Orchestrator{cfg: cfg, store: st, ws: ws, adapters: adapters, log: cfg.Logger,
+		wake: make(chan struct{}, 1), arm: make(chan struct{}, 1), runs: map[int64]*activeRun{}, asks: map[int64]chan askResult{},
+		cooldown: map[string]time.Time{}, cliVersions: map[string]string{}, failures: map[string]int{},
+		reviewFails: map[string]int{}, stuck: map[int64]bool{}}
+	o.landing = o.newLander()
+	return o, nil
+}
+
+// newLander returns the Lander of the orchestrator's configuration, store
+// and workspaces.
+func (o *Orchestrator) newLander() *landing.Lander {
+	c := o.cfg
+	return landing.New(landing.Config{RunDir: c.RunDir, Environ: c.Environ, CheckTimeout: c.CheckTimeout,
+		StopGrace: c.StopGrace, QAAgent: c.QAAgent, PullRequests: c.PullRequests, PRPollInterval: c.PRPollInterval,
+		Clock: c.Clock, Logger: o.log, OnPRCheck: c.OnPRCheck}, o.store, o.ws, landingHost{o})
 }
 
 // UnhealthyAfter is how many rounds in a row must fail before Health
@@ -413,12 +370,7 @@ func (o *Orchestrator) armTimers() {
 // every wake-up, due timer and safety tick until ctx ends. On the way out it
 // stops the runs it started and returns their tasks to READY.
 func (o *Orchestrator) Run(ctx context.Context) error {
-	o.mu.Lock()
-	if o.stopping { // an earlier Run ended: this life verifies afresh
-		o.stopping = false
-		o.vctx, o.vcancel = context.WithCancel(context.Background())
-	}
-	o.mu.Unlock()
+	o.landing.Start() // after an earlier Run ended, this life verifies afresh
 	if err := o.loadRests(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -434,10 +386,11 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer func() {
 		o.wg.Wait() // runs record their end with runCtx: cancel it only after
+		o.landing.Wait()
 		cancelRuns()
 	}()
 	for _, id := range o.resume {
-		o.goVerify(id)
+		o.landing.Advance(id)
 	}
 	o.resume = nil
 	timer := o.cfg.Clock.After(o.cfg.SafetyTick)
@@ -500,7 +453,7 @@ func (o *Orchestrator) round(ctx context.Context) time.Time {
 	}
 	// Reviews first: a reviewer that also takes work must not be taken by
 	// the scheduler every round while a review waits for it.
-	if err := o.dispatchReviews(ctx); err != nil {
+	if err := o.landing.DispatchReviews(ctx); err != nil {
 		failed("dispatch reviews", err)
 	}
 	if d, err := o.schedule(ctx, now); err != nil {
@@ -519,7 +472,7 @@ func (o *Orchestrator) round(ctx context.Context) time.Time {
 		o.failedRounds, o.roundErr = 0, nil
 	}
 	o.mu.Unlock()
-	o.resumeVerifications(ctx)
+	o.landing.Resume(ctx)
 	o.roundDue = due
 	// After scheduling, so that runs dispatched now have their start
 	// deadline armed.

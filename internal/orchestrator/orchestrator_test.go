@@ -152,6 +152,9 @@ func newHarness(t *testing.T, tweak func(*Config)) *harness {
 }
 
 func (h *harness) start() {
+	// The test may have changed the configuration, the workspaces or the
+	// logger since New: the Lander gets them as they are now.
+	h.o.landing = h.o.newLander()
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel, h.done = cancel, make(chan error, 1)
 	go func() { h.done <- h.o.Run(ctx) }()

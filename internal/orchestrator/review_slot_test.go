@@ -48,8 +48,8 @@ func TestAReviewWaitsForAFreeSlot(t *testing.T) {
 	if h.o.reviewRunning(r) {
 		t.Fatal("the review started while the project's one slot was busy")
 	}
-	if v, _, err := h.st.GetVerification(ctx, r); err != nil || !strings.Contains(v.Detail, "waiting for a free slot of project p (1 of 1 busy)") {
-		t.Fatalf("the waiting review says %q (%v)", v.Detail, err)
+	if v, _, err := h.st.GetVerification(ctx, r); err != nil || !strings.Contains(v.Detail(), "waiting for a free slot of project p (1 of 1 busy)") {
+		t.Fatalf("the waiting review says %q (%v)", v.Detail(), err)
 	}
 	st, err := h.st.SchedulingState(ctx, h.clock.Now(), 0)
 	if err != nil {

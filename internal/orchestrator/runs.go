@@ -164,7 +164,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 		default:
 		}
 		end := models.RunEnd{RunID: ar.run.ID, Event: models.EventExecutionError, ExpectFrom: models.StatusAssigned,
-			Reason: what + ": " + reasonOf(err), Outcome: "execution_error", Error: what + ": " + models.RedactURL(err.Error())}
+			Reason: what + ": " + models.ReasonOf(err), Outcome: models.RunOutcomeExecutionError, Error: what + ": " + models.RedactURL(err.Error())}
 		if agentFault {
 			end.AgentError = what
 			log.Warn("run did not start; the agent is set aside", "step", what, "err", models.RedactURL(err.Error()))
@@ -235,7 +235,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 		proc.Stop(o.cfg.StopGrace) // still held: the agent never ran
 		log.Warn("started run not recorded", "err", err)
 		return o.finish(ctx, ar, models.RunEnd{RunID: ar.run.ID, Event: models.EventExecutionError,
-			ExpectFrom: models.StatusAssigned, Reason: "record the start: " + err.Error(), Outcome: "execution_error",
+			ExpectFrom: models.StatusAssigned, Reason: "record the start: " + err.Error(), Outcome: models.RunOutcomeExecutionError,
 			Error: err.Error()})
 	}
 	// Recorded: the agent may run now. A gate that cannot be released has
@@ -273,7 +273,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	res := o.finish(ctx, ar, end)
 	release() // verification works in its own checkout; the next run may take this one
 	if res.To == models.StatusVerifying && !res.Duplicate {
-		o.verify(task.ID)
+		o.landing.Verify(task.ID)
 	}
 	return res
 }
@@ -507,9 +507,9 @@ func (o *Orchestrator) keepWork(ctx context.Context, ar *activeRun, p models.Pro
 // AGENT_FAILED with the reason.
 func (o *Orchestrator) sealWork(ctx context.Context, ar *activeRun, p models.Project, t models.Task, ws models.Workspace, end models.RunEnd) models.RunEnd {
 	failed := func(what string, err error) models.RunEnd {
-		msg := what + ": " + reasonOf(err)
+		msg := what + ": " + models.ReasonOf(err)
 		return models.RunEnd{RunID: ar.run.ID, Event: models.EventAgentFailed, ExpectFrom: models.StatusInProgress,
-			Reason: msg, Outcome: "failed", Error: msg}
+			Reason: msg, Outcome: models.RunOutcomeFailed, Error: msg}
 	}
 	if !t.IsPlanSubtask {
 		if err := o.readPlanFile(ctx, t, ws.Dir); err != nil {
@@ -547,7 +547,7 @@ func (o *Orchestrator) loopEnd(ar *activeRun, from models.TaskStatus) models.Run
 	ar.mu.Lock()
 	defer ar.mu.Unlock()
 	end := models.RunEnd{RunID: ar.run.ID, Event: ar.endEvent, ExpectFrom: from, Reason: ar.endReason,
-		Outcome: "stopped", Error: ar.endReason}
+		Outcome: models.RunOutcomeStopped, Error: ar.endReason}
 	if ar.endWaiting {
 		// Ended mid-question: the task pauses until an answer comes (which
 		// resumes it at once) or the input timeout passes.
@@ -556,9 +556,9 @@ func (o *Orchestrator) loopEnd(ar *activeRun, from models.TaskStatus) models.Run
 	}
 	switch ar.endEvent {
 	case models.EventTimeout:
-		end.Outcome = "timeout"
+		end.Outcome = models.RunOutcomeTimeout
 	case models.EventExecutionError:
-		end.Outcome = "execution_error"
+		end.Outcome = models.RunOutcomeExecutionError
 	}
 	return end
 }
@@ -578,7 +578,7 @@ func (o *Orchestrator) outcome(ctx context.Context, ar *activeRun, r agent.Resul
 		if pause.ResetAt != nil && pause.ResetAt.After(o.cfg.Clock.Now()) {
 			at = *pause.ResetAt
 		}
-		end.Event, end.ResumeAfter, end.Outcome = models.EventTokensExhausted, &at, "paused"
+		end.Event, end.ResumeAfter, end.Outcome = models.EventTokensExhausted, &at, models.RunOutcomePaused
 		end.Reason = fmt.Sprintf("%s until %s", pauseWhat(pause), at.UTC().Format(time.RFC3339))
 		// The agent's account is limited too: it rests until the reset
 		// rather than pause every READY task in turn.
@@ -587,30 +587,17 @@ func (o *Orchestrator) outcome(ctx context.Context, ar *activeRun, r agent.Resul
 			end.Reason += ": " + pause.Message
 		}
 	case failure != "":
-		end.Event, end.Reason, end.Outcome, end.Error = models.EventAgentFailed, failure, "failed", failure
+		end.Event, end.Reason, end.Outcome, end.Error = models.EventAgentFailed, failure, models.RunOutcomeFailed, failure
 	case completion != nil || r.ExitCode == 0:
-		end.Event, end.Outcome = models.EventAgentCompleted, "completed"
+		end.Event, end.Outcome = models.EventAgentCompleted, models.RunOutcomeCompleted
 		if completion != nil {
 			end.Reason = completion.Summary
 		}
 	default:
 		msg := exitText(r)
-		end.Event, end.Reason, end.Outcome, end.Error = models.EventAgentFailed, msg, "failed", msg
+		end.Event, end.Reason, end.Outcome, end.Error = models.EventAgentFailed, msg, models.RunOutcomeFailed, msg
 	}
 	return end
-}
-
-// reasonOf is the text kept for an error the system met: the user-safe
-// message of a *models.Error, else the error itself (a git or file error
-// the task's owner needs to see; it carries no secret).
-// reasonOf is an error's text for a task's reason: the user-safe message
-// of a models.Error, else the error's text, with the credentials of any URL
-// in it removed (git's errors may quote one).
-func reasonOf(err error) string {
-	if models.ErrorCodeOf(err) != models.CodeInternal {
-		return models.RedactURL(models.ErrorMessageOf(err))
-	}
-	return models.RedactURL(err.Error())
 }
 
 // rest keeps an agent whose provider refused work out of scheduling until
@@ -968,10 +955,9 @@ func (o *Orchestrator) endRunsOf(taskID, reason string) {
 // shutdown stops every run; their tasks return to READY by RECOVERY so the
 // next life of the daemon runs them again.
 func (o *Orchestrator) shutdown() {
-	o.vcancel() // checks and merges stop; the next life resumes them
+	o.landing.Shutdown() // checks and merges stop; the next life resumes them
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.stopping = true
 	for _, r := range o.runs {
 		r.end(models.EventRecovery, "the daemon is shutting down")
 	}
@@ -990,7 +976,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 			continue // its checkout is not free yet: reconcile tries again
 		}
 		end := models.RunEnd{RunID: r.ID, Event: models.EventRecovery, Reason: "the daemon restarted during this run",
-			Outcome: "recovered"}
+			Outcome: models.RunOutcomeRecovered}
 		if _, err := o.store.FinishRun(ctx, end); err != nil {
 			end.Event = "" // the task is not ASSIGNED or IN_PROGRESS: just close the run
 			if _, err := o.store.FinishRun(ctx, end); err != nil {
@@ -1048,8 +1034,8 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 			continue
 		}
 		if _, err := o.store.FinishRun(ctx, models.RunEnd{RunID: r.ID, Event: models.EventRecovery,
-			Reason: "its run is not supervised (the daemon restarted or lost it)", Outcome: "recovered"}); err != nil {
-			if _, err := o.store.FinishRun(ctx, models.RunEnd{RunID: r.ID, Outcome: "recovered"}); err != nil {
+			Reason: "its run is not supervised (the daemon restarted or lost it)", Outcome: models.RunOutcomeRecovered}); err != nil {
+			if _, err := o.store.FinishRun(ctx, models.RunEnd{RunID: r.ID, Outcome: models.RunOutcomeRecovered}); err != nil {
 				return err
 			}
 		}

@@ -294,11 +294,7 @@ func (o *Orchestrator) ApplyAdminEvent(ctx context.Context, req models.Transitio
 		o.endRuns(before, fmt.Sprintf("%s by %s", req.Event, req.Actor))
 	}
 	if res.From == models.StatusVerifying || res.From == models.StatusAwaitingApproval {
-		o.mu.Lock()
-		if cancel, ok := o.verifying[req.TaskID]; ok {
-			cancel() // its checks or merge belong to the attempt just taken away
-		}
-		o.mu.Unlock()
+		o.landing.Cancel(req.TaskID) // its checks or merge belong to the attempt just taken away
 	}
 	return res, nil
 }

@@ -61,7 +61,7 @@ func (s *Service) TaskCounts(ctx context.Context) (map[string]map[models.TaskSta
 
 // Verifications lists the verifications in the given phases (the
 // store's).
-func (s *Service) Verifications(ctx context.Context, phases ...string) ([]models.Verification, error) {
+func (s *Service) Verifications(ctx context.Context, phases ...models.VerificationPhase) ([]models.Verification, error) {
 	return s.store.Verifications(ctx, phases...)
 }
 

@@ -14,10 +14,6 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
-// runningStatuses hold an agent or are being finished.
-var runningStatuses = []models.TaskStatus{models.StatusAssigned, models.StatusInProgress, models.StatusWaitingInput,
-	models.StatusVerifying, models.StatusAwaitingApproval}
-
 func hashToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
@@ -531,7 +527,8 @@ func (s *Store) FreeOrphanAgents(ctx context.Context) ([]string, error) {
 // run failed (failed, timed out, could not start, or could not be
 // delivered), or "" otherwise.
 func (s *Store) LastRunError(ctx context.Context, taskID string) (string, error) {
-	var msg, outcome string
+	var msg string
+	var outcome models.RunOutcome
 	err := s.rdb.QueryRowContext(ctx, "SELECT error, outcome FROM task_runs WHERE task_id = ? AND kind = 'work' AND ended_at IS NOT NULL ORDER BY id DESC LIMIT 1", taskID).
 		Scan(&msg, &outcome)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -541,7 +538,7 @@ func (s *Store) LastRunError(ctx context.Context, taskID string) (string, error)
 		return "", fmt.Errorf("last run error of task %s: %w", taskID, err)
 	}
 	switch outcome {
-	case "failed", "timeout", "execution_error", "deliver_failed":
+	case models.RunOutcomeFailed, models.RunOutcomeTimeout, models.RunOutcomeExecutionError, models.RunOutcomeDeliverFailed:
 		return msg, nil
 	}
 	return "", nil
@@ -549,7 +546,7 @@ func (s *Store) LastRunError(ctx context.Context, taskID string) (string, error)
 
 // RecordRunFailure records a failure found after a run ended (its work
 // could not be delivered), for the next attempt's prompt.
-func (s *Store) RecordRunFailure(ctx context.Context, runID int64, outcome, msg string) error {
+func (s *Store) RecordRunFailure(ctx context.Context, runID int64, outcome models.RunOutcome, msg string) error {
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, "UPDATE task_runs SET outcome = ?, error = ? WHERE id = ?", outcome, msg, runID)
 		return err

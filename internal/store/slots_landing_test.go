@@ -15,7 +15,7 @@ func TestALandingThatWaitsHoldsNoSlot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	for _, c := range []struct {
-		phase string
+		phase models.VerificationPhase
 		held  int
 	}{
 		{models.PhaseChecks, 1},
@@ -23,7 +23,7 @@ func TestALandingThatWaitsHoldsNoSlot(t *testing.T) {
 		{models.PhaseHuman, 0},
 		{models.PhaseLanding, 0},
 	} {
-		t.Run(c.phase, func(t *testing.T) {
+		t.Run(string(c.phase), func(t *testing.T) {
 			t.Parallel()
 			s := openStore(t)
 			mustProject(t, s, "web")

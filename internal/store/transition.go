@@ -314,7 +314,7 @@ func (x *txn) apply(c change) (applied, error) {
 	}
 
 	if c.event == models.EventAdminCancel && (cur.Status == models.StatusVerifying || cur.Status == models.StatusAwaitingApproval) {
-		var phase string
+		var phase models.VerificationPhase
 		err := x.QueryRowContext(x.ctx, "SELECT phase FROM verifications WHERE task_id = ?", cur.ID).Scan(&phase)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return applied{}, err

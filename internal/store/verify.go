@@ -326,10 +326,11 @@ func (s *Store) SetVerification(ctx context.Context, v models.Verification) erro
 
 // setVerification writes a task's verification record in tx.
 func setVerification(ctx context.Context, tx execer, v models.Verification, now time.Time) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO verifications (task_id, attempt, phase, source, detail, updated_at)
-		VALUES (?,?,?,?,?,?) ON CONFLICT (task_id) DO UPDATE SET attempt = excluded.attempt, phase = excluded.phase,
-		source = excluded.source, detail = excluded.detail, updated_at = excluded.updated_at`,
-		v.TaskID, v.Attempt, v.Phase, v.Source, v.Detail, toNanos(now))
+	_, err := tx.ExecContext(ctx, `INSERT INTO verifications (task_id, attempt, phase, source, event, actor, text, updated_at)
+		VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (task_id) DO UPDATE SET attempt = excluded.attempt, phase = excluded.phase,
+		source = excluded.source, event = excluded.event, actor = excluded.actor, text = excluded.text,
+		updated_at = excluded.updated_at`,
+		v.TaskID, v.Attempt, v.Phase, v.Source, v.Event, v.Actor, v.Text, toNanos(now))
 	return err
 }
 
@@ -360,8 +361,8 @@ func (s *Store) SetLandingWaiting(ctx context.Context, taskID string, status mod
 // of tasks in AWAITING_APPROVAL whose approval or rejection a person has
 // given but the daemon has not yet carried out (phases approved and
 // rejected, and landing: approved work waiting to land), in the given phases (all when none is given), oldest first.
-func (s *Store) Verifications(ctx context.Context, phases ...string) ([]models.Verification, error) {
-	q := `SELECT v.task_id, v.attempt, v.phase, v.source, v.detail, v.updated_at FROM verifications v
+func (s *Store) Verifications(ctx context.Context, phases ...models.VerificationPhase) ([]models.Verification, error) {
+	q := `SELECT v.task_id, v.attempt, v.phase, v.source, v.event, v.actor, v.text, v.updated_at FROM verifications v
 		JOIN tasks t ON t.id = v.task_id WHERE (t.status = 'VERIFYING'
 		OR t.status = 'AWAITING_APPROVAL' AND v.phase IN ('approved', 'rejected', 'landing'))`
 	args := []any{}
@@ -380,7 +381,7 @@ func (s *Store) Verifications(ctx context.Context, phases ...string) ([]models.V
 	for rows.Next() {
 		var v models.Verification
 		var at int64
-		if err := rows.Scan(&v.TaskID, &v.Attempt, &v.Phase, &v.Source, &v.Detail, &at); err != nil {
+		if err := rows.Scan(&v.TaskID, &v.Attempt, &v.Phase, &v.Source, &v.Event, &v.Actor, &v.Text, &at); err != nil {
 			return nil, fmt.Errorf("list verifications: %w", err)
 		}
 		v.UpdatedAt = fromNanos(at)
@@ -398,8 +399,8 @@ func (s *Store) GetVerification(ctx context.Context, taskID string) (models.Veri
 func getVerification(ctx context.Context, q queryer, taskID string) (models.Verification, bool, error) {
 	v := models.Verification{TaskID: taskID}
 	var at int64
-	err := q.QueryRowContext(ctx, "SELECT attempt, phase, source, detail, updated_at FROM verifications WHERE task_id = ?",
-		taskID).Scan(&v.Attempt, &v.Phase, &v.Source, &v.Detail, &at)
+	err := q.QueryRowContext(ctx, "SELECT attempt, phase, source, event, actor, text, updated_at FROM verifications WHERE task_id = ?",
+		taskID).Scan(&v.Attempt, &v.Phase, &v.Source, &v.Event, &v.Actor, &v.Text, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return v, false, nil
 	}
@@ -596,7 +597,7 @@ func (x *txn) planEffects(a applied) error {
 
 // RecordTaskFailure records a failure found after a task's latest work run
 // ended (verification or delivery), for the next attempt's context.
-func (s *Store) RecordTaskFailure(ctx context.Context, taskID, outcome, msg string) error {
+func (s *Store) RecordTaskFailure(ctx context.Context, taskID string, outcome models.RunOutcome, msg string) error {
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE task_runs SET outcome = ?, error = ? WHERE id =
 			(SELECT max(id) FROM task_runs WHERE task_id = ? AND kind = 'work')`, outcome, msg, taskID)
@@ -622,10 +623,12 @@ func (s *Store) LastWorkRun(ctx context.Context, taskID string) (models.Run, boo
 }
 
 // SwitchVerification moves a task's verification from one phase to another
-// (compare-and-set on the phase and attempt, the task still VERIFYING): of
-// two people deciding at once, only one moves it. It reports whether it did.
-func (s *Store) SwitchVerification(ctx context.Context, taskID string, attempt int, from, to, detail string) (bool, error) {
-	moved, err := s.switchPhase(ctx, models.StatusVerifying, taskID, attempt, from, to, detail)
+// (compare-and-set on the phase and attempt, the task still VERIFYING),
+// with note as its new note: of two people deciding at once, only one
+// moves it. It reports whether it did.
+func (s *Store) SwitchVerification(ctx context.Context, taskID string, attempt int, from, to models.VerificationPhase,
+	note models.VerificationNote) (bool, error) {
+	moved, err := s.switchPhase(ctx, models.StatusVerifying, taskID, attempt, from, to, note)
 	if err != nil {
 		return false, fmt.Errorf("switch verification of %s: %w", taskID, err)
 	}
@@ -635,10 +638,11 @@ func (s *Store) SwitchVerification(ctx context.Context, taskID string, attempt i
 // SwitchApproval moves the verification of a task waiting in
 // AWAITING_APPROVAL for a person's approval of its work from one phase to
 // another (compare-and-set on the phase and attempt, the task still
-// AWAITING_APPROVAL): of two people deciding at
-// once, only one moves it. It reports whether it did.
-func (s *Store) SwitchApproval(ctx context.Context, taskID string, attempt int, from, to, detail string) (bool, error) {
-	moved, err := s.switchPhase(ctx, models.StatusAwaitingApproval, taskID, attempt, from, to, detail)
+// AWAITING_APPROVAL), with note as its new note: of two people deciding
+// at once, only one moves it. It reports whether it did.
+func (s *Store) SwitchApproval(ctx context.Context, taskID string, attempt int, from, to models.VerificationPhase,
+	note models.VerificationNote) (bool, error) {
+	moved, err := s.switchPhase(ctx, models.StatusAwaitingApproval, taskID, attempt, from, to, note)
 	if err != nil {
 		return false, fmt.Errorf("switch approval of %s: %w", taskID, err)
 	}
@@ -648,13 +652,14 @@ func (s *Store) SwitchApproval(ctx context.Context, taskID string, attempt int, 
 // switchPhase moves a task's verification from phase from to phase to if
 // its attempt is attempt and the task is in status; it reports whether it
 // did.
-func (s *Store) switchPhase(ctx context.Context, status models.TaskStatus, taskID string, attempt int, from, to, detail string) (bool, error) {
+func (s *Store) switchPhase(ctx context.Context, status models.TaskStatus, taskID string, attempt int, from, to models.VerificationPhase,
+	note models.VerificationNote) (bool, error) {
 	var moved bool
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE verifications SET phase = ?, detail = ?, updated_at = ?
+		res, err := tx.ExecContext(ctx, `UPDATE verifications SET phase = ?, event = ?, actor = ?, text = ?, updated_at = ?
 			WHERE task_id = ? AND attempt = ? AND phase = ?
 			AND (SELECT status FROM tasks WHERE id = ?) = ?`,
-			to, detail, toNanos(s.now()), taskID, attempt, from, taskID, status)
+			to, note.Event, note.Actor, note.Text, toNanos(s.now()), taskID, attempt, from, taskID, status)
 		if err != nil {
 			return err
 		}

@@ -105,7 +105,7 @@ type Status interface {
 	// TaskCounts counts each project's tasks by status.
 	TaskCounts(ctx context.Context) (map[string]map[models.TaskStatus]int, error)
 	// Verifications lists the verifications in the given phases.
-	Verifications(ctx context.Context, phases ...string) ([]models.Verification, error)
+	Verifications(ctx context.Context, phases ...models.VerificationPhase) ([]models.Verification, error)
 }
 
 // Rules is the rule set in force and its replacement, all or nothing.

@@ -1,0 +1,538 @@
+package landing
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentqueued/agentqueued/internal/agent"
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// This file carries a VERIFYING task's verification from its recorded
+// phase: the checks of AUTO_TEST, the delivery of the branch (or its pull
+// request, or the wait for a person's approval), a landing that waits,
+// and a failed verification. A person's decision is in approval.go, the
+// dispatch of reviews in review.go.
+
+// maxCheckOutput is how much of a failing check's output is kept.
+const maxCheckOutput = 4096
+
+// goVerify runs a task's verification in its own goroutine.
+func (l *Lander) goVerify(taskID string) {
+	if !l.track() {
+		return // shutting down: the recorded phase is resumed at the next start
+	}
+	go func() {
+		defer l.wg.Done()
+		l.verify(taskID)
+	}()
+}
+
+// resumeVerifications starts the verification of every task in the checks
+// or deliver phase that no goroutine verifies: one whose goroutine gave up
+// on an error the store may not repeat, or that a decision left to deliver.
+func (l *Lander) resumeVerifications(ctx context.Context) {
+	vs, err := l.store.Verifications(ctx, models.PhaseChecks, models.PhaseDeliver, models.PhaseRejected,
+		models.PhaseApproval, models.PhaseApproved)
+	if err != nil {
+		l.log.Error("list verifications", "err", err)
+		return
+	}
+	for _, v := range vs {
+		l.mu.Lock()
+		_, busy := l.verifying[v.TaskID]
+		l.mu.Unlock()
+		// A run's goroutine verifies its own task once the run ends.
+		if !busy && !l.host.RunningFor(v.TaskID) {
+			l.goVerify(v.TaskID)
+		}
+	}
+}
+
+// verify carries a VERIFYING task's verification as far as it can go
+// without waiting: it stages the task branch, runs the checks of AUTO_TEST
+// and lands the work, or records that a reviewer or a person is awaited.
+// One goroutine verifies a task at a time; a second call returns at once.
+// Its context ends at shutdown, or when an admin event takes the task out
+// of VERIFYING; the store is written without it, so that what was decided
+// is recorded.
+func (l *Lander) verify(taskID string) {
+	l.mu.Lock()
+	for {
+		_, busy := l.verifying[taskID]
+		if !busy {
+			break
+		}
+		// One verification per task: wait for the one under way, then look
+		// again (it may have read the task before a decision this caller
+		// waits for).
+		wait := l.verifyDone[taskID]
+		l.mu.Unlock()
+		<-wait
+		l.mu.Lock()
+	}
+	ctx, cancel := context.WithCancel(l.vctx)
+	done := make(chan struct{})
+	l.verifying[taskID], l.verifyDone[taskID] = cancel, done
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.verifying, taskID)
+		delete(l.verifyDone, taskID)
+		l.mu.Unlock()
+		cancel()
+		close(done)
+	}()
+	sctx := context.WithoutCancel(ctx)
+	t, p, v, err := l.verification(sctx, taskID)
+	if err != nil {
+		l.log.Warn("verification not resumed", "task_id", taskID, "err", err)
+		return
+	}
+	if t.Status == models.StatusAwaitingApproval {
+		// A person's decision on work waiting for approval, given but not
+		// yet carried out (the daemon may have stopped in between).
+		switch v.Phase {
+		case models.PhaseApproved, models.PhaseLanding:
+			l.deliverApproved(ctx, p, t, v)
+		case models.PhaseRejected:
+			l.returnRejected(sctx, p, t, v)
+		}
+		return
+	}
+	if t.Status != models.StatusVerifying {
+		return
+	}
+	log := l.log.With("task_id", t.ID, "project_id", t.ProjectID)
+	switch v.Phase {
+	case models.PhaseHuman, models.PhaseReview:
+		return // awaiting a verdict; DispatchReviews starts the review
+	case models.PhaseDeliver, models.PhaseLanding:
+		l.land(ctx, p, t, v, v.Event, cmp.Or(v.Text, "verified"))
+		return
+	case models.PhaseApproval:
+		// Recorded, but the daemon stopped before APPROVAL_REQUESTED applied.
+		l.land(ctx, p, t, v, models.EventVerifyPassed, cmp.Or(v.Text, "verified"))
+		return
+	case models.PhaseRejected:
+		// A person's rejection that VERIFY_FAILED has not yet applied.
+		l.verifyFailed(sctx, t, v, "rejected by "+v.Actor, errors.New(v.Text),
+			&models.Feedback{Source: v.Actor, Verdict: models.VerdictReject, Text: v.Text})
+		return
+	case models.PhaseChecks:
+	default:
+		return
+	}
+	if msg := l.noChanges(sctx, p, t); msg != "" {
+		l.verifyFailed(sctx, t, v, "verify", errors.New(msg), nil)
+		return
+	}
+	if t.VerificationType == models.VerifyAutoTest && len(t.TestCommands) == 0 {
+		// Nothing to run: the merge itself is the only check left.
+		l.land(ctx, p, t, v, models.EventVerifyPassed, checksReason(t))
+		return
+	}
+	staged, err := l.ws.Stage(ctx, p, t, v.Source)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.verifyFailed(sctx, t, v, "stage", err, nil)
+		}
+		return
+	}
+	if ctx.Err() != nil || !l.stillCurrent(sctx, t, v) {
+		return
+	}
+	switch t.VerificationType {
+	case models.VerifyQAAgent:
+		v.Phase, v.VerificationNote = models.PhaseReview, models.VerificationNote{}
+		if err := l.store.SetVerification(sctx, v); err != nil {
+			log.Warn("record review phase", "err", err)
+		}
+		l.host.Wake()
+		return
+	case models.VerifyHuman:
+		v.Phase, v.VerificationNote = models.PhaseHuman, models.VerificationNote{Text: "waiting for a person to approve or reject"}
+		if err := l.store.SetVerification(sctx, v); err != nil {
+			log.Warn("record human phase", "err", err)
+			return
+		}
+		if err := l.store.Notify(sctx, fmt.Sprintf("approval:%s:%d", t.ID, v.Attempt), models.NewApprovalNeededNotice(t.ProjectID,
+			models.ApprovalNeededNotice{TaskID: t.ID, Title: t.Title, Files: staged.Files})); err != nil {
+			log.Warn("notify approval needed", "err", err)
+		}
+		return
+	}
+	if msg, ok := l.runChecks(ctx, t, v, staged.Dir); !ok {
+		if ctx.Err() != nil {
+			return // shutting down or taken away: a later verification runs the checks again
+		}
+		l.verifyFailed(sctx, t, v, "checks", errors.New(msg), nil)
+		return
+	}
+	l.land(ctx, p, t, v, models.EventVerifyPassed, checksReason(t))
+}
+
+// errNoChanges is why the verification of a run that changed nothing,
+// without its agent saying so, fails.
+const errNoChanges = "the agent made no changes: nothing was committed on the task branch and the checkout was clean. " +
+	"An agent that finds nothing to change completes with `agentqueued agent complete --no-changes` " +
+	"(the complete tool's no_changes)"
+
+// noChanges returns errNoChanges when a task of a project with a
+// repository completed without changing anything and its agent did not say
+// so (its result names no changed file, no no_changes and no outputs, and
+// it proposed no plan), else "".
+func (l *Lander) noChanges(ctx context.Context, p models.Project, t models.Task) string {
+	if p.Repo == nil {
+		return "" // no repository: nothing to change by nature
+	}
+	c, ok, err := l.store.TaskResult(ctx, t.ID)
+	if err != nil {
+		l.log.Warn("read the task's result", "task_id", t.ID, "err", err)
+		return ""
+	}
+	if !ok || len(c.FilesChanged) > 0 || c.NoChanges || !models.EmptyJSON(string(c.Outputs)) {
+		return "" // outputs for its dependents are work done (a discovery step)
+	}
+	if _, pending, err := l.store.PendingPlan(ctx, t.ID); err != nil || pending {
+		return "" // its work was the plan it proposed
+	}
+	return errNoChanges
+}
+
+// landedReason adds to a verified task's reason what its delivery did:
+// its note, the merge, or that there was nothing to merge (a completion
+// without changes); it never claims a merge that did not happen.
+func (l *Lander) landedReason(ctx context.Context, p models.Project, t models.Task, d models.Delivery, reason string) string {
+	switch {
+	case d.Note != "":
+		return reason + "; " + d.Note
+	case !d.Merged || p.Repo == nil:
+		return reason
+	}
+	if c, ok, err := l.store.TaskResult(ctx, t.ID); err == nil && ok && len(c.FilesChanged) == 0 {
+		if c.NoChanges {
+			return reason + "; the agent made no changes, as it said: nothing to merge"
+		}
+		return reason + "; no changes: nothing to merge"
+	}
+	return reason + "; merged into " + p.Repo.DefaultBranch
+}
+
+// stillCurrent reports whether v is the verification of the task's current
+// attempt and the task still VERIFYING: a verification overtaken by an
+// admin event and a new attempt must not decide the new one.
+func (l *Lander) stillCurrent(ctx context.Context, t models.Task, v models.Verification) bool {
+	cur, err := l.store.GetTask(ctx, t.ID)
+	if err != nil || cur.Status != models.StatusVerifying {
+		return false
+	}
+	run, ok, err := l.store.LastWorkRun(ctx, t.ID)
+	if err != nil || !ok || run.Attempt != v.Attempt {
+		l.log.Info("verification overtaken by a later attempt", "task_id", t.ID, "attempt", v.Attempt)
+		return false
+	}
+	return true
+}
+
+func checksReason(t models.Task) string {
+	if len(t.TestCommands) == 0 {
+		return "no test commands"
+	}
+	return fmt.Sprintf("%d test command(s) passed", len(t.TestCommands))
+}
+
+// verification reads a VERIFYING task, its project and its recorded
+// verification (a task verified before phases were recorded starts at the
+// checks, in its last run's checkout).
+func (l *Lander) verification(ctx context.Context, taskID string) (models.Task, models.Project, models.Verification, error) {
+	t, err := l.store.GetTask(ctx, taskID)
+	if err != nil {
+		return t, models.Project{}, models.Verification{}, err
+	}
+	p, err := l.store.GetProject(ctx, t.ProjectID)
+	if err != nil {
+		return t, p, models.Verification{}, err
+	}
+	v, ok, err := l.store.GetVerification(ctx, taskID)
+	if err != nil {
+		return t, p, v, err
+	}
+	if !ok || v.Source == "" {
+		run, found, err := l.store.LastWorkRun(ctx, taskID)
+		if err != nil {
+			return t, p, v, err
+		}
+		if found {
+			v.Source, v.Attempt = run.CheckoutPath, run.Attempt
+		}
+		if v.Phase == "" {
+			v.Phase = models.PhaseChecks
+		}
+	}
+	return t, p, v, nil
+}
+
+// runChecks runs the task's test commands one by one in dir, each with
+// the check timeout; it returns the failure's description and false at the
+// first one that fails.
+func (l *Lander) runChecks(ctx context.Context, t models.Task, v models.Verification, dir string) (string, bool) {
+	for i, cmd := range t.TestCommands {
+		logPath := filepath.Join(l.cfg.RunDir, t.ID, fmt.Sprintf("%d.check-%d.log", v.Attempt, i+1))
+		tail := &lineTail{max: maxCheckOutput}
+		proc, err := agent.Start(agent.Spec{Argv: []string{"/bin/sh", "-c", "exec 2>&1\n" + cmd}, Dir: dir,
+			Env: agent.Environment(l.cfg.Environ, nil, map[string]string{"AQ_TASK_ID": t.ID}), LogPath: logPath,
+			OnLine: tail.add})
+		if err != nil {
+			return fmt.Sprintf("test command %q could not start: %v", cmd, err), false
+		}
+		var res agent.Result
+		select {
+		case <-proc.Done():
+			res, _ = proc.Wait(context.Background())
+		case <-l.cfg.Clock.After(l.cfg.CheckTimeout):
+			res = proc.Stop(l.cfg.StopGrace)
+			return fmt.Sprintf("test command %q ran longer than %s; its output ends:\n%s", cmd, l.cfg.CheckTimeout, tail), false
+		case <-ctx.Done():
+			proc.Stop(l.cfg.StopGrace)
+			return "shutting down", false
+		}
+		if res.ExitCode != 0 {
+			return fmt.Sprintf("test command %q failed (%s); its output ends:\n%s", cmd, exitStatus(res), tail), false
+		}
+	}
+	return "", true
+}
+
+// exitStatus describes how a check's process ended.
+func exitStatus(r agent.Result) string {
+	if r.Signal != "" {
+		return "killed by signal " + r.Signal
+	}
+	return fmt.Sprintf("exit status %d", r.ExitCode)
+}
+
+// lineTail keeps the last lines of an output, up to max bytes.
+type lineTail struct {
+	max   int
+	lines []string
+	size  int
+}
+
+func (l *lineTail) add(line []byte) {
+	l.lines = append(l.lines, string(line))
+	l.size += len(line) + 1
+	for l.size > l.max && len(l.lines) > 1 {
+		l.size -= len(l.lines[0]) + 1
+		l.lines = l.lines[1:]
+	}
+}
+
+func (l *lineTail) String() string { return strings.Join(l.lines, "\n") }
+
+// verifyFailed ends a verification with VERIFY_FAILED: the reason (for a
+// conflict, the files and what the next attempt must do) is kept for the
+// next attempt, with the reviewer's feedback when there is some. A
+// verification overtaken by a later attempt decides nothing.
+func (l *Lander) verifyFailed(ctx context.Context, t models.Task, v models.Verification, step string, err error, fb *models.Feedback) {
+	ctx = context.WithoutCancel(ctx)
+	if !l.stillCurrent(ctx, t, v) {
+		return
+	}
+	reason := step + ": " + models.ReasonOf(err)
+	var conflict *models.ConflictError
+	if errors.As(err, &conflict) {
+		reason = fmt.Sprintf("%s: %s. The next attempt starts with %s merged into its branch and these files in conflict: resolve them and commit.",
+			step, conflict.Error(), conflict.Into)
+	}
+	if fb != nil {
+		reason = step + ": " + fb.Text
+	}
+	if err := l.store.RecordTaskFailure(ctx, t.ID, models.RunOutcomeVerifyFailed, reason); err != nil {
+		l.log.Warn("record verification failure", "task_id", t.ID, "err", err)
+	}
+	l.log.Info("verification failed", "task_id", t.ID, "step", step, "reason", reason)
+	l.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventVerifyFailed, ExpectFrom: models.StatusVerifying,
+		Actor: "system", Reason: reason, Feedback: fb})
+	if p, err := l.store.GetProject(ctx, t.ProjectID); err == nil {
+		if err := l.ws.Cleanup(ctx, p, t, "", false); err != nil {
+			l.log.Warn("clean up verification checkout", "task_id", t.ID, "err", err)
+		}
+	}
+}
+
+// land finishes a verified task. A task that lands through a pull request
+// (pr_mode always, or requires_approval with pr_mode when_required) gets
+// one. A task that requires approval and gets no pull request (pr_mode
+// never, no GitHub configured, a repository not on GitHub) waits unmerged
+// in AWAITING_APPROVAL for a person (APPROVAL_REQUESTED), unless a person
+// approved this attempt already (event HUMAN_APPROVED: its HUMAN
+// verification). Otherwise its branch is merged and event (VERIFY_PASSED or
+// HUMAN_APPROVED) completes it, or APPROVAL_REQUESTED parks it when its
+// plan awaits a person. The merge stops with ctx (shutdown, an admin
+// event); the store is written without it.
+func (l *Lander) land(ctx context.Context, p models.Project, t models.Task, v models.Verification, event models.TaskEvent, reason string) {
+	sctx := context.WithoutCancel(ctx)
+	if event == "" {
+		event = models.EventVerifyPassed
+	}
+	if !l.stillCurrent(sctx, t, v) {
+		return
+	}
+	noPR := ""
+	switch {
+	case p.Settings.NeedsPR(t) && (l.cfg.PullRequests != nil || !t.RequiresApproval):
+		if noPR = l.openPR(ctx, p, t, v, reason); noPR == "" {
+			return
+		}
+	case t.RequiresApproval && p.Settings.PRMode == models.PRNever:
+		noPR = "the project's pr_mode is never"
+	case t.RequiresApproval:
+		noPR = "no GitHub is configured"
+	}
+	if t.RequiresApproval && event != models.EventHumanApproved {
+		l.requestApproval(sctx, p, t, v, reason, noPR)
+		return
+	}
+	v.Phase, v.VerificationNote = models.PhaseDeliver, models.VerificationNote{Event: event, Text: reason}
+	// The phase is recorded before a merge, so that a verification resumed
+	// after a crash delivers again instead of checking again. Without a
+	// repository there is nothing to merge: the event below is the only
+	// write, and a crash before it resumes from the phase recorded before.
+	if p.Repo != nil {
+		if err := l.store.SetVerification(sctx, v); err != nil {
+			l.log.Warn("record delivery phase", "task_id", t.ID, "err", err)
+		}
+	}
+	d, err := l.ws.Deliver(ctx, p, t, v.Source)
+	if err != nil {
+		if ctx.Err() != nil {
+			return // shutting down or taken away: a later verification delivers
+		}
+		l.verifyFailed(sctx, t, v, "merge", err, nil)
+		return
+	}
+	if d.Waiting != "" {
+		l.landingWaits(sctx, p, t, v, models.StatusVerifying, d.Waiting)
+		return
+	}
+	reason = l.landedReason(sctx, p, t, d, reason)
+	if _, pending, err := l.store.PendingPlan(sctx, t.ID); err != nil {
+		l.log.Warn("read pending plan", "task_id", t.ID, "err", err)
+	} else if pending && p.Settings.RequirePlanApproval {
+		event, reason = models.EventApprovalRequested, reason+"; its plan awaits approval"
+	}
+	l.apply(sctx, models.TransitionRequest{TaskID: t.ID, Event: event, ExpectFrom: models.StatusVerifying, Actor: "system",
+		Reason: reason})
+	if err := l.ws.Cleanup(sctx, p, t, v.Source, d.Merged); err != nil {
+		l.log.Warn("clean up after delivery", "task_id", t.ID, "err", err)
+	}
+}
+
+// landingWaits records that a task's verified (or approved) work waits to
+// land because its LINK repository's default branch is checked out with
+// local changes: the verification moves to the landing phase (its detail
+// kept, so that the landing resumes as it would have gone on), the task's
+// waiting reason says why and which command finishes it, and a notice
+// tells the project's channel once per attempt. The task keeps its status
+// (VERIFYING, or AWAITING_APPROVAL approved): nothing claims a merge, and
+// its dependents wait for it. `agentqueued land PROJECT` (Land) retries.
+func (l *Lander) landingWaits(ctx context.Context, p models.Project, t models.Task, v models.Verification,
+	status models.TaskStatus, waiting string) {
+	why := fmt.Sprintf("%s; then run `agentqueued land %s`", waiting, p.ID)
+	if v.Phase != models.PhaseLanding {
+		var err error
+		if status == models.StatusAwaitingApproval {
+			_, err = l.store.SwitchApproval(ctx, t.ID, v.Attempt, v.Phase, models.PhaseLanding, v.VerificationNote)
+		} else {
+			v.Phase = models.PhaseLanding
+			err = l.store.SetVerification(ctx, v)
+		}
+		if err != nil {
+			l.log.Warn("record waiting landing", "task_id", t.ID, "err", err)
+			return
+		}
+	}
+	if _, err := l.store.SetLandingWaiting(ctx, t.ID, status, why); err != nil {
+		l.log.Warn("record waiting landing", "task_id", t.ID, "err", err)
+	}
+	l.log.Info("landing waits", "task_id", t.ID, "project_id", p.ID, "reason", waiting)
+	if err := l.store.Notify(ctx, fmt.Sprintf("landing:%s:%d", t.ID, v.Attempt), models.NewLandingWaitsNotice(t.ProjectID,
+		models.LandingWaitsNotice{TaskID: t.ID, Title: t.Title, Reason: why})); err != nil {
+		l.log.Warn("notify waiting landing", "task_id", t.ID, "err", err)
+	}
+	// The merge is made again when it lands: the verification checkout
+	// is not needed meanwhile; the task branch stays.
+	if err := l.ws.Cleanup(ctx, p, t, "", false); err != nil {
+		l.log.Warn("clean up verification checkout", "task_id", t.ID, "err", err)
+	}
+}
+
+// Land retries the waiting landings of a project (verification phase
+// landing), oldest first, each as its verification would, and answers
+// which tasks landed and which still wait, with why. A project with no
+// waiting landing answers with both lists empty.
+func (l *Lander) Land(ctx context.Context, projectID string) (models.LandResult, error) {
+	if _, err := l.store.GetProject(ctx, projectID); err != nil {
+		return models.LandResult{}, err
+	}
+	vs, err := l.store.Verifications(ctx, models.PhaseLanding)
+	if err != nil {
+		return models.LandResult{}, err
+	}
+	res := models.LandResult{ProjectID: projectID, Landed: []models.LandTask{}, Waiting: []models.LandTask{}}
+	for _, v := range vs {
+		t, err := l.store.GetTask(ctx, v.TaskID)
+		if err != nil || t.ProjectID != projectID {
+			continue
+		}
+		l.awaitVerify(ctx, t.ID)
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		now, err := l.store.GetTask(ctx, t.ID)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		if now.WaitingCode == models.WaitingLanding {
+			res.Waiting = append(res.Waiting, models.LandTask{TaskID: now.ID, Status: now.Status, Reason: now.WaitingReason})
+		} else {
+			res.Landed = append(res.Landed, models.LandTask{TaskID: now.ID, Status: now.Status, Reason: now.StatusReason})
+		}
+	}
+	return res, nil
+}
+
+// track adds a goroutine to the ones Wait waits for, unless the Lander
+// is shutting down.
+func (l *Lander) track() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopping {
+		return false
+	}
+	l.wg.Add(1)
+	return true
+}
+
+// awaitVerify runs the task's verification in its own goroutine and waits
+// for it, or for ctx to end (the verification goes on).
+func (l *Lander) awaitVerify(ctx context.Context, taskID string) {
+	done := make(chan struct{})
+	if !l.track() {
+		return // shutting down: the next start resumes the recorded decision
+	}
+	go func() {
+		defer l.wg.Done()
+		defer close(done)
+		l.verify(taskID)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
