@@ -280,25 +280,7 @@ func (s *RPCServer) Serve(ctx context.Context, ln net.Listener) error {
 			return context.WithValue(context.WithoutCancel(ctx), serveCtxKey{}, ctx)
 		},
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve rpc on %s: %w", ln.Addr(), err)
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultShutdownTimeout)
-	defer cancel()
-	err := srv.Shutdown(shutdownCtx)
-	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) && serveErr != nil {
-		err = errors.Join(err, serveErr)
-	}
-	if err != nil {
-		srv.Close()
-		return fmt.Errorf("shut down rpc server: %w", err)
-	}
-	return nil
+	return serveUntilDone(ctx, srv, ln, "rpc", DefaultShutdownTimeout)
 }
 
 // removeSocket removes the socket file of a listener bound to the

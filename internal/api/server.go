@@ -186,15 +186,22 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			return context.WithValue(context.WithoutCancel(ctx), serveCtxKey{}, ctx)
 		},
 	}
+	return serveUntilDone(ctx, srv, ln, "http", s.cfg.ShutdownTimeout)
+}
+
+// serveUntilDone serves srv on ln until ctx is cancelled, then shuts it
+// down gracefully within timeout (closing it when that runs out); what
+// names the server in errors ("http", "rpc").
+func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, what string, timeout time.Duration) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 
 	select {
 	case err := <-errc:
-		return fmt.Errorf("serve http on %s: %w", ln.Addr(), err)
+		return fmt.Errorf("serve %s on %s: %w", what, ln.Addr(), err)
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	err := srv.Shutdown(shutdownCtx)
 	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) && serveErr != nil {
@@ -202,7 +209,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	if err != nil {
 		srv.Close()
-		return fmt.Errorf("shut down http server: %w", err)
+		return fmt.Errorf("shut down %s server: %w", what, err)
 	}
 	return nil
 }

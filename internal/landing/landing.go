@@ -260,12 +260,22 @@ func (l *Lander) ReviewApproved(ctx context.Context, t models.Task, v models.Ver
 
 // apply applies a transition, logging what it did or why not.
 func (l *Lander) apply(ctx context.Context, req models.TransitionRequest) {
-	res, err := l.store.ApplyEvent(ctx, req)
+	Apply(ctx, l.store, l.log, req)
+}
+
+// Apply applies an event the daemon decided by itself, logging what it did
+// or (not failing on) why not: a lost race means another writer got there
+// first, and whoever acts next sees its result. The orchestrator's loop
+// applies its own decisions through it too.
+func Apply(ctx context.Context, st interface {
+	ApplyEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error)
+}, log *slog.Logger, req models.TransitionRequest) {
+	res, err := st.ApplyEvent(ctx, req)
 	if err != nil {
-		l.log.Warn("transition not applied", "task_id", req.TaskID, "event", req.Event, "err", err)
+		log.Warn("transition not applied", "task_id", req.TaskID, "event", req.Event, "err", err)
 		return
 	}
 	if !res.Duplicate {
-		l.log.Info("task transition", "task_id", req.TaskID, "event", req.Event, "from", res.From, "to", res.To)
+		log.Info("task transition", "task_id", req.TaskID, "event", req.Event, "from", res.From, "to", res.To)
 	}
 }

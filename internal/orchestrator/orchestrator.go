@@ -970,12 +970,5 @@ func (o *Orchestrator) Backoff(retries int) time.Duration {
 // apply applies an event the loop decided, logging (not failing on) a lost
 // race: another writer got there first, and the next round sees its result.
 func (o *Orchestrator) apply(ctx context.Context, req models.TransitionRequest) {
-	res, err := o.store.ApplyEvent(ctx, req)
-	if err != nil {
-		o.log.Warn("transition not applied", "task_id", req.TaskID, "event", req.Event, "err", err)
-		return
-	}
-	if !res.Duplicate {
-		o.log.Info("task transition", "task_id", req.TaskID, "event", req.Event, "from", res.From, "to", res.To)
-	}
+	landing.Apply(ctx, o.store, o.log, req)
 }
