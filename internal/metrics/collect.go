@@ -31,7 +31,7 @@ func newStoreCollector(m *Metrics, st Store) *storeCollector {
 		tasks: d("tasks", "Tasks by project and status.", "project", "status"),
 		taskOldest: d("task_oldest_age_seconds", "Age of the oldest last change of the tasks of a project in a status, "+
 			"for the statuses a task leaves by itself or by a person (not DEFINED, COMPLETED or BLOCKED).", "project", "status"),
-		agentState:    d("agent_state", "1 for the state each agent is in (IDLE, STARTING, BUSY, PAUSED, ERROR), 0 for the others.", "agent", "state"),
+		agentState:    d("agent_state", "1 for the state each agent is in (status: IDLE, STARTING, BUSY, PAUSED, ERROR), 0 for the others.", "agent", "status"),
 		agentPaused:   d("agent_paused", "1 when a person paused the agent: it takes no new task.", "agent"),
 		agentUtil:     d("agent_utilization", "Share of the budget window the agent spent running tasks (0 to 1).", "agent"),
 		outboxBacklog: d("outbox_backlog", "Notices written and not yet delivered to Discord."),

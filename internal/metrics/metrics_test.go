@@ -164,8 +164,8 @@ func TestScrapeReadsTheStoreAndTheEvents(t *testing.T) {
 		{"agentqueued_github_requests_total", map[string]string{"status": "error"}, 1},
 		{"agentqueued_github_rate_limit_remaining", nil, 4999},
 		{"agentqueued_hook_runs_total", map[string]string{"project": "web", "outcome": "skipped"}, 1},
-		{"agentqueued_agent_state", map[string]string{"agent": "a1", "state": "BUSY"}, 1},
-		{"agentqueued_agent_state", map[string]string{"agent": "a1", "state": "IDLE"}, 0},
+		{"agentqueued_agent_state", map[string]string{"agent": "a1", "status": "BUSY"}, 1},
+		{"agentqueued_agent_state", map[string]string{"agent": "a1", "status": "IDLE"}, 0},
 		{"agentqueued_agent_paused", map[string]string{"agent": "a1"}, 0},
 		// In the hour's window: a's 30 min run and b's 15 min so far.
 		{"agentqueued_agent_utilization", map[string]string{"agent": "a1"}, 0.75},
@@ -221,7 +221,7 @@ func TestNamesListEveryExportedFamily(t *testing.T) {
 	m.GitHubResponse(200, 1)
 	m.HookRunEnded(models.HookRun{ProjectID: "p", Status: "completed"})
 	names := m.Names()
-	allowed := []string{"project", "agent", "model", "status", "event", "outcome", "state"}
+	allowed := []string{"project", "agent", "model", "status", "event", "outcome"}
 	for name, mf := range scrape(t, m.Handler()) {
 		if !slices.Contains(names, name) {
 			t.Errorf("family %s is exported but not in Names", name)

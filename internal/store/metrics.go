@@ -15,6 +15,18 @@ import (
 // The reads of a metrics scrape: each is one statement over an index (or
 // a small table), so that a scrape costs little however long the history.
 const (
+	// qTaskStatusCounts counts the tasks by project and status (the
+	// covering index of both) and finds, for the statuses a task leaves by
+	// itself or by a person's answer, the oldest change into them (the
+	// status index: the rows of finished tasks, the bulk of a long
+	// history, are not read).
+	qTaskStatusCounts = `SELECT c.project_id, c.status, c.n, o.oldest
+		FROM (SELECT project_id, status, count(*) AS n FROM tasks GROUP BY project_id, status) c
+		LEFT JOIN (SELECT project_id, status, min(updated_at) AS oldest FROM tasks INDEXED BY tasks_status
+			WHERE status IN ('READY', 'ASSIGNED', 'IN_PROGRESS', 'WAITING_INPUT', 'PAUSED', 'VERIFYING',
+				'AWAITING_APPROVAL', 'FAILED')
+			GROUP BY project_id, status) o ON o.project_id = c.project_id AND o.status = c.status
+		ORDER BY c.project_id, c.status`
 	qAgentStates = "SELECT id, state, paused FROM agents"
 	// qOutboxBacklog reads the partial index of undelivered notices.
 	qOutboxBacklog = "SELECT count(*), min(created_at) FROM outbox WHERE delivered_at IS NULL"
@@ -35,6 +47,45 @@ const (
 		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`
 	qProjectTokens = "SELECT id, total_tokens_used, budget_limit FROM projects ORDER BY id"
 )
+
+// StatusCount is how many tasks of a project are in a status.
+type StatusCount struct {
+	ProjectID string
+	Status    models.TaskStatus
+	Count     int
+	// Oldest is the earliest last change of these tasks, for the statuses
+	// that are not an end or a wait for dependencies (not DEFINED,
+	// COMPLETED or BLOCKED); zero for those.
+	Oldest time.Time
+}
+
+// TaskStatusCounts counts the tasks by project and status, with the
+// oldest of the active ones, in one query.
+func (s *Store) TaskStatusCounts(ctx context.Context) ([]StatusCount, error) {
+	rows, err := s.rdb.QueryContext(ctx, qTaskStatusCounts)
+	if err != nil {
+		return nil, fmt.Errorf("task status counts: %w", err)
+	}
+	defer rows.Close()
+	var out []StatusCount
+	for rows.Next() {
+		var (
+			c      StatusCount
+			oldest sql.NullInt64
+		)
+		if err := rows.Scan(&c.ProjectID, &c.Status, &c.Count, &oldest); err != nil {
+			return nil, fmt.Errorf("task status counts: %w", err)
+		}
+		if oldest.Valid {
+			c.Oldest = fromNanos(oldest.Int64)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("task status counts: %w", err)
+	}
+	return out, nil
+}
 
 // AgentState is one agent's state, for metrics.
 type AgentState struct {

@@ -178,6 +178,24 @@ func TestMetricsReads(t *testing.T) {
 	}
 	clock.Add(4 * time.Second)
 
+	counts, err := s.TaskStatusCounts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// x FAILED at +10 s, y ASSIGNED at +10 s.
+	wantCounts := []store.StatusCount{
+		{ProjectID: "p", Status: models.StatusAssigned, Count: 1, Oldest: start.Add(10 * time.Second)},
+		{ProjectID: "p", Status: models.StatusFailed, Count: 1, Oldest: start.Add(10 * time.Second)},
+	}
+	if len(counts) != len(wantCounts) {
+		t.Fatalf("task status counts %+v, want %+v", counts, wantCounts)
+	}
+	for i := range counts {
+		if counts[i] != wantCounts[i] {
+			t.Errorf("task status count %d: %+v, want %+v", i, counts[i], wantCounts[i])
+		}
+	}
+
 	states, err := s.AgentStates(ctx)
 	if err != nil {
 		t.Fatal(err)
