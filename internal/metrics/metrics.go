@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -232,4 +234,30 @@ func orUnknown(s string) string {
 		return "unknown"
 	}
 	return s
+}
+
+// ListenerHandler is the handler of a listener of the metrics' own
+// (metrics.listen): GET /metrics and nothing else, without a token. When
+// loopbackOnly, a request whose Host header does not name a loopback host
+// is refused with a 403, so that a web page whose domain was rebound to
+// 127.0.0.1 cannot read the metrics.
+func (m *Metrics) ListenerHandler(loopbackOnly bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if loopbackOnly && !models.IsLoopbackHost(hostOnly(r.Host)) {
+			http.Error(w, "host not served: the metrics listener answers loopback hosts only", http.StatusForbidden)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// hostOnly is a Host header's host, without port or IPv6 brackets,
+// lower-case.
+func hostOnly(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	return strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
 }
