@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -257,5 +258,38 @@ func TestMetricsReads(t *testing.T) {
 	}
 	if db <= 0 || wal < 0 {
 		t.Errorf("file sizes db %d wal %d", db, wal)
+	}
+}
+
+// TestMetricsReadsUseIndexes: each read of a scrape goes through its index
+// (or reads a small table), so that a scrape does not grow with history.
+func TestMetricsReadsUseIndexes(t *testing.T) {
+	t.Parallel()
+	s, _ := openClocked(t)
+	qs := store.MetricsQueriesForTest()
+	tests := []struct {
+		name string
+		args []any
+		want []string
+	}{
+		{"taskStatusCounts", nil, []string{"COVERING INDEX tasks_project_status", "INDEX tasks_status (status=?)"}},
+		{"outboxBacklog", nil, []string{"INDEX outbox_undelivered"}},
+		{"runUsage", []any{int64(1), int64(2)}, []string{"INDEX task_runs_ended (ended_at>?)", "INDEX task_runs_open"}},
+		{"agentStates", nil, nil},
+		{"projectTokens", nil, nil},
+	}
+	for _, tt := range tests {
+		plan, err := store.QueryPlanForTest(s, qs[tt.name], tt.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(plan, w) {
+				t.Errorf("%s: plan lacks %q:\n%s", tt.name, w, plan)
+			}
+		}
+		if strings.Contains(plan, "SCAN tasks\n") || strings.Contains(plan, "SCAN task_runs\n") || strings.Contains(plan, "SCAN outbox\n") {
+			t.Errorf("%s reads a whole table:\n%s", tt.name, plan)
+		}
 	}
 }
