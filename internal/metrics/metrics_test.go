@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"gopkg.in/yaml.v3"
 
 	"github.com/agentqueued/agentqueued/internal/metrics"
 	"github.com/agentqueued/agentqueued/internal/models"
@@ -354,4 +355,75 @@ func promQLMetrics(expr string) []string {
 		out = append(out, word)
 	}
 	return out
+}
+
+// TestOperationsGuideMatchesTheMetrics: docs/operations.md describes every
+// metric the daemon exports under its own name, describes none it does
+// not, and its suggested alerts query only exported metrics.
+func TestOperationsGuideMatchesTheMetrics(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	names := metrics.New(metrics.Config{}).Names()
+	described := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `("+metrics.Namespace+"_[a-z_]+)` \\|").FindAllStringSubmatch(doc, -1) {
+		described[m[1]] = true
+		if !slices.Contains(names, m[1]) {
+			t.Errorf("docs/operations.md describes %s, which the daemon does not export", m[1])
+		}
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, metrics.Namespace+"_") && !described[n] {
+			t.Errorf("docs/operations.md does not describe %s", n)
+		}
+	}
+	_, alerts, ok := strings.Cut(doc, "## Suggested alerts")
+	if !ok {
+		t.Fatal("no suggested alerts")
+	}
+	_, block, _ := strings.Cut(alerts, "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal([]byte(block), &rules); err != nil {
+		t.Fatalf("the alerts are not YAML: %v", err)
+	}
+	n := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			n++
+			found := promQLMetrics(r.Expr)
+			if len(found) == 0 {
+				t.Errorf("alert %s queries no metric", r.Alert)
+			}
+			for _, m := range found {
+				base := m
+				for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+					if b, ok := strings.CutSuffix(m, suffix); ok && slices.Contains(names, b) {
+						base = b
+					}
+				}
+				if !slices.Contains(names, base) {
+					t.Errorf("alert %s queries %s, which the daemon does not export", r.Alert, m)
+				}
+			}
+		}
+	}
+	for _, want := range []string{"AgentqueuedQueueStuck", "AgentqueuedOutboxLag", "AgentqueuedAgentError", "AgentqueuedBudgetBurnFast"} {
+		if !strings.Contains(block, "alert: "+want) {
+			t.Errorf("no alert %s", want)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no alert rules")
+	}
 }

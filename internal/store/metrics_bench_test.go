@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -103,5 +104,33 @@ func BenchmarkMetricsScrape(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkTransitionCommitObserved is BenchmarkTransitionCommit with the
+// metrics observing the store: a claim also reads when its task became
+// READY, for the queue wait.
+func BenchmarkTransitionCommitObserved(b *testing.B) {
+	m := metrics.New(metrics.Config{})
+	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(b.TempDir(), "aq.db"), Observer: m})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	mustProject(b, s, "p")
+	ctx := context.Background()
+	batch := models.TaskBatch{ProjectID: "p"}
+	for i := range b.N {
+		batch.Tasks = append(batch.Tasks, models.BatchTask{Title: fmt.Sprintf("t%d", i)})
+	}
+	res, err := s.CreateTasks(ctx, batch)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: res[i].TaskID, Event: models.EventAssigned, AgentID: "a1"}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
