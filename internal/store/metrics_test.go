@@ -84,6 +84,10 @@ func TestObserverSeesCommittedTransitionsWithTheirWaits(t *testing.T) {
 			return err
 		}, want: []store.ObservedTransition{{ProjectID: "p", From: models.StatusAssigned, To: models.StatusInProgress,
 			Event: models.EventAgentStarted}}},
+		{name: "a plan's dry run, rolled back, reports nothing", do: func() error {
+			_, err := s.SavePlan(ctx, ids["a"], "a1", []models.BatchTask{{Title: "sub one"}, {Title: "sub two"}})
+			return err
+		}},
 		{name: "a's claim again is refused and reports nothing", do: func() error {
 			if _, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: ids["a"], Event: models.EventAssigned,
 				ExpectFrom: models.StatusReady, Actor: "test", AgentID: "a1"}); models.ErrorCodeOf(err) != models.CodeConflict {
@@ -91,7 +95,7 @@ func TestObserverSeesCommittedTransitionsWithTheirWaits(t *testing.T) {
 			}
 			return nil
 		}},
-		{name: "a completes and b is promoted in the same commit", do: func() error {
+		{name: "a completes: b is promoted and the plan's first subtask created READY in the same commit", do: func() error {
 			if _, err := s.FinishRun(ctx, models.RunEnd{RunID: runA.ID, Event: models.EventAgentCompleted,
 				ExpectFrom: models.StatusInProgress, Outcome: "completed"}); err != nil {
 				return err
@@ -101,6 +105,7 @@ func TestObserverSeesCommittedTransitionsWithTheirWaits(t *testing.T) {
 		}, want: []store.ObservedTransition{
 			{ProjectID: "p", From: models.StatusInProgress, To: models.StatusVerifying, Event: models.EventAgentCompleted},
 			{ProjectID: "p", From: models.StatusVerifying, To: models.StatusCompleted, Event: models.EventVerifyPassed},
+			{ProjectID: "p", From: models.StatusDefined, To: models.StatusReady, Event: models.EventDepsMet},
 			{ProjectID: "p", From: models.StatusDefined, To: models.StatusReady, Event: models.EventDepsMet},
 		}, runs: []store.ObservedRun{{ProjectID: "p", AgentID: "a1", Kind: models.RunWork, Outcome: "completed"}}},
 		{name: "claim b 3s after, start it 2s later", do: func() (err error) {
