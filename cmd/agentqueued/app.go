@@ -113,15 +113,17 @@ type Main struct {
 	// clock.Real.
 	watchClock clock.Clock
 
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	done    chan struct{}
-	closed  bool
-	runErr  error
-	ready   chan struct{}
-	addr    string
-	owner   string
-	started bool
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+	closed bool
+	runErr error
+	ready  chan struct{}
+	addr   string
+	// metricsAddr is where metrics.listen bound, when set.
+	metricsAddr string
+	owner       string
+	started     bool
 }
 
 // NewMain returns a Main for args with the given output and environment.
@@ -307,6 +309,14 @@ func (m *Main) Addr() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.addr
+}
+
+// MetricsAddr returns the host:port the metrics listener (metrics.listen)
+// is bound to, or "" before Ready or without one.
+func (m *Main) MetricsAddr() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.metricsAddr
 }
 
 // LeaseOwner returns the owner id under which the daemon holds the

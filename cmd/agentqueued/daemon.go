@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/config"
 	"github.com/agentqueued/agentqueued/internal/discord"
 	"github.com/agentqueued/agentqueued/internal/hooks"
+	"github.com/agentqueued/agentqueued/internal/metrics"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/orchestrator"
 	"github.com/agentqueued/agentqueued/internal/repo"
@@ -147,6 +149,9 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	// The store wakes the orchestrator after every commit that may have made
 	// work ready; the orchestrator exists only after the lease is held.
 	feed := service.NewFeed()
+	oc := cfg.Orchestrator
+	met := metrics.New(metrics.Config{Window: oc.Window, GlobalBudget: oc.GlobalTokenBudget, Outbox: cfg.Discord.Enabled(),
+		Logger: log.With("component", "metrics")})
 	var (
 		orch  atomic.Pointer[orchestrator.Orchestrator]
 		bot   atomic.Pointer[discord.Bot]
@@ -166,7 +171,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		if m.OnChange != nil {
 			m.OnChange()
 		}
-	}, OnStateChange: feed.Notify})
+	}, OnStateChange: feed.Notify, Observer: met})
 	if err != nil {
 		return err
 	}
@@ -176,6 +181,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		}
 	}()
 
+	met.ReadFrom(st)
 	if err := markDataDir(cfg); err != nil {
 		return err
 	}
@@ -242,7 +248,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	var pulls orchestrator.PullRequests
 	if cfg.GitHub.Enabled() {
 		gh, err := repo.NewGitHub(repo.GitHubConfig{Token: cfg.GitHub.Token, APIBaseURL: cfg.GitHub.APIBaseURL,
-			Logger: log.With("component", "github")}, ws)
+			Logger: log.With("component", "github"), Observer: met}, ws)
 		if err != nil {
 			return err
 		}
@@ -255,14 +261,13 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		return fmt.Errorf("rules: %w", err)
 	}
 	log.Info("rules loaded", "rules", len(rules.Rules), "source", rules.Source)
-	oc := cfg.Orchestrator
 	o, err := orchestrator.New(orchestrator.Config{SafetyTick: oc.SafetyTick, Window: oc.Window, IdleTimeout: oc.IdleTimeout,
 		MaxRuntime: oc.MaxRuntime, StartTimeout: oc.StartTimeout, PrepareTimeout: oc.PrepareTimeout, RetryBackoff: oc.RetryBackoff, MaxBackoff: oc.MaxBackoff,
 		StopGrace: oc.StopGrace, PauseDelay: oc.PauseDelay, GlobalBudget: oc.GlobalTokenBudget, CurrentRules: st.CurrentRules,
 		InputTimeout: oc.InputTimeout, RunDir: filepath.Join(cfg.DataDir, "runs"), SocketPath: socket,
 		CheckTimeout: cfg.Verification.CheckTimeout, Profiles: cfg.Profiles, PlanPaths: cfg.Plans.Paths,
 		QAAgent: cfg.Verification.QAAgent, QAProfile: cfg.Verification.QAProfile, Executable: self,
-		PullRequests: pulls, PRPollInterval: cfg.GitHub.PollInterval, OnOutput: feed.Output,
+		PullRequests: pulls, PRPollInterval: cfg.GitHub.PollInterval, OnOutput: feed.Output, Observer: met,
 		Logger: log.With("component", "orchestrator")}, st, ws, agent.DefaultRegistry())
 	if err != nil {
 		return err
@@ -283,7 +288,14 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	sc := service.Config{Store: st, Orchestrator: o, Repos: ws, Feed: feed, Profiles: cfg.Profiles,
 		Window: oc.Window, GlobalBudget: oc.GlobalTokenBudget}
 	actions := service.New(sc)
-	eng, err := newHooks(cfg, st, actions, ws, log, m.OnHookRunEnd)
+	onHookRunEnd := met.HookRunEnded
+	if m.OnHookRunEnd != nil {
+		onHookRunEnd = func(r models.HookRun) {
+			met.HookRunEnded(r)
+			m.OnHookRunEnd(r)
+		}
+	}
+	eng, err := newHooks(cfg, st, actions, ws, log, onHookRunEnd)
 	if err != nil {
 		return err
 	}
@@ -316,8 +328,14 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		})
 	}
 	health := &daemonHealth{db: watch, scheduler: o, store: st}
+	// The metrics are served on the API's listener, behind its checks,
+	// unless metrics.listen gives them one of their own.
+	var apiMetrics http.Handler
+	if cfg.Metrics.Listen == "" {
+		apiMetrics = met.Handler()
+	}
 	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, AllowedHosts: cfg.API.AllowedHosts,
-		Logger: log.With("component", "api"), Health: health.Check,
+		Logger: log.With("component", "api"), Health: health.Check, Metrics: apiMetrics,
 		GitHubWebhook: webhook, Hooks: svc, Workflows: svc, Logs: svc}, svc)
 	if err != nil {
 		rpcLn.Close()
@@ -326,6 +344,18 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	ln, err := srv.Listen()
 	if err != nil {
 		return err
+	}
+	var metricsLn net.Listener
+	if cfg.Metrics.Listen != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.Metrics.Listen); err != nil {
+			ln.Close()
+			rpcLn.Close()
+			return fmt.Errorf("metrics.listen: %w", err)
+		}
+		log.Info("metrics listening", "addr", metricsLn.Addr().String(), "remote", cfg.Metrics.AllowRemote)
+		m.mu.Lock()
+		m.metricsAddr = metricsLn.Addr().String()
+		m.mu.Unlock()
 	}
 	addr := ln.Addr().String()
 	log.Info("agentqueued listening", "addr", addr, "data_dir", cfg.DataDir, "database", dbPath,
@@ -347,6 +377,11 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	g.Go(func() error { return eng.Run(gctx) })
 	g.Go(func() error { return wf.Run(gctx) })
 	g.Go(func() error { return watch.Run(gctx) })
+	if metricsLn != nil {
+		g.Go(func() error {
+			return serveMetrics(gctx, metricsLn, met.ListenerHandler(!cfg.Metrics.AllowRemote), log.With("component", "metrics"))
+		})
+	}
 	if b != nil {
 		g.Go(func() error { return b.Run(gctx) })
 	}
@@ -364,6 +399,31 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	log.Info("agentqueued stopped")
+	return nil
+}
+
+// metricsShutdownTimeout bounds the metrics listener's graceful shutdown.
+const metricsShutdownTimeout = 5 * time.Second
+
+// serveMetrics serves h on ln (metrics.listen) until ctx ends.
+func serveMetrics(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve metrics on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), metricsShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	if err != nil {
+		return fmt.Errorf("stop serving metrics: %w", err)
+	}
 	return nil
 }
 

@@ -26,6 +26,8 @@
 //	GET   /healthz                    {"status":"ok"} when the store answers and Config.Health (when set) returns
 //	                                  nil; else 503 {"status":"unhealthy","reason":"...","error":{...}}, the reason
 //	                                  "store unavailable" or Config.Health's error text; never needs a token
+//	GET   /metrics                    the Prometheus metrics (text format; docs/operations.md), served when
+//	                                  Config.Metrics is set, behind the same Host check and token as /api/v1
 //	POST  /api/v1/projects            create a project (body: id, name, credit_weight, max_concurrent_agents,
 //	                                  status, budget_limit, discord_channel_id, repo, settings — all but id
 //	                                  optional) → 201 project; a repo is checked first: a LINK source_path must be

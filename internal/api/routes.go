@@ -103,6 +103,9 @@ func (s *Server) routes() http.Handler {
 	if s.cfg.GitHubWebhook != nil {
 		mux.Handle("POST "+WebhookPath, s.cfg.GitHubWebhook)
 	}
+	if s.cfg.Metrics != nil {
+		mux.Handle("GET "+MetricsPath, s.cfg.Metrics)
+	}
 	mux.HandleFunc("/", s.noRoute(mux))
 	return s.logRequests(s.guard(s.authenticate(s.requireJSON(mux))))
 }
@@ -127,14 +130,18 @@ func (s *Server) noRoute(mux *http.ServeMux) http.HandlerFunc {
 	}
 }
 
-// authenticate requires the bearer token on /api/v1 when one is configured.
+// MetricsPath is the path of the Prometheus metrics (Config.Metrics).
+const MetricsPath = "/metrics"
+
+// authenticate requires the bearer token on /api/v1 and /metrics when one
+// is configured.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	if s.cfg.Token == "" {
 		return next
 	}
 	want := sha256.Sum256([]byte(s.cfg.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !underAPI(r.URL.Path) {
+		if !underAPI(r.URL.Path) && r.URL.Path != MetricsPath {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -58,6 +58,9 @@ type Config struct {
 	// GitHubWebhook, when set, serves POST /webhooks/github (authenticated
 	// by the delivery's signature, not by Token).
 	GitHubWebhook http.Handler
+	// Metrics, when set, serves GET /metrics (MetricsPath) behind the same
+	// Host check and Token as /api/v1.
+	Metrics http.Handler
 	// Hooks, when set, serves the hook endpoints (/api/v1/hooks and
 	// /api/v1/hook-runs); without it they are not found.
 	Hooks HookService

@@ -94,6 +94,19 @@ type Config struct {
 	Hooks HooksConfig
 	// Workflows configures workflows.
 	Workflows WorkflowsConfig
+	// Metrics configures where the Prometheus metrics are served.
+	Metrics MetricsConfig
+}
+
+// MetricsConfig configures the Prometheus metrics (GET /metrics).
+type MetricsConfig struct {
+	// Listen, when set, is a host:port of its own for /metrics, served
+	// without the API's token; empty serves /metrics on the API's listener
+	// with the API's authorisation.
+	Listen string
+	// AllowRemote lets Listen be an address other than a loopback one:
+	// anybody who reaches it reads the metrics.
+	AllowRemote bool
 }
 
 // WorkflowsConfig configures workflows.
@@ -254,6 +267,12 @@ type fileConfig struct {
 	GitHub       fileGitHub             `yaml:"github"`
 	Hooks        fileHooks              `yaml:"hooks"`
 	Workflows    fileWorkflows          `yaml:"workflows"`
+	Metrics      fileMetrics            `yaml:"metrics"`
+}
+
+type fileMetrics struct {
+	Listen      string `yaml:"listen"`
+	AllowRemote string `yaml:"allow_remote"`
 }
 
 type fileWorkflows struct {
@@ -553,6 +572,14 @@ func (c *Config) overlay(f fileConfig) error {
 		*d.to = v
 	}
 	set(&c.Workflows.Dir, f.Workflows.Dir)
+	set(&c.Metrics.Listen, f.Metrics.Listen)
+	if f.Metrics.AllowRemote != "" {
+		b, err := strconv.ParseBool(f.Metrics.AllowRemote)
+		if err != nil {
+			return fmt.Errorf("metrics.allow_remote: %q is not true or false", f.Metrics.AllowRemote)
+		}
+		c.Metrics.AllowRemote = b
+	}
 	if f.Workflows.PollInterval != "" {
 		d, err := time.ParseDuration(f.Workflows.PollInterval)
 		if err != nil {
@@ -678,6 +705,9 @@ func (c Config) Validate() error {
 	}
 	if err := validateListen(c.Listen); err != nil {
 		return fmt.Errorf("config: listen: %w", err)
+	}
+	if err := c.Metrics.validate(); err != nil {
+		return err
 	}
 	if strings.ContainsAny(c.API.Token, " \t\r\n") {
 		// The value is a secret: never repeat it.
@@ -846,6 +876,27 @@ func (c *Config) CheckServing() error {
 		}
 		return fmt.Errorf("config: listen: %s serves the API beyond this machine (%s) and api.token is not set: "+
 			"set api.token, or listen on 127.0.0.1", c.Listen, where)
+	}
+	return nil
+}
+
+// validate checks metrics.listen: a host:port, loopback unless
+// metrics.allow_remote says otherwise.
+func (m MetricsConfig) validate() error {
+	if m.Listen == "" {
+		return nil
+	}
+	if err := validateListen(m.Listen); err != nil {
+		return fmt.Errorf("config: metrics.listen: %w", err)
+	}
+	host, _, _ := net.SplitHostPort(m.Listen)
+	if !m.AllowRemote && !models.IsLoopbackHost(host) {
+		where := host
+		if where == "" {
+			where = "every interface"
+		}
+		return fmt.Errorf("config: metrics.listen: %s serves the metrics beyond this machine (%s) without a token: "+
+			"listen on 127.0.0.1, or set metrics.allow_remote: true", m.Listen, where)
 	}
 	return nil
 }

@@ -147,6 +147,16 @@ type Config struct {
 	// OnPRCheck, when set, is called after each check of a pull request,
 	// with its error (for tests and metrics).
 	OnPRCheck func(models.PullRequest, error)
+	// Observer, when set, is told how long each round took (for metrics).
+	Observer Observer
+}
+
+// Observer receives the orchestrator's measurements (for metrics). Its
+// methods must not block.
+type Observer interface {
+	// RoundDone reports the duration of one round: timers, reviews,
+	// scheduling, dispatch and reconciliation, on the orchestrator's clock.
+	RoundDone(d time.Duration)
 }
 
 func (c *Config) applyDefaults() {
@@ -414,7 +424,11 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 			continue
 		}
 		seq := o.wakeSeq.Load()
+		began := o.cfg.Clock.Now()
 		due = o.round(runCtx)
+		if o.cfg.Observer != nil {
+			o.cfg.Observer.RoundDone(o.cfg.Clock.Now().Sub(began))
+		}
 		// A wake-up whose change committed before this round began is
 		// covered by it: when none came since, the pending one is dropped,
 		// so a burst of changes costs one round, and a change during a

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +36,39 @@ type GitHubConfig struct {
 	// HTTPClient carries the API requests; default one with a 30 s timeout.
 	HTTPClient *http.Client
 	Logger     *slog.Logger
+	// Observer, when set, is told of every API response (for metrics).
+	Observer GitHubObserver
+}
+
+// GitHubObserver is told of each request to GitHub's API. Its methods
+// must not block.
+type GitHubObserver interface {
+	// GitHubResponse reports one request's answer: its HTTP status (0 when
+	// none came: a network error) and, when GitHub sent it, the
+	// X-RateLimit-Remaining header's value (remaining is -1 without one).
+	GitHubResponse(status int, remaining int)
+}
+
+// observedTransport reports each response of next to obs.
+type observedTransport struct {
+	next http.RoundTripper
+	obs  GitHubObserver
+}
+
+func (t observedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err != nil {
+		t.obs.GitHubResponse(0, -1)
+		return resp, err
+	}
+	remaining := -1
+	if v := resp.Header.Get("X-RateLimit-Remaining"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			remaining = n
+		}
+	}
+	t.obs.GitHubResponse(resp.StatusCode, remaining)
+	return resp, nil
 }
 
 // GitHub opens, checks and merges the pull requests of tasks.
@@ -61,6 +95,16 @@ func NewGitHub(cfg GitHubConfig, ws *Workspaces) (*GitHub, error) {
 	hc := cfg.HTTPClient
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	if cfg.Observer != nil {
+		// A copy: the caller's client keeps its own transport.
+		c := *hc
+		next := c.Transport
+		if next == nil {
+			next = http.DefaultTransport
+		}
+		c.Transport = observedTransport{next: next, obs: cfg.Observer}
+		hc = &c
 	}
 	client := github.NewClient(hc).WithAuthToken(cfg.Token)
 	hosts, err := GitHubHosts(cfg.APIBaseURL)

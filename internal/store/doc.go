@@ -52,6 +52,12 @@
 // A repeated event — the same event arriving again after it was applied — is
 // answered as a duplicate and changes nothing.
 //
+// Config.Observer, when set, is told each status change and each run end
+// once its transaction has committed (never for one rolled back), with the
+// wait the change ends: a claim's time READY, a dependent's time from its
+// dependencies being met to its start (observe.go). The metrics read the
+// store at scrape time through named one-statement reads (metrics.go).
+//
 // A person's other changes are not transitions but settle the same way:
 // ChangeDependencies rewrites a task's edges and then runs the follow-ups
 // above (promotion, cascade, reopen) in its transaction, a READY task given

@@ -207,3 +207,9 @@ func StatementsCachedForTest(s *Store) int {
 	}
 	return n
 }
+
+// MetricsQueriesForTest are the statements of a metrics scrape, by name.
+func MetricsQueriesForTest() map[string]string {
+	return map[string]string{"taskStatusCounts": qTaskStatusCounts, "agentStates": qAgentStates,
+		"outboxBacklog": qOutboxBacklog, "runUsage": qRunUsageSince, "projectTokens": qProjectTokens}
+}

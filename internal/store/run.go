@@ -355,6 +355,7 @@ func (s *Store) FinishRun(ctx context.Context, end models.RunEnd) (models.Transi
 			toNanos(x.now), end.Outcome, end.Error, end.RunID); err != nil {
 			return err
 		}
+		x.observeRun(ObservedRun{ProjectID: r.ProjectID, AgentID: r.AgentID, Kind: r.Kind, Outcome: end.Outcome})
 		if err := x.recordAgentTime(r.ProjectID, toNanos(r.StartedAt), toNanos(x.now)); err != nil {
 			return err
 		}

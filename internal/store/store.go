@@ -56,6 +56,9 @@ type Config struct {
 	// is for views that show the state, not the orchestrator's wake-up
 	// (which would run a round for nothing). It must not block.
 	OnStateChange func()
+	// Observer, when set, is told each committed status change and run
+	// end (for metrics); nil reports nothing.
+	Observer Observer
 	// ReadConns is the size of the read pool; default DefaultReadConns.
 	ReadConns int
 	// driver is the database/sql driver's name; default "sqlite3" (tests
@@ -100,6 +103,10 @@ type Store struct {
 	usagePruned atomic.Int64
 	// commits counts the write transactions committed (see Commits).
 	commits atomic.Int64
+	// obs is Config.Observer; pending holds what each open write
+	// transaction did for it, by transaction (see observe.go).
+	obs     Observer
+	pending sync.Map
 }
 
 // dsn is the data source name of the database at p. Connections never
@@ -128,7 +135,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, errors.New("open store: Config.Path is empty")
 	}
 	s := &Store{now: clock.Or(cfg.Clock).Now, log: cfg.Logger, rnd: cfg.Rand, onChange: cfg.OnChange, onState: cfg.OnStateChange,
-		path: cfg.Path}
+		path: cfg.Path, obs: cfg.Observer}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -416,6 +423,9 @@ func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) (err erro
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
+	if s.obs != nil {
+		defer s.pending.Delete(tx) // what a rolled-back transaction did is not reported
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			_ = tx.Rollback() // return the writer connection before re-panicking
@@ -434,6 +444,7 @@ func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) (err erro
 		return fmt.Errorf("commit: %w", err)
 	}
 	s.commits.Add(1)
+	s.report(tx)
 	return nil
 }
 

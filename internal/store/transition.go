@@ -385,6 +385,9 @@ func (x *txn) apply(c change) (applied, error) {
 	if err != nil {
 		return applied{}, err
 	}
+	if err := x.observeTransition(cur, to, c.event); err != nil {
+		return applied{}, err
+	}
 	if to == models.StatusCompleted {
 		if err := x.recordCompletion(cur.ProjectID); err != nil {
 			return applied{}, err
