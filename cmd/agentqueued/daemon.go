@@ -16,8 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/config"
@@ -365,27 +363,32 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	close(m.readyLocked())
 	m.mu.Unlock()
 
-	// Every part runs until ctx ends or one of them fails: the first
-	// failure cancels the others' context, and Wait returns it once all
-	// have stopped, before the lease is released and the store closed.
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return srv.Serve(gctx, ln) })
-	g.Go(func() error { return renewLease(gctx, st, holder.Owner, cfg.Lease.TTL, log) })
-	g.Go(func() error { return rpc.Serve(gctx, rpcLn) })
-	g.Go(func() error { return o.Run(gctx) })
-	g.Go(func() error { return o.WatchPullRequests(gctx) })
-	g.Go(func() error { return eng.Run(gctx) })
-	g.Go(func() error { return wf.Run(gctx) })
-	g.Go(func() error { return watch.Run(gctx) })
+	// Every part runs until ctx ends or one of them fails; then they stop
+	// in stages, each awaited before the next: first what takes work in
+	// (the API, Discord, hook and workflow schedules, the metrics
+	// listener), then the orchestrator and its pull-request watcher (runs
+	// end and their reports still reach the RPC), then the RPC, the
+	// database watch and the lease renewal. Only then is the lease
+	// released and the store closed.
+	s := newStages(ctx)
+	intake, work, support := s.next(), s.next(), s.next()
+	intake.run(s, func(ctx context.Context) error { return srv.Serve(ctx, ln) })
+	intake.run(s, eng.Run)
+	intake.run(s, wf.Run)
 	if metricsLn != nil {
-		g.Go(func() error {
-			return serveMetrics(gctx, metricsLn, met.ListenerHandler(!cfg.Metrics.AllowRemote), log.With("component", "metrics"))
+		intake.run(s, func(ctx context.Context) error {
+			return serveMetrics(ctx, metricsLn, met.ListenerHandler(!cfg.Metrics.AllowRemote), log.With("component", "metrics"))
 		})
 	}
 	if b != nil {
-		g.Go(func() error { return b.Run(gctx) })
+		intake.run(s, b.Run)
 	}
-	err = g.Wait()
+	work.run(s, o.Run)
+	work.run(s, o.WatchPullRequests)
+	support.run(s, func(ctx context.Context) error { return rpc.Serve(ctx, rpcLn) })
+	support.run(s, watch.Run)
+	support.run(s, func(ctx context.Context) error { return renewLease(ctx, st, holder.Owner, cfg.Lease.TTL, log) })
+	err = s.wait()
 	if gone := watch.Check(); gone != nil {
 		// New connections to a deleted file fail: whatever failed first, the
 		// cause is the file, and the open connection still holds its state.
