@@ -164,7 +164,7 @@ func (c *ctl) watch(ctx context.Context, args []string) error {
 			return err
 		}
 		var view bytes.Buffer
-		printWatch(&view, o, ts, *project, time.Now())
+		printWatch(&view, o, ts, *project, clk.Now())
 		switch {
 		case terminal:
 			fmt.Fprint(c.out, clearScreen)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/proc"
 )
 
 //go:embed demo-agent.sh
@@ -177,7 +178,9 @@ orchestrator:
 		case <-time.After(demoPoll):
 		}
 	}
-	out, err := exec.CommandContext(ctx, "git", "--git-dir", origin, "log", "--format=%s", "main").Output()
+	logCmd := proc.Command(ctx, "git", "--git-dir", origin, "log", "--format=%s", "main")
+	logCmd.WaitDelay = time.Second
+	out, err := logCmd.Output()
 	if err != nil {
 		return fmt.Errorf("demo: read the repository: %w", err)
 	}

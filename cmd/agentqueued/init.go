@@ -117,7 +117,8 @@ func inspectRepo(ctx context.Context, dir string) (gitRepoInfo, error) {
 	run := func(args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(ctx, versionTimeout)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+		cmd := proc.Command(ctx, "git", append([]string{"-C", dir}, args...)...)
+		cmd.WaitDelay = time.Second
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {

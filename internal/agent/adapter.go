@@ -3,12 +3,12 @@ package agent
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/proc"
 )
 
 // RunContext is what an adapter needs to build one run.
@@ -229,7 +229,7 @@ func ProbeVersion(ctx context.Context, argv []string, env []string) (string, err
 		return "", fmt.Errorf("probe version: no command")
 	}
 	command, args := argv[0], argv[1:]
-	cmd := exec.CommandContext(ctx, command, args...)
+	cmd := proc.Command(ctx, command, args...)
 	cmd.Env = env
 	cmd.WaitDelay = time.Second
 	out, err := cmd.Output()

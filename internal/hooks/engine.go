@@ -15,6 +15,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/clock"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/schedule"
+	"github.com/agentqueued/agentqueued/internal/service/areas"
 )
 
 // Defaults of the engine's configuration.
@@ -145,9 +146,7 @@ type Store interface {
 // Actions are what a hook's LLM may do: the service's operations
 // (*service.Service), validated like any other caller's.
 type Actions interface {
-	CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.BatchResult, error)
-	AddTaskFeedback(ctx context.Context, projectID, taskID string, f models.Feedback) error
-	Notify(ctx context.Context, key string, n models.Notice) error
+	areas.HookActions
 }
 
 // Checkouts gives hooks the project's checkout and reads its history.

@@ -22,8 +22,7 @@ const (
 )
 
 // Config configures a Lander. Zero durations take the defaults above; the
-// clock (Now, After) and Environ are required: the orchestrator passes its
-// own.
+// Clock is required (the orchestrator passes its own).
 type Config struct {
 	// RunDir holds each attempt's check logs: RunDir/<task>/<attempt>.check-<n>.log.
 	RunDir string

@@ -9,8 +9,10 @@
 // leader's pid).
 //
 // Process groups are a unix notion. Elsewhere the package compiles, but a
-// command from Command fails to start and every call returns ErrUnsupported
-// ("process groups need a unix system").
+// command from Command fails to start, the calls that signal return
+// ErrUnsupported ("process groups need a unix system"), GroupExists reports
+// false and Exists reports true (a process that may be alive is taken for
+// alive).
 package proc
 
 import "errors"

@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
+	"github.com/agentqueued/agentqueued/internal/clock"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
@@ -38,6 +39,8 @@ type GitHubConfig struct {
 	Logger     *slog.Logger
 	// Observer, when set, is told of every API response (for metrics).
 	Observer GitHubObserver
+	// Clock dates rate limits' resets; nil: the workspaces' clock.
+	Clock clock.Clock
 }
 
 // GitHubObserver is told of each request to GitHub's API. Its methods
@@ -91,6 +94,9 @@ func NewGitHub(cfg GitHubConfig, ws *Workspaces) (*GitHub, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = ws.cfg.Clock
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
@@ -400,7 +406,7 @@ func (g *GitHub) Check(ctx context.Context, pr models.PullRequest, reviews bool)
 	case notModified(err):
 		out.NotModified = true
 	case err != nil:
-		return out, g.redact(fmt.Errorf("check pull request %s/%s#%d: %w", pr.Owner, pr.Repo, pr.Number, limited(err, time.Now())))
+		return out, g.redact(fmt.Errorf("check pull request %s/%s#%d: %w", pr.Owner, pr.Repo, pr.Number, limited(err, g.cfg.Clock.Now())))
 	default:
 		out.ETag = resp.Header.Get("ETag")
 		switch {
@@ -428,7 +434,7 @@ func (g *GitHub) Check(ctx context.Context, pr models.PullRequest, reviews bool)
 	case notModified(err):
 		return out, nil
 	case err != nil:
-		return out, g.redact(fmt.Errorf("reviews of pull request %s/%s#%d: %w", pr.Owner, pr.Repo, pr.Number, limited(err, time.Now())))
+		return out, g.redact(fmt.Errorf("reviews of pull request %s/%s#%d: %w", pr.Owner, pr.Repo, pr.Number, limited(err, g.cfg.Clock.Now())))
 	}
 	out.ReviewsETag = resp.Header.Get("ETag")
 	for _, r := range list {
@@ -452,7 +458,7 @@ func (g *GitHub) Merge(ctx context.Context, pr models.PullRequest) error {
 		if errors.As(err, &er) && er.Response != nil && (er.Response.StatusCode == http.StatusMethodNotAllowed || er.Response.StatusCode == http.StatusConflict) {
 			return models.Errorf(models.CodeConflict, "pull request %s cannot be merged now: %s", pr.URL, er.Message)
 		}
-		return g.redact(fmt.Errorf("merge pull request %s: %w", pr.URL, limited(err, time.Now())))
+		return g.redact(fmt.Errorf("merge pull request %s: %w", pr.URL, limited(err, g.cfg.Clock.Now())))
 	}
 	return nil
 }
@@ -465,7 +471,7 @@ func (g *GitHub) DeleteBranch(ctx context.Context, pr models.PullRequest) error 
 		return nil // gone already
 	}
 	if err != nil {
-		return g.redact(fmt.Errorf("delete branch %s of %s/%s: %w", pr.Branch, pr.Owner, pr.Repo, limited(err, time.Now())))
+		return g.redact(fmt.Errorf("delete branch %s of %s/%s: %w", pr.Branch, pr.Owner, pr.Repo, limited(err, g.cfg.Clock.Now())))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/agentqueued/agentqueued/internal/clock"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/service/areas"
 	"github.com/agentqueued/agentqueued/internal/store"
@@ -79,6 +80,9 @@ type Config struct {
 	// GlobalBudget is the tokens all projects may use in Window; nil is
 	// unlimited.
 	GlobalBudget *int64
+	// Clock tells the time of the budget report's window; nil: the real
+	// clock.
+	Clock clock.Clock
 }
 
 // Service is the daemon's command layer for people: the operations the
@@ -97,6 +101,7 @@ type Service struct {
 	// globalBudget is the global token budget; negative is unlimited,
 	// since 0 is a budget that lets nothing start.
 	globalBudget int64
+	clock        clock.Clock
 }
 
 // New returns a service over cfg's components. It starts nothing.
@@ -107,7 +112,7 @@ func New(cfg Config) *Service {
 	}
 	return &Service{store: cfg.Store, orch: cfg.Orchestrator, hooks: cfg.Hooks, workflows: cfg.Workflows,
 		repos: cfg.Repos, remoteTimeout: cfg.RemoteTimeout, feed: cfg.Feed, profiles: cfg.Profiles,
-		window: cfg.Window, globalBudget: global}
+		window: cfg.Window, globalBudget: global, clock: clock.Or(cfg.Clock)}
 }
 
 // HasProfile reports whether a profile of that name is configured.

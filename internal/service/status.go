@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/orchestrator"
@@ -23,7 +22,7 @@ func (s *Service) Budget(ctx context.Context) (models.BudgetReport, error) {
 	if window <= 0 {
 		window = orchestrator.DefaultWindow
 	}
-	since := time.Now().Add(-window).UTC()
+	since := s.clock.Now().Add(-window).UTC()
 	projects, err := s.store.ListProjects(ctx)
 	if err != nil {
 		return models.BudgetReport{}, fmt.Errorf("budget: %w", err)

@@ -42,7 +42,7 @@ type Landing interface {
 // Tasks creates, reads, changes and deletes tasks, and applies admin
 // events to them.
 type Tasks interface {
-	CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.BatchResult, error)
+	TaskCreator
 	// GetTaskDetail returns a task with its edges, events, verification,
 	// result, pending plan, runs and, once it has run in a project with a
 	// repository, its branch.
@@ -216,4 +216,18 @@ type Logs interface {
 	// byte offset on, at most max bytes; the chunk says when nothing more
 	// will be written.
 	ReadTaskLog(ctx context.Context, taskID string, attempt int, offset int64, max int) (models.LogChunk, error)
+}
+
+// TaskCreator creates a batch of tasks (people through the API and
+// Discord, and hooks' LLM).
+type TaskCreator interface {
+	CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.BatchResult, error)
+}
+
+// HookActions are what a hook's LLM may do besides creating tasks: leave
+// feedback on a task and post to its project's channel.
+type HookActions interface {
+	TaskCreator
+	AddTaskFeedback(ctx context.Context, projectID, taskID string, f models.Feedback) error
+	Notify(ctx context.Context, key string, n models.Notice) error
 }
