@@ -3,70 +3,31 @@ package discord
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/agentqueued/agentqueued/internal/discord/discordtest"
+	"github.com/agentqueued/agentqueued/internal/llm/llmtest"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
-// fakeLLM is an OpenAI-compatible chat completions endpoint that answers
-// each request with the next queued reply: a tool call's arguments, or an
-// HTTP status.
-type fakeLLM struct {
-	mu       sync.Mutex
-	replies  []any // string: tool arguments; int: HTTP status
-	requests []map[string]any
-}
-
-func (f *fakeLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" || r.Header.Get("Authorization") != "Bearer llm-key" {
-		http.Error(w, `{"error":{"message":"not found"}}`, http.StatusNotFound)
-		return
-	}
-	var req map[string]any
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
-		return
-	}
-	f.mu.Lock()
-	f.requests = append(f.requests, req)
-	var reply any = 500
-	if len(f.replies) > 0 {
-		reply, f.replies = f.replies[0], f.replies[1:]
-	}
-	f.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	if status, ok := reply.(int); ok {
-		w.WriteHeader(status)
-		_, _ = w.Write([]byte(`{"error":{"message":"upstream trouble","type":"server_error"}}`))
-		return
-	}
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": req["model"],
-		"choices": []any{map[string]any{"index": 0, "finish_reason": "tool_calls", "message": map[string]any{
-			"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": "call_1", "type": "function",
-				"function": map[string]any{"name": "propose_command", "arguments": reply}}}}}},
-		"usage": map[string]any{"prompt_tokens": 420, "completion_tokens": 30, "total_tokens": 450},
-	})
-}
-
 func TestMentionProposesACommandThatRunsOnlyOnRun(t *testing.T) {
 	t.Parallel()
-	llm := &fakeLLM{replies: []any{
-		`{"command":"task add","options":{"title":"Fix the login bug","priority":3}}`,
-		`{"command":"task add","options":{"title":"Another"}}`,
-		500,
-		`{"command":"rm -rf","options":{}}`,
-	}}
-	srv := httptest.NewServer(llm)
-	t.Cleanup(srv.Close)
-	proposer, err := NewOpenAIProposer(OpenAIConfig{BaseURL: srv.URL + "/v1", APIKey: "llm-key", Model: "test-model"})
+	llm := llmtest.New(llmtest.Options{APIKey: "llm-key", Model: "test-model"})
+	t.Cleanup(llm.Close)
+	propose := func(args string) llmtest.Reply {
+		return llmtest.Reply{ToolCalls: []llmtest.ToolCall{{Name: "propose_command", Arguments: args}},
+			Usage: llmtest.Usage{PromptTokens: 420, CompletionTokens: 30}}
+	}
+	llm.Enqueue(
+		propose(`{"command":"task add","options":{"title":"Fix the login bug","priority":3}}`),
+		propose(`{"command":"task add","options":{"title":"Another"}}`),
+		llmtest.Reply{Status: 500, ErrorMessage: "upstream trouble"},
+		propose(`{"command":"rm -rf","options":{}}`),
+	)
+	proposer, err := NewOpenAIProposer(OpenAIConfig{BaseURL: llm.URL(), APIKey: "llm-key", Model: "test-model"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,12 +48,10 @@ func TestMentionProposesACommandThatRunsOnlyOnRun(t *testing.T) {
 		t.Fatalf("a proposal ran before Run: %+v", ts)
 	}
 	// What the model saw: the request as data, and the command catalogue.
-	llm.mu.Lock()
-	req := llm.requests[0]
-	llm.mu.Unlock()
-	if req["model"] != "test-model" || !strings.Contains(toJSON(req["messages"]), "fix the login bug") ||
-		!strings.Contains(toJSON(req["messages"]), "/task add") || !strings.Contains(toJSON(req["tools"]), "propose_command") {
-		t.Errorf("request to the model: %s", toJSON(req))
+	req := llm.Requests()[0]
+	if req.Model != "test-model" || !strings.Contains(toJSON(req.Messages), "fix the login bug") ||
+		!strings.Contains(toJSON(req.Messages), "/task add") || !strings.Contains(toJSON(req.Tools), "propose_command") {
+		t.Errorf("request to the model: %s", req.Raw)
 	}
 
 	// A stranger cannot run it.
