@@ -352,6 +352,7 @@ func (o *Orchestrator) launch(ctx context.Context, ar *activeRun, adapter agent.
 	if o.cfg.Executable != "" {
 		runEnv["AQ_BIN"] = o.cfg.Executable
 	}
+	maps.Copy(runEnv, ls.tc.Run.Env()) // a task of a workflow run: its place in it
 	rc := agent.RunContext{Agent: ar.agent, Task: ls.task, Profile: ls.profile, MCPServers: o.mcpServers(ls.profile, runEnv),
 		Dir: ls.dir, Prompt: prompt, PromptFile: promptFile, StateDir: stateDir, SessionID: ls.session,
 		SessionUsage: ls.sessionUsage, Executable: o.cfg.Executable, ToolTimeout: o.cfg.InputTimeout + ToolTimeoutMargin}
