@@ -335,6 +335,9 @@ func printTaskRows(w io.Writer, t models.Task, more func(tw io.Writer)) {
 	}
 	row(tw, "Requires approval:", strconv.FormatBool(t.RequiresApproval))
 	row(tw, "Retries:", fmt.Sprintf("%d/%d", t.RetryCount, t.MaxRetries))
+	if t.Timeout > 0 {
+		row(tw, "Timeout:", t.Timeout.String())
+	}
 	row(tw, "Kind:", t.Kind)
 	row(tw, "Created by:", t.CreatedBy)
 	row(tw, "Agent:", str(t.AssignedAgentID))

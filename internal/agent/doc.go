@@ -13,7 +13,10 @@
 // (PassEnv: a provider's API key the daemon was started with), then the
 // agent's configured env, then the run's AQ_* variables the orchestrator
 // gives (AQ_SOCKET, AQ_TASK_ID, AQ_RUN_TOKEN, AQ_PROJECT_ID, AQ_ATTEMPT,
-// AQ_RUN_KIND, AQ_PROMPT_FILE and AQ_BIN; docs/agents.md). Nothing else of the daemon's environment — its
+// AQ_RUN_KIND, AQ_PROMPT_FILE and AQ_BIN, and for a task of a workflow
+// run AQ_RUN_ID, AQ_WORKFLOW, AQ_STEP, AQ_PARALLEL_INDEX,
+// AQ_PARALLEL_COUNT and AQ_ITEM, those that apply; docs/agents.md).
+// Nothing else of the daemon's environment — its
 // Discord, GitHub or API tokens — reaches an agent. The prompt is written to the process's stdin and to a file named by
 // AQ_PROMPT_FILE. Everything the process prints goes to a log file per task
 // attempt; the tail of its stderr is kept for the failure message.

@@ -53,8 +53,9 @@
 //	                                  a linked repository")
 //	POST  /api/v1/tasks               create tasks all-or-nothing (body: {"project_id", "created_by",
 //	                                  "tasks": [...]} or a bare array of tasks; an entry may carry its own
-//	                                  "rules") → 201 {"results": [...]}; a task a Capacity rule applies to needs an
-//	                                  expected_count that fits it
+//	                                  "rules", and a "timeout" ("10m", or seconds) capping each of its runs like the
+//	                                  agent's max_runtime, the smaller governing) → 201 {"results": [...]}; a task a
+//	                                  Capacity rule applies to needs an expected_count that fits it
 //	GET   /api/v1/tasks               {"tasks": [...], "next"}, in creation order, paged; query: project, status
 //	                                  (comma-separated statuses or groups), limit, after (a cursor; a task id works)
 //	GET   /api/v1/tasks/{id}          the task with its dependencies, dependents and events; a READY task

@@ -40,8 +40,10 @@ type BatchTask struct {
 	AcceptanceCriteria []string          `json:"acceptance_criteria,omitempty"`
 	TestCommands       []string          `json:"test_commands,omitempty"`
 	Profile            string            `json:"profile,omitempty"`
-	Dependencies       []BatchDependency `json:"dependencies,omitempty"`
-	DedupeStrategy     []DedupeStrategy  `json:"dedupe_strategy,omitempty"`
+	// Timeout caps each run of the task (Task.Timeout); 0 is none.
+	Timeout        Duration          `json:"timeout,omitempty"`
+	Dependencies   []BatchDependency `json:"dependencies,omitempty"`
+	DedupeStrategy []DedupeStrategy  `json:"dedupe_strategy,omitempty"`
 	// Rules are the entry's own scheduling rules (seed Core Concepts): the
 	// task never starts while starting it would exceed one of them. They
 	// count the tasks of the task's project.
@@ -103,7 +105,7 @@ func (bt BatchTask) Validate() error {
 	t := Task{Title: bt.Title, Description: bt.Description, Priority: DefaultPriority, VerificationType: bt.VerificationType,
 		MaxRetries: DefaultMaxRetries, Kind: bt.Kind, Metadata: bt.Metadata, CreatedBy: bt.CreatedBy,
 		ExpectedCount: bt.ExpectedCount, AcceptanceCriteria: bt.AcceptanceCriteria, TestCommands: bt.TestCommands,
-		Profile: bt.Profile}
+		Profile: bt.Profile, Timeout: bt.Timeout}
 	if bt.Priority != nil {
 		t.Priority = *bt.Priority
 	}

@@ -1,6 +1,9 @@
 package models
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strconv"
+)
 
 // TaskContext is everything an agent is told about a task, assembled at
 // dispatch; the prompt is rendered from it by one template.
@@ -31,6 +34,60 @@ type TaskContext struct {
 	AgentCommand string `json:"agent_command,omitempty"`
 	// PlanPaths are the files where a plan may be written instead of proposed.
 	PlanPaths []string `json:"plan_paths,omitempty"`
+	// Run places a task of a workflow run; nil for any other task.
+	Run *RunPlace `json:"run,omitempty"`
+}
+
+// RunPlace is where a task of a workflow run stands in it: the run, its
+// workflow and the task's step, and when the step fans out the task's
+// index among the step's Count tasks and, for foreach, its item.
+type RunPlace struct {
+	RunID    string `json:"run_id"`
+	Workflow string `json:"workflow"`
+	Step     string `json:"step"`
+	// FanOut is set when the step fans out (parallel or foreach): Index
+	// (from 0) and Count apply.
+	FanOut bool `json:"fan_out,omitempty"`
+	Index  int  `json:"index,omitempty"`
+	Count  int  `json:"count,omitempty"`
+	// Item is the task's item of a foreach (as its metadata "item" keeps
+	// it: a string as it is, anything else as JSON); HasItem says there is
+	// one.
+	Item    string `json:"item,omitempty"`
+	HasItem bool   `json:"has_item,omitempty"`
+}
+
+// RunPlaceOf returns the place of a task in its workflow run, read from
+// its run fields and the metadata the run gave it; nil when the task is
+// not part of a run.
+func RunPlaceOf(t Task) *RunPlace {
+	if t.RunID == "" {
+		return nil
+	}
+	p := &RunPlace{RunID: t.RunID, Workflow: t.Metadata["workflow"], Step: t.StepName}
+	if t.ParallelCount > 0 {
+		p.FanOut, p.Index, p.Count = true, t.ParallelIndex, t.ParallelCount
+	}
+	p.Item, p.HasItem = t.Metadata["item"]
+	return p
+}
+
+// Env returns the run context as the agent's environment: AQ_RUN_ID,
+// AQ_WORKFLOW and AQ_STEP, then AQ_PARALLEL_INDEX and AQ_PARALLEL_COUNT
+// when the step fans out and AQ_ITEM when it has an item; nil for a nil
+// place.
+func (p *RunPlace) Env() map[string]string {
+	if p == nil {
+		return nil
+	}
+	env := map[string]string{"AQ_RUN_ID": p.RunID, "AQ_WORKFLOW": p.Workflow, "AQ_STEP": p.Step}
+	if p.FanOut {
+		env["AQ_PARALLEL_INDEX"], env["AQ_PARALLEL_COUNT"] = strconv.Itoa(p.Index), strconv.Itoa(p.Count)
+	}
+	if p.HasItem {
+		env["AQ_ITEM"] = p.Item
+	}
+	return env
 }
 
 // AttachedContext is what upstream tasks, earlier attempts and people left

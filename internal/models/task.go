@@ -14,6 +14,9 @@ const (
 	DefaultMaxRetries = 3
 )
 
+// MaxTaskTimeout is the longest timeout a task or a workflow step may set.
+const MaxTaskTimeout = 7 * 24 * time.Hour
+
 // Task is a unit of work executed by an agent.
 type Task struct {
 	ID               string           `json:"id"`
@@ -57,6 +60,9 @@ type Task struct {
 	// Profile names the agent profile (from config) the task runs with;
 	// empty means the project's default, else the agent's own settings.
 	Profile string `json:"profile,omitempty"`
+	// Timeout caps each run of the task's wall-clock time, like an agent's
+	// max_runtime: the smaller of the two governs; 0 is no cap of its own.
+	Timeout Duration `json:"timeout,omitempty"`
 
 	// StatusReason is the reason recorded with the latest transition.
 	StatusReason string `json:"status_reason,omitempty"`
@@ -127,6 +133,8 @@ func (t *Task) validateContent() error {
 		return Errorf(CodeInvalid, "verification_type: must be AUTO_TEST, QA_AGENT or HUMAN (got %s)", Quote(string(t.VerificationType)))
 	case t.MaxRetries < 0 || t.MaxRetries > 100:
 		return Errorf(CodeInvalid, "max_retries: must be between 0 and 100")
+	case t.Timeout < 0 || t.Timeout.Std() > MaxTaskTimeout:
+		return Errorf(CodeInvalid, "timeout: must be between 0 (none) and %s (got %s)", MaxTaskTimeout, t.Timeout)
 	case t.ExpectedCount < 0:
 		return Errorf(CodeInvalid, "expected_count: must not be negative")
 	case t.ExpectedCount > MaxExpectedCount:

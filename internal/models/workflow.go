@@ -80,6 +80,8 @@ type WorkflowStep struct {
 	// Concurrency caps this step's tasks of one run running at once; 0 is
 	// no cap.
 	Concurrency int `json:"concurrency,omitempty"`
+	// Timeout caps each of the step's runs (Task.Timeout); 0 is none.
+	Timeout Duration `json:"timeout,omitempty"`
 }
 
 // StepDependency is one upstream step; RequiresSuccess defaults to true.

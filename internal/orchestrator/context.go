@@ -41,7 +41,7 @@ func RenderPrompt(tc models.TaskContext) (string, error) {
 func (o *Orchestrator) taskContext(ctx context.Context, t models.Task, ws models.Workspace, attempt int) (models.TaskContext, error) {
 	tc := models.TaskContext{TaskID: t.ID, Title: t.Title, Description: t.Description,
 		AcceptanceCriteria: t.AcceptanceCriteria, TestCommands: t.TestCommands, CheckoutPath: ws.Dir,
-		BranchName: ws.Branch, DefaultBranch: ws.DefaultBranch, Attempt: attempt}
+		BranchName: ws.Branch, DefaultBranch: ws.DefaultBranch, Attempt: attempt, Run: models.RunPlaceOf(t)}
 	ac := &tc.AttachedContext
 	ac.Conflicts, ac.Rescued = ws.Conflicts, ws.Rescued
 	var err error

@@ -166,8 +166,9 @@
 //     ("prepare workspace: did not finish within …", the project cooling
 //     down as after any failed preparation); a run not started within
 //     StartTimeout of its workspace being ready, quiet (no output, no
-//     report) for its idle timeout, or older than its max runtime is
-//     stopped with TIMEOUT → BLOCKED and the reason;
+//     report) for its idle timeout, or older than its max runtime (the
+//     agent's, else Config.MaxRuntime; the task's own timeout when that is
+//     smaller) is stopped with TIMEOUT → BLOCKED and the reason;
 //
 // and arms one timer for the earliest of those deadlines. The clock is
 // injected (Config.Clock); deadlines are absolute, so time
@@ -190,8 +191,11 @@
 // names (one warning a run names those the daemon lacks, which are
 // skipped), the agent's env, and the run's AQ_SOCKET, AQ_TASK_ID,
 // AQ_RUN_TOKEN, AQ_PROJECT_ID, AQ_ATTEMPT, AQ_RUN_KIND and AQ_PROMPT_FILE,
-// and AQ_BIN (Config.Executable, the daemon's own binary); docs/agents.md
-// says what each holds.
+// and AQ_BIN (Config.Executable, the daemon's own binary), and for a work
+// run of a task of a workflow run its place (models.RunPlace: AQ_RUN_ID,
+// AQ_WORKFLOW, AQ_STEP, AQ_PARALLEL_INDEX, AQ_PARALLEL_COUNT, AQ_ITEM, those
+// that apply; also the prompt's "Run context"); docs/agents.md says what
+// each holds.
 // The prompt offers `<AQ_BIN> agent …` in a shell only when the adapter
 // says its CLI can run it (agent.ShellFallback), and names the run's MCP
 // servers and agentqueued's MCP tools only when the adapter gives its CLI

@@ -364,18 +364,24 @@ func TestTimeouts(t *testing.T) {
 	tests := []struct {
 		name    string
 		agent   func(*models.Agent)
+		timeout time.Duration // the task's own
 		advance time.Duration
 		reason  string
 	}{
-		{"idle", func(a *models.Agent) { a.IdleTimeout = models.Duration(time.Minute) }, time.Minute, "no output and no report for 1m0s"},
-		{"wall clock", func(a *models.Agent) { a.MaxRuntime = models.Duration(2 * time.Minute) }, 2 * time.Minute, "ran longer than 2m0s"},
+		{"idle", func(a *models.Agent) { a.IdleTimeout = models.Duration(time.Minute) }, 0, time.Minute, "no output and no report for 1m0s"},
+		{"wall clock", func(a *models.Agent) { a.MaxRuntime = models.Duration(2 * time.Minute) }, 0, 2 * time.Minute, "ran longer than 2m0s"},
+		{"task timeout under max_runtime", func(a *models.Agent) { a.MaxRuntime = models.Duration(time.Hour) }, 10 * time.Minute,
+			10 * time.Minute, "ran longer than the task's timeout of 10m0s"},
+		{"max_runtime under task timeout", func(a *models.Agent) { a.MaxRuntime = models.Duration(2 * time.Minute) }, time.Hour,
+			2 * time.Minute, "ran longer than 2m0s"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, nil)
 			h.agent("a1", "command", "quiet", tc.agent)
-			id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+			zero := 0
+			id := h.tasks(models.BatchTask{LocalID: "t", Title: "t", Timeout: models.Duration(tc.timeout), MaxRetries: &zero})["t"]
 			h.start()
 			h.waitStart()
 			h.settle()

@@ -38,6 +38,15 @@ func TestPromptGolden(t *testing.T) {
 			PlanPaths: []string{".claude/plan.md"}, Tools: []string{"Edit", "Bash(go test:*)"},
 			MCPServers:   []models.MCPServer{{Name: "agentqueued", Command: "/usr/bin/agentqueued", Args: []string{"mcp"}}, {Name: "docs", URL: "https://docs.example.com/mcp"}},
 			AgentCommand: "/usr/bin/agentqueued agent"}},
+		// A task of a workflow run's foreach step, and one of a step that
+		// makes one task.
+		{"run-foreach", models.TaskContext{TaskID: "bold-orbit", Title: "Upgrade golang.org/x/net", CheckoutPath: "/ck/a1/web", Attempt: 1,
+			Run: &models.RunPlace{RunID: "run-7", Workflow: "nightly-deps", Step: "upgrade", FanOut: true, Index: 1, Count: 3,
+				Item: "golang.org/x/net", HasItem: true},
+			AgentCommand: "/usr/bin/agentqueued agent"}},
+		{"run-step", models.TaskContext{TaskID: "bold-orbit", Title: "Summarise", CheckoutPath: "/ck/a1/web", Attempt: 1,
+			Run:          &models.RunPlace{RunID: "run-7", Workflow: "nightly-deps", Step: "summary"},
+			AgentCommand: "/usr/bin/agentqueued agent"}},
 		// A sandboxed codex run: its MCP tools, no shell.
 		{"mcp-only", models.TaskContext{TaskID: "bold-orbit", Title: "Fix login", CheckoutPath: "/ck/a1/web", Attempt: 1,
 			PlanPaths:  []string{".agentqueued/plan.md"},

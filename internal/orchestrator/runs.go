@@ -32,8 +32,10 @@ type activeRun struct {
 	// is ready (PrepareTimeout governs it); spawnAt is when it was ready,
 	// from which StartTimeout counts (a review's claim: its staging counts
 	// as part of its start).
-	preparing    bool
-	spawnAt      time.Time
+	preparing bool
+	spawnAt   time.Time
+	// timeout is the task's own cap on the run (Task.Timeout); 0 is none.
+	timeout      time.Duration
 	waiting      int // asks in progress: quiet is expected, not idle
 	lastActivity time.Time
 	proc         *agent.Process
@@ -82,13 +84,19 @@ func (r *activeRun) end(event models.TaskEvent, reason string) {
 // agent reported (a pause, a failure) decides it.
 func (r *activeRun) requestStop() { r.stopOnce.Do(func() { close(r.stop) }) }
 
-func (o *Orchestrator) limits(a models.Agent) (idle, max time.Duration) {
+// limits returns a run's idle timeout and its longest wall-clock time: the
+// agent's, else the daemon's; a task's own timeout, when smaller, caps the
+// latter.
+func (o *Orchestrator) limits(a models.Agent, taskTimeout time.Duration) (idle, max time.Duration) {
 	idle, max = o.cfg.IdleTimeout, o.cfg.MaxRuntime
 	if a.IdleTimeout > 0 {
 		idle = a.IdleTimeout.Std()
 	}
 	if a.MaxRuntime > 0 {
 		max = a.MaxRuntime.Std()
+	}
+	if taskTimeout > 0 && taskTimeout < max {
+		max = taskTimeout
 	}
 	return idle, max
 }
@@ -177,6 +185,9 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	if err != nil {
 		return startErr("read task", false, err)
 	}
+	ar.mu.Lock()
+	ar.timeout = task.Timeout.Std()
+	ar.mu.Unlock()
 	project, err := o.store.GetProject(ctx, task.ProjectID)
 	if err != nil {
 		return startErr("read project", false, err)
@@ -341,6 +352,7 @@ func (o *Orchestrator) launch(ctx context.Context, ar *activeRun, adapter agent.
 	if o.cfg.Executable != "" {
 		runEnv["AQ_BIN"] = o.cfg.Executable
 	}
+	maps.Copy(runEnv, ls.tc.Run.Env()) // a task of a workflow run: its place in it
 	rc := agent.RunContext{Agent: ar.agent, Task: ls.task, Profile: ls.profile, MCPServers: o.mcpServers(ls.profile, runEnv),
 		Dir: ls.dir, Prompt: prompt, PromptFile: promptFile, StateDir: stateDir, SessionID: ls.session,
 		SessionUsage: ls.sessionUsage, Executable: o.cfg.Executable, ToolTimeout: o.cfg.InputTimeout + ToolTimeoutMargin}
@@ -860,11 +872,11 @@ func (o *Orchestrator) superviseRuns(now time.Time) time.Time {
 		}
 	}
 	for _, r := range runs {
-		idle, max := o.limits(r.agent)
 		r.mu.Lock()
 		started, last, waiting := r.started, r.lastActivity, r.waiting > 0
-		preparing, spawnAt := r.preparing, r.spawnAt
+		preparing, spawnAt, taskTimeout := r.preparing, r.spawnAt, r.timeout
 		r.mu.Unlock()
+		idle, max := o.limits(r.agent, taskTimeout)
 		if !started && preparing {
 			// A slow preparation (a first clone) is not a start that hangs:
 			// it ends as a failed preparation, and the task is READY again.
@@ -886,7 +898,11 @@ func (o *Orchestrator) superviseRuns(now time.Time) time.Time {
 			continue
 		}
 		if wall := r.run.StartedAt.Add(max); !now.Before(wall) {
-			r.end(models.EventTimeout, fmt.Sprintf("ran longer than %s", max))
+			reason := fmt.Sprintf("ran longer than %s", max)
+			if taskTimeout == max {
+				reason = fmt.Sprintf("ran longer than the task's timeout of %s", max)
+			}
+			r.end(models.EventTimeout, reason)
 			continue
 		} else {
 			consider(wall)

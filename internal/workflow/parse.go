@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
@@ -19,21 +20,43 @@ import (
 
 // The keys of a workflow document and of one of its steps.
 var (
-	workflowKeys = []string{"name", "project", "description", "schedule", "timezone", "schedule_enabled", "inputs", "steps"}
+	workflowKeys = []string{"name", "project", "description", "schedule", "timezone", "schedule_enabled", "inputs", "steps", "tasks"}
 	inputKeys    = []string{"name", "description", "default", "required"}
 	stepKeys     = []string{"name", "title", "description", "depends_on", "profile", "agent_type", "kind", "priority",
-		"max_retries", "test_commands", "verification", "requires_approval", "parallel", "foreach", "concurrency"}
+		"max_retries", "test_commands", "verification", "requires_approval", "parallel", "foreach", "concurrency", "timeout"}
+	// taskKeys are the keys of one entry of the tasks mapping: a step's,
+	// but the name is the entry's key, and on_failure may make every
+	// dependency soft.
+	taskKeys       = append(slices.DeleteFunc(slices.Clone(stepKeys), func(k string) bool { return k == "name" }), "on_failure")
 	dependencyKeys = []string{"step", "requires_success"}
+)
+
+// The values of a task's on_failure: what the task does when a task it
+// depends on fails.
+const (
+	// OnFailureRun runs the task anyway: every dependency is
+	// requires_success: false.
+	OnFailureRun = "run"
+	// OnFailureBlock blocks the task with its upstream (the default).
+	OnFailureBlock = "block"
 )
 
 // Parse reads one workflow document, YAML or JSON, named filename in
 // messages. The workflow's Source is src; Origin is left for the caller;
 // ScheduleEnabled is true unless the document says schedule_enabled: false.
 //
+// A document has its steps in one of two shapes, read into the same
+// models.Workflow: a list under steps, each with its name, or a mapping
+// under tasks keyed by step name (in the document's order), where a step
+// fans out over "<step>.<field>" (or "<step>.outputs.<field>") and
+// on_failure: run makes its dependencies soft. A document with both is
+// refused.
+//
 // Every problem, of the YAML or of the workflow (the checks of Validate),
 // is one line "FILE:LINE:COL: PATH: MESSAGE" of the returned *models.Error
-// (CodeInvalid), in the document's order. A YAML syntax error, whose column
-// is unknown, is one line "FILE:LINE: MESSAGE".
+// (CodeInvalid), in the document's order; in the tasks shape a step's path
+// is "tasks.<name>". A YAML syntax error, whose column is unknown, is one
+// line "FILE:LINE: MESSAGE".
 func Parse(filename string, src []byte) (models.Workflow, error) {
 	d := &decoder{file: filename, pos: map[string]*yaml.Node{}, failed: map[string]bool{}, merging: map[*yaml.Node]bool{}}
 	root, err := d.document(src)
@@ -56,7 +79,7 @@ func Parse(filename string, src []byte) (models.Workflow, error) {
 		})
 		lines := make([]string, len(d.probs))
 		for i, p := range d.probs {
-			lines[i] = d.prefix(p.line, p.col) + p.text()
+			lines[i] = d.prefix(p.line, p.col) + d.shown(p.text())
 		}
 		return models.Workflow{}, invalid(lines)
 	}
@@ -78,6 +101,31 @@ type decoder struct {
 	// counts the mappings merged in so far.
 	merging map[*yaml.Node]bool
 	merges  int
+	// names holds the step names of a document in the tasks shape, by
+	// index: its paths "steps[i]" are shown as "tasks.<name>".
+	names      []string
+	tasksShape bool
+}
+
+// stepPathRE finds the steps[i] of a path or message.
+var stepPathRE = regexp.MustCompile(`\bsteps\[(\d+)\]`)
+
+// shown returns a problem's line as the document wrote its paths: in the
+// tasks shape "steps[i]" is "tasks.<name>" and "steps" is "tasks".
+func (d *decoder) shown(line string) string {
+	if !d.tasksShape {
+		return line
+	}
+	if rest, ok := strings.CutPrefix(line, "steps:"); ok {
+		return "tasks:" + rest
+	}
+	return stepPathRE.ReplaceAllStringFunc(line, func(m string) string {
+		i, err := strconv.Atoi(m[len("steps[") : len(m)-1])
+		if err != nil || i >= len(d.names) {
+			return m
+		}
+		return "tasks." + d.names[i]
+	})
 }
 
 // maxMerges caps the mappings merge keys bring in, over a document.
@@ -416,6 +464,14 @@ func (d *decoder) workflow(root *yaml.Node) models.Workflow {
 		}
 		w.Inputs = append(w.Inputs, in)
 	}
+	if tasks := f["tasks"]; tasks != nil {
+		if steps := f["steps"]; steps != nil {
+			d.fail(tasks, "tasks", "a workflow has steps (a list) or tasks (a mapping by name), not both; steps is at line %d", steps.Line)
+		} else {
+			w.Steps = d.tasks(tasks)
+			return w
+		}
+	}
 	for i, n := range d.list(f["steps"], "steps", MaxSteps) {
 		p := fmt.Sprintf("steps[%d]", i)
 		if n.Kind != yaml.MappingNode {
@@ -424,14 +480,56 @@ func (d *decoder) workflow(root *yaml.Node) models.Workflow {
 			d.failed[p+".name"], d.failed[p+".title"] = true, true
 			continue
 		}
-		w.Steps = append(w.Steps, d.step(n, p))
+		w.Steps = append(w.Steps, d.step(n, p, stepKeys))
 	}
 	return w
 }
 
-// step reads one step.
-func (d *decoder) step(n *yaml.Node, p string) models.WorkflowStep {
-	f := d.fields(n, p, stepKeys)
+// tasks reads the steps of the tasks shape: a mapping of step name to
+// step, in the document's order. Paths are recorded as the steps shape's
+// ("steps[i].title"), for the checks, and shown as "tasks.<name>.title".
+func (d *decoder) tasks(n *yaml.Node) []models.WorkflowStep {
+	d.tasksShape = true
+	d.pos["steps"] = n
+	switch {
+	case isNull(n):
+		return nil
+	case n.Kind != yaml.MappingNode:
+		d.fail(n, "tasks", "must be a mapping of task name to task")
+		d.failed["steps"] = true
+		return nil
+	case len(n.Content)/2 > MaxSteps:
+		d.fail(n, "tasks", "at most %d tasks (got %d)", MaxSteps, len(n.Content)/2)
+		d.failed["steps"] = true
+		return nil
+	}
+	var out []models.WorkflowStep
+	for k := 0; k+1 < len(n.Content); k += 2 {
+		key, val := deref(n.Content[k]), deref(n.Content[k+1])
+		p := fmt.Sprintf("steps[%d]", len(out))
+		d.pos[p], d.pos[p+".name"] = key, key
+		name := key.Value
+		if key.Kind != yaml.ScalarNode {
+			name = ""
+			d.fail(key, p+".name", "a task's name is a plain word")
+		}
+		d.names = append(d.names, name)
+		if val.Kind != yaml.MappingNode {
+			d.fail(val, p, "a task is a mapping with title")
+			out = append(out, models.WorkflowStep{Name: name})
+			d.failed[p+".title"] = true
+			continue
+		}
+		s := d.step(val, p, taskKeys)
+		s.Name = name
+		out = append(out, s)
+	}
+	return out
+}
+
+// step reads one step whose keys are known.
+func (d *decoder) step(n *yaml.Node, p string, known []string) models.WorkflowStep {
+	f := d.fields(n, p, known)
 	s := models.WorkflowStep{
 		Name:             d.str(f["name"], p+".name"),
 		Title:            d.str(f["title"], p+".title"),
@@ -453,7 +551,72 @@ func (d *decoder) step(n *yaml.Node, p string) models.WorkflowStep {
 		s.DependsOn = append(s.DependsOn, d.dependency(c, fmt.Sprintf("%s.depends_on[%d]", p, j)))
 	}
 	s.Parallel = d.parallel(f["parallel"], p+".parallel")
+	s.Timeout = d.duration(f["timeout"], p+".timeout")
+	if d.tasksShape {
+		s.Foreach = outputsRef(s.Foreach)
+		if s.Parallel != nil {
+			s.Parallel.From = outputsRef(s.Parallel.From)
+		}
+		d.onFailure(f["on_failure"], p, s.DependsOn)
+	}
 	return s
+}
+
+// outputsRef returns "<step>.<field>" as "<step>.outputs.<field>"; any
+// other text is returned as it is.
+func outputsRef(ref string) string {
+	t := strings.TrimSpace(ref)
+	if strings.Contains(t, ".outputs.") {
+		return ref
+	}
+	step, field, ok := strings.Cut(t, ".")
+	if !ok || step == "" || field == "" || strings.Contains(field, ".") {
+		return ref
+	}
+	return step + ".outputs." + field
+}
+
+// onFailure reads a task's on_failure: run makes every dependency of deps
+// soft (requires_success: false); block, the default, leaves them.
+func (d *decoder) onFailure(n *yaml.Node, p string, deps []models.StepDependency) {
+	v := d.str(n, p+".on_failure")
+	switch v {
+	case "", OnFailureBlock:
+	case OnFailureRun:
+		for j := range deps {
+			if r := deps[j].RequiresSuccess; r != nil && *r {
+				at := fmt.Sprintf("%s.depends_on[%d].requires_success", p, j)
+				d.fail(d.node(at), at, "true contradicts the task's on_failure: run")
+				continue
+			}
+			deps[j].RequiresSuccess = new(bool)
+		}
+	default:
+		d.fail(n, p+".on_failure", "must be %s or %s (got %q)", OnFailureRun, OnFailureBlock, v)
+	}
+}
+
+// duration reads a Go duration ("10m", "1h30m") or a whole number of
+// seconds; null is 0.
+func (d *decoder) duration(n *yaml.Node, path string) models.Duration {
+	if n == nil || isNull(n) {
+		return 0
+	}
+	if n.Kind == yaml.ScalarNode {
+		switch n.ShortTag() {
+		case "!!int":
+			var secs int64
+			if n.Decode(&secs) == nil && secs >= 0 && secs <= int64(models.MaxTaskTimeout/time.Second) {
+				return models.Duration(time.Duration(secs) * time.Second)
+			}
+		case "!!str":
+			if v, err := time.ParseDuration(strings.TrimSpace(n.Value)); err == nil {
+				return models.Duration(v)
+			}
+		}
+	}
+	d.fail(n, path, "must be a duration such as 10m or 1h30m, or a whole number of seconds")
+	return 0
 }
 
 // verification reads a verification type in any case; an unknown one is
