@@ -13,8 +13,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/orchestrator"
+	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/service"
 	"github.com/agentqueued/agentqueued/internal/store"
 	"github.com/agentqueued/agentqueued/internal/web"
@@ -27,6 +30,10 @@ type env struct {
 	store  *store.Store
 	srv    *httptest.Server
 	client *http.Client
+	// runDir holds the runs' logs (<task>/<attempt>.log); feed is told
+	// of changes and output.
+	runDir string
+	feed   *service.Feed
 }
 
 // newEnv starts the API with the dashboard; token is the API token ("":
@@ -39,7 +46,17 @@ func newEnv(t *testing.T, token string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	svc := service.New(service.Config{Store: st, Feed: service.NewFeed()})
+	ws, err := repo.New(repo.Config{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDir := t.TempDir()
+	feed := service.NewFeed()
+	o, err := orchestrator.New(orchestrator.Config{RunDir: runDir, OnOutput: feed.Output}, st, ws, agent.DefaultRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := service.New(service.Config{Store: st, Orchestrator: o, Feed: feed})
 	ui, err := web.New(web.Config{Token: token, Logger: slog.New(slog.DiscardHandler)}, svc)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +72,7 @@ func newEnv(t *testing.T, token string) *env {
 		t.Fatal(err)
 	}
 	client := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	return &env{t: t, store: st, srv: srv, client: client}
+	return &env{t: t, store: st, srv: srv, client: client, runDir: runDir, feed: feed}
 }
 
 // page is an answer of the dashboard.
@@ -142,4 +159,13 @@ func (e *env) task(project, title string) string {
 		e.t.Fatal(err)
 	}
 	return res[0].TaskID
+}
+
+// logout posts the logout form.
+func (e *env) logout() {
+	e.t.Helper()
+	csrf := e.csrf("/ui/overview")
+	if p := e.post("/ui/logout", url.Values{"csrf": {csrf}}); p.status != http.StatusSeeOther {
+		e.t.Fatalf("logout: %d\n%s", p.status, p.body)
+	}
 }

@@ -139,6 +139,11 @@ func (s *Server) routes() error {
 	if err != nil {
 		return err
 	}
+	for _, name := range []string{"error", "login"} {
+		if err := s.parsePage(name); err != nil {
+			return err
+		}
+	}
 	s.mux.Handle("GET "+Prefix+"/static/", http.StripPrefix(Prefix+"/static/", http.FileServerFS(static)))
 	s.mux.HandleFunc("GET "+Prefix+"/login", s.handleLoginPage)
 	s.mux.HandleFunc("POST "+Prefix+"/login", s.handleLogin)
@@ -210,13 +215,25 @@ var pages []Page
 // register adds pages to the dashboard.
 func register(p ...Page) { pages = append(pages, p...) }
 
+// parsePage parses templates/<name>.html with its own copy of the layout.
+func (s *Server) parsePage(name string) error {
+	base, err := s.base.Clone()
+	if err != nil {
+		return fmt.Errorf("parse page %s: %w", name, err)
+	}
+	t, err := base.ParseFS(templateFS, "templates/"+name+".html")
+	if err != nil {
+		return fmt.Errorf("parse page %s: %w", name, err)
+	}
+	s.pages[name] = t
+	return nil
+}
+
 // page parses p's template with the layout and serves p behind the login.
 func (s *Server) page(p Page) error {
-	t, err := template.Must(s.base.Clone()).ParseFS(templateFS, "templates/"+p.Template+".html")
-	if err != nil {
-		return fmt.Errorf("parse page %s: %w", p.Template, err)
+	if err := s.parsePage(p.Template); err != nil {
+		return err
 	}
-	s.pages[p.Template] = t
 	s.mux.HandleFunc(p.Pattern, s.requireSession(func(w http.ResponseWriter, r *http.Request) {
 		data, err := p.Load(s, r)
 		if err != nil {
@@ -266,7 +283,8 @@ type Live interface {
 func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, tmpl string, nav Nav, data any) {
 	t := s.pages[tmpl]
 	if t == nil {
-		s.renderError(w, r, 0, fmt.Errorf("render: no page template %q", tmpl))
+		s.log.ErrorContext(r.Context(), "render page failed: no template", "template", tmpl)
+		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
 	v := View{Nav: nav, Data: data, Now: s.cfg.Now(), NavEntries: navEntries, Path: r.URL.RequestURI()}
@@ -284,7 +302,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, tmpl
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout.html", v); err != nil {
 		s.log.ErrorContext(r.Context(), "render page failed", "template", tmpl, "err", err)
-		http.Error(w, "internal error", http.StatusInternalServerError)
+		http.Error(w, "internal error (see the daemon's log)", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
