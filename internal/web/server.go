@@ -261,7 +261,7 @@ type seqKey struct{}
 // View is what every template executes with: the page's Data and what the
 // layout needs.
 type View struct {
-	// Title is set by the page's "title" template.
+	// Nav is the navigation entry the page belongs to (highlighted).
 	Nav Nav
 	// Data is the page's (Page.Load's answer).
 	Data any
