@@ -131,6 +131,16 @@ agents:
 	}
 
 	{
+		t.Log("step: the keyboard and a phone's screen")
+		b.Do("press Tab", chromedp.KeyEvent("\t"))
+		b.WaitFor("the skip link focused first", `document.activeElement && document.activeElement.textContent === "Skip to content"`)
+		b.Do("narrow the screen", chromedp.EmulateViewport(375, 800), chromedp.Navigate(base+"/ui/queue?status=all"))
+		b.WaitText("h1", "Queue")
+		b.WaitFor("no sideways scrolling at 375 px", "document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+		b.Do("widen the screen", chromedp.ResetViewport())
+	}
+
+	{
 		t.Log("step: a task moves through its statuses live")
 		id := addTask("plain", "Walk [gate]", false)
 		b.Do("open the task", chromedp.Navigate(base+"/ui/tasks/"+id))
