@@ -60,6 +60,9 @@ type (
 // APIPrefix is the path prefix of the authenticated API.
 const APIPrefix = "/api/v1"
 
+// UIPrefix is the path prefix of the web dashboard (Config.UI).
+const UIPrefix = "/ui"
+
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.handleHealth)
@@ -105,6 +108,10 @@ func (s *Server) routes() http.Handler {
 	}
 	if s.cfg.Metrics != nil {
 		mux.Handle("GET "+MetricsPath, s.cfg.Metrics)
+	}
+	if s.cfg.UI != nil {
+		mux.Handle(UIPrefix+"/", s.cfg.UI)
+		mux.Handle("GET "+UIPrefix, http.RedirectHandler(UIPrefix+"/", http.StatusSeeOther))
 	}
 	mux.HandleFunc("/", s.noRoute(mux))
 	return s.logRequests(s.guard(s.authenticate(s.requireJSON(mux))))

@@ -1,0 +1,155 @@
+package web_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// TestQueueFilters lists tasks by project, status, creator and kind.
+func TestQueueFilters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	ctx := context.Background()
+	for _, p := range []string{"web", "api"} {
+		if _, err := e.store.CreateProject(ctx, models.Project{ID: p, Name: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, b := range []models.TaskBatch{
+		{ProjectID: "web", CreatedBy: "ana", Tasks: []models.BatchTask{{Title: "Web upgrade", Kind: "upgrade"}, {Title: "Web docs"}}},
+		{ProjectID: "api", CreatedBy: "bo", Tasks: []models.BatchTask{{Title: "Api upgrade", Kind: "upgrade"}}},
+	} {
+		if _, err := e.store.CreateTasks(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := e.task("api", "Api done")
+	for _, ev := range []models.TaskEvent{models.EventAdminCancel, models.EventAdminSkip} {
+		if _, err := e.store.ApplyEvent(ctx, models.TransitionRequest{TaskID: done, Event: ev, Actor: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := []string{"Web upgrade", "Web docs", "Api upgrade", "Api done"}
+	tests := []struct {
+		query string
+		want  []string
+	}{
+		{"", []string{"Web upgrade", "Web docs", "Api upgrade"}},
+		{"?status=all", all},
+		{"?status=COMPLETED", []string{"Api done"}},
+		{"?project=web", []string{"Web upgrade", "Web docs"}},
+		{"?kind=upgrade", []string{"Web upgrade", "Api upgrade"}},
+		{"?creator=bo&status=all", []string{"Api upgrade"}},
+		{"?creator=ana&kind=upgrade&project=web", []string{"Web upgrade"}},
+	}
+	for _, tc := range tests {
+		p := e.get("/ui/queue" + tc.query)
+		if p.status != http.StatusOK {
+			t.Fatalf("%s: %d\n%s", tc.query, p.status, p.body)
+		}
+		list := p.body[strings.Index(p.body, `id="queue-tasks"`):]
+		for _, title := range all {
+			if got, want := strings.Contains(list, ">"+title+"<"), contains(tc.want, title); got != want {
+				t.Errorf("queue%s: %q listed %v, want %v", tc.query, title, got, want)
+			}
+		}
+	}
+	if p := e.get("/ui/queue?status=DONE"); p.status != http.StatusBadRequest || !strings.Contains(p.body, "unknown task status") {
+		t.Errorf("an unknown status: %d\n%s", p.status, p.body)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestTaskPageMarksTheCascadesRootCause: a task blocked by its upstream's
+// cancellation lists that upstream as the root cause, coloured by status,
+// and offers the forms its status allows.
+func TestTaskPageMarksTheCascadesRootCause(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	ctx := context.Background()
+	if _, err := e.store.CreateProject(ctx, models.Project{ID: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.store.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", Tasks: []models.BatchTask{
+		{LocalID: "a", Title: "Build"}, {LocalID: "b", Title: "Ship", Dependencies: []models.BatchDependency{{ID: "a"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := res[0].TaskID, res[1].TaskID
+	csrf := e.csrf("/ui/tasks/" + a)
+	if p := e.post("/ui/tasks/"+a+"/cancel", url.Values{"csrf": {csrf}}); p.status != http.StatusSeeOther {
+		t.Fatalf("cancel: %d\n%s", p.status, p.body)
+	}
+	up := e.get("/ui/tasks/" + a)
+	if !strings.Contains(up.body, "The task was cancelled: it is BLOCKED.") || !strings.Contains(up.body, `<a href="/ui/tasks/`+b+`">Ship</a> <span class="status s-BLOCKED">`) {
+		t.Errorf("the cancelled task's page:\n%s", up.body)
+	}
+	p := e.get("/ui/tasks/" + b)
+	for _, want := range []string{
+		`<li class="root-cause"><a href="/ui/tasks/` + a + `">Build</a> <span class="status s-BLOCKED">BLOCKED</span>`,
+		`id="task-status">BLOCKED<`,
+		`action="/ui/tasks/` + b + `/restart"`,
+	} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the page of %s lacks %s:\n%s", b, want, p.body)
+		}
+	}
+	if regexp.MustCompile(`action="/ui/tasks/` + b + `/(cancel|approve)"`).MatchString(p.body) {
+		t.Errorf("the page of a BLOCKED task offers cancel or approve:\n%s", p.body)
+	}
+	if nf := e.get("/ui/tasks/no-such-task"); nf.status != http.StatusNotFound || !strings.Contains(nf.body, "no-such-task") {
+		t.Errorf("an unknown task: %d\n%s", nf.status, nf.body)
+	}
+}
+
+// TestOverviewShowsAgentsAndShares: an agent's task and last log line,
+// and each project's share of agent time against its share of weight.
+func TestOverviewShowsAgentsAndShares(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	ctx := context.Background()
+	for _, p := range []models.Project{{ID: "web", Name: "Web", CreditWeight: 3}, {ID: "api", Name: "Api", CreditWeight: 1}} {
+		if _, err := e.store.CreateProject(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.store.RegisterAgent(ctx, models.Agent{ID: "a1", Name: "worker", AgentType: "command",
+		AgentSettings: models.AgentSettings{Command: "/bin/true"}}); err != nil {
+		t.Fatal(err)
+	}
+	id := e.task("web", "Build the site")
+	e.task("api", "Idle work")
+	run, _, err := e.store.ClaimTask(ctx, id, "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.StartRun(ctx, run.ID, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	e.writeLog(id, 1, "reading the code\nwriting the tests\n\n")
+	p := e.get("/ui/overview")
+	for _, want := range []string{
+		`<a href="/ui/tasks/` + id + `">Build the site</a> <span class="status s-IN_PROGRESS">IN_PROGRESS</span>`,
+		`<span class="muted">writing the tests</span>`,
+		`<span title="share of agent time in the window">100%</span> / <span title="share of the active projects' weights">75%</span>`,
+		`<span title="share of agent time in the window">0%</span> / <span title="share of the active projects' weights">25%</span>`,
+	} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the overview lacks %s:\n%s", want, p.body)
+		}
+	}
+}
