@@ -88,6 +88,6 @@ func (s *Service) AddTaskFeedback(ctx context.Context, projectID, taskID string,
 }
 
 // Notify queues a notice for the chat, as a hook's action (the store's).
-func (s *Service) Notify(ctx context.Context, key, kind, projectID, taskID string, payload any) error {
-	return s.store.Notify(ctx, key, kind, projectID, taskID, payload)
+func (s *Service) Notify(ctx context.Context, key string, n models.Notice) error {
+	return s.store.Notify(ctx, key, n)
 }
