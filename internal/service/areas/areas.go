@@ -217,3 +217,11 @@ type Logs interface {
 	// will be written.
 	ReadTaskLog(ctx context.Context, taskID string, attempt int, offset int64, max int) (models.LogChunk, error)
 }
+
+// TokenHistory is token use over time, from the token ledger.
+type TokenHistory interface {
+	// TokenSeries sums the ledger in buckets per project and agent; a
+	// zero Until is now, a zero Since is DefaultTokenSeriesSpan before
+	// Until, a zero Step cuts the span into DefaultTokenSeriesBuckets.
+	TokenSeries(ctx context.Context, q models.TokenSeriesQuery) (models.TokenSeries, error)
+}
