@@ -27,6 +27,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/service"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/web"
 	"github.com/agentqueued/agentqueued/internal/workflow"
 )
 
@@ -316,9 +317,14 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		})
 	}
 	health := &daemonHealth{db: watch, scheduler: o, store: st}
+	ui, err := web.New(web.Config{Token: cfg.API.Token, Logger: log.With("component", "web"), Stopping: api.Stopping}, svc)
+	if err != nil {
+		rpcLn.Close()
+		return err
+	}
 	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, AllowedHosts: cfg.API.AllowedHosts,
 		Logger: log.With("component", "api"), Health: health.Check,
-		GitHubWebhook: webhook, Hooks: svc, Workflows: svc, Logs: svc}, svc)
+		GitHubWebhook: webhook, Hooks: svc, Workflows: svc, Logs: svc, UI: ui.Handler()}, svc)
 	if err != nil {
 		rpcLn.Close()
 		return err

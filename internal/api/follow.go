@@ -104,9 +104,13 @@ func (s *Server) handleTaskLog(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// stopping returns a channel closed once the Serve that accepted r shuts
-// down, so that a request waiting on the daemon ends instead of holding
-// up the shutdown; nil (never closed) when the handler is served otherwise.
+// Stopping returns a channel closed once the Serve that accepted r shuts
+// down, so that a request waiting on the daemon (a log follow, the web
+// dashboard's event streams) ends instead of holding up the shutdown; nil
+// (never closed) when the handler is served otherwise.
+func Stopping(r *http.Request) <-chan struct{} { return stopping(r) }
+
+// stopping is Stopping.
 func stopping(r *http.Request) <-chan struct{} {
 	if serveCtx, ok := r.Context().Value(serveCtxKey{}).(context.Context); ok {
 		return serveCtx.Done()

@@ -60,6 +60,9 @@ type (
 // APIPrefix is the path prefix of the authenticated API.
 const APIPrefix = "/api/v1"
 
+// UIPrefix is the path prefix of the web dashboard (Config.UI).
+const UIPrefix = "/ui"
+
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.handleHealth)
@@ -102,6 +105,10 @@ func (s *Server) routes() http.Handler {
 	}
 	if s.cfg.GitHubWebhook != nil {
 		mux.Handle("POST "+WebhookPath, s.cfg.GitHubWebhook)
+	}
+	if s.cfg.UI != nil {
+		mux.Handle(UIPrefix+"/", s.cfg.UI)
+		mux.Handle("GET "+UIPrefix, http.RedirectHandler(UIPrefix+"/", http.StatusSeeOther))
 	}
 	mux.HandleFunc("/", s.noRoute(mux))
 	return s.logRequests(s.guard(s.authenticate(s.requireJSON(mux))))

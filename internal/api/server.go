@@ -58,6 +58,10 @@ type Config struct {
 	// GitHubWebhook, when set, serves POST /webhooks/github (authenticated
 	// by the delivery's signature, not by Token).
 	GitHubWebhook http.Handler
+	// UI, when set, serves the web dashboard under /ui/ (web.Server's
+	// Handler), behind the same Host and cross-origin checks as the API;
+	// the dashboard does its own login (a cookie, not the bearer token).
+	UI http.Handler
 	// Hooks, when set, serves the hook endpoints (/api/v1/hooks and
 	// /api/v1/hook-runs); without it they are not found.
 	Hooks HookService

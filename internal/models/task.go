@@ -272,6 +272,10 @@ const TaskDetailRuns = 20
 type TaskFilter struct {
 	ProjectID string
 	Statuses  []TaskStatus
+	// Kind and CreatedBy select tasks of that kind, created by that
+	// person or system.
+	Kind      string
+	CreatedBy string
 	// Limit caps the result (default and maximum set by the store).
 	Limit int
 	// AfterID continues a listing after the task with this id (keyset paging).

@@ -46,8 +46,9 @@ func (o *Orchestrator) outputGrew(taskID string) {
 
 // ReadTaskLog reads the log of a task's attempt (0: its latest) from byte
 // offset on, at most max bytes: the chunk's Attempt is 0 while the task
-// has no log yet, and Next is the offset to read from next time. A log
-// replaced by a shorter one is read again from its start.
+// has no log yet, and Next is the offset to read from next time. A
+// negative offset reads the log's last -offset bytes. A log replaced by a
+// shorter one is read again from its start.
 func (o *Orchestrator) ReadTaskLog(ctx context.Context, taskID string, attempt int, offset int64, limit int) (models.LogChunk, error) {
 	if _, err := o.store.GetTask(ctx, taskID); err != nil {
 		return models.LogChunk{}, err
@@ -79,6 +80,9 @@ func (o *Orchestrator) ReadTaskLog(ctx context.Context, taskID string, attempt i
 	st, err := f.Stat()
 	if err != nil {
 		return models.LogChunk{}, fmt.Errorf("log of task %s: %w", taskID, err)
+	}
+	if offset < 0 { // from the end: the log's last -offset bytes
+		offset = max(0, st.Size()+offset)
 	}
 	if st.Size() < offset {
 		offset = 0

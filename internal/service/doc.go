@@ -10,12 +10,12 @@
 // package areas (internal/service/areas, which imports nothing but
 // models, so that the API and the bot depend on the interfaces, not on
 // the store and engines behind them): Projects, Landing, Tasks, Agents, Questions, Approvals,
-// Status, Rules, Hooks, Workflows, WorkflowDocuments, WorkflowRuns,
+// Status, Usage, Rules, Hooks, Workflows, WorkflowDocuments, WorkflowRuns,
 // RunStarter, RunStarterWithInputs, RunTaskLogs, Changes, Logs and
 // TokenHistory. No
 // method is declared in two of them. A client's interface is the
 // composition of the areas it uses (api.Service, api.HookService,
-// api.WorkflowService, api.LogService, discord.Service), so a client's
+// api.WorkflowService, api.LogService, discord.Service, web.Service), so a client's
 // test fake implements only those areas; *Service implements them all.
 //
 // # What goes where

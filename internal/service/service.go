@@ -128,6 +128,7 @@ var (
 	_ areas.Questions            = (*Service)(nil)
 	_ areas.Approvals            = (*Service)(nil)
 	_ areas.Status               = (*Service)(nil)
+	_ areas.Usage                = (*Service)(nil)
 	_ areas.Rules                = (*Service)(nil)
 	_ areas.Hooks                = (*Service)(nil)
 	_ areas.Workflows            = (*Service)(nil)

@@ -54,6 +54,21 @@ func (s *Service) Overview(ctx context.Context) (models.Overview, error) {
 	return s.store.Overview(ctx)
 }
 
+// AgentTime returns each project's agent time and completions in the
+// scheduling window, and its running tasks (the store's scheduling
+// state, of which the projects' part).
+func (s *Service) AgentTime(ctx context.Context) ([]models.ProjectUsage, error) {
+	window := s.window
+	if window <= 0 {
+		window = orchestrator.DefaultWindow
+	}
+	st, err := s.store.SchedulingState(ctx, time.Now(), window)
+	if err != nil {
+		return nil, fmt.Errorf("agent time: %w", err)
+	}
+	return st.Projects, nil
+}
+
 // TaskCounts counts each project's tasks by status (the store's).
 func (s *Service) TaskCounts(ctx context.Context) (map[string]map[models.TaskStatus]int, error) {
 	return s.store.TaskCounts(ctx)

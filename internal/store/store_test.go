@@ -646,14 +646,33 @@ func TestListTasksFilters(t *testing.T) {
 	mustProject(t, s, "q")
 	create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"}, models.BatchTask{LocalID: "b", Title: "B", Dependencies: dep("a")})
 	create(t, s, "q", models.BatchTask{Title: "C"})
-	ctx := context.Background()
-	got, _ := s.ListTasks(ctx, models.TaskFilter{ProjectID: "p", Statuses: []models.TaskStatus{models.StatusReady}})
-	if len(got) != 1 || got[0].Title != "A" {
-		t.Fatalf("filter: %+v", got)
+	if _, err := s.CreateTasks(context.Background(), models.TaskBatch{ProjectID: "q", CreatedBy: "ana",
+		Tasks: []models.BatchTask{{Title: "D", Kind: "upgrade"}, {Title: "E"}}}); err != nil {
+		t.Fatal(err)
 	}
-	page1, _ := s.ListTasks(ctx, models.TaskFilter{Limit: 2})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		f    models.TaskFilter
+		want []string
+	}{
+		{"project and status", models.TaskFilter{ProjectID: "p", Statuses: []models.TaskStatus{models.StatusReady}}, []string{"A"}},
+		{"kind", models.TaskFilter{Kind: "upgrade"}, []string{"D"}},
+		{"creator", models.TaskFilter{CreatedBy: "ana"}, []string{"D", "E"}},
+		{"creator and project", models.TaskFilter{CreatedBy: "ana", ProjectID: "p"}, nil},
+	} {
+		got, err := s.ListTasks(ctx, tc.f)
+		var titles []string
+		for _, t := range got {
+			titles = append(titles, t.Title)
+		}
+		if err != nil || !slices.Equal(titles, tc.want) {
+			t.Errorf("%s: %v, %v; want %v", tc.name, titles, err, tc.want)
+		}
+	}
+	page1, _ := s.ListTasks(ctx, models.TaskFilter{Limit: 2, ProjectID: "p"})
 	page2, _ := s.ListTasks(ctx, models.TaskFilter{Limit: 2, AfterID: page1[1].ID})
-	if len(page1) != 2 || len(page2) != 1 || page2[0].Title != "C" {
+	if len(page1) != 2 || len(page2) != 2 || page2[0].Title != "C" {
 		t.Fatalf("paging: %d %d", len(page1), len(page2))
 	}
 	if _, err := s.ListTasks(ctx, models.TaskFilter{AfterID: "no-such-task"}); models.ErrorCodeOf(err) != models.CodeInvalid {

@@ -217,6 +217,14 @@ func (s *Store) ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Ta
 		}
 		where = append(where, "status IN ("+strings.Join(marks, ",")+")")
 	}
+	if f.Kind != "" {
+		where = append(where, "kind = ?")
+		args = append(args, f.Kind)
+	}
+	if f.CreatedBy != "" {
+		where = append(where, "created_by = ?")
+		args = append(args, f.CreatedBy)
+	}
 	if f.AfterID != "" {
 		var n int
 		if err := s.rdb.QueryRowContext(ctx, "SELECT count(*) FROM tasks WHERE id = ?", f.AfterID).Scan(&n); err != nil {

@@ -108,6 +108,13 @@ type Status interface {
 	Verifications(ctx context.Context, phases ...string) ([]models.Verification, error)
 }
 
+// Usage reports how the agents' time is shared among the projects.
+type Usage interface {
+	// AgentTime returns each project's agent time and completions in
+	// the scheduling window, and how many of its tasks run.
+	AgentTime(ctx context.Context) ([]models.ProjectUsage, error)
+}
+
 // Rules is the rule set in force and its replacement, all or nothing.
 type Rules interface {
 	// Rules returns the rule set in force.
@@ -213,8 +220,8 @@ type Logs interface {
 	// task grows, and a function to call when no longer waiting on it.
 	LogChanged(taskID string) (next <-chan struct{}, done func())
 	// ReadTaskLog reads the log of a task's attempt (0: its latest) from
-	// byte offset on, at most max bytes; the chunk says when nothing more
-	// will be written.
+	// byte offset on (a negative offset: the last -offset bytes), at most
+	// max bytes; the chunk says when nothing more will be written.
 	ReadTaskLog(ctx context.Context, taskID string, attempt int, offset int64, max int) (models.LogChunk, error)
 }
 

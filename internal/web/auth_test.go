@@ -1,0 +1,132 @@
+package web_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/agentqueued/agentqueued/internal/web"
+)
+
+const testToken = "s3cret-token"
+
+func TestLoginSetsAStrictCookieThatIsNotTheToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testToken)
+	p := e.get("/ui/overview")
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/ui/login?next=%2Fui%2Foverview" {
+		t.Fatalf("a page without login: %d %q", p.status, p.header.Get("Location"))
+	}
+	if ev := e.get("/ui/events"); ev.status != http.StatusUnauthorized {
+		t.Fatalf("the event stream without login: %d", ev.status)
+	}
+	tests := []struct {
+		name, token string
+		status      int
+	}{
+		{"wrong token", "nope", http.StatusUnauthorized},
+		{"empty token", "", http.StatusUnauthorized},
+		{"the bearer token's neighbour", testToken + "x", http.StatusUnauthorized},
+		{"right token", testToken, http.StatusSeeOther},
+	}
+	for _, tc := range tests {
+		p := e.post("/ui/login", url.Values{"token": {tc.token}, "next": {"/ui/queue"}})
+		if p.status != tc.status {
+			t.Fatalf("%s: %d\n%s", tc.name, p.status, p.body)
+		}
+		if tc.status != http.StatusSeeOther {
+			if !strings.Contains(p.body, "wrong token") || p.header.Get("Set-Cookie") != "" {
+				t.Errorf("%s: no message, or a cookie: %q\n%s", tc.name, p.header.Get("Set-Cookie"), p.body)
+			}
+			continue
+		}
+		if p.header.Get("Location") != "/ui/queue" {
+			t.Errorf("login goes to %q, want /ui/queue", p.header.Get("Location"))
+		}
+		c := p.header.Get("Set-Cookie")
+		for _, want := range []string{web.CookieName + "=", "Path=/ui", "HttpOnly", "SameSite=Strict"} {
+			if !strings.Contains(c, want) {
+				t.Errorf("cookie %q lacks %s", c, want)
+			}
+		}
+		if strings.Contains(c, testToken) {
+			t.Errorf("cookie %q holds the token", c)
+		}
+	}
+	if p := e.get("/ui/overview"); p.status != http.StatusOK || !strings.Contains(p.body, "Log out") {
+		t.Fatalf("the overview after login: %d\n%s", p.status, p.body)
+	}
+	// A next that leaves the dashboard is ignored.
+	if p := e.post("/ui/login", url.Values{"token": {testToken}, "next": {"//evil.example/x"}}); p.header.Get("Location") != "/ui/overview" {
+		t.Errorf("login with an outside next goes to %q", p.header.Get("Location"))
+	}
+	// Logging out ends the session: the same cookie no longer opens a page.
+	e.logout()
+	if p := e.get("/ui/overview"); p.status != http.StatusSeeOther {
+		t.Fatalf("a page after logout: %d", p.status)
+	}
+}
+
+// TestFormsRequireTheCSRFTokenAndTheSameOrigin posts the priority form with
+// each way a forged form could arrive: each is a 403 and changes nothing.
+func TestFormsRequireTheCSRFTokenAndTheSameOrigin(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testToken)
+	e.login(testToken)
+	id := e.task("web", "Build")
+	csrf := e.csrf("/ui/tasks/" + id)
+	tests := []struct {
+		name    string
+		form    url.Values
+		headers []string
+		status  int
+	}{
+		{"no csrf field", url.Values{"priority": {"7"}}, nil, http.StatusForbidden},
+		{"another csrf", url.Values{"priority": {"7"}, "csrf": {csrf + "x"}}, nil, http.StatusForbidden},
+		{"cross-site origin", url.Values{"priority": {"7"}, "csrf": {csrf}}, []string{"Origin", "http://evil.example"}, http.StatusForbidden},
+		{"cross-site fetch", url.Values{"priority": {"7"}, "csrf": {csrf}}, []string{"Sec-Fetch-Site", "cross-site"}, http.StatusForbidden},
+		{"same-site fetch", url.Values{"priority": {"7"}, "csrf": {csrf}}, []string{"Sec-Fetch-Site", "same-site"}, http.StatusForbidden},
+		{"same origin", url.Values{"priority": {"7"}, "csrf": {csrf}}, []string{"Sec-Fetch-Site", "same-origin"}, http.StatusSeeOther},
+	}
+	for _, tc := range tests {
+		p := e.post("/ui/tasks/"+id+"/priority", tc.form, tc.headers...)
+		if p.status != tc.status {
+			t.Fatalf("%s: %d, want %d\n%s", tc.name, p.status, tc.status, p.body)
+		}
+		got, err := e.store.GetTask(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if changed := got.Priority == 7; changed != (tc.status == http.StatusSeeOther) {
+			t.Fatalf("%s: priority %d after a %d", tc.name, got.Priority, p.status)
+		}
+	}
+	if p := e.get("/ui/tasks/" + id); !strings.Contains(p.body, "Priority set to 7.") {
+		t.Errorf("the task's page does not say what the form did:\n%s", p.body)
+	}
+}
+
+func TestFormErrorsShowTheModelsMessage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	id := e.task("web", "Build")
+	csrf := e.csrf("/ui/tasks/" + id)
+	tests := []struct {
+		name, path, field, value, want string
+	}{
+		{"not a number", "/ui/tasks/" + id + "/priority", "priority", "soon", `priority: must be a whole number (got &#34;soon&#34;)`},
+		{"unknown task", "/ui/tasks/no-such-task/priority", "priority", "3", "no-such-task"},
+	}
+	for _, tc := range tests {
+		p := e.post(tc.path, url.Values{tc.field: {tc.value}, "csrf": {csrf}})
+		if p.status != http.StatusSeeOther {
+			t.Fatalf("%s: %d\n%s", tc.name, p.status, p.body)
+		}
+		next := e.get(p.header.Get("Location"))
+		if !strings.Contains(next.body, `class="flash error"`) || !strings.Contains(next.body, tc.want) {
+			t.Errorf("%s: the next page (%s, %d) lacks the error %q:\n%s", tc.name, p.header.Get("Location"), next.status, tc.want, next.body)
+		}
+	}
+}

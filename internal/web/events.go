@@ -1,0 +1,175 @@
+package web
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// LogChunkBytes is the most one read of a task's log gives to its stream.
+const LogChunkBytes = 64 << 10
+
+// sseRetryMillis is how long a browser waits before it reconnects a
+// stream that ended.
+const sseRetryMillis = 5000
+
+// handleEvents is GET /ui/events: Server-Sent Events for one open page.
+// Each committed change of the daemon's state is an event "change" (data:
+// the number of changes so far), on which the page re-reads its live
+// parts. With ?task=ID&offset=N it also streams the task's latest run log
+// from byte N as events "log" (data: the text, id: the offset after it;
+// a reconnecting browser's Last-Event-ID continues there), and "logreset"
+// when a new attempt's log begins (data: the attempt). The handler blocks
+// on the change feed and the task's log; nothing polls. It ends when the
+// browser goes or the server shuts down.
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	taskID := q.Get("task")
+	var offset int64
+	attempt := 0
+	if v := q.Get("offset"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			s.renderError(w, r, http.StatusBadRequest, models.Errorf(models.CodeInvalid,
+				"offset: must be a byte offset (got %q)", v))
+			return
+		}
+		offset = n
+	}
+	if v := q.Get("attempt"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			s.renderError(w, r, http.StatusBadRequest, models.Errorf(models.CodeInvalid,
+				"attempt: must be an attempt number (got %q)", v))
+			return
+		}
+		attempt = n
+	}
+	if v := r.Header.Get("Last-Event-ID"); v != "" && taskID != "" {
+		if a, o, ok := parseEventID(v); ok {
+			attempt, offset = a, o
+		}
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if _, err := fmt.Fprintf(w, "retry: %d\n\n", sseRetryMillis); err != nil {
+		return
+	}
+	ctx := r.Context()
+	seq, changed := s.svc.Changed()
+	logDone := func() {}
+	defer func() { logDone() }()
+	following := taskID != ""
+	for {
+		var grew <-chan struct{}
+		if following {
+			logDone()
+			grew, logDone = s.svc.LogChanged(taskID)
+			ended, err := s.streamLog(w, r, taskID, &attempt, &offset)
+			if err != nil {
+				return
+			}
+			if ended {
+				// A later attempt's log is looked for at the next change.
+				logDone()
+				grew, logDone = nil, func() {}
+			}
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		select {
+		case <-changed:
+			var now uint64
+			now, changed = s.svc.Changed()
+			if now != seq {
+				seq = now
+				if _, err := fmt.Fprintf(w, "event: change\ndata: %d\n\n", seq); err != nil {
+					return
+				}
+			}
+		case <-grew:
+		case <-ctx.Done():
+			return
+		case <-s.cfg.Stopping(r):
+			return
+		}
+	}
+}
+
+// streamLog writes what the task's log gained since offset: of the attempt
+// followed, or, once that has ended, of a later one (announced by an event
+// "logreset"). It reports whether the log followed has ended.
+func (s *Server) streamLog(w io.Writer, r *http.Request, taskID string, attempt *int, offset *int64) (bool, error) {
+	for {
+		c, err := s.svc.ReadTaskLog(r.Context(), taskID, *attempt, *offset, LogChunkBytes)
+		if err != nil {
+			if r.Context().Err() == nil {
+				s.log.Warn("event stream: read task log", "task_id", taskID, "err", err)
+			}
+			return true, err
+		}
+		if *attempt == 0 && c.Attempt != 0 {
+			*attempt = c.Attempt
+		}
+		if c.Data != "" {
+			if err := writeLogEvent(w, c.Attempt, c.Next, c.Data); err != nil {
+				return true, err
+			}
+			*offset = c.Next
+			if len(c.Data) == LogChunkBytes {
+				continue
+			}
+		}
+		if !c.Ended || c.Attempt == 0 {
+			return c.Ended, nil
+		}
+		// The attempt followed has ended: is there a later one?
+		latest, err := s.svc.ReadTaskLog(r.Context(), taskID, 0, 0, 0)
+		if err != nil || latest.Attempt <= *attempt {
+			return true, nil
+		}
+		*attempt, *offset = latest.Attempt, 0
+		if _, err := fmt.Fprintf(w, "event: logreset\ndata: %d\n\n", latest.Attempt); err != nil {
+			return true, err
+		}
+	}
+}
+
+// writeLogEvent writes a log chunk as an event "log": each line a data
+// line (the browser joins them with line feeds, giving the chunk back
+// exactly), its id "attempt:offset".
+func writeLogEvent(w io.Writer, attempt int, next int64, data string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "event: log\nid: %d:%d\n", attempt, next)
+	for line := range strings.SplitSeq(strings.ReplaceAll(data, "\r", ""), "\n") {
+		b.WriteString("data: ")
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// parseEventID reads an event id "attempt:offset".
+func parseEventID(v string) (attempt int, offset int64, ok bool) {
+	a, o, found := strings.Cut(v, ":")
+	if !found {
+		return 0, 0, false
+	}
+	n, err1 := strconv.Atoi(a)
+	m, err2 := strconv.ParseInt(o, 10, 64)
+	if err1 != nil || err2 != nil || n < 0 || m < 0 {
+		return 0, 0, false
+	}
+	return n, m, true
+}

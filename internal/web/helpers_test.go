@@ -1,0 +1,171 @@
+package web_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/agentqueued/agentqueued/internal/agent"
+	"github.com/agentqueued/agentqueued/internal/api"
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/orchestrator"
+	"github.com/agentqueued/agentqueued/internal/repo"
+	"github.com/agentqueued/agentqueued/internal/service"
+	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/web"
+)
+
+// env is the dashboard mounted in the API as the daemon mounts it, over a
+// service of a real store in a temporary directory.
+type env struct {
+	t      *testing.T
+	store  *store.Store
+	srv    *httptest.Server
+	client *http.Client
+	// runDir holds the runs' logs (<task>/<attempt>.log); feed is told
+	// of changes and output.
+	runDir string
+	feed   *service.Feed
+}
+
+// newEnv starts the API with the dashboard; token is the API token ("":
+// none).
+func newEnv(t *testing.T, token string) *env {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "aq.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ws, err := repo.New(repo.Config{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDir := t.TempDir()
+	feed := service.NewFeed()
+	o, err := orchestrator.New(orchestrator.Config{RunDir: runDir, OnOutput: feed.Output}, st, ws, agent.DefaultRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := service.New(service.Config{Store: st, Orchestrator: o, Feed: feed})
+	ui, err := web.New(web.Config{Token: token, Logger: slog.New(slog.DiscardHandler)}, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := api.New(api.Config{Token: token, UI: ui.Handler(), Logs: svc}, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(srv.Close)
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &env{t: t, store: st, srv: srv, client: client, runDir: runDir, feed: feed}
+}
+
+// page is an answer of the dashboard.
+type page struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// get fetches a path with the env's cookies.
+func (e *env) get(path string) page {
+	e.t.Helper()
+	return e.do(http.MethodGet, path, nil)
+}
+
+// post posts a form with extra headers given as name, value pairs.
+func (e *env) post(path string, form url.Values, headers ...string) page {
+	e.t.Helper()
+	return e.do(http.MethodPost, path, form, headers...)
+}
+
+func (e *env) do(method, path string, form url.Values, headers ...string) page {
+	e.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return page{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// csrf returns the CSRF token of the forms on a page.
+func (e *env) csrf(path string) string {
+	e.t.Helper()
+	p := e.get(path)
+	m := csrfField.FindStringSubmatch(p.body)
+	if p.status != http.StatusOK || m == nil {
+		e.t.Fatalf("GET %s: %d, no csrf field:\n%s", path, p.status, p.body)
+	}
+	return m[1]
+}
+
+// login logs in with token and fails the test unless it works.
+func (e *env) login(token string) {
+	e.t.Helper()
+	p := e.post("/ui/login", url.Values{"token": {token}, "next": {"/ui/overview"}})
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/ui/overview" {
+		e.t.Fatalf("login: %d %s:\n%s", p.status, p.header.Get("Location"), p.body)
+	}
+}
+
+// task creates a project and a READY task in it and returns the task's id.
+func (e *env) task(project, title string) string {
+	e.t.Helper()
+	ctx := context.Background()
+	if _, err := e.store.GetProject(ctx, project); err != nil {
+		if _, err := e.store.CreateProject(ctx, models.Project{ID: project, Name: project}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	res, err := e.store.CreateTasks(ctx, models.TaskBatch{ProjectID: project, CreatedBy: "ana",
+		Tasks: []models.BatchTask{{Title: title}}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res[0].TaskID
+}
+
+// logout posts the logout form.
+func (e *env) logout() {
+	e.t.Helper()
+	csrf := e.csrf("/ui/overview")
+	if p := e.post("/ui/logout", url.Values{"csrf": {csrf}}); p.status != http.StatusSeeOther {
+		e.t.Fatalf("logout: %d\n%s", p.status, p.body)
+	}
+}

@@ -1,0 +1,214 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/statemachine"
+)
+
+func init() {
+	register(Page{Pattern: "GET " + Prefix + "/tasks/{id}", Template: "task", Nav: NavQueue, Load: (*Server).loadTask})
+	registerAction(
+		Action{Pattern: "POST " + Prefix + "/tasks/{id}/answer", Do: (*Server).answer},
+		Action{Pattern: "POST " + Prefix + "/tasks/{id}/approve", Do: (*Server).approve},
+		Action{Pattern: "POST " + Prefix + "/tasks/{id}/reject", Do: (*Server).reject},
+		Action{Pattern: "POST " + Prefix + "/tasks/{id}/restart", Do: adminEvent(models.EventAdminRestart, "restarted")},
+		Action{Pattern: "POST " + Prefix + "/tasks/{id}/skip", Do: adminEvent(models.EventAdminSkip, "skipped")},
+		Action{Pattern: "POST " + Prefix + "/tasks/{id}/cancel", Do: adminEvent(models.EventAdminCancel, "cancelled")},
+		Action{Pattern: "POST " + Prefix + "/tasks/{id}/priority", Do: (*Server).editPriority},
+	)
+}
+
+// Bounds of what a task's page reads.
+const (
+	// TaskLogTail is how much of the end of the current run's log a
+	// task's page shows; the stream adds what follows.
+	TaskLogTail = 64 << 10
+	// MaxNeighbours bounds the upstreams and dependents whose title and
+	// status a task's page reads (the others are listed by id).
+	MaxNeighbours = 50
+	// MaxDiffBytes bounds the diff shown.
+	MaxDiffBytes = 512 << 10
+)
+
+// taskPage is the data of a task's page.
+type taskPage struct {
+	models.TaskDetail
+	Upstreams  []neighbour
+	Dependents []neighbour
+	// Questions are the task's questions, open ones first.
+	Questions []models.Question
+	// Decision is set when a person's approval or rejection is awaited:
+	// the diff is shown with the approve and reject forms.
+	Decision bool
+	Diff     string
+	// DiffNote says why no diff is shown, or that it was cut.
+	DiffNote  string
+	RunErrors []string
+	// Log is the end of the latest run's log; LogAttempt its attempt and
+	// LogNext the offset after it, where the stream continues.
+	Log        string
+	LogAttempt int
+	LogNext    int64
+	LogCut     bool
+	// Can says which admin events the task's status allows.
+	Can map[string]bool
+}
+
+// EventsURL follows the task's log besides the state changes.
+func (p taskPage) EventsURL() string {
+	v := url.Values{"task": {p.Task.ID}, "attempt": {strconv.Itoa(p.LogAttempt)}, "offset": {strconv.FormatInt(p.LogNext, 10)}}
+	return Prefix + "/events?" + v.Encode()
+}
+
+// neighbour is an upstream or a dependent of a task with its edge.
+type neighbour struct {
+	ID     string
+	Title  string
+	Status models.TaskStatus
+	// Known is false past MaxNeighbours: only the id is shown.
+	Known           bool
+	RequiresSuccess bool
+	Resolution      models.EdgeResolution
+	// RootCause marks the task whose failure blocked this one.
+	RootCause bool
+}
+
+// loadTask reads a task's detail, its neighbours, questions, diff (when a
+// decision is awaited), run errors and the end of its log.
+func (s *Server) loadTask(r *http.Request) (any, error) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	d, err := s.svc.GetTaskDetail(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	p := taskPage{TaskDetail: d, Can: map[string]bool{}}
+	for _, e := range models.AdminEvents {
+		if _, err := statemachine.TaskTransition(d.Task.Status, e); err == nil {
+			p.Can[string(e)] = true
+		}
+	}
+	read := 0
+	neighbourOf := func(other string, dep models.Dependency) neighbour {
+		n := neighbour{ID: other, RequiresSuccess: dep.RequiresSuccess, Resolution: dep.Resolution,
+			RootCause: other == d.Task.CascadeRootID}
+		if read < MaxNeighbours {
+			read++
+			if od, err := s.svc.GetTaskDetail(ctx, other); err == nil {
+				n.Title, n.Status, n.Known = od.Task.Title, od.Task.Status, true
+			}
+		}
+		return n
+	}
+	for _, dep := range d.Dependencies {
+		p.Upstreams = append(p.Upstreams, neighbourOf(dep.Upstream, dep))
+	}
+	for _, dep := range d.Dependents {
+		p.Dependents = append(p.Dependents, neighbourOf(dep.Downstream, dep))
+	}
+	qs, err := s.svc.TaskQuestions(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", id, err)
+	}
+	for _, q := range qs {
+		if q.Answer == nil && q.ClosedAt == nil {
+			p.Questions = append(p.Questions, q)
+		}
+	}
+	for _, q := range qs {
+		if q.Answer != nil || q.ClosedAt != nil {
+			p.Questions = append(p.Questions, q)
+		}
+	}
+	p.Decision = d.Task.Status == models.StatusAwaitingApproval ||
+		(d.Task.Status == models.StatusVerifying && d.Verification != nil && d.Verification.Phase == models.PhaseHuman)
+	if p.Decision {
+		diff, err := s.svc.TaskDiff(ctx, id)
+		switch {
+		case err != nil:
+			_, p.DiffNote = s.describe(r, err)
+		case diff == "":
+			p.DiffNote = "The task's branch changes nothing."
+		case len(diff) > MaxDiffBytes:
+			p.Diff, p.DiffNote = diff[:MaxDiffBytes], fmt.Sprintf("The diff is cut at %d KiB.", MaxDiffBytes>>10)
+		default:
+			p.Diff = diff
+		}
+	}
+	if p.RunErrors, err = s.svc.RunErrors(ctx, id); err != nil {
+		return nil, fmt.Errorf("task %s: %w", id, err)
+	}
+	c, err := s.svc.ReadTaskLog(ctx, id, 0, -TaskLogTail, TaskLogTail)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", id, err)
+	}
+	p.Log, p.LogAttempt, p.LogNext = c.Data, c.Attempt, c.Next
+	p.LogCut = c.Next > int64(len(c.Data))
+	return p, nil
+}
+
+// taskPath is the page of the task the request names.
+func taskPath(r *http.Request) string { return Prefix + "/tasks/" + url.PathEscape(r.PathValue("id")) }
+
+// answer answers one of the task's questions (fields question, answer).
+func (s *Server) answer(r *http.Request) (string, string, error) {
+	qid, err := strconv.ParseInt(r.PostFormValue("question"), 10, 64)
+	if err != nil || qid <= 0 {
+		return "", taskPath(r), models.Errorf(models.CodeInvalid, "question: not a question number")
+	}
+	if _, err := s.svc.AnswerQuestion(r.Context(), qid, r.PostFormValue("answer"), DefaultActor); err != nil {
+		return "", taskPath(r), err
+	}
+	return "Answer sent.", taskPath(r), nil
+}
+
+// approve approves the task's work (field note).
+func (s *Server) approve(r *http.Request) (string, string, error) {
+	res, err := s.svc.ApproveTask(r.Context(), r.PathValue("id"), DefaultActor, strings.TrimSpace(r.PostFormValue("note")))
+	if err != nil {
+		return "", taskPath(r), err
+	}
+	return "Approved: the task is " + string(res.To) + ".", taskPath(r), nil
+}
+
+// reject rejects the task's work with feedback for its next attempt
+// (field feedback).
+func (s *Server) reject(r *http.Request) (string, string, error) {
+	res, err := s.svc.RejectTask(r.Context(), r.PathValue("id"), DefaultActor, strings.TrimSpace(r.PostFormValue("feedback")))
+	if err != nil {
+		return "", taskPath(r), err
+	}
+	return "Rejected: the task is " + string(res.To) + ".", taskPath(r), nil
+}
+
+// adminEvent applies an admin event (field reason) to the task.
+func adminEvent(e models.TaskEvent, done string) func(*Server, *http.Request) (string, string, error) {
+	return func(s *Server, r *http.Request) (string, string, error) {
+		res, err := s.svc.ApplyEvent(r.Context(), models.TransitionRequest{TaskID: r.PathValue("id"), Event: e,
+			Reason: strings.TrimSpace(r.PostFormValue("reason")), Actor: DefaultActor})
+		if err != nil {
+			return "", taskPath(r), err
+		}
+		return "The task was " + done + ": it is " + string(res.To) + ".", taskPath(r), nil
+	}
+}
+
+// editPriority sets the task's priority (field priority).
+func (s *Server) editPriority(r *http.Request) (string, string, error) {
+	v := strings.TrimSpace(r.PostFormValue("priority"))
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return "", taskPath(r), models.Errorf(models.CodeInvalid, "priority: must be a whole number (got %q)", v)
+	}
+	t, err := s.svc.EditTask(r.Context(), r.PathValue("id"), models.TaskPatch{Priority: &n})
+	if err != nil {
+		return "", taskPath(r), err
+	}
+	return fmt.Sprintf("Priority set to %d.", t.Priority), taskPath(r), nil
+}
