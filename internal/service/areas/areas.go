@@ -232,3 +232,11 @@ type TokenHistory interface {
 	// Until, a zero Step cuts the span into DefaultTokenSeriesBuckets.
 	TokenSeries(ctx context.Context, q models.TokenSeriesQuery) (models.TokenSeries, error)
 }
+
+// TaskGraphs reads tasks with the dependencies between them.
+type TaskGraphs interface {
+	// TaskGraph returns a project's open work or a task's neighbourhood
+	// with the edges between its tasks and the root causes of its
+	// cascade-blocked tasks.
+	TaskGraph(ctx context.Context, q models.TaskGraphQuery) (models.TaskGraph, error)
+}

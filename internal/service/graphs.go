@@ -32,3 +32,11 @@ func tokenSeriesDefaults(q models.TokenSeriesQuery, now time.Time) models.TokenS
 }
 
 var _ areas.TokenHistory = (*Service)(nil)
+
+// TaskGraph returns a project's open work or a task's neighbourhood: the
+// store's.
+func (s *Service) TaskGraph(ctx context.Context, q models.TaskGraphQuery) (models.TaskGraph, error) {
+	return s.store.TaskGraph(ctx, q)
+}
+
+var _ areas.TaskGraphs = (*Service)(nil)
