@@ -86,7 +86,12 @@ func WriteSVG(w io.Writer, l Layout, label string) error {
 		if n.Label != "" {
 			title += ": " + n.Label
 		}
-		title += " — " + string(n.Status)
+		if n.Status != "" {
+			title += " — " + string(n.Status)
+		}
+		if n.Note != "" {
+			title += " (" + n.Note + ")"
+		}
 		if n.RootCause {
 			title += " (root cause)"
 		}
@@ -111,13 +116,13 @@ func WriteSVG(w io.Writer, l Layout, label string) error {
 		}
 		p(`<rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="%s" stroke="%s" stroke-width="%s"%s/>`+"\n",
 			n.X, n.Y, n.W, n.H, c.Fill, stroke, width, dash)
-		second := string(n.Status)
-		if n.RootCause {
-			second += " · root cause"
+		var parts []string
+		for _, part := range []string{string(n.Status), rootCauseText(n.RootCause), n.Note} {
+			if part != "" {
+				parts = append(parts, part)
+			}
 		}
-		if n.Note != "" {
-			second += " · " + n.Note
-		}
+		second := strings.Join(parts, " · ")
 		first := n.Label
 		if first == "" {
 			first = n.ID
@@ -144,6 +149,13 @@ func WriteLegend(w io.Writer) error {
 	}
 	fmt.Fprintf(b, "</svg>\n")
 	return b.Flush()
+}
+
+func rootCauseText(b bool) string {
+	if b {
+		return "root cause"
+	}
+	return ""
 }
 
 func esc(s string) string { return html.EscapeString(s) }
