@@ -76,11 +76,11 @@ func statusLegend() template.HTML {
 	return template.HTML(b.String()) //nolint:gosec // constant text
 }
 
-// TaskNeighbourhood draws the graph around a task for its page: its
+// taskNeighbourhood draws the graph around a task for its page: its
 // upstreams and dependents up to models.DefaultGraphDepth edges away and
 // the root causes of the cascade-blocked ones. The Task page shows it
-// with {{graphFigure .Data.Graph "dependencies"}}.
-func (s *Server) TaskNeighbourhood(ctx context.Context, taskID string) (graphView, error) {
+// with {{graphFigure .Data.Graph "..."}}.
+func (s *Server) taskNeighbourhood(ctx context.Context, taskID string) (graphView, error) {
 	g, err := s.svc.TaskGraph(ctx, models.TaskGraphQuery{Around: taskID})
 	if err != nil {
 		return graphView{}, fmt.Errorf("graph around task %s: %w", taskID, err)

@@ -194,7 +194,7 @@ func stepGraph(w models.Workflow, byStep map[string][]models.RunTask, runID stri
 			case len(tasks) == 1:
 				n.Href = Prefix + "/tasks/" + tasks[0].ID
 			default:
-				n.Note = fmt.Sprintf("%d/%d done", done, len(tasks))
+				n.Note = joinNonEmpty(n.Note, fmt.Sprintf("%d/%d done", done, len(tasks)))
 				n.Href = Prefix + "/runs/" + runID + "#step-" + st.Name
 			}
 		}

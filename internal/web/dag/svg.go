@@ -83,7 +83,7 @@ func WriteSVG(w io.Writer, l Layout, label string) error {
 	for _, n := range l.Nodes {
 		c := StatusColor(n.Status)
 		title := n.ID
-		if n.Label != "" {
+		if n.Label != "" && n.Label != n.ID {
 			title += ": " + n.Label
 		}
 		if n.Status != "" {
@@ -99,7 +99,10 @@ func WriteSVG(w io.Writer, l Layout, label string) error {
 		if n.Href != "" {
 			open, closeTag = fmt.Sprintf(`<a href="%s"`, esc(n.Href)), "</a>"
 		}
-		classes := "node st-" + strings.ToLower(string(n.Status))
+		classes := "node"
+		if n.Status != "" {
+			classes += " st-" + strings.ToLower(string(n.Status))
+		}
 		if n.RootCause {
 			classes += " root-cause"
 		}
