@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
@@ -47,55 +48,73 @@ type engineEnv struct {
 
 func newEngineEnv(t *testing.T) *engineEnv {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "aq.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	ws, err := repo.New(repo.Config{BaseDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runDir := t.TempDir()
-	feed := service.NewFeed()
-	o, err := orchestrator.New(orchestrator.Config{RunDir: runDir, OnOutput: feed.Output}, st, ws, agent.DefaultRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ended := make(chan models.HookRun, 16)
-	sc := service.Config{Store: st, Orchestrator: o, Feed: feed}
-	he, err := hooks.New(hooks.Config{OnRunEnd: func(r models.HookRun) { ended <- r }}, st, service.New(sc), ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hctx, cancel := context.WithCancel(ctx)
-	if err := he.Start(hctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); he.Wait() })
-	wf, err := workflow.New(workflow.Config{}, st, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc.Hooks, sc.Workflows = he, wf
-	svc := service.New(sc)
-	ui, err := web.New(web.Config{Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return pagesNow }}, svc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := api.New(api.Config{UI: ui.Handler(), Logs: svc}, svc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(a.Handler())
+	w := newWiring(t)
+	srv := httptest.NewServer(w.handler)
 	t.Cleanup(srv.Close)
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	return &engineEnv{env: &env{t: t, store: st, srv: srv, client: client, runDir: runDir, feed: feed}, svc: svc, hookRunEnded: ended}
+	return &engineEnv{env: &env{t: t, store: w.store, srv: srv, client: client, runDir: w.runDir, feed: w.feed},
+		svc: w.svc, hookRunEnded: w.hookRunEnded}
+}
+
+// wiring is a real store, orchestrator, hook and workflow engines, the
+// service over them and the API with the dashboard, without a listener.
+type wiring struct {
+	store        *store.Store
+	svc          *service.Service
+	handler      http.Handler
+	runDir       string
+	feed         *service.Feed
+	hookRunEnded chan models.HookRun
+}
+
+func newWiring(tb testing.TB) wiring {
+	tb.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{Path: filepath.Join(tb.TempDir(), "aq.db")})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	ws, err := repo.New(repo.Config{BaseDir: tb.TempDir()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	runDir := tb.TempDir()
+	feed := service.NewFeed()
+	o, err := orchestrator.New(orchestrator.Config{RunDir: runDir, OnOutput: feed.Output}, st, ws, agent.DefaultRegistry())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ended := make(chan models.HookRun, 16)
+	sc := service.Config{Store: st, Orchestrator: o, Feed: feed}
+	he, err := hooks.New(hooks.Config{OnRunEnd: func(r models.HookRun) { ended <- r }}, st, service.New(sc), ws)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	hctx, cancel := context.WithCancel(ctx)
+	if err := he.Start(hctx); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cancel(); he.Wait() })
+	wf, err := workflow.New(workflow.Config{}, st, o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sc.Hooks, sc.Workflows = he, wf
+	svc := service.New(sc)
+	ui, err := web.New(web.Config{Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return pagesNow }}, svc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	a, err := api.New(api.Config{UI: ui.Handler(), Logs: svc}, svc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return wiring{store: st, svc: svc, handler: a.Handler(), runDir: runDir, feed: feed, hookRunEnded: ended}
 }
 
 // threeLevels creates project p with a three-level DAG: base (completed)
@@ -421,4 +440,45 @@ func TestBudgetPage(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkProjectDAGPage1000Tasks serves the DAG page of a project of
+// 1,000 open tasks in 25 layers of 40, each depending on three tasks of
+// the layer above: store read, layout, SVG and page.
+func BenchmarkProjectDAGPage1000Tasks(b *testing.B) {
+	w := newWiring(b)
+	ctx := context.Background()
+	if _, err := w.store.CreateProject(ctx, models.Project{ID: "p", Name: "P"}); err != nil {
+		b.Fatal(err)
+	}
+	const n, width = 1000, 40
+	batch := models.TaskBatch{ProjectID: "p", CreatedBy: "ana"}
+	for i := range n {
+		bt := models.BatchTask{LocalID: fmt.Sprintf("t%d", i), Title: fmt.Sprintf("task %d", i)}
+		if i >= width {
+			base := (i/width - 1) * width
+			seen := map[int]bool{}
+			for k := range 3 {
+				up := base + (i*7+k*13)%width
+				if !seen[up] {
+					seen[up] = true
+					bt.Dependencies = append(bt.Dependencies, models.BatchDependency{ID: fmt.Sprintf("t%d", up)})
+				}
+			}
+		}
+		batch.Tasks = append(batch.Tasks, bt)
+	}
+	if _, err := w.store.CreateTasks(ctx, batch); err != nil {
+		b.Fatal(err)
+	}
+	var size int
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		w.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/ui/projects/p/dag", nil))
+		if rec.Code != http.StatusOK {
+			b.Fatalf("GET: %d\n%s", rec.Code, rec.Body.String())
+		}
+		size = rec.Body.Len()
+	}
+	b.ReportMetric(float64(size), "page-bytes")
 }
