@@ -2,10 +2,12 @@ package web
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/web/dag"
@@ -49,7 +51,17 @@ func taskGraph(g models.TaskGraph, focus, label string) (graphView, error) {
 			v.RootCauses = append(v.RootCauses, t)
 		}
 	}
-	for _, e := range g.Edges {
+	// Edges in the tasks' order, not their ids' (random words): the same
+	// work is drawn the same way whatever its tasks are called.
+	pos := make(map[string]int, len(g.Tasks))
+	for i, t := range g.Tasks {
+		pos[t.ID] = i
+	}
+	edges := slices.Clone(g.Edges)
+	slices.SortStableFunc(edges, func(a, b models.GraphEdge) int {
+		return cmp.Or(cmp.Compare(pos[a.Downstream], pos[b.Downstream]), cmp.Compare(pos[a.Upstream], pos[b.Upstream]))
+	})
+	for _, e := range edges {
 		in.Edges = append(in.Edges, dag.Edge{Upstream: e.Upstream, Downstream: e.Downstream, Soft: !e.RequiresSuccess})
 	}
 	if len(in.Nodes) == 0 {
