@@ -337,12 +337,14 @@ func longestPath(n int, preds, succs [][]int) []int {
 	return layer
 }
 
-// reduceCrossings runs barycenter sweeps and keeps the best order seen; it
-// returns the crossings of that order.
+// reduceCrossings runs barycenter sweeps and keeps the best order seen
+// (the later on a tie: sweeps also pull a node and its bend points
+// towards their neighbours); it returns the crossings of that order. A
+// down and an up sweep always run; more only while crossings remain.
 func reduceCrossings(vs []vertex, rows [][]int) int {
 	best := countCrossings(vs, rows)
 	bestRows := cloneRows(rows)
-	for sweep := 0; sweep < MaxSweeps && best > 0; sweep++ {
+	for sweep := 0; sweep < MaxSweeps && (best > 0 || sweep < 2); sweep++ {
 		if sweep%2 == 0 {
 			for l := 1; l < len(rows); l++ {
 				orderBy(vs, rows[l], func(v int) []int { return vs[v].up })
@@ -352,7 +354,7 @@ func reduceCrossings(vs []vertex, rows [][]int) int {
 				orderBy(vs, rows[l], func(v int) []int { return vs[v].down })
 			}
 		}
-		if c := countCrossings(vs, rows); c < best {
+		if c := countCrossings(vs, rows); c <= best {
 			best = c
 			bestRows = cloneRows(rows)
 		}
