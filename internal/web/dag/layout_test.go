@@ -321,3 +321,28 @@ func BenchmarkLayAndDraw1000Tasks(b *testing.B) {
 	}
 	b.ReportMetric(float64(buf.Len()), "svg-bytes")
 }
+
+// TestLongEdgeStaysBesideItsEnds checks that a long edge in a graph drawn
+// without crossings bends beside its ends, not past an unrelated task at
+// the end of the layer it crosses.
+func TestLongEdgeStaysBesideItsEnds(t *testing.T) {
+	t.Parallel()
+	g := graph("build lint test docs ship", "build>lint", "build>test", "lint>ship", "test>ship", "build>ship", "build>docs")
+	l := dag.Lay(g, dag.Options{})
+	checkLayout(t, g, l)
+	var docs dag.Placed
+	for _, n := range l.Nodes {
+		if n.ID == "docs" {
+			docs = n
+		}
+	}
+	for _, r := range l.Routes {
+		if r.Upstream == "build" && r.Downstream == "ship" {
+			if len(r.Points) != 4 || r.Points[1].X > docs.X {
+				t.Fatalf("build→ship bends at %v, past docs at x=%d", r.Points, docs.X)
+			}
+			return
+		}
+	}
+	t.Fatal("no route build→ship")
+}
