@@ -43,7 +43,7 @@ func graphBrowser(t *testing.T) context.Context {
 	ctx, cancelTab := chromedp.NewContext(actx)
 	t.Cleanup(func() {
 		if t.Failed() {
-			if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90)); err == nil {
+			if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
 				name := filepath.Join(t.ArtifactDir(), "page.png")
 				if err := os.WriteFile(name, png, 0o644); err == nil {
 					t.Logf("screenshot: %s", name)

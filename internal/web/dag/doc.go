@@ -13,10 +13,13 @@
 //  3. An edge spanning several layers passes through one dummy point per
 //     layer it crosses, so edges bend around nodes instead of through them.
 //  4. Crossings are reduced by barycenter sweeps (down, then up), at most
-//     MaxSweeps of them; the order with the fewest crossings seen is kept.
+//     MaxSweeps of them and at least one each way; the order with the
+//     fewest crossings seen is kept (the later one on a tie).
 //  5. Coordinates: each node moves towards the mean x of its neighbours in
 //     the layer above, then below, with a minimum separation kept between
 //     neighbours in a layer, for a bounded number of passes.
+//  6. The edges leaving a box, and those arriving, touch it at distinct
+//     points spread over its middle, in the order of their other ends.
 //
 // The output depends only on the input's order and content: the same graph
 // draws the same bytes (golden files under testdata guard this).

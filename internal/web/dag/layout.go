@@ -112,6 +112,10 @@ type Layout struct {
 	Crossings int
 }
 
+// arc is an edge of the layered graph, from an upper node to a lower one
+// (edges[edge], turned around when it closed a cycle).
+type arc struct{ from, to, edge int }
+
 // vertex is a node or an edge's bend point (dummy) in the layered graph.
 type vertex struct {
 	node  int // index into the graph's nodes, or -1 for a dummy
@@ -140,7 +144,6 @@ func Lay(g Graph, opt Options) Layout {
 	reversed := backEdges(n, edges, out, index)
 
 	// Directed edges after reversal: from → to.
-	type arc struct{ from, to, edge int }
 	arcs := make([]arc, 0, len(edges))
 	preds := make([][]int, n)
 	succs := make([][]int, n)
@@ -223,7 +226,7 @@ func Lay(g Graph, opt Options) Layout {
 		lay.Nodes[i] = Placed{Node: nodes[i], X: cx(i) - opt.NodeWidth/2, Y: top(layer[i]),
 			W: opt.NodeWidth, H: opt.NodeHeight, Layer: layer[i]}
 	}
-	lay.Routes = make([]Route, 0, len(arcs))
+	paths := make([][]Point, len(arcs))
 	for ai, a := range arcs {
 		chain := chains[ai]
 		pts := make([]Point, 0, len(chain)+1)
@@ -233,14 +236,47 @@ func Lay(g Graph, opt Options) Layout {
 			pts = append(pts, Point{cx(d), top(vs[d].layer)}, Point{cx(d), top(vs[d].layer) + opt.NodeHeight})
 		}
 		pts = append(pts, Point{cx(a.to), top(layer[a.to])})
-		r := Route{Edge: edges[a.edge], Reversed: reversed[a.edge]}
+		paths[ai] = pts
+	}
+	spreadEnds(paths, arcs, n, opt.NodeWidth)
+	lay.Routes = make([]Route, 0, len(arcs))
+	for ai, a := range arcs {
+		r := Route{Edge: edges[a.edge], Reversed: reversed[a.edge], Points: paths[ai]}
 		if r.Reversed {
-			slices.Reverse(pts)
+			slices.Reverse(r.Points)
 		}
-		r.Points = pts
 		lay.Routes = append(lay.Routes, r)
 	}
 	return lay
+}
+
+// spreadEnds spreads the ends of a node's edges along its box's bottom
+// (edges leaving) and top (edges arriving), in the order of where each
+// edge goes or comes from, so that arrows into one box do not meet in one
+// point. The ends stay inside the middle two thirds of the box.
+func spreadEnds(paths [][]Point, arcs []arc, n, width int) {
+	out := make([][]int, n)
+	in := make([][]int, n)
+	for ai, a := range arcs {
+		out[a.from] = append(out[a.from], ai)
+		in[a.to] = append(in[a.to], ai)
+	}
+	spread := func(list []int, end func(ai int) *Point, other func(ai int) Point) {
+		if len(list) < 2 {
+			return
+		}
+		slices.SortStableFunc(list, func(a, b int) int { return other(a).X - other(b).X })
+		span := width * 2 / 3
+		mid := end(list[0]).X
+		for i, ai := range list {
+			end(ai).X = mid - span/2 + span*(2*i+1)/(2*len(list))
+		}
+	}
+	for v := range n {
+		spread(out[v], func(ai int) *Point { return &paths[ai][0] }, func(ai int) Point { return paths[ai][1] })
+		spread(in[v], func(ai int) *Point { return &paths[ai][len(paths[ai])-1] },
+			func(ai int) Point { return paths[ai][len(paths[ai])-2] })
+	}
 }
 
 func dedupeNodes(in []Node) ([]Node, map[string]int) {

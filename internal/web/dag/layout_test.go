@@ -346,3 +346,25 @@ func TestLongEdgeStaysBesideItsEnds(t *testing.T) {
 	}
 	t.Fatal("no route build→ship")
 }
+
+// TestEdgesMeetBoxesApart checks that the edges leaving one box, and those
+// arriving at one box, touch it at distinct points, ordered as their
+// other ends, so that arrows stay apart.
+func TestEdgesMeetBoxesApart(t *testing.T) {
+	t.Parallel()
+	g := graph("a b c d", "a>b", "a>c", "b>d", "c>d")
+	l := dag.Lay(g, dag.Options{})
+	checkLayout(t, g, l)
+	end := map[string]dag.Point{}
+	start := map[string]dag.Point{}
+	for _, r := range l.Routes {
+		start[r.Upstream+">"+r.Downstream] = r.Points[0]
+		end[r.Upstream+">"+r.Downstream] = r.Points[len(r.Points)-1]
+	}
+	if !(start["a>b"].X < start["a>c"].X) {
+		t.Errorf("edges leave a at %v and %v", start["a>b"], start["a>c"])
+	}
+	if !(end["b>d"].X < end["c>d"].X) {
+		t.Errorf("edges reach d at %v and %v", end["b>d"], end["c>d"])
+	}
+}
