@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/models"
@@ -85,5 +86,27 @@ func TestTaskGraph(t *testing.T) {
 		if _, err := s.TaskGraph(ctx, tc.q); models.ErrorCodeOf(err) != tc.code {
 			t.Errorf("%s: got %v, want %s", tc.name, err, tc.code)
 		}
+	}
+}
+
+func TestTaskGraphIsCappedAndSaysSo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openStore(t)
+	mustProject(t, s, "p")
+	b := models.TaskBatch{ProjectID: "p", CreatedBy: "ana"}
+	for i := range models.MaxGraphTasks + 1 {
+		b.Tasks = append(b.Tasks, models.BatchTask{Title: "t" + strconv.Itoa(i)})
+	}
+	if _, err := s.CreateTasks(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.TaskGraph(ctx, models.TaskGraphQuery{ProjectID: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Tasks) != models.MaxGraphTasks || !g.Truncated || g.Tasks[0].Title != "t0" {
+		t.Fatalf("got %d tasks (truncated %v, first %q), want the first %d and truncated", len(g.Tasks), g.Truncated,
+			g.Tasks[0].Title, models.MaxGraphTasks)
 	}
 }
