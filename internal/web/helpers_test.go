@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/api"
@@ -34,11 +35,22 @@ type env struct {
 	// of changes and output.
 	runDir string
 	feed   *service.Feed
+	// stop shuts the server down (newEnvServed).
+	stop func()
 }
 
 // newEnv starts the API with the dashboard; token is the API token ("":
 // none).
 func newEnv(t *testing.T, token string) *env {
+	t.Helper()
+	e, _ := newEnvServed(t, token, false)
+	return e
+}
+
+// newEnvServed is newEnv; with serve the API runs by its own Serve (an
+// hour's shutdown timeout) instead of httptest, and stop cancels Serve's
+// context, whose result arrives on the channel returned.
+func newEnvServed(t *testing.T, token string, serve bool) (*env, <-chan error) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "aq.db")})
@@ -57,22 +69,46 @@ func newEnv(t *testing.T, token string) *env {
 		t.Fatal(err)
 	}
 	svc := service.New(service.Config{Store: st, Orchestrator: o, Feed: feed})
-	ui, err := web.New(web.Config{Token: token, Logger: slog.New(slog.DiscardHandler)}, svc)
+	ui, err := web.New(web.Config{Token: token, Logger: slog.New(slog.DiscardHandler), Stopping: api.Stopping}, svc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := api.New(api.Config{Token: token, UI: ui.Handler(), Logs: svc}, svc)
+	a, err := api.New(api.Config{Addr: "127.0.0.1:0", Token: token, UI: ui.Handler(), Logs: svc, ShutdownTimeout: time.Hour}, svc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(a.Handler())
-	t.Cleanup(srv.Close)
+	var srv *httptest.Server
+	var served chan error
+	stop := func() {}
+	if serve {
+		ln, err := a.Listen()
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv = &httptest.Server{URL: "http://" + ln.Addr().String()}
+		ctx, cancel := context.WithCancel(context.Background())
+		served = make(chan error, 1)
+		finished := make(chan struct{})
+		go func() {
+			defer close(finished)
+			served <- a.Serve(ctx, ln)
+		}()
+		stop = cancel
+		t.Cleanup(func() {
+			cancel()
+			<-finished
+		})
+	} else {
+		srv = httptest.NewServer(a.Handler())
+		t.Cleanup(srv.Close)
+	}
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	return &env{t: t, store: st, srv: srv, client: client, runDir: runDir, feed: feed}
+	t.Cleanup(client.CloseIdleConnections)
+	return &env{t: t, store: st, srv: srv, client: client, runDir: runDir, feed: feed, stop: stop}, served
 }
 
 // page is an answer of the dashboard.

@@ -1,0 +1,175 @@
+package web_test
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentqueued/agentqueued/internal/progresstest"
+)
+
+// sseEvent is one event of a stream.
+type sseEvent struct {
+	name, id, data string
+}
+
+// openEvents opens the dashboard's event stream at path and returns its
+// events as they arrive; the channel closes when the stream ends.
+func (e *env) openEvents(ctx context.Context, path string) <-chan sseEvent {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+path, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		resp.Body.Close()
+		e.t.Fatalf("GET %s: %d %s", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	out := make(chan sseEvent, 64)
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		var ev sseEvent
+		var data []string
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				ev.data = strings.Join(data, "\n")
+				out <- ev
+				ev, data = sseEvent{}, nil
+			case strings.HasPrefix(line, "event: "):
+				ev.name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "id: "):
+				ev.id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "data: "):
+				data = append(data, strings.TrimPrefix(line, "data: "))
+			case strings.HasPrefix(line, "retry: "):
+				ev.name = "retry"
+			}
+		}
+	}()
+	return out
+}
+
+// next returns the stream's next event named one of names, skipping others.
+func next(t *testing.T, dog *progresstest.Watchdog, events <-chan sseEvent, names ...string) sseEvent {
+	t.Helper()
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatalf("the stream ended waiting for %v", names)
+			}
+			for _, n := range names {
+				if ev.name == n {
+					dog.Progress("the event " + n)
+					return ev
+				}
+			}
+		case <-dog.Done():
+			t.Fatalf("waiting for %v: %v", names, dog.Err())
+		}
+	}
+}
+
+// TestEventsStreamChangesAndTheTaskLog: the stream says "change" after a
+// committed change and streams what the task's log gains, with ids a
+// reconnecting browser continues from.
+func TestEventsStreamChangesAndTheTaskLog(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	id := e.task("web", "Build")
+	dir := filepath.Join(e.runDir, id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "1.log")
+	if err := os.WriteFile(logPath, []byte("hello\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.get("/ui/overview") // the session's cookie
+	dog := progresstest.New(t, "the event stream")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := e.openEvents(ctx, "/ui/events?task="+id+"&offset=0")
+	if ev := next(t, dog, events, "log"); ev.data != "hello\n" || ev.id != "1:6" {
+		t.Fatalf("first log event %+v", ev)
+	}
+	f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("world\nno newline yet"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	e.feed.Output(id)
+	if ev := next(t, dog, events, "log"); ev.data != "world\nno newline yet" || ev.id != "1:26" {
+		t.Fatalf("second log event %+v", ev)
+	}
+	e.feed.Notify()
+	if ev := next(t, dog, events, "change"); ev.data == "" {
+		t.Fatalf("change event %+v", ev)
+	}
+
+	// A reconnecting browser sends the last id: the stream goes on from there.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+"/ui/events?task="+id+"&offset=0", nil)
+	req.Header.Set("Last-Event-ID", "1:12")
+	resp, err := e.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var got []string
+	for sc.Scan() && sc.Text() != "data: no newline yet" {
+		got = append(got, sc.Text())
+	}
+	if strings.Contains(strings.Join(got, "\n"), "hello") || strings.Contains(strings.Join(got, "\n"), "world") {
+		t.Fatalf("a reconnection streamed the log again: %q", got)
+	}
+}
+
+// TestShutdownEndsEventStreams: open event streams do not hold up the
+// server's stop (an hour's shutdown timeout here: a server waiting for
+// them stalls the watchdog instead).
+func TestShutdownEndsEventStreams(t *testing.T) {
+	t.Parallel()
+	e, served := newEnvServed(t, "", true)
+	id := e.task("web", "Build")
+	e.get("/ui/overview")
+	dog := progresstest.New(t, "the event streams")
+	// A failing test hangs up, so that even a server that waits for its
+	// streams returns and the cleanup ends.
+	ctx, hangUp := context.WithCancel(context.Background())
+	t.Cleanup(hangUp)
+	var streams []<-chan sseEvent
+	for _, path := range []string{"/ui/events", "/ui/events?task=" + id} {
+		s := e.openEvents(ctx, path)
+		next(t, dog, s, "retry")
+		streams = append(streams, s)
+	}
+	e.stop()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve = %v, want nil", err)
+		}
+	case <-dog.Done():
+		t.Fatalf("Serve did not return while event streams were open: %v", dog.Err())
+	}
+	for _, s := range streams {
+		for range s { // each ends
+		}
+	}
+}
