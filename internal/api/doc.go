@@ -21,6 +21,10 @@
 // Config.ReadTimeout (DefaultReadTimeout, headers included): a client that
 // trickles it is answered 408 and disconnected.
 //
+// With Config.UI set, the web dashboard (package web) is served under
+// /ui/ behind the same Host and cross-origin checks; it does its own login
+// (a session cookie), not the bearer token (docs/web.md).
+//
 // Endpoints:
 //
 //	GET   /healthz                    {"status":"ok"} when the store answers and Config.Health (when set) returns

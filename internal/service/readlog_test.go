@@ -102,3 +102,60 @@ func TestReadTaskLogSaysWhenTheLogEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestReadTaskLogFromTheEnd: a negative offset reads the log's last bytes
+// (the whole log when it is shorter), and Next is its end, where a
+// follower continues.
+func TestReadTaskLogFromTheEnd(t *testing.T) {
+	t.Parallel()
+	st := openCommandsStore(t)
+	ctx := context.Background()
+	if _, err := st.CreateProject(ctx, models.Project{ID: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", Tasks: []models.BatchTask{{Title: "logged"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res[0].TaskID
+	ws, err := repo.New(repo.Config{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDir := t.TempDir()
+	o, err := orchestrator.New(orchestrator.Config{RunDir: runDir}, st, ws, agent.DefaultRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Store: st, Orchestrator: o})
+	if err := os.MkdirAll(filepath.Join(runDir, id), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const log = "first line\nsecond line\nlast line\n"
+	if err := os.WriteFile(filepath.Join(runDir, id, "1.log"), []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		offset   int64
+		limit    int
+		wantData string
+	}{
+		{"the last bytes", -10, 10, "last line\n"},
+		{"more than the log", -1000, 1000, log},
+		{"from the start", 0, 10, "first line"},
+	}
+	for _, tc := range tests {
+		c, err := s.ReadTaskLog(ctx, id, 0, tc.offset, tc.limit)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		wantNext := int64(len(log))
+		if tc.offset >= 0 {
+			wantNext = tc.offset + int64(len(tc.wantData))
+		}
+		if c.Data != tc.wantData || c.Next != wantNext || c.Attempt != 1 {
+			t.Errorf("%s: %q, next %d, attempt %d; want %q, next %d, attempt 1", tc.name, c.Data, c.Next, c.Attempt, tc.wantData, wantNext)
+		}
+	}
+}

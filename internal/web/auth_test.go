@@ -130,3 +130,22 @@ func TestFormErrorsShowTheModelsMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveReReadLeavesTheFormsMessage: the script's re-read of a page
+// (header X-AQ-Live) does not take the message a form left for the page
+// it leads to.
+func TestLiveReReadLeavesTheFormsMessage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	id := e.task("web", "Build")
+	csrf := e.csrf("/ui/tasks/" + id)
+	if p := e.post("/ui/tasks/"+id+"/priority", url.Values{"priority": {"3"}, "csrf": {csrf}}); p.status != http.StatusSeeOther {
+		t.Fatalf("priority: %d", p.status)
+	}
+	if live := e.do(http.MethodGet, "/ui/tasks/"+id, nil, web.LiveHeader, "1"); strings.Contains(live.body, "Priority set to 3.") {
+		t.Errorf("the live re-read took the message")
+	}
+	if p := e.get("/ui/tasks/" + id); !strings.Contains(p.body, "Priority set to 3.") {
+		t.Errorf("the page the form leads to lacks its message:\n%s", p.body)
+	}
+}

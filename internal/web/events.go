@@ -20,7 +20,8 @@ const sseRetryMillis = 5000
 // handleEvents is GET /ui/events: Server-Sent Events for one open page.
 // Each committed change of the daemon's state is an event "change" (data:
 // the number of changes so far), on which the page re-reads its live
-// parts. With ?task=ID&offset=N it also streams the task's latest run log
+// parts; with ?since=SEQ (the number of changes the page was read after)
+// a change since then is told at once. With ?task=ID&offset=N it also streams the task's latest run log
 // from byte N as events "log" (data: the text, id: the offset after it;
 // a reconnecting browser's Last-Event-ID continues there), and "logreset"
 // when a new attempt's log begins (data: the attempt). The handler blocks
@@ -49,6 +50,18 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		attempt = n
 	}
+	ctx := r.Context()
+	seq, changed := s.svc.Changed()
+	since := seq
+	if v := q.Get("since"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			s.renderError(w, r, http.StatusBadRequest, models.Errorf(models.CodeInvalid,
+				"since: must be a change number (got %q)", v))
+			return
+		}
+		since = n
+	}
 	if v := r.Header.Get("Last-Event-ID"); v != "" && taskID != "" {
 		if a, o, ok := parseEventID(v); ok {
 			attempt, offset = a, o
@@ -63,8 +76,11 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	if _, err := fmt.Fprintf(w, "retry: %d\n\n", sseRetryMillis); err != nil {
 		return
 	}
-	ctx := r.Context()
-	seq, changed := s.svc.Changed()
+	if seq != since { // changed since the page was read
+		if _, err := fmt.Fprintf(w, "event: change\ndata: %d\n\n", seq); err != nil {
+			return
+		}
+	}
 	logDone := func() {}
 	defer func() { logDone() }()
 	following := taskID != ""

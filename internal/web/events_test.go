@@ -3,6 +3,7 @@ package web_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -120,6 +121,14 @@ func TestEventsStreamChangesAndTheTaskLog(t *testing.T) {
 	e.feed.Notify()
 	if ev := next(t, dog, events, "change"); ev.data == "" {
 		t.Fatalf("change event %+v", ev)
+	}
+
+	// A page read before a change learns of it as its stream opens.
+	seq, _ := e.feed.Changed()
+	e.feed.Notify()
+	late := e.openEvents(ctx, fmt.Sprintf("/ui/events?since=%d", seq))
+	if ev := next(t, dog, late, "change", "log"); ev.name != "change" || ev.data != fmt.Sprint(seq+1) {
+		t.Fatalf("a stream opened after a change the page missed: %+v, want change %d", ev, seq+1)
 	}
 
 	// A reconnecting browser sends the last id: the stream goes on from there.

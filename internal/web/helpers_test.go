@@ -8,8 +8,10 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -203,5 +205,17 @@ func (e *env) logout() {
 	csrf := e.csrf("/ui/overview")
 	if p := e.post("/ui/logout", url.Values{"csrf": {csrf}}); p.status != http.StatusSeeOther {
 		e.t.Fatalf("logout: %d\n%s", p.status, p.body)
+	}
+}
+
+// writeLog writes the log of a task's attempt as a run would.
+func (e *env) writeLog(taskID string, attempt int, text string) {
+	e.t.Helper()
+	dir := filepath.Join(e.runDir, taskID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(attempt)+".log"), []byte(text), 0o600); err != nil {
+		e.t.Fatal(err)
 	}
 }

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -237,6 +239,10 @@ func (s *Server) page(p Page) error {
 		return err
 	}
 	s.mux.HandleFunc(p.Pattern, s.requireSession(func(w http.ResponseWriter, r *http.Request) {
+		// The page shows the state as of this change or later: its stream
+		// reports every change after it, even one before it connects.
+		seq, _ := s.svc.Changed()
+		r = r.WithContext(context.WithValue(r.Context(), seqKey{}, seq))
 		data, err := p.Load(s, r)
 		if err != nil {
 			s.renderError(w, r, 0, err)
@@ -247,10 +253,17 @@ func (s *Server) page(p Page) error {
 	return nil
 }
 
+// LiveHeader marks the requests by which static/live.js re-reads a page
+// for its live parts.
+const LiveHeader = "X-AQ-Live"
+
+// seqKey keys the number of changes a page was read after.
+type seqKey struct{}
+
 // View is what every template executes with: the page's Data and what the
 // layout needs.
 type View struct {
-	// Title is set by the page's "title" template.
+	// Nav is the navigation entry the page belongs to (highlighted).
 	Nav Nav
 	// Data is the page's (Page.Load's answer).
 	Data any
@@ -293,12 +306,19 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, tmpl
 	if sess := sessionOf(r); sess != nil {
 		v.CSRF = sess.csrf
 		v.LoggedIn = s.cfg.Token != ""
-		v.Flash, v.Error = s.sessions.takeFlash(sess)
-		if status == http.StatusOK {
+		if r.Header.Get(LiveHeader) == "" { // a live re-read leaves the message to the page a form leads to
+			v.Flash, v.Error = s.sessions.takeFlash(sess)
+		}
+		if seq, ok := r.Context().Value(seqKey{}).(uint64); ok && status == http.StatusOK {
 			v.Events = Prefix + "/events"
 			if l, ok := data.(Live); ok {
 				v.Events = l.EventsURL()
 			}
+			sep := "?"
+			if strings.Contains(v.Events, "?") {
+				sep = "&"
+			}
+			v.Events += sep + "since=" + strconv.FormatUint(seq, 10)
 		}
 	}
 	var buf bytes.Buffer

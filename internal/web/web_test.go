@@ -14,7 +14,7 @@ func TestLayoutServesEveryNavigationEntry(t *testing.T) {
 		t.Fatalf("GET /ui/overview: %d\n%s", p.status, p.body)
 	}
 	for _, want := range []string{`href="/ui/overview" aria-current="page"`, `href="/ui/queue"`, `href="/ui/projects"`,
-		`href="/ui/workflows"`, `href="/ui/hooks"`, `href="/ui/budget"`, `name="viewport"`, `data-events="/ui/events"`} {
+		`href="/ui/workflows"`, `href="/ui/hooks"`, `href="/ui/budget"`, `name="viewport"`, `data-events="/ui/events?since=`} {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("the overview lacks %s:\n%s", want, p.body)
 		}

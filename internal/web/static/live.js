@@ -36,7 +36,7 @@
       return;
     }
     busy = true;
-    fetch(location.href, { credentials: 'same-origin', headers: { Accept: 'text/html' } })
+    fetch(location.href, { credentials: 'same-origin', headers: { Accept: 'text/html', 'X-AQ-Live': '1' } })
       .then(function (r) {
         if (!r.ok) {
           throw new Error('status ' + r.status);
