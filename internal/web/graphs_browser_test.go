@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,47 +13,15 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/web/dag"
+	"github.com/agentqueued/agentqueued/internal/web/webtest"
 )
 
-// graphBrowser starts headless Chromium for a test and returns a tab's
-// context, ended with the test or when nothing progresses for the stall
-// limit. A missing chromium skips the test, or fails it with CI=true. On
-// failure a screenshot of the tab is written to the test's artifact
-// directory (go test -artifacts keeps it).
-func graphBrowser(t *testing.T) context.Context {
+// graphBrowser starts headless Chromium for a test (webtest.Start) and
+// returns it with the test's watchdog context, which bounds its waits.
+func graphBrowser(t *testing.T) (*webtest.Browser, context.Context) {
 	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		msg := "chromium not found on PATH (Debian: apt-get install -y chromium)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(progresstest.Context(t), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	t.Cleanup(func() {
-		if t.Failed() {
-			if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
-				name := filepath.Join(t.ArtifactDir(), "page.png")
-				if err := os.WriteFile(name, png, 0o644); err == nil {
-					t.Logf("screenshot: %s", name)
-				}
-			}
-		}
-		cancelTab()
-		cancelAlloc()
-	})
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
+	ctx := progresstest.Context(t)
+	return webtest.Start(t, ctx), ctx
 }
 
 // rgb is a "#rrggbb" colour as getComputedStyle writes it.
@@ -86,7 +51,7 @@ const readBoxes = `(() => {
 func TestBrowserProjectDAGShowsThreeLevelsInTheirColours(t *testing.T) {
 	t.Parallel()
 	e := newEngineEnv(t)
-	ctx := graphBrowser(t)
+	b, _ := graphBrowser(t)
 	bg := context.Background()
 	if _, err := e.store.CreateProject(bg, models.Project{ID: "p", Name: "Parser"}); err != nil {
 		t.Fatal(err)
@@ -121,12 +86,9 @@ func TestBrowserProjectDAGShowsThreeLevelsInTheirColours(t *testing.T) {
 			}
 		}
 	}
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(e.srv.URL+"/ui/projects/p/dag"),
-		chromedp.WaitVisible(chromedp.CSS(`svg.dag`)),
-	); err != nil {
-		t.Fatal(err)
-	}
+	b.Do("open the DAG page", chromedp.Navigate(e.srv.URL+"/ui/projects/p/dag"), chromedp.WaitVisible(chromedp.CSS(`svg.dag`)))
+	ctx, cancel := b.Context()
+	defer cancel()
 	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](readBoxes))
 	if err != nil {
 		t.Fatal(err)
@@ -157,12 +119,8 @@ func TestBrowserProjectDAGShowsThreeLevelsInTheirColours(t *testing.T) {
 		t.Errorf("lint alone should be outlined as the root cause: %+v", boxes)
 	}
 	// A box is a link to its task.
-	if err := chromedp.Do(ctx,
-		chromedp.Click(chromedp.CSS(`svg.dag [data-id="`+ids["ship"]+`"] rect`)),
-		chromedp.WaitVisible(chromedp.CSS(`#task-deps svg.dag`)),
-	); err != nil {
-		t.Fatal(err)
-	}
+	b.Do("open ship from its box", chromedp.Click(chromedp.CSS(`svg.dag [data-id="`+ids["ship"]+`"] rect`)),
+		chromedp.WaitVisible(chromedp.CSS(`#task-deps svg.dag`)))
 	title, err := chromedp.Run(ctx, chromedp.Title())
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +133,7 @@ func TestBrowserProjectDAGShowsThreeLevelsInTheirColours(t *testing.T) {
 func TestBrowserCancelsAWorkflowRun(t *testing.T) {
 	t.Parallel()
 	e := newEngineEnv(t)
-	ctx := graphBrowser(t)
+	b, _ := graphBrowser(t)
 	bg := context.Background()
 	if _, err := e.store.CreateProject(bg, models.Project{ID: "p", Name: "Parser"}); err != nil {
 		t.Fatal(err)
@@ -187,18 +145,11 @@ func TestBrowserCancelsAWorkflowRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(e.srv.URL+"/ui/runs/"+run.ID),
+	b.Do("cancel the run from its page", chromedp.Navigate(e.srv.URL+"/ui/runs/"+run.ID),
 		chromedp.WaitVisible(chromedp.CSS(`svg.dag [data-id="shards"]`)),
 		chromedp.Click(chromedp.CSS(`form[action$="/cancel"] button`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-run-status="cancelled"]`)),
-	); err != nil {
-		t.Fatal(err)
-	}
-	flash, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`p.flash`)))
-	if err != nil {
-		t.Fatal(err)
-	}
+		chromedp.WaitVisible(chromedp.CSS(`[data-run-status="cancelled"]`)))
+	flash := b.Text(`p.flash`)
 	if !strings.Contains(flash, "is cancelled") {
 		t.Errorf("flash after cancel: %q", flash)
 	}
@@ -211,7 +162,7 @@ func TestBrowserCancelsAWorkflowRun(t *testing.T) {
 func TestBrowserFiresAHook(t *testing.T) {
 	t.Parallel()
 	e := newEngineEnv(t)
-	ctx := graphBrowser(t)
+	b, ctx := graphBrowser(t)
 	bg := context.Background()
 	if _, err := e.store.CreateProject(bg, models.Project{ID: "p", Name: "Parser"}); err != nil {
 		t.Fatal(err)
@@ -224,17 +175,10 @@ func TestBrowserFiresAHook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(e.srv.URL+"/ui/hooks"),
+	b.Do("fire the hook from the hooks page", chromedp.Navigate(e.srv.URL+"/ui/hooks"),
 		chromedp.Click(chromedp.CSS(`form[action="/ui/hooks/`+h.ID+`/fire"] button`)),
-		chromedp.WaitVisible(chromedp.CSS(`p.flash`)),
-	); err != nil {
-		t.Fatal(err)
-	}
-	flash, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`p.flash`)))
-	if err != nil {
-		t.Fatal(err)
-	}
+		chromedp.WaitVisible(chromedp.CSS(`p.flash`)))
+	flash := b.Text(`p.flash`)
 	if !strings.HasPrefix(flash, "Hook fired: run ") {
 		t.Fatalf("flash after fire: %q", flash)
 	}
@@ -247,16 +191,8 @@ func TestBrowserFiresAHook(t *testing.T) {
 	if run.HookID != h.ID || run.TriggerReason != "fired by web" {
 		t.Errorf("run %+v", run)
 	}
-	if err := chromedp.Do(ctx,
-		chromedp.Reload(),
-		chromedp.WaitVisible(chromedp.CSS(`#run-`+cssID(run.ID))),
-	); err != nil {
-		t.Fatal(err)
-	}
-	card, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#run-`+cssID(run.ID))))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b.Do("see the run on the hook's page", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#run-`+cssID(run.ID))))
+	card := b.Text(`#run-` + cssID(run.ID))
 	if !strings.Contains(card, run.Status) {
 		t.Errorf("the run's card %q lacks its status %s", card, run.Status)
 	}
