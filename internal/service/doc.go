@@ -11,7 +11,8 @@
 // models, so that the API and the bot depend on the interfaces, not on
 // the store and engines behind them): Projects, Landing, Tasks, Agents, Questions, Approvals,
 // Status, Usage, Rules, Hooks, Workflows, WorkflowDocuments, WorkflowRuns,
-// RunStarter, RunStarterWithInputs, RunTaskLogs, Changes and Logs. No
+// RunStarter, RunStarterWithInputs, RunTaskLogs, Changes, Logs,
+// TokenHistory and TaskGraphs. No
 // method is declared in two of them. A client's interface is the
 // composition of the areas it uses (api.Service, api.HookService,
 // api.WorkflowService, api.LogService, discord.Service, web.Service), so a client's

@@ -50,6 +50,8 @@ type Service interface {
 	areas.Hooks
 	areas.Workflows
 	areas.WorkflowRuns
+	areas.TaskGraphs
+	areas.TokenHistory
 }
 
 // Config configures the dashboard.

@@ -58,6 +58,8 @@ type taskPage struct {
 	LogCut     bool
 	// Can says which admin events the task's status allows.
 	Can map[string]bool
+	// Graph is the drawn neighbourhood of the task (graphs.go).
+	Graph graphView
 }
 
 // EventsURL follows the task's log besides the state changes.
@@ -111,6 +113,9 @@ func (s *Server) loadTask(r *http.Request) (any, error) {
 	}
 	for _, dep := range d.Dependents {
 		p.Dependents = append(p.Dependents, neighbourOf(dep.Downstream, dep))
+	}
+	if p.Graph, err = s.taskNeighbourhood(ctx, id); err != nil {
+		return nil, err
 	}
 	qs, err := s.svc.TaskQuestions(ctx, id)
 	if err != nil {

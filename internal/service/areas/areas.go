@@ -238,3 +238,19 @@ type HookActions interface {
 	AddTaskFeedback(ctx context.Context, projectID, taskID string, f models.Feedback) error
 	Notify(ctx context.Context, key string, n models.Notice) error
 }
+
+// TokenHistory is token use over time, from the token ledger.
+type TokenHistory interface {
+	// TokenSeries sums the ledger in buckets per project and agent; a
+	// zero Until is now, a zero Since is DefaultTokenSeriesSpan before
+	// Until, a zero Step cuts the span into DefaultTokenSeriesBuckets.
+	TokenSeries(ctx context.Context, q models.TokenSeriesQuery) (models.TokenSeries, error)
+}
+
+// TaskGraphs reads tasks with the dependencies between them.
+type TaskGraphs interface {
+	// TaskGraph returns a project's open work or a task's neighbourhood
+	// with the edges between its tasks and the root causes of its
+	// cascade-blocked tasks.
+	TaskGraph(ctx context.Context, q models.TaskGraphQuery) (models.TaskGraph, error)
+}

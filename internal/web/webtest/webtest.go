@@ -179,7 +179,7 @@ func (b *Browser) Capture(dir, name string) {
 	ctx := b.ctx
 	url, _ := chromedp.Run(ctx, chromedp.Location())
 	html, _ := chromedp.Run(ctx, chromedp.OuterHTML("html"))
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG (any other quality is JPEG)
 	if err != nil {
 		b.t.Logf("no screenshot of the page: %v", err)
 		return

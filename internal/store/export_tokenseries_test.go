@@ -1,0 +1,4 @@
+package store
+
+// TokenSeriesQueryForTest is the query of TokenSeries.
+const TokenSeriesQueryForTest = qTokenSeries
