@@ -1,0 +1,246 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+const day = 24 * time.Hour
+
+// completeTask runs a task to COMPLETED through a run of agent a1 and
+// records token use against it.
+func completeTask(t *testing.T, s *store.Store, id string) models.Run {
+	t.Helper()
+	ctx := context.Background()
+	run, _, err := s.ClaimTask(ctx, id, "a1")
+	if err != nil {
+		t.Fatalf("claim %s: %v", id, err)
+	}
+	if _, err := s.StartRun(ctx, run.ID, 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordTokenUsage(ctx, models.TokenUsage{ProjectID: "p", TaskID: id, AgentID: "a1", Input: 100, Output: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted, Outcome: "completed"}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, s, id, models.EventVerifyPassed)
+	return run
+}
+
+func archive(t *testing.T, s *store.Store, before time.Time) []string {
+	t.Helper()
+	ids, err := s.ArchiveTasks(context.Background(), before, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func sameIDs(got []string, want ...string) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	set := map[string]bool{}
+	for _, g := range got {
+		set[g] = true
+	}
+	for _, w := range want {
+		if !set[w] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestArchiveTasks: finished tasks older than the window leave the working
+// tables for the archive, stay readable (detail and listing), keep their
+// token ledger rows, and a task something live still needs (a dependent
+// waiting on it, a subtask) stays until that has gone too.
+func TestArchiveTasks(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	mustAgent(t, s, "a1")
+	ids := create(t, s, "p",
+		models.BatchTask{LocalID: "up", Title: "up"},
+		models.BatchTask{LocalID: "down", Title: "down", Dependencies: dep("up")},
+		models.BatchTask{LocalID: "gate", Title: "gate"},
+		models.BatchTask{LocalID: "behind", Title: "behind", Dependencies: dep("gate")},
+		models.BatchTask{LocalID: "parent", Title: "parent"},
+	)
+	child := create(t, s, "p", models.BatchTask{LocalID: "child", Title: "child", ParentTaskID: ids["parent"]})["child"]
+	completeTask(t, s, ids["up"])
+	apply(t, s, ids["gate"], models.EventAdminCancel) // gate BLOCKED, behind BLOCKED by the cascade
+	apply(t, s, ids["parent"], models.EventAdminCancel)
+	tokens := func() int64 {
+		n, err := s.TokensUsedSince(ctx, "p", time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := tokens()
+
+	if got := archive(t, s, clock.Now().Add(-30*day)); len(got) != 0 {
+		t.Fatalf("archived %v inside the window", got)
+	}
+	clock.Advance(31 * day)
+	fresh := create(t, s, "p", models.BatchTask{LocalID: "fresh", Title: "fresh"})["fresh"]
+	apply(t, s, fresh, models.EventAdminCancel) // finished, but inside the window
+	cutoff := clock.Now().Add(-30 * day)
+	// First round: up (its dependent is satisfied), behind (nothing depends
+	// on it); gate waits for behind, parent for its subtask.
+	if got := archive(t, s, cutoff); !sameIDs(got, ids["up"], ids["behind"]) {
+		t.Fatalf("first round archived %v, want up %s and behind %s", got, ids["up"], ids["behind"])
+	}
+	if got := archive(t, s, cutoff); !sameIDs(got, ids["gate"]) {
+		t.Fatalf("second round archived %v, want gate %s", got, ids["gate"])
+	}
+	if got := archive(t, s, cutoff); len(got) != 0 {
+		t.Fatalf("third round archived %v", got)
+	}
+	apply(t, s, child, models.EventAdminCancel)
+	clock.Advance(31 * day)
+	if got := archive(t, s, clock.Now().Add(-30*day)); !sameIDs(got, child, fresh) {
+		t.Fatalf("archived %v, want the subtask %s and %s", got, child, fresh)
+	}
+	if got := archive(t, s, clock.Now().Add(-30*day)); !sameIDs(got, ids["parent"]) {
+		t.Fatalf("archived %v, want the parent %s once its subtask went", got, ids["parent"])
+	}
+
+	// Readable: the detail says archived and keeps the events and runs.
+	if _, err := s.GetTask(ctx, ids["up"]); models.ErrorCodeOf(err) != models.CodeNotFound {
+		t.Fatalf("archived task still in the working tables: %v", err)
+	}
+	d, err := s.GetTaskDetail(ctx, ids["up"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ArchivedAt == nil || d.Task.Status != models.StatusCompleted || len(d.Events) == 0 || len(d.Runs) != 1 {
+		t.Fatalf("archived detail: archived_at %v, status %s, %d events, %d runs", d.ArchivedAt, d.Task.Status,
+			len(d.Events), len(d.Runs))
+	}
+	list, err := s.ListTasks(ctx, models.TaskFilter{Archived: true, ProjectID: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 6 {
+		t.Errorf("archived listing has %d tasks, want 6", len(list))
+	}
+	blocked, err := s.ListTasks(ctx, models.TaskFilter{Archived: true, Statuses: []models.TaskStatus{models.StatusCompleted}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocked) != 1 || blocked[0].ID != ids["up"] {
+		t.Errorf("archived COMPLETED: %+v", blocked)
+	}
+	live, _ := s.ListTasks(ctx, models.TaskFilter{ProjectID: "p"})
+	if len(live) != 1 || live[0].ID != ids["down"] || live[0].Status != models.StatusReady {
+		t.Errorf("working tables hold %+v, want only down READY", live)
+	}
+	if got := tokens(); got != before {
+		t.Errorf("ledger total %d after archiving, want %d", got, before)
+	}
+
+	// A new dependency on an archived task: met when it completed (or for
+	// a soft edge), refused when it requires the success of a blocked one.
+	late := create(t, s, "p", models.BatchTask{LocalID: "late", Title: "late", Dependencies: dep(ids["up"])})["late"]
+	if got, _ := s.GetTask(ctx, late); got.Status != models.StatusReady {
+		t.Errorf("a task depending on an archived COMPLETED task is %s, want READY", got.Status)
+	}
+	soft := create(t, s, "p", models.BatchTask{LocalID: "soft", Title: "soft",
+		Dependencies: []models.BatchDependency{{ID: ids["gate"], RequiresSuccess: f()}}})["soft"]
+	if got, _ := s.GetTask(ctx, soft); got.Status != models.StatusReady {
+		t.Errorf("a soft dependent of an archived BLOCKED task is %s, want READY", got.Status)
+	}
+	_, err = s.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "hard", Dependencies: dep(ids["gate"])}}})
+	if models.ErrorCodeOf(err) != models.CodeConflict {
+		t.Errorf("a hard dependency on an archived BLOCKED task: %v, want a conflict", err)
+	}
+}
+
+// TestRunFilesDue: an ended run's files fall due once the window has
+// passed, and not again once marked pruned.
+func TestRunFilesDue(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	mustAgent(t, s, "a1")
+	id := create(t, s, "p", models.BatchTask{LocalID: "x", Title: "x"})["x"]
+	run := completeTask(t, s, id)
+	due := func() []store.RunFiles {
+		r, err := s.RunFilesDue(ctx, clock.Now().Add(-7*day), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if got := due(); len(got) != 0 {
+		t.Fatalf("due inside the window: %+v", got)
+	}
+	clock.Advance(8 * day)
+	got := due()
+	if len(got) != 1 || got[0].RunID != run.ID || got[0].TaskID != id || got[0].Attempt != run.Attempt || got[0].Kind != models.RunWork {
+		t.Fatalf("due %+v, want run %d of %s", got, run.ID, id)
+	}
+	if err := s.MarkRunFilesPruned(ctx, []int64{run.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := due(); len(got) != 0 {
+		t.Fatalf("due again after pruning: %+v", got)
+	}
+}
+
+// TestPruneOutbox: delivered notices older than the window go, undelivered
+// ones and those a task-event consumer has not read stay.
+func TestPruneOutbox(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	for i := range 4 {
+		if err := s.Notify(ctx, "k"+string(rune('a'+i)), models.Notice{Kind: "test", ProjectID: "p", Payload: map[string]int{"i": i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pending, err := s.PendingOutbox(ctx, 10)
+	if err != nil || len(pending) != 4 {
+		t.Fatalf("pending %d, %v", len(pending), err)
+	}
+	for _, m := range pending[:3] {
+		if err := s.MarkOutboxDelivered(ctx, m.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A consumer that has read up to the second notice only.
+	if err := s.SetEventCursor(ctx, "hooks", pending[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		n, err := store.CountForTest(s, "SELECT count(*) FROM outbox")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n, err := s.PruneOutbox(ctx, clock.Now().Add(-7*day), 100); err != nil || n != 0 {
+		t.Fatalf("pruned %d inside the window (%v)", n, err)
+	}
+	clock.Advance(8 * day)
+	for _, want := range []int64{1, 1, 0} { // batches of one: the writer is released between them
+		if n, err := s.PruneOutbox(ctx, clock.Now().Add(-7*day), 1); err != nil || n != want {
+			t.Fatalf("pruned %d (%v), want %d", n, err, want)
+		}
+	}
+	if got := count(); got != 2 {
+		t.Errorf("%d notices left, want 2 (the unread delivered one and the undelivered one)", got)
+	}
+}
