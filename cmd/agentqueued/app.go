@@ -112,6 +112,9 @@ type Main struct {
 	// watchClock, when set, is ctl watch's clock (for tests); default
 	// clock.Real.
 	watchClock clock.Clock
+	// retentionClock, when set, is the pruner's clock (for tests); default
+	// clock.Real.
+	retentionClock clock.Clock
 
 	mu     sync.Mutex
 	cancel context.CancelFunc

@@ -27,6 +27,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/orchestrator"
 	"github.com/agentqueued/agentqueued/internal/repo"
+	"github.com/agentqueued/agentqueued/internal/retention"
 	"github.com/agentqueued/agentqueued/internal/service"
 	"github.com/agentqueued/agentqueued/internal/store"
 	"github.com/agentqueued/agentqueued/internal/workflow"
@@ -377,6 +378,11 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	g.Go(func() error { return eng.Run(gctx) })
 	g.Go(func() error { return wf.Run(gctx) })
 	g.Go(func() error { return watch.Run(gctx) })
+	ret := cfg.Retention
+	pruner := retention.New(retention.Config{Store: st, RunDir: filepath.Join(cfg.DataDir, "runs"), Notices: ret.Notices,
+		RunLogs: ret.RunLogs, HookRuns: ret.HookRuns, WorkflowRuns: ret.WorkflowRuns, ArchiveTasks: ret.ArchiveTasks,
+		Interval: ret.Interval, Batch: ret.Batch, Clock: m.retentionClock, Logger: log.With("component", "retention")})
+	g.Go(func() error { return pruner.Run(gctx) })
 	if metricsLn != nil {
 		g.Go(func() error {
 			return serveMetrics(gctx, metricsLn, met.ListenerHandler(!cfg.Metrics.AllowRemote), log.With("component", "metrics"))

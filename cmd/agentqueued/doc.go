@@ -74,7 +74,7 @@
 //	             [--verification AUTO_TEST|QA_AGENT|HUMAN] [--requires-approval] [--test-command CMD]...
 //	             [--kind K] [--meta KEY=VALUE]... [--created-by NAME] [--expected-count N]
 //	ctl task add --file batch.json [--project P]
-//	ctl task list [--project P] [--status S[,S]] [--limit N] [--after ID]
+//	ctl task list [--project P] [--status S[,S]] [--limit N] [--after ID] [--archived]
 //	ctl task show ID
 //	ctl task result ID
 //	ctl task diff ID

@@ -121,6 +121,9 @@ func (c *Client) ListTasksPage(ctx context.Context, f models.TaskFilter) (TaskLi
 	if f.AfterID != "" {
 		q.Set("after", f.AfterID)
 	}
+	if f.Archived {
+		q.Set("archived", "true")
+	}
 	var out TaskList
 	return out, c.do(ctx, http.MethodGet, APIPrefix+"/tasks", q, nil, &out)
 }

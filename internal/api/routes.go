@@ -341,7 +341,7 @@ func DecodeBatch(data []byte) (models.TaskBatch, error) {
 }
 
 // taskQuery lists the query parameters of GET /api/v1/tasks.
-var taskQuery = []string{"project", "status", "limit", "after"}
+var taskQuery = []string{"project", "status", "limit", "after", "archived"}
 
 func (s *Server) handleListTasks(w http.ResponseWriter, r *http.Request) {
 	f, err := parseTaskFilter(r.URL.RawQuery)
@@ -387,6 +387,11 @@ func parseTaskFilter(rawQuery string) (models.TaskFilter, error) {
 	}
 	f.ProjectID = q.Get("project")
 	f.AfterID = q.Get("after")
+	if v := q.Get("archived"); v != "" {
+		if f.Archived, err = strconv.ParseBool(v); err != nil {
+			return f, invalid("query parameter \"archived\": %q is not true or false", v)
+		}
+	}
 	if f.Limit, err = parseLimit(q.Get("limit")); err != nil {
 		return f, err
 	}
