@@ -61,3 +61,31 @@ func TestCtlShowsArchivedTask(t *testing.T) {
 		t.Errorf("task list still shows archived %s:\n%s", id, list)
 	}
 }
+
+// TestCtlStats: `ctl stats` prints a row per project with its tasks by
+// status, `--json` the figures, `--project` one project, and an unknown
+// project is named in the error.
+func TestCtlStats(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, t.TempDir())
+	addr := d.m.Addr()
+	mustCtl(t, addr, "project", "create", "web")
+	mustCtl(t, addr, "project", "create", "api")
+	mustCtl(t, addr, "task", "add", "--project", "web", "--title", "One")
+	mustCtl(t, addr, "task", "add", "--project", "web", "--title", "Two")
+
+	out := mustCtl(t, addr, "stats")
+	if !regexp.MustCompile(`(?m)^PROJECT\s+TASKS\s+BY STATUS\s+ARCHIVED\s+DONE 24H\s+LAST HOUR\s+MEAN WAIT\s+MEAN RUN`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^web\s+2\s+READY 2\s+0\s+0\s+0\s+-\s+-\s*$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^api\s+0\s+-\s+0`).MatchString(out) || !strings.Contains(out, "Completions per hour") {
+		t.Errorf("ctl stats:\n%s", out)
+	}
+	var st models.Stats
+	if err := json.Unmarshal([]byte(mustCtl(t, addr, "--json", "stats", "--project", "web")), &st); err != nil ||
+		len(st.Projects) != 1 || st.Projects[0].ByStatus[models.StatusReady] != 2 {
+		t.Errorf("ctl --json stats --project web: %+v (%v)", st, err)
+	}
+	if r := runCtl(t, addr, nil, "stats", "--project", "nope"); r.code != 1 || !strings.Contains(r.stderr, `"nope"`) {
+		t.Errorf("stats of an unknown project: %+v", r)
+	}
+}

@@ -117,6 +117,7 @@
 //	ctl budget
 //	ctl health
 //	ctl status
+//	ctl stats [--project P]
 //	ctl watch [--project P] [--interval D]
 //
 // "project edit" --set changes one project setting (docs/semantics.md and

@@ -223,6 +223,12 @@ func (c *Client) Status(ctx context.Context) (models.Overview, error) {
 	return out, c.do(ctx, http.MethodGet, APIPrefix+"/status", nil, nil, &out)
 }
 
+// Stats asks for each project's throughput over the last day.
+func (c *Client) Stats(ctx context.Context) (models.Stats, error) {
+	var out models.Stats
+	return out, c.do(ctx, http.MethodGet, APIPrefix+"/stats", nil, nil, &out)
+}
+
 // do sends one request with body encoded as JSON (when not nil) and decodes
 // a 2xx answer into out (when not nil; an answer without a body, 204, has
 // nothing to decode). A request that may change something says

@@ -89,6 +89,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST "+APIPrefix+"/questions/{id}/answer", s.handleAnswerQuestion)
 	mux.HandleFunc("GET "+APIPrefix+"/budget", s.handleBudget)
 	mux.HandleFunc("GET "+APIPrefix+"/status", s.handleStatus)
+	mux.HandleFunc("GET "+APIPrefix+"/stats", s.handleStats)
 	if s.cfg.Logs != nil {
 		mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}/logs", s.handleTaskLog)
 		mux.HandleFunc("GET "+APIPrefix+"/changes", s.handleChanges)
@@ -623,6 +624,19 @@ func (s *Server) handleBudget(w http.ResponseWriter, r *http.Request) {
 
 // handleStatus answers the daemon's overview with the budget report:
 // what Discord's /status and "ctl status" show.
+func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
+	if err := noQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	st, err := s.svc.Stats(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, st)
+}
+
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if err := noQuery(r); err != nil {
 		s.writeError(w, r, err)

@@ -54,6 +54,11 @@ func (s *Service) Overview(ctx context.Context) (models.Overview, error) {
 	return s.store.Overview(ctx)
 }
 
+// Stats reads each project's throughput over the last day (the store's).
+func (s *Service) Stats(ctx context.Context) (models.Stats, error) {
+	return s.store.Stats(ctx)
+}
+
 // TaskCounts counts each project's tasks by status (the store's).
 func (s *Service) TaskCounts(ctx context.Context) (map[string]map[models.TaskStatus]int, error) {
 	return s.store.TaskCounts(ctx)
