@@ -2,11 +2,13 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/workflow"
 )
 
 const day = 24 * time.Hour
@@ -242,5 +244,97 @@ func TestPruneOutbox(t *testing.T) {
 	}
 	if got := count(); got != 2 {
 		t.Errorf("%d notices left, want 2 (the unread delivered one and the undelivered one)", got)
+	}
+}
+
+// TestPruneHookRuns: finished hook runs older than the window go, but a
+// hook's newest run that counts for its cooldown and its newest scheduled
+// firing stay, whatever their age.
+func TestPruneHookRuns(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "web")
+	h := mustHook(t, s, `{"project_id":"web","name":"Digest","trigger":{"type":"manual"}}`)
+	fire := func(key string, scheduled bool) string {
+		t.Helper()
+		c := models.HookClaim{HookID: h.ID, FireKey: key, TriggerReason: "t", Manual: true}
+		if scheduled {
+			at := clock.Now()
+			c.ScheduledAt = &at
+		}
+		res, err := s.ClaimHookRun(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.FinishHookRun(ctx, models.HookRun{ID: res.Run.ID, Status: models.HookRunCompleted}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(day)
+		return res.Run.ID
+	}
+	old := fire("manual:1", false)
+	scheduled := fire("schedule:1", true)
+	older := fire("manual:2", false)
+	newest := fire("manual:3", false)
+	if n, err := s.PruneHookRuns(ctx, clock.Now().Add(-30*day), 100); err != nil || n != 0 {
+		t.Fatalf("pruned %d (%v) inside the window", n, err)
+	}
+	clock.Advance(40 * day)
+	if n, err := s.PruneHookRuns(ctx, clock.Now().Add(-30*day), 100); err != nil || n != 2 {
+		t.Fatalf("pruned %d (%v), want 2", n, err)
+	}
+	for id, kept := range map[string]bool{old: false, older: false, scheduled: true, newest: true} {
+		_, err := s.GetHookRun(ctx, id)
+		if got := err == nil; got != kept {
+			t.Errorf("hook run %s kept = %v, want %v (%v)", id, got, kept, err)
+		}
+	}
+}
+
+// TestPruneWorkflowRuns: an ended workflow run older than the window goes
+// once its tasks have been archived, but never a workflow's newest run.
+func TestPruneWorkflowRuns(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "web")
+	w, err := workflow.Parse("flow.yaml", []byte("name: one\nproject: web\nsteps:\n  - name: only\n    title: Only\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Origin = models.WorkflowFromAPI
+	if _, err := s.SaveWorkflow(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	var runs []string
+	for i := range 2 {
+		r, _, err := s.StartWorkflowRun(ctx, models.RunRequest{Workflow: "one", Trigger: models.TriggerByHand,
+			TriggeredBy: "t", FireKey: fmt.Sprintf("manual:%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CancelWorkflowRun(ctx, r.ID, "ann"); err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r.ID)
+		clock.Advance(time.Hour)
+	}
+	clock.Advance(31 * day)
+	cutoff := clock.Now().Add(-30 * day)
+	if n, err := s.PruneWorkflowRuns(ctx, cutoff, 100); err != nil || n != 0 {
+		t.Fatalf("pruned %d (%v) while the runs' tasks are in the working tables", n, err)
+	}
+	if ids, err := s.ArchiveTasks(ctx, cutoff, 100); err != nil || len(ids) != 2 {
+		t.Fatalf("archived %v (%v)", ids, err)
+	}
+	if n, err := s.PruneWorkflowRuns(ctx, cutoff, 100); err != nil || n != 1 {
+		t.Fatalf("pruned %d (%v), want the older run", n, err)
+	}
+	if _, err := s.GetWorkflowRun(ctx, runs[0]); models.ErrorCodeOf(err) != models.CodeNotFound {
+		t.Errorf("older run kept: %v", err)
+	}
+	if _, err := s.GetWorkflowRun(ctx, runs[1]); err != nil {
+		t.Errorf("newest run pruned: %v", err)
 	}
 }
