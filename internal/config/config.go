@@ -398,7 +398,7 @@ func defaults(getenv func(string) (string, bool)) Config {
 		Lease:   LeaseConfig{TTL: DefaultLeaseTTL},
 		Plans:   PlansConfig{Paths: DefaultPlanPaths},
 
-		Retention: defaultRetention(),
+		Retention: DefaultRetention(),
 	}
 }
 

@@ -27,7 +27,7 @@ const (
 	DefaultRetentionArchiveTasks = 30 * 24 * time.Hour
 	// DefaultRetentionBatch is the default of retention.batch: the rows one
 	// pruning transaction touches at most.
-	DefaultRetentionBatch = 200
+	DefaultRetentionBatch = 20
 	// MaxRetentionBatch caps retention.batch, so that no pruning
 	// transaction holds the writer long.
 	MaxRetentionBatch = 5000
@@ -63,7 +63,8 @@ type fileRetention struct {
 	Batch        string `yaml:"batch"`
 }
 
-func defaultRetention() RetentionConfig {
+// DefaultRetention returns the retention section's defaults.
+func DefaultRetention() RetentionConfig {
 	return RetentionConfig{
 		Interval: DefaultRetentionInterval, Notices: DefaultRetentionNotices, RunLogs: DefaultRetentionRunLogs,
 		HookRuns: DefaultRetentionHookRuns, WorkflowRuns: DefaultRetentionWorkflowRuns,

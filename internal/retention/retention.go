@@ -20,7 +20,7 @@ import (
 // Defaults of Config.
 const (
 	DefaultInterval = 10 * time.Minute
-	DefaultBatch    = 200
+	DefaultBatch    = 20
 )
 
 // Store is what the pruner needs of the store.
@@ -111,11 +111,15 @@ func (p *Pruner) Pass(ctx context.Context) (Report, error) {
 	now := p.clock.Now()
 	if w := p.cfg.ArchiveTasks; w > 0 {
 		for {
+			t0 := p.clock.Now()
 			ids, err := p.cfg.Store.ArchiveTasks(ctx, now.Add(-w), p.cfg.Batch)
 			if err != nil {
 				return rep, err
 			}
 			rep.Archived += len(ids)
+			if err := p.yield(ctx, t0); err != nil {
+				return rep, err
+			}
 			for _, id := range ids {
 				if err := p.removeAll(filepath.Join(p.cfg.RunDir, id)); err != nil {
 					return rep, err
@@ -146,8 +150,12 @@ func (p *Pruner) Pass(ctx context.Context) (Report, error) {
 			continue
 		}
 		for {
+			t0 := p.clock.Now()
 			n, err := step.prune(ctx, now.Add(-step.window), p.cfg.Batch)
 			if err != nil {
+				return rep, err
+			}
+			if err := p.yield(ctx, t0); err != nil {
 				return rep, err
 			}
 			*step.count += n
@@ -165,6 +173,7 @@ func (p *Pruner) Pass(ctx context.Context) (Report, error) {
 func (p *Pruner) pruneRunFiles(ctx context.Context, before time.Time) (int, error) {
 	total := 0
 	for {
+		t0 := p.clock.Now()
 		due, err := p.cfg.Store.RunFilesDue(ctx, before, p.cfg.Batch)
 		if err != nil {
 			return total, err
@@ -181,10 +190,25 @@ func (p *Pruner) pruneRunFiles(ctx context.Context, before time.Time) (int, erro
 		if err := p.cfg.Store.MarkRunFilesPruned(ctx, ids); err != nil {
 			return total, err
 		}
+		if err := p.yield(ctx, t0); err != nil {
+			return total, err
+		}
 		total += len(due)
 		if len(due) < p.cfg.Batch {
 			return total, nil
 		}
+	}
+}
+
+// yield pauses after a batch begun at t0 for as long as the batch took, so
+// that the pruner holds the writer at most half of the time while a
+// backlog drains and the daemon's own writes get their turn.
+func (p *Pruner) yield(ctx context.Context, t0 time.Time) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.clock.After(p.clock.Now().Sub(t0)):
+		return nil
 	}
 }
 

@@ -80,8 +80,10 @@ func (s *Store) ArchiveTasks(ctx context.Context, before time.Time, limit int) (
 			return err
 		}
 		now := s.now()
+		q := &preparedTx{tx: tx, stmts: map[string]*sql.Stmt{}}
+		defer q.close()
 		for _, id := range ids {
-			d, err := taskDetail(ctx, tx, id)
+			d, err := taskDetail(ctx, q, id)
 			if err != nil {
 				return err
 			}
@@ -95,12 +97,12 @@ func (s *Store) ArchiveTasks(ctx context.Context, before time.Time, limit int) (
 			if err != nil {
 				return fmt.Errorf("encode task %s: %w", id, err)
 			}
-			if _, err := tx.ExecContext(ctx, qInsertArchived, id, d.Task.ProjectID, d.Task.Status, toNanos(d.Task.CreatedAt),
+			if _, err := q.exec(ctx, qInsertArchived, id, d.Task.ProjectID, d.Task.Status, toNanos(d.Task.CreatedAt),
 				toNanos(d.Task.UpdatedAt), toNanos(now), string(task), string(detail)); err != nil {
 				return fmt.Errorf("archive task %s: %w", id, err)
 			}
-			for _, q := range []string{"DELETE FROM chat_threads WHERE task_id = ?", "DELETE FROM tasks WHERE id = ?"} {
-				if _, err := tx.ExecContext(ctx, q, id); err != nil {
+			for _, del := range []string{"DELETE FROM chat_threads WHERE task_id = ?", "DELETE FROM tasks WHERE id = ?"} {
+				if _, err := q.exec(ctx, del, id); err != nil {
 					return fmt.Errorf("archive task %s: %w", id, err)
 				}
 			}
@@ -111,6 +113,58 @@ func (s *Store) ArchiveTasks(ctx context.Context, before time.Time, limit int) (
 		return nil, fmt.Errorf("archive tasks: %w", err)
 	}
 	return ids, nil
+}
+
+// preparedTx is a queryer over a write transaction that prepares each
+// statement once for the transaction: archiving a batch runs the same few
+// statements for every task, and preparing is most of their cost.
+type preparedTx struct {
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt
+}
+
+func (p *preparedTx) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st, ok := p.stmts[q]; ok {
+		return st, nil
+	}
+	st, err := p.tx.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	p.stmts[q] = st
+	return st, nil
+}
+
+// QueryRowContext implements queryer.
+func (p *preparedTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	st, err := p.stmt(ctx, q)
+	if err != nil {
+		return p.tx.QueryRowContext(ctx, q, args...) // reports the same error
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+// QueryContext implements queryer.
+func (p *preparedTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	st, err := p.stmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+func (p *preparedTx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	st, err := p.stmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (p *preparedTx) close() {
+	for _, st := range p.stmts {
+		_ = st.Close()
+	}
 }
 
 // archivedDetail reads an archived task's detail; ok is false when id was

@@ -21,3 +21,8 @@ CREATE INDEX task_runs_files ON task_runs (ended_at) WHERE files_pruned_at IS NU
 
 CREATE INDEX hook_runs_started ON hook_runs (started_at) WHERE status != 'running';
 CREATE INDEX workflow_runs_ended ON workflow_runs (ended_at) WHERE ended_at IS NOT NULL;
+
+-- Deleting an archived task's events checks the edges that name one as
+-- their resolving event: without this index, each deleted event would
+-- scan every edge.
+CREATE INDEX task_dependencies_resolving ON task_dependencies (resolving_event_id);
