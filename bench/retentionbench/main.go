@@ -63,7 +63,7 @@ const (
 	seedChunk = 10_000
 	// soakChunk is the tasks the soak creates per request, and the most it
 	// keeps unfinished at once.
-	soakChunk = 1_000
+	soakChunk = 500
 	pollEvery = 100 * time.Millisecond
 )
 
@@ -108,6 +108,8 @@ func main() {
 			log.Fatal(err)
 		}
 		o.dir = d
+	} else if err := os.MkdirAll(o.dir, 0o700); err != nil {
+		log.Fatal(err)
 	}
 	if !o.keep {
 		defer os.RemoveAll(o.dir)
@@ -394,7 +396,7 @@ func soak(ctx context.Context, o options) error {
 			if _, err := client.CreateTasks(ctx, batch); err != nil {
 				return err
 			}
-			created += n
+			created, open = created+n, open+n
 		}
 		done := created - open
 		if done != last {
