@@ -31,10 +31,13 @@ const (
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	qArchivedDetail = "SELECT detail, archived_at FROM archived_tasks WHERE id = ?"
 	// Delivered (or given-up) notices, but none a consumer of task events
-	// (event_cursors) has still to read.
+	// (event_cursors) has still to read while an enabled hook fires on
+	// events: without one, the hooks' cursor stands still, and is moved to
+	// the newest event when one is made (startHookCursor).
 	qPruneOutbox = `DELETE FROM outbox WHERE id IN (SELECT id FROM outbox
 		WHERE delivered_at IS NOT NULL AND delivered_at < ?1
-		AND id <= coalesce((SELECT min(last_id) FROM event_cursors), 9223372036854775807)
+		AND (NOT (` + qAnyEventHook + `)
+			OR id <= coalesce((SELECT min(last_id) FROM event_cursors), 9223372036854775807))
 		ORDER BY id LIMIT ?2)`
 	// Finished hook runs, but never a hook's newest run that counts for its
 	// cooldown nor its newest scheduled firing (what catch-up reads).

@@ -202,12 +202,14 @@ func TestRunFilesDue(t *testing.T) {
 }
 
 // TestPruneOutbox: delivered notices older than the window go, undelivered
-// ones and those a task-event consumer has not read stay.
+// ones and, while a hook fires on events, those the hooks' event cursor
+// has not passed stay.
 func TestPruneOutbox(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
 	mustProject(t, s, "p")
+	h := mustHook(t, s, `{"project_id":"p","name":"On done","trigger":{"type":"event","event_type":"task.completed"}}`)
 	for i := range 4 {
 		if err := s.Notify(ctx, "k"+string(rune('a'+i)), models.Notice{Kind: "test", ProjectID: "p", Payload: map[string]int{"i": i}}); err != nil {
 			t.Fatal(err)
@@ -222,8 +224,8 @@ func TestPruneOutbox(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A consumer that has read up to the second notice only.
-	if err := s.SetEventCursor(ctx, "hooks", pending[1].ID); err != nil {
+	// The hooks have read up to the second notice only.
+	if err := s.SetEventCursor(ctx, models.HookEventCursor, pending[1].ID); err != nil {
 		t.Fatal(err)
 	}
 	count := func() int {
@@ -244,6 +246,13 @@ func TestPruneOutbox(t *testing.T) {
 	}
 	if got := count(); got != 2 {
 		t.Errorf("%d notices left, want 2 (the unread delivered one and the undelivered one)", got)
+	}
+	// Without an enabled event hook the cursor stands still and holds nothing.
+	if _, err := s.UpdateHook(ctx, h.ID, models.HookPatch{Enabled: f()}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.PruneOutbox(ctx, clock.Now().Add(-7*day), 10); err != nil || n != 1 {
+		t.Fatalf("pruned %d (%v) with no event hook, want the delivered one left", n, err)
 	}
 }
 
