@@ -347,3 +347,30 @@ func TestPruneWorkflowRuns(t *testing.T) {
 		t.Errorf("newest run pruned: %v", err)
 	}
 }
+
+// TestDeleteProjectDeletesItsArchive: a deleted project's archived tasks
+// go with it; another project's stay.
+func TestDeleteProjectDeletesItsArchive(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "x")
+	mustProject(t, s, "y")
+	gone := create(t, s, "x", models.BatchTask{LocalID: "a", Title: "a"})["a"]
+	kept := create(t, s, "y", models.BatchTask{LocalID: "b", Title: "b"})["b"]
+	apply(t, s, gone, models.EventAdminCancel)
+	apply(t, s, kept, models.EventAdminCancel)
+	clock.Advance(2 * day)
+	if ids := archive(t, s, clock.Now().Add(-day)); len(ids) != 2 {
+		t.Fatalf("archived %v", ids)
+	}
+	if err := s.DeleteProject(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetTaskDetail(ctx, gone); models.ErrorCodeOf(err) != models.CodeNotFound {
+		t.Errorf("archived task of a deleted project: %v", err)
+	}
+	if d, err := s.GetTaskDetail(ctx, kept); err != nil || d.ArchivedAt == nil {
+		t.Errorf("another project's archived task: %v", err)
+	}
+}
