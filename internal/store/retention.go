@@ -30,12 +30,14 @@ const (
 	qInsertArchived = `INSERT INTO archived_tasks (id, project_id, status, created_at, updated_at, archived_at, task, detail)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	qArchivedDetail = "SELECT detail, archived_at FROM archived_tasks WHERE id = ?"
-	// Delivered (or given-up) notices, but none a consumer of task events
-	// (event_cursors) has still to read while an enabled hook fires on
-	// events: without one, the hooks' cursor stands still, and is moved to
-	// the newest event when one is made (startHookCursor).
+	// Notices delivered (or given up) before the cutoff, and those never
+	// delivered that were made before it (a daemon without Discord
+	// delivers none), but none a consumer of task events (event_cursors)
+	// has still to read while an enabled hook fires on events: without
+	// one, the hooks' cursor stands still, and is moved to the newest event
+	// when one is made (startHookCursor).
 	qPruneOutbox = `DELETE FROM outbox WHERE id IN (SELECT id FROM outbox
-		WHERE delivered_at IS NOT NULL AND delivered_at < ?1
+		WHERE coalesce(delivered_at, created_at) < ?1
 		AND (NOT (` + qAnyEventHook + `)
 			OR id <= coalesce((SELECT min(last_id) FROM event_cursors), 9223372036854775807))
 		ORDER BY id LIMIT ?2)`
@@ -270,8 +272,9 @@ func archivedUpstream(ctx context.Context, q queryer, id string) (exists, comple
 }
 
 // PruneOutbox deletes at most limit notices delivered (or given up) before
-// before, in one transaction, keeping those a task-event consumer has not
-// read yet. It returns how many it deleted.
+// before, or never delivered and made before it, in one transaction,
+// keeping those the hooks have not read yet while a hook fires on events.
+// It returns how many it deleted.
 func (s *Store) PruneOutbox(ctx context.Context, before time.Time, limit int) (int64, error) {
 	return s.prune(ctx, "prune outbox", qPruneOutbox, before, limit)
 }

@@ -201,19 +201,24 @@ func TestRunFilesDue(t *testing.T) {
 	}
 }
 
-// TestPruneOutbox: delivered notices older than the window go, undelivered
-// ones and, while a hook fires on events, those the hooks' event cursor
-// has not passed stay.
+// TestPruneOutbox: notices older than the window go, delivered or not (a
+// daemon without Discord delivers none), but, while a hook fires on
+// events, none the hooks' event cursor has not passed; a notice inside the
+// window stays.
 func TestPruneOutbox(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
 	mustProject(t, s, "p")
 	h := mustHook(t, s, `{"project_id":"p","name":"On done","trigger":{"type":"event","event_type":"task.completed"}}`)
-	for i := range 4 {
-		if err := s.Notify(ctx, "k"+string(rune('a'+i)), models.Notice{Kind: "test", ProjectID: "p", Payload: map[string]int{"i": i}}); err != nil {
+	notify := func(key string) {
+		t.Helper()
+		if err := s.Notify(ctx, key, models.Notice{Kind: "test", ProjectID: "p", Payload: map[string]string{"k": key}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for _, k := range []string{"a", "b", "c", "d"} {
+		notify(k)
 	}
 	pending, err := s.PendingOutbox(ctx, 10)
 	if err != nil || len(pending) != 4 {
@@ -235,24 +240,36 @@ func TestPruneOutbox(t *testing.T) {
 		}
 		return n
 	}
-	if n, err := s.PruneOutbox(ctx, clock.Now().Add(-7*day), 100); err != nil || n != 0 {
-		t.Fatalf("pruned %d inside the window (%v)", n, err)
+	prune := func(limit int) int64 {
+		t.Helper()
+		n, err := s.PruneOutbox(ctx, clock.Now().Add(-7*day), limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := prune(100); n != 0 {
+		t.Fatalf("pruned %d inside the window", n)
 	}
 	clock.Advance(8 * day)
+	notify("fresh")
 	for _, want := range []int64{1, 1, 0} { // batches of one: the writer is released between them
-		if n, err := s.PruneOutbox(ctx, clock.Now().Add(-7*day), 1); err != nil || n != want {
-			t.Fatalf("pruned %d (%v), want %d", n, err, want)
+		if n := prune(1); n != want {
+			t.Fatalf("pruned %d, want %d", n, want)
 		}
 	}
-	if got := count(); got != 2 {
-		t.Errorf("%d notices left, want 2 (the unread delivered one and the undelivered one)", got)
+	if got := count(); got != 3 {
+		t.Errorf("%d notices left, want 3 (two the hooks have not read, one inside the window)", got)
 	}
 	// Without an enabled event hook the cursor stands still and holds nothing.
 	if _, err := s.UpdateHook(ctx, h.ID, models.HookPatch{Enabled: f()}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.PruneOutbox(ctx, clock.Now().Add(-7*day), 10); err != nil || n != 1 {
-		t.Fatalf("pruned %d (%v) with no event hook, want the delivered one left", n, err)
+	if n := prune(10); n != 2 {
+		t.Fatalf("pruned %d with no event hook, want the delivered and the never delivered one", n)
+	}
+	if got := count(); got != 1 {
+		t.Errorf("%d notices left, want the one inside the window", got)
 	}
 }
 
