@@ -559,7 +559,8 @@ func (x *txn) insert(entries []*entry) error {
 	taken := map[string]bool{}
 	// The transaction's statements (see txn.stmt): prepared once for the
 	// store, closed with the transaction.
-	exists, err := x.stmt("SELECT count(*) FROM tasks WHERE id = ?")
+	// An archived task keeps its id: a new task never takes it.
+	exists, err := x.stmt("SELECT (SELECT count(*) FROM tasks WHERE id = ?1) + (SELECT count(*) FROM archived_tasks WHERE id = ?1)")
 	if err != nil {
 		return err
 	}

@@ -3,9 +3,12 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
 	"github.com/agentqueued/agentqueued/internal/workflow"
@@ -389,5 +392,41 @@ func TestDeleteProjectDeletesItsArchive(t *testing.T) {
 	}
 	if d, err := s.GetTaskDetail(ctx, kept); err != nil || d.ArchivedAt == nil {
 		t.Errorf("another project's archived task: %v", err)
+	}
+}
+
+// TestArchivedIDsAreNotReused: a new task never takes the id of an
+// archived one (names are drawn at random, so the same draw comes again).
+func TestArchivedIDsAreNotReused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "aq.db")
+	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	open := func() *store.Store {
+		s, err := store.Open(ctx, store.Config{Path: path, Clock: clock, Rand: rand.New(rand.NewPCG(1, 2))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open()
+	mustProject(t, s, "p")
+	first := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"})["a"]
+	apply(t, s, first, models.EventAdminCancel)
+	clock.Advance(2 * day)
+	if ids := archive(t, s, clock.Now().Add(-day)); len(ids) != 1 {
+		t.Fatalf("archived %v", ids)
+	}
+	s.Close()
+	s = open() // the same draws again
+	defer s.Close()
+	again := create(t, s, "p", models.BatchTask{LocalID: "b", Title: "b"})["b"]
+	if again == first {
+		t.Fatalf("a new task took the archived id %s", first)
+	}
+	apply(t, s, again, models.EventAdminCancel)
+	clock.Advance(2 * day)
+	if ids := archive(t, s, clock.Now().Add(-day)); len(ids) != 1 {
+		t.Fatalf("archived %v", ids)
 	}
 }
