@@ -71,7 +71,9 @@ type options struct {
 	mode                       string
 	events, completions, batch int
 	tasks, agents              int
-	window, sample             time.Duration
+	window, sample, tail       time.Duration
+	pruneBatch                 int
+	rate                       float64
 	dir, bin                   string
 	keep                       bool
 }
@@ -86,6 +88,9 @@ func main() {
 	flag.IntVar(&o.agents, "agents", defaultAgents, "soak: instant command agents")
 	flag.DurationVar(&o.window, "window", defaultWindow, "soak: every retention window")
 	flag.DurationVar(&o.sample, "sample", defaultSample, "soak: time between size samples")
+	flag.DurationVar(&o.tail, "tail", 0, "soak: keep sampling this long once every task is done")
+	flag.Float64Var(&o.rate, "rate", 0, "soak: create at most this many tasks a second (0: keep the agents busy)")
+	flag.IntVar(&o.pruneBatch, "prune-batch", 0, "soak: the daemon's retention.batch (0: its default)")
 	flag.StringVar(&o.dir, "dir", "", "working directory (default: a new temporary one, removed at the end)")
 	flag.StringVar(&o.bin, "bin", "", "soak: agentqueued binary (default: build ./cmd/agentqueued)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the working directory")
@@ -380,6 +385,7 @@ func soak(ctx context.Context, o options) error {
 	begin := time.Now()
 	nextSample := begin
 	created, last, moved := 0, -1, time.Now()
+	var finished time.Time
 	fmt.Printf("%-10s %-10s %-12s %-10s\n", "ELAPSED", "TASKS", "DB+WAL MiB", "ARCHIVED")
 	for {
 		page, err := client.ListTasksPage(ctx, models.TaskFilter{ProjectID: "p", Statuses: unfinished, Limit: soakChunk})
@@ -387,8 +393,12 @@ func soak(ctx context.Context, o options) error {
 			return err
 		}
 		open := len(page.Tasks)
-		if open < soakChunk/2 && created < o.tasks {
-			n := min(soakChunk, o.tasks-created)
+		allowed := o.tasks
+		if o.rate > 0 {
+			allowed = min(o.tasks, int(o.rate*time.Since(begin).Seconds()))
+		}
+		if open < soakChunk/2 && created < allowed {
+			n := min(soakChunk, allowed-created)
 			batch := models.TaskBatch{ProjectID: "p", Tasks: make([]models.BatchTask, n)}
 			for i := range batch.Tasks {
 				batch.Tasks[i] = models.BatchTask{Title: fmt.Sprintf("soak %d", created+i)}
@@ -399,12 +409,12 @@ func soak(ctx context.Context, o options) error {
 			created, open = created+n, open+n
 		}
 		done := created - open
-		if done != last {
+		if done != last || !finished.IsZero() {
 			last, moved = done, time.Now()
 		} else if time.Since(moved) > progresstest.Stall() {
 			return fmt.Errorf("no progress for %s: %d of %d done", progresstest.Stall(), done, created)
 		}
-		if now := time.Now(); !now.Before(nextSample) || (open == 0 && created >= o.tasks) {
+		if now := time.Now(); !now.Before(nextSample) || (open == 0 && created >= o.tasks && finished.IsZero()) {
 			st, err := client.Stats(ctx)
 			if err != nil {
 				return err
@@ -417,7 +427,12 @@ func soak(ctx context.Context, o options) error {
 				float64(bytesOf(dbPath))/(1<<20), archived)
 			nextSample = nextSample.Add(o.sample)
 			if open == 0 && created >= o.tasks {
-				break
+				if finished.IsZero() {
+					finished = now
+				}
+				if now.Sub(finished) >= o.tail {
+					break
+				}
 			}
 		}
 		select {
@@ -448,8 +463,12 @@ func startDaemon(o options, dbPath string) (*daemon, error) {
 	var cfg strings.Builder
 	w := o.window.String()
 	fmt.Fprintf(&cfg, "log: {level: info}\ndatabase: {path: %q}\n", dbPath)
-	fmt.Fprintf(&cfg, "retention: {notices: %s, run_logs: %s, hook_runs: %s, workflow_runs: %s, archive_tasks: %s, interval: %s}\n",
-		w, w, w, w, w, max(o.window/4, time.Second))
+	fmt.Fprintf(&cfg, "retention: {notices: %s, run_logs: %s, hook_runs: %s, workflow_runs: %s, archive_tasks: %s, archived: %s, interval: %s",
+		w, w, w, w, w, w, max(o.window/4, time.Second))
+	if o.pruneBatch > 0 {
+		fmt.Fprintf(&cfg, ", batch: %d", o.pruneBatch)
+	}
+	fmt.Fprintf(&cfg, "}\n")
 	fmt.Fprintf(&cfg, "agents:\n")
 	for i := range o.agents {
 		fmt.Fprintf(&cfg, "  - {name: a%d, type: command, command: /bin/true}\n", i)

@@ -380,7 +380,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	g.Go(func() error { return watch.Run(gctx) })
 	ret := cfg.Retention
 	pruner := retention.New(retention.Config{Store: st, RunDir: filepath.Join(cfg.DataDir, "runs"), Notices: ret.Notices,
-		RunLogs: ret.RunLogs, HookRuns: ret.HookRuns, WorkflowRuns: ret.WorkflowRuns, ArchiveTasks: ret.ArchiveTasks,
+		RunLogs: ret.RunLogs, HookRuns: ret.HookRuns, WorkflowRuns: ret.WorkflowRuns, ArchiveTasks: ret.ArchiveTasks, Archived: ret.Archived,
 		Interval: ret.Interval, Batch: ret.Batch, Clock: m.retentionClock, Logger: log.With("component", "retention")})
 	g.Go(func() error { return pruner.Run(gctx) })
 	if metricsLn != nil {

@@ -25,6 +25,9 @@ const (
 	// DefaultRetentionArchiveTasks is the default of retention.archive_tasks:
 	// a finished task is archived this long after its last change.
 	DefaultRetentionArchiveTasks = 30 * 24 * time.Hour
+	// DefaultRetentionArchived is the default of retention.archived: an
+	// archived task is deleted for good this long after it was archived.
+	DefaultRetentionArchived = 365 * 24 * time.Hour
 	// DefaultRetentionBatch is the default of retention.batch: the rows one
 	// pruning transaction touches at most.
 	DefaultRetentionBatch = 20
@@ -49,6 +52,8 @@ type RetentionConfig struct {
 	// ArchiveTasks is how long a finished task stays in the working tables
 	// before it is archived.
 	ArchiveTasks time.Duration
+	// Archived is how long an archived task is kept in the archive.
+	Archived time.Duration
 	// Batch caps the rows of one pruning transaction.
 	Batch int
 }
@@ -60,6 +65,7 @@ type fileRetention struct {
 	HookRuns     string `yaml:"hook_runs"`
 	WorkflowRuns string `yaml:"workflow_runs"`
 	ArchiveTasks string `yaml:"archive_tasks"`
+	Archived     string `yaml:"archived"`
 	Batch        string `yaml:"batch"`
 }
 
@@ -68,7 +74,7 @@ func DefaultRetention() RetentionConfig {
 	return RetentionConfig{
 		Interval: DefaultRetentionInterval, Notices: DefaultRetentionNotices, RunLogs: DefaultRetentionRunLogs,
 		HookRuns: DefaultRetentionHookRuns, WorkflowRuns: DefaultRetentionWorkflowRuns,
-		ArchiveTasks: DefaultRetentionArchiveTasks, Batch: DefaultRetentionBatch,
+		ArchiveTasks: DefaultRetentionArchiveTasks, Archived: DefaultRetentionArchived, Batch: DefaultRetentionBatch,
 	}
 }
 
@@ -98,7 +104,7 @@ func (c *Config) overlayRetention(f fileRetention) error {
 	}{
 		{"retention.notices", f.Notices, &r.Notices}, {"retention.run_logs", f.RunLogs, &r.RunLogs},
 		{"retention.hook_runs", f.HookRuns, &r.HookRuns}, {"retention.workflow_runs", f.WorkflowRuns, &r.WorkflowRuns},
-		{"retention.archive_tasks", f.ArchiveTasks, &r.ArchiveTasks},
+		{"retention.archive_tasks", f.ArchiveTasks, &r.ArchiveTasks}, {"retention.archived", f.Archived, &r.Archived},
 	} {
 		if w.v == "" {
 			continue

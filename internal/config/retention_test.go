@@ -17,7 +17,7 @@ func TestRetention(t *testing.T) {
 		Interval: config.DefaultRetentionInterval, Notices: config.DefaultRetentionNotices,
 		RunLogs: config.DefaultRetentionRunLogs, HookRuns: config.DefaultRetentionHookRuns,
 		WorkflowRuns: config.DefaultRetentionWorkflowRuns, ArchiveTasks: config.DefaultRetentionArchiveTasks,
-		Batch: config.DefaultRetentionBatch,
+		Archived: config.DefaultRetentionArchived, Batch: config.DefaultRetentionBatch,
 	}
 	day := 24 * time.Hour
 	tests := []struct {
@@ -27,9 +27,10 @@ func TestRetention(t *testing.T) {
 	}{
 		{name: "defaults", yaml: "data_dir: /tmp/x\n", want: func(*config.RetentionConfig) {}},
 		{name: "days and durations", yaml: "retention:\n  notices: 3d\n  run_logs: 36h\n  hook_runs: 1d\n" +
-			"  workflow_runs: 2d\n  archive_tasks: 90d\n  interval: 1m\n  batch: 50\n",
+			"  workflow_runs: 2d\n  archive_tasks: 90d\n  archived: 730d\n  interval: 1m\n  batch: 50\n",
 			want: func(r *config.RetentionConfig) {
 				r.Notices, r.RunLogs, r.HookRuns, r.WorkflowRuns, r.ArchiveTasks = 3*day, 36*time.Hour, day, 2*day, 90*day
+				r.Archived = 730 * day
 				r.Interval, r.Batch = time.Minute, 50
 			}},
 		{name: "zero keeps for ever", yaml: "retention:\n  archive_tasks: 0\n  notices: 0d\n",

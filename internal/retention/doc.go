@@ -11,7 +11,8 @@
 //     (RunDir/<task>/<attempt>.{log,prompt,state}, and a review's
 //     <attempt>.review-<run>.*) are deleted, and the run records it;
 //   - delivered notices, finished hook runs and ended workflow runs older
-//     than their windows are deleted.
+//     than their windows are deleted, and so are tasks archived longer
+//     than the archive's window.
 //
 // Every step works in bounded batches (Config.Batch rows), one short write
 // transaction each, so the writer is released between batches and no

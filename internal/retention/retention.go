@@ -29,6 +29,7 @@ type Store interface {
 	PruneOutbox(ctx context.Context, before time.Time, limit int) (int64, error)
 	PruneHookRuns(ctx context.Context, before time.Time, limit int) (int64, error)
 	PruneWorkflowRuns(ctx context.Context, before time.Time, limit int) (int64, error)
+	PruneArchive(ctx context.Context, before time.Time, limit int) (int64, error)
 	RunFilesDue(ctx context.Context, before time.Time, limit int) ([]store.RunFiles, error)
 	MarkRunFilesPruned(ctx context.Context, ids []int64) error
 }
@@ -41,7 +42,7 @@ type Config struct {
 	RunDir string
 	// Notices, RunLogs, HookRuns, WorkflowRuns and ArchiveTasks are the
 	// windows (see config.RetentionConfig).
-	Notices, RunLogs, HookRuns, WorkflowRuns, ArchiveTasks time.Duration
+	Notices, RunLogs, HookRuns, WorkflowRuns, ArchiveTasks, Archived time.Duration
 	// Interval is the time between passes; default DefaultInterval.
 	Interval time.Duration
 	// Batch caps the rows of one transaction; default DefaultBatch.
@@ -58,7 +59,9 @@ type Report struct {
 	Notices      int64
 	HookRuns     int64
 	WorkflowRuns int64
-	RunFiles     int
+	// Expired counts archived tasks deleted for good.
+	Expired  int64
+	RunFiles int
 }
 
 // Pruner applies the retention windows; see the package doc.
@@ -94,7 +97,7 @@ func (p *Pruner) Run(ctx context.Context) error {
 			p.log.Warn("retention pass failed", "err", err)
 		} else if rep != (Report{}) {
 			p.log.Info("retention pass", "archived", rep.Archived, "notices", rep.Notices, "hook_runs", rep.HookRuns,
-				"workflow_runs", rep.WorkflowRuns, "run_files", rep.RunFiles)
+				"workflow_runs", rep.WorkflowRuns, "run_files", rep.RunFiles, "expired", rep.Expired)
 		}
 		select {
 		case <-ctx.Done():
@@ -145,6 +148,7 @@ func (p *Pruner) Pass(ctx context.Context) (Report, error) {
 		{p.cfg.Notices, p.cfg.Store.PruneOutbox, &rep.Notices},
 		{p.cfg.HookRuns, p.cfg.Store.PruneHookRuns, &rep.HookRuns},
 		{p.cfg.WorkflowRuns, p.cfg.Store.PruneWorkflowRuns, &rep.WorkflowRuns},
+		{p.cfg.Archived, p.cfg.Store.PruneArchive, &rep.Expired},
 	} {
 		if step.window <= 0 {
 			continue

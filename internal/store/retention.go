@@ -57,6 +57,8 @@ const (
 		AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.workflow_run_id = w.id)
 		AND w.created_at < (SELECT max(l.created_at) FROM workflow_runs l WHERE l.workflow = w.workflow)
 		ORDER BY w.ended_at LIMIT ?2)`
+	qPruneArchive = `DELETE FROM archived_tasks WHERE rowid IN (SELECT rowid FROM archived_tasks INDEXED BY archived_tasks_at
+		WHERE archived_at < ?1 ORDER BY archived_at LIMIT ?2)`
 	qRunFilesDue = `SELECT id, task_id, attempt, kind FROM task_runs INDEXED BY task_runs_files
 		WHERE files_pruned_at IS NULL AND ended_at IS NOT NULL AND ended_at < ? ORDER BY ended_at LIMIT ?`
 )
@@ -291,6 +293,12 @@ func (s *Store) PruneHookRuns(ctx context.Context, before time.Time, limit int) 
 // workflow's newest run.
 func (s *Store) PruneWorkflowRuns(ctx context.Context, before time.Time, limit int) (int64, error) {
 	return s.prune(ctx, "prune workflow runs", qPruneWorkflowRuns, before, limit)
+}
+
+// PruneArchive deletes for good at most limit tasks archived before
+// before. Their token ledger rows stay.
+func (s *Store) PruneArchive(ctx context.Context, before time.Time, limit int) (int64, error) {
+	return s.prune(ctx, "prune the archive", qPruneArchive, before, limit)
 }
 
 func (s *Store) prune(ctx context.Context, op, q string, before time.Time, limit int) (int64, error) {

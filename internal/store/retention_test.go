@@ -430,3 +430,35 @@ func TestArchivedIDsAreNotReused(t *testing.T) {
 		t.Fatalf("archived %v", ids)
 	}
 }
+
+// TestPruneArchive: a task archived longer than the archive's window is
+// deleted for good; its token ledger rows stay.
+func TestPruneArchive(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	mustAgent(t, s, "a1")
+	old := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"})["a"]
+	completeTask(t, s, old)
+	clock.Advance(2 * day)
+	archive(t, s, clock.Now().Add(-day))
+	clock.Advance(10 * day)
+	recent := create(t, s, "p", models.BatchTask{LocalID: "b", Title: "b"})["b"]
+	apply(t, s, recent, models.EventAdminCancel)
+	clock.Advance(2 * day)
+	archive(t, s, clock.Now().Add(-day))
+	tokens, _ := s.TokensUsedSince(ctx, "p", time.Time{})
+	if n, err := s.PruneArchive(ctx, clock.Now().Add(-5*day), 10); err != nil || n != 1 {
+		t.Fatalf("pruned %d (%v), want the task archived 12 days ago", n, err)
+	}
+	if _, err := s.GetTaskDetail(ctx, old); models.ErrorCodeOf(err) != models.CodeNotFound {
+		t.Errorf("expired archived task still readable: %v", err)
+	}
+	if d, err := s.GetTaskDetail(ctx, recent); err != nil || d.ArchivedAt == nil {
+		t.Errorf("recently archived task: %v", err)
+	}
+	if after, _ := s.TokensUsedSince(ctx, "p", time.Time{}); after != tokens || tokens == 0 {
+		t.Errorf("ledger %d after expiry, want %d", after, tokens)
+	}
+}

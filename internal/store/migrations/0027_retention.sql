@@ -13,6 +13,7 @@ CREATE TABLE archived_tasks (
     detail      TEXT NOT NULL
 );
 CREATE INDEX archived_tasks_project ON archived_tasks (project_id, status);
+CREATE INDEX archived_tasks_at ON archived_tasks (archived_at);
 
 CREATE INDEX tasks_finished ON tasks (updated_at) WHERE status IN ('COMPLETED', 'BLOCKED');
 
