@@ -48,6 +48,7 @@ Commands:
 
 Commands of ctl:
   status                                  projects, agents and their tasks, queue counts, what waits on you, budget
+  stats [--project P]                     per project: tasks by status, completions per hour, mean wait and run time
   watch [--project P] [--interval D]      a live table of tasks moving
   project create|list|show|edit|archive|delete|land
   task add|list|show|edit|deps|delete|skip|stop|restart|cancel|approve|reject
@@ -112,6 +113,9 @@ type Main struct {
 	// watchClock, when set, is ctl watch's clock (for tests); default
 	// clock.Real.
 	watchClock clock.Clock
+	// retentionClock, when set, is the pruner's clock (for tests); default
+	// clock.Real.
+	retentionClock clock.Clock
 
 	mu     sync.Mutex
 	cancel context.CancelFunc

@@ -104,10 +104,11 @@ func (c *ctl) taskList(ctx context.Context, args []string) error {
 	status := fs.String("status", "", "only tasks in these `statuses` (comma-separated; also Pending, Running, Unfinished, Finished)")
 	limit := fs.Int("limit", 0, "at most `n` tasks")
 	after := fs.String("after", "", "continue after task `id`")
+	archived := fs.Bool("archived", false, "list archived tasks instead (in the order they were archived)")
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
-	f := models.TaskFilter{ProjectID: *project, Limit: *limit, AfterID: *after}
+	f := models.TaskFilter{ProjectID: *project, Limit: *limit, AfterID: *after, Archived: *archived}
 	for part := range strings.SplitSeq(*status, ",") {
 		if part = strings.TrimSpace(part); part == "" {
 			continue

@@ -25,6 +25,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/orchestrator"
 	"github.com/agentqueued/agentqueued/internal/repo"
+	"github.com/agentqueued/agentqueued/internal/retention"
 	"github.com/agentqueued/agentqueued/internal/service"
 	"github.com/agentqueued/agentqueued/internal/store"
 	"github.com/agentqueued/agentqueued/internal/web"
@@ -381,6 +382,11 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	intake.run(s, func(ctx context.Context) error { return srv.Serve(ctx, ln) })
 	intake.run(s, eng.Run)
 	intake.run(s, wf.Run)
+	ret := cfg.Retention
+	pruner := retention.New(retention.Config{Store: st, RunDir: filepath.Join(cfg.DataDir, "runs"), Notices: ret.Notices,
+		RunLogs: ret.RunLogs, HookRuns: ret.HookRuns, WorkflowRuns: ret.WorkflowRuns, ArchiveTasks: ret.ArchiveTasks, Archived: ret.Archived,
+		Interval: ret.Interval, Batch: ret.Batch, Clock: m.retentionClock, Logger: log.With("component", "retention")})
+	intake.run(s, pruner.Run)
 	if metricsLn != nil {
 		intake.run(s, func(ctx context.Context) error {
 			return serveMetrics(ctx, metricsLn, met.ListenerHandler(!cfg.Metrics.AllowRemote), log.With("component", "metrics"))

@@ -74,7 +74,7 @@
 //	             [--verification AUTO_TEST|QA_AGENT|HUMAN] [--requires-approval] [--test-command CMD]...
 //	             [--kind K] [--meta KEY=VALUE]... [--created-by NAME] [--expected-count N]
 //	ctl task add --file batch.json [--project P]
-//	ctl task list [--project P] [--status S[,S]] [--limit N] [--after ID]
+//	ctl task list [--project P] [--status S[,S]] [--limit N] [--after ID] [--archived]
 //	ctl task show ID
 //	ctl task result ID
 //	ctl task diff ID
@@ -117,6 +117,7 @@
 //	ctl budget
 //	ctl health
 //	ctl status
+//	ctl stats [--project P]
 //	ctl watch [--project P] [--interval D]
 //
 // "project edit" --set changes one project setting (docs/semantics.md and

@@ -175,6 +175,9 @@ func readable(s string, max int) string {
 
 func printTaskDetail(w io.Writer, d models.TaskDetail) {
 	printTaskRows(w, d.Task, func(tw io.Writer) {
+		if d.ArchivedAt != nil {
+			row(tw, "Archived:", when(*d.ArchivedAt)+" (read-only: the task as it was when archived)")
+		}
 		if v := d.Verification; v != nil {
 			phase := fmt.Sprintf("%s (attempt %d)", v.Phase, v.Attempt)
 			if detail := v.Detail(); detail != "" {

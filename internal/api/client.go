@@ -121,6 +121,9 @@ func (c *Client) ListTasksPage(ctx context.Context, f models.TaskFilter) (TaskLi
 	if f.AfterID != "" {
 		q.Set("after", f.AfterID)
 	}
+	if f.Archived {
+		q.Set("archived", "true")
+	}
 	var out TaskList
 	return out, c.do(ctx, http.MethodGet, APIPrefix+"/tasks", q, nil, &out)
 }
@@ -218,6 +221,12 @@ func (c *Client) Budget(ctx context.Context) (models.BudgetReport, error) {
 func (c *Client) Status(ctx context.Context) (models.Overview, error) {
 	var out models.Overview
 	return out, c.do(ctx, http.MethodGet, APIPrefix+"/status", nil, nil, &out)
+}
+
+// Stats asks for each project's throughput over the last day.
+func (c *Client) Stats(ctx context.Context) (models.Stats, error) {
+	var out models.Stats
+	return out, c.do(ctx, http.MethodGet, APIPrefix+"/stats", nil, nil, &out)
 }
 
 // do sends one request with body encoded as JSON (when not nil) and decodes

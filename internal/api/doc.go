@@ -61,8 +61,11 @@
 //	                                  agent's max_runtime, the smaller governing) → 201 {"results": [...]}; a task a
 //	                                  Capacity rule applies to needs an expected_count that fits it
 //	GET   /api/v1/tasks               {"tasks": [...], "next"}, in creation order, paged; query: project, status
-//	                                  (comma-separated statuses or groups), limit, after (a cursor; a task id works)
-//	GET   /api/v1/tasks/{id}          the task with its dependencies, dependents and events; a READY task
+//	                                  (comma-separated statuses or groups), limit, after (a cursor; a task id works),
+//	                                  archived (true: the archived tasks instead, in the order they were archived)
+//	GET   /api/v1/tasks/{id}          an archived task too, as it was when archived, with "archived_at"
+//	                                  (docs/semantics.md, "Retention and archive");
+//	                                  the task with its dependencies, dependents and events; a READY task
 //	                                  a round did not start has "waiting_code" and "waiting_reason" (why it
 //	                                  waits; docs/semantics.md, "Scheduling"), in listings too, and so has a
 //	                                  task whose verified work waits to land ("landing")
@@ -141,6 +144,11 @@
 //	                                  person, each {"task", "since", "waits": human_verification|approval|
 //	                                  pull_request|blocked, "behind": tasks blocked by it}), "rules", "budget" (as
 //	                                  GET /api/v1/budget)}
+//	GET   /api/v1/stats               per project over the last 24 h: {"at", "projects": [{"project_id",
+//	                                  "by_status" ({status: n}), "archived", "completions_per_hour" (24 × {"hour",
+//	                                  "count"}, oldest first, the last the hour in progress), "completed",
+//	                                  "mean_queue_wait_seconds", "mean_run_seconds", "runs_started",
+//	                                  "runs_ended"}]}
 //	GET   /api/v1/hooks               {"hooks": [...]}; query: project (an unknown project is a 404)
 //	POST  /api/v1/hooks               create a hook (body: id, project_id, name, enabled, trigger, context_steps,
 //	                                  prompt_template, llm_config, cooldown_seconds, max_tokens_per_run; id defaults

@@ -92,6 +92,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST "+APIPrefix+"/questions/{id}/answer", s.handleAnswerQuestion)
 	mux.HandleFunc("GET "+APIPrefix+"/budget", s.handleBudget)
 	mux.HandleFunc("GET "+APIPrefix+"/status", s.handleStatus)
+	mux.HandleFunc("GET "+APIPrefix+"/stats", s.handleStats)
 	if s.cfg.Logs != nil {
 		mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}/logs", s.handleTaskLog)
 		mux.HandleFunc("GET "+APIPrefix+"/changes", s.handleChanges)
@@ -348,7 +349,7 @@ func DecodeBatch(data []byte) (models.TaskBatch, error) {
 }
 
 // taskQuery lists the query parameters of GET /api/v1/tasks.
-var taskQuery = []string{"project", "status", "limit", "after"}
+var taskQuery = []string{"project", "status", "limit", "after", "archived"}
 
 func (s *Server) handleListTasks(w http.ResponseWriter, r *http.Request) {
 	f, err := parseTaskFilter(r.URL.RawQuery)
@@ -394,6 +395,11 @@ func parseTaskFilter(rawQuery string) (models.TaskFilter, error) {
 	}
 	f.ProjectID = q.Get("project")
 	f.AfterID = q.Get("after")
+	if v := q.Get("archived"); v != "" {
+		if f.Archived, err = strconv.ParseBool(v); err != nil {
+			return f, invalid("query parameter \"archived\": %q is not true or false", v)
+		}
+	}
 	if f.Limit, err = parseLimit(q.Get("limit")); err != nil {
 		return f, err
 	}
@@ -625,6 +631,19 @@ func (s *Server) handleBudget(w http.ResponseWriter, r *http.Request) {
 
 // handleStatus answers the daemon's overview with the budget report:
 // what Discord's /status and "ctl status" show.
+func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
+	if err := noQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	st, err := s.svc.Stats(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, st)
+}
+
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if err := noQuery(r); err != nil {
 		s.writeError(w, r, err)

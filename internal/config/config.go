@@ -96,6 +96,9 @@ type Config struct {
 	Workflows WorkflowsConfig
 	// Metrics configures where the Prometheus metrics are served.
 	Metrics MetricsConfig
+	// Retention says how long history is kept and when finished tasks are
+	// archived.
+	Retention RetentionConfig
 }
 
 // MetricsConfig configures the Prometheus metrics (GET /metrics).
@@ -268,6 +271,7 @@ type fileConfig struct {
 	Hooks        fileHooks              `yaml:"hooks"`
 	Workflows    fileWorkflows          `yaml:"workflows"`
 	Metrics      fileMetrics            `yaml:"metrics"`
+	Retention    fileRetention          `yaml:"retention"`
 }
 
 type fileMetrics struct {
@@ -393,6 +397,8 @@ func defaults(getenv func(string) (string, bool)) Config {
 		Log:     LogConfig{Level: DefaultLogLevel, Format: DefaultLogFormat},
 		Lease:   LeaseConfig{TTL: DefaultLeaseTTL},
 		Plans:   PlansConfig{Paths: DefaultPlanPaths},
+
+		Retention: DefaultRetention(),
 	}
 }
 
@@ -572,6 +578,9 @@ func (c *Config) overlay(f fileConfig) error {
 		*d.to = v
 	}
 	set(&c.Workflows.Dir, f.Workflows.Dir)
+	if err := c.overlayRetention(f.Retention); err != nil {
+		return err
+	}
 	set(&c.Metrics.Listen, f.Metrics.Listen)
 	if f.Metrics.AllowRemote != "" {
 		b, err := strconv.ParseBool(f.Metrics.AllowRemote)

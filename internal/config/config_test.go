@@ -41,6 +41,8 @@ func TestDefaults(t *testing.T) {
 		Log:     config.LogConfig{Level: config.DefaultLogLevel, Format: config.DefaultLogFormat},
 		Lease:   config.LeaseConfig{TTL: config.DefaultLeaseTTL},
 		Plans:   config.PlansConfig{Paths: config.DefaultPlanPaths},
+
+		Retention: config.DefaultRetention(),
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults = %+v, want %+v", cfg, want)
@@ -103,6 +105,8 @@ lease:
 		Database: config.DatabaseConfig{Path: "/srv/db/aq.sqlite"},
 		Lease:    config.LeaseConfig{TTL: 90 * time.Second},
 		Plans:    config.PlansConfig{Paths: config.DefaultPlanPaths},
+
+		Retention: config.DefaultRetention(),
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Load = %+v, want %+v", cfg, want)

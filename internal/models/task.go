@@ -271,6 +271,9 @@ type TaskDetail struct {
 	// first: work and reviews, with their CLI, version, session, usage,
 	// cost and denied tools.
 	Runs []Run `json:"runs"`
+	// ArchivedAt is set when the task has been archived: it left the
+	// working tables, and this detail is the one kept when it did.
+	ArchivedAt *time.Time `json:"archived_at,omitempty"`
 }
 
 // TaskDetailRuns bounds the runs a task's detail shows.
@@ -288,6 +291,8 @@ type TaskFilter struct {
 	Limit int
 	// AfterID continues a listing after the task with this id (keyset paging).
 	AfterID string
+	// Archived lists archived tasks instead of those in the working tables.
+	Archived bool
 }
 
 // TransitionRequest asks for one event to be applied to one task.

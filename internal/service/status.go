@@ -68,6 +68,11 @@ func (s *Service) AgentTime(ctx context.Context) ([]models.ProjectUsage, error) 
 	return st.Projects, nil
 }
 
+// Stats reads each project's throughput over the last day (the store's).
+func (s *Service) Stats(ctx context.Context) (models.Stats, error) {
+	return s.store.Stats(ctx)
+}
+
 // TaskCounts counts each project's tasks by status (the store's).
 func (s *Service) TaskCounts(ctx context.Context) (map[string]map[models.TaskStatus]int, error) {
 	return s.store.TaskCounts(ctx)

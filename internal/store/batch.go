@@ -405,8 +405,14 @@ func containsStatus(set []models.TaskStatus, s models.TaskStatus) bool {
 
 // resolveDeps checks that non-local dependencies exist and maps references
 // to deduped entries onto the existing tasks they matched.
+//
+// A dependency on an archived task is met when that task was archived
+// COMPLETED (or finished at all, for an edge not requiring success): no
+// edge is made, as for an upstream that completed long ago. Any other is
+// a conflict, since an archived task never changes again.
 func (x *txn) resolveDeps(entries []*entry) error {
 	exists := map[string]bool{}
+	archived := map[string]bool{} // archived id → archived COMPLETED
 	for _, e := range entries {
 		for j, d := range e.deps {
 			if d.local >= 0 {
@@ -422,12 +428,20 @@ func (x *txn) resolveDeps(entries []*entry) error {
 				}
 				continue
 			}
-			if exists[d.id] {
+			if _, ok := archived[d.id]; exists[d.id] || ok {
 				continue
 			}
 			var one int
 			err := x.QueryRowContext(x.ctx, qTaskExists, d.id).Scan(&one)
 			if errors.Is(err, sql.ErrNoRows) {
+				was, completed, aerr := archivedUpstream(x.ctx, x, d.id)
+				if aerr != nil {
+					return aerr
+				}
+				if was {
+					archived[d.id] = completed
+					continue
+				}
 				return models.Errorf(models.CodeNotFound, "tasks[%d].dependencies[%d]: no task or batch entry %q", e.index, j, d.id)
 			}
 			if err != nil {
@@ -435,7 +449,18 @@ func (x *txn) resolveDeps(entries []*entry) error {
 			}
 			exists[d.id] = true
 		}
-		e.deps = mergeDeps(e.deps)
+		kept := e.deps[:0:0]
+		for j, d := range e.deps {
+			completed, was := archived[d.id]
+			switch {
+			case d.local >= 0 || !was:
+				kept = append(kept, d)
+			case !completed && d.required:
+				return models.Errorf(models.CodeConflict, "tasks[%d].dependencies[%d]: task %q was archived "+
+					"BLOCKED: a dependency requiring its success can never be met", e.index, j, d.id)
+			}
+		}
+		e.deps = mergeDeps(kept)
 	}
 	return nil
 }
@@ -535,7 +560,8 @@ func (x *txn) insert(entries []*entry) error {
 	taken := map[string]bool{}
 	// The transaction's statements (see txn.stmt): prepared once for the
 	// store, closed with the transaction.
-	exists, err := x.stmt("SELECT count(*) FROM tasks WHERE id = ?")
+	// An archived task keeps its id: a new task never takes it.
+	exists, err := x.stmt("SELECT (SELECT count(*) FROM tasks WHERE id = ?1) + (SELECT count(*) FROM archived_tasks WHERE id = ?1)")
 	if err != nil {
 		return err
 	}

@@ -26,9 +26,9 @@ const (
 )
 
 // DeleteProject deletes a project with its tasks (and their events, runs,
-// questions, results and pull request records), its repository
-// configuration, hooks, workflows and workflow runs, and its usage
-// counts. It refuses (CodeConflict, naming them) while the project's work
+// questions, results and pull request records), its archived tasks, its
+// repository configuration, hooks, workflows and workflow runs, and its
+// usage counts. It refuses (CodeConflict, naming them) while the project's work
 // is live: a task being worked on, a run not ended, an agent holding one
 // of its tasks, a workflow run pending or running; when a task of another
 // project depends on, or descends from, one of its tasks; and when the
@@ -75,6 +75,7 @@ func (s *Store) DeleteProject(ctx context.Context, id string) error {
 			"DELETE FROM chat_threads WHERE task_id IN (SELECT id FROM tasks WHERE project_id = ?)",
 			"UPDATE tasks SET parent_task_id = NULL WHERE project_id = ?",
 			"DELETE FROM tasks WHERE project_id = ?",
+			"DELETE FROM archived_tasks WHERE project_id = ?",
 			"DELETE FROM workflow_runs WHERE project_id = ?",
 			"DELETE FROM usage_buckets WHERE project_id = ?",
 			"DELETE FROM hook_runs WHERE project_id = ?",

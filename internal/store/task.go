@@ -100,17 +100,34 @@ func (s *Store) GetTaskDetail(ctx context.Context, id string) (models.TaskDetail
 		return models.TaskDetail{}, fmt.Errorf("get task %s: %w", id, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	var d models.TaskDetail
-	if d.Task, err = getTask(ctx, tx, id); err != nil {
+	d, err := taskDetail(ctx, tx, id)
+	if models.ErrorCodeOf(err) == models.CodeNotFound {
+		if a, ok, aerr := archivedDetail(ctx, tx, id); aerr != nil {
+			return models.TaskDetail{}, fmt.Errorf("get task %s: %w", id, aerr)
+		} else if ok {
+			return a, nil
+		}
+	}
+	return d, err
+}
+
+// taskDetail reads a task's detail through q (one snapshot, or the write
+// transaction that archives it).
+func taskDetail(ctx context.Context, q queryer, id string) (models.TaskDetail, error) {
+	var (
+		d   models.TaskDetail
+		err error
+	)
+	if d.Task, err = getTask(ctx, q, id); err != nil {
 		return models.TaskDetail{}, fmt.Errorf("get task %s: %w", id, err)
 	}
-	if d.Dependencies, err = listEdges(ctx, tx, "downstream", id); err != nil {
+	if d.Dependencies, err = listEdges(ctx, q, "downstream", id); err != nil {
 		return models.TaskDetail{}, fmt.Errorf("get task %s dependencies: %w", id, err)
 	}
-	if d.Dependents, err = listEdges(ctx, tx, "upstream", id); err != nil {
+	if d.Dependents, err = listEdges(ctx, q, "upstream", id); err != nil {
 		return models.TaskDetail{}, fmt.Errorf("get task %s dependents: %w", id, err)
 	}
-	if d.Events, err = listEvents(ctx, tx, id); err != nil {
+	if d.Events, err = listEvents(ctx, q, id); err != nil {
 		return models.TaskDetail{}, fmt.Errorf("get task %s events: %w", id, err)
 	}
 	if d.Task.Status == models.StatusVerifying || d.Task.Status == models.StatusAwaitingApproval {
@@ -118,22 +135,22 @@ func (s *Store) GetTaskDetail(ctx context.Context, id string) (models.TaskDetail
 		// held could wait forever when every reader does the same. A task
 		// awaiting approval shows it only while its work waits for a person
 		// without a pull request (what a failed merge of an approval says).
-		if v, ok, err := getVerification(ctx, tx, id); err != nil {
+		if v, ok, err := getVerification(ctx, q, id); err != nil {
 			return models.TaskDetail{}, err
 		} else if ok && (d.Task.Status == models.StatusVerifying || v.Phase == models.PhaseApproval ||
 			v.Phase == models.PhaseApproved || v.Phase == models.PhaseLanding || v.Phase == "rejected") {
 			d.Verification = &v
 		}
 	}
-	if c, ok, err := taskResult(ctx, tx, id); err != nil {
+	if c, ok, err := taskResult(ctx, q, id); err != nil {
 		return models.TaskDetail{}, err
 	} else if ok {
 		d.Result = &c
 	}
-	if d.Runs, err = taskRuns(ctx, tx, id, models.TaskDetailRuns); err != nil {
+	if d.Runs, err = taskRuns(ctx, q, id, models.TaskDetailRuns); err != nil {
 		return models.TaskDetail{}, err
 	}
-	if p, ok, err := pendingPlan(ctx, tx, id); err != nil {
+	if p, ok, err := pendingPlan(ctx, q, id); err != nil {
 		return models.TaskDetail{}, err
 	} else if ok {
 		d.Plan = &p
@@ -195,9 +212,13 @@ func listEvents(ctx context.Context, q queryer, id string) ([]models.EventRecord
 	return out, rows.Err()
 }
 
-// ListTasks returns tasks matching f in creation order, at most f.Limit
+// ListTasks returns tasks matching f in creation order (archived ones, with
+// f.Archived, in the order they were archived), at most f.Limit
 // (default DefaultListLimit, at most MaxListLimit).
 func (s *Store) ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error) {
+	if f.Archived {
+		return s.listArchivedTasks(ctx, f)
+	}
 	var (
 		where []string
 		args  []any

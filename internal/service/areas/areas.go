@@ -102,6 +102,10 @@ type Status interface {
 	Overview(ctx context.Context) (models.Overview, error)
 	// Budget reports token use against the projects' and the global budgets.
 	Budget(ctx context.Context) (models.BudgetReport, error)
+	// Stats reads each project's throughput over the last day: tasks by
+	// status, archived tasks, completions per hour, mean queue wait and run
+	// time.
+	Stats(ctx context.Context) (models.Stats, error)
 	// TaskCounts counts each project's tasks by status.
 	TaskCounts(ctx context.Context) (map[string]map[models.TaskStatus]int, error)
 	// Verifications lists the verifications in the given phases.

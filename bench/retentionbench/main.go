@@ -1,0 +1,537 @@
+// Command retentionbench measures retention, in two modes.
+//
+// -mode prune works on the store in-process: it seeds a history of about
+// -events task events on finished tasks older than the archive window,
+// then completes tasks one after another (create, claim, start, finish,
+// VERIFY_PASSED) and reports the completion latency twice: alone, and
+// while the pruner archives the whole history in its bounded batches. It
+// also reports the longest write transaction of the pruner (the time one
+// ArchiveTasks batch holds the writer).
+//
+// -mode soak runs -tasks trivial tasks through the real daemon binary with
+// instant command agents and the retention windows shrunk to -window,
+// and samples the database file size (with its WAL) every -sample: the
+// curve flattens once the windows have passed.
+//
+// It prints one line per measure with the machine's load average and
+// checks nothing about speed.
+//
+//	go run ./bench/retentionbench -mode prune -events 1000000
+//	go run ./bench/retentionbench -mode soak -tasks 200000 -window 2m
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/api"
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/proc"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
+	"github.com/agentqueued/agentqueued/internal/retention"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+// Defaults of the flags.
+const (
+	defaultEvents      = 1_000_000
+	defaultCompletions = 500
+	defaultBatch       = retention.DefaultBatch
+	defaultTasks       = 200_000
+	defaultWindow      = 2 * time.Minute
+	defaultSample      = 30 * time.Second
+	defaultAgents      = 8
+	// historyAge dates the seeded history beyond the 30-day archive window.
+	historyAge = 40 * 24 * time.Hour
+	// seedChunk is the tasks created per seeding transaction.
+	seedChunk = 10_000
+	// soakChunk is the tasks the soak creates per request, and the most it
+	// keeps unfinished at once.
+	soakChunk = 500
+	pollEvery = 100 * time.Millisecond
+)
+
+type options struct {
+	mode                       string
+	events, completions, batch int
+	tasks, agents              int
+	window, sample, tail       time.Duration
+	pruneBatch                 int
+	rate                       float64
+	dir, bin                   string
+	keep                       bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.mode, "mode", "prune", "prune (store, in-process) or soak (the daemon binary)")
+	flag.IntVar(&o.events, "events", defaultEvents, "prune: task events of the seeded history")
+	flag.IntVar(&o.completions, "completions", defaultCompletions, "prune: completions measured without the pruner (with it: until it is done, at least as many)")
+	flag.IntVar(&o.batch, "batch", defaultBatch, "prune: the pruner's batch (rows per transaction)")
+	flag.IntVar(&o.tasks, "tasks", defaultTasks, "soak: tasks run through the daemon")
+	flag.IntVar(&o.agents, "agents", defaultAgents, "soak: instant command agents")
+	flag.DurationVar(&o.window, "window", defaultWindow, "soak: every retention window")
+	flag.DurationVar(&o.sample, "sample", defaultSample, "soak: time between size samples")
+	flag.DurationVar(&o.tail, "tail", 0, "soak: keep sampling this long once every task is done")
+	flag.Float64Var(&o.rate, "rate", 0, "soak: create at most this many tasks a second (0: keep the agents busy)")
+	flag.IntVar(&o.pruneBatch, "prune-batch", 0, "soak: the daemon's retention.batch (0: its default)")
+	flag.StringVar(&o.dir, "dir", "", "working directory (default: a new temporary one, removed at the end)")
+	flag.StringVar(&o.bin, "bin", "", "soak: agentqueued binary (default: build ./cmd/agentqueued)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the working directory")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of the run to `file`")
+	flag.Parse()
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	log.SetFlags(0)
+	if o.dir == "" {
+		d, err := os.MkdirTemp("", "aq-retentionbench")
+		if err != nil {
+			log.Fatal(err)
+		}
+		o.dir = d
+	} else if err := os.MkdirAll(o.dir, 0o700); err != nil {
+		log.Fatal(err)
+	}
+	if !o.keep {
+		defer os.RemoveAll(o.dir)
+	}
+	var err error
+	switch o.mode {
+	case "prune":
+		err = prune(context.Background(), o)
+	case "soak":
+		err = soak(context.Background(), o)
+	default:
+		err = fmt.Errorf("-mode: %q is neither prune nor soak", o.mode)
+	}
+	if err != nil {
+		log.Printf("retentionbench: %v", err)
+		if !o.keep {
+			os.RemoveAll(o.dir)
+		}
+		os.Exit(1)
+	}
+}
+
+func report(what, result string) {
+	load, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(load))
+	if len(f) > 3 {
+		f = f[:3]
+	}
+	fmt.Printf("%-34s %s (load %s)\n", what+":", result, strings.Join(f, " "))
+}
+
+// prune is -mode prune.
+func prune(ctx context.Context, o options) error {
+	path := filepath.Join(o.dir, "aq.db")
+	begin := time.Now()
+	tasks, err := seed(ctx, path, o.events)
+	if err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+	st, err := store.Open(ctx, store.Config{Path: path})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	perTask, err := eventsOf(ctx, st)
+	if err != nil {
+		return err
+	}
+	report("seeded", fmt.Sprintf("%d finished tasks, %d events, %s in %s", tasks, tasks*perTask, size(path),
+		time.Since(begin).Round(time.Second)))
+	if _, err := st.RegisterAgent(ctx, models.Agent{ID: "a1", AgentType: "command",
+		AgentSettings: models.AgentSettings{Command: "/bin/true"}}); err != nil {
+		return err
+	}
+
+	alone, err := completions(ctx, st, o.completions, nil)
+	if err != nil {
+		return err
+	}
+	report("completion, pruner idle", summary(alone))
+
+	timed := &timedStore{Store: st}
+	p := retention.New(retention.Config{Store: timed, ArchiveTasks: 30 * 24 * time.Hour, Batch: o.batch})
+	var (
+		done   atomic.Bool
+		rep    retention.Report
+		perr   error
+		took   time.Duration
+		wg     sync.WaitGroup
+		pBegin = time.Now()
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rep, perr = p.Pass(ctx)
+		took = time.Since(pBegin)
+		done.Store(true)
+	}()
+	during, err := completions(ctx, st, o.completions, &done)
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	if perr != nil {
+		return perr
+	}
+	report("completion, pruner archiving", summary(during))
+	batches := timed.durations()
+	report("pruner", fmt.Sprintf("archived %d tasks (%d events) in %s, %d batches of %d", rep.Archived,
+		rep.Archived*perTask, took.Round(time.Second), len(batches), o.batch))
+	report("pruner write transaction", summary(batches))
+	report("database after", size(path)+" (SQLite reuses the freed pages; the file does not shrink)")
+	return nil
+}
+
+// seed creates a history of about events task events, the fast legal way
+// (daemonbench's): a root task is blocked, and batches depending on it are
+// created BLOCKED by the cascade, all dated historyAge ago. It returns the
+// tasks created.
+func seed(ctx context.Context, path string, events int) (int, error) {
+	clk := clocktest.NewFollowing()
+	clk.Advance(-historyAge)
+	st, err := store.Open(ctx, store.Config{Path: path, Clock: clk})
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	if _, err := st.CreateProject(ctx, models.Project{ID: "p"}); err != nil {
+		return 0, err
+	}
+	perTask, tasks := 0, 0
+	for made := 0; made < events; {
+		roots, err := st.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "history root"}}})
+		if err != nil {
+			return tasks, err
+		}
+		root := roots[0].TaskID
+		for _, ev := range []models.TransitionRequest{
+			{TaskID: root, Event: models.EventAssigned, AgentID: "seeder", ExpectFrom: models.StatusReady},
+			{TaskID: root, Event: models.EventTimeout, ExpectFrom: models.StatusAssigned, Reason: "seeded history"},
+		} {
+			if _, err := st.ApplyEvent(ctx, ev); err != nil {
+				return tasks, err
+			}
+		}
+		chunk := seedChunk
+		if perTask > 0 {
+			chunk = min(chunk, (events-made)/perTask+1)
+		}
+		batch := models.TaskBatch{ProjectID: "p", Tasks: make([]models.BatchTask, chunk)}
+		for i := range batch.Tasks {
+			batch.Tasks[i] = models.BatchTask{Title: fmt.Sprintf("history %d", i),
+				Description:  "a finished task of the seeded history, with a description of a realistic length for the rows read",
+				Dependencies: []models.BatchDependency{{ID: root}}}
+		}
+		res, err := st.CreateTasks(ctx, batch)
+		if err != nil {
+			return tasks, err
+		}
+		if perTask == 0 {
+			d, err := st.GetTaskDetail(ctx, res[0].TaskID)
+			if err != nil {
+				return tasks, err
+			}
+			perTask = len(d.Events)
+		}
+		made += chunk*perTask + 3
+		tasks += chunk + 1
+	}
+	return tasks, nil
+}
+
+// eventsOf returns the events of the first archivable task of the history.
+func eventsOf(ctx context.Context, st *store.Store) (int, error) {
+	ts, err := st.ListTasks(ctx, models.TaskFilter{ProjectID: "p", Limit: 2})
+	if err != nil || len(ts) < 2 {
+		return 0, fmt.Errorf("the seeded history: %v", err)
+	}
+	d, err := st.GetTaskDetail(ctx, ts[1].ID)
+	if err != nil {
+		return 0, err
+	}
+	return len(d.Events), nil
+}
+
+// completions completes tasks one after another, at least n, and until
+// until (when set) is true, returning how long each completion took: its
+// run's end (RUN_SUCCEEDED → VERIFYING) and VERIFY_PASSED, two commits.
+func completions(ctx context.Context, st *store.Store, n int, until *atomic.Bool) ([]time.Duration, error) {
+	var out []time.Duration
+	for i := 0; i < n || (until != nil && !until.Load()); i++ {
+		res, err := st.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: fmt.Sprintf("work %d", i)}}})
+		if err != nil {
+			return nil, err
+		}
+		id := res[0].TaskID
+		run, _, err := st.ClaimTask(ctx, id, "a1")
+		if err != nil {
+			return nil, err
+		}
+		if _, err := st.StartRun(ctx, run.ID, 1, ""); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		if _, err := st.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted, Outcome: "completed"}); err != nil {
+			return nil, err
+		}
+		if _, err := st.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventVerifyPassed, Actor: "bench"}); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(t0))
+	}
+	return out, nil
+}
+
+// timedStore times each ArchiveTasks call: one write transaction.
+type timedStore struct {
+	*store.Store
+	mu    sync.Mutex
+	times []time.Duration
+}
+
+func (t *timedStore) ArchiveTasks(ctx context.Context, before time.Time, limit int) ([]string, error) {
+	t0 := time.Now()
+	ids, err := t.Store.ArchiveTasks(ctx, before, limit)
+	d := time.Since(t0)
+	t.mu.Lock()
+	t.times = append(t.times, d)
+	t.mu.Unlock()
+	return ids, err
+}
+
+func (t *timedStore) durations() []time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.times)
+}
+
+func summary(d []time.Duration) string {
+	if len(d) == 0 {
+		return "none"
+	}
+	s := slices.Sorted(slices.Values(d))
+	pct := func(q float64) time.Duration { return s[min(int(q*float64(len(s))), len(s)-1)] }
+	return fmt.Sprintf("p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d", ms(pct(0.5)), ms(pct(0.99)), ms(s[len(s)-1]), len(s))
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// size is the database file's size with its WAL.
+func size(path string) string {
+	return fmt.Sprintf("%.1f MiB", float64(bytesOf(path))/(1<<20))
+}
+
+func bytesOf(path string) int64 {
+	var n int64
+	for _, f := range []string{path, path + "-wal"} {
+		if fi, err := os.Stat(f); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// soak is -mode soak.
+func soak(ctx context.Context, o options) error {
+	if o.bin == "" {
+		o.bin = filepath.Join(o.dir, "agentqueued")
+		build := exec.Command("go", "build", "-o", o.bin, "./cmd/agentqueued")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("build the binary: %w", err)
+		}
+	}
+	dbPath := filepath.Join(o.dir, "aq.db")
+	d, err := startDaemon(o, dbPath)
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	client, err := api.NewClient("http://"+d.addr, "", nil)
+	if err != nil {
+		return err
+	}
+	if _, err := client.CreateProject(ctx, models.ProjectSpec{ID: "p", MaxConcurrentAgents: o.agents}); err != nil {
+		return err
+	}
+	begin := time.Now()
+	nextSample := begin
+	created, last, moved := 0, -1, time.Now()
+	var finished time.Time
+	fmt.Printf("%-10s %-10s %-12s %-10s\n", "ELAPSED", "TASKS", "DB+WAL MiB", "ARCHIVED")
+	for {
+		page, err := client.ListTasksPage(ctx, models.TaskFilter{ProjectID: "p", Statuses: unfinished, Limit: soakChunk})
+		if err != nil {
+			return err
+		}
+		open := len(page.Tasks)
+		allowed := o.tasks
+		if o.rate > 0 {
+			allowed = min(o.tasks, int(o.rate*time.Since(begin).Seconds()))
+		}
+		if open < soakChunk/2 && created < allowed {
+			n := min(soakChunk, allowed-created)
+			batch := models.TaskBatch{ProjectID: "p", Tasks: make([]models.BatchTask, n)}
+			for i := range batch.Tasks {
+				batch.Tasks[i] = models.BatchTask{Title: fmt.Sprintf("soak %d", created+i)}
+			}
+			if _, err := client.CreateTasks(ctx, batch); err != nil {
+				return err
+			}
+			created, open = created+n, open+n
+		}
+		done := created - open
+		if done != last || !finished.IsZero() {
+			last, moved = done, time.Now()
+		} else if time.Since(moved) > progresstest.Stall() {
+			return fmt.Errorf("no progress for %s: %d of %d done", progresstest.Stall(), done, created)
+		}
+		if now := time.Now(); !now.Before(nextSample) || (open == 0 && created >= o.tasks && finished.IsZero()) {
+			st, err := client.Stats(ctx)
+			if err != nil {
+				return err
+			}
+			archived := 0
+			for _, p := range st.Projects {
+				archived += p.Archived
+			}
+			fmt.Printf("%-10s %-10d %-12.1f %-10d\n", now.Sub(begin).Round(time.Second), done,
+				float64(bytesOf(dbPath))/(1<<20), archived)
+			nextSample = nextSample.Add(o.sample)
+			if open == 0 && created >= o.tasks {
+				if finished.IsZero() {
+					finished = now
+				}
+				if now.Sub(finished) >= o.tail {
+					break
+				}
+			}
+		}
+		select {
+		case <-d.exited:
+			return fmt.Errorf("the daemon exited: %v", d.err)
+		case <-time.After(pollEvery):
+		}
+	}
+	report("soak", fmt.Sprintf("%d tasks in %s, windows %s, final %s", o.tasks, time.Since(begin).Round(time.Second),
+		o.window, size(dbPath)))
+	return nil
+}
+
+var unfinished = []models.TaskStatus{models.StatusDefined, models.StatusReady, models.StatusAssigned, models.StatusInProgress,
+	models.StatusVerifying, models.StatusFailed, models.StatusPaused, models.StatusWaitingInput, models.StatusAwaitingApproval}
+
+type daemon struct {
+	cmd    *exec.Cmd
+	addr   string
+	exited chan struct{}
+	err    error
+}
+
+var listening = regexp.MustCompile(`msg="agentqueued listening" addr=(\S+)`)
+
+func startDaemon(o options, dbPath string) (*daemon, error) {
+	cfgPath := filepath.Join(o.dir, "agentqueued.yaml")
+	var cfg strings.Builder
+	w := o.window.String()
+	fmt.Fprintf(&cfg, "log: {level: info}\ndatabase: {path: %q}\n", dbPath)
+	fmt.Fprintf(&cfg, "retention: {notices: %s, run_logs: %s, hook_runs: %s, workflow_runs: %s, archive_tasks: %s, archived: %s, interval: %s",
+		w, w, w, w, w, w, max(o.window/4, time.Second))
+	if o.pruneBatch > 0 {
+		fmt.Fprintf(&cfg, ", batch: %d", o.pruneBatch)
+	}
+	fmt.Fprintf(&cfg, "}\n")
+	fmt.Fprintf(&cfg, "agents:\n")
+	for i := range o.agents {
+		fmt.Fprintf(&cfg, "  - {name: a%d, type: command, command: /bin/true}\n", i)
+	}
+	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
+		return nil, err
+	}
+	d := &daemon{exited: make(chan struct{})}
+	d.cmd = proc.Command(context.Background(), o.bin, "run", "--config", cfgPath, "--data-dir", filepath.Join(o.dir, "data"), "--listen", "127.0.0.1:0")
+	logf, err := os.Create(filepath.Join(o.dir, "daemon.log"))
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	d.cmd.Stdout, d.cmd.Stderr = logf, io.MultiWriter(logf, pw)
+	if err := d.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		d.err = d.cmd.Wait()
+		pw.Close()
+		logf.Close()
+		close(d.exited)
+	}()
+	addr := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 64<<10)
+		var seen []byte
+		for {
+			n, err := pr.Read(buf)
+			seen = append(seen, buf[:n]...)
+			if m := listening.FindSubmatch(seen); m != nil {
+				addr <- string(m[1])
+				io.Copy(io.Discard, pr) //nolint:errcheck // the rest is in the log file
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case d.addr = <-addr:
+		return d, nil
+	case <-d.exited:
+		return nil, fmt.Errorf("the daemon exited before listening: %v (log: %s)", d.err, filepath.Join(o.dir, "daemon.log"))
+	case <-time.After(progresstest.Stall()):
+		d.stop()
+		return nil, errors.New("the daemon did not listen within the stall limit")
+	}
+}
+
+func (d *daemon) stop() {
+	select {
+	case <-d.exited:
+		return
+	default:
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited
+	select {
+	case <-d.exited:
+	case <-time.After(progresstest.Stall()):
+		proc.KillGroup(d.cmd.Process.Pid) //nolint:errcheck // clean-up
+		<-d.exited
+	}
+}

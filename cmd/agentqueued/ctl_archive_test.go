@@ -1,0 +1,91 @@
+package main
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/api"
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
+)
+
+// TestCtlShowsArchivedTask: the daemon's pruner archives a finished task
+// once its window has passed; `ctl task show` still shows it and says it
+// is archived, `ctl task list --archived` lists it and the plain list
+// does not.
+func TestCtlShowsArchivedTask(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "config.yaml", "retention:\n  archive_tasks: 1d\n  interval: 1h\n")
+	fake := clocktest.New(time.Now())
+	d, err := startMainWith(t, func(m *Main) { m.retentionClock = fake },
+		"run", "--data-dir", dir+"/data", "--listen", "127.0.0.1:0", "--config", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := d.m.Addr()
+	mustCtl(t, addr, "project", "create", "web")
+	var res api.BatchResponse
+	if err := json.Unmarshal([]byte(mustCtl(t, addr, "--json", "task", "add", "--project", "web", "--title", "Old news")), &res); err != nil ||
+		len(res.Results) != 1 {
+		t.Fatalf("task add: %v %+v", err, res)
+	}
+	id := res.Results[0].TaskID
+	mustCtl(t, addr, "task", "cancel", id, "--reason", "stale")
+	ctx := progresstest.Context(t)
+	if err := fake.WaitTimer(ctx, time.Hour); err != nil { // the first pass, at start, is over
+		t.Fatal(err)
+	}
+	fake.Advance(49 * time.Hour)
+	if err := fake.WaitTimer(ctx, time.Hour); err != nil { // the pass the advance started is over
+		t.Fatal(err)
+	}
+
+	show := mustCtl(t, addr, "task", "show", id)
+	if !regexp.MustCompile(`(?m)^Archived:\s+\S+.*read-only`).MatchString(show) ||
+		!regexp.MustCompile(`(?m)^Status:\s+BLOCKED`).MatchString(show) || !strings.Contains(show, "cancelled by") {
+		t.Errorf("task show of an archived task:\n%s", show)
+	}
+	var detail models.TaskDetail
+	if err := json.Unmarshal([]byte(mustCtl(t, addr, "--json", "task", "show", id)), &detail); err != nil || detail.ArchivedAt == nil {
+		t.Errorf("task show --json: archived_at %v (%v)", detail.ArchivedAt, err)
+	}
+	if list := mustCtl(t, addr, "task", "list", "--archived"); !strings.Contains(list, id) {
+		t.Errorf("task list --archived lacks %s:\n%s", id, list)
+	}
+	if list := mustCtl(t, addr, "task", "list", "--project", "web"); strings.Contains(list, id) {
+		t.Errorf("task list still shows archived %s:\n%s", id, list)
+	}
+}
+
+// TestCtlStats: `ctl stats` prints a row per project with its tasks by
+// status, `--json` the figures, `--project` one project, and an unknown
+// project is named in the error.
+func TestCtlStats(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, t.TempDir())
+	addr := d.m.Addr()
+	mustCtl(t, addr, "project", "create", "web")
+	mustCtl(t, addr, "project", "create", "api")
+	mustCtl(t, addr, "task", "add", "--project", "web", "--title", "One")
+	mustCtl(t, addr, "task", "add", "--project", "web", "--title", "Two")
+
+	out := mustCtl(t, addr, "stats")
+	if !regexp.MustCompile(`(?m)^PROJECT\s+TASKS\s+BY STATUS\s+ARCHIVED\s+DONE 24H\s+LAST HOUR\s+MEAN WAIT\s+MEAN RUN`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^web\s+2\s+READY 2\s+0\s+0\s+0\s+-\s+-\s*$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^api\s+0\s+-\s+0`).MatchString(out) || !strings.Contains(out, "Completions per hour") {
+		t.Errorf("ctl stats:\n%s", out)
+	}
+	var st models.Stats
+	if err := json.Unmarshal([]byte(mustCtl(t, addr, "--json", "stats", "--project", "web")), &st); err != nil ||
+		len(st.Projects) != 1 || st.Projects[0].ByStatus[models.StatusReady] != 2 {
+		t.Errorf("ctl --json stats --project web: %+v (%v)", st, err)
+	}
+	if r := runCtl(t, addr, nil, "stats", "--project", "nope"); r.code != 1 || !strings.Contains(r.stderr, `"nope"`) {
+		t.Errorf("stats of an unknown project: %+v", r)
+	}
+}

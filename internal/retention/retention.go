@@ -1,0 +1,248 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/clock"
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultInterval = 10 * time.Minute
+	DefaultBatch    = 20
+)
+
+// Store is what the pruner needs of the store.
+type Store interface {
+	ArchiveTasks(ctx context.Context, before time.Time, limit int) ([]string, error)
+	PruneOutbox(ctx context.Context, before time.Time, limit int) (int64, error)
+	PruneHookRuns(ctx context.Context, before time.Time, limit int) (int64, error)
+	PruneWorkflowRuns(ctx context.Context, before time.Time, limit int) (int64, error)
+	PruneArchive(ctx context.Context, before time.Time, limit int) (int64, error)
+	RunFilesDue(ctx context.Context, before time.Time, limit int) ([]store.RunFiles, error)
+	MarkRunFilesPruned(ctx context.Context, ids []int64) error
+}
+
+// Config configures a Pruner. A zero window keeps that history for ever.
+type Config struct {
+	Store Store
+	// RunDir is the orchestrator's run directory (RunDir/<task>/<attempt>.*);
+	// empty: no files are pruned.
+	RunDir string
+	// Notices, RunLogs, HookRuns, WorkflowRuns and ArchiveTasks are the
+	// windows (see config.RetentionConfig).
+	Notices, RunLogs, HookRuns, WorkflowRuns, ArchiveTasks, Archived time.Duration
+	// Interval is the time between passes; default DefaultInterval.
+	Interval time.Duration
+	// Batch caps the rows of one transaction; default DefaultBatch.
+	Batch int
+	// Clock is the daemon's clock; nil: clock.Real.
+	Clock clock.Clock
+	// Logger receives a line per pass that pruned something; default discards.
+	Logger *slog.Logger
+}
+
+// Report counts what one pass pruned.
+type Report struct {
+	Archived     int
+	Notices      int64
+	HookRuns     int64
+	WorkflowRuns int64
+	// Expired counts archived tasks deleted for good.
+	Expired  int64
+	RunFiles int
+}
+
+// Pruner applies the retention windows; see the package doc.
+type Pruner struct {
+	cfg   Config
+	clock clock.Clock
+	log   *slog.Logger
+}
+
+// New returns a pruner; it starts nothing (Run does).
+func New(cfg Config) *Pruner {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = DefaultBatch
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Pruner{cfg: cfg, clock: clock.Or(cfg.Clock), log: log}
+}
+
+// Run makes a pass at once and then every Interval until ctx ends. A
+// failed pass is logged and retried at the next interval.
+func (p *Pruner) Run(ctx context.Context) error {
+	for {
+		if rep, err := p.Pass(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			p.log.Warn("retention pass failed", "err", err)
+		} else if rep != (Report{}) {
+			p.log.Info("retention pass", "archived", rep.Archived, "notices", rep.Notices, "hook_runs", rep.HookRuns,
+				"workflow_runs", rep.WorkflowRuns, "run_files", rep.RunFiles, "expired", rep.Expired)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.clock.After(p.cfg.Interval):
+		}
+	}
+}
+
+// Pass applies every window once, batch by batch, until nothing more is
+// due, and says what it pruned.
+func (p *Pruner) Pass(ctx context.Context) (Report, error) {
+	var rep Report
+	now := p.clock.Now()
+	if w := p.cfg.ArchiveTasks; w > 0 {
+		for {
+			t0 := p.clock.Now()
+			ids, err := p.cfg.Store.ArchiveTasks(ctx, now.Add(-w), p.cfg.Batch)
+			if err != nil {
+				return rep, err
+			}
+			rep.Archived += len(ids)
+			if err := p.yield(ctx, t0); err != nil {
+				return rep, err
+			}
+			for _, id := range ids {
+				if err := p.removeAll(filepath.Join(p.cfg.RunDir, id)); err != nil {
+					return rep, err
+				}
+			}
+			if len(ids) < p.cfg.Batch {
+				break
+			}
+		}
+	}
+	if w := p.cfg.RunLogs; w > 0 {
+		n, err := p.pruneRunFiles(ctx, now.Add(-w))
+		rep.RunFiles += n
+		if err != nil {
+			return rep, err
+		}
+	}
+	for _, step := range []struct {
+		window time.Duration
+		prune  func(context.Context, time.Time, int) (int64, error)
+		count  *int64
+	}{
+		{p.cfg.Notices, p.cfg.Store.PruneOutbox, &rep.Notices},
+		{p.cfg.HookRuns, p.cfg.Store.PruneHookRuns, &rep.HookRuns},
+		{p.cfg.WorkflowRuns, p.cfg.Store.PruneWorkflowRuns, &rep.WorkflowRuns},
+		{p.cfg.Archived, p.cfg.Store.PruneArchive, &rep.Expired},
+	} {
+		if step.window <= 0 {
+			continue
+		}
+		for {
+			t0 := p.clock.Now()
+			n, err := step.prune(ctx, now.Add(-step.window), p.cfg.Batch)
+			if err != nil {
+				return rep, err
+			}
+			if err := p.yield(ctx, t0); err != nil {
+				return rep, err
+			}
+			*step.count += n
+			if n < int64(p.cfg.Batch) {
+				break
+			}
+		}
+	}
+	return rep, nil
+}
+
+// pruneRunFiles deletes the files of runs ended before before, a batch at
+// a time: the files first, then the record, so a crash between them only
+// deletes nothing twice.
+func (p *Pruner) pruneRunFiles(ctx context.Context, before time.Time) (int, error) {
+	total := 0
+	for {
+		t0 := p.clock.Now()
+		due, err := p.cfg.Store.RunFilesDue(ctx, before, p.cfg.Batch)
+		if err != nil {
+			return total, err
+		}
+		ids := make([]int64, 0, len(due))
+		for _, r := range due {
+			for _, f := range runFiles(p.cfg.RunDir, r) {
+				if err := p.removeAll(f); err != nil {
+					return total, err
+				}
+			}
+			ids = append(ids, r.RunID)
+		}
+		if err := p.cfg.Store.MarkRunFilesPruned(ctx, ids); err != nil {
+			return total, err
+		}
+		if err := p.yield(ctx, t0); err != nil {
+			return total, err
+		}
+		total += len(due)
+		if len(due) < p.cfg.Batch {
+			return total, nil
+		}
+	}
+}
+
+// yield pauses after a batch begun at t0 for as long as the batch took, so
+// that the pruner holds the writer at most half of the time while a
+// backlog drains and the daemon's own writes get their turn.
+func (p *Pruner) yield(ctx context.Context, t0 time.Time) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.clock.After(p.clock.Now().Sub(t0)):
+		return nil
+	}
+}
+
+// runFiles names the files one run leaves under dir: a work attempt's
+// prompt, log and state directory, or a review's files.
+func runFiles(dir string, r store.RunFiles) []string {
+	if dir == "" {
+		return nil
+	}
+	if r.Kind == models.RunReview {
+		// <verification attempt>.review-<run>.*: the run id alone names it.
+		matches, _ := filepath.Glob(filepath.Join(dir, r.TaskID, fmt.Sprintf("*.review-%d.*", r.RunID)))
+		return matches
+	}
+	base := filepath.Join(dir, r.TaskID, strconv.Itoa(r.Attempt))
+	return []string{base + ".log", base + ".prompt", base + ".state"}
+}
+
+// removeAll deletes path, which must lie strictly inside RunDir below a
+// task's directory: a malformed id never reaches beyond it.
+func (p *Pruner) removeAll(path string) error {
+	if p.cfg.RunDir == "" {
+		return nil
+	}
+	rel, err := filepath.Rel(p.cfg.RunDir, path)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("prune %s: not inside the run directory %s", path, p.cfg.RunDir)
+	}
+	if err := os.RemoveAll(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("prune %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,207 @@
+package retention_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
+	"github.com/agentqueued/agentqueued/internal/retention"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+const day = 24 * time.Hour
+
+type fixture struct {
+	s      *store.Store
+	clock  *clocktest.Fake
+	runDir string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	dir := t.TempDir()
+	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(dir, "aq.db"), Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	if _, err := s.CreateProject(ctx, models.Project{ID: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RegisterAgent(ctx, models.Agent{ID: "a1", AgentType: "command",
+		AgentSettings: models.AgentSettings{Command: "/bin/true"}}); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{s: s, clock: clock, runDir: filepath.Join(dir, "runs")}
+}
+
+// task creates a task and, when done, runs it to COMPLETED leaving its
+// attempt's files in the run directory as the orchestrator does.
+func (f *fixture) task(t *testing.T, done bool) (string, models.Run) {
+	t.Helper()
+	ctx := context.Background()
+	res, err := f.s.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "t"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res[0].TaskID
+	if !done {
+		return id, models.Run{}
+	}
+	run, _, err := f.s.ClaimTask(ctx, id, "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.StartRun(ctx, run.ID, 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Join(f.runDir, id, "1")
+	for _, name := range []string{base + ".log", base + ".prompt", base + ".state/session", base + ".review-99.log"} {
+		if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.s.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted, Outcome: "completed"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventVerifyPassed, Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	return id, run
+}
+
+func exists(t *testing.T, path string) bool {
+	t.Helper()
+	_, err := os.Stat(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+func (f *fixture) pruner(windows func(*retention.Config)) *retention.Pruner {
+	cfg := retention.Config{Store: f.s, RunDir: f.runDir, Clock: f.clock, Batch: 2,
+		Notices: 7 * day, RunLogs: 7 * day, HookRuns: 30 * day, WorkflowRuns: 30 * day, ArchiveTasks: 30 * day}
+	if windows != nil {
+		windows(&cfg)
+	}
+	return retention.New(cfg)
+}
+
+// TestPassRunFilesThenArchive: an attempt's files go once the run-log
+// window has passed (another run's files, and the task, stay); the task
+// and its run directory go at the archive window, in batches.
+func TestPassRunFilesThenArchive(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	id, _ := f.task(t, true)
+	var others []string
+	for range 4 {
+		o, _ := f.task(t, true)
+		others = append(others, o)
+	}
+	live, _ := f.task(t, false)
+	p := f.pruner(nil)
+	base := filepath.Join(f.runDir, id, "1")
+
+	if rep, err := p.Pass(ctx); err != nil || rep != (retention.Report{}) {
+		t.Fatalf("first pass pruned %+v (%v) inside every window", rep, err)
+	}
+	f.clock.Advance(8 * day)
+	rep, err := p.Pass(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.RunFiles != 5 || rep.Archived != 0 {
+		t.Errorf("pass after the run-log window: %+v, want 5 runs' files and nothing archived", rep)
+	}
+	for _, gone := range []string{base + ".log", base + ".prompt", base + ".state"} {
+		if exists(t, gone) {
+			t.Errorf("%s kept after the run-log window", gone)
+		}
+	}
+	if !exists(t, base+".review-99.log") {
+		t.Error("another run's review files were deleted")
+	}
+	if _, err := f.s.GetTask(ctx, id); err != nil {
+		t.Errorf("task gone before the archive window: %v", err)
+	}
+
+	f.clock.Advance(30 * day)
+	if rep, err = p.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Archived != 5 { // three batches of at most two
+		t.Errorf("archived %d, want 5", rep.Archived)
+	}
+	for _, gone := range append([]string{id}, others...) {
+		if exists(t, filepath.Join(f.runDir, gone)) {
+			t.Errorf("run directory of archived task %s kept", gone)
+		}
+		d, err := f.s.GetTaskDetail(ctx, gone)
+		if err != nil || d.ArchivedAt == nil {
+			t.Errorf("archived task %s: %v, archived_at %v", gone, err, d.ArchivedAt)
+		}
+	}
+	if got, err := f.s.GetTask(ctx, live); err != nil || got.Status != models.StatusReady {
+		t.Errorf("unfinished task %s: %v %s", live, err, got.Status)
+	}
+}
+
+// TestZeroWindowKeeps: a window of zero turns its step off.
+func TestZeroWindowKeeps(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id, _ := f.task(t, true)
+	p := f.pruner(func(c *retention.Config) { c.ArchiveTasks, c.RunLogs = 0, 0 })
+	f.clock.Advance(365 * day)
+	if rep, err := p.Pass(context.Background()); err != nil || rep.Archived != 0 || rep.RunFiles != 0 {
+		t.Fatalf("pass with the windows off: %+v (%v)", rep, err)
+	}
+	if !exists(t, filepath.Join(f.runDir, id, "1.log")) {
+		t.Error("run log deleted with run_logs: 0")
+	}
+}
+
+// TestRunPassesEveryInterval: Run makes a pass at once and then one each
+// interval on the injected clock, and stops with its context.
+func TestRunPassesEveryInterval(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id, _ := f.task(t, true)
+	p := f.pruner(func(c *retention.Config) { c.Interval = time.Hour })
+	ctx, cancel := context.WithCancel(progresstest.Context(t))
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	if err := f.clock.WaitTimer(ctx, time.Hour); err != nil { // the first pass is over
+		t.Fatal(err)
+	}
+	f.clock.Advance(31 * day) // fires the timer: the next pass archives
+	w := progresstest.New(t, "the archive pass")
+	for {
+		if _, err := f.s.GetTask(ctx, id); models.ErrorCodeOf(err) == models.CodeNotFound {
+			break
+		}
+		select {
+		case <-w.Done():
+			t.Fatal("the task was not archived")
+		case <-f.clock.Armed():
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

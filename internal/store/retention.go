@@ -1,0 +1,352 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// Queries of retention: each selects at most a batch, oldest first.
+const (
+	// A finished task is archivable when nothing live still needs it: no
+	// unfinished dependent waits on an edge it has not satisfied, no task
+	// is its subtask, no agent holds it, no run of it is open and its
+	// workflow run has ended.
+	qArchivableTasks = `SELECT t.id FROM tasks t INDEXED BY tasks_finished
+		WHERE t.status IN ('COMPLETED', 'BLOCKED') AND t.updated_at < ?1
+		AND NOT EXISTS (SELECT 1 FROM task_dependencies d JOIN tasks dn ON dn.id = d.downstream
+			WHERE d.upstream = t.id AND d.resolution != 'SATISFIED' AND dn.status != 'COMPLETED')
+		AND NOT EXISTS (SELECT 1 FROM tasks c WHERE c.parent_task_id = t.id)
+		AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.current_task_id = t.id)
+		AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = t.id AND r.ended_at IS NULL)
+		AND NOT EXISTS (SELECT 1 FROM workflow_runs w WHERE w.id = t.workflow_run_id AND w.status IN ('pending', 'running'))
+		ORDER BY t.updated_at LIMIT ?2`
+	qInsertArchived = `INSERT INTO archived_tasks (id, project_id, status, created_at, updated_at, archived_at, task, detail)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	qArchivedDetail = "SELECT detail, archived_at FROM archived_tasks WHERE id = ?"
+	// Notices delivered (or given up) before the cutoff, and those never
+	// delivered that were made before it (a daemon without Discord
+	// delivers none), but none a consumer of task events (event_cursors)
+	// has still to read while an enabled hook fires on events: without
+	// one, the hooks' cursor stands still, and is moved to the newest event
+	// when one is made (startHookCursor).
+	qPruneOutbox = `DELETE FROM outbox WHERE id IN (SELECT id FROM outbox
+		WHERE coalesce(delivered_at, created_at) < ?1
+		AND (NOT (` + qAnyEventHook + `)
+			OR id <= coalesce((SELECT min(last_id) FROM event_cursors), 9223372036854775807))
+		ORDER BY id LIMIT ?2)`
+	// Finished hook runs, but never a hook's newest run that counts for its
+	// cooldown nor its newest scheduled firing (what catch-up reads).
+	qPruneHookRuns = `DELETE FROM hook_runs WHERE rowid IN (SELECT h.rowid FROM hook_runs h INDEXED BY hook_runs_started
+		WHERE h.status != 'running' AND h.started_at < ?1
+		AND h.started_at < coalesce((SELECT max(l.started_at) FROM hook_runs l
+			WHERE l.hook_id = h.hook_id AND l.status != 'skipped'), 9223372036854775807)
+		AND (h.scheduled_at IS NULL OR h.scheduled_at < (SELECT max(l.scheduled_at) FROM hook_runs l
+			WHERE l.hook_id = h.hook_id AND l.scheduled_at IS NOT NULL))
+		ORDER BY h.started_at LIMIT ?2)`
+	// Ended workflow runs none of whose tasks is left in the working
+	// tables, but never a workflow's newest run.
+	qPruneWorkflowRuns = `DELETE FROM workflow_runs WHERE id IN (SELECT w.id FROM workflow_runs w INDEXED BY workflow_runs_ended
+		WHERE w.ended_at IS NOT NULL AND w.ended_at < ?1 AND w.status IN ('success', 'failed', 'cancelled')
+		AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.workflow_run_id = w.id)
+		AND w.created_at < (SELECT max(l.created_at) FROM workflow_runs l WHERE l.workflow = w.workflow)
+		ORDER BY w.ended_at LIMIT ?2)`
+	qPruneArchive = `DELETE FROM archived_tasks WHERE rowid IN (SELECT rowid FROM archived_tasks INDEXED BY archived_tasks_at
+		WHERE archived_at < ?1 ORDER BY archived_at LIMIT ?2)`
+	qRunFilesDue = `SELECT id, task_id, attempt, kind FROM task_runs INDEXED BY task_runs_files
+		WHERE files_pruned_at IS NULL AND ended_at IS NOT NULL AND ended_at < ? ORDER BY ended_at LIMIT ?`
+)
+
+// RunFiles names one ended run whose files on disk are due to be deleted.
+type RunFiles struct {
+	RunID   int64
+	TaskID  string
+	Attempt int
+	// Kind is models.RunWork or models.RunReview.
+	Kind string
+}
+
+// ArchiveTasks moves at most limit finished tasks last changed before
+// before out of the working tables, in one transaction: each task's detail
+// as GetTaskDetail shows it goes to the archive, and the task with its
+// edges, events, runs, questions, results, verification and pull request
+// leaves the working tables. The token ledger keeps its rows. Which tasks
+// are finished enough is in qArchivableTasks: a task something live still
+// needs stays. It returns the ids archived (none: nothing is due).
+func (s *Store) ArchiveTasks(ctx context.Context, before time.Time, limit int) ([]string, error) {
+	var ids []string
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if ids, err = queryIDs(ctx, tx, qArchivableTasks, toNanos(before), limit); err != nil {
+			return err
+		}
+		now := s.now()
+		q := &preparedTx{tx: tx, stmts: map[string]*sql.Stmt{}}
+		defer q.close()
+		for _, id := range ids {
+			d, err := taskDetail(ctx, q, id)
+			if err != nil {
+				return err
+			}
+			task, err := json.Marshal(d.Task)
+			if err != nil {
+				return fmt.Errorf("encode task %s: %w", id, err)
+			}
+			at := now
+			d.ArchivedAt = &at
+			detail, err := json.Marshal(d)
+			if err != nil {
+				return fmt.Errorf("encode task %s: %w", id, err)
+			}
+			if _, err := q.exec(ctx, qInsertArchived, id, d.Task.ProjectID, d.Task.Status, toNanos(d.Task.CreatedAt),
+				toNanos(d.Task.UpdatedAt), toNanos(now), string(task), string(detail)); err != nil {
+				return fmt.Errorf("archive task %s: %w", id, err)
+			}
+			for _, del := range []string{"DELETE FROM chat_threads WHERE task_id = ?", "DELETE FROM tasks WHERE id = ?"} {
+				if _, err := q.exec(ctx, del, id); err != nil {
+					return fmt.Errorf("archive task %s: %w", id, err)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("archive tasks: %w", err)
+	}
+	return ids, nil
+}
+
+// preparedTx is a queryer over a write transaction that prepares each
+// statement once for the transaction: archiving a batch runs the same few
+// statements for every task, and preparing is most of their cost.
+type preparedTx struct {
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt
+}
+
+func (p *preparedTx) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st, ok := p.stmts[q]; ok {
+		return st, nil
+	}
+	st, err := p.tx.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	p.stmts[q] = st
+	return st, nil
+}
+
+// QueryRowContext implements queryer.
+func (p *preparedTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	st, err := p.stmt(ctx, q)
+	if err != nil {
+		return p.tx.QueryRowContext(ctx, q, args...) // reports the same error
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+// QueryContext implements queryer.
+func (p *preparedTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	st, err := p.stmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+func (p *preparedTx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	st, err := p.stmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (p *preparedTx) close() {
+	for _, st := range p.stmts {
+		_ = st.Close()
+	}
+}
+
+// archivedDetail reads an archived task's detail; ok is false when id was
+// never archived.
+func archivedDetail(ctx context.Context, q queryer, id string) (models.TaskDetail, bool, error) {
+	var (
+		raw string
+		at  int64
+	)
+	err := q.QueryRowContext(ctx, qArchivedDetail, id).Scan(&raw, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return models.TaskDetail{}, false, nil
+	}
+	if err != nil {
+		return models.TaskDetail{}, false, fmt.Errorf("archived task %s: %w", id, err)
+	}
+	var d models.TaskDetail
+	if err := json.Unmarshal([]byte(raw), &d); err != nil {
+		return models.TaskDetail{}, false, fmt.Errorf("archived task %s: %w", id, err)
+	}
+	archived := fromNanos(at)
+	d.ArchivedAt = &archived
+	return d, true, nil
+}
+
+// listArchivedTasks lists archived tasks for ListTasks, in the order they
+// were archived.
+func (s *Store) listArchivedTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	var (
+		where []string
+		args  []any
+	)
+	if f.ProjectID != "" {
+		where = append(where, "project_id = ?")
+		args = append(args, f.ProjectID)
+	}
+	if len(f.Statuses) > 0 {
+		where = append(where, "status IN ("+strings.TrimSuffix(strings.Repeat("?,", len(f.Statuses)), ",")+")")
+		for _, st := range f.Statuses {
+			if !st.Valid() {
+				return nil, models.Errorf(models.CodeInvalid, "status: unknown task status %q", st)
+			}
+			args = append(args, st)
+		}
+	}
+	if f.AfterID != "" {
+		var n int
+		if err := s.rdb.QueryRowContext(ctx, "SELECT count(*) FROM archived_tasks WHERE id = ?", f.AfterID).Scan(&n); err != nil {
+			return nil, fmt.Errorf("list archived tasks: %w", err)
+		}
+		if n == 0 {
+			return nil, models.Errorf(models.CodeInvalid, "after: no archived task %q to continue after", f.AfterID)
+		}
+		where = append(where, "rowid > (SELECT rowid FROM archived_tasks WHERE id = ?)")
+		args = append(args, f.AfterID)
+	}
+	q := "SELECT task FROM archived_tasks"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY rowid LIMIT ?"
+	args = append(args, limit)
+	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list archived tasks: %w", err)
+	}
+	defer rows.Close()
+	out := []models.Task{}
+	for rows.Next() {
+		var raw string
+		if err := rows.Scan(&raw); err != nil {
+			return nil, fmt.Errorf("list archived tasks: %w", err)
+		}
+		var t models.Task
+		if err := json.Unmarshal([]byte(raw), &t); err != nil {
+			return nil, fmt.Errorf("list archived tasks: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// archivedUpstream says whether id names an archived task, and whether it
+// was archived COMPLETED (a dependency on it is met).
+func archivedUpstream(ctx context.Context, q queryer, id string) (exists, completed bool, err error) {
+	var status string
+	err = q.QueryRowContext(ctx, "SELECT status FROM archived_tasks WHERE id = ?", id).Scan(&status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("archived task %s: %w", id, err)
+	}
+	return true, status == string(models.StatusCompleted), nil
+}
+
+// PruneOutbox deletes at most limit notices delivered (or given up) before
+// before, or never delivered and made before it, in one transaction,
+// keeping those the hooks have not read yet while a hook fires on events.
+// It returns how many it deleted.
+func (s *Store) PruneOutbox(ctx context.Context, before time.Time, limit int) (int64, error) {
+	return s.prune(ctx, "prune outbox", qPruneOutbox, before, limit)
+}
+
+// PruneHookRuns deletes at most limit hook runs finished and started before
+// before, in one transaction, keeping each hook's newest run that counts
+// for its cooldown and its newest scheduled firing.
+func (s *Store) PruneHookRuns(ctx context.Context, before time.Time, limit int) (int64, error) {
+	return s.prune(ctx, "prune hook runs", qPruneHookRuns, before, limit)
+}
+
+// PruneWorkflowRuns deletes at most limit workflow runs ended before before
+// whose tasks have all left the working tables (archived), keeping each
+// workflow's newest run.
+func (s *Store) PruneWorkflowRuns(ctx context.Context, before time.Time, limit int) (int64, error) {
+	return s.prune(ctx, "prune workflow runs", qPruneWorkflowRuns, before, limit)
+}
+
+// PruneArchive deletes for good at most limit tasks archived before
+// before. Their token ledger rows stay.
+func (s *Store) PruneArchive(ctx context.Context, before time.Time, limit int) (int64, error) {
+	return s.prune(ctx, "prune the archive", qPruneArchive, before, limit)
+}
+
+func (s *Store) prune(ctx context.Context, op, q string, before time.Time, limit int) (int64, error) {
+	var n int64
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, q, toNanos(before), limit)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	return n, nil
+}
+
+// RunFilesDue returns at most limit runs ended before before whose files
+// have not been pruned, oldest first.
+func (s *Store) RunFilesDue(ctx context.Context, before time.Time, limit int) ([]RunFiles, error) {
+	out, err := queryAll(ctx, s.rdb, func(row scanner) (RunFiles, error) {
+		var r RunFiles
+		err := row.Scan(&r.RunID, &r.TaskID, &r.Attempt, &r.Kind)
+		return r, err
+	}, qRunFilesDue, toNanos(before), limit)
+	if err != nil {
+		return nil, fmt.Errorf("runs whose files are due: %w", err)
+	}
+	return out, nil
+}
+
+// MarkRunFilesPruned records that the files of runs ids are gone.
+func (s *Store) MarkRunFilesPruned(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	args := []any{toNanos(s.now())}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "UPDATE task_runs SET files_pruned_at = ? WHERE id IN ("+
+			strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")+")", args...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("mark run files pruned: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,464 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/workflow"
+)
+
+const day = 24 * time.Hour
+
+// completeTask runs a task to COMPLETED through a run of agent a1 and
+// records token use against it.
+func completeTask(t *testing.T, s *store.Store, id string) models.Run {
+	t.Helper()
+	ctx := context.Background()
+	run, _, err := s.ClaimTask(ctx, id, "a1")
+	if err != nil {
+		t.Fatalf("claim %s: %v", id, err)
+	}
+	if _, err := s.StartRun(ctx, run.ID, 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordTokenUsage(ctx, models.TokenUsage{ProjectID: "p", TaskID: id, AgentID: "a1", Input: 100, Output: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted, Outcome: "completed"}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, s, id, models.EventVerifyPassed)
+	return run
+}
+
+func archive(t *testing.T, s *store.Store, before time.Time) []string {
+	t.Helper()
+	ids, err := s.ArchiveTasks(context.Background(), before, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func sameIDs(got []string, want ...string) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	set := map[string]bool{}
+	for _, g := range got {
+		set[g] = true
+	}
+	for _, w := range want {
+		if !set[w] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestArchiveTasks: finished tasks older than the window leave the working
+// tables for the archive, stay readable (detail and listing), keep their
+// token ledger rows, and a task something live still needs (a dependent
+// waiting on it, a subtask) stays until that has gone too.
+func TestArchiveTasks(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	mustAgent(t, s, "a1")
+	ids := create(t, s, "p",
+		models.BatchTask{LocalID: "up", Title: "up"},
+		models.BatchTask{LocalID: "down", Title: "down", Dependencies: dep("up")},
+		models.BatchTask{LocalID: "gate", Title: "gate"},
+		models.BatchTask{LocalID: "behind", Title: "behind", Dependencies: dep("gate")},
+		models.BatchTask{LocalID: "parent", Title: "parent"},
+	)
+	child := create(t, s, "p", models.BatchTask{LocalID: "child", Title: "child", ParentTaskID: ids["parent"]})["child"]
+	completeTask(t, s, ids["up"])
+	apply(t, s, ids["gate"], models.EventAdminCancel) // gate BLOCKED, behind BLOCKED by the cascade
+	apply(t, s, ids["parent"], models.EventAdminCancel)
+	tokens := func() int64 {
+		n, err := s.TokensUsedSince(ctx, "p", time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := tokens()
+
+	if got := archive(t, s, clock.Now().Add(-30*day)); len(got) != 0 {
+		t.Fatalf("archived %v inside the window", got)
+	}
+	clock.Advance(31 * day)
+	fresh := create(t, s, "p", models.BatchTask{LocalID: "fresh", Title: "fresh"})["fresh"]
+	apply(t, s, fresh, models.EventAdminCancel) // finished, but inside the window
+	cutoff := clock.Now().Add(-30 * day)
+	// First round: up (its dependent is satisfied), behind (nothing depends
+	// on it); gate waits for behind, parent for its subtask.
+	if got := archive(t, s, cutoff); !sameIDs(got, ids["up"], ids["behind"]) {
+		t.Fatalf("first round archived %v, want up %s and behind %s", got, ids["up"], ids["behind"])
+	}
+	if got := archive(t, s, cutoff); !sameIDs(got, ids["gate"]) {
+		t.Fatalf("second round archived %v, want gate %s", got, ids["gate"])
+	}
+	if got := archive(t, s, cutoff); len(got) != 0 {
+		t.Fatalf("third round archived %v", got)
+	}
+	apply(t, s, child, models.EventAdminCancel)
+	clock.Advance(31 * day)
+	if got := archive(t, s, clock.Now().Add(-30*day)); !sameIDs(got, child, fresh) {
+		t.Fatalf("archived %v, want the subtask %s and %s", got, child, fresh)
+	}
+	if got := archive(t, s, clock.Now().Add(-30*day)); !sameIDs(got, ids["parent"]) {
+		t.Fatalf("archived %v, want the parent %s once its subtask went", got, ids["parent"])
+	}
+
+	// Readable: the detail says archived and keeps the events and runs.
+	if _, err := s.GetTask(ctx, ids["up"]); models.ErrorCodeOf(err) != models.CodeNotFound {
+		t.Fatalf("archived task still in the working tables: %v", err)
+	}
+	d, err := s.GetTaskDetail(ctx, ids["up"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ArchivedAt == nil || d.Task.Status != models.StatusCompleted || len(d.Events) == 0 || len(d.Runs) != 1 {
+		t.Fatalf("archived detail: archived_at %v, status %s, %d events, %d runs", d.ArchivedAt, d.Task.Status,
+			len(d.Events), len(d.Runs))
+	}
+	list, err := s.ListTasks(ctx, models.TaskFilter{Archived: true, ProjectID: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 6 {
+		t.Errorf("archived listing has %d tasks, want 6", len(list))
+	}
+	blocked, err := s.ListTasks(ctx, models.TaskFilter{Archived: true, Statuses: []models.TaskStatus{models.StatusCompleted}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocked) != 1 || blocked[0].ID != ids["up"] {
+		t.Errorf("archived COMPLETED: %+v", blocked)
+	}
+	live, _ := s.ListTasks(ctx, models.TaskFilter{ProjectID: "p"})
+	if len(live) != 1 || live[0].ID != ids["down"] || live[0].Status != models.StatusReady {
+		t.Errorf("working tables hold %+v, want only down READY", live)
+	}
+	if got := tokens(); got != before {
+		t.Errorf("ledger total %d after archiving, want %d", got, before)
+	}
+
+	// A new dependency on an archived task: met when it completed (or for
+	// a soft edge), refused when it requires the success of a blocked one.
+	late := create(t, s, "p", models.BatchTask{LocalID: "late", Title: "late", Dependencies: dep(ids["up"])})["late"]
+	if got, _ := s.GetTask(ctx, late); got.Status != models.StatusReady {
+		t.Errorf("a task depending on an archived COMPLETED task is %s, want READY", got.Status)
+	}
+	soft := create(t, s, "p", models.BatchTask{LocalID: "soft", Title: "soft",
+		Dependencies: []models.BatchDependency{{ID: ids["gate"], RequiresSuccess: f()}}})["soft"]
+	if got, _ := s.GetTask(ctx, soft); got.Status != models.StatusReady {
+		t.Errorf("a soft dependent of an archived BLOCKED task is %s, want READY", got.Status)
+	}
+	_, err = s.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "hard", Dependencies: dep(ids["gate"])}}})
+	if models.ErrorCodeOf(err) != models.CodeConflict {
+		t.Errorf("a hard dependency on an archived BLOCKED task: %v, want a conflict", err)
+	}
+}
+
+// TestRunFilesDue: an ended run's files fall due once the window has
+// passed, and not again once marked pruned.
+func TestRunFilesDue(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	mustAgent(t, s, "a1")
+	id := create(t, s, "p", models.BatchTask{LocalID: "x", Title: "x"})["x"]
+	run := completeTask(t, s, id)
+	due := func() []store.RunFiles {
+		r, err := s.RunFilesDue(ctx, clock.Now().Add(-7*day), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if got := due(); len(got) != 0 {
+		t.Fatalf("due inside the window: %+v", got)
+	}
+	clock.Advance(8 * day)
+	got := due()
+	if len(got) != 1 || got[0].RunID != run.ID || got[0].TaskID != id || got[0].Attempt != run.Attempt || got[0].Kind != models.RunWork {
+		t.Fatalf("due %+v, want run %d of %s", got, run.ID, id)
+	}
+	if err := s.MarkRunFilesPruned(ctx, []int64{run.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := due(); len(got) != 0 {
+		t.Fatalf("due again after pruning: %+v", got)
+	}
+}
+
+// TestPruneOutbox: notices older than the window go, delivered or not (a
+// daemon without Discord delivers none), but, while a hook fires on
+// events, none the hooks' event cursor has not passed; a notice inside the
+// window stays.
+func TestPruneOutbox(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	h := mustHook(t, s, `{"project_id":"p","name":"On done","trigger":{"type":"event","event_type":"task.completed"}}`)
+	notify := func(key string) {
+		t.Helper()
+		if err := s.Notify(ctx, key, models.Notice{Kind: "test", ProjectID: "p", Payload: map[string]string{"k": key}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{"a", "b", "c", "d"} {
+		notify(k)
+	}
+	pending, err := s.PendingOutbox(ctx, 10)
+	if err != nil || len(pending) != 4 {
+		t.Fatalf("pending %d, %v", len(pending), err)
+	}
+	for _, m := range pending[:3] {
+		if err := s.MarkOutboxDelivered(ctx, m.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The hooks have read up to the second notice only.
+	if err := s.SetEventCursor(ctx, models.HookEventCursor, pending[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		n, err := store.CountForTest(s, "SELECT count(*) FROM outbox")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	prune := func(limit int) int64 {
+		t.Helper()
+		n, err := s.PruneOutbox(ctx, clock.Now().Add(-7*day), limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := prune(100); n != 0 {
+		t.Fatalf("pruned %d inside the window", n)
+	}
+	clock.Advance(8 * day)
+	notify("fresh")
+	for _, want := range []int64{1, 1, 0} { // batches of one: the writer is released between them
+		if n := prune(1); n != want {
+			t.Fatalf("pruned %d, want %d", n, want)
+		}
+	}
+	if got := count(); got != 3 {
+		t.Errorf("%d notices left, want 3 (two the hooks have not read, one inside the window)", got)
+	}
+	// Without an enabled event hook the cursor stands still and holds nothing.
+	if _, err := s.UpdateHook(ctx, h.ID, models.HookPatch{Enabled: f()}); err != nil {
+		t.Fatal(err)
+	}
+	if n := prune(10); n != 2 {
+		t.Fatalf("pruned %d with no event hook, want the delivered and the never delivered one", n)
+	}
+	if got := count(); got != 1 {
+		t.Errorf("%d notices left, want the one inside the window", got)
+	}
+}
+
+// TestPruneHookRuns: finished hook runs older than the window go, but a
+// hook's newest run that counts for its cooldown and its newest scheduled
+// firing stay, whatever their age.
+func TestPruneHookRuns(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "web")
+	h := mustHook(t, s, `{"project_id":"web","name":"Digest","trigger":{"type":"manual"}}`)
+	fire := func(key string, scheduled bool) string {
+		t.Helper()
+		c := models.HookClaim{HookID: h.ID, FireKey: key, TriggerReason: "t", Manual: true}
+		if scheduled {
+			at := clock.Now()
+			c.ScheduledAt = &at
+		}
+		res, err := s.ClaimHookRun(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.FinishHookRun(ctx, models.HookRun{ID: res.Run.ID, Status: models.HookRunCompleted}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(day)
+		return res.Run.ID
+	}
+	old := fire("manual:1", false)
+	scheduled := fire("schedule:1", true)
+	older := fire("manual:2", false)
+	newest := fire("manual:3", false)
+	if n, err := s.PruneHookRuns(ctx, clock.Now().Add(-30*day), 100); err != nil || n != 0 {
+		t.Fatalf("pruned %d (%v) inside the window", n, err)
+	}
+	clock.Advance(40 * day)
+	if n, err := s.PruneHookRuns(ctx, clock.Now().Add(-30*day), 100); err != nil || n != 2 {
+		t.Fatalf("pruned %d (%v), want 2", n, err)
+	}
+	for id, kept := range map[string]bool{old: false, older: false, scheduled: true, newest: true} {
+		_, err := s.GetHookRun(ctx, id)
+		if got := err == nil; got != kept {
+			t.Errorf("hook run %s kept = %v, want %v (%v)", id, got, kept, err)
+		}
+	}
+}
+
+// TestPruneWorkflowRuns: an ended workflow run older than the window goes
+// once its tasks have been archived, but never a workflow's newest run.
+func TestPruneWorkflowRuns(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "web")
+	w, err := workflow.Parse("flow.yaml", []byte("name: one\nproject: web\nsteps:\n  - name: only\n    title: Only\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Origin = models.WorkflowFromAPI
+	if _, err := s.SaveWorkflow(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	var runs []string
+	for i := range 2 {
+		r, _, err := s.StartWorkflowRun(ctx, models.RunRequest{Workflow: "one", Trigger: models.TriggerByHand,
+			TriggeredBy: "t", FireKey: fmt.Sprintf("manual:%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CancelWorkflowRun(ctx, r.ID, "ann"); err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r.ID)
+		clock.Advance(time.Hour)
+	}
+	clock.Advance(31 * day)
+	cutoff := clock.Now().Add(-30 * day)
+	if n, err := s.PruneWorkflowRuns(ctx, cutoff, 100); err != nil || n != 0 {
+		t.Fatalf("pruned %d (%v) while the runs' tasks are in the working tables", n, err)
+	}
+	if ids, err := s.ArchiveTasks(ctx, cutoff, 100); err != nil || len(ids) != 2 {
+		t.Fatalf("archived %v (%v)", ids, err)
+	}
+	if n, err := s.PruneWorkflowRuns(ctx, cutoff, 100); err != nil || n != 1 {
+		t.Fatalf("pruned %d (%v), want the older run", n, err)
+	}
+	if _, err := s.GetWorkflowRun(ctx, runs[0]); models.ErrorCodeOf(err) != models.CodeNotFound {
+		t.Errorf("older run kept: %v", err)
+	}
+	if _, err := s.GetWorkflowRun(ctx, runs[1]); err != nil {
+		t.Errorf("newest run pruned: %v", err)
+	}
+}
+
+// TestDeleteProjectDeletesItsArchive: a deleted project's archived tasks
+// go with it; another project's stay.
+func TestDeleteProjectDeletesItsArchive(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "x")
+	mustProject(t, s, "y")
+	gone := create(t, s, "x", models.BatchTask{LocalID: "a", Title: "a"})["a"]
+	kept := create(t, s, "y", models.BatchTask{LocalID: "b", Title: "b"})["b"]
+	apply(t, s, gone, models.EventAdminCancel)
+	apply(t, s, kept, models.EventAdminCancel)
+	clock.Advance(2 * day)
+	if ids := archive(t, s, clock.Now().Add(-day)); len(ids) != 2 {
+		t.Fatalf("archived %v", ids)
+	}
+	if err := s.DeleteProject(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetTaskDetail(ctx, gone); models.ErrorCodeOf(err) != models.CodeNotFound {
+		t.Errorf("archived task of a deleted project: %v", err)
+	}
+	if d, err := s.GetTaskDetail(ctx, kept); err != nil || d.ArchivedAt == nil {
+		t.Errorf("another project's archived task: %v", err)
+	}
+}
+
+// TestArchivedIDsAreNotReused: a new task never takes the id of an
+// archived one (names are drawn at random, so the same draw comes again).
+func TestArchivedIDsAreNotReused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "aq.db")
+	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	open := func() *store.Store {
+		s, err := store.Open(ctx, store.Config{Path: path, Clock: clock, Rand: rand.New(rand.NewPCG(1, 2))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open()
+	mustProject(t, s, "p")
+	first := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"})["a"]
+	apply(t, s, first, models.EventAdminCancel)
+	clock.Advance(2 * day)
+	if ids := archive(t, s, clock.Now().Add(-day)); len(ids) != 1 {
+		t.Fatalf("archived %v", ids)
+	}
+	s.Close()
+	s = open() // the same draws again
+	defer s.Close()
+	again := create(t, s, "p", models.BatchTask{LocalID: "b", Title: "b"})["b"]
+	if again == first {
+		t.Fatalf("a new task took the archived id %s", first)
+	}
+	apply(t, s, again, models.EventAdminCancel)
+	clock.Advance(2 * day)
+	if ids := archive(t, s, clock.Now().Add(-day)); len(ids) != 1 {
+		t.Fatalf("archived %v", ids)
+	}
+}
+
+// TestPruneArchive: a task archived longer than the archive's window is
+// deleted for good; its token ledger rows stay.
+func TestPruneArchive(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	mustAgent(t, s, "a1")
+	old := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"})["a"]
+	completeTask(t, s, old)
+	clock.Advance(2 * day)
+	archive(t, s, clock.Now().Add(-day))
+	clock.Advance(10 * day)
+	recent := create(t, s, "p", models.BatchTask{LocalID: "b", Title: "b"})["b"]
+	apply(t, s, recent, models.EventAdminCancel)
+	clock.Advance(2 * day)
+	archive(t, s, clock.Now().Add(-day))
+	tokens, _ := s.TokensUsedSince(ctx, "p", time.Time{})
+	if n, err := s.PruneArchive(ctx, clock.Now().Add(-5*day), 10); err != nil || n != 1 {
+		t.Fatalf("pruned %d (%v), want the task archived 12 days ago", n, err)
+	}
+	if _, err := s.GetTaskDetail(ctx, old); models.ErrorCodeOf(err) != models.CodeNotFound {
+		t.Errorf("expired archived task still readable: %v", err)
+	}
+	if d, err := s.GetTaskDetail(ctx, recent); err != nil || d.ArchivedAt == nil {
+		t.Errorf("recently archived task: %v", err)
+	}
+	if after, _ := s.TokensUsedSince(ctx, "p", time.Time{}); after != tokens || tokens == 0 {
+		t.Errorf("ledger %d after expiry, want %d", after, tokens)
+	}
+}
