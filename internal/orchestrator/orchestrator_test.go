@@ -359,23 +359,28 @@ func TestRateLimitPausesUntilTheReportedReset(t *testing.T) {
 	}
 }
 
+// TestTimeouts checks that a run a time limit ends fails like a failed
+// run: TIMEOUT_FAILED, a retry after the backoff while retries remain, and
+// MAX_RETRIES once none do.
 func TestTimeouts(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
 		agent   func(*models.Agent)
+		retries int
 		advance time.Duration
 		reason  string
 	}{
-		{"idle", func(a *models.Agent) { a.IdleTimeout = models.Duration(time.Minute) }, time.Minute, "no output and no report for 1m0s"},
-		{"wall clock", func(a *models.Agent) { a.MaxRuntime = models.Duration(2 * time.Minute) }, 2 * time.Minute, "ran longer than 2m0s"},
+		{"idle", func(a *models.Agent) { a.IdleTimeout = models.Duration(time.Minute) }, 2, time.Minute, "no output and no report for 1m0s"},
+		{"wall clock", func(a *models.Agent) { a.MaxRuntime = models.Duration(2 * time.Minute) }, 2, 2 * time.Minute, "ran longer than 2m0s"},
+		{"idle without retries", func(a *models.Agent) { a.IdleTimeout = models.Duration(time.Minute) }, 0, time.Minute, "no output and no report for 1m0s"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, nil)
 			h.agent("a1", "command", "quiet", tc.agent)
-			id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+			id := h.tasks(models.BatchTask{LocalID: "t", Title: "t", MaxRetries: &tc.retries})["t"]
 			h.start()
 			h.waitStart()
 			h.settle()
@@ -387,12 +392,25 @@ func TestTimeouts(t *testing.T) {
 			h.clock.Advance(time.Second)
 			h.waitEnd()
 			h.settle()
-			tk := h.task(id)
-			if tk.Status != models.StatusBlocked || tk.StatusReason != tc.reason {
-				t.Fatalf("after the timeout: %s %q", tk.Status, tk.StatusReason)
+			if ev := h.events(id); !slices.Contains(ev, string(models.EventTimeoutFailed)) {
+				t.Fatalf("events %v lack TIMEOUT_FAILED", ev)
 			}
 			if a, _ := h.st.GetAgent(context.Background(), "a1"); a.State != models.AgentIdle {
 				t.Fatalf("agent %s after the timeout", a.State)
+			}
+			tk := h.task(id)
+			if tc.retries == 0 {
+				if tk.Status != models.StatusBlocked || !strings.Contains(tk.StatusReason, tc.reason) {
+					t.Fatalf("after the timeout with no retries: %s %q", tk.Status, tk.StatusReason)
+				}
+				return
+			}
+			if tk.Status != models.StatusFailed || tk.StatusReason != tc.reason {
+				t.Fatalf("after the timeout: %s %q", tk.Status, tk.StatusReason)
+			}
+			h.clock.Advance(30 * time.Second) // the first retry's backoff
+			if r := h.waitStart(); r.TaskID != id || r.Attempt != 2 {
+				t.Fatalf("retried run %+v", r)
 			}
 		})
 	}

@@ -474,7 +474,7 @@ func (o *Orchestrator) await(ar *activeRun, proc *agent.Process, parser agent.Pa
 // are rescued as a killed run's.
 func (o *Orchestrator) resumesLater(ctx context.Context, taskID string, end models.RunEnd) bool {
 	switch end.Event {
-	case models.EventTimeout, models.EventAdminStop, models.EventAdminCancel, models.EventExecutionError:
+	case models.EventTimeout, models.EventTimeoutFailed, models.EventAdminStop, models.EventAdminCancel, models.EventExecutionError:
 		return false
 	}
 	cur, err := o.store.GetTask(ctx, taskID)
@@ -555,7 +555,7 @@ func (o *Orchestrator) loopEnd(ar *activeRun, from models.TaskStatus) models.Run
 		end.ResumeAfter = &at
 	}
 	switch ar.endEvent {
-	case models.EventTimeout:
+	case models.EventTimeout, models.EventTimeoutFailed:
 		end.Outcome = models.RunOutcomeTimeout
 	case models.EventExecutionError:
 		end.Outcome = models.RunOutcomeExecutionError
@@ -879,14 +879,14 @@ func (o *Orchestrator) superviseRuns(now time.Time) time.Time {
 		if !started {
 			deadline := spawnAt.Add(o.cfg.StartTimeout)
 			if !now.Before(deadline) {
-				r.end(models.EventTimeout, fmt.Sprintf("did not start within %s", o.cfg.StartTimeout))
+				r.end(models.EventTimeoutFailed, fmt.Sprintf("did not start within %s", o.cfg.StartTimeout))
 				continue
 			}
 			consider(deadline)
 			continue
 		}
 		if wall := r.run.StartedAt.Add(max); !now.Before(wall) {
-			r.end(models.EventTimeout, fmt.Sprintf("ran longer than %s", max))
+			r.end(models.EventTimeoutFailed, fmt.Sprintf("ran longer than %s", max))
 			continue
 		} else {
 			consider(wall)
@@ -895,7 +895,7 @@ func (o *Orchestrator) superviseRuns(now time.Time) time.Time {
 			continue // the input timeout governs a run waiting for an answer
 		}
 		if quiet := last.Add(idle); !now.Before(quiet) {
-			r.end(models.EventTimeout, fmt.Sprintf("no output and no report for %s", idle))
+			r.end(models.EventTimeoutFailed, fmt.Sprintf("no output and no report for %s", idle))
 			continue
 		} else {
 			consider(quiet)

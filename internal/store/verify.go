@@ -551,7 +551,7 @@ func (x *txn) planEffects(a applied) error {
 	accepted := a.event == models.EventVerifyPassed || a.event == models.EventHumanApproved || a.event == models.EventPRMerged
 	switch a.event {
 	case models.EventVerifyPassed, models.EventHumanApproved, models.EventPRMerged:
-	case models.EventAgentFailed, models.EventVerifyFailed, models.EventTimeout, models.EventMaxRetries,
+	case models.EventAgentFailed, models.EventVerifyFailed, models.EventTimeout, models.EventTimeoutFailed, models.EventMaxRetries,
 		models.EventAdminSkip, models.EventAdminStop, models.EventAdminRestart, models.EventPRClosed, models.EventPRUnavailable:
 		// The attempt's work was refused or abandoned: so is its plan.
 	default:
