@@ -506,6 +506,11 @@ func printAgent(w io.Writer, a models.Agent) {
 	row(tw, "Projects:", strings.Join(a.Projects, ", "))
 	row(tw, "Max runtime:", durationOrDefault(a.MaxRuntime))
 	row(tw, "Idle timeout:", durationOrDefault(a.IdleTimeout))
+	heartbeat := "none"
+	if a.HeartbeatTimeout > 0 {
+		heartbeat = a.HeartbeatTimeout.Std().String()
+	}
+	row(tw, "Heartbeat timeout:", heartbeat)
 	row(tw, "Model:", a.Profile.Model)
 	row(tw, "Permission mode:", a.Profile.PermissionMode)
 	var servers []string

@@ -104,7 +104,7 @@
 //	                                  ?wait (1s to 5m, default 30s) or at the daemon's stop with "changed": false
 //	                                  — a long poll for views that refresh on change. Served with Config.Logs
 //	POST  /api/v1/agents              register an agent (body: id, name, agent_type, command, args, env,
-//	                                  pass_env, projects, max_runtime, idle_timeout, profile — all but id and
+//	                                  pass_env, projects, max_runtime, idle_timeout, heartbeat_timeout, profile — all but id and
 //	                                  agent_type optional; durations as "30m") → 201 agent, IDLE; its program (command, else the type's
 //	                                  CLI: claude, codex, cursor-agent, aider) must be on the daemon's PATH or an
 //	                                  executable absolute path (a relative path with a slash is the checkout's,

@@ -76,6 +76,10 @@ type AgentSettings struct {
 	// IdleTimeout ends a run with no output and no RPC for this long; 0
 	// means the daemon's default.
 	IdleTimeout Duration `json:"idle_timeout,omitempty"`
+	// HeartbeatTimeout ends a run whose agent made no report over the
+	// agent RPC (heartbeat, progress, a question, usage, complete, …) for
+	// this long; 0 (the default) holds the agent to no heartbeat.
+	HeartbeatTimeout Duration `json:"heartbeat_timeout,omitempty"`
 	// Projects limits the agent to these projects; empty means any.
 	Projects []string `json:"projects,omitempty"`
 	// Profile is the agent's own way of running its CLI; a task's or
@@ -90,6 +94,8 @@ func (s *AgentSettings) Validate() error {
 		return Errorf(CodeInvalid, "max_runtime: must not be negative")
 	case s.IdleTimeout < 0:
 		return Errorf(CodeInvalid, "idle_timeout: must not be negative")
+	case s.HeartbeatTimeout < 0:
+		return Errorf(CodeInvalid, "heartbeat_timeout: must not be negative")
 	}
 	if err := CheckLine("command", s.Command, MaxPathLen); err != nil {
 		return err

@@ -416,6 +416,69 @@ func TestTimeouts(t *testing.T) {
 	}
 }
 
+// TestHeartbeatTimeout checks that an agent held to heartbeats is ended
+// by TIMEOUT_FAILED when it makes no report over the agent RPC for its
+// heartbeat_timeout, and that any report resets the count.
+func TestHeartbeatTimeout(t *testing.T) {
+	t.Parallel()
+	const hb = time.Minute
+	tests := []struct {
+		name string
+		// report is made over the RPC one second before the limit, or not at all.
+		report func(ctx context.Context, o *Orchestrator, run models.Run) error
+	}{
+		{name: "no report"},
+		{name: "a heartbeat resets it", report: func(ctx context.Context, o *Orchestrator, run models.Run) error {
+			return o.Heartbeat(ctx, run)
+		}},
+		{name: "a progress report counts", report: func(ctx context.Context, o *Orchestrator, run models.Run) error {
+			return o.Progress(ctx, run, models.TaskProgress{Message: "half way"})
+		}},
+		{name: "a usage report counts", report: func(ctx context.Context, o *Orchestrator, run models.Run) error {
+			return o.Usage(ctx, run, models.TokenUsage{Input: 1})
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			h := newHarness(t, nil)
+			h.agent("a1", "command", "quiet", func(a *models.Agent) { a.HeartbeatTimeout = models.Duration(hb) })
+			id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+			h.start()
+			run := h.waitStart()
+			h.settle()
+			h.clock.Advance(hb - time.Second)
+			h.settle()
+			if st := h.task(id).Status; st != models.StatusInProgress {
+				t.Fatalf("ended early: %s", st)
+			}
+			if tc.report != nil {
+				if err := tc.report(ctx, h.o, run); err != nil {
+					t.Fatal(err)
+				}
+				h.clock.Advance(time.Second)
+				h.settle()
+				if st := h.task(id).Status; st != models.StatusInProgress {
+					t.Fatalf("ended despite the report: %s", st)
+				}
+				h.clock.Advance(hb - 2*time.Second)
+				h.settle()
+				if st := h.task(id).Status; st != models.StatusInProgress {
+					t.Fatalf("ended before a heartbeat_timeout from the report: %s", st)
+				}
+			}
+			h.clock.Advance(time.Second)
+			h.waitEnd()
+			h.settle()
+			tk := h.task(id)
+			if tk.Status != models.StatusFailed || tk.StatusReason != "no heartbeat for 1m0s" {
+				t.Fatalf("after the heartbeat timeout: %s %q", tk.Status, tk.StatusReason)
+			}
+		})
+	}
+}
+
 func TestStopKillsTheRunAndBlocksTheTask(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)

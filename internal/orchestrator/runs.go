@@ -36,8 +36,11 @@ type activeRun struct {
 	spawnAt      time.Time
 	waiting      int // asks in progress: quiet is expected, not idle
 	lastActivity time.Time
-	proc         *agent.Process
-	stop         chan struct{} // closed when the loop ends the run
+	// lastReport is the agent's last report over the agent RPC (its
+	// heartbeat), or the process's start; HeartbeatTimeout counts from it.
+	lastReport time.Time
+	proc       *agent.Process
+	stop       chan struct{} // closed when the loop ends the run
 	// Reports made through RPC while the run was going.
 	completion *models.Completion
 	failure    string
@@ -64,6 +67,13 @@ func newActiveRun(run models.Run, token string, ag models.Agent, now time.Time) 
 func (r *activeRun) touch(now time.Time) {
 	r.mu.Lock()
 	r.lastActivity = now
+	r.mu.Unlock()
+}
+
+// reported records a report over the agent RPC: activity, and a heartbeat.
+func (r *activeRun) reported(now time.Time) {
+	r.mu.Lock()
+	r.lastActivity, r.lastReport = now, now
 	r.mu.Unlock()
 }
 
@@ -245,6 +255,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	}
 	ar.mu.Lock()
 	ar.proc, ar.started, ar.lastActivity = proc, true, o.cfg.Clock.Now()
+	ar.lastReport = ar.lastActivity
 	ar.mu.Unlock()
 	o.mu.Lock()
 	delete(o.failures, ar.run.ProjectID)
@@ -863,6 +874,7 @@ func (o *Orchestrator) superviseRuns(now time.Time) time.Time {
 		idle, max := o.limits(r.agent)
 		r.mu.Lock()
 		started, last, waiting := r.started, r.lastActivity, r.waiting > 0
+		lastReport := r.lastReport
 		preparing, spawnAt := r.preparing, r.spawnAt
 		r.mu.Unlock()
 		if !started && preparing {
@@ -899,6 +911,14 @@ func (o *Orchestrator) superviseRuns(now time.Time) time.Time {
 			continue
 		} else {
 			consider(quiet)
+		}
+		if hb := r.agent.HeartbeatTimeout.Std(); hb > 0 {
+			if deadline := lastReport.Add(hb); !now.Before(deadline) {
+				r.end(models.EventTimeoutFailed, fmt.Sprintf("no heartbeat for %s", hb))
+				continue
+			} else {
+				consider(deadline)
+			}
 		}
 	}
 	return next
