@@ -20,9 +20,12 @@ type TaskBatch struct {
 // BatchTask is one entry of a batch.
 type BatchTask struct {
 	// LocalID names the entry inside the batch ("id" in JSON).
-	LocalID            string            `json:"id,omitempty"`
-	ProjectID          string            `json:"project_id,omitempty"`
-	Title              string            `json:"title"`
+	LocalID   string `json:"id,omitempty"`
+	ProjectID string `json:"project_id,omitempty"`
+	Title     string `json:"title"`
+	// Name is the specification's word for the title: an entry may give
+	// either, or both when they are equal (see TaskTitle).
+	Name               string            `json:"name,omitempty"`
 	Description        string            `json:"description,omitempty"`
 	Priority           *int              `json:"priority,omitempty"`
 	VerificationType   VerificationType  `json:"verification_type,omitempty"`
@@ -91,6 +94,14 @@ func (b TaskBatch) Validate() error {
 	return nil
 }
 
+// TaskTitle is the entry's title: Title, else Name.
+func (bt BatchTask) TaskTitle() string {
+	if bt.Title != "" {
+		return bt.Title
+	}
+	return bt.Name
+}
+
 // Validate checks one entry on its own, naming the field: its fields as a
 // new task's (with the defaults a batch applies), at most MaxDependencies
 // dependencies naming an id each, and at most MaxDedupeStrategies dedupe
@@ -100,7 +111,11 @@ func (bt BatchTask) Validate() error {
 	if bt.ProjectID != "" && !ValidID(bt.ProjectID) {
 		return Errorf(CodeInvalid, "project_id: %q is not a project id", cutRunes(bt.ProjectID, 80))
 	}
-	t := Task{Title: bt.Title, Description: bt.Description, Priority: DefaultPriority, VerificationType: bt.VerificationType,
+	if bt.Name != "" && bt.Title != "" && bt.Name != bt.Title {
+		return Errorf(CodeInvalid, "name and title: both given and different (name %s, title %s): give one",
+			Quote(bt.Name), Quote(bt.Title))
+	}
+	t := Task{Title: bt.TaskTitle(), Description: bt.Description, Priority: DefaultPriority, VerificationType: bt.VerificationType,
 		MaxRetries: DefaultMaxRetries, Kind: bt.Kind, Metadata: bt.Metadata, CreatedBy: bt.CreatedBy,
 		ExpectedCount: bt.ExpectedCount, AcceptanceCriteria: bt.AcceptanceCriteria, TestCommands: bt.TestCommands,
 		Profile: bt.Profile}

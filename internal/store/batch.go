@@ -142,7 +142,7 @@ func prepareBatch(b models.TaskBatch) ([]*entry, error) {
 			locals[bt.LocalID] = i
 		}
 		t := models.Task{
-			ProjectID: firstNonEmpty(bt.ProjectID, b.ProjectID), Title: bt.Title, Description: bt.Description,
+			ProjectID: firstNonEmpty(bt.ProjectID, b.ProjectID), Title: bt.TaskTitle(), Description: bt.Description,
 			Priority: models.DefaultPriority, VerificationType: bt.VerificationType, MaxRetries: models.DefaultMaxRetries,
 			RequiresApproval: bt.RequiresApproval, IsPlanSubtask: bt.IsPlanSubtask, Kind: bt.Kind, Metadata: bt.Metadata,
 			CreatedBy: firstNonEmpty(bt.CreatedBy, b.CreatedBy), NotBefore: bt.NotBefore, ExpectedCount: bt.ExpectedCount,
