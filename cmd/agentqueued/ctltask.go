@@ -21,7 +21,7 @@ const requiresApprovalHelp = "the task never lands without a person's decision: 
 
 // taskFieldFlags are the task add flags that describe one task.
 var taskFieldFlags = []string{"title", "description", "priority", "depends-on", "verification", "requires-approval",
-	"test-command", "kind", "meta", "created-by", "max-retries", "expected-count"}
+	"test-command", "kind", "meta", "created-by", "max-retries", "expected-count", "agent-type"}
 
 func (c *ctl) taskAdd(ctx context.Context, args []string) error {
 	fs := c.flagSet("task add")
@@ -42,6 +42,7 @@ func (c *ctl) taskAdd(ctx context.Context, args []string) error {
 	createdBy := fs.String("created-by", "", "`name` of the creator (default $USER)")
 	maxRetries := fs.Int("max-retries", models.DefaultMaxRetries, "maximum `retries`")
 	expected := fs.Int("expected-count", 0, "how many `items` the task will process (required under a Capacity rule)")
+	agentType := fs.String("agent-type", "", "run the task only on agents of this `type` ("+strings.Join(models.AgentTypes, ", ")+")")
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
@@ -71,7 +72,7 @@ func (c *ctl) taskAdd(ctx context.Context, args []string) error {
 		bt := models.BatchTask{
 			Title: *title, Description: *description, VerificationType: models.VerificationType(strings.ToUpper(*verification)),
 			RequiresApproval: *requiresApproval, Kind: *kind, TestCommands: testCommands, CreatedBy: *createdBy,
-			ExpectedCount: *expected,
+			ExpectedCount: *expected, AgentType: *agentType,
 		}
 		if set["priority"] {
 			bt.Priority = priority

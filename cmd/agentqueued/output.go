@@ -341,6 +341,7 @@ func printTaskRows(w io.Writer, t models.Task, more func(tw io.Writer)) {
 	row(tw, "Branch:", str(t.BranchName))
 	row(tw, "PR:", str(t.PRURL))
 	row(tw, "Profile:", t.Profile)
+	row(tw, "Agent type:", t.AgentType)
 	row(tw, "Test commands:", strings.Join(t.TestCommands, "; "))
 	row(tw, "Criteria:", strings.Join(t.AcceptanceCriteria, "; "))
 	var meta []string
@@ -510,7 +511,7 @@ func printAgent(w io.Writer, a models.Agent) {
 	if a.HeartbeatTimeout > 0 {
 		heartbeat = a.HeartbeatTimeout.Std().String()
 	}
-	row(tw, "Heartbeat timeout:", heartbeat)
+	row(tw, "Heartbeat limit:", heartbeat)
 	row(tw, "Model:", a.Profile.Model)
 	row(tw, "Permission mode:", a.Profile.PermissionMode)
 	var servers []string

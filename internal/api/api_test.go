@@ -205,6 +205,8 @@ func TestCreateTasksBadInputWritesNothing(t *testing.T) {
 		{"unknown dependency", `{"project_id":"web","tasks":[{"title":"a"},{"title":"b","dependencies":[{"id":"ghost"}]}]}`, nil, 404, models.CodeNotFound, `"ghost"`},
 		{"second entry invalid", `{"project_id":"web","tasks":[{"title":"ok"},{"title":""}]}`, nil, 400, models.CodeInvalid, "tasks[1]: title: required"},
 		{"empty batch", `{"project_id":"web","tasks":[]}`, nil, 400, models.CodeInvalid, "the batch is empty"},
+		{"unknown agent type", `{"project_id":"web","tasks":[{"id":"a","title":"A","agent_type":"gpt"}]}`, nil, 400, models.CodeInvalid,
+			`tasks[0] (a): agent_type: "gpt" is not an agent type (claude, codex, cursor, aider, command)`},
 		{"name and title differ", `{"project_id":"web","tasks":[{"id":"a","name":"One","title":"Two"}]}`, nil, 400, models.CodeInvalid,
 			`tasks[0] (a): name and title: both given and different (name "One", title "Two")`},
 		{"wrong type", `{"project_id":"web","tasks":[{"title":"a","priority":"high"}]}`, nil, 400, models.CodeInvalid, `field "tasks.priority": expected an integer`},
@@ -235,6 +237,20 @@ func TestCreateTasksTakesTheSpecificationsName(t *testing.T) {
 	for i, want := range []string{"Fix the login", "Same"} {
 		if got := e.taskDetail(res[i].TaskID).Task.Title; got != want {
 			t.Errorf("tasks[%d]: title %q, want %q", i, got, want)
+		}
+	}
+}
+
+// TestCreateTasksKeepsTheAgentType checks that a task's agent_type is
+// stored and answered.
+func TestCreateTasksKeepsTheAgentType(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, api.Config{})
+	e.createProject("web")
+	res := e.createTasks(`{"project_id":"web","tasks":[{"title":"Review","agent_type":"codex"},{"title":"Any"}]}`)
+	for i, want := range []string{"codex", ""} {
+		if got := e.taskDetail(res[i].TaskID).Task.AgentType; got != want {
+			t.Errorf("tasks[%d]: agent_type %q, want %q", i, got, want)
 		}
 	}
 }

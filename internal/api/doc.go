@@ -54,7 +54,8 @@
 //	POST  /api/v1/tasks               create tasks all-or-nothing (body: {"project_id", "created_by",
 //	                                  "tasks": [...]} or a bare array of tasks; an entry may carry its own
 //	                                  "rules"; its title as "title" or the specification's "name", both only when
-//	                                  equal) → 201 {"results": [...]}; a task a Capacity rule applies to needs an
+//	                                  equal; "agent_type" routes it to agents of that type) → 201 {"results": [...]};
+//	                                  a task a Capacity rule applies to needs an
 //	                                  expected_count that fits it
 //	GET   /api/v1/tasks               {"tasks": [...], "next"}, in creation order, paged; query: project, status
 //	                                  (comma-separated statuses or groups), limit, after (a cursor; a task id works)

@@ -43,8 +43,10 @@ type BatchTask struct {
 	AcceptanceCriteria []string          `json:"acceptance_criteria,omitempty"`
 	TestCommands       []string          `json:"test_commands,omitempty"`
 	Profile            string            `json:"profile,omitempty"`
-	Dependencies       []BatchDependency `json:"dependencies,omitempty"`
-	DedupeStrategy     []DedupeStrategy  `json:"dedupe_strategy,omitempty"`
+	// AgentType routes the task to agents of that type; empty: any agent.
+	AgentType      string            `json:"agent_type,omitempty"`
+	Dependencies   []BatchDependency `json:"dependencies,omitempty"`
+	DedupeStrategy []DedupeStrategy  `json:"dedupe_strategy,omitempty"`
 	// Rules are the entry's own scheduling rules (seed Core Concepts): the
 	// task never starts while starting it would exceed one of them. They
 	// count the tasks of the task's project.
@@ -118,7 +120,7 @@ func (bt BatchTask) Validate() error {
 	t := Task{Title: bt.TaskTitle(), Description: bt.Description, Priority: DefaultPriority, VerificationType: bt.VerificationType,
 		MaxRetries: DefaultMaxRetries, Kind: bt.Kind, Metadata: bt.Metadata, CreatedBy: bt.CreatedBy,
 		ExpectedCount: bt.ExpectedCount, AcceptanceCriteria: bt.AcceptanceCriteria, TestCommands: bt.TestCommands,
-		Profile: bt.Profile}
+		Profile: bt.Profile, AgentType: bt.AgentType}
 	if bt.Priority != nil {
 		t.Priority = *bt.Priority
 	}

@@ -258,6 +258,9 @@ const (
 	WaitingStep          = "step_limit"
 	WaitingNotBefore     = "not_before"
 	WaitingQueued        = "queued"
+	// WaitingAgentType: the task is routed to an agent type, and no idle
+	// agent of that type works on its project.
+	WaitingAgentType = "agent_type"
 )
 
 // WaitingLanding is the waiting code of a task whose verified (or

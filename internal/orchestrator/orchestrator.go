@@ -881,7 +881,10 @@ func (o *Orchestrator) snapshot(st models.SchedulingState) Snapshot {
 		if o.coolingDown("agent:" + a.ID) {
 			continue
 		}
-		s.IdleAgents = append(s.IdleAgents, AgentInfo{ID: a.ID, Projects: a.Projects})
+		s.IdleAgents = append(s.IdleAgents, AgentInfo{ID: a.ID, AgentType: a.AgentType, Projects: a.Projects})
+	}
+	for _, a := range st.Agents {
+		s.Agents = append(s.Agents, AgentInfo{ID: a.ID, AgentType: a.AgentType, Projects: a.Projects})
 	}
 	return s
 }
@@ -891,7 +894,7 @@ func taskInfo(t models.Task) TaskInfo {
 	return TaskInfo{ID: t.ID, ProjectID: t.ProjectID, Priority: t.Priority, CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt,
 		NotBefore: t.NotBefore, Kind: t.Kind, Metadata: t.Metadata, Status: t.Status, ExpectedCount: t.ExpectedCount,
 		SuccessCount: t.SuccessCount, FailureCount: t.FailureCount, RunID: t.RunID, StepName: t.StepName,
-		StepConcurrency: t.StepConcurrency, Rules: t.Rules}
+		StepConcurrency: t.StepConcurrency, Rules: t.Rules, AgentType: t.AgentType}
 }
 
 // applyTimers resumes PAUSED tasks whose time has come and retries or

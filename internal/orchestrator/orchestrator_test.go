@@ -618,6 +618,33 @@ func TestStartFailureSetsTheAgentAsideAndRequeues(t *testing.T) {
 	}
 }
 
+// TestAgentTypeRoutesTasks checks the round end to end: a task routed to
+// an agent type waits, saying so, while only agents of other types exist,
+// and starts on the first agent of its type.
+func TestAgentTypeRoutesTasks(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.agent("a1", "command", "exit0", nil)
+	ids := h.tasks(models.BatchTask{LocalID: "typed", Title: "t", AgentType: "claude"},
+		models.BatchTask{LocalID: "any", Title: "u"})
+	h.start()
+	if r := h.waitStart(); r.TaskID != ids["any"] || r.AgentID != "a1" {
+		t.Fatalf("started %+v, want the untyped task on a1", r)
+	}
+	h.waitEnd()
+	h.settle()
+	h.settle() // a round with a1 idle again
+	tk := h.task(ids["typed"])
+	if tk.Status != models.StatusReady || tk.WaitingCode != models.WaitingAgentType ||
+		tk.WaitingReason != "no agent of type claude works on project p" {
+		t.Fatalf("the typed task: %s %q %q", tk.Status, tk.WaitingCode, tk.WaitingReason)
+	}
+	h.agent("a2", "claude", "exit0", nil)
+	if r := h.waitStart(); r.TaskID != ids["typed"] || r.AgentID != "a2" {
+		t.Fatalf("started %+v, want the typed task on a2", r)
+	}
+}
+
 func TestWorkspaceFailureCoolsTheProjectNotTheAgent(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)

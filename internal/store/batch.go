@@ -147,6 +147,7 @@ func prepareBatch(b models.TaskBatch) ([]*entry, error) {
 			RequiresApproval: bt.RequiresApproval, IsPlanSubtask: bt.IsPlanSubtask, Kind: bt.Kind, Metadata: bt.Metadata,
 			CreatedBy: firstNonEmpty(bt.CreatedBy, b.CreatedBy), NotBefore: bt.NotBefore, ExpectedCount: bt.ExpectedCount,
 			AcceptanceCriteria: bt.AcceptanceCriteria, TestCommands: bt.TestCommands, Profile: bt.Profile,
+			AgentType: bt.AgentType,
 		}
 		if w := bt.Workflow; w != nil {
 			t.RunID, t.StepName, t.ParallelIndex, t.ParallelCount, t.StepConcurrency = w.RunID, w.Step, w.Index, w.Count, w.Concurrency
@@ -541,8 +542,9 @@ func (x *txn) insert(entries []*entry) error {
 	ins, err := x.stmt(`INSERT INTO tasks (id, project_id, title, description, priority, status,
 		verification_type, retry_count, max_retries, parent_task_id, repo_id, requires_approval, plan_source,
 		is_plan_subtask, kind, metadata, created_by, not_before, expected_count, acceptance_criteria, test_commands,
-		created_at, updated_at, profile, workflow_run_id, step_name, parallel_index, parallel_count, step_concurrency, rules)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
+		created_at, updated_at, profile, workflow_run_id, step_name, parallel_index, parallel_count, step_concurrency, rules,
+		agent_type)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
 	if err != nil {
 		return err
 	}
@@ -569,7 +571,8 @@ func (x *txn) insert(entries []*entry) error {
 			t.RequiresApproval, nullString(t.PlanSource), t.IsPlanSubtask, t.Kind, encodeJSONColumn(t.Metadata, "{}"),
 			t.CreatedBy, nullNanos(t.NotBefore), t.ExpectedCount, encodeJSONColumn(t.AcceptanceCriteria, "[]"),
 			encodeJSONColumn(t.TestCommands, "[]"), toNanos(x.now), toNanos(x.now), t.Profile, emptyToNull(t.RunID),
-			t.StepName, t.ParallelIndex, t.ParallelCount, t.StepConcurrency, encodeJSONColumn(t.Rules, "[]")); err != nil {
+			t.StepName, t.ParallelIndex, t.ParallelCount, t.StepConcurrency, encodeJSONColumn(t.Rules, "[]"),
+			t.AgentType); err != nil {
 			if strings.Contains(err.Error(), "FOREIGN KEY") {
 				return models.Errorf(models.CodeNotFound, "tasks[%d]: parent_task_id %q not found", e.index, e.src.ParentTaskID)
 			}

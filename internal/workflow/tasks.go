@@ -182,6 +182,7 @@ func StepTasks(w models.Workflow, step models.WorkflowStep, runID string, inputs
 			CreatedBy:        "workflow:" + w.Name,
 			TestCommands:     slices.Clone(step.TestCommands),
 			Profile:          step.Profile,
+			AgentType:        step.AgentType,
 			Workflow:         place,
 		})
 	}
