@@ -293,36 +293,3 @@ func (r AgentRegistration) Agent() Agent {
 	a.ApplyDefaults()
 	return a
 }
-
-// AgentOutput is what an agent reports when a run ends.
-type AgentOutput struct {
-	Result       AgentResult `json:"result"`
-	Summary      string      `json:"summary"`
-	FilesChanged []string    `json:"files_changed"`
-	TokensUsed   int64       `json:"tokens_used"`
-	ErrorMessage *string     `json:"error_message,omitempty"`
-}
-
-// Validate checks an agent's report.
-func (o *AgentOutput) Validate() error {
-	if err := CheckText("summary", o.Summary, MaxDescriptionLen); err != nil {
-		return err
-	}
-	if err := checkFiles(o.FilesChanged); err != nil {
-		return err
-	}
-	if o.ErrorMessage != nil {
-		if err := CheckText("error_message", *o.ErrorMessage, MaxMessageLen); err != nil {
-			return err
-		}
-	}
-	switch {
-	case !o.Result.Valid():
-		return Errorf(CodeInvalid, "result: unknown agent result %s", Quote(string(o.Result)))
-	case o.TokensUsed < 0:
-		return Errorf(CodeInvalid, "tokens_used: must not be negative")
-	case o.Result == ResultFailed && (o.ErrorMessage == nil || *o.ErrorMessage == ""):
-		return Errorf(CodeInvalid, "error_message: required when result is FAILED")
-	}
-	return nil
-}

@@ -139,23 +139,6 @@ var AgentStates = []AgentState{AgentIdle, AgentStarting, AgentBusy, AgentPaused,
 // Valid reports whether s is a known agent state.
 func (s AgentState) Valid() bool { return slices.Contains(AgentStates, s) }
 
-// AgentResult is the outcome an agent reports for one run.
-type AgentResult string
-
-// Agent results of the specification.
-const (
-	ResultCompleted       AgentResult = "COMPLETED"
-	ResultFailed          AgentResult = "FAILED"
-	ResultPausedTokens    AgentResult = "PAUSED_TOKENS"
-	ResultPausedRateLimit AgentResult = "PAUSED_RATE_LIMIT"
-)
-
-// AgentResults lists every agent result.
-var AgentResults = []AgentResult{ResultCompleted, ResultFailed, ResultPausedTokens, ResultPausedRateLimit}
-
-// Valid reports whether r is a known result.
-func (r AgentResult) Valid() bool { return slices.Contains(AgentResults, r) }
-
 // ProjectStatus controls whether a project takes part in scheduling.
 type ProjectStatus string
 

@@ -575,6 +575,18 @@ func TestDeliversToTheRepository(t *testing.T) {
 	if err != nil || strings.TrimSpace(out) != id {
 		t.Fatalf("origin main: %q %v", out, err)
 	}
+	// The run recorded the task's branch and its agent's repository.
+	tk := h.task(id)
+	if want := repo.BranchName(tk); tk.BranchName == nil || *tk.BranchName != want {
+		t.Fatalf("branch_name %v, want %s", tk.BranchName, want)
+	}
+	p, err := h.st.GetProject(context.Background(), "web")
+	if err != nil || p.Repo == nil || p.Repo.ID == "" {
+		t.Fatalf("project %+v %v", p, err)
+	}
+	if a, _ := h.st.GetAgent(context.Background(), "a1"); a.RepoID == nil || *a.RepoID != p.Repo.ID {
+		t.Fatalf("agent repo_id %v, want %s", a.RepoID, p.Repo.ID)
+	}
 }
 
 func gitShow(dir, obj string) (string, error) {

@@ -203,6 +203,13 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	if err != nil {
 		return startErr("prepare workspace", false, err)
 	}
+	repoID := ""
+	if project.Repo != nil {
+		repoID = project.Repo.ID
+	}
+	if err := o.store.RecordCheckout(ctx, ar.run.ID, ws.Branch, repoID); err != nil {
+		log.Warn("task branch and agent repository not recorded", "branch", ws.Branch, "repo_id", repoID, "err", err)
+	}
 	// The workspace is ready: from now StartTimeout governs the start.
 	ar.mu.Lock()
 	ar.preparing, ar.spawnAt = false, o.cfg.Clock.Now()

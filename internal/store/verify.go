@@ -69,9 +69,42 @@ func (s *Store) ClaimReview(ctx context.Context, taskID, agentID string) (models
 	return run, token, nil
 }
 
-// RecordRunSession keeps the CLI session a run reported.
+// RecordCheckout records what a run's prepared checkout is: its task's
+// branch (branch_name; empty leaves it as it is, for a project without a
+// repository) and the repository of its agent's current checkout
+// (repo_id; empty clears it).
+func (s *Store) RecordCheckout(ctx context.Context, runID int64, branch, repoID string) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		if branch != "" {
+			if _, err := s.txExec(ctx, tx, "UPDATE tasks SET branch_name = ? WHERE id = (SELECT task_id FROM task_runs WHERE id = ?)",
+				branch, runID); err != nil {
+				return err
+			}
+		}
+		_, err := s.txExec(ctx, tx, "UPDATE agents SET repo_id = ? WHERE id = (SELECT agent_id FROM task_runs WHERE id = ?)",
+			emptyToNull(repoID), runID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record checkout of run %d: %w", runID, err)
+	}
+	return nil
+}
+
+// RecordRunSession keeps the CLI session a run reported. A session that no
+// earlier run of the run's agent reported is a new one: the agent's
+// session_tokens_used starts again from zero (a resumed session keeps
+// counting).
 func (s *Store) RecordRunSession(ctx context.Context, runID int64, sessionID string) error {
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		// Before the run keeps it: a session no run of the agent (this one
+		// included) has reported yet is new.
+		if _, err := s.txExec(ctx, tx, `UPDATE agents SET session_tokens_used = 0
+			WHERE id = (SELECT agent_id FROM task_runs WHERE id = ?1)
+			AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.agent_id = agents.id AND r.session_id = ?2)`,
+			runID, sessionID); err != nil {
+			return err
+		}
 		_, err := s.txExec(ctx, tx, "UPDATE task_runs SET session_id = ? WHERE id = ?", sessionID, runID)
 		return err
 	})
@@ -207,10 +240,7 @@ func (s *Store) RecordRunUsage(ctx context.Context, runID int64, cumulative mode
 		if delta.Total() == 0 {
 			return nil
 		}
-		if _, err := s.txExec(ctx, tx, "UPDATE agents SET total_tokens_used = "+satAdd("total_tokens_used")+" WHERE id = ?",
-			delta.Total(), delta.Total(), r.AgentID); err != nil {
-			return err
-		}
+		// The agent's totals grow with the ledger (recordTokenUsageTx).
 		return s.recordTokenUsageTx(ctx, tx, delta)
 	})
 	if err != nil {
