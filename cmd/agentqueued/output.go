@@ -667,10 +667,10 @@ func printHook(w io.Writer, h models.Hook) {
 
 func printHookRuns(w io.Writer, runs []models.HookRun) {
 	tw := table(w)
-	row(tw, "RUN", "HOOK", "STATUS", "STARTED", "COMPLETED", "TOKENS", "TRIGGER")
+	row(tw, "RUN", "HOOK", "STATUS", "STARTED", "COMPLETED", "TOKENS", "TRIGGER", "DETAIL")
 	for _, r := range runs {
 		row(tw, r.ID, r.HookID, string(r.Status), when(r.StartedAt), whenPtr(r.CompletedAt), strconv.FormatInt(r.TokensUsed, 10),
-			string(r.TriggerReason))
+			string(r.TriggerReason), r.TriggerDetail)
 	}
 	tw.Flush()
 }
@@ -682,6 +682,7 @@ func printHookRun(w io.Writer, r models.HookRun) {
 	row(tw, "Project:", r.ProjectID)
 	row(tw, "Status:", string(r.Status))
 	row(tw, "Trigger:", string(r.TriggerReason))
+	row(tw, "Trigger detail:", r.TriggerDetail)
 	row(tw, "Scheduled at:", whenPtr(r.ScheduledAt))
 	row(tw, "Started:", when(r.StartedAt))
 	row(tw, "Completed:", whenPtr(r.CompletedAt))

@@ -151,7 +151,9 @@
 //	                                  body: {"event": {...}, "actor"}) → 202 the run, running or skipped
 //	GET   /api/v1/hooks/{id}/runs     {"runs": [...], "next"}, newest first, paged; query: status (running,
 //	                                  completed, failed, skipped), limit, after
-//	GET   /api/v1/hook-runs/{id}      a hook run: its trigger, context, prompt, answer, actions and tokens
+//	GET   /api/v1/hook-runs/{id}      a hook run: its trigger ("trigger_reason": periodic, cron, event:<type> or
+//	                                  manual; "trigger_detail": the same in words), context, prompt, answer,
+//	                                  actions and tokens
 //	GET   /api/v1/workflows           {"workflows": [...]}, by name; query: project (an unknown project is a 404)
 //	POST  /api/v1/workflows           save a workflow (body: the YAML or JSON document as is, Content-Type
 //	                                  application/yaml, application/x-yaml, text/yaml, application/json or none)
