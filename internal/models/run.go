@@ -549,3 +549,13 @@ type PRCheck struct {
 	ChangesRequested []Feedback
 	LastReviewID     int64
 }
+
+// RunStart is what a work run's start records: its process and checkout,
+// the task's branch (empty: none) and the repository of the agent's
+// checkout (nil: unchanged; empty: none).
+type RunStart struct {
+	PID          int
+	CheckoutPath string
+	Branch       string
+	RepoID       *string
+}

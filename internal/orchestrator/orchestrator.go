@@ -206,7 +206,7 @@ type Store interface {
 	DueFailed(ctx context.Context, now time.Time, base, maxBackoff time.Duration, afterAt time.Time, afterID string, limit int) ([]models.Task, *time.Time, error)
 	ClaimTask(ctx context.Context, taskID, agentID string) (models.Run, string, error)
 	StartRun(ctx context.Context, runID int64, pid int, checkoutPath string) (models.TransitionResult, error)
-	RecordCheckout(ctx context.Context, runID int64, branch, repoID string) error
+	StartRunWith(ctx context.Context, runID int64, st models.RunStart) (models.TransitionResult, error)
 	TouchRun(ctx context.Context, runID int64) error
 	SetTaskProgress(ctx context.Context, runID int64, succeeded, failed *int) (models.Task, error)
 	FinishRun(ctx context.Context, end models.RunEnd) (models.TransitionResult, error)

@@ -203,13 +203,6 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	if err != nil {
 		return startErr("prepare workspace", false, err)
 	}
-	repoID := ""
-	if project.Repo != nil {
-		repoID = project.Repo.ID
-	}
-	if err := o.store.RecordCheckout(ctx, ar.run.ID, ws.Branch, repoID); err != nil {
-		log.Warn("task branch and agent repository not recorded", "branch", ws.Branch, "repo_id", repoID, "err", err)
-	}
 	// The workspace is ready: from now StartTimeout governs the start.
 	ar.mu.Lock()
 	ar.preparing, ar.spawnAt = false, o.cfg.Clock.Now()
@@ -248,7 +241,14 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 		}
 		return startErr("start process", true, err)
 	}
-	if _, err := o.store.StartRun(ctx, ar.run.ID, proc.PID(), ws.Dir); err != nil {
+	// The start records the task's branch and the repository of the
+	// agent's checkout with it (one commit).
+	repoID := ""
+	if project.Repo != nil {
+		repoID = project.Repo.ID
+	}
+	if _, err := o.store.StartRunWith(ctx, ar.run.ID, models.RunStart{PID: proc.PID(), CheckoutPath: ws.Dir,
+		Branch: ws.Branch, RepoID: &repoID}); err != nil {
 		proc.Stop(o.cfg.StopGrace) // still held: the agent never ran
 		log.Warn("started run not recorded", "err", err)
 		return o.finish(ctx, ar, models.RunEnd{RunID: ar.run.ID, Event: models.EventExecutionError,

@@ -69,28 +69,6 @@ func (s *Store) ClaimReview(ctx context.Context, taskID, agentID string) (models
 	return run, token, nil
 }
 
-// RecordCheckout records what a run's prepared checkout is: its task's
-// branch (branch_name; empty leaves it as it is, for a project without a
-// repository) and the repository of its agent's current checkout
-// (repo_id; empty clears it).
-func (s *Store) RecordCheckout(ctx context.Context, runID int64, branch, repoID string) error {
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		if branch != "" {
-			if _, err := s.txExec(ctx, tx, "UPDATE tasks SET branch_name = ? WHERE id = (SELECT task_id FROM task_runs WHERE id = ?)",
-				branch, runID); err != nil {
-				return err
-			}
-		}
-		_, err := s.txExec(ctx, tx, "UPDATE agents SET repo_id = ? WHERE id = (SELECT agent_id FROM task_runs WHERE id = ?)",
-			emptyToNull(repoID), runID)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("record checkout of run %d: %w", runID, err)
-	}
-	return nil
-}
-
 // RecordRunSession keeps the CLI session a run reported. A session that no
 // earlier run of the run's agent reported is a new one: the agent's
 // session_tokens_used starts again from zero (a resumed session keeps
