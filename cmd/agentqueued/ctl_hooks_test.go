@@ -91,7 +91,7 @@ func TestCtlHooks(t *testing.T) {
 	// Firing records the run before it answers, whatever the run does next.
 	var run models.HookRun
 	if err := json.Unmarshal([]byte(ctl("--json", "hook", "fire", "task-counts", "--actor", "alice")), &run); err != nil ||
-		run.ID == "" || run.HookID != "task-counts" || run.TriggerReason != "fired by alice" {
+		run.ID == "" || run.HookID != "task-counts" || run.TriggerReason != models.TriggerReasonManual || run.TriggerDetail != "fired by alice" {
 		t.Fatalf("hook fire --json: %+v, %v", run, err)
 	}
 	event := writeFile(t, dir, "event.json", `{"type":"task.failed","title":"Flaky"}`)

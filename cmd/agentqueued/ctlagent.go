@@ -50,13 +50,15 @@ func (c *ctl) agentAdd(ctx context.Context, args []string) error {
 		"provider's API key (comma-separated, repeatable)")
 	maxRuntime := fs.Duration("max-runtime", 0, "wall-clock cap of one run (`duration`; 0: the daemon's default)")
 	idle := fs.Duration("idle-timeout", 0, "end a run quiet for this long (`duration`; 0: the daemon's default)")
+	heartbeat := fs.Duration("heartbeat-timeout", 0, "end a run whose agent made no report over the agent RPC for this long "+
+		"(`duration`; 0: no heartbeat required)")
 	pos, err := c.parse(fs, args, "ID")
 	if err != nil {
 		return err
 	}
 	reg := models.AgentRegistration{ID: pos[0], Name: *name, AgentType: *typ, AgentSettings: models.AgentSettings{
 		Command: *command, Args: argv, Projects: projects, PassEnv: passEnv, MaxRuntime: models.Duration(*maxRuntime),
-		IdleTimeout: models.Duration(*idle)}}
+		IdleTimeout: models.Duration(*idle), HeartbeatTimeout: models.Duration(*heartbeat)}}
 	if len(env) > 0 {
 		reg.Env = env
 	}

@@ -21,7 +21,7 @@ const requiresApprovalHelp = "the task never lands without a person's decision: 
 
 // taskFieldFlags are the task add flags that describe one task.
 var taskFieldFlags = []string{"title", "description", "priority", "depends-on", "verification", "requires-approval",
-	"test-command", "kind", "meta", "created-by", "max-retries", "expected-count", "timeout"}
+	"test-command", "kind", "meta", "created-by", "max-retries", "expected-count", "timeout", "agent-type"}
 
 func (c *ctl) taskAdd(ctx context.Context, args []string) error {
 	fs := c.flagSet("task add")
@@ -43,6 +43,7 @@ func (c *ctl) taskAdd(ctx context.Context, args []string) error {
 	maxRetries := fs.Int("max-retries", models.DefaultMaxRetries, "maximum `retries`")
 	expected := fs.Int("expected-count", 0, "how many `items` the task will process (required under a Capacity rule)")
 	timeout := fs.Duration("timeout", 0, "end a run of the task after this long (`duration`; the agent's max runtime still applies when smaller)")
+	agentType := fs.String("agent-type", "", "run the task only on agents of this `type` ("+strings.Join(models.AgentTypes, ", ")+")")
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
@@ -72,7 +73,7 @@ func (c *ctl) taskAdd(ctx context.Context, args []string) error {
 		bt := models.BatchTask{
 			Title: *title, Description: *description, VerificationType: models.VerificationType(strings.ToUpper(*verification)),
 			RequiresApproval: *requiresApproval, Kind: *kind, TestCommands: testCommands, CreatedBy: *createdBy,
-			ExpectedCount: *expected, Timeout: models.Duration(*timeout),
+			ExpectedCount: *expected, Timeout: models.Duration(*timeout), AgentType: *agentType,
 		}
 		if set["priority"] {
 			bt.Priority = priority

@@ -111,7 +111,7 @@ agents:
 		t.Fatal(err)
 	}
 	if r.Status != models.HookRunCompleted || r.TokensUsed != 752 || deref(r.LLMResponse) != "Filed the release notes." ||
-		!strings.HasPrefix(deref(r.PromptSent), "Ship the checkout was completed (") || !strings.HasPrefix(string(r.TriggerReason), "event task.completed of task ") {
+		!strings.HasPrefix(deref(r.PromptSent), "Ship the checkout was completed (") || r.TriggerReason != "event:task.completed" || !strings.HasPrefix(r.TriggerDetail, "event task.completed of task ") {
 		t.Fatalf("run %+v", r)
 	}
 	tasks, err := st.ListTasks(context.Background(), models.TaskFilter{ProjectID: "shop"})

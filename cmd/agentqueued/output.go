@@ -347,6 +347,7 @@ func printTaskRows(w io.Writer, t models.Task, more func(tw io.Writer)) {
 	row(tw, "Branch:", str(t.BranchName))
 	row(tw, "PR:", str(t.PRURL))
 	row(tw, "Profile:", t.Profile)
+	row(tw, "Agent type:", t.AgentType)
 	row(tw, "Test commands:", strings.Join(t.TestCommands, "; "))
 	row(tw, "Criteria:", strings.Join(t.AcceptanceCriteria, "; "))
 	var meta []string
@@ -512,6 +513,11 @@ func printAgent(w io.Writer, a models.Agent) {
 	row(tw, "Projects:", strings.Join(a.Projects, ", "))
 	row(tw, "Max runtime:", durationOrDefault(a.MaxRuntime))
 	row(tw, "Idle timeout:", durationOrDefault(a.IdleTimeout))
+	heartbeat := "none"
+	if a.HeartbeatTimeout > 0 {
+		heartbeat = a.HeartbeatTimeout.Std().String()
+	}
+	row(tw, "Heartbeat limit:", heartbeat)
 	row(tw, "Model:", a.Profile.Model)
 	row(tw, "Permission mode:", a.Profile.PermissionMode)
 	var servers []string
@@ -667,10 +673,10 @@ func printHook(w io.Writer, h models.Hook) {
 
 func printHookRuns(w io.Writer, runs []models.HookRun) {
 	tw := table(w)
-	row(tw, "RUN", "HOOK", "STATUS", "STARTED", "COMPLETED", "TOKENS", "TRIGGER")
+	row(tw, "RUN", "HOOK", "STATUS", "STARTED", "COMPLETED", "TOKENS", "TRIGGER", "DETAIL")
 	for _, r := range runs {
 		row(tw, r.ID, r.HookID, string(r.Status), when(r.StartedAt), whenPtr(r.CompletedAt), strconv.FormatInt(r.TokensUsed, 10),
-			string(r.TriggerReason))
+			string(r.TriggerReason), r.TriggerDetail)
 	}
 	tw.Flush()
 }
@@ -682,6 +688,7 @@ func printHookRun(w io.Writer, r models.HookRun) {
 	row(tw, "Project:", r.ProjectID)
 	row(tw, "Status:", string(r.Status))
 	row(tw, "Trigger:", string(r.TriggerReason))
+	row(tw, "Trigger detail:", r.TriggerDetail)
 	row(tw, "Scheduled at:", whenPtr(r.ScheduledAt))
 	row(tw, "Started:", when(r.StartedAt))
 	row(tw, "Completed:", whenPtr(r.CompletedAt))

@@ -126,7 +126,10 @@ agents:
 	_, section, _ := strings.Cut(agentsDoc, "\n## The environment of a run\n")
 	section, _, _ = strings.Cut(section, "\n## ")
 	var documented []string
-	for _, m := range regexp.MustCompile("(?m)^\\| `(AQ_[A-Z_]+)` \\|").FindAllStringSubmatch(section, -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `(AQ_[A-Z_]+)` \\| (.*)").FindAllStringSubmatch(section, -1) {
+		if strings.HasPrefix(m[2], "a task of") {
+			continue // the run context of a workflow run's task (TestWorkflowRunContext)
+		}
 		documented = append(documented, m[1])
 	}
 	slices.Sort(aq)

@@ -205,6 +205,10 @@ func TestCreateTasksBadInputWritesNothing(t *testing.T) {
 		{"unknown dependency", `{"project_id":"web","tasks":[{"title":"a"},{"title":"b","dependencies":[{"id":"ghost"}]}]}`, nil, 404, models.CodeNotFound, `"ghost"`},
 		{"second entry invalid", `{"project_id":"web","tasks":[{"title":"ok"},{"title":""}]}`, nil, 400, models.CodeInvalid, "tasks[1]: title: required"},
 		{"empty batch", `{"project_id":"web","tasks":[]}`, nil, 400, models.CodeInvalid, "the batch is empty"},
+		{"unknown agent type", `{"project_id":"web","tasks":[{"id":"a","title":"A","agent_type":"gpt"}]}`, nil, 400, models.CodeInvalid,
+			`tasks[0] (a): agent_type: "gpt" is not an agent type (claude, codex, cursor, aider, command)`},
+		{"name and title differ", `{"project_id":"web","tasks":[{"id":"a","name":"One","title":"Two"}]}`, nil, 400, models.CodeInvalid,
+			`tasks[0] (a): name and title: both given and different (name "One", title "Two")`},
 		{"wrong type", `{"project_id":"web","tasks":[{"title":"a","priority":"high"}]}`, nil, 400, models.CodeInvalid, `field "tasks.priority": expected an integer`},
 		{"wrong content type", `{"project_id":"web","tasks":[{"title":"a"}]}`, []string{"Content-Type", "text/plain"}, 415, models.CodeInvalid, "Content-Type must be application/json"},
 		{"not an object", `"tasks"`, nil, 400, models.CodeInvalid, "request body: expected an object, got JSON string"},
@@ -219,6 +223,35 @@ func TestCreateTasksBadInputWritesNothing(t *testing.T) {
 	}
 	if d := e.taskDetail(existing); len(d.Dependents) != 0 {
 		t.Errorf("a failed batch left edges: %+v", d.Dependents)
+	}
+}
+
+// TestCreateTasksTakesTheSpecificationsName checks that an entry may name
+// its title "name", as the specification does, or give both when equal.
+func TestCreateTasksTakesTheSpecificationsName(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, api.Config{})
+	e.createProject("web")
+	res := e.createTasks(`{"project_id":"web","tasks":[{"id":"a","name":"Fix the login"},
+		{"id":"b","name":"Same","title":"Same","dependencies":[{"id":"a"}]}]}`)
+	for i, want := range []string{"Fix the login", "Same"} {
+		if got := e.taskDetail(res[i].TaskID).Task.Title; got != want {
+			t.Errorf("tasks[%d]: title %q, want %q", i, got, want)
+		}
+	}
+}
+
+// TestCreateTasksKeepsTheAgentType checks that a task's agent_type is
+// stored and answered.
+func TestCreateTasksKeepsTheAgentType(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, api.Config{})
+	e.createProject("web")
+	res := e.createTasks(`{"project_id":"web","tasks":[{"title":"Review","agent_type":"codex"},{"title":"Any"}]}`)
+	for i, want := range []string{"codex", ""} {
+		if got := e.taskDetail(res[i].TaskID).Task.AgentType; got != want {
+			t.Errorf("tasks[%d]: agent_type %q, want %q", i, got, want)
+		}
 	}
 }
 

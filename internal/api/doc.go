@@ -58,8 +58,10 @@
 //	POST  /api/v1/tasks               create tasks all-or-nothing (body: {"project_id", "created_by",
 //	                                  "tasks": [...]} or a bare array of tasks; an entry may carry its own
 //	                                  "rules", and a "timeout" ("10m", or seconds) capping each of its runs like the
-//	                                  agent's max_runtime, the smaller governing) → 201 {"results": [...]}; a task a
-//	                                  Capacity rule applies to needs an expected_count that fits it
+//	                                  agent's max_runtime, the smaller governing; its title as "title" or the
+//	                                  specification's "name", both only when equal; "agent_type" routes it to agents
+//	                                  of that type) → 201 {"results": [...]}; a task a Capacity rule applies to needs
+//	                                  an expected_count that fits it
 //	GET   /api/v1/tasks               {"tasks": [...], "next"}, in creation order, paged; query: project, status
 //	                                  (comma-separated statuses or groups), limit, after (a cursor; a task id works),
 //	                                  archived (true: the archived tasks instead, in the order they were archived)
@@ -112,7 +114,7 @@
 //	                                  ?wait (1s to 5m, default 30s) or at the daemon's stop with "changed": false
 //	                                  — a long poll for views that refresh on change. Served with Config.Logs
 //	POST  /api/v1/agents              register an agent (body: id, name, agent_type, command, args, env,
-//	                                  pass_env, projects, max_runtime, idle_timeout, profile — all but id and
+//	                                  pass_env, projects, max_runtime, idle_timeout, heartbeat_timeout, profile — all but id and
 //	                                  agent_type optional; durations as "30m") → 201 agent, IDLE; its program (command, else the type's
 //	                                  CLI: claude, codex, cursor-agent, aider) must be on the daemon's PATH or an
 //	                                  executable absolute path (a relative path with a slash is the checkout's,
@@ -162,7 +164,9 @@
 //	                                  body: {"event": {...}, "actor"}) → 202 the run, running or skipped
 //	GET   /api/v1/hooks/{id}/runs     {"runs": [...], "next"}, newest first, paged; query: status (running,
 //	                                  completed, failed, skipped), limit, after
-//	GET   /api/v1/hook-runs/{id}      a hook run: its trigger, context, prompt, answer, actions and tokens
+//	GET   /api/v1/hook-runs/{id}      a hook run: its trigger ("trigger_reason": periodic, cron, event:<type> or
+//	                                  manual; "trigger_detail": the same in words), context, prompt, answer,
+//	                                  actions and tokens
 //	GET   /api/v1/workflows           {"workflows": [...]}, by name; query: project (an unknown project is a 404)
 //	POST  /api/v1/workflows           save a workflow (body: the YAML or JSON document as is, Content-Type
 //	                                  application/yaml, application/x-yaml, text/yaml, application/json or none)

@@ -296,7 +296,7 @@ func TestFireHookAndItsRuns(t *testing.T) {
 	var run models.HookRun
 	e.do("POST", "/api/v1/hooks/nightly-report/fire", "").decode(t, http.StatusAccepted, &run)
 	if run.ID == "" || run.HookID != "nightly-report" || run.ProjectID != "web" || run.Status != models.HookRunRunning ||
-		run.TriggerReason != "fired by "+api.DefaultActor {
+		run.TriggerReason != models.TriggerReasonManual || run.TriggerDetail != "fired by "+api.DefaultActor {
 		t.Fatalf("fire answered %+v", run)
 	}
 	engine.Wait()
@@ -314,7 +314,7 @@ func TestFireHookAndItsRuns(t *testing.T) {
 	var second models.HookRun
 	e.do("POST", "/api/v1/hooks/nightly-report/fire", `{"actor":"alice","event":{"type":"task.failed","task_id":"t1","title":"Flaky"}}`).
 		decode(t, http.StatusAccepted, &second)
-	if second.TriggerReason != "fired by alice" || second.EventData == nil || !strings.Contains(*second.EventData, `"title":"Flaky"`) ||
+	if second.TriggerDetail != "fired by alice" || second.EventData == nil || !strings.Contains(*second.EventData, `"title":"Flaky"`) ||
 		!strings.Contains(*second.EventData, `"project_id":"web"`) {
 		t.Fatalf("fire with an event answered %+v (event %s)", second, strDeref(second.EventData))
 	}
@@ -453,7 +453,7 @@ func TestHookClient(t *testing.T) {
 		t.Fatalf("GetHook: %+v, %v", h, err)
 	}
 	run, err := c.FireHook(ctx, "counts", api.FireRequest{Actor: "bob"})
-	if err != nil || run.TriggerReason != "fired by bob" {
+	if err != nil || run.TriggerDetail != "fired by bob" {
 		t.Fatalf("FireHook: %+v, %v", run, err)
 	}
 	engine.Wait()

@@ -349,8 +349,11 @@ type fileAgent struct {
 	PassEnv     []string          `yaml:"pass_env"`
 	MaxRuntime  string            `yaml:"max_runtime"`
 	IdleTimeout string            `yaml:"idle_timeout"`
-	Projects    []string          `yaml:"projects"`
-	Profile     fileProfile       `yaml:"profile"`
+	// HeartbeatTimeout holds the agent to a report over the agent RPC at
+	// least this often; empty: no heartbeat is required.
+	HeartbeatTimeout string      `yaml:"heartbeat_timeout"`
+	Projects         []string    `yaml:"projects"`
+	Profile          fileProfile `yaml:"profile"`
 }
 
 type fileOrchestrator struct {
@@ -703,7 +706,12 @@ func (fa fileAgent) agent(key string) (models.Agent, error) {
 	if err := parseDuration(key+".idle_timeout", fa.IdleTimeout, &idle); err != nil {
 		return a, err
 	}
+	var heartbeat time.Duration
+	if err := parseDuration(key+".heartbeat_timeout", fa.HeartbeatTimeout, &heartbeat); err != nil {
+		return a, err
+	}
 	a.MaxRuntime, a.IdleTimeout = models.Duration(maxRuntime), models.Duration(idle)
+	a.HeartbeatTimeout = models.Duration(heartbeat)
 	return a, nil
 }
 

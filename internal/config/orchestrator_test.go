@@ -19,6 +19,7 @@ agents:
     env: {MODEL: "${MODEL:-small}"}
     max_runtime: 1h
     idle_timeout: 5m
+    heartbeat_timeout: 60s
     projects: [web]
 orchestrator:
   safety_tick: 5s
@@ -36,7 +37,7 @@ rules:
 	}
 	a := cfg.Agents[0]
 	if a.ID != "worker-1" || a.Command != "./agent.sh" || a.Env["MODEL"] != "small" || a.MaxRuntime.Std() != time.Hour ||
-		a.IdleTimeout.Std() != 5*time.Minute || a.Projects[0] != "web" || a.Args[0] != "--fast" {
+		a.IdleTimeout.Std() != 5*time.Minute || a.HeartbeatTimeout.Std() != time.Minute || a.Projects[0] != "web" || a.Args[0] != "--fast" {
 		t.Fatalf("agent %+v", a)
 	}
 	if cfg.Orchestrator.SafetyTick != 5*time.Second || cfg.Orchestrator.RetryBackoff != time.Minute ||
@@ -56,6 +57,7 @@ func TestAgentAndRuleErrorsNameTheKey(t *testing.T) {
 		{"agents:\n  - type: command\n    command: x\n", "agents[0].name: required"},
 		{"agents:\n  - {name: a, type: command, command: x}\n  - {name: a, type: command, command: y}\n", "agents[1].name: \"a\" is listed twice"},
 		{"agents:\n  - {name: a, type: command, command: x, idle_timeout: soon}\n", "agents[0].idle_timeout"},
+		{"agents:\n  - {name: a, type: command, command: x, heartbeat_timeout: 0s}\n", "agents[0].heartbeat_timeout"},
 		{"orchestrator:\n  window: forever\n", "orchestrator.window"},
 		{"orchestrator:\n  prepare_timeout: 0s\n", "orchestrator.prepare_timeout"},
 		{"orchestrator:\n  prepare_timeout: -1m\n", "orchestrator.prepare_timeout"},

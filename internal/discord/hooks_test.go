@@ -122,7 +122,7 @@ func TestHookCommands(t *testing.T) {
 			want:  []string{"🪝 Hook `daily-counts` fired by <@" + alice + ">: run `daily-counts.1` is running.", "`/hook runs hook:daily-counts`"},
 			check: func(t *testing.T, _ discordtest.Response) { eng.Wait() }},
 		{name: "runs", cmd: "hook", sub: subOpt("runs", strOpt("hook", "daily-counts")),
-			want: []string{"**Last runs of `daily-counts`**", "✅ `daily-counts.1` completed · fired by <@" + alice + "> · 0 tokens · <t:"}},
+			want: []string{"**Last runs of `daily-counts`**", "✅ `daily-counts.1` completed · manual: fired by <@" + alice + "> · 0 tokens · <t:"}},
 		{name: "runs that failed", cmd: "hook", sub: subOpt("runs", strOpt("hook", "daily-counts"), strOpt("status", "failed")),
 			want: []string{"No failed runs of `daily-counts`."}},
 		{name: "runs of no hook", cmd: "hook", sub: subOpt("runs", strOpt("hook", "nope")), ephemeral: true, want: []string{"nope"}},

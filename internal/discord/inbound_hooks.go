@@ -653,7 +653,7 @@ func hookRunIcon(status models.HookRunStatus) string {
 // skipped or failed.
 func renderHookRun(r models.HookRun) string {
 	l := fmt.Sprintf("%s `%s` %s · %s · %d tokens · <t:%d:R>", hookRunIcon(r.Status), r.ID, r.Status,
-		renderTriggerReason(r.TriggerReason), r.TokensUsed, r.StartedAt.Unix())
+		renderTrigger(r), r.TokensUsed, r.StartedAt.Unix())
 	if r.SkippedReason != nil && strings.TrimSpace(*r.SkippedReason) != "" {
 		l += "\n↳ skipped: " + flat(*r.SkippedReason, 200)
 	}
@@ -663,15 +663,18 @@ func renderHookRun(r models.HookRun) string {
 	return l
 }
 
-// renderTriggerReason renders why a run fired; a Discord user who fired it
-// is shown as a mention.
-func renderTriggerReason(reason models.HookTriggerReason) string {
-	if by, ok := reason.FiredBy(); ok {
+// renderTrigger renders why a run fired: its reason and its detail; a
+// Discord user who fired it is shown as a mention.
+func renderTrigger(r models.HookRun) string {
+	if by, ok := r.FiredBy(); ok {
 		if id, ok := strings.CutPrefix(by, "discord:"); ok && id != "" && strings.Trim(id, "0123456789") == "" {
-			return "fired by " + mention(id)
+			return flat(string(r.TriggerReason), 40) + ": fired by " + mention(id)
 		}
 	}
-	return flat(string(reason), 120)
+	if r.TriggerDetail == "" {
+		return flat(string(r.TriggerReason), 120)
+	}
+	return flat(string(r.TriggerReason)+": "+r.TriggerDetail, 120)
 }
 
 // flat renders text from others on one line, escaped, without the

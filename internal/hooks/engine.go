@@ -313,7 +313,7 @@ func (e *Engine) fireSchedule(ctx context.Context, h models.Hook, last, now time
 		return next, nil
 	}
 	res, err := e.claim(ctx, h, models.HookClaim{HookID: h.ID, FireKey: "schedule:" + at.UTC().Format(time.RFC3339Nano),
-		ScheduledAt: &at, TriggerReason: models.ScheduleReason(at, missed)})
+		ScheduledAt: &at, TriggerReason: models.ScheduleTrigger(h.Trigger.Type), TriggerDetail: models.ScheduleDetail(at, missed)})
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -377,7 +377,8 @@ func (e *Engine) fireEvents(ctx context.Context, hooks []models.Hook) error {
 					continue
 				}
 				res, err := e.claim(ctx, h, models.HookClaim{HookID: h.ID, FireKey: fmt.Sprintf("event:%d:%s", ev.ID, ev.Type),
-					TriggerReason: models.EventReason(ev.Type, ev.TaskID), Event: &ev})
+					TriggerReason: models.EventTrigger(ev.Type),
+					TriggerDetail: models.EventDetail(ev.Type, ev.TaskID), Event: &ev})
 				if err == nil && !res.Busy {
 					continue
 				}
@@ -423,7 +424,8 @@ func (e *Engine) claim(ctx context.Context, h models.Hook, c models.HookClaim) (
 		e.ended(res.Run)
 		return res, nil
 	}
-	e.log.Info("hook fired", "hook_id", h.ID, "project_id", h.ProjectID, "run_id", res.Run.ID, "trigger", c.TriggerReason)
+	e.log.Info("hook fired", "hook_id", h.ID, "project_id", h.ProjectID, "run_id", res.Run.ID, "trigger", c.TriggerReason,
+		"trigger_detail", c.TriggerDetail)
 	// Counted under the lock Run's end takes before it waits: a run is
 	// either waited for or never begins.
 	e.mu.Lock()
@@ -469,7 +471,7 @@ func (e *Engine) Fire(ctx context.Context, hookID, by string, f models.HookFire)
 	var nonce [6]byte
 	_, _ = rand.Read(nonce[:])
 	key := fmt.Sprintf("manual:%s:%x", e.cfg.Clock.Now().UTC().Format(time.RFC3339Nano), nonce)
-	res, err := e.claim(ctx, h, models.HookClaim{HookID: h.ID, FireKey: key, TriggerReason: models.FiredByReason(by),
+	res, err := e.claim(ctx, h, models.HookClaim{HookID: h.ID, FireKey: key, TriggerReason: models.TriggerReasonManual, TriggerDetail: models.FiredByDetail(by),
 		Event: f.Event, Manual: true})
 	if err != nil {
 		return models.HookRun{}, err

@@ -35,12 +35,12 @@ func TestPeriodicHookFiresOnceAtEachInterval(t *testing.T) {
 		h.clock.Set(start.Add(time.Duration(i) * time.Hour))
 		h.tick()
 		r := h.waitRun()
-		want := start.Add(time.Duration(i) * time.Hour)
+		want, wantReason := start.Add(time.Duration(i)*time.Hour), models.TriggerReasonPeriodic
 		if r.Status != models.HookRunCompleted || r.ScheduledAt == nil || !r.ScheduledAt.Equal(want) {
 			t.Fatalf("run %d: %s scheduled %v, want completed at %s (error %q)", i, r.Status, r.ScheduledAt, want, r.Error)
 		}
-		if string(r.TriggerReason) != "schedule "+want.Format(time.RFC3339) {
-			t.Fatalf("trigger reason %q", r.TriggerReason)
+		if r.TriggerDetail != "schedule "+want.Format(time.RFC3339) || r.TriggerReason != wantReason {
+			t.Fatalf("trigger %q %q", r.TriggerReason, r.TriggerDetail)
 		}
 		// The same instant again fires nothing.
 		h.tick()
@@ -60,8 +60,8 @@ func TestCronHookCatchesUpOnceAfterDowntimeAndNeverRepeatsAcrossRestarts(t *test
 
 	h.clock.Set(utc("2026-03-02T09:00:00Z"))
 	h.tick()
-	if r := h.waitRun(); !r.ScheduledAt.Equal(utc("2026-03-02T09:00:00Z")) {
-		t.Fatalf("first run scheduled %v", r.ScheduledAt)
+	if r := h.waitRun(); !r.ScheduledAt.Equal(utc("2026-03-02T09:00:00Z")) || r.TriggerReason != models.TriggerReasonCron {
+		t.Fatalf("first run scheduled %v, trigger %q", r.ScheduledAt, r.TriggerReason)
 	}
 	// Down for three days; the restart makes one catch-up run.
 	h.restart()
@@ -69,8 +69,8 @@ func TestCronHookCatchesUpOnceAfterDowntimeAndNeverRepeatsAcrossRestarts(t *test
 	h.tick()
 	r := h.waitRun()
 	if !r.ScheduledAt.Equal(utc("2026-03-05T09:00:00Z")) ||
-		!strings.Contains(string(r.TriggerReason), "catch-up after downtime: 2 earlier scheduled times missed") {
-		t.Fatalf("catch-up run scheduled %v, reason %q", r.ScheduledAt, r.TriggerReason)
+		!strings.Contains(r.TriggerDetail, "catch-up after downtime: 2 earlier scheduled times missed") {
+		t.Fatalf("catch-up run scheduled %v, detail %q", r.ScheduledAt, r.TriggerDetail)
 	}
 	h.tick()
 	h.noRun()
@@ -221,8 +221,10 @@ func TestTwoConcurrentPassesFireEachTimeAndEventOnce(t *testing.T) {
 	}
 	times := map[time.Time]bool{}
 	for _, r := range h.runs(periodic.ID) {
-		if r.Status != models.HookRunCompleted || r.ScheduledAt == nil || strings.Contains(string(r.TriggerReason), "catch-up") {
-			t.Fatalf("periodic run %s: %s, scheduled %v, reason %q (error %q)", r.ID, r.Status, r.ScheduledAt, r.TriggerReason, r.Error)
+		if r.Status != models.HookRunCompleted || r.ScheduledAt == nil || strings.Contains(r.TriggerDetail, "catch-up") ||
+			r.TriggerReason != models.TriggerReasonPeriodic {
+			t.Fatalf("periodic run %s: %s, scheduled %v, trigger %q %q (error %q)", r.ID, r.Status, r.ScheduledAt, r.TriggerReason,
+				r.TriggerDetail, r.Error)
 		}
 		times[r.ScheduledAt.UTC()] = true
 	}
@@ -336,8 +338,9 @@ func TestCooldownSurvivesARestart(t *testing.T) {
 		t.Fatalf("run after the cooldown: %s at %v", r.Status, r.ScheduledAt)
 	}
 	// A person's fire ignores the cooldown.
-	if r := h.fire(hk.ID, models.HookFire{}); r.Status != models.HookRunCompleted || r.TriggerReason != "fired by tester" {
-		t.Fatalf("manual fire: %s %q", r.Status, r.TriggerReason)
+	if r := h.fire(hk.ID, models.HookFire{}); r.Status != models.HookRunCompleted ||
+		r.TriggerReason != models.TriggerReasonManual || r.TriggerDetail != "fired by tester" {
+		t.Fatalf("manual fire: %s %q %q", r.Status, r.TriggerReason, r.TriggerDetail)
 	}
 }
 
@@ -477,9 +480,9 @@ func TestAScheduleHeldAtTheCapPastItsNextTimeFiresOnceForTheLatest(t *testing.T)
 	r := h.waitRun()
 	want := start.Add(2 * time.Minute)
 	if r.HookID != often.ID || r.ScheduledAt == nil || !r.ScheduledAt.Equal(want) ||
-		!strings.Contains(string(r.TriggerReason), "1 earlier scheduled times missed") {
-		t.Fatalf("run of %s scheduled %v, reason %q; want %s scheduled %s counting 1 missed", r.HookID, r.ScheduledAt,
-			r.TriggerReason, often.ID, want.Format(time.RFC3339))
+		!strings.Contains(r.TriggerDetail, "1 earlier scheduled times missed") {
+		t.Fatalf("run of %s scheduled %v, detail %q; want %s scheduled %s counting 1 missed", r.HookID, r.ScheduledAt,
+			r.TriggerDetail, often.ID, want.Format(time.RFC3339))
 	}
 	h.tick()
 	h.noRun()

@@ -76,6 +76,10 @@ type AgentSettings struct {
 	// IdleTimeout ends a run with no output and no RPC for this long; 0
 	// means the daemon's default.
 	IdleTimeout Duration `json:"idle_timeout,omitempty"`
+	// HeartbeatTimeout ends a run whose agent made no report over the
+	// agent RPC (heartbeat, progress, a question, usage, complete, …) for
+	// this long; 0 (the default) holds the agent to no heartbeat.
+	HeartbeatTimeout Duration `json:"heartbeat_timeout,omitempty"`
 	// Projects limits the agent to these projects; empty means any.
 	Projects []string `json:"projects,omitempty"`
 	// Profile is the agent's own way of running its CLI; a task's or
@@ -90,6 +94,8 @@ func (s *AgentSettings) Validate() error {
 		return Errorf(CodeInvalid, "max_runtime: must not be negative")
 	case s.IdleTimeout < 0:
 		return Errorf(CodeInvalid, "idle_timeout: must not be negative")
+	case s.HeartbeatTimeout < 0:
+		return Errorf(CodeInvalid, "heartbeat_timeout: must not be negative")
 	}
 	if err := CheckLine("command", s.Command, MaxPathLen); err != nil {
 		return err
@@ -286,37 +292,4 @@ func (r AgentRegistration) Agent() Agent {
 	a := Agent{ID: r.ID, Name: r.Name, AgentType: r.AgentType, AgentSettings: r.AgentSettings}
 	a.ApplyDefaults()
 	return a
-}
-
-// AgentOutput is what an agent reports when a run ends.
-type AgentOutput struct {
-	Result       AgentResult `json:"result"`
-	Summary      string      `json:"summary"`
-	FilesChanged []string    `json:"files_changed"`
-	TokensUsed   int64       `json:"tokens_used"`
-	ErrorMessage *string     `json:"error_message,omitempty"`
-}
-
-// Validate checks an agent's report.
-func (o *AgentOutput) Validate() error {
-	if err := CheckText("summary", o.Summary, MaxDescriptionLen); err != nil {
-		return err
-	}
-	if err := checkFiles(o.FilesChanged); err != nil {
-		return err
-	}
-	if o.ErrorMessage != nil {
-		if err := CheckText("error_message", *o.ErrorMessage, MaxMessageLen); err != nil {
-			return err
-		}
-	}
-	switch {
-	case !o.Result.Valid():
-		return Errorf(CodeInvalid, "result: unknown agent result %s", Quote(string(o.Result)))
-	case o.TokensUsed < 0:
-		return Errorf(CodeInvalid, "tokens_used: must not be negative")
-	case o.Result == ResultFailed && (o.ErrorMessage == nil || *o.ErrorMessage == ""):
-		return Errorf(CodeInvalid, "error_message: required when result is FAILED")
-	}
-	return nil
 }

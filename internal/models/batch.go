@@ -20,9 +20,12 @@ type TaskBatch struct {
 // BatchTask is one entry of a batch.
 type BatchTask struct {
 	// LocalID names the entry inside the batch ("id" in JSON).
-	LocalID            string            `json:"id,omitempty"`
-	ProjectID          string            `json:"project_id,omitempty"`
-	Title              string            `json:"title"`
+	LocalID   string `json:"id,omitempty"`
+	ProjectID string `json:"project_id,omitempty"`
+	Title     string `json:"title"`
+	// Name is the specification's word for the title: an entry may give
+	// either, or both when they are equal (see TaskTitle).
+	Name               string            `json:"name,omitempty"`
 	Description        string            `json:"description,omitempty"`
 	Priority           *int              `json:"priority,omitempty"`
 	VerificationType   VerificationType  `json:"verification_type,omitempty"`
@@ -41,7 +44,9 @@ type BatchTask struct {
 	TestCommands       []string          `json:"test_commands,omitempty"`
 	Profile            string            `json:"profile,omitempty"`
 	// Timeout caps each run of the task (Task.Timeout); 0 is none.
-	Timeout        Duration          `json:"timeout,omitempty"`
+	Timeout Duration `json:"timeout,omitempty"`
+	// AgentType routes the task to agents of that type; empty: any agent.
+	AgentType      string            `json:"agent_type,omitempty"`
 	Dependencies   []BatchDependency `json:"dependencies,omitempty"`
 	DedupeStrategy []DedupeStrategy  `json:"dedupe_strategy,omitempty"`
 	// Rules are the entry's own scheduling rules (seed Core Concepts): the
@@ -93,6 +98,14 @@ func (b TaskBatch) Validate() error {
 	return nil
 }
 
+// TaskTitle is the entry's title: Title, else Name.
+func (bt BatchTask) TaskTitle() string {
+	if bt.Title != "" {
+		return bt.Title
+	}
+	return bt.Name
+}
+
 // Validate checks one entry on its own, naming the field: its fields as a
 // new task's (with the defaults a batch applies), at most MaxDependencies
 // dependencies naming an id each, and at most MaxDedupeStrategies dedupe
@@ -102,10 +115,14 @@ func (bt BatchTask) Validate() error {
 	if bt.ProjectID != "" && !ValidID(bt.ProjectID) {
 		return Errorf(CodeInvalid, "project_id: %q is not a project id", cutRunes(bt.ProjectID, 80))
 	}
-	t := Task{Title: bt.Title, Description: bt.Description, Priority: DefaultPriority, VerificationType: bt.VerificationType,
+	if bt.Name != "" && bt.Title != "" && bt.Name != bt.Title {
+		return Errorf(CodeInvalid, "name and title: both given and different (name %s, title %s): give one",
+			Quote(bt.Name), Quote(bt.Title))
+	}
+	t := Task{Title: bt.TaskTitle(), Description: bt.Description, Priority: DefaultPriority, VerificationType: bt.VerificationType,
 		MaxRetries: DefaultMaxRetries, Kind: bt.Kind, Metadata: bt.Metadata, CreatedBy: bt.CreatedBy,
 		ExpectedCount: bt.ExpectedCount, AcceptanceCriteria: bt.AcceptanceCriteria, TestCommands: bt.TestCommands,
-		Profile: bt.Profile, Timeout: bt.Timeout}
+		Profile: bt.Profile, Timeout: bt.Timeout, AgentType: bt.AgentType}
 	if bt.Priority != nil {
 		t.Priority = *bt.Priority
 	}

@@ -96,6 +96,10 @@ const (
 	// EventDepsAdded returns a READY task to DEFINED when a person adds a
 	// dependency it has to wait for.
 	EventDepsAdded TaskEvent = "DEPS_ADDED"
+	// EventTimeoutFailed fails a run that a time limit ended (start, idle,
+	// heartbeat or max_runtime): like AGENT_FAILED it leads to FAILED, so
+	// the task is retried with backoff while retries remain.
+	EventTimeoutFailed TaskEvent = "TIMEOUT_FAILED"
 )
 
 // TaskEvents lists every event: the spec's 23, then the extensions.
@@ -105,7 +109,7 @@ var TaskEvents = []TaskEvent{
 	EventVerifyPassed, EventVerifyFailed, EventPRCreated, EventPRMerged, EventRetry, EventMaxRetries,
 	EventAdminSkip, EventAdminStop, EventAdminRestart, EventPRClosed, EventTimeout, EventExecutionError,
 	EventRecovery, EventHumanApproved, EventUpstreamFailed, EventUpstreamReopened, EventApprovalRequested,
-	EventPRUnavailable, EventRunStopped, EventAdminCancel, EventDepsAdded,
+	EventPRUnavailable, EventRunStopped, EventAdminCancel, EventDepsAdded, EventTimeoutFailed,
 }
 
 // Valid reports whether e is a known event.
@@ -134,23 +138,6 @@ var AgentStates = []AgentState{AgentIdle, AgentStarting, AgentBusy, AgentPaused,
 
 // Valid reports whether s is a known agent state.
 func (s AgentState) Valid() bool { return slices.Contains(AgentStates, s) }
-
-// AgentResult is the outcome an agent reports for one run.
-type AgentResult string
-
-// Agent results of the specification.
-const (
-	ResultCompleted       AgentResult = "COMPLETED"
-	ResultFailed          AgentResult = "FAILED"
-	ResultPausedTokens    AgentResult = "PAUSED_TOKENS"
-	ResultPausedRateLimit AgentResult = "PAUSED_RATE_LIMIT"
-)
-
-// AgentResults lists every agent result.
-var AgentResults = []AgentResult{ResultCompleted, ResultFailed, ResultPausedTokens, ResultPausedRateLimit}
-
-// Valid reports whether r is a known result.
-func (r AgentResult) Valid() bool { return slices.Contains(AgentResults, r) }
 
 // ProjectStatus controls whether a project takes part in scheduling.
 type ProjectStatus string

@@ -676,45 +676,63 @@ func (s HookRunStatus) Final() bool {
 	return s == HookRunCompleted || s == HookRunFailed || s == HookRunSkipped
 }
 
-// HookTriggerReason says, in words a person reads, why a hook run fired:
-// "schedule 2026-11-24T09:00:00Z", "event task.completed of task
-// brave-otter", "fired by @alice". The constructors below write it; FiredBy
-// reads who fired a manual run back.
+// HookTriggerReason says why a hook run fired, in the specification's
+// values: "periodic" or "cron" (a scheduled time), "event:<event type>"
+// (an event) or "manual" (fired by hand). The words a person reads are
+// the run's TriggerDetail, written by the *Detail constructors below.
 type HookTriggerReason string
 
-// Beginnings of the trigger reasons.
+// The trigger reasons other than an event's (see EventTrigger).
+const (
+	TriggerReasonPeriodic HookTriggerReason = "periodic"
+	TriggerReasonCron     HookTriggerReason = "cron"
+	TriggerReasonManual   HookTriggerReason = "manual"
+)
+
+// EventTrigger is the trigger reason of a firing for event eventType.
+func EventTrigger(eventType string) HookTriggerReason { return HookTriggerReason("event:" + eventType) }
+
+// ScheduleTrigger is the trigger reason of a scheduled firing of a hook
+// whose trigger is of type t (periodic or cron).
+func ScheduleTrigger(t HookTriggerType) HookTriggerReason {
+	if t == TriggerCron {
+		return TriggerReasonCron
+	}
+	return TriggerReasonPeriodic
+}
+
+// Beginnings of the trigger details.
 const (
 	reasonSchedule = "schedule "
 	reasonEvent    = "event "
 	reasonFiredBy  = "fired by "
 )
 
-// ScheduleReason is the reason of a firing for the scheduled time at,
+// ScheduleDetail is the detail of a firing for the scheduled time at,
 // after missed earlier scheduled times that were not caught up.
-func ScheduleReason(at time.Time, missed int) HookTriggerReason {
+func ScheduleDetail(at time.Time, missed int) string {
 	r := reasonSchedule + at.UTC().Format(time.RFC3339)
 	if missed > 0 {
 		r += fmt.Sprintf(" (catch-up after downtime: %d earlier scheduled times missed)", missed)
 	}
-	return HookTriggerReason(r)
+	return r
 }
 
-// EventReason is the reason of a firing for event eventType of task taskID.
-func EventReason(eventType, taskID string) HookTriggerReason {
-	return HookTriggerReason(fmt.Sprintf("%s%s of task %s", reasonEvent, eventType, taskID))
+// EventDetail is the detail of a firing for event eventType of task taskID.
+func EventDetail(eventType, taskID string) string {
+	return fmt.Sprintf("%s%s of task %s", reasonEvent, eventType, taskID)
 }
 
-// FiredByReason is the reason of a manual firing by actor by.
-func FiredByReason(by string) HookTriggerReason { return HookTriggerReason(reasonFiredBy + by) }
+// FiredByDetail is the detail of a manual firing by actor by.
+func FiredByDetail(by string) string { return reasonFiredBy + by }
 
 // FiredBy returns the actor who fired a manual run; ok is false for a run
 // that was not fired by hand.
-func (r HookTriggerReason) FiredBy() (by string, ok bool) {
-	by, ok = strings.CutPrefix(string(r), reasonFiredBy)
-	if !ok {
+func (r HookRun) FiredBy() (by string, ok bool) {
+	if r.TriggerReason != TriggerReasonManual {
 		return "", false
 	}
-	return by, true
+	return strings.CutPrefix(r.TriggerDetail, reasonFiredBy)
 }
 
 // HookRun records one execution of a hook: why it fired, what it gathered,
@@ -723,9 +741,12 @@ type HookRun struct {
 	ID        string `json:"id"`
 	HookID    string `json:"hook_id"`
 	ProjectID string `json:"project_id"`
-	// TriggerReason says why the hook fired ("schedule 2026-11-24T09:00:00Z",
-	// "event task.completed of task brave-otter", "fired by @alice").
+	// TriggerReason says why the hook fired: periodic, cron,
+	// event:<type> or manual; TriggerDetail says it in words
+	// ("schedule 2026-11-24T09:00:00Z", "event task.completed of task
+	// brave-otter", "fired by @alice").
 	TriggerReason HookTriggerReason `json:"trigger_reason"`
+	TriggerDetail string            `json:"trigger_detail"`
 	Status        HookRunStatus     `json:"status"`
 	// FireKey identifies the firing: a scheduled time, an event or a manual
 	// fire; a hook fires once per key.
@@ -877,6 +898,7 @@ type HookClaim struct {
 	// ScheduledAt is the scheduled time of a schedule's firing.
 	ScheduledAt   *time.Time
 	TriggerReason HookTriggerReason
+	TriggerDetail string
 	Event         *HookEvent
 	// Manual firings ignore the cooldown and a disabled hook.
 	Manual bool

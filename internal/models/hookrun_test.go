@@ -35,25 +35,33 @@ func TestHookTriggerReason(t *testing.T) {
 	at := time.Date(2026, 11, 24, 10, 0, 0, 0, time.FixedZone("CET", 3600))
 	tests := []struct {
 		name   string
+		run    models.HookRun
 		reason models.HookTriggerReason
-		want   string
+		detail string
 		by     string
 		manual bool
 	}{
-		{"schedule", models.ScheduleReason(at, 0), "schedule 2026-11-24T09:00:00Z", "", false},
-		{"catch-up", models.ScheduleReason(at, 2),
-			"schedule 2026-11-24T09:00:00Z (catch-up after downtime: 2 earlier scheduled times missed)", "", false},
-		{"event", models.EventReason("task.completed", "brave-otter"), "event task.completed of task brave-otter", "", false},
-		{"manual", models.FiredByReason("discord:1234"), "fired by discord:1234", "discord:1234", true},
-		{"manual, nobody named", models.FiredByReason("someone"), "fired by someone", "someone", true},
+		{"periodic", models.HookRun{TriggerReason: models.ScheduleTrigger(models.TriggerPeriodic), TriggerDetail: models.ScheduleDetail(at, 0)},
+			"periodic", "schedule 2026-11-24T09:00:00Z", "", false},
+		{"cron catch-up", models.HookRun{TriggerReason: models.ScheduleTrigger(models.TriggerCron), TriggerDetail: models.ScheduleDetail(at, 2)},
+			"cron", "schedule 2026-11-24T09:00:00Z (catch-up after downtime: 2 earlier scheduled times missed)", "", false},
+		{"event", models.HookRun{TriggerReason: models.EventTrigger("task.completed"),
+			TriggerDetail: models.EventDetail("task.completed", "brave-otter")},
+			"event:task.completed", "event task.completed of task brave-otter", "", false},
+		{"manual", models.HookRun{TriggerReason: models.TriggerReasonManual, TriggerDetail: models.FiredByDetail("discord:1234")},
+			"manual", "fired by discord:1234", "discord:1234", true},
+		{"manual, nobody named", models.HookRun{TriggerReason: models.TriggerReasonManual, TriggerDetail: models.FiredByDetail("someone")},
+			"manual", "fired by someone", "someone", true},
+		{"a detail that only reads like a manual one", models.HookRun{TriggerReason: models.TriggerReasonPeriodic, TriggerDetail: "fired by x"},
+			"periodic", "fired by x", "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if string(tt.reason) != tt.want {
-				t.Errorf("reason %q, want %q", tt.reason, tt.want)
+			if tt.run.TriggerReason != tt.reason || tt.run.TriggerDetail != tt.detail {
+				t.Errorf("reason %q, detail %q; want %q, %q", tt.run.TriggerReason, tt.run.TriggerDetail, tt.reason, tt.detail)
 			}
-			by, ok := tt.reason.FiredBy()
+			by, ok := tt.run.FiredBy()
 			if by != tt.by || ok != tt.manual {
 				t.Errorf("FiredBy() = %q, %v; want %q, %v", by, ok, tt.by, tt.manual)
 			}

@@ -258,6 +258,9 @@ const (
 	WaitingStep          = "step_limit"
 	WaitingNotBefore     = "not_before"
 	WaitingQueued        = "queued"
+	// WaitingAgentType: the task is routed to an agent type, and no idle
+	// agent of that type works on its project.
+	WaitingAgentType = "agent_type"
 )
 
 // WaitingLanding is the waiting code of a task whose verified (or
@@ -545,4 +548,14 @@ type PRCheck struct {
 	// LastReviewID, newest last.
 	ChangesRequested []Feedback
 	LastReviewID     int64
+}
+
+// RunStart is what a work run's start records: its process and checkout,
+// the task's branch (empty: none) and the repository of the agent's
+// checkout (nil: unchanged; empty: none).
+type RunStart struct {
+	PID          int
+	CheckoutPath string
+	Branch       string
+	RepoID       *string
 }

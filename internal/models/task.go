@@ -63,6 +63,9 @@ type Task struct {
 	// Timeout caps each run of the task's wall-clock time, like an agent's
 	// max_runtime: the smaller of the two governs; 0 is no cap of its own.
 	Timeout Duration `json:"timeout,omitempty"`
+	// AgentType routes the task to agents of that type (one of AgentTypes);
+	// empty means any agent.
+	AgentType string `json:"agent_type,omitempty"`
 
 	// StatusReason is the reason recorded with the latest transition.
 	StatusReason string `json:"status_reason,omitempty"`
@@ -139,6 +142,8 @@ func (t *Task) validateContent() error {
 		return Errorf(CodeInvalid, "expected_count: must not be negative")
 	case t.ExpectedCount > MaxExpectedCount:
 		return Errorf(CodeInvalid, "expected_count: at most %d (got %d)", MaxExpectedCount, t.ExpectedCount)
+	case t.AgentType != "" && !slices.Contains(AgentTypes, t.AgentType):
+		return Errorf(CodeInvalid, "agent_type: %s is not an agent type (%s)", Quote(t.AgentType), strings.Join(AgentTypes, ", "))
 	case t.Profile != "" && !ValidID(t.Profile):
 		return Errorf(CodeInvalid, "profile: %s is not a profile name (1-64 lower-case letters, digits, '-' or '_')", Quote(t.Profile))
 	case t.ParentTaskID != nil && !ValidTaskID(*t.ParentTaskID):

@@ -61,8 +61,8 @@ type WorkflowStep struct {
 	Description string `json:"description,omitempty"`
 	// DependsOn are the steps this one waits for.
 	DependsOn []StepDependency `json:"depends_on,omitempty"`
-	// Profile chooses how the step's tasks run. AgentType is refused: a
-	// task goes to any idle agent of its project.
+	// Profile chooses how the step's tasks run; AgentType routes them to
+	// agents of that type (empty: any agent of the project).
 	Profile   string `json:"profile,omitempty"`
 	AgentType string `json:"agent_type,omitempty"`
 	Kind      string `json:"kind,omitempty"`

@@ -22,9 +22,9 @@ type startHookStore struct {
 	before func(pid int)
 }
 
-func (s startHookStore) StartRun(ctx context.Context, runID int64, pid int, checkoutPath string) (models.TransitionResult, error) {
-	s.before(pid)
-	return s.Store.StartRun(ctx, runID, pid, checkoutPath)
+func (s startHookStore) StartRunWith(ctx context.Context, runID int64, st models.RunStart) (models.TransitionResult, error) {
+	s.before(st.PID)
+	return s.Store.StartRunWith(ctx, runID, st)
 }
 
 // exeOf is the program process pid executes ("" when it cannot be read).

@@ -206,6 +206,7 @@ type Store interface {
 	DueFailed(ctx context.Context, now time.Time, base, maxBackoff time.Duration, afterAt time.Time, afterID string, limit int) ([]models.Task, *time.Time, error)
 	ClaimTask(ctx context.Context, taskID, agentID string) (models.Run, string, error)
 	StartRun(ctx context.Context, runID int64, pid int, checkoutPath string) (models.TransitionResult, error)
+	StartRunWith(ctx context.Context, runID int64, st models.RunStart) (models.TransitionResult, error)
 	TouchRun(ctx context.Context, runID int64) error
 	SetTaskProgress(ctx context.Context, runID int64, succeeded, failed *int) (models.Task, error)
 	FinishRun(ctx context.Context, end models.RunEnd) (models.TransitionResult, error)
@@ -881,7 +882,10 @@ func (o *Orchestrator) snapshot(st models.SchedulingState) Snapshot {
 		if o.coolingDown("agent:" + a.ID) {
 			continue
 		}
-		s.IdleAgents = append(s.IdleAgents, AgentInfo{ID: a.ID, Projects: a.Projects})
+		s.IdleAgents = append(s.IdleAgents, AgentInfo{ID: a.ID, AgentType: a.AgentType, Projects: a.Projects})
+	}
+	for _, a := range st.Agents {
+		s.Agents = append(s.Agents, AgentInfo{ID: a.ID, AgentType: a.AgentType, Projects: a.Projects})
 	}
 	return s
 }
@@ -891,7 +895,7 @@ func taskInfo(t models.Task) TaskInfo {
 	return TaskInfo{ID: t.ID, ProjectID: t.ProjectID, Priority: t.Priority, CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt,
 		NotBefore: t.NotBefore, Kind: t.Kind, Metadata: t.Metadata, Status: t.Status, ExpectedCount: t.ExpectedCount,
 		SuccessCount: t.SuccessCount, FailureCount: t.FailureCount, RunID: t.RunID, StepName: t.StepName,
-		StepConcurrency: t.StepConcurrency, Rules: t.Rules}
+		StepConcurrency: t.StepConcurrency, Rules: t.Rules, AgentType: t.AgentType}
 }
 
 // applyTimers resumes PAUSED tasks whose time has come and retries or

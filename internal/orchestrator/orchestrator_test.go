@@ -359,20 +359,25 @@ func TestRateLimitPausesUntilTheReportedReset(t *testing.T) {
 	}
 }
 
+// TestTimeouts checks that a run a time limit ends fails like a failed
+// run: TIMEOUT_FAILED, a retry after the backoff while retries remain, and
+// MAX_RETRIES once none do.
 func TestTimeouts(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
 		agent   func(*models.Agent)
 		timeout time.Duration // the task's own
+		retries int
 		advance time.Duration
 		reason  string
 	}{
-		{"idle", func(a *models.Agent) { a.IdleTimeout = models.Duration(time.Minute) }, 0, time.Minute, "no output and no report for 1m0s"},
-		{"wall clock", func(a *models.Agent) { a.MaxRuntime = models.Duration(2 * time.Minute) }, 0, 2 * time.Minute, "ran longer than 2m0s"},
-		{"task timeout under max_runtime", func(a *models.Agent) { a.MaxRuntime = models.Duration(time.Hour) }, 10 * time.Minute,
+		{"idle", func(a *models.Agent) { a.IdleTimeout = models.Duration(time.Minute) }, 0, 2, time.Minute, "no output and no report for 1m0s"},
+		{"wall clock", func(a *models.Agent) { a.MaxRuntime = models.Duration(2 * time.Minute) }, 0, 2, 2 * time.Minute, "ran longer than 2m0s"},
+		{"idle without retries", func(a *models.Agent) { a.IdleTimeout = models.Duration(time.Minute) }, 0, 0, time.Minute, "no output and no report for 1m0s"},
+		{"task timeout under max_runtime", func(a *models.Agent) { a.MaxRuntime = models.Duration(time.Hour) }, 10 * time.Minute, 0,
 			10 * time.Minute, "ran longer than the task's timeout of 10m0s"},
-		{"max_runtime under task timeout", func(a *models.Agent) { a.MaxRuntime = models.Duration(2 * time.Minute) }, time.Hour,
+		{"max_runtime under task timeout", func(a *models.Agent) { a.MaxRuntime = models.Duration(2 * time.Minute) }, time.Hour, 0,
 			2 * time.Minute, "ran longer than 2m0s"},
 	}
 	for _, tc := range tests {
@@ -380,8 +385,7 @@ func TestTimeouts(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, nil)
 			h.agent("a1", "command", "quiet", tc.agent)
-			zero := 0
-			id := h.tasks(models.BatchTask{LocalID: "t", Title: "t", Timeout: models.Duration(tc.timeout), MaxRetries: &zero})["t"]
+			id := h.tasks(models.BatchTask{LocalID: "t", Title: "t", Timeout: models.Duration(tc.timeout), MaxRetries: &tc.retries})["t"]
 			h.start()
 			h.waitStart()
 			h.settle()
@@ -393,12 +397,88 @@ func TestTimeouts(t *testing.T) {
 			h.clock.Advance(time.Second)
 			h.waitEnd()
 			h.settle()
-			tk := h.task(id)
-			if tk.Status != models.StatusBlocked || tk.StatusReason != tc.reason {
-				t.Fatalf("after the timeout: %s %q", tk.Status, tk.StatusReason)
+			if ev := h.events(id); !slices.Contains(ev, string(models.EventTimeoutFailed)) {
+				t.Fatalf("events %v lack TIMEOUT_FAILED", ev)
 			}
 			if a, _ := h.st.GetAgent(context.Background(), "a1"); a.State != models.AgentIdle {
 				t.Fatalf("agent %s after the timeout", a.State)
+			}
+			tk := h.task(id)
+			if tc.retries == 0 {
+				if tk.Status != models.StatusBlocked || !strings.Contains(tk.StatusReason, tc.reason) {
+					t.Fatalf("after the timeout with no retries: %s %q", tk.Status, tk.StatusReason)
+				}
+				return
+			}
+			if tk.Status != models.StatusFailed || tk.StatusReason != tc.reason {
+				t.Fatalf("after the timeout: %s %q", tk.Status, tk.StatusReason)
+			}
+			h.clock.Advance(30 * time.Second) // the first retry's backoff
+			if r := h.waitStart(); r.TaskID != id || r.Attempt != 2 {
+				t.Fatalf("retried run %+v", r)
+			}
+		})
+	}
+}
+
+// TestHeartbeatTimeout checks that an agent held to heartbeats is ended
+// by TIMEOUT_FAILED when it makes no report over the agent RPC for its
+// heartbeat_timeout, and that any report resets the count.
+func TestHeartbeatTimeout(t *testing.T) {
+	t.Parallel()
+	const hb = time.Minute
+	tests := []struct {
+		name string
+		// report is made over the RPC one second before the limit, or not at all.
+		report func(ctx context.Context, o *Orchestrator, run models.Run) error
+	}{
+		{name: "no report"},
+		{name: "a heartbeat resets it", report: func(ctx context.Context, o *Orchestrator, run models.Run) error {
+			return o.Heartbeat(ctx, run)
+		}},
+		{name: "a progress report counts", report: func(ctx context.Context, o *Orchestrator, run models.Run) error {
+			return o.Progress(ctx, run, models.TaskProgress{Message: "half way"})
+		}},
+		{name: "a usage report counts", report: func(ctx context.Context, o *Orchestrator, run models.Run) error {
+			return o.Usage(ctx, run, models.TokenUsage{Input: 1})
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			h := newHarness(t, nil)
+			h.agent("a1", "command", "quiet", func(a *models.Agent) { a.HeartbeatTimeout = models.Duration(hb) })
+			id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
+			h.start()
+			run := h.waitStart()
+			h.settle()
+			h.clock.Advance(hb - time.Second)
+			h.settle()
+			if st := h.task(id).Status; st != models.StatusInProgress {
+				t.Fatalf("ended early: %s", st)
+			}
+			if tc.report != nil {
+				if err := tc.report(ctx, h.o, run); err != nil {
+					t.Fatal(err)
+				}
+				h.clock.Advance(time.Second)
+				h.settle()
+				if st := h.task(id).Status; st != models.StatusInProgress {
+					t.Fatalf("ended despite the report: %s", st)
+				}
+				h.clock.Advance(hb - 2*time.Second)
+				h.settle()
+				if st := h.task(id).Status; st != models.StatusInProgress {
+					t.Fatalf("ended before a heartbeat_timeout from the report: %s", st)
+				}
+			}
+			h.clock.Advance(time.Second)
+			h.waitEnd()
+			h.settle()
+			tk := h.task(id)
+			if tk.Status != models.StatusFailed || tk.StatusReason != "no heartbeat for 1m0s" {
+				t.Fatalf("after the heartbeat timeout: %s %q", tk.Status, tk.StatusReason)
 			}
 		})
 	}
@@ -500,6 +580,18 @@ func TestDeliversToTheRepository(t *testing.T) {
 	if err != nil || strings.TrimSpace(out) != id {
 		t.Fatalf("origin main: %q %v", out, err)
 	}
+	// The run recorded the task's branch and its agent's repository.
+	tk := h.task(id)
+	if want := repo.BranchName(tk); tk.BranchName == nil || *tk.BranchName != want {
+		t.Fatalf("branch_name %v, want %s", tk.BranchName, want)
+	}
+	p, err := h.st.GetProject(context.Background(), "web")
+	if err != nil || p.Repo == nil || p.Repo.ID == "" {
+		t.Fatalf("project %+v %v", p, err)
+	}
+	if a, _ := h.st.GetAgent(context.Background(), "a1"); a.RepoID == nil || *a.RepoID != p.Repo.ID {
+		t.Fatalf("agent repo_id %v, want %s", a.RepoID, p.Repo.ID)
+	}
 }
 
 func gitShow(dir, obj string) (string, error) {
@@ -540,6 +632,33 @@ func TestStartFailureSetsTheAgentAsideAndRequeues(t *testing.T) {
 	}
 	if a, _ := h.st.GetAgent(context.Background(), "a-broken"); a.State != models.AgentIdle {
 		t.Fatalf("resume left the agent %s", a.State)
+	}
+}
+
+// TestAgentTypeRoutesTasks checks the round end to end: a task routed to
+// an agent type waits, saying so, while only agents of other types exist,
+// and starts on the first agent of its type.
+func TestAgentTypeRoutesTasks(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.agent("a1", "command", "exit0", nil)
+	ids := h.tasks(models.BatchTask{LocalID: "typed", Title: "t", AgentType: "claude"},
+		models.BatchTask{LocalID: "any", Title: "u"})
+	h.start()
+	if r := h.waitStart(); r.TaskID != ids["any"] || r.AgentID != "a1" {
+		t.Fatalf("started %+v, want the untyped task on a1", r)
+	}
+	h.waitEnd()
+	h.settle()
+	h.settle() // a round with a1 idle again
+	tk := h.task(ids["typed"])
+	if tk.Status != models.StatusReady || tk.WaitingCode != models.WaitingAgentType ||
+		tk.WaitingReason != "no agent of type claude works on project p" {
+		t.Fatalf("the typed task: %s %q %q", tk.Status, tk.WaitingCode, tk.WaitingReason)
+	}
+	h.agent("a2", "claude", "exit0", nil)
+	if r := h.waitStart(); r.TaskID != ids["typed"] || r.AgentID != "a2" {
+		t.Fatalf("started %+v, want the typed task on a2", r)
 	}
 }
 

@@ -87,7 +87,7 @@ func TestPreparationHasItsOwnLimit(t *testing.T) {
 		{name: "a preparation past its limit returns the task", advance: []time.Duration{prepare - time.Second, time.Second},
 			wantStatus: models.StatusReady, wantReason: "prepare workspace: did not finish within 10m0s", wantEvent: "EXECUTION_ERROR"},
 		{name: "the start times out after the spawn", gateStore: true, advance: []time.Duration{start - time.Second, time.Second},
-			release: true, wantStatus: models.StatusBlocked, wantReason: "did not start within 5m0s", wantEvent: "TIMEOUT"},
+			release: true, wantStatus: models.StatusFailed, wantReason: "did not start within 5m0s", wantEvent: "TIMEOUT_FAILED"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

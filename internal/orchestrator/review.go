@@ -128,6 +128,7 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 	}
 	ar.mu.Lock()
 	ar.proc, ar.started, ar.lastActivity = proc, true, o.cfg.Clock.Now()
+	ar.lastReport = ar.lastActivity
 	ar.mu.Unlock()
 	o.Wake()
 	res := o.await(ar, proc, parser)

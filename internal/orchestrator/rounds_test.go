@@ -47,7 +47,7 @@ func TestAStartedRunIsTimedWithoutARound(t *testing.T) {
 	h.clock.Advance(idle)
 	h.waitEnd()
 	h.settle()
-	if tk := h.task(id); tk.Status != models.StatusBlocked {
+	if tk := h.task(id); tk.Status != models.StatusFailed {
 		t.Fatalf("after the idle timeout the task is %s %q", tk.Status, tk.StatusReason)
 	}
 }

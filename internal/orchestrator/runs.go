@@ -38,8 +38,11 @@ type activeRun struct {
 	timeout      time.Duration
 	waiting      int // asks in progress: quiet is expected, not idle
 	lastActivity time.Time
-	proc         *agent.Process
-	stop         chan struct{} // closed when the loop ends the run
+	// lastReport is the agent's last report over the agent RPC (its
+	// heartbeat), or the process's start; HeartbeatTimeout counts from it.
+	lastReport time.Time
+	proc       *agent.Process
+	stop       chan struct{} // closed when the loop ends the run
 	// Reports made through RPC while the run was going.
 	completion *models.Completion
 	failure    string
@@ -66,6 +69,13 @@ func newActiveRun(run models.Run, token string, ag models.Agent, now time.Time) 
 func (r *activeRun) touch(now time.Time) {
 	r.mu.Lock()
 	r.lastActivity = now
+	r.mu.Unlock()
+}
+
+// reported records a report over the agent RPC: activity, and a heartbeat.
+func (r *activeRun) reported(now time.Time) {
+	r.mu.Lock()
+	r.lastActivity, r.lastReport = now, now
 	r.mu.Unlock()
 }
 
@@ -242,7 +252,14 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 		}
 		return startErr("start process", true, err)
 	}
-	if _, err := o.store.StartRun(ctx, ar.run.ID, proc.PID(), ws.Dir); err != nil {
+	// The start records the task's branch and the repository of the
+	// agent's checkout with it (one commit).
+	repoID := ""
+	if project.Repo != nil {
+		repoID = project.Repo.ID
+	}
+	if _, err := o.store.StartRunWith(ctx, ar.run.ID, models.RunStart{PID: proc.PID(), CheckoutPath: ws.Dir,
+		Branch: ws.Branch, RepoID: &repoID}); err != nil {
 		proc.Stop(o.cfg.StopGrace) // still held: the agent never ran
 		log.Warn("started run not recorded", "err", err)
 		return o.finish(ctx, ar, models.RunEnd{RunID: ar.run.ID, Event: models.EventExecutionError,
@@ -256,6 +273,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	}
 	ar.mu.Lock()
 	ar.proc, ar.started, ar.lastActivity = proc, true, o.cfg.Clock.Now()
+	ar.lastReport = ar.lastActivity
 	ar.mu.Unlock()
 	o.mu.Lock()
 	delete(o.failures, ar.run.ProjectID)
@@ -486,7 +504,7 @@ func (o *Orchestrator) await(ar *activeRun, proc *agent.Process, parser agent.Pa
 // are rescued as a killed run's.
 func (o *Orchestrator) resumesLater(ctx context.Context, taskID string, end models.RunEnd) bool {
 	switch end.Event {
-	case models.EventTimeout, models.EventAdminStop, models.EventAdminCancel, models.EventExecutionError:
+	case models.EventTimeout, models.EventTimeoutFailed, models.EventAdminStop, models.EventAdminCancel, models.EventExecutionError:
 		return false
 	}
 	cur, err := o.store.GetTask(ctx, taskID)
@@ -567,7 +585,7 @@ func (o *Orchestrator) loopEnd(ar *activeRun, from models.TaskStatus) models.Run
 		end.ResumeAfter = &at
 	}
 	switch ar.endEvent {
-	case models.EventTimeout:
+	case models.EventTimeout, models.EventTimeoutFailed:
 		end.Outcome = models.RunOutcomeTimeout
 	case models.EventExecutionError:
 		end.Outcome = models.RunOutcomeExecutionError
@@ -874,6 +892,7 @@ func (o *Orchestrator) superviseRuns(now time.Time) time.Time {
 	for _, r := range runs {
 		r.mu.Lock()
 		started, last, waiting := r.started, r.lastActivity, r.waiting > 0
+		lastReport := r.lastReport
 		preparing, spawnAt, taskTimeout := r.preparing, r.spawnAt, r.timeout
 		r.mu.Unlock()
 		idle, max := o.limits(r.agent, taskTimeout)
@@ -891,7 +910,7 @@ func (o *Orchestrator) superviseRuns(now time.Time) time.Time {
 		if !started {
 			deadline := spawnAt.Add(o.cfg.StartTimeout)
 			if !now.Before(deadline) {
-				r.end(models.EventTimeout, fmt.Sprintf("did not start within %s", o.cfg.StartTimeout))
+				r.end(models.EventTimeoutFailed, fmt.Sprintf("did not start within %s", o.cfg.StartTimeout))
 				continue
 			}
 			consider(deadline)
@@ -902,7 +921,7 @@ func (o *Orchestrator) superviseRuns(now time.Time) time.Time {
 			if taskTimeout == max {
 				reason = fmt.Sprintf("ran longer than the task's timeout of %s", max)
 			}
-			r.end(models.EventTimeout, reason)
+			r.end(models.EventTimeoutFailed, reason)
 			continue
 		} else {
 			consider(wall)
@@ -911,10 +930,18 @@ func (o *Orchestrator) superviseRuns(now time.Time) time.Time {
 			continue // the input timeout governs a run waiting for an answer
 		}
 		if quiet := last.Add(idle); !now.Before(quiet) {
-			r.end(models.EventTimeout, fmt.Sprintf("no output and no report for %s", idle))
+			r.end(models.EventTimeoutFailed, fmt.Sprintf("no output and no report for %s", idle))
 			continue
 		} else {
 			consider(quiet)
+		}
+		if hb := r.agent.HeartbeatTimeout.Std(); hb > 0 {
+			if deadline := lastReport.Add(hb); !now.Before(deadline) {
+				r.end(models.EventTimeoutFailed, fmt.Sprintf("no heartbeat for %s", hb))
+				continue
+			} else {
+				consider(deadline)
+			}
 		}
 	}
 	return next

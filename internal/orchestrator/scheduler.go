@@ -121,7 +121,7 @@ func (r *round) projectWhy(p *project) Why {
 			p.ID, p.TokensUsed, *p.BudgetLimit)}
 	case p.Running+p.assigned >= p.MaxConcurrentAgents:
 		return Why{models.WaitingSlots, fmt.Sprintf("all %d slots of project %s are busy", p.MaxConcurrentAgents, p.ID)}
-	case r.agentFor(p) == nil:
+	case r.agentFor(p.ID, "") == nil:
 		return Why{models.WaitingAgentsBusy, fmt.Sprintf("no idle agent serves project %s", p.ID)}
 	case p.assigned > 0 || len(r.out) > 0:
 		return Why{models.WaitingQueued, "waiting for its turn: the free agents went to work ahead of it"}
@@ -132,6 +132,9 @@ func (r *round) projectWhy(p *project) Why {
 // candidate is a READY task of an eligible project.
 type candidate struct {
 	*TaskInfo
+	// round is the round the candidate is in: its idle agents decide
+	// whether a task routed to an agent type can start.
+	round     *round
 	remaining int
 	// rules are the rules that apply to the task, with its group under
 	// each, worked out from all on first use (most candidates are never
@@ -239,8 +242,15 @@ type round struct {
 	// all holds every project of the snapshot, projects the eligible ones.
 	all, projects []*project
 	agents        []*idleAgent
-	cands         []*candidate
-	out           []Assignment
+	// known are all the registered agents (Snapshot.Agents), for the
+	// waiting reason of a task routed to an agent type.
+	known []AgentInfo
+	// wanted counts the READY candidates routed to each agent type not
+	// assigned yet: an untyped task leaves agents of those types to them
+	// when it can (pickAgent).
+	wanted map[string]int
+	cands  []*candidate
+	out    []Assignment
 }
 
 func newRound(s Snapshot, cfg SchedulerConfig) *round {
@@ -248,7 +258,7 @@ func newRound(s Snapshot, cfg SchedulerConfig) *round {
 	if q <= 0 {
 		q = DefaultQuantum
 	}
-	r := &round{quantum: q.Seconds()}
+	r := &round{quantum: q.Seconds(), known: s.Agents, wanted: map[string]int{}}
 
 	byID := map[string]*project{}
 	for _, ps := range uniqueBy(s.Projects, func(p *ProjectState) string { return p.ID }) {
@@ -290,12 +300,15 @@ func newRound(s Snapshot, cfg SchedulerConfig) *round {
 			continue
 		}
 		k := stepKey{t.RunID, t.StepName}
-		cand := candidate{TaskInfo: t, all: rules, step: steps[k],
+		cand := candidate{TaskInfo: t, round: r, all: rules, step: steps[k],
 			remaining: models.RemainingWork(t.ExpectedCount, t.SuccessCount, t.FailureCount)}
 		for _, rl := range t.Rules {
 			cand.own = append(cand.own, ownByKey[ownRuleKey(t.ProjectID, rl)])
 		}
 		cands = append(cands, cand)
+		if t.AgentType != "" {
+			r.wanted[t.AgentType]++
+		}
 		c := &cands[len(cands)-1]
 		r.cands = append(r.cands, c)
 		if p := byID[t.ProjectID]; p != nil && (t.NotBefore == nil || !t.NotBefore.After(s.Now)) {
@@ -558,7 +571,23 @@ func (c *candidate) usable() bool {
 		c.blocked, c.why = true, why
 		return false
 	}
+	if c.AgentType != "" && c.round.agentFor(c.ProjectID, c.AgentType) == nil {
+		// Agents are only taken as the round goes on: it stays refused.
+		c.blocked, c.why = true, c.round.typeWhy(c.ProjectID, c.AgentType)
+		return false
+	}
 	return true
+}
+
+// typeWhy says why a task routed to agentType waits: no agent of that type
+// works on its project, or none of them is free.
+func (r *round) typeWhy(projectID, agentType string) *Why {
+	for _, a := range r.known {
+		if a.AgentType == agentType && (len(a.Projects) == 0 || slices.Contains(a.Projects, projectID)) {
+			return &Why{models.WaitingAgentType, fmt.Sprintf("every agent of type %s that works on project %s is busy", agentType, projectID)}
+		}
+	}
+	return &Why{models.WaitingAgentType, fmt.Sprintf("no agent of type %s works on project %s", agentType, projectID)}
 }
 
 // oldest returns the project's oldest candidate that can start now.
@@ -613,21 +642,43 @@ func (p *project) share(quantum float64) float64 {
 	return (p.AgentSeconds + float64(p.assigned)*quantum) / p.weight
 }
 
-func (a *idleAgent) serves(projectID string) bool {
-	return !a.used && (len(a.Projects) == 0 || slices.Contains(a.Projects, projectID))
+// serves reports whether a is still idle and may take a task of projectID
+// routed to agentType (empty: any type).
+func (a *idleAgent) serves(projectID, agentType string) bool {
+	return !a.used && (len(a.Projects) == 0 || slices.Contains(a.Projects, projectID)) &&
+		(agentType == "" || a.AgentType == agentType)
 }
 
-// agentFor returns the first idle agent, in ID order, allowed to work on p.
-func (r *round) agentFor(p *project) *idleAgent {
+// agentFor returns the first idle agent, in ID order, allowed to work on
+// projectID and of agentType (empty: any type).
+func (r *round) agentFor(projectID, agentType string) *idleAgent {
 	for _, a := range r.agents {
-		if a.serves(p.ID) {
+		if a.serves(projectID, agentType) {
 			return a
 		}
 	}
 	return nil
 }
 
-func (r *round) assign(p *project, c *candidate, a *idleAgent, reason string) {
+// pickAgent returns the agent c starts on: the first idle agent of c's
+// type that works on p; for an untyped task, the first that no waiting
+// typed task needs if there is one.
+func (r *round) pickAgent(p *project, c *candidate) *idleAgent {
+	if c.AgentType == "" {
+		for _, a := range r.agents {
+			if a.serves(p.ID, "") && r.wanted[a.AgentType] == 0 {
+				return a
+			}
+		}
+	}
+	return r.agentFor(p.ID, c.AgentType)
+}
+
+func (r *round) assign(p *project, c *candidate, reason string) {
+	a := r.pickAgent(p, c)
+	if c.AgentType != "" {
+		r.wanted[c.AgentType]--
+	}
 	c.assigned, a.used = true, true
 	p.assigned++
 	p.creators[c.CreatedBy]++
@@ -677,12 +728,12 @@ func (r *round) guarantee() {
 		if !s.p.open() {
 			continue
 		}
-		a := r.agentFor(s.p)
-		if a == nil {
+		if r.agentFor(s.p.ID, "") == nil {
 			continue
 		}
+		// A candidate best returns can start: an agent of its type is idle.
 		if c := s.p.best(); c != nil {
-			r.assign(s.p, c, a, ReasonGuarantee+": no task completed in the window")
+			r.assign(s.p, c, ReasonGuarantee+": no task completed in the window")
 		}
 	}
 }
@@ -700,7 +751,7 @@ func (r *round) fairShare() {
 				continue
 			}
 			oldest := p.oldest()
-			if oldest == nil || r.agentFor(p) == nil {
+			if oldest == nil || r.agentFor(p.ID, "") == nil {
 				p.closed = true
 				continue
 			}
@@ -716,7 +767,7 @@ func (r *round) fairShare() {
 			return
 		}
 		c := pick.best() // not nil: pick.oldest() found a candidate that can start
-		r.assign(pick, c, r.agentFor(pick), fmt.Sprintf("%s: %.0f agent-seconds at weight %g, lowest share %.0f",
+		r.assign(pick, c, fmt.Sprintf("%s: %.0f agent-seconds at weight %g, lowest share %.0f",
 			ReasonFairShare, pick.AgentSeconds+float64(pick.assigned)*r.quantum, pick.weight, pickShare))
 	}
 }

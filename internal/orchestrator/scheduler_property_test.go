@@ -49,6 +49,7 @@ func genSnapshot(t *rapid.T) orchestrator.Snapshot {
 			CreatedAt: t0.Add(time.Duration(rapid.IntRange(0, 5).Draw(t, "age")) * time.Minute),
 			Kind:      rapid.SampledFrom([]string{"k0", "k1"}).Draw(t, "kind"),
 			Status:    rapid.SampledFrom(statuses).Draw(t, "status"),
+			AgentType: rapid.SampledFrom([]string{"", "", "claude", "codex", "aider"}).Draw(t, "agent type"),
 		}
 		if src := rapid.SampledFrom([]string{"", "s0", "s1"}).Draw(t, "src"); src != "" {
 			tk.Metadata = map[string]string{"src": src}
@@ -80,7 +81,8 @@ func genSnapshot(t *rapid.T) orchestrator.Snapshot {
 		s.Running = append(s.Running, genTask(fmt.Sprintf("r%d", i), runningStatuses))
 	}
 	for i := range rapid.IntRange(0, 8).Draw(t, "agents") {
-		a := orchestrator.AgentInfo{ID: fmt.Sprintf("a%d", i)}
+		a := orchestrator.AgentInfo{ID: fmt.Sprintf("a%d", i),
+			AgentType: rapid.SampledFrom([]string{"claude", "codex", "command"}).Draw(t, "agent's type")}
 		for _, p := range projectIDs[:nProjects] {
 			if rapid.IntRange(0, 3).Draw(t, "restricted to") == 0 {
 				a.Projects = append(a.Projects, p)
@@ -224,8 +226,11 @@ func (c *checker) eligible(t orchestrator.TaskInfo) bool {
 		(c.s.GlobalBudget == nil || c.s.GlobalTokensUsed < *c.s.GlobalBudget)
 }
 
-func agentServes(a orchestrator.AgentInfo, projectID string) bool {
-	return len(a.Projects) == 0 || slices.Contains(a.Projects, projectID)
+// agentServes reports whether a may take tk: it works on tk's project and,
+// when tk is routed to an agent type, is of that type.
+func agentServes(a orchestrator.AgentInfo, tk orchestrator.TaskInfo) bool {
+	return (len(a.Projects) == 0 || slices.Contains(a.Projects, tk.ProjectID)) &&
+		(tk.AgentType == "" || a.AgentType == tk.AgentType)
 }
 
 func checkResult(t *rapid.T, s orchestrator.Snapshot, got []orchestrator.Assignment) {
@@ -260,8 +265,8 @@ func checkResult(t *rapid.T, s orchestrator.Snapshot, got []orchestrator.Assignm
 			t.Fatalf("task %s is not an eligible READY task: %+v", tk.ID, tk)
 		}
 		ag, ok := agentsByID[a.AgentID]
-		if !ok || !agentServes(ag, a.ProjectID) {
-			t.Fatalf("agent %s may not work on %s", a.AgentID, a.ProjectID)
+		if !ok || !agentServes(ag, tk) {
+			t.Fatalf("agent %s (%s) may not take %s (project %s, agent type %q)", a.AgentID, ag.AgentType, tk.ID, a.ProjectID, tk.AgentType)
 		}
 		usedTasks[a.TaskID], usedAgents[a.AgentID] = true, true
 		perProject[a.ProjectID]++
@@ -325,16 +330,23 @@ func checkResult(t *rapid.T, s orchestrator.Snapshot, got []orchestrator.Assignm
 			continue
 		}
 		for _, a := range s.IdleAgents {
-			if !usedAgents[a.ID] && agentServes(a, tk.ProjectID) {
+			if !usedAgents[a.ID] && agentServes(a, tk) {
 				t.Fatalf("agent %s left idle while task %s could start", a.ID, tk.ID)
 			}
 		}
 	}
 	// Priority: a task still startable at the end was startable all round,
 	// so no task of its project with a later priority (or, at priority 0,
-	// a younger task) may have been chosen over it.
+	// a younger task) may have been chosen over it. A task routed to an
+	// agent type was startable all round only if an agent of its type
+	// that serves it is still idle at the end.
 	for _, y := range s.Ready {
 		if usedTasks[y.ID] || !c.eligible(y) || !c.rulesAllow(y) {
+			continue
+		}
+		if y.AgentType != "" && !slices.ContainsFunc(s.IdleAgents, func(a orchestrator.AgentInfo) bool {
+			return !usedAgents[a.ID] && agentServes(a, y)
+		}) {
 			continue
 		}
 		for _, x := range c.assigned {

@@ -3,6 +3,7 @@ package orchestrator_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -654,6 +655,87 @@ func TestAgentsRestrictedToProjects(t *testing.T) {
 	}
 	if len(got) != 3 {
 		t.Fatalf("got %d assignments, want 3: %v", len(got), got)
+	}
+}
+
+// TestAgentTypeRouting checks that a task routed to an agent type goes
+// only to an agent of that type, that it does not hold back the tasks
+// behind it, and that its waiting reason says which type it waits for.
+func TestAgentTypeRouting(t *testing.T) {
+	t.Parallel()
+	typed := func(typ string) func(*orchestrator.TaskInfo) {
+		return func(t *orchestrator.TaskInfo) { t.AgentType = typ }
+	}
+	claude := orchestrator.AgentInfo{ID: "a-claude", AgentType: "claude"}
+	codex := orchestrator.AgentInfo{ID: "b-codex", AgentType: "codex"}
+	codexOfB := orchestrator.AgentInfo{ID: "c-codex", AgentType: "codex", Projects: []string{"b"}}
+	tests := []struct {
+		name  string
+		ready []orchestrator.TaskInfo
+		idle  []orchestrator.AgentInfo
+		known []orchestrator.AgentInfo
+		// want maps each assigned task to its agent; waiting, the waiting
+		// code and reason of tasks not assigned.
+		want    map[string]string
+		waiting map[string]orchestrator.Why
+	}{
+		{name: "a typed task takes an agent of its type, not the first",
+			ready: []orchestrator.TaskInfo{task("t1", "a", 0, typed("codex"))},
+			idle:  []orchestrator.AgentInfo{claude, codex},
+			want:  map[string]string{"t1": "b-codex"}},
+		{name: "an untyped task takes any agent",
+			ready: []orchestrator.TaskInfo{task("t1", "a", 0)},
+			idle:  []orchestrator.AgentInfo{codex},
+			want:  map[string]string{"t1": "b-codex"}},
+		{name: "a typed task with no free agent of its type lets a younger task start",
+			ready: []orchestrator.TaskInfo{task("t1", "a", 0, typed("codex")), task("t2", "a", 1)},
+			idle:  []orchestrator.AgentInfo{claude},
+			known: []orchestrator.AgentInfo{claude, codex},
+			want:  map[string]string{"t2": "a-claude"},
+			waiting: map[string]orchestrator.Why{"t1": {Code: models.WaitingAgentType,
+				Reason: "every agent of type codex that works on project a is busy"}}},
+		{name: "no agent of the type at all",
+			ready: []orchestrator.TaskInfo{task("t1", "a", 0, typed("aider"))},
+			idle:  []orchestrator.AgentInfo{claude, codex},
+			known: []orchestrator.AgentInfo{claude, codex},
+			want:  map[string]string{},
+			waiting: map[string]orchestrator.Why{"t1": {Code: models.WaitingAgentType,
+				Reason: "no agent of type aider works on project a"}}},
+		{name: "an agent of the type restricted to another project",
+			ready: []orchestrator.TaskInfo{task("t1", "a", 0, typed("codex")), task("t2", "b", 0, typed("codex"))},
+			idle:  []orchestrator.AgentInfo{codexOfB},
+			known: []orchestrator.AgentInfo{codexOfB},
+			want:  map[string]string{"t2": "c-codex"},
+			waiting: map[string]orchestrator.Why{"t1": {Code: models.WaitingAgentType,
+				Reason: "no agent of type codex works on project a"}}},
+		{name: "an untyped task leaves the agent a typed task needs",
+			ready: []orchestrator.TaskInfo{task("t1", "a", 0), task("t2", "a", 1, typed("claude"))},
+			idle:  []orchestrator.AgentInfo{claude, codex},
+			want:  map[string]string{"t1": "b-codex", "t2": "a-claude"}},
+		{name: "two typed tasks share out the agents by type",
+			ready: []orchestrator.TaskInfo{task("t1", "a", 0, typed("claude")), task("t2", "a", 1, typed("codex"))},
+			idle:  []orchestrator.AgentInfo{codex, claude},
+			want:  map[string]string{"t1": "a-claude", "t2": "b-codex"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := orchestrator.Decide(orchestrator.Snapshot{Now: t0.Add(24 * time.Hour),
+				Projects: []orchestrator.ProjectState{proj("a"), proj("b")}, Ready: tc.ready, IdleAgents: tc.idle, Agents: tc.known},
+				orchestrator.SchedulerConfig{})
+			got := map[string]string{}
+			for _, as := range d.Assignments {
+				got[as.TaskID] = as.AgentID
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("assignments %v, want %v", got, tc.want)
+			}
+			for id, want := range tc.waiting {
+				if d.Waiting[id] != want {
+					t.Errorf("%s waits: %+v, want %+v", id, d.Waiting[id], want)
+				}
+			}
+		})
 	}
 }
 

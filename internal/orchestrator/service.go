@@ -26,7 +26,8 @@ func (o *Orchestrator) Authenticate(ctx context.Context, token string) (models.R
 	return o.store.RunByToken(ctx, token)
 }
 
-// touch records activity of a run: it keeps the idle timeout away.
+// touch records a report of a run over the agent RPC: it keeps the idle
+// and heartbeat timeouts away.
 func (o *Orchestrator) touch(ctx context.Context, run models.Run) (*activeRun, error) {
 	ar, err := o.active(run.ID)
 	if err != nil {
@@ -37,7 +38,7 @@ func (o *Orchestrator) touch(ctx context.Context, run models.Run) (*activeRun, e
 		return nil, models.Errorf(models.CodeConflict, "run %d is being stopped", run.ID)
 	default:
 	}
-	ar.touch(o.cfg.Clock.Now())
+	ar.reported(o.cfg.Clock.Now())
 	if err := o.store.TouchRun(ctx, run.ID); err != nil {
 		return nil, err
 	}

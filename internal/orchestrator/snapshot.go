@@ -29,6 +29,10 @@ type Snapshot struct {
 	Running []TaskInfo
 	// IdleAgents are the agents free to take a task now.
 	IdleAgents []AgentInfo
+	// Agents are all the registered agents, whatever their state; only the
+	// waiting reason of a task routed to an agent type reads them (is
+	// there an agent of that type at all).
+	Agents []AgentInfo
 	// Rules are the scheduling rules in force, validated when they were stored.
 	Rules []models.Rule
 	// OwnRules are the distinct own rules of READY tasks (a batch entry's
@@ -92,6 +96,8 @@ type TaskInfo struct {
 	// step running at once, this one included; 0 means no cap.
 	RunID, StepName string
 	StepConcurrency int
+	// AgentType routes the task to idle agents of that type; empty: any.
+	AgentType string
 	// Rules are the task's own rules (a batch entry's rules, scoped to its
 	// project): it starts only when each of them allows it too.
 	Rules []models.Rule
@@ -103,6 +109,9 @@ type TaskInfo struct {
 // AgentInfo is one idle agent.
 type AgentInfo struct {
 	ID string
+	// AgentType is the agent's type (claude, codex, …): a task routed to a
+	// type goes only to agents of it.
+	AgentType string
 	// Projects lists the projects the agent may work on; empty means any.
 	Projects []string
 }

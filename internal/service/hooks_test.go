@@ -75,7 +75,7 @@ func TestHookCommandsRedactTheAPIKey(t *testing.T) {
 	}
 
 	run, err := c.FireHook(ctx, created.ID, "alice", models.HookFire{})
-	if err != nil || run.HookID != created.ID || run.TriggerReason != "fired by alice" {
+	if err != nil || run.HookID != created.ID || run.TriggerReason != models.TriggerReasonManual || run.TriggerDetail != "fired by alice" {
 		t.Fatalf("FireHook: %+v, %v", run, err)
 	}
 	engine.Wait()

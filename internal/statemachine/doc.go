@@ -20,8 +20,8 @@
 //
 // # The table as a diagram
 //
-// Every row of the table except ADMIN_RESTART, RUN_STOPPED, ADMIN_CANCEL and
-// DEPS_ADDED is drawn below. Lines that
+// Every row of the table except ADMIN_RESTART, RUN_STOPPED, ADMIN_CANCEL,
+// DEPS_ADDED and TIMEOUT_FAILED is drawn below. Lines that
 // merge into the bus on the left all lead to BLOCKED; lines that merge into
 // the bus on the right all lead to READY. A "+" is a corner or a place
 // where lines join; where a vertical line crosses a horizontal one without a
@@ -130,6 +130,12 @@
 //
 //	READY ---- DEPS_ADDED ----> DEFINED
 //
+// TIMEOUT_FAILED fails a run that a time limit ended, from either status a
+// run can be in:
+//
+//	ASSIGNED -----------+
+//	IN_PROGRESS --------+---- TIMEOUT_FAILED ----> FAILED
+//
 // READY has no ADMIN_RESTART row because it is already where a restart
 // leads. IN_PROGRESS is the only other status without one, on purpose: a
 // running agent is never restarted under its own feet. Stop it first
@@ -138,7 +144,7 @@
 // # The table as a list
 //
 // The 36 rows of the Agent Queue specification, grouped as the
-// specification groups them, then the extensions (61 rows in all):
+// specification groups them, then the extensions (63 rows in all):
 //
 //	Core lifecycle
 //	  DEFINED            --DEPS_MET-->          READY
@@ -198,10 +204,12 @@
 //	  every unfinished status (nine)
 //	                     --ADMIN_CANCEL-->      BLOCKED
 //	  READY              --DEPS_ADDED-->        DEFINED
+//	  ASSIGNED, IN_PROGRESS
+//	                     --TIMEOUT_FAILED-->    FAILED       (two rows)
 //
 // # Extensions
 //
-// The specification's events do not cover eight situations, so the table
+// The specification's events do not cover nine situations, so the table
 // adds one event for each (and a second row for HUMAN_APPROVED):
 //
 //   - HUMAN_APPROVED (AWAITING_APPROVAL → COMPLETED): a person approves the
@@ -252,6 +260,14 @@
 //     UPSTREAM_FAILED blocks it. No other status returns to DEFINED this
 //     way: PAUSED, FAILED and BLOCKED tasks take only dependencies that
 //     are already met.
+//   - TIMEOUT_FAILED (ASSIGNED, IN_PROGRESS → FAILED): a time limit ended
+//     the run — it did not start in time, was quiet past its idle or
+//     heartbeat timeout, or ran past max_runtime (or its task's timeout).
+//     The specification's TIMEOUT blocks the task at once; the daemon
+//     applies TIMEOUT_FAILED instead, so a timeout is retried with backoff
+//     like AGENT_FAILED while retries remain and becomes MAX_RETRIES →
+//     BLOCKED after the last. TIMEOUT stays in the table for callers that
+//     mean to block.
 //
 // # Dependency graphs
 //

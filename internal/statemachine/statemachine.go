@@ -92,6 +92,8 @@ var rows = []Row{
 	{models.StatusAwaitingApproval, models.EventAdminCancel, models.StatusBlocked},
 	{models.StatusFailed, models.EventAdminCancel, models.StatusBlocked},
 	{models.StatusReady, models.EventDepsAdded, models.StatusDefined},
+	{models.StatusAssigned, models.EventTimeoutFailed, models.StatusFailed},
+	{models.StatusInProgress, models.EventTimeoutFailed, models.StatusFailed},
 }
 
 var (

@@ -33,6 +33,7 @@ var expected = map[pair]models.TaskStatus{
 	{"ASSIGNED", "EXECUTION_ERROR"}: "READY",
 	{"ASSIGNED", "RECOVERY"}:        "READY",
 	{"ASSIGNED", "TIMEOUT"}:         "BLOCKED",
+	{"ASSIGNED", "TIMEOUT_FAILED"}:  "FAILED", // extension: a time limit counts as a failure
 	{"ASSIGNED", "ADMIN_RESTART"}:   "READY",
 
 	// IN_PROGRESS
@@ -41,6 +42,7 @@ var expected = map[pair]models.TaskStatus{
 	{"IN_PROGRESS", "TOKENS_EXHAUSTED"}: "PAUSED",
 	{"IN_PROGRESS", "AGENT_QUESTION"}:   "WAITING_INPUT",
 	{"IN_PROGRESS", "TIMEOUT"}:          "BLOCKED",
+	{"IN_PROGRESS", "TIMEOUT_FAILED"}:   "FAILED", // extension: a time limit counts as a failure
 	{"IN_PROGRESS", "ADMIN_STOP"}:       "BLOCKED",
 	{"IN_PROGRESS", "MAX_RETRIES"}:      "BLOCKED",
 	{"IN_PROGRESS", "RETRY"}:            "READY",
@@ -109,7 +111,7 @@ var expected = map[pair]models.TaskStatus{
 
 // expectedRows is the number of rows in expected: the specification's 36 rows
 // plus the extensions. It guards the hand-written table itself.
-const expectedRows = 61
+const expectedRows = 63
 
 func TestExpectedTableIsWellFormed(t *testing.T) {
 	t.Parallel()
@@ -128,8 +130,8 @@ func TestEnumSizes(t *testing.T) {
 	if got := len(models.TaskStatuses); got != 11 {
 		t.Errorf("len(TaskStatuses) = %d, want 11", got)
 	}
-	if got := len(models.TaskEvents); got != 31 {
-		t.Errorf("len(TaskEvents) = %d, want 31", got)
+	if got := len(models.TaskEvents); got != 32 {
+		t.Errorf("len(TaskEvents) = %d, want 32", got)
 	}
 }
 

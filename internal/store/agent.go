@@ -20,10 +20,10 @@ func (s *Store) RegisterAgent(ctx context.Context, a models.Agent) (models.Agent
 	a.CreatedAt = s.now().UTC()
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO agents (id, name, agent_type, state, created_at, command, args, env,
-			max_runtime, idle_timeout, projects, profile, pass_env) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+			max_runtime, idle_timeout, projects, profile, pass_env, heartbeat_timeout) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 			a.ID, a.Name, a.AgentType, a.State, toNanos(a.CreatedAt), a.Command, encodeJSONColumn(a.Args, "[]"),
 			encodeJSONColumn(a.Env, "{}"), int64(a.MaxRuntime), int64(a.IdleTimeout), encodeJSONColumn(a.Projects, "[]"),
-			encodeJSONColumn(a.Profile, "{}"), encodeJSONColumn(a.PassEnv, "[]"))
+			encodeJSONColumn(a.Profile, "{}"), encodeJSONColumn(a.PassEnv, "[]"), int64(a.HeartbeatTimeout))
 		if isUniqueViolation(err) {
 			return models.Errorf(models.CodeConflict, "agent %q already exists", a.ID)
 		}
@@ -38,7 +38,7 @@ func (s *Store) RegisterAgent(ctx context.Context, a models.Agent) (models.Agent
 
 const agentColumns = `id, name, agent_type, state, current_task_id, checkout_path, repo_id, pid, last_heartbeat,
 	total_tokens_used, session_tokens_used, created_at, command, args, env, max_runtime, idle_timeout, projects, paused, profile,
-	pass_env, rest_until, rest_reason, cli_version`
+	pass_env, rest_until, rest_reason, cli_version, heartbeat_timeout`
 
 func scanAgent(row scanner) (models.Agent, error) {
 	var (
@@ -49,10 +49,11 @@ func scanAgent(row scanner) (models.Agent, error) {
 		args, env, projects  string
 		profile, passEnv     string
 		maxRuntime, idle     int64
+		heartbeatTimeout     int64
 	)
 	if err := row.Scan(&a.ID, &a.Name, &a.AgentType, &a.State, &task, &checkout, &repo, &pid, &heartbeat,
 		&a.TotalTokensUsed, &a.SessionTokensUsed, &created, &a.Command, &args, &env, &maxRuntime, &idle, &projects, &a.Paused, &profile,
-		&passEnv, &rest, &a.RestReason, &a.CLIVersion); err != nil {
+		&passEnv, &rest, &a.RestReason, &a.CLIVersion, &heartbeatTimeout); err != nil {
 		return models.Agent{}, err
 	}
 	a.CLIWarning = models.CLIVersionWarning(a.AgentType, a.CLIVersion)
@@ -65,6 +66,7 @@ func scanAgent(row scanner) (models.Agent, error) {
 	a.RestUntil = fromNullNanos(rest)
 	a.CreatedAt = fromNanos(created)
 	a.MaxRuntime, a.IdleTimeout = models.Duration(maxRuntime), models.Duration(idle)
+	a.HeartbeatTimeout = models.Duration(heartbeatTimeout)
 	for _, c := range []struct {
 		src string
 		dst any
@@ -163,14 +165,14 @@ func (s *Store) UpsertAgent(ctx context.Context, a models.Agent) (models.Agent, 
 	}
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO agents (id, name, agent_type, state, created_at, command, args, env,
-			max_runtime, idle_timeout, projects, profile, pass_env) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
+			max_runtime, idle_timeout, projects, profile, pass_env, heartbeat_timeout) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 			ON CONFLICT (id) DO UPDATE SET name = excluded.name, agent_type = excluded.agent_type,
 			command = excluded.command, args = excluded.args, env = excluded.env, max_runtime = excluded.max_runtime,
 			idle_timeout = excluded.idle_timeout, projects = excluded.projects, profile = excluded.profile,
-			pass_env = excluded.pass_env`,
+			pass_env = excluded.pass_env, heartbeat_timeout = excluded.heartbeat_timeout`,
 			a.ID, a.Name, a.AgentType, a.State, toNanos(s.now()), a.Command, encodeJSONColumn(a.Args, "[]"),
 			encodeJSONColumn(a.Env, "{}"), int64(a.MaxRuntime), int64(a.IdleTimeout), encodeJSONColumn(a.Projects, "[]"),
-			encodeJSONColumn(a.Profile, "{}"), encodeJSONColumn(a.PassEnv, "[]"))
+			encodeJSONColumn(a.Profile, "{}"), encodeJSONColumn(a.PassEnv, "[]"), int64(a.HeartbeatTimeout))
 		return err
 	})
 	if err != nil {

@@ -142,12 +142,13 @@ func prepareBatch(b models.TaskBatch) ([]*entry, error) {
 			locals[bt.LocalID] = i
 		}
 		t := models.Task{
-			ProjectID: firstNonEmpty(bt.ProjectID, b.ProjectID), Title: bt.Title, Description: bt.Description,
+			ProjectID: firstNonEmpty(bt.ProjectID, b.ProjectID), Title: bt.TaskTitle(), Description: bt.Description,
 			Priority: models.DefaultPriority, VerificationType: bt.VerificationType, MaxRetries: models.DefaultMaxRetries,
 			RequiresApproval: bt.RequiresApproval, IsPlanSubtask: bt.IsPlanSubtask, Kind: bt.Kind, Metadata: bt.Metadata,
 			CreatedBy: firstNonEmpty(bt.CreatedBy, b.CreatedBy), NotBefore: bt.NotBefore, ExpectedCount: bt.ExpectedCount,
 			AcceptanceCriteria: bt.AcceptanceCriteria, TestCommands: bt.TestCommands, Profile: bt.Profile,
-			Timeout: bt.Timeout,
+			Timeout:   bt.Timeout,
+			AgentType: bt.AgentType,
 		}
 		if w := bt.Workflow; w != nil {
 			t.RunID, t.StepName, t.ParallelIndex, t.ParallelCount, t.StepConcurrency = w.RunID, w.Step, w.Index, w.Count, w.Concurrency
@@ -568,8 +569,9 @@ func (x *txn) insert(entries []*entry) error {
 	ins, err := x.stmt(`INSERT INTO tasks (id, project_id, title, description, priority, status,
 		verification_type, retry_count, max_retries, parent_task_id, repo_id, requires_approval, plan_source,
 		is_plan_subtask, kind, metadata, created_by, not_before, expected_count, acceptance_criteria, test_commands,
-		created_at, updated_at, profile, workflow_run_id, step_name, parallel_index, parallel_count, step_concurrency, rules, timeout_ns)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
+		created_at, updated_at, profile, workflow_run_id, step_name, parallel_index, parallel_count, step_concurrency, rules, timeout_ns,
+		agent_type)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
 	if err != nil {
 		return err
 	}
@@ -597,7 +599,7 @@ func (x *txn) insert(entries []*entry) error {
 			t.CreatedBy, nullNanos(t.NotBefore), t.ExpectedCount, encodeJSONColumn(t.AcceptanceCriteria, "[]"),
 			encodeJSONColumn(t.TestCommands, "[]"), toNanos(x.now), toNanos(x.now), t.Profile, emptyToNull(t.RunID),
 			t.StepName, t.ParallelIndex, t.ParallelCount, t.StepConcurrency, encodeJSONColumn(t.Rules, "[]"),
-			int64(t.Timeout)); err != nil {
+			int64(t.Timeout), t.AgentType); err != nil {
 			if strings.Contains(err.Error(), "FOREIGN KEY") {
 				return models.Errorf(models.CodeNotFound, "tasks[%d]: parent_task_id %q not found", e.index, e.src.ParentTaskID)
 			}

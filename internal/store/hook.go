@@ -280,7 +280,7 @@ func (s *Store) ClaimHookRun(ctx context.Context, c models.HookClaim) (models.Ho
 			return err
 		}
 		r := models.HookRun{ID: fmt.Sprintf("%s.%d", h.ID, seq+1), HookID: h.ID, ProjectID: h.ProjectID,
-			TriggerReason: c.TriggerReason, Status: models.HookRunRunning, FireKey: c.FireKey, ScheduledAt: c.ScheduledAt,
+			TriggerReason: c.TriggerReason, TriggerDetail: c.TriggerDetail, Status: models.HookRunRunning, FireKey: c.FireKey, ScheduledAt: c.ScheduledAt,
 			StartedAt: now}
 		if c.Event != nil {
 			b, err := json.Marshal(c.Event)
@@ -294,9 +294,10 @@ func (s *Store) ClaimHookRun(ctx context.Context, c models.HookClaim) (models.Ho
 		}
 		for {
 			_, err = tx.ExecContext(ctx, `INSERT INTO hook_runs (id, hook_id, project_id, trigger_reason, status,
-				event_data, skipped_reason, started_at, completed_at, fire_key, scheduled_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
+				event_data, skipped_reason, started_at, completed_at, fire_key, scheduled_at, trigger_detail)
+				VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`,
 				r.ID, r.HookID, r.ProjectID, r.TriggerReason, r.Status, nullString(r.EventData), nullString(r.SkippedReason),
-				toNanos(r.StartedAt), nullNanos(r.CompletedAt), r.FireKey, nullNanos(r.ScheduledAt))
+				toNanos(r.StartedAt), nullNanos(r.CompletedAt), r.FireKey, nullNanos(r.ScheduledAt), r.TriggerDetail)
 			if !isUniqueViolation(err) {
 				break
 			}
@@ -434,7 +435,8 @@ func (s *Store) RecordHookUsage(ctx context.Context, r models.HookRun, u models.
 }
 
 const hookRunColumns = `id, hook_id, project_id, trigger_reason, status, fire_key, scheduled_at, event_data,
-	context_results, prompt_sent, llm_response, actions_taken, skipped_reason, error, tokens_used, started_at, completed_at`
+	context_results, prompt_sent, llm_response, actions_taken, skipped_reason, error, tokens_used, started_at, completed_at,
+	trigger_detail`
 
 func scanHookRun(row interface{ Scan(...any) error }) (models.HookRun, error) {
 	var (
@@ -444,7 +446,7 @@ func scanHookRun(row interface{ Scan(...any) error }) (models.HookRun, error) {
 		started                                    int64
 	)
 	if err := row.Scan(&r.ID, &r.HookID, &r.ProjectID, &r.TriggerReason, &r.Status, &r.FireKey, &scheduled, &event,
-		&ctxRes, &prompt, &resp, &acts, &skipped, &r.Error, &r.TokensUsed, &started, &completed); err != nil {
+		&ctxRes, &prompt, &resp, &acts, &skipped, &r.Error, &r.TokensUsed, &started, &completed, &r.TriggerDetail); err != nil {
 		return models.HookRun{}, err
 	}
 	r.ScheduledAt, r.CompletedAt, r.StartedAt = fromNullNanos(scheduled), fromNullNanos(completed), fromNanos(started)

@@ -3,11 +3,13 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store"
 )
 
 func mustHook(t *testing.T, s interface {
@@ -278,3 +280,45 @@ func TestHookQueriesAreScopedToTheProject(t *testing.T) {
 }
 
 func ptrInt(v int) *int { return &v }
+
+// TestMigrationSplitsHookTriggerReasons opens a database whose hook runs
+// kept only a sentence as their trigger_reason and checks that the
+// migration writes the specification's values, the sentence kept as the
+// detail.
+func TestMigrationSplitsHookTriggerReasons(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "old.db")
+	if err := store.MigrateForTest(path, 24); err != nil {
+		t.Fatal(err)
+	}
+	err := store.ExecAtForTest(path, `
+		INSERT INTO projects (id, name, credit_weight, max_concurrent_agents, status, created_at, updated_at)
+			VALUES ('p', 'p', 1, 1, 'ACTIVE', 0, 0);
+		INSERT INTO hooks (id, project_id, name, trigger, created_at, updated_at)
+			VALUES ('every', 'p', 'every', '{"type":"periodic","interval_seconds":3600}', 0, 0),
+			       ('morning', 'p', 'morning', '{"type":"cron","expr":"0 9 * * *"}', 0, 0);
+		INSERT INTO hook_runs (id, hook_id, project_id, trigger_reason, status, started_at, fire_key) VALUES
+			('every.1', 'every', 'p', 'schedule 2026-03-01T10:00:00Z', 'completed', 1, 'a'),
+			('morning.1', 'morning', 'p', 'schedule 2026-03-02T09:00:00Z (catch-up after downtime: 2 earlier scheduled times missed)', 'completed', 2, 'b'),
+			('every.2', 'every', 'p', 'event task.completed of task brave-otter', 'completed', 3, 'c'),
+			('every.3', 'every', 'p', 'fired by alice', 'skipped', 4, 'd');`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openAt(t, path)
+	want := map[string][2]string{
+		"every.1":   {"periodic", "schedule 2026-03-01T10:00:00Z"},
+		"morning.1": {"cron", "schedule 2026-03-02T09:00:00Z (catch-up after downtime: 2 earlier scheduled times missed)"},
+		"every.2":   {"event:task.completed", "event task.completed of task brave-otter"},
+		"every.3":   {"manual", "fired by alice"},
+	}
+	for id, w := range want {
+		r, err := s.GetHookRun(context.Background(), id)
+		if err != nil || string(r.TriggerReason) != w[0] || r.TriggerDetail != w[1] {
+			t.Errorf("%s: trigger %q, detail %q (%v); want %q, %q", id, r.TriggerReason, r.TriggerDetail, err, w[0], w[1])
+		}
+	}
+	if r, _ := s.GetHookRun(context.Background(), "every.3"); func() bool { by, ok := r.FiredBy(); return !ok || by != "alice" }() {
+		t.Errorf("every.3 is not read as fired by alice: %+v", r)
+	}
+}

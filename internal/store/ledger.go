@@ -44,7 +44,8 @@ func satAdd(column string) string {
 }
 
 // RecordTokenUsage appends u to the token ledger and adds it to the
-// project's total, in one transaction.
+// project's total and, when u names an agent, to the agent's total and
+// session total, in one transaction.
 func (s *Store) RecordTokenUsage(ctx context.Context, u models.TokenUsage) error {
 	if err := checkUsage(u); err != nil {
 		return err
@@ -71,6 +72,13 @@ func (s *Store) recordTokenUsageTx(ctx context.Context, tx *sql.Tx, u models.Tok
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
 		return notFound("project", u.ProjectID)
+	}
+	if u.AgentID != "" {
+		if _, err := s.txExec(ctx, tx, "UPDATE agents SET total_tokens_used = "+satAdd("total_tokens_used")+
+			", session_tokens_used = "+satAdd("session_tokens_used")+" WHERE id = ?",
+			total, total, total, total, u.AgentID); err != nil {
+			return err
+		}
 	}
 	_, err = s.txExec(ctx, tx, `INSERT INTO token_ledger (project_id, task_id, agent_id, hook_run_id, input_tokens,
 		output_tokens, cache_read_tokens, cache_write_tokens, created_at) VALUES (?,?,?,?,?,?,?,?,?)`,

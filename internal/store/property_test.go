@@ -179,6 +179,7 @@ var propertyEvents = []models.TaskEvent{
 	models.EventAssigned, models.EventAgentStarted, models.EventAgentCompleted, models.EventVerifyPassed,
 	models.EventAgentFailed, models.EventRetry, models.EventMaxRetries, models.EventAdminStop,
 	models.EventAdminRestart, models.EventAdminSkip, models.EventVerifyFailed, models.EventTimeout, models.EventAdminCancel,
+	models.EventTimeoutFailed,
 }
 
 func TestPropertyDependencyFacts(t *testing.T) {

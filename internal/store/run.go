@@ -188,6 +188,15 @@ func (s *Store) OpenRuns(ctx context.Context) ([]models.Run, error) {
 // pid and checkout, the agent becomes BUSY, and the task AGENT_STARTED →
 // IN_PROGRESS, in one transaction.
 func (s *Store) StartRun(ctx context.Context, runID int64, pid int, checkoutPath string) (models.TransitionResult, error) {
+	return s.StartRunWith(ctx, runID, models.RunStart{PID: pid, CheckoutPath: checkoutPath})
+}
+
+// StartRunWith is StartRun recording, in the same transaction, what the
+// run's checkout is: its task's branch (branch_name; empty leaves it) and
+// the repository of its agent's current checkout (repo_id; nil leaves
+// it, empty clears it).
+func (s *Store) StartRunWith(ctx context.Context, runID int64, st models.RunStart) (models.TransitionResult, error) {
+	pid, checkoutPath := st.PID, st.CheckoutPath
 	var out models.TransitionResult
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		x := s.newTxn(ctx, tx)
@@ -212,6 +221,16 @@ func (s *Store) StartRun(ctx context.Context, runID int64, pid int, checkoutPath
 		if _, err := x.ExecContext(ctx, "UPDATE task_runs SET pid = ?, checkout_path = ?, last_activity_at = ? WHERE id = ?",
 			pid, checkoutPath, toNanos(x.now), runID); err != nil {
 			return err
+		}
+		if st.Branch != "" {
+			if _, err := x.ExecContext(ctx, "UPDATE tasks SET branch_name = ? WHERE id = ?", st.Branch, r.TaskID); err != nil {
+				return err
+			}
+		}
+		if st.RepoID != nil {
+			if _, err := x.ExecContext(ctx, "UPDATE agents SET repo_id = ? WHERE id = ?", emptyToNull(*st.RepoID), r.AgentID); err != nil {
+				return err
+			}
 		}
 		_, err = x.ExecContext(ctx, "UPDATE agents SET state = 'BUSY', pid = ?, checkout_path = ?, last_heartbeat = ? WHERE id = ?",
 			pid, checkoutPath, toNanos(x.now), r.AgentID)

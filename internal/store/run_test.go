@@ -252,6 +252,31 @@ func TestUpsertAgentKeepsRuntimeState(t *testing.T) {
 	}
 }
 
+func TestAgentHeartbeatTimeoutIsStored(t *testing.T) {
+	t.Parallel()
+	s, _ := openClocked(t)
+	ctx := context.Background()
+	hb := models.Duration(time.Minute)
+	if _, err := s.RegisterAgent(ctx, models.Agent{ID: "r1", AgentType: "command",
+		AgentSettings: models.AgentSettings{Command: "x", HeartbeatTimeout: hb}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpsertAgent(ctx, models.Agent{ID: "u1", AgentType: "command",
+		AgentSettings: models.AgentSettings{Command: "x", HeartbeatTimeout: hb}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"r1", "u1"} {
+		if a, err := s.GetAgent(ctx, id); err != nil || a.HeartbeatTimeout != hb {
+			t.Fatalf("agent %s: heartbeat_timeout %v, %v", id, a.HeartbeatTimeout, err)
+		}
+	}
+	_, err := s.RegisterAgent(ctx, models.Agent{ID: "n1", AgentType: "command",
+		AgentSettings: models.AgentSettings{Command: "x", HeartbeatTimeout: -hb}})
+	if models.ErrorCodeOf(err) != models.CodeInvalid || !strings.Contains(err.Error(), "heartbeat_timeout") {
+		t.Fatalf("negative heartbeat_timeout: %v", err)
+	}
+}
+
 func TestPausedAgentTakesNoNewTask(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)

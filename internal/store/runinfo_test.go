@@ -71,3 +71,52 @@ func TestRunShowsItsCLIUsageCostAndDenials(t *testing.T) {
 		t.Fatalf("agent: version %q, warning %q", a.CLIVersion, a.CLIWarning)
 	}
 }
+
+// TestAgentTokenTotals checks that an agent's total and session counts
+// grow with its runs' usage, whether the CLI's stream or the agent RPC's
+// usage tool reported it, and that the session count starts again at a
+// session the agent has not had before.
+func TestAgentTokenTotals(t *testing.T) {
+	t.Parallel()
+	s, _ := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	if _, err := s.RegisterAgent(ctx, models.Agent{ID: "c1", AgentType: "claude"}); err != nil {
+		t.Fatal(err)
+	}
+	ids := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"})
+	run, _, err := s.ClaimTask(ctx, ids["a"], "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name           string
+		do             func() error
+		total, session int64
+	}{
+		{"a session", func() error { return s.RecordRunSession(ctx, run.ID, "s1") }, 0, 0},
+		{"the stream's usage", func() error {
+			_, err := s.RecordRunUsage(ctx, run.ID, models.TokenUsage{Input: 100})
+			return err
+		}, 100, 100},
+		{"the usage tool", func() error {
+			return s.RecordTokenUsage(ctx, models.TokenUsage{ProjectID: "p", TaskID: ids["a"], AgentID: "c1", Input: 20, Output: 5})
+		}, 125, 125},
+		{"the same session again", func() error { return s.RecordRunSession(ctx, run.ID, "s1") }, 125, 125},
+		{"a new session", func() error { return s.RecordRunSession(ctx, run.ID, "s2") }, 125, 0},
+		{"usage in the new session", func() error {
+			_, err := s.RecordRunUsage(ctx, run.ID, models.TokenUsage{Input: 130})
+			return err
+		}, 155, 30},
+	}
+	for _, st := range steps {
+		if err := st.do(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		a, err := s.GetAgent(ctx, "c1")
+		if err != nil || a.TotalTokensUsed != st.total || a.SessionTokensUsed != st.session {
+			t.Fatalf("after %s: total %d, session %d (%v); want %d, %d", st.name, a.TotalTokensUsed, a.SessionTokensUsed, err,
+				st.total, st.session)
+		}
+	}
+}

@@ -17,7 +17,7 @@ import (
 // (scanReadyTask): not its text (title, description, criteria, tests).
 const readyColumns = `id, project_id, priority, status, kind, metadata, created_by, not_before, expected_count,
 	success_count, failure_count, created_at, workflow_run_id, step_name, step_concurrency, rules, waiting_code,
-	waiting_reason`
+	waiting_reason, agent_type`
 
 // scanReadyTask reads a row of readyColumns.
 func scanReadyTask(row scanner) (models.Task, error) {
@@ -30,7 +30,7 @@ func scanReadyTask(row scanner) (models.Task, error) {
 	)
 	if err := row.Scan(&t.ID, &t.ProjectID, &t.Priority, &t.Status, &t.Kind, &meta, &t.CreatedBy, &notBefore,
 		&t.ExpectedCount, &t.SuccessCount, &t.FailureCount, &created, &runID, &t.StepName, &t.StepConcurrency, &rules,
-		&t.WaitingCode, &t.WaitingReason); err != nil {
+		&t.WaitingCode, &t.WaitingReason, &t.AgentType); err != nil {
 		return models.Task{}, err
 	}
 	t.NotBefore, t.CreatedAt, t.RunID = fromNullNanos(notBefore), fromNanos(created), runID.String

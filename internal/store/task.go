@@ -15,7 +15,8 @@ const taskColumns = `id, project_id, title, description, priority, status, verif
 	max_retries, parent_task_id, repo_id, assigned_agent_id, branch_name, resume_after, requires_approval, pr_url,
 	plan_source, is_plan_subtask, kind, metadata, created_by, not_before, expected_count, success_count,
 	failure_count, acceptance_criteria, test_commands, status_reason, cascade_root_id, created_at, updated_at, profile,
-	workflow_run_id, step_name, parallel_index, parallel_count, step_concurrency, rules, waiting_code, waiting_reason, timeout_ns`
+	workflow_run_id, step_name, parallel_index, parallel_count, step_concurrency, rules, waiting_code, waiting_reason, timeout_ns,
+	agent_type`
 
 type scanner interface{ Scan(...any) error }
 
@@ -32,7 +33,8 @@ func scanTask(row scanner) (models.Task, error) {
 		&t.RetryCount, &t.MaxRetries, &parent, &repo, &agent, &branch, &resume, &t.RequiresApproval, &pr, &planSrc,
 		&t.IsPlanSubtask, &t.Kind, &meta, &t.CreatedBy, &notBefore, &t.ExpectedCount, &t.SuccessCount,
 		&t.FailureCount, &criteria, &tests, &t.StatusReason, &t.CascadeRootID, &created, &updated, &t.Profile,
-		&runID, &t.StepName, &t.ParallelIndex, &t.ParallelCount, &t.StepConcurrency, &rules, &t.WaitingCode, &t.WaitingReason, &timeout); err != nil {
+		&runID, &t.StepName, &t.ParallelIndex, &t.ParallelCount, &t.StepConcurrency, &rules, &t.WaitingCode, &t.WaitingReason, &timeout,
+		&t.AgentType); err != nil {
 		return models.Task{}, err
 	}
 	t.ParentTaskID, t.RepoID, t.AssignedAgentID = fromNullString(parent), fromNullString(repo), fromNullString(agent)

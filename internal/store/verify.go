@@ -69,9 +69,20 @@ func (s *Store) ClaimReview(ctx context.Context, taskID, agentID string) (models
 	return run, token, nil
 }
 
-// RecordRunSession keeps the CLI session a run reported.
+// RecordRunSession keeps the CLI session a run reported. A session that no
+// earlier run of the run's agent reported is a new one: the agent's
+// session_tokens_used starts again from zero (a resumed session keeps
+// counting).
 func (s *Store) RecordRunSession(ctx context.Context, runID int64, sessionID string) error {
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		// Before the run keeps it: a session no run of the agent (this one
+		// included) has reported yet is new.
+		if _, err := s.txExec(ctx, tx, `UPDATE agents SET session_tokens_used = 0
+			WHERE id = (SELECT agent_id FROM task_runs WHERE id = ?1)
+			AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.agent_id = agents.id AND r.session_id = ?2)`,
+			runID, sessionID); err != nil {
+			return err
+		}
 		_, err := s.txExec(ctx, tx, "UPDATE task_runs SET session_id = ? WHERE id = ?", sessionID, runID)
 		return err
 	})
@@ -207,10 +218,7 @@ func (s *Store) RecordRunUsage(ctx context.Context, runID int64, cumulative mode
 		if delta.Total() == 0 {
 			return nil
 		}
-		if _, err := s.txExec(ctx, tx, "UPDATE agents SET total_tokens_used = "+satAdd("total_tokens_used")+" WHERE id = ?",
-			delta.Total(), delta.Total(), r.AgentID); err != nil {
-			return err
-		}
+		// The agent's totals grow with the ledger (recordTokenUsageTx).
 		return s.recordTokenUsageTx(ctx, tx, delta)
 	})
 	if err != nil {
@@ -551,7 +559,7 @@ func (x *txn) planEffects(a applied) error {
 	accepted := a.event == models.EventVerifyPassed || a.event == models.EventHumanApproved || a.event == models.EventPRMerged
 	switch a.event {
 	case models.EventVerifyPassed, models.EventHumanApproved, models.EventPRMerged:
-	case models.EventAgentFailed, models.EventVerifyFailed, models.EventTimeout, models.EventMaxRetries,
+	case models.EventAgentFailed, models.EventVerifyFailed, models.EventTimeout, models.EventTimeoutFailed, models.EventMaxRetries,
 		models.EventAdminSkip, models.EventAdminStop, models.EventAdminRestart, models.EventPRClosed, models.EventPRUnavailable:
 		// The attempt's work was refused or abandoned: so is its plan.
 	default:

@@ -188,7 +188,7 @@ func TestBrowserFiresAHook(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the hook fired from the page did not run")
 	}
-	if run.HookID != h.ID || run.TriggerReason != "fired by web" {
+	if run.HookID != h.ID || run.TriggerReason != models.TriggerReasonManual || run.TriggerDetail != "fired by web" {
 		t.Errorf("run %+v", run)
 	}
 	b.Do("see the run on the hook's page", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#run-`+cssID(run.ID))))

@@ -153,10 +153,8 @@ func (c *checker) step(i int) {
 	if s.Profile != "" && !models.ValidID(s.Profile) {
 		c.add(p+".profile", "%q is not a profile name %s", s.Profile, idRule)
 	}
-	if s.AgentType != "" {
-		// Tasks go to any idle agent of their project; a step chooses how
-		// its tasks run with its profile.
-		c.add(p+".agent_type", "not supported: a step's tasks go to any agent of the project; choose how they run with profile")
+	if s.AgentType != "" && !slices.Contains(models.AgentTypes, s.AgentType) {
+		c.add(p+".agent_type", "%q is not an agent type (%s)", s.AgentType, strings.Join(models.AgentTypes, ", "))
 	}
 	c.text(models.CheckLine, p+".kind", s.Kind, models.MaxKindLen)
 	if s.Priority != nil && *s.Priority < 0 {

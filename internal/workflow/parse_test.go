@@ -376,7 +376,7 @@ steps:
 				`w.yaml:7:19: steps[0].verification: must be AUTO_TEST, QA_AGENT or HUMAN (got "maybe")`,
 				"w.yaml:8:18: steps[0].concurrency: must be between 0 and 1000 (got 2000)",
 				`w.yaml:9:14: steps[0].profile: "Cheap" is not a profile name (1-64 lower-case letters, digits, '-' or '_')`,
-				"w.yaml:10:17: steps[0].agent_type: not supported: a step's tasks go to any agent of the project; choose how they run with profile",
+				`w.yaml:10:17: steps[0].agent_type: "gpt" is not an agent type (claude, codex, cursor, aider, command)`,
 				"w.yaml:11:21: steps[0].test_commands[0]: empty command",
 				"w.yaml:12:24: steps[0].requires_approval: must be true or false",
 				"w.yaml:13:18: steps[0].depends_on[0]: a step cannot depend on itself",

@@ -183,6 +183,7 @@ func StepTasks(w models.Workflow, step models.WorkflowStep, runID string, inputs
 			TestCommands:     slices.Clone(step.TestCommands),
 			Profile:          step.Profile,
 			Timeout:          step.Timeout,
+			AgentType:        step.AgentType,
 			Workflow:         place,
 		})
 	}

@@ -113,14 +113,14 @@ func TestStepTasks(t *testing.T) {
 		{
 			name: "single task",
 			step: models.WorkflowStep{Name: "discover", Title: "List modules of {{run.workflow}}", Description: "Run {{run.id}}",
-				Profile: "cheap", Kind: "deps", Priority: intp(50), MaxRetries: intp(2),
+				Profile: "cheap", AgentType: "codex", Kind: "deps", Priority: intp(50), MaxRetries: intp(2),
 				TestCommands: []string{"go test ./..."}, Verification: models.VerifyQAAgent, RequiresApproval: true, Concurrency: 3,
 				Timeout: models.Duration(10 * time.Minute)},
 			count: 1,
 			want: []models.BatchTask{{
 				LocalID: "discover", ProjectID: "web", Title: "List modules of nightly", Description: "Run run-1",
 				Priority: intp(50), MaxRetries: intp(2), VerificationType: models.VerifyQAAgent, RequiresApproval: true,
-				Kind: "deps", Profile: "cheap", TestCommands: []string{"go test ./..."}, CreatedBy: "workflow:nightly",
+				Kind: "deps", Profile: "cheap", AgentType: "codex", TestCommands: []string{"go test ./..."}, CreatedBy: "workflow:nightly",
 				Timeout:  models.Duration(10 * time.Minute),
 				Metadata: meta("discover"),
 				Workflow: &models.TaskPlace{RunID: "run-1", Step: "discover", Concurrency: 3},
