@@ -31,7 +31,7 @@ func TestCtlTaskTimeout(t *testing.T) {
 		t.Errorf("batch entry's timeout %s, want 1m30s", d.Task.Timeout)
 	}
 	r := runCtl(t, addr, nil, "task", "add", "--project", "web", "--title", "C", "--timeout", "200h")
-	if r.code == 0 || !strings.Contains(r.stderr, "timeout: must be between 0 (none) and 168h0m0s") {
+	if r.code == 0 || !strings.Contains(r.stderr, "timeout: must be 0 (none) or between 1s and 168h0m0s") {
 		t.Errorf("a timeout out of range: exit %d, stderr %s", r.code, r.stderr)
 	}
 }

@@ -17,6 +17,16 @@ const (
 // MaxTaskTimeout is the longest timeout a task or a workflow step may set.
 const MaxTaskTimeout = 7 * 24 * time.Hour
 
+// MinTaskTimeout is the shortest timeout a task or a workflow step may set
+// (other than 0, none): a shorter one would end every run at its start.
+const MinTaskTimeout = time.Second
+
+// ValidTaskTimeout reports whether d is a timeout a task may set: 0 (none)
+// or between MinTaskTimeout and MaxTaskTimeout.
+func ValidTaskTimeout(d time.Duration) bool {
+	return d == 0 || d >= MinTaskTimeout && d <= MaxTaskTimeout
+}
+
 // Task is a unit of work executed by an agent.
 type Task struct {
 	ID               string           `json:"id"`
@@ -136,8 +146,8 @@ func (t *Task) validateContent() error {
 		return Errorf(CodeInvalid, "verification_type: must be AUTO_TEST, QA_AGENT or HUMAN (got %s)", Quote(string(t.VerificationType)))
 	case t.MaxRetries < 0 || t.MaxRetries > 100:
 		return Errorf(CodeInvalid, "max_retries: must be between 0 and 100")
-	case t.Timeout < 0 || t.Timeout.Std() > MaxTaskTimeout:
-		return Errorf(CodeInvalid, "timeout: must be between 0 (none) and %s (got %s)", MaxTaskTimeout, t.Timeout)
+	case !ValidTaskTimeout(t.Timeout.Std()):
+		return Errorf(CodeInvalid, "timeout: must be 0 (none) or between %s and %s (got %s)", MinTaskTimeout, MaxTaskTimeout, t.Timeout)
 	case t.ExpectedCount < 0:
 		return Errorf(CodeInvalid, "expected_count: must not be negative")
 	case t.ExpectedCount > MaxExpectedCount:

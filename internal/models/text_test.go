@@ -3,6 +3,7 @@ package models_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -218,6 +219,9 @@ func TestTaskBatchValidate(t *testing.T) {
 		{"name and title differ", entry(func(bt *models.BatchTask) { bt.Name = "Do that" }),
 			[]string{`tasks[1] (a): name and title: both given and different (name "Do that", title "Do it"): give one`}},
 		{"neither name nor title", entry(func(bt *models.BatchTask) { bt.Title = "" }), []string{"tasks[1] (a): title: required"}},
+		{"a timeout shorter than a second", entry(func(bt *models.BatchTask) { bt.Timeout = models.Duration(time.Nanosecond) }),
+			[]string{"tasks[1] (a): timeout: must be 0 (none) or between 1s and 168h0m0s (got 1ns)"}},
+		{"a timeout of a second", entry(func(bt *models.BatchTask) { bt.Timeout = models.Duration(time.Second) }), nil},
 		{"valid with everything", entry(func(bt *models.BatchTask) {
 			bt.Dependencies = []models.BatchDependency{{ID: "first"}, {ID: "bold-orbit"}}
 			bt.DedupeStrategy = []models.DedupeStrategy{{Kind: "bug", Status: "Running|READY", Fields: []string{"file"}}}

@@ -177,8 +177,8 @@ func (c *checker) step(i int) {
 	if s.Verification != "" && !s.Verification.Valid() {
 		c.add(p+".verification", "must be AUTO_TEST, QA_AGENT or HUMAN (got %q)", s.Verification)
 	}
-	if s.Timeout < 0 || s.Timeout.Std() > models.MaxTaskTimeout {
-		c.add(p+".timeout", "must be between 0 (none) and %s (got %s)", models.MaxTaskTimeout, s.Timeout)
+	if !models.ValidTaskTimeout(s.Timeout.Std()) {
+		c.add(p+".timeout", "must be 0 (none) or between %s and %s (got %s)", models.MinTaskTimeout, models.MaxTaskTimeout, s.Timeout)
 	}
 	if s.Concurrency < 0 || s.Concurrency > MaxConcurrency {
 		c.add(p+".concurrency", "must be between 0 and %d (got %d)", MaxConcurrency, s.Concurrency)

@@ -169,7 +169,7 @@ tasks:
 				"w.yaml:8:14: tasks.Upgrade.foreach: discover is not upstream of Upgrade (add it to depends_on)",
 				"w.yaml:9:3: tasks.summary.title: required",
 				`w.yaml:10:18: tasks.summary.depends_on[0]: unknown step "tets" (steps: discover, Upgrade, summary)`,
-				"w.yaml:11:14: tasks.summary.timeout: must be between 0 (none) and 168h0m0s (got 200h0m0s)",
+				"w.yaml:11:14: tasks.summary.timeout: must be 0 (none) or between 1s and 168h0m0s (got 200h0m0s)",
 			},
 		},
 		{
