@@ -56,6 +56,10 @@ type taskPage struct {
 	LogAttempt int
 	LogNext    int64
 	LogCut     bool
+	// Attempt is the task's current attempt (its latest run's), posted
+	// back by the approve and reject forms so that a decision applies
+	// only to the work the page showed.
+	Attempt int
 	// Can says which admin events the task's status allows.
 	Can map[string]bool
 	// Graph is the drawn neighbourhood of the task (graphs.go).
@@ -90,7 +94,7 @@ func (s *Server) loadTask(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := taskPage{TaskDetail: d, Can: map[string]bool{}}
+	p := taskPage{TaskDetail: d, Attempt: currentAttempt(d), Can: map[string]bool{}}
 	for _, e := range models.AdminEvents {
 		if _, err := statemachine.TaskTransition(d.Task.Status, e); err == nil {
 			p.Can[string(e)] = true
@@ -173,8 +177,43 @@ func (s *Server) answer(r *http.Request) (string, string, error) {
 	return "Answer sent.", taskPath(r), nil
 }
 
-// approve approves the task's work (field note).
+// workChanged is the message of a decision posted from a page that
+// showed another attempt's work than the task's current one.
+const workChanged = "the work changed since this page was read; reload"
+
+// currentAttempt is the attempt of the task's latest run, 0 before any.
+func currentAttempt(d models.TaskDetail) int {
+	n := 0
+	for _, r := range d.Runs {
+		n = max(n, r.Attempt)
+	}
+	return n
+}
+
+// checkAttempt refuses a decision whose form (field attempt) was read
+// for another attempt than the task's current one: the person decides on
+// the diff the page showed, not on a later attempt's.
+func (s *Server) checkAttempt(r *http.Request) error {
+	v := r.PostFormValue("attempt")
+	seen, err := strconv.Atoi(v)
+	if err != nil || seen < 0 {
+		return models.Errorf(models.CodeInvalid, "attempt: not an attempt number (got %q)", v)
+	}
+	d, err := s.svc.GetTaskDetail(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if currentAttempt(d) != seen {
+		return models.Errorf(models.CodeConflict, workChanged)
+	}
+	return nil
+}
+
+// approve approves the task's work (fields note and attempt).
 func (s *Server) approve(r *http.Request) (string, string, error) {
+	if err := s.checkAttempt(r); err != nil {
+		return "", taskPath(r), err
+	}
 	res, err := s.svc.ApproveTask(r.Context(), r.PathValue("id"), DefaultActor, strings.TrimSpace(r.PostFormValue("note")))
 	if err != nil {
 		return "", taskPath(r), err
@@ -183,8 +222,11 @@ func (s *Server) approve(r *http.Request) (string, string, error) {
 }
 
 // reject rejects the task's work with feedback for its next attempt
-// (field feedback).
+// (fields feedback and attempt).
 func (s *Server) reject(r *http.Request) (string, string, error) {
+	if err := s.checkAttempt(r); err != nil {
+		return "", taskPath(r), err
+	}
 	res, err := s.svc.RejectTask(r.Context(), r.PathValue("id"), DefaultActor, strings.TrimSpace(r.PostFormValue("feedback")))
 	if err != nil {
 		return "", taskPath(r), err
