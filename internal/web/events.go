@@ -26,7 +26,8 @@ const sseRetryMillis = 5000
 // a reconnecting browser's Last-Event-ID continues there), and "logreset"
 // when a new attempt's log begins (data: the attempt). The handler blocks
 // on the change feed and the task's log; nothing polls. It ends when the
-// browser goes or the server shuts down.
+// browser goes or the server shuts down. A stream of an unknown task is
+// refused with 404 (the browser then stops reconnecting).
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	taskID := q.Get("task")
@@ -51,6 +52,15 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		attempt = n
 	}
 	ctx := r.Context()
+	if taskID != "" {
+		// An unknown or deleted task's stream is refused before it
+		// starts: a browser's EventSource gives up on a 404, while a
+		// stream that answered 200 and ended would be reopened forever.
+		if _, err := s.svc.GetTaskDetail(ctx, taskID); err != nil {
+			s.renderError(w, r, 0, err)
+			return
+		}
+	}
 	seq, changed := s.svc.Changed()
 	since := seq
 	if v := q.Get("since"); v != "" {

@@ -182,3 +182,22 @@ func TestShutdownEndsEventStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsOfAnUnknownTaskAre404: a stream for a task that does not
+// exist (or no longer does) is refused before it starts, so the browser
+// stops reconnecting; a deleted task's page stream is refused too.
+func TestEventsOfAnUnknownTaskAre404(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	deleted := e.task("web", "Gone soon")
+	if err := e.store.DeleteTask(context.Background(), deleted); err != nil {
+		t.Fatal(err)
+	}
+	e.get("/ui/overview") // the session's cookie
+	for _, id := range []string{"no-such-task", deleted} {
+		p := e.get("/ui/events?task=" + id + "&offset=0")
+		if p.status != http.StatusNotFound || p.header.Get("Content-Type") == "text/event-stream" {
+			t.Errorf("the events of task %s: %d %s, want 404", id, p.status, p.header.Get("Content-Type"))
+		}
+	}
+}
