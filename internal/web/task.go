@@ -145,7 +145,7 @@ func (s *Server) loadTask(r *http.Request) (any, error) {
 		case diff == "":
 			p.DiffNote = "The task's branch changes nothing."
 		case len(diff) > MaxDiffBytes:
-			p.Diff, p.DiffNote = diff[:MaxDiffBytes], fmt.Sprintf("The diff is cut at %d KiB.", MaxDiffBytes>>10)
+			p.Diff, p.DiffNote = diff[:completeRunes(diff[:MaxDiffBytes])], fmt.Sprintf("The diff is cut at %d KiB.", MaxDiffBytes>>10)
 		default:
 			p.Diff = diff
 		}
@@ -157,8 +157,15 @@ func (s *Server) loadTask(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", id, err)
 	}
-	p.Log, p.LogAttempt, p.LogNext = c.Data, c.Attempt, c.Next
 	p.LogCut = c.Next > int64(len(c.Data))
+	if p.LogCut { // the tail may begin inside a character: from the next one
+		c.Data = c.Data[partialRunes(c.Data):]
+	}
+	if n := completeRunes(c.Data); n < len(c.Data) { // the stream brings the rest
+		c.Next -= int64(len(c.Data) - n)
+		c.Data = c.Data[:n]
+	}
+	p.Log, p.LogAttempt, p.LogNext = c.Data, c.Attempt, c.Next
 	return p, nil
 }
 
