@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -97,5 +98,54 @@ func TestDecisionAppliesToTheAttemptShown(t *testing.T) {
 				t.Fatalf("after the %s of the attempt shown the task is %v (%v), want %s", tc.action, task.Status, err, tc.after)
 			}
 		})
+	}
+}
+
+// TestAnswerOnlyTheTasksOwnQuestion: the answer form under a task's page
+// answers only that task's questions; another task's is refused and stays
+// open.
+func TestAnswerOnlyTheTasksOwnQuestion(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	ctx := context.Background()
+	if _, err := e.store.RegisterAgent(ctx, models.Agent{ID: "a1", Name: "worker", AgentType: "command",
+		AgentSettings: models.AgentSettings{Command: "/bin/true"}}); err != nil {
+		t.Fatal(err)
+	}
+	asking, other := e.task("web", "Asks"), e.task("web", "Other")
+	run, _, err := e.store.ClaimTask(ctx, asking, "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.StartRun(ctx, run.ID, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	q, err := e.store.AskQuestion(ctx, run.ID, "Which database?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	csrf := e.csrf("/ui/tasks/" + other)
+	tests := []struct {
+		task, want string
+		answered   bool
+	}{
+		{other, fmt.Sprintf("question %d: not a question of task %s", q.ID, other), false},
+		{asking, "Answer sent.", true},
+	}
+	for _, tc := range tests {
+		form := url.Values{"csrf": {csrf}, "question": {fmt.Sprint(q.ID)}, "answer": {"SQLite"}}
+		if p := e.post("/ui/tasks/"+tc.task+"/answer", form); p.status != http.StatusSeeOther {
+			t.Fatalf("answer under %s: %d\n%s", tc.task, p.status, p.body)
+		}
+		if p := e.get("/ui/tasks/" + tc.task); !strings.Contains(p.body, tc.want) {
+			t.Errorf("answer under %s: the page lacks %q:\n%s", tc.task, tc.want, p.body)
+		}
+		open, err := e.store.OpenQuestions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if answered := len(open) == 0; answered != tc.answered {
+			t.Errorf("answer under %s: answered %v, want %v", tc.task, answered, tc.answered)
+		}
 	}
 }

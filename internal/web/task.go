@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -177,6 +178,15 @@ func (s *Server) answer(r *http.Request) (string, string, error) {
 	qid, err := strconv.ParseInt(r.PostFormValue("question"), 10, 64)
 	if err != nil || qid <= 0 {
 		return "", taskPath(r), models.Errorf(models.CodeInvalid, "question: not a question number")
+	}
+	// The question must be the task's: a form is not to answer another
+	// task's question under this one's page.
+	qs, err := s.svc.TaskQuestions(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return "", taskPath(r), err
+	}
+	if !slices.ContainsFunc(qs, func(q models.Question) bool { return q.ID == qid }) {
+		return "", taskPath(r), models.Errorf(models.CodeNotFound, "question %d: not a question of task %s", qid, r.PathValue("id"))
 	}
 	if _, err := s.svc.AnswerQuestion(r.Context(), qid, r.PostFormValue("answer"), DefaultActor); err != nil {
 		return "", taskPath(r), err
