@@ -54,7 +54,9 @@
 // stable id; keep forms a person types into outside them (a live part
 // holding the focus is not replaced until it loses it). Page data that
 // implements Live chooses its stream's URL (a task's page adds its log:
-// events "log" appended to the element with id "log").
+// events "log" appended to the element with id "log", and "logreset",
+// which empties it and names the new attempt in the element with id
+// "log-attempt").
 //
 // # Forms
 //
