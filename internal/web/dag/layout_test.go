@@ -368,3 +368,72 @@ func TestEdgesMeetBoxesApart(t *testing.T) {
 		t.Errorf("edges reach d at %v and %v", end["b>d"], end["c>d"])
 	}
 }
+
+// deepChain is n tasks in a chain with an edge from the first task to
+// every other: the deepest graph, where each long edge crosses up to n-2
+// layers.
+func deepChain(n int) dag.Graph {
+	var g dag.Graph
+	id := func(i int) string { return fmt.Sprintf("task-%04d", i) }
+	for i := range n {
+		g.Nodes = append(g.Nodes, dag.Node{ID: id(i), Label: "task " + id(i), Href: "/ui/tasks/" + id(i)})
+		if i > 0 {
+			g.Edges = append(g.Edges, dag.Edge{Upstream: id(i - 1), Downstream: id(i)})
+		}
+		if i > 1 {
+			g.Edges = append(g.Edges, dag.Edge{Upstream: id(0), Downstream: id(i)})
+		}
+	}
+	return g
+}
+
+func BenchmarkLayDeepChain1000(b *testing.B) {
+	g := deepChain(1000)
+	var buf bytes.Buffer
+	for b.Loop() {
+		buf.Reset()
+		l := dag.Lay(g, dag.Options{})
+		if err := dag.WriteSVG(&buf, l, "bench"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(buf.Len()), "svg-bytes")
+}
+
+// TestLongEdgesHaveBoundedBendPoints: an edge spanning more than
+// MaxBendSpan layers is drawn straight, so the points of a deep chain's
+// drawing grow with its edges, not with their lengths.
+func TestLongEdgesHaveBoundedBendPoints(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		g    dag.Graph
+	}{
+		{"a chain of 200 with an edge from its first task to every other", deepChain(200)},
+		{"1,000 tasks in 25 layers", layeredGraph(1000, 40)},
+	}
+	for _, tc := range tests {
+		l := dag.Lay(tc.g, dag.Options{})
+		checkLayout(t, tc.g, l)
+		points := 0
+		for _, r := range l.Routes {
+			points += len(r.Points)
+			span := 0
+			for _, n := range l.Nodes {
+				if n.ID == r.Upstream {
+					span -= n.Layer
+				} else if n.ID == r.Downstream {
+					span += n.Layer
+				}
+			}
+			if span > dag.MaxBendSpan && len(r.Points) != 2 {
+				t.Errorf("%s: %s→%s spans %d layers and bends %d times", tc.name, r.Upstream, r.Downstream, span, len(r.Points)-2)
+			}
+		}
+		// Ten points an edge: its ends and bend points above and below
+		// the few layers it may cross (MaxBendSpan).
+		if limit := len(l.Routes) * 10; points > limit {
+			t.Errorf("%s: %d points for %d edges, want at most %d", tc.name, points, len(l.Routes), limit)
+		}
+	}
+}
