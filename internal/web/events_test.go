@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -258,5 +259,60 @@ func TestLogIsCutBetweenCharacters(t *testing.T) {
 	}
 	if want := fmt.Sprintf("offset=%d", len(body)); !strings.Contains(p.body, want) {
 		t.Errorf("the page's stream does not continue at the unfinished character (%s)", want)
+	}
+}
+
+// TestEventStreamEndsWhenTheBrowserGoes: a stream's handler returns once
+// its browser hangs up, whether it waits on changes alone or on a task's
+// log too: the test server's Close, which waits for every handler, returns.
+func TestEventStreamEndsWhenTheBrowserGoes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		taskLog bool
+	}{
+		{"changes", false},
+		{"changes and a task's log", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, "")
+			path := "/ui/events"
+			if tc.taskLog {
+				path += "?task=" + e.task("web", "Build")
+			}
+			e.get("/ui/overview") // the session's cookie
+			dog := progresstest.New(t, "the event stream's end")
+			ctx, hangUp := context.WithCancel(context.Background())
+			events := e.openEvents(ctx, path)
+			next(t, dog, events, "retry")
+			hangUp()
+			for range events { // the browser's side ends
+			}
+			closed := make(chan struct{})
+			go func() {
+				defer close(closed)
+				e.client.CloseIdleConnections()
+				e.srv.Close()
+			}()
+			select {
+			case <-closed:
+			case <-dog.Done():
+				// Changes make the handler write to the closed
+				// connection until a write fails and it returns, so
+				// that Close returns and the test ends.
+				for ended := false; !ended; {
+					e.feed.Notify()
+					select {
+					case <-closed:
+						ended = true
+					default:
+						runtime.Gosched()
+					}
+				}
+				t.Fatalf("the stream's handler did not return after its browser went: %v", dog.Err())
+			}
+		})
 	}
 }

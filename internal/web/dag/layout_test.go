@@ -2,8 +2,10 @@ package dag_test
 
 import (
 	"bytes"
+	"encoding/xml"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -435,5 +437,64 @@ func TestLongEdgesHaveBoundedBendPoints(t *testing.T) {
 		if limit := len(l.Routes) * 10; points > limit {
 			t.Errorf("%s: %d points for %d edges, want at most %d", tc.name, points, len(l.Routes), limit)
 		}
+	}
+}
+
+// hostile are texts that would end an element or an attribute and start
+// a script if written unescaped.
+var hostile = []string{`</title><script>alert(1)</script>`, `"><svg onload=alert(1)>`, `' onmouseover='alert(1)`}
+
+// TestWriteSVGEscapesHostileText: ids, titles, notes, links and the
+// label come out as text and attribute values, never as markup.
+func TestWriteSVGEscapesHostileText(t *testing.T) {
+	t.Parallel()
+	for _, h := range hostile {
+		g := dag.Graph{Nodes: []dag.Node{
+			{ID: "a" + h, Label: h, Href: "/ui/tasks/" + h, Note: h, Status: models.TaskStatus(h), RootCause: true},
+			{ID: "b" + h, Label: h},
+		}, Edges: []dag.Edge{{Upstream: "a" + h, Downstream: "b" + h}}}
+		var b bytes.Buffer
+		if err := dag.WriteSVG(&b, dag.Lay(g, dag.Options{}), h); err != nil {
+			t.Fatal(err)
+		}
+		checkInert(t, b.String(), h)
+	}
+}
+
+// checkInert fails unless svg is well-formed XML of one <svg> with no
+// script, no event attribute, and text among its decoded text or
+// attribute values (so written escaped, not dropped).
+func checkInert(t *testing.T, svg, text string) {
+	t.Helper()
+	d := xml.NewDecoder(strings.NewReader(svg))
+	svgs, seen := 0, false
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%q: the SVG is not well-formed: %v\n%s", text, err, svg)
+		}
+		switch x := tok.(type) {
+		case xml.StartElement:
+			if x.Name.Local == "svg" {
+				svgs++
+			}
+			if x.Name.Local == "script" || x.Name.Local == "foreignObject" {
+				t.Fatalf("%q: the SVG holds a <%s>:\n%s", text, x.Name.Local, svg)
+			}
+			for _, a := range x.Attr {
+				if strings.HasPrefix(strings.ToLower(a.Name.Local), "on") {
+					t.Fatalf("%q: the SVG has an attribute %s:\n%s", text, a.Name.Local, svg)
+				}
+				seen = seen || strings.Contains(a.Value, text)
+			}
+		case xml.CharData:
+			seen = seen || strings.Contains(string(x), text)
+		}
+	}
+	if svgs != 1 || !seen {
+		t.Fatalf("%q: %d <svg> elements, text shown %v:\n%s", text, svgs, seen, svg)
 	}
 }
