@@ -149,3 +149,48 @@ func TestLiveReReadLeavesTheFormsMessage(t *testing.T) {
 		t.Errorf("the page the form leads to lacks its message:\n%s", p.body)
 	}
 }
+
+// TestCrossSiteSubresourcesStartNoSession: without a token, a request
+// another site starts for an image, a script or a fetch (which never
+// carries the SameSite=Strict cookie) is refused instead of starting a
+// session that would evict people's; a link followed from elsewhere, or
+// the dashboard's own request, still starts one.
+func TestCrossSiteSubresourcesStartNoSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	tests := []struct {
+		name             string
+		site, mode, dest string
+		status           int
+		startsSession    bool
+	}{
+		{"an image on another site", "cross-site", "no-cors", "image", http.StatusForbidden, false},
+		{"a fetch from another site", "cross-site", "cors", "empty", http.StatusForbidden, false},
+		{"a frame on another site", "cross-site", "navigate", "iframe", http.StatusForbidden, false},
+		{"an image on another port", "same-site", "no-cors", "image", http.StatusForbidden, false},
+		{"a link from another site", "cross-site", "navigate", "document", http.StatusOK, true},
+		{"the address typed", "none", "navigate", "document", http.StatusOK, true},
+		{"the dashboard's own page", "same-origin", "navigate", "document", http.StatusOK, true},
+		{"a client sending no fetch metadata", "", "", "", http.StatusOK, true},
+	}
+	for _, tc := range tests {
+		req, err := http.NewRequest(http.MethodGet, e.srv.URL+"/ui/overview", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range map[string]string{"Sec-Fetch-Site": tc.site, "Sec-Fetch-Mode": tc.mode, "Sec-Fetch-Dest": tc.dest} {
+			if v != "" {
+				req.Header.Set(k, v)
+			}
+		}
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		cookie := strings.Contains(resp.Header.Get("Set-Cookie"), web.CookieName+"=")
+		if resp.StatusCode != tc.status || cookie != tc.startsSession {
+			t.Errorf("%s: %d, session started %v; want %d, %v", tc.name, resp.StatusCode, cookie, tc.status, tc.startsSession)
+		}
+	}
+}

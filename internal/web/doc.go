@@ -54,7 +54,9 @@
 // stable id; keep forms a person types into outside them (a live part
 // holding the focus is not replaced until it loses it). Page data that
 // implements Live chooses its stream's URL (a task's page adds its log:
-// events "log" appended to the element with id "log").
+// events "log" appended to the element with id "log", and "logreset",
+// which empties it and names the new attempt in the element with id
+// "log-attempt").
 //
 // # Forms
 //
@@ -76,7 +78,8 @@
 // itself (its CSRF token, its flash) kept in memory — never the token.
 // Sessions expire after SessionTTL without a request and end at logout
 // (POST /ui/logout) or when the daemon restarts. Without a token there is
-// nothing to log in with: a session is started on the first request and
-// the dashboard is as open as the API, to whoever reaches the listen
-// address (loopback by default; docs/web.md, docs/security.md).
+// nothing to log in with: a session is started on the first request (not
+// on a subresource request another site starts: 403) and the dashboard is
+// as open as the API, to whoever reaches the listen address (loopback by
+// default; docs/web.md, docs/security.md).
 package web

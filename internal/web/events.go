@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -26,7 +27,8 @@ const sseRetryMillis = 5000
 // a reconnecting browser's Last-Event-ID continues there), and "logreset"
 // when a new attempt's log begins (data: the attempt). The handler blocks
 // on the change feed and the task's log; nothing polls. It ends when the
-// browser goes or the server shuts down.
+// browser goes or the server shuts down. A stream of an unknown task is
+// refused with 404 (the browser then stops reconnecting).
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	taskID := q.Get("task")
@@ -51,6 +53,15 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		attempt = n
 	}
 	ctx := r.Context()
+	if taskID != "" {
+		// An unknown or deleted task's stream is refused before it
+		// starts: a browser's EventSource gives up on a 404, while a
+		// stream that answered 200 and ended would be reopened forever.
+		if _, err := s.svc.GetTaskDetail(ctx, taskID); err != nil {
+			s.renderError(w, r, 0, err)
+			return
+		}
+	}
 	seq, changed := s.svc.Changed()
 	since := seq
 	if v := q.Get("since"); v != "" {
@@ -136,12 +147,19 @@ func (s *Server) streamLog(w io.Writer, r *http.Request, taskID string, attempt 
 		if *attempt == 0 && c.Attempt != 0 {
 			*attempt = c.Attempt
 		}
+		full := len(c.Data) == LogChunkBytes
+		// A chunk ending inside a character stops before it: the
+		// character's bytes come with the next chunk.
+		if n := completeRunes(c.Data); n < len(c.Data) {
+			c.Next -= int64(len(c.Data) - n)
+			c.Data = c.Data[:n]
+		}
 		if c.Data != "" {
 			if err := writeLogEvent(w, c.Attempt, c.Next, c.Data); err != nil {
 				return true, err
 			}
 			*offset = c.Next
-			if len(c.Data) == LogChunkBytes {
+			if full {
 				continue
 			}
 		}
@@ -174,6 +192,30 @@ func writeLogEvent(w io.Writer, attempt int, next int64, data string) error {
 	b.WriteByte('\n')
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// completeRunes is the length of s without an incomplete UTF-8 sequence
+// at its end (the start of a character cut by a read's bound).
+func completeRunes(s string) int {
+	for i := len(s) - 1; i >= 0 && i >= len(s)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(s[i]) {
+			if utf8.FullRuneInString(s[i:]) {
+				return len(s)
+			}
+			return i
+		}
+	}
+	return len(s)
+}
+
+// partialRunes is the length of the continuation bytes at the start of s
+// (the end of a character whose start a read's bound cut off).
+func partialRunes(s string) int {
+	i := 0
+	for i < len(s) && i < utf8.UTFMax-1 && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return i
 }
 
 // parseEventID reads an event id "attempt:offset".

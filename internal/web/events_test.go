@@ -7,10 +7,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/agentqueued/agentqueued/internal/progresstest"
+	"github.com/agentqueued/agentqueued/internal/web"
 )
 
 // sseEvent is one event of a stream.
@@ -39,6 +43,7 @@ func (e *env) openEvents(ctx context.Context, path string) <-chan sseEvent {
 		defer close(out)
 		defer resp.Body.Close()
 		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20) // a log event's line may be a whole chunk
 		var ev sseEvent
 		var data []string
 		for sc.Scan() {
@@ -180,5 +185,134 @@ func TestShutdownEndsEventStreams(t *testing.T) {
 	for _, s := range streams {
 		for range s { // each ends
 		}
+	}
+}
+
+// TestEventsOfAnUnknownTaskAre404: a stream for a task that does not
+// exist (or no longer does) is refused before it starts, so the browser
+// stops reconnecting; a deleted task's page stream is refused too.
+func TestEventsOfAnUnknownTaskAre404(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	deleted := e.task("web", "Gone soon")
+	if err := e.store.DeleteTask(context.Background(), deleted); err != nil {
+		t.Fatal(err)
+	}
+	e.get("/ui/overview") // the session's cookie
+	for _, id := range []string{"no-such-task", deleted} {
+		p := e.get("/ui/events?task=" + id + "&offset=0")
+		if p.status != http.StatusNotFound || p.header.Get("Content-Type") == "text/event-stream" {
+			t.Errorf("the events of task %s: %d %s, want 404", id, p.status, p.header.Get("Content-Type"))
+		}
+	}
+}
+
+// TestLogIsCutBetweenCharacters: a log's chunks on the stream and its
+// tail on the task's page begin and end on whole UTF-8 characters; the
+// bytes of a character a bound cuts come with the next chunk.
+func TestLogIsCutBetweenCharacters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	e.get("/ui/overview") // the session's cookie
+	tests := []struct {
+		name string
+		log  string
+	}{
+		{"a character across the chunk bound", strings.Repeat("a", web.LogChunkBytes-1) + "é€ end\n"},
+		{"a four-byte character across the bound", strings.Repeat("a", web.LogChunkBytes-2) + "𝄞 end\n"},
+		{"chunks of characters", strings.Repeat("é", web.LogChunkBytes) + "x"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			id := e.task("web", tc.name)
+			e.writeLog(id, 1, tc.log)
+			dog := progresstest.New(t, "the log stream")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			events := e.openEvents(ctx, "/ui/events?task="+id+"&offset=0")
+			var got strings.Builder
+			for got.Len() < len(tc.log) {
+				ev := next(t, dog, events, "log")
+				if !utf8.ValidString(ev.data) {
+					t.Fatalf("a log event cut inside a character: ends %q", ev.data[max(0, len(ev.data)-4):])
+				}
+				got.WriteString(ev.data)
+			}
+			if got.String() != tc.log {
+				t.Fatalf("the stream gave %d bytes unlike the log's %d", got.Len(), len(tc.log))
+			}
+		})
+	}
+
+	// The page's tail starts inside a character, and the log ends in the
+	// middle of one being written.
+	id := e.task("web", "Tail")
+	body := strings.Repeat("é", web.TaskLogTail) + "xy" // the tail starts at an odd offset
+	e.writeLog(id, 1, body+"\xc3")
+	p := e.get("/ui/tasks/" + id)
+	m := regexp.MustCompile(`(?s)<pre id="log"[^>]*>(.*?)</pre>`).FindStringSubmatch(p.body)
+	if m == nil {
+		t.Fatalf("the task's page has no log:\n%s", p.body)
+	}
+	if !utf8.ValidString(m[1]) || strings.ContainsRune(m[1], utf8.RuneError) || !strings.HasSuffix(m[1], "éxy") || !strings.HasPrefix(m[1], "é") {
+		t.Errorf("the page's log tail is cut inside a character: starts %q, ends %q", m[1][:4], m[1][len(m[1])-4:])
+	}
+	if want := fmt.Sprintf("offset=%d", len(body)); !strings.Contains(p.body, want) {
+		t.Errorf("the page's stream does not continue at the unfinished character (%s)", want)
+	}
+}
+
+// TestEventStreamEndsWhenTheBrowserGoes: a stream's handler returns once
+// its browser hangs up, whether it waits on changes alone or on a task's
+// log too: the test server's Close, which waits for every handler, returns.
+func TestEventStreamEndsWhenTheBrowserGoes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		taskLog bool
+	}{
+		{"changes", false},
+		{"changes and a task's log", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, "")
+			path := "/ui/events"
+			if tc.taskLog {
+				path += "?task=" + e.task("web", "Build")
+			}
+			e.get("/ui/overview") // the session's cookie
+			dog := progresstest.New(t, "the event stream's end")
+			ctx, hangUp := context.WithCancel(context.Background())
+			events := e.openEvents(ctx, path)
+			next(t, dog, events, "retry")
+			hangUp()
+			for range events { // the browser's side ends
+			}
+			closed := make(chan struct{})
+			go func() {
+				defer close(closed)
+				e.client.CloseIdleConnections()
+				e.srv.Close()
+			}()
+			select {
+			case <-closed:
+			case <-dog.Done():
+				// Changes make the handler write to the closed
+				// connection until a write fails and it returns, so
+				// that Close returns and the test ends.
+				for ended := false; !ended; {
+					e.feed.Notify()
+					select {
+					case <-closed:
+						ended = true
+					default:
+						runtime.Gosched()
+					}
+				}
+				t.Fatalf("the stream's handler did not return after its browser went: %v", dog.Err())
+			}
+		})
 	}
 }

@@ -17,6 +17,7 @@ func init() {
 	funcs["statusLegend"] = statusLegend
 	funcs["graphFigure"] = graphFigure
 	funcs["openCount"] = openCount
+	funcs["maxLiveGraph"] = func() int { return MaxLiveGraphTasks }
 	register(Page{Pattern: "GET " + Prefix + "/projects", Template: "projects", Nav: NavProjects, Load: (*Server).loadProjects},
 		Page{Pattern: "GET " + Prefix + "/projects/{id}/dag", Template: "dag", Nav: NavProjects, Load: (*Server).loadProjectDAG})
 }
@@ -118,11 +119,28 @@ func (s *Server) loadProjects(r *http.Request) (any, error) {
 	return projectsPage{Projects: ps, Counts: counts}, nil
 }
 
+// MaxLiveGraphTasks is the most tasks a project's graph may have and
+// still be redrawn on each change of the daemon's state: a larger one is
+// drawn when the page is read, and the page says to reload it to redraw.
+const MaxLiveGraphTasks = 300
+
 // dagPage is the data of a project's DAG page.
 type dagPage struct {
 	Project models.Project
 	Graph   graphView
 	Max     int
+	// Live is false for a graph of more than MaxLiveGraphTasks tasks:
+	// the page follows no changes.
+	Live bool
+}
+
+// EventsURL is empty for a graph too large to redraw on each change:
+// the page opens no event stream.
+func (p dagPage) EventsURL() string {
+	if !p.Live {
+		return ""
+	}
+	return Prefix + "/events"
 }
 
 func (s *Server) loadProjectDAG(r *http.Request) (any, error) {
@@ -139,7 +157,7 @@ func (s *Server) loadProjectDAG(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dagPage{Project: p, Graph: v, Max: models.MaxGraphTasks}, nil
+	return dagPage{Project: p, Graph: v, Max: models.MaxGraphTasks, Live: v.Tasks <= MaxLiveGraphTasks}, nil
 }
 
 // figureTemplate shows a drawn graph: the drawing in a scrolling box, what

@@ -482,3 +482,46 @@ func BenchmarkProjectDAGPage1000Tasks(b *testing.B) {
 	}
 	b.ReportMetric(float64(size), "page-bytes")
 }
+
+// TestLargeProjectDAGIsNotRedrawnLive: a project graph of more than
+// MaxLiveGraphTasks tasks is drawn once: its page opens no event stream,
+// its drawing is no live part, and it says to reload; a smaller one is
+// redrawn on each change.
+func TestLargeProjectDAGIsNotRedrawnLive(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	ctx := context.Background()
+	tests := []struct {
+		project string
+		tasks   int
+		live    bool
+	}{
+		{"small", web.MaxLiveGraphTasks, true},
+		{"large", web.MaxLiveGraphTasks + 1, false},
+	}
+	for _, tc := range tests {
+		if _, err := e.store.CreateProject(ctx, models.Project{ID: tc.project, Name: tc.project}); err != nil {
+			t.Fatal(err)
+		}
+		b := models.TaskBatch{ProjectID: tc.project}
+		for i := range tc.tasks {
+			b.Tasks = append(b.Tasks, models.BatchTask{Title: fmt.Sprintf("task %d", i)})
+		}
+		if _, err := e.store.CreateTasks(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		p := e.get("/ui/projects/" + tc.project + "/dag")
+		if p.status != http.StatusOK {
+			t.Fatalf("%s: %d\n%s", tc.project, p.status, p.body)
+		}
+		for what, got := range map[string]bool{
+			"an event stream":           strings.Contains(p.body, `data-events=`),
+			"a live drawing":            strings.Contains(p.body, `<section id="dag" data-live`),
+			"no note to reload instead": !strings.Contains(p.body, "Reload the page to redraw it."),
+		} {
+			if got != tc.live {
+				t.Errorf("the graph of %d tasks: %s is %v, want %v", tc.tasks, what, got, tc.live)
+			}
+		}
+	}
+}

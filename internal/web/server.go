@@ -288,7 +288,7 @@ type View struct {
 }
 
 // Live is implemented by page data whose page follows more than the
-// daemon's state changes (a task's log).
+// daemon's state changes (a task's log), or none of them (an empty URL).
 type Live interface {
 	EventsURL() string
 }
@@ -314,11 +314,13 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, tmpl
 			if l, ok := data.(Live); ok {
 				v.Events = l.EventsURL()
 			}
-			sep := "?"
-			if strings.Contains(v.Events, "?") {
-				sep = "&"
+			if v.Events != "" {
+				sep := "?"
+				if strings.Contains(v.Events, "?") {
+					sep = "&"
+				}
+				v.Events += sep + "since=" + strconv.FormatUint(seq, 10)
 			}
-			v.Events += sep + "since=" + strconv.FormatUint(seq, 10)
 		}
 	}
 	var buf bytes.Buffer

@@ -135,10 +135,27 @@ func setCookie(w http.ResponseWriter, r *http.Request, id string, maxAge int) {
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: maxAge})
 }
 
+// crossSiteSubresource reports whether the browser marks r as started by
+// another site (Sec-Fetch-Site cross-site or same-site) for anything but
+// opening a page in a window: an image, a script, a fetch or a frame.
+// Such a request never carries the SameSite=Strict cookie, so it would
+// start a session each time and evict people's sessions. A link followed
+// from another site (Discord, an email) is a navigation and still opens
+// the page.
+func crossSiteSubresource(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "cross-site", "same-site":
+		return r.Header.Get("Sec-Fetch-Mode") != "navigate" || r.Header.Get("Sec-Fetch-Dest") != "document"
+	}
+	return false
+}
+
 // requireSession runs next with the request's session. With a token
 // configured a request without a live session is sent to the login page
 // (a GET) or refused (401); without one a session is started at once,
-// there being nothing to log in with.
+// there being nothing to log in with — unless another site started the
+// request for a subresource (crossSiteSubresource): that is refused with
+// 403.
 func (s *Server) requireSession(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var sess *session
@@ -146,6 +163,11 @@ func (s *Server) requireSession(next http.HandlerFunc) http.HandlerFunc {
 			sess = s.sessions.get(c.Value)
 		}
 		if sess == nil && s.cfg.Token == "" {
+			if crossSiteSubresource(r) {
+				s.renderError(w, r, http.StatusForbidden, models.Errorf(models.CodeUnauthorized,
+					"a request from another site starts no session: open the dashboard itself"))
+				return
+			}
 			sess = s.sessions.create()
 			setCookie(w, r, sess.id, 0)
 		}

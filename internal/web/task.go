@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -56,6 +57,10 @@ type taskPage struct {
 	LogAttempt int
 	LogNext    int64
 	LogCut     bool
+	// Attempt is the task's current attempt (its latest run's), posted
+	// back by the approve and reject forms so that a decision applies
+	// only to the work the page showed.
+	Attempt int
 	// Can says which admin events the task's status allows.
 	Can map[string]bool
 	// Graph is the drawn neighbourhood of the task (graphs.go).
@@ -90,7 +95,7 @@ func (s *Server) loadTask(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := taskPage{TaskDetail: d, Can: map[string]bool{}}
+	p := taskPage{TaskDetail: d, Attempt: currentAttempt(d), Can: map[string]bool{}}
 	for _, e := range models.AdminEvents {
 		if _, err := statemachine.TaskTransition(d.Task.Status, e); err == nil {
 			p.Can[string(e)] = true
@@ -141,7 +146,7 @@ func (s *Server) loadTask(r *http.Request) (any, error) {
 		case diff == "":
 			p.DiffNote = "The task's branch changes nothing."
 		case len(diff) > MaxDiffBytes:
-			p.Diff, p.DiffNote = diff[:MaxDiffBytes], fmt.Sprintf("The diff is cut at %d KiB.", MaxDiffBytes>>10)
+			p.Diff, p.DiffNote = diff[:completeRunes(diff[:MaxDiffBytes])], fmt.Sprintf("The diff is cut at %d KiB.", MaxDiffBytes>>10)
 		default:
 			p.Diff = diff
 		}
@@ -153,8 +158,15 @@ func (s *Server) loadTask(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", id, err)
 	}
-	p.Log, p.LogAttempt, p.LogNext = c.Data, c.Attempt, c.Next
 	p.LogCut = c.Next > int64(len(c.Data))
+	if p.LogCut { // the tail may begin inside a character: from the next one
+		c.Data = c.Data[partialRunes(c.Data):]
+	}
+	if n := completeRunes(c.Data); n < len(c.Data) { // the stream brings the rest
+		c.Next -= int64(len(c.Data) - n)
+		c.Data = c.Data[:n]
+	}
+	p.Log, p.LogAttempt, p.LogNext = c.Data, c.Attempt, c.Next
 	return p, nil
 }
 
@@ -167,14 +179,58 @@ func (s *Server) answer(r *http.Request) (string, string, error) {
 	if err != nil || qid <= 0 {
 		return "", taskPath(r), models.Errorf(models.CodeInvalid, "question: not a question number")
 	}
+	// The question must be the task's: a form is not to answer another
+	// task's question under this one's page.
+	qs, err := s.svc.TaskQuestions(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return "", taskPath(r), err
+	}
+	if !slices.ContainsFunc(qs, func(q models.Question) bool { return q.ID == qid }) {
+		return "", taskPath(r), models.Errorf(models.CodeNotFound, "question %d: not a question of task %s", qid, r.PathValue("id"))
+	}
 	if _, err := s.svc.AnswerQuestion(r.Context(), qid, r.PostFormValue("answer"), DefaultActor); err != nil {
 		return "", taskPath(r), err
 	}
 	return "Answer sent.", taskPath(r), nil
 }
 
-// approve approves the task's work (field note).
+// workChanged is the message of a decision posted from a page that
+// showed another attempt's work than the task's current one.
+const workChanged = "the work changed since this page was read; reload"
+
+// currentAttempt is the attempt of the task's latest run, 0 before any.
+func currentAttempt(d models.TaskDetail) int {
+	n := 0
+	for _, r := range d.Runs {
+		n = max(n, r.Attempt)
+	}
+	return n
+}
+
+// checkAttempt refuses a decision whose form (field attempt) was read
+// for another attempt than the task's current one: the person decides on
+// the diff the page showed, not on a later attempt's.
+func (s *Server) checkAttempt(r *http.Request) error {
+	v := r.PostFormValue("attempt")
+	seen, err := strconv.Atoi(v)
+	if err != nil || seen < 0 {
+		return models.Errorf(models.CodeInvalid, "attempt: not an attempt number (got %q)", v)
+	}
+	d, err := s.svc.GetTaskDetail(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if currentAttempt(d) != seen {
+		return models.Errorf(models.CodeConflict, workChanged)
+	}
+	return nil
+}
+
+// approve approves the task's work (fields note and attempt).
 func (s *Server) approve(r *http.Request) (string, string, error) {
+	if err := s.checkAttempt(r); err != nil {
+		return "", taskPath(r), err
+	}
 	res, err := s.svc.ApproveTask(r.Context(), r.PathValue("id"), DefaultActor, strings.TrimSpace(r.PostFormValue("note")))
 	if err != nil {
 		return "", taskPath(r), err
@@ -183,8 +239,11 @@ func (s *Server) approve(r *http.Request) (string, string, error) {
 }
 
 // reject rejects the task's work with feedback for its next attempt
-// (field feedback).
+// (fields feedback and attempt).
 func (s *Server) reject(r *http.Request) (string, string, error) {
+	if err := s.checkAttempt(r); err != nil {
+		return "", taskPath(r), err
+	}
 	res, err := s.svc.RejectTask(r.Context(), r.PathValue("id"), DefaultActor, strings.TrimSpace(r.PostFormValue("feedback")))
 	if err != nil {
 		return "", taskPath(r), err

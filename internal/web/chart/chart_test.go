@@ -2,7 +2,9 @@ package chart_test
 
 import (
 	"bytes"
+	"encoding/xml"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -103,6 +105,54 @@ func TestCount(t *testing.T) {
 	}{{0, "0"}, {950, "950"}, {1000, "1k"}, {12500, "12.5k"}, {3_240_000, "3.2M"}, {2e9, "2G"}} {
 		if got := chart.Count(tc.v); got != tc.want {
 			t.Errorf("Count(%v) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}
+
+// TestWriteSVGEscapesHostileText: the title, the unit and the series'
+// names come out as text and attribute values, never as markup.
+func TestWriteSVGEscapesHostileText(t *testing.T) {
+	t.Parallel()
+	for _, h := range []string{`</title><script>alert(1)</script>`, `"><svg onload=alert(1)>`, `' onmouseover='alert(1)`} {
+		c := chart.Chart{Title: h, Unit: h, Series: []chart.Series{
+			{Name: h, Points: []chart.Point{{at(0), 10}, {at(1), 20}}},
+			{Name: "b" + h, Points: []chart.Point{{at(0), 5}}},
+		}}
+		var b bytes.Buffer
+		if err := chart.WriteSVG(&b, c); err != nil {
+			t.Fatal(err)
+		}
+		svg := b.String()
+		d := xml.NewDecoder(strings.NewReader(svg))
+		svgs, seen := 0, false
+		for {
+			tok, err := d.Token()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%q: the SVG is not well-formed: %v\n%s", h, err, svg)
+			}
+			switch x := tok.(type) {
+			case xml.StartElement:
+				if x.Name.Local == "svg" {
+					svgs++
+				}
+				if x.Name.Local == "script" || x.Name.Local == "foreignObject" {
+					t.Fatalf("%q: the SVG holds a <%s>:\n%s", h, x.Name.Local, svg)
+				}
+				for _, a := range x.Attr {
+					if strings.HasPrefix(strings.ToLower(a.Name.Local), "on") {
+						t.Fatalf("%q: the SVG has an attribute %s:\n%s", h, a.Name.Local, svg)
+					}
+					seen = seen || strings.Contains(a.Value, h)
+				}
+			case xml.CharData:
+				seen = seen || strings.Contains(string(x), h)
+			}
+		}
+		if svgs != 1 || !seen {
+			t.Fatalf("%q: %d <svg> elements, text shown %v:\n%s", h, svgs, seen, svg)
 		}
 	}
 }

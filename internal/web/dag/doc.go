@@ -10,8 +10,12 @@
 //     order.
 //  2. Layering is longest path from the sources: a node sits one layer
 //     below its deepest upstream.
-//  3. An edge spanning several layers passes through one dummy point per
-//     layer it crosses, so edges bend around nodes instead of through them.
+//  3. An edge spanning several layers, at most MaxBendSpan, passes through
+//     one dummy point per layer it crosses, so edges bend around nodes
+//     instead of through them. A longer edge is drawn straight and takes
+//     no part in ordering the layers (nor in Layout.Crossings): the dummy
+//     points stay linear in the edges, where a deep chain with an edge
+//     from its first task to every other would have a quadratic number.
 //  4. Crossings are reduced by barycenter sweeps (down, then up), at most
 //     MaxSweeps of them and at least one each way; the order with the
 //     fewest crossings seen is kept (the later one on a tie).

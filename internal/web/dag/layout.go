@@ -27,6 +27,13 @@ const (
 	coordPasses = 6
 	// dummyWidth is the room an edge's bend point takes in a layer.
 	dummyWidth = 8
+	// MaxBendSpan is the most layers an edge may span and still get a
+	// bend point in each layer it crosses; a longer edge is drawn straight
+	// from its upstream to its downstream and takes no part in ordering
+	// the layers, so that the bend points stay linear in the edges (a deep
+	// chain with an edge from its first task to every other would
+	// otherwise have a number quadratic in its length).
+	MaxBendSpan = 4
 )
 
 // Node is a task to draw.
@@ -166,13 +173,18 @@ func Lay(g Graph, opt Options) Layout {
 		layers = max(layers, l+1)
 	}
 
-	// Vertices: the nodes, then one dummy per layer an arc crosses.
+	// Vertices: the nodes, then one dummy per layer an arc crosses, for
+	// arcs spanning at most MaxBendSpan layers.
 	vs := make([]vertex, n, n+len(arcs))
 	for i := range vs {
 		vs[i] = vertex{node: i, layer: layer[i], width: float64(opt.NodeWidth)}
 	}
 	chains := make([][]int, len(arcs)) // vertices along each arc, ends included
 	for ai, a := range arcs {
+		if layer[a.to]-layer[a.from] > MaxBendSpan {
+			chains[ai] = []int{a.from, a.to} // drawn straight
+			continue
+		}
 		chain := []int{a.from}
 		prev := a.from
 		for l := layer[a.from] + 1; l < layer[a.to]; l++ {

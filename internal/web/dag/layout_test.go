@@ -2,8 +2,10 @@ package dag_test
 
 import (
 	"bytes"
+	"encoding/xml"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -366,5 +368,133 @@ func TestEdgesMeetBoxesApart(t *testing.T) {
 	}
 	if !(end["b>d"].X < end["c>d"].X) {
 		t.Errorf("edges reach d at %v and %v", end["b>d"], end["c>d"])
+	}
+}
+
+// deepChain is n tasks in a chain with an edge from the first task to
+// every other: the deepest graph, where each long edge crosses up to n-2
+// layers.
+func deepChain(n int) dag.Graph {
+	var g dag.Graph
+	id := func(i int) string { return fmt.Sprintf("task-%04d", i) }
+	for i := range n {
+		g.Nodes = append(g.Nodes, dag.Node{ID: id(i), Label: "task " + id(i), Href: "/ui/tasks/" + id(i)})
+		if i > 0 {
+			g.Edges = append(g.Edges, dag.Edge{Upstream: id(i - 1), Downstream: id(i)})
+		}
+		if i > 1 {
+			g.Edges = append(g.Edges, dag.Edge{Upstream: id(0), Downstream: id(i)})
+		}
+	}
+	return g
+}
+
+func BenchmarkLayDeepChain1000(b *testing.B) {
+	g := deepChain(1000)
+	var buf bytes.Buffer
+	for b.Loop() {
+		buf.Reset()
+		l := dag.Lay(g, dag.Options{})
+		if err := dag.WriteSVG(&buf, l, "bench"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(buf.Len()), "svg-bytes")
+}
+
+// TestLongEdgesHaveBoundedBendPoints: an edge spanning more than
+// MaxBendSpan layers is drawn straight, so the points of a deep chain's
+// drawing grow with its edges, not with their lengths.
+func TestLongEdgesHaveBoundedBendPoints(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		g    dag.Graph
+	}{
+		{"a chain of 200 with an edge from its first task to every other", deepChain(200)},
+		{"1,000 tasks in 25 layers", layeredGraph(1000, 40)},
+	}
+	for _, tc := range tests {
+		l := dag.Lay(tc.g, dag.Options{})
+		checkLayout(t, tc.g, l)
+		points := 0
+		for _, r := range l.Routes {
+			points += len(r.Points)
+			span := 0
+			for _, n := range l.Nodes {
+				if n.ID == r.Upstream {
+					span -= n.Layer
+				} else if n.ID == r.Downstream {
+					span += n.Layer
+				}
+			}
+			if span > dag.MaxBendSpan && len(r.Points) != 2 {
+				t.Errorf("%s: %s→%s spans %d layers and bends %d times", tc.name, r.Upstream, r.Downstream, span, len(r.Points)-2)
+			}
+		}
+		// Ten points an edge: its ends and bend points above and below
+		// the few layers it may cross (MaxBendSpan).
+		if limit := len(l.Routes) * 10; points > limit {
+			t.Errorf("%s: %d points for %d edges, want at most %d", tc.name, points, len(l.Routes), limit)
+		}
+	}
+}
+
+// hostile are texts that would end an element or an attribute and start
+// a script if written unescaped.
+var hostile = []string{`</title><script>alert(1)</script>`, `"><svg onload=alert(1)>`, `' onmouseover='alert(1)`}
+
+// TestWriteSVGEscapesHostileText: ids, titles, notes, links and the
+// label come out as text and attribute values, never as markup.
+func TestWriteSVGEscapesHostileText(t *testing.T) {
+	t.Parallel()
+	for _, h := range hostile {
+		g := dag.Graph{Nodes: []dag.Node{
+			{ID: "a" + h, Label: h, Href: "/ui/tasks/" + h, Note: h, Status: models.TaskStatus(h), RootCause: true},
+			{ID: "b" + h, Label: h},
+		}, Edges: []dag.Edge{{Upstream: "a" + h, Downstream: "b" + h}}}
+		var b bytes.Buffer
+		if err := dag.WriteSVG(&b, dag.Lay(g, dag.Options{}), h); err != nil {
+			t.Fatal(err)
+		}
+		checkInert(t, b.String(), h)
+	}
+}
+
+// checkInert fails unless svg is well-formed XML of one <svg> with no
+// script, no event attribute, and text among its decoded text or
+// attribute values (so written escaped, not dropped).
+func checkInert(t *testing.T, svg, text string) {
+	t.Helper()
+	d := xml.NewDecoder(strings.NewReader(svg))
+	svgs, seen := 0, false
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%q: the SVG is not well-formed: %v\n%s", text, err, svg)
+		}
+		switch x := tok.(type) {
+		case xml.StartElement:
+			if x.Name.Local == "svg" {
+				svgs++
+			}
+			if x.Name.Local == "script" || x.Name.Local == "foreignObject" {
+				t.Fatalf("%q: the SVG holds a <%s>:\n%s", text, x.Name.Local, svg)
+			}
+			for _, a := range x.Attr {
+				if strings.HasPrefix(strings.ToLower(a.Name.Local), "on") {
+					t.Fatalf("%q: the SVG has an attribute %s:\n%s", text, a.Name.Local, svg)
+				}
+				seen = seen || strings.Contains(a.Value, text)
+			}
+		case xml.CharData:
+			seen = seen || strings.Contains(string(x), text)
+		}
+	}
+	if svgs != 1 || !seen {
+		t.Fatalf("%q: %d <svg> elements, text shown %v:\n%s", text, svgs, seen, svg)
 	}
 }

@@ -100,7 +100,7 @@ func WriteSVG(w io.Writer, l Layout, label string) error {
 			open, closeTag = fmt.Sprintf(`<a href="%s"`, esc(n.Href)), "</a>"
 		}
 		classes := "node"
-		if n.Status != "" {
+		if n.Status.Valid() { // a known status only: the class is not text from elsewhere
 			classes += " st-" + strings.ToLower(string(n.Status))
 		}
 		if n.RootCause {
@@ -109,7 +109,7 @@ func WriteSVG(w io.Writer, l Layout, label string) error {
 		if n.Focus {
 			classes += " focus"
 		}
-		p(`%s class="%s" data-id="%s" data-status="%s"><title>%s</title>`+"\n", open, classes, esc(n.ID), esc(string(n.Status)), esc(title))
+		p(`%s class="%s" data-id="%s" data-status="%s"><title>%s</title>`+"\n", open, esc(classes), esc(n.ID), esc(string(n.Status)), esc(title))
 		stroke, width, dash := "#333333", "1", ""
 		switch {
 		case n.RootCause:

@@ -75,5 +75,13 @@
       log.textContent = '';
       log.setAttribute('data-attempt', e.data);
     }
+    var heading = document.getElementById('log-attempt');
+    if (heading) {
+      heading.textContent = ' of attempt ' + e.data;
+    }
+    var cut = document.getElementById('log-cut');
+    if (cut) {
+      cut.remove();
+    }
   });
 })();

@@ -1,0 +1,57 @@
+package web_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// TestBrowserLogHeadingFollowsANewAttempt: once a task's next attempt
+// starts writing its log, the open page's log and its heading are the
+// new attempt's.
+func TestBrowserLogHeadingFollowsANewAttempt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	b, _ := graphBrowser(t)
+	ctx := context.Background()
+	if _, err := e.store.RegisterAgent(ctx, models.Agent{ID: "a1", Name: "worker", AgentType: "command",
+		AgentSettings: models.AgentSettings{Command: "/bin/true"}}); err != nil {
+		t.Fatal(err)
+	}
+	id := e.task("web", "Build")
+	runAttempt := func(attempt int, log string) {
+		t.Helper()
+		run, _, err := e.store.ClaimTask(ctx, id, "a1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.store.StartRun(ctx, run.ID, 0, ""); err != nil {
+			t.Fatal(err)
+		}
+		e.writeLog(id, attempt, log)
+		if attempt > 1 {
+			e.feed.Output(id)
+			e.feed.Notify()
+			return
+		}
+		b.Do("open the task's page", chromedp.Navigate(e.srv.URL+"/ui/tasks/"+id))
+		b.WaitText("#log", "first attempt")
+		if h := b.Text("#h-log"); h != "Log of attempt 1" {
+			t.Fatalf("the log's heading: %q", h)
+		}
+		if _, err := e.store.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventAgentFailed,
+			Outcome: models.RunOutcomeFailed, Error: "tests failed"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.store.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventRetry, Actor: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runAttempt(1, "first attempt\n")
+	runAttempt(2, "second attempt\n")
+	b.WaitText("#log", "second attempt")
+	b.WaitText("#h-log", "Log of attempt 2")
+}
