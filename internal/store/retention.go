@@ -29,7 +29,10 @@ const (
 		ORDER BY t.updated_at LIMIT ?2`
 	qInsertArchived = `INSERT INTO archived_tasks (id, project_id, status, created_at, updated_at, archived_at, task, detail)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
-	qArchivedDetail = "SELECT detail, archived_at FROM archived_tasks WHERE id = ?"
+	// The deletes of a batch archived, completed by inList.
+	qDeleteArchivedChats = "DELETE FROM chat_threads WHERE task_id IN "
+	qDeleteArchivedTasks = "DELETE FROM tasks WHERE id IN "
+	qArchivedDetail      = "SELECT detail, archived_at FROM archived_tasks WHERE id = ?"
 	// Notices delivered (or given up) before the cutoff, and those never
 	// delivered that were made before it (a daemon without Discord
 	// delivers none), but none a consumer of task events (event_cursors)
@@ -108,10 +111,16 @@ func (s *Store) ArchiveTasks(ctx context.Context, before time.Time, limit int) (
 				toNanos(d.Task.UpdatedAt), toNanos(now), string(task), string(detail)); err != nil {
 				return fmt.Errorf("archive task %s: %w", id, err)
 			}
-			for _, del := range []string{"DELETE FROM chat_threads WHERE task_id = ?", "DELETE FROM tasks WHERE id = ?"} {
-				if _, err := q.exec(ctx, del, id); err != nil {
-					return fmt.Errorf("archive task %s: %w", id, err)
-				}
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		// One statement each for the whole batch, after every detail is
+		// read: the foreign keys' cascades take the rest.
+		in, args := inList(ids)
+		for _, del := range []string{qDeleteArchivedChats, qDeleteArchivedTasks} {
+			if _, err := tx.ExecContext(ctx, del+in, args...); err != nil {
+				return fmt.Errorf("delete archived tasks: %w", err)
 			}
 		}
 		return nil
@@ -120,6 +129,15 @@ func (s *Store) ArchiveTasks(ctx context.Context, before time.Time, limit int) (
 		return nil, fmt.Errorf("archive tasks: %w", err)
 	}
 	return ids, nil
+}
+
+// inList returns "(?,?,...)" for ids and the ids as arguments.
+func inList(ids []string) (string, []any) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	return "(" + strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",") + ")", args
 }
 
 // preparedTx is a queryer over a write transaction that prepares each
