@@ -220,5 +220,9 @@ func ArchiveQueriesForTest() map[string]string {
 	return map[string]string{
 		"qArchivableTasks": qArchivableTasks, "qInsertArchived": qInsertArchived,
 		"qDeleteArchivedChats": qDeleteArchivedChats + "(?,?)", "qDeleteArchivedTasks": qDeleteArchivedTasks + "(?,?)",
+		"qBatchTasks": fmt.Sprintf(qBatchTasks, "(?,?)"), "qBatchDependencies": fmt.Sprintf(qBatchDependencies, "(?,?)"),
+		"qBatchDependents": fmt.Sprintf(qBatchDependents, "(?,?)"), "qBatchEvents": fmt.Sprintf(qBatchEvents, "(?,?)"),
+		"qBatchResults": fmt.Sprintf(qBatchResults, "(?,?)"), "qBatchRuns": fmt.Sprintf(qBatchRuns, "(?,?)"),
+		"qBatchPendingPlans": fmt.Sprintf(qBatchPendingPlans, "(?,?)"),
 	}
 }

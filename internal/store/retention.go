@@ -92,11 +92,15 @@ func (s *Store) ArchiveTasks(ctx context.Context, before time.Time, limit int) (
 		now := s.now()
 		q := &preparedTx{tx: tx, stmts: map[string]*sql.Stmt{}}
 		defer q.close()
-		for _, id := range ids {
-			d, err := taskDetail(ctx, q, id)
-			if err != nil {
-				return err
-			}
+		if len(ids) == 0 {
+			return nil
+		}
+		details, err := batchDetails(ctx, q, ids)
+		if err != nil {
+			return err
+		}
+		for _, d := range details {
+			id := d.Task.ID
 			task, err := json.Marshal(d.Task)
 			if err != nil {
 				return fmt.Errorf("encode task %s: %w", id, err)
@@ -111,9 +115,6 @@ func (s *Store) ArchiveTasks(ctx context.Context, before time.Time, limit int) (
 				toNanos(d.Task.UpdatedAt), toNanos(now), string(task), string(detail)); err != nil {
 				return fmt.Errorf("archive task %s: %w", id, err)
 			}
-		}
-		if len(ids) == 0 {
-			return nil
 		}
 		// One statement each for the whole batch, after every detail is
 		// read: the foreign keys' cascades take the rest.

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -237,6 +238,65 @@ func TestArchiveKeepsEdgesWithinABatch(t *testing.T) {
 		if len(edges) != 1 || edges[0].Upstream != ids["up"] || edges[0].Downstream != ids["down"] {
 			t.Errorf("%s: archived %s = %+v, want the edge %s -> %s", tt.name, tt.direction, edges, ids["up"], ids["down"])
 		}
+	}
+}
+
+// TestArchivedDetailIsTheLiveDetail: a task's archived detail is the
+// detail it showed just before it was archived — task, edges both ways,
+// events, result and runs — for tasks of several shapes archived in one
+// batch.
+func TestArchivedDetailIsTheLiveDetail(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	mustAgent(t, s, "a1")
+	ids := create(t, s, "p",
+		models.BatchTask{LocalID: "up", Title: "up"},
+		models.BatchTask{LocalID: "down", Title: "down", Dependencies: dep("up")},
+		models.BatchTask{LocalID: "timedout", Title: "timed out"},
+		models.BatchTask{LocalID: "alone", Title: "alone", Description: "cancelled before it started"},
+	)
+	completeTask(t, s, ids["up"])
+	completeTask(t, s, ids["down"])
+	apply(t, s, ids["timedout"], models.EventAssigned) // BLOCKED without a run
+	apply(t, s, ids["timedout"], models.EventTimeout)
+	apply(t, s, ids["alone"], models.EventAdminCancel)
+	clock.Advance(31 * day)
+
+	live := map[string]models.TaskDetail{}
+	for name, id := range ids {
+		d, err := s.GetTaskDetail(ctx, id)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		live[name] = d
+	}
+	if got := archive(t, s, clock.Now().Add(-30*day)); len(got) != len(ids) {
+		t.Fatalf("archived %v, want all %d tasks in one batch", got, len(ids))
+	}
+	for name, id := range ids {
+		t.Run(name, func(t *testing.T) {
+			d, err := s.GetTaskDetail(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.ArchivedAt == nil {
+				t.Fatal("not archived")
+			}
+			d.ArchivedAt = nil
+			want, err := json.Marshal(live[name])
+			if err != nil {
+				t.Fatal(err)
+			}
+			have, err := json.Marshal(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(have) != string(want) {
+				t.Errorf("archived detail\n%s\nwant the live one\n%s", have, want)
+			}
+		})
 	}
 }
 
