@@ -213,3 +213,16 @@ func MetricsQueriesForTest() map[string]string {
 	return map[string]string{"taskStatusCounts": qTaskStatusCounts, "agentStates": qAgentStates,
 		"outboxBacklog": qOutboxBacklog, "runUsage": qRunUsageSince, "projectTokens": qProjectTokens}
 }
+
+// ArchiveQueriesForTest returns the statements of one archiving
+// transaction, the deletes completed for a batch of two.
+func ArchiveQueriesForTest() map[string]string {
+	return map[string]string{
+		"qArchivableTasks": qArchivableTasks, "qInsertArchived": qInsertArchived,
+		"qDeleteArchivedChats": qDeleteArchivedChats + "(?,?)", "qDeleteArchivedTasks": qDeleteArchivedTasks + "(?,?)",
+		"qBatchTasks": fmt.Sprintf(qBatchTasks, "(?,?)"), "qBatchDependencies": fmt.Sprintf(qBatchDependencies, "(?,?)"),
+		"qBatchDependents": fmt.Sprintf(qBatchDependents, "(?,?)"), "qBatchEvents": fmt.Sprintf(qBatchEvents, "(?,?)"),
+		"qBatchResults": fmt.Sprintf(qBatchResults, "(?,?)"), "qBatchRuns": fmt.Sprintf(qBatchRuns, "(?,?)"),
+		"qBatchPendingPlans": fmt.Sprintf(qBatchPendingPlans, "(?,?)"),
+	}
+}

@@ -29,7 +29,10 @@ const (
 		ORDER BY t.updated_at LIMIT ?2`
 	qInsertArchived = `INSERT INTO archived_tasks (id, project_id, status, created_at, updated_at, archived_at, task, detail)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
-	qArchivedDetail = "SELECT detail, archived_at FROM archived_tasks WHERE id = ?"
+	// The deletes of a batch archived, completed by inList.
+	qDeleteArchivedChats = "DELETE FROM chat_threads WHERE task_id IN "
+	qDeleteArchivedTasks = "DELETE FROM tasks WHERE id IN "
+	qArchivedDetail      = "SELECT detail, archived_at FROM archived_tasks WHERE id = ?"
 	// Notices delivered (or given up) before the cutoff, and those never
 	// delivered that were made before it (a daemon without Discord
 	// delivers none), but none a consumer of task events (event_cursors)
@@ -89,11 +92,15 @@ func (s *Store) ArchiveTasks(ctx context.Context, before time.Time, limit int) (
 		now := s.now()
 		q := &preparedTx{tx: tx, stmts: map[string]*sql.Stmt{}}
 		defer q.close()
-		for _, id := range ids {
-			d, err := taskDetail(ctx, q, id)
-			if err != nil {
-				return err
-			}
+		if len(ids) == 0 {
+			return nil
+		}
+		details, err := batchDetails(ctx, q, ids)
+		if err != nil {
+			return err
+		}
+		for _, d := range details {
+			id := d.Task.ID
 			task, err := json.Marshal(d.Task)
 			if err != nil {
 				return fmt.Errorf("encode task %s: %w", id, err)
@@ -108,10 +115,13 @@ func (s *Store) ArchiveTasks(ctx context.Context, before time.Time, limit int) (
 				toNanos(d.Task.UpdatedAt), toNanos(now), string(task), string(detail)); err != nil {
 				return fmt.Errorf("archive task %s: %w", id, err)
 			}
-			for _, del := range []string{"DELETE FROM chat_threads WHERE task_id = ?", "DELETE FROM tasks WHERE id = ?"} {
-				if _, err := q.exec(ctx, del, id); err != nil {
-					return fmt.Errorf("archive task %s: %w", id, err)
-				}
+		}
+		// One statement each for the whole batch, after every detail is
+		// read: the foreign keys' cascades take the rest.
+		in, args := inList(ids)
+		for _, del := range []string{qDeleteArchivedChats, qDeleteArchivedTasks} {
+			if _, err := tx.ExecContext(ctx, del+in, args...); err != nil {
+				return fmt.Errorf("delete archived tasks: %w", err)
 			}
 		}
 		return nil
@@ -120,6 +130,15 @@ func (s *Store) ArchiveTasks(ctx context.Context, before time.Time, limit int) (
 		return nil, fmt.Errorf("archive tasks: %w", err)
 	}
 	return ids, nil
+}
+
+// inList returns "(?,?,...)" for ids and the ids as arguments.
+func inList(ids []string) (string, []any) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	return "(" + strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",") + ")", args
 }
 
 // preparedTx is a queryer over a write transaction that prepares each

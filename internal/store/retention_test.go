@@ -2,9 +2,12 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,6 +171,132 @@ func TestArchiveTasks(t *testing.T) {
 	_, err = s.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "hard", Dependencies: dep(ids["gate"])}}})
 	if models.ErrorCodeOf(err) != models.CodeConflict {
 		t.Errorf("a hard dependency on an archived BLOCKED task: %v, want a conflict", err)
+	}
+}
+
+// TestArchiveStatementsUseIndexes: no statement of an archiving
+// transaction, nor a check or cascade of the foreign keys it runs, scans a
+// whole table: each would be paid once per task archived.
+func TestArchiveStatementsUseIndexes(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	fullScan := regexp.MustCompile(`(?m)^SCAN (\w+)$`)
+	for name, q := range store.ArchiveQueriesForTest() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			args := make([]any, strings.Count(q, "?"))
+			for i := range args {
+				args[i] = "x"
+			}
+			plan, err := store.QueryPlanForTest(s, q, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := fullScan.FindString(plan); m != "" {
+				t.Fatalf("full table scan (%s):\n%s", m, plan)
+			}
+		})
+	}
+}
+
+// TestArchiveKeepsEdgesWithinABatch: tasks archived in one batch keep in
+// their archived detail the edges between them, as they were when
+// archived, whichever of them was archived first.
+func TestArchiveKeepsEdgesWithinABatch(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	mustAgent(t, s, "a1")
+	ids := create(t, s, "p",
+		models.BatchTask{LocalID: "up", Title: "up"},
+		models.BatchTask{LocalID: "down", Title: "down", Dependencies: dep("up")},
+	)
+	completeTask(t, s, ids["up"])
+	completeTask(t, s, ids["down"])
+	clock.Advance(31 * day)
+	if got := archive(t, s, clock.Now().Add(-30*day)); !sameIDs(got, ids["up"], ids["down"]) {
+		t.Fatalf("archived %v, want up %s and down %s in one batch", got, ids["up"], ids["down"])
+	}
+	tests := []struct {
+		name, id  string
+		edges     func(models.TaskDetail) []models.Dependency
+		direction string
+	}{
+		{"up's dependent", ids["up"], func(d models.TaskDetail) []models.Dependency { return d.Dependents }, "dependents"},
+		{"down's dependency", ids["down"], func(d models.TaskDetail) []models.Dependency { return d.Dependencies }, "dependencies"},
+	}
+	for _, tt := range tests {
+		d, err := s.GetTaskDetail(ctx, tt.id)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if d.ArchivedAt == nil {
+			t.Fatalf("%s: task %s not archived", tt.name, tt.id)
+		}
+		edges := tt.edges(d)
+		if len(edges) != 1 || edges[0].Upstream != ids["up"] || edges[0].Downstream != ids["down"] {
+			t.Errorf("%s: archived %s = %+v, want the edge %s -> %s", tt.name, tt.direction, edges, ids["up"], ids["down"])
+		}
+	}
+}
+
+// TestArchivedDetailIsTheLiveDetail: a task's archived detail is the
+// detail it showed just before it was archived — task, edges both ways,
+// events, result and runs — for tasks of several shapes archived in one
+// batch.
+func TestArchivedDetailIsTheLiveDetail(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	ctx := context.Background()
+	mustProject(t, s, "p")
+	mustAgent(t, s, "a1")
+	ids := create(t, s, "p",
+		models.BatchTask{LocalID: "up", Title: "up"},
+		models.BatchTask{LocalID: "down", Title: "down", Dependencies: dep("up")},
+		models.BatchTask{LocalID: "timedout", Title: "timed out"},
+		models.BatchTask{LocalID: "alone", Title: "alone", Description: "cancelled before it started"},
+	)
+	completeTask(t, s, ids["up"])
+	completeTask(t, s, ids["down"])
+	apply(t, s, ids["timedout"], models.EventAssigned) // BLOCKED without a run
+	apply(t, s, ids["timedout"], models.EventTimeout)
+	apply(t, s, ids["alone"], models.EventAdminCancel)
+	clock.Advance(31 * day)
+
+	live := map[string]models.TaskDetail{}
+	for name, id := range ids {
+		d, err := s.GetTaskDetail(ctx, id)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		live[name] = d
+	}
+	if got := archive(t, s, clock.Now().Add(-30*day)); len(got) != len(ids) {
+		t.Fatalf("archived %v, want all %d tasks in one batch", got, len(ids))
+	}
+	for name, id := range ids {
+		t.Run(name, func(t *testing.T) {
+			d, err := s.GetTaskDetail(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.ArchivedAt == nil {
+				t.Fatal("not archived")
+			}
+			d.ArchivedAt = nil
+			want, err := json.Marshal(live[name])
+			if err != nil {
+				t.Fatal(err)
+			}
+			have, err := json.Marshal(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(have) != string(want) {
+				t.Errorf("archived detail\n%s\nwant the live one\n%s", have, want)
+			}
+		})
 	}
 }
 

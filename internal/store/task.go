@@ -160,58 +160,51 @@ func taskDetail(ctx context.Context, q queryer, id string) (models.TaskDetail, e
 	return d, nil
 }
 
+// edgeColumns are the columns scanEdge reads.
+const edgeColumns = `downstream, upstream, requires_success, resolution, resolved_at,
+	resolving_event_id, upstream_outcome, upstream_attempt`
+
 func listEdges(ctx context.Context, q queryer, column, id string) ([]models.Dependency, error) {
-	rows, err := q.QueryContext(ctx, `SELECT downstream, upstream, requires_success, resolution, resolved_at,
-		resolving_event_id, upstream_outcome, upstream_attempt FROM task_dependencies WHERE `+column+` = ?
-		ORDER BY downstream, upstream`, id)
-	if err != nil {
-		return nil, err
+	return queryAll(ctx, q, scanEdge, "SELECT "+edgeColumns+" FROM task_dependencies WHERE "+column+
+		" = ? ORDER BY downstream, upstream", id)
+}
+
+func scanEdge(row scanner) (models.Dependency, error) {
+	var (
+		d        models.Dependency
+		resolved sql.NullInt64
+		eventID  sql.NullInt64
+		attempt  sql.NullInt64
+	)
+	if err := row.Scan(&d.Downstream, &d.Upstream, &d.RequiresSuccess, &d.Resolution, &resolved, &eventID,
+		&d.UpstreamOutcome, &attempt); err != nil {
+		return d, err
 	}
-	defer rows.Close()
-	out := []models.Dependency{}
-	for rows.Next() {
-		var (
-			d        models.Dependency
-			resolved sql.NullInt64
-			eventID  sql.NullInt64
-			attempt  sql.NullInt64
-		)
-		if err := rows.Scan(&d.Downstream, &d.Upstream, &d.RequiresSuccess, &d.Resolution, &resolved, &eventID,
-			&d.UpstreamOutcome, &attempt); err != nil {
-			return nil, err
-		}
-		if attempt.Valid {
-			n := int(attempt.Int64)
-			d.UpstreamAttempt = &n
-		}
-		d.ResolvedAt = fromNullNanos(resolved)
-		if eventID.Valid {
-			d.ResolvingEventID = &eventID.Int64
-		}
-		out = append(out, d)
+	if attempt.Valid {
+		n := int(attempt.Int64)
+		d.UpstreamAttempt = &n
 	}
-	return out, rows.Err()
+	d.ResolvedAt = fromNullNanos(resolved)
+	if eventID.Valid {
+		d.ResolvingEventID = &eventID.Int64
+	}
+	return d, nil
 }
 
 func listEvents(ctx context.Context, q queryer, id string) ([]models.EventRecord, error) {
-	rows, err := q.QueryContext(ctx, qTaskEvents, id)
-	if err != nil {
-		return nil, err
+	return queryAll(ctx, q, scanEvent, qTaskEvents, id)
+}
+
+func scanEvent(row scanner) (models.EventRecord, error) {
+	var (
+		e       models.EventRecord
+		created int64
+	)
+	if err := row.Scan(&e.ID, &e.TaskID, &e.From, &e.To, &e.Event, &e.Reason, &e.Actor, &created); err != nil {
+		return e, err
 	}
-	defer rows.Close()
-	out := []models.EventRecord{}
-	for rows.Next() {
-		var (
-			e       models.EventRecord
-			created int64
-		)
-		if err := rows.Scan(&e.ID, &e.TaskID, &e.From, &e.To, &e.Event, &e.Reason, &e.Actor, &created); err != nil {
-			return nil, err
-		}
-		e.CreatedAt = fromNanos(created)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	e.CreatedAt = fromNanos(created)
+	return e, nil
 }
 
 // ListTasks returns tasks matching f in creation order (archived ones, with
