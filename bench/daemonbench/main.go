@@ -25,25 +25,21 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/agentqueued/agentqueued/bench/benchdaemon"
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/proc"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
@@ -140,8 +136,8 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	defer d.stop()
-	client, err := api.NewClient("http://"+d.addr, "", nil)
+	defer d.Stop()
+	client, err := api.NewClient("http://"+d.Addr, "", nil)
 	if err != nil {
 		return err
 	}
@@ -151,9 +147,9 @@ func run(o options) error {
 		return err
 	}
 	time.Sleep(time.Second) // measuring, not synchronising: the start's work must not count
-	cpu0 := d.cpu()
+	cpu0 := cpu(d)
 	time.Sleep(o.idle)
-	idle := d.cpu() - cpu0
+	idle := cpu(d) - cpu0
 	report("idle CPU", fmt.Sprintf("%.2f %% of a core over %s", 100*idle.Seconds()/o.idle.Seconds(), o.idle))
 
 	lat, err := latency(ctx, client, d, o.pairs)
@@ -246,88 +242,18 @@ func seed(ctx context.Context, path string, o options) error {
 	return nil
 }
 
-type daemon struct {
-	cmd    *exec.Cmd
-	addr   string
-	exited chan struct{}
-	err    error
-}
-
-var listening = regexp.MustCompile(`msg="agentqueued listening" addr=(\S+)`)
-
-func startDaemon(o options, dbPath string) (*daemon, error) {
-	cfgPath := filepath.Join(o.dir, "agentqueued.yaml")
+func startDaemon(o options, dbPath string) (*benchdaemon.Daemon, error) {
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "log: {level: info}\ndatabase: {path: %q}\nagents:\n", dbPath)
 	for i := range o.agents {
 		fmt.Fprintf(&cfg, "  - {name: a%d, type: command, command: /bin/true}\n", i)
 	}
-	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
-		return nil, err
-	}
-	d := &daemon{exited: make(chan struct{})}
-	d.cmd = proc.Command(context.Background(), o.bin, "run", "--config", cfgPath, "--data-dir", filepath.Join(o.dir, "data"), "--listen", "127.0.0.1:0")
-	logf, err := os.Create(filepath.Join(o.dir, "daemon.log"))
-	if err != nil {
-		return nil, err
-	}
-	pr, pw := io.Pipe()
-	d.cmd.Stdout, d.cmd.Stderr = logf, io.MultiWriter(logf, pw)
-	if err := d.cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() {
-		d.err = d.cmd.Wait()
-		pw.Close()
-		logf.Close()
-		close(d.exited)
-	}()
-	addr := make(chan string, 1)
-	go func() {
-		buf := make([]byte, 64<<10)
-		var seen []byte
-		for {
-			n, err := pr.Read(buf)
-			seen = append(seen, buf[:n]...)
-			if m := listening.FindSubmatch(seen); m != nil {
-				addr <- string(m[1])
-				io.Copy(io.Discard, pr) //nolint:errcheck // the rest is in the log file
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	select {
-	case d.addr = <-addr:
-		return d, nil
-	case <-d.exited:
-		return nil, fmt.Errorf("the daemon exited before listening: %v (log: %s)", d.err, filepath.Join(o.dir, "daemon.log"))
-	case <-time.After(progresstest.Stall()):
-		d.stop()
-		return nil, errors.New("the daemon did not listen within the stall limit")
-	}
-}
-
-func (d *daemon) stop() {
-	select {
-	case <-d.exited:
-		return
-	default:
-	}
-	d.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited
-	select {
-	case <-d.exited:
-	case <-time.After(progresstest.Stall()):
-		proc.KillGroup(d.cmd.Process.Pid) //nolint:errcheck // clean-up
-		<-d.exited
-	}
+	return benchdaemon.Start(o.bin, o.dir, cfg.String())
 }
 
 // cpu returns the daemon's CPU time so far (user and system).
-func (d *daemon) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
+func cpu(d *benchdaemon.Daemon) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.Pid()))
 	if err != nil {
 		return 0
 	}
@@ -349,7 +275,7 @@ var unfinished = []models.TaskStatus{models.StatusDefined, models.StatusReady, m
 
 // waitIdle waits until no task of the project is unfinished, as long as
 // the number of unfinished tasks keeps changing within the stall limit.
-func waitIdle(ctx context.Context, c *api.Client, d *daemon) error {
+func waitIdle(ctx context.Context, c *api.Client, d *benchdaemon.Daemon) error {
 	last, moved := -1, time.Now()
 	for i := 0; ; i++ {
 		limit := 1
@@ -372,8 +298,8 @@ func waitIdle(ctx context.Context, c *api.Client, d *daemon) error {
 			}
 		}
 		select {
-		case <-d.exited:
-			return fmt.Errorf("the daemon exited: %v", d.err)
+		case <-d.Exited:
+			return fmt.Errorf("the daemon exited: %v", d.Err)
 		case <-time.After(pollEvery):
 		}
 	}
@@ -381,7 +307,7 @@ func waitIdle(ctx context.Context, c *api.Client, d *daemon) error {
 
 // latency runs pairs one after another and returns, for each, the time
 // from the upstream's VERIFY_PASSED to the dependent's AGENT_STARTED.
-func latency(ctx context.Context, c *api.Client, d *daemon, pairs int) ([]time.Duration, error) {
+func latency(ctx context.Context, c *api.Client, d *benchdaemon.Daemon, pairs int) ([]time.Duration, error) {
 	var out []time.Duration
 	for i := range pairs {
 		res, err := c.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
@@ -408,12 +334,12 @@ func latency(ctx context.Context, c *api.Client, d *daemon, pairs int) ([]time.D
 
 // throughput runs n independent tasks at once and returns the daemon's CPU
 // time per task and the tasks completed per second.
-func throughput(ctx context.Context, c *api.Client, d *daemon, n int) (time.Duration, float64, error) {
+func throughput(ctx context.Context, c *api.Client, d *benchdaemon.Daemon, n int) (time.Duration, float64, error) {
 	batch := models.TaskBatch{ProjectID: "p", Tasks: make([]models.BatchTask, n)}
 	for i := range batch.Tasks {
 		batch.Tasks[i] = models.BatchTask{Title: fmt.Sprintf("trivial %d", i)}
 	}
-	cpu0 := d.cpu()
+	cpu0 := cpu(d)
 	begin := time.Now()
 	res, err := c.CreateTasks(ctx, batch)
 	if err != nil {
@@ -422,7 +348,7 @@ func throughput(ctx context.Context, c *api.Client, d *daemon, n int) (time.Dura
 	if err := waitIdle(ctx, c, d); err != nil {
 		return 0, 0, err
 	}
-	cpu := d.cpu() - cpu0
+	used := cpu(d) - cpu0
 	var last time.Time
 	for _, r := range res {
 		t, err := eventTime(ctx, c, r.TaskID, models.EventVerifyPassed)
@@ -433,7 +359,7 @@ func throughput(ctx context.Context, c *api.Client, d *daemon, n int) (time.Dura
 			last = t
 		}
 	}
-	return cpu / time.Duration(n), float64(n) / last.Sub(begin).Seconds(), nil
+	return used / time.Duration(n), float64(n) / last.Sub(begin).Seconds(), nil
 }
 
 // eventTime returns when task id last had event ev.

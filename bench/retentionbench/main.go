@@ -22,27 +22,23 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/agentqueued/agentqueued/bench/benchdaemon"
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/proc"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/retention"
 	"github.com/agentqueued/agentqueued/internal/store"
@@ -374,8 +370,8 @@ func soak(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	defer d.stop()
-	client, err := api.NewClient("http://"+d.addr, "", nil)
+	defer d.Stop()
+	client, err := api.NewClient("http://"+d.Addr, "", nil)
 	if err != nil {
 		return err
 	}
@@ -436,8 +432,8 @@ func soak(ctx context.Context, o options) error {
 			}
 		}
 		select {
-		case <-d.exited:
-			return fmt.Errorf("the daemon exited: %v", d.err)
+		case <-d.Exited:
+			return fmt.Errorf("the daemon exited: %v", d.Err)
 		case <-time.After(pollEvery):
 		}
 	}
@@ -449,17 +445,7 @@ func soak(ctx context.Context, o options) error {
 var unfinished = []models.TaskStatus{models.StatusDefined, models.StatusReady, models.StatusAssigned, models.StatusInProgress,
 	models.StatusVerifying, models.StatusFailed, models.StatusPaused, models.StatusWaitingInput, models.StatusAwaitingApproval}
 
-type daemon struct {
-	cmd    *exec.Cmd
-	addr   string
-	exited chan struct{}
-	err    error
-}
-
-var listening = regexp.MustCompile(`msg="agentqueued listening" addr=(\S+)`)
-
-func startDaemon(o options, dbPath string) (*daemon, error) {
-	cfgPath := filepath.Join(o.dir, "agentqueued.yaml")
+func startDaemon(o options, dbPath string) (*benchdaemon.Daemon, error) {
 	var cfg strings.Builder
 	w := o.window.String()
 	fmt.Fprintf(&cfg, "log: {level: info}\ndatabase: {path: %q}\n", dbPath)
@@ -473,65 +459,5 @@ func startDaemon(o options, dbPath string) (*daemon, error) {
 	for i := range o.agents {
 		fmt.Fprintf(&cfg, "  - {name: a%d, type: command, command: /bin/true}\n", i)
 	}
-	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
-		return nil, err
-	}
-	d := &daemon{exited: make(chan struct{})}
-	d.cmd = proc.Command(context.Background(), o.bin, "run", "--config", cfgPath, "--data-dir", filepath.Join(o.dir, "data"), "--listen", "127.0.0.1:0")
-	logf, err := os.Create(filepath.Join(o.dir, "daemon.log"))
-	if err != nil {
-		return nil, err
-	}
-	pr, pw := io.Pipe()
-	d.cmd.Stdout, d.cmd.Stderr = logf, io.MultiWriter(logf, pw)
-	if err := d.cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() {
-		d.err = d.cmd.Wait()
-		pw.Close()
-		logf.Close()
-		close(d.exited)
-	}()
-	addr := make(chan string, 1)
-	go func() {
-		buf := make([]byte, 64<<10)
-		var seen []byte
-		for {
-			n, err := pr.Read(buf)
-			seen = append(seen, buf[:n]...)
-			if m := listening.FindSubmatch(seen); m != nil {
-				addr <- string(m[1])
-				io.Copy(io.Discard, pr) //nolint:errcheck // the rest is in the log file
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	select {
-	case d.addr = <-addr:
-		return d, nil
-	case <-d.exited:
-		return nil, fmt.Errorf("the daemon exited before listening: %v (log: %s)", d.err, filepath.Join(o.dir, "daemon.log"))
-	case <-time.After(progresstest.Stall()):
-		d.stop()
-		return nil, errors.New("the daemon did not listen within the stall limit")
-	}
-}
-
-func (d *daemon) stop() {
-	select {
-	case <-d.exited:
-		return
-	default:
-	}
-	d.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited
-	select {
-	case <-d.exited:
-	case <-time.After(progresstest.Stall()):
-		proc.KillGroup(d.cmd.Process.Pid) //nolint:errcheck // clean-up
-		<-d.exited
-	}
+	return benchdaemon.Start(o.bin, o.dir, cfg.String())
 }

@@ -41,23 +41,6 @@ func invalid(format string, args ...any) error {
 	return models.Errorf(models.CodeInvalid, format, args...)
 }
 
-// statusOf maps an error code to its HTTP status.
-func statusOf(code models.ErrorCode) int {
-	switch code {
-	case models.CodeInvalid:
-		return http.StatusBadRequest
-	case models.CodeNotFound:
-		return http.StatusNotFound
-	case models.CodeConflict:
-		return http.StatusConflict
-	case models.CodeUnauthorized:
-		return http.StatusUnauthorized
-	case models.CodeUnavailable:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
-}
-
 // writeJSON answers v with status.
 func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
 	var buf bytes.Buffer
@@ -75,7 +58,7 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 // message, anything else as a logged internal error with a generic message.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := models.ErrorCodeOf(err)
-	status := statusOf(code)
+	status := code.HTTPStatus()
 	msg := models.ErrorMessageOf(err)
 	var he *httpError
 	if errors.As(err, &he) {

@@ -3,6 +3,7 @@ package models
 import (
 	"errors"
 	"fmt"
+	"net/http"
 )
 
 // ErrorCode classifies an error for users: it maps to an HTTP status and to
@@ -63,4 +64,22 @@ func ErrorMessageOf(err error) string {
 		return e.Message
 	}
 	return "internal error"
+}
+
+// HTTPStatus is the HTTP status of an error with this code (the API's
+// answers and the dashboard's pages); an unknown code is 500.
+func (c ErrorCode) HTTPStatus() int {
+	switch c {
+	case CodeInvalid:
+		return http.StatusBadRequest
+	case CodeNotFound:
+		return http.StatusNotFound
+	case CodeConflict:
+		return http.StatusConflict
+	case CodeUnauthorized:
+		return http.StatusUnauthorized
+	case CodeUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
 }

@@ -359,24 +359,7 @@ func (s *Server) describe(r *http.Request, err error) (int, string) {
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		return http.StatusInternalServerError, "internal error (see the daemon's log)"
 	}
-	return statusOf(code), models.ErrorMessageOf(err)
-}
-
-// statusOf maps an error code to an HTTP status.
-func statusOf(code models.ErrorCode) int {
-	switch code {
-	case models.CodeInvalid:
-		return http.StatusBadRequest
-	case models.CodeNotFound:
-		return http.StatusNotFound
-	case models.CodeConflict:
-		return http.StatusConflict
-	case models.CodeUnauthorized:
-		return http.StatusUnauthorized
-	case models.CodeUnavailable:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
+	return code.HTTPStatus(), models.ErrorMessageOf(err)
 }
 
 // Action is a state-changing form: Do acts through the service and
