@@ -29,17 +29,15 @@ func TestEveryAreaIsAsserted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		{
-			for _, d := range f.Decls {
-				g, ok := d.(*ast.GenDecl)
-				if !ok || g.Tok != token.TYPE {
-					continue
-				}
-				for _, s := range g.Specs {
-					if ts := s.(*ast.TypeSpec); ts.Name.IsExported() {
-						if _, ok := ts.Type.(*ast.InterfaceType); ok {
-							areas = append(areas, ts.Name.Name)
-						}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.TYPE {
+				continue
+			}
+			for _, s := range g.Specs {
+				if ts := s.(*ast.TypeSpec); ts.Name.IsExported() {
+					if _, ok := ts.Type.(*ast.InterfaceType); ok {
+						areas = append(areas, ts.Name.Name)
 					}
 				}
 			}
