@@ -1,12 +1,12 @@
 // Command retentionbench measures retention, in two modes.
 //
 // -mode prune works on the store in-process: it seeds a history of about
-// -events task events on finished tasks older than the archive window,
-// then completes tasks one after another (create, claim, start, finish,
-// VERIFY_PASSED) and reports the completion latency twice: alone, and
-// while the pruner archives the whole history in its bounded batches. It
-// also reports the longest write transaction of the pruner (the time one
-// ArchiveTasks batch holds the writer).
+// -events task events on tasks completed older than the archive window
+// (about five events, a run and a result each), then completes tasks one
+// after another (create, claim, start, finish, VERIFY_PASSED) and reports
+// the completion latency three times: alone, while the pruner archives the
+// whole history in its bounded batches, and alone again; and the time
+// each archive write held the writer.
 //
 // -mode soak runs -tasks trivial tasks through the real daemon binary with
 // instant command agents and the retention windows shrunk to -window,
@@ -22,8 +22,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/exec"
@@ -69,8 +71,8 @@ type options struct {
 	tasks, agents              int
 	window, sample, tail       time.Duration
 	pruneBatch                 int
-	rate                       float64
-	dir, bin                   string
+	rate, duty                 float64
+	dir, bin, history          string
 	keep                       bool
 }
 
@@ -80,6 +82,7 @@ func main() {
 	flag.IntVar(&o.events, "events", defaultEvents, "prune: task events of the seeded history")
 	flag.IntVar(&o.completions, "completions", defaultCompletions, "prune: completions measured without the pruner (with it: until it is done, at least as many)")
 	flag.IntVar(&o.batch, "batch", defaultBatch, "prune: the pruner's batch (rows per transaction)")
+	flag.Float64Var(&o.duty, "duty", retention.DefaultDuty, "prune: the pruner's duty (the share of the time it may hold the writer)")
 	flag.IntVar(&o.tasks, "tasks", defaultTasks, "soak: tasks run through the daemon")
 	flag.IntVar(&o.agents, "agents", defaultAgents, "soak: instant command agents")
 	flag.DurationVar(&o.window, "window", defaultWindow, "soak: every retention window")
@@ -87,6 +90,7 @@ func main() {
 	flag.DurationVar(&o.tail, "tail", 0, "soak: keep sampling this long once every task is done")
 	flag.Float64Var(&o.rate, "rate", 0, "soak: create at most this many tasks a second (0: keep the agents busy)")
 	flag.IntVar(&o.pruneBatch, "prune-batch", 0, "soak: the daemon's retention.batch (0: its default)")
+	flag.StringVar(&o.history, "history", "", "prune: start from a copy of this seeded database (seeded there first when missing)")
 	flag.StringVar(&o.dir, "dir", "", "working directory (default: a new temporary one, removed at the end)")
 	flag.StringVar(&o.bin, "bin", "", "soak: agentqueued binary (default: build ./cmd/agentqueued)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the working directory")
@@ -146,8 +150,7 @@ func report(what, result string) {
 func prune(ctx context.Context, o options) error {
 	path := filepath.Join(o.dir, "aq.db")
 	begin := time.Now()
-	tasks, err := seed(ctx, path, o.events)
-	if err != nil {
+	if err := history(ctx, o, path); err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
 	st, err := store.Open(ctx, store.Config{Path: path})
@@ -159,6 +162,11 @@ func prune(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	stats, err := st.Stats(ctx)
+	if err != nil || len(stats.Projects) != 1 {
+		return fmt.Errorf("the seeded history: %v", err)
+	}
+	tasks := stats.Projects[0].ByStatus[models.StatusCompleted]
 	report("seeded", fmt.Sprintf("%d finished tasks, %d events, %s in %s", tasks, tasks*perTask, size(path),
 		time.Since(begin).Round(time.Second)))
 	if _, err := st.RegisterAgent(ctx, models.Agent{ID: "a1", AgentType: "command",
@@ -173,7 +181,7 @@ func prune(ctx context.Context, o options) error {
 	report("completion, pruner idle", summary(alone))
 
 	timed := &timedStore{Store: st}
-	p := retention.New(retention.Config{Store: timed, ArchiveTasks: 30 * 24 * time.Hour, Batch: o.batch})
+	p := retention.New(retention.Config{Store: timed, ArchiveTasks: 30 * 24 * time.Hour, Batch: o.batch, Duty: o.duty})
 	var (
 		done   atomic.Bool
 		rep    retention.Report
@@ -198,22 +206,58 @@ func prune(ctx context.Context, o options) error {
 		return perr
 	}
 	report("completion, pruner archiving", summary(during))
-	batches := timed.durations()
-	report("pruner", fmt.Sprintf("archived %d tasks (%d events) in %s, %d batches of %d", rep.Archived,
-		rep.Archived*perTask, took.Round(time.Second), len(batches), o.batch))
-	report("pruner write transaction", summary(batches))
+	after, err := completions(ctx, st, o.completions, nil)
+	if err != nil {
+		return err
+	}
+	report("completion, pruner idle again", summary(after))
+	idle := append(slices.Clone(alone), after...)
+	report("completion, pruner idle (both)", summary(idle))
+	report("archiving against idle (both)", ratios(during, idle))
+	batches, calls := timed.durations()
+	report("pruner", fmt.Sprintf("archived %d tasks (%d events) in %s, %d batches of %d, duty %.2f", rep.Archived,
+		rep.Archived*perTask, took.Round(time.Second), len(batches), o.batch, o.duty))
+	report("pruner write, writer held", summary(batches))
+	report("pruner write, with the wait", summary(calls))
 	report("database after", size(path)+" (SQLite reuses the freed pages; the file does not shrink)")
 	return nil
 }
 
-// seed creates a history of about events task events, the fast legal way
-// (daemonbench's): a root task is blocked, and batches depending on it are
-// created BLOCKED by the cascade, all dated historyAge ago. It returns the
-// tasks created.
+// history puts the seeded history at path: a copy of -history when that
+// file exists, else a new one (kept as -history when that is set).
+func history(ctx context.Context, o options, path string) error {
+	if o.history == "" {
+		_, err := seed(ctx, path, o.events)
+		return err
+	}
+	if _, err := os.Stat(o.history); errors.Is(err, os.ErrNotExist) {
+		if _, err := seed(ctx, o.history, o.events); err != nil {
+			return err
+		}
+	}
+	return copyFile(o.history, path)
+}
+
+// seed creates a history of about events task events: tasks that ran and
+// completed as the daemon completes them (created, claimed, started,
+// finished with a result, verified — about five events, a run and a result
+// each), all dated historyAge ago, plus one bookkeeping task holding the
+// seeding agent's place. The seeding works on a copy of the database in
+// memory when /dev/shm is there (its commits cost no fsync) and then moves
+// the file to path. It returns the tasks created.
 func seed(ctx context.Context, path string, events int) (int, error) {
+	work := path
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		d, err := os.MkdirTemp("/dev/shm", "aq-retentionbench-seed")
+		if err != nil {
+			return 0, err
+		}
+		defer os.RemoveAll(d)
+		work = filepath.Join(d, "aq.db")
+	}
 	clk := clocktest.NewFollowing()
 	clk.Advance(-historyAge)
-	st, err := store.Open(ctx, store.Config{Path: path, Clock: clk})
+	st, err := store.Open(ctx, store.Config{Path: work, Clock: clk})
 	if err != nil {
 		return 0, err
 	}
@@ -221,34 +265,29 @@ func seed(ctx context.Context, path string, events int) (int, error) {
 	if _, err := st.CreateProject(ctx, models.Project{ID: "p"}); err != nil {
 		return 0, err
 	}
+	if _, err := st.RegisterAgent(ctx, models.Agent{ID: "seeder", AgentType: "command",
+		AgentSettings: models.AgentSettings{Command: "/bin/true"}}); err != nil {
+		return 0, err
+	}
 	perTask, tasks := 0, 0
 	for made := 0; made < events; {
-		roots, err := st.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "history root"}}})
-		if err != nil {
-			return tasks, err
-		}
-		root := roots[0].TaskID
-		for _, ev := range []models.TransitionRequest{
-			{TaskID: root, Event: models.EventAssigned, AgentID: "seeder", ExpectFrom: models.StatusReady},
-			{TaskID: root, Event: models.EventTimeout, ExpectFrom: models.StatusAssigned, Reason: "seeded history"},
-		} {
-			if _, err := st.ApplyEvent(ctx, ev); err != nil {
-				return tasks, err
-			}
-		}
 		chunk := seedChunk
 		if perTask > 0 {
-			chunk = min(chunk, (events-made)/perTask+1)
+			chunk = max(1, min(chunk, (events-made+perTask-1)/perTask))
 		}
 		batch := models.TaskBatch{ProjectID: "p", Tasks: make([]models.BatchTask, chunk)}
 		for i := range batch.Tasks {
-			batch.Tasks[i] = models.BatchTask{Title: fmt.Sprintf("history %d", i),
-				Description:  "a finished task of the seeded history, with a description of a realistic length for the rows read",
-				Dependencies: []models.BatchDependency{{ID: root}}}
+			batch.Tasks[i] = models.BatchTask{Title: fmt.Sprintf("history %d", tasks+i),
+				Description: "a finished task of the seeded history, with a description of a realistic length for the rows read"}
 		}
 		res, err := st.CreateTasks(ctx, batch)
 		if err != nil {
 			return tasks, err
+		}
+		for _, r := range res {
+			if err := complete(ctx, st, r.TaskID, "seeder"); err != nil {
+				return tasks, err
+			}
 		}
 		if perTask == 0 {
 			d, err := st.GetTaskDetail(ctx, res[0].TaskID)
@@ -257,10 +296,69 @@ func seed(ctx context.Context, path string, events int) (int, error) {
 			}
 			perTask = len(d.Events)
 		}
-		made += chunk*perTask + 3
-		tasks += chunk + 1
+		made += chunk * perTask
+		tasks += chunk
+	}
+	if err := st.Close(); err != nil {
+		return tasks, err
+	}
+	if work != path {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if err := moveFile(work+suffix, path+suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return tasks, err
+			}
+		}
 	}
 	return tasks, nil
+}
+
+// complete takes task id from READY to COMPLETED the daemon's way: the
+// agent claims it, its run starts and ends with a result (the task goes
+// to VERIFYING), and its verification passes.
+func complete(ctx context.Context, st *store.Store, id, agent string) error {
+	run, _, err := st.ClaimTask(ctx, id, agent)
+	if err != nil {
+		return err
+	}
+	if _, err := st.StartRun(ctx, run.ID, 1, ""); err != nil {
+		return err
+	}
+	if _, err := st.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted, Outcome: "completed",
+		Result: &models.Completion{Summary: "did what the task asked", FilesChanged: []string{"main.go", "main_test.go"}}}); err != nil {
+		return err
+	}
+	_, err = st.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventVerifyPassed, Actor: "bench"})
+	return err
+}
+
+// moveFile moves a file across file systems (os.Rename cannot).
+func moveFile(from, to string) error {
+	if err := copyFile(from, to); err != nil {
+		return err
+	}
+	return os.Remove(from)
+}
+
+// copyFile copies a file and syncs the copy.
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // eventsOf returns the events of the first archivable task of the history.
@@ -306,36 +404,58 @@ func completions(ctx context.Context, st *store.Store, n int, until *atomic.Bool
 	return out, nil
 }
 
-// timedStore times each ArchiveTasks call: one write transaction.
+// timedStore keeps the time each WriteArchiveBatch call held the writer,
+// and how long the call took (waiting for the writer included).
 type timedStore struct {
 	*store.Store
-	mu    sync.Mutex
-	times []time.Duration
+	mu          sync.Mutex
+	held, calls []time.Duration
 }
 
-func (t *timedStore) ArchiveTasks(ctx context.Context, before time.Time, limit int) ([]string, error) {
+func (t *timedStore) WriteArchiveBatch(ctx context.Context, b store.ArchiveBatch) ([]string, time.Duration, error) {
 	t0 := time.Now()
-	ids, err := t.Store.ArchiveTasks(ctx, before, limit)
+	ids, held, err := t.Store.WriteArchiveBatch(ctx, b)
 	d := time.Since(t0)
 	t.mu.Lock()
-	t.times = append(t.times, d)
+	t.held = append(t.held, held)
+	t.calls = append(t.calls, d)
 	t.mu.Unlock()
-	return ids, err
+	return ids, held, err
 }
 
-func (t *timedStore) durations() []time.Duration {
+func (t *timedStore) durations() (held, calls []time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return slices.Clone(t.times)
+	return slices.Clone(t.held), slices.Clone(t.calls)
 }
 
 func summary(d []time.Duration) string {
 	if len(d) == 0 {
 		return "none"
 	}
+	q := quantiles(d)
+	return fmt.Sprintf("p50 %.2f ms, mean %.2f ms, p99 %.2f ms, max %.2f ms over %d", q[0], q[1], q[2],
+		ms(slices.Max(d)), len(d))
+}
+
+// ratios compares the p50, mean and p99 of d with those of base.
+func ratios(d, base []time.Duration) string {
+	a, b := quantiles(d), quantiles(base)
+	return fmt.Sprintf("p50 %+.0f %%, mean %+.0f %%, p99 %+.0f %%", 100*(a[0]/b[0]-1), 100*(a[1]/b[1]-1), 100*(a[2]/b[2]-1))
+}
+
+// quantiles returns the p50, mean and p99 of d in milliseconds.
+func quantiles(d []time.Duration) [3]float64 {
+	if len(d) == 0 {
+		return [3]float64{}
+	}
 	s := slices.Sorted(slices.Values(d))
+	var sum time.Duration
+	for _, x := range s {
+		sum += x
+	}
 	pct := func(q float64) time.Duration { return s[min(int(q*float64(len(s))), len(s)-1)] }
-	return fmt.Sprintf("p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d", ms(pct(0.5)), ms(pct(0.99)), ms(s[len(s)-1]), len(s))
+	return [3]float64{ms(pct(0.5)), ms(sum / time.Duration(len(s))), ms(pct(0.99))}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

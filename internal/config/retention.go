@@ -30,7 +30,7 @@ const (
 	DefaultRetentionArchived = 365 * 24 * time.Hour
 	// DefaultRetentionBatch is the default of retention.batch: the rows one
 	// pruning transaction touches at most.
-	DefaultRetentionBatch = 20
+	DefaultRetentionBatch = 5
 	// MaxRetentionBatch caps retention.batch, so that no pruning
 	// transaction holds the writer long.
 	MaxRetentionBatch = 5000

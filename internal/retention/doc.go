@@ -5,7 +5,7 @@
 // daemon's one clock) applies the retention windows of the configuration:
 //
 //   - finished tasks last changed before the archive window move to the
-//     archive (store.ArchiveTasks), where they stay readable; their run
+//     archive (store.ReadArchiveBatch, store.WriteArchiveBatch), where they stay readable; their run
 //     directories (RunDir/<task>) are deleted once they have;
 //   - the files of attempts that ended before the run-log window
 //     (RunDir/<task>/<attempt>.{log,prompt,state}, and a review's
@@ -16,7 +16,13 @@
 //
 // Every step works in bounded batches (Config.Batch rows), one short write
 // transaction each, so the writer is released between batches and no
-// pruning transaction holds it for more than a few milliseconds: the work
-// of the daemon interleaves with a long backlog's pruning. A window of
-// zero turns its step off. The token ledger is never pruned.
+// pruning transaction holds it for more than a few milliseconds. A batch
+// of tasks to archive is read and encoded without the writer
+// (store.ReadArchiveBatch); its write (store.WriteArchiveBatch) only
+// checks, inserts and deletes. After each write the pruner copies the
+// write-ahead log into the database file off the writer (a passive
+// checkpoint) and pauses, so that it holds the writer at most Config.Duty
+// of the time: the daemon's own writes rarely wait behind it while a long
+// backlog drains. A window of zero turns its step off. The token ledger is
+// never pruned.
 package retention

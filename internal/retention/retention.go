@@ -20,12 +20,17 @@ import (
 // Defaults of Config.
 const (
 	DefaultInterval = 10 * time.Minute
-	DefaultBatch    = 20
+	// DefaultBatch and DefaultDuty keep a completion's latency within 20 %
+	// of its latency without the pruner while the pruner drains a backlog
+	// (docs/performance.md, "Retention").
+	DefaultBatch = 5
+	DefaultDuty  = 0.125
 )
 
 // Store is what the pruner needs of the store.
 type Store interface {
-	ArchiveTasks(ctx context.Context, before time.Time, limit int) ([]string, error)
+	ReadArchiveBatch(ctx context.Context, before time.Time, limit int) (store.ArchiveBatch, error)
+	WriteArchiveBatch(ctx context.Context, b store.ArchiveBatch) ([]string, time.Duration, error)
 	PruneOutbox(ctx context.Context, before time.Time, limit int) (int64, error)
 	PruneHookRuns(ctx context.Context, before time.Time, limit int) (int64, error)
 	PruneWorkflowRuns(ctx context.Context, before time.Time, limit int) (int64, error)
@@ -47,6 +52,11 @@ type Config struct {
 	Interval time.Duration
 	// Batch caps the rows of one transaction; default DefaultBatch.
 	Batch int
+	// Duty is the largest share of the time the pruner holds the writer
+	// while a backlog drains: after each write transaction it pauses for
+	// as long as keeps it to that share. From 0 (exclusive) to 1; zero
+	// means DefaultDuty.
+	Duty float64
 	// Clock is the daemon's clock; nil: clock.Real.
 	Clock clock.Clock
 	// Logger receives a line per pass that pruned something; default discards.
@@ -78,6 +88,12 @@ func New(cfg Config) *Pruner {
 	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = DefaultBatch
+	}
+	if cfg.Duty == 0 {
+		cfg.Duty = DefaultDuty
+	}
+	if !(cfg.Duty > 0 && cfg.Duty <= 1) {
+		panic(fmt.Sprintf("retention.New: Duty %v is not in (0, 1]", cfg.Duty))
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -114,13 +130,22 @@ func (p *Pruner) Pass(ctx context.Context) (Report, error) {
 	now := p.clock.Now()
 	if w := p.cfg.ArchiveTasks; w > 0 {
 		for {
-			t0 := p.clock.Now()
-			ids, err := p.cfg.Store.ArchiveTasks(ctx, now.Add(-w), p.cfg.Batch)
+			// The batch is read without the writer; only the time its
+			// write held the writer is paid for with a pause.
+			b, err := p.cfg.Store.ReadArchiveBatch(ctx, now.Add(-w), p.cfg.Batch)
+			if err != nil {
+				return rep, err
+			}
+			if b.Len() == 0 {
+				break
+			}
+			ids, held, err := p.cfg.Store.WriteArchiveBatch(ctx, b)
 			if err != nil {
 				return rep, err
 			}
 			rep.Archived += len(ids)
-			if err := p.yield(ctx, t0); err != nil {
+			p.checkpoint(ctx)
+			if err := p.pause(ctx, held); err != nil {
 				return rep, err
 			}
 			for _, id := range ids {
@@ -128,7 +153,10 @@ func (p *Pruner) Pass(ctx context.Context) (Report, error) {
 					return rep, err
 				}
 			}
-			if len(ids) < p.cfg.Batch {
+			// A short batch was the last; a full one that archived none
+			// (all of it changed since its read) ends the pass too, and
+			// the next reads it again.
+			if b.Len() < p.cfg.Batch || len(ids) == 0 {
 				break
 			}
 		}
@@ -204,14 +232,40 @@ func (p *Pruner) pruneRunFiles(ctx context.Context, before time.Time) (int, erro
 	}
 }
 
-// yield pauses after a batch begun at t0 for as long as the batch took, so
-// that the pruner holds the writer at most half of the time while a
-// backlog drains and the daemon's own writes get their turn.
+// Checkpointer is what a Store may also do: copy the write-ahead log into
+// the database file without holding the writer (store.Store.Checkpoint).
+type Checkpointer interface {
+	Checkpoint(ctx context.Context) (logPages, copied int, err error)
+}
+
+// checkpoint copies the pages an archive write added to the write-ahead
+// log into the database file, off the writer, when the store can: else
+// the next commit past SQLite's threshold copies them while every writer
+// waits. A failure is logged; SQLite's own checkpoint still runs.
+func (p *Pruner) checkpoint(ctx context.Context) {
+	c, ok := p.cfg.Store.(Checkpointer)
+	if !ok {
+		return
+	}
+	if _, _, err := c.Checkpoint(ctx); err != nil && ctx.Err() == nil {
+		p.log.Warn("retention checkpoint failed", "err", err)
+	}
+}
+
+// yield pauses after a write transaction begun at t0: see pause.
 func (p *Pruner) yield(ctx context.Context, t0 time.Time) error {
+	return p.pause(ctx, p.clock.Now().Sub(t0))
+}
+
+// pause waits after a write transaction that held the writer for held so
+// that the pruner holds it at most Duty of the time while a backlog
+// drains, and the daemon's own writes get their turn.
+func (p *Pruner) pause(ctx context.Context, held time.Duration) error {
+	wait := time.Duration(float64(held) * (1 - p.cfg.Duty) / p.cfg.Duty)
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-p.clock.After(p.clock.Now().Sub(t0)):
+	case <-p.clock.After(wait):
 		return nil
 	}
 }

@@ -3,6 +3,7 @@ package retention_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -203,5 +204,128 @@ func TestRunPassesEveryInterval(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// slowWrites is the store whose archive writes each take held on the fake
+// clock.
+type slowWrites struct {
+	*store.Store
+	clock *clocktest.Fake
+	held  time.Duration
+}
+
+func (s slowWrites) WriteArchiveBatch(ctx context.Context, b store.ArchiveBatch) ([]string, time.Duration, error) {
+	ids, _, err := s.Store.WriteArchiveBatch(ctx, b)
+	s.clock.Advance(s.held)
+	return ids, s.held, err
+}
+
+// TestPauseKeepsTheDuty: after each archive write, which held the writer
+// 10 ms, the pruner pauses so that its writes take Duty of the time —
+// seven times as long as the write at the default 0.125, three times at
+// 0.25, as long at 0.5, not at all at 1 — and the pass goes on only when
+// the pause is over.
+func TestPauseKeepsTheDuty(t *testing.T) {
+	t.Parallel()
+	const held = 10 * time.Millisecond
+	tests := []struct {
+		duty  float64
+		pause time.Duration
+	}{
+		{0, 70 * time.Millisecond},
+		{0.5, 10 * time.Millisecond},
+		{0.25, 30 * time.Millisecond},
+		{1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.duty), func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			for range 3 {
+				f.task(t, true)
+			}
+			f.clock.Advance(31 * day)
+			p := f.pruner(func(c *retention.Config) {
+				c.Store = slowWrites{Store: f.s, clock: f.clock, held: held}
+				c.Duty = tt.duty
+				c.Notices, c.RunLogs, c.HookRuns, c.WorkflowRuns = 0, 0, 0, 0
+			})
+			ctx := progresstest.Context(t)
+			type result struct {
+				rep retention.Report
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				rep, err := p.Pass(ctx)
+				done <- result{rep, err}
+			}()
+			if tt.pause > 0 {
+				for batch := range 2 { // of two tasks, then of one
+					if err := f.clock.WaitTimer(ctx, tt.pause); err != nil {
+						t.Fatalf("batch %d: no pause of %s: %v", batch, tt.pause, err)
+					}
+					select {
+					case r := <-done:
+						t.Fatalf("the pass ended during the pause after batch %d: %+v", batch, r)
+					default:
+					}
+					f.clock.Advance(tt.pause)
+				}
+			}
+			r := <-done
+			if r.err != nil || r.rep.Archived != 3 {
+				t.Fatalf("pass: %+v, %v; want 3 archived", r.rep, r.err)
+			}
+		})
+	}
+}
+
+// TestNewRefusesADutyOutOfRange: a duty must be a share of the time.
+func TestNewRefusesADutyOutOfRange(t *testing.T) {
+	t.Parallel()
+	for _, duty := range []float64{-0.5, 1.5} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("New accepted Duty %v", duty)
+				}
+			}()
+			retention.New(retention.Config{Duty: duty})
+		}()
+	}
+}
+
+// countedCheckpoints is the store counting its checkpoints.
+type countedCheckpoints struct {
+	*store.Store
+	n *int
+}
+
+func (s countedCheckpoints) Checkpoint(ctx context.Context) (int, int, error) {
+	*s.n++
+	return s.Store.Checkpoint(ctx)
+}
+
+// TestCheckpointAfterEachArchiveWrite: the pruner copies the log each
+// archive write added into the database file before its pause, so that
+// SQLite's own checkpoint, which the daemon's writes wait behind, finds
+// little to do.
+func TestCheckpointAfterEachArchiveWrite(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for range 5 {
+		f.task(t, true)
+	}
+	f.clock.Advance(31 * day)
+	var n int
+	p := f.pruner(func(c *retention.Config) { c.Store = countedCheckpoints{Store: f.s, n: &n} })
+	rep, err := p.Pass(context.Background())
+	if err != nil || rep.Archived != 5 {
+		t.Fatalf("pass: %+v, %v; want 5 archived", rep, err)
+	}
+	if n != 3 { // batches of two, two and one
+		t.Errorf("%d checkpoints, want 3: one after each archive write", n)
 	}
 }

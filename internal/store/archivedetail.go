@@ -8,31 +8,39 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
-// Reads of the details of a batch of tasks to archive, each completed by
-// an IN list of their ids (fmt verb %s): one statement per table for the
-// whole batch, in the order taskDetail reads one task's.
+// Reads of the details of a batch of tasks to archive, their ids in ?1 as
+// a JSON array: one statement per table for the whole batch, in the order
+// taskDetail reads one task's. Their text does not depend on the batch's
+// size, so each is prepared once for the store.
 const (
-	qBatchTasks        = "SELECT " + taskColumns + " FROM tasks WHERE id IN %s"
-	qBatchDependencies = "SELECT " + edgeColumns + " FROM task_dependencies WHERE downstream IN %s ORDER BY downstream, upstream"
-	qBatchDependents   = "SELECT " + edgeColumns + " FROM task_dependencies WHERE upstream IN %s ORDER BY upstream, downstream"
+	inBatch            = "IN (SELECT value FROM json_each(?1))"
+	qBatchTasks        = "SELECT " + taskColumns + " FROM tasks WHERE id " + inBatch
+	qBatchDependencies = "SELECT " + edgeColumns + " FROM task_dependencies WHERE downstream " + inBatch + " ORDER BY downstream, upstream"
+	qBatchDependents   = "SELECT " + edgeColumns + " FROM task_dependencies WHERE upstream " + inBatch + " ORDER BY upstream, downstream"
 	qBatchEvents       = `SELECT id, task_id, from_status, to_status, event, reason, actor, created_at
-		FROM task_events WHERE task_id IN %s ORDER BY id`
-	qBatchResults = "SELECT task_id, summary, files_changed, outputs, no_changes FROM task_results WHERE task_id IN %s"
+		FROM task_events WHERE task_id ` + inBatch + ` ORDER BY id`
+	qBatchResults = "SELECT task_id, summary, files_changed, outputs, no_changes FROM task_results WHERE task_id " + inBatch
 	// The latest models.TaskDetailRuns runs of each task, oldest first.
 	qBatchRuns = "SELECT " + runColumns + ` FROM (SELECT *, row_number() OVER (PARTITION BY task_id ORDER BY id DESC) AS latest
-		FROM task_runs WHERE task_id IN %s) WHERE latest <= ? ORDER BY id`
+		FROM task_runs WHERE task_id ` + inBatch + `) WHERE latest <= ?2 ORDER BY id`
 	qBatchPendingPlans = `SELECT task_id, id, source, tasks, status, created_at FROM plans
-		WHERE task_id IN %s AND status = 'pending' ORDER BY id DESC`
+		WHERE task_id ` + inBatch + ` AND status = 'pending' ORDER BY id DESC`
 )
+
+// batchArg is the argument ?1 of the batch statements: ids as a JSON array.
+func batchArg(ids []string) string {
+	b, _ := json.Marshal(ids) // strings always encode
+	return string(b)
+}
 
 // batchDetails reads the details of tasks ids, as taskDetail reads each,
 // with one statement per table for them all. A task whose detail shows its
 // verification (VERIFYING, AWAITING_APPROVAL: never one archived) is read
 // by taskDetail.
 func batchDetails(ctx context.Context, q queryer, ids []string) ([]models.TaskDetail, error) {
-	in, args := inList(ids)
+	in := batchArg(ids)
 	byID := make(map[string]*models.TaskDetail, len(ids))
-	tasks, err := queryAll(ctx, q, scanTask, fmt.Sprintf(qBatchTasks, in), args...)
+	tasks, err := queryAll(ctx, q, scanTask, qBatchTasks, in)
 	if err != nil {
 		return nil, fmt.Errorf("get tasks: %w", err)
 	}
@@ -45,38 +53,38 @@ func batchDetails(ctx context.Context, q queryer, ids []string) ([]models.TaskDe
 			return nil, fmt.Errorf("get task %s: %w", id, models.Errorf(models.CodeNotFound, "task %s not found", id))
 		}
 	}
-	deps, err := queryAll(ctx, q, scanEdge, fmt.Sprintf(qBatchDependencies, in), args...)
+	deps, err := queryAll(ctx, q, scanEdge, qBatchDependencies, in)
 	if err != nil {
 		return nil, fmt.Errorf("get dependencies: %w", err)
 	}
 	for _, e := range deps {
 		byID[e.Downstream].Dependencies = append(byID[e.Downstream].Dependencies, e)
 	}
-	dependents, err := queryAll(ctx, q, scanEdge, fmt.Sprintf(qBatchDependents, in), args...)
+	dependents, err := queryAll(ctx, q, scanEdge, qBatchDependents, in)
 	if err != nil {
 		return nil, fmt.Errorf("get dependents: %w", err)
 	}
 	for _, e := range dependents {
 		byID[e.Upstream].Dependents = append(byID[e.Upstream].Dependents, e)
 	}
-	events, err := queryAll(ctx, q, scanEvent, fmt.Sprintf(qBatchEvents, in), args...)
+	events, err := queryAll(ctx, q, scanEvent, qBatchEvents, in)
 	if err != nil {
 		return nil, fmt.Errorf("get events: %w", err)
 	}
 	for _, e := range events {
 		byID[e.TaskID].Events = append(byID[e.TaskID].Events, e)
 	}
-	if err := batchResults(ctx, q, in, args, byID); err != nil {
+	if err := batchResults(ctx, q, in, byID); err != nil {
 		return nil, err
 	}
-	runs, err := queryAll(ctx, q, scanRun, fmt.Sprintf(qBatchRuns, in), append(args, models.TaskDetailRuns)...)
+	runs, err := queryAll(ctx, q, scanRun, qBatchRuns, in, models.TaskDetailRuns)
 	if err != nil {
 		return nil, fmt.Errorf("get runs: %w", err)
 	}
 	for _, r := range runs {
 		byID[r.TaskID].Runs = append(byID[r.TaskID].Runs, r)
 	}
-	if err := batchPendingPlans(ctx, q, in, args, byID); err != nil {
+	if err := batchPendingPlans(ctx, q, in, byID); err != nil {
 		return nil, err
 	}
 	out := make([]models.TaskDetail, len(ids))
@@ -94,8 +102,8 @@ func batchDetails(ctx context.Context, q queryer, ids []string) ([]models.TaskDe
 
 // batchResults sets the results of the tasks of byID, as taskResult reads
 // one.
-func batchResults(ctx context.Context, q queryer, in string, args []any, byID map[string]*models.TaskDetail) error {
-	rows, err := q.QueryContext(ctx, fmt.Sprintf(qBatchResults, in), args...)
+func batchResults(ctx context.Context, q queryer, in string, byID map[string]*models.TaskDetail) error {
+	rows, err := q.QueryContext(ctx, qBatchResults, in)
 	if err != nil {
 		return fmt.Errorf("get results: %w", err)
 	}
@@ -124,8 +132,8 @@ func batchResults(ctx context.Context, q queryer, in string, args []any, byID ma
 
 // batchPendingPlans sets the latest pending plan of the tasks of byID, as
 // pendingPlan reads one.
-func batchPendingPlans(ctx context.Context, q queryer, in string, args []any, byID map[string]*models.TaskDetail) error {
-	rows, err := q.QueryContext(ctx, fmt.Sprintf(qBatchPendingPlans, in), args...)
+func batchPendingPlans(ctx context.Context, q queryer, in string, byID map[string]*models.TaskDetail) error {
+	rows, err := q.QueryContext(ctx, qBatchPendingPlans, in)
 	if err != nil {
 		return fmt.Errorf("get pending plans: %w", err)
 	}

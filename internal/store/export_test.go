@@ -214,15 +214,18 @@ func MetricsQueriesForTest() map[string]string {
 		"outboxBacklog": qOutboxBacklog, "runUsage": qRunUsageSince, "projectTokens": qProjectTokens}
 }
 
-// ArchiveQueriesForTest returns the statements of one archiving
-// transaction, the deletes completed for a batch of two.
+// ArchiveQueriesForTest returns the statements of archiving a batch: its
+// read and its write transaction.
 func ArchiveQueriesForTest() map[string]string {
 	return map[string]string{
-		"qArchivableTasks": qArchivableTasks, "qInsertArchived": qInsertArchived,
-		"qDeleteArchivedChats": qDeleteArchivedChats + "(?,?)", "qDeleteArchivedTasks": qDeleteArchivedTasks + "(?,?)",
-		"qBatchTasks": fmt.Sprintf(qBatchTasks, "(?,?)"), "qBatchDependencies": fmt.Sprintf(qBatchDependencies, "(?,?)"),
-		"qBatchDependents": fmt.Sprintf(qBatchDependents, "(?,?)"), "qBatchEvents": fmt.Sprintf(qBatchEvents, "(?,?)"),
-		"qBatchResults": fmt.Sprintf(qBatchResults, "(?,?)"), "qBatchRuns": fmt.Sprintf(qBatchRuns, "(?,?)"),
-		"qBatchPendingPlans": fmt.Sprintf(qBatchPendingPlans, "(?,?)"),
+		"qArchivableTasks": qArchivableTasks, "qStillArchivable": qStillArchivable, "qInsertArchived": qInsertArchived,
+		"qDeleteArchivedChats": qDeleteArchivedChats, "qDeleteArchivedTasks": qDeleteArchivedTasks,
+		"qBatchTasks": qBatchTasks, "qBatchDependencies": qBatchDependencies, "qBatchDependents": qBatchDependents,
+		"qBatchEvents": qBatchEvents, "qBatchResults": qBatchResults, "qBatchRuns": qBatchRuns,
+		"qBatchPendingPlans": qBatchPendingPlans,
 	}
 }
+
+// SetAfterArchiveReadForTest makes f run between the read of each batch to
+// archive and its write transaction.
+func SetAfterArchiveReadForTest(s *Store, f func()) { s.afterArchiveRead = f }

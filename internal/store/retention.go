@@ -18,20 +18,27 @@ const (
 	// unfinished dependent waits on an edge it has not satisfied, no task
 	// is its subtask, no agent holds it, no run of it is open and its
 	// workflow run has ended.
-	qArchivableTasks = `SELECT t.id FROM tasks t INDEXED BY tasks_finished
-		WHERE t.status IN ('COMPLETED', 'BLOCKED') AND t.updated_at < ?1
+	archivable = `t.status IN ('COMPLETED', 'BLOCKED')
 		AND NOT EXISTS (SELECT 1 FROM task_dependencies d JOIN tasks dn ON dn.id = d.downstream
 			WHERE d.upstream = t.id AND d.resolution != 'SATISFIED' AND dn.status != 'COMPLETED')
 		AND NOT EXISTS (SELECT 1 FROM tasks c WHERE c.parent_task_id = t.id)
 		AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.current_task_id = t.id)
 		AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = t.id AND r.ended_at IS NULL)
-		AND NOT EXISTS (SELECT 1 FROM workflow_runs w WHERE w.id = t.workflow_run_id AND w.status IN ('pending', 'running'))
-		ORDER BY t.updated_at LIMIT ?2`
+		AND NOT EXISTS (SELECT 1 FROM workflow_runs w WHERE w.id = t.workflow_run_id AND w.status IN ('pending', 'running'))`
+	qArchivableTasks = `SELECT t.id FROM tasks t INDEXED BY tasks_finished
+		WHERE t.updated_at < ?1 AND ` + archivable + ` ORDER BY t.updated_at LIMIT ?2`
+	// Which tasks of a batch read for the archive are still archivable,
+	// with what says whether they changed since: their status, last change
+	// and last event (see stillArchivable). The batch's ids lead the join:
+	// left to itself, the planner walks every finished task by status.
+	qStillArchivable = `SELECT t.id, t.status, t.updated_at,
+		coalesce((SELECT max(e.id) FROM task_events e WHERE e.task_id = t.id), 0)
+		FROM json_each(?1) b CROSS JOIN tasks t ON t.id = b.value WHERE ` + archivable
 	qInsertArchived = `INSERT INTO archived_tasks (id, project_id, status, created_at, updated_at, archived_at, task, detail)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
-	// The deletes of a batch archived, completed by inList.
-	qDeleteArchivedChats = "DELETE FROM chat_threads WHERE task_id IN "
-	qDeleteArchivedTasks = "DELETE FROM tasks WHERE id IN "
+	// The deletes of a batch archived, its ids in ?1 as a JSON array.
+	qDeleteArchivedChats = "DELETE FROM chat_threads WHERE task_id " + inBatch
+	qDeleteArchivedTasks = "DELETE FROM tasks WHERE id " + inBatch
 	qArchivedDetail      = "SELECT detail, archived_at FROM archived_tasks WHERE id = ?"
 	// Notices delivered (or given up) before the cutoff, and those never
 	// delivered that were made before it (a daemon without Discord
@@ -76,121 +83,245 @@ type RunFiles struct {
 }
 
 // ArchiveTasks moves at most limit finished tasks last changed before
-// before out of the working tables, in one transaction: each task's detail
-// as GetTaskDetail shows it goes to the archive, and the task with its
-// edges, events, runs, questions, results, verification and pull request
-// leaves the working tables. The token ledger keeps its rows. Which tasks
-// are finished enough is in qArchivableTasks: a task something live still
-// needs stays. It returns the ids archived (none: nothing is due).
+// before out of the working tables: each task's detail as GetTaskDetail
+// shows it goes to the archive, and the task with its edges, events, runs,
+// questions, results, verification and pull request leaves the working
+// tables. The token ledger keeps its rows. Which tasks are finished enough
+// is in qArchivableTasks: a task something live still needs stays. It is
+// ReadArchiveBatch then WriteArchiveBatch, and returns the ids archived
+// (none: nothing is due, or all of it changed in between).
 func (s *Store) ArchiveTasks(ctx context.Context, before time.Time, limit int) ([]string, error) {
-	var ids []string
+	b, err := s.ReadArchiveBatch(ctx, before, limit)
+	if err != nil || b.Len() == 0 {
+		return nil, err
+	}
+	ids, _, err := s.WriteArchiveBatch(ctx, b)
+	return ids, err
+}
+
+// ArchiveBatch is a batch of tasks to archive, read and encoded by
+// ReadArchiveBatch for WriteArchiveBatch.
+type ArchiveBatch struct {
+	entries []archiveEntry
+}
+
+// Len is the number of tasks read.
+func (b ArchiveBatch) Len() int { return len(b.entries) }
+
+// ReadArchiveBatch reads at most limit archivable tasks last changed
+// before before, and their details, on one read snapshot, and encodes
+// their archive rows: the work of archiving that does not need the
+// writer.
+func (s *Store) ReadArchiveBatch(ctx context.Context, before time.Time, limit int) (ArchiveBatch, error) {
+	entries, err := s.readArchiveBatch(ctx, before, limit)
+	if err != nil {
+		return ArchiveBatch{}, fmt.Errorf("archive tasks: %w", err)
+	}
+	return ArchiveBatch{entries: entries}, nil
+}
+
+// WriteArchiveBatch archives the tasks of b in one write transaction that
+// only checks that each is still archivable and unchanged since it was
+// read (one that changed stays, for a later batch to read again), inserts
+// their archive rows and deletes them from the working tables. It returns
+// the ids archived and how long the transaction held the writer (from its
+// first statement to its commit, on the store's clock; the wait for the
+// writer is not in it).
+func (s *Store) WriteArchiveBatch(ctx context.Context, b ArchiveBatch) ([]string, time.Duration, error) {
+	batch := b.entries
+	if len(batch) == 0 {
+		return nil, 0, nil
+	}
+	if s.afterArchiveRead != nil {
+		s.afterArchiveRead()
+	}
+	var (
+		ids   []string
+		begun time.Time
+	)
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if ids, err = queryIDs(ctx, tx, qArchivableTasks, toNanos(before), limit); err != nil {
-			return err
-		}
-		now := s.now()
-		q := &preparedTx{tx: tx, stmts: map[string]*sql.Stmt{}}
-		defer q.close()
-		if len(ids) == 0 {
-			return nil
-		}
-		details, err := batchDetails(ctx, q, ids)
+		begun = s.now()
+		ids = ids[:0]
+		x := s.newTxn(ctx, tx)
+		keep, err := stillArchivable(ctx, x, batch)
 		if err != nil {
 			return err
 		}
-		for _, d := range details {
-			id := d.Task.ID
-			task, err := json.Marshal(d.Task)
-			if err != nil {
-				return fmt.Errorf("encode task %s: %w", id, err)
+		for _, e := range batch {
+			if !keep[e.id] {
+				continue
 			}
-			at := now
-			d.ArchivedAt = &at
-			detail, err := json.Marshal(d)
-			if err != nil {
-				return fmt.Errorf("encode task %s: %w", id, err)
+			if _, err := x.ExecContext(ctx, qInsertArchived, e.id, e.projectID, e.status, e.createdAt,
+				e.updatedAt, e.archivedAt, e.task, e.detail); err != nil {
+				return fmt.Errorf("archive task %s: %w", e.id, err)
 			}
-			if _, err := q.exec(ctx, qInsertArchived, id, d.Task.ProjectID, d.Task.Status, toNanos(d.Task.CreatedAt),
-				toNanos(d.Task.UpdatedAt), toNanos(now), string(task), string(detail)); err != nil {
-				return fmt.Errorf("archive task %s: %w", id, err)
-			}
+			ids = append(ids, e.id)
 		}
-		// One statement each for the whole batch, after every detail is
-		// read: the foreign keys' cascades take the rest.
-		in, args := inList(ids)
+		if len(ids) == 0 {
+			return nil
+		}
+		// One statement each for the whole batch: the foreign keys'
+		// cascades take the rest.
+		arg := batchArg(ids)
 		for _, del := range []string{qDeleteArchivedChats, qDeleteArchivedTasks} {
-			if _, err := tx.ExecContext(ctx, del+in, args...); err != nil {
+			if _, err := x.ExecContext(ctx, del, arg); err != nil {
 				return fmt.Errorf("delete archived tasks: %w", err)
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("archive tasks: %w", err)
+		return nil, 0, fmt.Errorf("archive tasks: %w", err)
 	}
-	return ids, nil
+	return ids, s.now().Sub(begun), nil
 }
 
-// inList returns "(?,?,...)" for ids and the ids as arguments.
-func inList(ids []string) (string, []any) {
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
-	return "(" + strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",") + ")", args
+// archiveEntry is one task of a batch to archive, read and encoded before
+// the write transaction, with what tells whether it changed since.
+type archiveEntry struct {
+	id, projectID        string
+	status               models.TaskStatus
+	createdAt, updatedAt int64
+	archivedAt           int64
+	task, detail         string
+	// lastEvent is the task's newest event; dependencies and dependents
+	// its edges both ways, encoded (edgeKeys).
+	lastEvent                int64
+	dependencies, dependents string
 }
 
-// preparedTx is a queryer over a write transaction that prepares each
-// statement once for the transaction: archiving a batch runs the same few
-// statements for every task, and preparing is most of their cost.
-type preparedTx struct {
-	tx    *sql.Tx
-	stmts map[string]*sql.Stmt
-}
-
-func (p *preparedTx) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
-	if st, ok := p.stmts[q]; ok {
-		return st, nil
-	}
-	st, err := p.tx.PrepareContext(ctx, q)
+// readArchiveBatch reads at most limit archivable tasks last changed
+// before before, and their details, on one read snapshot, and encodes
+// their archive rows.
+func (s *Store) readArchiveBatch(ctx context.Context, before time.Time, limit int) ([]archiveEntry, error) {
+	rtx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
-	p.stmts[q] = st
-	return st, nil
-}
-
-// QueryRowContext implements queryer.
-func (p *preparedTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	st, err := p.stmt(ctx, q)
-	if err != nil {
-		return p.tx.QueryRowContext(ctx, q, args...) // reports the same error
+	defer rtx.Rollback() //nolint:errcheck // read-only
+	defer s.rdb.cache.fill(ctx)
+	q := readTx{tx: rtx, c: s.rdb.cache}
+	ids, err := queryIDs(ctx, q, qArchivableTasks, toNanos(before), limit)
+	if err != nil || len(ids) == 0 {
+		return nil, err
 	}
-	return st.QueryRowContext(ctx, args...)
-}
-
-// QueryContext implements queryer.
-func (p *preparedTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	st, err := p.stmt(ctx, q)
+	details, err := batchDetails(ctx, q, ids)
 	if err != nil {
 		return nil, err
 	}
-	return st.QueryContext(ctx, args...)
+	now := s.now()
+	out := make([]archiveEntry, 0, len(details))
+	for _, d := range details {
+		d.ArchivedAt = &now
+		e := archiveEntry{id: d.Task.ID, projectID: d.Task.ProjectID, status: d.Task.Status,
+			createdAt: toNanos(d.Task.CreatedAt), updatedAt: toNanos(d.Task.UpdatedAt), archivedAt: toNanos(now)}
+		if n := len(d.Events); n > 0 {
+			e.lastEvent = d.Events[n-1].ID
+		}
+		if e.dependencies, e.dependents, err = edgeKeys(d.Dependencies, d.Dependents); err != nil {
+			return nil, fmt.Errorf("encode task %s: %w", e.id, err)
+		}
+		task, err := json.Marshal(d.Task)
+		if err != nil {
+			return nil, fmt.Errorf("encode task %s: %w", e.id, err)
+		}
+		detail, err := json.Marshal(d)
+		if err != nil {
+			return nil, fmt.Errorf("encode task %s: %w", e.id, err)
+		}
+		e.task, e.detail = string(task), string(detail)
+		out = append(out, e)
+	}
+	return out, nil
 }
 
-func (p *preparedTx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	st, err := p.stmt(ctx, q)
+// edgeKeys encodes a task's edges both ways for comparison; none is an
+// empty list, as a detail holds it.
+func edgeKeys(deps, dependents []models.Dependency) (string, string, error) {
+	if deps == nil {
+		deps = []models.Dependency{}
+	}
+	if dependents == nil {
+		dependents = []models.Dependency{}
+	}
+	a, err := json.Marshal(deps)
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
-	return st.ExecContext(ctx, args...)
+	b, err := json.Marshal(dependents)
+	return string(a), string(b), err
 }
 
-func (p *preparedTx) close() {
-	for _, st := range p.stmts {
-		_ = st.Close()
+// stillArchivable says which tasks of batch are, in the write transaction
+// q, still archivable and as they were read: the same status, last change
+// and last event, and the same edges both ways (an edge changes without
+// its task's row: a new dependent, an edge withdrawn or resolved).
+func stillArchivable(ctx context.Context, q queryer, batch []archiveEntry) (map[string]bool, error) {
+	type state struct {
+		status                   models.TaskStatus
+		updatedAt, lastEvent     int64
+		dependencies, dependents []models.Dependency
+		archivable               bool
 	}
+	ids := make([]string, len(batch))
+	now := make(map[string]*state, len(batch))
+	for i, e := range batch {
+		ids[i] = e.id
+		now[e.id] = &state{}
+	}
+	arg := batchArg(ids)
+	rows, err := q.QueryContext(ctx, qStillArchivable, arg)
+	if err != nil {
+		return nil, fmt.Errorf("check the batch: %w", err)
+	}
+	for rows.Next() {
+		var (
+			id string
+			st state
+		)
+		if err := rows.Scan(&id, &st.status, &st.updatedAt, &st.lastEvent); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("check the batch: %w", err)
+		}
+		st.archivable = true
+		*now[id] = st
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("check the batch: %w", err)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("check the batch: %w", err)
+	}
+	for _, side := range []struct {
+		q   string
+		add func(models.Dependency)
+	}{
+		{qBatchDependencies, func(e models.Dependency) {
+			now[e.Downstream].dependencies = append(now[e.Downstream].dependencies, e)
+		}},
+		{qBatchDependents, func(e models.Dependency) { now[e.Upstream].dependents = append(now[e.Upstream].dependents, e) }},
+	} {
+		edges, err := queryAll(ctx, q, scanEdge, side.q, arg)
+		if err != nil {
+			return nil, fmt.Errorf("check the batch: %w", err)
+		}
+		for _, e := range edges {
+			side.add(e)
+		}
+	}
+	keep := make(map[string]bool, len(batch))
+	for _, e := range batch {
+		st := now[e.id]
+		if !st.archivable || st.status != e.status || st.updatedAt != e.updatedAt || st.lastEvent != e.lastEvent {
+			continue
+		}
+		deps, dependents, err := edgeKeys(st.dependencies, st.dependents)
+		if err != nil {
+			return nil, fmt.Errorf("check the batch: %w", err)
+		}
+		keep[e.id] = deps == e.dependencies && dependents == e.dependents
+	}
+	return keep, nil
 }
 
 // archivedDetail reads an archived task's detail; ok is false when id was

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/store"
 	"github.com/agentqueued/agentqueued/internal/workflow"
 )
@@ -181,6 +183,9 @@ func TestArchiveStatementsUseIndexes(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
 	fullScan := regexp.MustCompile(`(?m)^SCAN (\w+)$`)
+	// The tasks of a batch are looked up by id, never found among all the
+	// finished tasks by their status.
+	byStatus := regexp.MustCompile(`(?m)^SEARCH \w+ USING (COVERING )?INDEX tasks_status .*$`)
 	for name, q := range store.ArchiveQueriesForTest() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -194,6 +199,79 @@ func TestArchiveStatementsUseIndexes(t *testing.T) {
 			}
 			if m := fullScan.FindString(plan); m != "" {
 				t.Fatalf("full table scan (%s):\n%s", m, plan)
+			}
+			if m := byStatus.FindString(plan); m != "" {
+				t.Fatalf("a walk of every task of a status (%s):\n%s", m, plan)
+			}
+		})
+	}
+}
+
+// TestArchiveSkipsWhatChangedSinceItsRead: a batch is read without the
+// writer, so a task can change before the batch is written. One that did
+// stays in the working tables (for a later batch, as it is then); the rest
+// of the batch is archived.
+func TestArchiveSkipsWhatChangedSinceItsRead(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// change changes task id between the read and the write.
+		change func(t *testing.T, s *store.Store, id string)
+		// later says whether a later batch archives it.
+		later bool
+	}{
+		{"restarted", func(t *testing.T, s *store.Store, id string) {
+			apply(t, s, id, models.EventAdminRestart)
+		}, false},
+		{"a new dependent", func(t *testing.T, s *store.Store, id string) {
+			create(t, s, "p", models.BatchTask{LocalID: "new", Title: "new", Dependencies: []models.BatchDependency{{ID: id}}})
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, clock := openClocked(t)
+			ctx := context.Background()
+			mustProject(t, s, "p")
+			mustAgent(t, s, "a1")
+			ids := create(t, s, "p", models.BatchTask{LocalID: "changed", Title: "changed"},
+				models.BatchTask{LocalID: "kept", Title: "kept"})
+			completeTask(t, s, ids["changed"])
+			completeTask(t, s, ids["kept"])
+			clock.Advance(31 * day)
+			cutoff := clock.Now().Add(-30 * day)
+			changes := 0
+			store.SetAfterArchiveReadForTest(s, func() {
+				if changes++; changes == 1 {
+					tt.change(t, s, ids["changed"])
+				}
+			})
+			if got := archive(t, s, cutoff); !sameIDs(got, ids["kept"]) {
+				t.Fatalf("archived %v, want only %s (the other changed after the read)", got, ids["kept"])
+			}
+			d, err := s.GetTaskDetail(ctx, ids["changed"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.ArchivedAt != nil {
+				t.Fatalf("the changed task was read from the archive: %+v", d.Task)
+			}
+			got := archive(t, s, cutoff)
+			if !tt.later {
+				if len(got) != 0 {
+					t.Fatalf("archived %v, want nothing: the changed task is no longer finished", got)
+				}
+				return
+			}
+			if !sameIDs(got, ids["changed"]) {
+				t.Fatalf("the next batch archived %v, want %s", got, ids["changed"])
+			}
+			d, err = s.GetTaskDetail(ctx, ids["changed"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.ArchivedAt == nil || len(d.Dependents) != 1 {
+				t.Fatalf("archived detail: archived at %v, dependents %+v; want archived with its new dependent", d.ArchivedAt, d.Dependents)
 			}
 		})
 	}
@@ -589,5 +667,40 @@ func TestPruneArchive(t *testing.T) {
 	}
 	if after, _ := s.TokensUsedSince(ctx, "p", time.Time{}); after != tokens || tokens == 0 {
 		t.Errorf("ledger %d after expiry, want %d", after, tokens)
+	}
+}
+
+// TestCheckpointDoesNotWaitForTheWriter: a checkpoint copies the committed
+// log into the database file while another connection holds the write
+// lock (a passive checkpoint on a connection of its own).
+func TestCheckpointDoesNotWaitForTheWriter(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "aq.db")
+	s := openAt(t, path)
+	ctx := progresstest.Context(t)
+	mustProject(t, s, "p")
+	for i := range 20 {
+		create(t, s, "p", models.BatchTask{LocalID: "t", Title: fmt.Sprintf("task %d", i)})
+	}
+	db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=60000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(context.Background(), "ROLLBACK") //nolint:errcheck // the test's end
+	pages, copied, err := s.Checkpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pages == 0 || copied != pages {
+		t.Fatalf("checkpoint with the write lock held elsewhere: %d of %d log pages copied, want all of them (and some)", copied, pages)
 	}
 }

@@ -107,6 +107,11 @@ type Store struct {
 	// transaction did for it, by transaction (see observe.go).
 	obs     Observer
 	pending sync.Map
+	// ckdb is a connection of its own for Checkpoint.
+	ckdb *sql.DB
+	// afterArchiveRead, set by tests, runs between the read of a batch to
+	// archive and its write transaction.
+	afterArchiveRead func()
 }
 
 // dsn is the data source name of the database at p. Connections never
@@ -184,6 +189,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.wdb.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
 	}
+	if s.ckdb, err = sql.Open(cfg.driverName(), dsn(cfg.Path, false)); err != nil {
+		rdb.Close()
+		s.wdb.Close()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+	}
+	s.ckdb.SetMaxOpenConns(1)
 	rdb.SetMaxOpenConns(readConns)
 	// Every connection of the pool stays open: each keeps its prepared
 	// statements, and a new one reads the schema again.
@@ -324,8 +335,27 @@ func (s *Store) Close() error {
 	if s.rdb != nil {
 		errs = append(errs, s.rdb.Close())
 	}
+	if s.ckdb != nil {
+		errs = append(errs, s.ckdb.Close())
+	}
 	errs = append(errs, s.wcache.close(), s.wdb.Close())
 	return errors.Join(errs...)
+}
+
+// Checkpoint copies what the write-ahead log holds into the database file
+// with a passive checkpoint on a connection of its own: it neither waits
+// for nor blocks the writer and the readers. SQLite's own checkpoint runs
+// on the writer after a commit that grew the log past 1000 pages, and the
+// daemon's writes wait behind it; after this one it finds little left to
+// copy. A writer that does much (the pruner) calls it between its
+// transactions. It returns the log's pages and how many of them are now
+// in the database file.
+func (s *Store) Checkpoint(ctx context.Context) (logPages, copied int, err error) {
+	var busy int
+	if err := s.ckdb.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logPages, &copied); err != nil {
+		return 0, 0, fmt.Errorf("checkpoint: %w", err)
+	}
+	return logPages, copied, nil
 }
 
 // Ping checks that the database answers.
