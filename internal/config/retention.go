@@ -28,8 +28,9 @@ const (
 	// DefaultRetentionArchived is the default of retention.archived: an
 	// archived task is deleted for good this long after it was archived.
 	DefaultRetentionArchived = 365 * 24 * time.Hour
-	// DefaultRetentionBatch is the default of retention.batch: the rows one
-	// pruning transaction touches at most.
+	// DefaultRetentionBatch is the default of retention.batch: the tasks
+	// one archive transaction moves (the other steps delete
+	// retention.RowsPerTask times as many rows per transaction).
 	DefaultRetentionBatch = 5
 	// MaxRetentionBatch caps retention.batch, so that no pruning
 	// transaction holds the writer long.
@@ -54,7 +55,8 @@ type RetentionConfig struct {
 	ArchiveTasks time.Duration
 	// Archived is how long an archived task is kept in the archive.
 	Archived time.Duration
-	// Batch caps the rows of one pruning transaction.
+	// Batch caps the tasks of one archive transaction (see
+	// DefaultRetentionBatch).
 	Batch int
 }
 
@@ -121,7 +123,7 @@ func (c *Config) overlayRetention(f fileRetention) error {
 	if f.Batch != "" {
 		n, err := strconv.Atoi(f.Batch)
 		if err != nil || n < 1 || n > MaxRetentionBatch {
-			return fmt.Errorf("retention.batch: %q is not a number of rows from 1 to %d", f.Batch, MaxRetentionBatch)
+			return fmt.Errorf("retention.batch: %q is not a number of tasks from 1 to %d", f.Batch, MaxRetentionBatch)
 		}
 		r.Batch = n
 	}

@@ -25,6 +25,13 @@ const (
 	// (docs/performance.md, "Retention").
 	DefaultBatch = 5
 	DefaultDuty  = 0.125
+	// RowsPerTask is how many rows the steps other than the archive's
+	// delete per transaction for each task Batch lets the archive move:
+	// a notice, a hook run, a run's files or an archived task is one row
+	// with a few index entries, a task moved is its row, its events, runs,
+	// result and edges, and an archive row written. Each transaction then
+	// holds the writer about as long.
+	RowsPerTask = 4
 )
 
 // Store is what the pruner needs of the store.
@@ -50,7 +57,9 @@ type Config struct {
 	Notices, RunLogs, HookRuns, WorkflowRuns, ArchiveTasks, Archived time.Duration
 	// Interval is the time between passes; default DefaultInterval.
 	Interval time.Duration
-	// Batch caps the rows of one transaction; default DefaultBatch.
+	// Batch caps the tasks one archive transaction moves, and a quarter
+	// of the rows any other step's transaction deletes (RowsPerTask);
+	// default DefaultBatch.
 	Batch int
 	// Duty is the largest share of the time the pruner holds the writer
 	// while a backlog drains: after each write transaction it pauses for
@@ -183,7 +192,7 @@ func (p *Pruner) Pass(ctx context.Context) (Report, error) {
 		}
 		for {
 			t0 := p.clock.Now()
-			n, err := step.prune(ctx, now.Add(-step.window), p.cfg.Batch)
+			n, err := step.prune(ctx, now.Add(-step.window), p.rows())
 			if err != nil {
 				return rep, err
 			}
@@ -191,13 +200,16 @@ func (p *Pruner) Pass(ctx context.Context) (Report, error) {
 				return rep, err
 			}
 			*step.count += n
-			if n < int64(p.cfg.Batch) {
+			if n < int64(p.rows()) {
 				break
 			}
 		}
 	}
 	return rep, nil
 }
+
+// rows is the batch of the steps that delete rows (see RowsPerTask).
+func (p *Pruner) rows() int { return RowsPerTask * p.cfg.Batch }
 
 // pruneRunFiles deletes the files of runs ended before before, a batch at
 // a time: the files first, then the record, so a crash between them only
@@ -206,7 +218,7 @@ func (p *Pruner) pruneRunFiles(ctx context.Context, before time.Time) (int, erro
 	total := 0
 	for {
 		t0 := p.clock.Now()
-		due, err := p.cfg.Store.RunFilesDue(ctx, before, p.cfg.Batch)
+		due, err := p.cfg.Store.RunFilesDue(ctx, before, p.rows())
 		if err != nil {
 			return total, err
 		}
@@ -226,7 +238,7 @@ func (p *Pruner) pruneRunFiles(ctx context.Context, before time.Time) (int, erro
 			return total, err
 		}
 		total += len(due)
-		if len(due) < p.cfg.Batch {
+		if len(due) < p.rows() {
 			return total, nil
 		}
 	}

@@ -329,3 +329,44 @@ func TestCheckpointAfterEachArchiveWrite(t *testing.T) {
 		t.Errorf("%d checkpoints, want 3: one after each archive write", n)
 	}
 }
+
+// limitsSeen is the store recording the limits the pruner asks for.
+type limitsSeen struct {
+	*store.Store
+	archive, notices, runFiles *[]int
+}
+
+func (s limitsSeen) ReadArchiveBatch(ctx context.Context, before time.Time, limit int) (store.ArchiveBatch, error) {
+	*s.archive = append(*s.archive, limit)
+	return s.Store.ReadArchiveBatch(ctx, before, limit)
+}
+
+func (s limitsSeen) PruneOutbox(ctx context.Context, before time.Time, limit int) (int64, error) {
+	*s.notices = append(*s.notices, limit)
+	return s.Store.PruneOutbox(ctx, before, limit)
+}
+
+func (s limitsSeen) RunFilesDue(ctx context.Context, before time.Time, limit int) ([]store.RunFiles, error) {
+	*s.runFiles = append(*s.runFiles, limit)
+	return s.Store.RunFilesDue(ctx, before, limit)
+}
+
+// TestRowStepsTakeRowsPerTask: the archive moves Batch tasks a
+// transaction, the steps deleting single rows RowsPerTask times as many.
+func TestRowStepsTakeRowsPerTask(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.task(t, true)
+	f.clock.Advance(31 * day)
+	var archive, notices, runFiles []int
+	p := f.pruner(func(c *retention.Config) {
+		c.Store = limitsSeen{Store: f.s, archive: &archive, notices: &notices, runFiles: &runFiles}
+	})
+	if _, err := p.Pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rows := 2 * retention.RowsPerTask
+	if len(archive) == 0 || archive[0] != 2 || len(notices) == 0 || notices[0] != rows || len(runFiles) == 0 || runFiles[0] != rows {
+		t.Errorf("limits: archive %v, notices %v, run files %v; want 2 tasks and %d rows", archive, notices, runFiles, rows)
+	}
+}
