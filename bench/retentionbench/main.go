@@ -81,7 +81,7 @@ func main() {
 	flag.StringVar(&o.mode, "mode", "prune", "prune (store, in-process) or soak (the daemon binary)")
 	flag.IntVar(&o.events, "events", defaultEvents, "prune: task events of the seeded history")
 	flag.IntVar(&o.completions, "completions", defaultCompletions, "prune: completions measured without the pruner (with it: until it is done, at least as many)")
-	flag.IntVar(&o.batch, "batch", defaultBatch, "prune: the pruner's batch (rows per transaction)")
+	flag.IntVar(&o.batch, "batch", defaultBatch, "prune: the pruner's batch (tasks per archive transaction)")
 	flag.Float64Var(&o.duty, "duty", retention.DefaultDuty, "prune: the pruner's duty (the share of the time it may hold the writer)")
 	flag.IntVar(&o.tasks, "tasks", defaultTasks, "soak: tasks run through the daemon")
 	flag.IntVar(&o.agents, "agents", defaultAgents, "soak: instant command agents")

@@ -148,19 +148,26 @@ func (p *Pruner) Pass(ctx context.Context) (Report, error) {
 			if b.Len() == 0 {
 				break
 			}
+			t0 := p.clock.Now()
 			ids, held, err := p.cfg.Store.WriteArchiveBatch(ctx, b)
 			if err != nil {
 				return rep, err
 			}
+			// The store times the write on its clock; on the pruner's it
+			// took no longer than the call (a fake clock that stands
+			// still: no pause at all).
+			held = min(held, p.clock.Now().Sub(t0))
 			rep.Archived += len(ids)
-			p.checkpoint(ctx)
-			if err := p.pause(ctx, held); err != nil {
-				return rep, err
-			}
+			// The run directories go before the pause: a pass that ends
+			// during it leaves none behind, since nothing names them after.
 			for _, id := range ids {
 				if err := p.removeAll(filepath.Join(p.cfg.RunDir, id)); err != nil {
 					return rep, err
 				}
+			}
+			p.checkpoint(ctx)
+			if err := p.pause(ctx, held); err != nil {
+				return rep, err
 			}
 			// A short batch was the last; a full one that archived none
 			// (all of it changed since its read) ends the pass too, and
@@ -231,6 +238,7 @@ func (p *Pruner) pruneRunFiles(ctx context.Context, before time.Time) (int, erro
 			}
 			ids = append(ids, r.RunID)
 		}
+		t0 = p.clock.Now() // the files' deletion did not hold the writer
 		if err := p.cfg.Store.MarkRunFilesPruned(ctx, ids); err != nil {
 			return total, err
 		}
@@ -264,7 +272,8 @@ func (p *Pruner) checkpoint(ctx context.Context) {
 	}
 }
 
-// yield pauses after a write transaction begun at t0: see pause.
+// yield pauses after a write call begun at t0 (its wait for the writer
+// included): see pause.
 func (p *Pruner) yield(ctx context.Context, t0 time.Time) error {
 	return p.pause(ctx, p.clock.Now().Sub(t0))
 }

@@ -229,3 +229,11 @@ func ArchiveQueriesForTest() map[string]string {
 // SetAfterArchiveReadForTest makes f run between the read of each batch to
 // archive and its write transaction.
 func SetAfterArchiveReadForTest(s *Store, f func()) { s.afterArchiveRead = f }
+
+// WriterSynchronousForTest reads PRAGMA synchronous on the writer
+// connection.
+func WriterSynchronousForTest(s *Store) (int, error) {
+	var mode int
+	err := s.wdb.QueryRow("PRAGMA synchronous").Scan(&mode)
+	return mode, err
+}

@@ -124,9 +124,16 @@ func (s *Store) ReadArchiveBatch(ctx context.Context, before time.Time, limit in
 // only checks that each is still archivable and unchanged since it was
 // read (one that changed stays, for a later batch to read again), inserts
 // their archive rows and deletes them from the working tables. It returns
-// the ids archived and how long the transaction held the writer (from its
-// first statement to its commit, on the store's clock; the wait for the
-// writer is not in it).
+// the ids archived and about how long the transaction held the writer
+// (from after the lease's check to its commit, on the store's clock; the
+// wait for the writer is not in it).
+//
+// What the check compares — status, last change, last event, edges — is
+// what every status change, edit and edge change moves. A few writes move
+// none of them (an agent removed clears its runs' session ids; a late
+// usage report on an ended run): one that lands between the read and the
+// write leaves the archive with the detail as of the read, as if the task
+// had been archived first.
 func (s *Store) WriteArchiveBatch(ctx context.Context, b ArchiveBatch) ([]string, time.Duration, error) {
 	batch := b.entries
 	if len(batch) == 0 {
@@ -139,7 +146,7 @@ func (s *Store) WriteArchiveBatch(ctx context.Context, b ArchiveBatch) ([]string
 		ids   []string
 		begun time.Time
 	)
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withRedoableTx(ctx, func(tx *sql.Tx) error {
 		begun = s.now()
 		ids = ids[:0]
 		x := s.newTxn(ctx, tx)
@@ -194,12 +201,14 @@ type archiveEntry struct {
 // before before, and their details, on one read snapshot, and encodes
 // their archive rows.
 func (s *Store) readArchiveBatch(ctx context.Context, before time.Time, limit int) ([]archiveEntry, error) {
+	// The statements the read missed are prepared once its connection is
+	// given back (deferred first, run last).
+	defer s.rdb.cache.fill(ctx)
 	rtx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
 	defer rtx.Rollback() //nolint:errcheck // read-only
-	defer s.rdb.cache.fill(ctx)
 	q := readTx{tx: rtx, c: s.rdb.cache}
 	ids, err := queryIDs(ctx, q, qArchivableTasks, toNanos(before), limit)
 	if err != nil || len(ids) == 0 {

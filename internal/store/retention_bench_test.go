@@ -42,7 +42,8 @@ func seedBlockedHistory(tb testing.TB, s *store.Store, n int) {
 	}
 }
 
-// BenchmarkArchiveBatch measures one archiving transaction of a batch of
+// BenchmarkArchiveBatch measures archiving one batch (its read on a
+// snapshot and its write transaction) of
 // finished tasks (each with its edge and event) on a durable database
 // holding a history of 20,000 of them besides those archived, for batches
 // about the pruner's default.

@@ -704,3 +704,43 @@ func TestCheckpointDoesNotWaitForTheWriter(t *testing.T) {
 		t.Fatalf("checkpoint with the write lock held elsewhere: %d of %d log pages copied, want all of them (and some)", copied, pages)
 	}
 }
+
+// TestArchiveWriteLeavesTheWriterDurable: an archive write commits without
+// waiting for the disk, and the writer is back to synchronous=FULL after
+// it — also when the write failed because its context ended.
+func TestArchiveWriteLeavesTheWriterDurable(t *testing.T) {
+	t.Parallel()
+	s, clock := openClocked(t)
+	mustProject(t, s, "p")
+	mustAgent(t, s, "a1")
+	ids := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"}, models.BatchTask{LocalID: "b", Title: "b"})
+	completeTask(t, s, ids["a"])
+	completeTask(t, s, ids["b"])
+	clock.Advance(31 * day)
+	ctx := context.Background()
+	cutoff := clock.Now().Add(-30 * day)
+	read := func() store.ArchiveBatch {
+		t.Helper()
+		b, err := s.ReadArchiveBatch(ctx, cutoff, 1)
+		if err != nil || b.Len() != 1 {
+			t.Fatalf("read a batch: %d tasks, %v", b.Len(), err)
+		}
+		return b
+	}
+	durable := func(when string) {
+		t.Helper()
+		if mode, err := store.WriterSynchronousForTest(s); err != nil || mode != 2 {
+			t.Fatalf("%s: the writer's synchronous is %d (%v), want 2 (FULL)", when, mode, err)
+		}
+	}
+	if got, _, err := s.WriteArchiveBatch(ctx, read()); err != nil || len(got) != 1 {
+		t.Fatalf("archive write: %v, %v", got, err)
+	}
+	durable("after an archive write")
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, _, err := s.WriteArchiveBatch(ended, read()); err == nil {
+		t.Fatal("an archive write with its context ended succeeded")
+	}
+	durable("after an archive write that failed")
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -449,7 +450,52 @@ func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) (err erro
 	// Statements the transaction found unprepared are prepared once it has
 	// given the writer connection back.
 	defer s.wcache.fill(ctx)
-	tx, err := s.wdb.BeginTx(ctx, nil)
+	return s.runTx(ctx, func() (*sql.Tx, error) { return s.wdb.BeginTx(ctx, nil) }, fn)
+}
+
+// withRedoableTx is withTx for a write whose loss in a power cut costs
+// nothing because it is done again: an archive batch lost leaves its tasks
+// in the working tables, and the next pass archives them. It commits
+// without waiting for the disk (synchronous=NORMAL for this transaction
+// alone), which is most of a small transaction's time on the writer; the
+// write-ahead log is synced in order, so the writer's next durable commit
+// makes this one durable too, and the database is whole either way. The
+// writer connection is set back to FULL before it is given back, and
+// dropped if that cannot be confirmed.
+func (s *Store) withRedoableTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	defer func() { err = s.noteWrite(err) }()
+	defer s.wcache.fill(ctx) // after the connection is given back
+	conn, err := s.wdb.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer conn.Close()
+	defer durableAgain(conn)
+	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous = NORMAL"); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	return s.runTx(ctx, func() (*sql.Tx, error) { return conn.BeginTx(ctx, nil) }, fn)
+}
+
+// durableAgain sets the writer connection conn back to synchronous=FULL,
+// or has the pool drop it when that cannot be confirmed: no later write
+// may commit without waiting for the disk.
+func durableAgain(conn *sql.Conn) {
+	ctx := context.Background() // also when the transaction's context ended
+	mode := -1
+	_, err := conn.ExecContext(ctx, "PRAGMA synchronous = FULL")
+	if err == nil {
+		err = conn.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&mode)
+	}
+	if err != nil || mode != 2 {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+}
+
+// runTx begins a write transaction with begin, checks the lease's fence,
+// runs fn and commits; see withTx.
+func (s *Store) runTx(ctx context.Context, begin func() (*sql.Tx, error), fn func(tx *sql.Tx) error) error {
+	tx, err := begin()
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}

@@ -113,8 +113,7 @@ func (s *Store) GetTaskDetail(ctx context.Context, id string) (models.TaskDetail
 	return d, err
 }
 
-// taskDetail reads a task's detail through q (one snapshot, or the write
-// transaction that archives it).
+// taskDetail reads a task's detail through q (one snapshot).
 func taskDetail(ctx context.Context, q queryer, id string) (models.TaskDetail, error) {
 	var (
 		d   models.TaskDetail
