@@ -224,7 +224,7 @@ func (p *Pruner) rows() int { return RowsPerTask * p.cfg.Batch }
 func (p *Pruner) pruneRunFiles(ctx context.Context, before time.Time) (int, error) {
 	total := 0
 	for {
-		t0 := p.clock.Now()
+		// RunFilesDue reads without the writer.
 		due, err := p.cfg.Store.RunFilesDue(ctx, before, p.rows())
 		if err != nil {
 			return total, err
@@ -238,7 +238,7 @@ func (p *Pruner) pruneRunFiles(ctx context.Context, before time.Time) (int, erro
 			}
 			ids = append(ids, r.RunID)
 		}
-		t0 = p.clock.Now() // the files' deletion did not hold the writer
+		t0 := p.clock.Now() // the files' deletion did not hold the writer
 		if err := p.cfg.Store.MarkRunFilesPruned(ctx, ids); err != nil {
 			return total, err
 		}
