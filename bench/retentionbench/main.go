@@ -223,6 +223,9 @@ func prune(ctx context.Context, o options) error {
 	return nil
 }
 
+// seededResult is the result each task of the seeded history ends with.
+var seededResult = &models.Completion{Summary: "did what the task asked", FilesChanged: []string{"main.go", "main_test.go"}}
+
 // history puts the seeded history at path: a copy of -history when that
 // file exists, else a new one (kept as -history when that is set).
 func history(ctx context.Context, o options, path string) error {
@@ -271,9 +274,9 @@ func seed(ctx context.Context, path string, events int) (int, error) {
 	}
 	perTask, tasks := 0, 0
 	for made := 0; made < events; {
-		chunk := seedChunk
+		chunk := 1 // the first task says how many events a task makes
 		if perTask > 0 {
-			chunk = max(1, min(chunk, (events-made+perTask-1)/perTask))
+			chunk = max(1, min(seedChunk, (events-made+perTask-1)/perTask))
 		}
 		batch := models.TaskBatch{ProjectID: "p", Tasks: make([]models.BatchTask, chunk)}
 		for i := range batch.Tasks {
@@ -285,7 +288,7 @@ func seed(ctx context.Context, path string, events int) (int, error) {
 			return tasks, err
 		}
 		for _, r := range res {
-			if err := complete(ctx, st, r.TaskID, "seeder"); err != nil {
+			if _, err := complete(ctx, st, r.TaskID, "seeder", seededResult); err != nil {
 				return tasks, err
 			}
 		}
@@ -313,22 +316,26 @@ func seed(ctx context.Context, path string, events int) (int, error) {
 }
 
 // complete takes task id from READY to COMPLETED the daemon's way: the
-// agent claims it, its run starts and ends with a result (the task goes
-// to VERIFYING), and its verification passes.
-func complete(ctx context.Context, st *store.Store, id, agent string) error {
+// agent claims it, its run starts and ends (with result, when set; the
+// task goes to VERIFYING), and its verification passes. It returns how
+// long the completion took: the run's end and VERIFY_PASSED, two commits.
+func complete(ctx context.Context, st *store.Store, id, agent string, result *models.Completion) (time.Duration, error) {
 	run, _, err := st.ClaimTask(ctx, id, agent)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if _, err := st.StartRun(ctx, run.ID, 1, ""); err != nil {
-		return err
+		return 0, err
 	}
+	t0 := time.Now()
 	if _, err := st.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted, Outcome: "completed",
-		Result: &models.Completion{Summary: "did what the task asked", FilesChanged: []string{"main.go", "main_test.go"}}}); err != nil {
-		return err
+		Result: result}); err != nil {
+		return 0, err
 	}
-	_, err = st.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventVerifyPassed, Actor: "bench"})
-	return err
+	if _, err := st.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventVerifyPassed, Actor: "bench"}); err != nil {
+		return 0, err
+	}
+	return time.Since(t0), nil
 }
 
 // moveFile moves a file across file systems (os.Rename cannot).
@@ -384,22 +391,11 @@ func completions(ctx context.Context, st *store.Store, n int, until *atomic.Bool
 		if err != nil {
 			return nil, err
 		}
-		id := res[0].TaskID
-		run, _, err := st.ClaimTask(ctx, id, "a1")
+		took, err := complete(ctx, st, res[0].TaskID, "a1", nil)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := st.StartRun(ctx, run.ID, 1, ""); err != nil {
-			return nil, err
-		}
-		t0 := time.Now()
-		if _, err := st.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted, Outcome: "completed"}); err != nil {
-			return nil, err
-		}
-		if _, err := st.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventVerifyPassed, Actor: "bench"}); err != nil {
-			return nil, err
-		}
-		out = append(out, time.Since(t0))
+		out = append(out, took)
 	}
 	return out, nil
 }

@@ -17,15 +17,15 @@
 //
 // Every step works in bounded batches (Config.Batch tasks to archive,
 // RowsPerTask times as many rows to delete), one short write transaction
-// each, so the writer is released between batches and no
-// pruning transaction holds it for more than a few milliseconds. A batch
-// of tasks to archive is read and encoded without the writer
+// each, so the writer is released between batches and no pruning
+// transaction holds it for more than a few milliseconds. A batch of tasks
+// to archive is read and encoded without the writer
 // (store.ReadArchiveBatch); its write (store.WriteArchiveBatch) only
 // checks, inserts and deletes, and commits without waiting for the disk
-// (a batch lost in a power cut is archived again). After each write the pruner copies the
-// write-ahead log into the database file off the writer (a passive
-// checkpoint) and pauses, so that it holds the writer at most Config.Duty
-// of the time: the daemon's own writes rarely wait behind it while a long
-// backlog drains. A window of zero turns its step off. The token ledger is
-// never pruned.
+// (a batch lost in a power cut is archived again). After each write the
+// pruner copies the write-ahead log into the database file off the writer
+// (a passive checkpoint) and pauses, so that it holds the writer at most
+// Config.Duty of the time: the daemon's own writes rarely wait behind it
+// while a long backlog drains. A window of zero turns its step off. The
+// token ledger is never pruned.
 package retention

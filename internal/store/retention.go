@@ -273,10 +273,10 @@ func stillArchivable(ctx context.Context, q queryer, batch []archiveEntry) (map[
 		archivable               bool
 	}
 	ids := make([]string, len(batch))
-	now := make(map[string]*state, len(batch))
+	current := make(map[string]*state, len(batch))
 	for i, e := range batch {
 		ids[i] = e.id
-		now[e.id] = &state{}
+		current[e.id] = &state{}
 	}
 	arg := batchArg(ids)
 	rows, err := q.QueryContext(ctx, qStillArchivable, arg)
@@ -293,7 +293,7 @@ func stillArchivable(ctx context.Context, q queryer, batch []archiveEntry) (map[
 			return nil, fmt.Errorf("check the batch: %w", err)
 		}
 		st.archivable = true
-		*now[id] = st
+		*current[id] = st
 	}
 	if err := rows.Close(); err != nil {
 		return nil, fmt.Errorf("check the batch: %w", err)
@@ -306,9 +306,9 @@ func stillArchivable(ctx context.Context, q queryer, batch []archiveEntry) (map[
 		add func(models.Dependency)
 	}{
 		{qBatchDependencies, func(e models.Dependency) {
-			now[e.Downstream].dependencies = append(now[e.Downstream].dependencies, e)
+			current[e.Downstream].dependencies = append(current[e.Downstream].dependencies, e)
 		}},
-		{qBatchDependents, func(e models.Dependency) { now[e.Upstream].dependents = append(now[e.Upstream].dependents, e) }},
+		{qBatchDependents, func(e models.Dependency) { current[e.Upstream].dependents = append(current[e.Upstream].dependents, e) }},
 	} {
 		edges, err := queryAll(ctx, q, scanEdge, side.q, arg)
 		if err != nil {
@@ -320,7 +320,7 @@ func stillArchivable(ctx context.Context, q queryer, batch []archiveEntry) (map[
 	}
 	keep := make(map[string]bool, len(batch))
 	for _, e := range batch {
-		st := now[e.id]
+		st := current[e.id]
 		if !st.archivable || st.status != e.status || st.updatedAt != e.updatedAt || st.lastEvent != e.lastEvent {
 			continue
 		}
