@@ -6,7 +6,7 @@ package main
 //
 //	agent heartbeat
 //	agent progress [--succeeded N] [--failed N] [MESSAGE...]
-//	agent ask QUESTION...            prints the answer on stdout
+//	agent ask [--default A] QUESTION...  prints the answer on stdout
 //	agent complete [--summary TEXT | TEXT...] [--files a,b] [--outputs JSON] [--no-changes]
 //	agent fail MESSAGE...
 //	agent usage --input N --output N [--cache-read N] [--cache-write N]
@@ -47,7 +47,8 @@ Commands:
   progress [--succeeded N] [--failed N] [MESSAGE...]
                                    report a step of the work, and the items processed so far
                                    (cumulative counts for this run; a message or a count is required)
-  ask QUESTION...                  ask the human and wait; prints the answer
+  ask [--default ANSWER] QUESTION...
+                                   ask the human and wait; prints the answer
   complete [--summary TEXT | TEXT...] [--files a,b] [--outputs JSON] [--no-changes]
                                    report the task done; --no-changes when it needed no change
                                    to the repository (without it, a run that changed nothing fails)
@@ -244,8 +245,13 @@ func (a *agentCmd) message(ctx context.Context, args []string, label string, sen
 }
 
 func (a *agentCmd) ask(ctx context.Context, args []string) error {
+	def := a.fs.String("default", "", "the answer you would go on with should nobody answer before the question expires")
 	return a.message(ctx, args, "QUESTION", func(c *api.RPCClient, ctx context.Context, question string) error {
-		answer, err := c.Ask(ctx, question)
+		ask := models.Ask{Question: question}
+		if *def != "" {
+			ask.Default = def
+		}
+		answer, err := c.Ask(ctx, ask)
 		if err != nil {
 			return err
 		}

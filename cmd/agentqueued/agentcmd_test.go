@@ -26,6 +26,7 @@ var waitLimit = progresstest.Stall()
 // pendingAsk is an ask the service waits on; the test answers it.
 type pendingAsk struct {
 	question string
+	def      *string
 	answer   chan string
 }
 
@@ -66,8 +67,8 @@ func (s *runService) Progress(ctx context.Context, run models.Run, p models.Task
 	return s.st.TouchRun(ctx, run.ID)
 }
 
-func (s *runService) Ask(ctx context.Context, _ models.Run, question string) (string, error) {
-	p := pendingAsk{question: question, answer: make(chan string, 1)}
+func (s *runService) Ask(ctx context.Context, _ models.Run, ask models.Ask) (string, error) {
+	p := pendingAsk{question: ask.Question, def: ask.Default, answer: make(chan string, 1)}
 	select {
 	case s.asks <- p:
 	case <-ctx.Done():

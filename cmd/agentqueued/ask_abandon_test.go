@@ -28,10 +28,10 @@ exec "$WORKER_BIN" agent complete --summary "went on with the answer"
 
 // TestAnAbandonedAskKeepsTheQuestionOpen: the agent's CLI gives up on a
 // blocking ask (the real MCP SDK client cancels the call, as Codex does
-// after its tool timeout). That is no input timeout: the task pauses for
-// the answer, the question stays open, the run that would go on without
-// the answer ends, and the human's answer resumes the task at once with
-// the answer in the next prompt.
+// after its tool timeout). That is no expiry: the task keeps waiting for
+// the answer (WAITING_INPUT, without a run), the question stays open, the
+// run that would go on without the answer ends, and the human's answer
+// runs the task again at once with the answer in the next prompt.
 func TestAnAbandonedAskKeepsTheQuestionOpen(t *testing.T) {
 	t.Parallel()
 	bin := agentqueuedBinary(t)
@@ -129,16 +129,15 @@ agents:
 		t.Fatal("the cancelled ask returned no error")
 	}
 
-	td := waitTask("the pause for the answer", status(models.StatusPaused))
-	if !strings.Contains(td.Task.StatusReason, "gave up waiting for the answer") {
-		t.Errorf("paused with %q", td.Task.StatusReason)
+	td := waitTask("the first run to end", func(td models.TaskDetail) bool { return len(td.Runs) == 1 && td.Runs[0].EndedAt != nil })
+	if td.Task.Status != models.StatusWaitingInput || !strings.Contains(td.Runs[0].Error, "gave up waiting for the answer") {
+		t.Errorf("after the abandoned ask: %s, the run ended with %q", td.Task.Status, td.Runs[0].Error)
 	}
-	waitTask("the first run to end", func(td models.TaskDetail) bool { return len(td.Runs) == 1 && td.Runs[0].EndedAt != nil })
 	qs, err := c.OpenQuestions(ctx)
-	if err != nil || len(qs) != 1 || qs[0].TaskID != id || qs[0].Answer != nil {
+	if err != nil || len(qs) != 1 || qs[0].TaskID != id || qs[0].Answer != nil || qs[0].RunEndedAt == nil {
 		t.Fatalf("open questions after the abandoned ask: %+v %v", qs, err)
 	}
-	if td := waitTask("nothing else", func(models.TaskDetail) bool { return true }); td.Task.Status != models.StatusPaused {
+	if td := waitTask("nothing else", func(models.TaskDetail) bool { return true }); td.Task.Status != models.StatusWaitingInput {
 		t.Fatalf("the task did not wait for the answer: %s (%s)", td.Task.Status, td.Task.StatusReason)
 	}
 

@@ -45,7 +45,7 @@ These tools may appear a moment after you start: the server can still be connect
 type agentRPC interface {
 	Heartbeat(ctx context.Context) error
 	ReportProgress(ctx context.Context, p models.TaskProgress) error
-	Ask(ctx context.Context, question string) (string, error)
+	Ask(ctx context.Context, ask models.Ask) (string, error)
 	Complete(ctx context.Context, c models.Completion) error
 	Fail(ctx context.Context, message string) error
 	Usage(ctx context.Context, u api.UsageReport) error
@@ -65,6 +65,7 @@ type (
 	}
 	mcpAskInput struct {
 		Question string `json:"question" jsonschema:"The question, self-contained: the human reads it on a phone without your context. Give the options you see and the one you would pick."`
+		Default  string `json:"default,omitempty" jsonschema:"The answer you would go on with should nobody answer in time (the project may use it when the question expires)."`
 	}
 	mcpCompleteInput struct {
 		Summary      string         `json:"summary" jsonschema:"What you did and how you checked it, for the human and for the tasks that depend on this one."`
@@ -185,7 +186,11 @@ func newMCPServer(rpc agentRPC) *mcp.Server {
 		return "Progress recorded.", rpc.ReportProgress(ctx, models.TaskProgress{Message: in.Message, Succeeded: in.Succeeded, Failed: in.Failed})
 	})
 	addMCPTool(srv, mcpToolAsk, nil, func(ctx context.Context, in mcpAskInput) (string, error) {
-		return rpc.Ask(ctx, in.Question)
+		ask := models.Ask{Question: in.Question}
+		if strings.TrimSpace(in.Default) != "" {
+			ask.Default = &in.Default
+		}
+		return rpc.Ask(ctx, ask)
 	})
 	addMCPTool(srv, mcpToolComplete, nil, func(ctx context.Context, in mcpCompleteInput) (string, error) {
 		c := models.Completion{Summary: in.Summary, FilesChanged: in.FilesChanged, NoChanges: in.NoChanges}

@@ -90,8 +90,9 @@ type RunService interface {
 	// Progress records a progress report: a message for the task's thread
 	// and the counts of items processed so far (nil: unchanged).
 	Progress(ctx context.Context, run models.Run, p models.TaskProgress) error
-	// Ask blocks until a human answers (the task is WAITING_INPUT meanwhile) or ctx ends.
-	Ask(ctx context.Context, run models.Run, question string) (answer string, err error)
+	// Ask blocks until a human answers (the task is WAITING_INPUT meanwhile),
+	// the question expires, or ctx ends.
+	Ask(ctx context.Context, run models.Run, ask models.Ask) (answer string, err error)
 	Complete(ctx context.Context, run models.Run, c models.Completion) error
 	Fail(ctx context.Context, run models.Run, message string) error
 	// Usage records token use; the server fills u's project, task and agent from the run.
@@ -115,6 +116,10 @@ type (
 	// AskRequest is the body of ask.
 	AskRequest struct {
 		Question string `json:"question"`
+		// Default is the answer the agent proposes should nobody answer
+		// before the question expires (used when its project's on_expiry
+		// is default).
+		Default *string `json:"default,omitempty"`
 	}
 	// AskResponse answers ask.
 	AskResponse struct {
@@ -424,10 +429,11 @@ func (s *RPCServer) toolTable() map[string]rpcTool {
 			if err := decodeJSON(body, &req); err != nil {
 				return nil, err
 			}
-			if err := models.ValidateQuestionText("question", req.Question); err != nil {
+			ask := models.Ask{Question: req.Question, Default: req.Default}
+			if err := ask.Validate(); err != nil {
 				return nil, err
 			}
-			answer, err := s.svc.Ask(ctx, run, req.Question)
+			answer, err := s.svc.Ask(ctx, run, ask)
 			if err != nil {
 				return nil, err
 			}

@@ -78,8 +78,8 @@ func (s *storeRunService) Progress(ctx context.Context, run models.Run, p models
 	return s.st.TouchRun(ctx, run.ID)
 }
 
-func (s *storeRunService) Ask(ctx context.Context, run models.Run, question string) (string, error) {
-	call := &askCall{run: run, question: question, answer: make(chan string, 1), gone: make(chan struct{})}
+func (s *storeRunService) Ask(ctx context.Context, run models.Run, ask models.Ask) (string, error) {
+	call := &askCall{run: run, question: ask.Question, answer: make(chan string, 1), gone: make(chan struct{})}
 	select {
 	case s.asks <- call:
 	case <-ctx.Done():
@@ -353,7 +353,7 @@ func TestRPCToolsThroughClient(t *testing.T) {
 	var answer string
 	go func() {
 		var err error
-		answer, err = c.Ask(ctx, "Postgres or SQLite?")
+		answer, err = c.Ask(ctx, models.Ask{Question: "Postgres or SQLite?"})
 		answered <- err
 	}()
 	var call *askCall
@@ -580,7 +580,7 @@ func TestRPCAskCancelledWhenClientGoesAway(t *testing.T) {
 	defer cancel()
 	returned := make(chan error, 1)
 	go func() {
-		_, err := c.Ask(ctx, "Which colour?")
+		_, err := c.Ask(ctx, models.Ask{Question: "Which colour?"})
 		returned <- err
 	}()
 	var call *askCall
@@ -607,7 +607,7 @@ func TestRPCAskEndsOnShutdown(t *testing.T) {
 	c := e.client(run.TaskID, token)
 	returned := make(chan error, 1)
 	go func() {
-		_, err := c.Ask(context.Background(), "Still there?")
+		_, err := c.Ask(context.Background(), models.Ask{Question: "Still there?"})
 		returned <- err
 	}()
 	var call *askCall

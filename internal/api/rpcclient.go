@@ -108,10 +108,11 @@ func (c *RPCClient) ReportProgress(ctx context.Context, p models.TaskProgress) e
 }
 
 // Ask asks a human a question and waits for the answer, as long as it takes
-// or until ctx ends.
-func (c *RPCClient) Ask(ctx context.Context, question string) (string, error) {
+// or until ctx ends; ask.Default is the answer proposed should the question
+// expire unanswered.
+func (c *RPCClient) Ask(ctx context.Context, ask models.Ask) (string, error) {
 	var out AskResponse
-	err := c.call(ctx, ToolAsk, AskRequest{Question: question}, &out)
+	err := c.call(ctx, ToolAsk, AskRequest{Question: ask.Question, Default: ask.Default}, &out)
 	return out.Answer, err
 }
 

@@ -117,10 +117,12 @@ type UpstreamResult struct {
 	Outputs      json.RawMessage `json:"outputs,omitempty"`
 }
 
-// Answer is a question an agent asked and the human's answer.
+// Answer is a question an agent asked and the human's answer; for a
+// question that expired unanswered, Expired is set and Answer says so.
 type Answer struct {
 	Question string `json:"question"`
 	Answer   string `json:"answer"`
+	Expired  bool   `json:"expired,omitempty"`
 }
 
 // ReviewContext is what a QA reviewer is shown.

@@ -100,6 +100,11 @@ const (
 	// heartbeat or max_runtime): like AGENT_FAILED it leads to FAILED, so
 	// the task is retried with backoff while retries remain.
 	EventTimeoutFailed TaskEvent = "TIMEOUT_FAILED"
+	// EventReplyRequeued returns a WAITING_INPUT task to READY when its
+	// question is answered after the run that asked has ended (a restart,
+	// the agent gave up on the call): the task runs again, its session
+	// resumed where the CLI keeps one, with the answer in its prompt.
+	EventReplyRequeued TaskEvent = "REPLY_REQUEUED"
 )
 
 // TaskEvents lists every event: the spec's 23, then the extensions.
@@ -109,7 +114,7 @@ var TaskEvents = []TaskEvent{
 	EventVerifyPassed, EventVerifyFailed, EventPRCreated, EventPRMerged, EventRetry, EventMaxRetries,
 	EventAdminSkip, EventAdminStop, EventAdminRestart, EventPRClosed, EventTimeout, EventExecutionError,
 	EventRecovery, EventHumanApproved, EventUpstreamFailed, EventUpstreamReopened, EventApprovalRequested,
-	EventPRUnavailable, EventRunStopped, EventAdminCancel, EventDepsAdded, EventTimeoutFailed,
+	EventPRUnavailable, EventRunStopped, EventAdminCancel, EventDepsAdded, EventTimeoutFailed, EventReplyRequeued,
 }
 
 // Valid reports whether e is a known event.

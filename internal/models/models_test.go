@@ -17,8 +17,8 @@ func TestEnumValuesAreSpecNames(t *testing.T) {
 	if len(models.TaskStatuses) != 11 {
 		t.Fatalf("want 11 statuses, got %d", len(models.TaskStatuses))
 	}
-	if len(models.TaskEvents) != 32 {
-		t.Fatalf("want 23 spec events + 9 extensions, got %d", len(models.TaskEvents))
+	if len(models.TaskEvents) != 33 {
+		t.Fatalf("want 23 spec events + 10 extensions, got %d", len(models.TaskEvents))
 	}
 	for _, tc := range []struct {
 		got, want string

@@ -67,6 +67,36 @@ type ProjectSettings struct {
 	// run_command steps: a step runs only a command equal to one of them
 	// (compared word by word; no shell).
 	HookCommands []string `json:"hook_commands,omitempty"`
+
+	// InputTimeout is how long an agent's question waits for an answer
+	// before it expires; 0 is the daemon's orchestrator.input_timeout.
+	InputTimeout Duration `json:"input_timeout,omitempty"`
+	// OnExpiry is what an expired question does to its task: OnExpiryPause
+	// (the default), OnExpiryFail or OnExpiryDefault. Every expiry uses one
+	// of the task's retries; one that finds none left blocks the task.
+	OnExpiry string `json:"on_expiry,omitempty"`
+}
+
+// What an expired question does to its task (ProjectSettings.OnExpiry).
+const (
+	// OnExpiryPause pauses the task (INPUT_TIMEOUT) for the input timeout
+	// again; it then runs again without the answer.
+	OnExpiryPause = "pause"
+	// OnExpiryFail fails the task (TIMEOUT_FAILED): it is retried after the
+	// backoff like any failure.
+	OnExpiryFail = "fail"
+	// OnExpiryDefault answers with the agent's proposed default answer
+	// (`ask --default`); a question without one pauses the task.
+	OnExpiryDefault = "default"
+)
+
+// QuestionTimeout returns how long a question of this project waits: its
+// InputTimeout, else def (the daemon's).
+func (s ProjectSettings) QuestionTimeout(def time.Duration) time.Duration {
+	if s.InputTimeout > 0 {
+		return s.InputTimeout.Std()
+	}
+	return def
 }
 
 // AllowsHookCommand reports whether command is one of the hook commands.
@@ -107,6 +137,17 @@ func (s *ProjectSettings) Validate() error {
 			return Errorf(CodeInvalid, "settings.%s: %s is not a valid name", f.name, Quote(f.v))
 		}
 	}
+	switch s.OnExpiry {
+	case "", OnExpiryPause, OnExpiryFail, OnExpiryDefault:
+	default:
+		return Errorf(CodeInvalid, "settings.on_expiry: must be pause, fail or default (got %s)", Quote(s.OnExpiry))
+	}
+	if s.InputTimeout < 0 || (s.InputTimeout > 0 && s.InputTimeout.Std() < time.Second) {
+		return Errorf(CodeInvalid, "settings.input_timeout: must be at least 1s (got %s)", s.InputTimeout)
+	}
+	if s.InputTimeout.Std() > MaxInputTimeout {
+		return Errorf(CodeInvalid, "settings.input_timeout: at most %s (got %s)", MaxInputTimeout, s.InputTimeout)
+	}
 	switch s.PRMode {
 	case "", PRNever, PRWhenRequired, PRAlways:
 	default:
@@ -136,6 +177,10 @@ func (s *ProjectSettings) Validate() error {
 		return CheckLine(name, c, MaxCommandLen)
 	})
 }
+
+// MaxInputTimeout bounds a project's input_timeout: a question waits at
+// most a month.
+const MaxInputTimeout = 31 * 24 * time.Hour
 
 // Limits of pull request settings: GitHub's longest user name and label,
 // and how many of each a project may name.

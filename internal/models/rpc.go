@@ -90,8 +90,88 @@ type Question struct {
 	AnsweredBy string     `json:"answered_by,omitempty"`
 	AnsweredAt *time.Time `json:"answered_at,omitempty"`
 	// ClosedAt is when the question was closed unanswered because its task
-	// was cancelled; a closed question takes no answer.
-	ClosedAt *time.Time `json:"closed_at,omitempty"`
+	// stopped waiting for it otherwise than by an answer or its expiry (it
+	// was cancelled, restarted or stopped); ClosedReason says which. A
+	// closed question takes no answer.
+	ClosedAt     *time.Time `json:"closed_at,omitempty"`
+	ClosedReason string     `json:"closed_reason,omitempty"`
+	// ExpiresAt is when the question expires unanswered: asked_at plus the
+	// input timeout in force when it was asked. ExpiredAt is when it did;
+	// an expired question takes no answer (its project's on_expiry decided
+	// what became of the task).
+	ExpiresAt time.Time  `json:"expires_at"`
+	ExpiredAt *time.Time `json:"expired_at,omitempty"`
+	// Default is the answer the agent proposed (`ask --default`), used when
+	// the question expires in a project whose on_expiry is default.
+	Default *string `json:"default,omitempty"`
+	// RunEndedAt is when the run that asked ended while the question was
+	// open (the daemon restarted, the agent's CLI gave up on the call): the
+	// task waits on without a run, and the answer runs it again.
+	RunEndedAt *time.Time `json:"run_ended_at,omitempty"`
+}
+
+// Open reports whether the question still waits for an answer: not
+// answered, expired or closed.
+func (q Question) Open() bool { return q.Answer == nil && q.ExpiredAt == nil && q.ClosedAt == nil }
+
+// DefaultInputTimeout is how long a question waits for an answer when
+// neither the daemon's configuration nor its project says otherwise.
+const DefaultInputTimeout = 4 * time.Hour
+
+// DefaultAnswerActor is who answered a question that expired in a project
+// whose on_expiry is default: the agent's own proposed answer.
+const DefaultAnswerActor = "default"
+
+// ExpiryOutcome is what a question's expiry did to its task.
+type ExpiryOutcome string
+
+// The outcomes of an expiry (see Store.ExpireQuestion).
+const (
+	// ExpiryNone: nothing; the question was answered, expired or closed
+	// meanwhile, or is not due.
+	ExpiryNone ExpiryOutcome = ""
+	// ExpiryPaused: INPUT_TIMEOUT, the task PAUSED (on_expiry pause).
+	ExpiryPaused ExpiryOutcome = "paused"
+	// ExpiryFailed: TIMEOUT_FAILED, the task FAILED (on_expiry fail).
+	ExpiryFailed ExpiryOutcome = "failed"
+	// ExpiryAnswered: the agent's default answer was given (on_expiry
+	// default).
+	ExpiryAnswered ExpiryOutcome = "answered"
+	// ExpiryBlocked: MAX_RETRIES, the task BLOCKED: it had no retry left.
+	ExpiryBlocked ExpiryOutcome = "blocked"
+)
+
+// QuestionExpiry is what the expiry of a question did.
+type QuestionExpiry struct {
+	Question Question
+	Outcome  ExpiryOutcome
+	// Task is the question's task after the expiry (when Outcome is set).
+	Task Task
+	// Answer is the default answer given (ExpiryAnswered); RunWaits says
+	// that the run that asked still waits for it.
+	Answer   string
+	RunWaits bool
+	// EndRun says that the run that asked is still open and must end: the
+	// task is no longer waiting for it.
+	EndRun bool
+}
+
+// Ask is an agent's question as it asks it: the text and, optionally, the
+// answer it proposes should nobody answer in time.
+type Ask struct {
+	Question string  `json:"question"`
+	Default  *string `json:"default,omitempty"`
+}
+
+// Validate checks an ask: a question, and a default that is a valid answer.
+func (a Ask) Validate() error {
+	if err := ValidateQuestionText("question", a.Question); err != nil {
+		return err
+	}
+	if a.Default != nil {
+		return ValidateQuestionText("default", *a.Default)
+	}
+	return nil
 }
 
 // ValidateQuestionText checks the text of a question, an answer or an

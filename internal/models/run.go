@@ -278,11 +278,6 @@ type RunEnd struct {
 	ExpectFrom  TaskStatus
 	Reason      string
 	ResumeAfter *time.Time
-	// WaitResumeAfter applies when the run ended by itself (no
-	// ResumeAfter) while its task waited for an answer: the agent gave up
-	// on its question, so the question stays open and the task pauses
-	// until then; the answer resumes it at once.
-	WaitResumeAfter *time.Time
 	// Outcome names the end for the run row (RunOutcomeCompleted, …).
 	Outcome RunOutcome
 	// Error keeps the failure text for the next attempt's context.

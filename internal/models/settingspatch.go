@@ -22,6 +22,8 @@ const (
 	SettingString SettingKind = "string"
 	SettingBool   SettingKind = "boolean"
 	SettingList   SettingKind = "list of strings"
+	// SettingDuration is a duration string such as "90s" or "4h".
+	SettingDuration SettingKind = "duration"
 )
 
 // SettingKinds maps each project setting's key to its kind.
@@ -34,6 +36,10 @@ func settingKinds() map[string]SettingKind {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if name == "" || name == "-" {
+			continue
+		}
+		if f.Type == reflect.TypeFor[Duration]() {
+			out[name] = SettingDuration
 			continue
 		}
 		switch f.Type.Kind() {
@@ -133,6 +139,8 @@ func checkSettingValue(kind SettingKind, v json.RawMessage) error {
 		target = new(string)
 	case SettingBool:
 		target = new(bool)
+	case SettingDuration:
+		target = new(Duration)
 	default:
 		target = new([]string)
 	}

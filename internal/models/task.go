@@ -76,6 +76,10 @@ type Task struct {
 	// AgentType routes the task to agents of that type (one of AgentTypes);
 	// empty means any agent.
 	AgentType string `json:"agent_type,omitempty"`
+	// PreferAgentID is the agent a READY task goes to when it is idle: the
+	// agent whose question was answered after its run ended, so that its
+	// session resumes. Read by scheduling rounds only; cleared at the claim.
+	PreferAgentID string `json:"-"`
 
 	// StatusReason is the reason recorded with the latest transition.
 	StatusReason string `json:"status_reason,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"text/template"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -56,8 +57,13 @@ func (o *Orchestrator) taskContext(ctx context.Context, t models.Task, ws models
 		return tc, err
 	}
 	for _, q := range questions {
-		if q.Answer != nil {
+		switch {
+		case q.Answer != nil:
 			ac.Answers = append(ac.Answers, models.Answer{Question: strings.TrimSpace(q.Text), Answer: strings.TrimSpace(*q.Answer)})
+		case q.ExpiredAt != nil:
+			ac.Answers = append(ac.Answers, models.Answer{Question: strings.TrimSpace(q.Text), Expired: true,
+				Answer: fmt.Sprintf("(no answer: the question expired after %s; go on without it, or ask again)",
+					q.ExpiresAt.Sub(q.AskedAt).Round(time.Second))})
 		}
 	}
 	feedback, err := o.store.TaskFeedback(ctx, t.ID)

@@ -837,8 +837,9 @@ func TestE2EAPausedRunKeepsItsWork(t *testing.T) {
 }
 
 // TestE2EAnAgentGoneMidQuestionKeepsItsWork: an agent that wrote a file,
-// asked, and was killed while its question waited leaves its task PAUSED;
-// the answer resumes it with the file in place, and the file lands.
+// asked, and was killed while its question waited leaves its task waiting
+// for the answer (WAITING_INPUT, its run ended); the answer runs it again
+// with the file in place, and the file lands.
 func TestE2EAnAgentGoneMidQuestionKeepsItsWork(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t)
@@ -857,7 +858,13 @@ func TestE2EAnAgentGoneMidQuestionKeepsItsWork(t *testing.T) {
 	if err := syscall.Kill(*run.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	e.waitStatus(id, models.StatusPaused)
+	e.waitFor("the killed run to end", func() bool {
+		r, err := e.st.GetRun(ctx, run.ID)
+		return err == nil && r.EndedAt != nil
+	})
+	if st := e.task(id).Status; st != models.StatusWaitingInput {
+		t.Fatalf("after the killed run: %s", st)
+	}
 	qs, err := e.st.TaskQuestions(ctx, id)
 	if err != nil || len(qs) != 1 {
 		t.Fatalf("questions %+v %v", qs, err)

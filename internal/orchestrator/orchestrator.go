@@ -35,7 +35,7 @@ const (
 	DefaultMaxBackoff      = 30 * time.Minute
 	DefaultStopGrace       = 10 * time.Second
 	DefaultPauseDelay      = 15 * time.Minute
-	DefaultInputTimeout    = 4 * time.Hour
+	DefaultInputTimeout    = models.DefaultInputTimeout
 	DefaultCheckTimeout    = landing.DefaultCheckTimeout
 	DefaultResultGrace     = 10 * time.Second
 	// maxOwnRuleSets bounds the distinct own rules of a project's READY
@@ -218,10 +218,11 @@ type Store interface {
 	SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error)
 	RunByToken(ctx context.Context, token string) (models.Run, error)
 	RecordTokenUsage(ctx context.Context, u models.TokenUsage) error
-	AskQuestion(ctx context.Context, runID int64, text string) (models.Question, error)
+	AskQuestionWith(ctx context.Context, runID int64, ask models.Ask, timeout time.Duration) (models.Question, error)
+	GetQuestion(ctx context.Context, id int64) (models.Question, error)
 	AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error)
-	TimeOutQuestion(ctx context.Context, id int64, resumeAfter time.Time) (models.TransitionResult, error)
-	AbandonQuestion(ctx context.Context, id int64, resumeAfter time.Time) (models.TransitionResult, error)
+	ExpireQuestion(ctx context.Context, id int64) (models.QuestionExpiry, error)
+	DueQuestions(ctx context.Context, now time.Time, limit int) ([]models.Question, *time.Time, error)
 	OpenQuestions(ctx context.Context) ([]models.Question, error)
 	TaskQuestions(ctx context.Context, taskID string) ([]models.Question, error)
 
@@ -300,6 +301,9 @@ type Orchestrator struct {
 	failures    map[string]int
 	// asks wakes the ask waiting for question id with its answer or error.
 	asks map[int64]chan askResult
+	// afterAsk, when set (by tests), is called when an ask has recorded its
+	// question and registered its waiter, before it looks for an answer.
+	afterAsk func(models.Question)
 	// reviewFails counts reviews that could not start, per task attempt.
 	reviewFails map[string]int
 	// stuck holds the open runs of an earlier life whose process group
@@ -895,7 +899,7 @@ func taskInfo(t models.Task) TaskInfo {
 	return TaskInfo{ID: t.ID, ProjectID: t.ProjectID, Priority: t.Priority, CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt,
 		NotBefore: t.NotBefore, Kind: t.Kind, Metadata: t.Metadata, Status: t.Status, ExpectedCount: t.ExpectedCount,
 		SuccessCount: t.SuccessCount, FailureCount: t.FailureCount, RunID: t.RunID, StepName: t.StepName,
-		StepConcurrency: t.StepConcurrency, Rules: t.Rules, AgentType: t.AgentType}
+		StepConcurrency: t.StepConcurrency, Rules: t.Rules, AgentType: t.AgentType, PreferAgent: t.PreferAgentID}
 }
 
 // applyTimers resumes PAUSED tasks whose time has come and retries or
@@ -928,23 +932,20 @@ func (o *Orchestrator) applyTimers(ctx context.Context, now time.Time) (time.Tim
 			break
 		}
 	}
-	open, err := o.store.OpenQuestions(ctx)
+	// Questions whose expiry has passed, a batch a round: a full batch
+	// brings the next round at once.
+	expiring, nextExpiry, err := o.store.DueQuestions(ctx, now, DefaultTimerBatch)
 	if err != nil {
 		return next, err
 	}
-	for _, q := range open {
-		deadline := q.AskedAt.Add(o.cfg.InputTimeout)
-		if deadline.After(now) {
-			consider(deadline)
-			continue
-		}
-		if _, err := o.store.TimeOutQuestion(ctx, q.ID, now.Add(o.cfg.InputTimeout)); err != nil {
-			o.log.Warn("input timeout not applied", "task_id", q.TaskID, "err", err)
-			continue
-		}
-		o.log.Info("question timed out", "task_id", q.TaskID, "run_id", q.RunID)
-		o.answered(q.ID, "", fmt.Errorf("no answer within %s: the task is paused and will resume later", o.cfg.InputTimeout))
-		o.endRunsOf(q.TaskID, "no answer in time")
+	if nextExpiry != nil {
+		consider(*nextExpiry)
+	}
+	for _, q := range expiring {
+		o.expire(ctx, q)
+	}
+	if len(expiring) == DefaultTimerBatch {
+		consider(now)
 	}
 	at, after = time.Time{}, ""
 	for {
@@ -970,6 +971,31 @@ func (o *Orchestrator) applyTimers(ctx context.Context, now time.Time) (time.Tim
 		}
 	}
 	return next, nil
+}
+
+// expire ends the wait for an expired question as its project's on_expiry
+// says (see Store.ExpireQuestion), and tells the run that asked, if it
+// still waits: the default answer, or that no answer came (its run then
+// ends, the task having moved on).
+func (o *Orchestrator) expire(ctx context.Context, q models.Question) {
+	res, err := o.store.ExpireQuestion(ctx, q.ID)
+	if err != nil {
+		o.log.Warn("question expiry not applied", "task_id", q.TaskID, "question_id", q.ID, "err", err)
+		return
+	}
+	if res.Outcome == models.ExpiryNone {
+		return
+	}
+	o.log.Info("question expired", "task_id", q.TaskID, "run_id", q.RunID, "question_id", q.ID, "outcome", res.Outcome,
+		"to", res.Task.Status)
+	if res.Outcome == models.ExpiryAnswered {
+		o.answered(q.ID, res.Answer, nil)
+		return
+	}
+	o.answered(q.ID, "", models.Errorf(models.CodeConflict, "question %d expired unanswered: %s", q.ID, res.Task.StatusReason))
+	if res.EndRun {
+		o.endRuns([]int64{q.RunID}, fmt.Sprintf("question %d expired unanswered", q.ID))
+	}
 }
 
 // Backoff is the wait before retry number retries+1: RetryBackoff doubled

@@ -10,8 +10,8 @@ import (
 
 // TestALateAnswerEndsOnlyThePauseItCaused: answering an old question set
 // resume_after to now even when the task was PAUSED for a rate limit, so
-// the agent was handed the task again at once. Only the pause the
-// question caused may be ended by its answer.
+// the agent was handed the task again at once. An expired question takes
+// no answer at all: the rate limit's pause stands.
 func TestALateAnswerEndsOnlyThePauseItCaused(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.InputTimeout = time.Hour; c.IdleTimeout = 10 * time.Hour })
@@ -25,7 +25,7 @@ func TestALateAnswerEndsOnlyThePauseItCaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.agent("limited", "claude", "ratelimit-late", nil)
-	h.clock.Advance(time.Hour) // no answer in time: PAUSED for an hour
+	h.clock.Advance(time.Hour) // no answer in time: it expires, PAUSED for an hour
 	h.settle()
 	if tk := h.task(id); tk.Status != models.StatusPaused {
 		t.Fatalf("after the input timeout: %s (%q)", tk.Status, tk.StatusReason)
@@ -42,9 +42,10 @@ func TestALateAnswerEndsOnlyThePauseItCaused(t *testing.T) {
 	if tk.Status != models.StatusPaused || tk.ResumeAfter == nil || !tk.ResumeAfter.Equal(reset) {
 		t.Fatalf("after the rate limit: %s until %v (%q)", tk.Status, tk.ResumeAfter, tk.StatusReason)
 	}
-	// The old question's answer arrives: the rate limit's pause stands.
-	if _, err := h.o.AnswerQuestion(ctx, q.ID, "left", "alice"); err != nil {
-		t.Fatal(err)
+	// The old question's answer arrives: refused, and the rate limit's
+	// pause stands.
+	if _, err := h.o.AnswerQuestion(ctx, q.ID, "left", "alice"); models.ErrorCodeOf(err) != models.CodeConflict {
+		t.Fatalf("an answer to an expired question: %v", err)
 	}
 	h.settle()
 	tk = h.task(id)

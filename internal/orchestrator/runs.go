@@ -35,8 +35,14 @@ type activeRun struct {
 	preparing bool
 	spawnAt   time.Time
 	// timeout is the task's own cap on the run (Task.Timeout); 0 is none.
-	timeout      time.Duration
-	waiting      int // asks in progress: quiet is expected, not idle
+	timeout time.Duration
+	// waiting counts the asks in progress: while one waits for its answer
+	// every time limit of the run is suspended. waitSince is when the
+	// first of them began; waited is the time the run has spent waiting,
+	// which max_runtime and the task's timeout do not count.
+	waiting      int
+	waitSince    time.Time
+	waited       time.Duration
 	lastActivity time.Time
 	// lastReport is the agent's last report over the agent RPC (its
 	// heartbeat), or the process's start; HeartbeatTimeout counts from it.
@@ -54,11 +60,9 @@ type activeRun struct {
 	resultOnce sync.Once
 	// sessionInvalid is set when the CLI did not know the resumed session.
 	sessionInvalid bool
-	// Set by the loop when it ends the run: the event and reason to apply,
-	// and whether an ask was waiting then.
-	endEvent   models.TaskEvent
-	endReason  string
-	endWaiting bool
+	// Set by the loop when it ends the run: the event and reason to apply.
+	endEvent  models.TaskEvent
+	endReason string
 }
 
 func newActiveRun(run models.Run, token string, ag models.Agent, now time.Time) *activeRun {
@@ -79,6 +83,29 @@ func (r *activeRun) reported(now time.Time) {
 	r.mu.Unlock()
 }
 
+// beginWait records that an ask of the run begins to wait for its answer.
+func (r *activeRun) beginWait(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.waiting == 0 {
+		r.waitSince = now
+	}
+	r.waiting++
+}
+
+// endWait records that an ask of the run stopped waiting (answered, or
+// given up): once none waits, the time limits count again, the idle and
+// heartbeat timeouts from now.
+func (r *activeRun) endWait(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.waiting--
+	if r.waiting == 0 {
+		r.waited += max(now.Sub(r.waitSince), 0)
+	}
+	r.lastActivity, r.lastReport = now, now
+}
+
 // end asks the run to stop, recording why; the first reason wins.
 func (r *activeRun) end(event models.TaskEvent, reason string) {
 	r.mu.Lock()
@@ -86,7 +113,7 @@ func (r *activeRun) end(event models.TaskEvent, reason string) {
 	if r.endReason != "" {
 		return
 	}
-	r.endEvent, r.endReason, r.endWaiting = event, reason, r.waiting > 0
+	r.endEvent, r.endReason = event, reason
 	r.stopOnce.Do(func() { close(r.stop) })
 }
 
@@ -576,14 +603,10 @@ func (o *Orchestrator) sealWork(ctx context.Context, ar *activeRun, p models.Pro
 func (o *Orchestrator) loopEnd(ar *activeRun, from models.TaskStatus) models.RunEnd {
 	ar.mu.Lock()
 	defer ar.mu.Unlock()
+	// A run ended mid-question leaves its task waiting for the answer (see
+	// Store.FinishRun), whatever the event says.
 	end := models.RunEnd{RunID: ar.run.ID, Event: ar.endEvent, ExpectFrom: from, Reason: ar.endReason,
 		Outcome: models.RunOutcomeStopped, Error: ar.endReason}
-	if ar.endWaiting {
-		// Ended mid-question: the task pauses until an answer comes (which
-		// resumes it at once) or the input timeout passes.
-		at := o.cfg.Clock.Now().Add(o.cfg.InputTimeout)
-		end.ResumeAfter = &at
-	}
 	switch ar.endEvent {
 	case models.EventTimeout, models.EventTimeoutFailed:
 		end.Outcome = models.RunOutcomeTimeout
@@ -597,12 +620,18 @@ func (o *Orchestrator) loopEnd(ar *activeRun, from models.TaskStatus) models.Run
 func (o *Orchestrator) outcome(ctx context.Context, ar *activeRun, r agent.Result) models.RunEnd {
 	ar.mu.Lock()
 	stoppedByLoop := ar.endReason != ""
-	completion, failure, pause := ar.completion, ar.failure, ar.pause
+	completion, failure, pause, waiting := ar.completion, ar.failure, ar.pause, ar.waiting > 0
 	ar.mu.Unlock()
 	end := models.RunEnd{RunID: ar.run.ID, ExpectFrom: models.StatusInProgress}
 	switch {
 	case stoppedByLoop:
 		return o.loopEnd(ar, models.StatusInProgress)
+	case waiting && completion == nil && failure == "" && pause == nil:
+		// The process ended while its question waited (its CLI gave up
+		// on the call and finished): no outcome of the task's; it waits on
+		// for the answer (an answer that came meanwhile requeues it).
+		msg := "the agent's process ended while its question waited: " + exitText(r)
+		end.Reason, end.Outcome, end.Error = msg, models.RunOutcomeStopped, msg
 	case pause != nil:
 		at := o.cfg.Clock.Now().Add(o.cfg.PauseDelay)
 		if pause.ResetAt != nil && pause.ResetAt.After(o.cfg.Clock.Now()) {
@@ -709,12 +738,6 @@ func exitText(r agent.Result) string {
 func (o *Orchestrator) finish(ctx context.Context, ar *activeRun, end models.RunEnd) models.TransitionResult {
 	// Reasons are shown in answers and notices: no URL keeps credentials.
 	end.Reason, end.Error = models.RedactURL(end.Reason), models.RedactURL(end.Error)
-	if end.ResumeAfter == nil {
-		// Should the task still wait for an answer, its agent gave up on the
-		// question: it waits for the answer as long as a question does.
-		at := o.cfg.Clock.Now().Add(o.cfg.InputTimeout)
-		end.WaitResumeAfter = &at
-	}
 	res, err := o.store.FinishRun(ctx, end)
 	if err != nil && end.Event != "" {
 		switch models.ErrorCodeOf(err) {
@@ -892,9 +915,14 @@ func (o *Orchestrator) superviseRuns(now time.Time) time.Time {
 	for _, r := range runs {
 		r.mu.Lock()
 		started, last, waiting := r.started, r.lastActivity, r.waiting > 0
-		lastReport := r.lastReport
+		lastReport, waited := r.lastReport, r.waited
 		preparing, spawnAt, taskTimeout := r.preparing, r.spawnAt, r.timeout
 		r.mu.Unlock()
+		if started && waiting {
+			// Waiting for an answer stops every clock of the run; the
+			// question's expiry (a timer of the round) governs the wait.
+			continue
+		}
 		idle, max := o.limits(r.agent, taskTimeout)
 		if !started && preparing {
 			// A slow preparation (a first clone) is not a start that hangs:
@@ -916,7 +944,9 @@ func (o *Orchestrator) superviseRuns(now time.Time) time.Time {
 			consider(deadline)
 			continue
 		}
-		if wall := r.run.StartedAt.Add(max); !now.Before(wall) {
+		// The wall-clock limit counts the run's time without its waits for
+		// answers.
+		if wall := r.run.StartedAt.Add(max + waited); !now.Before(wall) {
 			reason := fmt.Sprintf("ran longer than %s", max)
 			if taskTimeout == max {
 				reason = fmt.Sprintf("ran longer than the task's timeout of %s", max)
@@ -925,9 +955,6 @@ func (o *Orchestrator) superviseRuns(now time.Time) time.Time {
 			continue
 		} else {
 			consider(wall)
-		}
-		if waiting {
-			continue // the input timeout governs a run waiting for an answer
 		}
 		if quiet := last.Add(idle); !now.Before(quiet) {
 			r.end(models.EventTimeoutFailed, fmt.Sprintf("no output and no report for %s", idle))
@@ -1049,11 +1076,12 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	return nil
 }
 
-// reconcile repairs what no run will repair: tasks holding an agent (ASSIGNED,
-// IN_PROGRESS, WAITING_INPUT) without a run of this orchestrator are
-// requeued (a waiting one is paused, to resume with its answer), and open
-// runs this orchestrator does not supervise are closed. It runs at start
-// and in every round, after dispatch, on the loop's goroutine.
+// reconcile repairs what no run will repair: tasks holding an agent
+// (ASSIGNED, IN_PROGRESS) without a run of this orchestrator are requeued,
+// and open runs this orchestrator does not supervise are closed (a task
+// whose run asked a question waits on for its answer in WAITING_INPUT
+// without a run: that needs no repair). It runs at start and in every
+// round, after dispatch, on the loop's goroutine.
 func (o *Orchestrator) reconcile(ctx context.Context) error {
 	o.mu.Lock()
 	live := map[string]bool{}
@@ -1085,7 +1113,7 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 		o.log.Info("closed an unsupervised run", "task_id", r.TaskID, "run_id", r.ID, "agent", r.AgentID)
 	}
 	held, err := o.store.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{models.StatusAssigned,
-		models.StatusInProgress, models.StatusWaitingInput}, Limit: MaxReconcile})
+		models.StatusInProgress}, Limit: MaxReconcile})
 	if err != nil {
 		return err
 	}
@@ -1093,13 +1121,8 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 		if live[t.ID] {
 			continue
 		}
-		req := models.TransitionRequest{TaskID: t.ID, Event: models.EventRecovery, ExpectFrom: t.Status, Actor: "system",
-			Reason: "no run is in flight for it"}
-		if t.Status == models.StatusWaitingInput {
-			at := o.cfg.Clock.Now().Add(o.cfg.InputTimeout)
-			req.Event, req.ResumeAfter, req.Reason = models.EventInputTimeout, &at, "its run ended while waiting for an answer"
-		}
-		o.apply(ctx, req)
+		o.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventRecovery, ExpectFrom: t.Status, Actor: "system",
+			Reason: "no run is in flight for it"})
 	}
 	return nil
 }

@@ -660,10 +660,18 @@ func (r *round) agentFor(projectID, agentType string) *idleAgent {
 	return nil
 }
 
-// pickAgent returns the agent c starts on: the first idle agent of c's
-// type that works on p; for an untyped task, the first that no waiting
-// typed task needs if there is one.
+// pickAgent returns the agent c starts on: the agent c prefers when it is
+// idle and may take c; else the first idle agent of c's type that works on
+// p; for an untyped task, the first that no waiting typed task needs if
+// there is one.
 func (r *round) pickAgent(p *project, c *candidate) *idleAgent {
+	if c.PreferAgent != "" {
+		for _, a := range r.agents {
+			if a.ID == c.PreferAgent && a.serves(p.ID, c.AgentType) {
+				return a
+			}
+		}
+	}
 	if c.AgentType == "" {
 		for _, a := range r.agents {
 			if a.serves(p.ID, "") && r.wanted[a.AgentType] == 0 {

@@ -85,29 +85,31 @@ func (o *Orchestrator) Progress(ctx context.Context, run models.Run, p models.Ta
 		TaskID: run.TaskID, RunID: run.ID, Message: msg}))
 }
 
-// Ask puts the task in WAITING_INPUT and blocks until a human answers, the
-// question times out, the run is stopped, or ctx ends (the agent went away).
-func (o *Orchestrator) Ask(ctx context.Context, run models.Run, question string) (string, error) {
+// Ask puts the task in WAITING_INPUT and blocks until a person answers,
+// the question expires, the run is stopped, or ctx ends (the agent went
+// away). While it waits, the run's time limits are suspended. Whatever
+// ends the call, the question stays recorded: a call the agent gave up on
+// ends the run, and the task waits on for the answer without it.
+func (o *Orchestrator) Ask(ctx context.Context, run models.Run, ask models.Ask) (string, error) {
+	if err := ask.Validate(); err != nil {
+		return "", err
+	}
 	ar, err := o.touch(ctx, run)
 	if err != nil {
 		return "", err
 	}
-	ch := make(chan askResult, 1)
 	// Waiting is not idling: mark it before the question is visible, so no
 	// round can take the quiet for a hung agent.
-	ar.mu.Lock()
-	ar.waiting++
-	ar.mu.Unlock()
-	defer func() {
-		ar.mu.Lock()
-		ar.waiting--
-		ar.mu.Unlock()
-		ar.touch(o.cfg.Clock.Now())
-	}()
-	q, err := o.store.AskQuestion(ctx, run.ID, question)
+	ar.beginWait(o.cfg.Clock.Now())
+	defer func() { ar.endWait(o.cfg.Clock.Now()) }()
+	// The question is written, and read back, whatever the caller does
+	// meanwhile: a call given up half way must still end as abandoned.
+	wctx := context.WithoutCancel(ctx)
+	q, err := o.store.AskQuestionWith(wctx, run.ID, ask, o.cfg.InputTimeout)
 	if err != nil {
 		return "", err
 	}
+	ch := make(chan askResult, 1)
 	o.mu.Lock()
 	o.asks[q.ID] = ch
 	o.mu.Unlock()
@@ -116,53 +118,50 @@ func (o *Orchestrator) Ask(ctx context.Context, run models.Run, question string)
 		delete(o.asks, q.ID)
 		o.mu.Unlock()
 	}()
+	o.log.Info("question asked", "task_id", run.TaskID, "run_id", run.ID, "question_id", q.ID, "expires_at", q.ExpiresAt)
+	o.Wake() // arm the expiry
+	if o.afterAsk != nil {
+		o.afterAsk(q)
+	}
 	// An answer may have come before the waiter was registered.
-	qs, err := o.store.TaskQuestions(ctx, run.TaskID)
+	cur, err := o.store.GetQuestion(wctx, q.ID)
 	if err != nil {
+		o.abandoned(ar, q, "its question could not be read back")
 		return "", err
 	}
-	for _, earlier := range qs {
-		if earlier.ID == q.ID && earlier.Answer != nil {
-			return *earlier.Answer, nil
-		}
+	if cur.Answer != nil {
+		return *cur.Answer, nil
 	}
-	o.log.Info("question asked", "task_id", run.TaskID, "run_id", run.ID, "question_id", q.ID)
-	o.Wake() // arm the input timeout
+	if !cur.Open() {
+		return "", models.Errorf(models.CodeConflict, "question %d is not open any more", q.ID)
+	}
 	select {
 	case r := <-ch:
 		return r.answer, r.err
 	case <-ar.stop:
 		return "", models.Errorf(models.CodeConflict, "the run was stopped while waiting for an answer")
 	case <-ctx.Done():
-		o.abandoned(ar, q)
+		o.abandoned(ar, q, "the agent gave up waiting for the answer")
 		return "", ctx.Err()
 	}
 }
 
 // abandoned handles an ask whose caller went away before the answer: the
 // agent's CLI gave up on the call (a tool timeout, a closed connection).
-// That is no input timeout: the question stays open for the human, the
-// task pauses for it until the input timeout counted from the question
-// (its answer resumes the task at once, with the answer in the next
-// prompt), and the run, which would go on without the answer, is ended.
-// An answer that came meanwhile, or a run being stopped, changes nothing.
-func (o *Orchestrator) abandoned(ar *activeRun, q models.Question) {
+// That is no expiry: the question stays open for a person, and the run,
+// which would go on without the answer, is ended; its task waits on for
+// the answer in WAITING_INPUT without a run (see Store.FinishRun), and the
+// answer runs it again with the answer in its prompt. A run being stopped
+// anyway changes nothing.
+func (o *Orchestrator) abandoned(ar *activeRun, q models.Question, why string) {
 	select {
 	case <-ar.stop:
 		return // the run is ending anyway (stopped, shutting down)
 	default:
 	}
-	res, err := o.store.AbandonQuestion(context.Background(), q.ID, q.AskedAt.Add(o.cfg.InputTimeout))
-	if err != nil {
-		o.log.Warn("abandoned question not recorded", "task_id", q.TaskID, "run_id", q.RunID, "question_id", q.ID, "err", err)
-		return
-	}
-	if res.Duplicate {
-		return
-	}
-	o.log.Info("the agent gave up waiting for an answer; the question stays open and the task pauses for it",
-		"task_id", q.TaskID, "run_id", q.RunID, "question_id", q.ID, "resume_after", q.AskedAt.Add(o.cfg.InputTimeout))
-	o.endRuns([]int64{ar.run.ID}, "the agent gave up waiting for an answer")
+	o.log.Info(why+"; the question stays open and the task waits for it without a run",
+		"task_id", q.TaskID, "run_id", q.RunID, "question_id", q.ID, "expires_at", q.ExpiresAt)
+	o.endRuns([]int64{ar.run.ID}, fmt.Sprintf("%s to question %d", why, q.ID))
 }
 
 // askResult is what a waiting ask receives: an answer or an error.
@@ -183,14 +182,16 @@ func (o *Orchestrator) answered(id int64, answer string, err error) {
 	}
 }
 
-// AnswerQuestion records a human's answer and hands it to the waiting agent;
-// a task paused after the question timed out carries it into its next run.
+// AnswerQuestion records a person's answer and hands it to the waiting
+// agent; a task whose run ended while it waited runs again with it (the
+// store made it READY: the next round starts it).
 func (o *Orchestrator) AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error) {
 	q, err := o.store.AnswerQuestion(ctx, id, answer, by)
 	if err != nil {
 		return q, err
 	}
 	o.answered(id, answer, nil)
+	o.Wake()
 	return q, nil
 }
 

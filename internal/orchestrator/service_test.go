@@ -149,7 +149,7 @@ func TestAskAnswerAndInputTimeout(t *testing.T) {
 	}
 	ask := func(q string) chan answer {
 		c := make(chan answer, 1)
-		go func() { a, err := h.o.Ask(ctx, run, q); c <- answer{a, err} }()
+		go func() { a, err := h.o.Ask(ctx, run, models.Ask{Question: q}); c <- answer{a, err} }()
 		return c
 	}
 	waitOpen := func() models.Question {
@@ -183,26 +183,29 @@ func TestAskAnswerAndInputTimeout(t *testing.T) {
 		t.Fatalf("answering twice: %v", err)
 	}
 
-	// A second question nobody answers in time.
+	// A second question nobody answers in time: it expires, and the
+	// project's on_expiry (pause, the default) pauses the task for the
+	// input timeout once more, using one retry.
 	got = ask("Ship it?")
 	q2 := waitOpen()
 	h.clock.Advance(time.Hour)
-	if a := <-got; a.err == nil || !strings.Contains(a.err.Error(), "no answer within 1h0m0s") {
-		t.Fatalf("timed-out ask: %+v", a)
+	if a := <-got; a.err == nil || !strings.Contains(a.err.Error(), "expired unanswered") {
+		t.Fatalf("expired ask: %+v", a)
 	}
 	h.waitEnd()
 	h.settle()
-	if tk := h.task(id); tk.Status != models.StatusPaused {
-		t.Fatalf("after the input timeout: %s", tk.Status)
+	if tk := h.task(id); tk.Status != models.StatusPaused || tk.RetryCount != 1 || !strings.Contains(tk.StatusReason, "on_expiry: pause") {
+		t.Fatalf("after the expiry: %s, %d retries used (%q)", tk.Status, tk.RetryCount, tk.StatusReason)
 	}
-	// The late answer is carried into the resumed run's prompt.
-	if _, err := h.o.AnswerQuestion(ctx, q2.ID, "yes, ship it", "alice"); err != nil {
-		t.Fatal(err)
+	// A late answer is refused, saying the question expired.
+	if _, err := h.o.AnswerQuestion(ctx, q2.ID, "yes, ship it", "alice"); models.ErrorCodeOf(err) != models.CodeConflict ||
+		!strings.Contains(err.Error(), "expired unanswered") {
+		t.Fatalf("a late answer: %v", err)
 	}
 	h.clock.Advance(time.Hour)
 	r2 := h.waitStart()
 	prompt, err := os.ReadFile(filepath.Join(h.o.cfg.RunDir, id, "2.prompt"))
-	if err != nil || !strings.Contains(string(prompt), "Q: Ship it?\nA: yes, ship it") || !strings.Contains(string(prompt), "A: SQLite") {
+	if err != nil || !strings.Contains(string(prompt), "Q: Ship it?\nA: (no answer: the question expired") || !strings.Contains(string(prompt), "A: SQLite") {
 		t.Fatalf("resumed prompt: %q %v", prompt, err)
 	}
 	if r2.Attempt != 2 {
@@ -272,7 +275,7 @@ func TestAdminStopThroughTheCommandLayer(t *testing.T) {
 func (h *harness) askAsync(run models.Run, q string) (chan error, models.Question) {
 	h.t.Helper()
 	errc := make(chan error, 1)
-	go func() { _, err := h.o.Ask(context.Background(), run, q); errc <- err }()
+	go func() { _, err := h.o.Ask(context.Background(), run, models.Ask{Question: q}); errc <- err }()
 	// Each round is a chance for the ask to be recorded; the bound (a stall
 	// limit) only turns a broken test into a failure.
 	for deadline := time.Now().Add(progresstest.Stall()); time.Now().Before(deadline); {
@@ -293,27 +296,35 @@ func (h *harness) askAsync(run models.Run, q string) (chan error, models.Questio
 	return nil, models.Question{}
 }
 
-func TestRunEndingWhileWaitingPausesTheTask(t *testing.T) {
+// TestRunEndingWhileWaitingKeepsTheTaskWaiting: a run stopped while its
+// question waits (here: the daemon's shutdown of its runs, as a restart
+// does) leaves the task WAITING_INPUT without a run, its question open
+// and listed; the answer runs it again at once with the answer.
+func TestRunEndingWhileWaitingKeepsTheTaskWaiting(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.InputTimeout = 10 * time.Hour })
-	h.agent("a1", "command", "quiet", func(a *models.Agent) { a.MaxRuntime = models.Duration(time.Hour) })
+	h.agent("a1", "command", "quiet", nil)
 	id := h.tasks(models.BatchTask{LocalID: "t", Title: "t"})["t"]
 	run := h.running()
 	errc, q := h.askAsync(run, "Which way?")
-	h.clock.Advance(time.Hour) // the wall-clock cap ends the run mid-question
+	h.o.endRuns([]int64{run.ID}, "the daemon is shutting down")
 	if err := <-errc; err == nil {
 		t.Fatal("the ask outlived its run")
 	}
 	h.waitEnd()
 	h.settle()
 	tk := h.task(id)
-	if tk.Status != models.StatusPaused || !tk.ResumeAfter.Equal(h.clock.Now().Add(10*time.Hour)) {
-		t.Fatalf("after the run ended mid-question: %s until %v (%q)", tk.Status, tk.ResumeAfter, tk.StatusReason)
+	if tk.Status != models.StatusWaitingInput {
+		t.Fatalf("after the run ended mid-question: %s (%q)", tk.Status, tk.StatusReason)
 	}
-	if qs, _ := h.o.OpenQuestions(context.Background()); len(qs) != 0 {
-		t.Fatalf("the ended run's question is still open: %+v", qs)
+	if a, _ := h.st.GetAgent(context.Background(), "a1"); a.State != models.AgentIdle {
+		t.Fatalf("the agent of the ended run is %s", a.State)
 	}
-	// A late answer must not move the task to IN_PROGRESS without a run.
+	qs, _ := h.o.OpenQuestions(context.Background())
+	if len(qs) != 1 || qs[0].ID != q.ID || qs[0].RunEndedAt == nil {
+		t.Fatalf("the ended run's question is not open: %+v", qs)
+	}
+	// The answer runs the task again: a new run, not IN_PROGRESS without one.
 	if _, err := h.o.AnswerQuestion(context.Background(), q.ID, "left", "alice"); err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +366,7 @@ func TestStaleQuestionDoesNotTouchTheNextRun(t *testing.T) {
 	if st := h.task(id).Status; st != models.StatusWaitingInput {
 		t.Fatalf("status %s", st)
 	}
-	if _, err := h.o.Ask(context.Background(), run1, "from the old run"); err == nil {
+	if _, err := h.o.Ask(context.Background(), run1, models.Ask{Question: "from the old run"}); err == nil {
 		t.Fatal("the replaced run asked again")
 	}
 }

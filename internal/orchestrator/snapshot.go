@@ -98,6 +98,9 @@ type TaskInfo struct {
 	StepConcurrency int
 	// AgentType routes the task to idle agents of that type; empty: any.
 	AgentType string
+	// PreferAgent is the agent the task goes to when that agent is idle
+	// and may take it (the agent whose session it resumes); empty: none.
+	PreferAgent string
 	// Rules are the task's own rules (a batch entry's rules, scoped to its
 	// project): it starts only when each of them allows it too.
 	Rules []models.Rule

@@ -21,7 +21,8 @@
 // # The table as a diagram
 //
 // Every row of the table except ADMIN_RESTART, RUN_STOPPED, ADMIN_CANCEL,
-// DEPS_ADDED and TIMEOUT_FAILED is drawn below. Lines that
+// DEPS_ADDED, TIMEOUT_FAILED, REPLY_REQUEUED and MAX_RETRIES from
+// WAITING_INPUT is drawn below. Lines that
 // merge into the bus on the left all lead to BLOCKED; lines that merge into
 // the bus on the right all lead to READY. A "+" is a corner or a place
 // where lines join; where a vertical line crosses a horizontal one without a
@@ -131,10 +132,19 @@
 //	READY ---- DEPS_ADDED ----> DEFINED
 //
 // TIMEOUT_FAILED fails a run that a time limit ended, from either status a
-// run can be in:
+// run can be in, and a task whose question expired unanswered when its
+// project's on_expiry is fail:
 //
 //	ASSIGNED -----------+
 //	IN_PROGRESS --------+---- TIMEOUT_FAILED ----> FAILED
+//	WAITING_INPUT ------+
+//
+// A task waits in WAITING_INPUT for as long as its question is open,
+// whether or not the run that asked is still alive. Two more rows end that
+// wait:
+//
+//	WAITING_INPUT ---- REPLY_REQUEUED ----> READY     (answered; its run had ended)
+//	WAITING_INPUT ---- MAX_RETRIES -------> BLOCKED   (expired; no retry left)
 //
 // READY has no ADMIN_RESTART row because it is already where a restart
 // leads. IN_PROGRESS is the only other status without one, on purpose: a
@@ -144,7 +154,7 @@
 // # The table as a list
 //
 // The 36 rows of the Agent Queue specification, grouped as the
-// specification groups them, then the extensions (63 rows in all):
+// specification groups them, then the extensions (66 rows in all):
 //
 //	Core lifecycle
 //	  DEFINED            --DEPS_MET-->          READY
@@ -204,13 +214,17 @@
 //	  every unfinished status (nine)
 //	                     --ADMIN_CANCEL-->      BLOCKED
 //	  READY              --DEPS_ADDED-->        DEFINED
-//	  ASSIGNED, IN_PROGRESS
-//	                     --TIMEOUT_FAILED-->    FAILED       (two rows)
+//	  ASSIGNED, IN_PROGRESS, WAITING_INPUT
+//	                     --TIMEOUT_FAILED-->    FAILED       (three rows)
+//	  WAITING_INPUT      --REPLY_REQUEUED-->    READY
+//	  WAITING_INPUT      --MAX_RETRIES-->       BLOCKED
 //
 // # Extensions
 //
-// The specification's events do not cover nine situations, so the table
-// adds one event for each (and a second row for HUMAN_APPROVED):
+// The specification's events do not cover ten situations, so the table
+// adds one event for each (and a second row for HUMAN_APPROVED); the
+// specification's MAX_RETRIES gets a row from WAITING_INPUT too (a
+// question that expired when no retry was left):
 //
 //   - HUMAN_APPROVED (AWAITING_APPROVAL → COMPLETED): a person approves the
 //     work without a pull request being merged, for a task that has no PR
@@ -267,7 +281,17 @@
 //     applies TIMEOUT_FAILED instead, so a timeout is retried with backoff
 //     like AGENT_FAILED while retries remain and becomes MAX_RETRIES →
 //     BLOCKED after the last. TIMEOUT stays in the table for callers that
-//     mean to block.
+//     mean to block. From WAITING_INPUT it is a question that expired
+//     unanswered in a project whose on_expiry is fail.
+//   - REPLY_REQUEUED (WAITING_INPUT → READY): a person answered the
+//     task's question after the run that asked had ended (the daemon
+//     restarted, the agent's CLI gave up on the call). The task keeps
+//     waiting in WAITING_INPUT without a run, holding no agent and no
+//     slot, until the answer comes; then it runs again at once, its session
+//     resumed where the CLI keeps one, with the answer in its prompt.
+//     HUMAN_REPLIED stays the answer to a question whose run still waits.
+//     MAX_RETRIES from WAITING_INPUT blocks a task whose question expired
+//     when the task had no retry left (every expiry uses one).
 //
 // # Dependency graphs
 //

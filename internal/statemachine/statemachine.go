@@ -94,6 +94,10 @@ var rows = []Row{
 	{models.StatusReady, models.EventDepsAdded, models.StatusDefined},
 	{models.StatusAssigned, models.EventTimeoutFailed, models.StatusFailed},
 	{models.StatusInProgress, models.EventTimeoutFailed, models.StatusFailed},
+	// A question's wait: answered after its run ended, or expired.
+	{models.StatusWaitingInput, models.EventReplyRequeued, models.StatusReady},
+	{models.StatusWaitingInput, models.EventTimeoutFailed, models.StatusFailed},
+	{models.StatusWaitingInput, models.EventMaxRetries, models.StatusBlocked},
 }
 
 var (

@@ -58,6 +58,9 @@ func (s *Store) ClaimTask(ctx context.Context, taskID, agentID string) (models.R
 		if a.duplicate {
 			return models.Errorf(models.CodeConflict, "task %s is already ASSIGNED", taskID)
 		}
+		if _, err := x.ExecContext(ctx, "UPDATE tasks SET prefer_agent_id = '' WHERE id = ? AND prefer_agent_id <> ''", taskID); err != nil {
+			return err
+		}
 		if len(agent.Projects) > 0 && !slices.Contains(agent.Projects, a.task.ProjectID) {
 			return models.Errorf(models.CodeConflict, "agent %s does not work on project %s", agentID, a.task.ProjectID)
 		}
@@ -322,39 +325,22 @@ func (s *Store) FinishRun(ctx context.Context, end models.RunEnd) (models.Transi
 				changed = true
 			}
 		}
-		if end.Event != "" {
+		if current {
 			t, err := getTask(ctx, x, r.TaskID)
 			if err != nil {
 				return err
 			}
 			if t.Status == models.StatusWaitingInput {
-				// The run ends while its question waits: the task pauses
-				// and resumes later with whatever answer came. A run that
-				// ended by itself gave up on its question: the question
-				// stays open, and its answer ends the pause at once.
-				at := x.now
-				switch {
-				case end.ResumeAfter != nil:
-					at = *end.ResumeAfter
-					end.Reason = "the run ended while waiting for an answer: " + end.Reason
-				case end.WaitResumeAfter != nil:
-					at = *end.WaitResumeAfter
-					if _, err := x.ExecContext(ctx, `UPDATE questions SET abandoned_at = ? WHERE run_id = ? AND answer IS NULL
-						AND timed_out_at IS NULL AND abandoned_at IS NULL`, toNanos(x.now), end.RunID); err != nil {
-						return err
-					}
-					end.Reason = "the agent's run ended without the answer to its question; the question stays open, " +
-						"and its answer resumes the task: " + end.Reason
-				default:
-					end.Reason = "the run ended while waiting for an answer: " + end.Reason
+				// The run ends while its question waits (the daemon stops,
+				// the agent's CLI gave up on the call, its process ended):
+				// the question stays open and the task waits on for it
+				// without a run, holding no agent; the answer runs it again.
+				if err := x.runEndedWaiting(end.RunID); err != nil {
+					return err
 				}
-				end.Event, end.ExpectFrom, end.ResumeAfter = models.EventInputTimeout, models.StatusWaitingInput, &at
+				end.Event = ""
+				out = models.TransitionResult{Task: t, From: t.Status, To: t.Status}
 			}
-		}
-		// A question the agent gave up on stays open for the human.
-		if _, err := x.ExecContext(ctx, `UPDATE questions SET timed_out_at = ? WHERE run_id = ? AND answer IS NULL
-			AND timed_out_at IS NULL AND abandoned_at IS NULL`, toNanos(x.now), end.RunID); err != nil {
-			return err
 		}
 		if end.Event != "" {
 			a, err := x.run(change{taskID: r.TaskID, event: end.Event, expectFrom: end.ExpectFrom, reason: end.Reason,

@@ -17,7 +17,7 @@ import (
 // (scanReadyTask): not its text (title, description, criteria, tests).
 const readyColumns = `id, project_id, priority, status, kind, metadata, created_by, not_before, expected_count,
 	success_count, failure_count, created_at, workflow_run_id, step_name, step_concurrency, rules, waiting_code,
-	waiting_reason, agent_type`
+	waiting_reason, agent_type, prefer_agent_id`
 
 // scanReadyTask reads a row of readyColumns.
 func scanReadyTask(row scanner) (models.Task, error) {
@@ -30,7 +30,7 @@ func scanReadyTask(row scanner) (models.Task, error) {
 	)
 	if err := row.Scan(&t.ID, &t.ProjectID, &t.Priority, &t.Status, &t.Kind, &meta, &t.CreatedBy, &notBefore,
 		&t.ExpectedCount, &t.SuccessCount, &t.FailureCount, &created, &runID, &t.StepName, &t.StepConcurrency, &rules,
-		&t.WaitingCode, &t.WaitingReason, &t.AgentType); err != nil {
+		&t.WaitingCode, &t.WaitingReason, &t.AgentType, &t.PreferAgentID); err != nil {
 		return models.Task{}, err
 	}
 	t.NotBefore, t.CreatedAt, t.RunID = fromNullNanos(notBefore), fromNanos(created), runID.String
@@ -51,14 +51,15 @@ const qReadyPage = `SELECT ` + readyColumns + ` FROM tasks INDEXED BY tasks_read
 // qSlotHolders reads the tasks in running statuses, each with whether it
 // holds a slot: an agent or a process of the daemon works for it (its own
 // run or a review run is open, or it is VERIFYING while its checks run or
-// its work is merged). A task waiting for a person's decision, for its
-// reviewer to become free, for its pull request or for a linked checkout to
-// be clean before its work lands holds none.
+// its work is merged). A task waiting for a person's decision or answer
+// (WAITING_INPUT once the run that asked has ended), for its reviewer to
+// become free, for its pull request or for a linked checkout to be clean
+// before its work lands holds none.
 const qSlotHolders = `SELECT ` + taskColumns + `, ` + slotHeld + `
 	FROM tasks WHERE status IN ('ASSIGNED', 'IN_PROGRESS', 'WAITING_INPUT', 'VERIFYING', 'AWAITING_APPROVAL') ORDER BY rowid`
 
 // slotHeld is true for a task (a row of tasks) that holds a slot.
-const slotHeld = `(status IN ('ASSIGNED', 'IN_PROGRESS', 'WAITING_INPUT')
+const slotHeld = `(status IN ('ASSIGNED', 'IN_PROGRESS')
 	 OR EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = tasks.id AND r.ended_at IS NULL)
 	 OR (status = 'VERIFYING' AND coalesce((SELECT phase FROM verifications v WHERE v.task_id = tasks.id), '')
 	     NOT IN ('human', 'review', 'landing')))`

@@ -23,6 +23,9 @@ type change struct {
 	// followUp marks a change derived from another: it is re-checked when
 	// applied and silently dropped when it no longer holds.
 	followUp bool
+	// countsRetry uses one of the task's retries (a question's expiry):
+	// retry_count + 1, refused when none is left.
+	countsRetry bool
 }
 
 // Follow-up kinds: evaluate a DEFINED task's edges (DEPS_MET or
@@ -344,6 +347,13 @@ func (x *txn) apply(c change) (applied, error) {
 	case models.EventAdminRestart:
 		next.RetryCount = 0
 	}
+	if c.countsRetry {
+		if cur.RetryCount >= cur.MaxRetries {
+			return applied{}, models.Errorf(models.CodeConflict,
+				"task %s has used %d of %d retries: apply MAX_RETRIES instead of %s", cur.ID, cur.RetryCount, cur.MaxRetries, c.event)
+		}
+		next.RetryCount++
+	}
 	switch to {
 	case models.StatusDefined, models.StatusReady, models.StatusPaused, models.StatusFailed,
 		models.StatusBlocked, models.StatusCompleted:
@@ -407,10 +417,6 @@ func (x *txn) apply(c change) (applied, error) {
 	return applied{task: next, from: cur.Status, eventID: eventID, event: c.event}, nil
 }
 
-// qCloseQuestions closes a task's unanswered questions (now, task).
-const qCloseQuestions = `UPDATE questions SET closed_at = ?1
-	WHERE task_id = ?2 AND answer IS NULL AND closed_at IS NULL`
-
 // cancelRefused explains why a finished task cannot be cancelled.
 func cancelRefused(cur models.Task, err error) error {
 	switch cur.Status {
@@ -449,9 +455,10 @@ func (x *txn) effects(a applied) ([]change, error) {
 	if err != nil {
 		return nil, err
 	}
-	if a.event == models.EventAdminCancel {
-		// Nobody waits for an answer for a cancelled task any more.
-		if _, err := x.ExecContext(x.ctx, qCloseQuestions, toNanos(x.now), t.ID); err != nil {
+	if a.event == models.EventAdminCancel || from == models.StatusWaitingInput {
+		// Nobody waits for the answers of a task taken away from its
+		// questions (answered and expired ones are not open any more).
+		if err := x.closeQuestions(t.ID, a.event); err != nil {
 			return nil, fmt.Errorf("close questions: %w", err)
 		}
 	}

@@ -517,7 +517,7 @@ func (f *fake) directive(line string) error {
 		return f.call(name, func(ctx context.Context, c *api.RPCClient) error { return c.Fail(ctx, rest) })
 	case "ask":
 		return f.call(name, func(ctx context.Context, c *api.RPCClient) error {
-			answer, err := c.Ask(ctx, rest)
+			answer, err := c.Ask(ctx, models.Ask{Question: rest})
 			if err != nil {
 				return err
 			}
