@@ -195,7 +195,8 @@
 //	                                  {"actor"}) → the run
 //	POST  /api/v1/runs/{id}/retry     start a failed or cancelled run's FAILED and BLOCKED tasks again (optional
 //	                                  body: {"actor"}) → the run; 409 when there is nothing to retry
-//	GET   /api/v1/runs/{id}/tasks     {"tasks": [...]}: the run's tasks, each with its "name" in the run
+//	GET   /api/v1/runs/{id}/tasks     {"tasks": [...]}: the run's tasks, each with its "name" in the run (and a
+//	                                  FAILED or PAUSED one with its "next_event", as in GET /api/v1/tasks)
 //	GET   /api/v1/runs/{id}/tasks/{name}/logs  the logs of the task named name in the run ("build",
 //	                                  "upgrade[2]", path-escaped: upgrade%5B2%5D) → {"task_id", "attempts":
 //	                                  [{"attempt", "log", "truncated"}]}, oldest first; query: attempt (N ≥ 1,
