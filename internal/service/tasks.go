@@ -27,7 +27,8 @@ func (s *Service) CreateTasks(ctx context.Context, b models.TaskBatch) ([]models
 
 // GetTaskDetail returns a task with its edges, events, verification,
 // result, pending plan and runs; a task that has run in a project with a
-// repository names its branch.
+// repository names its branch, and a FAILED or PAUSED one (not archived)
+// its next event.
 func (s *Service) GetTaskDetail(ctx context.Context, id string) (models.TaskDetail, error) {
 	d, err := s.store.GetTaskDetail(ctx, id)
 	if err != nil {
