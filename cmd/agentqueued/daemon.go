@@ -286,7 +286,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	// without those engines (a hook creates tasks, gives feedback and
 	// notifies, as a person's commands would).
 	sc := service.Config{Store: st, Orchestrator: o, Repos: ws, Feed: feed, Profiles: cfg.Profiles,
-		Window: oc.Window, GlobalBudget: oc.GlobalTokenBudget}
+		Window: oc.Window, GlobalBudget: oc.GlobalTokenBudget, RetryBackoff: oc.RetryBackoff, MaxBackoff: oc.MaxBackoff}
 	actions := service.New(sc)
 	onHookRunEnd := met.HookRunEnded
 	if m.OnHookRunEnd != nil {

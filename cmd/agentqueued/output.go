@@ -143,10 +143,10 @@ const maxListReason = 80
 
 func printTasks(w io.Writer, ts []models.Task) {
 	tw := table(w)
-	row(tw, "ID", "PROJECT", "STATUS", "PRIORITY", "AGENT", "UPDATED", "WAITING", "TITLE", "REASON")
+	row(tw, "ID", "PROJECT", "STATUS", "PRIORITY", "AGENT", "UPDATED", "WAITING", "NEXT", "TITLE", "REASON")
 	for _, t := range ts {
 		row(tw, t.ID, t.ProjectID, string(t.Status), strconv.Itoa(t.Priority), str(t.AssignedAgentID), when(t.UpdatedAt),
-			waitingCell(t), readable(t.Title, 0), readable(reasonOf(t), maxListReason))
+			waitingCell(t), nextCell(t), readable(t.Title, 0), readable(reasonOf(t), maxListReason))
 	}
 	tw.Flush()
 }
@@ -316,6 +316,27 @@ func waitingCell(t models.Task) string {
 	return t.WaitingCode
 }
 
+// nextVerbs name a task's next event in the NEXT column.
+var nextVerbs = map[models.TaskEvent]string{
+	models.EventRetry:       "retry",
+	models.EventMaxRetries:  "block",
+	models.EventResumeTimer: "resume",
+}
+
+// nextCell is the NEXT column of a task listing: what the daemon does next
+// to a FAILED or PAUSED task and when ("retry 2026-03-01T12:01:00Z"), "-"
+// for any other.
+func nextCell(t models.Task) string {
+	if t.NextEvent == "" || t.NextEventAt == nil {
+		return "-"
+	}
+	verb, ok := nextVerbs[t.NextEvent]
+	if !ok {
+		verb = clean(string(t.NextEvent))
+	}
+	return verb + " " + when(*t.NextEventAt)
+}
+
 // printTask prints a task's fields and description.
 func printTask(w io.Writer, t models.Task) { printTaskRows(w, t, nil) }
 
@@ -330,6 +351,9 @@ func printTaskRows(w io.Writer, t models.Task, more func(tw io.Writer)) {
 	row(tw, "Reason:", readable(t.StatusReason, 0))
 	if t.WaitingCode != "" {
 		row(tw, "Waiting:", readable(t.WaitingReason, 0)+" ("+t.WaitingCode+")")
+	}
+	if t.NextEvent != "" {
+		row(tw, "Next:", readable(t.NextEventReason, 0)+" ("+clean(string(t.NextEvent))+")")
 	}
 	row(tw, "Priority:", strconv.Itoa(t.Priority))
 	row(tw, "Verification:", string(t.VerificationType))

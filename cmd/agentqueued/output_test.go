@@ -89,11 +89,14 @@ func TestTaskShowListsRuns(t *testing.T) {
 // REASON columns, with text made readable (a line break is a space, an
 // escape sequence stays escaped); `ctl task show` the branch, the
 // verification phase, the result, the pending plan and each run's agent,
-// attempt, duration and tokens; `ctl task result` the result alone.
+// attempt, duration and tokens; `ctl task result` the result alone; a
+// FAILED or PAUSED task what happens next and when: `ctl task list` in its
+// NEXT column, `ctl task show` on its "Next" line.
 func TestTaskOutputShowsWhatHappens(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	end := start.Add(4*time.Minute + 30*time.Second)
+	resume := start.Add(time.Hour)
 	agent, branch := "worker-1", "aq/bold-orbit-write-the-page"
 	tasks := []models.Task{
 		{ID: "bold-orbit", ProjectID: "web", Title: "Write the page", Status: models.StatusVerifying, Priority: 5,
@@ -101,7 +104,15 @@ func TestTaskOutputShowsWhatHappens(t *testing.T) {
 		{ID: "calm-river", ProjectID: "web", Title: "Two\nlines\tand \x1b[31mred", Status: models.StatusReady, Priority: 5,
 			WaitingCode: models.WaitingSlots, WaitingReason: "all 2 slots of project web are busy", UpdatedAt: start},
 		{ID: "dry-stone", ProjectID: "web", Title: "Long", Status: models.StatusFailed, UpdatedAt: start,
-			StatusReason: strings.Repeat("go test ./... failed; ", 10)},
+			RetryCount: 1, MaxRetries: 3, StatusReason: strings.Repeat("go test ./... failed; ", 10)},
+		{ID: "eager-fox", ProjectID: "web", Title: "Rate limited", Status: models.StatusPaused, UpdatedAt: start,
+			ResumeAfter: &resume, StatusReason: "rate limited until 2026-03-01T13:00:00Z"},
+		{ID: "frail-leaf", ProjectID: "web", Title: "Out of retries", Status: models.StatusFailed, UpdatedAt: end,
+			RetryCount: 3, MaxRetries: 3, StatusReason: "go vet failed"},
+	}
+	for i := range tasks {
+		// What the service adds to a FAILED or PAUSED task it reads.
+		tasks[i].SetNextEvent(time.Minute, 30*time.Minute)
 	}
 	d := models.TaskDetail{Task: tasks[0],
 		Verification: &models.Verification{TaskID: "bold-orbit", Attempt: 2, Phase: models.PhaseChecks,
@@ -123,6 +134,12 @@ func TestTaskOutputShowsWhatHappens(t *testing.T) {
 	printTasks(&out, tasks)
 	out.WriteString("\n--- ctl task show bold-orbit\n")
 	printTaskDetail(&out, d)
+	for _, i := range []int{2, 3, 4} {
+		out.WriteString("\n--- ctl task show " + tasks[i].ID + " (its first rows)\n")
+		var show bytes.Buffer
+		printTask(&show, tasks[i])
+		out.WriteString(strings.Join(strings.SplitAfter(show.String(), "\n")[:6], ""))
+	}
 	golden(t, "testdata/ctl-task-show.golden", out.String())
 }
 

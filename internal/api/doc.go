@@ -70,7 +70,15 @@
 //	                                  the task with its dependencies, dependents and events; a READY task
 //	                                  a round did not start has "waiting_code" and "waiting_reason" (why it
 //	                                  waits; docs/semantics.md, "Scheduling"), in listings too, and so has a
-//	                                  task whose verified work waits to land ("landing")
+//	                                  task whose verified work waits to land ("landing"); a FAILED or PAUSED
+//	                                  task has, in listings too, what the daemon does next to it by itself:
+//	                                  "next_event" (RETRY, MAX_RETRIES or RESUME_TIMER), "next_event_at" (RFC 3339,
+//	                                  when it is due: the failure plus the retry backoff, the failure itself when
+//	                                  no retry is left, or resume_after) and "next_event_reason", a sentence: "retry
+//	                                  2 of 3 at 2026-03-01T12:01:00Z (backoff 1m0s after the failure)", "blocks at
+//	                                  …: no retries left (3 of 3 used)", "resumes at …: <status_reason>"; computed
+//	                                  from the orchestrator's retry_backoff and max_backoff when read, never stored
+//	                                  (docs/semantics.md, "Timers")
 //	                                  "runs": its latest runs (at most 20, oldest first), each with "cli",
 //	                                  "cli_version", "cli_warning" (a version below the known-good one),
 //	                                  "session_id", "usage" (input_tokens, output_tokens, cache_read_tokens,
@@ -187,7 +195,8 @@
 //	                                  {"actor"}) → the run
 //	POST  /api/v1/runs/{id}/retry     start a failed or cancelled run's FAILED and BLOCKED tasks again (optional
 //	                                  body: {"actor"}) → the run; 409 when there is nothing to retry
-//	GET   /api/v1/runs/{id}/tasks     {"tasks": [...]}: the run's tasks, each with its "name" in the run
+//	GET   /api/v1/runs/{id}/tasks     {"tasks": [...]}: the run's tasks, each with its "name" in the run (and a
+//	                                  FAILED or PAUSED one with its "next_event", as in GET /api/v1/tasks)
 //	GET   /api/v1/runs/{id}/tasks/{name}/logs  the logs of the task named name in the run ("build",
 //	                                  "upgrade[2]", path-escaped: upgrade%5B2%5D) → {"task_id", "attempts":
 //	                                  [{"attempt", "log", "truncated"}]}, oldest first; query: attempt (N ≥ 1,

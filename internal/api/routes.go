@@ -683,10 +683,12 @@ func noQuery(r *http.Request) error {
 	return nil
 }
 
-// redactTask removes the credentials of URLs from a task's reason: an older
-// daemon copied a repository URL's credentials into reasons.
+// redactTask removes the credentials of URLs from a task's reasons (its
+// next event's quotes the status reason): an older daemon copied a
+// repository URL's credentials into reasons.
 func redactTask(t models.Task) models.Task {
 	t.StatusReason = models.RedactURL(t.StatusReason)
+	t.NextEventReason = models.RedactURL(t.NextEventReason)
 	return t
 }
 

@@ -384,6 +384,9 @@ func (s *Server) handleRunTasks(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	for i := range ts {
+		ts[i].Task = redactTask(ts[i].Task)
+	}
 	s.writeJSON(w, r, http.StatusOK, RunTaskList{Tasks: nonNil(ts)})
 }
 

@@ -176,7 +176,12 @@ func renderTaskDetail(d models.TaskDetail) string {
 	if t.WaitingReason != "" && t.Status == models.StatusReady {
 		fmt.Fprintf(&b, "\nwaiting: %s", escape(cut(t.WaitingReason, 200)))
 	}
-	if t.ResumeAfter != nil && t.Status == models.StatusPaused {
+	switch {
+	case t.NextEvent != "" && t.NextEventAt != nil:
+		// What the daemon does next by itself (a retry, a block, a
+		// resume): the sentence in UTC, and the time in the reader's zone.
+		fmt.Fprintf(&b, "\nnext: %s — %s", escape(cut(models.RedactURL(t.NextEventReason), 300)), renderTime(*t.NextEventAt))
+	case t.ResumeAfter != nil && t.Status == models.StatusPaused:
 		fmt.Fprintf(&b, "\nresumes %s", renderTime(*t.ResumeAfter))
 	}
 	if t.PRURL != nil {

@@ -92,6 +92,14 @@ type Task struct {
 	// other case and until a scheduling round has looked at the task.
 	WaitingCode   string `json:"waiting_code,omitempty"`
 	WaitingReason string `json:"waiting_reason,omitempty"`
+	// NextEvent, NextEventAt and NextEventReason say what the daemon does
+	// next to a FAILED or PAUSED task by itself, and when: RETRY,
+	// MAX_RETRIES or RESUME_TIMER, the time it is due, and a sentence
+	// (see SetNextEvent). They are computed when a task is read for
+	// people, never stored, and empty for any other status.
+	NextEvent       TaskEvent  `json:"next_event,omitempty"`
+	NextEventAt     *time.Time `json:"next_event_at,omitempty"`
+	NextEventReason string     `json:"next_event_reason,omitempty"`
 
 	// RunID, StepName, ParallelIndex and ParallelCount place a task of a
 	// workflow run: its step, and its index among the step's tasks (0 to

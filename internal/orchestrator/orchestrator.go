@@ -999,16 +999,10 @@ func (o *Orchestrator) expire(ctx context.Context, q models.Question) {
 }
 
 // Backoff is the wait before retry number retries+1: RetryBackoff doubled
-// for each earlier retry, at most MaxBackoff.
+// for each earlier retry, at most MaxBackoff (models.RetryBackoff, the
+// formula the store's DueFailed computes in SQL).
 func (o *Orchestrator) Backoff(retries int) time.Duration {
-	d := o.cfg.RetryBackoff
-	for range retries {
-		d *= 2
-		if d >= o.cfg.MaxBackoff {
-			return o.cfg.MaxBackoff
-		}
-	}
-	return min(d, o.cfg.MaxBackoff)
+	return models.RetryBackoff(retries, o.cfg.RetryBackoff, o.cfg.MaxBackoff)
 }
 
 // apply applies an event the loop decided, logging (not failing on) a lost

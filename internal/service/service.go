@@ -6,6 +6,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/clock"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/orchestrator"
 	"github.com/agentqueued/agentqueued/internal/service/areas"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
@@ -83,6 +84,11 @@ type Config struct {
 	// Clock tells the time of the budget report's window; nil: the real
 	// clock.
 	Clock clock.Clock
+	// RetryBackoff and MaxBackoff are the orchestrator's backoff between a
+	// FAILED task's retries (orchestrator.retry_backoff and max_backoff),
+	// from which a task read for people says when it is retried; zero is
+	// the orchestrator's default.
+	RetryBackoff, MaxBackoff time.Duration
 }
 
 // Service is the daemon's command layer for people: the operations the
@@ -102,6 +108,9 @@ type Service struct {
 	// since 0 is a budget that lets nothing start.
 	globalBudget int64
 	clock        clock.Clock
+	// retryBackoff and maxBackoff are the orchestrator's retry backoff
+	// and its cap, with its defaults.
+	retryBackoff, maxBackoff time.Duration
 }
 
 // New returns a service over cfg's components. It starts nothing.
@@ -110,9 +119,17 @@ func New(cfg Config) *Service {
 	if cfg.GlobalBudget != nil {
 		global = *cfg.GlobalBudget
 	}
+	orDefault := func(d, def time.Duration) time.Duration {
+		if d <= 0 {
+			return def
+		}
+		return d
+	}
 	return &Service{store: cfg.Store, orch: cfg.Orchestrator, hooks: cfg.Hooks, workflows: cfg.Workflows,
 		repos: cfg.Repos, remoteTimeout: cfg.RemoteTimeout, feed: cfg.Feed, profiles: cfg.Profiles,
-		window: cfg.Window, globalBudget: global, clock: clock.Or(cfg.Clock)}
+		window: cfg.Window, globalBudget: global, clock: clock.Or(cfg.Clock),
+		retryBackoff: orDefault(cfg.RetryBackoff, orchestrator.DefaultRetryBackoff),
+		maxBackoff:   orDefault(cfg.MaxBackoff, orchestrator.DefaultMaxBackoff)}
 }
 
 // HasProfile reports whether a profile of that name is configured.

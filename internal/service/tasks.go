@@ -27,11 +27,18 @@ func (s *Service) CreateTasks(ctx context.Context, b models.TaskBatch) ([]models
 
 // GetTaskDetail returns a task with its edges, events, verification,
 // result, pending plan and runs; a task that has run in a project with a
-// repository names its branch.
+// repository names its branch, and a FAILED or PAUSED one (not archived)
+// its next event.
 func (s *Service) GetTaskDetail(ctx context.Context, id string) (models.TaskDetail, error) {
 	d, err := s.store.GetTaskDetail(ctx, id)
-	if err != nil || d.Task.BranchName != nil || len(d.Runs) == 0 {
+	if err != nil {
 		return d, err
+	}
+	if d.ArchivedAt == nil {
+		s.setNextEvent(&d.Task)
+	}
+	if d.Task.BranchName != nil || len(d.Runs) == 0 {
+		return d, nil
 	}
 	p, err := s.store.GetProject(ctx, d.Task.ProjectID)
 	if err != nil {
@@ -44,9 +51,24 @@ func (s *Service) GetTaskDetail(ctx context.Context, id string) (models.TaskDeta
 	return d, nil
 }
 
-// ListTasks lists tasks (the store's).
+// ListTasks lists tasks (the store's), each FAILED or PAUSED one with its
+// next event.
 func (s *Service) ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error) {
-	return s.store.ListTasks(ctx, f)
+	ts, err := s.store.ListTasks(ctx, f)
+	if err != nil || f.Archived {
+		return ts, err
+	}
+	for i := range ts {
+		s.setNextEvent(&ts[i])
+	}
+	return ts, nil
+}
+
+// setNextEvent says what the orchestrator does next to a FAILED or PAUSED
+// task, and when, with the orchestrator's retry backoff: computed when a
+// task is read for people, never stored.
+func (s *Service) setNextEvent(t *models.Task) {
+	t.SetNextEvent(s.retryBackoff, s.maxBackoff)
 }
 
 // ApplyEvent applies an admin event and ends the task's run when needed
@@ -62,7 +84,12 @@ func (s *Service) EditTask(ctx context.Context, id string, patch models.TaskPatc
 		return models.Task{}, fmt.Errorf("edit task %s: %w", id,
 			models.Errorf(models.CodeInvalid, "profile: no profile %q is configured", *patch.Profile))
 	}
-	return s.store.EditTask(ctx, id, patch)
+	t, err := s.store.EditTask(ctx, id, patch)
+	if err != nil {
+		return t, err
+	}
+	s.setNextEvent(&t)
+	return t, nil
 }
 
 // ChangeDependencies adds and removes a task's dependencies (the store's).

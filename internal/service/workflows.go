@@ -108,7 +108,11 @@ func (s *Service) GetWorkflowRun(ctx context.Context, id string) (models.Workflo
 }
 
 // RunTasks lists a run's tasks, each with its name in the run (the
-// store's).
+// store's), and a FAILED or PAUSED one with its next event.
 func (s *Service) RunTasks(ctx context.Context, runID string) ([]models.RunTask, error) {
-	return s.store.RunTasks(ctx, runID)
+	ts, err := s.store.RunTasks(ctx, runID)
+	for i := range ts {
+		s.setNextEvent(&ts[i].Task)
+	}
+	return ts, err
 }

@@ -325,20 +325,21 @@ func (s *Store) DuePaused(ctx context.Context, now time.Time, afterAt time.Time,
 }
 
 // qDueFailed reads FAILED tasks that are due: out of retries, or whose
-// backoff (?2 doubled per retry, at most ?3) has passed at ?1; after the
+// backoff (?2 doubled per retry, at most ?3: models.RetryBackoff, which
+// TestDueFailedAgreesWithRetryAt holds equal) has passed at ?1; after the
 // position (?4, ?5), at most ?6. A task failed longer than the largest
 // backoff ago is always due, so the index range read holds the due ones
 // and those failed within the largest backoff.
 const qDueFailed = `SELECT ` + taskColumns + ` FROM tasks INDEXED BY tasks_failed_due
 	WHERE status = 'FAILED' AND (updated_at, id) > (?4, ?5)
-	AND (retry_count >= max_retries OR updated_at + min(?2 * (1 << min(retry_count, 40)), ?3) <= ?1)
+	AND (retry_count >= max_retries OR updated_at + min(?2 * (1 << min(retry_count, 62)), ?3) <= ?1)
 	ORDER BY updated_at, id LIMIT +?6`
 
 // qNextRetry is the earliest due time of a FAILED task not yet due at ?1:
 // those failed within the largest backoff (?3).
-const qNextRetry = `SELECT min(updated_at + min(?2 * (1 << min(retry_count, 40)), ?3)) FROM tasks INDEXED BY tasks_failed_due
+const qNextRetry = `SELECT min(updated_at + min(?2 * (1 << min(retry_count, 62)), ?3)) FROM tasks INDEXED BY tasks_failed_due
 	WHERE status = 'FAILED' AND updated_at > ?1 - ?3 AND retry_count < max_retries
-	AND updated_at + min(?2 * (1 << min(retry_count, 40)), ?3) > ?1`
+	AND updated_at + min(?2 * (1 << min(retry_count, 62)), ?3) > ?1`
 
 // DueFailed returns up to limit FAILED tasks that are due at now (out of
 // retries, or their backoff — base doubled per retry, at most maxBackoff —
@@ -354,7 +355,9 @@ func (s *Store) DueFailed(ctx context.Context, now time.Time, base, maxBackoff t
 		return nil, nil, fmt.Errorf("read due FAILED tasks: %w", err)
 	}
 	// The smaller of a backoff and maxBackoff is an integer: the product
-	// turns real only past the range of int64, beyond maxBackoff.
+	// turns real only past the range of int64, beyond maxBackoff. The shift
+	// stops at 2^62, the largest power of two in int64: even a base of 1ns
+	// doubled 62 times is 146 years, longer than any backoff.
 	var next sql.NullInt64
 	if err := s.rdb.QueryRowContext(ctx, qNextRetry, toNanos(now), int64(base), int64(maxBackoff)).Scan(&next); err != nil {
 		return nil, nil, fmt.Errorf("read next retry time: %w", err)

@@ -17,6 +17,7 @@ var funcs = template.FuncMap{
 	"statusClass": func(s models.TaskStatus) string { return "status s-" + string(s) },
 	"ago":         ago,
 	"elapsed":     elapsed,
+	"until":       until,
 	"when":        when,
 	"count":       count,
 	"deref":       deref,
@@ -31,6 +32,18 @@ func ago(now, t time.Time) string {
 		return ""
 	}
 	return roughDuration(now.Sub(t)) + " ago"
+}
+
+// until says how long from now until t, roughly ("in 2m00s"), or "due" once
+// t has come; "" without a time.
+func until(now time.Time, t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return ""
+	}
+	if !t.After(now) {
+		return "due"
+	}
+	return "in " + roughDuration(t.Sub(now))
 }
 
 // elapsed is the time since t until now, roughly ("1h12m").

@@ -7,8 +7,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/orchestrator"
 )
 
 // TestQueueFilters lists tasks by project, status, creator and kind.
@@ -151,5 +153,64 @@ func TestOverviewShowsAgentsAndShares(t *testing.T) {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("the overview lacks %s:\n%s", want, p.body)
 		}
+	}
+}
+
+// TestQueueAndTaskPageSayWhatHappensNext: a FAILED task's row in the queue
+// and its page say when it is retried, with the daemon's default backoff
+// after its failure, and a PAUSED task's when it resumes and why.
+func TestQueueAndTaskPageSayWhatHappensNext(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	ctx := context.Background()
+	failed, paused, ready := e.task("web", "Flaky build"), e.task("web", "Rate limited"), e.task("web", "Not yet")
+	if _, err := e.store.RegisterAgent(ctx, models.Agent{ID: "a1", AgentType: "command",
+		AgentSettings: models.AgentSettings{Command: "/bin/true"}}); err != nil {
+		t.Fatal(err)
+	}
+	resume := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	for id, end := range map[string]models.RunEnd{
+		failed: {Event: models.EventAgentFailed, Reason: "go test failed", Outcome: "failed", Error: "go test failed"},
+		paused: {Event: models.EventTokensExhausted, Reason: "rate limited until " + resume.Format(time.RFC3339),
+			ResumeAfter: &resume, Outcome: "rate_limited"},
+	} {
+		r, _, err := e.store.ClaimTask(ctx, id, "a1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.store.StartRun(ctx, r.ID, 1000, "/tmp"); err != nil {
+			t.Fatal(err)
+		}
+		end.RunID, end.ExpectFrom = r.ID, models.StatusInProgress
+		if _, err := e.store.FinishRun(ctx, end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := e.store.GetTask(ctx, failed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retryAt := f.UpdatedAt.Add(orchestrator.DefaultRetryBackoff).UTC().Format(time.RFC3339)
+	retry := "retry 1 of 3 at " + retryAt + " (backoff 30s after the failure)"
+	resumes := "resumes at " + resume.Format(time.RFC3339) + ": rate limited until " + resume.Format(time.RFC3339)
+
+	queue := e.get("/ui/queue?project=web")
+	list := queue.body[strings.Index(queue.body, `id="queue-tasks"`):]
+	for _, want := range []string{retry, resumes + ` <span class="muted">(in 59m`} {
+		if !strings.Contains(list, want) {
+			t.Errorf("the queue lacks %q:\n%s", want, list)
+		}
+	}
+	if n := strings.Count(list, "retry 1 of 3") + strings.Count(list, "resumes at"); n != 2 {
+		t.Errorf("the queue names %d next events, want 2 (none for the READY task):\n%s", n, list)
+	}
+	for id, want := range map[string]string{failed: retry, paused: resumes} {
+		p := e.get("/ui/tasks/" + id)
+		if !strings.Contains(p.body, `<dt>Next</dt><dd id="task-next">`+want+` <span class="muted">(`) {
+			t.Errorf("the page of %s lacks its next event %q:\n%s", id, want, p.body)
+		}
+	}
+	if p := e.get("/ui/tasks/" + ready); strings.Contains(p.body, `id="task-next"`) {
+		t.Errorf("a READY task's page names a next event:\n%s", p.body)
 	}
 }
