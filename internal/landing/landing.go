@@ -159,11 +159,10 @@ type Lander struct {
 
 	mu sync.Mutex
 	// verifying holds the tasks whose verification a goroutine is running,
-	// with the cancel of its context (an admin event that takes the task
-	// out of VERIFYING cancels it).
-	verifying map[string]context.CancelFunc
-	// verifyDone is closed when the task's verification under way ends.
-	verifyDone map[string]chan struct{}
+	// each with the cancel of its context (an admin event that takes the
+	// task out of VERIFYING cancels it), the channel closed when it ends
+	// and what it did.
+	verifying map[string]*verifyRun
 	// vctx bounds verification work (checks, merges); Shutdown cancels it
 	// before waiting for the goroutines.
 	vctx    context.Context
@@ -171,6 +170,10 @@ type Lander struct {
 	// stopping is set by Shutdown: no verification goroutine starts after.
 	stopping bool
 	wg       sync.WaitGroup
+
+	// afterVerify, when set (by tests), is called by each verification
+	// once it has released its task, before it returns.
+	afterVerify func(taskID string)
 }
 
 // New returns a Lander; it starts nothing by itself. A Config without its
@@ -183,12 +186,12 @@ func New(cfg Config, st Store, ws Workspaces, host Host) *Lander {
 	cfg.applyDefaults()
 	vctx, vcancel := context.WithCancel(context.Background())
 	return &Lander{cfg: cfg, store: st, ws: ws, host: host, log: cfg.Logger, prPoke: make(chan struct{}, 1),
-		verifying: map[string]context.CancelFunc{}, verifyDone: map[string]chan struct{}{}, vctx: vctx, vcancel: vcancel}
+		verifying: map[string]*verifyRun{}, vctx: vctx, vcancel: vcancel}
 }
 
 // Verify carries the task's verification as far as it can go without
 // waiting (see verify), in the caller's goroutine.
-func (l *Lander) Verify(taskID string) { l.verify(taskID) }
+func (l *Lander) Verify(taskID string) { l.verify(taskID, nil) }
 
 // Advance carries the task's verification as far as it can go without
 // waiting, in a goroutine of its own; after Shutdown it does nothing (the
@@ -209,8 +212,8 @@ func (l *Lander) Resume(ctx context.Context) { l.resumeVerifications(ctx) }
 func (l *Lander) Cancel(taskID string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if cancel, ok := l.verifying[taskID]; ok {
-		cancel()
+	if run, ok := l.verifying[taskID]; ok {
+		run.cancel()
 	}
 }
 

@@ -28,7 +28,7 @@ func (l *Lander) goVerify(taskID string) {
 	}
 	go func() {
 		defer l.wg.Done()
-		l.verify(taskID)
+		l.verify(taskID, nil)
 	}()
 }
 
@@ -53,39 +53,54 @@ func (l *Lander) resumeVerifications(ctx context.Context) {
 	}
 }
 
+// verifyRun is one verification of a task under way.
+type verifyRun struct {
+	// cancel ends its context.
+	cancel context.CancelFunc
+	// done is closed when it has ended.
+	done chan struct{}
+}
+
 // verify carries a VERIFYING task's verification as far as it can go
 // without waiting: it stages the task branch, runs the checks of AUTO_TEST
 // and lands the work, or records that a reviewer or a person is awaited.
-// One goroutine verifies a task at a time; a second call returns at once.
-// Its context ends at shutdown, or when an admin event takes the task out
-// of VERIFYING; the store is written without it, so that what was decided
-// is recorded.
-func (l *Lander) verify(taskID string) {
+// One goroutine verifies a task at a time; a second call waits for the
+// first to end, then verifies. then, when not nil, is called at the end,
+// while the verification still holds the task: no other verification of
+// the task has started, so the task's state is as this one left it. Its
+// context ends at shutdown, or when an admin event takes the task out of
+// VERIFYING; the store is written without it, so that what was decided is
+// recorded.
+func (l *Lander) verify(taskID string, then func()) {
 	l.mu.Lock()
 	for {
-		_, busy := l.verifying[taskID]
+		run, busy := l.verifying[taskID]
 		if !busy {
 			break
 		}
 		// One verification per task: wait for the one under way, then look
 		// again (it may have read the task before a decision this caller
 		// waits for).
-		wait := l.verifyDone[taskID]
 		l.mu.Unlock()
-		<-wait
+		<-run.done
 		l.mu.Lock()
 	}
 	ctx, cancel := context.WithCancel(l.vctx)
-	done := make(chan struct{})
-	l.verifying[taskID], l.verifyDone[taskID] = cancel, done
+	run := &verifyRun{cancel: cancel, done: make(chan struct{})}
+	l.verifying[taskID] = run
 	l.mu.Unlock()
 	defer func() {
+		if then != nil {
+			then()
+		}
 		l.mu.Lock()
 		delete(l.verifying, taskID)
-		delete(l.verifyDone, taskID)
 		l.mu.Unlock()
 		cancel()
-		close(done)
+		close(run.done)
+		if l.afterVerify != nil {
+			l.afterVerify(taskID)
+		}
 	}()
 	sctx := context.WithoutCancel(ctx)
 	t, p, v, err := l.verification(sctx, taskID)
@@ -474,8 +489,9 @@ func (l *Lander) landingWaits(ctx context.Context, p models.Project, t models.Ta
 
 // Land retries the waiting landings of a project (verification phase
 // landing), oldest first, each as its verification would, and answers
-// which tasks landed and which still wait, with why. A project with no
-// waiting landing answers with both lists empty.
+// which tasks landed and which still wait, with why, each as its own
+// verification left it. A project with no waiting landing answers with
+// both lists empty.
 func (l *Lander) Land(ctx context.Context, projectID string) (models.LandResult, error) {
 	if _, err := l.store.GetProject(ctx, projectID); err != nil {
 		return models.LandResult{}, err
@@ -490,17 +506,22 @@ func (l *Lander) Land(ctx context.Context, projectID string) (models.LandResult,
 		if err != nil || t.ProjectID != projectID {
 			continue
 		}
-		l.awaitVerify(ctx, t.ID)
-		if err := ctx.Err(); err != nil {
-			return res, err
+		var (
+			now   models.Task
+			found bool
+		)
+		if err := l.awaitVerify(ctx, t.ID, func() {
+			var err error
+			now, err = l.store.GetTask(ctx, t.ID)
+			found = err == nil // not deleted meanwhile
+		}); err != nil {
+			return res, fmt.Errorf("land project %s: %w", projectID, err)
 		}
-		now, err := l.store.GetTask(ctx, t.ID)
-		if err != nil {
-			continue // deleted meanwhile
-		}
-		if now.WaitingCode == models.WaitingLanding {
+		switch {
+		case !found:
+		case now.WaitingCode == models.WaitingLanding:
 			res.Waiting = append(res.Waiting, models.LandTask{TaskID: now.ID, Status: now.Status, Reason: now.WaitingReason})
-		} else {
+		default:
 			res.Landed = append(res.Landed, models.LandTask{TaskID: now.ID, Status: now.Status, Reason: now.StatusReason})
 		}
 	}
@@ -520,19 +541,28 @@ func (l *Lander) track() bool {
 }
 
 // awaitVerify runs the task's verification in its own goroutine and waits
-// for it, or for ctx to end (the verification goes on).
-func (l *Lander) awaitVerify(ctx context.Context, taskID string) {
+// for it, or for ctx to end (the verification goes on, and ctx's error is
+// returned). then is called while the verification still holds the task
+// (see verify): an answer computed there reads the task as this
+// verification left it, not as a later one (started meanwhile by the loop
+// or another request) has it in the middle of its work. When no
+// verification can start (the Lander is shutting down: the next start
+// resumes the recorded decision), then is called at once.
+func (l *Lander) awaitVerify(ctx context.Context, taskID string, then func()) error {
 	done := make(chan struct{})
 	if !l.track() {
-		return // shutting down: the next start resumes the recorded decision
+		then()
+		return nil
 	}
 	go func() {
 		defer l.wg.Done()
 		defer close(done)
-		l.verify(taskID)
+		l.verify(taskID, then)
 	}()
 	select {
 	case <-done:
+		return nil
 	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

@@ -1,0 +1,207 @@
+package landing_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
+	"github.com/agentqueued/agentqueued/internal/landing"
+	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
+	"github.com/agentqueued/agentqueued/internal/repo"
+	"github.com/agentqueued/agentqueued/internal/store"
+)
+
+// git runs git in dir with the test's identity and no user or system
+// configuration, and returns its trimmed output.
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@localhost",
+		"-c", "commit.gpgsign=false"}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// linkEnv is a Lander on a real store and real workspaces, for the LINK
+// project p whose repository, the user's, has main checked out.
+type linkEnv struct {
+	*env
+	user string
+	ws   *repo.Workspaces
+}
+
+// newLinkEnv makes the user's repository (main holding notes.md, clean)
+// and the project p linked to it; wrap, when not nil, wraps the
+// workspaces the Lander uses, and setup runs on the Lander before
+// anything verifies.
+func newLinkEnv(t *testing.T, settings models.ProjectSettings, wrap func(landing.Workspaces) landing.Workspaces,
+	cfg landing.Config, setup func(*landing.Lander)) *linkEnv {
+	t.Helper()
+	ctx := context.Background()
+	user := filepath.Join(t.TempDir(), "mine")
+	if err := os.MkdirAll(user, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, user, "init", "-q", "-b", "main")
+	writeFile(t, filepath.Join(user, "notes.md"), "mine\n")
+	git(t, user, "add", "-A")
+	git(t, user, "commit", "-q", "-m", "mine")
+
+	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "aq.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ws, err := repo.New(repo.Config{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateProject(ctx, models.Project{ID: "p", Settings: settings,
+		Repo: &models.RepoConfig{ID: "mine", SourceType: models.RepoLink, SourcePath: user, DefaultBranch: "main"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.RegisterAgent(ctx, models.Agent{ID: "worker", AgentType: "command",
+		AgentSettings: models.AgentSettings{Command: "/bin/true"}}); err != nil {
+		t.Fatal(err)
+	}
+	var lws landing.Workspaces = ws
+	if wrap != nil {
+		lws = wrap(ws)
+	}
+	h := &host{}
+	cfg.RunDir, cfg.Environ = t.TempDir(), os.Environ()
+	if cfg.Clock == nil {
+		cfg.Clock = clocktest.NewFollowing()
+	}
+	l := landing.New(cfg, st, lws, h)
+	if setup != nil {
+		setup(l)
+	}
+	t.Cleanup(func() { l.Shutdown(); l.Wait() })
+	return &linkEnv{env: &env{t: t, st: st, host: h, l: l, dir: t.TempDir()}, user: user, ws: ws}
+}
+
+// verified creates a task whose branch in the user's repository writes
+// file, and takes it through a run to VERIFYING.
+func (e *linkEnv) verified(bt models.BatchTask, file, content string) string {
+	e.t.Helper()
+	id := e.verifyingWith(bt, func(tk models.Task) {
+		git(e.t, e.user, "checkout", "-q", "-b", repo.BranchName(tk))
+		writeFile(e.t, filepath.Join(e.user, file), content)
+		git(e.t, e.user, "add", file)
+		git(e.t, e.user, "commit", "-q", "-m", "work of "+tk.ID)
+		git(e.t, e.user, "checkout", "-q", "main")
+	})
+	return id
+}
+
+// gatedDeliver lets the first n Deliver calls through and holds the next
+// one: it closes inside and waits for release (or for its context to end)
+// before merging.
+type gatedDeliver struct {
+	landing.Workspaces
+	n       int
+	inside  chan struct{}
+	release chan struct{}
+
+	mu    sync.Mutex
+	calls int
+}
+
+func (g *gatedDeliver) Deliver(ctx context.Context, p models.Project, t models.Task, src string) (models.Delivery, error) {
+	g.mu.Lock()
+	g.calls++
+	held := g.calls == g.n+1
+	g.mu.Unlock()
+	if held {
+		close(g.inside)
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return models.Delivery{}, ctx.Err()
+		}
+	}
+	return g.Workspaces.Deliver(ctx, p, t, src)
+}
+
+// TestApproveAnswersAsItsOwnVerificationLeftTheTask: a person approves
+// work that waits for approval while the user's main has local changes.
+// The decision's verification leaves the landing waiting; as soon as it
+// has released the task a second verification of it (the loop's resume,
+// or `land`) starts and holds it in the middle of its merge again. The
+// approval still answers that the change waits to land, and why — not
+// "still AWAITING_APPROVAL" from the second verification's state.
+func TestApproveAnswersAsItsOwnVerificationLeftTheTask(t *testing.T) {
+	t.Parallel()
+	gate := &gatedDeliver{n: 1, inside: make(chan struct{}), release: make(chan struct{})}
+	var once sync.Once
+	var id string
+	e := newLinkEnv(t, models.ProjectSettings{PRMode: models.PRNever},
+		func(ws landing.Workspaces) landing.Workspaces { gate.Workspaces = ws; return gate }, landing.Config{},
+		func(l *landing.Lander) {
+			landing.SetAfterVerify(l, func(taskID string) {
+				gate.mu.Lock()
+				calls := gate.calls
+				gate.mu.Unlock()
+				if taskID != id || calls != 1 {
+					return // not the decision's verification
+				}
+				once.Do(func() {
+					l.Advance(taskID)
+					select {
+					case <-gate.inside:
+					case <-progresstest.Context(t).Done():
+						t.Error("the second verification never reached its merge")
+					}
+				})
+			})
+		})
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(gate.release) }) }
+	t.Cleanup(release)
+	ctx := context.Background()
+	id = e.verified(models.BatchTask{Title: "Needs a person", RequiresApproval: true}, "gated.txt", "gated\n")
+	e.l.Verify(id)
+	if tk := e.task(id); tk.Status != models.StatusAwaitingApproval {
+		t.Fatalf("the verified task is %s (%q)", tk.Status, tk.StatusReason)
+	}
+	writeFile(t, filepath.Join(e.user, "notes.md"), "mine, edited\n")
+	head := git(t, e.user, "rev-parse", "main")
+
+	_, err := e.l.Approve(ctx, id, "ana", "ship it")
+	if models.ErrorCodeOf(err) != models.CodeConflict || !strings.Contains(err.Error(), "waits to land") ||
+		!strings.Contains(err.Error(), "local changes (notes.md)") {
+		t.Fatalf("approve with local changes, a second verification merging: %v", err)
+	}
+	select {
+	case <-gate.inside:
+	default:
+		t.Fatal("the answer came without the second verification inside its merge: the interleaving was not forced")
+	}
+	release()
+	e.l.Verify(id) // waits for the second one, and verifies once more
+	tk := e.task(id)
+	if tk.Status != models.StatusAwaitingApproval || tk.WaitingCode != models.WaitingLanding ||
+		git(t, e.user, "rev-parse", "main") != head {
+		t.Fatalf("the approved task: %s %q %q", tk.Status, tk.WaitingCode, tk.WaitingReason)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.user, "notes.md")); string(b) != "mine, edited\n" {
+		t.Fatalf("notes.md is %q", b)
+	}
+}
