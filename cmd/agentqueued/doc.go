@@ -136,9 +136,11 @@
 // "agentqueued land PROJECT") lands the work of a linked project that
 // waited because the repository's checked-out default branch had local
 // changes, once they are committed or stashed: it lists the tasks that
-// landed and those still waiting with why, and exits non-zero while one
-// still waits. "agent add" checks that the agent's
-// program is on the daemon's PATH or an executable path.
+// landed, those still waiting with why, and those whose merge now
+// conflicts (the default branch moved) with the files in conflict, and
+// exits non-zero while one still waits or when one failed (such a task
+// runs again with the conflict to resolve). "agent add" checks that the
+// agent's program is on the daemon's PATH or an executable path.
 //
 // "status" prints the daemon at a glance (GET /api/v1/status, what
 // Discord's /status shows): projects with their tasks counted by status,

@@ -71,6 +71,7 @@ func (l *Lander) deliverApproved(ctx context.Context, p models.Project, t models
 			if err := l.store.RecordTaskFailure(sctx, t.ID, models.RunOutcomeVerifyFailed, msg); err != nil {
 				l.log.Warn("record merge conflict", "task_id", t.ID, "err", err)
 			}
+			l.noteFailure(t.ID, msg, conflict)
 			l.apply(sctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventAdminRestart,
 				ExpectFrom: models.StatusAwaitingApproval, Actor: "system", Reason: msg})
 			if err := l.ws.Cleanup(sctx, p, t, "", false); err != nil {
@@ -79,6 +80,7 @@ func (l *Lander) deliverApproved(ctx context.Context, p models.Project, t models
 			return
 		}
 		l.log.Warn("approved change not merged", "task_id", t.ID, "err", models.RedactURL(err.Error()))
+		l.noteFailure(t.ID, "the approved change could not be merged: "+models.ReasonOf(err), nil)
 		if _, err := l.store.SwitchApproval(sctx, t.ID, v.Attempt, v.Phase, models.PhaseApproval,
 			models.VerificationNote{Text: "the approved change could not be merged: " + models.ReasonOf(err)}); err != nil {
 			l.log.Warn("record failed merge", "task_id", t.ID, "err", err)
@@ -221,7 +223,7 @@ func (l *Lander) decide(ctx context.Context, t models.Task, v models.Verificatio
 func (l *Lander) carriedOut(ctx context.Context, taskID string, answer func() (models.TransitionResult, error)) (models.TransitionResult, error) {
 	var res models.TransitionResult
 	var err error
-	if werr := l.awaitVerify(ctx, taskID, func() { res, err = answer() }); werr != nil {
+	if werr := l.awaitVerify(ctx, taskID, func(outcome) { res, err = answer() }); werr != nil {
 		return models.TransitionResult{}, fmt.Errorf("wait for the decision on task %s to be carried out: %w", taskID, werr)
 	}
 	return res, err

@@ -205,3 +205,69 @@ func TestApproveAnswersAsItsOwnVerificationLeftTheTask(t *testing.T) {
 		t.Fatalf("notes.md is %q", b)
 	}
 }
+
+// TestLandReportsAMergeThatNowConflicts: a landing waits for the user's
+// local changes; the user then commits a change of the file the task
+// changed. Land merges again, the merge conflicts, and the answer lists
+// the task as failed, naming the file, as the verification left it:
+// FAILED (VERIFY_FAILED) for verified work, READY (ADMIN_RESTART) for
+// approved work. Nothing is merged.
+func TestLandReportsAMergeThatNowConflicts(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		approval bool
+		status   models.TaskStatus
+	}{
+		{"verified work", false, models.StatusFailed},
+		{"approved work", true, models.StatusReady},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newLinkEnv(t, models.ProjectSettings{PRMode: models.PRNever}, nil, landing.Config{}, nil)
+			ctx := context.Background()
+			id := e.verified(models.BatchTask{Title: "Shared", RequiresApproval: c.approval}, "shared.txt", "from the task\n")
+			writeFile(t, filepath.Join(e.user, "notes.md"), "mine, edited\n")
+			e.l.Verify(id)
+			if c.approval {
+				if _, err := e.l.Approve(ctx, id, "ana", ""); !strings.Contains(errText(err), "waits to land") {
+					t.Fatalf("approve with local changes: %v", err)
+				}
+			}
+			if tk := e.task(id); tk.WaitingCode != models.WaitingLanding {
+				t.Fatalf("the landing does not wait: %s %q", tk.Status, tk.StatusReason)
+			}
+			writeFile(t, filepath.Join(e.user, "shared.txt"), "from the user\n")
+			git(t, e.user, "add", "-A")
+			git(t, e.user, "commit", "-q", "-m", "my shared.txt")
+			head := git(t, e.user, "rev-parse", "main")
+
+			res, err := e.l.Land(ctx, "p")
+			if err != nil || len(res.Landed) != 0 || len(res.Waiting) != 0 || len(res.Failed) != 1 {
+				t.Fatalf("land: %+v %v", res, err)
+			}
+			f := res.Failed[0]
+			if f.TaskID != id || f.Status != c.status || strings.Join(f.Files, ",") != "shared.txt" ||
+				f.Reason != "main moved: shared.txt conflict; the task runs again with the conflict to resolve" {
+				t.Fatalf("the failed landing: %+v", f)
+			}
+			if tk := e.task(id); tk.Status != c.status || tk.WaitingCode != "" || !strings.Contains(tk.StatusReason, "shared.txt") {
+				t.Fatalf("the task after land: %s %q %q", tk.Status, tk.WaitingCode, tk.StatusReason)
+			}
+			if git(t, e.user, "rev-parse", "main") != head || git(t, e.user, "status", "--porcelain") != "" {
+				t.Fatal("the user's main or tree changed")
+			}
+			if b, _ := os.ReadFile(filepath.Join(e.user, "shared.txt")); string(b) != "from the user\n" {
+				t.Fatalf("shared.txt is %q", b)
+			}
+		})
+	}
+}
+
+// errText is err's message, "" for nil.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

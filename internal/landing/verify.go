@@ -59,19 +59,41 @@ type verifyRun struct {
 	cancel context.CancelFunc
 	// done is closed when it has ended.
 	done chan struct{}
+	// out is what it did, for the caller waiting for it.
+	out outcome
+}
+
+// outcome is what a verification did that its task's state does not say
+// by itself: that it failed the task's work, and why.
+type outcome struct {
+	// failed is the reason the work failed its verification or could not
+	// be merged ("" when it did not).
+	failed string
+	// conflict, when the failure is a merge conflict, names the files.
+	conflict *models.ConflictError
+}
+
+// noteFailure records on the verification of taskID under way, if any,
+// that it failed the task's work: why, and the conflict when it is one.
+func (l *Lander) noteFailure(taskID, reason string, conflict *models.ConflictError) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if run, ok := l.verifying[taskID]; ok {
+		run.out = outcome{failed: reason, conflict: conflict}
+	}
 }
 
 // verify carries a VERIFYING task's verification as far as it can go
 // without waiting: it stages the task branch, runs the checks of AUTO_TEST
 // and lands the work, or records that a reviewer or a person is awaited.
 // One goroutine verifies a task at a time; a second call waits for the
-// first to end, then verifies. then, when not nil, is called at the end,
-// while the verification still holds the task: no other verification of
-// the task has started, so the task's state is as this one left it. Its
-// context ends at shutdown, or when an admin event takes the task out of
-// VERIFYING; the store is written without it, so that what was decided is
-// recorded.
-func (l *Lander) verify(taskID string, then func()) {
+// first to end, then verifies. then, when not nil, is called at the end
+// with what the verification did, while it still holds the task: no other
+// verification of the task has started, so the task's state is as this
+// one left it. Its context ends at shutdown, or when an admin event takes
+// the task out of VERIFYING; the store is written without it, so that
+// what was decided is recorded.
+func (l *Lander) verify(taskID string, then func(outcome)) {
 	l.mu.Lock()
 	for {
 		run, busy := l.verifying[taskID]
@@ -91,7 +113,10 @@ func (l *Lander) verify(taskID string, then func()) {
 	l.mu.Unlock()
 	defer func() {
 		if then != nil {
-			then()
+			l.mu.Lock()
+			out := run.out
+			l.mu.Unlock()
+			then(out)
 		}
 		l.mu.Lock()
 		delete(l.verifying, taskID)
@@ -370,6 +395,7 @@ func (l *Lander) verifyFailed(ctx context.Context, t models.Task, v models.Verif
 	if err := l.store.RecordTaskFailure(ctx, t.ID, models.RunOutcomeVerifyFailed, reason); err != nil {
 		l.log.Warn("record verification failure", "task_id", t.ID, "err", err)
 	}
+	l.noteFailure(t.ID, reason, conflict)
 	l.log.Info("verification failed", "task_id", t.ID, "step", step, "reason", reason)
 	l.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventVerifyFailed, ExpectFrom: models.StatusVerifying,
 		Actor: "system", Reason: reason, Feedback: fb})
@@ -489,9 +515,11 @@ func (l *Lander) landingWaits(ctx context.Context, p models.Project, t models.Ta
 
 // Land retries the waiting landings of a project (verification phase
 // landing), oldest first, each as its verification would, and answers
-// which tasks landed and which still wait, with why, each as its own
-// verification left it. A project with no waiting landing answers with
-// both lists empty.
+// which tasks landed, which still wait (with why) and which failed: their
+// merge conflicts now (the default branch moved; the files are named and
+// the task runs again with them to resolve) or could not be made. Each is
+// answered as its own verification left it. A project with no waiting
+// landing answers with the three lists empty.
 func (l *Lander) Land(ctx context.Context, projectID string) (models.LandResult, error) {
 	if _, err := l.store.GetProject(ctx, projectID); err != nil {
 		return models.LandResult{}, err
@@ -500,32 +528,64 @@ func (l *Lander) Land(ctx context.Context, projectID string) (models.LandResult,
 	if err != nil {
 		return models.LandResult{}, err
 	}
-	res := models.LandResult{ProjectID: projectID, Landed: []models.LandTask{}, Waiting: []models.LandTask{}}
+	res := models.LandResult{ProjectID: projectID, Landed: []models.LandTask{}, Waiting: []models.LandTask{},
+		Failed: []models.LandTask{}}
 	for _, v := range vs {
 		t, err := l.store.GetTask(ctx, v.TaskID)
 		if err != nil || t.ProjectID != projectID {
 			continue
 		}
 		var (
-			now   models.Task
-			found bool
+			entry models.LandTask
+			kind  landKind
 		)
-		if err := l.awaitVerify(ctx, t.ID, func() {
-			var err error
-			now, err = l.store.GetTask(ctx, t.ID)
-			found = err == nil // not deleted meanwhile
-		}); err != nil {
+		if err := l.awaitVerify(ctx, t.ID, func(out outcome) { entry, kind = l.landed(ctx, t.ID, out) }); err != nil {
 			return res, fmt.Errorf("land project %s: %w", projectID, err)
 		}
-		switch {
-		case !found:
-		case now.WaitingCode == models.WaitingLanding:
-			res.Waiting = append(res.Waiting, models.LandTask{TaskID: now.ID, Status: now.Status, Reason: now.WaitingReason})
-		default:
-			res.Landed = append(res.Landed, models.LandTask{TaskID: now.ID, Status: now.Status, Reason: now.StatusReason})
+		switch kind {
+		case landLanded:
+			res.Landed = append(res.Landed, entry)
+		case landWaiting:
+			res.Waiting = append(res.Waiting, entry)
+		case landFailed:
+			res.Failed = append(res.Failed, entry)
 		}
 	}
 	return res, nil
+}
+
+// landKind is the list of a LandResult a retried landing belongs to.
+type landKind int
+
+const (
+	landGone landKind = iota // the task was deleted meanwhile
+	landLanded
+	landWaiting
+	landFailed
+)
+
+// landed describes a task whose landing was retried, as the retry (whose
+// outcome is out) left it, and the list it belongs to.
+func (l *Lander) landed(ctx context.Context, taskID string, out outcome) (models.LandTask, landKind) {
+	now, err := l.store.GetTask(ctx, taskID)
+	if err != nil {
+		return models.LandTask{}, landGone
+	}
+	switch {
+	case now.WaitingCode == models.WaitingLanding:
+		return models.LandTask{TaskID: now.ID, Status: now.Status, Reason: now.WaitingReason}, landWaiting
+	case out.conflict != nil:
+		c := out.conflict
+		what := strings.Join(c.Files, ", ") + " conflict"
+		if len(c.Files) == 0 {
+			what = c.Error()
+		}
+		return models.LandTask{TaskID: now.ID, Status: now.Status, Files: c.Files,
+			Reason: fmt.Sprintf("%s moved: %s; the task runs again with the conflict to resolve", c.Into, what)}, landFailed
+	case out.failed != "":
+		return models.LandTask{TaskID: now.ID, Status: now.Status, Reason: out.failed}, landFailed
+	}
+	return models.LandTask{TaskID: now.ID, Status: now.Status, Reason: now.StatusReason}, landLanded
 }
 
 // track adds a goroutine to the ones Wait waits for, unless the Lander
@@ -542,16 +602,17 @@ func (l *Lander) track() bool {
 
 // awaitVerify runs the task's verification in its own goroutine and waits
 // for it, or for ctx to end (the verification goes on, and ctx's error is
-// returned). then is called while the verification still holds the task
-// (see verify): an answer computed there reads the task as this
-// verification left it, not as a later one (started meanwhile by the loop
-// or another request) has it in the middle of its work. When no
+// returned). then is called with what the verification did while it still
+// holds the task (see verify): an answer computed there reads the task as
+// this verification left it, not as a later one (started meanwhile by the
+// loop or another request) has it in the middle of its work. When no
 // verification can start (the Lander is shutting down: the next start
-// resumes the recorded decision), then is called at once.
-func (l *Lander) awaitVerify(ctx context.Context, taskID string, then func()) error {
+// resumes the recorded decision), then is called at once with an empty
+// outcome.
+func (l *Lander) awaitVerify(ctx context.Context, taskID string, then func(outcome)) error {
 	done := make(chan struct{})
 	if !l.track() {
-		then()
+		then(outcome{})
 		return nil
 	}
 	go func() {
