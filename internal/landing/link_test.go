@@ -46,12 +46,23 @@ type linkEnv struct {
 	ws   *repo.Workspaces
 }
 
+// linkOpts adjust a linkEnv.
+type linkOpts struct {
+	// settings are the project's.
+	settings models.ProjectSettings
+	// ws and store, when set, wrap what the Lander uses.
+	ws    func(landing.Workspaces) landing.Workspaces
+	store func(landing.Store) landing.Store
+	// cfg is the Lander's configuration (the run directory, environment
+	// and, unless set, clock are the test's).
+	cfg landing.Config
+	// setup runs on the Lander before anything verifies.
+	setup func(*landing.Lander)
+}
+
 // newLinkEnv makes the user's repository (main holding notes.md, clean)
-// and the project p linked to it; wrap, when not nil, wraps the
-// workspaces the Lander uses, and setup runs on the Lander before
-// anything verifies.
-func newLinkEnv(t *testing.T, settings models.ProjectSettings, wrap func(landing.Workspaces) landing.Workspaces,
-	cfg landing.Config, setup func(*landing.Lander)) *linkEnv {
+// and the project p linked to it.
+func newLinkEnv(t *testing.T, o linkOpts) *linkEnv {
 	t.Helper()
 	ctx := context.Background()
 	user := filepath.Join(t.TempDir(), "mine")
@@ -72,7 +83,7 @@ func newLinkEnv(t *testing.T, settings models.ProjectSettings, wrap func(landing
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.CreateProject(ctx, models.Project{ID: "p", Settings: settings,
+	if _, err := st.CreateProject(ctx, models.Project{ID: "p", Settings: o.settings,
 		Repo: &models.RepoConfig{ID: "mine", SourceType: models.RepoLink, SourcePath: user, DefaultBranch: "main"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -81,17 +92,22 @@ func newLinkEnv(t *testing.T, settings models.ProjectSettings, wrap func(landing
 		t.Fatal(err)
 	}
 	var lws landing.Workspaces = ws
-	if wrap != nil {
-		lws = wrap(ws)
+	if o.ws != nil {
+		lws = o.ws(ws)
+	}
+	var lst landing.Store = st
+	if o.store != nil {
+		lst = o.store(st)
 	}
 	h := &host{}
+	cfg := o.cfg
 	cfg.RunDir, cfg.Environ = t.TempDir(), os.Environ()
 	if cfg.Clock == nil {
 		cfg.Clock = clocktest.NewFollowing()
 	}
-	l := landing.New(cfg, st, lws, h)
-	if setup != nil {
-		setup(l)
+	l := landing.New(cfg, lst, lws, h)
+	if o.setup != nil {
+		o.setup(l)
 	}
 	t.Cleanup(func() { l.Shutdown(); l.Wait() })
 	return &linkEnv{env: &env{t: t, st: st, host: h, l: l, dir: t.TempDir()}, user: user, ws: ws}
@@ -152,9 +168,9 @@ func TestApproveAnswersAsItsOwnVerificationLeftTheTask(t *testing.T) {
 	gate := &gatedDeliver{n: 1, inside: make(chan struct{}), release: make(chan struct{})}
 	var once sync.Once
 	var id string
-	e := newLinkEnv(t, models.ProjectSettings{PRMode: models.PRNever},
-		func(ws landing.Workspaces) landing.Workspaces { gate.Workspaces = ws; return gate }, landing.Config{},
-		func(l *landing.Lander) {
+	e := newLinkEnv(t, linkOpts{settings: models.ProjectSettings{PRMode: models.PRNever},
+		ws: func(ws landing.Workspaces) landing.Workspaces { gate.Workspaces = ws; return gate },
+		setup: func(l *landing.Lander) {
 			landing.SetAfterVerify(l, func(taskID string) {
 				gate.mu.Lock()
 				calls := gate.calls
@@ -171,7 +187,7 @@ func TestApproveAnswersAsItsOwnVerificationLeftTheTask(t *testing.T) {
 					}
 				})
 			})
-		})
+		}})
 	var releaseOnce sync.Once
 	release := func() { releaseOnce.Do(func() { close(gate.release) }) }
 	t.Cleanup(release)
@@ -224,7 +240,7 @@ func TestLandReportsAMergeThatNowConflicts(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			e := newLinkEnv(t, models.ProjectSettings{PRMode: models.PRNever}, nil, landing.Config{}, nil)
+			e := newLinkEnv(t, linkOpts{settings: models.ProjectSettings{PRMode: models.PRNever}})
 			ctx := context.Background()
 			id := e.verified(models.BatchTask{Title: "Shared", RequiresApproval: c.approval}, "shared.txt", "from the task\n")
 			writeFile(t, filepath.Join(e.user, "notes.md"), "mine, edited\n")
@@ -270,4 +286,91 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// listedStore closes listed once the Lander has listed verifications.
+type listedStore struct {
+	landing.Store
+	listed chan struct{}
+	once   sync.Once
+}
+
+func (s *listedStore) Verifications(ctx context.Context, phases ...models.VerificationPhase) ([]models.Verification, error) {
+	vs, err := s.Store.Verifications(ctx, phases...)
+	s.once.Do(func() { close(s.listed) })
+	return vs, err
+}
+
+// TestLandWaitsForARetryUnderWay: the user stashed, and a retry of the
+// waiting landing (the daemon's own) is in the middle of its merge when
+// `land` lists the project's waiting landings. Land counts it, waits for
+// it and answers that it landed; it answered that nothing waited.
+func TestLandWaitsForARetryUnderWay(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		approval bool
+	}{
+		{"verified work", false},
+		{"approved work", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			gate := &gatedDeliver{n: 1, inside: make(chan struct{}), release: make(chan struct{})}
+			lst := &listedStore{listed: make(chan struct{})}
+			e := newLinkEnv(t, linkOpts{settings: models.ProjectSettings{PRMode: models.PRNever},
+				ws:    func(ws landing.Workspaces) landing.Workspaces { gate.Workspaces = ws; return gate },
+				store: func(st landing.Store) landing.Store { lst.Store = st; return lst }})
+			var releaseOnce sync.Once
+			release := func() { releaseOnce.Do(func() { close(gate.release) }) }
+			t.Cleanup(release)
+			ctx := context.Background()
+			id := e.verified(models.BatchTask{Title: "Retried", RequiresApproval: c.approval}, "retried.txt", "retried\n")
+			writeFile(t, filepath.Join(e.user, "notes.md"), "mine, edited\n")
+			e.l.Verify(id)
+			if c.approval {
+				if _, err := e.l.Approve(ctx, id, "ana", ""); !strings.Contains(errText(err), "waits to land") {
+					t.Fatalf("approve with local changes: %v", err)
+				}
+			}
+			if tk := e.task(id); tk.WaitingCode != models.WaitingLanding {
+				t.Fatalf("the landing does not wait: %s %q", tk.Status, tk.StatusReason)
+			}
+			git(t, e.user, "stash", "-q")
+			e.l.Advance(id) // the daemon's own retry
+			select {
+			case <-gate.inside:
+			case <-progresstest.Context(t).Done():
+				t.Fatal("the retry never reached its merge")
+			}
+			type answer struct {
+				res models.LandResult
+				err error
+			}
+			landed := make(chan answer, 1)
+			go func() {
+				res, err := e.l.Land(ctx, "p")
+				landed <- answer{res, err}
+			}()
+			select {
+			case <-lst.listed:
+			case <-progresstest.Context(t).Done():
+				t.Fatal("land never listed the waiting landings")
+			}
+			release()
+			var a answer
+			select {
+			case a = <-landed:
+			case <-progresstest.Context(t).Done():
+				t.Fatal("land never answered")
+			}
+			if a.err != nil || len(a.res.Landed) != 1 || a.res.Landed[0].TaskID != id ||
+				a.res.Landed[0].Status != models.StatusCompleted || len(a.res.Waiting)+len(a.res.Failed) != 0 {
+				t.Fatalf("land during a retry: %+v %v", a.res, a.err)
+			}
+			if b, err := os.ReadFile(filepath.Join(e.user, "retried.txt")); err != nil || string(b) != "retried\n" {
+				t.Fatalf("retried.txt in the user's tree: %q %v", b, err)
+			}
+		})
+	}
 }

@@ -518,13 +518,17 @@ func (l *Lander) landingWaits(ctx context.Context, p models.Project, t models.Ta
 // which tasks landed, which still wait (with why) and which failed: their
 // merge conflicts now (the default branch moved; the files are named and
 // the task runs again with them to resolve) or could not be made. Each is
-// answered as its own verification left it. A project with no waiting
-// landing answers with the three lists empty.
+// answered as its own verification left it. A landing being retried at
+// that moment (by the daemon, or another Land) counts: it is waited for.
+// A project with no waiting landing answers with the three lists empty.
 func (l *Lander) Land(ctx context.Context, projectID string) (models.LandResult, error) {
 	if _, err := l.store.GetProject(ctx, projectID); err != nil {
 		return models.LandResult{}, err
 	}
-	vs, err := l.store.Verifications(ctx, models.PhaseLanding)
+	// A retry under way records the phase it merges in (deliver, or
+	// approved for approved work) and the task keeps its waiting code
+	// until it lands or waits again.
+	vs, err := l.store.Verifications(ctx, models.PhaseLanding, models.PhaseDeliver, models.PhaseApproved)
 	if err != nil {
 		return models.LandResult{}, err
 	}
@@ -532,7 +536,7 @@ func (l *Lander) Land(ctx context.Context, projectID string) (models.LandResult,
 		Failed: []models.LandTask{}}
 	for _, v := range vs {
 		t, err := l.store.GetTask(ctx, v.TaskID)
-		if err != nil || t.ProjectID != projectID {
+		if err != nil || t.ProjectID != projectID || (v.Phase != models.PhaseLanding && t.WaitingCode != models.WaitingLanding) {
 			continue
 		}
 		var (
