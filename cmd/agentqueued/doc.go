@@ -133,10 +133,12 @@
 // its tasks, hooks, workflows and runs, once --yes confirms it; it is
 // refused while the project's work is live or when the project has
 // recorded token use (archive it instead). "project land" (also
-// "agentqueued land PROJECT") lands the work of a linked project that
-// waited because the repository's checked-out default branch had local
-// changes, once they are committed or stashed: it lists the tasks that
-// landed, those still waiting with why, and those whose merge now
+// "agentqueued land PROJECT") lands at once the work of a linked project
+// that waited because the repository's checked-out default branch had
+// local changes, once they are committed or stashed (the daemon also
+// lands it by itself within verification.land_poll_interval, 2s by
+// default): it lists the tasks that landed, those still waiting with
+// why, and those whose merge now
 // conflicts (the default branch moved) with the files in conflict, and
 // exits non-zero while one still waits or when one failed (such a task
 // runs again with the conflict to resolve). "agent add" checks that the

@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
@@ -29,6 +31,14 @@ func runLand(addr string, args ...string) ctlResult {
 	code := NewMain(full, &stdout, &stderr, envOf(nil)).Exec(context.Background())
 	return ctlResult{stdout: stdout.String(), stderr: stderr.String(), code: code}
 }
+
+// noLandWatch is a configuration under which the daemon does not land a
+// waiting landing by itself during a test: its tree is checked once an
+// hour, so that `land` is what lands it.
+const noLandWatch = `
+verification:
+  land_poll_interval: 1h
+`
 
 // linked is a running daemon with a LINK project web on the user's
 // repository, whose main is checked out with an uncommitted change of
@@ -101,6 +111,30 @@ func (l *linked) git(args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// logged returns a channel closed once the daemon has logged a line
+// containing substr.
+func (l *linked) logged(substr string) <-chan struct{} {
+	ch := make(chan struct{})
+	var once sync.Once
+	seen := func() { once.Do(func() { close(ch) }) }
+	b := l.d.logs
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	prev := b.onWrite
+	b.onWrite = func(p []byte) {
+		if prev != nil {
+			prev(p)
+		}
+		if bytes.Contains(p, []byte(substr)) {
+			seen()
+		}
+	}
+	if strings.Contains(b.buf.String(), substr) {
+		seen()
+	}
+	return ch
+}
+
 // waitTask waits, on the daemon's progress, until cond holds for the task.
 func (l *linked) waitTask(id, what string, cond func(models.Task) bool) models.Task {
 	l.t.Helper()
@@ -141,7 +175,7 @@ func (l *linked) waitingTask() string {
 // and lands the work in the user's main and files once it is stashed.
 func TestLandFinishesALandingThatWaitedForLocalChanges(t *testing.T) {
 	t.Parallel()
-	l := startLinked(t, "")
+	l := startLinked(t, noLandWatch)
 	if r := runLand(l.addr, "web"); r.code != 0 || r.stdout != "nothing waits to land in project web\n" {
 		t.Fatalf("land with nothing waiting: exit %d, %q %s", r.code, r.stdout, r.stderr)
 	}
@@ -182,7 +216,7 @@ func TestLandFinishesALandingThatWaitedForLocalChanges(t *testing.T) {
 // attempt.
 func TestLandFailsWhenTheMergeNowConflicts(t *testing.T) {
 	t.Parallel()
-	l := startLinked(t, "")
+	l := startLinked(t, noLandWatch)
 	id := l.waitingTask()
 	writeFile(t, l.user, "landed.txt", "the user's own\n")
 	l.git("add", "-A")
@@ -208,5 +242,46 @@ func TestLandFailsWhenTheMergeNowConflicts(t *testing.T) {
 	r = runLand(l.addr, "web", "--json")
 	if r.code != 0 || !strings.Contains(r.stdout, `"failed": []`) {
 		t.Fatalf("land with nothing waiting, in JSON: exit %d, %q %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestWaitingLandingLandsByItselfOnceTheTreeIsClean runs the whole daemon
+// with its default configuration: a landing waits for the user's
+// uncommitted change of README, and once the user stashes it the daemon
+// lands the work by itself, without `land`: the task completes, main
+// advanced in place with the files, and the stash is intact.
+func TestWaitingLandingLandsByItselfOnceTheTreeIsClean(t *testing.T) {
+	t.Parallel()
+	l := startLinked(t, "")
+	id := l.waitingTask()
+	if l.git("rev-parse", "main") != l.head {
+		t.Fatal("the user's main moved while it had local changes")
+	}
+	landed := l.logged("waiting landing landed")
+	l.git("stash", "-q")
+	stashed := time.Now()
+	tk := l.waitTask(id, "the landing to land by itself", func(tk models.Task) bool { return tk.Status == models.StatusCompleted })
+	// The daemon checks every 2s: well within 10s of the stash, however
+	// loaded the machine (the wait above is bounded by progress only).
+	if took := time.Since(stashed); took > 10*time.Second {
+		t.Errorf("landed %s after the stash, want within 10s", took)
+	}
+	if tk.WaitingCode != "" || !strings.Contains(tk.StatusReason, "merged into main") {
+		t.Fatalf("the landed task: %q %q", tk.WaitingCode, tk.StatusReason)
+	}
+	if b, err := os.ReadFile(filepath.Join(l.user, "landed.txt")); err != nil || string(b) != "landed by "+id+"\n" {
+		t.Fatalf("landed.txt in the user's tree: %q %v", b, err)
+	}
+	if st := l.git("status", "--porcelain", "--untracked-files=no"); st != "" {
+		t.Fatalf("the user's tree is not at main:\n%s", st)
+	}
+	l.git("stash", "pop", "-q")
+	if b, _ := os.ReadFile(filepath.Join(l.user, "README")); string(b) != "mine, edited\n" {
+		t.Fatalf("the user's change after stash pop: %q", b)
+	}
+	select {
+	case <-landed:
+	case <-l.d.watch.Done():
+		t.Fatalf("the daemon did not log what it landed:\n%s", l.d.logs)
 	}
 }

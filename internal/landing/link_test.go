@@ -374,3 +374,94 @@ func TestLandWaitsForARetryUnderWay(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchLandingsLandsOnceTheTreeIsClean: with nothing waiting the
+// watcher arms no timer; once a landing waits for the user's local change
+// it checks the tree every LandPollInterval, leaves a dirty tree alone,
+// and at the first check after `git stash` lands the task: COMPLETED,
+// the user's main advanced in place, the stash intact.
+func TestWatchLandingsLandsOnceTheTreeIsClean(t *testing.T) {
+	t.Parallel()
+	clk := clocktest.NewFollowing()
+	verified := make(chan string, 16)
+	e := newLinkEnv(t, linkOpts{cfg: landing.Config{Clock: clk}, setup: func(l *landing.Lander) {
+		landing.SetAfterVerify(l, func(id string) { verified <- id })
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	watched := make(chan error, 1)
+	go func() { watched <- e.l.WatchLandings(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-watched; err != nil {
+			t.Errorf("WatchLandings: %v", err)
+		}
+	})
+	poll := landing.DefaultLandPollInterval
+	// A check, as the watcher makes it: the poll's timer fires, and the
+	// pass is over once the next poll's timer is armed.
+	pass := func() {
+		t.Helper()
+		if err := clk.WaitTimer(progresstest.Context(t), poll); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(poll)
+	}
+
+	id := e.verified(models.BatchTask{Title: "Watched"}, "watched.txt", "watched\n")
+	writeFile(t, filepath.Join(e.user, "notes.md"), "mine, edited\n")
+	head := git(t, e.user, "rev-parse", "main")
+	select {
+	case d := <-clk.Armed():
+		t.Fatalf("a timer of %s was armed while nothing waited to land", d)
+	default:
+	}
+	e.l.Verify(id)
+	<-verified
+	if tk := e.task(id); tk.Status != models.StatusVerifying || tk.WaitingCode != models.WaitingLanding ||
+		!strings.Contains(tk.WaitingReason, "lands by itself") {
+		t.Fatalf("the landing does not wait: %s %q %q", tk.Status, tk.StatusReason, tk.WaitingReason)
+	}
+	// Dirty: two checks leave everything alone.
+	for range 2 {
+		pass()
+	}
+	if err := clk.WaitTimer(progresstest.Context(t), poll); err != nil {
+		t.Fatal(err)
+	}
+	if tk := e.task(id); tk.WaitingCode != models.WaitingLanding || git(t, e.user, "rev-parse", "main") != head {
+		t.Fatalf("the dirty tree's landing: %s %q, main moved: %v", tk.Status, tk.WaitingCode, git(t, e.user, "rev-parse", "main") != head)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.user, "notes.md")); string(b) != "mine, edited\n" {
+		t.Fatalf("notes.md is %q", b)
+	}
+	select {
+	case id := <-verified:
+		t.Fatalf("%s was verified while the tree was dirty", id)
+	default:
+	}
+
+	git(t, e.user, "stash", "-q")
+	pass()
+	select {
+	case <-verified:
+	case <-progresstest.Context(t).Done():
+		t.Fatal("the watcher did not land the task after the stash")
+	}
+	tk := e.task(id)
+	if tk.Status != models.StatusCompleted || tk.WaitingCode != "" || !strings.Contains(tk.StatusReason, "merged into main") {
+		t.Fatalf("after the stash: %s %q %q", tk.Status, tk.WaitingCode, tk.StatusReason)
+	}
+	if git(t, e.user, "rev-parse", "main") == head || git(t, e.user, "status", "--porcelain", "--untracked-files=no") != "" {
+		t.Fatal("the user's main was not advanced in place")
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.user, "watched.txt")); string(b) != "watched\n" {
+		t.Fatalf("watched.txt in the user's tree: %q", b)
+	}
+	if list := git(t, e.user, "stash", "list"); strings.Count(list, "\n")+1 != 1 || list == "" {
+		t.Fatalf("the stash: %q", list)
+	}
+	git(t, e.user, "stash", "pop", "-q")
+	if b, _ := os.ReadFile(filepath.Join(e.user, "notes.md")); string(b) != "mine, edited\n" {
+		t.Fatalf("the user's change after stash pop: %q", b)
+	}
+}

@@ -478,13 +478,16 @@ func (l *Lander) land(ctx context.Context, p models.Project, t models.Task, v mo
 // land because its LINK repository's default branch is checked out with
 // local changes: the verification moves to the landing phase (its detail
 // kept, so that the landing resumes as it would have gone on), the task's
-// waiting reason says why and which command finishes it, and a notice
+// waiting reason says why and what finishes it, and a notice
 // tells the project's channel once per attempt. The task keeps its status
 // (VERIFYING, or AWAITING_APPROVAL approved): nothing claims a merge, and
-// its dependents wait for it. `agentqueued land PROJECT` (Land) retries.
+// its dependents wait for it. The watcher (WatchLandings), woken here,
+// retries once the tree is clean; `agentqueued land PROJECT` (Land) at
+// once.
 func (l *Lander) landingWaits(ctx context.Context, p models.Project, t models.Task, v models.Verification,
 	status models.TaskStatus, waiting string) {
-	why := fmt.Sprintf("%s; then run `agentqueued land %s`", waiting, p.ID)
+	why := fmt.Sprintf("%s; it lands by itself once the working tree allows it (`agentqueued land %s` tries at once)",
+		waiting, p.ID)
 	if v.Phase != models.PhaseLanding {
 		var err error
 		if status == models.StatusAwaitingApproval {
@@ -502,6 +505,7 @@ func (l *Lander) landingWaits(ctx context.Context, p models.Project, t models.Ta
 		l.log.Warn("record waiting landing", "task_id", t.ID, "err", err)
 	}
 	l.log.Info("landing waits", "task_id", t.ID, "project_id", p.ID, "reason", waiting)
+	l.pokeLandings()
 	if err := l.store.Notify(ctx, fmt.Sprintf("landing:%s:%d", t.ID, v.Attempt), models.NewLandingWaitsNotice(t.ProjectID,
 		models.LandingWaitsNotice{TaskID: t.ID, Title: t.Title, Reason: why})); err != nil {
 		l.log.Warn("notify waiting landing", "task_id", t.ID, "err", err)
