@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -463,5 +464,92 @@ func TestWatchLandingsLandsOnceTheTreeIsClean(t *testing.T) {
 	git(t, e.user, "stash", "pop", "-q")
 	if b, _ := os.ReadFile(filepath.Join(e.user, "notes.md")); string(b) != "mine, edited\n" {
 		t.Fatalf("the user's change after stash pop: %q", b)
+	}
+}
+
+// TestWatchLandingsBacksOffWhileGitRefuses: an untracked file of the
+// user's that the merge would overwrite holds no landing by the check
+// (the tree is clean), but git refuses to update the tree and the landing
+// still waits. The watcher then retries that project less and less often
+// (after 1, 2, 4 polls …), never touching the file, and lands the work at
+// its next retry once the file is gone.
+func TestWatchLandingsBacksOffWhileGitRefuses(t *testing.T) {
+	t.Parallel()
+	clk := clocktest.NewFollowing()
+	verified := make(chan string, 64)
+	e := newLinkEnv(t, linkOpts{cfg: landing.Config{Clock: clk}, setup: func(l *landing.Lander) {
+		landing.SetAfterVerify(l, func(id string) { verified <- id })
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	watched := make(chan error, 1)
+	go func() { watched <- e.l.WatchLandings(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-watched; err != nil {
+			t.Errorf("WatchLandings: %v", err)
+		}
+	})
+	poll := landing.DefaultLandPollInterval
+	// pass makes one poll and returns how many verifications (retries of
+	// the landing) it ran.
+	pass := func() int {
+		t.Helper()
+		if err := clk.WaitTimer(progresstest.Context(t), poll); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(poll)
+		if err := clk.WaitTimer(progresstest.Context(t), poll); err != nil {
+			t.Fatal(err)
+		}
+		return len(verified)
+	}
+	drain := func() {
+		for len(verified) > 0 {
+			<-verified
+		}
+	}
+
+	id := e.verified(models.BatchTask{Title: "Refused"}, "refused.txt", "the task's\n")
+	untracked := filepath.Join(e.user, "refused.txt")
+	writeFile(t, untracked, "the user's\n")
+	e.l.Verify(id)
+	drain()
+	if tk := e.task(id); tk.WaitingCode != models.WaitingLanding || !strings.Contains(tk.WaitingReason, "git could not bring") {
+		t.Fatalf("the landing does not wait for git: %s %q %q", tk.Status, tk.StatusReason, tk.WaitingReason)
+	}
+	var got []int
+	for range 8 {
+		got = append(got, pass())
+		drain()
+	}
+	if want := []int{1, 1, 0, 1, 0, 0, 0, 1}; !slices.Equal(got, want) {
+		t.Fatalf("retries per poll %v, want %v", got, want)
+	}
+	if b, _ := os.ReadFile(untracked); string(b) != "the user's\n" {
+		t.Fatalf("the user's untracked file is %q", b)
+	}
+	if err := os.Remove(untracked); err != nil {
+		t.Fatal(err)
+	}
+	// The next retry is due 16s after the last one: at the 8th poll.
+	for i := range 7 {
+		if n := pass(); n != 0 {
+			t.Fatalf("retried at poll %d of the back-off, want the 8th", i+1)
+		}
+	}
+	if err := clk.WaitTimer(progresstest.Context(t), poll); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(poll)
+	select {
+	case <-verified:
+	case <-progresstest.Context(t).Done():
+		t.Fatal("the 8th poll did not retry the landing")
+	}
+	if tk := e.task(id); tk.Status != models.StatusCompleted {
+		t.Fatalf("once the file is gone: %s %q %q", tk.Status, tk.StatusReason, tk.WaitingReason)
+	}
+	if b, _ := os.ReadFile(untracked); string(b) != "the task's\n" {
+		t.Fatalf("refused.txt after the landing: %q", b)
 	}
 }

@@ -96,11 +96,20 @@ func (l *Lander) waitingProjects(ctx context.Context) ([]string, error) {
 }
 
 // landWhenClean lands the waiting landings of project id when its working
-// tree no longer holds them, and logs what it did.
+// tree no longer holds them, and logs what it did. A project whose tree
+// could not be checked, or whose landing still waited with a clean tree,
+// is left alone for a while, longer each time (up to maxLandBackoff).
 func (l *Lander) landWhenClean(ctx context.Context, id string, retry map[string]landRetry) {
 	now := l.cfg.Clock.Now()
 	if r, ok := retry[id]; ok && now.Before(r.at) {
 		return
+	}
+	later := func() time.Duration {
+		r := retry[id]
+		r.wait = min(max(2*r.wait, l.cfg.LandPollInterval), maxLandBackoff)
+		r.at = now.Add(r.wait)
+		retry[id] = r
+		return r.wait
 	}
 	log := l.log.With("project_id", id)
 	p, err := l.store.GetProject(ctx, id)
@@ -110,7 +119,7 @@ func (l *Lander) landWhenClean(ctx context.Context, id string, retry map[string]
 	held, err := l.ws.LandingHeld(ctx, p)
 	if err != nil {
 		if ctx.Err() == nil {
-			log.Warn("check the working tree of a waiting landing", "err", err)
+			log.Warn("check the working tree of a waiting landing", "retry_in", later(), "err", err)
 		}
 		return
 	}
@@ -121,7 +130,7 @@ func (l *Lander) landWhenClean(ctx context.Context, id string, retry map[string]
 	res, err := l.Land(ctx, id)
 	if err != nil {
 		if ctx.Err() == nil {
-			log.Warn("land waiting landings", "err", err)
+			log.Warn("land waiting landings", "retry_in", later(), "err", err)
 		}
 		return
 	}
@@ -135,10 +144,6 @@ func (l *Lander) landWhenClean(ctx context.Context, id string, retry map[string]
 		delete(retry, id)
 		return
 	}
-	r := retry[id]
-	r.wait = min(max(2*r.wait, l.cfg.LandPollInterval), maxLandBackoff)
-	r.at = now.Add(r.wait)
-	retry[id] = r
-	log.Info("waiting landing still waits although the working tree looks clean", "retry_in", r.wait,
+	log.Info("waiting landing still waits although the working tree looks clean", "retry_in", later(),
 		"task_id", res.Waiting[0].TaskID, "reason", res.Waiting[0].Reason)
 }
