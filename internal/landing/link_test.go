@@ -302,18 +302,24 @@ func (s *listedStore) Verifications(ctx context.Context, phases ...models.Verifi
 	return vs, err
 }
 
-// TestLandWaitsForARetryUnderWay: the user stashed, and a retry of the
-// waiting landing (the daemon's own) is in the middle of its merge when
-// `land` lists the project's waiting landings. Land counts it, waits for
-// it and answers that it landed; it answered that nothing waited.
+// TestLandWaitsForARetryUnderWay: the user stashed (or committed a
+// change of the file the task writes), and a retry of the waiting landing
+// (the daemon's own) is in the middle of its merge when `land` lists the
+// project's waiting landings. Land counts it, waits for it and answers
+// what it did: landed, or failed with the file in conflict. It answered
+// that nothing waited.
 func TestLandWaitsForARetryUnderWay(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name     string
 		approval bool
+		conflict bool
+		status   models.TaskStatus
 	}{
-		{"verified work", false},
-		{"approved work", true},
+		{"verified work lands", false, false, models.StatusCompleted},
+		{"approved work lands", true, false, models.StatusCompleted},
+		{"verified work conflicts", false, true, models.StatusFailed},
+		{"approved work conflicts", true, true, models.StatusReady},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -337,7 +343,13 @@ func TestLandWaitsForARetryUnderWay(t *testing.T) {
 			if tk := e.task(id); tk.WaitingCode != models.WaitingLanding {
 				t.Fatalf("the landing does not wait: %s %q", tk.Status, tk.StatusReason)
 			}
-			git(t, e.user, "stash", "-q")
+			if c.conflict {
+				writeFile(t, filepath.Join(e.user, "retried.txt"), "the user's\n")
+				git(t, e.user, "add", "-A")
+				git(t, e.user, "commit", "-q", "-m", "mine")
+			} else {
+				git(t, e.user, "stash", "-q")
+			}
 			e.l.Advance(id) // the daemon's own retry
 			select {
 			case <-gate.inside:
@@ -365,11 +377,15 @@ func TestLandWaitsForARetryUnderWay(t *testing.T) {
 			case <-progresstest.Context(t).Done():
 				t.Fatal("land never answered")
 			}
-			if a.err != nil || len(a.res.Landed) != 1 || a.res.Landed[0].TaskID != id ||
-				a.res.Landed[0].Status != models.StatusCompleted || len(a.res.Waiting)+len(a.res.Failed) != 0 {
+			list, other, want := a.res.Landed, len(a.res.Waiting)+len(a.res.Failed), "retried\n"
+			if c.conflict {
+				list, other, want = a.res.Failed, len(a.res.Waiting)+len(a.res.Landed), "the user's\n"
+			}
+			if a.err != nil || len(list) != 1 || list[0].TaskID != id || list[0].Status != c.status || other != 0 ||
+				(c.conflict && strings.Join(list[0].Files, ",") != "retried.txt") {
 				t.Fatalf("land during a retry: %+v %v", a.res, a.err)
 			}
-			if b, err := os.ReadFile(filepath.Join(e.user, "retried.txt")); err != nil || string(b) != "retried\n" {
+			if b, err := os.ReadFile(filepath.Join(e.user, "retried.txt")); err != nil || string(b) != want {
 				t.Fatalf("retried.txt in the user's tree: %q %v", b, err)
 			}
 		})

@@ -59,7 +59,9 @@ type verifyRun struct {
 	cancel context.CancelFunc
 	// done is closed when it has ended.
 	done chan struct{}
-	// out is what it did, for the caller waiting for it.
+	// out is what it did, for the caller waiting for it; a verification
+	// that waited for another starts with what that one did, so that it
+	// still says so when it finds nothing left to do (the task failed).
 	out outcome
 }
 
@@ -95,6 +97,7 @@ func (l *Lander) noteFailure(taskID, reason string, conflict *models.ConflictErr
 // what was decided is recorded.
 func (l *Lander) verify(taskID string, then func(outcome)) {
 	l.mu.Lock()
+	var before outcome
 	for {
 		run, busy := l.verifying[taskID]
 		if !busy {
@@ -106,9 +109,10 @@ func (l *Lander) verify(taskID string, then func(outcome)) {
 		l.mu.Unlock()
 		<-run.done
 		l.mu.Lock()
+		before = run.out
 	}
 	ctx, cancel := context.WithCancel(l.vctx)
-	run := &verifyRun{cancel: cancel, done: make(chan struct{})}
+	run := &verifyRun{cancel: cancel, done: make(chan struct{}), out: before}
 	l.verifying[taskID] = run
 	l.mu.Unlock()
 	defer func() {
@@ -592,6 +596,10 @@ func (l *Lander) landed(ctx context.Context, taskID string, out outcome) (models
 			Reason: fmt.Sprintf("%s moved: %s; the task runs again with the conflict to resolve", c.Into, what)}, landFailed
 	case out.failed != "":
 		return models.LandTask{TaskID: now.ID, Status: now.Status, Reason: out.failed}, landFailed
+	case now.Status != models.StatusCompleted && now.Status != models.StatusAwaitingApproval && now.Status != models.StatusVerifying:
+		// Ended by a verification that finished before this one started
+		// (or taken away meanwhile): it did not land.
+		return models.LandTask{TaskID: now.ID, Status: now.Status, Reason: now.StatusReason}, landFailed
 	}
 	return models.LandTask{TaskID: now.ID, Status: now.Status, Reason: now.StatusReason}, landLanded
 }
