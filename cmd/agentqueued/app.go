@@ -38,7 +38,7 @@ Commands:
   run      serve the daemon: the queue, the agents, the API (the default)
   init     write a configuration for the repository you are in
   doctor   check a configuration and the running daemon
-  land     land the work that waits for a linked checkout to be clean
+  land     land now the work that waits for a linked checkout to be clean
   ctl      the daemon's command-line client (below)
   agent    report from inside an agent run (below)
   mcp      serve the agent commands as MCP tools on standard input and output

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -201,7 +202,9 @@ func (c *ctl) projectArchive(ctx context.Context, args []string) error {
 
 // projectLand retries the landings of a project that wait for its LINK
 // repository's checked-out default branch to be clean (`agentqueued land
-// PROJECT` is the same). It fails while a landing still waits.
+// PROJECT` is the same). It fails while a landing still waits, and when
+// one could not be merged (the default branch moved and the merge now
+// conflicts), naming the files and what comes next.
 func (c *ctl) projectLand(ctx context.Context, args []string) error {
 	pos, err := c.parse(c.flagSet("project land"), args, "PROJECT")
 	if err != nil {
@@ -214,16 +217,26 @@ func (c *ctl) projectLand(ctx context.Context, args []string) error {
 	if err := c.emit(res, func(w io.Writer) { printLand(w, res) }); err != nil {
 		return err
 	}
+	var errs []error
 	if n := len(res.Waiting); n > 0 {
-		return fmt.Errorf("project %s: %d landing(s) still wait: commit or stash the changes named above, then run land again",
-			res.ProjectID, n)
+		errs = append(errs, fmt.Errorf("project %s: %d landing(s) still wait: commit or stash the changes named above, then run land again",
+			res.ProjectID, n))
 	}
-	return nil
+	if n := len(res.Failed); n > 0 {
+		next := "see why above"
+		if slices.ContainsFunc(res.Failed, func(t models.LandTask) bool { return len(t.Files) > 0 }) {
+			next = "a task whose merge conflicts runs again with the files named above to resolve"
+		}
+		errs = append(errs, fmt.Errorf("project %s: %d landing(s) failed, nothing of them merged: %s; follow a task with "+
+			"`agentqueued ctl task show %s`", res.ProjectID, n, next, res.Failed[0].TaskID))
+	}
+	return errors.Join(errs...)
 }
 
-// printLand prints which tasks landed and which still wait, with why.
+// printLand prints which tasks landed, which still wait and which failed,
+// with why.
 func printLand(w io.Writer, res models.LandResult) {
-	if len(res.Landed) == 0 && len(res.Waiting) == 0 {
+	if len(res.Landed) == 0 && len(res.Waiting) == 0 && len(res.Failed) == 0 {
 		fmt.Fprintf(w, "nothing waits to land in project %s\n", res.ProjectID)
 		return
 	}
@@ -232,6 +245,13 @@ func printLand(w io.Writer, res models.LandResult) {
 	}
 	for _, t := range res.Waiting {
 		fmt.Fprintf(w, "waiting  %s (%s): %s\n", t.TaskID, t.Status, t.Reason)
+	}
+	for _, t := range res.Failed {
+		word := "failed  "
+		if len(t.Files) > 0 {
+			word = "conflict"
+		}
+		fmt.Fprintf(w, "%s %s (%s): %s\n", word, t.TaskID, t.Status, t.Reason)
 	}
 }
 

@@ -267,7 +267,8 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		InputTimeout: oc.InputTimeout, RunDir: filepath.Join(cfg.DataDir, "runs"), SocketPath: socket,
 		CheckTimeout: cfg.Verification.CheckTimeout, Profiles: cfg.Profiles, PlanPaths: cfg.Plans.Paths,
 		QAAgent: cfg.Verification.QAAgent, QAProfile: cfg.Verification.QAProfile, Executable: self,
-		PullRequests: pulls, PRPollInterval: cfg.GitHub.PollInterval, OnOutput: feed.Output, Observer: met,
+		PullRequests: pulls, PRPollInterval: cfg.GitHub.PollInterval, LandPollInterval: cfg.Verification.LandPollInterval,
+		OnOutput: feed.Output, Observer: met,
 		Logger: log.With("component", "orchestrator")}, st, ws, agent.DefaultRegistry())
 	if err != nil {
 		return err
@@ -373,9 +374,9 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	// Every part runs until ctx ends or one of them fails; then they stop
 	// in stages, each awaited before the next: first what takes work in
 	// (the API, Discord, hook and workflow schedules, the metrics
-	// listener), then the orchestrator and its pull-request watcher (runs
-	// end and their reports still reach the RPC), then the RPC, the
-	// database watch and the lease renewal. Only then is the lease
+	// listener), then the orchestrator and its pull-request and landing
+	// watchers (runs end and their reports still reach the RPC), then the
+	// RPC, the database watch and the lease renewal. Only then is the lease
 	// released and the store closed.
 	s := newStages(ctx)
 	intake, work, support := s.next(), s.next(), s.next()
@@ -397,6 +398,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	}
 	work.run(s, o.Run)
 	work.run(s, o.WatchPullRequests)
+	work.run(s, o.WatchLandings)
 	support.run(s, func(ctx context.Context) error { return rpc.Serve(ctx, rpcLn) })
 	support.run(s, watch.Run)
 	support.run(s, func(ctx context.Context) error { return renewLease(ctx, st, holder.Owner, cfg.Lease.TTL, log) })

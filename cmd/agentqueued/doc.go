@@ -133,12 +133,16 @@
 // its tasks, hooks, workflows and runs, once --yes confirms it; it is
 // refused while the project's work is live or when the project has
 // recorded token use (archive it instead). "project land" (also
-// "agentqueued land PROJECT") lands the work of a linked project that
-// waited because the repository's checked-out default branch had local
-// changes, once they are committed or stashed: it lists the tasks that
-// landed and those still waiting with why, and exits non-zero while one
-// still waits. "agent add" checks that the agent's
-// program is on the daemon's PATH or an executable path.
+// "agentqueued land PROJECT") lands at once the work of a linked project
+// that waited because the repository's checked-out default branch had
+// local changes, once they are committed or stashed (the daemon also
+// lands it by itself within verification.land_poll_interval, 2s by
+// default): it lists the tasks that landed, those still waiting with
+// why, and those whose merge now
+// conflicts (the default branch moved) with the files in conflict, and
+// exits non-zero while one still waits or when one failed (such a task
+// runs again with the conflict to resolve). "agent add" checks that the
+// agent's program is on the daemon's PATH or an executable path.
 //
 // "status" prints the daemon at a glance (GET /api/v1/status, what
 // Discord's /status shows): projects with their tasks counted by status,

@@ -51,10 +51,12 @@
 //	                                  (the token ledger keeps it: archive the project instead)
 //	POST  /api/v1/projects/{id}/land  (body empty or {}) retry the project's landings that wait for its LINK
 //	                                  repository's checked-out default branch to be clean (`agentqueued land`)
-//	                                  → {"project_id", "landed": [...], "waiting": [...]}, each {"task_id",
-//	                                  "status", "reason"}: a landed task's status and reason, a waiting one's
-//	                                  waiting reason; 404 for an unknown project (docs/semantics.md, "Landing in
-//	                                  a linked repository")
+//	                                  → {"project_id", "landed": [...], "waiting": [...], "failed": [...]},
+//	                                  each {"task_id", "status", "reason"}: a landed task's status and reason, a
+//	                                  waiting one's waiting reason, and for one whose merge failed (the default
+//	                                  branch moved and the merge conflicts: the task runs again with the conflict
+//	                                  to resolve) why, with "files", the files in conflict; 404 for an unknown
+//	                                  project (docs/semantics.md, "Landing in a linked repository")
 //	POST  /api/v1/tasks               create tasks all-or-nothing (body: {"project_id", "created_by",
 //	                                  "tasks": [...]} or a bare array of tasks; an entry may carry its own
 //	                                  "rules", and a "timeout" ("10m", or seconds) capping each of its runs like the

@@ -100,7 +100,7 @@ func (d decisions) LandProject(ctx context.Context, id string) (models.LandResul
 	if _, err := d.GetProject(ctx, id); err != nil {
 		return models.LandResult{}, err
 	}
-	return models.LandResult{ProjectID: id, Landed: []models.LandTask{}, Waiting: []models.LandTask{}}, nil
+	return models.LandResult{ProjectID: id, Landed: []models.LandTask{}, Waiting: []models.LandTask{}, Failed: []models.LandTask{}}, nil
 }
 
 // budgetWindow is the window of the test service's budget report.

@@ -18,7 +18,7 @@ func TestLandProjectRoute(t *testing.T) {
 	for _, body := range []string{"", "{}"} {
 		var res models.LandResult
 		e.do(http.MethodPost, "/api/v1/projects/web/land", body).decode(t, http.StatusOK, &res)
-		if res.ProjectID != "web" || res.Landed == nil || res.Waiting == nil {
+		if res.ProjectID != "web" || res.Landed == nil || res.Waiting == nil || res.Failed == nil {
 			t.Fatalf("body %q: %+v", body, res)
 		}
 	}

@@ -191,6 +191,10 @@ type VerificationConfig struct {
 	QAAgent, QAProfile string
 	// CheckTimeout bounds each test command; zero is the orchestrator's default.
 	CheckTimeout time.Duration
+	// LandPollInterval is how often, while a landing waits for a LINK
+	// repository's working tree, the tree is checked so that the landing
+	// lands once it is clean; zero is the landing's default (2s).
+	LandPollInterval time.Duration
 }
 
 // PlansConfig configures plan files.
@@ -331,9 +335,10 @@ func (f fileProfile) profile() models.Profile {
 }
 
 type fileVerification struct {
-	QAAgent      string `yaml:"qa_agent"`
-	QAProfile    string `yaml:"qa_profile"`
-	CheckTimeout string `yaml:"check_timeout"`
+	QAAgent          string `yaml:"qa_agent"`
+	QAProfile        string `yaml:"qa_profile"`
+	CheckTimeout     string `yaml:"check_timeout"`
+	LandPollInterval string `yaml:"land_poll_interval"`
 }
 
 type filePlans struct {
@@ -637,6 +642,10 @@ func (c *Config) overlay(f fileConfig) error {
 	set(&c.Verification.QAAgent, f.Verification.QAAgent)
 	set(&c.Verification.QAProfile, f.Verification.QAProfile)
 	if err := parseDuration("verification.check_timeout", f.Verification.CheckTimeout, &c.Verification.CheckTimeout); err != nil {
+		return err
+	}
+	if err := parseDuration("verification.land_poll_interval", f.Verification.LandPollInterval,
+		&c.Verification.LandPollInterval); err != nil {
 		return err
 	}
 	if f.Plans.Paths != nil {

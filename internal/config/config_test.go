@@ -366,6 +366,7 @@ verification:
   qa_agent: reviewer
   qa_profile: careful
   check_timeout: 5m
+  land_poll_interval: 10s
 plans:
   paths: [PLAN.md]
 agents:
@@ -381,7 +382,8 @@ agents:
 	if p.Model != "opus" || p.PermissionMode != "acceptEdits" || len(p.AllowedTools) != 2 || p.MCPServers[0].URL != "https://docs.example.com/mcp" {
 		t.Fatalf("profile %+v", p)
 	}
-	if cfg.Verification.QAAgent != "reviewer" || cfg.Verification.CheckTimeout != 5*time.Minute || cfg.Plans.Paths[0] != "PLAN.md" {
+	if cfg.Verification.QAAgent != "reviewer" || cfg.Verification.CheckTimeout != 5*time.Minute ||
+		cfg.Verification.LandPollInterval != 10*time.Second || cfg.Plans.Paths[0] != "PLAN.md" {
 		t.Fatalf("verification %+v plans %+v", cfg.Verification, cfg.Plans)
 	}
 	if cfg.Agents[0].Profile.Model != "sonnet" {
@@ -393,6 +395,7 @@ agents:
 		{"unknown qa profile", "verification:\n  qa_profile: nope\n", "verification.qa_profile"},
 		{"plan path outside", "plans:\n  paths: [../x.md]\n", "plans.paths[0]"},
 		{"bad check timeout", "verification:\n  check_timeout: soon\n", "verification.check_timeout"},
+		{"bad land poll interval", "verification:\n  land_poll_interval: 0s\n", "verification.land_poll_interval"},
 		{"unknown profile key", "profiles:\n  p:\n    modle: x\n", "modle"},
 	} {
 		if _, err := config.Parse([]byte(tc.doc), nil); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -71,6 +71,7 @@ func (l *Lander) deliverApproved(ctx context.Context, p models.Project, t models
 			if err := l.store.RecordTaskFailure(sctx, t.ID, models.RunOutcomeVerifyFailed, msg); err != nil {
 				l.log.Warn("record merge conflict", "task_id", t.ID, "err", err)
 			}
+			l.noteFailure(t.ID, msg, conflict)
 			l.apply(sctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventAdminRestart,
 				ExpectFrom: models.StatusAwaitingApproval, Actor: "system", Reason: msg})
 			if err := l.ws.Cleanup(sctx, p, t, "", false); err != nil {
@@ -79,6 +80,7 @@ func (l *Lander) deliverApproved(ctx context.Context, p models.Project, t models
 			return
 		}
 		l.log.Warn("approved change not merged", "task_id", t.ID, "err", models.RedactURL(err.Error()))
+		l.noteFailure(t.ID, "the approved change could not be merged: "+models.ReasonOf(err), nil)
 		if _, err := l.store.SwitchApproval(sctx, t.ID, v.Attempt, v.Phase, models.PhaseApproval,
 			models.VerificationNote{Text: "the approved change could not be merged: " + models.ReasonOf(err)}); err != nil {
 			l.log.Warn("record failed merge", "task_id", t.ID, "err", err)
@@ -135,28 +137,14 @@ func (l *Lander) Approve(ctx context.Context, taskID, actor, note string) (model
 		if err := l.decide(ctx, t, v, models.PhaseDeliver, note); err != nil {
 			return models.TransitionResult{}, err
 		}
-		l.awaitVerify(ctx, t.ID)
-		return l.after(ctx, t)
+		return l.carriedOut(ctx, t.ID, func() (models.TransitionResult, error) { return l.after(ctx, t) })
 	case t.Status == models.StatusAwaitingApproval && v.Phase == models.PhaseApproval:
 		// Decided once (compare-and-set of the phase); the merge runs as a
 		// verification does, and the answer waits for it.
 		if err := l.decide(ctx, t, v, models.PhaseApproved, models.VerificationNote{Actor: actor, Text: note}); err != nil {
 			return models.TransitionResult{}, err
 		}
-		l.awaitVerify(ctx, t.ID)
-		if cur, found, err := l.store.GetVerification(ctx, t.ID); err == nil && found && cur.Attempt == v.Attempt &&
-			cur.Phase == models.PhaseLanding && l.stillAwaiting(ctx, t.ID) {
-			now, _ := l.store.GetTask(ctx, t.ID)
-			return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s is approved, and its change waits to land: %s",
-				t.ID, now.WaitingReason)
-		}
-		if cur, found, err := l.store.GetVerification(ctx, t.ID); err == nil && found && cur.Attempt == v.Attempt &&
-			cur.Phase == models.PhaseApproval && l.stillAwaiting(ctx, t.ID) {
-			// The person who approved is told why, and may approve again.
-			return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s: %s; it still awaits approval: approve it again",
-				t.ID, cur.Detail())
-		}
-		return l.after(ctx, t)
+		return l.carriedOut(ctx, t.ID, func() (models.TransitionResult, error) { return l.afterApproval(ctx, t, v) })
 	case t.Status == models.StatusAwaitingApproval && (v.Phase == models.PhaseApproved || v.Phase == models.PhaseRejected):
 		return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s was decided meanwhile", t.ID)
 	case v.Phase == models.PhaseLanding:
@@ -196,8 +184,7 @@ func (l *Lander) Reject(ctx context.Context, taskID, actor, feedback string) (mo
 		if err := l.decide(ctx, t, v, models.PhaseRejected, models.VerificationNote{Actor: actor, Text: fb.Text}); err != nil {
 			return models.TransitionResult{}, err
 		}
-		l.awaitVerify(ctx, t.ID)
-		return l.after(ctx, t)
+		return l.carriedOut(ctx, t.ID, func() (models.TransitionResult, error) { return l.after(ctx, t) })
 	case t.Status == models.StatusAwaitingApproval && (v.Phase == models.PhaseApproved || v.Phase == models.PhaseRejected ||
 		v.Phase == models.PhaseLanding):
 		return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s was decided meanwhile", t.ID)
@@ -226,6 +213,42 @@ func (l *Lander) decide(ctx context.Context, t models.Task, v models.Verificatio
 		return models.Errorf(models.CodeConflict, "task %s was decided meanwhile", t.ID)
 	}
 	return nil
+}
+
+// carriedOut waits for the verification that carries out a decision
+// recorded on the task taskID, and returns answer's answer, computed as
+// that verification left the task (see awaitVerify): a verification
+// started meanwhile, which may hold the task in the middle of a merge
+// again, does not change the answer.
+func (l *Lander) carriedOut(ctx context.Context, taskID string, answer func() (models.TransitionResult, error)) (models.TransitionResult, error) {
+	var res models.TransitionResult
+	var err error
+	if werr := l.awaitVerify(ctx, taskID, func(outcome) { res, err = answer() }); werr != nil {
+		return models.TransitionResult{}, fmt.Errorf("wait for the decision on task %s to be carried out: %w", taskID, werr)
+	}
+	return res, err
+}
+
+// afterApproval answers a person's approval of t's work, whose
+// verification v waited in the approval phase, once it was carried out:
+// merged (the task as it is now), waiting to land (a conflict error
+// saying why), or not merged for another reason (a conflict error saying
+// why, for the person to approve again).
+func (l *Lander) afterApproval(ctx context.Context, t models.Task, v models.Verification) (models.TransitionResult, error) {
+	cur, found, err := l.store.GetVerification(ctx, t.ID)
+	if err == nil && found && cur.Attempt == v.Attempt && l.stillAwaiting(ctx, t.ID) {
+		switch cur.Phase {
+		case models.PhaseLanding:
+			now, _ := l.store.GetTask(ctx, t.ID)
+			return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s is approved, and its change waits to land: %s",
+				t.ID, now.WaitingReason)
+		case models.PhaseApproval:
+			// The person who approved is told why, and may approve again.
+			return models.TransitionResult{}, models.Errorf(models.CodeConflict, "task %s: %s; it still awaits approval: approve it again",
+				t.ID, cur.Detail())
+		}
+	}
+	return l.after(ctx, t)
 }
 
 // stillAwaiting reports whether a task is still AWAITING_APPROVAL.

@@ -24,6 +24,8 @@
 //
 // People act through [Lander.Approve], [Lander.Reject] and [Lander.Land];
 // GitHub through [Lander.WatchPullRequests] and [Lander.PokePullRequest].
+// [Lander.WatchLandings] lands a waiting landing by itself once the
+// linked working tree that held it is clean.
 //
 // # Phases
 //
@@ -40,8 +42,11 @@
 // compare-and-set (SwitchVerification, SwitchApproval), so that of two
 // people deciding at once one wins.
 //
-// One goroutine verifies a task at a time. Its context ends at shutdown,
-// or when an admin event takes the task away; the store is written
-// without it, so that what was decided is recorded. A verification
-// overtaken by a later attempt decides nothing.
+// One goroutine verifies a task at a time; another that starts meanwhile
+// waits for it. Its context ends at shutdown, or when an admin event takes
+// the task away; the store is written without it, so that what was
+// decided is recorded. A verification overtaken by a later attempt
+// decides nothing. A caller that waits for a verification to answer a
+// person (Approve, Reject, Land) reads the task while that verification
+// still holds it, never as a later one has it halfway.
 package landing

@@ -83,6 +83,13 @@ func newEnv(t *testing.T) *env {
 // VERIFYING, as a completed run leaves it.
 func (e *env) verifying(bt models.BatchTask) string {
 	e.t.Helper()
+	return e.verifyingWith(bt, nil)
+}
+
+// verifyingWith is verifying, with work done on the new task (its branch
+// committed) before its run: work, when not nil, is called with it.
+func (e *env) verifyingWith(bt models.BatchTask, work func(models.Task)) string {
+	e.t.Helper()
 	ctx := context.Background()
 	bt.LocalID = "t"
 	res, err := e.st.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{bt}})
@@ -90,6 +97,9 @@ func (e *env) verifying(bt models.BatchTask) string {
 		e.t.Fatal(err)
 	}
 	id := res[0].TaskID
+	if work != nil {
+		work(e.task(id))
+	}
 	run, _, err := e.st.ClaimTask(ctx, id, "worker")
 	if err != nil {
 		e.t.Fatal(err)

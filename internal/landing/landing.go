@@ -19,6 +19,9 @@ const (
 	DefaultStopGrace = 10 * time.Second
 	// DefaultPRPollInterval is how often each open pull request is checked.
 	DefaultPRPollInterval = time.Minute
+	// DefaultLandPollInterval is how often, while a landing waits, the
+	// LINK working tree holding it is checked.
+	DefaultLandPollInterval = 2 * time.Second
 )
 
 // Config configures a Lander. Zero durations take the defaults above; the
@@ -42,6 +45,10 @@ type Config struct {
 	// PRPollInterval is how often each open pull request is checked;
 	// default DefaultPRPollInterval.
 	PRPollInterval time.Duration
+	// LandPollInterval is how often, while a landing waits for a LINK
+	// repository's working tree, WatchLandings checks that tree; default
+	// DefaultLandPollInterval.
+	LandPollInterval time.Duration
 	// Clock tells the time and makes timers.
 	Clock clock.Clock
 	// Logger receives the landing's logs.
@@ -60,6 +67,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.PRPollInterval <= 0 {
 		c.PRPollInterval = DefaultPRPollInterval
+	}
+	if c.LandPollInterval <= 0 {
+		c.LandPollInterval = DefaultLandPollInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -103,6 +113,10 @@ type Workspaces interface {
 	Deliver(ctx context.Context, p models.Project, t models.Task, src string) (models.Delivery, error)
 	// Cleanup removes the task's verification checkout, and its branch when merged.
 	Cleanup(ctx context.Context, p models.Project, t models.Task, src string, merged bool) error
+	// LandingHeld says why a landing of the project would wait now (its
+	// LINK repository's default branch checked out with local changes),
+	// "" when nothing holds it; it changes nothing.
+	LandingHeld(ctx context.Context, p models.Project) (string, error)
 }
 
 // PullRequests is the GitHub side of tasks that land through a pull
@@ -156,14 +170,15 @@ type Lander struct {
 
 	// prPoke wakes the pull request watcher (a webhook arrived).
 	prPoke chan struct{}
+	// landPoke wakes the landing watcher (a landing started waiting).
+	landPoke chan struct{}
 
 	mu sync.Mutex
 	// verifying holds the tasks whose verification a goroutine is running,
-	// with the cancel of its context (an admin event that takes the task
-	// out of VERIFYING cancels it).
-	verifying map[string]context.CancelFunc
-	// verifyDone is closed when the task's verification under way ends.
-	verifyDone map[string]chan struct{}
+	// each with the cancel of its context (an admin event that takes the
+	// task out of VERIFYING cancels it), the channel closed when it ends
+	// and what it did.
+	verifying map[string]*verifyRun
 	// vctx bounds verification work (checks, merges); Shutdown cancels it
 	// before waiting for the goroutines.
 	vctx    context.Context
@@ -171,6 +186,10 @@ type Lander struct {
 	// stopping is set by Shutdown: no verification goroutine starts after.
 	stopping bool
 	wg       sync.WaitGroup
+
+	// afterVerify, when set (by tests), is called by each verification
+	// once it has released its task, before it returns.
+	afterVerify func(taskID string)
 }
 
 // New returns a Lander; it starts nothing by itself. A Config without its
@@ -183,12 +202,12 @@ func New(cfg Config, st Store, ws Workspaces, host Host) *Lander {
 	cfg.applyDefaults()
 	vctx, vcancel := context.WithCancel(context.Background())
 	return &Lander{cfg: cfg, store: st, ws: ws, host: host, log: cfg.Logger, prPoke: make(chan struct{}, 1),
-		verifying: map[string]context.CancelFunc{}, verifyDone: map[string]chan struct{}{}, vctx: vctx, vcancel: vcancel}
+		landPoke: make(chan struct{}, 1), verifying: map[string]*verifyRun{}, vctx: vctx, vcancel: vcancel}
 }
 
 // Verify carries the task's verification as far as it can go without
 // waiting (see verify), in the caller's goroutine.
-func (l *Lander) Verify(taskID string) { l.verify(taskID) }
+func (l *Lander) Verify(taskID string) { l.verify(taskID, nil) }
 
 // Advance carries the task's verification as far as it can go without
 // waiting, in a goroutine of its own; after Shutdown it does nothing (the
@@ -209,8 +228,8 @@ func (l *Lander) Resume(ctx context.Context) { l.resumeVerifications(ctx) }
 func (l *Lander) Cancel(taskID string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if cancel, ok := l.verifying[taskID]; ok {
-		cancel()
+	if run, ok := l.verifying[taskID]; ok {
+		run.cancel()
 	}
 }
 

@@ -28,7 +28,7 @@ func (l *Lander) goVerify(taskID string) {
 	}
 	go func() {
 		defer l.wg.Done()
-		l.verify(taskID)
+		l.verify(taskID, nil)
 	}()
 }
 
@@ -53,39 +53,83 @@ func (l *Lander) resumeVerifications(ctx context.Context) {
 	}
 }
 
+// verifyRun is one verification of a task under way.
+type verifyRun struct {
+	// cancel ends its context.
+	cancel context.CancelFunc
+	// done is closed when it has ended.
+	done chan struct{}
+	// out is what it did, for the caller waiting for it; a verification
+	// that waited for another starts with what that one did, so that it
+	// still says so when it finds nothing left to do (the task failed).
+	out outcome
+}
+
+// outcome is what a verification did that its task's state does not say
+// by itself: that it failed the task's work, and why.
+type outcome struct {
+	// failed is the reason the work failed its verification or could not
+	// be merged ("" when it did not).
+	failed string
+	// conflict, when the failure is a merge conflict, names the files.
+	conflict *models.ConflictError
+}
+
+// noteFailure records on the verification of taskID under way, if any,
+// that it failed the task's work: why, and the conflict when it is one.
+func (l *Lander) noteFailure(taskID, reason string, conflict *models.ConflictError) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if run, ok := l.verifying[taskID]; ok {
+		run.out = outcome{failed: reason, conflict: conflict}
+	}
+}
+
 // verify carries a VERIFYING task's verification as far as it can go
 // without waiting: it stages the task branch, runs the checks of AUTO_TEST
 // and lands the work, or records that a reviewer or a person is awaited.
-// One goroutine verifies a task at a time; a second call returns at once.
-// Its context ends at shutdown, or when an admin event takes the task out
-// of VERIFYING; the store is written without it, so that what was decided
-// is recorded.
-func (l *Lander) verify(taskID string) {
+// One goroutine verifies a task at a time; a second call waits for the
+// first to end, then verifies. then, when not nil, is called at the end
+// with what the verification did, while it still holds the task: no other
+// verification of the task has started, so the task's state is as this
+// one left it. Its context ends at shutdown, or when an admin event takes
+// the task out of VERIFYING; the store is written without it, so that
+// what was decided is recorded.
+func (l *Lander) verify(taskID string, then func(outcome)) {
 	l.mu.Lock()
+	var before outcome
 	for {
-		_, busy := l.verifying[taskID]
+		run, busy := l.verifying[taskID]
 		if !busy {
 			break
 		}
 		// One verification per task: wait for the one under way, then look
 		// again (it may have read the task before a decision this caller
 		// waits for).
-		wait := l.verifyDone[taskID]
 		l.mu.Unlock()
-		<-wait
+		<-run.done
 		l.mu.Lock()
+		before = run.out
 	}
 	ctx, cancel := context.WithCancel(l.vctx)
-	done := make(chan struct{})
-	l.verifying[taskID], l.verifyDone[taskID] = cancel, done
+	run := &verifyRun{cancel: cancel, done: make(chan struct{}), out: before}
+	l.verifying[taskID] = run
 	l.mu.Unlock()
 	defer func() {
+		if then != nil {
+			l.mu.Lock()
+			out := run.out
+			l.mu.Unlock()
+			then(out)
+		}
 		l.mu.Lock()
 		delete(l.verifying, taskID)
-		delete(l.verifyDone, taskID)
 		l.mu.Unlock()
 		cancel()
-		close(done)
+		close(run.done)
+		if l.afterVerify != nil {
+			l.afterVerify(taskID)
+		}
 	}()
 	sctx := context.WithoutCancel(ctx)
 	t, p, v, err := l.verification(sctx, taskID)
@@ -355,6 +399,7 @@ func (l *Lander) verifyFailed(ctx context.Context, t models.Task, v models.Verif
 	if err := l.store.RecordTaskFailure(ctx, t.ID, models.RunOutcomeVerifyFailed, reason); err != nil {
 		l.log.Warn("record verification failure", "task_id", t.ID, "err", err)
 	}
+	l.noteFailure(t.ID, reason, conflict)
 	l.log.Info("verification failed", "task_id", t.ID, "step", step, "reason", reason)
 	l.apply(ctx, models.TransitionRequest{TaskID: t.ID, Event: models.EventVerifyFailed, ExpectFrom: models.StatusVerifying,
 		Actor: "system", Reason: reason, Feedback: fb})
@@ -437,13 +482,16 @@ func (l *Lander) land(ctx context.Context, p models.Project, t models.Task, v mo
 // land because its LINK repository's default branch is checked out with
 // local changes: the verification moves to the landing phase (its detail
 // kept, so that the landing resumes as it would have gone on), the task's
-// waiting reason says why and which command finishes it, and a notice
+// waiting reason says why and what finishes it, and a notice
 // tells the project's channel once per attempt. The task keeps its status
 // (VERIFYING, or AWAITING_APPROVAL approved): nothing claims a merge, and
-// its dependents wait for it. `agentqueued land PROJECT` (Land) retries.
+// its dependents wait for it. The watcher (WatchLandings), woken here,
+// retries once the tree is clean; `agentqueued land PROJECT` (Land) at
+// once.
 func (l *Lander) landingWaits(ctx context.Context, p models.Project, t models.Task, v models.Verification,
 	status models.TaskStatus, waiting string) {
-	why := fmt.Sprintf("%s; then run `agentqueued land %s`", waiting, p.ID)
+	why := fmt.Sprintf("%s; it lands by itself once the working tree allows it (`agentqueued land %s` tries at once)",
+		waiting, p.ID)
 	if v.Phase != models.PhaseLanding {
 		var err error
 		if status == models.StatusAwaitingApproval {
@@ -461,6 +509,7 @@ func (l *Lander) landingWaits(ctx context.Context, p models.Project, t models.Ta
 		l.log.Warn("record waiting landing", "task_id", t.ID, "err", err)
 	}
 	l.log.Info("landing waits", "task_id", t.ID, "project_id", p.ID, "reason", waiting)
+	l.pokeLandings()
 	if err := l.store.Notify(ctx, fmt.Sprintf("landing:%s:%d", t.ID, v.Attempt), models.NewLandingWaitsNotice(t.ProjectID,
 		models.LandingWaitsNotice{TaskID: t.ID, Title: t.Title, Reason: why})); err != nil {
 		l.log.Warn("notify waiting landing", "task_id", t.ID, "err", err)
@@ -474,37 +523,85 @@ func (l *Lander) landingWaits(ctx context.Context, p models.Project, t models.Ta
 
 // Land retries the waiting landings of a project (verification phase
 // landing), oldest first, each as its verification would, and answers
-// which tasks landed and which still wait, with why. A project with no
-// waiting landing answers with both lists empty.
+// which tasks landed, which still wait (with why) and which failed: their
+// merge conflicts now (the default branch moved; the files are named and
+// the task runs again with them to resolve) or could not be made. Each is
+// answered as its own verification left it. A landing being retried at
+// that moment (by the daemon, or another Land) counts: it is waited for.
+// A project with no waiting landing answers with the three lists empty.
 func (l *Lander) Land(ctx context.Context, projectID string) (models.LandResult, error) {
 	if _, err := l.store.GetProject(ctx, projectID); err != nil {
 		return models.LandResult{}, err
 	}
-	vs, err := l.store.Verifications(ctx, models.PhaseLanding)
+	// A retry under way records the phase it merges in (deliver, or
+	// approved for approved work) and the task keeps its waiting code
+	// until it lands or waits again.
+	vs, err := l.store.Verifications(ctx, models.PhaseLanding, models.PhaseDeliver, models.PhaseApproved)
 	if err != nil {
 		return models.LandResult{}, err
 	}
-	res := models.LandResult{ProjectID: projectID, Landed: []models.LandTask{}, Waiting: []models.LandTask{}}
+	res := models.LandResult{ProjectID: projectID, Landed: []models.LandTask{}, Waiting: []models.LandTask{},
+		Failed: []models.LandTask{}}
 	for _, v := range vs {
 		t, err := l.store.GetTask(ctx, v.TaskID)
-		if err != nil || t.ProjectID != projectID {
+		if err != nil || t.ProjectID != projectID || (v.Phase != models.PhaseLanding && t.WaitingCode != models.WaitingLanding) {
 			continue
 		}
-		l.awaitVerify(ctx, t.ID)
-		if err := ctx.Err(); err != nil {
-			return res, err
+		var (
+			entry models.LandTask
+			kind  landKind
+		)
+		if err := l.awaitVerify(ctx, t.ID, func(out outcome) { entry, kind = l.landed(ctx, t.ID, out) }); err != nil {
+			return res, fmt.Errorf("land project %s: %w", projectID, err)
 		}
-		now, err := l.store.GetTask(ctx, t.ID)
-		if err != nil {
-			continue // deleted meanwhile
-		}
-		if now.WaitingCode == models.WaitingLanding {
-			res.Waiting = append(res.Waiting, models.LandTask{TaskID: now.ID, Status: now.Status, Reason: now.WaitingReason})
-		} else {
-			res.Landed = append(res.Landed, models.LandTask{TaskID: now.ID, Status: now.Status, Reason: now.StatusReason})
+		switch kind {
+		case landLanded:
+			res.Landed = append(res.Landed, entry)
+		case landWaiting:
+			res.Waiting = append(res.Waiting, entry)
+		case landFailed:
+			res.Failed = append(res.Failed, entry)
 		}
 	}
 	return res, nil
+}
+
+// landKind is the list of a LandResult a retried landing belongs to.
+type landKind int
+
+const (
+	landGone landKind = iota // the task was deleted meanwhile
+	landLanded
+	landWaiting
+	landFailed
+)
+
+// landed describes a task whose landing was retried, as the retry (whose
+// outcome is out) left it, and the list it belongs to.
+func (l *Lander) landed(ctx context.Context, taskID string, out outcome) (models.LandTask, landKind) {
+	now, err := l.store.GetTask(ctx, taskID)
+	if err != nil {
+		return models.LandTask{}, landGone
+	}
+	switch {
+	case now.WaitingCode == models.WaitingLanding:
+		return models.LandTask{TaskID: now.ID, Status: now.Status, Reason: now.WaitingReason}, landWaiting
+	case out.conflict != nil:
+		c := out.conflict
+		what := strings.Join(c.Files, ", ") + " conflict"
+		if len(c.Files) == 0 {
+			what = c.Error()
+		}
+		return models.LandTask{TaskID: now.ID, Status: now.Status, Files: c.Files,
+			Reason: fmt.Sprintf("%s moved: %s; the task runs again with the conflict to resolve", c.Into, what)}, landFailed
+	case out.failed != "":
+		return models.LandTask{TaskID: now.ID, Status: now.Status, Reason: out.failed}, landFailed
+	case now.Status != models.StatusCompleted && now.Status != models.StatusAwaitingApproval && now.Status != models.StatusVerifying:
+		// Ended by a verification that finished before this one started
+		// (or taken away meanwhile): it did not land.
+		return models.LandTask{TaskID: now.ID, Status: now.Status, Reason: now.StatusReason}, landFailed
+	}
+	return models.LandTask{TaskID: now.ID, Status: now.Status, Reason: now.StatusReason}, landLanded
 }
 
 // track adds a goroutine to the ones Wait waits for, unless the Lander
@@ -520,19 +617,29 @@ func (l *Lander) track() bool {
 }
 
 // awaitVerify runs the task's verification in its own goroutine and waits
-// for it, or for ctx to end (the verification goes on).
-func (l *Lander) awaitVerify(ctx context.Context, taskID string) {
+// for it, or for ctx to end (the verification goes on, and ctx's error is
+// returned). then is called with what the verification did while it still
+// holds the task (see verify): an answer computed there reads the task as
+// this verification left it, not as a later one (started meanwhile by the
+// loop or another request) has it in the middle of its work. When no
+// verification can start (the Lander is shutting down: the next start
+// resumes the recorded decision), then is called at once with an empty
+// outcome.
+func (l *Lander) awaitVerify(ctx context.Context, taskID string, then func(outcome)) error {
 	done := make(chan struct{})
 	if !l.track() {
-		return // shutting down: the next start resumes the recorded decision
+		then(outcome{})
+		return nil
 	}
 	go func() {
 		defer l.wg.Done()
 		defer close(done)
-		l.verify(taskID)
+		l.verify(taskID, then)
 	}()
 	select {
 	case <-done:
+		return nil
 	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

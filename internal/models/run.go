@@ -342,9 +342,13 @@ type Delivery struct {
 type LandResult struct {
 	ProjectID string `json:"project_id"`
 	// Landed lists the tasks whose work landed (their status and reason
-	// now); Waiting those whose landing still waits, with why.
+	// now); Waiting those whose landing still waits, with why; Failed
+	// those whose work could not be merged now (the default branch moved
+	// and the merge conflicts: the task runs again with the conflict to
+	// resolve), with why and the files in conflict.
 	Landed  []LandTask `json:"landed"`
 	Waiting []LandTask `json:"waiting"`
+	Failed  []LandTask `json:"failed"`
 }
 
 // LandTask is one task of a LandResult.
@@ -352,6 +356,9 @@ type LandTask struct {
 	TaskID string     `json:"task_id"`
 	Status TaskStatus `json:"status"`
 	Reason string     `json:"reason"`
+	// Files are the files in conflict, for a task of Failed whose merge
+	// conflicts.
+	Files []string `json:"files,omitempty"`
 }
 
 // Verification is the recorded phase of a task in VERIFYING (or waiting in

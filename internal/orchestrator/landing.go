@@ -39,6 +39,13 @@ func (o *Orchestrator) WatchPullRequests(ctx context.Context) error {
 	return o.landing.WatchPullRequests(ctx)
 }
 
+// WatchLandings lands waiting landings by themselves once the working
+// tree that held them is clean, until ctx ends (see
+// landing.Lander.WatchLandings).
+func (o *Orchestrator) WatchLandings(ctx context.Context) error {
+	return o.landing.WatchLandings(ctx)
+}
+
 // landingHost is the orchestrator as the Lander's host.
 type landingHost struct{ o *Orchestrator }
 

@@ -112,6 +112,10 @@ type Config struct {
 	// PRPollInterval is how often each open pull request is checked;
 	// default DefaultPRPollInterval.
 	PRPollInterval time.Duration
+	// LandPollInterval is how often, while a landing waits for a LINK
+	// repository's working tree, that tree is checked; default
+	// landing.DefaultLandPollInterval.
+	LandPollInterval time.Duration
 	// Quantum is the agent time each assignment adds to its project's share
 	// within a round.
 	Quantum time.Duration
@@ -341,7 +345,8 @@ func (o *Orchestrator) newLander() *landing.Lander {
 	c := o.cfg
 	return landing.New(landing.Config{RunDir: c.RunDir, Environ: c.Environ, CheckTimeout: c.CheckTimeout,
 		StopGrace: c.StopGrace, QAAgent: c.QAAgent, PullRequests: c.PullRequests, PRPollInterval: c.PRPollInterval,
-		Clock: c.Clock, Logger: o.log, OnPRCheck: c.OnPRCheck}, o.store, o.ws, landingHost{o})
+		LandPollInterval: c.LandPollInterval, Clock: c.Clock, Logger: o.log, OnPRCheck: c.OnPRCheck}, o.store, o.ws,
+		landingHost{o})
 }
 
 // UnhealthyAfter is how many rounds in a row must fail before Health

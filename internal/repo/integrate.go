@@ -425,25 +425,9 @@ func (w *Workspaces) deliver(ctx context.Context, r *models.RepoConfig, t models
 		// or the branch waits for it; git would leave it behind otherwise.
 		var tree string
 		if isLocal(origin) {
-			trees, err := w.checkedOut(ctx, localPath(origin), into)
-			if err != nil {
-				return models.Delivery{}, err
-			}
-			if len(trees) > 0 && r.SourceType != models.RepoLink {
-				return models.Delivery{}, models.Errorf(models.CodeConflict,
-					"%s of the origin %s is checked out in %s and cannot be moved: make the origin a bare repository",
-					into, origin, trees[0])
-			}
-			if len(trees) > 1 {
-				return models.Delivery{Waiting: fmt.Sprintf("%s is checked out in several working trees (%s): "+
-					"nothing was merged; check it out in one only", into, strings.Join(trees, ", "))}, nil
-			}
-			if len(trees) == 1 {
-				tree = trees[0]
-				if why, err := w.localChanges(ctx, tree); err != nil || why != "" {
-					return models.Delivery{Waiting: fmt.Sprintf("%s is checked out in %s with %s: nothing of them "+
-						"was touched and nothing was merged; commit or stash them", into, tree, why)}, err
-				}
+			var waiting string
+			if tree, waiting, err = w.heldBy(ctx, r, origin, into); err != nil || waiting != "" {
+				return models.Delivery{Waiting: waiting}, err
 			}
 		}
 		// The verified merge is delivered when it still fits.
@@ -512,6 +496,56 @@ func (w *Workspaces) publishLocal(ctx context.Context, integ, target, ref, into,
 		return true, nil
 	}
 	return false, err
+}
+
+// heldBy finds the working tree of the local repository origin (a path
+// or a file:// URL) that has the branch into checked out (tree, "" when
+// none has), and says why it keeps into from being moved now (waiting, ""
+// when nothing does): into checked out in several working trees, or in
+// one with local changes. A repository that is not LINK with into checked
+// out cannot be moved at all: a conflict error.
+func (w *Workspaces) heldBy(ctx context.Context, r *models.RepoConfig, origin, into string) (tree, waiting string, err error) {
+	trees, err := w.checkedOut(ctx, localPath(origin), into)
+	if err != nil {
+		return "", "", err
+	}
+	if len(trees) > 0 && r.SourceType != models.RepoLink {
+		return "", "", models.Errorf(models.CodeConflict,
+			"%s of the origin %s is checked out in %s and cannot be moved: make the origin a bare repository",
+			into, origin, trees[0])
+	}
+	switch len(trees) {
+	case 0:
+		return "", "", nil
+	case 1:
+	default:
+		return "", fmt.Sprintf("%s is checked out in several working trees (%s): "+
+			"nothing was merged; check it out in one only", into, strings.Join(trees, ", ")), nil
+	}
+	tree = trees[0]
+	why, err := w.localChanges(ctx, tree)
+	if err != nil || why == "" {
+		return tree, "", err
+	}
+	return tree, fmt.Sprintf("%s is checked out in %s with %s: nothing of them "+
+		"was touched and nothing was merged; commit or stash them", into, tree, why), nil
+}
+
+// LandingHeld says why a landing of project p would wait now: its LINK
+// repository's default branch checked out in several working trees, or
+// in one with local changes (the check Deliver makes, without fetching or
+// merging anything: `git status` in the user's tree). "" when nothing
+// holds it, and for a project whose repository is not LINK. Deliver
+// checks again when it lands.
+func (w *Workspaces) LandingHeld(ctx context.Context, p models.Project) (string, error) {
+	if p.Repo == nil || p.Repo.SourceType != models.RepoLink {
+		return "", nil
+	}
+	_, waiting, err := w.heldBy(ctx, p.Repo, p.Repo.SourcePath, p.Repo.DefaultBranch)
+	if err != nil {
+		return "", fmt.Errorf("check the working tree of project %s: %w", p.ID, err)
+	}
+	return waiting, nil
 }
 
 // checkedOut lists the working trees of the repository at repo that have

@@ -1,6 +1,7 @@
 package repo_test
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"os"
@@ -294,6 +295,10 @@ func TestLinkCheckedOutDefaultBranchWithLocalChangesWaits(t *testing.T) {
 					t.Fatalf("waiting %q does not say %q", d.Waiting, want)
 				}
 			}
+			// The cheap check says what Deliver said.
+			if held, err := w.LandingHeld(context.Background(), p); err != nil || held != d.Waiting {
+				t.Fatalf("LandingHeld while dirty: %q %v, want %q", held, err, d.Waiting)
+			}
 			if git(t, user, "rev-parse", "main") != main {
 				t.Fatal("the user's main moved")
 			}
@@ -310,10 +315,54 @@ func TestLinkCheckedOutDefaultBranchWithLocalChangesWaits(t *testing.T) {
 			}
 			// Once the user committed or stashed, delivering again lands it in place.
 			c.clean(t, user)
+			if held, err := w.LandingHeld(context.Background(), p); err != nil || held != "" {
+				t.Fatalf("LandingHeld once clean: %q %v", held, err)
+			}
 			d = deliver(t, w, p, tk, ws.Dir)
 			if !d.Merged || d.Waiting != "" || git(t, user, "rev-parse", "main") != d.Commit ||
 				read(t, filepath.Join(user, "agent.txt")) != "agent\n" || git(t, user, "status", "--porcelain", "--untracked-files=no") != "" {
 				t.Fatalf("after cleaning: %+v, status %q", d, git(t, user, "status", "--porcelain"))
+			}
+		})
+	}
+}
+
+// TestLandingHeldChecksOnlyWhatHoldsALanding: untracked files, main not
+// checked out, and a project that is not LINK hold nothing; main checked
+// out in two working trees does.
+func TestLandingHeldChecksOnlyWhatHoldsALanding(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		make func(t *testing.T) *models.RepoConfig
+		want string
+	}{
+		{"untracked files", func(t *testing.T) *models.RepoConfig {
+			user := userRepo(t)
+			write(t, user, "scratch.txt", "mine\n")
+			return &models.RepoConfig{SourceType: models.RepoLink, SourcePath: user}
+		}, ""},
+		{"main not checked out, the tree changed", func(t *testing.T) *models.RepoConfig {
+			user := userRepo(t)
+			git(t, user, "checkout", "-q", "-b", "feature")
+			write(t, user, "README", "my edit\n")
+			return &models.RepoConfig{SourceType: models.RepoLink, SourcePath: user}
+		}, ""},
+		{"main in two working trees", func(t *testing.T) *models.RepoConfig {
+			user := userRepo(t)
+			git(t, user, "worktree", "add", "-q", "-f", filepath.Join(t.TempDir(), "second"), "main")
+			return &models.RepoConfig{SourceType: models.RepoLink, SourcePath: user}
+		}, "main is checked out in several working trees"},
+		{"a clone", func(t *testing.T) *models.RepoConfig {
+			return &models.RepoConfig{SourceType: models.RepoClone, URL: bareOrigin(t)}
+		}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			w, p := setup(t, c.make(t))
+			held, err := w.LandingHeld(context.Background(), p)
+			if err != nil || !strings.HasPrefix(held, c.want) || (c.want == "") != (held == "") {
+				t.Fatalf("LandingHeld: %q %v, want %q", held, err, c.want)
 			}
 		})
 	}
