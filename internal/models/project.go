@@ -75,6 +75,22 @@ type ProjectSettings struct {
 	// (the default), OnExpiryFail or OnExpiryDefault. Every expiry uses one
 	// of the task's retries; one that finds none left blocks the task.
 	OnExpiry string `json:"on_expiry,omitempty"`
+
+	// EscalateAfter re-posts a desk item of the project that has waited
+	// this long to the escalation (once per item); 0 is never.
+	EscalateAfter Duration `json:"escalate_after,omitempty"`
+	// EscalateChannel is the Discord channel escalations go to (default:
+	// the project's channel); EscalateRole the Discord role they mention.
+	EscalateChannel string `json:"escalate_channel,omitempty"`
+	EscalateRole    string `json:"escalate_role,omitempty"`
+	// DigestEvery posts a digest of what waits on a person ("4 things
+	// wait on you, oldest 3h") to the project's channel at most this often
+	// while something waits; 0 is never.
+	DigestEvery Duration `json:"digest_every,omitempty"`
+	// DiscordRoles, when set, are the Discord roles whose members may act
+	// on the project from Discord (answer, approve, reject); an admin user
+	// always may. Empty: any authorized user.
+	DiscordRoles []string `json:"discord_roles,omitempty"`
 }
 
 // What an expired question does to its task (ProjectSettings.OnExpiry).
@@ -147,6 +163,28 @@ func (s *ProjectSettings) Validate() error {
 	}
 	if s.InputTimeout.Std() > MaxInputTimeout {
 		return Errorf(CodeInvalid, "settings.input_timeout: at most %s (got %s)", MaxInputTimeout, s.InputTimeout)
+	}
+	for _, d := range []struct {
+		name string
+		v    Duration
+		min  time.Duration
+	}{{"escalate_after", s.EscalateAfter, time.Minute}, {"digest_every", s.DigestEvery, time.Minute}} {
+		if d.v < 0 || (d.v > 0 && d.v.Std() < d.min) {
+			return Errorf(CodeInvalid, "settings.%s: must be at least %s (got %s)", d.name, d.min, d.v)
+		}
+	}
+	for _, f := range []struct{ name, v string }{{"escalate_channel", s.EscalateChannel}, {"escalate_role", s.EscalateRole}} {
+		if f.v != "" && !ValidSnowflake(f.v) {
+			return Errorf(CodeInvalid, "settings.%s: %s is not a Discord id (1-20 digits)", f.name, Quote(cutRunes(f.v, 40)))
+		}
+	}
+	if err := checkList("settings.discord_roles", s.DiscordRoles, MaxListEntries, func(name, v string) error {
+		if !ValidSnowflake(v) {
+			return Errorf(CodeInvalid, "%s: %s is not a Discord role id (1-20 digits)", name, Quote(cutRunes(v, 40)))
+		}
+		return nil
+	}); err != nil {
+		return err
 	}
 	switch s.PRMode {
 	case "", PRNever, PRWhenRequired, PRAlways:

@@ -1,0 +1,229 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// MaxDeskItems bounds the items a desk lists; Desk.Truncated says when more
+// wait.
+const MaxDeskItems = 500
+
+// qDeskBlocked reads the BLOCKED tasks that root their block, with the
+// last event that blocked them (its event and actor), oldest first.
+const qDeskBlocked = `SELECT t.id, t.project_id, t.title, t.status_reason, t.updated_at,
+	coalesce(e.event, ''), coalesce(e.actor, ''),
+	(SELECT count(*) FROM tasks b WHERE b.cascade_root_id = t.id AND b.status = 'BLOCKED')
+	FROM tasks t LEFT JOIN task_events e ON e.id = (SELECT max(id) FROM task_events WHERE task_id = t.id)
+	WHERE t.status = 'BLOCKED' AND t.cascade_root_id = '' ORDER BY t.updated_at, t.id LIMIT ?`
+
+// qDeskBudgets reads the active projects that have used their budget_limit
+// and have READY work.
+const qDeskBudgets = `SELECT p.id, p.name, p.total_tokens_used, p.budget_limit, p.updated_at,
+	(SELECT count(*) FROM tasks t WHERE t.project_id = p.id AND t.status = 'READY')
+	FROM projects p WHERE p.status = 'ACTIVE' AND p.budget_limit IS NOT NULL AND p.total_tokens_used >= p.budget_limit
+	AND EXISTS (SELECT 1 FROM tasks t WHERE t.project_id = p.id AND t.status = 'READY')`
+
+// Desk returns everything that waits on a person, oldest first: open
+// questions (whether or not the run that asked still waits), HUMAN
+// verifications, work and plans awaiting approval, pull requests, landings
+// held by local changes, the roots of blocked chains that no person
+// cancelled or stopped on purpose, projects out of budget with READY work,
+// and agents set aside in ERROR. Each item says what it is, since when,
+// who asked, when it expires or escalates, and the action that ends it.
+func (s *Store) Desk(ctx context.Context) (models.Desk, error) {
+	fail := func(what string, err error) (models.Desk, error) {
+		return models.Desk{}, fmt.Errorf("read the desk: %s: %w", what, err)
+	}
+	projects, err := s.ListProjects(ctx)
+	if err != nil {
+		return fail("projects", err)
+	}
+	settings := map[string]models.ProjectSettings{}
+	for _, p := range projects {
+		settings[p.ID] = p.Settings
+	}
+	var items []models.DeskItem
+	add := func(it models.DeskItem) {
+		if after := settings[it.ProjectID].EscalateAfter; after > 0 {
+			at := it.Since.Add(after.Std())
+			it.EscalatesAt = &at
+		}
+		items = append(items, it)
+	}
+
+	questions, err := s.OpenQuestions(ctx)
+	if err != nil {
+		return fail("questions", err)
+	}
+	for _, q := range questions {
+		t, err := s.GetTask(ctx, q.TaskID)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		run, err := s.GetRun(ctx, q.RunID)
+		asker := ""
+		if err == nil {
+			asker = run.AgentID
+		}
+		exp := q.ExpiresAt
+		add(models.DeskItem{Key: fmt.Sprintf("question:%d", q.ID), Kind: models.DeskQuestion, ProjectID: q.ProjectID,
+			TaskID: q.TaskID, Title: t.Title, What: q.Text, Since: q.AskedAt, AskedBy: asker, ExpiresAt: &exp,
+			QuestionID: q.ID, RunEnded: q.RunEndedAt != nil,
+			Action: models.DeskAction{Command: fmt.Sprintf("agentqueued ctl question answer %d ANSWER...", q.ID),
+				Button: "Answer", URL: taskPage(q.TaskID)}})
+	}
+
+	vs, err := s.Verifications(ctx, models.PhaseHuman, models.PhaseLanding)
+	if err != nil {
+		return fail("verifications", err)
+	}
+	landing := map[string]bool{}
+	for _, v := range vs {
+		t, err := s.GetTask(ctx, v.TaskID)
+		if err != nil {
+			continue
+		}
+		switch {
+		case v.Phase == models.PhaseLanding:
+			landing[t.ID] = true
+			add(models.DeskItem{Key: fmt.Sprintf("landing:%s:%d", t.ID, v.Attempt), Kind: models.DeskLanding,
+				ProjectID: t.ProjectID, TaskID: t.ID, Title: t.Title, What: cmp.Or(t.WaitingReason, "its change waits to land"),
+				Since: v.UpdatedAt, AskedBy: "system",
+				Action: models.DeskAction{Command: "agentqueued land " + t.ProjectID, URL: taskPage(t.ID)}})
+		case t.Status == models.StatusVerifying:
+			add(models.DeskItem{Key: fmt.Sprintf("human:%s:%d", t.ID, v.Attempt), Kind: models.DeskHumanCheck,
+				ProjectID: t.ProjectID, TaskID: t.ID, Title: t.Title, What: "verify the change: approve or reject it",
+				Since: v.UpdatedAt, AskedBy: "system",
+				Action: models.DeskAction{Command: "agentqueued ctl task approve " + t.ID, Button: "Approve", URL: taskPage(t.ID)}})
+		}
+	}
+
+	awaiting, err := s.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{models.StatusAwaitingApproval},
+		Limit: MaxDeskItems})
+	if err != nil {
+		return fail("tasks awaiting approval", err)
+	}
+	for _, t := range awaiting {
+		if landing[t.ID] {
+			continue
+		}
+		it := models.DeskItem{Key: fmt.Sprintf("approval:%s:%d", t.ID, t.UpdatedAt.UnixNano()), Kind: models.DeskApproval,
+			ProjectID: t.ProjectID, TaskID: t.ID, Title: t.Title, What: cmp.Or(t.StatusReason, "approve or reject the change"),
+			Since: t.UpdatedAt, AskedBy: "system",
+			Action: models.DeskAction{Command: "agentqueued ctl task approve " + t.ID, Button: "Approve", URL: taskPage(t.ID)}}
+		if t.PRURL != nil {
+			it.Key, it.Kind = "pull_request:"+*t.PRURL, models.DeskPullRequest
+			it.What = "review and merge (or close) the pull request"
+			it.Action = models.DeskAction{Command: "agentqueued ctl task approve " + t.ID, Button: "Approve", URL: *t.PRURL}
+		}
+		add(it)
+	}
+
+	rows, err := s.rdb.QueryContext(ctx, qDeskBlocked, MaxDeskItems)
+	if err != nil {
+		return fail("blocked tasks", err)
+	}
+	for rows.Next() {
+		var (
+			it           models.DeskItem
+			reason       string
+			updated      int64
+			event, actor string
+		)
+		if err := rows.Scan(&it.TaskID, &it.ProjectID, &it.Title, &reason, &updated, &event, &actor, &it.Behind); err != nil {
+			rows.Close()
+			return fail("blocked tasks", err)
+		}
+		if deliberate(models.TaskEvent(event), actor) {
+			continue
+		}
+		it.Kind, it.Since, it.What, it.AskedBy = models.DeskBlocked, fromNanos(updated), cmp.Or(reason, "blocked"), "system"
+		it.Key = fmt.Sprintf("blocked:%s:%d", it.TaskID, updated)
+		it.Action = models.DeskAction{Command: "agentqueued ctl task restart " + it.TaskID, Button: "Restart",
+			URL: taskPage(it.TaskID)}
+		add(it)
+	}
+	if err := rows.Close(); err != nil {
+		return fail("blocked tasks", err)
+	}
+	if err := rows.Err(); err != nil {
+		return fail("blocked tasks", err)
+	}
+
+	brows, err := s.rdb.QueryContext(ctx, qDeskBudgets)
+	if err != nil {
+		return fail("budgets", err)
+	}
+	for brows.Next() {
+		var (
+			id, name    string
+			used, limit int64
+			updated     int64
+			ready       int
+		)
+		if err := brows.Scan(&id, &name, &used, &limit, &updated, &ready); err != nil {
+			brows.Close()
+			return fail("budgets", err)
+		}
+		add(models.DeskItem{Key: "budget:" + id, Kind: models.DeskBudget, ProjectID: id, Title: cmp.Or(name, id),
+			What:  fmt.Sprintf("used %d of its budget of %d tokens; %d READY task(s) wait", used, limit, ready),
+			Since: fromNanos(updated), AskedBy: "system",
+			Action: models.DeskAction{Command: fmt.Sprintf("agentqueued ctl project edit %s --budget-limit N", id)}})
+	}
+	if err := brows.Close(); err != nil {
+		return fail("budgets", err)
+	}
+
+	agents, err := s.ListAgents(ctx)
+	if err != nil {
+		return fail("agents", err)
+	}
+	for _, a := range agents {
+		if a.State != models.AgentError {
+			continue
+		}
+		since := a.CreatedAt
+		if a.LastHeartbeat != nil {
+			since = *a.LastHeartbeat
+		}
+		add(models.DeskItem{Key: "agent:" + a.ID, Kind: models.DeskAgent, AgentID: a.ID, Title: cmp.Or(a.Name, a.ID),
+			What:  "set aside in ERROR after a run could not start: fix its command or checkout, then resume it",
+			Since: since, AskedBy: "system",
+			Action: models.DeskAction{Command: "agentqueued ctl agent resume " + a.ID, Button: "Resume"}})
+	}
+
+	slices.SortStableFunc(items, func(a, b models.DeskItem) int {
+		return cmp.Or(a.Since.Compare(b.Since), strings.Compare(a.Key, b.Key))
+	})
+	d := models.Desk{Items: items}
+	if len(d.Items) > MaxDeskItems {
+		d.Items, d.Truncated = d.Items[:MaxDeskItems], true
+	}
+	if d.Items == nil {
+		d.Items = []models.DeskItem{}
+	}
+	return d, nil
+}
+
+// deliberate reports whether a task blocked by event, applied by actor,
+// was blocked on purpose by a person (cancelled, stopped, its workflow run
+// cancelled): nothing waits on a person for it.
+func deliberate(event models.TaskEvent, actor string) bool {
+	switch event {
+	case models.EventAdminCancel, models.EventAdminStop:
+		return true
+	case models.EventRunStopped:
+		return actor != "workflow" && actor != "system" && actor != ""
+	}
+	return false
+}
+
+// taskPage is the dashboard's page of a task, relative to the daemon's
+// address.
+func taskPage(id string) string { return "/ui/tasks/" + id }
