@@ -116,6 +116,9 @@ type Main struct {
 	// retentionClock, when set, is the pruner's clock (for tests); default
 	// clock.Real.
 	retentionClock clock.Clock
+	// deskClock, when set, is the desk notifier's clock (for tests);
+	// default the real one.
+	deskClock clock.Clock
 
 	mu     sync.Mutex
 	cancel context.CancelFunc

@@ -19,6 +19,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/config"
+	"github.com/agentqueued/agentqueued/internal/desk"
 	"github.com/agentqueued/agentqueued/internal/discord"
 	"github.com/agentqueued/agentqueued/internal/hooks"
 	"github.com/agentqueued/agentqueued/internal/metrics"
@@ -388,6 +389,11 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		RunLogs: ret.RunLogs, HookRuns: ret.HookRuns, WorkflowRuns: ret.WorkflowRuns, ArchiveTasks: ret.ArchiveTasks, Archived: ret.Archived,
 		Interval: ret.Interval, Batch: ret.Batch, Clock: m.retentionClock, Logger: log.With("component", "retention")})
 	intake.run(s, pruner.Run)
+	notifier, err := desk.New(desk.Config{Clock: m.deskClock, Logger: log.With("component", "desk")}, st)
+	if err != nil {
+		return err
+	}
+	intake.run(s, notifier.Run)
 	if metricsLn != nil {
 		intake.run(s, func(ctx context.Context) error {
 			return serveMetrics(ctx, metricsLn, met.ListenerHandler(!cfg.Metrics.AllowRemote), log.With("component", "metrics"))

@@ -157,6 +157,14 @@ type harnessOption func(*Config, *discordtest.Options)
 
 func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	t.Helper()
+	return newHarnessWith(t, nil, opts...)
+}
+
+// newHarnessWith is newHarness with the store on storeClock (nil: the real
+// clock): what is written and read through the store — the outbox's due
+// times, the desk's marks — then follows that clock.
+func newHarnessWith(t testing.TB, storeClock *clocktest.Fake, opts ...harnessOption) *harness {
+	t.Helper()
 	clock, botClock := clocktest.New(time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)), clocktest.NewFollowing()
 	fo := discordtest.Options{Token: botToken, Channels: []string{controlChannel, projectChannel}, Logf: t.Logf, Clock: clock}
 	cfg := Config{Token: botToken, GuildID: discordtest.DefaultGuildID, ControlChannelID: controlChannel,
@@ -168,7 +176,11 @@ func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	fake := discordtest.New(fo)
 	cfg.APIBaseURL = fake.URL()
 	db := filepath.Join(t.TempDir(), "aq.db")
-	st, err := store.Open(context.Background(), store.Config{Path: db})
+	sc := store.Config{Path: db}
+	if storeClock != nil {
+		sc.Clock = storeClock
+	}
+	st, err := store.Open(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err)
 	}

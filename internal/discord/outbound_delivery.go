@@ -310,7 +310,11 @@ func (b *Bot) deliver(ctx context.Context, batch []models.OutboxMessage) error {
 			p.Content = strings.ReplaceAll(p.Content, threadLink, "<#"+thread+">")
 		}
 		if !p.Thread {
-			msg, err := b.postChannel(ctx, channelID, pn, p)
+			to := channelID
+			if p.Channel != "" {
+				to = p.Channel
+			}
+			msg, err := b.postChannel(ctx, to, pn, p)
 			if err != nil {
 				return err
 			}
@@ -402,7 +406,7 @@ func (b *Bot) send(ctx context.Context, channelID, nonce string, p part) (*disco
 	s := b.sess()
 	p.Content, p.File = fit(p.Content, p.File)
 	m := &discordgo.MessageSend{Content: p.Content, Components: p.Components, Flags: p.Flags,
-		AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}}
+		AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}, Roles: p.Roles}}
 	if p.File != nil {
 		m.Files = []*discordgo.File{p.File.file()}
 	}

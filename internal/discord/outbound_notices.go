@@ -74,6 +74,12 @@ type part struct {
 	Anchor bool
 	// Flags are the message's flags (suppressed embeds).
 	Flags discordgo.MessageFlags
+	// Channel, when set, is the channel a channel part goes to instead of
+	// the project's (an escalation's channel).
+	Channel string
+	// Roles are the roles the part may mention (an escalation's role);
+	// nothing else in a notice pings anyone.
+	Roles []string
 }
 
 // textParts renders a long text as messages under the limit, or as an
@@ -170,6 +176,8 @@ var noticeRenderers = map[models.NoticeKind]func(*Bot, context.Context, notice) 
 	models.NoticeRunSuccess:           (*Bot).runEndedParts,
 	models.NoticeRunFailed:            (*Bot).runEndedParts,
 	models.NoticeRunCancelled:         (*Bot).runEndedParts,
+	models.NoticeDeskEscalation:       (*Bot).deskEscalationParts,
+	models.NoticeDeskDigest:           (*Bot).deskDigestParts,
 }
 
 // noticeParts renders a notice of a given kind; a kind Discord does not

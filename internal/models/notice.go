@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"time"
 )
 
 // NoticeKind names what an outbox message tells: its kind column. Each kind
@@ -69,7 +70,39 @@ const (
 	// NoticeHookMessage is a message a hook posts to its project; it
 	// carries a [HookMessage].
 	NoticeHookMessage NoticeKind = "hook.message"
+	// NoticeDeskEscalation re-posts a desk item that has waited its
+	// project's escalate_after; it carries a [DeskEscalationNotice].
+	NoticeDeskEscalation NoticeKind = "desk.escalation"
+	// NoticeDeskDigest sums up what waits on a person in a project; it
+	// carries a [DeskDigestNotice].
+	NoticeDeskDigest NoticeKind = "desk.digest"
 )
+
+// DeskEscalationNotice is the payload of NoticeDeskEscalation: the item
+// that waited too long, where it goes (a channel, empty: the project's)
+// and whom it mentions (a role, empty: nobody).
+type DeskEscalationNotice struct {
+	ProjectID string   `json:"project_id"`
+	Item      DeskItem `json:"item"`
+	Channel   string   `json:"channel,omitempty"`
+	Role      string   `json:"role,omitempty"`
+	// Waited is how long the item had waited when it was escalated.
+	Waited Duration `json:"waited"`
+}
+
+// MaxDigestItems bounds the items a digest names (it counts them all).
+const MaxDigestItems = 10
+
+// DeskDigestNotice is the payload of NoticeDeskDigest: how many things
+// wait on a person in the project, since when the oldest, and the oldest
+// of them (at most MaxDigestItems).
+type DeskDigestNotice struct {
+	ProjectID string     `json:"project_id"`
+	Count     int        `json:"count"`
+	Oldest    time.Time  `json:"oldest"`
+	At        time.Time  `json:"at"`
+	Items     []DeskItem `json:"items"`
+}
 
 // TransitionNotice is the payload of a task's notable status change and of
 // a broken chain (NoticeChainBroken).
@@ -258,6 +291,16 @@ func NewHookMessageNotice(p HookMessage) Notice {
 	return Notice{Kind: NoticeHookMessage, ProjectID: p.ProjectID, Payload: p}
 }
 
+// NewDeskEscalationNotice returns the notice of a desk item escalated.
+func NewDeskEscalationNotice(p DeskEscalationNotice) Notice {
+	return Notice{Kind: NoticeDeskEscalation, ProjectID: p.ProjectID, Payload: p}
+}
+
+// NewDeskDigestNotice returns the notice of a project's desk digest.
+func NewDeskDigestNotice(p DeskDigestNotice) Notice {
+	return Notice{Kind: NoticeDeskDigest, ProjectID: p.ProjectID, Payload: p}
+}
+
 // decodeAs decodes a payload of type T and the project and task it names.
 func decodeAs[T any](scope func(T) (projectID, taskID string)) func(string) (Notice, error) {
 	return func(payload string) (Notice, error) {
@@ -295,6 +338,8 @@ var noticeDecoders = map[NoticeKind]func(string) (Notice, error){
 	NoticeRunFailed:            decodeRunEnded,
 	NoticeRunCancelled:         decodeRunEnded,
 	NoticeHookMessage:          decodeAs(func(p HookMessage) (string, string) { return p.ProjectID, "" }),
+	NoticeDeskEscalation:       decodeAs(func(p DeskEscalationNotice) (string, string) { return p.ProjectID, "" }),
+	NoticeDeskDigest:           decodeAs(func(p DeskDigestNotice) (string, string) { return p.ProjectID, "" }),
 }
 
 // NoticeKinds returns every notice kind, sorted.

@@ -42,6 +42,11 @@ func sampleNotices(t *testing.T) []Notice {
 		NewRunEndedNotice(RunEndedNotice{RunID: "nightly-5", Workflow: "nightly", ProjectID: "web", Status: RunCancelled,
 			Reason: "cancelled by discord:1"}),
 		NewHookMessageNotice(HookMessage{HookID: "triage", HookName: "Triage", RunID: "triage.1", ProjectID: "web", Text: "hi"}),
+		NewDeskEscalationNotice(DeskEscalationNotice{ProjectID: "web", Channel: "123", Role: "456", Waited: Duration(time.Hour),
+			Item: DeskItem{Key: "question:7", Kind: DeskQuestion, ProjectID: "web", TaskID: "brave-otter", Title: "Fix",
+				What: "which colour?", Since: asked, QuestionID: 7, Action: DeskAction{Command: "agentqueued ctl question answer 7 ANSWER..."}}}),
+		NewDeskDigestNotice(DeskDigestNotice{ProjectID: "web", Count: 2, Oldest: asked, At: asked.Add(time.Hour),
+			Items: []DeskItem{{Key: "question:7", Kind: DeskQuestion, ProjectID: "web", Since: asked}}}),
 	)
 }
 

@@ -3,9 +3,11 @@ package store
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -227,3 +229,41 @@ func deliberate(event models.TaskEvent, actor string) bool {
 // taskPage is the dashboard's page of a task, relative to the daemon's
 // address.
 func taskPage(id string) string { return "/ui/tasks/" + id }
+
+// MarkAndNotify queues notice n under key unless a notice was queued under
+// key before (a desk mark of kind for project projectID records it, in the
+// same transaction), and reports whether it queued it: each escalation and
+// digest is sent once, across restarts and whatever the outbox keeps.
+func (s *Store) MarkAndNotify(ctx context.Context, key, projectID, kind string, n models.Notice) (bool, error) {
+	var sent bool
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO desk_marks (key, project_id, kind, at) VALUES (?,?,?,?)
+			ON CONFLICT (key) DO NOTHING`, key, projectID, kind, toNanos(s.now()))
+		if err != nil {
+			return err
+		}
+		if rows, err := res.RowsAffected(); err != nil || rows == 0 {
+			return err
+		}
+		sent = true
+		return s.enqueue(ctx, tx, key, n)
+	})
+	if err != nil {
+		return false, fmt.Errorf("mark and notify %s: %w", key, err)
+	}
+	return sent, nil
+}
+
+// LastDeskMark returns when the last mark of kind for project projectID
+// was written, and false when there is none.
+func (s *Store) LastDeskMark(ctx context.Context, projectID, kind string) (time.Time, bool, error) {
+	var at sql.NullInt64
+	if err := s.rdb.QueryRowContext(ctx, "SELECT max(at) FROM desk_marks WHERE project_id = ? AND kind = ?", projectID, kind).
+		Scan(&at); err != nil {
+		return time.Time{}, false, fmt.Errorf("last %s mark of project %s: %w", kind, projectID, err)
+	}
+	if !at.Valid {
+		return time.Time{}, false, nil
+	}
+	return fromNanos(at.Int64), true, nil
+}

@@ -79,6 +79,7 @@ func (s *Store) DeleteProject(ctx context.Context, id string) error {
 			"DELETE FROM workflow_runs WHERE project_id = ?",
 			"DELETE FROM usage_buckets WHERE project_id = ?",
 			"DELETE FROM hook_runs WHERE project_id = ?",
+			"DELETE FROM desk_marks WHERE project_id = ?",
 			"DELETE FROM projects WHERE id = ?",
 		} {
 			if _, err := tx.ExecContext(ctx, q, id); err != nil {
