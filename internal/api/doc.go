@@ -156,6 +156,12 @@
 //	                                  person, each {"task", "since", "waits": human_verification|approval|
 //	                                  pull_request|blocked, "behind": tasks blocked by it}), "rules", "budget" (as
 //	                                  GET /api/v1/budget)}
+//	GET   /api/v1/desk                everything that waits on a person, oldest first: {"items": [{"key", "kind"
+//	                                  (question|human_verification|approval|pull_request|landing|blocked|budget|
+//	                                  agent), "project_id", "task_id", "agent_id", "title", "what", "since",
+//	                                  "asked_by", "expires_at", "escalates_at", "question_id", "run_ended",
+//	                                  "behind", "action": {"command", "button", "url"}}], "truncated"}; query:
+//	                                  project (its items only; an unknown project is a 404 naming it)
 //	GET   /api/v1/stats               per project over the last 24 h: {"at", "projects": [{"project_id",
 //	                                  "by_status" ({status: n}), "archived", "completions_per_hour" (24 × {"hour",
 //	                                  "count"}, oldest first, the last the hour in progress), "completed",

@@ -20,14 +20,15 @@ const qDeskBlocked = `SELECT t.id, t.project_id, t.title, t.status_reason, t.upd
 	coalesce(e.event, ''), coalesce(e.actor, ''),
 	(SELECT count(*) FROM tasks b WHERE b.cascade_root_id = t.id AND b.status = 'BLOCKED')
 	FROM tasks t LEFT JOIN task_events e ON e.id = (SELECT max(id) FROM task_events WHERE task_id = t.id)
-	WHERE t.status = 'BLOCKED' AND t.cascade_root_id = '' ORDER BY t.updated_at, t.id LIMIT ?`
+	WHERE t.status = 'BLOCKED' AND t.cascade_root_id = '' AND (?1 = '' OR t.project_id = ?1)
+	ORDER BY t.updated_at, t.id LIMIT ?2`
 
 // qDeskBudgets reads the active projects that have used their budget_limit
 // and have READY work.
 const qDeskBudgets = `SELECT p.id, p.name, p.total_tokens_used, p.budget_limit, p.updated_at,
 	(SELECT count(*) FROM tasks t WHERE t.project_id = p.id AND t.status = 'READY')
 	FROM projects p WHERE p.status = 'ACTIVE' AND p.budget_limit IS NOT NULL AND p.total_tokens_used >= p.budget_limit
-	AND EXISTS (SELECT 1 FROM tasks t WHERE t.project_id = p.id AND t.status = 'READY')`
+	AND EXISTS (SELECT 1 FROM tasks t WHERE t.project_id = p.id AND t.status = 'READY') AND (?1 = '' OR p.id = ?1)`
 
 // Desk returns everything that waits on a person, oldest first: open
 // questions (whether or not the run that asked still waits), HUMAN
@@ -37,8 +38,20 @@ const qDeskBudgets = `SELECT p.id, p.name, p.total_tokens_used, p.budget_limit, 
 // and agents set aside in ERROR. Each item says what it is, since when,
 // who asked, when it expires or escalates, and the action that ends it.
 func (s *Store) Desk(ctx context.Context) (models.Desk, error) {
+	return s.DeskFor(ctx, "")
+}
+
+// DeskFor returns the desk (see Desk) of project projectID: its items
+// only, not the agents'. An empty projectID is every project's and the
+// agents', as Desk; an unknown project is not_found.
+func (s *Store) DeskFor(ctx context.Context, projectID string) (models.Desk, error) {
 	fail := func(what string, err error) (models.Desk, error) {
 		return models.Desk{}, fmt.Errorf("read the desk: %s: %w", what, err)
+	}
+	if projectID != "" {
+		if _, err := s.GetProject(ctx, projectID); err != nil {
+			return models.Desk{}, fmt.Errorf("read the desk: %w", err)
+		}
 	}
 	projects, err := s.ListProjects(ctx)
 	if err != nil {
@@ -50,6 +63,9 @@ func (s *Store) Desk(ctx context.Context) (models.Desk, error) {
 	}
 	var items []models.DeskItem
 	add := func(it models.DeskItem) {
+		if projectID != "" && it.ProjectID != projectID {
+			return
+		}
 		if after := settings[it.ProjectID].EscalateAfter; after > 0 {
 			at := it.Since.Add(after.Std())
 			it.EscalatesAt = &at
@@ -104,8 +120,8 @@ func (s *Store) Desk(ctx context.Context) (models.Desk, error) {
 		}
 	}
 
-	awaiting, err := s.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{models.StatusAwaitingApproval},
-		Limit: MaxDeskItems})
+	awaiting, err := s.ListTasks(ctx, models.TaskFilter{ProjectID: projectID,
+		Statuses: []models.TaskStatus{models.StatusAwaitingApproval}, Limit: MaxDeskItems})
 	if err != nil {
 		return fail("tasks awaiting approval", err)
 	}
@@ -125,7 +141,7 @@ func (s *Store) Desk(ctx context.Context) (models.Desk, error) {
 		add(it)
 	}
 
-	rows, err := s.rdb.QueryContext(ctx, qDeskBlocked, MaxDeskItems)
+	rows, err := s.rdb.QueryContext(ctx, qDeskBlocked, projectID, MaxDeskItems)
 	if err != nil {
 		return fail("blocked tasks", err)
 	}
@@ -156,7 +172,7 @@ func (s *Store) Desk(ctx context.Context) (models.Desk, error) {
 		return fail("blocked tasks", err)
 	}
 
-	brows, err := s.rdb.QueryContext(ctx, qDeskBudgets)
+	brows, err := s.rdb.QueryContext(ctx, qDeskBudgets, projectID)
 	if err != nil {
 		return fail("budgets", err)
 	}

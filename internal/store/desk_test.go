@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +133,50 @@ func TestTheDeskListsWhatWaitsOnAPerson(t *testing.T) {
 		if d.Items[i].Since.Before(d.Items[i-1].Since) {
 			t.Errorf("not oldest first: %v before %v", d.Items[i-1].Since, d.Items[i].Since)
 		}
+	}
+}
+
+// TestDeskForOneProject: a project's desk lists its items only (not the
+// agents'), and an unknown project is not_found, naming it.
+func TestDeskForOneProject(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	zero := int64(0)
+	for _, p := range []models.Project{{ID: "web", BudgetLimit: &zero}, {ID: "docs", BudgetLimit: &zero}} {
+		if _, err := s.CreateProject(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		create(t, s, p.ID, models.BatchTask{LocalID: "x", Title: "Waits for budget"})
+	}
+	tests := []struct {
+		project string
+		want    []string
+	}{
+		{"", []string{"budget:docs", "budget:web"}},
+		{"web", []string{"budget:web"}},
+		{"docs", []string{"budget:docs"}},
+	}
+	for _, tt := range tests {
+		d, err := s.DeskFor(ctx, tt.project)
+		if err != nil {
+			t.Fatalf("DeskFor(%q): %v", tt.project, err)
+		}
+		var got []string
+		for _, it := range d.Items {
+			got = append(got, it.Key)
+		}
+		if slices.Sort(got); !slices.Equal(got, tt.want) {
+			t.Errorf("DeskFor(%q) = %v, want %v", tt.project, got, tt.want)
+		}
+	}
+	_, err = s.DeskFor(ctx, "nope")
+	var e *models.Error
+	if !errors.As(err, &e) || e.Code != models.CodeNotFound || !strings.Contains(e.Message, "nope") {
+		t.Errorf("DeskFor(unknown) = %v, want not_found naming it", err)
 	}
 }
