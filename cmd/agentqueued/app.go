@@ -110,9 +110,10 @@ type Main struct {
 
 	// dbWatchEvery, when set, replaces dbWatchInterval (for tests).
 	dbWatchEvery time.Duration
-	// watchClock, when set, is ctl watch's clock (for tests); default
+	// ctlClock, when set, is ctl's clock (for tests): ctl watch's, and
+	// the time ctl status measures ages from; default
 	// clock.Real.
-	watchClock clock.Clock
+	ctlClock clock.Clock
 	// retentionClock, when set, is the pruner's clock (for tests); default
 	// clock.Real.
 	retentionClock clock.Clock

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+
+	"github.com/agentqueued/agentqueued/internal/clock"
 )
 
 // This file holds ctl's reports of the daemon: the budget, the status
@@ -30,7 +32,8 @@ func (c *ctl) status(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return c.emit(o, func(w io.Writer) { printStatus(w, o) })
+	now := clock.Or(c.m.ctlClock).Now()
+	return c.emit(o, func(w io.Writer) { printStatus(w, now, o) })
 }
 
 func (c *ctl) health(ctx context.Context, args []string) error {

@@ -669,10 +669,13 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	for i := range o.Agents {
 		o.Agents[i] = o.Agents[i].Redacted()
 	}
-	o.Projects, o.Agents, o.Questions, o.Working = nonNil(o.Projects), nonNil(o.Agents), nonNil(o.Questions), nonNil(o.Working)
-	o.Approvals, o.Broken, o.Rules = nonNil(o.Approvals), nonNil(o.Broken), nonNil(o.Rules)
+	o.Projects, o.Agents, o.Working = nonNil(o.Projects), nonNil(o.Agents), nonNil(o.Working)
+	o.Desk, o.Rules = nonNil(o.Desk), nonNil(o.Rules)
 	if o.Counts == nil {
 		o.Counts = map[string]map[models.TaskStatus]int{}
+	}
+	if o.ProjectActivity == nil {
+		o.ProjectActivity = map[string]models.Activity{}
 	}
 	s.writeJSON(w, r, http.StatusOK, o)
 }
