@@ -14,14 +14,27 @@ import (
 // wait.
 const MaxDeskItems = 500
 
-// qDeskBlocked reads the BLOCKED tasks that root their block, with the
-// last event that blocked them (its event and actor), oldest first.
-const qDeskBlocked = `SELECT t.id, t.project_id, t.title, t.status_reason, t.updated_at,
-	coalesce(e.event, ''), coalesce(e.actor, ''),
-	(SELECT count(*) FROM tasks b WHERE b.cascade_root_id = t.id AND b.status = 'BLOCKED')
+// qDeskBlocked reads the BLOCKED tasks that root their block and that no
+// person blocked on purpose (see deliberate), with the last event that
+// blocked them (its event and actor) and the count of tasks blocked behind
+// them, oldest first. The tasks behind are counted in one pass over the
+// BLOCKED tasks, not once per root.
+var qDeskBlocked = `WITH behind AS (SELECT cascade_root_id AS root, count(*) AS n FROM tasks
+	WHERE status = 'BLOCKED' AND cascade_root_id <> '' AND (?1 = '' OR project_id = ?1) GROUP BY cascade_root_id)
+	SELECT t.id, t.project_id, t.title, t.status_reason, t.updated_at, coalesce(b.n, 0)
 	FROM tasks t LEFT JOIN task_events e ON e.id = (SELECT max(id) FROM task_events WHERE task_id = t.id)
+	LEFT JOIN behind b ON b.root = t.id
 	WHERE t.status = 'BLOCKED' AND t.cascade_root_id = '' AND (?1 = '' OR t.project_id = ?1)
+	AND NOT ` + deliberate + `
 	ORDER BY t.updated_at, t.id LIMIT ?2`
+
+// deliberate is true for a task whose last event (e, a row of
+// task_events) blocked it on purpose by a person: cancelled, stopped, its
+// workflow run cancelled by a person (not stopped by the workflow or the
+// system). Nothing waits on a person for it.
+var deliberate = fmt.Sprintf(`(coalesce(e.event, '') IN ('%s', '%s')
+	OR (coalesce(e.event, '') = '%s' AND coalesce(e.actor, '') NOT IN ('workflow', 'system', '')))`,
+	models.EventAdminCancel, models.EventAdminStop, models.EventRunStopped)
 
 // qDeskBudgets reads the active projects that have used their budget_limit
 // and have READY work.
@@ -147,17 +160,13 @@ func (s *Store) DeskFor(ctx context.Context, projectID string) (models.Desk, err
 	}
 	for rows.Next() {
 		var (
-			it           models.DeskItem
-			reason       string
-			updated      int64
-			event, actor string
+			it      models.DeskItem
+			reason  string
+			updated int64
 		)
-		if err := rows.Scan(&it.TaskID, &it.ProjectID, &it.Title, &reason, &updated, &event, &actor, &it.Behind); err != nil {
+		if err := rows.Scan(&it.TaskID, &it.ProjectID, &it.Title, &reason, &updated, &it.Behind); err != nil {
 			rows.Close()
 			return fail("blocked tasks", err)
-		}
-		if deliberate(models.TaskEvent(event), actor) {
-			continue
 		}
 		it.Kind, it.Since, it.What, it.AskedBy = models.DeskBlocked, fromNanos(updated), cmp.Or(reason, "blocked"), "system"
 		it.Key = fmt.Sprintf("blocked:%s:%d", it.TaskID, updated)
@@ -225,19 +234,6 @@ func (s *Store) DeskFor(ctx context.Context, projectID string) (models.Desk, err
 		d.Items = []models.DeskItem{}
 	}
 	return d, nil
-}
-
-// deliberate reports whether a task blocked by event, applied by actor,
-// was blocked on purpose by a person (cancelled, stopped, its workflow run
-// cancelled): nothing waits on a person for it.
-func deliberate(event models.TaskEvent, actor string) bool {
-	switch event {
-	case models.EventAdminCancel, models.EventAdminStop:
-		return true
-	case models.EventRunStopped:
-		return actor != "workflow" && actor != "system" && actor != ""
-	}
-	return false
 }
 
 // taskPage is the dashboard's page of a task, relative to the daemon's
