@@ -310,9 +310,14 @@ type statusView struct {
 // maxStatusRules caps the rules /status lists.
 const maxStatusRules = 10
 
-// renderStatus renders /status: its text, and the buttons that end the
-// desk's waits where the bot has one (the first maxDeskButtons of them;
-// the others show their command).
+// maxStatusDesk caps the desk items /status lists, oldest first, so that
+// the answer stays one message a phone shows whole; it is below
+// maxDeskButtons, so that each item listed has its button.
+const maxStatusDesk = 20
+
+// renderStatus renders /status: its text, with the oldest maxStatusDesk
+// items of the desk, and the buttons that end their waits where the bot
+// has one (the others show their command).
 func renderStatus(v statusView) (string, []discordgo.MessageComponent) {
 	var b strings.Builder
 	b.WriteString("**Agents**\n")
@@ -364,7 +369,11 @@ func renderStatus(v statusView) (string, []discordgo.MessageComponent) {
 		b.WriteString("nothing 🎉")
 	}
 	var btns []discordgo.MessageComponent
-	for _, it := range v.Desk {
+	for i, it := range v.Desk {
+		if i == maxStatusDesk {
+			fmt.Fprintf(&b, "… and %d more (`agentqueued ctl desk` lists them all)\n", len(v.Desk)-i)
+			break
+		}
 		label := ""
 		if len(btns) < maxDeskButtons {
 			if btn, l, ok := deskButton(it); ok {
@@ -373,7 +382,7 @@ func renderStatus(v statusView) (string, []discordgo.MessageComponent) {
 		}
 		b.WriteString(renderDeskItem(it, label) + "\n")
 	}
-	if v.DeskTruncated {
+	if v.DeskTruncated && len(v.Desk) <= maxStatusDesk {
 		b.WriteString("… and more wait than the desk lists\n")
 	}
 	return strings.TrimRight(b.String(), "\n"), buttons(btns...)

@@ -1,9 +1,12 @@
 package discord
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bwmarrin/discordgo"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -63,5 +66,32 @@ func TestStatusGolden(t *testing.T) {
 	empty, none := renderStatus(statusView{})
 	if want := "**Waiting on you** (0)\nnothing 🎉"; len(none) != 0 || !strings.HasSuffix(empty, want) {
 		t.Errorf("an empty /status: %q with %d button rows, want %q and none", empty, len(none), want)
+	}
+}
+
+// TestStatusListsTheOldestItems: /status lists the oldest maxStatusDesk
+// items of a longer desk, each with its button, and says how many more
+// wait and where they are listed.
+func TestStatusListsTheOldestItems(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var v statusView
+	for i := range maxStatusDesk + 3 {
+		id := fmt.Sprintf("task-%02d", i)
+		v.Desk = append(v.Desk, models.DeskItem{Kind: models.DeskBlocked, ProjectID: "web", TaskID: id, Title: "Blocked",
+			What: "blocked", Since: at.Add(time.Duration(i) * time.Minute),
+			Action: models.DeskAction{Command: "agentqueued ctl task restart " + id, Button: "Restart"}})
+	}
+	text, rows := renderStatus(v)
+	if !strings.Contains(text, "task-19") || strings.Contains(text, "task-20") ||
+		!strings.Contains(text, "… and 3 more (`agentqueued ctl desk` lists them all)") {
+		t.Errorf("a desk of %d items:\n%s", len(v.Desk), text)
+	}
+	n := 0
+	for _, r := range rows {
+		n += len(r.(discordgo.ActionsRow).Components)
+	}
+	if n != maxStatusDesk {
+		t.Errorf("%d buttons, want %d", n, maxStatusDesk)
 	}
 }
