@@ -228,6 +228,7 @@ func TestOverviewShowsTheDesk(t *testing.T) {
 	e := newEnv(t, "")
 	ctx := context.Background()
 	asks, checked, gone := e.task("web", "Pick a <b>database</b>"), e.task("web", "Check by hand"), e.task("web", "Cancelled")
+	late := e.task("web", "Asked long ago")
 	if _, err := e.store.RegisterAgent(ctx, models.Agent{ID: "a1", AgentType: "command",
 		AgentSettings: models.AgentSettings{Command: "/bin/true"}}); err != nil {
 		t.Fatal(err)
@@ -251,6 +252,14 @@ func TestOverviewShowsTheDesk(t *testing.T) {
 	if _, err := e.store.FinishRun(ctx, models.RunEnd{RunID: r.ID, Event: models.EventRecovery, Outcome: models.RunOutcomeRecovered}); err != nil {
 		t.Fatal(err)
 	}
+	r = run(late)
+	if _, err := e.store.AskQuestionWith(ctx, r.ID, models.Ask{Question: "Still there?"}, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.FinishRun(ctx, models.RunEnd{RunID: r.ID, Event: models.EventRecovery, Outcome: models.RunOutcomeRecovered}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond) // past the question's expiry, on the server's real clock
 	r = run(checked)
 	if _, err := e.store.FinishRun(ctx, models.RunEnd{RunID: r.ID, Event: models.EventAgentCompleted, ExpectFrom: models.StatusInProgress,
 		Outcome: models.RunOutcomeCompleted, Verification: &models.Verification{TaskID: checked, Attempt: 1, Phase: models.PhaseHuman}}); err != nil {
@@ -266,7 +275,7 @@ func TestOverviewShowsTheDesk(t *testing.T) {
 	}
 	desk := p.body[strings.Index(p.body, `id="ov-attention"`):strings.Index(p.body, `id="ov-agents"`)]
 	for _, want := range []string{
-		`Waiting on you (2)`,
+		`Waiting on you (3)`,
 		`Agents working <strong>0</strong> · Waiting to land or verify <strong>1</strong>`,
 		`<strong>Question</strong>`,
 		`<a href="/ui/tasks/` + asks + `">Pick a &lt;b&gt;database&lt;/b&gt;</a> <span class="muted">web/` + asks + `</span>`,
@@ -278,6 +287,8 @@ func TestOverviewShowsTheDesk(t *testing.T) {
 		`<strong>Verification</strong>`,
 		`<a href="/ui/tasks/` + checked + `#approve">Approve or reject on the task page</a>`,
 		`<code>agentqueued ctl task approve ` + checked + `</code>`,
+		`Still there?`,
+		`, expired</span>`,
 	} {
 		if !strings.Contains(desk, want) {
 			t.Errorf("the desk lacks %s:\n%s", want, desk)
@@ -286,9 +297,9 @@ func TestOverviewShowsTheDesk(t *testing.T) {
 	if strings.Contains(desk, gone) {
 		t.Errorf("the desk shows %s, cancelled on purpose:\n%s", gone, desk)
 	}
-	// web: Open 3 (one BLOCKED), Ready 0, Working 0, To land 1, Waiting 1
-	// (the question), Blocked 1.
-	if want := `<td class="num">3</td><td class="num">0</td><td class="num">0</td><td class="num">1</td><td class="num">1</td><td class="num">1</td>`; !strings.Contains(p.body, want) {
+	// web: Open 4 (one BLOCKED), Ready 0, Working 0, To land 1, Waiting 2
+	// (the questions), Blocked 1.
+	if want := `<td class="num">4</td><td class="num">0</td><td class="num">0</td><td class="num">1</td><td class="num">2</td><td class="num">1</td>`; !strings.Contains(p.body, want) {
 		t.Errorf("the projects' table lacks %s:\n%s", want, p.body)
 	}
 }
