@@ -48,6 +48,7 @@ Commands:
 
 Commands of ctl:
   status                                  projects, agents and their tasks, queue counts, what waits on you, budget
+  desk [--project P]                      what waits on you, oldest first, each with the command that ends it
   stats [--project P]                     per project: tasks by status, completions per hour, mean wait and run time
   watch [--project P] [--interval D]      a live table of tasks moving
   project create|list|show|edit|archive|delete|land
@@ -110,9 +111,10 @@ type Main struct {
 
 	// dbWatchEvery, when set, replaces dbWatchInterval (for tests).
 	dbWatchEvery time.Duration
-	// watchClock, when set, is ctl watch's clock (for tests); default
+	// ctlClock, when set, is ctl's clock (for tests): ctl watch's, and
+	// the time ctl status and ctl desk measure ages from; default
 	// clock.Real.
-	watchClock clock.Clock
+	ctlClock clock.Clock
 	// retentionClock, when set, is the pruner's clock (for tests); default
 	// clock.Real.
 	retentionClock clock.Clock

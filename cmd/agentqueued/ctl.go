@@ -110,6 +110,7 @@ var ctlCommands = map[string]ctlHandler{
 	"run logs":          (*ctl).runLogs,
 	"budget":            (*ctl).budget,
 	"status":            (*ctl).status,
+	"desk":              (*ctl).desk,
 	"stats":             (*ctl).stats,
 	"watch":             (*ctl).watch,
 	"rule list":         (*ctl).ruleList,

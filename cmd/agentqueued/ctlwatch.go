@@ -119,7 +119,7 @@ func (c *ctl) watch(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	clk := clock.Or(c.m.watchClock)
+	clk := clock.Or(c.m.ctlClock)
 	var (
 		seq  uint64
 		last time.Time // of the last view

@@ -56,7 +56,7 @@ func TestWatchCoalescesABurstOfChanges(t *testing.T) {
 	go func() {
 		var stderr syncBuffer
 		m := NewMain([]string{"ctl", "--addr", "http://" + addr, "watch", "--project", "web", "--interval", "5m"}, out, &stderr, envOf(nil))
-		m.watchClock = clk
+		m.ctlClock = clk
 		done <- m.Exec(wctx)
 	}()
 	defer func() {

@@ -117,6 +117,7 @@
 //	ctl budget
 //	ctl health
 //	ctl status
+//	ctl desk [--project P]
 //	ctl stats [--project P]
 //	ctl watch [--project P] [--interval D]
 //
@@ -145,11 +146,18 @@
 // agent's program is on the daemon's PATH or an executable path.
 //
 // "status" prints the daemon at a glance (GET /api/v1/status, what
-// Discord's /status shows): projects with their tasks counted by status,
-// agents and the task each is doing, what waits on you (questions,
-// approvals, pull requests, broken chains) oldest first, the rules and
-// the budget. "watch" prints the unfinished tasks with each project's
-// counts again at every change the daemon reports (GET /api/v1/changes, a
+// Discord's /status shows): projects with their tasks counted by status
+// and by whether agents work on them (WORKING: an agent or a process of
+// the daemon works for the task; TO_LAND: its work waits to be verified
+// or to land), agents and the task each is doing, the desk ("Waiting on
+// you", as "desk" prints it), the rules and the budget. "desk" (GET
+// /api/v1/desk) prints everything that waits on a person, oldest first,
+// one line per item — how long it has waited, its kind, whose it is
+// (project/task), what it asks, with notes such as the tasks blocked
+// behind it or when a question expires — and, on the next line, the
+// command that ends the wait (and the pull request's address); --project
+// keeps one project's items. "watch" prints the unfinished tasks with
+// each project's counts again at every change the daemon reports (GET /api/v1/changes, a
 // long poll) and at least every --interval (default 30s), until
 // interrupted or --count views; on a terminal each view replaces the
 // last. "task list" shows each task's agent, last update and reason (why

@@ -143,13 +143,14 @@ func TestTaskOutputShowsWhatHappens(t *testing.T) {
 	golden(t, "testdata/ctl-task-show.golden", out.String())
 }
 
-// TestStatusOutput: `ctl status` shows the projects with their queues,
-// the agents and what each is doing, what waits on a person oldest first,
-// the rules and the budget.
+// TestStatusOutput: `ctl status` shows the projects with their queues and
+// how many of their tasks agents work on or wait to land, the agents and
+// what each is doing, the counts of all projects, the desk as `ctl desk`
+// prints it, the rules and the budget.
 func TestStatusOutput(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	task, pr := "bold-orbit", "https://github.com/acme/web/pull/7"
+	task := "bold-orbit"
 	limit := int64(500000)
 	rest := at.Add(time.Hour)
 	o := models.Overview{
@@ -162,21 +163,65 @@ func TestStatusOutput(t *testing.T) {
 		},
 		Counts: map[string]map[models.TaskStatus]int{"web": {models.StatusReady: 2, models.StatusInProgress: 1,
 			models.StatusCompleted: 5, models.StatusBlocked: 2}},
-		Working:   []models.Task{{ID: "bold-orbit", ProjectID: "web", Title: "Write the\npage", Status: models.StatusInProgress}},
-		Questions: []models.Question{{ID: 3, TaskID: "bold-orbit", Text: "Which database?", AskedAt: at.Add(2 * time.Minute)}},
-		Approvals: []models.WaitingTask{
-			{Task: models.Task{ID: "calm-river", Title: "Add login"}, Since: at.Add(time.Minute), Waits: models.WaitApproval},
-			{Task: models.Task{ID: "dry-stone", Title: "Bump deps", PRURL: &pr}, Since: at, Waits: models.WaitPullRequest},
-		},
-		Broken: []models.WaitingTask{{Task: models.Task{ID: "red-fox", Title: "Migrate", StatusReason: "max retries: tests fail"},
-			Since: at.Add(3 * time.Minute), Waits: models.WaitBlocked, Behind: 1}},
-		Rules: []models.Rule{{ID: "one-deploy"}},
+		ProjectActivity: map[string]models.Activity{"web": {AgentsWorking: 1, WaitingToLand: 2}},
+		Activity:        models.Activity{AgentsWorking: 1, WaitingToLand: 2},
+		Working:         []models.Task{{ID: "bold-orbit", ProjectID: "web", Title: "Write the\npage", Status: models.StatusInProgress}},
+		Desk:            deskItems(at),
+		Rules:           []models.Rule{{ID: "one-deploy"}},
 		Budget: &models.BudgetReport{Window: models.Duration(5 * time.Hour), Since: at.Add(-5 * time.Hour),
 			Global: models.GlobalBudget{Budget: &limit, TokensInWindow: 1200},
 			Projects: []models.ProjectBudget{{ProjectID: "web", Status: models.ProjectActive, TokensInWindow: 1200, TotalTokensUsed: 9000},
 				{ProjectID: "docs", Status: models.ProjectPaused}}},
 	}
 	var out bytes.Buffer
-	printStatus(&out, o)
+	printStatus(&out, at.Add(time.Hour), o)
 	golden(t, "testdata/ctl-status.golden", out.String())
+}
+
+// deskItems are desk items of every kind, oldest first, the first with
+// control characters in its text.
+func deskItems(at time.Time) []models.DeskItem {
+	exp := at.Add(3 * time.Hour)
+	return []models.DeskItem{
+		{Kind: models.DeskQuestion, ProjectID: "web", TaskID: "bold-orbit", Title: "Write the page", Since: at,
+			What: "Which \x1b[31mdatabase\x1b[0m?\nPostgres or SQLite", QuestionID: 3, RunEnded: true, ExpiresAt: &exp,
+			Action: models.DeskAction{Command: "agentqueued ctl question answer 3 ANSWER...", Button: "Answer", URL: "/ui/tasks/bold-orbit"}},
+		{Kind: models.DeskHumanCheck, ProjectID: "web", TaskID: "calm-river", Title: "Add login", Since: at.Add(time.Minute),
+			What:   "verify the change: approve or reject it",
+			Action: models.DeskAction{Command: "agentqueued ctl task approve calm-river", Button: "Approve"}},
+		{Kind: models.DeskPullRequest, ProjectID: "web", TaskID: "dry-stone", Title: "Bump deps", Since: at.Add(2 * time.Minute),
+			What: "review and merge (or close) the pull request",
+			Action: models.DeskAction{Command: "agentqueued ctl task approve dry-stone", Button: "Approve",
+				URL: "https://github.com/acme/web/pull/7"}},
+		{Kind: models.DeskLanding, ProjectID: "web", TaskID: "wide-sea", Title: "Lands", Since: at.Add(3 * time.Minute),
+			What: "the checked-out default branch has local changes", Action: models.DeskAction{Command: "agentqueued land web"}},
+		{Kind: models.DeskBlocked, ProjectID: "web", TaskID: "red-fox", Title: "Migrate", Since: at.Add(4 * time.Minute),
+			What: "no retries left: " + strings.Repeat("tests fail ", 10), Behind: 1,
+			Action: models.DeskAction{Command: "agentqueued ctl task restart red-fox", Button: "Restart"}},
+		{Kind: models.DeskBudget, ProjectID: "docs", Title: "Docs", Since: at.Add(5 * time.Minute),
+			What:   "used 120 of its budget of 100 tokens; 1 READY task(s) wait",
+			Action: models.DeskAction{Command: "agentqueued ctl project edit docs --budget-limit N"}},
+		{Kind: models.DeskAgent, AgentID: "codex-1", Title: "codex-1", Since: at.Add(-26 * time.Hour),
+			What:   "set aside in ERROR after a run could not start: fix its command or checkout, then resume it",
+			Action: models.DeskAction{Command: "agentqueued ctl agent resume codex-1", Button: "Resume"}},
+	}
+}
+
+// TestDeskOutput: `ctl desk` prints one line per item — its age, kind,
+// project/task (or agent, or project) and what it asks, cut, with control
+// characters shown escaped and notes (tasks behind it, a question whose
+// run ended, its expiry) — and the command that ends its wait on the next
+// line, with a pull request's address; an empty desk says so.
+func TestDeskOutput(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var out bytes.Buffer
+	printDesk(&out, at.Add(90*time.Minute), deskItems(at), true)
+	out.WriteString("---\n")
+	printDesk(&out, at, nil, false)
+	got := out.String()
+	if !strings.Contains(got, `\x1b[31mdatabase`) || strings.ContainsAny(got, "\x1b\r") {
+		t.Errorf("control characters are not shown escaped:\n%s", got)
+	}
+	golden(t, "testdata/ctl-desk.golden", got)
 }

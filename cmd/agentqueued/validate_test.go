@@ -223,7 +223,7 @@ func TestProjectSettingsMerge(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--set", "pr_moed=never"}, `"pr_moed" is not a project setting (settings: default_profile, hook_commands,`},
+		{[]string{"--set", "pr_moed=never"}, `"pr_moed" is not a project setting (settings: default_profile, `},
 		{[]string{"--set", "pr_draft=maybe"}, `pr_draft: "maybe" is not true or false`},
 		{[]string{"--unset", "nope"}, `"nope" is not a project setting`},
 		{[]string{"--set", "pr_mode"}, `"pr_mode" is not KEY=VALUE`},

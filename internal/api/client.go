@@ -223,6 +223,17 @@ func (c *Client) Status(ctx context.Context) (models.Overview, error) {
 	return out, c.do(ctx, http.MethodGet, APIPrefix+"/status", nil, nil, &out)
 }
 
+// Desk returns what waits on a person: of every project and the agents,
+// or of project projectID only when it is not empty.
+func (c *Client) Desk(ctx context.Context, projectID string) (models.Desk, error) {
+	q := url.Values{}
+	if projectID != "" {
+		q.Set("project", projectID)
+	}
+	var out models.Desk
+	return out, c.do(ctx, http.MethodGet, APIPrefix+"/desk", q, nil, &out)
+}
+
 // Stats asks for each project's throughput over the last day.
 func (c *Client) Stats(ctx context.Context) (models.Stats, error) {
 	var out models.Stats

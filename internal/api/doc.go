@@ -151,11 +151,18 @@
 //	                                  "total_tokens_used", "budget_limit", "exhausted", ...}]}; null budgets are unlimited
 //	GET   /api/v1/status              the daemon at a glance, what Discord's /status shows: {"projects",
 //	                                  "agents" (env values masked), "task_counts" ({project: {status: n}}),
-//	                                  "working" (the tasks agents hold: ASSIGNED, IN_PROGRESS, WAITING_INPUT,
-//	                                  VERIFYING), "questions" (open), "approvals" and "broken" (tasks waiting on a
-//	                                  person, each {"task", "since", "waits": human_verification|approval|
-//	                                  pull_request|blocked, "behind": tasks blocked by it}), "rules", "budget" (as
-//	                                  GET /api/v1/budget)}
+//	                                  "activity" ({"agents_working": tasks an agent or a process of the daemon
+//	                                  works on, those holding a slot; "waiting_to_land": VERIFYING and
+//	                                  AWAITING_APPROVAL tasks nobody works on}), "project_activity" ({project:
+//	                                  activity}), "working" (ASSIGNED, IN_PROGRESS, WAITING_INPUT and VERIFYING
+//	                                  tasks), "desk" (the items of GET /api/v1/desk), "desk_truncated", "rules",
+//	                                  "budget" (as GET /api/v1/budget)}
+//	GET   /api/v1/desk                everything that waits on a person, oldest first: {"items": [{"key", "kind"
+//	                                  (question|human_verification|approval|pull_request|landing|blocked|budget|
+//	                                  agent), "project_id", "task_id", "agent_id", "title", "what", "since",
+//	                                  "asked_by", "expires_at", "escalates_at", "question_id", "run_ended",
+//	                                  "behind", "action": {"command", "button", "url"}}], "truncated"}; query:
+//	                                  project (its items only; an unknown project is a 404 naming it)
 //	GET   /api/v1/stats               per project over the last 24 h: {"at", "projects": [{"project_id",
 //	                                  "by_status" ({status: n}), "archived", "completions_per_hour" (24 × {"hour",
 //	                                  "count"}, oldest first, the last the hour in progress), "completed",

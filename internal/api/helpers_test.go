@@ -103,6 +103,11 @@ func (d decisions) LandProject(ctx context.Context, id string) (models.LandResul
 	return models.LandResult{ProjectID: id, Landed: []models.LandTask{}, Waiting: []models.LandTask{}, Failed: []models.LandTask{}}, nil
 }
 
+// Desk is the store's desk, as the daemon's command layer answers it.
+func (d decisions) Desk(ctx context.Context, projectID string) (models.Desk, error) {
+	return d.DeskFor(ctx, projectID)
+}
+
 // budgetWindow is the window of the test service's budget report.
 const budgetWindow = time.Hour
 

@@ -92,6 +92,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST "+APIPrefix+"/questions/{id}/answer", s.handleAnswerQuestion)
 	mux.HandleFunc("GET "+APIPrefix+"/budget", s.handleBudget)
 	mux.HandleFunc("GET "+APIPrefix+"/status", s.handleStatus)
+	mux.HandleFunc("GET "+APIPrefix+"/desk", s.handleDesk)
 	mux.HandleFunc("GET "+APIPrefix+"/stats", s.handleStats)
 	if s.cfg.Logs != nil {
 		mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}/logs", s.handleTaskLog)
@@ -629,8 +630,7 @@ func (s *Server) handleBudget(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, b)
 }
 
-// handleStatus answers the daemon's overview with the budget report:
-// what Discord's /status and "ctl status" show.
+// handleStats answers each project's throughput over the last day.
 func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 	if err := noQuery(r); err != nil {
 		s.writeError(w, r, err)
@@ -644,6 +644,8 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, st)
 }
 
+// handleStatus answers the daemon's overview with the budget report:
+// what Discord's /status and "ctl status" show.
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if err := noQuery(r); err != nil {
 		s.writeError(w, r, err)
@@ -667,12 +669,32 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	for i := range o.Agents {
 		o.Agents[i] = o.Agents[i].Redacted()
 	}
-	o.Projects, o.Agents, o.Questions, o.Working = nonNil(o.Projects), nonNil(o.Agents), nonNil(o.Questions), nonNil(o.Working)
-	o.Approvals, o.Broken, o.Rules = nonNil(o.Approvals), nonNil(o.Broken), nonNil(o.Rules)
+	o.Projects, o.Agents, o.Working = nonNil(o.Projects), nonNil(o.Agents), nonNil(o.Working)
+	o.Desk, o.Rules = nonNil(o.Desk), nonNil(o.Rules)
 	if o.Counts == nil {
 		o.Counts = map[string]map[models.TaskStatus]int{}
 	}
+	if o.ProjectActivity == nil {
+		o.ProjectActivity = map[string]models.Activity{}
+	}
 	s.writeJSON(w, r, http.StatusOK, o)
+}
+
+// handleDesk answers what waits on a person, of every project or of the
+// one the query names.
+func (s *Server) handleDesk(w http.ResponseWriter, r *http.Request) {
+	q, err := parseQuery(r.URL.RawQuery, "project")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	d, err := s.svc.Desk(r.Context(), q.Get("project"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	d.Items = nonNil(d.Items)
+	s.writeJSON(w, r, http.StatusOK, d)
 }
 
 // noQuery refuses query parameters on endpoints that take none.

@@ -9,8 +9,9 @@ import (
 )
 
 // TestStatusAnswersTheOverview: GET /api/v1/status answers what Discord's
-// /status shows (agents with env values masked, task counts, broken
-// chains with the tasks behind them) with the projects and the budget.
+// /status shows (agents with env values masked, task counts, what the
+// agents work on, the desk without a task cancelled on purpose) with the
+// projects and the budget.
 func TestStatusAnswersTheOverview(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, api.Config{})
@@ -44,14 +45,20 @@ func TestStatusAnswersTheOverview(t *testing.T) {
 	if got := o.Counts["web"]; got[models.StatusBlocked] != 2 || got[models.StatusReady] != 1 {
 		t.Errorf("counts = %v, want 2 BLOCKED and 1 READY", got)
 	}
-	if len(o.Broken) != 1 || o.Broken[0].Task.ID != res[0].TaskID || o.Broken[0].Behind != 1 || o.Broken[0].Waits != models.WaitBlocked {
-		t.Errorf("broken = %+v, want %s with 1 task behind it", o.Broken, res[0].TaskID)
+	// The task cancelled on purpose, and the one blocked behind it, wait
+	// on nobody.
+	if len(o.Desk) != 0 {
+		t.Errorf("desk = %+v, want nothing: %s was cancelled on purpose", o.Desk, res[0].TaskID)
+	}
+	if o.Activity != (models.Activity{}) || len(o.ProjectActivity) != 0 {
+		t.Errorf("activity = %+v, %+v, want none: nothing runs", o.Activity, o.ProjectActivity)
 	}
 	if o.Budget == nil || o.Budget.Global.Budget == nil || len(o.Budget.Projects) != 1 {
 		t.Errorf("budget = %+v", o.Budget)
 	}
-	if o.Approvals == nil || o.Questions == nil || o.Working == nil {
-		t.Errorf("empty lists must be [], got approvals %v, questions %v, working %v", o.Approvals, o.Questions, o.Working)
+	if o.Desk == nil || o.Working == nil || o.ProjectActivity == nil {
+		t.Errorf("empty lists must be [] or {}, got desk %v, working %v, project activity %v", o.Desk, o.Working,
+			o.ProjectActivity)
 	}
 	if r := e.do("GET", "/api/v1/status?x=1", ""); r.status != 400 {
 		t.Errorf("status with a query: %d %s", r.status, r.body)

@@ -207,13 +207,22 @@ func TestStatusQuestionsAndBudget(t *testing.T) {
 		t.Error("/status is ephemeral")
 	}
 	lines := []string{
-		fmt.Sprintf("⛓️ `%s` Root of the chain is blocked with 1 task(s) behind it", chainRoot),
-		fmt.Sprintf("🙋 `%s` Check by hand needs your approval", verifying),
-		fmt.Sprintf("🙋 `%s` Needs a look needs your approval", approval),
-		fmt.Sprintf("❓ `%s` asks (#%d): Which colour?", asking, q.ID),
+		fmt.Sprintf("⛓️ `web/%s` Root of the chain — test timeout · 1 task(s) behind it", chainRoot),
+		fmt.Sprintf("🔎 `web/%s` Check by hand — verify the change: approve or reject it", verifying),
+		fmt.Sprintf("🙋 `web/%s` Needs a look — ", approval),
+		fmt.Sprintf("❓ `web/%s` Curious work — Which colour? (#%d)", asking, q.ID),
 	}
-	for _, w := range append([]string{"**Agents**", "🤖 `agent-q` (command) — ", "**Tasks**", "`web`: ", "verifying 1",
-		"awaiting_approval 1", "waiting_input 1", "blocked 2", "**Waiting on you**"}, lines...) {
+	actions := []string{
+		fmt.Sprintf("→ **Restart %s**", chainRoot),
+		fmt.Sprintf("→ **Approve %s**", verifying),
+		fmt.Sprintf("→ **Approve %s**", approval),
+		fmt.Sprintf("→ **Answer #%d**", q.ID),
+	}
+	// The asking agent's run is open: it works; the change to check and
+	// the one awaiting approval wait to land.
+	for _, w := range append(append([]string{"**Agents**", "🤖 `agent-q` (command) — ", "**Tasks**", "`web`: ", "verifying 1",
+		"awaiting_approval 1", "waiting_input 1", "blocked 2", "**Waiting on you** (4)",
+		"🛠️ agents working **1** · 📦 waiting to land or verify **2**"}, lines...), actions...) {
 		if !strings.Contains(text, w) {
 			t.Errorf("/status lacks %q:\n%s", w, text)
 		}
@@ -229,8 +238,20 @@ func TestStatusQuestionsAndBudget(t *testing.T) {
 			last = at
 		}
 	}
-	if strings.Contains(text, "`"+behind+"` Behind the root") {
+	if strings.Contains(text, behind) {
 		t.Errorf("/status lists %s, blocked behind its root, on its own:\n%s", behind, text)
+	}
+	// Each item's button is the one its notice carries.
+	if r.Message == nil {
+		t.Fatal("/status made no message")
+	}
+	wantIDs := []string{
+		customID("event", string(models.EventAdminRestart), chainRoot, string(models.StatusBlocked)),
+		customID("approve", verifying), customID("approve", approval),
+		customID("answer", strconv.FormatInt(q.ID, 10), asking),
+	}
+	if ids := customIDs(r.Message); !slices.Equal(ids, wantIDs) {
+		t.Errorf("/status buttons %v, want %v", ids, wantIDs)
 	}
 
 	// /questions lists the question with its Answer button, for the asker only.

@@ -50,6 +50,11 @@ type testService struct {
 	workflows *workflow.Engine // starts, cancels and retries runs; set by harness.workflowEngine
 }
 
+// Desk is the store's desk, as the daemon's command layer answers it.
+func (s *testService) Desk(ctx context.Context, projectID string) (models.Desk, error) {
+	return s.DeskFor(ctx, projectID)
+}
+
 func (s *testService) FireHook(ctx context.Context, id, by string, f models.HookFire) (models.HookRun, error) {
 	s.mu.Lock()
 	e := s.hooks

@@ -248,7 +248,10 @@ func (b *Bot) status(ctx context.Context, c call) reply {
 	if err != nil {
 		return b.errorReply("status", err)
 	}
-	return text(renderStatus(v))
+	content, btns := renderStatus(v)
+	r := text(content)
+	r.Components = btns
+	return r
 }
 
 func (b *Bot) questions(ctx context.Context, c call) reply {

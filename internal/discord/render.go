@@ -294,26 +294,31 @@ func renderRun(r models.Run) string {
 
 // statusView is what /status shows.
 type statusView struct {
-	Agents    []models.Agent
-	Counts    map[string]map[models.TaskStatus]int
-	Questions []models.Question
-	Approvals []waiting
-	Broken    []waiting
+	Agents []models.Agent
+	Counts map[string]map[models.TaskStatus]int
+	// Activity counts the tasks agents work on and those that wait to
+	// land or be verified.
+	Activity models.Activity
+	// Desk is what waits on a person, oldest first; DeskTruncated says
+	// more waits.
+	Desk          []models.DeskItem
+	DeskTruncated bool
 	// Rules are the scheduling rules in force.
 	Rules []models.Rule
-}
-
-// waiting is a task waiting on a person, with since when.
-type waiting struct {
-	Task  models.Task
-	Since time.Time
-	What  string
 }
 
 // maxStatusRules caps the rules /status lists.
 const maxStatusRules = 10
 
-func renderStatus(v statusView) string {
+// maxStatusDesk caps the desk items /status lists, oldest first, so that
+// the answer stays one message a phone shows whole; it is below
+// maxDeskButtons, so that each item listed has its button.
+const maxStatusDesk = 20
+
+// renderStatus renders /status: its text, with the oldest maxStatusDesk
+// items of the desk, and the buttons that end their waits where the bot
+// has one (the others show their command).
+func renderStatus(v statusView) (string, []discordgo.MessageComponent) {
 	var b strings.Builder
 	b.WriteString("**Agents**\n")
 	if len(v.Agents) == 0 {
@@ -321,6 +326,8 @@ func renderStatus(v statusView) string {
 	} else {
 		b.WriteString(renderAgents(v.Agents) + "\n")
 	}
+	fmt.Fprintf(&b, "🛠️ agents working **%d** · 📦 waiting to land or verify **%d**\n", v.Activity.AgentsWorking,
+		v.Activity.WaitingToLand)
 	b.WriteString("**Tasks**\n")
 	projects := make([]string, 0, len(v.Counts))
 	for p := range v.Counts {
@@ -353,26 +360,32 @@ func renderStatus(v statusView) string {
 			fmt.Fprintf(&b, "📏 %s%s\n", name, escape(cut(r.Summary(), 200)))
 		}
 	}
-	type item struct {
-		at   time.Time
-		line string
+	more := ""
+	if v.DeskTruncated {
+		more = "+"
 	}
-	var items []item
-	for _, q := range v.Questions {
-		items = append(items, item{q.AskedAt, fmt.Sprintf("❓ `%s` asks (#%d): %s", q.TaskID, q.ID, escape(cut(q.Text, 150)))})
-	}
-	for _, w := range append(append([]waiting(nil), v.Approvals...), v.Broken...) {
-		items = append(items, item{w.Since, w.What})
-	}
-	sort.SliceStable(items, func(i, j int) bool { return items[i].at.Before(items[j].at) })
-	b.WriteString("**Waiting on you**\n")
-	if len(items) == 0 {
+	fmt.Fprintf(&b, "**Waiting on you** (%d%s)\n", len(v.Desk), more)
+	if len(v.Desk) == 0 {
 		b.WriteString("nothing 🎉")
 	}
-	for _, it := range items {
-		fmt.Fprintf(&b, "%s · since %s\n", it.line, fmt.Sprintf("<t:%d:R>", it.at.Unix()))
+	var btns []discordgo.MessageComponent
+	for i, it := range v.Desk {
+		if i == maxStatusDesk {
+			fmt.Fprintf(&b, "… and %d more (`agentqueued ctl desk` lists them all)\n", len(v.Desk)-i)
+			break
+		}
+		label := ""
+		if len(btns) < maxDeskButtons {
+			if btn, l, ok := deskButton(it); ok {
+				btns, label = append(btns, btn), l
+			}
+		}
+		b.WriteString(renderDeskItem(it, label) + "\n")
 	}
-	return strings.TrimRight(b.String(), "\n")
+	if v.DeskTruncated && len(v.Desk) <= maxStatusDesk {
+		b.WriteString("… and more wait than the desk lists\n")
+	}
+	return strings.TrimRight(b.String(), "\n"), buttons(btns...)
 }
 
 func renderResultBody(c models.Completion) string {

@@ -1,10 +1,9 @@
 package models
 
-import "time"
-
 // Overview is the state of the whole daemon at a glance, what Discord's
-// /status and `ctl status` show: the projects, the agents and what each
-// is doing, the tasks of each project counted by status, and what waits
+// /status, `ctl status` and the dashboard's overview show: the projects,
+// the agents and what each is doing, the tasks of each project counted by
+// status and by whether someone works on them, and the desk of what waits
 // on a person.
 type Overview struct {
 	Projects []Project `json:"projects"`
@@ -12,18 +11,20 @@ type Overview struct {
 	// Counts are each project's tasks by status (projects without tasks
 	// are left out).
 	Counts map[string]map[TaskStatus]int `json:"task_counts"`
-	// Working are the tasks agents hold: ASSIGNED, IN_PROGRESS,
-	// WAITING_INPUT and VERIFYING, what the agents are doing.
+	// Activity counts the tasks in flight of all projects by whether an
+	// agent or a process of the daemon works on them; ProjectActivity is
+	// the same per project (projects with neither left out).
+	Activity        Activity            `json:"activity"`
+	ProjectActivity map[string]Activity `json:"project_activity"`
+	// Working are the tasks in ASSIGNED, IN_PROGRESS, WAITING_INPUT and
+	// VERIFYING, where the agents' current tasks are found (Activity says
+	// which of them someone works on).
 	Working []Task `json:"working"`
-	// Questions are the agents' questions waiting for an answer, oldest first.
-	Questions []Question `json:"questions"`
-	// Approvals are the tasks waiting for a person's approval: HUMAN
-	// verification, work awaiting approval, or a pull request.
-	Approvals []WaitingTask `json:"approvals"`
-	// Broken are the BLOCKED tasks that are not blocked by another's
-	// failure: the roots of broken chains, each with how many tasks wait
-	// behind it.
-	Broken []WaitingTask `json:"broken"`
+	// Desk is everything that waits on a person, oldest first, as
+	// GET /api/v1/desk answers it; DeskTruncated says more waits than
+	// it lists.
+	Desk          []DeskItem `json:"desk"`
+	DeskTruncated bool       `json:"desk_truncated,omitempty"`
 	// Rules are the scheduling rules in force.
 	Rules []Rule `json:"rules"`
 	// Budget is the token use against the budgets; set by the command
@@ -31,24 +32,19 @@ type Overview struct {
 	Budget *BudgetReport `json:"budget,omitempty"`
 }
 
-// What a WaitingTask waits for.
-const (
-	// WaitHuman: HUMAN verification, a person approves or rejects.
-	WaitHuman = "human_verification"
-	// WaitApproval: work awaiting approval without a pull request.
-	WaitApproval = "approval"
-	// WaitPullRequest: a pull request to be merged or closed.
-	WaitPullRequest = "pull_request"
-	// WaitBlocked: a BLOCKED task, with Behind tasks blocked by it.
-	WaitBlocked = "blocked"
-)
-
-// WaitingTask is a task waiting on a person, since when and for what.
-type WaitingTask struct {
-	Task  Task      `json:"task"`
-	Since time.Time `json:"since"`
-	// Waits is one of WaitHuman, WaitApproval, WaitPullRequest, WaitBlocked.
-	Waits string `json:"waits"`
-	// Behind counts the tasks blocked because this one is (WaitBlocked).
-	Behind int `json:"behind,omitempty"`
+// Activity tells the tasks agents work on from those that only wait to
+// land or be verified, so that a task waiting for a person or a reviewer
+// is not shown as running.
+type Activity struct {
+	// AgentsWorking counts the tasks an agent or a process of the daemon
+	// works on: ASSIGNED and IN_PROGRESS, WAITING_INPUT while its run
+	// waits for the answer, VERIFYING while its checks or its reviewer run
+	// or its work is merged. These are the tasks that hold a slot of their
+	// project.
+	AgentsWorking int `json:"agents_working"`
+	// WaitingToLand counts the tasks whose work is done and waits to be
+	// verified or to land: VERIFYING for a person, for its reviewer to
+	// become free or for a linked checkout to be clean, and
+	// AWAITING_APPROVAL (a pull request or a person's approval).
+	WaitingToLand int `json:"waiting_to_land"`
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/agentqueued/agentqueued/internal/orchestrator"
 )
 
-// This file holds the service's reports and rules: the overview, task
-// counts and verifications are the store's; the budget report adds the
+// This file holds the service's reports and rules: the overview, the
+// desk, task counts and verifications are the store's; the budget report adds the
 // configured window and global budget to the store's token counts; the
 // rules in force are the store's (the orchestrator reads them from it).
 
@@ -51,6 +51,12 @@ func (s *Service) Budget(ctx context.Context) (models.BudgetReport, error) {
 // Overview is the daemon's state at a glance (the store's).
 func (s *Service) Overview(ctx context.Context) (models.Overview, error) {
 	return s.store.Overview(ctx)
+}
+
+// Desk lists what waits on a person, of every project or of projectID's
+// (the store's).
+func (s *Service) Desk(ctx context.Context, projectID string) (models.Desk, error) {
+	return s.store.DeskFor(ctx, projectID)
 }
 
 // AgentTime returns each project's agent time and completions in the

@@ -16,20 +16,34 @@ import (
 // wait.
 const MaxDeskItems = 500
 
-// qDeskBlocked reads the BLOCKED tasks that root their block, with the
-// last event that blocked them (its event and actor), oldest first.
-const qDeskBlocked = `SELECT t.id, t.project_id, t.title, t.status_reason, t.updated_at,
-	coalesce(e.event, ''), coalesce(e.actor, ''),
-	(SELECT count(*) FROM tasks b WHERE b.cascade_root_id = t.id AND b.status = 'BLOCKED')
+// qDeskBlocked reads the BLOCKED tasks that root their block and that no
+// person blocked on purpose (see deliberate), with the last event that
+// blocked them (its event and actor) and the count of tasks blocked behind
+// them, oldest first. The tasks behind are counted in one pass over the
+// BLOCKED tasks, not once per root.
+var qDeskBlocked = `WITH behind AS (SELECT cascade_root_id AS root, count(*) AS n FROM tasks
+	WHERE status = 'BLOCKED' AND cascade_root_id <> '' AND (?1 = '' OR project_id = ?1) GROUP BY cascade_root_id)
+	SELECT t.id, t.project_id, t.title, t.status_reason, t.updated_at, coalesce(b.n, 0)
 	FROM tasks t LEFT JOIN task_events e ON e.id = (SELECT max(id) FROM task_events WHERE task_id = t.id)
-	WHERE t.status = 'BLOCKED' AND t.cascade_root_id = '' ORDER BY t.updated_at, t.id LIMIT ?`
+	LEFT JOIN behind b ON b.root = t.id
+	WHERE t.status = 'BLOCKED' AND t.cascade_root_id = '' AND (?1 = '' OR t.project_id = ?1)
+	AND NOT ` + deliberate + `
+	ORDER BY t.updated_at, t.id LIMIT ?2`
+
+// deliberate is true for a task whose last event (e, a row of
+// task_events) blocked it on purpose by a person: cancelled, stopped, its
+// workflow run cancelled by a person (not stopped by the workflow or the
+// system). Nothing waits on a person for it.
+var deliberate = fmt.Sprintf(`(coalesce(e.event, '') IN ('%s', '%s')
+	OR (coalesce(e.event, '') = '%s' AND coalesce(e.actor, '') NOT IN ('workflow', 'system', '')))`,
+	models.EventAdminCancel, models.EventAdminStop, models.EventRunStopped)
 
 // qDeskBudgets reads the active projects that have used their budget_limit
 // and have READY work.
 const qDeskBudgets = `SELECT p.id, p.name, p.total_tokens_used, p.budget_limit, p.updated_at,
 	(SELECT count(*) FROM tasks t WHERE t.project_id = p.id AND t.status = 'READY')
 	FROM projects p WHERE p.status = 'ACTIVE' AND p.budget_limit IS NOT NULL AND p.total_tokens_used >= p.budget_limit
-	AND EXISTS (SELECT 1 FROM tasks t WHERE t.project_id = p.id AND t.status = 'READY')`
+	AND EXISTS (SELECT 1 FROM tasks t WHERE t.project_id = p.id AND t.status = 'READY') AND (?1 = '' OR p.id = ?1)`
 
 // Desk returns everything that waits on a person, oldest first: open
 // questions (whether or not the run that asked still waits), HUMAN
@@ -39,8 +53,20 @@ const qDeskBudgets = `SELECT p.id, p.name, p.total_tokens_used, p.budget_limit, 
 // and agents set aside in ERROR. Each item says what it is, since when,
 // who asked, when it expires or escalates, and the action that ends it.
 func (s *Store) Desk(ctx context.Context) (models.Desk, error) {
+	return s.DeskFor(ctx, "")
+}
+
+// DeskFor returns the desk (see Desk) of project projectID: its items
+// only, not the agents'. An empty projectID is every project's and the
+// agents', as Desk; an unknown project is not_found.
+func (s *Store) DeskFor(ctx context.Context, projectID string) (models.Desk, error) {
 	fail := func(what string, err error) (models.Desk, error) {
 		return models.Desk{}, fmt.Errorf("read the desk: %s: %w", what, err)
+	}
+	if projectID != "" {
+		if _, err := s.GetProject(ctx, projectID); err != nil {
+			return models.Desk{}, fmt.Errorf("read the desk: %w", err)
+		}
 	}
 	projects, err := s.ListProjects(ctx)
 	if err != nil {
@@ -52,6 +78,9 @@ func (s *Store) Desk(ctx context.Context) (models.Desk, error) {
 	}
 	var items []models.DeskItem
 	add := func(it models.DeskItem) {
+		if projectID != "" && it.ProjectID != projectID {
+			return
+		}
 		if after := settings[it.ProjectID].EscalateAfter; after > 0 {
 			at := it.Since.Add(after.Std())
 			it.EscalatesAt = &at
@@ -106,8 +135,8 @@ func (s *Store) Desk(ctx context.Context) (models.Desk, error) {
 		}
 	}
 
-	awaiting, err := s.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{models.StatusAwaitingApproval},
-		Limit: MaxDeskItems})
+	awaiting, err := s.ListTasks(ctx, models.TaskFilter{ProjectID: projectID,
+		Statuses: []models.TaskStatus{models.StatusAwaitingApproval}, Limit: MaxDeskItems})
 	if err != nil {
 		return fail("tasks awaiting approval", err)
 	}
@@ -127,23 +156,19 @@ func (s *Store) Desk(ctx context.Context) (models.Desk, error) {
 		add(it)
 	}
 
-	rows, err := s.rdb.QueryContext(ctx, qDeskBlocked, MaxDeskItems)
+	rows, err := s.rdb.QueryContext(ctx, qDeskBlocked, projectID, MaxDeskItems)
 	if err != nil {
 		return fail("blocked tasks", err)
 	}
 	for rows.Next() {
 		var (
-			it           models.DeskItem
-			reason       string
-			updated      int64
-			event, actor string
+			it      models.DeskItem
+			reason  string
+			updated int64
 		)
-		if err := rows.Scan(&it.TaskID, &it.ProjectID, &it.Title, &reason, &updated, &event, &actor, &it.Behind); err != nil {
+		if err := rows.Scan(&it.TaskID, &it.ProjectID, &it.Title, &reason, &updated, &it.Behind); err != nil {
 			rows.Close()
 			return fail("blocked tasks", err)
-		}
-		if deliberate(models.TaskEvent(event), actor) {
-			continue
 		}
 		it.Kind, it.Since, it.What, it.AskedBy = models.DeskBlocked, fromNanos(updated), cmp.Or(reason, "blocked"), "system"
 		it.Key = fmt.Sprintf("blocked:%s:%d", it.TaskID, updated)
@@ -158,7 +183,7 @@ func (s *Store) Desk(ctx context.Context) (models.Desk, error) {
 		return fail("blocked tasks", err)
 	}
 
-	brows, err := s.rdb.QueryContext(ctx, qDeskBudgets)
+	brows, err := s.rdb.QueryContext(ctx, qDeskBudgets, projectID)
 	if err != nil {
 		return fail("budgets", err)
 	}
@@ -211,19 +236,6 @@ func (s *Store) Desk(ctx context.Context) (models.Desk, error) {
 		d.Items = []models.DeskItem{}
 	}
 	return d, nil
-}
-
-// deliberate reports whether a task blocked by event, applied by actor,
-// was blocked on purpose by a person (cancelled, stopped, its workflow run
-// cancelled): nothing waits on a person for it.
-func deliberate(event models.TaskEvent, actor string) bool {
-	switch event {
-	case models.EventAdminCancel, models.EventAdminStop:
-		return true
-	case models.EventRunStopped:
-		return actor != "workflow" && actor != "system" && actor != ""
-	}
-	return false
 }
 
 // taskPage is the dashboard's page of a task, relative to the daemon's

@@ -2,7 +2,10 @@ package store_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +134,89 @@ func TestTheDeskListsWhatWaitsOnAPerson(t *testing.T) {
 		if d.Items[i].Since.Before(d.Items[i-1].Since) {
 			t.Errorf("not oldest first: %v before %v", d.Items[i-1].Since, d.Items[i].Since)
 		}
+	}
+}
+
+// TestDeskForOneProject: a project's desk lists its items only (not the
+// agents'), and an unknown project is not_found, naming it.
+func TestDeskForOneProject(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	zero := int64(0)
+	for _, p := range []models.Project{{ID: "web", BudgetLimit: &zero}, {ID: "docs", BudgetLimit: &zero}} {
+		if _, err := s.CreateProject(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		create(t, s, p.ID, models.BatchTask{LocalID: "x", Title: "Waits for budget"})
+	}
+	tests := []struct {
+		project string
+		want    []string
+	}{
+		{"", []string{"budget:docs", "budget:web"}},
+		{"web", []string{"budget:web"}},
+		{"docs", []string{"budget:docs"}},
+	}
+	for _, tt := range tests {
+		d, err := s.DeskFor(ctx, tt.project)
+		if err != nil {
+			t.Fatalf("DeskFor(%q): %v", tt.project, err)
+		}
+		var got []string
+		for _, it := range d.Items {
+			got = append(got, it.Key)
+		}
+		if slices.Sort(got); !slices.Equal(got, tt.want) {
+			t.Errorf("DeskFor(%q) = %v, want %v", tt.project, got, tt.want)
+		}
+	}
+	_, err = s.DeskFor(ctx, "nope")
+	var e *models.Error
+	if !errors.As(err, &e) || e.Code != models.CodeNotFound || !strings.Contains(e.Message, "nope") {
+		t.Errorf("DeskFor(unknown) = %v, want not_found naming it", err)
+	}
+}
+
+// TestTheDeskFindsABlockedRootBehindManyCancelled: tasks a person
+// cancelled on purpose are left out before the desk's bound applies, so
+// that a blocked root younger than MaxDeskItems cancelled tasks is still
+// listed, with the tasks behind it counted.
+func TestTheDeskFindsABlockedRootBehindManyCancelled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db"), Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.CreateProject(ctx, models.Project{ID: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	batch := make([]models.BatchTask, store.MaxDeskItems+1)
+	for i := range batch {
+		batch[i] = models.BatchTask{LocalID: fmt.Sprint(i), Title: "Cancelled"}
+	}
+	for _, id := range create(t, s, "web", batch...) {
+		if _, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventAdminCancel, Actor: "ann"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(time.Minute)
+	ids := create(t, s, "web", models.BatchTask{LocalID: "root", Title: "Times out"},
+		models.BatchTask{LocalID: "behind", Title: "Behind", Dependencies: dep("root")})
+	apply(t, s, ids["root"], models.EventAssigned, models.EventTimeout)
+
+	d, err := s.Desk(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Items) != 1 || d.Items[0].TaskID != ids["root"] || d.Items[0].Behind != 1 || d.Truncated {
+		t.Errorf("desk = %+v (truncated %v), want only %s with 1 task behind it", d.Items, d.Truncated, ids["root"])
 	}
 }

@@ -7,18 +7,20 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
-// Overview limits: how many tasks awaiting approval and blocked tasks an
-// overview reads.
-const (
-	overviewAwaiting = 100
-	overviewBlocked  = 1000
-	overviewWorking  = 500
-)
+// overviewWorking bounds the tasks in flight an overview reads.
+const overviewWorking = 500
+
+// qActivity counts each project's tasks in flight by whether they hold a
+// slot (slotHeld: an agent or a process of the daemon works for them) or
+// wait to be verified or to land.
+const qActivity = `SELECT project_id, sum(held), sum(NOT held AND status IN ('VERIFYING', 'AWAITING_APPROVAL'))
+	FROM (SELECT project_id, status, ` + slotHeld + ` AS held FROM tasks
+	WHERE status IN ('ASSIGNED', 'IN_PROGRESS', 'WAITING_INPUT', 'VERIFYING', 'AWAITING_APPROVAL'))
+	GROUP BY project_id ORDER BY project_id`
 
 // Overview reads the daemon's state at a glance: projects, agents, task
-// counts, open questions, rules, and the tasks waiting on a person (HUMAN
-// verifications, approvals, pull requests, the roots of broken chains).
-// Budget is left to the caller.
+// counts, what the agents work on, the desk of what waits on a person
+// (Desk) and the rules. Budget is left to the caller.
 func (s *Store) Overview(ctx context.Context) (models.Overview, error) {
 	var v models.Overview
 	var err error
@@ -31,55 +33,55 @@ func (s *Store) Overview(ctx context.Context) (models.Overview, error) {
 	if v.Counts, err = s.TaskCounts(ctx); err != nil {
 		return v, fmt.Errorf("overview: %w", err)
 	}
+	if v.ProjectActivity, err = s.Activity(ctx); err != nil {
+		return v, fmt.Errorf("overview: %w", err)
+	}
+	for _, a := range v.ProjectActivity {
+		v.Activity.AgentsWorking += a.AgentsWorking
+		v.Activity.WaitingToLand += a.WaitingToLand
+	}
 	if v.Working, err = s.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{models.StatusAssigned,
 		models.StatusInProgress, models.StatusWaitingInput, models.StatusVerifying}, Limit: overviewWorking}); err != nil {
 		return v, fmt.Errorf("overview: %w", err)
 	}
-	if v.Questions, err = s.OpenQuestions(ctx); err != nil {
+	desk, err := s.Desk(ctx)
+	if err != nil {
 		return v, fmt.Errorf("overview: %w", err)
 	}
+	v.Desk, v.DeskTruncated = desk.Items, desk.Truncated
 	rules, err := s.Rules(ctx)
 	if err != nil {
 		return v, fmt.Errorf("overview: %w", err)
 	}
 	v.Rules = rules.Rules
-	v.Approvals, v.Broken = []models.WaitingTask{}, []models.WaitingTask{}
-	human, err := s.Verifications(ctx, models.PhaseHuman)
-	if err != nil {
-		return v, fmt.Errorf("overview: %w", err)
-	}
-	for _, h := range human {
-		t, err := s.GetTask(ctx, h.TaskID)
-		if err != nil || t.Status != models.StatusVerifying {
-			continue
-		}
-		v.Approvals = append(v.Approvals, models.WaitingTask{Task: t, Since: h.UpdatedAt, Waits: models.WaitHuman})
-	}
-	awaiting, err := s.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{models.StatusAwaitingApproval}, Limit: overviewAwaiting})
-	if err != nil {
-		return v, fmt.Errorf("overview: %w", err)
-	}
-	for _, t := range awaiting {
-		w := models.WaitingTask{Task: t, Since: t.UpdatedAt, Waits: models.WaitApproval}
-		if t.PRURL != nil {
-			w.Waits = models.WaitPullRequest
-		}
-		v.Approvals = append(v.Approvals, w)
-	}
-	blocked, err := s.ListTasks(ctx, models.TaskFilter{Statuses: []models.TaskStatus{models.StatusBlocked}, Limit: overviewBlocked})
-	if err != nil {
-		return v, fmt.Errorf("overview: %w", err)
-	}
-	behind := map[string]int{}
-	for _, t := range blocked {
-		if t.CascadeRootID != "" {
-			behind[t.CascadeRootID]++
-		}
-	}
-	for _, t := range blocked {
-		if t.CascadeRootID == "" {
-			v.Broken = append(v.Broken, models.WaitingTask{Task: t, Since: t.UpdatedAt, Waits: models.WaitBlocked, Behind: behind[t.ID]})
-		}
-	}
 	return v, nil
+}
+
+// Activity counts each project's tasks in flight by whether an agent or a
+// process of the daemon works on them (they hold a slot, as
+// SchedulingState counts them) or they wait to be verified or to land
+// (models.Activity). Projects with neither are left out.
+func (s *Store) Activity(ctx context.Context) (map[string]models.Activity, error) {
+	rows, err := s.rdb.QueryContext(ctx, qActivity)
+	if err != nil {
+		return nil, fmt.Errorf("count activity: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]models.Activity{}
+	for rows.Next() {
+		var (
+			project string
+			a       models.Activity
+		)
+		if err := rows.Scan(&project, &a.AgentsWorking, &a.WaitingToLand); err != nil {
+			return nil, fmt.Errorf("count activity: %w", err)
+		}
+		if a != (models.Activity{}) {
+			out[project] = a
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count activity: %w", err)
+	}
+	return out, nil
 }

@@ -3,7 +3,6 @@ package web
 import (
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,23 +15,28 @@ func init() {
 
 // overviewPage is the data of the overview.
 type overviewPage struct {
-	Now       time.Time
-	Projects  []projectRow
-	Agents    []agentRow
-	Questions []models.Question
-	Approvals []models.WaitingTask
-	Broken    []models.WaitingTask
-	Budget    *models.BudgetReport
+	Now      time.Time
+	Projects []projectRow
+	Agents   []agentRow
+	// Activity counts the tasks agents work on and those waiting to land
+	// or be verified, of all projects.
+	Activity models.Activity
+	// Desk is what waits on a person, oldest first; DeskTruncated says
+	// more waits.
+	Desk          []deskRow
+	DeskTruncated bool
+	Budget        *models.BudgetReport
 }
 
 // projectRow is one project of the overview: its tasks by status, its
 // share of the agent time in the window against its share of the weights.
 type projectRow struct {
 	Project models.Project
-	// Open counts its tasks not COMPLETED; Ready, Running and Waiting
-	// count the READY ones, those agents work on and those that wait on a
-	// person or another task.
-	Open, Ready, Running, Waiting, Completed, Blocked int
+	// Open counts its tasks not COMPLETED; Ready, Working, ToLand and
+	// Waiting count the READY ones, those an agent or a process of the
+	// daemon works on, those whose work waits to be verified or to land,
+	// and the others that wait (on a person, a time or another task).
+	Open, Ready, Working, ToLand, Waiting, Completed, Blocked int
 	// AgentSeconds is its agent time in the window; TimeShare its share of
 	// all projects' (percent); WeightShare its weight's share of the
 	// active projects' weights (percent).
@@ -41,6 +45,81 @@ type projectRow struct {
 	WeightShare  int
 	// TokensInWindow and BudgetLimit are its token use and cap.
 	Tokens *models.ProjectBudget
+}
+
+// deskRow is one item of the desk as the overview shows it.
+type deskRow struct {
+	Item models.DeskItem
+	// Kind names the kind for a person ("Question", "Pull request").
+	Kind string
+	// Page is the dashboard page where the wait ends (a task's, at its
+	// answer, approve or restart form; the budgets), or "".
+	Page string
+	// External is the action's address outside the dashboard (a pull
+	// request), or "".
+	External string
+	// PageLabel says what Page offers ("Answer on the task page").
+	PageLabel string
+	// Notes add what the item's text does not say: the tasks behind it,
+	// that the run that asked has ended.
+	Notes []string
+}
+
+// deskKindNames name the desk's kinds on the overview.
+var deskKindNames = map[models.DeskKind]string{
+	models.DeskQuestion:    "Question",
+	models.DeskHumanCheck:  "Verification",
+	models.DeskApproval:    "Approval",
+	models.DeskPullRequest: "Pull request",
+	models.DeskLanding:     "Landing",
+	models.DeskBlocked:     "Blocked",
+	models.DeskBudget:      "Budget",
+	models.DeskAgent:       "Agent",
+}
+
+// deskPageLabels say what a task's page offers for an item of a kind.
+var deskPageLabels = map[models.DeskKind]string{
+	models.DeskQuestion:    "Answer on the task page",
+	models.DeskHumanCheck:  "Approve or reject on the task page",
+	models.DeskApproval:    "Approve or reject on the task page",
+	models.DeskPullRequest: "Approve or reject on the task page",
+	models.DeskBlocked:     "Restart, skip or cancel on the task page",
+}
+
+// newDeskRow shows a desk item: where its wait ends on the dashboard (the
+// task's page; the budget page for a budget) and outside it.
+func newDeskRow(it models.DeskItem) deskRow {
+	r := deskRow{Item: it, Kind: deskKindNames[it.Kind]}
+	if r.Kind == "" {
+		r.Kind = string(it.Kind)
+	}
+	switch {
+	case it.TaskID != "":
+		r.Page, r.PageLabel = Prefix+"/tasks/"+it.TaskID, deskPageLabels[it.Kind]
+		if r.PageLabel == "" {
+			r.PageLabel = "Open the task"
+		}
+		switch it.Kind {
+		case models.DeskQuestion:
+			r.Page += fmt.Sprintf("#answer-%d", it.QuestionID)
+		case models.DeskHumanCheck, models.DeskApproval, models.DeskPullRequest:
+			r.Page += "#approve"
+		case models.DeskBlocked:
+			r.Page += "#restart"
+		}
+	case it.Kind == models.DeskBudget:
+		r.Page, r.PageLabel = Prefix+"/budget", "See the budgets"
+	}
+	if u := it.Action.URL; strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
+		r.External = u
+	}
+	if it.Behind > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d task(s) blocked behind it", it.Behind))
+	}
+	if it.RunEnded {
+		r.Notes = append(r.Notes, "its run ended: the answer starts a new one")
+	}
+	return r
 }
 
 // agentRow is one agent and what it does now.
@@ -55,8 +134,8 @@ type agentRow struct {
 }
 
 // loadOverview reads the overview: the service's Overview (projects,
-// agents, counts, working tasks, questions, approvals, broken chains,
-// budget) and each project's agent time.
+// agents, counts, activity, working tasks, the desk, budget) and each
+// project's agent time.
 func (s *Server) loadOverview(r *http.Request) (any, error) {
 	ctx := r.Context()
 	ov, err := s.svc.Overview(ctx)
@@ -67,7 +146,10 @@ func (s *Server) loadOverview(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("overview: %w", err)
 	}
-	p := overviewPage{Now: s.cfg.Now(), Questions: ov.Questions, Approvals: ov.Approvals, Broken: ov.Broken, Budget: ov.Budget}
+	p := overviewPage{Now: s.cfg.Now(), Activity: ov.Activity, DeskTruncated: ov.DeskTruncated, Budget: ov.Budget}
+	for _, it := range ov.Desk {
+		p.Desk = append(p.Desk, newDeskRow(it))
+	}
 	seconds := map[string]float64{}
 	var totalSeconds, totalWeight float64
 	for _, u := range usage {
@@ -86,23 +168,22 @@ func (s *Server) loadOverview(r *http.Request) (any, error) {
 		}
 	}
 	for _, pr := range ov.Projects {
-		row := projectRow{Project: pr, AgentSeconds: seconds[pr.ID], Tokens: tokens[pr.ID]}
+		act := ov.ProjectActivity[pr.ID]
+		row := projectRow{Project: pr, AgentSeconds: seconds[pr.ID], Tokens: tokens[pr.ID],
+			Working: act.AgentsWorking, ToLand: act.WaitingToLand}
 		for st, n := range ov.Counts[pr.ID] {
-			switch {
-			case st == models.StatusCompleted:
+			switch st {
+			case models.StatusCompleted:
 				row.Completed += n
 				continue
-			case st == models.StatusReady:
+			case models.StatusReady:
 				row.Ready += n
-			case st == models.StatusBlocked:
+			case models.StatusBlocked:
 				row.Blocked += n
-			case slices.Contains(runningStatuses, st):
-				row.Running += n
-			default:
-				row.Waiting += n
 			}
 			row.Open += n
 		}
+		row.Waiting = max(row.Open-row.Ready-row.Blocked-row.Working-row.ToLand, 0)
 		if totalSeconds > 0 {
 			row.TimeShare = percent(row.AgentSeconds, totalSeconds)
 		}
@@ -128,9 +209,6 @@ func (s *Server) loadOverview(r *http.Request) (any, error) {
 	}
 	return p, nil
 }
-
-// runningStatuses are the statuses of tasks an agent or a check works on.
-var runningStatuses = []models.TaskStatus{models.StatusAssigned, models.StatusInProgress, models.StatusVerifying}
 
 // lastLineBytes is how much of a log's end lastLine reads.
 const lastLineBytes = 4 << 10

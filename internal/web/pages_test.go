@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -212,5 +213,93 @@ func TestQueueAndTaskPageSayWhatHappensNext(t *testing.T) {
 	}
 	if p := e.get("/ui/tasks/" + ready); strings.Contains(p.body, `id="task-next"`) {
 		t.Errorf("a READY task's page names a next event:\n%s", p.body)
+	}
+}
+
+// TestOverviewShowsTheDesk: the overview shows the desk — a question whose
+// run ended, a change a person verifies, each with whose it is (a link to
+// its task), how long it has waited, when it expires, where on the
+// dashboard it ends (the task's answer or approve form) and its command —
+// and not a task cancelled on purpose; its counts say that no agent works
+// while one change waits to be verified, and its projects' table counts
+// the verifying task as waiting to land, not as working.
+func TestOverviewShowsTheDesk(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	ctx := context.Background()
+	asks, checked, gone := e.task("web", "Pick a <b>database</b>"), e.task("web", "Check by hand"), e.task("web", "Cancelled")
+	late := e.task("web", "Asked long ago")
+	if _, err := e.store.RegisterAgent(ctx, models.Agent{ID: "a1", AgentType: "command",
+		AgentSettings: models.AgentSettings{Command: "/bin/true"}}); err != nil {
+		t.Fatal(err)
+	}
+	run := func(id string) models.Run {
+		t.Helper()
+		r, _, err := e.store.ClaimTask(ctx, id, "a1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.store.StartRun(ctx, r.ID, 1, ""); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r := run(asks)
+	q, err := e.store.AskQuestionWith(ctx, r.ID, models.Ask{Question: "Postgres or <i>SQLite</i>?"}, 2*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.FinishRun(ctx, models.RunEnd{RunID: r.ID, Event: models.EventRecovery, Outcome: models.RunOutcomeRecovered}); err != nil {
+		t.Fatal(err)
+	}
+	r = run(late)
+	if _, err := e.store.AskQuestionWith(ctx, r.ID, models.Ask{Question: "Still there?"}, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.FinishRun(ctx, models.RunEnd{RunID: r.ID, Event: models.EventRecovery, Outcome: models.RunOutcomeRecovered}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond) // past the question's expiry, on the server's real clock
+	r = run(checked)
+	if _, err := e.store.FinishRun(ctx, models.RunEnd{RunID: r.ID, Event: models.EventAgentCompleted, ExpectFrom: models.StatusInProgress,
+		Outcome: models.RunOutcomeCompleted, Verification: &models.Verification{TaskID: checked, Attempt: 1, Phase: models.PhaseHuman}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.ApplyEvent(ctx, models.TransitionRequest{TaskID: gone, Event: models.EventAdminCancel, Actor: "ana"}); err != nil {
+		t.Fatal(err)
+	}
+
+	p := e.get("/ui/overview")
+	if p.status != http.StatusOK {
+		t.Fatalf("GET /ui/overview: %d\n%s", p.status, p.body)
+	}
+	desk := p.body[strings.Index(p.body, `id="ov-attention"`):strings.Index(p.body, `id="ov-agents"`)]
+	for _, want := range []string{
+		`Waiting on you (3)`,
+		`Agents working <strong>0</strong> · Waiting to land or verify <strong>1</strong>`,
+		`<strong>Question</strong>`,
+		`<a href="/ui/tasks/` + asks + `">Pick a &lt;b&gt;database&lt;/b&gt;</a> <span class="muted">web/` + asks + `</span>`,
+		`Postgres or &lt;i&gt;SQLite&lt;/i&gt;?`,
+		`(its run ended: the answer starts a new one)`,
+		`expires in 1h59m`,
+		fmt.Sprintf(`<a href="/ui/tasks/%s#answer-%d">Answer on the task page</a>`, asks, q.ID),
+		fmt.Sprintf(`<code>agentqueued ctl question answer %d ANSWER...</code>`, q.ID),
+		`<strong>Verification</strong>`,
+		`<a href="/ui/tasks/` + checked + `#approve">Approve or reject on the task page</a>`,
+		`<code>agentqueued ctl task approve ` + checked + `</code>`,
+		`Still there?`,
+		`, expired</span>`,
+	} {
+		if !strings.Contains(desk, want) {
+			t.Errorf("the desk lacks %s:\n%s", want, desk)
+		}
+	}
+	if strings.Contains(desk, gone) {
+		t.Errorf("the desk shows %s, cancelled on purpose:\n%s", gone, desk)
+	}
+	// web: Open 4 (one BLOCKED), Ready 0, Working 0, To land 1, Waiting 2
+	// (the questions), Blocked 1.
+	if want := `<td class="num">4</td><td class="num">0</td><td class="num">0</td><td class="num">1</td><td class="num">2</td><td class="num">1</td>`; !strings.Contains(p.body, want) {
+		t.Errorf("the projects' table lacks %s:\n%s", want, p.body)
 	}
 }

@@ -98,8 +98,13 @@ type Status interface {
 	// Ping checks that the store answers.
 	Ping(ctx context.Context) error
 	// Overview is the daemon's state at a glance: projects, agents, task
-	// counts, what waits on a person.
+	// counts, what the agents work on, the desk of what waits on a person.
 	Overview(ctx context.Context) (models.Overview, error)
+	// Desk lists everything that waits on a person, oldest first, each
+	// item with the action that ends it: of every project and the
+	// agents, or of project projectID only (an unknown project is
+	// not_found).
+	Desk(ctx context.Context, projectID string) (models.Desk, error)
 	// Budget reports token use against the projects' and the global budgets.
 	Budget(ctx context.Context) (models.BudgetReport, error)
 	// Stats reads each project's throughput over the last day: tasks by
