@@ -2,9 +2,12 @@ package discord
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bwmarrin/discordgo"
 
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/desk"
@@ -154,4 +157,60 @@ func TestDeskEscalationAndDigestOnceAcrossRestarts(t *testing.T) {
 		t.Errorf("%d digests, want 2", n)
 	}
 
+}
+
+// TestAProjectsRolesGuardItsAnswers: a project that names discord_roles
+// takes answers (and approvals) from Discord only from members of them,
+// or an admin: an authorized user without the role is refused, and the
+// question stays open; with the role, the answer goes through. Answering
+// twice is refused, naming who answered.
+func TestAProjectsRolesGuardItsAnswers(t *testing.T) {
+	t.Parallel()
+	const answerers = "600000000000000001"
+	h := newHarness(t)
+	ctx := context.Background()
+	ch := projectChannel
+	if _, err := h.st.CreateProject(ctx, models.Project{ID: "web", DiscordChannelID: &ch, Settings: models.ProjectSettings{
+		DiscordRoles: []string{answerers}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.st.RegisterAgent(ctx, models.Agent{ID: "a1", AgentType: "command", AgentSettings: models.AgentSettings{Command: "/bin/true"}}); err != nil {
+		t.Fatal(err)
+	}
+	id := h.task("web", "Pick a database")
+	run, _, err := h.st.ClaimTask(ctx, id, "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.st.StartRun(ctx, run.ID, 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	q, err := h.st.AskQuestion(ctx, run.ID, "Postgres or SQLite?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	submit := func(roles []string, value string) string {
+		t.Helper()
+		i := h.fake.Interact(&discordgo.Interaction{Type: discordgo.InteractionModalSubmit, ChannelID: projectChannel,
+			Member: &discordgo.Member{User: &discordgo.User{ID: alice}, Roles: roles},
+			Data: discordgo.ModalSubmitInteractionData{CustomID: customID("answer", fmt.Sprint(q.ID)), Components: []discordgo.MessageComponent{
+				&discordgo.ActionsRow{Components: []discordgo.MessageComponent{&discordgo.TextInput{CustomID: "text", Value: value}}}}}})
+		_, text := h.answer(i, 1)
+		return text
+	}
+	if got := submit([]string{"600000000000000002"}, "SQLite"); !strings.Contains(got, "Only members of <@&"+answerers+">") {
+		t.Fatalf("an answer without the project's role: %q", got)
+	}
+	if open, _ := h.st.OpenQuestions(ctx); len(open) != 1 {
+		t.Fatalf("the refused answer changed the question: %+v", open)
+	}
+	if got := submit([]string{answerers}, "SQLite"); !strings.Contains(got, "answered question") {
+		t.Fatalf("an answer with the project's role: %q", got)
+	}
+	if got := submit([]string{answerers}, "Postgres"); !strings.Contains(got, "already answered") {
+		t.Fatalf("a second answer: %q", got)
+	}
+	if d, err := h.st.GetQuestion(ctx, q.ID); err != nil || d.Answer == nil || *d.Answer != "SQLite" {
+		t.Fatalf("the question after the answers: %+v %v", d, err)
+	}
 }

@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,7 +80,7 @@ func (b *Bot) component(ctx context.Context, s *discordgo.Session, i *discordgo.
 		lctx, done := b.lookupContext(ctx)
 		q, ok := b.findQuestion(lctx, id, arg(1))
 		done()
-		if ok && (q.Answer != nil || q.ClosedAt != nil) {
+		if ok && !q.Open() {
 			b.respondNow(s, i, ephemeral(answeredBy(q)))
 			return
 		}
@@ -226,7 +227,10 @@ func (b *Bot) findQuestion(ctx context.Context, id int64, taskID string) (models
 func answeredBy(q models.Question) string {
 	by := q.AnsweredBy
 	if q.Answer == nil && q.ClosedAt != nil {
-		return fmt.Sprintf("Question #%d was closed: its task was cancelled.", q.ID)
+		return fmt.Sprintf("Question #%d was closed: %s.", q.ID, escape(cmp.Or(q.ClosedReason, "its task was cancelled")))
+	}
+	if q.Answer == nil && q.ExpiredAt != nil {
+		return fmt.Sprintf("Question #%d expired unanswered <t:%d:R>.", q.ID, q.ExpiredAt.Unix())
 	}
 	if by == "" {
 		return fmt.Sprintf("Question #%d is closed already.", q.ID)
@@ -469,6 +473,9 @@ func (b *Bot) threadReply(ctx context.Context, s *discordgo.Session, m *discordg
 	for i := len(qs) - 1; i >= 0; i-- {
 		if qs[i].Answer != nil {
 			continue
+		}
+		if m.Member != nil {
+			ctx = withRoles(ctx, m.Member.Roles)
 		}
 		r := b.answer(ctx, qs[i].ID, m.Content, m.Author.ID)
 		ref := &discordgo.MessageReference{MessageID: m.ID, ChannelID: m.ChannelID}

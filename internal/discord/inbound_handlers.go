@@ -512,6 +512,9 @@ func (b *Bot) approve(ctx context.Context, taskID, note, user string, update boo
 	if err := models.CheckText("note", note, models.MaxDescriptionLen); err != nil {
 		return b.errorReply("approve", err)
 	}
+	if r, ok := b.mayActOnTask(ctx, taskID, user); !ok {
+		return r
+	}
 	res, err := b.svc.ApproveTask(ctx, taskID, actor(user), note)
 	if err != nil {
 		if models.ErrorCodeOf(err) == models.CodeConflict {
@@ -535,6 +538,9 @@ func (b *Bot) taskReject(ctx context.Context, c call) reply {
 func (b *Bot) reject(ctx context.Context, taskID, feedback, user string) reply {
 	if err := (models.Feedback{Source: actor(user), Verdict: models.VerdictReject, Text: feedback}).Validate(); err != nil {
 		return b.errorReply("reject", err)
+	}
+	if r, ok := b.mayActOnTask(ctx, taskID, user); !ok {
+		return r
 	}
 	res, err := b.svc.RejectTask(ctx, taskID, actor(user), feedback)
 	if err != nil {
@@ -562,6 +568,13 @@ func (b *Bot) taskAnswer(ctx context.Context, c call) reply {
 
 // answer answers a question; a question answered already says by whom.
 func (b *Bot) answer(ctx context.Context, id int64, answer, user string) reply {
+	asked, err := b.svc.GetQuestion(ctx, id)
+	if err != nil {
+		return b.errorReply("answer", err)
+	}
+	if r, ok := b.mayActOn(ctx, asked.ProjectID, user); !ok {
+		return r
+	}
 	q, err := b.svc.AnswerQuestion(ctx, id, answer, actor(user))
 	if err != nil {
 		return b.errorReply("answer", err)

@@ -97,6 +97,9 @@ func (b *Bot) handleInteraction(ctx context.Context, s *discordgo.Session, i *di
 		b.respondNow(s, i, ephemeral("🚫 You are not allowed to use agentqueued here. Ask an admin to add your user id to `discord.authorized_users`."))
 		return
 	}
+	if i.Member != nil {
+		ctx = withRoles(ctx, i.Member.Roles)
+	}
 	switch i.Type {
 	case discordgo.InteractionApplicationCommand:
 		b.command(ctx, s, i, user)

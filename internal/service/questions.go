@@ -27,6 +27,11 @@ func (s *Service) TaskQuestions(ctx context.Context, taskID string) ([]models.Qu
 	return s.store.TaskQuestions(ctx, taskID)
 }
 
+// GetQuestion returns one question (the store's).
+func (s *Service) GetQuestion(ctx context.Context, id int64) (models.Question, error) {
+	return s.store.GetQuestion(ctx, id)
+}
+
 // AnswerQuestion answers a question and hands the answer to the waiting
 // agent (the orchestrator's).
 func (s *Service) AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error) {

@@ -77,6 +77,8 @@ type Questions interface {
 	OpenQuestions(ctx context.Context) ([]models.Question, error)
 	OpenQuestionsPage(ctx context.Context, afterID int64, limit int) ([]models.Question, error)
 	TaskQuestions(ctx context.Context, taskID string) ([]models.Question, error)
+	// GetQuestion returns one question, whatever its state.
+	GetQuestion(ctx context.Context, id int64) (models.Question, error)
 	// AnswerQuestion answers a question and hands the answer to the
 	// waiting agent.
 	AnswerQuestion(ctx context.Context, id int64, answer, by string) (models.Question, error)
