@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -288,7 +290,8 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	// without those engines (a hook creates tasks, gives feedback and
 	// notifies, as a person's commands would).
 	sc := service.Config{Store: st, Orchestrator: o, Repos: ws, Feed: feed, Profiles: cfg.Profiles,
-		Window: oc.Window, GlobalBudget: oc.GlobalTokenBudget, RetryBackoff: oc.RetryBackoff, MaxBackoff: oc.MaxBackoff}
+		Window: oc.Window, GlobalBudget: oc.GlobalTokenBudget, RetryBackoff: oc.RetryBackoff, MaxBackoff: oc.MaxBackoff,
+		DeskWebhooks: slices.Sorted(maps.Keys(cfg.Desk.Webhooks))}
 	actions := service.New(sc)
 	onHookRunEnd := met.HookRunEnded
 	if m.OnHookRunEnd != nil {
@@ -389,7 +392,8 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		RunLogs: ret.RunLogs, HookRuns: ret.HookRuns, WorkflowRuns: ret.WorkflowRuns, ArchiveTasks: ret.ArchiveTasks, Archived: ret.Archived,
 		Interval: ret.Interval, Batch: ret.Batch, Clock: m.retentionClock, Logger: log.With("component", "retention")})
 	intake.run(s, pruner.Run)
-	notifier, err := desk.New(desk.Config{Clock: m.deskClock, Logger: log.With("component", "desk")}, st)
+	notifier, err := desk.New(desk.Config{Clock: m.deskClock, PollInterval: cfg.Desk.PollInterval, Webhooks: cfg.Desk.Webhooks,
+		Logger: log.With("component", "desk")}, st)
 	if err != nil {
 		return err
 	}

@@ -99,6 +99,19 @@ type Config struct {
 	// Retention says how long history is kept and when finished tasks are
 	// archived.
 	Retention RetentionConfig
+	// Desk configures the notifier of what waits on a person.
+	Desk DeskConfig
+}
+
+// DeskConfig configures the desk's notifier (escalations and digests).
+type DeskConfig struct {
+	// PollInterval bounds the wait between two looks at the desk; zero
+	// takes the notifier's default.
+	PollInterval time.Duration
+	// Webhooks are the URLs escalations may also be POSTed to, by the name
+	// a project's escalate_webhook gives. A URL often holds a token: it is
+	// one of the daemon's secrets, never shown and never given to agents.
+	Webhooks map[string]string
 }
 
 // MetricsConfig configures the Prometheus metrics (GET /metrics).
@@ -276,6 +289,12 @@ type fileConfig struct {
 	Workflows    fileWorkflows          `yaml:"workflows"`
 	Metrics      fileMetrics            `yaml:"metrics"`
 	Retention    fileRetention          `yaml:"retention"`
+	Desk         fileDesk               `yaml:"desk"`
+}
+
+type fileDesk struct {
+	PollInterval string            `yaml:"poll_interval"`
+	Webhooks     map[string]string `yaml:"webhooks"`
 }
 
 type fileMetrics struct {
@@ -589,6 +608,25 @@ func (c *Config) overlay(f fileConfig) error {
 	if err := c.overlayRetention(f.Retention); err != nil {
 		return err
 	}
+	if f.Desk.PollInterval != "" {
+		d, err := time.ParseDuration(f.Desk.PollInterval)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("desk.poll_interval: %q is not a positive duration (use e.g. 30s or 1m)", f.Desk.PollInterval)
+		}
+		c.Desk.PollInterval = d
+	}
+	for name, u := range f.Desk.Webhooks {
+		if !models.ValidID(name) {
+			return fmt.Errorf("desk.webhooks: %q is not a valid webhook name (letters, digits, - and _)", name)
+		}
+		if err := models.ValidateWebhookURL("desk.webhooks."+name, u); err != nil {
+			return errors.New(models.ErrorMessageOf(err))
+		}
+		if c.Desk.Webhooks == nil {
+			c.Desk.Webhooks = map[string]string{}
+		}
+		c.Desk.Webhooks[name] = u
+	}
 	set(&c.Metrics.Listen, f.Metrics.Listen)
 	if f.Metrics.AllowRemote != "" {
 		b, err := strconv.ParseBool(f.Metrics.AllowRemote)
@@ -853,6 +891,16 @@ func checkAgentSecrets(agents []fileAgent, refs map[string][]string) error {
 		for _, name := range refs[key] {
 			if _, ok := secret[name]; !ok {
 				secret[name] = key
+			}
+		}
+	}
+	// A desk webhook's URL is a secret too (it often holds its token).
+	for key, names := range refs {
+		if strings.HasPrefix(key, "desk.webhooks.") {
+			for _, name := range names {
+				if _, ok := secret[name]; !ok {
+					secret[name] = key
+				}
 			}
 		}
 	}

@@ -9,7 +9,8 @@ import (
 
 func TestAgentPassEnv(t *testing.T) {
 	t.Parallel()
-	vars := env(map[string]string{"GITHUB_TOKEN": "ghp-s3cret", "ANTHROPIC_API_KEY": "sk-s3cret"})
+	vars := env(map[string]string{"GITHUB_TOKEN": "ghp-s3cret", "ANTHROPIC_API_KEY": "sk-s3cret",
+		"ONCALL_URL": "https://hooks.example.com/s3cret"})
 	cfg, err := config.Parse([]byte(`
 github:
   token: ${GITHUB_TOKEN}
@@ -38,6 +39,10 @@ agents:
 			"config: agents[0].pass_env[0]: GITHUB_TOKEN holds github.token, a secret of the daemon"},
 		{"the daemon's secret in env", "api:\n  token: ${GITHUB_TOKEN:-}\nagents:\n  - name: a\n    type: claude\n    env: {GH: \"x${GITHUB_TOKEN}\"}\n",
 			"config: agents[0].env.GH: ${GITHUB_TOKEN} holds api.token, a secret of the daemon"},
+		{"a desk webhook passed", "desk:\n  webhooks:\n    oncall: ${ONCALL_URL}\nagents:\n  - name: a\n    type: claude\n    pass_env: [ONCALL_URL]\n",
+			"config: agents[0].pass_env[0]: ONCALL_URL holds desk.webhooks.oncall, a secret of the daemon"},
+		{"a desk webhook over http", "desk:\n  webhooks:\n    oncall: http://hooks.example.com/x\n",
+			"desk.webhooks.oncall: must be https"},
 		{"the mask as a value", "agents:\n  - name: a\n    type: claude\n    env: {K: \"********\"}\n",
 			`config: agents[0] (a): env.K: "********" is the mask answers show`},
 	} {

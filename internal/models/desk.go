@@ -1,6 +1,9 @@
 package models
 
-import "time"
+import (
+	"net/url"
+	"time"
+)
 
 // DeskKind is what an item of the desk waits for a person to do.
 type DeskKind string
@@ -89,4 +92,55 @@ type Desk struct {
 	Items []DeskItem `json:"items"`
 	// Truncated says that more items wait than are listed.
 	Truncated bool `json:"truncated,omitempty"`
+}
+
+// MaxWebhookURLLen bounds a desk webhook's URL.
+const MaxWebhookURLLen = 2048
+
+// ValidateWebhookURL checks a webhook's URL: https, or http to a loopback
+// address, with a host, and no user or password in it.
+func ValidateWebhookURL(field, raw string) error {
+	if err := CheckLine(field, raw, MaxWebhookURLLen); err != nil {
+		return err
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return Errorf(CodeInvalid, "%s: not a URL with a host", field)
+	}
+	if u.User != nil {
+		return Errorf(CodeInvalid, "%s: must not hold a user or password (put a token in its path or query)", field)
+	}
+	if u.Scheme != "https" && !(u.Scheme == "http" && IsLoopbackHost(u.Hostname())) {
+		return Errorf(CodeInvalid, "%s: must be https (or http to a loopback address), not %s", field, Quote(u.Scheme))
+	}
+	return nil
+}
+
+// DeskWebhookBody is what an escalation POSTs to a desk webhook, as JSON:
+// Text is a line a chat's incoming webhook shows as it is.
+type DeskWebhookBody struct {
+	Kind      NoticeKind `json:"kind"`
+	ProjectID string     `json:"project_id"`
+	Text      string     `json:"text"`
+	Waited    Duration   `json:"waited"`
+	Item      DeskItem   `json:"item"`
+}
+
+// WebhookDelivery is one POST of a desk notice to a webhook, waiting to be
+// made: its key, the webhook's name, the JSON body and the attempts so far.
+type WebhookDelivery struct {
+	Key      string
+	Webhook  string
+	Payload  string
+	Attempts int
+}
+
+// DeskSend is one notice of the desk's notifier: its mark's key (also the
+// outbox key), project and kind, the notice, and optionally a webhook (one
+// of the daemon's desk.webhooks, by name) the body is POSTed to.
+type DeskSend struct {
+	Key, ProjectID, Kind string
+	Notice               Notice
+	Webhook              string
+	WebhookBody          []byte
 }

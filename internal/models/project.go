@@ -83,6 +83,10 @@ type ProjectSettings struct {
 	// the project's channel); EscalateRole the Discord role they mention.
 	EscalateChannel string `json:"escalate_channel,omitempty"`
 	EscalateRole    string `json:"escalate_role,omitempty"`
+	// EscalateWebhook names one of the daemon's desk.webhooks each
+	// escalation is also POSTed to (the URL, a secret, stays in the
+	// daemon's configuration).
+	EscalateWebhook string `json:"escalate_webhook,omitempty"`
 	// DigestEvery posts a digest of what waits on a person ("4 things
 	// wait on you, oldest 3h") to the project's channel at most this often
 	// while something waits; 0 is never.
@@ -177,6 +181,9 @@ func (s *ProjectSettings) Validate() error {
 		if f.v != "" && !ValidSnowflake(f.v) {
 			return Errorf(CodeInvalid, "settings.%s: %s is not a Discord id (1-20 digits)", f.name, Quote(cutRunes(f.v, 40)))
 		}
+	}
+	if s.EscalateWebhook != "" && !ValidID(s.EscalateWebhook) {
+		return Errorf(CodeInvalid, "settings.escalate_webhook: %s is not a webhook name", Quote(cutRunes(s.EscalateWebhook, 40)))
 	}
 	if err := checkList("settings.discord_roles", s.DiscordRoles, MaxListEntries, func(name, v string) error {
 		if !ValidSnowflake(v) {

@@ -73,13 +73,16 @@ func TestProjectSettingsMustNameConfiguredProfiles(t *testing.T) {
 	t.Parallel()
 	st := openCommandsStore(t)
 	ctx := context.Background()
-	s := New(Config{Store: st, Profiles: profiles})
+	s := New(Config{Store: st, Profiles: profiles, DeskWebhooks: []string{"oncall"}})
 	tests := []struct {
 		name     string
 		settings models.ProjectSettings
 		want     string
 	}{
 		{"none", models.ProjectSettings{}, ""},
+		{"a configured webhook", models.ProjectSettings{EscalateWebhook: "oncall"}, ""},
+		{"an unknown webhook", models.ProjectSettings{EscalateWebhook: "pager"},
+			`settings.escalate_webhook: no desk webhook "pager" is configured (desk.webhooks has oncall)`},
 		{"configured", models.ProjectSettings{DefaultProfile: "careful", QAProfile: "careful"}, ""},
 		{"unknown default", models.ProjectSettings{DefaultProfile: "ghost"}, `settings.default_profile: no profile "ghost" is configured`},
 		{"unknown qa", models.ProjectSettings{QAProfile: "ghost"}, `settings.qa_profile: no profile "ghost" is configured`},
@@ -96,7 +99,7 @@ func TestProjectSettingsMustNameConfiguredProfiles(t *testing.T) {
 			settings := tc.settings
 			_, err = s.UpdateProject(ctx, id+"-edited", models.ProjectPatch{Settings: &settings})
 			wantRefusal(t, "update", err, tc.want)
-			if p, err := s.GetProject(ctx, id+"-edited"); err != nil || (tc.want != "" && p.Settings.DefaultProfile+p.Settings.QAProfile != "") {
+			if p, err := s.GetProject(ctx, id+"-edited"); err != nil || (tc.want != "" && p.Settings.DefaultProfile+p.Settings.QAProfile+p.Settings.EscalateWebhook != "") {
 				t.Errorf("after the update: %+v, %v", p.Settings, err)
 			}
 		})

@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -58,6 +60,14 @@ func (s *Service) checkSettings(ps models.ProjectSettings) error {
 		if f.name != "" && !s.HasProfile(f.name) {
 			return models.Errorf(models.CodeInvalid, "settings.%s: no profile %q is configured", f.key, f.name)
 		}
+	}
+	if w := ps.EscalateWebhook; w != "" && !slices.Contains(s.deskWebhooks, w) {
+		known := "none"
+		if len(s.deskWebhooks) > 0 {
+			known = strings.Join(s.deskWebhooks, ", ")
+		}
+		return models.Errorf(models.CodeInvalid, "settings.escalate_webhook: no desk webhook %q is configured (desk.webhooks has %s)",
+			w, known)
 	}
 	return nil
 }

@@ -89,6 +89,9 @@ type Config struct {
 	// from which a task read for people says when it is retried; zero is
 	// the orchestrator's default.
 	RetryBackoff, MaxBackoff time.Duration
+	// DeskWebhooks are the names of the daemon's desk webhooks: a project's
+	// escalate_webhook may name only one of these.
+	DeskWebhooks []string
 }
 
 // Service is the daemon's command layer for people: the operations the
@@ -111,6 +114,7 @@ type Service struct {
 	// retryBackoff and maxBackoff are the orchestrator's retry backoff
 	// and its cap, with its defaults.
 	retryBackoff, maxBackoff time.Duration
+	deskWebhooks             []string
 }
 
 // New returns a service over cfg's components. It starts nothing.
@@ -129,7 +133,7 @@ func New(cfg Config) *Service {
 		repos: cfg.Repos, remoteTimeout: cfg.RemoteTimeout, feed: cfg.Feed, profiles: cfg.Profiles,
 		window: cfg.Window, globalBudget: global, clock: clock.Or(cfg.Clock),
 		retryBackoff: orDefault(cfg.RetryBackoff, orchestrator.DefaultRetryBackoff),
-		maxBackoff:   orDefault(cfg.MaxBackoff, orchestrator.DefaultMaxBackoff)}
+		maxBackoff:   orDefault(cfg.MaxBackoff, orchestrator.DefaultMaxBackoff), deskWebhooks: cfg.DeskWebhooks}
 }
 
 // HasProfile reports whether a profile of that name is configured.

@@ -242,15 +242,16 @@ func (s *Store) DeskFor(ctx context.Context, projectID string) (models.Desk, err
 // address.
 func taskPage(id string) string { return "/ui/tasks/" + id }
 
-// MarkAndNotify queues notice n under key unless a notice was queued under
-// key before (a desk mark of kind for project projectID records it, in the
-// same transaction), and reports whether it queued it: each escalation and
+// MarkAndNotify queues m's notice (and its webhook delivery) under m.Key
+// unless it was queued before (a desk mark records it, in the same
+// transaction), and reports whether it queued it: each escalation and
 // digest is sent once, across restarts and whatever the outbox keeps.
-func (s *Store) MarkAndNotify(ctx context.Context, key, projectID, kind string, n models.Notice) (bool, error) {
+func (s *Store) MarkAndNotify(ctx context.Context, m models.DeskSend) (bool, error) {
 	var sent bool
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		now := toNanos(s.now())
 		res, err := tx.ExecContext(ctx, `INSERT INTO desk_marks (key, project_id, kind, at) VALUES (?,?,?,?)
-			ON CONFLICT (key) DO NOTHING`, key, projectID, kind, toNanos(s.now()))
+			ON CONFLICT (key) DO NOTHING`, m.Key, m.ProjectID, m.Kind, now)
 		if err != nil {
 			return err
 		}
@@ -258,12 +259,72 @@ func (s *Store) MarkAndNotify(ctx context.Context, key, projectID, kind string, 
 			return err
 		}
 		sent = true
-		return s.enqueue(ctx, tx, key, n)
+		if m.Webhook != "" {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO desk_webhooks (key, webhook, payload, next_attempt_at, created_at)
+				VALUES (?,?,?,?,?)`, m.Key, m.Webhook, string(m.WebhookBody), now, now); err != nil {
+				return err
+			}
+		}
+		return s.enqueue(ctx, tx, m.Key, m.Notice)
 	})
 	if err != nil {
-		return false, fmt.Errorf("mark and notify %s: %w", key, err)
+		return false, fmt.Errorf("mark and notify %s: %w", m.Key, err)
 	}
 	return sent, nil
+}
+
+// PendingWebhooks returns up to limit webhook deliveries due at now, oldest
+// first, and when the next one not yet due is (nil: none).
+func (s *Store) PendingWebhooks(ctx context.Context, now time.Time, limit int) ([]models.WebhookDelivery, *time.Time, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT key, webhook, payload, attempts FROM desk_webhooks INDEXED BY desk_webhooks_due
+		WHERE delivered_at IS NULL AND given_up_at IS NULL AND next_attempt_at <= ? ORDER BY next_attempt_at, key LIMIT ?`,
+		toNanos(now), limit)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read webhook deliveries: %w", err)
+	}
+	var out []models.WebhookDelivery
+	for rows.Next() {
+		var d models.WebhookDelivery
+		if err := rows.Scan(&d.Key, &d.Webhook, &d.Payload, &d.Attempts); err != nil {
+			rows.Close()
+			return nil, nil, fmt.Errorf("read webhook deliveries: %w", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, nil, fmt.Errorf("read webhook deliveries: %w", err)
+	}
+	var next sql.NullInt64
+	if err := s.rdb.QueryRowContext(ctx, `SELECT min(next_attempt_at) FROM desk_webhooks INDEXED BY desk_webhooks_due
+		WHERE delivered_at IS NULL AND given_up_at IS NULL AND next_attempt_at > ?`, toNanos(now)).Scan(&next); err != nil {
+		return nil, nil, fmt.Errorf("read the next webhook delivery: %w", err)
+	}
+	return out, fromNullNanos(next), nil
+}
+
+// WebhookDelivered records the outcome of one attempt of the delivery
+// key: delivered (err ""), failed and tried again at retryAt, or given up
+// (retryAt nil).
+func (s *Store) WebhookDelivered(ctx context.Context, key, errText string, retryAt *time.Time) error {
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		now := toNanos(s.now())
+		var err error
+		switch {
+		case errText == "":
+			_, err = tx.ExecContext(ctx, "UPDATE desk_webhooks SET attempts = attempts + 1, delivered_at = ? WHERE key = ?", now, key)
+		case retryAt != nil:
+			_, err = tx.ExecContext(ctx, `UPDATE desk_webhooks SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?
+				WHERE key = ?`, toNanos(*retryAt), errText, key)
+		default:
+			_, err = tx.ExecContext(ctx, `UPDATE desk_webhooks SET attempts = attempts + 1, given_up_at = ?, last_error = ?
+				WHERE key = ?`, now, errText, key)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record webhook delivery %s: %w", key, err)
+	}
+	return nil
 }
 
 // LastDeskMark returns when the last mark of kind for project projectID
