@@ -192,6 +192,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
+	watch.save = st.SaveCopy
 
 	holder, err := m.leaseHolder()
 	if err != nil {
@@ -416,7 +417,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	if gone := watch.Check(); gone != nil {
 		// New connections to a deleted file fail: whatever failed first, the
 		// cause is the file, and the open connection still holds its state.
-		err = saveLostDatabase(context.WithoutCancel(ctx), st, gone, dbPath, time.Now(), log)
+		err = saveLostDatabase(context.WithoutCancel(ctx), st, gone, dbPath, time.Now(), watch.earlyCopy(), log)
 	}
 	if errors.Is(err, store.ErrLeaseLost) && !strings.Contains(err.Error(), "lost the database lease") {
 		err = fmt.Errorf("lost the database lease: %w", err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/config"
@@ -94,6 +95,11 @@ type dbWatch struct {
 	path   string
 	every  time.Duration
 	opened os.FileInfo
+	// save, when set, saves what the open connection holds as soon as the
+	// file is found gone (see Run); early is that copy, once made.
+	save  func(ctx context.Context, path string) error
+	mu    sync.Mutex
+	early string
 }
 
 // newDBWatch records the database file as it is now.
@@ -118,6 +124,18 @@ func (w *dbWatch) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 			if err := w.Check(); err != nil {
+				// Saved at once: the stop that follows may cost the
+				// writer its connection (a write the stop cancels drops
+				// it), and a new one cannot open a deleted file. The copy
+				// made after the stop, newer, replaces this one.
+				if w.save != nil {
+					p := savedPath(w.path, time.Now()) + "-early"
+					if serr := w.save(context.WithoutCancel(ctx), p); serr == nil {
+						w.mu.Lock()
+						w.early = p
+						w.mu.Unlock()
+					}
+				}
 				return err
 			}
 		}
@@ -150,11 +168,21 @@ type databaseSaver interface {
 // saveLostDatabase writes what the daemon's open connection still holds
 // of a database whose file is gone to a new file beside it, and returns
 // the error that tells the person what happened and what to do.
-func saveLostDatabase(ctx context.Context, st databaseSaver, gone error, path string, now time.Time, log *slog.Logger) error {
-	saved := fmt.Sprintf("%s.saved-%s", path, now.UTC().Format("20060102T150405Z"))
-	if err := st.SaveCopy(ctx, saved); err != nil {
+func saveLostDatabase(ctx context.Context, st databaseSaver, gone error, path string, now time.Time, early string,
+	log *slog.Logger) error {
+	saved := savedPath(path, now)
+	if err := st.SaveCopy(ctx, saved); err != nil && early != "" {
+		// The copy made when the file was found gone stands.
+		log.Error("DATABASE FILE GONE; the daemon stopped and saved its state as it was when the file was found gone",
+			"err", gone, "saved", early, "save_err", err)
+		return fmt.Errorf("%w; the daemon stopped and saved its last state in %s: put that file back at %s (or start with "+
+			"--new-database) and start again", gone, early, path)
+	} else if err != nil {
 		log.Error("DATABASE FILE GONE; its last state could not be saved", "err", gone, "save_err", err)
 		return fmt.Errorf("%w; its last state could not be saved (%v): restore the database from a backup", gone, err)
+	}
+	if early != "" {
+		_ = os.Remove(early) // the newer copy replaces it
 	}
 	log.Error("DATABASE FILE GONE; the daemon stopped and saved its last state", "err", gone, "saved", saved)
 	return fmt.Errorf("%w; the daemon stopped and saved its last state in %s: put that file back at %s (or start with --new-database) and start again",
@@ -181,4 +209,17 @@ func (h *daemonHealth) Check(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// savedPath is where the state of a lost database at path is saved at now.
+func savedPath(path string, now time.Time) string {
+	return fmt.Sprintf("%s.saved-%s", path, now.UTC().Format("20060102T150405Z"))
+}
+
+// earlyCopy returns the copy Run made when it found the file gone ("" if
+// none).
+func (w *dbWatch) earlyCopy() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.early
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,5 +105,42 @@ func TestADeletedDatabaseIsNoticed(t *testing.T) {
 	defer st.Close()
 	if _, err := st.GetProject(context.Background(), "web"); err != nil {
 		t.Fatalf("the saved copy lacks what was recorded: %v", err)
+	}
+}
+
+// saverFunc is a databaseSaver of a function.
+type saverFunc func(ctx context.Context, path string) error
+
+func (f saverFunc) SaveCopy(ctx context.Context, path string) error { return f(ctx, path) }
+
+// TestALostDatabaseFallsBackToItsEarlyCopy: the daemon's stop can cost the
+// writer its connection (a write the stop cancels drops it), and a deleted
+// file cannot be opened again: the copy made when the file was found gone
+// is then the one named, where the stop used to end with no copy at all.
+func TestALostDatabaseFallsBackToItsEarlyCopy(t *testing.T) {
+	t.Parallel()
+	log := slog.New(slog.DiscardHandler)
+	gone := errors.New("the database file is gone: x was deleted while the daemon ran")
+	failing := saverFunc(func(context.Context, string) error { return errors.New("unable to open database file") })
+	err := saveLostDatabase(context.Background(), failing, gone, "/data/aq.db", time.Now(), "/data/aq.db.saved-1-early", log)
+	if err == nil || !strings.Contains(err.Error(), "saved its last state in /data/aq.db.saved-1-early") {
+		t.Fatalf("with an early copy: %v", err)
+	}
+	err = saveLostDatabase(context.Background(), failing, gone, "/data/aq.db", time.Now(), "", log)
+	if err == nil || !strings.Contains(err.Error(), "could not be saved") {
+		t.Fatalf("without one: %v", err)
+	}
+	dir := t.TempDir()
+	early := filepath.Join(dir, "aq.db.saved-early")
+	if err := os.WriteFile(early, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ok := saverFunc(func(context.Context, string) error { return nil })
+	if err := saveLostDatabase(context.Background(), ok, gone, filepath.Join(dir, "aq.db"), time.Now(), early, log); err == nil ||
+		!strings.Contains(err.Error(), "saved its last state in "+filepath.Join(dir, "aq.db.saved-")) {
+		t.Fatalf("with a newer copy: %v", err)
+	}
+	if _, err := os.Stat(early); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the early copy was kept beside the newer one: %v", err)
 	}
 }
