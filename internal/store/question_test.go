@@ -171,3 +171,29 @@ func TestARunEndingWhileItsQuestionWaits(t *testing.T) {
 		t.Fatalf("ready %+v %v", ready, err)
 	}
 }
+
+// TestACompletionWhileItsQuestionWaitsIsNotTheOutcome: an agent that
+// reported completion and ended while its question still waited leaves its
+// task waiting for the answer: nothing of the run becomes the task's result
+// or the start of its verification.
+func TestACompletionWhileItsQuestionWaitsIsNotTheOutcome(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _, id, q := askedWithClock(t, models.ProjectSettings{})
+	res, err := s.FinishRun(ctx, models.RunEnd{RunID: q.RunID, Event: models.EventAgentCompleted, ExpectFrom: models.StatusInProgress,
+		Outcome: models.RunOutcomeCompleted, Result: &models.Completion{Summary: "done without the answer"},
+		Verification: &models.Verification{TaskID: id, Attempt: 1, Phase: models.PhaseChecks}})
+	if err != nil || res.To != models.StatusWaitingInput {
+		t.Fatalf("finish: %+v %v", res, err)
+	}
+	d, err := s.GetTaskDetail(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Task.Status != models.StatusWaitingInput || d.Result != nil {
+		t.Fatalf("after the run: %s, result %+v", d.Task.Status, d.Result)
+	}
+	if _, found, err := s.GetVerification(ctx, id); err != nil || found {
+		t.Fatalf("a verification was recorded for a task waiting for its answer: %v %v", found, err)
+	}
+}

@@ -310,6 +310,24 @@ func (s *Store) FinishRun(ctx context.Context, end models.RunEnd) (models.Transi
 		if err != nil {
 			return err
 		}
+		if current {
+			t, err := getTask(ctx, x, r.TaskID)
+			if err != nil {
+				return err
+			}
+			if t.Status == models.StatusWaitingInput {
+				// The run ends while its question waits (the daemon stops,
+				// the agent's CLI gave up on the call, its process ended):
+				// the question stays open and the task waits on for it
+				// without a run, holding no agent; the answer runs it
+				// again. Nothing the run reported is the task's outcome.
+				if err := x.runEndedWaiting(end.RunID); err != nil {
+					return err
+				}
+				end.Event, end.Result, end.Verification = "", nil, nil
+				out = models.TransitionResult{Task: t, From: t.Status, To: t.Status}
+			}
+		}
 		if !current {
 			end.Event = "" // the task has moved on to another run: only close this one
 		} else {
@@ -323,23 +341,6 @@ func (s *Store) FinishRun(ctx context.Context, end models.RunEnd) (models.Transi
 					return fmt.Errorf("record the verification: %w", err)
 				}
 				changed = true
-			}
-		}
-		if current {
-			t, err := getTask(ctx, x, r.TaskID)
-			if err != nil {
-				return err
-			}
-			if t.Status == models.StatusWaitingInput {
-				// The run ends while its question waits (the daemon stops,
-				// the agent's CLI gave up on the call, its process ended):
-				// the question stays open and the task waits on for it
-				// without a run, holding no agent; the answer runs it again.
-				if err := x.runEndedWaiting(end.RunID); err != nil {
-					return err
-				}
-				end.Event = ""
-				out = models.TransitionResult{Task: t, From: t.Status, To: t.Status}
 			}
 		}
 		if end.Event != "" {
