@@ -114,10 +114,13 @@ func derefInt64(p *int64) int64 {
 	return *p
 }
 
-// percent is part of whole in whole percent, capped at 100; 0 when whole is 0.
+// percent is part of whole in whole percent, rounded down and capped at
+// 100; 0 when whole is 0. A hair is added before rounding down: part*100/
+// whole is not exact in floating point, and the whole of a sum (675.0077
+// of 675.0077) came out 99.99999999999999, shown as 99%.
 func percent(part, whole float64) int {
 	if whole <= 0 {
 		return 0
 	}
-	return int(min(100, part*100/whole))
+	return int(min(100, part*100/whole+1e-9))
 }
