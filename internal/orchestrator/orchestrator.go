@@ -413,6 +413,10 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		o.landing.Advance(id)
 	}
 	o.resume = nil
+	// The first round runs at once: READY work an earlier life left must
+	// not wait for the safety tick (a recovery's writes wake the loop, a
+	// clean start's nothing would).
+	o.Wake()
 	timer := o.cfg.Clock.After(o.cfg.SafetyTick)
 	o.roundDue = o.cfg.Clock.Now().Add(o.cfg.SafetyTick)
 	var due time.Time

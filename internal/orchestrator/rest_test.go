@@ -92,3 +92,20 @@ func TestAgentRestOutlivesARestart(t *testing.T) {
 		t.Fatalf("the agent still rests after its reset: %s until %v %q", a.State, a.RestUntil, a.RestReason)
 	}
 }
+
+// TestACleanStartRunsARoundAtOnce: READY work an earlier life of the
+// daemon left (nothing in flight to recover, so nothing written at start)
+// waited for the first safety tick — 10 s by default, an hour here — before
+// any round ran. The first round now runs at once.
+func TestACleanStartRunsARoundAtOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil) // the safety tick is an hour on a clock that never moves
+	h.agent("a1", "command", "exit0", nil)
+	id := h.tasks(models.BatchTask{LocalID: "t", Title: "left READY"})["t"]
+	h.restart() // a new daemon on the database: no change wakes it
+	h.start()
+	if r := h.waitStart(); r.TaskID != id {
+		t.Fatalf("started %s, want %s", r.TaskID, id)
+	}
+	h.waitEnd()
+}

@@ -179,6 +179,15 @@ func (s *Store) ReplaceRules(ctx context.Context, rules []models.Rule, by string
 	defer s.rulesMu.Unlock()
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		for i, r := range rules {
+			if r.ProjectID != "" {
+				var n int
+				if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM projects WHERE id = ?", r.ProjectID).Scan(&n); err != nil {
+					return err
+				}
+				if n == 0 {
+					return models.Errorf(models.CodeInvalid, "rules[%d].project_id: no project %s exists", i, models.Quote(r.ProjectID))
+				}
+			}
 			if err := checkWaitingCapacity(ctx, tx, i, r); err != nil {
 				return err
 			}

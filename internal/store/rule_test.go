@@ -98,6 +98,8 @@ func TestReplaceRulesIsValidatedAndAllOrNothing(t *testing.T) {
 			models.CodeConflict, []string{"rules[0]", "max_capacity 100", ids["big"] + " (expected_count 500)"}},
 		{"a waiting task without expected_count", []string{`{"type": "Capacity", "project_id": "p", "matcher": {"kind": "index"}, "max_capacity": 10}`},
 			models.CodeConflict, []string{ids["none"] + " (no expected_count)"}},
+		{"a project that does not exist", []string{capacity100, `{"type": "Concurrency", "project_id": "ghost", "matcher": {"kind": "deploy"}, "max_concurrency": 1}`},
+			models.CodeInvalid, []string{"rules[1].project_id", `no project "ghost" exists`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var rules []models.Rule
