@@ -84,6 +84,10 @@ func meanOf(seconds float64, samples int) string {
 		d = d.Round(time.Second)
 	case d >= time.Second:
 		d = d.Round(100 * time.Millisecond)
+	case d >= time.Millisecond:
+		d = d.Round(time.Millisecond)
+	default:
+		d = d.Round(time.Microsecond)
 	}
 	return d.String()
 }
