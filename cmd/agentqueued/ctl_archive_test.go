@@ -60,6 +60,14 @@ func TestCtlShowsArchivedTask(t *testing.T) {
 	if list := mustCtl(t, addr, "task", "list", "--project", "web"); strings.Contains(list, id) {
 		t.Errorf("task list still shows archived %s:\n%s", id, list)
 	}
+	// A person's event on it says it is archived (it said "not found"
+	// while show shows it).
+	for _, verb := range []string{"restart", "cancel"} {
+		r := runCtl(t, addr, nil, "task", verb, id)
+		if r.code == 0 || !strings.Contains(r.stderr, "task "+id+" is archived") {
+			t.Errorf("task %s of an archived task: exit %d, %s", verb, r.code, r.stderr)
+		}
+	}
 }
 
 // TestCtlStats: `ctl stats` prints a row per project with its tasks by

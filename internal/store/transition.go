@@ -549,6 +549,16 @@ func (s *Store) ApplyEvent(ctx context.Context, req models.TransitionRequest) (m
 		x := s.newTxn(ctx, tx)
 		a, err := x.run(change{taskID: req.TaskID, event: req.Event, expectFrom: req.ExpectFrom, reason: req.Reason,
 			actor: req.Actor, agentID: req.AgentID, resumeAfter: req.ResumeAfter})
+		if models.ErrorCodeOf(err) == models.CodeNotFound {
+			// An archived task is shown (ctl task show) but takes no event:
+			// say so rather than that it does not exist.
+			if archived, _, aerr := archivedUpstream(ctx, x, req.TaskID); aerr != nil {
+				return aerr
+			} else if archived {
+				return models.Errorf(models.CodeConflict, "task %s is archived: a finished task kept in the archive takes no %s "+
+					"(create a new task to do its work again)", req.TaskID, req.Event)
+			}
+		}
 		if err != nil {
 			return err
 		}
