@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/user"
 	"strconv"
 	"strings"
 
@@ -271,15 +272,29 @@ func readStrict(path string, v any) error {
 	return nil
 }
 
-// actorOf returns the --actor value, else $USER, else defaultActor.
+// actorOf returns the --actor value, else who runs ctl (userName), else
+// defaultActor.
 func (c *ctl) actorOf(flagValue string) string {
 	if flagValue != "" {
 		return flagValue
 	}
-	if user, _ := c.m.Getenv("USER"); user != "" {
-		return user
+	if name := c.userName(); name != "" {
+		return name
 	}
 	return defaultActor
+}
+
+// userName is who runs ctl: $USER, else the operating system's name of
+// the account (a service or a container often sets no $USER); "" when
+// neither is known.
+func (c *ctl) userName() string {
+	if name, _ := c.m.Getenv("USER"); name != "" {
+		return name
+	}
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return ""
 }
 
 // listFlag collects comma-separated, repeatable values.

@@ -114,7 +114,7 @@ func (c *ctl) hookDelete(ctx context.Context, args []string) error {
 func (c *ctl) hookFire(ctx context.Context, args []string) error {
 	fs := c.flagSet("hook fire")
 	eventFile := fs.String("event-file", "", "run with the event of a JSON `file` (type, task_id, title, ...), to try an event hook")
-	actor := fs.String("actor", "", "`name` recorded as who fired it (default $USER, else "+defaultActor+")")
+	actor := fs.String("actor", "", "`name` recorded as who fired it (default $USER, else the account's name, else "+defaultActor+")")
 	pos, err := c.parse(fs, args, "ID")
 	if err != nil {
 		return err
@@ -129,7 +129,7 @@ func (c *ctl) hookFire(ctx context.Context, args []string) error {
 	}
 	req.Actor = *actor
 	if req.Actor == "" {
-		req.Actor, _ = c.m.Getenv("USER")
+		req.Actor = c.userName()
 	}
 	if req.Actor == "" {
 		req.Actor = defaultActor

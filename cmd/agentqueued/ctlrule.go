@@ -29,7 +29,7 @@ func (c *ctl) ruleList(ctx context.Context, args []string) error {
 func (c *ctl) ruleSet(ctx context.Context, args []string) error {
 	fs := c.flagSet("rule set")
 	file := fs.String("file", "", "the rules, a YAML or JSON `file`: a list of rules, or {rules: [...]} as in the configuration file; an empty list removes them all")
-	actor := fs.String("actor", "", "who replaces them (default $USER)")
+	actor := fs.String("actor", "", "who replaces them (default $USER, else the account's name)")
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}

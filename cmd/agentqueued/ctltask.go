@@ -39,7 +39,7 @@ func (c *ctl) taskAdd(ctx context.Context, args []string) error {
 	kind := fs.String("kind", "", "task `kind`")
 	meta := mapFlag{}
 	fs.Var(meta, "meta", "metadata `key=value` (repeatable)")
-	createdBy := fs.String("created-by", "", "`name` of the creator (default $USER)")
+	createdBy := fs.String("created-by", "", "`name` of the creator (default $USER, else the account's name)")
 	maxRetries := fs.Int("max-retries", models.DefaultMaxRetries, "maximum `retries`")
 	expected := fs.Int("expected-count", 0, "how many `items` the task will process (required under a Capacity rule)")
 	timeout := fs.Duration("timeout", 0, "end a run of the task after this long (`duration`; the agent's max runtime still applies when smaller)")
@@ -88,7 +88,7 @@ func (c *ctl) taskAdd(ctx context.Context, args []string) error {
 			bt.Dependencies = append(bt.Dependencies, models.BatchDependency{ID: id})
 		}
 		if bt.CreatedBy == "" {
-			bt.CreatedBy, _ = c.m.Getenv("USER")
+			bt.CreatedBy = c.userName()
 		}
 		b = models.TaskBatch{ProjectID: *project, Tasks: []models.BatchTask{bt}}
 	}
@@ -289,13 +289,13 @@ func eventCommand(event models.TaskEvent) ctlHandler {
 		verb := strings.ToLower(strings.TrimPrefix(string(event), "ADMIN_"))
 		fs := c.flagSet("task " + verb)
 		reason := fs.String("reason", "", "`reason` recorded with the change")
-		actor := fs.String("actor", "", "`name` recorded as the actor (default $USER, else "+defaultActor+")")
+		actor := fs.String("actor", "", "`name` recorded as the actor (default $USER, else the account's name, else "+defaultActor+")")
 		pos, err := c.parse(fs, args, "ID")
 		if err != nil {
 			return err
 		}
 		if *actor == "" {
-			*actor, _ = c.m.Getenv("USER")
+			*actor = c.userName()
 		}
 		if *actor == "" {
 			*actor = defaultActor
@@ -314,13 +314,13 @@ func eventCommand(event models.TaskEvent) ctlHandler {
 func (c *ctl) taskCancel(ctx context.Context, args []string) error {
 	fs := c.flagSet("task cancel")
 	reason := fs.String("reason", "", "`text` saying why, recorded after \"cancelled by <actor>: \"")
-	actor := fs.String("actor", "", "`name` recorded as who cancelled (default $USER, else "+defaultActor+")")
+	actor := fs.String("actor", "", "`name` recorded as who cancelled (default $USER, else the account's name, else "+defaultActor+")")
 	pos, err := c.parse(fs, args, "ID")
 	if err != nil {
 		return err
 	}
 	if *actor == "" {
-		*actor, _ = c.m.Getenv("USER")
+		*actor = c.userName()
 	}
 	if *actor == "" {
 		*actor = defaultActor
@@ -342,7 +342,7 @@ func decisionCommand(approve bool) ctlHandler {
 		}
 		fs := c.flagSet("task " + verb)
 		feedback := fs.String("feedback", "", "`text` for the task's next attempt (required to reject)")
-		actor := fs.String("actor", "", "`name` recorded as the person deciding (default $USER, else "+defaultActor+")")
+		actor := fs.String("actor", "", "`name` recorded as the person deciding (default $USER, else the account's name, else "+defaultActor+")")
 		pos, err := c.parse(fs, args, "ID")
 		if err != nil {
 			return err
@@ -351,7 +351,7 @@ func decisionCommand(approve bool) ctlHandler {
 			return usagef("task reject: --feedback is required: say what must change")
 		}
 		if *actor == "" {
-			*actor, _ = c.m.Getenv("USER")
+			*actor = c.userName()
 		}
 		if *actor == "" {
 			*actor = defaultActor

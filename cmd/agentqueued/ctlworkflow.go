@@ -101,7 +101,7 @@ func (c *ctl) workflowDelete(ctx context.Context, args []string) error {
 
 func (c *ctl) workflowRun(ctx context.Context, args []string) error {
 	fs := c.flagSet("workflow run")
-	actor := fs.String("actor", "", "`name` recorded as who started the run (default $USER, else "+defaultActor+")")
+	actor := fs.String("actor", "", "`name` recorded as who started the run (default $USER, else the account's name, else "+defaultActor+")")
 	inputs := mapFlag{}
 	fs.Var(inputs, "input", "a value for one of the workflow's inputs, `name=value` (repeatable; the defaults fill the rest)")
 	pos, err := c.parse(fs, args, "NAME")
@@ -190,7 +190,7 @@ func runActionCommand(retry bool) ctlHandler {
 			verb = "retry"
 		}
 		fs := c.flagSet("run " + verb)
-		actor := fs.String("actor", "", "`name` recorded as who acts (default $USER, else "+defaultActor+")")
+		actor := fs.String("actor", "", "`name` recorded as who acts (default $USER, else the account's name, else "+defaultActor+")")
 		pos, err := c.parse(fs, args, "ID")
 		if err != nil {
 			return err
