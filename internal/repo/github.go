@@ -74,6 +74,53 @@ func (t observedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// DefaultGitHubTimeout bounds one request to GitHub, its body included.
+const DefaultGitHubTimeout = 30 * time.Second
+
+// deadlineTransport bounds each request with a context deadline rather than
+// http.Client.Timeout. go-github replaces the body of an error answer (a 304
+// to a conditional request is one) with a copy and never closes the
+// original, and http.Client.Timeout keeps a goroutine per request until the
+// original body is closed: every poll would leave one behind for the whole
+// timeout. A context deadline holds no goroutine, and the deadline's timer
+// is released when the body ends or is closed.
+type deadlineTransport struct {
+	next    http.RoundTripper
+	timeout time.Duration
+}
+
+func (t deadlineTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(r.Context(), t.timeout)
+	resp, err := t.next.RoundTrip(r.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelingBody{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelingBody releases its request's deadline once read to the end or
+// closed.
+type cancelingBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.cancel()
+	}
+	return n, err
+}
+
+func (b *cancelingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
 // GitHub opens, checks and merges the pull requests of tasks.
 type GitHub struct {
 	cfg    GitHubConfig
@@ -100,7 +147,7 @@ func NewGitHub(cfg GitHubConfig, ws *Workspaces) (*GitHub, error) {
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
+		hc = &http.Client{Transport: deadlineTransport{next: http.DefaultTransport, timeout: DefaultGitHubTimeout}}
 	}
 	if cfg.Observer != nil {
 		// A copy: the caller's client keeps its own transport.

@@ -9,6 +9,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/repo/githubtest"
+	"go.uber.org/goleak"
 )
 
 // answers is a GitHubObserver that keeps what it is told.
@@ -77,4 +78,33 @@ func TestGitHubObserverSeesEveryAnswer(t *testing.T) {
 			t.Errorf("%s: observed %v, want [%v]", st.name, got, st.want)
 		}
 	}
+}
+
+// TestGitHubErrorAnswersLeaveNoGoroutine: go-github replaces the body of an
+// error answer (a 404 here; a 304 to a conditional check is one too) and
+// never closes the original. The daemon's GitHub client must not keep a
+// goroutine per such answer until a timeout, as http.Client.Timeout would:
+// polling fifty pull requests answered 304 kept thousands.
+func TestGitHubErrorAnswersLeaveNoGoroutine(t *testing.T) {
+	// Not parallel: goleak compares the goroutines before and after.
+	before := goleak.IgnoreCurrent()
+	const token = "tok"
+	srv := githubtest.New(githubtest.Options{Token: token, Logf: t.Logf})
+	srv.CreateRepo("acme", "shop", "main")
+	ws, err := repo.New(repo.Config{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh, err := repo.NewGitHub(repo.GitHubConfig{Token: token, APIBaseURL: srv.URL() + "/api/v3/"}, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := gh.Check(context.Background(), models.PullRequest{Owner: "acme", Repo: "shop", Number: 7}, false); err == nil {
+			t.Fatal("Check of a missing pull request succeeded")
+		}
+	}
+	srv.Close()
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+	goleak.VerifyNone(t, before)
 }
