@@ -56,9 +56,9 @@ Commands of ctl:
   task diff|result ID | task logs ID [--attempt N] [-f]
   agent add|list|show|pause|resume|remove
   question list | question answer ID ANSWER... [--by NAME]
-  hook list [--project P] | show ID | create --file F | edit ID --file F | enable|disable|delete ID
+  hook list [--project P] | show ID | create --file F [--project P] | edit ID --file F | enable|disable|delete ID
   hook fire ID [--event-file F] | runs ID [--status S] [--limit N] | run RUN_ID
-  workflow list [--project P] | show NAME | add --file F | delete NAME | run NAME [--actor A]
+  workflow list [--project P] | show NAME | add --file F [--project P] | delete NAME | run NAME [--actor A]
   workflow schedule NAME on|off
   run list [--workflow W] [--project P] [--status S] [--limit N] | show ID | tasks ID
   run cancel|retry ID [--actor A] | logs ID NAME [--attempt N]

@@ -41,6 +41,7 @@ func (c *ctl) hookShow(ctx context.Context, args []string) error {
 func (c *ctl) hookCreate(ctx context.Context, args []string) error {
 	fs := c.flagSet("hook create")
 	file := fs.String("file", "", "read the hook from a JSON `file` (id, project_id, name, trigger, context_steps, prompt_template, ...)")
+	project := fs.String("project", "", "the hook's project `id`, in place of the file's project_id")
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
@@ -50,6 +51,12 @@ func (c *ctl) hookCreate(ctx context.Context, args []string) error {
 	var spec models.HookSpec
 	if err := readStrict(*file, &spec); err != nil {
 		return fmt.Errorf("read hook: %w", err)
+	}
+	if *project != "" {
+		spec.ProjectID = *project
+	}
+	if spec.ProjectID == "" {
+		return usagef("ctl hook create: %s names no project_id: give --project ID", *file)
 	}
 	h, err := c.client.CreateHook(ctx, spec)
 	if err != nil {

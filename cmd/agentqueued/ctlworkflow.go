@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/workflow"
 )
 
 // This file holds ctl's workflow commands and those of workflow runs.
@@ -42,6 +43,7 @@ func (c *ctl) workflowShow(ctx context.Context, args []string) error {
 func (c *ctl) workflowAdd(ctx context.Context, args []string) error {
 	fs := c.flagSet("workflow add")
 	file := fs.String("file", "", "the workflow document, a YAML or JSON `file` (sent as is; a workflow of its name is replaced)")
+	project := fs.String("project", "", "the workflow's project `id`, in place of the document's project (only that key is changed)")
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
@@ -51,6 +53,11 @@ func (c *ctl) workflowAdd(ctx context.Context, args []string) error {
 	doc, err := os.ReadFile(*file)
 	if err != nil {
 		return fmt.Errorf("read workflow: %w", err)
+	}
+	if *project != "" {
+		if doc, err = workflow.SetProject(doc, *project); err != nil {
+			return fmt.Errorf("%s: %w", *file, err)
+		}
 	}
 	wf, created, err := c.client.SaveWorkflow(ctx, doc)
 	if err != nil {

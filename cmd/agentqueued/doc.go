@@ -95,7 +95,7 @@
 //	ctl question list | ctl question answer ID ANSWER...
 //	ctl hook list [--project P]
 //	ctl hook show ID
-//	ctl hook create --file hook.json
+//	ctl hook create --file hook.json [--project ID]
 //	ctl hook edit ID --file changes.json
 //	ctl hook enable|disable|delete ID
 //	ctl hook fire ID [--event-file event.json] [--actor NAME]
@@ -103,7 +103,7 @@
 //	ctl hook run RUN_ID
 //	ctl workflow list [--project P]
 //	ctl workflow show NAME
-//	ctl workflow add --file workflow.yaml
+//	ctl workflow add --file workflow.yaml [--project ID]
 //	ctl workflow delete NAME
 //	ctl workflow run NAME [--actor NAME] [--input NAME=VALUE]...
 //	ctl workflow schedule NAME on|off
@@ -178,12 +178,14 @@
 // "rule set" replaces the whole set of scheduling rules with a YAML or JSON
 // file's (a list, or rules: [...] as in the configuration file), kept
 // across restarts. docs/semantics.md has the rules. "hook create" reads a hook as the API
-// takes it (POST /api/v1/hooks) and "hook edit" a patch (PATCH
+// takes it (POST /api/v1/hooks), --project
+// giving its project in place of the file's project_id, and "hook edit" a patch (PATCH
 // /api/v1/hooks/{id}), both strictly: an unknown field is an error. "hook
 // fire" runs a hook now, whatever its trigger and cooldown; --event-file
 // gives an event hook the event to run with. docs/hooks.md describes hooks.
 // "workflow add" sends a workflow document (YAML or JSON) as is (POST
-// /api/v1/workflows): a workflow of its name is replaced, and an invalid
+// /api/v1/workflows), but for --project, which sets the document's project
+// key and changes nothing else: a workflow of its name is replaced, and an invalid
 // document's problems are printed one a line with the file's name, line and
 // column. "workflow run" starts a run by hand, --input giving a value to one
 // of the workflow's inputs (the defaults fill the rest; "run show" lists a

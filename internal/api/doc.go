@@ -25,13 +25,19 @@
 // /ui/ behind the same Host and cross-origin checks; it does its own login
 // (a session cookie), not the bearer token (docs/web.md).
 //
-// Endpoints:
+// Endpoints (one line per route the server registers, method and pattern
+// first; TestDocumentedRoutesAreServed holds the list to the router):
 //
 //	GET   /healthz                    {"status":"ok"} when the store answers and Config.Health (when set) returns
 //	                                  nil; else 503 {"status":"unhealthy","reason":"...","error":{...}}, the reason
 //	                                  "store unavailable" or Config.Health's error text; never needs a token
 //	GET   /metrics                    the Prometheus metrics (text format; docs/operations.md), served when
 //	                                  Config.Metrics is set, behind the same Host check and token as /api/v1
+//	POST  /webhooks/github            a GitHub webhook delivery, served when Config.GitHubWebhook is set;
+//	                                  authenticated by its signature, not the token (below)
+//	GET   /ui                         redirects to /ui/, served when Config.UI is set
+//	ANY   /ui/                        the web dashboard and everything under it (any method), served when
+//	                                  Config.UI is set; its own login (docs/web.md)
 //	POST  /api/v1/projects            create a project (body: id, name, credit_weight, max_concurrent_agents,
 //	                                  status, budget_limit, discord_channel_id, repo, settings — all but id
 //	                                  optional) → 201 project; a repo is checked first: a LINK source_path must be
@@ -135,8 +141,8 @@
 //	                                  "cli_version" is the CLI version its latest run reported, with
 //	                                  "cli_warning" when it is older than its type's known-good version
 //	DELETE /api/v1/agents/{id}        remove an agent that runs nothing → 204
-//	POST  /api/v1/agents/{id}/pause   the agent takes no new task → the agent; /resume undoes it, and
-//	                                  also ends a rest after a rate limit
+//	POST  /api/v1/agents/{id}/pause   the agent takes no new task → the agent
+//	POST  /api/v1/agents/{id}/resume  undoes a pause, and also ends a rest after a rate limit → the agent
 //	GET   /api/v1/questions           {"questions": [...], "next"}: agents' questions waiting for an answer, oldest
 //	                                  first, paged; query: limit, after
 //	POST  /api/v1/questions/{id}/answer  {"answer", "answered_by"} → the question; the waiting agent gets the answer

@@ -41,7 +41,7 @@ type (
 )
 
 // hookRoutes registers the hook endpoints on mux.
-func (s *Server) hookRoutes(mux *http.ServeMux) {
+func (s *Server) hookRoutes(mux *routeMux) {
 	mux.HandleFunc("GET "+APIPrefix+"/hooks", s.handleListHooks)
 	mux.HandleFunc("POST "+APIPrefix+"/hooks", s.handleCreateHook)
 	mux.HandleFunc("GET "+APIPrefix+"/hooks/{id}", s.handleGetHook)

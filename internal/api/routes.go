@@ -63,8 +63,27 @@ const APIPrefix = "/api/v1"
 // UIPrefix is the path prefix of the web dashboard (Config.UI).
 const UIPrefix = "/ui"
 
+// routeMux is the API's ServeMux, remembering the pattern of every route
+// registered on it (the endpoint list of the package documentation is
+// checked against them).
+type routeMux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+// Handle registers h for pattern and remembers the pattern.
+func (m *routeMux) Handle(pattern string, h http.Handler) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.Handle(pattern, h)
+}
+
+// HandleFunc registers h for pattern and remembers the pattern.
+func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(h))
+}
+
 func (s *Server) routes() http.Handler {
-	mux := http.NewServeMux()
+	mux := &routeMux{ServeMux: http.NewServeMux()}
 	mux.HandleFunc("GET /healthz", s.handleHealth)
 	mux.HandleFunc("POST "+APIPrefix+"/projects", s.handleCreateProject)
 	mux.HandleFunc("GET "+APIPrefix+"/projects", s.handleListProjects)
@@ -115,7 +134,9 @@ func (s *Server) routes() http.Handler {
 		mux.Handle(UIPrefix+"/", s.cfg.UI)
 		mux.Handle("GET "+UIPrefix, http.RedirectHandler(UIPrefix+"/", http.StatusSeeOther))
 	}
-	mux.HandleFunc("/", s.noRoute(mux))
+	s.patterns = mux.patterns
+	// Not a route: the answer to every request no route matches.
+	mux.ServeMux.HandleFunc("/", s.noRoute(mux.ServeMux))
 	return s.logRequests(s.guard(s.authenticate(s.requireJSON(mux))))
 }
 

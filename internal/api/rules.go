@@ -22,7 +22,7 @@ type RulesRequest struct {
 	Actor string `json:"actor,omitempty"`
 }
 
-func (s *Server) ruleRoutes(mux *http.ServeMux) {
+func (s *Server) ruleRoutes(mux *routeMux) {
 	mux.HandleFunc("GET "+APIPrefix+"/rules", s.handleRules)
 	mux.HandleFunc("PUT "+APIPrefix+"/rules", s.handleReplaceRules)
 }

@@ -96,6 +96,8 @@ type Server struct {
 	log     *slog.Logger
 	hosts   hostSet
 	handler http.Handler
+	// patterns are the routes the handler serves, as registered.
+	patterns []string
 
 	mu    sync.Mutex
 	addr  net.Addr

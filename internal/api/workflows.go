@@ -82,7 +82,7 @@ var runStatuses = func() string {
 }()
 
 // workflowRoutes registers the workflow and run endpoints on mux.
-func (s *Server) workflowRoutes(mux *http.ServeMux) {
+func (s *Server) workflowRoutes(mux *routeMux) {
 	mux.HandleFunc("GET "+APIPrefix+"/workflows", s.handleListWorkflows)
 	mux.HandleFunc("POST "+APIPrefix+"/workflows", s.handleSaveWorkflow)
 	mux.HandleFunc("GET "+APIPrefix+"/workflows/{name}", s.handleGetWorkflow)

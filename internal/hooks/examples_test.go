@@ -12,7 +12,8 @@ import (
 )
 
 // The example hooks of configs/hooks are what users copy: each must decode
-// strictly as a hook and be valid.
+// strictly as a hook and, given a project (`ctl hook create --project`; the
+// files name none), be valid.
 func TestExampleHooksAreValid(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("../../configs/hooks/*.json")
@@ -35,6 +36,10 @@ func TestExampleHooksAreValid(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 			continue
 		}
+		if s.ProjectID != "" {
+			t.Errorf("%s names project %q: the examples leave it to --project", f, s.ProjectID)
+		}
+		s.ProjectID = "p"
 		h := s.Hook()
 		if err := h.Validate(); err != nil {
 			t.Errorf("%s: %v", f, err)
@@ -54,6 +59,15 @@ func TestExampleHooksAreValid(t *testing.T) {
 func TestHourlySummaryExampleSkipsAQuietHour(t *testing.T) {
 	t.Parallel()
 	b, err := os.ReadFile("../../configs/hooks/hourly-summary.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec map[string]any
+	if err := json.Unmarshal(b, &spec); err != nil {
+		t.Fatal(err)
+	}
+	spec["project_id"] = "web"
+	b, err = json.Marshal(spec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,8 +106,11 @@ type Config struct {
 	// `<Executable> agent …` in a shell where their CLI can run it (the
 	// prompt offers it then). Empty leaves all three out.
 	Executable string
-	// PullRequests, when set, opens pull requests for tasks that require
-	// approval; without it such tasks are BLOCKED with PR_UNAVAILABLE.
+	// PullRequests, when set, opens pull requests for tasks that land
+	// through one (landing.Config.PullRequests); without it a task that
+	// requires approval waits for a person without one, and a task that
+	// needs one only because of pr_mode always is BLOCKED with
+	// PR_UNAVAILABLE.
 	PullRequests PullRequests
 	// PRPollInterval is how often each open pull request is checked;
 	// default DefaultPRPollInterval.

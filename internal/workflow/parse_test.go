@@ -590,9 +590,16 @@ func TestExampleWorkflows(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if w, err := workflow.Parse(filepath.Base(f), src); err == nil {
+				t.Errorf("parsed without a project (%q): the examples leave it to --project", w.ProjectID)
+			}
+			src, err = workflow.SetProject(src, "p")
+			if err != nil {
+				t.Fatal(err)
+			}
 			w, err := workflow.Parse(filepath.Base(f), src)
 			if err != nil {
-				t.Fatalf("Parse:\n%v", err)
+				t.Fatalf("Parse with project p:\n%v", err)
 			}
 			if want := strings.TrimSuffix(filepath.Base(f), ".yaml"); w.Name != want {
 				t.Errorf("name %q, want the file's name %q", w.Name, want)
