@@ -693,6 +693,16 @@ func printHook(w io.Writer, h models.Hook) {
 		fmt.Fprintf(w, "  step_%d: %s\n", i, clean(stepSummary(s)))
 	}
 	printBlock(w, "Prompt template", h.PromptTemplate)
+	if t := h.FileTask; t != nil {
+		fmt.Fprintf(w, "\nFiles a task, without a model:\n  title: %s\n", clean(t.Title))
+		if t.Kind != "" {
+			fmt.Fprintf(w, "  kind: %s\n", clean(t.Kind))
+		}
+		if t.Priority != nil {
+			fmt.Fprintf(w, "  priority: %d\n", *t.Priority)
+		}
+		printBlock(w, "Its description", t.Description)
+	}
 }
 
 func printHookRuns(w io.Writer, runs []models.HookRun) {

@@ -2,9 +2,12 @@ package hooks_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/llm/llmtest"
@@ -85,5 +88,53 @@ func TestHourlySummaryExampleSkipsAQuietHour(t *testing.T) {
 	r = h.fire(hk.ID, models.HookFire{})
 	if r.Status != models.HookRunCompleted || len(h.llm.Requests()) != 1 {
 		t.Fatalf("busy hour: %s (%s), %d LLM calls", r.Status, r.Error, len(h.llm.Requests()))
+	}
+}
+
+// TestMorningTestsExampleFilesATaskWhenTheTestsFail: the model-free
+// example runs the project's real `go test ./...`, files one task with the
+// failing output when it fails, and nothing when it passes.
+func TestMorningTestsExampleFilesATaskWhenTheTestsFail(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go is not on PATH")
+	}
+	b, err := os.ReadFile("../../configs/hooks/morning-tests.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec map[string]any
+	if err := json.Unmarshal(b, &spec); err != nil {
+		t.Fatal(err)
+	}
+	spec["project_id"] = "web"
+	if b, err = json.Marshal(spec); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	h.commit(map[string]string{"go.mod": "module demo\n\ngo 1.21\n", "src/b.go": "package a\n",
+		"src/a_test.go": "package a\n\nimport \"testing\"\n\nfunc TestSum(t *testing.T) { t.Fatal(\"sum is 3, want 4\") }\n"}, "a failing test")
+	h.project("web", func(p *models.Project) { p.Settings.HookCommands = []string{"go test ./..."} })
+	hk := h.hook(string(b))
+	r := h.fire(hk.ID, models.HookFire{})
+	if r.Status != models.HookRunCompleted {
+		t.Fatalf("failing tests: %s (%s%s)", r.Status, r.Error, deref(r.SkippedReason))
+	}
+	tasks, err := h.st.ListTasks(context.Background(), models.TaskFilter{ProjectID: "web"})
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("%d tasks, %v", len(tasks), err)
+	}
+	if got := tasks[0]; got.Title != "The test suite fails on the default branch" || !strings.Contains(got.Description, "sum is 3, want 4") ||
+		!strings.Contains(got.Description, "a failing test") {
+		t.Errorf("task %q:\n%s", got.Title, got.Description)
+	}
+	if len(h.llm.Requests()) != 0 {
+		t.Errorf("%d model calls", len(h.llm.Requests()))
+	}
+
+	h.commit(map[string]string{"src/a_test.go": "package a\n\nimport \"testing\"\n\nfunc TestSum(t *testing.T) {}\n"}, "fixed")
+	r = h.fire(hk.ID, models.HookFire{})
+	if r.Status != models.HookRunSkipped {
+		t.Errorf("passing tests: %s (%s): %s", r.Status, r.Error, deref(r.ContextResults))
 	}
 }

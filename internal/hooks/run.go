@@ -98,11 +98,14 @@ func (e *Engine) perform(ctx context.Context, h models.Hook, r models.HookRun) m
 		r.Status, r.SkippedReason = models.HookRunSkipped, &skip
 		return r
 	}
+	if h.FileTask != nil {
+		return e.fileTask(ctx, h, r, results, event)
+	}
 	if strings.TrimSpace(h.PromptTemplate) == "" {
 		r.Status = models.HookRunCompleted
 		return r
 	}
-	prompt, err := Render(h.PromptTemplate, results, event)
+	prompt, err := Render("prompt_template", h.PromptTemplate, results, event)
 	if err != nil {
 		return fail("%s", err)
 	}
@@ -123,13 +126,45 @@ func jsonText(v any) *string {
 	return &s
 }
 
-// Render fills a prompt template: {{step_N}} with step N's output,
+// fileTask files the hook's task, its templates filled with the run's
+// step results and event, as the model's create_task tool would (the
+// same checks, the same dedupe): the action is recorded in the run.
+func (e *Engine) fileTask(ctx context.Context, h models.Hook, r models.HookRun, results []models.StepResult, event *models.HookEvent) models.HookRun {
+	t := *h.FileTask
+	title, err := Render("file_task.title", t.Title, results, event)
+	if err == nil {
+		t.Description, err = Render("file_task.description", t.Description, results, event)
+	}
+	if err != nil {
+		r.Status, r.Error = models.HookRunFailed, models.ErrorMessageOf(err)
+		return r
+	}
+	// A command's output filled in is cleaned and cut, not refused: the
+	// title to one line, the description to what a tool may file (the
+	// run keeps the whole output in its context results).
+	t.Title = models.CleanLine(title, models.MaxTitleLen)
+	t.Description = models.CleanText(t.Description, maxToolText)
+	args, _ := json.Marshal(t)
+	a := models.HookAction{Tool: "file_task", Arguments: args}
+	a.Result, err = e.createTask(ctx, h, r, t.Title, t.Description, t.Kind, "", t.Priority)
+	if err != nil {
+		a.Error = models.ErrorMessageOf(err)
+		r.Status, r.Error = models.HookRunFailed, "file_task: "+a.Error
+	} else {
+		r.Status = models.HookRunCompleted
+	}
+	r.ActionsTaken = jsonText([]models.HookAction{a})
+	return r
+}
+
+// Render fills the template of field (prompt_template, file_task.title,
+// file_task.description): {{step_N}} with step N's output,
 // {{step_N.field}} with one of its fields, {{event}} with the event as
 // JSON and {{event.field}} with one of its fields. A placeholder that
 // names nothing this run has is an error naming it: no broken prompt is
 // ever sent.
-func Render(tmpl string, results []models.StepResult, event *models.HookEvent) (string, error) {
-	ps, err := models.ParsePlaceholders(tmpl)
+func Render(field, tmpl string, results []models.StepResult, event *models.HookEvent) (string, error) {
+	ps, err := models.ParsePlaceholders(field, tmpl)
 	if err != nil {
 		return "", err
 	}
@@ -144,19 +179,19 @@ func Render(tmpl string, results []models.StepResult, event *models.HookEvent) (
 		)
 		switch {
 		case p.Step < 0 && event == nil:
-			return "", models.Errorf(models.CodeInvalid, "prompt_template: %s: this run has no event (it was fired by hand without one)", p.Text)
+			return "", models.Errorf(models.CodeInvalid, "%s: %s: this run has no event (it was fired by hand without one)", field, p.Text)
 		case p.Step < 0 && p.Field == "":
 			b, _ := json.MarshalIndent(event, "", "  ")
 			v, ok = string(b), true
 		case p.Step < 0:
 			v, ok = event.Field(p.Field)
 		case p.Step >= len(results):
-			return "", models.Errorf(models.CodeInvalid, "prompt_template: %s: the run has %d step results", p.Text, len(results))
+			return "", models.Errorf(models.CodeInvalid, "%s: %s: the run has %d step results", field, p.Text, len(results))
 		default:
 			v, ok = results[p.Step].Field(p.Field)
 		}
 		if !ok {
-			return "", models.Errorf(models.CodeInvalid, "prompt_template: %s: no such field in this run", p.Text)
+			return "", models.Errorf(models.CodeInvalid, "%s: %s: no such field in this run", field, p.Text)
 		}
 		values[p.Text] = v
 	}

@@ -304,7 +304,7 @@ func TestRender(t *testing.T) {
 		{"{{step_01}}", "", `prompt_template: {{step_01}}: "01" is not a step number`},
 		{"{{ event }}", "{\n  \"type\": \"task.failed\",\n  \"task_id\": \"brave-otter\",\n  \"blocked\": [\n    \"a\",\n    \"b\"\n  ]\n}", ""},
 	} {
-		got, err := hooks.Render(c.tmpl, res, ev)
+		got, err := hooks.Render("prompt_template", c.tmpl, res, ev)
 		if c.err != "" {
 			if err == nil || err.Error() != c.err {
 				t.Errorf("%s: error %v, want %q", c.tmpl, err, c.err)

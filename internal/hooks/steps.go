@@ -87,7 +87,11 @@ func (e *Engine) gather(ctx context.Context, h models.Hook, p models.Project) (r
 		res.Type = s.Type
 		results = append(results, res)
 		if why := shortCircuit(s, res); why != "" {
-			return results, fmt.Sprintf("context_steps[%d] (%s): %s, so the LLM was not called", i, s.Type, why), nil
+			not := "the LLM was not called"
+			if h.FileTask != nil {
+				not = "no task was filed"
+			}
+			return results, fmt.Sprintf("context_steps[%d] (%s): %s, so %s", i, s.Type, why, not), nil
 		}
 	}
 	return results, "", nil

@@ -400,6 +400,9 @@ type Hook struct {
 	// {{event}} and {{event.field}} placeholders. Empty: no LLM call.
 	PromptTemplate string         `json:"prompt_template"`
 	LLMConfig      *HookLLMConfig `json:"llm_config,omitempty"`
+	// FileTask, instead of a model, files one task when the steps ran and
+	// none short-circuited the run.
+	FileTask *HookTask `json:"file_task,omitempty"`
 	// CooldownSeconds is the least time between the starts of two runs.
 	CooldownSeconds int `json:"cooldown_seconds"`
 	// MaxTokensPerRun caps the tokens of one run's whole tool loop.
@@ -463,7 +466,51 @@ func (h *Hook) Validate() error {
 			return err
 		}
 	}
-	return CheckTemplate(h.PromptTemplate, h.ContextSteps, h.Trigger.Type == TriggerEvent || h.Trigger.Type == TriggerManual)
+	withEvent := h.Trigger.Type == TriggerEvent || h.Trigger.Type == TriggerManual
+	if h.FileTask != nil {
+		if strings.TrimSpace(h.PromptTemplate) != "" {
+			return Errorf(CodeInvalid, "file_task: a hook files a task itself or asks a model (prompt_template), not both")
+		}
+		if err := h.FileTask.Validate(h.ContextSteps, withEvent); err != nil {
+			return err
+		}
+	}
+	return CheckTemplate("prompt_template", h.PromptTemplate, h.ContextSteps, withEvent)
+}
+
+// HookTask is the task a hook files without a model. Title and
+// Description are templates with the placeholders of a prompt template;
+// Kind and Priority are the task's. An unfinished task the hook filed with
+// the same title stands for it: nothing new is filed until that one ends.
+type HookTask struct {
+	Title       string `json:"title"`
+	Description string `json:"description,omitempty"`
+	Kind        string `json:"kind,omitempty"`
+	Priority    *int   `json:"priority,omitempty"`
+}
+
+// Validate checks the task's fields and the placeholders of its templates
+// against the steps that will have run.
+func (t HookTask) Validate(steps []HookStep, withEvent bool) error {
+	if strings.TrimSpace(t.Title) == "" {
+		return Errorf(CodeInvalid, "file_task.title: required")
+	}
+	if err := CheckLine("file_task.title", t.Title, MaxTitleLen); err != nil {
+		return err
+	}
+	if err := CheckText("file_task.description", t.Description, MaxHookTemplate); err != nil {
+		return err
+	}
+	if err := CheckLine("file_task.kind", t.Kind, MaxKindLen); err != nil {
+		return err
+	}
+	if t.Priority != nil && *t.Priority < 0 {
+		return Errorf(CodeInvalid, "file_task.priority: must not be negative (0 is the most urgent)")
+	}
+	if err := CheckTemplate("file_task.title", t.Title, steps, withEvent); err != nil {
+		return err
+	}
+	return CheckTemplate("file_task.description", t.Description, steps, withEvent)
 }
 
 // placeholderPattern finds {{...}} placeholders.
@@ -480,8 +527,9 @@ type Placeholder struct {
 }
 
 // ParsePlaceholders returns the placeholders of a template, or an error
-// naming the first that is neither {{step_N[.field]}} nor {{event[.field]}}.
-func ParsePlaceholders(tmpl string) ([]Placeholder, error) {
+// naming the template's field (of) and the first placeholder that is neither
+// {{step_N[.field]}} nor {{event[.field]}}.
+func ParsePlaceholders(of, tmpl string) ([]Placeholder, error) {
 	var out []Placeholder
 	for _, m := range placeholderPattern.FindAllStringSubmatch(tmpl, -1) {
 		name, field, _ := strings.Cut(m[1], ".")
@@ -491,11 +539,11 @@ func ParsePlaceholders(tmpl string) ([]Placeholder, error) {
 		case strings.HasPrefix(name, "step_"):
 			n, err := parseIndex(strings.TrimPrefix(name, "step_"))
 			if err != nil {
-				return nil, Errorf(CodeInvalid, "prompt_template: %s: %s is not a step number", m[0], Quote(strings.TrimPrefix(name, "step_")))
+				return nil, Errorf(CodeInvalid, "%s: %s: %s is not a step number", of, m[0], Quote(strings.TrimPrefix(name, "step_")))
 			}
 			p.Step = n
 		default:
-			return nil, Errorf(CodeInvalid, "prompt_template: unknown placeholder %s (use {{step_N}}, {{step_N.field}}, {{event}} or {{event.field}})", m[0])
+			return nil, Errorf(CodeInvalid, "%s: unknown placeholder %s (use {{step_N}}, {{step_N.field}}, {{event}} or {{event.field}})", of, m[0])
 		}
 		out = append(out, p)
 	}
@@ -513,30 +561,30 @@ func parseIndex(s string) (int, error) {
 	return n, nil
 }
 
-// CheckTemplate checks every placeholder of tmpl against the steps that
+// CheckTemplate checks every placeholder of tmpl, the template of field, against the steps that
 // will have run and, when withEvent, the event fields.
-func CheckTemplate(tmpl string, steps []HookStep, withEvent bool) error {
-	ps, err := ParsePlaceholders(tmpl)
+func CheckTemplate(field, tmpl string, steps []HookStep, withEvent bool) error {
+	ps, err := ParsePlaceholders(field, tmpl)
 	if err != nil {
 		return err
 	}
 	for _, p := range ps {
 		if p.Step < 0 {
 			if !withEvent {
-				return Errorf(CodeInvalid, "prompt_template: %s: only event-triggered and manual hooks have an event", p.Text)
+				return Errorf(CodeInvalid, "%s: %s: only event-triggered and manual hooks have an event", field, p.Text)
 			}
 			if p.Field != "" && !slices.Contains(HookEventFields, p.Field) {
-				return Errorf(CodeInvalid, "prompt_template: %s: events have no field %q (fields: %s)", p.Text, p.Field,
+				return Errorf(CodeInvalid, "%s: %s: events have no field %q (fields: %s)", field, p.Text, p.Field,
 					strings.Join(HookEventFields, ", "))
 			}
 			continue
 		}
 		if p.Step >= len(steps) {
-			return Errorf(CodeInvalid, "prompt_template: %s: the hook has %d context steps (step_0 to step_%d)", p.Text,
+			return Errorf(CodeInvalid, "%s: %s: the hook has %d context steps (step_0 to step_%d)", field, p.Text,
 				len(steps), len(steps)-1)
 		}
 		if f := StepResultFields[steps[p.Step].Type]; p.Field != "" && !slices.Contains(f, p.Field) {
-			return Errorf(CodeInvalid, "prompt_template: %s: %s steps have no field %q (fields: %s)", p.Text,
+			return Errorf(CodeInvalid, "%s: %s: %s steps have no field %q (fields: %s)", field, p.Text,
 				steps[p.Step].Type, p.Field, strings.Join(f, ", "))
 		}
 	}
@@ -554,6 +602,7 @@ type HookSpec struct {
 	ContextSteps    []HookStep     `json:"context_steps,omitempty"`
 	PromptTemplate  string         `json:"prompt_template,omitempty"`
 	LLMConfig       *HookLLMConfig `json:"llm_config,omitempty"`
+	FileTask        *HookTask      `json:"file_task,omitempty"`
 	CooldownSeconds *int           `json:"cooldown_seconds,omitempty"`
 	MaxTokensPerRun *int           `json:"max_tokens_per_run,omitempty"`
 }
@@ -563,7 +612,7 @@ var slugRun = regexp.MustCompile(`[^a-z0-9]+`)
 // Hook returns the hook the spec describes, defaults applied.
 func (s HookSpec) Hook() Hook {
 	h := Hook{ID: s.ID, ProjectID: s.ProjectID, Name: strings.TrimSpace(s.Name), Enabled: true, Trigger: s.Trigger,
-		ContextSteps: s.ContextSteps, PromptTemplate: s.PromptTemplate, LLMConfig: s.LLMConfig,
+		ContextSteps: s.ContextSteps, PromptTemplate: s.PromptTemplate, LLMConfig: s.LLMConfig, FileTask: s.FileTask,
 		CooldownSeconds: DefaultHookCooldown, MaxTokensPerRun: s.MaxTokensPerRun}
 	if h.ID == "" {
 		h.ID = strings.Trim(slugRun.ReplaceAllString(strings.ToLower(h.Name), "-"), "-")
@@ -583,8 +632,8 @@ func (s HookSpec) Hook() Hook {
 	return h
 }
 
-// HookPatch changes a hook; nil fields are left alone. ClearLLMConfig and
-// ClearMaxTokens remove those settings.
+// HookPatch changes a hook; nil fields are left alone. ClearLLMConfig,
+// ClearFileTask and ClearMaxTokens remove those settings.
 type HookPatch struct {
 	Name            *string        `json:"name,omitempty"`
 	Enabled         *bool          `json:"enabled,omitempty"`
@@ -593,6 +642,8 @@ type HookPatch struct {
 	PromptTemplate  *string        `json:"prompt_template,omitempty"`
 	LLMConfig       *HookLLMConfig `json:"llm_config,omitempty"`
 	ClearLLMConfig  bool           `json:"clear_llm_config,omitempty"`
+	FileTask        *HookTask      `json:"file_task,omitempty"`
+	ClearFileTask   bool           `json:"clear_file_task,omitempty"`
 	CooldownSeconds *int           `json:"cooldown_seconds,omitempty"`
 	MaxTokensPerRun *int           `json:"max_tokens_per_run,omitempty"`
 	ClearMaxTokens  bool           `json:"clear_max_tokens_per_run,omitempty"`
@@ -641,6 +692,13 @@ func (p HookPatch) Apply(h Hook, now time.Time) Hook {
 			}
 		}
 		h.LLMConfig = &c
+	}
+	if p.ClearFileTask {
+		h.FileTask = nil
+	}
+	if p.FileTask != nil {
+		t := *p.FileTask
+		h.FileTask = &t
 	}
 	if p.CooldownSeconds != nil {
 		h.CooldownSeconds = *p.CooldownSeconds

@@ -13,18 +13,18 @@ import (
 )
 
 const hookColumns = `id, project_id, name, enabled, trigger, context_steps, prompt_template, llm_config,
-	cooldown_seconds, max_tokens_per_run, schedule_from, created_at, updated_at`
+	cooldown_seconds, max_tokens_per_run, schedule_from, created_at, updated_at, file_task`
 
 func scanHook(row interface{ Scan(...any) error }) (models.Hook, error) {
 	var (
 		h                            models.Hook
 		trigger, steps               string
-		llm                          sql.NullString
+		llm, fileTask                sql.NullString
 		maxTokens                    sql.NullInt64
 		from, created, updated, ebit int64
 	)
 	if err := row.Scan(&h.ID, &h.ProjectID, &h.Name, &ebit, &trigger, &steps, &h.PromptTemplate, &llm,
-		&h.CooldownSeconds, &maxTokens, &from, &created, &updated); err != nil {
+		&h.CooldownSeconds, &maxTokens, &from, &created, &updated, &fileTask); err != nil {
 		return models.Hook{}, err
 	}
 	h.Enabled = ebit != 0
@@ -44,6 +44,13 @@ func scanHook(row interface{ Scan(...any) error }) (models.Hook, error) {
 		}
 		h.LLMConfig = &c
 	}
+	if fileTask.Valid {
+		var t models.HookTask
+		if err := json.Unmarshal([]byte(fileTask.String), &t); err != nil {
+			return models.Hook{}, fmt.Errorf("hook %s: stored file_task: %w", h.ID, err)
+		}
+		h.FileTask = &t
+	}
 	if maxTokens.Valid {
 		n := int(maxTokens.Int64)
 		h.MaxTokensPerRun = &n
@@ -52,30 +59,44 @@ func scanHook(row interface{ Scan(...any) error }) (models.Hook, error) {
 	return h, nil
 }
 
-// hookArgs are the stored forms of a hook's JSON fields.
-func hookArgs(h models.Hook) (trigger, steps string, llm sql.NullString, maxTokens sql.NullInt64, err error) {
+// storedHook holds the stored forms of a hook's JSON and optional fields.
+type storedHook struct {
+	trigger, steps string
+	llm, fileTask  sql.NullString
+	maxTokens      sql.NullInt64
+}
+
+// hookArgs returns the stored forms of a hook's JSON and optional fields.
+func hookArgs(h models.Hook) (storedHook, error) {
+	var a storedHook
 	b, err := json.Marshal(h.Trigger)
 	if err != nil {
-		return "", "", llm, maxTokens, err
+		return a, err
 	}
+	a.trigger = string(b)
 	if h.ContextSteps == nil {
 		h.ContextSteps = []models.HookStep{}
 	}
-	sb, err := json.Marshal(h.ContextSteps)
-	if err != nil {
-		return "", "", llm, maxTokens, err
+	if b, err = json.Marshal(h.ContextSteps); err != nil {
+		return a, err
 	}
+	a.steps = string(b)
 	if h.LLMConfig != nil {
-		lb, err := json.Marshal(h.LLMConfig)
-		if err != nil {
-			return "", "", llm, maxTokens, err
+		if b, err = json.Marshal(h.LLMConfig); err != nil {
+			return a, err
 		}
-		llm = sql.NullString{String: string(lb), Valid: true}
+		a.llm = sql.NullString{String: string(b), Valid: true}
+	}
+	if h.FileTask != nil {
+		if b, err = json.Marshal(h.FileTask); err != nil {
+			return a, err
+		}
+		a.fileTask = sql.NullString{String: string(b), Valid: true}
 	}
 	if h.MaxTokensPerRun != nil {
-		maxTokens = sql.NullInt64{Int64: int64(*h.MaxTokensPerRun), Valid: true}
+		a.maxTokens = sql.NullInt64{Int64: int64(*h.MaxTokensPerRun), Valid: true}
 	}
-	return string(b), string(sb), llm, maxTokens, nil
+	return a, nil
 }
 
 // CreateHook stores a new hook; its schedule starts now.
@@ -85,7 +106,7 @@ func (s *Store) CreateHook(ctx context.Context, h models.Hook) (models.Hook, err
 	}
 	now := s.now()
 	h.CreatedAt, h.UpdatedAt, h.ScheduleFrom = now, now, now
-	trigger, steps, llm, maxTokens, err := hookArgs(h)
+	a, err := hookArgs(h)
 	if err != nil {
 		return models.Hook{}, fmt.Errorf("create hook %s: %w", h.ID, err)
 	}
@@ -100,9 +121,9 @@ func (s *Store) CreateHook(ctx context.Context, h models.Hook) (models.Hook, err
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO hooks (`+hookColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-			h.ID, h.ProjectID, h.Name, h.Enabled, trigger, steps, h.PromptTemplate, llm, h.CooldownSeconds, maxTokens,
-			toNanos(h.ScheduleFrom), toNanos(h.CreatedAt), toNanos(h.UpdatedAt))
+		_, err = tx.ExecContext(ctx, `INSERT INTO hooks (`+hookColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+			h.ID, h.ProjectID, h.Name, h.Enabled, a.trigger, a.steps, h.PromptTemplate, a.llm, h.CooldownSeconds, a.maxTokens,
+			toNanos(h.ScheduleFrom), toNanos(h.CreatedAt), toNanos(h.UpdatedAt), a.fileTask)
 		if isUniqueViolation(err) {
 			return models.Errorf(models.CodeConflict, "hook %q exists already: choose another id", h.ID)
 		}
@@ -170,14 +191,14 @@ func (s *Store) UpdateHook(ctx context.Context, id string, p models.HookPatch) (
 		if err := h.Validate(); err != nil {
 			return err
 		}
-		trigger, steps, llm, maxTokens, err := hookArgs(h)
+		a, err := hookArgs(h)
 		if err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE hooks SET name = ?, enabled = ?, trigger = ?, context_steps = ?,
-			prompt_template = ?, llm_config = ?, cooldown_seconds = ?, max_tokens_per_run = ?, schedule_from = ?,
-			updated_at = ? WHERE id = ?`, h.Name, h.Enabled, trigger, steps, h.PromptTemplate, llm, h.CooldownSeconds,
-			maxTokens, toNanos(h.ScheduleFrom), toNanos(h.UpdatedAt), id)
+			prompt_template = ?, llm_config = ?, file_task = ?, cooldown_seconds = ?, max_tokens_per_run = ?,
+			schedule_from = ?, updated_at = ? WHERE id = ?`, h.Name, h.Enabled, a.trigger, a.steps, h.PromptTemplate,
+			a.llm, a.fileTask, h.CooldownSeconds, a.maxTokens, toNanos(h.ScheduleFrom), toNanos(h.UpdatedAt), id)
 		if err != nil {
 			return err
 		}
