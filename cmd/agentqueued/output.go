@@ -884,6 +884,9 @@ func printWorkflowRun(w io.Writer, r models.WorkflowRun) {
 		row(tw, "Input "+k+":", v)
 	}
 	row(tw, "Tasks:", taskCounts(r.Tasks))
+	if r.ArchivedTasks > 0 {
+		row(tw, "Archived:", fmt.Sprintf("%d of its tasks (ctl run tasks %s marks them)", r.ArchivedTasks, r.ID))
+	}
 	row(tw, "Created:", when(r.CreatedAt))
 	row(tw, "Updated:", when(r.UpdatedAt))
 	row(tw, "Ended:", whenPtr(r.EndedAt))
@@ -894,7 +897,11 @@ func printRunTasks(w io.Writer, ts []models.RunTask) {
 	tw := table(w)
 	row(tw, "NAME", "TASK", "STATUS", "TITLE", "REASON")
 	for _, t := range ts {
-		row(tw, t.Name, t.ID, string(t.Status), t.Title, t.StatusReason)
+		status := string(t.Status)
+		if t.ArchivedAt != nil {
+			status += " (archived)"
+		}
+		row(tw, t.Name, t.ID, status, t.Title, t.StatusReason)
 	}
 	tw.Flush()
 }

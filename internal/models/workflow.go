@@ -164,11 +164,15 @@ type WorkflowRun struct {
 	Inputs map[string]string `json:"inputs,omitempty"`
 	// Definition is the workflow as it was when the run started.
 	Definition json.RawMessage `json:"definition,omitempty"`
-	// Tasks counts the run's tasks by status.
-	Tasks     map[TaskStatus]int `json:"tasks,omitempty"`
-	CreatedAt time.Time          `json:"created_at"`
-	UpdatedAt time.Time          `json:"updated_at"`
-	EndedAt   *time.Time         `json:"ended_at,omitempty"`
+	// Tasks counts the run's tasks by status, its archived tasks
+	// included.
+	Tasks map[TaskStatus]int `json:"tasks,omitempty"`
+	// ArchivedTasks counts those of its tasks that are archived (counted
+	// in Tasks too).
+	ArchivedTasks int        `json:"archived_tasks,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+	UpdatedAt     time.Time  `json:"updated_at"`
+	EndedAt       *time.Time `json:"ended_at,omitempty"`
 }
 
 // RunTask is a task of a workflow run with its place in the run.
@@ -177,6 +181,9 @@ type RunTask struct {
 	// Name is the task's name in the run: its step, with "[i]" for a step
 	// that fans out.
 	Name string `json:"name"`
+	// ArchivedAt is set when the task has been archived: it is the task as
+	// the archive keeps it, and it never changes again.
+	ArchivedAt *time.Time `json:"archived_at,omitempty"`
 }
 
 // RunFilter narrows a list of workflow runs.

@@ -361,7 +361,8 @@ func (x *txn) loadRun(runID string) (models.WorkflowRun, models.Workflow, error)
 	return r, w, nil
 }
 
-// readProgress reads what a run's steps are, in two queries.
+// readProgress reads what a run's steps are, in three queries: its
+// archived tasks count too.
 func (x *txn) readProgress(runID string) (workflow.Progress, error) {
 	p := workflow.Progress{Expanded: map[string]bool{}, Counts: map[string]map[models.TaskStatus]int{}}
 	rows, err := x.QueryContext(x.ctx, "SELECT step FROM workflow_run_steps WHERE run_id = ?", runID)
@@ -380,9 +381,20 @@ func (x *txn) readProgress(runID string) (workflow.Progress, error) {
 	if err := rows.Err(); err != nil {
 		return p, err
 	}
-	rows, err = x.QueryContext(x.ctx, qRunStepCounts, runID)
+	// A step's archived tasks count as its live ones do.
+	for _, q := range []string{qRunStepCounts, qArchivedRunStepCounts} {
+		if err := x.addStepCounts(p, q, runID); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// addStepCounts adds to p the counts by step and status query q reads.
+func (x *txn) addStepCounts(p workflow.Progress, q, runID string) error {
+	rows, err := x.QueryContext(x.ctx, q, runID)
 	if err != nil {
-		return p, err
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -392,14 +404,14 @@ func (x *txn) readProgress(runID string) (workflow.Progress, error) {
 			n    int
 		)
 		if err := rows.Scan(&step, &st, &n); err != nil {
-			return p, err
+			return err
 		}
 		if p.Counts[step] == nil {
 			p.Counts[step] = map[models.TaskStatus]int{}
 		}
 		p.Counts[step][st] += n
 	}
-	return p, rows.Err()
+	return rows.Err()
 }
 
 // advanceRun makes the tasks of every step of a run that is due
@@ -496,33 +508,30 @@ func (x *txn) runNotified(c change) (applied, error) {
 	return a, x.s.notify(x.ctx, x.tx, a, x.blocked[before:], c.event, c.reason, c.actor)
 }
 
-// stepTaskIDs returns the ids of a run's step's tasks.
+// stepTaskIDs returns the ids of a run's step's tasks, its archived ones
+// included (a dependency on one is met as its archived status says).
 func (x *txn) stepTaskIDs(runID, step string) ([]string, error) {
-	rows, err := x.QueryContext(x.ctx, "SELECT id FROM tasks WHERE workflow_run_id = ? AND step_name = ? ORDER BY parallel_index", runID, step)
+	ids, err := queryIDs(x.ctx, x, "SELECT id FROM tasks WHERE workflow_run_id = ? AND step_name = ? ORDER BY parallel_index", runID, step)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	archived, err := x.archivedStepTaskIDs(runID, step)
+	return append(ids, archived...), err
 }
 
-// runOutputs returns the outputs of the run's steps that made one task.
+// runOutputs returns the outputs of the run's steps that made one task,
+// archived or not.
 func (x *txn) runOutputs(runID string) (map[string]json.RawMessage, error) {
+	out := map[string]json.RawMessage{}
+	if err := x.addArchivedOutputs(runID, out); err != nil {
+		return nil, err
+	}
 	rows, err := x.QueryContext(x.ctx, `SELECT t.step_name, r.outputs FROM tasks t JOIN task_results r ON r.task_id = t.id
 		WHERE t.workflow_run_id = ? AND t.parallel_count = 0`, runID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]json.RawMessage{}
 	for rows.Next() {
 		var (
 			step    string
@@ -623,18 +632,34 @@ func (x *txn) settleRun(id string) error {
 	return nil
 }
 
-// GetWorkflowRun returns a run with its tasks counted by status.
+// GetWorkflowRun returns a run with its tasks counted by status, its
+// archived tasks included (and counted apart too), read from one
+// snapshot.
 func (s *Store) GetWorkflowRun(ctx context.Context, id string) (models.WorkflowRun, error) {
-	r, err := scanWorkflowRun(s.rdb.QueryRowContext(ctx, "SELECT "+wfRunColumns+" FROM workflow_runs WHERE id = ?", id))
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return models.WorkflowRun{}, fmt.Errorf("get run %s: %w", id, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	r, err := getWorkflowRun(ctx, tx, id)
+	if err != nil {
+		return models.WorkflowRun{}, fmt.Errorf("get run %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// getWorkflowRun reads a run and counts its tasks through q.
+func getWorkflowRun(ctx context.Context, q queryer, id string) (models.WorkflowRun, error) {
+	r, err := scanWorkflowRun(q.QueryRowContext(ctx, "SELECT "+wfRunColumns+" FROM workflow_runs WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return models.WorkflowRun{}, notFound("run", id)
 	}
 	if err != nil {
-		return models.WorkflowRun{}, fmt.Errorf("get run %s: %w", id, err)
+		return models.WorkflowRun{}, err
 	}
-	rows, err := s.rdb.QueryContext(ctx, "SELECT status, count(*) FROM tasks WHERE workflow_run_id = ? GROUP BY status", id)
+	rows, err := q.QueryContext(ctx, "SELECT status, count(*) FROM tasks WHERE workflow_run_id = ? GROUP BY status", id)
 	if err != nil {
-		return models.WorkflowRun{}, fmt.Errorf("get run %s: %w", id, err)
+		return models.WorkflowRun{}, err
 	}
 	defer rows.Close()
 	r.Tasks = map[models.TaskStatus]int{}
@@ -644,11 +669,15 @@ func (s *Store) GetWorkflowRun(ctx context.Context, id string) (models.WorkflowR
 			n  int
 		)
 		if err := rows.Scan(&st, &n); err != nil {
-			return models.WorkflowRun{}, fmt.Errorf("get run %s: %w", id, err)
+			return models.WorkflowRun{}, err
 		}
 		r.Tasks[st] = n
 	}
-	return r, rows.Err()
+	if err := rows.Err(); err != nil {
+		return models.WorkflowRun{}, err
+	}
+	r.ArchivedTasks, err = addArchivedCounts(ctx, q, id, r.Tasks)
+	return r, err
 }
 
 // ListWorkflowRuns returns runs, newest first, at most f.Limit (default
@@ -688,12 +717,22 @@ func (s *Store) ListWorkflowRunsAfter(ctx context.Context, f models.RunFilter, a
 	return rs, nil
 }
 
-// RunTasks returns a run's tasks in step order, each named in the run.
+// RunTasks returns a run's tasks in step order, each named in the run,
+// its archived tasks included (with their ArchivedAt), read from one
+// snapshot.
 func (s *Store) RunTasks(ctx context.Context, runID string) ([]models.RunTask, error) {
-	if _, err := s.GetWorkflowRun(ctx, runID); err != nil {
-		return nil, err
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("tasks of run %s: %w", runID, err)
 	}
-	ts, err := queryAll(ctx, s.rdb, scanTask, "SELECT "+taskColumns+` FROM tasks WHERE workflow_run_id = ?
+	defer tx.Rollback() //nolint:errcheck // read-only
+	var one int
+	if err := tx.QueryRowContext(ctx, "SELECT 1 FROM workflow_runs WHERE id = ?", runID).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("run", runID)
+	} else if err != nil {
+		return nil, fmt.Errorf("tasks of run %s: %w", runID, err)
+	}
+	ts, err := queryAll(ctx, tx, scanTask, "SELECT "+taskColumns+` FROM tasks WHERE workflow_run_id = ?
 		ORDER BY created_at, step_name, parallel_index`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("tasks of run %s: %w", runID, err)
@@ -701,6 +740,14 @@ func (s *Store) RunTasks(ctx context.Context, runID string) ([]models.RunTask, e
 	out := make([]models.RunTask, len(ts))
 	for i, t := range ts {
 		out[i] = models.RunTask{Task: t, Name: t.RunName()}
+	}
+	archived, err := archivedRunTasks(ctx, tx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("tasks of run %s: %w", runID, err)
+	}
+	if len(archived) > 0 {
+		out = append(out, archived...)
+		sortRunTasks(out)
 	}
 	return out, nil
 }
@@ -779,7 +826,11 @@ func (s *Store) CancelWorkflowRun(ctx context.Context, id, by string) ([]models.
 // was (those follow their root), starts again, upstream first —
 // ADMIN_RESTART when every upstream task is COMPLETED, UPSTREAM_REOPENED
 // (back to waiting) otherwise; steps that are due get their tasks; and the
-// run's status is settled. COMPLETED tasks are not run again.
+// run's status is settled. COMPLETED tasks are not run again. A run with
+// a task archived BLOCKED, or a step whose tasks are all gone (dropped
+// from the archive), is not retried (a conflict naming them): an archived
+// task never runs again, and a run cannot be settled on tasks it no
+// longer has; a new run does the work again.
 func (s *Store) RetryWorkflowRun(ctx context.Context, id, by string) (models.WorkflowRun, error) {
 	var changed bool
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
@@ -793,6 +844,9 @@ func (s *Store) RetryWorkflowRun(ctx context.Context, id, by string) (models.Wor
 		}
 		if r.Status != models.RunFailed && r.Status != models.RunCancelled {
 			return models.Errorf(models.CodeConflict, "run %s is %s: only a failed or cancelled run is retried", id, r.Status)
+		}
+		if err := x.retryRefusal(r); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, "UPDATE workflow_runs SET status = ?, reason = '', ended_at = NULL, updated_at = ? WHERE id = ?",
 			models.RunRunning, toNanos(x.now), id); err != nil {
@@ -881,18 +935,18 @@ func (s *Store) UnfinishedCancels(ctx context.Context) ([]string, error) {
 }
 
 // RunTaskByName returns the task of a run with a name such as "build" or
-// "upgrade[2]".
-func (s *Store) RunTaskByName(ctx context.Context, runID, name string) (models.Task, error) {
+// "upgrade[2]", archived (ArchivedAt set) or not.
+func (s *Store) RunTaskByName(ctx context.Context, runID, name string) (models.RunTask, error) {
 	ts, err := s.RunTasks(ctx, runID)
 	if err != nil {
-		return models.Task{}, err
+		return models.RunTask{}, err
 	}
 	var names []string
 	for _, t := range ts {
 		if t.Name == name {
-			return t.Task, nil
+			return t, nil
 		}
 		names = append(names, t.Name)
 	}
-	return models.Task{}, models.Errorf(models.CodeNotFound, "run %s has no task %q (tasks: %s)", runID, name, strings.Join(names, ", "))
+	return models.RunTask{}, models.Errorf(models.CodeNotFound, "run %s has no task %q (tasks: %s)", runID, name, strings.Join(names, ", "))
 }
