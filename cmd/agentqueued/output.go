@@ -795,6 +795,9 @@ func workflowStepSummary(s models.WorkflowStep) string {
 	if s.Concurrency > 0 {
 		parts = append(parts, "concurrency "+strconv.Itoa(s.Concurrency))
 	}
+	if s.ExpectedCount != nil {
+		parts = append(parts, "expected_count "+s.ExpectedCount.String())
+	}
 	for _, f := range []struct{ name, v string }{{"profile", s.Profile}, {"agent_type", s.AgentType}, {"kind", s.Kind},
 		{"verification", string(s.Verification)}} {
 		if f.v != "" {

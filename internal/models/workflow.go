@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -82,6 +83,55 @@ type WorkflowStep struct {
 	Concurrency int `json:"concurrency,omitempty"`
 	// Timeout caps each of the step's runs (Task.Timeout); 0 is none.
 	Timeout Duration `json:"timeout,omitempty"`
+	// ExpectedCount is each of the step's tasks' expected_count, what
+	// Capacity rules count: a fixed number, or one placeholder filled for
+	// each task ({{<step>.outputs.<field>}}, {{item.<field>}},
+	// {{inputs.<name>}}, …). nil: none.
+	ExpectedCount *StepCount `json:"expected_count,omitempty"`
+}
+
+// StepCount is a step's expected_count: a fixed Count, or Template, one
+// {{…}} placeholder whose value, a whole number, is each task's count.
+// In JSON it is a number, or the template as a string.
+type StepCount struct {
+	Count    int
+	Template string
+}
+
+// MarshalJSON writes the count as a number, or the template as a string.
+func (c StepCount) MarshalJSON() ([]byte, error) {
+	if c.Template != "" {
+		return json.Marshal(c.Template)
+	}
+	return json.Marshal(c.Count)
+}
+
+// UnmarshalJSON reads a whole number, or a string: a whole number
+// written as text, or a template.
+func (c *StepCount) UnmarshalJSON(b []byte) error {
+	var n int
+	if err := json.Unmarshal(b, &n); err == nil {
+		*c = StepCount{Count: n}
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return Errorf(CodeInvalid, "expected_count: must be a whole number or a {{…}} placeholder")
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil {
+		*c = StepCount{Count: n}
+		return nil
+	}
+	*c = StepCount{Template: s}
+	return nil
+}
+
+// String is the count, or the template, as written.
+func (c StepCount) String() string {
+	if c.Template != "" {
+		return c.Template
+	}
+	return strconv.Itoa(c.Count)
 }
 
 // StepDependency is one upstream step; RequiresSuccess defaults to true.

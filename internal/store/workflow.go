@@ -68,6 +68,13 @@ func (s *Store) SaveWorkflow(ctx context.Context, w models.Workflow) (models.Wor
 		} else if err != nil {
 			return err
 		}
+		rs, err := readRuleSet(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if err := workflow.CheckRules(w, rs.Rules); err != nil {
+			return err
+		}
 		w.CreatedAt, w.UpdatedAt, w.ScheduleFrom = now, now, now
 		// The stored definition keeps the document's schedule_enabled,
 		// the column the switch in force.
@@ -272,6 +279,13 @@ func (s *Store) StartWorkflowRun(ctx context.Context, req models.RunRequest) (ru
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
+		rs, err := readRuleSet(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if err := workflow.CheckRules(w, rs.Rules); err != nil {
+			return rulesRefuseRun(w, err)
+		}
 		inputs, err := workflow.ResolveInputs(w, req.Inputs)
 		if err != nil {
 			return err
@@ -306,7 +320,7 @@ func (s *Store) StartWorkflowRun(ctx context.Context, req models.RunRequest) (ru
 		if err != nil {
 			return err
 		}
-		if err := x.nested(func() error { return x.createInitial(run.ID, w, inputs) }); err != nil {
+		if err := x.nested(func() error { return x.createInitial(run.ID, w, inputs, rs.Rules) }); err != nil {
 			return err
 		}
 		changed = x.changed
@@ -324,16 +338,28 @@ func (s *Store) StartWorkflowRun(ctx context.Context, req models.RunRequest) (ru
 	return run, duplicate, err
 }
 
+// rulesRefuseRun is the refusal of a run of w whose tasks the rules in
+// force refuse (err says how).
+func rulesRefuseRun(w models.Workflow, err error) error {
+	return models.WrapError(models.CodeConflict, err, "the rules in force refuse the tasks of workflow %s:\n%s\n"+
+		"give its steps an expected_count (ctl workflow add, or POST /api/v1/workflows), or change the rules",
+		w.Name, models.ErrorMessageOf(err))
+}
+
 // createInitial creates, as one batch, the tasks of the steps known from
 // the start (workflow.InitialPlan), each depending on the tasks of its
-// upstream steps.
-func (x *txn) createInitial(runID string, w models.Workflow, inputs map[string]string) error {
+// upstream steps. Their expected counts known, they are checked against
+// rules: a run whose tasks they refuse does not start.
+func (x *txn) createInitial(runID string, w models.Workflow, inputs map[string]string, rules []models.Rule) error {
 	plan, err := workflow.InitialPlan(w, runID, inputs)
 	if err != nil {
 		return err
 	}
 	var batch []models.BatchTask
 	for _, p := range plan {
+		if err := workflow.CheckTaskRules(p.Tasks, w.ProjectID, rules); err != nil {
+			return rulesRefuseRun(w, err)
+		}
 		batch = append(batch, p.Tasks...)
 		if _, err := x.ExecContext(x.ctx, "INSERT INTO workflow_run_steps (run_id, step, task_count, expanded_at) VALUES (?,?,?,?)",
 			runID, p.Step, len(p.Tasks), toNanos(x.now)); err != nil {
@@ -450,6 +476,10 @@ func (x *txn) expandSteps(run models.WorkflowRun, w models.Workflow, due []model
 	if err != nil {
 		return err
 	}
+	rs, err := readRuleSet(x.ctx, x)
+	if err != nil {
+		return err
+	}
 	var (
 		batch  []models.BatchTask
 		failed = map[string]string{}
@@ -464,6 +494,16 @@ func (x *txn) expandSteps(run models.WorkflowRun, w models.Workflow, due []model
 			upstream[d.Step] = ids
 		}
 		tasks, failure := workflow.Expand(w, st, run, outputs, upstream)
+		if failure == "" {
+			// Made in an upstream's completion, which a refusal would
+			// undo: tasks the rules refuse stop their step instead.
+			if err := workflow.CheckTaskRules(tasks, w.ProjectID, rs.Rules); err != nil {
+				failure = models.ErrorMessageOf(err)
+				standIn := workflow.StandIn(w, st, run, failure)
+				standIn.Dependencies = tasks[0].Dependencies
+				tasks = []models.BatchTask{standIn}
+			}
+		}
 		if failure != "" {
 			failed[st.Name] = failure
 		}
