@@ -97,3 +97,50 @@ func TestCtlStats(t *testing.T) {
 		t.Errorf("stats of an unknown project: %+v", r)
 	}
 }
+
+// TestCtlShowsArchivedRunTasks: once the pruner has archived the tasks of
+// a cancelled run, `ctl run show` and `ctl run tasks` still show them,
+// marked archived; `ctl run logs` says the task's logs went with it, and
+// `ctl run retry` is refused naming the archived task and how to run the
+// workflow again.
+func TestCtlShowsArchivedRunTasks(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "config.yaml", "retention:\n  archive_tasks: 1d\n  interval: 1h\n")
+	fake := clocktest.New(time.Now())
+	d, err := startMainWith(t, func(m *Main) { m.retentionClock = fake },
+		"run", "--data-dir", dir+"/data", "--listen", "127.0.0.1:0", "--config", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := d.m.Addr()
+	mustCtl(t, addr, "project", "create", "web")
+	mustCtl(t, addr, "workflow", "add", "--file", writeFile(t, dir, "review.yaml",
+		"name: review\nproject: web\nsteps:\n  - name: read\n    title: Read the diff\n"))
+	mustCtl(t, addr, "workflow", "run", "review")
+	mustCtl(t, addr, "run", "cancel", "review-1")
+	ctx := progresstest.Context(t)
+	if err := fake.WaitTimer(ctx, time.Hour); err != nil { // the first pass, at start, is over
+		t.Fatal(err)
+	}
+	fake.Advance(49 * time.Hour)
+	if err := fake.WaitTimer(ctx, time.Hour); err != nil { // the pass the advance started is over
+		t.Fatal(err)
+	}
+
+	show := mustCtl(t, addr, "run", "show", "review-1")
+	if !regexp.MustCompile(`(?m)^Tasks:\s+BLOCKED=1$`).MatchString(show) || !regexp.MustCompile(`(?m)^Archived:\s+1 of its tasks`).MatchString(show) {
+		t.Errorf("run show of a run whose task is archived:\n%s", show)
+	}
+	tasks := mustCtl(t, addr, "run", "tasks", "review-1")
+	if !regexp.MustCompile(`(?m)^read\s+\S+\s+BLOCKED \(archived\)\s+Read the diff`).MatchString(tasks) {
+		t.Errorf("run tasks of a run whose task is archived:\n%s", tasks)
+	}
+	if r := runCtl(t, addr, nil, "run", "logs", "review-1", "read"); r.code != 1 || !strings.Contains(r.stderr, "(read of run review-1) was archived") {
+		t.Errorf("run logs of an archived task: exit %d, %s", r.code, r.stderr)
+	}
+	if r := runCtl(t, addr, nil, "run", "retry", "review-1"); r.code != 1 || !strings.Contains(r.stderr, "were archived BLOCKED") ||
+		!strings.Contains(r.stderr, "ctl workflow run review") {
+		t.Errorf("run retry of a run whose task is archived: exit %d, %s", r.code, r.stderr)
+	}
+}

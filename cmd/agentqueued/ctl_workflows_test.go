@@ -21,6 +21,7 @@ steps:
   - name: build
     title: "Build for {{run.id}}"
     kind: build
+    expected_count: 3
   - name: shards
     title: "Test shard {{index}} of {{count}}"
     depends_on: [build]
@@ -55,7 +56,7 @@ func TestCtlWorkflows(t *testing.T) {
 	out := ctl("workflow", "add", "--file", pipeline)
 	for _, want := range []string{"workflow pipeline created", "Build, test in shards, report.", "0 2 * * * (Europe/Paris)",
 		"Origin:", "api", "Steps (3):", "Build for {{run.id}}", "parallel 2", "after build",
-		"after shards (whatever its result)", "kind build", "Document:", "  timezone: Europe/Paris"} {
+		"after shards (whatever its result)", "kind build", "expected_count 3", "Document:", "  timezone: Europe/Paris"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("workflow add lacks %q:\n%s", want, out)
 		}

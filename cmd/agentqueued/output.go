@@ -805,6 +805,9 @@ func workflowStepSummary(s models.WorkflowStep) string {
 	if s.Concurrency > 0 {
 		parts = append(parts, "concurrency "+strconv.Itoa(s.Concurrency))
 	}
+	if s.ExpectedCount != nil {
+		parts = append(parts, "expected_count "+s.ExpectedCount.String())
+	}
 	for _, f := range []struct{ name, v string }{{"profile", s.Profile}, {"agent_type", s.AgentType}, {"kind", s.Kind},
 		{"verification", string(s.Verification)}} {
 		if f.v != "" {
@@ -894,6 +897,9 @@ func printWorkflowRun(w io.Writer, r models.WorkflowRun) {
 		row(tw, "Input "+k+":", v)
 	}
 	row(tw, "Tasks:", taskCounts(r.Tasks))
+	if r.ArchivedTasks > 0 {
+		row(tw, "Archived:", fmt.Sprintf("%d of its tasks (ctl run tasks %s marks them)", r.ArchivedTasks, r.ID))
+	}
 	row(tw, "Created:", when(r.CreatedAt))
 	row(tw, "Updated:", when(r.UpdatedAt))
 	row(tw, "Ended:", whenPtr(r.EndedAt))
@@ -904,7 +910,11 @@ func printRunTasks(w io.Writer, ts []models.RunTask) {
 	tw := table(w)
 	row(tw, "NAME", "TASK", "STATUS", "TITLE", "REASON")
 	for _, t := range ts {
-		row(tw, t.Name, t.ID, string(t.Status), t.Title, t.StatusReason)
+		status := string(t.Status)
+		if t.ArchivedAt != nil {
+			status += " (archived)"
+		}
+		row(tw, t.Name, t.ID, status, t.Title, t.StatusReason)
 	}
 	tw.Flush()
 }

@@ -85,7 +85,7 @@ func (h *harness) runTask(runID, name string) models.Task {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return t
+	return t.Task
 }
 
 // runStatus reads a run's status.

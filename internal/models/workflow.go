@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -82,6 +83,55 @@ type WorkflowStep struct {
 	Concurrency int `json:"concurrency,omitempty"`
 	// Timeout caps each of the step's runs (Task.Timeout); 0 is none.
 	Timeout Duration `json:"timeout,omitempty"`
+	// ExpectedCount is each of the step's tasks' expected_count, what
+	// Capacity rules count: a fixed number, or one placeholder filled for
+	// each task ({{<step>.outputs.<field>}}, {{item.<field>}},
+	// {{inputs.<name>}}, …). nil: none.
+	ExpectedCount *StepCount `json:"expected_count,omitempty"`
+}
+
+// StepCount is a step's expected_count: a fixed Count, or Template, one
+// {{…}} placeholder whose value, a whole number, is each task's count.
+// In JSON it is a number, or the template as a string.
+type StepCount struct {
+	Count    int
+	Template string
+}
+
+// MarshalJSON writes the count as a number, or the template as a string.
+func (c StepCount) MarshalJSON() ([]byte, error) {
+	if c.Template != "" {
+		return json.Marshal(c.Template)
+	}
+	return json.Marshal(c.Count)
+}
+
+// UnmarshalJSON reads a whole number, or a string: a whole number
+// written as text, or a template.
+func (c *StepCount) UnmarshalJSON(b []byte) error {
+	var n int
+	if err := json.Unmarshal(b, &n); err == nil {
+		*c = StepCount{Count: n}
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return Errorf(CodeInvalid, "expected_count: must be a whole number or a {{…}} placeholder")
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil {
+		*c = StepCount{Count: n}
+		return nil
+	}
+	*c = StepCount{Template: s}
+	return nil
+}
+
+// String is the count, or the template, as written.
+func (c StepCount) String() string {
+	if c.Template != "" {
+		return c.Template
+	}
+	return strconv.Itoa(c.Count)
 }
 
 // StepDependency is one upstream step; RequiresSuccess defaults to true.
@@ -164,11 +214,15 @@ type WorkflowRun struct {
 	Inputs map[string]string `json:"inputs,omitempty"`
 	// Definition is the workflow as it was when the run started.
 	Definition json.RawMessage `json:"definition,omitempty"`
-	// Tasks counts the run's tasks by status.
-	Tasks     map[TaskStatus]int `json:"tasks,omitempty"`
-	CreatedAt time.Time          `json:"created_at"`
-	UpdatedAt time.Time          `json:"updated_at"`
-	EndedAt   *time.Time         `json:"ended_at,omitempty"`
+	// Tasks counts the run's tasks by status, its archived tasks
+	// included.
+	Tasks map[TaskStatus]int `json:"tasks,omitempty"`
+	// ArchivedTasks counts those of its tasks that are archived (counted
+	// in Tasks too).
+	ArchivedTasks int        `json:"archived_tasks,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+	UpdatedAt     time.Time  `json:"updated_at"`
+	EndedAt       *time.Time `json:"ended_at,omitempty"`
 }
 
 // RunTask is a task of a workflow run with its place in the run.
@@ -177,6 +231,9 @@ type RunTask struct {
 	// Name is the task's name in the run: its step, with "[i]" for a step
 	// that fans out.
 	Name string `json:"name"`
+	// ArchivedAt is set when the task has been archived: it is the task as
+	// the archive keeps it, and it never changes again.
+	ArchivedAt *time.Time `json:"archived_at,omitempty"`
 }
 
 // RunFilter narrows a list of workflow runs.

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/workflow"
@@ -59,11 +60,18 @@ func (s *Service) RetryRun(ctx context.Context, id, by string) (models.WorkflowR
 
 // RunTaskLogs returns the logs of a run's task named name ("build",
 // "upgrade[2]"), of every attempt or of one: the store finds the task,
-// the orchestrator reads its logs.
+// the orchestrator reads its logs. An archived task's logs went with its
+// run directory when it was archived: asking for them is not found, and
+// says so.
 func (s *Service) RunTaskLogs(ctx context.Context, runID, name string, attempt int) (models.TaskLogs, error) {
 	t, err := s.store.RunTaskByName(ctx, runID, name)
 	if err != nil {
 		return models.TaskLogs{}, err
+	}
+	if t.ArchivedAt != nil {
+		return models.TaskLogs{}, models.Errorf(models.CodeNotFound, "task %s (%s of run %s) was archived %s "+
+			"and its logs were deleted with it; ctl task show %s shows what the archive keeps (its events, result and runs)",
+			t.ID, t.Name, runID, t.ArchivedAt.UTC().Format(time.RFC3339), t.ID)
 	}
 	return s.orch.TaskLogs(ctx, t.ID, attempt)
 }

@@ -226,6 +226,16 @@ func ArchiveQueriesForTest() map[string]string {
 	}
 }
 
+// RunArchiveQueriesForTest returns the reads of a run's archived tasks,
+// each taking a run id and, when it has a second parameter, a step.
+func RunArchiveQueriesForTest() map[string]string {
+	return map[string]string{
+		"qArchivedRunCounts": qArchivedRunCounts, "qArchivedRunStepCounts": qArchivedRunStepCounts,
+		"qArchivedRunTasks": qArchivedRunTasks, "qArchivedStepTaskIDs": qArchivedStepTaskIDs,
+		"qArchivedRunOutputs": qArchivedRunOutputs, "qArchivedBlockedRunTasks": qArchivedBlockedRunTasks,
+	}
+}
+
 // SetAfterArchiveReadForTest makes f run between the read of each batch to
 // archive and its write transaction.
 func SetAfterArchiveReadForTest(s *Store, f func()) { s.afterArchiveRead = f }

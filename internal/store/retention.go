@@ -34,8 +34,8 @@ const (
 	qStillArchivable = `SELECT t.id, t.status, t.updated_at,
 		coalesce((SELECT max(e.id) FROM task_events e WHERE e.task_id = t.id), 0)
 		FROM json_each(?1) b CROSS JOIN tasks t ON t.id = b.value WHERE ` + archivable
-	qInsertArchived = `INSERT INTO archived_tasks (id, project_id, status, created_at, updated_at, archived_at, task, detail)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	qInsertArchived = `INSERT INTO archived_tasks (id, project_id, status, created_at, updated_at, archived_at, task, detail,
+		run_id, step_name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// The deletes of a batch archived, its ids in ?1 as a JSON array.
 	qDeleteArchivedChats = "DELETE FROM chat_threads WHERE task_id " + inBatch
 	qDeleteArchivedTasks = "DELETE FROM tasks WHERE id " + inBatch
@@ -159,7 +159,7 @@ func (s *Store) WriteArchiveBatch(ctx context.Context, b ArchiveBatch) ([]string
 				continue
 			}
 			if _, err := x.ExecContext(ctx, qInsertArchived, e.id, e.projectID, e.status, e.createdAt,
-				e.updatedAt, e.archivedAt, e.task, e.detail); err != nil {
+				e.updatedAt, e.archivedAt, e.task, e.detail, emptyToNull(e.runID), e.stepName); err != nil {
 				return fmt.Errorf("archive task %s: %w", e.id, err)
 			}
 			ids = append(ids, e.id)
@@ -187,6 +187,7 @@ func (s *Store) WriteArchiveBatch(ctx context.Context, b ArchiveBatch) ([]string
 // the write transaction, with what tells whether it changed since.
 type archiveEntry struct {
 	id, projectID        string
+	runID, stepName      string
 	status               models.TaskStatus
 	createdAt, updatedAt int64
 	archivedAt           int64
@@ -222,7 +223,7 @@ func (s *Store) readArchiveBatch(ctx context.Context, before time.Time, limit in
 	out := make([]archiveEntry, 0, len(details))
 	for _, d := range details {
 		d.ArchivedAt = &now
-		e := archiveEntry{id: d.Task.ID, projectID: d.Task.ProjectID, status: d.Task.Status,
+		e := archiveEntry{id: d.Task.ID, projectID: d.Task.ProjectID, runID: d.Task.RunID, stepName: d.Task.StepName, status: d.Task.Status,
 			createdAt: toNanos(d.Task.CreatedAt), updatedAt: toNanos(d.Task.UpdatedAt), archivedAt: toNanos(now)}
 		if n := len(d.Events); n > 0 {
 			e.lastEvent = d.Events[n-1].ID

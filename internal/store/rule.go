@@ -275,9 +275,11 @@ func (x *txn) checkRules(entries []*entry) error {
 		return err
 	}
 	for _, e := range entries {
-		// A workflow step declares no expected_count, and its later tasks
-		// are created in the transaction of an upstream's completion, which
-		// a refusal would undo: a workflow's tasks are not checked.
+		// A workflow's tasks are checked by their run (workflow.CheckRules
+		// at its start, workflow.CheckTaskRules as each step makes them):
+		// its later tasks are created in the transaction of an upstream's
+		// completion, which a refusal here would undo; their step is
+		// stopped with the reason instead.
 		if e.skipped() || e.src.Workflow != nil {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/workflow"
 )
 
 // rule decodes a rule the way the API and the configuration do.
@@ -268,31 +269,89 @@ func TestProgressCountsAreStoredOnTheTask(t *testing.T) {
 	}
 }
 
-// A workflow step declares no expected_count, and its fan-out tasks are
-// created in the transaction of an upstream's completion: a Capacity rule
-// over its kind neither refuses the run nor that completion.
-func TestAWorkflowsTasksAreNotRefusedByCapacityRules(t *testing.T) {
-	t.Parallel()
-	e := newWFEnv(t, `name: load
+// ingestFlow discovers feeds and loads each, counting the rows of each
+// feed as its load's expected_count.
+const ingestFlow = `name: load
 project: web
 steps:
   - name: discover
     title: Find feeds
     kind: ingest
+    expected_count: 1
   - name: load
-    title: "Load {{item}}"
+    title: "Load {{item.url}}"
     kind: ingest
     depends_on: [discover]
     foreach: discover.outputs.feeds
-`)
-	if _, err := e.s.ReplaceRules(context.Background(), []models.Rule{rule(t, capacity100)}, "ops"); err != nil {
-		t.Fatal(err)
-	}
-	r := e.start("load")
-	e.complete(e.tasks(r.ID)["discover"].ID, `{"feeds":["a","b"]}`)
-	if got := e.names(r.ID); got != "discover=COMPLETED load[0]=READY load[1]=READY" {
-		t.Fatalf("tasks after discovery: %s", got)
-	}
+    expected_count: "{{item.rows}}"
+`
+
+// A workflow's tasks are counted by the Capacity rules that apply to
+// them: a step declares its tasks' expected_count, a fan-out's filled in
+// for each task; a workflow whose step a rule applies to without one is
+// refused when saved, and its run when started under a rule added since.
+func TestAWorkflowsTasksAreCountedByCapacityRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t.Run("each task carries its count", func(t *testing.T) {
+		t.Parallel()
+		e := newWFEnv(t, ingestFlow)
+		if _, err := e.s.ReplaceRules(ctx, []models.Rule{rule(t, capacity100)}, "ops"); err != nil {
+			t.Fatal(err)
+		}
+		r := e.start("load")
+		e.complete(e.tasks(r.ID)["discover"].ID, `{"feeds":[{"url":"a","rows":5},{"url":"b","rows":100}]}`)
+		ts := e.tasks(r.ID)
+		if got := e.names(r.ID); got != "discover=COMPLETED load[0]=READY load[1]=READY" {
+			t.Fatalf("tasks after discovery: %s", got)
+		}
+		if ts["discover"].ExpectedCount != 1 || ts["load[0]"].ExpectedCount != 5 || ts["load[1]"].ExpectedCount != 100 {
+			t.Errorf("expected counts: discover %d, load[0] %d, load[1] %d", ts["discover"].ExpectedCount,
+				ts["load[0]"].ExpectedCount, ts["load[1]"].ExpectedCount)
+		}
+	})
+	t.Run("a count beyond the rule stops the step", func(t *testing.T) {
+		t.Parallel()
+		e := newWFEnv(t, ingestFlow)
+		if _, err := e.s.ReplaceRules(ctx, []models.Rule{rule(t, capacity100)}, "ops"); err != nil {
+			t.Fatal(err)
+		}
+		r := e.start("load")
+		e.complete(e.tasks(r.ID)["discover"].ID, `{"feeds":[{"url":"a","rows":5},{"url":"b","rows":500}]}`)
+		ts := e.tasks(r.ID)
+		want := "fan-out failed: load[1].expected_count: 500 exceeds max_capacity 100 of the Capacity rule rules[0] (ingest-cap)"
+		if got := e.names(r.ID); got != "discover=COMPLETED load=BLOCKED" || !strings.HasPrefix(ts["load"].StatusReason, want) {
+			t.Fatalf("tasks after discovery: %s, load's reason %q; want it stopped with %q", got, ts["load"].StatusReason, want)
+		}
+		if got := e.run(r.ID); got.Status != models.RunFailed {
+			t.Errorf("run %s, want failed", got.Status)
+		}
+	})
+	t.Run("a step without a count is refused", func(t *testing.T) {
+		t.Parallel()
+		bare := strings.ReplaceAll(ingestFlow, "    expected_count: \"{{item.rows}}\"\n", "")
+		e := newWFEnv(t, bare) // saved before the rule
+		if _, err := e.s.ReplaceRules(ctx, []models.Rule{rule(t, capacity100)}, "ops"); err != nil {
+			t.Fatal(err)
+		}
+		const why = "steps[1] (load).expected_count: required: the Capacity rule rules[0] (ingest-cap) (max_capacity 100) applies to the step's tasks (project web, kind ingest)"
+		_, _, err := e.s.StartWorkflowRun(ctx, models.RunRequest{Workflow: "load", Trigger: models.TriggerByHand, TriggeredBy: "t", FireKey: "k"})
+		if models.ErrorCodeOf(err) != models.CodeConflict || !strings.Contains(err.Error(), why) ||
+			!strings.Contains(err.Error(), "the rules in force refuse the tasks of workflow load") {
+			t.Fatalf("run started under a rule its step breaks: %v", err)
+		}
+		if rs, err := e.s.ListWorkflowRuns(ctx, models.RunFilter{}); err != nil || len(rs) != 0 {
+			t.Fatalf("a refused start left runs %v (%v)", rs, err)
+		}
+		w, err := workflow.Parse("flow.yaml", []byte(bare))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Origin = models.WorkflowFromFile
+		if _, err := e.s.SaveWorkflow(ctx, w); models.ErrorCodeOf(err) != models.CodeInvalid || !strings.Contains(err.Error(), why) {
+			t.Fatalf("workflow saved under a rule its step breaks: %v", err)
+		}
+	})
 }
 
 // The configuration file's rules are taken as they are; waiting tasks a

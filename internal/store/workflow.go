@@ -68,6 +68,13 @@ func (s *Store) SaveWorkflow(ctx context.Context, w models.Workflow) (models.Wor
 		} else if err != nil {
 			return err
 		}
+		rs, err := readRuleSet(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if err := workflow.CheckRules(w, rs.Rules); err != nil {
+			return err
+		}
 		w.CreatedAt, w.UpdatedAt, w.ScheduleFrom = now, now, now
 		// The stored definition keeps the document's schedule_enabled,
 		// the column the switch in force.
@@ -272,6 +279,13 @@ func (s *Store) StartWorkflowRun(ctx context.Context, req models.RunRequest) (ru
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
+		rs, err := readRuleSet(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if err := workflow.CheckRules(w, rs.Rules); err != nil {
+			return rulesRefuseRun(w, err)
+		}
 		inputs, err := workflow.ResolveInputs(w, req.Inputs)
 		if err != nil {
 			return err
@@ -306,7 +320,7 @@ func (s *Store) StartWorkflowRun(ctx context.Context, req models.RunRequest) (ru
 		if err != nil {
 			return err
 		}
-		if err := x.nested(func() error { return x.createInitial(run.ID, w, inputs) }); err != nil {
+		if err := x.nested(func() error { return x.createInitial(run.ID, w, inputs, rs.Rules) }); err != nil {
 			return err
 		}
 		changed = x.changed
@@ -324,16 +338,28 @@ func (s *Store) StartWorkflowRun(ctx context.Context, req models.RunRequest) (ru
 	return run, duplicate, err
 }
 
+// rulesRefuseRun is the refusal of a run of w whose tasks the rules in
+// force refuse (err says how).
+func rulesRefuseRun(w models.Workflow, err error) error {
+	return models.WrapError(models.CodeConflict, err, "the rules in force refuse the tasks of workflow %s:\n%s\n"+
+		"give its steps an expected_count (ctl workflow add, or POST /api/v1/workflows), or change the rules",
+		w.Name, models.ErrorMessageOf(err))
+}
+
 // createInitial creates, as one batch, the tasks of the steps known from
 // the start (workflow.InitialPlan), each depending on the tasks of its
-// upstream steps.
-func (x *txn) createInitial(runID string, w models.Workflow, inputs map[string]string) error {
+// upstream steps. Their expected counts known, they are checked against
+// rules: a run whose tasks they refuse does not start.
+func (x *txn) createInitial(runID string, w models.Workflow, inputs map[string]string, rules []models.Rule) error {
 	plan, err := workflow.InitialPlan(w, runID, inputs)
 	if err != nil {
 		return err
 	}
 	var batch []models.BatchTask
 	for _, p := range plan {
+		if err := workflow.CheckTaskRules(p.Tasks, w.ProjectID, rules); err != nil {
+			return rulesRefuseRun(w, err)
+		}
 		batch = append(batch, p.Tasks...)
 		if _, err := x.ExecContext(x.ctx, "INSERT INTO workflow_run_steps (run_id, step, task_count, expanded_at) VALUES (?,?,?,?)",
 			runID, p.Step, len(p.Tasks), toNanos(x.now)); err != nil {
@@ -361,7 +387,8 @@ func (x *txn) loadRun(runID string) (models.WorkflowRun, models.Workflow, error)
 	return r, w, nil
 }
 
-// readProgress reads what a run's steps are, in two queries.
+// readProgress reads what a run's steps are, in three queries: its
+// archived tasks count too.
 func (x *txn) readProgress(runID string) (workflow.Progress, error) {
 	p := workflow.Progress{Expanded: map[string]bool{}, Counts: map[string]map[models.TaskStatus]int{}}
 	rows, err := x.QueryContext(x.ctx, "SELECT step FROM workflow_run_steps WHERE run_id = ?", runID)
@@ -380,9 +407,20 @@ func (x *txn) readProgress(runID string) (workflow.Progress, error) {
 	if err := rows.Err(); err != nil {
 		return p, err
 	}
-	rows, err = x.QueryContext(x.ctx, qRunStepCounts, runID)
+	// A step's archived tasks count as its live ones do.
+	for _, q := range []string{qRunStepCounts, qArchivedRunStepCounts} {
+		if err := x.addStepCounts(p, q, runID); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// addStepCounts adds to p the counts by step and status query q reads.
+func (x *txn) addStepCounts(p workflow.Progress, q, runID string) error {
+	rows, err := x.QueryContext(x.ctx, q, runID)
 	if err != nil {
-		return p, err
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -392,14 +430,14 @@ func (x *txn) readProgress(runID string) (workflow.Progress, error) {
 			n    int
 		)
 		if err := rows.Scan(&step, &st, &n); err != nil {
-			return p, err
+			return err
 		}
 		if p.Counts[step] == nil {
 			p.Counts[step] = map[models.TaskStatus]int{}
 		}
 		p.Counts[step][st] += n
 	}
-	return p, rows.Err()
+	return rows.Err()
 }
 
 // advanceRun makes the tasks of every step of a run that is due
@@ -438,6 +476,10 @@ func (x *txn) expandSteps(run models.WorkflowRun, w models.Workflow, due []model
 	if err != nil {
 		return err
 	}
+	rs, err := readRuleSet(x.ctx, x)
+	if err != nil {
+		return err
+	}
 	var (
 		batch  []models.BatchTask
 		failed = map[string]string{}
@@ -452,6 +494,16 @@ func (x *txn) expandSteps(run models.WorkflowRun, w models.Workflow, due []model
 			upstream[d.Step] = ids
 		}
 		tasks, failure := workflow.Expand(w, st, run, outputs, upstream)
+		if failure == "" {
+			// Made in an upstream's completion, which a refusal would
+			// undo: tasks the rules refuse stop their step instead.
+			if err := workflow.CheckTaskRules(tasks, w.ProjectID, rs.Rules); err != nil {
+				failure = models.ErrorMessageOf(err)
+				standIn := workflow.StandIn(w, st, run, failure)
+				standIn.Dependencies = tasks[0].Dependencies
+				tasks = []models.BatchTask{standIn}
+			}
+		}
 		if failure != "" {
 			failed[st.Name] = failure
 		}
@@ -496,33 +548,30 @@ func (x *txn) runNotified(c change) (applied, error) {
 	return a, x.s.notify(x.ctx, x.tx, a, x.blocked[before:], c.event, c.reason, c.actor)
 }
 
-// stepTaskIDs returns the ids of a run's step's tasks.
+// stepTaskIDs returns the ids of a run's step's tasks, its archived ones
+// included (a dependency on one is met as its archived status says).
 func (x *txn) stepTaskIDs(runID, step string) ([]string, error) {
-	rows, err := x.QueryContext(x.ctx, "SELECT id FROM tasks WHERE workflow_run_id = ? AND step_name = ? ORDER BY parallel_index", runID, step)
+	ids, err := queryIDs(x.ctx, x, "SELECT id FROM tasks WHERE workflow_run_id = ? AND step_name = ? ORDER BY parallel_index", runID, step)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	archived, err := x.archivedStepTaskIDs(runID, step)
+	return append(ids, archived...), err
 }
 
-// runOutputs returns the outputs of the run's steps that made one task.
+// runOutputs returns the outputs of the run's steps that made one task,
+// archived or not.
 func (x *txn) runOutputs(runID string) (map[string]json.RawMessage, error) {
+	out := map[string]json.RawMessage{}
+	if err := x.addArchivedOutputs(runID, out); err != nil {
+		return nil, err
+	}
 	rows, err := x.QueryContext(x.ctx, `SELECT t.step_name, r.outputs FROM tasks t JOIN task_results r ON r.task_id = t.id
 		WHERE t.workflow_run_id = ? AND t.parallel_count = 0`, runID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]json.RawMessage{}
 	for rows.Next() {
 		var (
 			step    string
@@ -623,18 +672,34 @@ func (x *txn) settleRun(id string) error {
 	return nil
 }
 
-// GetWorkflowRun returns a run with its tasks counted by status.
+// GetWorkflowRun returns a run with its tasks counted by status, its
+// archived tasks included (and counted apart too), read from one
+// snapshot.
 func (s *Store) GetWorkflowRun(ctx context.Context, id string) (models.WorkflowRun, error) {
-	r, err := scanWorkflowRun(s.rdb.QueryRowContext(ctx, "SELECT "+wfRunColumns+" FROM workflow_runs WHERE id = ?", id))
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return models.WorkflowRun{}, fmt.Errorf("get run %s: %w", id, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	r, err := getWorkflowRun(ctx, tx, id)
+	if err != nil {
+		return models.WorkflowRun{}, fmt.Errorf("get run %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// getWorkflowRun reads a run and counts its tasks through q.
+func getWorkflowRun(ctx context.Context, q queryer, id string) (models.WorkflowRun, error) {
+	r, err := scanWorkflowRun(q.QueryRowContext(ctx, "SELECT "+wfRunColumns+" FROM workflow_runs WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return models.WorkflowRun{}, notFound("run", id)
 	}
 	if err != nil {
-		return models.WorkflowRun{}, fmt.Errorf("get run %s: %w", id, err)
+		return models.WorkflowRun{}, err
 	}
-	rows, err := s.rdb.QueryContext(ctx, "SELECT status, count(*) FROM tasks WHERE workflow_run_id = ? GROUP BY status", id)
+	rows, err := q.QueryContext(ctx, "SELECT status, count(*) FROM tasks WHERE workflow_run_id = ? GROUP BY status", id)
 	if err != nil {
-		return models.WorkflowRun{}, fmt.Errorf("get run %s: %w", id, err)
+		return models.WorkflowRun{}, err
 	}
 	defer rows.Close()
 	r.Tasks = map[models.TaskStatus]int{}
@@ -644,11 +709,15 @@ func (s *Store) GetWorkflowRun(ctx context.Context, id string) (models.WorkflowR
 			n  int
 		)
 		if err := rows.Scan(&st, &n); err != nil {
-			return models.WorkflowRun{}, fmt.Errorf("get run %s: %w", id, err)
+			return models.WorkflowRun{}, err
 		}
 		r.Tasks[st] = n
 	}
-	return r, rows.Err()
+	if err := rows.Err(); err != nil {
+		return models.WorkflowRun{}, err
+	}
+	r.ArchivedTasks, err = addArchivedCounts(ctx, q, id, r.Tasks)
+	return r, err
 }
 
 // ListWorkflowRuns returns runs, newest first, at most f.Limit (default
@@ -688,12 +757,22 @@ func (s *Store) ListWorkflowRunsAfter(ctx context.Context, f models.RunFilter, a
 	return rs, nil
 }
 
-// RunTasks returns a run's tasks in step order, each named in the run.
+// RunTasks returns a run's tasks in step order, each named in the run,
+// its archived tasks included (with their ArchivedAt), read from one
+// snapshot.
 func (s *Store) RunTasks(ctx context.Context, runID string) ([]models.RunTask, error) {
-	if _, err := s.GetWorkflowRun(ctx, runID); err != nil {
-		return nil, err
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("tasks of run %s: %w", runID, err)
 	}
-	ts, err := queryAll(ctx, s.rdb, scanTask, "SELECT "+taskColumns+` FROM tasks WHERE workflow_run_id = ?
+	defer tx.Rollback() //nolint:errcheck // read-only
+	var one int
+	if err := tx.QueryRowContext(ctx, "SELECT 1 FROM workflow_runs WHERE id = ?", runID).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("run", runID)
+	} else if err != nil {
+		return nil, fmt.Errorf("tasks of run %s: %w", runID, err)
+	}
+	ts, err := queryAll(ctx, tx, scanTask, "SELECT "+taskColumns+` FROM tasks WHERE workflow_run_id = ?
 		ORDER BY created_at, step_name, parallel_index`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("tasks of run %s: %w", runID, err)
@@ -701,6 +780,14 @@ func (s *Store) RunTasks(ctx context.Context, runID string) ([]models.RunTask, e
 	out := make([]models.RunTask, len(ts))
 	for i, t := range ts {
 		out[i] = models.RunTask{Task: t, Name: t.RunName()}
+	}
+	archived, err := archivedRunTasks(ctx, tx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("tasks of run %s: %w", runID, err)
+	}
+	if len(archived) > 0 {
+		out = append(out, archived...)
+		sortRunTasks(out)
 	}
 	return out, nil
 }
@@ -779,7 +866,11 @@ func (s *Store) CancelWorkflowRun(ctx context.Context, id, by string) ([]models.
 // was (those follow their root), starts again, upstream first —
 // ADMIN_RESTART when every upstream task is COMPLETED, UPSTREAM_REOPENED
 // (back to waiting) otherwise; steps that are due get their tasks; and the
-// run's status is settled. COMPLETED tasks are not run again.
+// run's status is settled. COMPLETED tasks are not run again. A run with
+// a task archived BLOCKED, or a step whose tasks are all gone (dropped
+// from the archive), is not retried (a conflict naming them): an archived
+// task never runs again, and a run cannot be settled on tasks it no
+// longer has; a new run does the work again.
 func (s *Store) RetryWorkflowRun(ctx context.Context, id, by string) (models.WorkflowRun, error) {
 	var changed bool
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
@@ -793,6 +884,9 @@ func (s *Store) RetryWorkflowRun(ctx context.Context, id, by string) (models.Wor
 		}
 		if r.Status != models.RunFailed && r.Status != models.RunCancelled {
 			return models.Errorf(models.CodeConflict, "run %s is %s: only a failed or cancelled run is retried", id, r.Status)
+		}
+		if err := x.retryRefusal(r); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, "UPDATE workflow_runs SET status = ?, reason = '', ended_at = NULL, updated_at = ? WHERE id = ?",
 			models.RunRunning, toNanos(x.now), id); err != nil {
@@ -881,18 +975,18 @@ func (s *Store) UnfinishedCancels(ctx context.Context) ([]string, error) {
 }
 
 // RunTaskByName returns the task of a run with a name such as "build" or
-// "upgrade[2]".
-func (s *Store) RunTaskByName(ctx context.Context, runID, name string) (models.Task, error) {
+// "upgrade[2]", archived (ArchivedAt set) or not.
+func (s *Store) RunTaskByName(ctx context.Context, runID, name string) (models.RunTask, error) {
 	ts, err := s.RunTasks(ctx, runID)
 	if err != nil {
-		return models.Task{}, err
+		return models.RunTask{}, err
 	}
 	var names []string
 	for _, t := range ts {
 		if t.Name == name {
-			return t.Task, nil
+			return t, nil
 		}
 		names = append(names, t.Name)
 	}
-	return models.Task{}, models.Errorf(models.CodeNotFound, "run %s has no task %q (tasks: %s)", runID, name, strings.Join(names, ", "))
+	return models.RunTask{}, models.Errorf(models.CodeNotFound, "run %s has no task %q (tasks: %s)", runID, name, strings.Join(names, ", "))
 }

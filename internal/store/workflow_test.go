@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
 	"github.com/agentqueued/agentqueued/internal/workflow"
@@ -39,14 +40,15 @@ steps:
 `
 
 type wfEnv struct {
-	t  testing.TB
-	s  *store.Store
-	id int
+	t     testing.TB
+	s     *store.Store
+	clock *clocktest.Fake
+	id    int
 }
 
 func newWFEnv(t testing.TB, doc string) *wfEnv {
 	t.Helper()
-	s, _ := openClocked(t)
+	s, clock := openClocked(t)
 	mustProject(t, s, "web")
 	mustAgent(t, s, "a1")
 	w, err := workflow.Parse("flow.yaml", []byte(doc))
@@ -57,7 +59,7 @@ func newWFEnv(t testing.TB, doc string) *wfEnv {
 	if _, err := s.SaveWorkflow(context.Background(), w); err != nil {
 		t.Fatal(err)
 	}
-	return &wfEnv{t: t, s: s}
+	return &wfEnv{t: t, s: s, clock: clock}
 }
 
 // start starts a run of the workflow by hand.

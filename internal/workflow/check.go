@@ -185,6 +185,7 @@ func (c *checker) step(i int) {
 	}
 	c.dependsOn(i, p)
 	c.fanOut(i, p)
+	c.expectedCount(i, p)
 	for _, t := range []struct{ key, text string }{{"title", s.Title}, {"description", s.Description}} {
 		for _, ph := range placeholders(t.text) {
 			if msg := c.placeholder(i, ph); msg != "" {
@@ -192,6 +193,57 @@ func (c *checker) step(i int) {
 			}
 		}
 	}
+}
+
+// expectedCount checks step i's expected_count: a whole number from 1 to
+// models.MaxExpectedCount, or one placeholder the step can fill whose
+// value can be a number.
+func (c *checker) expectedCount(i int, p string) {
+	ec := c.w.Steps[i].ExpectedCount
+	if ec == nil {
+		return
+	}
+	path := p + ".expected_count"
+	if ec.Template == "" {
+		if ec.Count < 1 || ec.Count > models.MaxExpectedCount {
+			c.add(path, "must be between 1 and %d (got %d)", models.MaxExpectedCount, ec.Count)
+		}
+		return
+	}
+	if !c.text(models.CheckLine, path, ec.Template, models.MaxShortLen) {
+		return
+	}
+	ph, ok := onePlaceholder(ec.Template)
+	if !ok {
+		c.add(path, "%q is neither a whole number nor one placeholder such as {{<step>.outputs.<field>}}", ec.Template)
+		return
+	}
+	switch ph.kind {
+	case phRunID, phRunWorkflow:
+		c.add(path, "%s: not a number (allowed here: %s)", ph.name(), c.allowedCounts(i))
+		return
+	}
+	if msg := c.placeholder(i, ph); msg != "" {
+		if ph.kind == phUnknown {
+			msg = "unknown placeholder; allowed here: " + c.allowedCounts(i)
+		}
+		c.add(path, "%s: %s", ph.name(), msg)
+	}
+}
+
+// allowedCounts lists the placeholders step i's expected_count can use:
+// those of its templates that can be a number.
+func (c *checker) allowedCounts(i int) string {
+	var out []string
+	for _, a := range strings.Split(c.allowed(i), ", ") {
+		if a != "{{run.id}}" && a != "{{run.workflow}}" {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		return "none (give a number)"
+	}
+	return strings.Join(out, ", ")
 }
 
 func (c *checker) dependsOn(i int, p string) {

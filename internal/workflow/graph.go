@@ -156,14 +156,19 @@ func ancestors(w models.Workflow, index map[string]int) []bitset {
 }
 
 // Deferred reports whether a step's tasks are made only once its upstream
-// steps are done: it fans out over an upstream's output, or its title or
-// description names one ({{<step>.outputs.<field>}}). The other steps'
-// tasks are made when the run starts.
+// steps are done: it fans out over an upstream's output, or its title,
+// description or expected_count names one
+// ({{<step>.outputs.<field>}}). The other steps' tasks are made when the
+// run starts.
 func Deferred(step models.WorkflowStep) bool {
 	if step.Dynamic() {
 		return true
 	}
-	for _, tmpl := range []string{step.Title, step.Description} {
+	templates := []string{step.Title, step.Description}
+	if step.ExpectedCount != nil {
+		templates = append(templates, step.ExpectedCount.Template)
+	}
+	for _, tmpl := range templates {
 		for _, p := range placeholders(tmpl) {
 			if p.kind == phOutput {
 				return true

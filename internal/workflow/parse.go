@@ -23,7 +23,7 @@ var (
 	workflowKeys = []string{"name", "project", "description", "schedule", "timezone", "schedule_enabled", "inputs", "steps", "tasks"}
 	inputKeys    = []string{"name", "description", "default", "required"}
 	stepKeys     = []string{"name", "title", "description", "depends_on", "profile", "agent_type", "kind", "priority",
-		"max_retries", "test_commands", "verification", "requires_approval", "parallel", "foreach", "concurrency", "timeout"}
+		"max_retries", "test_commands", "verification", "requires_approval", "parallel", "foreach", "concurrency", "timeout", "expected_count"}
 	// taskKeys are the keys of one entry of the tasks mapping: a step's,
 	// but the name is the entry's key, and on_failure may make every
 	// dependency soft.
@@ -552,6 +552,7 @@ func (d *decoder) step(n *yaml.Node, p string, known []string) models.WorkflowSt
 	}
 	s.Parallel = d.parallel(f["parallel"], p+".parallel")
 	s.Timeout = d.duration(f["timeout"], p+".timeout")
+	s.ExpectedCount = d.expectedCount(f["expected_count"], p+".expected_count")
 	if d.tasksShape {
 		s.Foreach = outputsRef(s.Foreach)
 		if s.Parallel != nil {
@@ -647,6 +648,37 @@ func (d *decoder) dependency(n *yaml.Node, p string) models.StepDependency {
 	}
 	d.fail(n, p, "must be a step name or {step: <name>, requires_success: false}")
 	return models.StepDependency{}
+}
+
+// expectedCount reads a step's expected_count: a whole number, or text
+// (one placeholder, checked with the step); null is none.
+func (d *decoder) expectedCount(n *yaml.Node, p string) *models.StepCount {
+	if n == nil || isNull(n) {
+		return nil
+	}
+	if n.Kind == yaml.ScalarNode {
+		switch n.ShortTag() {
+		case "!!int":
+			if v, ok := d.integer(n, p); ok {
+				return &models.StepCount{Count: v}
+			}
+			return nil
+		case "!!str":
+			if v, err := strconv.Atoi(strings.TrimSpace(n.Value)); err == nil {
+				return &models.StepCount{Count: v}
+			}
+			if strings.TrimSpace(n.Value) != "" {
+				return &models.StepCount{Template: n.Value}
+			}
+		}
+	}
+	if n.Kind == yaml.MappingNode {
+		// {{a.outputs.n}} unquoted is a YAML mapping in a mapping.
+		d.fail(n, p, "a placeholder is written in quotes: \"{{<step>.outputs.<field>}}\"")
+		return nil
+	}
+	d.fail(n, p, "must be a whole number (1-%d) or one placeholder such as \"{{<step>.outputs.<field>}}\"", models.MaxExpectedCount)
+	return nil
 }
 
 // parallel reads a count or "<step>.outputs.<field>".

@@ -170,7 +170,7 @@ project_id: web
 `,
 			want: []string{
 				"w.yaml:6:5: steps[0].dependson: unknown key; did you mean depends_on?",
-				"w.yaml:7:5: steps[0].foo: unknown key; known keys: name, title, description, depends_on, profile, agent_type, kind, priority, max_retries, test_commands, verification, requires_approval, parallel, foreach, concurrency, timeout",
+				"w.yaml:7:5: steps[0].foo: unknown key; known keys: name, title, description, depends_on, profile, agent_type, kind, priority, max_retries, test_commands, verification, requires_approval, parallel, foreach, concurrency, timeout, expected_count",
 				"w.yaml:10:1: colour: unknown key; known keys: name, project, description, schedule, timezone, schedule_enabled, inputs, steps, tasks",
 				"w.yaml:11:1: project_id: unknown key; did you mean project?",
 			},

@@ -270,15 +270,22 @@ func Expand(w models.Workflow, st models.WorkflowStep, run models.WorkflowRun, o
 	}
 	if err != nil {
 		failure = models.ErrorMessageOf(err)
-		tasks = []models.BatchTask{{LocalID: st.Name, Title: fmt.Sprintf("%s: fan-out failed", st.Name),
-			Description: failure, Kind: st.Kind,
-			Metadata: map[string]string{"workflow": w.Name, "workflow_run": run.ID, "step": st.Name, FanOutFailedKey: "true"},
-			Workflow: &models.TaskPlace{RunID: run.ID, Step: st.Name}}}
+		tasks = []models.BatchTask{StandIn(w, st, run, failure)}
 	}
 	for i := range tasks {
 		tasks[i].Dependencies = mergeDeps(deps)
 	}
 	return tasks, failure
+}
+
+// StandIn returns the task standing for step st of a run whose tasks
+// could not be made, marked with FanOutFailedKey, failure its
+// description; its dependencies are left to the caller.
+func StandIn(w models.Workflow, st models.WorkflowStep, run models.WorkflowRun, failure string) models.BatchTask {
+	return models.BatchTask{LocalID: st.Name, Title: fmt.Sprintf("%s: fan-out failed", st.Name),
+		Description: failure, Kind: st.Kind,
+		Metadata: map[string]string{"workflow": w.Name, "workflow_run": run.ID, "step": st.Name, FanOutFailedKey: "true"},
+		Workflow: &models.TaskPlace{RunID: run.ID, Step: st.Name}}
 }
 
 // mergeDeps folds repeated upstreams into one edge, required when any is.

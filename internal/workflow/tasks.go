@@ -160,6 +160,10 @@ func StepTasks(w models.Workflow, step models.WorkflowStep, runID string, inputs
 		if err != nil {
 			return nil, prefixed(local+".description", err)
 		}
+		expected, err := expectedCount(step.ExpectedCount, v)
+		if err != nil {
+			return nil, prefixed(local+".expected_count", err)
+		}
 		title = models.CleanLine(title, models.MaxTitleLen)
 		if title == "" {
 			title = local
@@ -184,10 +188,36 @@ func StepTasks(w models.Workflow, step models.WorkflowStep, runID string, inputs
 			Profile:          step.Profile,
 			Timeout:          step.Timeout,
 			AgentType:        step.AgentType,
+			ExpectedCount:    expected,
 			Workflow:         place,
 		})
 	}
 	return tasks, nil
+}
+
+// expectedCount returns a task's expected_count: the step's number, or
+// its placeholder filled from v, which must be a whole number from 0 to
+// models.MaxExpectedCount; 0 when the step has none.
+func expectedCount(ec *models.StepCount, v Vars) (int, error) {
+	if ec == nil {
+		return 0, nil
+	}
+	if ec.Template == "" {
+		return ec.Count, nil
+	}
+	s, err := Render(ec.Template, v)
+	if err != nil {
+		return 0, err
+	}
+	expr := strings.TrimSpace(ec.Template)
+	n, ok := wholeNumber(json.RawMessage(strings.TrimSpace(s)))
+	switch {
+	case !ok:
+		return 0, models.Errorf(models.CodeInvalid, "%s is not a whole number (it is %q)", expr, s)
+	case n < 0 || n > models.MaxExpectedCount:
+		return 0, models.Errorf(models.CodeInvalid, "%s is %d (must be between 0 and %d)", expr, n, models.MaxExpectedCount)
+	}
+	return int(n), nil
 }
 
 // prefixed puts path before each line of a Render error.

@@ -68,6 +68,17 @@ func classify(expr string) placeholder {
 	return p
 }
 
+// onePlaceholder returns the placeholder tmpl is made of, spaces around
+// it aside; ok is false when tmpl is anything else.
+func onePlaceholder(tmpl string) (placeholder, bool) {
+	t := strings.TrimSpace(tmpl)
+	m := placeholderRE.FindStringSubmatch(t)
+	if m == nil || m[0] != t {
+		return placeholder{}, false
+	}
+	return classify(m[1]), true
+}
+
 // placeholders returns the distinct placeholders of tmpl in order.
 func placeholders(tmpl string) []placeholder {
 	var out []placeholder
