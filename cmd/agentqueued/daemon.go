@@ -346,7 +346,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, AllowedHosts: cfg.API.AllowedHosts,
-		Logger: log.With("component", "api"), Health: health.Check, Metrics: apiMetrics,
+		Logger: log.With("component", "api"), Health: health.Check, DatabaseID: databaseID(dbPath), Metrics: apiMetrics,
 		GitHubWebhook: webhook, Hooks: svc, Workflows: svc, Logs: svc, UI: ui.Handler()}, svc)
 	if err != nil {
 		rpcLn.Close()

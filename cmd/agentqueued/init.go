@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -182,6 +183,8 @@ func (m *Main) runInit(ctx context.Context, args []string) error {
 	repoDir := fs.String("repo", "", "the git repository's `path` (default the current directory)")
 	var agents repeatFlag
 	fs.Var(&agents, "agent", "agent `type` to write: claude, codex, cursor or aider (repeatable; default every one found on PATH)")
+	listen := fs.String("listen", "", "`address` the daemon's API listens on (default "+config.DefaultListen+
+		", or the next free port when that one is in use)")
 	force := fs.Bool("force", false, "overwrite an existing configuration file")
 	yes := fs.Bool("yes", false, "write without asking")
 	pos, err := parseFlags(fs, args, m.Stdout)
@@ -235,6 +238,11 @@ func (m *Main) runInit(ctx context.Context, args []string) error {
 		return fmt.Errorf("init: --data-dir: %w", err)
 	}
 
+	listenAddr, listenNote, err := chooseListen(*listen, config.DefaultListen)
+	if err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+
 	pathEnv, _ := m.Getenv("PATH")
 	env := scrubbedEnv(m.Getenv)
 	want := initAgentTypes
@@ -258,7 +266,7 @@ func (m *Main) runInit(ctx context.Context, args []string) error {
 		found = append(found, foundAgent{Type: typ, Path: p, Version: v})
 	}
 
-	doc := initConfig(data, id, info, found)
+	doc := initConfig(data, listenAddr, id, info, found)
 	if _, err := config.Parse([]byte(doc), m.Getenv); err != nil {
 		return fmt.Errorf("init: the configuration written would not load: %w", err)
 	}
@@ -274,7 +282,7 @@ func (m *Main) runInit(ctx context.Context, args []string) error {
 		fmt.Fprintf(m.Stdout, "agents:     none of %s on PATH; add one under agents: (a command agent runs any program)\n",
 			strings.Join([]string{"claude", "codex", "cursor-agent", "aider"}, ", "))
 	}
-	fmt.Fprintf(m.Stdout, "data dir:   %s\nconfig:     %s\n", data, path)
+	fmt.Fprintf(m.Stdout, "listen:     %s%s\ndata dir:   %s\nconfig:     %s\n", listenAddr, listenNote, data, path)
 	if !*yes {
 		fmt.Fprint(m.Stdout, "Write it? [y/N] ")
 		line, _ := bufio.NewReader(m.stdin()).ReadString('\n')
@@ -291,6 +299,56 @@ func (m *Main) runInit(ctx context.Context, args []string) error {
 	fmt.Fprintf(m.Stdout, "wrote %s\n\nNext:\n  agentqueued doctor --config %s\n  agentqueued run --config %s\n"+
 		"  agentqueued ctl --config %s task add --project %s --title \"...\"\n", path, path, path, path, id)
 	return nil
+}
+
+// listenTries is how many ports after the default one init tries when
+// the default is in use.
+const listenTries = 20
+
+// chooseListen returns the address init writes for the daemon's API and a
+// note on how it was chosen. A given address must be free to listen on;
+// without one the default is taken when free, else the first free port
+// after it (another agentqueued, or another program, holds the default
+// def).
+func chooseListen(given, def string) (addr, note string, err error) {
+	if given != "" {
+		if _, _, err := net.SplitHostPort(given); err != nil {
+			return "", "", usagef("init: --listen %q: want host:port, such as %s", given, config.DefaultListen)
+		}
+		if err := listenFree(given); err != nil {
+			return "", "", fmt.Errorf("--listen %s: %w: stop what holds it, or give another port", given, err)
+		}
+		return given, "", nil
+	}
+	err = listenFree(def)
+	if err == nil {
+		return def, "", nil
+	}
+	host, port, _ := net.SplitHostPort(def)
+	first, _ := strconv.Atoi(port)
+	for p := first + 1; p <= first+listenTries; p++ {
+		addr := net.JoinHostPort(host, strconv.Itoa(p))
+		if listenFree(addr) == nil {
+			return addr, fmt.Sprintf(" (%s is in use: another agentqueued or another program holds it; "+
+				"ctl finds this one with --config or %s=http://%s)", def, envAddr, addr), nil
+		}
+	}
+	return "", "", fmt.Errorf("%s and the %d ports after it are in use (%v): give a free one with --listen",
+		def, listenTries, err)
+}
+
+// listenFree reports whether a listener can be opened at addr now: nil
+// when it can, else why not ("address already in use").
+func listenFree(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err != nil {
+			return fmt.Errorf("cannot listen there: %v", op.Err)
+		}
+		return err
+	}
+	return ln.Close()
 }
 
 // stdin is the standard input init asks on.
@@ -324,11 +382,11 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 }
 
 // initConfig is the configuration init writes.
-func initConfig(dataDir, projectID string, info gitRepoInfo, agents []foundAgent) string {
+func initConfig(dataDir, listen, projectID string, info gitRepoInfo, agents []foundAgent) string {
 	var b strings.Builder
 	b.WriteString("# agentqueued configuration written by `agentqueued init`.\n")
 	b.WriteString("# configs/agentqueued.example.yaml describes every key; `agentqueued doctor` checks this file.\n\n")
-	fmt.Fprintf(&b, "data_dir: %s\nlisten: %s\n\n", yamlString(dataDir), config.DefaultListen)
+	fmt.Fprintf(&b, "data_dir: %s\nlisten: %s\n\n", yamlString(dataDir), listen)
 	b.WriteString("api:\n  token: ${AGENTQUEUED_TOKEN:-}\n\n")
 	b.WriteString("# Created at the daemon's first start; later changes go through\n# `agentqueued ctl project edit`.\n")
 	fmt.Fprintf(&b, "projects:\n  - id: %s\n    repo:\n      path: %s\n      default_branch: %s\n",

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -166,5 +168,59 @@ func TestConfigProjectsAreCreatedOnce(t *testing.T) {
 	_, err = startMain(t, nil, "run", "--config", bad, "--data-dir", filepath.Join(dir, "data2"), "--listen", "127.0.0.1:0")
 	if err == nil || ExitCode(err) != exitUsage || !strings.Contains(err.Error(), "config: projects[0] (api): repo.path: "+dir+" is not a git repository") {
 		t.Fatalf("a LINK path without git: %v", err)
+	}
+}
+
+// TestInitChoosesAFreePort: init writes the default address when it is
+// free and the next free port when another program holds it, saying so;
+// an address given with --listen that is held is refused, named.
+func TestInitChoosesAFreePort(t *testing.T) {
+	t.Parallel()
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	busy := held.Addr().String()
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	freeAddr := free.Addr().String()
+	free.Close()
+
+	tests := []struct {
+		name, given, def string
+		// same: the address written is def (or given); else another port.
+		same    bool
+		wantErr string
+	}{
+		{"default free", "", freeAddr, true, ""},
+		{"default held", "", busy, false, ""},
+		{"given free", freeAddr, busy, true, ""},
+		{"given held", busy, freeAddr, false, "--listen " + busy + ": cannot listen there: "},
+		{"given bad", "nowhere", freeAddr, false, `--listen "nowhere": want host:port`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr, note, err := chooseListen(tt.given, tt.def)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := cmp.Or(tt.given, tt.def)
+			switch {
+			case tt.same && (addr != want || note != ""):
+				t.Errorf("got %s %q, want %s", addr, note, want)
+			case !tt.same && (addr == want || !strings.Contains(note, want+" is in use") ||
+				!strings.Contains(note, "AGENTQUEUED_ADDR=http://"+addr)):
+				t.Errorf("got %s %q, want another port than %s, with a note", addr, note, want)
+			}
+		})
 	}
 }
