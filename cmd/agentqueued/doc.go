@@ -3,7 +3,8 @@
 // Usage:
 //
 //	agentqueued [run] [--config FILE] [--data-dir DIR] [--listen ADDR] [--new-database] [--log-file FILE]
-//	agentqueued init [--config FILE] [--data-dir DIR] [--listen ADDR] [--project ID] [--repo PATH] [--agent TYPE]... [--force] [--yes]
+//	agentqueued init [--config FILE] [--data-dir DIR] [--listen ADDR] [--project ID] [--repo PATH] [--agent TYPE]...
+//	                 [--test-command CMD]... [--no-test-command] [--force] [--yes]
 //	agentqueued doctor [--config FILE] [--addr URL] [--token TOKEN]
 //	agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--json] COMMAND ...
 //	agentqueued land PROJECT [--addr URL] [--token TOKEN] [--config FILE] [--json]
@@ -35,7 +36,12 @@
 // after it, with a line saying that 7700 is held and how ctl finds the
 // daemon), a LINK project of the repository's top level (its id
 // the directory's name, or --project; its default branch the remote's
-// HEAD, else the branch checked out), and an agent for each of claude,
+// HEAD, else the branch checked out; its settings.test_commands, which
+// verify every task that names none, the --test-command given, else the
+// one its build files name — go.mod: go test ./..., package.json with a
+// test script: npm test, pyproject.toml or setup.cfg: pytest, Cargo.toml:
+// cargo test, a Makefile test target: make test — none with
+// --no-test-command), and an agent for each of claude,
 // codex, cursor-agent and aider found on PATH (or only the --agent types,
 // which must be found), with its absolute path, its version as a comment
 // (asked with `--version`, 10 s at most, in an environment of PATH, HOME,
