@@ -396,7 +396,7 @@ func (d *doctor) checkProjects(ctx context.Context) {
 			d.add(checkError, subject, models.ErrorMessageOf(err), "agentqueued ctl project edit "+p.ID+" --repo PATH|URL")
 			continue
 		}
-		d.add(checkOK, subject, repoSummary(p.Repo), "")
+		d.add(checkOK, subject, repoSummary(p.Repo)+" — "+repoKind(p.Repo), "")
 	}
 }
 

@@ -300,7 +300,8 @@ func (m *Main) runInit(ctx context.Context, args []string) error {
 	if info.Remote != "" {
 		fmt.Fprintf(m.Stdout, ", remote %s", models.RedactURL(info.Remote))
 	}
-	fmt.Fprintf(m.Stdout, ")\nproject:    %s (LINK)\n", id)
+	fmt.Fprintf(m.Stdout, ")\nproject:    %s (LINK)\n            %s\n", id,
+		repoKind(&models.RepoConfig{SourceType: models.RepoLink, DefaultBranch: info.Branch}))
 	if len(tests) > 0 {
 		fmt.Fprintf(m.Stdout, "tests:      %s %s: a task lands only once they pass\n", strings.Join(tests, "; "), testsNote)
 	} else {

@@ -61,7 +61,7 @@ func TestInitWritesAWorkingConfig(t *testing.T) {
 	}
 	for _, want := range []string{
 		"repository: " + repo + " (branch main, remote file://",
-		"project:    repo (LINK)",
+		"project:    repo (LINK)\n            your own repository: each agent works in a git worktree of it, on the task's branch aq/<task>",
 		"agent:      claude-1 (claude) " + claude + ": 2.0.31 (Claude Code) probe=unset",
 		"agent:      codex-1 (codex) " + codex + ": codex-cli 0.58.0 probe=unset",
 		"wrote " + cfgPath,
