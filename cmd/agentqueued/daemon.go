@@ -290,7 +290,8 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	// workflow engine; the hook engine's own actions go through a service
 	// without those engines (a hook creates tasks, gives feedback and
 	// notifies, as a person's commands would).
-	sc := service.Config{Store: st, Orchestrator: o, Repos: ws, Feed: feed, Profiles: cfg.Profiles,
+	sc := service.Config{Store: st, Orchestrator: o, Repos: ws, Traces: ws, Logger: log.With("component", "service"),
+		Feed: feed, Profiles: cfg.Profiles,
 		Window: oc.Window, GlobalBudget: oc.GlobalTokenBudget, RetryBackoff: oc.RetryBackoff, MaxBackoff: oc.MaxBackoff,
 		DeskWebhooks: slices.Sorted(maps.Keys(cfg.Desk.Webhooks))}
 	actions := service.New(sc)
@@ -346,7 +347,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, AllowedHosts: cfg.API.AllowedHosts,
-		Logger: log.With("component", "api"), Health: health.Check, Metrics: apiMetrics,
+		Logger: log.With("component", "api"), Health: health.Check, DatabaseID: databaseID(dbPath), Metrics: apiMetrics,
 		GitHubWebhook: webhook, Hooks: svc, Workflows: svc, Logs: svc, UI: ui.Handler()}, svc)
 	if err != nil {
 		rpcLn.Close()

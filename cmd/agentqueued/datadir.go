@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -222,4 +224,24 @@ func (w *dbWatch) earlyCopy() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.early
+}
+
+// databaseID names the database at path without saying where it is: a
+// hash of the file's absolute path, symbolic links resolved (the file's,
+// else its directory's). The daemon sends it in every /healthz answer,
+// which needs no token; doctor computes it from its own configuration to
+// tell this configuration's daemon from another one answering at the same
+// address.
+func databaseID(path string) string {
+	p, err := filepath.Abs(path)
+	if err != nil {
+		p = filepath.Clean(path)
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		p = r
+	} else if d, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+		p = filepath.Join(d, filepath.Base(p))
+	}
+	sum := sha256.Sum256([]byte("agentqueued database\x00" + p))
+	return "sha256:" + hex.EncodeToString(sum[:8])
 }

@@ -3,7 +3,8 @@
 // Usage:
 //
 //	agentqueued [run] [--config FILE] [--data-dir DIR] [--listen ADDR] [--new-database] [--log-file FILE]
-//	agentqueued init [--config FILE] [--data-dir DIR] [--project ID] [--repo PATH] [--agent TYPE]... [--force] [--yes]
+//	agentqueued init [--config FILE] [--data-dir DIR] [--listen ADDR] [--project ID] [--repo PATH] [--agent TYPE]...
+//	                 [--test-command CMD]... [--no-test-command] [--force] [--yes]
 //	agentqueued doctor [--config FILE] [--addr URL] [--token TOKEN]
 //	agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--json] COMMAND ...
 //	agentqueued land PROJECT [--addr URL] [--token TOKEN] [--config FILE] [--json]
@@ -30,9 +31,17 @@
 // (docs/service.md).
 //
 // "init" writes a configuration for the git repository it runs in (or
-// --repo): data_dir, a LINK project of the repository's top level (its id
+// --repo): data_dir, the listen address (--listen, which must be free;
+// else 127.0.0.1:7700 when free, else the first free port of the 20
+// after it, with a line saying that 7700 is held and how ctl finds the
+// daemon), a LINK project of the repository's top level (its id
 // the directory's name, or --project; its default branch the remote's
-// HEAD, else the branch checked out), and an agent for each of claude,
+// HEAD, else the branch checked out; its settings.test_commands, which
+// verify every task that names none, the --test-command given, else the
+// one its build files name — go.mod: go test ./..., package.json with a
+// test script: npm test, pyproject.toml or setup.cfg: pytest, Cargo.toml:
+// cargo test, a Makefile test target: make test — none with
+// --no-test-command), and an agent for each of claude,
 // codex, cursor-agent and aider found on PATH (or only the --agent types,
 // which must be found), with its absolute path, its version as a comment
 // (asked with `--version`, 10 s at most, in an environment of PATH, HOME,
@@ -45,8 +54,10 @@
 //
 // "doctor" checks a configuration and, when it answers at --addr or the
 // configuration's listen address, the daemon: the configuration loads;
-// the daemon is running and healthy (its agents, projects and hooks are checked
-// too); the data directory's mode, marker and database; free disk space
+// the daemon is running and healthy and serves this configuration's
+// database (its /healthz answer names the database by a hash of its
+// path: a daemon of another data directory is an error, and nothing more
+// of it is checked; its agents, projects and hooks are checked too); the data directory's mode, marker and database; free disk space
 // (an error below 100 MiB, a warning below 1 GiB); each agent's program
 // on PATH and its version, and its pass_env names set; each project's
 // repository (a path must be a git repository's top level, a URL must

@@ -185,6 +185,9 @@ func (d *doctor) checkDaemon(ctx context.Context, addr, token string) {
 	if h.Status != "ok" {
 		d.add(checkError, "daemon", fmt.Sprintf("running at %s, unhealthy: %s", addr, h.Reason), "see the daemon's log")
 	}
+	if !d.sameDatabase(addr, h.Database) {
+		return
+	}
 	projects, err := client.ListProjects(ctx)
 	if err != nil {
 		d.add(checkError, "daemon", fmt.Sprintf("running at %s, but the projects cannot be listed: %s", addr, models.ErrorMessageOf(err)),
@@ -202,6 +205,29 @@ func (d *doctor) checkDaemon(ctx context.Context, addr, token string) {
 	if h.Status == "ok" {
 		d.add(checkOK, "daemon", fmt.Sprintf("running at %s (%d projects, %d hooks)", addr, len(projects), len(d.hooks)), "")
 	}
+}
+
+// sameDatabase reports whether the daemon answering at addr serves this
+// configuration's database, as its health answer's database id says; a
+// daemon that serves another one (another data directory: another
+// configuration, another project) is an error, and nothing more of it is
+// checked. A daemon that does not say (an older agentqueued) is a warning.
+func (d *doctor) sameDatabase(addr, got string) bool {
+	want := databaseID(d.cfg.DatabasePath())
+	switch got {
+	case want:
+		return true
+	case "":
+		d.add(checkWarning, "daemon", fmt.Sprintf("the daemon at %s does not say which database it serves (an older "+
+			"agentqueued): it may not be the one of this configuration (%s)", addr, d.cfg.DatabasePath()),
+			"upgrade and restart it, then run doctor again")
+		return true
+	}
+	d.add(checkError, "daemon", fmt.Sprintf("the daemon answering at %s is not this configuration's: it serves another "+
+		"database (%s), not %s (data dir %s)", addr, got, d.cfg.DatabasePath(), d.cfg.DataDir),
+		"stop that daemon, or give this configuration a free listen: address (agentqueued init picks one), "+
+			"or point --addr at this configuration's daemon")
+	return false
 }
 
 func (d *doctor) checkDataDir() {
@@ -370,7 +396,7 @@ func (d *doctor) checkProjects(ctx context.Context) {
 			d.add(checkError, subject, models.ErrorMessageOf(err), "agentqueued ctl project edit "+p.ID+" --repo PATH|URL")
 			continue
 		}
-		d.add(checkOK, subject, repoSummary(p.Repo), "")
+		d.add(checkOK, subject, repoSummary(p.Repo)+" — "+repoKind(p.Repo), "")
 	}
 }
 

@@ -153,3 +153,49 @@ agents:
 		})
 	}
 }
+
+// TestDoctorTellsAnotherDaemon: a daemon of another configuration (its
+// own data directory) answering at the address is not vouched for: doctor
+// says it is not this configuration's and exits 1; the daemon of the
+// configuration itself, and its database named by a path through a
+// symbolic link, pass.
+func TestDoctorTellsAnotherDaemon(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := map[string]string{"PATH": "/usr/bin:/bin", "HOME": dir}
+	theirs := writeFile(t, dir, "theirs.yaml", "data_dir: "+filepath.Join(dir, "theirs")+"\nlisten: 127.0.0.1:0\n")
+	d, err := startMain(t, env, "run", "--config", theirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "theirs"), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	addr := d.m.Addr()
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	tests := []struct {
+		name, dataDir string
+		code          int
+		want          string
+	}{
+		{"another data dir", filepath.Join(dir, "mine"), 1, "error   daemon: the daemon answering at " + addr +
+			" is not this configuration's: it serves another database (sha256:"},
+		{"the same data dir", filepath.Join(dir, "theirs"), 0, "ok      daemon: running at " + addr},
+		{"through a link", filepath.Join(dir, "link"), 0, "ok      daemon: running at " + addr},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := writeFile(t, t.TempDir(), "aq.yaml", "data_dir: "+tt.dataDir+"\nlisten: 127.0.0.1:1\n")
+			code, out, _ := runMain(t, env, "doctor", "--config", cfg, "--addr", d.m.Addr())
+			if code != tt.code || !strings.Contains(out, tt.want) {
+				t.Errorf("exit %d, want %d; output lacks %q:\n%s", code, tt.code, tt.want, out)
+			}
+			if tt.code != 0 && !strings.Contains(out, "fix: stop that daemon") {
+				t.Errorf("no fix given:\n%s", out)
+			}
+		})
+	}
+}

@@ -15,16 +15,21 @@ import (
 
 // The commands of the README's "Your first real task", as the README
 // writes them: the test checks that the README has each one and runs it
-// (~ is the user's home, <task-id> the id task add printed).
+// (~ is the user's home, <task-id> the id task add printed). The install
+// (go install from the clone, Go's bin directory on PATH) is done the way
+// the README's lines do it: the binary built with go build, on the PATH
+// of the user's commands.
 const (
-	firstDayInit   = `agentqueued init`
-	firstDayDoctor = `agentqueued doctor --config ~/.config/agentqueued/config.yaml`
-	firstDayRun    = `agentqueued run --config ~/.config/agentqueued/config.yaml`
-	firstDayAgent  = `agentqueued ctl agent add notes --type command --command ~/bin/notes-agent`
-	firstDayAdd    = `agentqueued ctl task add --project mine --title "Write down the first day"`
-	firstDayWatch  = `agentqueued ctl watch --project mine`
-	firstDayLogs   = `agentqueued ctl task logs <task-id> -f`
-	firstDayShow   = `agentqueued ctl task show <task-id>`
+	firstDayInstall = `go install ./cmd/agentqueued`
+	firstDayPath    = `export PATH="$(go env GOPATH)/bin:$PATH"`
+	firstDayInit    = `agentqueued init`
+	firstDayDoctor  = `agentqueued doctor --config ~/.config/agentqueued/config.yaml`
+	firstDayRun     = `agentqueued run --config ~/.config/agentqueued/config.yaml`
+	firstDayAgent   = `agentqueued ctl agent add notes --type command --command ~/bin/notes-agent`
+	firstDayAdd     = `agentqueued ctl task add --project mine --title "Write down the first day"`
+	firstDayWatch   = `agentqueued ctl watch --project mine`
+	firstDayLogs    = `agentqueued ctl task logs <task-id> -f`
+	firstDayShow    = `agentqueued ctl task show <task-id>`
 	// firstDayScript starts the here-document that writes the command
 	// agent; the test takes the script from the README.
 	firstDayScript = `cat > ~/bin/notes-agent <<'EOF'`
@@ -129,19 +134,26 @@ func (u *firstDayUser) run(t *testing.T, line, taskID, dir, stdin string, env []
 }
 
 // TestFirstDayOnYourOwnRepository walks the README's "Your first real
-// task" with the built binary, as a new user would, on a real repository
-// that has its default branch checked out: init in the repository writes
-// the configuration, doctor checks it, the daemon starts from it, a
-// command agent (the README's script) is registered, a task is added,
-// watched and followed, and its work lands in the user's main and files:
-// the checked-out branch advances in place and the working tree stays
-// clean. The only departures from the README: the daemon listens on a
-// free port (--listen 127.0.0.1:0) that ctl finds in $AGENTQUEUED_ADDR,
-// and doctor's look for a running daemon is pointed at a closed port.
+// task" with the built binary, as a new user would, on a real Go
+// repository (a go.mod and a test) that has its default branch checked
+// out: init in the repository finds the test command and writes the
+// configuration, doctor checks it, the daemon starts from it, a command
+// agent (the README's script) is registered, a task is added, watched and
+// followed, verified by the detected `go test ./...` on the merged work,
+// and its work lands in the user's main and files: the checked-out branch
+// advances in place and the working tree stays clean; doctor then vouches
+// for the running daemon, which SIGTERM stops. The only departures from
+// the README: the daemon listens on a free port (--listen 127.0.0.1:0)
+// that ctl finds in $AGENTQUEUED_ADDR, doctor's first look for a running
+// daemon is pointed at a closed port, and the user's Go build cache is
+// the machine's (a Go user's is warm).
 func TestFirstDayOnYourOwnRepository(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the first day's walk builds and runs the binary: skipped with -short")
+	}
 	t.Parallel()
 	section := firstDaySection(t)
-	for _, line := range []string{firstDayInit, firstDayDoctor, firstDayRun, firstDayAgent, firstDayAdd, firstDayWatch,
+	for _, line := range []string{firstDayInstall, firstDayPath, firstDayInit, firstDayDoctor, firstDayRun, firstDayAgent, firstDayAdd, firstDayWatch,
 		firstDayLogs, firstDayShow, firstDayScript} {
 		if !strings.Contains(section, "\n"+line) {
 			t.Errorf("the README's first task does not run %q", line)
@@ -164,7 +176,7 @@ func TestFirstDayOnYourOwnRepository(t *testing.T) {
 	if err := os.Symlink(bin, filepath.Join(goBin, "agentqueued")); err != nil {
 		t.Fatal(err)
 	}
-	for _, prog := range []string{"git", "sh"} {
+	for _, prog := range []string{"git", "sh", "go"} {
 		p, err := exec.LookPath(prog)
 		if err != nil {
 			t.Fatal(err)
@@ -174,9 +186,19 @@ func TestFirstDayOnYourOwnRepository(t *testing.T) {
 		}
 	}
 	u.path = goBin + ":" + system // no claude, codex, cursor-agent or aider: the no-account path
+	if out, err := exec.Command("go", "env", "GOCACHE").Output(); err == nil && strings.TrimSpace(string(out)) != "" {
+		if err := os.MkdirAll(filepath.Join(u.home, ".cache"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(strings.TrimSpace(string(out)), filepath.Join(u.home, ".cache", "go-build")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	gitCmd(t, u.repo, "init", "-q", "-b", "main")
 	writeFile(t, u.repo, "README.md", "mine\n")
-	gitCmd(t, u.repo, "add", "README.md")
+	writeFile(t, u.repo, "go.mod", "module example.com/mine\n\ngo 1.22\n")
+	writeFile(t, u.repo, "notes_test.go", firstDayGoTest)
+	gitCmd(t, u.repo, "add", "README.md", "go.mod", "notes_test.go")
 	gitCmd(t, u.repo, "commit", "-q", "-m", "mine")
 	before := gitCmd(t, u.repo, "rev-parse", "main")
 	cfg := filepath.Join(u.home, ".config", "agentqueued", "config.yaml")
@@ -184,7 +206,8 @@ func TestFirstDayOnYourOwnRepository(t *testing.T) {
 	// init, answering its question.
 	out := u.run(t, firstDayInit, "", u.repo, "y\n", u.env())
 	for _, want := range []string{"repository: " + u.repo + " (branch main)", "project:    mine (LINK)",
-		"agents:     none of claude, codex, cursor-agent, aider on PATH", "wrote " + cfg} {
+		"your own repository: each agent works in a git worktree of it", "tests:      go test ./... (found go.mod;",
+		"agents:     none of claude, codex, cursor-agent, aider on PATH", "\nlisten:     127.0.0.1:", "wrote " + cfg} {
 		if !strings.Contains(out, want) {
 			t.Errorf("init's output lacks %q:\n%s", want, out)
 		}
@@ -260,7 +283,8 @@ func TestFirstDayOnYourOwnRepository(t *testing.T) {
 	// It landed: main advanced in place, the file is in the user's tree,
 	// nothing else changed.
 	show := u.run(t, firstDayShow, id, u.home, "", ctlEnv)
-	for _, re := range []string{`(?m)^Status:\s+COMPLETED$`, `(?m)^Branch:\s+aq/` + regexp.QuoteMeta(id) + `-\S+$`} {
+	for _, re := range []string{`(?m)^Status:\s+COMPLETED$`, `(?m)^Branch:\s+aq/` + regexp.QuoteMeta(id) + `-\S+$`,
+		`(?m)^Reason:\s+1 test command\(s\) passed; merged into main$`} {
 		if !regexp.MustCompile(re).MatchString(show) {
 			t.Errorf("task show does not match %s:\n%s", re, show)
 		}
@@ -280,15 +304,55 @@ func TestFirstDayOnYourOwnRepository(t *testing.T) {
 	if st := gitCmd(t, u.repo, "status", "--porcelain"); st != "" {
 		t.Errorf("the user's tree is not at main:\n%s", st)
 	}
+	// The detected test command ran on the merged work, NOTES.md included.
+	checks, _ := filepath.Glob(filepath.Join(u.home, ".local", "share", "agentqueued", "runs", id, "*.check-1.log"))
+	if len(checks) != 1 {
+		t.Fatalf("the check's log: %q", checks)
+	}
+	if b, err := os.ReadFile(checks[0]); err != nil || !strings.Contains(string(b), "ok  \texample.com/mine") {
+		t.Errorf("the check's log does not show go test passing: %q, %v", b, err)
+	}
 
-	// ^C stops the daemon cleanly.
-	if err := daemon.Process.Signal(os.Interrupt); err != nil {
+	// doctor vouches for the running daemon: it serves this configuration.
+	out = u.run(t, firstDayDoctor, "", u.home, "", ctlEnv)
+	if want := "ok      daemon: running at http://" + addr + " (1 projects, 0 hooks)"; !strings.Contains(out, want) {
+		t.Errorf("doctor with the daemon running lacks %q:\n%s", want, out)
+	}
+
+	// SIGTERM, as a service manager sends, stops the daemon cleanly.
+	if err := daemon.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-stopped; err != nil || !strings.Contains(daemonLog.String(), `msg="agentqueued stopped"`) {
-		t.Errorf("the daemon after ^C: %v\n%s", err, daemonLog)
+		t.Errorf("the daemon after SIGTERM: %v\n%s", err, daemonLog)
 	}
 }
+
+// firstDayGoTest is the test of the user's Go repository: it checks the
+// notes the task's agent writes.
+const firstDayGoTest = `package mine
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestNotes(t *testing.T) {
+	b, err := os.ReadFile("NOTES.md")
+	if os.IsNotExist(err) {
+		t.Skip("no notes yet")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if !strings.HasPrefix(line, "- ") {
+			t.Errorf("%q is not a list item", line)
+		}
+	}
+}
+`
 
 // startProcess starts cmd and returns a channel that gets its Wait's
 // error; a process still running when the test ends is killed, with its

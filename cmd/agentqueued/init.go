@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -182,6 +184,12 @@ func (m *Main) runInit(ctx context.Context, args []string) error {
 	repoDir := fs.String("repo", "", "the git repository's `path` (default the current directory)")
 	var agents repeatFlag
 	fs.Var(&agents, "agent", "agent `type` to write: claude, codex, cursor or aider (repeatable; default every one found on PATH)")
+	listen := fs.String("listen", "", "`address` the daemon's API listens on (default "+config.DefaultListen+
+		", or the next free port when that one is in use)")
+	var testCommands repeatFlag
+	fs.Var(&testCommands, "test-command", "the project's test `command`, run to verify every task that names none "+
+		"(repeatable; default the one detected in the repository)")
+	noTests := fs.Bool("no-test-command", false, "write no test command: tasks land once their work merges")
 	force := fs.Bool("force", false, "overwrite an existing configuration file")
 	yes := fs.Bool("yes", false, "write without asking")
 	pos, err := parseFlags(fs, args, m.Stdout)
@@ -194,6 +202,14 @@ func (m *Main) runInit(ctx context.Context, args []string) error {
 	for _, a := range agents {
 		if !slices.Contains(initAgentTypes, a) {
 			return usagef("init: --agent %q: want one of %s", a, strings.Join(initAgentTypes, ", "))
+		}
+	}
+	if *noTests && len(testCommands) > 0 {
+		return usagef("init: give --test-command or --no-test-command, not both")
+	}
+	for _, c := range testCommands {
+		if strings.TrimSpace(c) == "" {
+			return usagef("init: --test-command: empty command")
 		}
 	}
 	if *cfgPath == "" {
@@ -235,6 +251,24 @@ func (m *Main) runInit(ctx context.Context, args []string) error {
 		return fmt.Errorf("init: --data-dir: %w", err)
 	}
 
+	tests, testsNote := []string(testCommands), "(--test-command)"
+	switch {
+	case *noTests:
+		tests, testsNote = nil, "(--no-test-command)"
+	case len(tests) == 0:
+		if cmd, found := detectTestCommand(info.Top); cmd != "" {
+			tests, testsNote = []string{cmd}, "(found "+found+"; --test-command to change it, --no-test-command for none)"
+		} else {
+			testsNote = "(none found: no go.mod, package.json test script, pyproject.toml, setup.cfg, Cargo.toml or " +
+				"Makefile test target; --test-command sets one)"
+		}
+	}
+
+	listenAddr, listenNote, err := chooseListen(*listen, config.DefaultListen)
+	if err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+
 	pathEnv, _ := m.Getenv("PATH")
 	env := scrubbedEnv(m.Getenv)
 	want := initAgentTypes
@@ -258,7 +292,7 @@ func (m *Main) runInit(ctx context.Context, args []string) error {
 		found = append(found, foundAgent{Type: typ, Path: p, Version: v})
 	}
 
-	doc := initConfig(data, id, info, found)
+	doc := initConfig(data, listenAddr, id, info, tests, found)
 	if _, err := config.Parse([]byte(doc), m.Getenv); err != nil {
 		return fmt.Errorf("init: the configuration written would not load: %w", err)
 	}
@@ -266,7 +300,13 @@ func (m *Main) runInit(ctx context.Context, args []string) error {
 	if info.Remote != "" {
 		fmt.Fprintf(m.Stdout, ", remote %s", models.RedactURL(info.Remote))
 	}
-	fmt.Fprintf(m.Stdout, ")\nproject:    %s (LINK)\n", id)
+	fmt.Fprintf(m.Stdout, ")\nproject:    %s (LINK)\n            %s\n", id,
+		repoKind(&models.RepoConfig{SourceType: models.RepoLink, DefaultBranch: info.Branch}))
+	if len(tests) > 0 {
+		fmt.Fprintf(m.Stdout, "tests:      %s %s: a task lands only once they pass\n", strings.Join(tests, "; "), testsNote)
+	} else {
+		fmt.Fprintf(m.Stdout, "tests:      none %s: a task lands once its work merges, unverified\n", testsNote)
+	}
 	for _, a := range found {
 		fmt.Fprintf(m.Stdout, "agent:      %s-1 (%s) %s: %s\n", a.Type, a.Type, a.Path, a.Version)
 	}
@@ -274,7 +314,7 @@ func (m *Main) runInit(ctx context.Context, args []string) error {
 		fmt.Fprintf(m.Stdout, "agents:     none of %s on PATH; add one under agents: (a command agent runs any program)\n",
 			strings.Join([]string{"claude", "codex", "cursor-agent", "aider"}, ", "))
 	}
-	fmt.Fprintf(m.Stdout, "data dir:   %s\nconfig:     %s\n", data, path)
+	fmt.Fprintf(m.Stdout, "listen:     %s%s\ndata dir:   %s\nconfig:     %s\n", listenAddr, listenNote, data, path)
 	if !*yes {
 		fmt.Fprint(m.Stdout, "Write it? [y/N] ")
 		line, _ := bufio.NewReader(m.stdin()).ReadString('\n')
@@ -291,6 +331,102 @@ func (m *Main) runInit(ctx context.Context, args []string) error {
 	fmt.Fprintf(m.Stdout, "wrote %s\n\nNext:\n  agentqueued doctor --config %s\n  agentqueued run --config %s\n"+
 		"  agentqueued ctl --config %s task add --project %s --title \"...\"\n", path, path, path, path, id)
 	return nil
+}
+
+// detectTestCommand returns the test command of the repository at dir,
+// as its build files name it, and the file it was found by; "" when none
+// says. The first that applies wins: go.mod (go test ./...), package.json
+// with a test script (npm test; npm's placeholder script does not count),
+// pyproject.toml or setup.cfg (pytest), Cargo.toml (cargo test), a
+// Makefile with a test target (make test).
+func detectTestCommand(dir string) (cmd, found string) {
+	has := func(name string) bool { return isRegular(filepath.Join(dir, name)) }
+	if has("go.mod") {
+		return "go test ./...", "go.mod"
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "package.json")); err == nil {
+		var pkg struct {
+			Scripts map[string]string `json:"scripts"`
+		}
+		if json.Unmarshal(b, &pkg) == nil {
+			if t := strings.TrimSpace(pkg.Scripts["test"]); t != "" && !strings.Contains(t, "no test specified") {
+				return "npm test", "a test script in package.json"
+			}
+		}
+	}
+	for _, name := range []string{"pyproject.toml", "setup.cfg"} {
+		if has(name) {
+			return "pytest", name
+		}
+	}
+	if has("Cargo.toml") {
+		return "cargo test", "Cargo.toml"
+	}
+	for _, name := range []string{"GNUmakefile", "makefile", "Makefile"} {
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil && makeTestTarget.Match(b) {
+			return "make test", "a test target in " + name
+		}
+	}
+	return "", ""
+}
+
+// makeTestTarget matches a Makefile rule whose targets include test.
+var makeTestTarget = regexp.MustCompile(`(?m)^(?:[^\s:#=]+[ \t]+)*test(?:[ \t]+[^\s:#=]+)*[ \t]*::?(?:[^=]|$)`)
+
+// isRegular reports whether p is a regular file.
+func isRegular(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// listenTries is how many ports after the default one init tries when
+// the default is in use.
+const listenTries = 20
+
+// chooseListen returns the address init writes for the daemon's API and a
+// note on how it was chosen. A given address must be free to listen on;
+// without one the default is taken when free, else the first free port
+// after it (another agentqueued, or another program, holds the default
+// def).
+func chooseListen(given, def string) (addr, note string, err error) {
+	if given != "" {
+		if _, _, err := net.SplitHostPort(given); err != nil {
+			return "", "", usagef("init: --listen %q: want host:port, such as %s", given, config.DefaultListen)
+		}
+		if err := listenFree(given); err != nil {
+			return "", "", fmt.Errorf("--listen %s: %w: stop what holds it, or give another port", given, err)
+		}
+		return given, "", nil
+	}
+	err = listenFree(def)
+	if err == nil {
+		return def, "", nil
+	}
+	host, port, _ := net.SplitHostPort(def)
+	first, _ := strconv.Atoi(port)
+	for p := first + 1; p <= first+listenTries; p++ {
+		addr := net.JoinHostPort(host, strconv.Itoa(p))
+		if listenFree(addr) == nil {
+			return addr, fmt.Sprintf(" (%s is in use: another agentqueued or another program holds it; "+
+				"ctl finds this one with --config or %s=http://%s)", def, envAddr, addr), nil
+		}
+	}
+	return "", "", fmt.Errorf("%s and the %d ports after it are in use (%v): give a free one with --listen",
+		def, listenTries, err)
+}
+
+// listenFree reports whether a listener can be opened at addr now: nil
+// when it can, else why not ("address already in use").
+func listenFree(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err != nil {
+			return fmt.Errorf("cannot listen there: %v", op.Err)
+		}
+		return err
+	}
+	return ln.Close()
 }
 
 // stdin is the standard input init asks on.
@@ -324,15 +460,23 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 }
 
 // initConfig is the configuration init writes.
-func initConfig(dataDir, projectID string, info gitRepoInfo, agents []foundAgent) string {
+func initConfig(dataDir, listen, projectID string, info gitRepoInfo, tests []string, agents []foundAgent) string {
 	var b strings.Builder
 	b.WriteString("# agentqueued configuration written by `agentqueued init`.\n")
 	b.WriteString("# configs/agentqueued.example.yaml describes every key; `agentqueued doctor` checks this file.\n\n")
-	fmt.Fprintf(&b, "data_dir: %s\nlisten: %s\n\n", yamlString(dataDir), config.DefaultListen)
+	fmt.Fprintf(&b, "data_dir: %s\nlisten: %s\n\n", yamlString(dataDir), listen)
 	b.WriteString("api:\n  token: ${AGENTQUEUED_TOKEN:-}\n\n")
 	b.WriteString("# Created at the daemon's first start; later changes go through\n# `agentqueued ctl project edit`.\n")
 	fmt.Fprintf(&b, "projects:\n  - id: %s\n    repo:\n      path: %s\n      default_branch: %s\n",
 		projectID, yamlString(info.Top), yamlString(info.Branch))
+	if len(tests) > 0 {
+		quoted := make([]string, len(tests))
+		for i, c := range tests {
+			quoted[i] = yamlString(c)
+		}
+		fmt.Fprintf(&b, "    settings:\n      # Run to verify each task that names no test commands of its own:\n"+
+			"      # its work lands only once every one exits 0.\n      test_commands: [%s]\n", strings.Join(quoted, ", "))
+	}
 	if len(agents) == 0 {
 		b.WriteString("\n# No agent CLI was found on PATH. A command agent runs any program:\n" +
 			"# agents:\n#   - name: worker-1\n#     type: command\n#     command: /usr/local/bin/my-agent\n")

@@ -89,6 +89,28 @@ func repoSummary(r *models.RepoConfig) string {
 	return s + " (" + r.DefaultBranch + ")"
 }
 
+// repoKind says in plain words what a repository's source type (LINK,
+// CLONE, INIT) means for the user: where agents work and where their work
+// lands.
+func repoKind(r *models.RepoConfig) string {
+	switch r.SourceType {
+	case models.RepoLink:
+		if r.InPlace {
+			return "your own repository, used in place: agents work in it one at a time, each on its task's branch " +
+				"aq/<task>, and verified work is merged into your " + r.DefaultBranch
+		}
+		return "your own repository: each agent works in a git worktree of it, on the task's branch aq/<task>, " +
+			"and verified work is merged into your " + r.DefaultBranch + " (CLONE would clone a URL instead, INIT start an empty repository)"
+	case models.RepoClone:
+		return "cloned from the URL: each agent works in its own clone in the data directory, and verified work is pushed to its " +
+			r.DefaultBranch
+	case models.RepoInit:
+		return "a new repository the daemon made in the data directory: agents work in clones of it, and verified work lands in its " +
+			r.DefaultBranch
+	}
+	return string(r.SourceType)
+}
+
 func printProjects(w io.Writer, ps []models.Project) {
 	tw := table(w)
 	row(tw, "ID", "NAME", "STATUS", "WEIGHT", "MAX_AGENTS", "TOKENS", "BUDGET", "REPO")

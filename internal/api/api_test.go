@@ -20,6 +20,31 @@ func TestHealthz(t *testing.T) {
 	if h.Status != "ok" {
 		t.Errorf("status = %q, want ok", h.Status)
 	}
+	if h.Database != "" {
+		t.Errorf("database = %q without a DatabaseID", h.Database)
+	}
+}
+
+// TestHealthzNamesTheDatabase: the answer, healthy or not, carries the
+// configured database id, without a token.
+func TestHealthzNamesTheDatabase(t *testing.T) {
+	t.Parallel()
+	for _, healthy := range []bool{true, false} {
+		e := newEnv(t, api.Config{Token: "t0ken", DatabaseID: "sha256:0123456789abcdef"})
+		e.token = ""
+		status := http.StatusOK
+		if !healthy {
+			if err := e.store.Close(); err != nil {
+				t.Fatal(err)
+			}
+			status = http.StatusServiceUnavailable
+		}
+		var h api.Health
+		e.do("GET", "/healthz", "").decode(t, status, &h)
+		if h.Database != "sha256:0123456789abcdef" {
+			t.Errorf("healthy %v: database = %q", healthy, h.Database)
+		}
+	}
 }
 
 func TestHealthzReportsStoreFailure(t *testing.T) {

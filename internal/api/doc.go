@@ -30,7 +30,9 @@
 //
 //	GET   /healthz                    {"status":"ok"} when the store answers and Config.Health (when set) returns
 //	                                  nil; else 503 {"status":"unhealthy","reason":"...","error":{...}}, the reason
-//	                                  "store unavailable" or Config.Health's error text; never needs a token
+//	                                  "store unavailable" or Config.Health's error text; never needs a token.
+//	                                  Both carry "database" (Config.DatabaseID, when set): the daemon's database
+//	                                  as a hash of its path, never the path, which doctor compares with its own
 //	GET   /metrics                    the Prometheus metrics (text format; docs/operations.md), served when
 //	                                  Config.Metrics is set, behind the same Host check and token as /api/v1
 //	POST  /webhooks/github            a GitHub webhook delivery, served when Config.GitHubWebhook is set;

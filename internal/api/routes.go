@@ -52,6 +52,11 @@ type (
 	Health struct {
 		Status string `json:"status"`
 		Reason string `json:"reason,omitempty"`
+		// Database identifies the database the daemon serves
+		// (Config.DatabaseID): a client compares it with the one its own
+		// configuration names, to tell this daemon from another one
+		// answering at the same address.
+		Database string `json:"database,omitempty"`
 		// Error is set when unhealthy, so that clients reading errors see one.
 		Error *ErrorDetail `json:"error,omitempty"`
 	}
@@ -238,11 +243,11 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if reason != "" {
-		s.writeJSON(w, r, http.StatusServiceUnavailable, Health{Status: "unhealthy", Reason: reason,
+		s.writeJSON(w, r, http.StatusServiceUnavailable, Health{Status: "unhealthy", Reason: reason, Database: s.cfg.DatabaseID,
 			Error: &ErrorDetail{Code: models.CodeInternal, Message: "unhealthy: " + reason}})
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, Health{Status: "ok"})
+	s.writeJSON(w, r, http.StatusOK, Health{Status: "ok", Database: s.cfg.DatabaseID})
 }
 
 func (s *Server) handleCreateProject(w http.ResponseWriter, r *http.Request) {

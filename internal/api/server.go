@@ -87,6 +87,11 @@ type Config struct {
 	// an error makes the answer 503 {"status": "unhealthy", "reason":
 	// err's text}. The text is shown to whoever asks: it must hold no secret.
 	Health func(ctx context.Context) error
+	// DatabaseID, when set, is sent in every /healthz answer as
+	// "database": it names the database the daemon serves without saying
+	// where it is (the answer needs no token), such as a hash of the
+	// database file's path.
+	DatabaseID string
 }
 
 // Server serves the HTTP API over a Service.

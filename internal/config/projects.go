@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/agentqueued/agentqueued/internal/models"
@@ -14,6 +15,9 @@ type fileProject struct {
 	CreditWeight        float64  `yaml:"credit_weight"`
 	MaxConcurrentAgents int      `yaml:"max_concurrent_agents"`
 	Repo                fileRepo `yaml:"repo"`
+	// Settings are the project's settings (models.ProjectSettings, by
+	// their API names: test_commands, pr_mode, ...), as the API takes them.
+	Settings map[string]any `yaml:"settings"`
 }
 
 type fileRepo struct {
@@ -37,6 +41,21 @@ func (fp fileProject) project(key string) (models.Project, error) {
 		p.Repo = &models.RepoConfig{SourceType: models.RepoClone, URL: r.URL, DefaultBranch: r.DefaultBranch, InPlace: r.InPlace}
 	case r.DefaultBranch != "" || r.InPlace:
 		return p, fmt.Errorf("%s.repo: path or url is required", key)
+	}
+	if len(fp.Settings) > 0 {
+		patch := models.SettingsPatch{}
+		for k, v := range fp.Settings {
+			raw, err := json.Marshal(v)
+			if err != nil {
+				return p, fmt.Errorf("%s.settings.%s: %v", key, k, err)
+			}
+			patch[k] = raw
+		}
+		settings, err := patch.Apply(models.ProjectSettings{})
+		if err != nil {
+			return p, fmt.Errorf("%s.%s", key, models.ErrorMessageOf(err))
+		}
+		p.Settings = settings
 	}
 	p.ApplyDefaults()
 	return p, nil

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,6 +25,12 @@ func TestProjects(t *testing.T) {
 		{"a bad id", "projects:\n  - id: Web Site\n", `config: projects[0] (Web Site): project id "Web Site"`, ""},
 		{"twice", "projects:\n  - id: web\n  - id: web\n", `config: projects[1].id: "web" is listed twice`, ""},
 		{"an unknown key", "projects:\n  - id: web\n    colour: red\n", "colour", ""},
+		{"settings", "projects:\n  - id: web\n    settings:\n      test_commands: [\"go test ./...\"]\n      pr_mode: never\n", "", ""},
+		{"an unknown setting", "projects:\n  - id: web\n    settings: {colour: red}\n", "config: projects[0].settings.colour: no such setting", ""},
+		{"a setting of the wrong type", "projects:\n  - id: web\n    settings: {test_commands: go test}\n",
+			"config: projects[0].settings.test_commands: want a list of strings", ""},
+		{"a bad setting", "projects:\n  - id: web\n    settings: {test_commands: [\" \"]}\n",
+			"config: projects[0] (web): settings.test_commands[0]: empty command", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,6 +48,9 @@ func TestProjects(t *testing.T) {
 			p := cfg.Projects[0]
 			if p.Name != "web" || p.CreditWeight != 1 || p.MaxConcurrentAgents != models.DefaultMaxConcurrentAgents {
 				t.Errorf("defaults not applied: %+v", p)
+			}
+			if tt.name == "settings" && (!slices.Equal(p.Settings.TestCommands, []string{"go test ./..."}) || p.Settings.PRMode != "never") {
+				t.Errorf("settings = %+v", p.Settings)
 			}
 			if (p.Repo == nil) != (tt.want == "") || (p.Repo != nil && (p.Repo.SourceType != tt.want || p.Repo.DefaultBranch != "main")) {
 				t.Errorf("repo = %+v; want %s", p.Repo, tt.want)

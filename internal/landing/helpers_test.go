@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/agent"
-	"github.com/agentqueued/agentqueued/internal/models"
 )
 
 // TestLineTailKeepsTheLastLines: a failing check's output keeps its last
@@ -61,7 +60,7 @@ func TestExitStatusAndChecksReason(t *testing.T) {
 		{[]string{"go test ./..."}, "1 test command(s) passed"},
 		{[]string{"go vet ./...", "go test ./..."}, "2 test command(s) passed"},
 	} {
-		if got := checksReason(models.Task{TestCommands: c.cmds}); got != c.want {
+		if got := checksReason(c.cmds); got != c.want {
 			t.Errorf("checksReason(%q) = %q, want %q", strings.Join(c.cmds, "; "), got, c.want)
 		}
 	}

@@ -153,6 +153,41 @@ func TestVerifyRunsTheChecks(t *testing.T) {
 	}
 }
 
+// TestVerifyInheritsTheProjectsTestCommands: a task with no test
+// commands of its own is verified by its project's (settings.
+// test_commands), which pass or fail it like its own; a task's own
+// commands replace the project's.
+func TestVerifyInheritsTheProjectsTestCommands(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name            string
+		project, ownCmd []string
+		status          models.TaskStatus
+		reason          string
+	}{
+		{"the project's pass", []string{"test -d .", "exit 0"}, nil, models.StatusCompleted,
+			"2 test command(s) passed; no repository"},
+		{"the project's fail", []string{"echo project check; exit 4"}, nil, models.StatusFailed,
+			"checks: test command \"echo project check; exit 4\" failed (exit status 4); its output ends:\nproject check"},
+		{"its own replace them", []string{"exit 1"}, []string{"exit 0"}, models.StatusCompleted,
+			"1 test command(s) passed; no repository"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			settings := models.ProjectSettings{TestCommands: c.project}
+			if _, err := e.st.UpdateProject(context.Background(), "p", models.ProjectPatch{Settings: &settings}); err != nil {
+				t.Fatal(err)
+			}
+			id := e.verifying(models.BatchTask{Title: "T", TestCommands: c.ownCmd})
+			e.l.Verify(id)
+			if tk := e.task(id); tk.Status != c.status || tk.StatusReason != c.reason {
+				t.Fatalf("after the verification: %s %q, want %s %q", tk.Status, tk.StatusReason, c.status, c.reason)
+			}
+		})
+	}
+}
+
 // TestVerifyWaitsForAPersonThenApproves: a HUMAN task waits in the human
 // phase; a person's approval lands it (HUMAN_APPROVED), and a second
 // decision is refused.

@@ -175,9 +175,10 @@ func (l *Lander) verify(taskID string, then func(outcome)) {
 		l.verifyFailed(sctx, t, v, "verify", errors.New(msg), nil)
 		return
 	}
-	if t.VerificationType == models.VerifyAutoTest && len(t.TestCommands) == 0 {
+	tests := p.Settings.TestCommandsFor(t)
+	if t.VerificationType == models.VerifyAutoTest && len(tests) == 0 {
 		// Nothing to run: the merge itself is the only check left.
-		l.land(ctx, p, t, v, models.EventVerifyPassed, checksReason(t))
+		l.land(ctx, p, t, v, models.EventVerifyPassed, checksReason(tests))
 		return
 	}
 	staged, err := l.ws.Stage(ctx, p, t, v.Source)
@@ -210,14 +211,14 @@ func (l *Lander) verify(taskID string, then func(outcome)) {
 		}
 		return
 	}
-	if msg, ok := l.runChecks(ctx, t, v, staged.Dir); !ok {
+	if msg, ok := l.runChecks(ctx, t, tests, v, staged.Dir); !ok {
 		if ctx.Err() != nil {
 			return // shutting down or taken away: a later verification runs the checks again
 		}
 		l.verifyFailed(sctx, t, v, "checks", errors.New(msg), nil)
 		return
 	}
-	l.land(ctx, p, t, v, models.EventVerifyPassed, checksReason(t))
+	l.land(ctx, p, t, v, models.EventVerifyPassed, checksReason(tests))
 }
 
 // errNoChanges is why the verification of a run that changed nothing,
@@ -283,11 +284,13 @@ func (l *Lander) stillCurrent(ctx context.Context, t models.Task, v models.Verif
 	return true
 }
 
-func checksReason(t models.Task) string {
-	if len(t.TestCommands) == 0 {
+// checksReason says what the checks of a verified task were: its test
+// commands (the task's own, else its project's).
+func checksReason(tests []string) string {
+	if len(tests) == 0 {
 		return "no test commands"
 	}
-	return fmt.Sprintf("%d test command(s) passed", len(t.TestCommands))
+	return fmt.Sprintf("%d test command(s) passed", len(tests))
 }
 
 // verification reads a VERIFYING task, its project and its recorded
@@ -321,11 +324,11 @@ func (l *Lander) verification(ctx context.Context, taskID string) (models.Task, 
 	return t, p, v, nil
 }
 
-// runChecks runs the task's test commands one by one in dir, each with
-// the check timeout; it returns the failure's description and false at the
-// first one that fails.
-func (l *Lander) runChecks(ctx context.Context, t models.Task, v models.Verification, dir string) (string, bool) {
-	for i, cmd := range t.TestCommands {
+// runChecks runs the test commands of task t (its own, else its
+// project's) one by one in dir, each with the check timeout; it returns the
+// failure's description and false at the first one that fails.
+func (l *Lander) runChecks(ctx context.Context, t models.Task, tests []string, v models.Verification, dir string) (string, bool) {
+	for i, cmd := range tests {
 		logPath := filepath.Join(l.cfg.RunDir, t.ID, fmt.Sprintf("%d.check-%d.log", v.Attempt, i+1))
 		tail := &lineTail{max: maxCheckOutput}
 		proc, err := agent.Start(agent.Spec{Argv: []string{"/bin/sh", "-c", "exec 2>&1\n" + cmd}, Dir: dir,

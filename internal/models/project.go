@@ -63,6 +63,11 @@ type ProjectSettings struct {
 	// MergeFromChat lets an approval from chat or the API merge the pull
 	// request through GitHub's API.
 	MergeFromChat bool `json:"merge_from_chat,omitempty"`
+	// TestCommands verify the project's tasks that have none of their own
+	// (TestCommandsFor): shell commands run in the merged checkout, each of
+	// which must exit 0. `agentqueued init` detects one from the
+	// repository (go.mod: go test ./...).
+	TestCommands []string `json:"test_commands,omitempty"`
 	// HookCommands are the command lines the project's hooks may run in
 	// run_command steps: a step runs only a command equal to one of them
 	// (compared word by word; no shell).
@@ -128,6 +133,15 @@ func (s ProjectSettings) AllowsHookCommand(command string) bool {
 		}
 	}
 	return false
+}
+
+// TestCommandsFor returns the test commands that verify t, a task of a
+// project with these settings: the task's own, else the project's.
+func (s ProjectSettings) TestCommandsFor(t Task) []string {
+	if len(t.TestCommands) > 0 {
+		return t.TestCommands
+	}
+	return s.TestCommands
 }
 
 // PR modes.
@@ -214,6 +228,14 @@ func (s *ProjectSettings) Validate() error {
 		}); err != nil {
 			return err
 		}
+	}
+	if err := checkList("settings.test_commands", s.TestCommands, MaxListEntries, func(name, c string) error {
+		if strings.TrimSpace(c) == "" {
+			return Errorf(CodeInvalid, "%s: empty command", name)
+		}
+		return CheckText(name, c, MaxTestCommandLen)
+	}); err != nil {
+		return err
 	}
 	return checkList("settings.hook_commands", s.HookCommands, MaxListEntries, func(name, c string) error {
 		if len(strings.Fields(c)) == 0 {

@@ -37,11 +37,11 @@ func RenderPrompt(tc models.TaskContext) (string, error) {
 }
 
 // taskContext assembles what the agent is told about a task at dispatch:
-// its own fields, the workspace, and what upstream tasks, earlier attempts
+// its own fields (its test commands, else its project p's), the workspace, and what upstream tasks, earlier attempts
 // and people left for it.
-func (o *Orchestrator) taskContext(ctx context.Context, t models.Task, ws models.Workspace, attempt int) (models.TaskContext, error) {
+func (o *Orchestrator) taskContext(ctx context.Context, p models.Project, t models.Task, ws models.Workspace, attempt int) (models.TaskContext, error) {
 	tc := models.TaskContext{TaskID: t.ID, Title: t.Title, Description: t.Description,
-		AcceptanceCriteria: t.AcceptanceCriteria, TestCommands: t.TestCommands, CheckoutPath: ws.Dir,
+		AcceptanceCriteria: t.AcceptanceCriteria, TestCommands: p.Settings.TestCommandsFor(t), CheckoutPath: ws.Dir,
 		BranchName: ws.Branch, DefaultBranch: ws.DefaultBranch, Attempt: attempt, Run: models.RunPlaceOf(t)}
 	ac := &tc.AttachedContext
 	ac.Conflicts, ac.Rescued = ws.Conflicts, ws.Rescued

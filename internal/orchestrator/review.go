@@ -107,7 +107,7 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 		return
 	}
 	tc := models.TaskContext{TaskID: t.ID, Title: t.Title, Description: t.Description, AcceptanceCriteria: t.AcceptanceCriteria,
-		TestCommands: t.TestCommands, CheckoutPath: staged.Dir, DefaultBranch: defaultBranch(p), Attempt: v.Attempt,
+		TestCommands: p.Settings.TestCommandsFor(t), CheckoutPath: staged.Dir, DefaultBranch: defaultBranch(p), Attempt: v.Attempt,
 		Review: &models.ReviewContext{TaskID: t.ID, Summary: result.Summary, Diff: staged.Diff, FilesChanged: staged.Files}}
 	if vp, ok := adapter.(agent.VersionProber); ok {
 		o.probeVersion(ctx, ar, vp) // a reviewer's CLI is recorded like a worker's

@@ -257,7 +257,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	if ws.Rescued != "" {
 		log.Warn("uncommitted changes in the checkout were kept on a rescue branch", "branch", ws.Rescued, "dir", ws.Dir)
 	}
-	tc, err := o.taskContext(ctx, task, ws, ar.run.Attempt)
+	tc, err := o.taskContext(ctx, project, task, ws, ar.run.Attempt)
 	if err != nil {
 		return startErr("assemble the task context", false, err)
 	}

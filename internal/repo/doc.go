@@ -117,6 +117,16 @@
 // default branch contains it, and for LINK in the user's repository when
 // its default branch contains it. What is already gone is no error.
 //
+// # Removing what is no longer needed
+//
+// RemoveCheckout removes a removed agent's worktree of a LINK repository
+// (`git worktree remove`) unless it has uncommitted or untracked changes;
+// RemoveTaskBranch deletes a deleted task's branch from a LINK repository
+// when the user's default branch contains it or has the same files, and
+// not while it is checked out in the user's tree or in a daemon worktree
+// with changes (one left clean is detached first). What either keeps, it
+// returns with the reason; a clone (CLONE, INIT) is never removed.
+//
 // # Tools and safety
 //
 // go-git reads configuration, remotes, refs and commits, computes changed

@@ -97,7 +97,33 @@ func (s *Service) SetAgentPaused(ctx context.Context, id string, paused bool) (m
 	return s.orch.SetAgentPaused(ctx, id, paused)
 }
 
-// RemoveAgent deletes an agent that runs nothing (the store's).
+// RemoveAgent deletes an agent that runs nothing (the store's); then its
+// worktrees of the projects' linked repositories, unless one has changes
+// (Traces: what is kept is logged, with why).
 func (s *Service) RemoveAgent(ctx context.Context, id string) error {
-	return s.store.RemoveAgent(ctx, id)
+	if err := s.store.RemoveAgent(ctx, id); err != nil {
+		return err
+	}
+	if s.traces == nil {
+		return nil
+	}
+	projects, err := s.store.ListProjects(ctx)
+	if err != nil {
+		s.log.WarnContext(ctx, "the removed agent's checkouts were not looked for", "agent", id, "err", err)
+		return nil
+	}
+	for _, p := range projects {
+		if p.Repo == nil {
+			continue
+		}
+		// The agent is gone whatever happens here: a checkout that stays is said.
+		kept, err := s.traces.RemoveCheckout(ctx, models.Agent{ID: id}, p)
+		switch {
+		case err != nil:
+			s.log.WarnContext(ctx, "the removed agent's checkout could not be removed", "agent", id, "project_id", p.ID, "err", err)
+		case kept != "":
+			s.log.WarnContext(ctx, "the removed agent's checkout was kept", "agent", id, "project_id", p.ID, "reason", kept)
+		}
+	}
+	return nil
 }

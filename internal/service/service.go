@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/clock"
@@ -50,6 +51,14 @@ type SourceChecker interface {
 	CheckSource(ctx context.Context, r models.RepoConfig, timeout time.Duration) error
 }
 
+// Traces removes what a removed agent or a deleted task leaves in a
+// project's linked (LINK) repository (repo.Workspaces): the agent's
+// worktree, the task's branch. Each returns, when it kept something, why.
+type Traces interface {
+	RemoveCheckout(ctx context.Context, a models.Agent, p models.Project) (kept string, err error)
+	RemoveTaskBranch(ctx context.Context, p models.Project, t models.Task) (kept string, err error)
+}
+
 // Config configures a Service. Only Store is required; an operation that
 // goes through a component the configuration leaves out must not be
 // called (tests of one area give only what it uses), except
@@ -69,6 +78,11 @@ type Config struct {
 	// checker's default).
 	Repos         SourceChecker
 	RemoteTimeout time.Duration
+	// Traces, when set, removes a removed agent's worktrees and a deleted
+	// task's branch from linked repositories, after the store's change.
+	Traces Traces
+	// Logger receives what Traces removed or kept; nil discards it.
+	Logger *slog.Logger
 	// Feed tells followers of the change feed and of tasks' logs about
 	// changes (Changed, LogChanged).
 	Feed *Feed
@@ -104,6 +118,8 @@ type Service struct {
 	workflows     WorkflowEngine
 	repos         SourceChecker
 	remoteTimeout time.Duration
+	traces        Traces
+	log           *slog.Logger
 	feed          *Feed
 	profiles      map[string]models.Profile
 	window        time.Duration
@@ -129,8 +145,12 @@ func New(cfg Config) *Service {
 		}
 		return d
 	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return &Service{store: cfg.Store, orch: cfg.Orchestrator, hooks: cfg.Hooks, workflows: cfg.Workflows,
-		repos: cfg.Repos, remoteTimeout: cfg.RemoteTimeout, feed: cfg.Feed, profiles: cfg.Profiles,
+		repos: cfg.Repos, remoteTimeout: cfg.RemoteTimeout, traces: cfg.Traces, log: log, feed: cfg.Feed, profiles: cfg.Profiles,
 		window: cfg.Window, globalBudget: global, clock: clock.Or(cfg.Clock),
 		retryBackoff: orDefault(cfg.RetryBackoff, orchestrator.DefaultRetryBackoff),
 		maxBackoff:   orDefault(cfg.MaxBackoff, orchestrator.DefaultMaxBackoff), deskWebhooks: cfg.DeskWebhooks}

@@ -98,9 +98,38 @@ func (s *Service) ChangeDependencies(ctx context.Context, id string, c models.De
 }
 
 // DeleteTask deletes a task nothing depends on and nothing runs (the
-// store's).
+// store's); then, for a project with a linked repository, its branch
+// there, unless that holds work the default branch lacks (Traces: what is
+// kept is logged, with why).
 func (s *Service) DeleteTask(ctx context.Context, id string) error {
-	return s.store.DeleteTask(ctx, id)
+	var (
+		t   models.Task
+		p   models.Project
+		err error
+	)
+	if s.traces != nil {
+		if t, err = s.store.GetTask(ctx, id); err == nil {
+			p, err = s.store.GetProject(ctx, t.ProjectID)
+		}
+		if err != nil {
+			return fmt.Errorf("delete task %s: %w", id, err)
+		}
+	}
+	if err := s.store.DeleteTask(ctx, id); err != nil {
+		return err
+	}
+	if s.traces == nil || p.Repo == nil {
+		return nil
+	}
+	// The task is gone whatever happens here: a branch that stays is said.
+	kept, err := s.traces.RemoveTaskBranch(ctx, p, t)
+	switch {
+	case err != nil:
+		s.log.WarnContext(ctx, "the deleted task's branch could not be removed", "task_id", id, "project_id", p.ID, "err", err)
+	case kept != "":
+		s.log.WarnContext(ctx, "the deleted task's branch was kept", "task_id", id, "project_id", p.ID, "reason", kept)
+	}
+	return nil
 }
 
 // RunErrors returns the errors of a task's runs (the store's).
