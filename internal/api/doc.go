@@ -109,7 +109,10 @@
 //	                                  approval returns to its agent (READY) with the feedback
 //	GET   /api/v1/tasks/{id}/diff     {"task_id", "diff"}: the change the task's branch makes against its
 //	                                  project's default branch, in git's unified format (what an approval
-//	                                  merges); 409 before the task has run, 400 in a project without a repository
+//	                                  merges); for a landed (COMPLETED) task the change its landing brought to
+//	                                  the default branch (its merge against the merge's first parent), though
+//	                                  its branch is deleted; 409 before the task has run, 400 in a project
+//	                                  without a repository
 //	GET   /api/v1/tasks/{id}/logs     the log of the task's latest run (query: attempt N ≥ 1 for another), as text
 //	                                  (text/plain, streamed): what the agent printed, and a "[progress] MESSAGE"
 //	                                  line per progress report; with follow=true the answer goes on while the
