@@ -199,7 +199,8 @@
 //	                                  "value"}}; the workflow's defaults fill the inputs not given; an unknown
 //	                                  or missing required input is a 400 naming it) → 201 the run, with its
 //	                                  inputs, and Location /api/v1/runs/{id}
-//	GET   /api/v1/runs                {"runs": [...], "next"}, newest first, without their definitions, paged;
+//	GET   /api/v1/runs                {"runs": [...], "next"}, newest first, without their definitions, each
+//	                                  with its tasks counted by status ("tasks"), paged;
 //	                                  query: workflow, project (an unknown project is a 404), status (pending,
 //	                                  running, success, failed, cancelled), limit, after
 //	GET   /api/v1/runs/{id}           a run with its definition and its tasks counted by status

@@ -682,10 +682,56 @@ func (s *Store) ListWorkflowRunsAfter(ctx context.Context, f models.RunFilter, a
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
+	ids := make([]string, len(rs))
 	for i := range rs {
 		rs[i].Definition = nil
+		ids[i] = rs[i].ID
+	}
+	if len(rs) == 0 {
+		return rs, nil
+	}
+	counts, err := s.runTaskCounts(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	for i := range rs {
+		rs[i].Tasks = counts[rs[i].ID]
+		if rs[i].Tasks == nil {
+			rs[i].Tasks = map[models.TaskStatus]int{}
+		}
 	}
 	return rs, nil
+}
+
+// qRunTaskCounts counts the tasks of the runs whose ids are in ?1 (a JSON
+// array) by run and status.
+const qRunTaskCounts = `SELECT workflow_run_id, status, count(*) FROM tasks
+	WHERE workflow_run_id IN (SELECT value FROM json_each(?1)) GROUP BY workflow_run_id, status`
+
+// runTaskCounts counts the tasks of runs ids by status, as GetWorkflowRun
+// counts one run's, with one statement for them all.
+func (s *Store) runTaskCounts(ctx context.Context, ids []string) (map[string]map[models.TaskStatus]int, error) {
+	rows, err := s.rdb.QueryContext(ctx, qRunTaskCounts, batchArg(ids))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]map[models.TaskStatus]int{}
+	for rows.Next() {
+		var (
+			run string
+			st  models.TaskStatus
+			n   int
+		)
+		if err := rows.Scan(&run, &st, &n); err != nil {
+			return nil, err
+		}
+		if out[run] == nil {
+			out[run] = map[models.TaskStatus]int{}
+		}
+		out[run][st] = n
+	}
+	return out, rows.Err()
 }
 
 // RunTasks returns a run's tasks in step order, each named in the run.

@@ -264,4 +264,8 @@ type TaskGraphs interface {
 	// with the edges between its tasks and the root causes of its
 	// cascade-blocked tasks.
 	TaskGraph(ctx context.Context, q models.TaskGraphQuery) (models.TaskGraph, error)
+	// PendingUpstreams returns, for each of tasks ids that has some, the
+	// upstreams whose edges into it are undecided: what a DEFINED task
+	// waits for.
+	PendingUpstreams(ctx context.Context, ids []string) (map[string][]models.Task, error)
 }
