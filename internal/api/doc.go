@@ -137,6 +137,8 @@
 //	                                  (RFC 3339) and "rest_reason", both left out once the rest is over
 //	                                  "cli_version" is the CLI version its latest run reported, with
 //	                                  "cli_warning" when it is older than its type's known-good version
+//	GET   /api/v1/agents/{id}         one agent, answered as the list answers each (env values "********");
+//	                                  404 not_found naming the id
 //	DELETE /api/v1/agents/{id}        remove an agent that runs nothing → 204
 //	POST  /api/v1/agents/{id}/pause   the agent takes no new task → the agent; /resume undoes it, and
 //	                                  also ends a rest after a rate limit

@@ -64,6 +64,8 @@ type Tasks interface {
 type Agents interface {
 	RegisterAgent(ctx context.Context, a models.Agent) (models.Agent, error)
 	ListAgents(ctx context.Context) ([]models.Agent, error)
+	// GetAgent returns one agent; an unknown id is not_found.
+	GetAgent(ctx context.Context, id string) (models.Agent, error)
 	SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error)
 	// RemoveAgent deletes an agent that runs nothing.
 	RemoveAgent(ctx context.Context, id string) error
