@@ -152,4 +152,9 @@ agents:
 	if !rejected {
 		t.Fatalf("no rejection with the feedback in the audit log: %+v", td.Events)
 	}
+	// Landed, its branch deleted: the diff is what its merge brought to main.
+	landed := mustCtl(t, addr, "task", "diff", id)
+	if !strings.Contains(landed, "+++ b/gated.txt") || !strings.Contains(landed, "+attempt 2 of "+id) {
+		t.Fatalf("ctl task diff of the landed task:\n%s", landed)
+	}
 }

@@ -91,17 +91,12 @@ func (c *ctl) agentShow(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	as, err := c.client.ListAgents(ctx)
+	a, err := c.client.GetAgent(ctx, pos[0])
 	if err != nil {
 		return err
 	}
-	for _, a := range as {
-		if a.ID == pos[0] {
-			a = a.Redacted()
-			return c.emit(a, func(w io.Writer) { printAgent(w, a) })
-		}
-	}
-	return models.Errorf(models.CodeNotFound, "agent %q not found", pos[0])
+	a = a.Redacted() // masked again, whatever the daemon answered
+	return c.emit(a, func(w io.Writer) { printAgent(w, a) })
 }
 
 func (c *ctl) agentRemove(ctx context.Context, args []string) error {

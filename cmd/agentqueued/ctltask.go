@@ -370,7 +370,8 @@ func decisionCommand(approve bool) ctlHandler {
 }
 
 // taskDiff prints the change a task's branch makes against its project's
-// default branch: what approving the task would merge.
+// default branch: what approving the task would merge, or, once the task
+// landed, what its landing merged.
 func (c *ctl) taskDiff(ctx context.Context, args []string) error {
 	pos, err := c.parse(c.flagSet("task diff"), args, "ID")
 	if err != nil {

@@ -136,7 +136,9 @@ func printProject(w io.Writer, p models.Project) {
 	if len(settings) == 0 {
 		row(tw, "Settings:", "(defaults)")
 	} else {
-		row(tw, "Settings:", "")
+		// The heading says how many are set (an empty value would print as
+		// "-"), the settings follow it, one a row.
+		row(tw, "Settings:", fmt.Sprintf("%d set, the others default", len(settings)))
 	}
 	for _, kv := range settings {
 		row(tw, "  "+kv[0]+":", kv[1])
@@ -638,10 +640,25 @@ func printHooks(w io.Writer, hs []models.Hook) {
 	tw.Flush()
 }
 
-// llmSummary describes a hook's LLM overrides; the key is only said to be set.
-func llmSummary(c *models.HookLLMConfig) string {
+// llmSummary says which LLM a hook calls: none without a prompt template,
+// else its overrides (the key only said to be set) or the daemon's.
+func llmSummary(h models.Hook) string {
+	overrides := llmOverrides(h.LLMConfig)
+	switch {
+	case h.PromptTemplate == "" && overrides == "":
+		return "none (no prompt template: the hook calls no LLM)"
+	case h.PromptTemplate == "":
+		return "none (no prompt template: the hook calls no LLM; llm_config: " + overrides + ")"
+	case overrides == "":
+		return "the daemon's (its llm settings)"
+	}
+	return overrides
+}
+
+// llmOverrides describes a hook's LLM overrides, "" when it has none.
+func llmOverrides(c *models.HookLLMConfig) string {
 	if c == nil {
-		return "the daemon's"
+		return ""
 	}
 	var parts []string
 	if c.Model != "" {
@@ -655,9 +672,6 @@ func llmSummary(c *models.HookLLMConfig) string {
 	}
 	if c.Temperature != nil {
 		parts = append(parts, "temperature "+strconv.FormatFloat(float64(*c.Temperature), 'g', -1, 32))
-	}
-	if len(parts) == 0 {
-		return "the daemon's"
 	}
 	return strings.Join(parts, ", ")
 }
@@ -705,7 +719,7 @@ func printHook(w io.Writer, h models.Hook) {
 		maxTokens = strconv.Itoa(*h.MaxTokensPerRun)
 	}
 	row(tw, "Max tokens per run:", maxTokens)
-	row(tw, "LLM:", llmSummary(h.LLMConfig))
+	row(tw, "LLM:", llmSummary(h))
 	row(tw, "Schedule from:", when(h.ScheduleFrom))
 	row(tw, "Created:", when(h.CreatedAt))
 	row(tw, "Updated:", when(h.UpdatedAt))

@@ -433,6 +433,13 @@ func TestAgents(t *testing.T) {
 	if len(list.Agents) != 1 || list.Agents[0].ID != "claude-1" {
 		t.Errorf("agents = %+v", list.Agents)
 	}
+	var one models.Agent
+	e.do("GET", "/api/v1/agents/claude-1", "").decode(t, http.StatusOK, &one)
+	if one.ID != "claude-1" || one.AgentType != "claude" || one.State != models.AgentIdle {
+		t.Errorf("agent claude-1 = %+v", one)
+	}
+	e.do("GET", "/api/v1/agents/ghost", "").wantError(t, 404, models.CodeNotFound, `agent "ghost" not found`)
+	e.do("GET", "/api/v1/agents/claude-1?x=1", "").wantError(t, 400, models.CodeInvalid, "")
 }
 
 func TestEmptyListsAreArrays(t *testing.T) {

@@ -206,6 +206,12 @@ func (c *Client) ListAgents(ctx context.Context) ([]models.Agent, error) {
 	return out.Agents, c.do(ctx, http.MethodGet, APIPrefix+"/agents", nil, nil, &out)
 }
 
+// GetAgent returns one agent, redacted.
+func (c *Client) GetAgent(ctx context.Context, id string) (models.Agent, error) {
+	var out models.Agent
+	return out, c.do(ctx, http.MethodGet, APIPrefix+"/agents/"+url.PathEscape(id), nil, nil, &out)
+}
+
 // RemoveAgent removes an agent.
 func (c *Client) RemoveAgent(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, APIPrefix+"/agents/"+url.PathEscape(id), nil, nil, nil)

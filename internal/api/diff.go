@@ -6,8 +6,9 @@ import "net/http"
 type TaskDiff struct {
 	TaskID string `json:"task_id"`
 	// Diff is the change the task's branch makes against its project's
-	// default branch, in git's unified format; empty when it changes
-	// nothing.
+	// default branch (for a landed task, the change its landing brought
+	// to the default branch), in git's unified format; empty when it
+	// changes nothing.
 	Diff string `json:"diff"`
 }
 

@@ -117,7 +117,10 @@
 //	                                  approval returns to its agent (READY) with the feedback
 //	GET   /api/v1/tasks/{id}/diff     {"task_id", "diff"}: the change the task's branch makes against its
 //	                                  project's default branch, in git's unified format (what an approval
-//	                                  merges); 409 before the task has run, 400 in a project without a repository
+//	                                  merges); for a landed (COMPLETED) task the change its landing brought to
+//	                                  the default branch (its merge against the merge's first parent), though
+//	                                  its branch is deleted; 409 before the task has run, 400 in a project
+//	                                  without a repository
 //	GET   /api/v1/tasks/{id}/logs     the log of the task's latest run (query: attempt N ≥ 1 for another), as text
 //	                                  (text/plain, streamed): what the agent printed, and a "[progress] MESSAGE"
 //	                                  line per progress report; with follow=true the answer goes on while the
@@ -142,6 +145,8 @@
 //	                                  (RFC 3339) and "rest_reason", both left out once the rest is over
 //	                                  "cli_version" is the CLI version its latest run reported, with
 //	                                  "cli_warning" when it is older than its type's known-good version
+//	GET   /api/v1/agents/{id}         one agent, answered as the list answers each (env values "********");
+//	                                  404 not_found naming the id
 //	DELETE /api/v1/agents/{id}        remove an agent that runs nothing → 204
 //	POST  /api/v1/agents/{id}/pause   the agent takes no new task → the agent
 //	POST  /api/v1/agents/{id}/resume  undoes a pause, and also ends a rest after a rate limit → the agent
@@ -204,7 +209,8 @@
 //	                                  "value"}}; the workflow's defaults fill the inputs not given; an unknown
 //	                                  or missing required input is a 400 naming it) → 201 the run, with its
 //	                                  inputs, and Location /api/v1/runs/{id}
-//	GET   /api/v1/runs                {"runs": [...], "next"}, newest first, without their definitions, paged;
+//	GET   /api/v1/runs                {"runs": [...], "next"}, newest first, without their definitions, each
+//	                                  with its tasks counted by status ("tasks"), paged;
 //	                                  query: workflow, project (an unknown project is a 404), status (pending,
 //	                                  running, success, failed, cancelled), limit, after
 //	GET   /api/v1/runs/{id}           a run with its definition and its tasks counted by status

@@ -109,6 +109,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET "+APIPrefix+"/tasks/{id}/diff", s.handleTaskDiff)
 	mux.HandleFunc("POST "+APIPrefix+"/agents", s.handleRegisterAgent)
 	mux.HandleFunc("GET "+APIPrefix+"/agents", s.handleListAgents)
+	mux.HandleFunc("GET "+APIPrefix+"/agents/{id}", s.handleGetAgent)
 	mux.HandleFunc("DELETE "+APIPrefix+"/agents/{id}", s.handleRemoveAgent)
 	mux.HandleFunc("POST "+APIPrefix+"/agents/{id}/pause", s.handlePauseAgent(true))
 	mux.HandleFunc("POST "+APIPrefix+"/agents/{id}/resume", s.handlePauseAgent(false))
@@ -626,6 +627,20 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
 		as[i] = as[i].Redacted()
 	}
 	s.writeJSON(w, r, http.StatusOK, AgentList{Agents: nonNil(as)})
+}
+
+// handleGetAgent answers one agent, redacted as the list redacts agents.
+func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) {
+	if err := noQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	a, err := s.svc.GetAgent(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, a.Redacted())
 }
 
 func (s *Server) handleRemoveAgent(w http.ResponseWriter, r *http.Request) {

@@ -73,11 +73,12 @@ func TestAgentEnvValuesAreMaskedInAnswers(t *testing.T) {
 	var a models.Agent
 	reg.decode(t, http.StatusCreated, &a)
 	list := e.do("GET", "/api/v1/agents", "")
+	one := e.do("GET", "/api/v1/agents/claude-1", "")
 	paused := e.do("POST", "/api/v1/agents/claude-1/pause", "")
 	for _, r := range []struct {
 		what string
 		r    response
-	}{{"the registration's answer", reg}, {"the list", list}, {"the pause's answer", paused}} {
+	}{{"the registration's answer", reg}, {"the list", list}, {"the agent's answer", one}, {"the pause's answer", paused}} {
 		noSecret(t, r.what, r.r, "sk-secret")
 		noSecret(t, r.what, r.r, "ghp-secret")
 		for _, want := range []string{`"ANTHROPIC_API_KEY":"` + models.RedactedValue + `"`, `"GITHUB_TOKEN":"` + models.RedactedValue + `"`} {

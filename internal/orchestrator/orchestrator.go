@@ -267,6 +267,10 @@ type Workspaces interface {
 	Release(ws models.Workspace)
 	// Diff returns the task branch's change against the default branch.
 	Diff(ctx context.Context, p models.Project, t models.Task, src string) (string, error)
+	// LandedDiff returns the change a landed task brought to the default
+	// branch and the commit that landed it ("" when none is found); pr is
+	// the number of the merged pull request it landed through, or 0.
+	LandedDiff(ctx context.Context, p models.Project, t models.Task, pr int) (text, commit string, err error)
 }
 
 // Orchestrator schedules READY tasks onto idle agents, supervises their

@@ -302,7 +302,12 @@ func (o *Orchestrator) ApplyAdminEvent(ctx context.Context, req models.Transitio
 }
 
 // TaskDiff returns the change a task's branch makes against its project's
-// default branch, from the checkout of the task's last run.
+// default branch, from the checkout of the task's last run. For a task
+// whose work has landed (COMPLETED) it is the change the landing brought to
+// the default branch (the diff of the merge, or of the pull request's
+// squashed commit, against its first parent): the branch is deleted once
+// merged. A landed task whose landing commit is not found falls back to
+// its branch; a landing that merged nothing changes nothing.
 func (o *Orchestrator) TaskDiff(ctx context.Context, taskID string) (string, error) {
 	t, err := o.store.GetTask(ctx, taskID)
 	if err != nil {
@@ -312,6 +317,22 @@ func (o *Orchestrator) TaskDiff(ctx context.Context, taskID string) (string, err
 	if err != nil {
 		return "", err
 	}
+	landed := t.Status == models.StatusCompleted && p.Repo != nil
+	if landed {
+		pr := 0
+		if got, ok, err := o.store.PullRequestOf(ctx, t.ID); err != nil {
+			return "", err
+		} else if ok && got.State == models.PRMerged {
+			pr = got.Number
+		}
+		text, commit, err := o.ws.LandedDiff(ctx, p, t, pr)
+		if err != nil {
+			return "", err
+		}
+		if commit != "" {
+			return text, nil
+		}
+	}
 	run, ok, err := o.store.LastWorkRun(ctx, t.ID)
 	if err != nil {
 		return "", err
@@ -319,5 +340,14 @@ func (o *Orchestrator) TaskDiff(ctx context.Context, taskID string) (string, err
 	if !ok || run.CheckoutPath == "" {
 		return "", models.Errorf(models.CodeConflict, "task %s has not run yet: there is no change to show", t.ID)
 	}
-	return o.ws.Diff(ctx, p, t, run.CheckoutPath)
+	text, err := o.ws.Diff(ctx, p, t, run.CheckoutPath)
+	if landed && models.ErrorCodeOf(err) == models.CodeNotFound {
+		if res, ok, rerr := o.store.TaskResult(ctx, t.ID); rerr == nil && ok && len(res.FilesChanged) == 0 {
+			return "", nil // landed with nothing to merge
+		}
+		return "", models.Errorf(models.CodeNotFound, "task %s landed, but no commit on %s names it "+
+			"(a rebased pull request leaves none) and its branch was deleted: there is no change to show",
+			t.ID, p.Repo.DefaultBranch)
+	}
+	return text, err
 }

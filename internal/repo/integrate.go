@@ -211,7 +211,7 @@ func (w *Workspaces) stage(ctx context.Context, r *models.RepoConfig, t models.T
 	if _, err := w.worktreeGit(ctx, integ, "add", "-q", "-f", "--detach", dir, staged.String()); err != nil {
 		return models.Staged{}, err
 	}
-	text, err := w.diff(ctx, integ, def, task)
+	text, err := w.diff(ctx, integ, def.String()+"..."+task.String())
 	if err != nil {
 		return models.Staged{}, err
 	}
@@ -222,11 +222,12 @@ func (w *Workspaces) stage(ctx context.Context, r *models.RepoConfig, t models.T
 	return models.Staged{Dir: dir, Diff: text, Files: files}, nil
 }
 
-// diff is the change of task against def, cut at maxDiff bytes (at a line
-// end, saying how much was left out).
-func (w *Workspaces) diff(ctx context.Context, integ string, def, task plumbing.Hash) (string, error) {
-	diff, more, err := w.gitRaw(ctx, integ, maxDiff, "diff", "--no-color", "--no-ext-diff", "--no-textconv",
-		def.String()+"..."+task.String())
+// diff is the change of the commit range span ("def...task" for a task
+// branch against the default branch, "parent..commit" for a landed
+// commit), cut at maxDiff bytes (at a line end, saying how much was left
+// out).
+func (w *Workspaces) diff(ctx context.Context, integ, span string) (string, error) {
+	diff, more, err := w.gitRaw(ctx, integ, maxDiff, "diff", "--no-color", "--no-ext-diff", "--no-textconv", span)
 	if err != nil {
 		return "", err
 	}
@@ -280,7 +281,105 @@ func (w *Workspaces) diffTask(ctx context.Context, r *models.RepoConfig, t model
 	if err != nil {
 		return "", err
 	}
-	return w.diff(ctx, integ, def, task)
+	return w.diff(ctx, integ, def.String()+"..."+task.String())
+}
+
+// LandedDiff returns the change a landed task brought to the origin's
+// default branch: the diff of the commit that landed it against that
+// commit's first parent (`git diff M^1 M`), whether or not the task's
+// branch still exists. The commit is looked for on the first-parent
+// history of the default branch: the merge Deliver made ("Merge <task>:
+// …"), or, for a task landed through pull request number pr (0 for none),
+// GitHub's merge commit ("Merge pull request #N from …") or squashed
+// commit ("… (#N)"). commit is "" when none is there: a branch the default
+// branch already contained was not merged, and a pull request GitHub
+// rebased leaves no commit that names it.
+func (w *Workspaces) LandedDiff(ctx context.Context, p models.Project, t models.Task, pr int) (text, commit string, err error) {
+	if p.Repo == nil {
+		return "", "", models.Errorf(models.CodeInvalid, "task %s: project %s has no repository", t.ID, p.ID)
+	}
+	if !models.ValidTaskID(t.ID) {
+		return "", "", models.Errorf(models.CodeInvalid, "landed diff: %q is not a task id", t.ID)
+	}
+	if err := checkRepoURL(p); err != nil {
+		return "", "", err
+	}
+	r := p.Repo
+	lock := w.repoLock(r)
+	lock.Lock()
+	defer lock.Unlock()
+	text, commit, err = w.landedDiff(ctx, r, t, pr)
+	if err != nil {
+		_, err = w.retryRepaired(ctx, w.opLog(p, t, "landed diff"), r, err, w.repairTargets(r, "", false), func() (err error) {
+			text, commit, err = w.landedDiff(ctx, r, t, pr)
+			return err
+		})
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("diff of landed task %s: %w", t.ID, err)
+	}
+	return text, commit, nil
+}
+
+func (w *Workspaces) landedDiff(ctx context.Context, r *models.RepoConfig, t models.Task, pr int) (text, commit string, err error) {
+	origin, err := w.origin(ctx, r)
+	if err != nil {
+		return "", "", err
+	}
+	integ, err := w.integration(ctx, r)
+	if err != nil {
+		return "", "", err
+	}
+	defRef := "refs/remotes/origin/" + r.DefaultBranch
+	err = fetch(ctx, integ, origin, false, w.auth(origin), "+refs/heads/"+r.DefaultBranch+":"+defRef)
+	if errors.Is(err, errNoRef) {
+		return "", "", models.Errorf(models.CodeConflict, "the repository %s has no branch %s", models.RedactURL(origin), r.DefaultBranch)
+	} else if err != nil {
+		return "", "", err
+	}
+	commit, err = w.landedCommit(ctx, integ, defRef, t.ID, pr)
+	if err != nil || commit == "" {
+		return "", "", err
+	}
+	text, err = w.diff(ctx, integ, commit+"^1.."+commit)
+	return text, commit, err
+}
+
+// landedCommit finds, newest first on the first-parent history of ref,
+// the commit that landed task id (see LandedDiff); "" when none did.
+func (w *Workspaces) landedCommit(ctx context.Context, integ, ref, id string, pr int) (string, error) {
+	// Each kind of commit: what git greps for, and what its subject and
+	// number of parents must then be.
+	type kind struct {
+		grep    string
+		match   func(subject string) bool
+		parents int
+	}
+	kinds := []kind{{grep: "Merge " + id + ": ", parents: 2,
+		match: func(s string) bool { return strings.HasPrefix(s, "Merge "+id+": ") }}}
+	if pr > 0 {
+		num := fmt.Sprintf("#%d", pr)
+		kinds = append(kinds,
+			kind{grep: "Merge pull request " + num + " from ", parents: 2,
+				match: func(s string) bool { return strings.HasPrefix(s, "Merge pull request "+num+" from ") }},
+			kind{grep: "(" + num + ")", parents: 1,
+				match: func(s string) bool { return strings.HasSuffix(s, "("+num+")") }})
+	}
+	for _, k := range kinds {
+		out, _, err := w.gitRaw(ctx, integ, gitOutputCap, "log", "--first-parent", "--fixed-strings",
+			"--grep="+k.grep, "-z", "--format=%H %P%n%s", ref, "--")
+		if err != nil {
+			return "", err
+		}
+		for _, entry := range nulList(out) {
+			hashes, subject, _ := strings.Cut(entry, "\n")
+			fields := strings.Fields(hashes)
+			if len(fields) == 1+k.parents && k.match(subject) {
+				return fields[0], nil
+			}
+		}
+	}
+	return "", nil
 }
 
 // PushBranch pushes the task branch, as verified, to the project's

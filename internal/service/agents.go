@@ -87,6 +87,11 @@ func (s *Service) ListAgents(ctx context.Context) ([]models.Agent, error) {
 	return s.store.ListAgents(ctx)
 }
 
+// GetAgent returns one agent, its rest shown as of now (the store's).
+func (s *Service) GetAgent(ctx context.Context, id string) (models.Agent, error) {
+	return s.store.GetAgent(ctx, id)
+}
+
 // SetAgentPaused pauses or resumes an agent; a resume also ends its rest
 // after a rate limit in the running scheduler (the orchestrator's; the
 // store's when there is none).

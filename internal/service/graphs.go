@@ -39,4 +39,10 @@ func (s *Service) TaskGraph(ctx context.Context, q models.TaskGraphQuery) (model
 	return s.store.TaskGraph(ctx, q)
 }
 
+// PendingUpstreams returns the upstreams each of tasks ids still waits
+// for (undecided edges): the store's.
+func (s *Service) PendingUpstreams(ctx context.Context, ids []string) (map[string][]models.Task, error) {
+	return s.store.PendingUpstreams(ctx, ids)
+}
+
 var _ areas.TaskGraphs = (*Service)(nil)

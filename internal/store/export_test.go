@@ -233,6 +233,7 @@ func RunArchiveQueriesForTest() map[string]string {
 		"qArchivedRunCounts": qArchivedRunCounts, "qArchivedRunStepCounts": qArchivedRunStepCounts,
 		"qArchivedRunTasks": qArchivedRunTasks, "qArchivedStepTaskIDs": qArchivedStepTaskIDs,
 		"qArchivedRunOutputs": qArchivedRunOutputs, "qArchivedBlockedRunTasks": qArchivedBlockedRunTasks,
+		"qRunTaskCounts": qRunTaskCounts,
 	}
 }
 

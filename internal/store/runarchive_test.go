@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -54,6 +55,11 @@ func TestAFailedRunWhoseTasksWereArchivedIsNotRetried(t *testing.T) {
 		got.Tasks[models.StatusBlocked] != 1 {
 		t.Fatalf("run after the archive: %s, tasks %v, archived %d; want failed, 1 COMPLETED and 1 BLOCKED, both archived",
 			got.Status, got.Tasks, got.ArchivedTasks)
+	}
+	// The list of runs counts them as the run does.
+	if rs, err := e.s.ListWorkflowRuns(context.Background(), models.RunFilter{}); err != nil || len(rs) != 1 ||
+		rs[0].ArchivedTasks != 2 || !maps.Equal(rs[0].Tasks, got.Tasks) {
+		t.Fatalf("listed runs %+v, %v; want the run's counts %v, 2 archived", rs, err, got.Tasks)
 	}
 	ts := e.tasks(r.ID)
 	if len(ts) != 2 || ts["build"].ArchivedAt == nil || ts["test"].ArchivedAt == nil || ts["test"].Status != models.StatusBlocked {

@@ -165,3 +165,56 @@ func graphArgs(ss []string) []any {
 	}
 	return out
 }
+
+// qPendingEdges lists the undecided (PENDING) edges into the tasks whose
+// ids are in ?1 (a JSON array), each task's in its upstreams' creation
+// order.
+const qPendingEdges = `SELECT d.downstream, d.upstream FROM task_dependencies d JOIN tasks u ON u.id = d.upstream
+	WHERE d.downstream IN (SELECT value FROM json_each(?1)) AND d.resolution = 'PENDING'
+	ORDER BY d.downstream, u.rowid`
+
+// PendingUpstreams returns, for each of the tasks ids that has some, the
+// upstreams whose edges into it are still undecided (PENDING): what a
+// DEFINED task waits for. Tasks without one are left out.
+func (s *Store) PendingUpstreams(ctx context.Context, ids []string) (map[string][]models.Task, error) {
+	out := map[string][]models.Task{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("pending upstreams: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	type edge struct{ down, up string }
+	edges, err := queryAll(ctx, tx, func(r scanner) (edge, error) {
+		var e edge
+		return e, r.Scan(&e.down, &e.up)
+	}, qPendingEdges, batchArg(ids))
+	if err != nil {
+		return nil, fmt.Errorf("pending upstreams: %w", err)
+	}
+	if len(edges) == 0 {
+		return out, nil
+	}
+	var ups []string
+	for _, e := range edges {
+		if !slices.Contains(ups, e.up) {
+			ups = append(ups, e.up)
+		}
+	}
+	tasks, err := queryAll(ctx, tx, scanTask, qBatchTasks, batchArg(ups))
+	if err != nil {
+		return nil, fmt.Errorf("pending upstreams: %w", err)
+	}
+	byID := make(map[string]models.Task, len(tasks))
+	for _, t := range tasks {
+		byID[t.ID] = t
+	}
+	for _, e := range edges {
+		if t, ok := byID[e.up]; ok {
+			out[e.down] = append(out[e.down], t)
+		}
+	}
+	return out, nil
+}

@@ -751,10 +751,64 @@ func (s *Store) ListWorkflowRunsAfter(ctx context.Context, f models.RunFilter, a
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
+	ids := make([]string, len(rs))
 	for i := range rs {
 		rs[i].Definition = nil
+		ids[i] = rs[i].ID
+	}
+	if len(rs) == 0 {
+		return rs, nil
+	}
+	counts, archived, err := s.runTaskCounts(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	for i := range rs {
+		rs[i].Tasks, rs[i].ArchivedTasks = counts[rs[i].ID], archived[rs[i].ID]
+		if rs[i].Tasks == nil {
+			rs[i].Tasks = map[models.TaskStatus]int{}
+		}
 	}
 	return rs, nil
+}
+
+// qRunTaskCounts counts the tasks of the runs whose ids are in ?1 (a JSON
+// array) by run and status, archived tasks included, and how many of them
+// are archived.
+const qRunTaskCounts = `SELECT run, status, sum(n), sum(archived) FROM (
+		SELECT workflow_run_id AS run, status, count(*) AS n, 0 AS archived FROM tasks
+			WHERE workflow_run_id IN (SELECT value FROM json_each(?1)) GROUP BY workflow_run_id, status
+		UNION ALL
+		SELECT run_id, status, count(*), count(*) FROM archived_tasks
+			WHERE run_id IN (SELECT value FROM json_each(?1)) GROUP BY run_id, status)
+	GROUP BY run, status`
+
+// runTaskCounts counts the tasks of runs ids by status and their archived
+// tasks, as GetWorkflowRun counts one run's, with one statement for them
+// all.
+func (s *Store) runTaskCounts(ctx context.Context, ids []string) (map[string]map[models.TaskStatus]int, map[string]int, error) {
+	rows, err := s.rdb.QueryContext(ctx, qRunTaskCounts, batchArg(ids))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	out, archived := map[string]map[models.TaskStatus]int{}, map[string]int{}
+	for rows.Next() {
+		var (
+			run  string
+			st   models.TaskStatus
+			n, a int
+		)
+		if err := rows.Scan(&run, &st, &n, &a); err != nil {
+			return nil, nil, err
+		}
+		if out[run] == nil {
+			out[run] = map[models.TaskStatus]int{}
+		}
+		out[run][st] = n
+		archived[run] += a
+	}
+	return out, archived, rows.Err()
 }
 
 // RunTasks returns a run's tasks in step order, each named in the run,

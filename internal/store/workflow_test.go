@@ -667,6 +667,15 @@ steps:
 	if ts["ship[0]"].Title != "Ship eu 2.0 to stable" || ts["ship[1]"].Title != "Ship us 2.0 to stable" {
 		t.Fatalf("fanned-out titles %q, %q", ts["ship[0]"].Title, ts["ship[1]"].Title)
 	}
+	// A listed run counts its tasks by status, as the run read alone does.
+	wantCounts := map[models.TaskStatus]int{models.StatusCompleted: 1, models.StatusReady: 2}
+	if got, err := e.s.GetWorkflowRun(ctx, r.ID); err != nil || !reflect.DeepEqual(got.Tasks, wantCounts) {
+		t.Fatalf("the run's tasks %v (%v), want %v", got.Tasks, err, wantCounts)
+	}
+	if runs, err := e.s.ListWorkflowRuns(ctx, models.RunFilter{Workflow: "release"}); err != nil || len(runs) != 1 ||
+		!reflect.DeepEqual(runs[0].Tasks, wantCounts) {
+		t.Fatalf("listed runs %+v (%v), want tasks %v", runs, err, wantCounts)
+	}
 
 	_, _, err = e.s.StartWorkflowRun(ctx, models.RunRequest{Workflow: "release", Trigger: models.TriggerByHand,
 		TriggeredBy: "t", FireKey: "manual:2", Inputs: map[string]string{"versoin": "2.1"}})

@@ -33,6 +33,7 @@ func rgb(hex string) string {
 // drawnBox is a task's box as the browser shows it.
 type drawnBox struct {
 	Fill    string  `json:"fill"`
+	Stroke  string  `json:"stroke"`
 	Y       float64 `json:"y"`
 	Classes string  `json:"classes"`
 	Href    string  `json:"href"`
@@ -42,7 +43,7 @@ const readBoxes = `(() => {
 	const out = {};
 	for (const n of document.querySelectorAll('svg.dag [data-id]')) {
 		const r = n.querySelector('rect');
-		out[n.getAttribute('data-id')] = {fill: getComputedStyle(r).fill, y: r.getBoundingClientRect().top,
+		out[n.getAttribute('data-id')] = {fill: getComputedStyle(r).fill, stroke: getComputedStyle(r).stroke, y: r.getBoundingClientRect().top,
 			classes: n.getAttribute('class'), href: n.getAttribute('href') || ''};
 	}
 	return JSON.stringify(out);
@@ -65,6 +66,8 @@ func TestBrowserProjectDAGShowsThreeLevelsInTheirColours(t *testing.T) {
 		{LocalID: "test", Title: "Test", Dependencies: []models.BatchDependency{{ID: "base"}}},
 		{LocalID: "pack", Title: "Pack", Dependencies: []models.BatchDependency{{ID: "lint"}}},
 		{LocalID: "ship", Title: "Ship", Dependencies: []models.BatchDependency{{ID: "test"}, {ID: "pack"}}},
+		{LocalID: "gate", Title: "Gate"},
+		{LocalID: "land", Title: "Land"},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -79,6 +82,10 @@ func TestBrowserProjectDAGShowsThreeLevelsInTheirColours(t *testing.T) {
 	}{
 		{"base", []models.TaskEvent{models.EventAssigned, models.EventAgentStarted}},
 		{"lint", []models.TaskEvent{models.EventAssigned, models.EventAgentStarted, models.EventAdminStop}},
+		// gate waits for a person's approval, land is verified (or waits
+		// to land): drawn apart.
+		{"gate", []models.TaskEvent{models.EventAssigned, models.EventAgentStarted, models.EventAgentCompleted, models.EventApprovalRequested}},
+		{"land", []models.TaskEvent{models.EventAssigned, models.EventAgentStarted, models.EventAgentCompleted}},
 	} {
 		for _, ev := range step.events {
 			if _, err := e.store.ApplyEvent(bg, models.TransitionRequest{TaskID: ids[step.task], Event: ev, AgentID: "a1", Actor: "test"}); err != nil {
@@ -98,7 +105,8 @@ func TestBrowserProjectDAGShowsThreeLevelsInTheirColours(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]models.TaskStatus{"base": models.StatusInProgress, "lint": models.StatusBlocked,
-		"test": models.StatusDefined, "pack": models.StatusBlocked, "ship": models.StatusBlocked}
+		"test": models.StatusDefined, "pack": models.StatusBlocked, "ship": models.StatusBlocked,
+		"gate": models.StatusAwaitingApproval, "land": models.StatusVerifying}
 	for name, st := range want {
 		b, ok := boxes[ids[name]]
 		if !ok {
@@ -110,6 +118,10 @@ func TestBrowserProjectDAGShowsThreeLevelsInTheirColours(t *testing.T) {
 		if b.Href != "/ui/tasks/"+ids[name] {
 			t.Errorf("%s links to %q", name, b.Href)
 		}
+	}
+	if gate, land := boxes[ids["gate"]], boxes[ids["land"]]; gate.Fill == land.Fill ||
+		gate.Stroke != rgb(dag.StatusColor(models.StatusAwaitingApproval).Stroke) || gate.Stroke == land.Stroke {
+		t.Errorf("a task waiting for approval is drawn like one being verified: %+v, %+v", gate, land)
 	}
 	y := func(name string) float64 { return boxes[ids[name]].Y }
 	if !(y("base") == y("lint") && y("lint") < y("test") && y("test") == y("pack") && y("pack") < y("ship")) {

@@ -310,6 +310,12 @@ func TestWorkflowPagesAndCancel(t *testing.T) {
 		!strings.Contains(p.body, `href="/ui/runs/`+run.ID+`"`) {
 		t.Fatalf("workflows page: %d\n%s", p.status, p.body)
 	}
+	// The run's row counts its tasks: build READY, the two shards and the
+	// report DEFINED.
+	if p := e.get("/ui/workflows"); !strings.Contains(p.body,
+		`<td><span class="status s-DEFINED">DEFINED 3</span> <span class="status s-READY">READY 1</span> </td>`) {
+		t.Errorf("the runs' Tasks column does not count the run's tasks:\n%s", p.body)
+	}
 	def := e.get("/ui/workflows/pipeline")
 	if def.status != http.StatusOK || !strings.Contains(def.body, `<title>shards (×2)</title>`) {
 		t.Fatalf("workflow page: %d\n%s", def.status, def.body)

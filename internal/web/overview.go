@@ -146,6 +146,15 @@ func (s *Server) loadOverview(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("overview: %w", err)
 	}
+	// The store's overview leaves the budget to the caller, which knows
+	// the window and the global budget.
+	if ov.Budget == nil {
+		b, err := s.svc.Budget(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("overview: %w", err)
+		}
+		ov.Budget = &b
+	}
 	p := overviewPage{Now: s.cfg.Now(), Activity: ov.Activity, DeskTruncated: ov.DeskTruncated, Budget: ov.Budget}
 	for _, it := range ov.Desk {
 		p.Desk = append(p.Desk, newDeskRow(it))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/orchestrator"
+	"github.com/agentqueued/agentqueued/internal/web/dag"
 )
 
 // TestQueueFilters lists tasks by project, status, creator and kind.
@@ -301,5 +302,173 @@ func TestOverviewShowsTheDesk(t *testing.T) {
 	// (the questions), Blocked 1.
 	if want := `<td class="num">4</td><td class="num">0</td><td class="num">0</td><td class="num">1</td><td class="num">2</td><td class="num">1</td>`; !strings.Contains(p.body, want) {
 		t.Errorf("the projects' table lacks %s:\n%s", want, p.body)
+	}
+}
+
+// TestOverviewShowsTokens: the overview's Tokens section and the projects'
+// Tokens column show the use in the window against the budgets.
+func TestOverviewShowsTokens(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	ctx := context.Background()
+	limit := int64(5000)
+	if _, err := e.store.CreateProject(ctx, models.Project{ID: "web", Name: "Web", BudgetLimit: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.RecordTokenUsage(ctx, models.TokenUsage{ProjectID: "web", Input: 1200, Output: 34,
+		CreatedAt: time.Now().Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	p := e.get("/ui/overview")
+	if p.status != http.StatusOK {
+		t.Fatalf("GET /ui/overview: %d\n%s", p.status, p.body)
+	}
+	budget := p.body[strings.Index(p.body, `id="ov-budget"`):]
+	for _, want := range []string{
+		`<p>1,234 tokens in the last `,
+		`<tr><td>Web</td><td class="num">1,234</td><td class="num">1,234</td><td class="num">5,000</td></tr>`,
+	} {
+		if !strings.Contains(budget, want) {
+			t.Errorf("the Tokens section lacks %s:\n%s", want, budget)
+		}
+	}
+	projects := p.body[strings.Index(p.body, `id="ov-projects"`):strings.Index(p.body, `id="ov-budget"`)]
+	if want := `<td class="num">1,234</td>`; !strings.Contains(projects, want) {
+		t.Errorf("the projects' Tokens column lacks %s:\n%s", want, projects)
+	}
+}
+
+// TestQueueSaysWhatEachTaskWaitsFor: a DEFINED task's row names the
+// upstreams it still waits for (not those already done), and a task
+// waiting for approval says it waits for yours, or for its pull request.
+func TestQueueSaysWhatEachTaskWaitsFor(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	ctx := context.Background()
+	if _, err := e.store.CreateProject(ctx, models.Project{ID: "web", Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.store.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", CreatedBy: "ana", Tasks: []models.BatchTask{
+		{LocalID: "base", Title: "Base"},
+		{LocalID: "lint", Title: "Lint <fast>"},
+		{LocalID: "test", Title: "Test"},
+		{LocalID: "ship", Title: "Ship", Dependencies: []models.BatchDependency{{ID: "base"}, {ID: "lint"}, {ID: "test"}}},
+		{LocalID: "gate", Title: "Gated"},
+		{LocalID: "pr", Title: "Through GitHub"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, r := range res {
+		ids[r.LocalID] = r.TaskID
+	}
+	apply := func(name string, events ...models.TaskEvent) {
+		t.Helper()
+		for _, ev := range events {
+			if _, err := e.store.ApplyEvent(ctx, models.TransitionRequest{TaskID: ids[name], Event: ev, AgentID: "a1", Actor: "test"}); err != nil {
+				t.Fatalf("%s %s: %v", name, ev, err)
+			}
+		}
+	}
+	work := []models.TaskEvent{models.EventAssigned, models.EventAgentStarted, models.EventAgentCompleted}
+	apply("base", append(work, models.EventVerifyPassed)...)
+	apply("lint", models.EventAssigned, models.EventAgentStarted)
+	apply("gate", append(work, models.EventApprovalRequested)...)
+	apply("pr", append(work, models.EventPRCreated)...)
+	if _, err := e.store.SavePullRequest(ctx, models.PullRequest{TaskID: ids["pr"], Owner: "o", Repo: "r", Number: 7,
+		URL: "https://github.com/o/r/pull/7", Branch: "aq/pr"}); err != nil {
+		t.Fatal(err)
+	}
+	list := e.get("/ui/queue").body
+	list = list[strings.Index(list, `id="queue-tasks"`):]
+	row := func(name string) string {
+		t.Helper()
+		i := strings.Index(list, `<a href="/ui/tasks/`+ids[name]+`">`)
+		if i < 0 {
+			t.Fatalf("%s is not listed:\n%s", name, list)
+		}
+		return list[i : i+strings.Index(list[i:], "</tr>")]
+	}
+	for name, want := range map[string]string{
+		"ship": `<td><a href="/ui/tasks/` + ids["lint"] + `">Lint &lt;fast&gt;</a> <span class="status s-IN_PROGRESS">IN_PROGRESS</span>, ` +
+			`<a href="/ui/tasks/` + ids["test"] + `">Test</a> <span class="status s-READY">READY</span></td>`,
+		"gate": `<td><a href="/ui/tasks/` + ids["gate"] + `#approve">your approval</a></td>`,
+		"pr":   `<td>the merge of <a href="https://github.com/o/r/pull/7" rel="noreferrer">its pull request</a></td>`,
+	} {
+		if r := row(name); !strings.Contains(r, want) {
+			t.Errorf("the row of %s lacks %s:\n%s", name, want, r)
+		}
+	}
+	if r := row("ship"); strings.Contains(r, ">Base<") {
+		t.Errorf("ship's row names base, which completed:\n%s", r)
+	}
+}
+
+// TestTaskDescriptionKeepsItsLines: a task's description keeps its line
+// breaks, its markup escaped.
+func TestTaskDescriptionKeepsItsLines(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	ctx := context.Background()
+	if _, err := e.store.CreateProject(ctx, models.Project{ID: "web", Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.store.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", CreatedBy: "ana", Tasks: []models.BatchTask{
+		{Title: "Steps", Description: "First line\n  - an <b>indented</b> item\n\nLast line"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := e.get("/ui/tasks/" + res[0].TaskID)
+	want := `<p class="description" id="task-description">First line` + "\n" + `  - an &lt;b&gt;indented&lt;/b&gt; item` + "\n\n" + `Last line</p>`
+	if !strings.Contains(p.body, want) {
+		t.Errorf("the task page lacks %q:\n%s", want, p.body)
+	}
+	css := e.get("/ui/static/style.css").body
+	if !regexp.MustCompile(`\.description \{[^}]*white-space: pre-wrap`).MatchString(css) {
+		t.Errorf("the stylesheet does not keep a description's line breaks:\n%s", css)
+	}
+}
+
+// TestProjectsPageNamesAProjectOnce: a project whose name is its id is
+// named once; another shows its id beside its name.
+func TestProjectsPageNamesAProjectOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	ctx := context.Background()
+	for _, p := range []models.Project{{ID: "web"}, {ID: "api", Name: "The API"}} {
+		if _, err := e.store.CreateProject(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := e.get("/ui/projects")
+	for _, want := range []string{
+		`<td><a href="/ui/queue?project=web">web</a></td>`,
+		`<td><a href="/ui/queue?project=api">The API</a> <span class="muted">api</span></td>`,
+	} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the projects page lacks %s:\n%s", want, p.body)
+		}
+	}
+}
+
+// TestBlockedBadgeIsTheGraphsColour: the BLOCKED badge is drawn in the
+// colours of a BLOCKED box in the graphs.
+func TestBlockedBadgeIsTheGraphsColour(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	css := e.get("/ui/static/style.css").body
+	rule := regexp.MustCompile(`\.s-BLOCKED \{([^}]*)\}`).FindStringSubmatch(css)
+	if rule == nil {
+		t.Fatalf("no .s-BLOCKED rule:\n%s", css)
+	}
+	c := dag.StatusColor(models.StatusBlocked)
+	for _, want := range []string{"background: " + c.Fill + ";", "color: " + c.Text + ";"} {
+		if !strings.Contains(rule[1], want) {
+			t.Errorf(".s-BLOCKED {%s} lacks %q", rule[1], want)
+		}
+	}
+	if regexp.MustCompile(`\.s-BLOCKED[^{]*,|, *\.s-BLOCKED`).MatchString(css) {
+		t.Errorf("another rule colours BLOCKED too:\n%s", css)
 	}
 }

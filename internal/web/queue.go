@@ -32,6 +32,9 @@ type queuePage struct {
 	// creator and kind.
 	Project, Status, Creator, Kind string
 	Tasks                          []models.Task
+	// Upstreams are, by task id, the upstreams a DEFINED task of the page
+	// still waits for (their edges undecided).
+	Upstreams map[string][]models.Task
 	// Next is the URL of the next page, empty on the last.
 	Next string
 	// First is set when this is not the first page.
@@ -71,6 +74,15 @@ func (s *Server) loadQueue(r *http.Request) (any, error) {
 	}
 	p.Projects = projects
 	if p.Tasks, err = s.svc.ListTasks(ctx, f); err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	var defined []string
+	for _, t := range p.Tasks {
+		if t.Status == models.StatusDefined {
+			defined = append(defined, t.ID)
+		}
+	}
+	if p.Upstreams, err = s.svc.PendingUpstreams(ctx, defined); err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
 	v := url.Values{}

@@ -64,6 +64,8 @@ type Tasks interface {
 type Agents interface {
 	RegisterAgent(ctx context.Context, a models.Agent) (models.Agent, error)
 	ListAgents(ctx context.Context) ([]models.Agent, error)
+	// GetAgent returns one agent; an unknown id is not_found.
+	GetAgent(ctx context.Context, id string) (models.Agent, error)
 	SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error)
 	// RemoveAgent deletes an agent that runs nothing.
 	RemoveAgent(ctx context.Context, id string) error
@@ -264,4 +266,8 @@ type TaskGraphs interface {
 	// with the edges between its tasks and the root causes of its
 	// cascade-blocked tasks.
 	TaskGraph(ctx context.Context, q models.TaskGraphQuery) (models.TaskGraph, error)
+	// PendingUpstreams returns, for each of tasks ids that has some, the
+	// upstreams whose edges into it are undecided: what a DEFINED task
+	// waits for.
+	PendingUpstreams(ctx context.Context, ids []string) (map[string][]models.Task, error)
 }

@@ -200,6 +200,39 @@ func TestWriteSVGGolden(t *testing.T) {
 	}
 }
 
+// TestApprovalIsDrawnApartFromLanding: a task waiting for a person's
+// approval is a pale box with a bold orange border, a task being verified
+// or waiting to land a solid orange one with the thin border, in the
+// graph and in the legend.
+func TestApprovalIsDrawnApartFromLanding(t *testing.T) {
+	t.Parallel()
+	g := dag.Graph{Nodes: []dag.Node{
+		{ID: "a", Label: "A", Status: models.StatusAwaitingApproval},
+		{ID: "v", Label: "V", Status: models.StatusVerifying},
+	}}
+	var b bytes.Buffer
+	if err := dag.WriteSVG(&b, dag.Lay(g, dag.Options{}), "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := dag.WriteLegend(&b); err != nil {
+		t.Fatal(err)
+	}
+	approval, verifying := dag.StatusColor(models.StatusAwaitingApproval), dag.StatusColor(models.StatusVerifying)
+	if approval.Fill == verifying.Fill || approval.Stroke == "" {
+		t.Fatalf("approval %+v, verifying %+v", approval, verifying)
+	}
+	s := b.String()
+	for _, want := range []string{
+		`fill="` + approval.Fill + `" stroke="` + approval.Stroke + `" stroke-width="3"/>`,
+		`fill="` + verifying.Fill + `" stroke="#333333" stroke-width="1"/>`,
+		`rx="3" fill="` + approval.Fill + `" stroke="` + approval.Stroke + `" stroke-width="3"/><text x="32" y="139">AWAITING_APPROVAL</text>`,
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("SVG lacks %q:\n%s", want, s)
+		}
+	}
+}
+
 func TestWriteSVGNamesStatusAndRootCause(t *testing.T) {
 	t.Parallel()
 	g := dag.Graph{Nodes: []dag.Node{
@@ -228,9 +261,11 @@ func TestWriteSVGNamesStatusAndRootCause(t *testing.T) {
 func TestStatusColoursDistinctPerPhase(t *testing.T) {
 	t.Parallel()
 	// Statuses a person must tell apart at a glance get distinct fills.
+	// Work waiting for a person's approval is told from work being
+	// verified or waiting to land.
 	distinct := []models.TaskStatus{models.StatusDefined, models.StatusReady, models.StatusInProgress,
-		models.StatusWaitingInput, models.StatusPaused, models.StatusVerifying, models.StatusCompleted,
-		models.StatusFailed, models.StatusBlocked}
+		models.StatusWaitingInput, models.StatusPaused, models.StatusVerifying, models.StatusAwaitingApproval,
+		models.StatusCompleted, models.StatusFailed, models.StatusBlocked}
 	seen := map[string]models.TaskStatus{}
 	for _, s := range distinct {
 		c := dag.StatusColor(s)

@@ -12,27 +12,47 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
-// Colour is a status's fill and the text colour that reads on it.
-type Colour struct{ Fill, Text string }
+// Colour is a status's fill, the text colour that reads on it, and its
+// border: Stroke drawn boldStroke wide, or the usual thin dark border when
+// Stroke is empty.
+type Colour struct{ Fill, Text, Stroke string }
+
+// Borders of a box: the usual one, and the bold one of a status whose
+// Colour names a Stroke.
+const (
+	defaultStroke = "#333333"
+	boldStroke    = "3"
+)
 
 // The Okabe–Ito palette (distinguishable with the common colour-vision
-// deficiencies), plus a grey for work not yet ready.
+// deficiencies), plus a grey for work not yet ready. Work waiting for a
+// person's approval is a pale orange box with a bold orange border, told
+// from the solid orange of work being verified or waiting to land by its
+// lightness and its border, not by its hue alone.
 var palette = map[models.TaskStatus]Colour{
-	models.StatusDefined:          {"#d9d9d9", "#000000"},
-	models.StatusReady:            {"#56b4e9", "#000000"}, // sky blue
-	models.StatusAssigned:         {"#0072b2", "#ffffff"}, // blue
-	models.StatusInProgress:       {"#0072b2", "#ffffff"},
-	models.StatusWaitingInput:     {"#f0e442", "#000000"}, // yellow
-	models.StatusPaused:           {"#cc79a7", "#000000"}, // reddish purple
-	models.StatusVerifying:        {"#e69f00", "#000000"}, // orange
-	models.StatusAwaitingApproval: {"#e69f00", "#000000"},
-	models.StatusCompleted:        {"#009e73", "#ffffff"}, // bluish green
-	models.StatusFailed:           {"#d55e00", "#ffffff"}, // vermillion
-	models.StatusBlocked:          {"#000000", "#ffffff"},
+	models.StatusDefined:          {"#d9d9d9", "#000000", ""},
+	models.StatusReady:            {"#56b4e9", "#000000", ""}, // sky blue
+	models.StatusAssigned:         {"#0072b2", "#ffffff", ""}, // blue
+	models.StatusInProgress:       {"#0072b2", "#ffffff", ""},
+	models.StatusWaitingInput:     {"#f0e442", "#000000", ""}, // yellow
+	models.StatusPaused:           {"#cc79a7", "#000000", ""}, // reddish purple
+	models.StatusVerifying:        {"#e69f00", "#000000", ""}, // orange
+	models.StatusAwaitingApproval: {"#fde3b4", "#000000", "#e69f00"},
+	models.StatusCompleted:        {"#009e73", "#ffffff", ""}, // bluish green
+	models.StatusFailed:           {"#d55e00", "#ffffff", ""}, // vermillion
+	models.StatusBlocked:          {"#000000", "#ffffff", ""},
 }
 
 // unknownColour draws a status the palette does not know.
-var unknownColour = Colour{"#ffffff", "#000000"}
+var unknownColour = Colour{"#ffffff", "#000000", ""}
+
+// border is the stroke colour and width of a box of colour c.
+func (c Colour) border() (stroke, width string) {
+	if c.Stroke != "" {
+		return c.Stroke, boldStroke
+	}
+	return defaultStroke, "1"
+}
 
 // RootCauseStroke outlines a cascade's root cause.
 const RootCauseStroke = "#d55e00"
@@ -110,7 +130,8 @@ func WriteSVG(w io.Writer, l Layout, label string) error {
 			classes += " focus"
 		}
 		p(`%s class="%s" data-id="%s" data-status="%s"><title>%s</title>`+"\n", open, esc(classes), esc(n.ID), esc(string(n.Status)), esc(title))
-		stroke, width, dash := "#333333", "1", ""
+		stroke, width := c.border()
+		dash := ""
 		switch {
 		case n.RootCause:
 			stroke, width, dash = RootCauseStroke, "4", ` stroke-dasharray="8,4"`
@@ -148,7 +169,9 @@ func WriteLegend(w io.Writer) error {
 	for i, s := range models.TaskStatuses {
 		c := StatusColor(s)
 		y := 2 + i*row
-		fmt.Fprintf(b, `<rect x="2" y="%d" width="24" height="14" rx="3" fill="%s" stroke="#333333"/><text x="32" y="%d">%s</text>`+"\n", y, c.Fill, y+11, s)
+		stroke, width := c.border()
+		fmt.Fprintf(b, `<rect x="2" y="%d" width="24" height="14" rx="3" fill="%s" stroke="%s" stroke-width="%s"/><text x="32" y="%d">%s</text>`+"\n",
+			y, c.Fill, stroke, width, y+11, s)
 	}
 	fmt.Fprintf(b, "</svg>\n")
 	return b.Flush()
