@@ -92,7 +92,8 @@
 //	                                  once it has run in a project with a repository
 //	PATCH /api/v1/tasks/{id}          edit a task not being worked on (body: title, description, priority,
 //	                                  acceptance_criteria, test_commands, verification_type, requires_approval,
-//	                                  profile — all optional, at least one) → the task
+//	                                  profile, kind, metadata, expected_count, timeout, agent_type — all
+//	                                  optional, at least one) → the task
 //	DELETE /api/v1/tasks/{id}         delete a task nothing runs or depends on → 204
 //	POST  /api/v1/tasks/{id}/dependencies  {"add": [{"id", "requires_success"}], "remove": [ids]}
 //	                                  → {"task", "dependencies", "added", "removed", "promoted", "blocked", "reopened"}
