@@ -64,7 +64,7 @@
 //	                                  specification's "name", both only when equal; "agent_type" routes it to agents
 //	                                  of that type) → 201 {"results": [...]}; a task a Capacity rule applies to needs
 //	                                  an expected_count that fits it
-//	GET   /api/v1/tasks               {"tasks": [...], "next"}, in creation order, paged; query: project, status
+//	GET   /api/v1/tasks               {"tasks": [...], "next"}, in submission order (submission_seq), paged; query: project, status
 //	                                  (comma-separated statuses or groups), limit, after (a cursor; a task id works),
 //	                                  archived (true: the archived tasks instead, in the order they were archived)
 //	GET   /api/v1/tasks/{id}          an archived task too, as it was when archived, with "archived_at"

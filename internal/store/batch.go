@@ -327,7 +327,7 @@ func (x *txn) dedupe(entries []*entry) error {
 				args = append(args, s)
 			}
 			rows, err := x.QueryContext(x.ctx, "SELECT "+taskColumns+` FROM tasks WHERE project_id = ? AND kind = ?
-				AND status IN (`+marks+`) ORDER BY rowid`, args...)
+				AND status IN (`+marks+`) ORDER BY submission_seq`, args...)
 			if err != nil {
 				return err
 			}
