@@ -146,4 +146,16 @@ func TestMigrationNumbersExistingTasks(t *testing.T) {
 	if want := []string{"zeta", "alpha", "late", added}; !slices.Equal(ready, want) {
 		t.Fatalf("READY page %v, want %v", ready, want)
 	}
+	// A task inserted without a number gets the next one from the insert
+	// trigger, and the store's next batch follows it.
+	if err := store.ExecAtForTest(path, `INSERT INTO tasks (id, project_id, title, status, verification_type, created_at, updated_at)
+		VALUES ('raw', 'p', 'raw', 'DEFINED', 'AUTO_TEST', 40, 40)`); err != nil {
+		t.Fatal(err)
+	}
+	after := create(t, s, "p", models.BatchTask{LocalID: "after", Title: "after"})["after"]
+	for id, want := range map[string]int64{"raw": 6, after: 7} {
+		if tk, err := s.GetTask(ctx, id); err != nil || tk.SubmissionSeq != want {
+			t.Errorf("task %s numbered %d (%v), want %d", id, tk.SubmissionSeq, err, want)
+		}
+	}
 }

@@ -19,7 +19,8 @@ CREATE TABLE task_sequence (
 );
 INSERT INTO task_sequence (id, n) SELECT 1, coalesce(max(submission_seq), 0) FROM tasks;
 
--- Every task inserted gets the next number, in the order of insertion.
+-- The store numbers a batch's tasks itself (one read and one write of the
+-- counter per batch); a task inserted without a number gets the next one.
 CREATE TRIGGER tasks_submission_seq AFTER INSERT ON tasks WHEN new.submission_seq = 0
 BEGIN
     UPDATE task_sequence SET n = n + 1 WHERE id = 1;
