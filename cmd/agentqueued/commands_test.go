@@ -34,6 +34,21 @@ func TestCtlTaskEditDepsAndDelete(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^Test commands:\s+-$`).MatchString(out) || !regexp.MustCompile(`(?m)^Requires approval:\s+false$`).MatchString(out) {
 		t.Errorf("clearing:\n%s", out)
 	}
+	// The fields a task is created with that route it.
+	out = mustCtl(t, addr, "task", "edit", b, "--agent-type", "codex", "--timeout", "90s", "--expected-count", "4",
+		"--kind", "ingest", "--meta", "source=web", "--meta", "lang=go")
+	for _, re := range []string{`(?m)^Agent type:\s+codex$`, `(?m)^Timeout:\s+1m30s$`, `(?m)^Items:\s+0 succeeded, 0 failed of 4 expected$`,
+		`(?m)^Kind:\s+ingest$`, `(?m)^Metadata:\s+lang=go, source=web$`} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("task edit of the routing fields lacks %s:\n%s", re, out)
+		}
+	}
+	var edited models.Task
+	if err := json.Unmarshal([]byte(mustCtl(t, addr, "--json", "task", "edit", b, "--agent-type", "", "--timeout", "0",
+		"--expected-count", "0", "--kind", "", "--clear-meta")), &edited); err != nil || edited.AgentType != "" || edited.Timeout != 0 ||
+		edited.ExpectedCount != 0 || edited.Kind != "" || len(edited.Metadata) != 0 {
+		t.Errorf("clearing the routing fields: %+v %v", edited, err)
+	}
 
 	out = mustCtl(t, addr, "task", "deps", b, "--remove", a)
 	if !strings.HasPrefix(out, b+": READY\n") || !strings.Contains(out, "removed: "+a) || !strings.Contains(out, "promoted to READY: "+b) ||
@@ -77,6 +92,9 @@ func TestCtlTaskEditDepsAndDelete(t *testing.T) {
 		{"edit two ways", []string{"task", "edit", a, "--criterion", "x", "--clear-criteria"}, 2, "cannot be combined"},
 		{"edit an unknown profile", []string{"task", "edit", a, "--profile", "ghost"}, 1, `no profile "ghost" is configured`},
 		{"edit a missing task", []string{"task", "edit", "no-such-task", "--title", "x"}, 1, `task "no-such-task" not found`},
+		{"edit metadata two ways", []string{"task", "edit", a, "--meta", "k=v", "--clear-meta"}, 2, "cannot be combined"},
+		{"edit to an unknown agent type", []string{"task", "edit", a, "--agent-type", "gpt"}, 1, `agent_type: "gpt" is not an agent type`},
+		{"edit to a timeout too long", []string{"task", "edit", a, "--timeout", "200h"}, 1, "timeout: must be 0 (none) or between"},
 		{"deps nothing", []string{"task", "deps", a}, 2, "nothing to change"},
 		{"deps bad suffix", []string{"task", "deps", a, "--add", d2 + ":hard"}, 2, "the only suffix is :soft"},
 		{"deps that close a cycle", []string{"task", "deps", a, "--add", d2}, 1, "dependency cycle"},

@@ -172,6 +172,14 @@ func (c *ctl) taskEdit(ctx context.Context, args []string) error {
 	verification := fs.String("verification", "", "new verification `type`: AUTO_TEST, QA_AGENT or HUMAN")
 	requiresApproval := fs.Bool("requires-approval", false, requiresApprovalHelp+" (--requires-approval=false to stop)")
 	profile := fs.String("profile", "", "agent `profile` from the configuration; empty clears it")
+	kind := fs.String("kind", "", "new task `kind`; empty clears it")
+	meta := mapFlag{}
+	fs.Var(meta, "meta", "metadata `key=value` (repeatable; replaces the metadata)")
+	clearMeta := fs.Bool("clear-meta", false, "remove all metadata")
+	expected := fs.Int("expected-count", 0, "how many `items` the task will process (required under a Capacity rule); 0 says none")
+	timeout := fs.Duration("timeout", 0, "end a run of the task after this long (`duration`); 0 removes the task's own cap")
+	agentType := fs.String("agent-type", "", "run the task only on agents of this `type` ("+strings.Join(models.AgentTypes, ", ")+
+		"); empty lets any agent take it")
 	pos, err := c.parse(fs, args, "ID")
 	if err != nil {
 		return err
@@ -182,6 +190,9 @@ func (c *ctl) taskEdit(ctx context.Context, args []string) error {
 	}
 	if set["test-command"] && *clearTests {
 		return usagef("ctl task edit: --test-command cannot be combined with --clear-test-commands")
+	}
+	if set["meta"] && *clearMeta {
+		return usagef("ctl task edit: --meta cannot be combined with --clear-meta")
 	}
 	var patch models.TaskPatch
 	if set["title"] {
@@ -217,9 +228,27 @@ func (c *ctl) taskEdit(ctx context.Context, args []string) error {
 	if set["profile"] {
 		patch.Profile = profile
 	}
+	if set["kind"] {
+		patch.Kind = kind
+	}
+	if set["meta"] || *clearMeta {
+		m := map[string]string(meta)
+		patch.Metadata = &m
+	}
+	if set["expected-count"] {
+		patch.ExpectedCount = expected
+	}
+	if set["timeout"] {
+		d := models.Duration(*timeout)
+		patch.Timeout = &d
+	}
+	if set["agent-type"] {
+		patch.AgentType = agentType
+	}
 	if len(patch.Fields()) == 0 {
 		return usagef("ctl task edit: nothing to change (use --title, --description, --priority, --criterion, --clear-criteria, " +
-			"--test-command, --clear-test-commands, --verification, --requires-approval or --profile)")
+			"--test-command, --clear-test-commands, --verification, --requires-approval, --profile, --kind, --meta, --clear-meta, " +
+			"--expected-count, --timeout or --agent-type)")
 	}
 	t, err := c.client.EditTask(ctx, pos[0], patch)
 	if err != nil {

@@ -92,7 +92,8 @@
 //	ctl task logs ID [--attempt N] [-f]
 //	ctl task edit ID [--title T] [--description D] [--priority N] [--criterion C]... [--clear-criteria]
 //	             [--test-command CMD]... [--clear-test-commands] [--verification V] [--requires-approval[=false]]
-//	             [--profile P]
+//	             [--profile P] [--kind K] [--meta KEY=VALUE]... [--clear-meta] [--expected-count N]
+//	             [--timeout D] [--agent-type TYPE]
 //	ctl task deps ID [--add ID[:soft][,ID...]]... [--remove ID[,ID...]]...
 //	ctl task delete ID
 //	ctl task skip|stop|restart ID [--reason R]

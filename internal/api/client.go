@@ -88,7 +88,7 @@ func (c *Client) CreateTasks(ctx context.Context, b models.TaskBatch) ([]models.
 	return out.Results, c.do(ctx, http.MethodPost, APIPrefix+"/tasks", nil, b, &out)
 }
 
-// ListTasks lists tasks matching f in creation order: at most f.Limit of
+// ListTasks lists tasks matching f in submission order: at most f.Limit of
 // them (0: every one), after the task f.AfterID when it is set. It asks
 // page by page (ListTasksPage) until it has them.
 func (c *Client) ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error) {

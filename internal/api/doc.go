@@ -72,7 +72,7 @@
 //	                                  specification's "name", both only when equal; "agent_type" routes it to agents
 //	                                  of that type) → 201 {"results": [...]}; a task a Capacity rule applies to needs
 //	                                  an expected_count that fits it
-//	GET   /api/v1/tasks               {"tasks": [...], "next"}, in creation order, paged; query: project, status
+//	GET   /api/v1/tasks               {"tasks": [...], "next"}, in submission order (submission_seq), paged; query: project, status
 //	                                  (comma-separated statuses or groups), limit, after (a cursor; a task id works),
 //	                                  archived (true: the archived tasks instead, in the order they were archived)
 //	GET   /api/v1/tasks/{id}          an archived task too, as it was when archived, with "archived_at"
@@ -100,7 +100,8 @@
 //	                                  once it has run in a project with a repository
 //	PATCH /api/v1/tasks/{id}          edit a task not being worked on (body: title, description, priority,
 //	                                  acceptance_criteria, test_commands, verification_type, requires_approval,
-//	                                  profile — all optional, at least one) → the task
+//	                                  profile, kind, metadata, expected_count, timeout, agent_type — all
+//	                                  optional, at least one) → the task
 //	DELETE /api/v1/tasks/{id}         delete a task nothing runs or depends on → 204
 //	POST  /api/v1/tasks/{id}/dependencies  {"add": [{"id", "requires_success"}], "remove": [ids]}
 //	                                  → {"task", "dependencies", "added", "removed", "promoted", "blocked", "reopened"}

@@ -31,6 +31,17 @@ func TestEditTaskEndpoint(t *testing.T) {
 	if d := e.taskDetail(a); d.Task.Title != "A, renamed" || len(d.Task.TestCommands) != 0 {
 		t.Fatalf("stored %+v", d.Task)
 	}
+	// The fields a task is created with that route it can change too.
+	e.do("PATCH", "/api/v1/tasks/"+a, `{"agent_type":"codex","timeout":"90s","expected_count":4,"kind":"ingest",
+		"metadata":{"source":"web"}}`).decode(t, http.StatusOK, &got)
+	if got.AgentType != "codex" || got.Timeout != models.Duration(90*time.Second) || got.ExpectedCount != 4 || got.Kind != "ingest" ||
+		got.Metadata["source"] != "web" {
+		t.Fatalf("PATCH of the routing fields answered %+v", got)
+	}
+	e.do("PATCH", "/api/v1/tasks/"+a, `{"agent_type":"","timeout":0,"metadata":{}}`).decode(t, http.StatusOK, &got)
+	if d := e.taskDetail(a); d.Task.AgentType != "" || d.Task.Timeout != 0 || len(d.Task.Metadata) != 0 || d.Task.Kind != "ingest" {
+		t.Fatalf("clearing agent_type, timeout and metadata stored %+v", d.Task)
+	}
 	if !strings.Contains(e.logs.String(), `msg="task edited" task_id=`+a) {
 		t.Errorf("edit not logged:\n%s", e.logs)
 	}
@@ -42,6 +53,12 @@ func TestEditTaskEndpoint(t *testing.T) {
 		msg            string
 	}{
 		{"running task", running, `{"title":"x"}`, 409, models.CodeConflict, "is ASSIGNED"},
+		{"running task's agent type", running, `{"agent_type":"codex"}`, 409, models.CodeConflict, "is ASSIGNED"},
+		{"unknown agent type", a, `{"agent_type":"gpt"}`, 400, models.CodeInvalid, `agent_type: "gpt" is not an agent type`},
+		{"bad timeout", a, `{"timeout":"soon"}`, 400, models.CodeInvalid, `"soon" is not a duration`},
+		{"timeout too long", a, `{"timeout":"200h"}`, 400, models.CodeInvalid, "timeout: must be 0 (none) or between"},
+		{"negative expected_count", a, `{"expected_count":-2}`, 400, models.CodeInvalid, "expected_count: must not be negative"},
+		{"metadata of numbers", a, `{"metadata":{"n":1}}`, 400, models.CodeInvalid, "metadata"},
 		{"missing task", "no-such-task", `{"title":"x"}`, 404, models.CodeNotFound, `task "no-such-task" not found`},
 		{"empty patch", a, `{}`, 400, models.CodeInvalid, "nothing to change"},
 		{"bad priority", a, `{"priority":-1}`, 400, models.CodeInvalid, "priority"},

@@ -3,10 +3,12 @@ package discord
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -396,6 +398,31 @@ func TestTaskCommands(t *testing.T) {
 					t.Errorf("edited task: %+v, %v", got, err)
 				}
 			}},
+		{name: "edit routing", cmd: "task", sub: subOpt("edit", strOpt("task", draft), strOpt("agent_type", "codex"), strOpt("timeout", "90m"),
+			intOpt("expected_count", 4), strOpt("kind", "ingest"), strOpt("metadata", "source=web; lang=go")),
+			want: []string{fmt.Sprintf("✏️ `%s` changed by %s (kind, metadata, expected_count, timeout, agent_type).", draft, mentionAlice)},
+			check: func(t *testing.T, _ discordtest.Response) {
+				got, err := h.st.GetTask(ctx, draft)
+				if err != nil || got.AgentType != "codex" || got.Timeout != models.Duration(90*time.Minute) || got.ExpectedCount != 4 ||
+					got.Kind != "ingest" || !maps.Equal(got.Metadata, map[string]string{"source": "web", "lang": "go"}) {
+					t.Errorf("edited task: %+v, %v", got, err)
+				}
+			}},
+		{name: "edit clears routing", cmd: "task", sub: subOpt("edit", strOpt("task", draft), strOpt("agent_type", "-"), strOpt("timeout", "0"),
+			strOpt("kind", "-"), strOpt("metadata", "-")),
+			want: []string{fmt.Sprintf("✏️ `%s` changed by %s (kind, metadata, timeout, agent_type).", draft, mentionAlice)},
+			check: func(t *testing.T, _ discordtest.Response) {
+				got, err := h.st.GetTask(ctx, draft)
+				if err != nil || got.AgentType != "" || got.Timeout != 0 || got.Kind != "" || len(got.Metadata) != 0 || got.ExpectedCount != 4 {
+					t.Errorf("cleared task: %+v, %v", got, err)
+				}
+			}},
+		{name: "edit with a bad timeout", cmd: "task", sub: subOpt("edit", strOpt("task", draft), strOpt("timeout", "soon")),
+			ephemeral: true, want: []string{`timeout: "soon" is not a duration`}},
+		{name: "edit with bad metadata", cmd: "task", sub: subOpt("edit", strOpt("task", draft), strOpt("metadata", "source")),
+			ephemeral: true, want: []string{`metadata: "source" is not key=value`}},
+		{name: "edit of a running task's type", cmd: "task", sub: subOpt("edit", strOpt("task", asking), strOpt("agent_type", "codex")),
+			ephemeral: true, want: []string{"is WAITING_INPUT: a task that is being worked on cannot be edited"}},
 		{name: "deps", cmd: "task", sub: subOpt("deps", strOpt("task", down), strOpt("add", up2), strOpt("remove", up1)),
 			want: []string{fmt.Sprintf("🔗 `%s` (DEFINED) now waits for `%s`.", down, up2)},
 			check: func(t *testing.T, _ discordtest.Response) {

@@ -1,6 +1,8 @@
 package discord
 
 import (
+	"slices"
+
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/agentqueued/agentqueued/internal/models"
@@ -68,6 +70,27 @@ func verification() *discordgo.ApplicationCommandOption {
 	return o
 }
 
+// clearValue is what a person types in a text option of an edit to clear
+// the field: Discord sends no empty text.
+const clearValue = "-"
+
+// routingFields are the options of /task edit for the fields a task is
+// created with that decide where and how it runs.
+func routingFields() []*discordgo.ApplicationCommandOption {
+	agentType := str("agent_type", "Only agents of this type may take it (any: every agent)", false, false)
+	agentType.Choices = append(agentType.Choices, &discordgo.ApplicationCommandOptionChoice{Name: "any", Value: clearValue})
+	for _, t := range models.AgentTypes {
+		agentType.Choices = append(agentType.Choices, &discordgo.ApplicationCommandOptionChoice{Name: t, Value: t})
+	}
+	return []*discordgo.ApplicationCommandOption{
+		agentType,
+		str("timeout", "End a run after this long, e.g. 90m or 2h (0: no cap of its own)", false, false),
+		integer("expected_count", "How many items it will process (0: none said)", false),
+		str("kind", "Kind, for rules and dedupe (- clears it)", false, false),
+		str("metadata", "key=value pairs separated by ; replacing the metadata (- clears it)", false, false),
+	}
+}
+
 func statusOpt() *discordgo.ApplicationCommandOption {
 	o := str("status", "Only tasks in this status", false, false)
 	for _, s := range models.TaskStatuses {
@@ -111,7 +134,8 @@ func commandDefinitions() []*discordgo.ApplicationCommand {
 			sub("add", "Add a task", add...),
 			sub("list", "List tasks", project(false), statusOpt()),
 			sub("show", "Show a task", task()),
-			sub("edit", "Change a task that is not running", append([]*discordgo.ApplicationCommandOption{task()}, taskFields(false)...)...),
+			sub("edit", "Change a task that is not running",
+				slices.Concat([]*discordgo.ApplicationCommandOption{task()}, taskFields(false), routingFields())...),
 			sub("deps", "Change a task's dependencies", task(), str("add", "Task ids to wait for, separated by commas", false, false),
 				str("remove", "Task ids to stop waiting for, separated by commas", false, false),
 				boolean("soft", "Added dependencies do not require success")),

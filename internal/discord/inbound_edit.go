@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -32,11 +33,57 @@ func (b *Bot) taskEdit(ctx context.Context, c call) reply {
 	if v, ok := c.opts.bool("requires_approval"); ok {
 		p.RequiresApproval = &v
 	}
+	if err := routingPatch(c.opts, &p); err != nil {
+		return b.errorReply("task edit", err)
+	}
 	t, err := b.svc.EditTask(ctx, c.opts.str(optTask), p)
 	if err != nil {
 		return b.errorReply("task edit", err)
 	}
 	return text(fmt.Sprintf("✏️ `%s` changed by %s (%s).", t.ID, mention(c.user), strings.Join(p.Fields(), ", ")))
+}
+
+// routingPatch reads /task edit's agent_type, timeout, expected_count, kind
+// and metadata into p; "-" clears agent_type, kind and metadata.
+func routingPatch(o options, p *models.TaskPatch) error {
+	cleared := func(name string) (string, bool) {
+		v := strings.TrimSpace(o.str(name))
+		if v == clearValue {
+			return "", true
+		}
+		return v, o.has(name)
+	}
+	if v, ok := cleared("agent_type"); ok {
+		p.AgentType = &v
+	}
+	if o.has("timeout") {
+		v := strings.TrimSpace(o.str("timeout"))
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return models.Errorf(models.CodeInvalid, "timeout: %s is not a duration such as 90m or 2h (0: no cap of its own)", models.Quote(v))
+		}
+		td := models.Duration(d)
+		p.Timeout = &td
+	}
+	if n, ok := o.int("expected_count"); ok {
+		v := int(n)
+		p.ExpectedCount = &v
+	}
+	if v, ok := cleared("kind"); ok {
+		p.Kind = &v
+	}
+	if v, ok := cleared("metadata"); ok {
+		m := map[string]string{}
+		for _, pair := range splitCommands(v) {
+			k, val, found := strings.Cut(pair, "=")
+			if !found || strings.TrimSpace(k) == "" {
+				return models.Errorf(models.CodeInvalid, "metadata: %s is not key=value", models.Quote(pair))
+			}
+			m[strings.TrimSpace(k)] = strings.TrimSpace(val)
+		}
+		p.Metadata = &m
+	}
+	return nil
 }
 
 func (b *Bot) taskDeps(ctx context.Context, c call) reply {

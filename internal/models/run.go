@@ -164,11 +164,11 @@ type ReadyQuery struct {
 	Limit   int
 }
 
-// ReadyCursor is a READY task's position in its project's start order.
+// ReadyCursor is a READY task's position in its project's start order:
+// priority, then submission.
 type ReadyCursor struct {
-	Priority  int
-	CreatedAt time.Time
-	ID        string
+	Priority      int
+	SubmissionSeq int64
 }
 
 // ReadyExclusion describes READY tasks that cannot start: those of Kind

@@ -113,6 +113,10 @@ type Task struct {
 
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// SubmissionSeq numbers tasks in the order they were submitted, a
+	// batch's entries in their order: after priority, tasks start and are
+	// listed in this order. Given by the store; never reused.
+	SubmissionSeq int64 `json:"submission_seq,omitempty"`
 }
 
 // ApplyDefaults fills the specification's defaults into unset fields.

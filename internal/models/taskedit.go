@@ -1,12 +1,14 @@
 package models
 
 import (
+	"maps"
 	"slices"
 	"strings"
 )
 
-// TaskPatch is a person's edit of a task's content: nil fields are left
-// alone. The edited task is validated as a new one would be.
+// TaskPatch is a person's edit of a task's content and routing: nil fields
+// are left alone. The edited task is validated as a new one would be (see
+// Apply).
 type TaskPatch struct {
 	Title       *string `json:"title,omitempty"`
 	Description *string `json:"description,omitempty"`
@@ -19,7 +21,23 @@ type TaskPatch struct {
 	RequiresApproval   *bool             `json:"requires_approval,omitempty"`
 	// Profile names a configured profile; an empty string clears it.
 	Profile *string `json:"profile,omitempty"`
+	// Kind groups the task for dedupe and rules; an empty string clears it.
+	Kind *string `json:"kind,omitempty"`
+	// Metadata replaces the task's metadata as a whole; an empty object
+	// clears it.
+	Metadata *map[string]string `json:"metadata,omitempty"`
+	// ExpectedCount is how many items the task will process; 0 says none.
+	ExpectedCount *int `json:"expected_count,omitempty"`
+	// Timeout caps each run of the task; 0 removes the task's own cap.
+	Timeout *Duration `json:"timeout,omitempty"`
+	// AgentType routes the task to agents of that type; an empty string
+	// lets any agent take it.
+	AgentType *string `json:"agent_type,omitempty"`
 }
+
+// taskPatchFields names every field a patch may set, in Fields' order.
+const taskPatchFields = "title, description, priority, acceptance_criteria, test_commands, verification_type, " +
+	"requires_approval, profile, kind, metadata, expected_count, timeout, agent_type"
 
 // Fields names the fields the patch sets, in a fixed order.
 func (p TaskPatch) Fields() []string {
@@ -31,7 +49,8 @@ func (p TaskPatch) Fields() []string {
 		{"title", p.Title != nil}, {"description", p.Description != nil}, {"priority", p.Priority != nil},
 		{"acceptance_criteria", p.AcceptanceCriteria != nil}, {"test_commands", p.TestCommands != nil},
 		{"verification_type", p.VerificationType != nil}, {"requires_approval", p.RequiresApproval != nil},
-		{"profile", p.Profile != nil},
+		{"profile", p.Profile != nil}, {"kind", p.Kind != nil}, {"metadata", p.Metadata != nil},
+		{"expected_count", p.ExpectedCount != nil}, {"timeout", p.Timeout != nil}, {"agent_type", p.AgentType != nil},
 	} {
 		if f.set {
 			out = append(out, f.name)
@@ -40,12 +59,20 @@ func (p TaskPatch) Fields() []string {
 	return out
 }
 
-// Apply returns t with the patch applied, validated like a new task. A patch
-// that sets no field is refused.
+// Routing reports whether the patch sets a field that decides which agent
+// may take the task or which rules count it: kind, metadata,
+// expected_count or agent_type.
+func (p TaskPatch) Routing() bool {
+	return p.Kind != nil || p.Metadata != nil || p.ExpectedCount != nil || p.AgentType != nil
+}
+
+// Apply returns t with the patch applied, validated like a new task (the
+// same checks as creation: Task.Validate, and the task's own Capacity rules
+// when expected_count changes). The rule set's Capacity rules are the
+// store's to check. A patch that sets no field is refused.
 func (p TaskPatch) Apply(t Task) (Task, error) {
 	if len(p.Fields()) == 0 {
-		return t, Errorf(CodeInvalid, "nothing to change: set one of title, description, priority, "+
-			"acceptance_criteria, test_commands, verification_type, requires_approval, profile")
+		return t, Errorf(CodeInvalid, "nothing to change: set one of %s", taskPatchFields)
 	}
 	if p.Title != nil {
 		t.Title = *p.Title
@@ -71,7 +98,31 @@ func (p TaskPatch) Apply(t Task) (Task, error) {
 	if p.Profile != nil {
 		t.Profile = *p.Profile
 	}
-	return t, t.Validate()
+	if p.Kind != nil {
+		t.Kind = *p.Kind
+	}
+	if p.Metadata != nil {
+		t.Metadata = maps.Clone(*p.Metadata)
+		if len(t.Metadata) == 0 {
+			t.Metadata = nil
+		}
+	}
+	if p.ExpectedCount != nil {
+		t.ExpectedCount = *p.ExpectedCount
+	}
+	if p.Timeout != nil {
+		t.Timeout = *p.Timeout
+	}
+	if p.AgentType != nil {
+		t.AgentType = *p.AgentType
+	}
+	if err := t.Validate(); err != nil {
+		return t, err
+	}
+	if p.ExpectedCount != nil {
+		return t, CheckOwnCapacityRules(t.Rules, t.ExpectedCount)
+	}
+	return t, nil
 }
 
 // MaxDependencyChanges caps the entries of each list of a DependencyChange.

@@ -47,6 +47,22 @@ func TestTaskPatchApply(t *testing.T) {
 		{"too many criteria", models.TaskPatch{AcceptanceCriteria: ptr(make([]string, models.MaxListEntries+1))},
 			[]string{"acceptance_criteria"}, nil, "acceptance_criteria: at most"},
 		{"bad profile", models.TaskPatch{Profile: ptr("../etc")}, []string{"profile"}, nil, "profile"},
+		{"routing fields", models.TaskPatch{Kind: ptr("ingest"), Metadata: &map[string]string{"a": "b"}, ExpectedCount: ptr(5),
+			Timeout: ptr(models.Duration(time.Minute)), AgentType: ptr("codex")},
+			[]string{"kind", "metadata", "expected_count", "timeout", "agent_type"},
+			func(t models.Task) bool {
+				return t.Kind == "ingest" && t.Metadata["a"] == "b" && t.ExpectedCount == 5 && t.Timeout == models.Duration(time.Minute) &&
+					t.AgentType == "codex"
+			}, ""},
+		{"an empty map clears the metadata", models.TaskPatch{Metadata: &map[string]string{}}, []string{"metadata"},
+			func(t models.Task) bool { return t.Metadata == nil }, ""},
+		{"unknown agent type", models.TaskPatch{AgentType: ptr("gpt")}, []string{"agent_type"}, nil, `agent_type: "gpt" is not an agent type`},
+		{"timeout too long", models.TaskPatch{Timeout: ptr(models.Duration(models.MaxTaskTimeout + time.Second))}, []string{"timeout"}, nil,
+			"timeout: must be 0 (none) or between"},
+		{"expected_count too large", models.TaskPatch{ExpectedCount: ptr(models.MaxExpectedCount + 1)}, []string{"expected_count"}, nil,
+			"expected_count: at most"},
+		{"metadata key of two lines", models.TaskPatch{Metadata: &map[string]string{"a\nb": "v"}}, []string{"metadata"}, nil, "metadata key"},
+		{"kind too long", models.TaskPatch{Kind: ptr(strings.Repeat("k", models.MaxKindLen+1))}, []string{"kind"}, nil, "kind: at most"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,6 +81,18 @@ func TestTaskPatchApply(t *testing.T) {
 				t.Fatalf("Apply = %+v, %v", got, err)
 			}
 		})
+	}
+	// expected_count is checked against the task's own Capacity rules, as
+	// at creation.
+	capped := base
+	capped.Rules = []models.Rule{{Type: models.RuleCapacity, MaxCapacity: 10}}
+	capped.ExpectedCount = 5
+	if _, err := (models.TaskPatch{ExpectedCount: ptr(11)}).Apply(capped); models.ErrorCodeOf(err) != models.CodeInvalid ||
+		!strings.Contains(err.Error(), "expected_count: 11 exceeds max_capacity 10") {
+		t.Errorf("expected_count over the task's own Capacity rule: %v", err)
+	}
+	if got, err := (models.TaskPatch{ExpectedCount: ptr(10)}).Apply(capped); err != nil || got.ExpectedCount != 10 {
+		t.Errorf("expected_count within the task's own Capacity rule: %+v, %v", got, err)
 	}
 	// The patch's lists are copied, never shared with the caller's.
 	list := []string{"a"}

@@ -90,9 +90,12 @@
 // back the rest of its project. A task outside a workflow run has an empty
 // run and step and no cap.
 //
-// Order inside a project. The lowest priority value goes first. At priority
-// 0 (critical) tasks go first in, first out: oldest first, by created_at
-// then ID, whoever created them. At any other priority the creators take
+// Order inside a project. The lowest priority value goes first. A task's
+// age is its place in the order of submission (TaskInfo.SubmissionSeq, the
+// store's submission_seq): tasks created together, a batch's entries or a
+// workflow fan-out's tasks, are as old as the order they were given in. At
+// priority 0 (critical) tasks go first in, first out: oldest first, whoever
+// created them. At any other priority the creators take
 // turns: the next task is the oldest one of the creator with the fewest
 // tasks running in the project (the snapshot's running tasks plus this
 // round's assignments), ties going to the creator whose oldest task is

@@ -610,7 +610,7 @@ func (o *Orchestrator) schedule(ctx context.Context, now time.Time) (time.Time, 
 			pg.more = len(ts) == o.cfg.ReadyPerProject
 			if len(ts) > 0 {
 				t := ts[len(ts)-1]
-				pg.after = &models.ReadyCursor{Priority: t.Priority, CreatedAt: t.CreatedAt, ID: t.ID}
+				pg.after = &models.ReadyCursor{Priority: t.Priority, SubmissionSeq: t.SubmissionSeq}
 			}
 			pg.seen = append(pg.seen, ts...)
 			for _, t := range ts {
@@ -912,8 +912,8 @@ func (o *Orchestrator) snapshot(st models.SchedulingState) Snapshot {
 
 // taskInfo is a task as the scheduler sees it.
 func taskInfo(t models.Task) TaskInfo {
-	return TaskInfo{ID: t.ID, ProjectID: t.ProjectID, Priority: t.Priority, CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt,
-		NotBefore: t.NotBefore, Kind: t.Kind, Metadata: t.Metadata, Status: t.Status, ExpectedCount: t.ExpectedCount,
+	return TaskInfo{ID: t.ID, ProjectID: t.ProjectID, Priority: t.Priority, CreatedBy: t.CreatedBy,
+		SubmissionSeq: t.SubmissionSeq, NotBefore: t.NotBefore, Kind: t.Kind, Metadata: t.Metadata, Status: t.Status, ExpectedCount: t.ExpectedCount,
 		SuccessCount: t.SuccessCount, FailureCount: t.FailureCount, RunID: t.RunID, StepName: t.StepName,
 		StepConcurrency: t.StepConcurrency, Rules: t.Rules, AgentType: t.AgentType, PreferAgent: t.PreferAgentID}
 }

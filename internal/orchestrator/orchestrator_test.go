@@ -671,6 +671,31 @@ func TestAgentTypeRoutesTasks(t *testing.T) {
 	}
 }
 
+// TestEditedAgentTypeLetsTheTaskStart: a task routed to a type no agent
+// has waits, its dependent with it; an edit of its agent type lets it start
+// at once, and its dependent after it.
+func TestEditedAgentTypeLetsTheTaskStart(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.agent("a1", "command", "exit0", nil)
+	ids := h.tasks(models.BatchTask{LocalID: "typed", Title: "t", AgentType: "claude"},
+		models.BatchTask{LocalID: "after", Title: "u", Dependencies: []models.BatchDependency{{ID: "typed"}}})
+	h.start()
+	h.noRunStarts()
+	if tk := h.task(ids["typed"]); tk.WaitingCode != models.WaitingAgentType {
+		t.Fatalf("the typed task waits for %q (%s)", tk.WaitingReason, tk.WaitingCode)
+	}
+	anyType := ""
+	if _, err := h.st.EditTask(context.Background(), ids["typed"], models.TaskPatch{AgentType: &anyType}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{ids["typed"], ids["after"]} {
+		if r := h.waitStart(); r.TaskID != want || r.AgentID != "a1" {
+			t.Fatalf("started %+v, want %s on a1", r, want)
+		}
+	}
+}
+
 func TestWorkspaceFailureCoolsTheProjectNotTheAgent(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)

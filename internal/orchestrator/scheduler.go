@@ -155,9 +155,10 @@ type candidate struct {
 
 func (c *candidate) gone() bool { return c.assigned || c.blocked }
 
-// compareAge orders tasks by age: CreatedAt, then ID.
+// compareAge orders tasks by age: the order they were submitted in
+// (SubmissionSeq, the store's order of READY pages), then ID.
 func compareAge(a, b *candidate) int {
-	if d := a.CreatedAt.Compare(b.CreatedAt); d != 0 {
+	if d := cmp.Compare(a.SubmissionSeq, b.SubmissionSeq); d != 0 {
 		return d
 	}
 	return strings.Compare(a.ID, b.ID)

@@ -42,14 +42,14 @@ func genSnapshot(t *rapid.T) orchestrator.Snapshot {
 	stepCaps := map[[2]string]int{}
 	genTask := func(id string, statuses []models.TaskStatus) orchestrator.TaskInfo {
 		tk := orchestrator.TaskInfo{
-			ID:        id,
-			ProjectID: rapid.SampledFrom(projectIDs[:nProjects+1]).Draw(t, "project"),
-			Priority:  rapid.IntRange(0, 2).Draw(t, "priority"),
-			CreatedBy: rapid.SampledFrom([]string{"u0", "u1", "u2"}).Draw(t, "creator"),
-			CreatedAt: t0.Add(time.Duration(rapid.IntRange(0, 5).Draw(t, "age")) * time.Minute),
-			Kind:      rapid.SampledFrom([]string{"k0", "k1"}).Draw(t, "kind"),
-			Status:    rapid.SampledFrom(statuses).Draw(t, "status"),
-			AgentType: rapid.SampledFrom([]string{"", "", "claude", "codex", "aider"}).Draw(t, "agent type"),
+			ID:            id,
+			ProjectID:     rapid.SampledFrom(projectIDs[:nProjects+1]).Draw(t, "project"),
+			Priority:      rapid.IntRange(0, 2).Draw(t, "priority"),
+			CreatedBy:     rapid.SampledFrom([]string{"u0", "u1", "u2"}).Draw(t, "creator"),
+			SubmissionSeq: int64(rapid.IntRange(0, 5).Draw(t, "age")),
+			Kind:          rapid.SampledFrom([]string{"k0", "k1"}).Draw(t, "kind"),
+			Status:        rapid.SampledFrom(statuses).Draw(t, "status"),
+			AgentType:     rapid.SampledFrom([]string{"", "", "claude", "codex", "aider"}).Draw(t, "agent type"),
 		}
 		if src := rapid.SampledFrom([]string{"", "s0", "s1"}).Draw(t, "src"); src != "" {
 			tk.Metadata = map[string]string{"src": src}
@@ -353,7 +353,7 @@ func checkResult(t *rapid.T, s orchestrator.Snapshot, got []orchestrator.Assignm
 			if x.ProjectID != y.ProjectID {
 				continue
 			}
-			older := y.CreatedAt.Before(x.CreatedAt) || y.CreatedAt.Equal(x.CreatedAt) && y.ID < x.ID
+			older := y.SubmissionSeq < x.SubmissionSeq || y.SubmissionSeq == x.SubmissionSeq && y.ID < x.ID
 			if y.Priority < x.Priority || (y.Priority == 0 && x.Priority == 0 && older) {
 				t.Fatalf("task %s (priority %d) chosen over %s (priority %d)", x.ID, x.Priority, y.ID, y.Priority)
 			}

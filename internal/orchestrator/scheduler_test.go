@@ -28,10 +28,11 @@ func proj(id string, mut ...func(*orchestrator.ProjectState)) orchestrator.Proje
 	return p
 }
 
-// task returns a READY task of priority 100 created age minutes after t0.
+// task returns a READY task of priority 100 submitted age-th (ages order
+// tasks as their submission does).
 func task(id, projectID string, age int, mut ...func(*orchestrator.TaskInfo)) orchestrator.TaskInfo {
 	t := orchestrator.TaskInfo{ID: id, ProjectID: projectID, Priority: 100, CreatedBy: "alice",
-		CreatedAt: t0.Add(time.Duration(age) * time.Minute), Status: models.StatusReady}
+		SubmissionSeq: int64(age), Status: models.StatusReady}
 	for _, m := range mut {
 		m(&t)
 	}
@@ -786,7 +787,7 @@ func BenchmarkScheduleRound(b *testing.B) {
 		for j := range 50 {
 			s.Ready = append(s.Ready, orchestrator.TaskInfo{ID: fmt.Sprintf("%s-t%02d", id, j), ProjectID: id,
 				Priority: []int{0, 10, 100, 100, 100}[j%5], CreatedBy: creators[j%len(creators)],
-				CreatedAt: t0.Add(time.Duration(j*7+i) * time.Minute), Kind: []string{"ingest", "build"}[j%2],
+				SubmissionSeq: int64(j*7 + i), Kind: []string{"ingest", "build"}[j%2],
 				Metadata: map[string]string{"source": sources[j%len(sources)]}, Status: models.StatusReady, ExpectedCount: j % 20})
 		}
 		for j := range 5 {

@@ -82,7 +82,9 @@ type TaskInfo struct {
 	// Priority: lower is sooner; 0 is critical.
 	Priority  int
 	CreatedBy string
-	CreatedAt time.Time
+	// SubmissionSeq is the task's place in the order of submission (the
+	// store's submission_seq): its age, as the scheduler orders tasks.
+	SubmissionSeq int64
 	// NotBefore keeps a READY task from starting before it; nil means now.
 	NotBefore *time.Time
 	Kind      string

@@ -327,7 +327,7 @@ func (x *txn) dedupe(entries []*entry) error {
 				args = append(args, s)
 			}
 			rows, err := x.QueryContext(x.ctx, "SELECT "+taskColumns+` FROM tasks WHERE project_id = ? AND kind = ?
-				AND status IN (`+marks+`) ORDER BY rowid`, args...)
+				AND status IN (`+marks+`) ORDER BY submission_seq`, args...)
 			if err != nil {
 				return err
 			}
@@ -555,10 +555,24 @@ func (x *txn) loadUpstreamClosure(roots []string, graph map[string][]string) err
 	return nil
 }
 
-// insert names and inserts the new tasks as DEFINED with their edges,
-// resolving edges whose upstream has already finished.
+// Statements of the task numbers (migration 0032): the last number given,
+// read and written once per batch. The insert trigger numbers a task
+// inserted without one.
+const (
+	qLastSubmission    = "SELECT n FROM task_sequence WHERE id = 1"
+	qSetLastSubmission = "UPDATE task_sequence SET n = ? WHERE id = 1"
+)
+
+// insert names, numbers (submission_seq, in the entries' order) and inserts
+// the new tasks as DEFINED with their edges, resolving edges whose upstream
+// has already finished.
 func (x *txn) insert(entries []*entry) error {
 	taken := map[string]bool{}
+	var seq int64
+	if err := x.QueryRowContext(x.ctx, qLastSubmission).Scan(&seq); err != nil {
+		return fmt.Errorf("read the last task number: %w", err)
+	}
+	first := seq
 	// The transaction's statements (see txn.stmt): prepared once for the
 	// store, closed with the transaction.
 	// An archived task keeps its id: a new task never takes it.
@@ -570,8 +584,8 @@ func (x *txn) insert(entries []*entry) error {
 		verification_type, retry_count, max_retries, parent_task_id, repo_id, requires_approval, plan_source,
 		is_plan_subtask, kind, metadata, created_by, not_before, expected_count, acceptance_criteria, test_commands,
 		created_at, updated_at, profile, workflow_run_id, step_name, parallel_index, parallel_count, step_concurrency, rules, timeout_ns,
-		agent_type)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
+		agent_type, submission_seq)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
 	if err != nil {
 		return err
 	}
@@ -592,18 +606,24 @@ func (x *txn) insert(entries []*entry) error {
 		}
 		taken[id] = true
 		t := &e.task
-		t.ID, t.Status, t.CreatedAt, t.UpdatedAt = id, models.StatusDefined, x.now, x.now
+		seq++
+		t.ID, t.Status, t.CreatedAt, t.UpdatedAt, t.SubmissionSeq = id, models.StatusDefined, x.now, x.now, seq
 		if _, err := ins.ExecContext(x.ctx, t.ID, t.ProjectID, t.Title, t.Description, t.Priority, t.Status,
 			t.VerificationType, t.RetryCount, t.MaxRetries, nullString(t.ParentTaskID), nullString(t.RepoID),
 			t.RequiresApproval, nullString(t.PlanSource), t.IsPlanSubtask, t.Kind, encodeJSONColumn(t.Metadata, "{}"),
 			t.CreatedBy, nullNanos(t.NotBefore), t.ExpectedCount, encodeJSONColumn(t.AcceptanceCriteria, "[]"),
 			encodeJSONColumn(t.TestCommands, "[]"), toNanos(x.now), toNanos(x.now), t.Profile, emptyToNull(t.RunID),
 			t.StepName, t.ParallelIndex, t.ParallelCount, t.StepConcurrency, encodeJSONColumn(t.Rules, "[]"),
-			int64(t.Timeout), t.AgentType); err != nil {
+			int64(t.Timeout), t.AgentType, t.SubmissionSeq); err != nil {
 			if strings.Contains(err.Error(), "FOREIGN KEY") {
 				return models.Errorf(models.CodeNotFound, "tasks[%d]: parent_task_id %q not found", e.index, e.src.ParentTaskID)
 			}
 			return err
+		}
+	}
+	if seq != first {
+		if _, err := x.ExecContext(x.ctx, qSetLastSubmission, seq); err != nil {
+			return fmt.Errorf("write the last task number: %w", err)
 		}
 	}
 	edge, err := x.stmt(qInsertEdge)

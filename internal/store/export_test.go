@@ -66,6 +66,7 @@ func HotQueriesForTest() map[string]string {
 		"qAddAgentTime": qAddAgentTime, "qPruneUsage": qPruneUsage, "qForgetCompletion": qForgetCompletion,
 		"qForgetAgentTime": qForgetAgentTime, "qTaskCompletions": qTaskCompletions, "qTaskEndedRuns": qTaskEndedRuns,
 		"qTokensInBuckets": qTokensInBuckets, "qAddTokens": qAddTokens, "qReadyGeneration": qReadyGeneration,
+		"qReadyPage": qReadyPage + " ORDER BY priority, submission_seq LIMIT +?", "qOpenWork": qOpenWork,
 	}
 }
 

@@ -47,7 +47,7 @@ func (s *Store) HookQuery(ctx context.Context, projectID string, step models.Hoo
 		}
 		marks := strings.TrimSuffix(strings.Repeat("?,", len(statuses)), ",")
 		q = `SELECT id, title, status, priority, kind, status_reason, retry_count, updated_at FROM tasks
-			WHERE project_id = ? AND status IN (` + marks + `) ORDER BY priority, created_at, id LIMIT ?`
+			WHERE project_id = ? AND status IN (` + marks + `) ORDER BY priority, submission_seq LIMIT ?`
 		args = append(args, projectID)
 		for _, st := range statuses {
 			args = append(args, string(st))

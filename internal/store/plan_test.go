@@ -20,8 +20,9 @@ func TestFrequentQueriesUseIndexes(t *testing.T) {
 		name, q string
 	}{
 		{"tasks by status", "SELECT id FROM tasks WHERE status IN (?)"},
-		{"tasks by project and status", "SELECT id FROM tasks WHERE project_id = ? AND status IN (?, ?) ORDER BY rowid LIMIT ?"},
-		{"dedupe candidates", "SELECT id FROM tasks WHERE project_id = ? AND kind = ? AND status IN (?) ORDER BY rowid"},
+		{"tasks by project and status", "SELECT id FROM tasks WHERE project_id = ? AND status IN (?, ?) ORDER BY submission_seq LIMIT ?"},
+		{"tasks after a task", "SELECT id FROM tasks WHERE submission_seq > (SELECT submission_seq FROM tasks WHERE id = ?) ORDER BY submission_seq LIMIT ?"},
+		{"dedupe candidates", "SELECT id FROM tasks WHERE project_id = ? AND kind = ? AND status IN (?) ORDER BY submission_seq"},
 		{"edges of a downstream task", "SELECT upstream, resolution FROM task_dependencies WHERE downstream = ? ORDER BY downstream, upstream"},
 		{"edges of an upstream task", "SELECT downstream FROM task_dependencies WHERE upstream = ? ORDER BY downstream, upstream"},
 		{"idle agents", "SELECT id FROM agents WHERE state = ?"},

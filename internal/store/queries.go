@@ -43,7 +43,7 @@ const (
 			AND downstream IN (SELECT id FROM tasks WHERE status IN ('DEFINED', 'BLOCKED'))))`
 	qDependentsToCheck = `SELECT t.id, t.status FROM task_dependencies d JOIN tasks t ON t.id = d.downstream
 		WHERE d.upstream = +? AND (t.status = 'DEFINED' OR (t.status = 'BLOCKED' AND t.cascade_root_id != ''))
-		ORDER BY t.rowid`
+		ORDER BY t.submission_seq`
 	qRepoOwner     = "SELECT project_id FROM repos WHERE id = ?"
 	qProjectStatus = "SELECT status FROM projects WHERE id = ?"
 	qTaskStatus    = "SELECT status FROM tasks WHERE id = ?"

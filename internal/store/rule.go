@@ -224,7 +224,7 @@ func checkWaitingCapacity(ctx context.Context, tx *sql.Tx, i int, r models.Rule)
 		q += " AND kind = ?"
 		args = append(args, r.Matcher.Kind)
 	}
-	q += " ORDER BY created_at, id LIMIT ?"
+	q += " ORDER BY submission_seq LIMIT ?"
 	args = append(args, maxNamedTasks+1)
 	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {

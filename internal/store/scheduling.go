@@ -17,7 +17,7 @@ import (
 // (scanReadyTask): not its text (title, description, criteria, tests).
 const readyColumns = `id, project_id, priority, status, kind, metadata, created_by, not_before, expected_count,
 	success_count, failure_count, created_at, workflow_run_id, step_name, step_concurrency, rules, waiting_code,
-	waiting_reason, agent_type, prefer_agent_id`
+	waiting_reason, agent_type, prefer_agent_id, submission_seq`
 
 // scanReadyTask reads a row of readyColumns.
 func scanReadyTask(row scanner) (models.Task, error) {
@@ -30,7 +30,7 @@ func scanReadyTask(row scanner) (models.Task, error) {
 	)
 	if err := row.Scan(&t.ID, &t.ProjectID, &t.Priority, &t.Status, &t.Kind, &meta, &t.CreatedBy, &notBefore,
 		&t.ExpectedCount, &t.SuccessCount, &t.FailureCount, &created, &runID, &t.StepName, &t.StepConcurrency, &rules,
-		&t.WaitingCode, &t.WaitingReason, &t.AgentType, &t.PreferAgentID); err != nil {
+		&t.WaitingCode, &t.WaitingReason, &t.AgentType, &t.PreferAgentID, &t.SubmissionSeq); err != nil {
 		return models.Task{}, err
 	}
 	t.NotBefore, t.CreatedAt, t.RunID = fromNullNanos(notBefore), fromNanos(created), runID.String
@@ -56,7 +56,7 @@ const qReadyPage = `SELECT ` + readyColumns + ` FROM tasks INDEXED BY tasks_read
 // become free, for its pull request or for a linked checkout to be clean
 // before its work lands holds none.
 const qSlotHolders = `SELECT ` + taskColumns + `, ` + slotHeld + `
-	FROM tasks WHERE status IN ('ASSIGNED', 'IN_PROGRESS', 'WAITING_INPUT', 'VERIFYING', 'AWAITING_APPROVAL') ORDER BY rowid`
+	FROM tasks WHERE status IN ('ASSIGNED', 'IN_PROGRESS', 'WAITING_INPUT', 'VERIFYING', 'AWAITING_APPROVAL') ORDER BY submission_seq`
 
 // slotHeld is true for a task (a row of tasks) that holds a slot.
 const slotHeld = `(status IN ('ASSIGNED', 'IN_PROGRESS')
@@ -114,7 +114,7 @@ const qNextNotBefore = `SELECT min(not_before) FROM tasks INDEXED BY tasks_ready
 const qReadyGeneration = `SELECT n FROM ready_generation WHERE id = 1`
 
 // ReadyTasks reads one page of a project's READY tasks that can start at
-// q.Now (not_before passed), in start order (priority, age, id), after
+// q.Now (not_before passed), in start order (priority, then submission), after
 // q.After, leaving out those of q.Exclude. It reads only the rows it
 // returns and the index entries it passes over. Each task has the fields
 // a scheduling round uses — id, project, priority, status, kind, metadata,
@@ -125,15 +125,15 @@ func (s *Store) ReadyTasks(ctx context.Context, q models.ReadyQuery) ([]models.T
 	b.WriteString(qReadyPage)
 	args := []any{q.ProjectID, toNanos(q.Now)}
 	if q.After != nil {
-		b.WriteString(" AND (priority, created_at, id) > (?, ?, ?)")
-		args = append(args, q.After.Priority, toNanos(q.After.CreatedAt), q.After.ID)
+		b.WriteString(" AND (priority, submission_seq) > (?, ?)")
+		args = append(args, q.After.Priority, q.After.SubmissionSeq)
 	}
 	for _, e := range q.Exclude {
 		pred, pargs := exclusionSQL(e)
 		b.WriteString(" AND NOT " + pred)
 		args = append(args, pargs...)
 	}
-	b.WriteString(" ORDER BY priority, created_at, id LIMIT +?")
+	b.WriteString(" ORDER BY priority, submission_seq LIMIT +?")
 	args = append(args, max(q.Limit, 1))
 	out, err := queryAll(ctx, s.rdb, scanReadyTask, b.String(), args...)
 	if err != nil {
@@ -282,8 +282,8 @@ func waitingSQL(u models.WaitingUpdate) (string, []any) {
 		b.WriteString(set + " AND project_id = ?" + canStart + " AND " + qWaitingDiffers)
 		args = append(args, u.ProjectID, toNanos(u.Now))
 		if u.After != nil {
-			b.WriteString(" AND (priority, created_at, id) > (?, ?, ?)")
-			args = append(args, u.After.Priority, toNanos(u.After.CreatedAt), u.After.ID)
+			b.WriteString(" AND (priority, submission_seq) > (?, ?)")
+			args = append(args, u.After.Priority, u.After.SubmissionSeq)
 		}
 		for _, e := range u.Exclude {
 			pred, pargs := exclusionSQL(e)

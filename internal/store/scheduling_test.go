@@ -128,20 +128,20 @@ func TestReadyTasksLeaveOutWhatCannotStart(t *testing.T) {
 			t.Errorf("%s: read %v, want %v", tc.name, names, tc.want)
 		}
 	}
-	// Pages follow the start order (priority, age, id); the future-dated
+	// Pages follow the start order (priority, submission); the future-dated
 	// task comes once due.
 	all, _ := s.ReadyTasks(ctx, models.ReadyQuery{ProjectID: "p", Now: later, Limit: 100})
 	first, _ := s.ReadyTasks(ctx, models.ReadyQuery{ProjectID: "p", Now: later, Limit: 2})
 	last := first[len(first)-1]
 	rest, _ := s.ReadyTasks(ctx, models.ReadyQuery{ProjectID: "p", Now: later, Limit: 100,
-		After: &models.ReadyCursor{Priority: last.Priority, CreatedAt: last.CreatedAt, ID: last.ID}})
+		After: &models.ReadyCursor{Priority: last.Priority, SubmissionSeq: last.SubmissionSeq}})
 	paged := append(first, rest...)
 	if len(all) != 7 || len(paged) != 7 || all[6].ID != ids["plain"] {
 		t.Fatalf("all %d tasks, paged %d; want 7, the priority 2 task last", len(all), len(paged))
 	}
 	for i := range all {
-		if all[i].ID != paged[i].ID || (i > 0 && all[i-1].ID > all[i].ID && all[i-1].Priority == all[i].Priority) {
-			t.Fatalf("paged order differs or is not by id at %d", i)
+		if all[i].ID != paged[i].ID || (i > 0 && all[i-1].SubmissionSeq >= all[i].SubmissionSeq && all[i-1].Priority == all[i].Priority) {
+			t.Fatalf("paged order differs or is not by submission at %d", i)
 		}
 	}
 }
@@ -244,7 +244,7 @@ func TestReadyPageCarriesWhatARoundUses(t *testing.T) {
 			Kind: full.Kind, Metadata: full.Metadata, CreatedBy: full.CreatedBy, NotBefore: full.NotBefore,
 			ExpectedCount: full.ExpectedCount, SuccessCount: full.SuccessCount, FailureCount: full.FailureCount,
 			CreatedAt: full.CreatedAt, RunID: full.RunID, StepName: full.StepName, StepConcurrency: full.StepConcurrency,
-			Rules: full.Rules, WaitingCode: full.WaitingCode, WaitingReason: full.WaitingReason}
+			Rules: full.Rules, WaitingCode: full.WaitingCode, WaitingReason: full.WaitingReason, SubmissionSeq: full.SubmissionSeq}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("READY page task %s:\n got %+v\nwant %+v", got.ID, got, want)
 		}

@@ -16,7 +16,7 @@ const taskColumns = `id, project_id, title, description, priority, status, verif
 	plan_source, is_plan_subtask, kind, metadata, created_by, not_before, expected_count, success_count,
 	failure_count, acceptance_criteria, test_commands, status_reason, cascade_root_id, created_at, updated_at, profile,
 	workflow_run_id, step_name, parallel_index, parallel_count, step_concurrency, rules, waiting_code, waiting_reason, timeout_ns,
-	agent_type`
+	agent_type, submission_seq`
 
 type scanner interface{ Scan(...any) error }
 
@@ -34,7 +34,7 @@ func scanTask(row scanner) (models.Task, error) {
 		&t.IsPlanSubtask, &t.Kind, &meta, &t.CreatedBy, &notBefore, &t.ExpectedCount, &t.SuccessCount,
 		&t.FailureCount, &criteria, &tests, &t.StatusReason, &t.CascadeRootID, &created, &updated, &t.Profile,
 		&runID, &t.StepName, &t.ParallelIndex, &t.ParallelCount, &t.StepConcurrency, &rules, &t.WaitingCode, &t.WaitingReason, &timeout,
-		&t.AgentType); err != nil {
+		&t.AgentType, &t.SubmissionSeq); err != nil {
 		return models.Task{}, err
 	}
 	t.ParentTaskID, t.RepoID, t.AssignedAgentID = fromNullString(parent), fromNullString(repo), fromNullString(agent)
@@ -206,9 +206,9 @@ func scanEvent(row scanner) (models.EventRecord, error) {
 	return e, nil
 }
 
-// ListTasks returns tasks matching f in creation order (archived ones, with
-// f.Archived, in the order they were archived), at most f.Limit
-// (default DefaultListLimit, at most MaxListLimit).
+// ListTasks returns tasks matching f in submission order (submission_seq;
+// archived ones, with f.Archived, in the order they were archived), at most
+// f.Limit (default DefaultListLimit, at most MaxListLimit).
 func (s *Store) ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Task, error) {
 	if f.Archived {
 		return s.listArchivedTasks(ctx, f)
@@ -248,7 +248,7 @@ func (s *Store) ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Ta
 		if n == 0 {
 			return nil, models.Errorf(models.CodeInvalid, "after: no task %q to continue after", f.AfterID)
 		}
-		where = append(where, "rowid > (SELECT rowid FROM tasks WHERE id = ?)")
+		where = append(where, "submission_seq > (SELECT submission_seq FROM tasks WHERE id = ?)")
 		args = append(args, f.AfterID)
 	}
 	limit := f.Limit
@@ -260,7 +260,7 @@ func (s *Store) ListTasks(ctx context.Context, f models.TaskFilter) ([]models.Ta
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY rowid LIMIT ?"
+	q += " ORDER BY submission_seq LIMIT ?"
 	args = append(args, limit)
 	rows, err := s.rdb.QueryContext(ctx, q, args...)
 	if err != nil {

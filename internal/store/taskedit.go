@@ -68,8 +68,13 @@ func checkEditable(ctx context.Context, q queryer, t models.Task) error {
 
 // EditTask applies a person's edit to a task that is not being worked on
 // and has not completed (DEFINED, READY, PAUSED, FAILED or BLOCKED, with no
-// run open), validating the result like a new task. The edit bumps
-// updated_at; it is not a transition, so it writes no event row.
+// run open), validating the result like a new task: the fields' checks,
+// requires_approval's need of a repository, and, when kind or
+// expected_count change, the Capacity rules of the rule set and the task's
+// own. An edit of what routes the task (kind, metadata, expected_count,
+// agent_type) clears its waiting reason, which the next scheduling round
+// writes anew. The edit bumps updated_at; it is not a transition, so it
+// writes no event row.
 func (s *Store) EditTask(ctx context.Context, id string, patch models.TaskPatch) (models.Task, error) {
 	var out models.Task
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
@@ -94,13 +99,28 @@ func (s *Store) EditTask(ctx context.Context, id string, patch models.TaskPatch)
 				return noApprovalPath("task "+id, cur.ProjectID)
 			}
 		}
+		if patch.Kind != nil || patch.ExpectedCount != nil {
+			// The check creation makes (checkRules), on the edited task.
+			rs, err := readRuleSet(ctx, x)
+			if err != nil {
+				return err
+			}
+			if err := models.CheckCapacityRules("rules", rs.Rules, next.ProjectID, next.Kind, next.ExpectedCount); err != nil {
+				return err
+			}
+		}
+		if patch.Routing() {
+			next.WaitingCode, next.WaitingReason = "", ""
+		}
 		next.UpdatedAt = x.now
 		res, err := x.ExecContext(ctx, `UPDATE tasks SET title = ?, description = ?, priority = ?,
 			acceptance_criteria = ?, test_commands = ?, verification_type = ?, requires_approval = ?, profile = ?,
+			kind = ?, metadata = ?, expected_count = ?, timeout_ns = ?, agent_type = ?, waiting_code = ?, waiting_reason = ?,
 			updated_at = ? WHERE id = ? AND status = ?`,
 			next.Title, next.Description, next.Priority, encodeJSONColumn(next.AcceptanceCriteria, "[]"),
 			encodeJSONColumn(next.TestCommands, "[]"), next.VerificationType, next.RequiresApproval, next.Profile,
-			toNanos(x.now), id, cur.Status)
+			next.Kind, encodeJSONColumn(next.Metadata, "{}"), next.ExpectedCount, int64(next.Timeout), next.AgentType,
+			next.WaitingCode, next.WaitingReason, toNanos(x.now), id, cur.Status)
 		if err != nil {
 			return err
 		}

@@ -95,13 +95,17 @@ func TestEditTaskByStatus(t *testing.T) {
 			t.Parallel()
 			id := taskIn(t, s, "p", "edit when "+string(tc.status), tc.status)
 			before, _ := s.GetTaskDetail(ctx, id)
-			got, err := s.EditTask(ctx, id, models.TaskPatch{Title: ptr("renamed"), Priority: ptr(7)})
+			// The fields creation sets follow the same rule as the others.
+			got, err := s.EditTask(ctx, id, models.TaskPatch{Title: ptr("renamed"), Priority: ptr(7), AgentType: ptr("codex"),
+				Timeout: ptr(models.Duration(time.Hour)), ExpectedCount: ptr(3), Kind: ptr("edited"),
+				Metadata: &map[string]string{"k": "v"}})
 			after, _ := s.GetTaskDetail(ctx, id)
 			if !tc.ok {
 				if models.ErrorCodeOf(err) != models.CodeConflict || !strings.Contains(err.Error(), "is "+string(tc.status)) {
 					t.Fatalf("edit of a %s task: %v; want a conflict naming the status", tc.status, err)
 				}
-				if after.Task.Title != before.Task.Title || !after.Task.UpdatedAt.Equal(before.Task.UpdatedAt) {
+				if after.Task.Title != before.Task.Title || after.Task.AgentType != "" || after.Task.Kind != "" ||
+					!after.Task.UpdatedAt.Equal(before.Task.UpdatedAt) {
 					t.Fatalf("a refused edit changed the task: %+v", after.Task)
 				}
 				return
@@ -110,7 +114,8 @@ func TestEditTaskByStatus(t *testing.T) {
 				t.Fatalf("edit of a %s task: %v", tc.status, err)
 			}
 			if got.Title != "renamed" || got.Priority != 7 || after.Task.Title != "renamed" || after.Task.Priority != 7 ||
-				after.Task.Status != tc.status {
+				after.Task.AgentType != "codex" || after.Task.Timeout != models.Duration(time.Hour) || after.Task.ExpectedCount != 3 ||
+				after.Task.Kind != "edited" || after.Task.Metadata["k"] != "v" || after.Task.Status != tc.status {
 				t.Fatalf("after the edit: answered %+v, stored %+v", got, after.Task)
 			}
 			if len(after.Events) != len(before.Events) {
@@ -182,6 +187,87 @@ func TestEditTaskFields(t *testing.T) {
 	}
 	if _, err := s.EditTask(ctx, "no-such-task", models.TaskPatch{Title: ptr("x")}); models.ErrorCodeOf(err) != models.CodeNotFound {
 		t.Errorf("edit of a missing task: %v", err)
+	}
+}
+
+// TestEditTaskRouting edits the fields a task is created with that decide
+// where and how it runs: agent_type, timeout, expected_count, kind and
+// metadata, with the checks creation makes.
+func TestEditTaskRouting(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	mustProject(t, s, "p")
+	ctx := context.Background()
+	if _, err := s.ReplaceRules(ctx, []models.Rule{
+		rule(t, `{"id": "ingest-cap", "type": "Capacity", "matcher": {"kind": "ingest"}, "max_capacity": 12}`)}, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	ownCap := rule(t, `{"type": "Capacity", "matcher": {"kind": "crawl"}, "max_capacity": 20}`)
+	// A task routed to a type no agent has, with a dependent: it waits, and
+	// its dependent with it, until its type is changed.
+	ids := create(t, s, "p", models.BatchTask{LocalID: "t", Title: "typed", AgentType: "claude", Kind: "crawl",
+		ExpectedCount: 10, Rules: []models.Rule{ownCap}, Metadata: map[string]string{"a": "b"}},
+		models.BatchTask{LocalID: "d", Title: "dependent", Dependencies: dep("t")})
+	id := ids["t"]
+	if _, err := s.SetWaiting(ctx, []models.WaitingUpdate{{ProjectID: "p", Scope: models.WaitTasks, TaskIDs: []string{id},
+		Code: models.WaitingAgentType, Reason: "no agent of type claude works on project p"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name    string
+		patch   models.TaskPatch
+		check   func(models.Task) bool
+		message string // a refusal (invalid) containing it
+	}{
+		{"another type", models.TaskPatch{AgentType: ptr("codex")},
+			func(t models.Task) bool {
+				return t.AgentType == "codex" && t.WaitingCode == "" && t.WaitingReason == ""
+			}, ""},
+		{"any agent", models.TaskPatch{AgentType: ptr("")}, func(t models.Task) bool { return t.AgentType == "" }, ""},
+		{"a timeout", models.TaskPatch{Timeout: ptr(models.Duration(90 * time.Second))},
+			func(t models.Task) bool { return t.Timeout == models.Duration(90*time.Second) }, ""},
+		{"no timeout", models.TaskPatch{Timeout: ptr(models.Duration(0))}, func(t models.Task) bool { return t.Timeout == 0 }, ""},
+		{"expected_count within the own rule", models.TaskPatch{ExpectedCount: ptr(20)},
+			func(t models.Task) bool { return t.ExpectedCount == 20 }, ""},
+		{"metadata replaced", models.TaskPatch{Metadata: &map[string]string{"x": "y"}},
+			func(t models.Task) bool { return len(t.Metadata) == 1 && t.Metadata["x"] == "y" }, ""},
+		{"metadata cleared", models.TaskPatch{Metadata: &map[string]string{}}, func(t models.Task) bool { return len(t.Metadata) == 0 }, ""},
+		{"kind under the rule set's Capacity rule, count too large", models.TaskPatch{Kind: ptr("ingest")}, nil,
+			"expected_count: 20 exceeds max_capacity 12 of the Capacity rule rules[0] (ingest-cap)"},
+		{"kind under the rule set's Capacity rule, with a count that fits", models.TaskPatch{Kind: ptr("ingest"), ExpectedCount: ptr(12)},
+			func(t models.Task) bool { return t.Kind == "ingest" && t.ExpectedCount == 12 }, ""},
+		{"a count too large for the kind's rule", models.TaskPatch{ExpectedCount: ptr(13)}, nil, "13 exceeds max_capacity 12"},
+		{"kind cleared", models.TaskPatch{Kind: ptr("")}, func(t models.Task) bool { return t.Kind == "" }, ""},
+		{"unknown type", models.TaskPatch{AgentType: ptr("gpt")}, nil, `agent_type: "gpt" is not an agent type`},
+		{"timeout too short", models.TaskPatch{Timeout: ptr(models.Duration(time.Millisecond))}, nil, "timeout: must be 0 (none) or between"},
+		{"negative expected_count", models.TaskPatch{ExpectedCount: ptr(-1)}, nil, "expected_count: must not be negative"},
+		{"expected_count over the own rule", models.TaskPatch{ExpectedCount: ptr(21)}, nil, "expected_count: 21 exceeds max_capacity 20"},
+		{"no count left under the own rule", models.TaskPatch{ExpectedCount: ptr(0)}, nil, "expected_count: required"},
+		{"empty metadata key", models.TaskPatch{Metadata: &map[string]string{"": "v"}}, nil, "metadata: a key must not be empty"},
+		{"kind of two lines", models.TaskPatch{Kind: ptr("a\nb")}, nil, "kind"},
+	}
+	for _, tc := range tests {
+		// Sequential: the cases edit one task in turn.
+		before, _ := s.GetTask(ctx, id)
+		got, err := s.EditTask(ctx, id, tc.patch)
+		stored, _ := s.GetTask(ctx, id)
+		if tc.message != "" {
+			if models.ErrorCodeOf(err) != models.CodeInvalid || !strings.Contains(err.Error(), tc.message) {
+				t.Errorf("%s: %v; want invalid containing %q", tc.name, err, tc.message)
+			}
+			if stored.Kind != before.Kind || stored.ExpectedCount != before.ExpectedCount || stored.AgentType != before.AgentType {
+				t.Errorf("%s: a refused edit changed the task: %+v", tc.name, stored)
+			}
+			continue
+		}
+		if err != nil || !tc.check(got) || !tc.check(stored) {
+			t.Errorf("%s: answered %+v, stored %+v, %v", tc.name, got, stored, err)
+		}
+	}
+	// The dependent is untouched and still waits for the task.
+	if d, _ := s.GetTask(ctx, ids["d"]); d.Status != models.StatusDefined {
+		t.Errorf("dependent is %s, want DEFINED", d.Status)
 	}
 }
 

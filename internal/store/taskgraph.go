@@ -14,8 +14,8 @@ import (
 // holds (SQLite's limit on parameters is far above it).
 const graphChunk = 500
 
-// qOpenWork lists a project's open tasks (not COMPLETED) in creation order.
-const qOpenWork = `SELECT ` + taskColumns + ` FROM tasks WHERE project_id = ? AND status <> 'COMPLETED' ORDER BY rowid LIMIT ?`
+// qOpenWork lists a project's open tasks (not COMPLETED) in submission order.
+const qOpenWork = `SELECT ` + taskColumns + ` FROM tasks WHERE project_id = ? AND status <> 'COMPLETED' ORDER BY submission_seq LIMIT ?`
 
 // qNeighbourhood lists a task and the tasks up to a depth of edges above
 // and below it (arguments: id, depth, id, depth, limit).
@@ -143,11 +143,11 @@ func graphTasks(ctx context.Context, q queryer, query string, args ...any) ([]mo
 	return out, rows.Err()
 }
 
-// graphTasksByID reads the tasks of ids in creation order.
+// graphTasksByID reads the tasks of ids in submission order.
 func graphTasksByID(ctx context.Context, q queryer, ids []string) ([]models.Task, error) {
 	out := []models.Task{}
 	for chunk := range slices.Chunk(ids, graphChunk) {
-		ts, err := graphTasks(ctx, q, "SELECT "+taskColumns+" FROM tasks WHERE id IN ("+graphMarks(len(chunk))+") ORDER BY rowid", graphArgs(chunk)...)
+		ts, err := graphTasks(ctx, q, "SELECT "+taskColumns+" FROM tasks WHERE id IN ("+graphMarks(len(chunk))+") ORDER BY submission_seq", graphArgs(chunk)...)
 		if err != nil {
 			return nil, err
 		}

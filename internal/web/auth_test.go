@@ -117,6 +117,7 @@ func TestFormErrorsShowTheModelsMessage(t *testing.T) {
 		name, path, field, value, want string
 	}{
 		{"not a number", "/ui/tasks/" + id + "/priority", "priority", "soon", `priority: must be a whole number (got &#34;soon&#34;)`},
+		{"unknown agent type", "/ui/tasks/" + id + "/agent-type", "agent_type", "gpt", `agent_type: &#34;gpt&#34; is not an agent type`},
 		{"unknown task", "/ui/tasks/no-such-task/priority", "priority", "3", "no-such-task"},
 	}
 	for _, tc := range tests {
@@ -191,6 +192,35 @@ func TestCrossSiteSubresourcesStartNoSession(t *testing.T) {
 		cookie := strings.Contains(resp.Header.Get("Set-Cookie"), web.CookieName+"=")
 		if resp.StatusCode != tc.status || cookie != tc.startsSession {
 			t.Errorf("%s: %d, session started %v; want %d, %v", tc.name, resp.StatusCode, cookie, tc.status, tc.startsSession)
+		}
+	}
+}
+
+// TestAgentTypeForm routes a task to a type of agent from its page and back
+// to any agent.
+func TestAgentTypeForm(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	id := e.task("web", "Build")
+	csrf := e.csrf("/ui/tasks/" + id)
+	if p := e.get("/ui/tasks/" + id); !strings.Contains(p.body, `<dt>Agent type</dt><dd>any</dd>`) ||
+		!strings.Contains(p.body, `<option value="" selected>any</option>`) {
+		t.Fatalf("the task's page lacks its agent type and form:\n%s", p.body)
+	}
+	for _, tc := range []struct{ value, flash, fact string }{
+		{"codex", "Only agents of type codex may take the task now.", `<dt>Agent type</dt><dd>codex</dd>`},
+		{"", "Any agent may take the task now.", `<dt>Agent type</dt><dd>any</dd>`},
+	} {
+		p := e.post("/ui/tasks/"+id+"/agent-type", url.Values{"agent_type": {tc.value}, "csrf": {csrf}})
+		if p.status != http.StatusSeeOther {
+			t.Fatalf("agent type %q: %d\n%s", tc.value, p.status, p.body)
+		}
+		got, err := e.store.GetTask(context.Background(), id)
+		if err != nil || got.AgentType != tc.value {
+			t.Fatalf("agent type %q: stored %q, %v", tc.value, got.AgentType, err)
+		}
+		if next := e.get(p.header.Get("Location")); !strings.Contains(next.body, tc.flash) || !strings.Contains(next.body, tc.fact) {
+			t.Errorf("agent type %q: the page lacks %q or %q:\n%s", tc.value, tc.flash, tc.fact, next.body)
 		}
 	}
 }

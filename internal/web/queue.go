@@ -42,7 +42,7 @@ type queuePage struct {
 }
 
 // loadQueue lists tasks by the query's filter (project, status, creator,
-// kind), QueuePageSize at a time in the order they were created, after
+// kind), QueuePageSize at a time in the order they were submitted, after
 // the task ?after= names.
 func (s *Server) loadQueue(r *http.Request) (any, error) {
 	ctx := r.Context()

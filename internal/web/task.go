@@ -22,6 +22,7 @@ func init() {
 		Action{Pattern: "POST " + Prefix + "/tasks/{id}/skip", Do: adminEvent(models.EventAdminSkip, "skipped")},
 		Action{Pattern: "POST " + Prefix + "/tasks/{id}/cancel", Do: adminEvent(models.EventAdminCancel, "cancelled")},
 		Action{Pattern: "POST " + Prefix + "/tasks/{id}/priority", Do: (*Server).editPriority},
+		Action{Pattern: "POST " + Prefix + "/tasks/{id}/agent-type", Do: (*Server).editAgentType},
 	)
 }
 
@@ -65,6 +66,8 @@ type taskPage struct {
 	Can map[string]bool
 	// Graph is the drawn neighbourhood of the task (graphs.go).
 	Graph graphView
+	// AgentTypes are the types the agent type form offers besides "any".
+	AgentTypes []string
 }
 
 // EventsURL follows the task's log besides the state changes.
@@ -95,7 +98,7 @@ func (s *Server) loadTask(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := taskPage{TaskDetail: d, Attempt: currentAttempt(d), Can: map[string]bool{}}
+	p := taskPage{TaskDetail: d, Attempt: currentAttempt(d), Can: map[string]bool{}, AgentTypes: models.AgentTypes}
 	for _, e := range models.AdminEvents {
 		if _, err := statemachine.TaskTransition(d.Task.Status, e); err == nil {
 			p.Can[string(e)] = true
@@ -275,4 +278,18 @@ func (s *Server) editPriority(r *http.Request) (string, string, error) {
 		return "", taskPath(r), err
 	}
 	return fmt.Sprintf("Priority set to %d.", t.Priority), taskPath(r), nil
+}
+
+// editAgentType routes the task to agents of a type (field agent_type;
+// empty: any agent).
+func (s *Server) editAgentType(r *http.Request) (string, string, error) {
+	v := strings.TrimSpace(r.PostFormValue("agent_type"))
+	t, err := s.svc.EditTask(r.Context(), r.PathValue("id"), models.TaskPatch{AgentType: &v})
+	if err != nil {
+		return "", taskPath(r), err
+	}
+	if t.AgentType == "" {
+		return "Any agent may take the task now.", taskPath(r), nil
+	}
+	return "Only agents of type " + t.AgentType + " may take the task now.", taskPath(r), nil
 }
