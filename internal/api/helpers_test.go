@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // syncBuffer is a bytes.Buffer safe for concurrent use by a logger.
@@ -51,11 +51,7 @@ type testEnv struct {
 // one that records into env.logs.
 func newEnv(t *testing.T, cfg api.Config) *testEnv {
 	t.Helper()
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite")})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := storetest.Open(t)
 	logs := &syncBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := api.New(cfg, decisions{st})

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // hookService is the store as the API's hook service, with the command
@@ -75,11 +75,7 @@ func newHookEnv(t *testing.T) (*testEnv, *hooks.Engine) {
 // newHookEnvWith is newHookEnv with cfg (its Logger and Hooks are set here).
 func newHookEnvWith(t *testing.T, cfg api.Config) (*testEnv, *hooks.Engine) {
 	t.Helper()
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite")})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := storetest.Open(t)
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ws, err := repo.New(repo.Config{BaseDir: t.TempDir()})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/service"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // TestTaskJSONSaysWhatHappensNext: through the daemon's service, a FAILED
@@ -25,11 +24,7 @@ func TestTaskJSONSaysWhatHappensNext(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite"), Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := storetest.Open(t, storetest.WithClock(clock))
 	svc := service.New(service.Config{Store: st, Clock: clock, RetryBackoff: time.Minute, MaxBackoff: 3 * time.Minute})
 	s, err := api.New(api.Config{}, svc)
 	if err != nil {

@@ -2,17 +2,15 @@ package api_test
 
 import (
 	"bufio"
-	"context"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/api"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // docRoute is one route line of the package documentation's endpoint list:
@@ -83,11 +81,7 @@ func TestDocumentedRoutesAreServed(t *testing.T) {
 		}
 		seen[r] = true
 	}
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite")})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := storetest.Open(t)
 	handler := http.NotFoundHandler()
 	tests := []struct {
 		name string

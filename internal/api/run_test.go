@@ -3,20 +3,15 @@ package api_test
 import (
 	"context"
 	"net/http"
-	"path/filepath"
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/api"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 func TestServerRunAndShutdown(t *testing.T) {
 	t.Parallel()
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := storetest.Open(t)
 	s, err := api.New(api.Config{Addr: "127.0.0.1:0"}, decisions{st})
 	if err != nil {
 		t.Fatal(err)
@@ -53,11 +48,7 @@ func TestServerRunAndShutdown(t *testing.T) {
 
 func TestRunFailsOnBusyAddress(t *testing.T) {
 	t.Parallel()
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := storetest.Open(t)
 	first, err := api.New(api.Config{Addr: "127.0.0.1:0"}, decisions{st})
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // newEnvWithDB is newEnv that also returns the database file, for tests
@@ -20,11 +20,7 @@ import (
 func newEnvWithDB(t *testing.T) (*testEnv, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "db.sqlite")
-	st, err := store.Open(context.Background(), store.Config{Path: path})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := storetest.OpenAt(t, path)
 	logs := &syncBuffer{}
 	s, err := api.New(api.Config{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, decisions{st})
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 	"github.com/agentqueued/agentqueued/internal/workflow"
 )
 
@@ -72,11 +72,7 @@ func (s storeTasks) ApplyAdminEvent(ctx context.Context, req models.TransitionRe
 // store and a real workflow engine, with project web.
 func newWorkflowEnv(t *testing.T) *testEnv {
 	t.Helper()
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite")})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := storetest.Open(t)
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	engine, err := workflow.New(workflow.Config{Logger: logger.With("component", "workflows")}, st, storeTasks{st})

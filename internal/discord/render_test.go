@@ -12,7 +12,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -22,11 +22,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 func TestNoticesGolden(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "aq.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t)
 	b, err := New(Config{Token: "t", GuildID: "1", ControlChannelID: "2"}, &testService{Store: st}, st)
 	if err != nil {
 		t.Fatal(err)

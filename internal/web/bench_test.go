@@ -17,6 +17,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/service"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 	"github.com/agentqueued/agentqueued/internal/web"
 )
 
@@ -38,11 +39,7 @@ const (
 // what it measured); the benchmark reports the time and judges nothing.
 func BenchmarkOverview(b *testing.B) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(benchDir(b), "aq.db")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.OpenAt(b, filepath.Join(benchDir(b), "aq.db"))
 	start := time.Now()
 	for i := range benchProjects {
 		p := fmt.Sprintf("p%02d", i)

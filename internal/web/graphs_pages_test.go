@@ -27,6 +27,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/service"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 	"github.com/agentqueued/agentqueued/internal/web"
 	"github.com/agentqueued/agentqueued/internal/web/dag"
 	"github.com/agentqueued/agentqueued/internal/workflow"
@@ -74,11 +75,7 @@ type wiring struct {
 func newWiring(tb testing.TB) wiring {
 	tb.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(tb.TempDir(), "aq.db")})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { st.Close() })
+	st := storetest.Open(tb)
 	ws, err := repo.New(repo.Config{BaseDir: tb.TempDir()})
 	if err != nil {
 		tb.Fatal(err)

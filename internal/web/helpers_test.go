@@ -23,6 +23,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/service"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 	"github.com/agentqueued/agentqueued/internal/web"
 )
 
@@ -54,12 +55,7 @@ func newEnv(t *testing.T, token string) *env {
 // context, whose result arrives on the channel returned.
 func newEnvServed(t *testing.T, token string, serve bool) (*env, <-chan error) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "aq.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t)
 	ws, err := repo.New(repo.Config{BaseDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
