@@ -12,6 +12,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/service"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
 	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
@@ -24,8 +25,10 @@ func TestTaskJSONSaysWhatHappensNext(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	st := storetest.Open(t, storetest.WithClock(clock))
-	svc := service.New(service.Config{Store: st, Clock: clock, RetryBackoff: time.Minute, MaxBackoff: 3 * time.Minute})
+	k := servicetest.New(t, servicetest.WithStoreOptions(storetest.WithClock(clock)), servicetest.WithService(func(c *service.Config) {
+		c.Clock, c.RetryBackoff, c.MaxBackoff = clock, time.Minute, 3*time.Minute
+	}))
+	st, svc := k.Store, k.Service
 	s, err := api.New(api.Config{}, svc)
 	if err != nil {
 		t.Fatal(err)

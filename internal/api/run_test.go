@@ -6,13 +6,13 @@ import (
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/api"
-	"github.com/agentqueued/agentqueued/internal/store/storetest"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
 )
 
 func TestServerRunAndShutdown(t *testing.T) {
 	t.Parallel()
-	st := storetest.Open(t)
-	s, err := api.New(api.Config{Addr: "127.0.0.1:0"}, decisions{st})
+	svc := servicetest.New(t).Service
+	s, err := api.New(api.Config{Addr: "127.0.0.1:0"}, svc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +48,8 @@ func TestServerRunAndShutdown(t *testing.T) {
 
 func TestRunFailsOnBusyAddress(t *testing.T) {
 	t.Parallel()
-	st := storetest.Open(t)
-	first, err := api.New(api.Config{Addr: "127.0.0.1:0"}, decisions{st})
+	svc := servicetest.New(t).Service
+	first, err := api.New(api.Config{Addr: "127.0.0.1:0"}, svc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestRunFailsOnBusyAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	second, err := api.New(api.Config{Addr: ln.Addr().String()}, decisions{st})
+	second, err := api.New(api.Config{Addr: ln.Addr().String()}, svc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,15 +3,14 @@ package api_test
 import (
 	"context"
 	"database/sql"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
 	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
@@ -20,19 +19,9 @@ import (
 func newEnvWithDB(t *testing.T) (*testEnv, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "db.sqlite")
-	st := storetest.OpenAt(t, path)
-	logs := &syncBuffer{}
-	s, err := api.New(api.Config{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, decisions{st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(srv.Close)
-	client, err := api.NewClient(srv.URL, "", srv.Client())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testEnv{t: t, store: st, srv: srv, client: client, logs: logs}, path
+	logger, logs := newLogger()
+	k := newKit(t, logger, servicetest.WithStoreOptions(storetest.WithPath(path)))
+	return serveKit(t, api.Config{Logger: logger}, k, logs), path
 }
 
 // rawSQL runs a statement on the database file directly, as an older

@@ -8,7 +8,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
-	"github.com/agentqueued/agentqueued/internal/store/storetest"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
 )
 
 // askedLogs is a fixedLogs that signals each call of Changed: a handler
@@ -141,8 +141,8 @@ func TestShutdownEndsWaitingRequests(t *testing.T) {
 // made, so that even a server that waits for its requests returns.
 func serveForShutdown(t *testing.T, logs askedLogs) (client *api.Client, served <-chan error, stop func()) {
 	t.Helper()
-	st := storetest.Open(t)
-	s, err := api.New(api.Config{Addr: "127.0.0.1:0", ShutdownTimeout: time.Hour, Logs: logs}, decisions{st})
+	k := servicetest.New(t)
+	s, err := api.New(api.Config{Addr: "127.0.0.1:0", ShutdownTimeout: time.Hour, Logs: logs}, k.Service)
 	if err != nil {
 		t.Fatal(err)
 	}
