@@ -12,7 +12,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/store/storetest"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -22,8 +22,9 @@ var update = flag.Bool("update", false, "rewrite golden files")
 func TestNoticesGolden(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := storetest.Open(t)
-	b, err := New(Config{Token: "t", GuildID: "1", ControlChannelID: "2"}, &testService{Store: st}, st)
+	k := servicetest.New(t)
+	st := k.Store
+	b, err := New(Config{Token: "t", GuildID: "1", ControlChannelID: "2"}, &testService{Service: k.Service}, st)
 	if err != nil {
 		t.Fatal(err)
 	}

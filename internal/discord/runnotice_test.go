@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/store/storetest"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
 )
 
 // TestRunEndNoticesGolden: the thread's notice of a run's end (the task
@@ -19,8 +19,9 @@ import (
 func TestRunEndNoticesGolden(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := storetest.Open(t)
-	b, err := New(Config{Token: "t", GuildID: "1", ControlChannelID: "2"}, &testService{Store: st}, st)
+	k := servicetest.New(t)
+	st := k.Store
+	b, err := New(Config{Token: "t", GuildID: "1", ControlChannelID: "2"}, &testService{Service: k.Service}, st)
 	if err != nil {
 		t.Fatal(err)
 	}
