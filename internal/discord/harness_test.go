@@ -2,8 +2,6 @@ package discord
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -11,7 +9,6 @@ import (
 	"time"
 
 	"github.com/bwmarrin/discordgo"
-	"go.uber.org/goleak"
 
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/discord/discordtest"
@@ -28,22 +25,7 @@ import (
 // TestMain puts stand-ins for the agent types' programs on PATH (the
 // service registers an agent only when its program resolves), and fails
 // the package's tests if any goroutine outlives them.
-func TestMain(m *testing.M) {
-	restore, err := servicetest.AgentCLIs()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	code := m.Run()
-	restore()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { servicetest.Main(m) }
 
 // Ids of the test guild's people and channels.
 const (

@@ -11,11 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/orchestrator"
-	"github.com/agentqueued/agentqueued/internal/repo"
-	"github.com/agentqueued/agentqueued/internal/service"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
 	"github.com/agentqueued/agentqueued/internal/store"
 	"github.com/agentqueued/agentqueued/internal/store/storetest"
 	"github.com/agentqueued/agentqueued/internal/web"
@@ -86,15 +84,8 @@ func BenchmarkOverview(b *testing.B) {
 		}
 	}
 	b.Logf("seeded %d tasks of history in %s", benchHistory, time.Since(start).Round(time.Millisecond))
-	ws, err := repo.New(repo.Config{BaseDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	o, err := orchestrator.New(orchestrator.Config{RunDir: runDir}, st, ws, agent.DefaultRegistry())
-	if err != nil {
-		b.Fatal(err)
-	}
-	svc := service.New(service.Config{Store: st, Orchestrator: o, Feed: service.NewFeed()})
+	svc := servicetest.New(b, servicetest.WithStore(st),
+		servicetest.WithOrchestrator(func(c *orchestrator.Config) { c.RunDir = runDir })).Service
 	ui, err := web.New(web.Config{Logger: slog.New(slog.DiscardHandler)}, svc)
 	if err != nil {
 		b.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/store"
 	"github.com/agentqueued/agentqueued/internal/store/storetest"
 	"github.com/agentqueued/agentqueued/internal/workflow"
+	"go.uber.org/goleak"
 )
 
 // Kit is a service and the real parts it goes through.
@@ -120,6 +121,7 @@ func New(t testing.TB, opts ...Option) *Kit {
 	for _, f := range c.orch {
 		f(&oc)
 	}
+	k.RunDir = oc.RunDir
 	if k.Orchestrator, err = orchestrator.New(oc, st, ws, agent.DefaultRegistry()); err != nil {
 		t.Fatalf("servicetest: orchestrator: %v", err)
 	}
@@ -182,25 +184,28 @@ func (k *Kit) UseWorkflows(cfg workflow.Config) *workflow.Engine {
 	return e
 }
 
-// hookSlot is the service's hook engine: the one a test last put in
-// (UseHooks), so that a test may give it a configuration of its own after
-// the service is built.
-type hookSlot struct {
+// slot holds an engine the service goes through: the one a test last put
+// in, so that a test may give it a configuration of its own after the
+// service is built.
+type slot[E any] struct {
 	mu sync.Mutex
-	e  *hooks.Engine
+	e  E
 }
 
-func (s *hookSlot) get() *hooks.Engine {
+func (s *slot[E]) get() E {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.e
 }
 
-func (s *hookSlot) set(e *hooks.Engine) {
+func (s *slot[E]) set(e E) {
 	s.mu.Lock()
 	s.e = e
 	s.mu.Unlock()
 }
+
+// hookSlot is the service's hook engine (UseHooks).
+type hookSlot struct{ slot[*hooks.Engine] }
 
 // Check is the engine's check of a hook before it is saved.
 func (s *hookSlot) Check(ctx context.Context, h models.Hook) error { return s.get().Check(ctx, h) }
@@ -210,24 +215,8 @@ func (s *hookSlot) Fire(ctx context.Context, hookID, by string, f models.HookFir
 	return s.get().Fire(ctx, hookID, by, f)
 }
 
-// workflowSlot is the service's workflow engine: the one a test last put
-// in (UseWorkflows).
-type workflowSlot struct {
-	mu sync.Mutex
-	e  *workflow.Engine
-}
-
-func (s *workflowSlot) get() *workflow.Engine {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.e
-}
-
-func (s *workflowSlot) set(e *workflow.Engine) {
-	s.mu.Lock()
-	s.e = e
-	s.mu.Unlock()
-}
+// workflowSlot is the service's workflow engine (UseWorkflows).
+type workflowSlot struct{ slot[*workflow.Engine] }
 
 // Wake tells the engine that a schedule may have changed.
 func (s *workflowSlot) Wake() { s.get().Wake() }
@@ -287,4 +276,24 @@ func AgentCLIs() (restore func(), err error) {
 		os.Setenv("PATH", old)
 		os.RemoveAll(dir)
 	}, nil
+}
+
+// Main is a TestMain for packages whose tests register agents through the
+// service: it runs the tests with AgentCLIs on PATH, then fails them if
+// any goroutine outlives them (goleak), and exits.
+func Main(m *testing.M) {
+	restore, err := AgentCLIs()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	code := m.Run()
+	restore()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
