@@ -16,6 +16,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // waitLimit guards channel waits so that a broken test fails instead of
@@ -141,11 +142,7 @@ type agentEnv struct {
 
 func newAgentEnv(t *testing.T) *agentEnv {
 	t.Helper()
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := storetest.Open(t)
 	if _, err := st.CreateProject(context.Background(), models.Project{ID: "web"}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 func TestCtlTaskEditDepsAndDelete(t *testing.T) {
@@ -125,11 +125,7 @@ func TestCtlBudget(t *testing.T) {
 	mustCtl(t, addr, "project", "create", "web", "--budget", "100")
 	mustCtl(t, addr, "project", "create", "api")
 	// Usage arrives from runs; here it is booked beside the daemon.
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(data, "agentqueued.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.OpenAt(t, filepath.Join(data, "agentqueued.db"))
 	for _, u := range []models.TokenUsage{{ProjectID: "web", Input: 120}, {ProjectID: "api", Output: 30},
 		{ProjectID: "api", Output: 500, CreatedAt: time.Now().Add(-3 * time.Hour)}} {
 		if err := st.RecordTokenUsage(context.Background(), u); err != nil {

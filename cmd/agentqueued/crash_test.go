@@ -23,7 +23,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // crashAgentScript is the agents' program in the crash test: like
@@ -472,11 +472,7 @@ func TestCrashRecovery(t *testing.T) {
 
 	// The database after the last shutdown.
 	ctx = context.Background()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(dataDir, "agentqueued.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.OpenAt(t, filepath.Join(dataDir, "agentqueued.db"))
 	var recoveries int
 	for _, id := range ids {
 		det, err := st.GetTaskDetail(ctx, id)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 func TestCtlPauseAgentsAndQuestions(t *testing.T) {
@@ -67,11 +67,7 @@ func TestCtlShowsAnAgentsRest(t *testing.T) {
 	mustCtl(t, addr, "agent", "add", "a2", "--type", "command", "--command", "/bin/true")
 	// The daemon's orchestrator stores a rest when a run is rate limited;
 	// the listing reads it from the database.
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(dir, "agentqueued.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.OpenAt(t, filepath.Join(dir, "agentqueued.db"))
 	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	if err := st.RestAgent(context.Background(), "a1", until, "rate limited during task bold-orbit: try later"); err != nil {
 		t.Fatal(err)

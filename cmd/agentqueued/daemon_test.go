@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 func TestDaemonWithCtl(t *testing.T) {
@@ -265,10 +265,7 @@ func TestTakesOverLeaseOfCrashedDaemon(t *testing.T) {
 	}
 	deadPID := cmd.Process.Pid
 
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(dir, "agentqueued.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.OpenAt(t, filepath.Join(dir, "agentqueued.db"))
 	if err := st.AcquireLease(context.Background(), models.LeaseHolder{Owner: "crashed", Hostname: host, PID: deadPID}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -283,10 +280,7 @@ func TestTakesOverLeaseOfCrashedDaemon(t *testing.T) {
 func TestLeaseOfLiveDaemonElsewhereIsRespected(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(dir, "agentqueued.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.OpenAt(t, filepath.Join(dir, "agentqueued.db"))
 	holder := models.LeaseHolder{Owner: "other-host-daemon", Hostname: "elsewhere.example", PID: 1}
 	if err := st.AcquireLease(context.Background(), holder, time.Hour); err != nil {
 		t.Fatal(err)
@@ -294,7 +288,7 @@ func TestLeaseOfLiveDaemonElsewhereIsRespected(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = startMain(t, nil, "run", "--data-dir", dir, "--listen", "127.0.0.1:0")
+	_, err := startMain(t, nil, "run", "--data-dir", dir, "--listen", "127.0.0.1:0")
 	if err == nil || !strings.Contains(err.Error(), "owner other-host-daemon, host elsewhere.example, pid 1") {
 		t.Errorf("start with a foreign lease: %v", err)
 	}
@@ -477,11 +471,7 @@ func TestDaemonStopsWhenLeaseIsLost(t *testing.T) {
 	}
 	d.stoppedWithError = true
 	// Another owner takes the database over behind the daemon's back.
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(dir, "agentqueued.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.OpenAt(t, filepath.Join(dir, "agentqueued.db"))
 	if err := st.ReleaseLease(context.Background(), d.m.LeaseOwner()); err != nil {
 		t.Fatal(err)
 	}

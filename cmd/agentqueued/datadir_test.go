@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/progresstest"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // TestAMissingDatabaseIsNotReplacedSilently: a database deleted while the
@@ -98,11 +98,7 @@ func TestADeletedDatabaseIsNoticed(t *testing.T) {
 	if len(saved) != 1 {
 		t.Fatalf("saved copies: %v", saved)
 	}
-	st, err := store.Open(context.Background(), store.Config{Path: saved[0]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.OpenAt(t, saved[0])
 	if _, err := st.GetProject(context.Background(), "web"); err != nil {
 		t.Fatalf("the saved copy lacks what was recorded: %v", err)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // faultAgentScript is the agents' program in the fault tests: like
@@ -261,11 +261,8 @@ func (f *faultRig) checkNothingLeft() {
 func (f *faultRig) checkStore(ids []string) {
 	f.t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(f.dataDir, "agentqueued.db")})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.OpenAt(f.t, filepath.Join(f.dataDir, "agentqueued.db"))
+	defer st.Close() // the rig restarts the daemon over this file
 	for _, id := range ids {
 		det, err := st.GetTaskDetail(ctx, id)
 		if err != nil {
@@ -571,10 +568,7 @@ func TestFaultAgentSpawnedBeforeItsRecord(t *testing.T) {
 	f.checkStore([]string{x, y})
 	// The killed life's run of x was never recorded as started: the kill
 	// fell between the spawn and the record.
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(f.dataDir, "agentqueued.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.OpenAt(t, filepath.Join(f.dataDir, "agentqueued.db"))
 	first, err := st.GetRun(context.Background(), 1)
 	st.Close()
 	if err != nil || first.TaskID != x || first.PID != nil {

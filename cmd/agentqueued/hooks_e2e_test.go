@@ -10,7 +10,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/llm/llmtest"
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // finishingAgent completes its task at once.
@@ -101,11 +101,7 @@ agents:
 	if err := d.m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(dataDir, "agentqueued.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.OpenAt(t, filepath.Join(dataDir, "agentqueued.db"))
 	r, err := st.GetHookRun(context.Background(), ran.ID)
 	if err != nil {
 		t.Fatal(err)

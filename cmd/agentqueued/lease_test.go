@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // flakyRenewer passes renewals to the real store until failFrom, then fails
@@ -35,11 +35,7 @@ func (f *flakyRenewer) RenewLease(ctx context.Context, owner string, ttl time.Du
 // leasedStore opens a store whose lease "me" holds.
 func leasedStore(t *testing.T, ttl time.Duration) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t)
 	if err := st.AcquireLease(context.Background(), models.LeaseHolder{Owner: "me", Hostname: "h", PID: 1}, ttl); err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // dagAgent completes every task it is given.
@@ -258,11 +258,7 @@ agents:
 	if err := d.m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(dataDir, "agentqueued.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.OpenAt(t, filepath.Join(dataDir, "agentqueued.db"))
 	counts, err := st.TaskCounts(context.Background())
 	if err != nil {
 		t.Fatal(err)

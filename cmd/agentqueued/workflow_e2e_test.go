@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // sweepAgent does what its prompt asks: the discovery reports the packages
@@ -131,11 +131,7 @@ func TestWorkflowRunOverTheAPI(t *testing.T) {
 	}
 
 	// The step's cap held: replay the fix tasks' status changes in order.
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(dataDir, "agentqueued.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.OpenAt(t, filepath.Join(dataDir, "agentqueued.db"))
 	fixes := map[string]bool{}
 	var summaryPrompt string
 	for _, rt := range tasks {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 func TestHealthz(t *testing.T) {
@@ -625,11 +626,7 @@ func TestApproveAndRejectEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range res {
-		for _, ev := range []models.TaskEvent{models.EventAssigned, models.EventAgentStarted, models.EventAgentCompleted} {
-			if _, err := e.store.ApplyEvent(ctx, models.TransitionRequest{TaskID: r.TaskID, Event: ev, AgentID: "a1"}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		storetest.Apply(t, e.store, r.TaskID, append(storetest.ToVerifying, models.EventApprovalRequested)...)
 	}
 	a, b := res[0].TaskID, res[1].TaskID
 	got, err := e.client.ApproveTask(ctx, a, "ana", "fine")
@@ -638,7 +635,7 @@ func TestApproveAndRejectEndpoints(t *testing.T) {
 	}
 	var rejected models.TransitionResult
 	e.do("POST", "/api/v1/tasks/"+b+"/reject", `{"feedback":"add a test","by":"ana"}`).decode(t, 200, &rejected)
-	if rejected.To != models.StatusFailed {
+	if rejected.From != models.StatusAwaitingApproval || rejected.To != models.StatusReady {
 		t.Fatalf("reject: %+v", rejected)
 	}
 	if fb, _ := e.store.TaskFeedback(ctx, b); len(fb) != 1 || fb[0].Text != "add a test" || fb[0].Source != "ana" {
@@ -647,11 +644,7 @@ func TestApproveAndRejectEndpoints(t *testing.T) {
 	if r := e.do("POST", "/api/v1/tasks/"+b+"/approve", `{"feedback":"x","colour":"red"}`); r.status != 400 || !strings.Contains(string(r.body), "colour") {
 		t.Fatalf("unknown field: %d %s", r.status, r.body)
 	}
-	var again models.TransitionResult
-	e.do("POST", "/api/v1/tasks/"+a+"/approve", `{}`).decode(t, 200, &again)
-	if !again.Duplicate || again.To != models.StatusCompleted {
-		t.Fatalf("a second approval: %+v", again)
-	}
+	e.do("POST", "/api/v1/tasks/"+a+"/approve", `{}`).wantError(t, http.StatusConflict, models.CodeConflict, "nothing waits for approval")
 	if r := e.do("POST", "/api/v1/tasks/no-such/reject", `{"feedback":"x"}`); r.status != 404 {
 		t.Fatalf("rejecting a missing task: %d %s", r.status, r.body)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/repo"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
 )
 
 // commandHook is the attack's hook: manual, so that it can be fired at once.
@@ -235,8 +236,9 @@ func TestGitHubWebhookKeepsWorkingThroughAProxy(t *testing.T) {
 
 func TestNewRefusesBadAllowedHosts(t *testing.T) {
 	t.Parallel()
+	svc := servicetest.New(t).Service
 	for _, h := range []string{"http://agentqueued.lan", "agentqueued.lan:7700", "*.lan", "", "a b"} {
-		_, err := api.New(api.Config{AllowedHosts: []string{"ok.lan", h}}, decisions{})
+		_, err := api.New(api.Config{AllowedHosts: []string{"ok.lan", h}}, svc)
 		if err == nil || !strings.Contains(err.Error(), "AllowedHosts[1]") {
 			t.Errorf("New with AllowedHosts %q: %v, want an error naming AllowedHosts[1]", h, err)
 		}
@@ -395,7 +397,7 @@ func TestErrorsDoNotEchoHugeValues(t *testing.T) {
 func TestSlowBodyIsCutOff(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, api.Config{})
-	s, err := api.New(api.Config{Addr: "127.0.0.1:0", ReadTimeout: 200 * time.Millisecond}, decisions{e.store})
+	s, err := api.New(api.Config{Addr: "127.0.0.1:0", ReadTimeout: 200 * time.Millisecond}, e.kit.Service)
 	if err != nil {
 		t.Fatal(err)
 	}

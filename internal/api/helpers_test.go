@@ -2,13 +2,11 @@ package api_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +14,8 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/service"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
 
@@ -37,28 +37,55 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// testEnv is an API server over a real store in a temporary directory.
+// testEnv is an API server over the daemon's real command layer
+// (servicetest: the service, its orchestrator and engines over a real
+// store in a temporary directory).
 type testEnv struct {
 	t      *testing.T
 	store  *store.Store
+	kit    *servicetest.Kit
 	srv    *httptest.Server
 	client *api.Client
 	logs   *syncBuffer
 	token  string
 }
 
+// budgetWindow is the window of the test service's budget report, and
+// budgetLimit the global token budget in it.
+const (
+	budgetWindow = time.Hour
+	budgetLimit  = int64(100)
+)
+
+// newKit builds the real service for the API's tests, its parts logging to
+// logger: its budget report covers budgetWindow against a global budget of
+// budgetLimit tokens.
+func newKit(t *testing.T, logger *slog.Logger, opts ...servicetest.Option) *servicetest.Kit {
+	t.Helper()
+	limit := budgetLimit
+	return servicetest.New(t, append([]servicetest.Option{servicetest.WithLogger(logger),
+		servicetest.WithService(func(c *service.Config) { c.Window, c.GlobalBudget = budgetWindow, &limit })}, opts...)...)
+}
+
+// newLogger returns a logger that records into a new buffer.
+func newLogger() (*slog.Logger, *syncBuffer) {
+	logs := &syncBuffer{}
+	return slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), logs
+}
+
 // newEnv starts a server over a fresh store; cfg's Logger is replaced by
 // one that records into env.logs.
 func newEnv(t *testing.T, cfg api.Config) *testEnv {
 	t.Helper()
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite")})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	logs := &syncBuffer{}
-	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s, err := api.New(cfg, decisions{st})
+	logger, logs := newLogger()
+	cfg.Logger = logger
+	return serveKit(t, cfg, newKit(t, logger), logs)
+}
+
+// serveKit starts a server of cfg over the kit's service.
+func serveKit(t *testing.T, cfg api.Config, k *servicetest.Kit, logs *syncBuffer) *testEnv {
+	t.Helper()
+	s, err := api.New(cfg, k.Service)
 	if err != nil {
 		t.Fatalf("api.New: %v", err)
 	}
@@ -68,70 +95,7 @@ func newEnv(t *testing.T, cfg api.Config) *testEnv {
 	if err != nil {
 		t.Fatalf("api.NewClient: %v", err)
 	}
-	return &testEnv{t: t, store: st, srv: srv, client: client, logs: logs, token: cfg.Token}
-}
-
-// decisions is the store as the API's service, with a person's decisions
-// applied straight to the store: HUMAN_APPROVED, and VERIFY_FAILED with the
-// feedback (the orchestrator's work of merging is not part of these tests).
-type decisions struct{ *store.Store }
-
-func (d decisions) ApproveTask(ctx context.Context, id, by, note string) (models.TransitionResult, error) {
-	return d.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventHumanApproved, Actor: by, Reason: note})
-}
-
-func (d decisions) RejectTask(ctx context.Context, id, by, feedback string) (models.TransitionResult, error) {
-	return d.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventVerifyFailed, Actor: by, Reason: feedback,
-		Feedback: &models.Feedback{Source: by, Verdict: models.VerdictReject, Text: feedback}})
-}
-
-// TaskDiff answers a fixed change for an existing task (the orchestrator's
-// git work is not part of these tests).
-func (d decisions) TaskDiff(ctx context.Context, id string) (string, error) {
-	if _, err := d.GetTask(ctx, id); err != nil {
-		return "", err
-	}
-	return "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-old\n+new\n", nil
-}
-
-// LandProject answers that nothing waits to land in an existing project
-// (the orchestrator's git work is not part of these tests).
-func (d decisions) LandProject(ctx context.Context, id string) (models.LandResult, error) {
-	if _, err := d.GetProject(ctx, id); err != nil {
-		return models.LandResult{}, err
-	}
-	return models.LandResult{ProjectID: id, Landed: []models.LandTask{}, Waiting: []models.LandTask{}, Failed: []models.LandTask{}}, nil
-}
-
-// Desk is the store's desk, as the daemon's command layer answers it.
-func (d decisions) Desk(ctx context.Context, projectID string) (models.Desk, error) {
-	return d.DeskFor(ctx, projectID)
-}
-
-// budgetWindow is the window of the test service's budget report.
-const budgetWindow = time.Hour
-
-// Budget reports usage in the last budgetWindow against a global budget of
-// 100 tokens, as the daemon's command layer does.
-func (d decisions) Budget(ctx context.Context) (models.BudgetReport, error) {
-	since := time.Now().Add(-budgetWindow)
-	used, err := d.TokensUsedByProjectSince(ctx, since)
-	if err != nil {
-		return models.BudgetReport{}, err
-	}
-	ps, err := d.ListProjects(ctx)
-	if err != nil {
-		return models.BudgetReport{}, err
-	}
-	limit := int64(100)
-	r := models.BudgetReport{Window: models.Duration(budgetWindow), Since: since, Global: models.GlobalBudget{Budget: &limit}}
-	for _, p := range ps {
-		r.Global.TokensInWindow += used[p.ID]
-		r.Projects = append(r.Projects, models.ProjectBudget{ProjectID: p.ID, Name: p.Name, Status: p.Status,
-			TokensInWindow: used[p.ID], TotalTokensUsed: p.TotalTokensUsed, BudgetLimit: p.BudgetLimit})
-	}
-	r.Global.Exhausted = r.Global.TokensInWindow >= limit
-	return r, nil
+	return &testEnv{t: t, store: k.Store, kit: k, srv: srv, client: client, logs: logs, token: cfg.Token}
 }
 
 // response is a raw answer of the server.

@@ -3,67 +3,14 @@ package api_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/hooks"
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/repo"
-	"github.com/agentqueued/agentqueued/internal/store"
 )
-
-// hookService is the store as the API's hook service, with the command
-// layer's parts: the engine's checks before a hook is saved, secrets
-// redacted from every answer, and firing through the engine.
-type hookService struct {
-	*store.Store
-	engine *hooks.Engine
-}
-
-func (s hookService) ListHooks(ctx context.Context, projectID string) ([]models.Hook, error) {
-	if projectID != "" {
-		if _, err := s.GetProject(ctx, projectID); err != nil {
-			return nil, err
-		}
-	}
-	hs, err := s.Store.ListHooks(ctx, projectID)
-	for i := range hs {
-		hs[i] = hs[i].Redacted()
-	}
-	return hs, err
-}
-
-func (s hookService) GetHook(ctx context.Context, id string) (models.Hook, error) {
-	h, err := s.Store.GetHook(ctx, id)
-	return h.Redacted(), err
-}
-
-func (s hookService) CreateHook(ctx context.Context, h models.Hook) (models.Hook, error) {
-	if err := h.Validate(); err != nil {
-		return models.Hook{}, err
-	}
-	if err := s.engine.Check(ctx, h); err != nil {
-		return models.Hook{}, err
-	}
-	h, err := s.Store.CreateHook(ctx, h)
-	return h.Redacted(), err
-}
-
-func (s hookService) UpdateHook(ctx context.Context, id string, p models.HookPatch) (models.Hook, error) {
-	h, err := s.Store.UpdateHook(ctx, id, p)
-	return h.Redacted(), err
-}
-
-func (s hookService) FireHook(ctx context.Context, id, by string, f models.HookFire) (models.HookRun, error) {
-	return s.engine.Fire(ctx, id, by, f)
-}
-
-var _ api.HookService = hookService{}
 
 // newHookEnv starts a server with hook endpoints over a fresh store and a
 // real hook engine; the test waits for the engine's runs before it ends.
@@ -75,37 +22,10 @@ func newHookEnv(t *testing.T) (*testEnv, *hooks.Engine) {
 // newHookEnvWith is newHookEnv with cfg (its Logger and Hooks are set here).
 func newHookEnvWith(t *testing.T, cfg api.Config) (*testEnv, *hooks.Engine) {
 	t.Helper()
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite")})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	logs := &syncBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ws, err := repo.New(repo.Config{BaseDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine, err := hooks.New(hooks.Config{Logger: logger.With("component", "hooks")}, st, st, ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := engine.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(engine.Wait) // before the store closes
-	cfg.Logger, cfg.Hooks = logger, hookService{Store: st, engine: engine}
-	s, err := api.New(cfg, decisions{st})
-	if err != nil {
-		t.Fatalf("api.New: %v", err)
-	}
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(srv.Close)
-	client, err := api.NewClient(srv.URL, cfg.Token, srv.Client())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testEnv{t: t, store: st, srv: srv, client: client, logs: logs, token: cfg.Token}, engine
+	logger, logs := newLogger()
+	k := newKit(t, logger)
+	cfg.Logger, cfg.Hooks = logger, k.Service
+	return serveKit(t, cfg, k, logs), k.Hooks()
 }
 
 // reportHook is a manual hook that completes without an LLM.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,8 @@ import (
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/service"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // TestTaskJSONSaysWhatHappensNext: through the daemon's service, a FAILED
@@ -25,12 +25,10 @@ func TestTaskJSONSaysWhatHappensNext(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite"), Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	svc := service.New(service.Config{Store: st, Clock: clock, RetryBackoff: time.Minute, MaxBackoff: 3 * time.Minute})
+	k := servicetest.New(t, servicetest.WithStoreOptions(storetest.WithClock(clock)), servicetest.WithService(func(c *service.Config) {
+		c.Clock, c.RetryBackoff, c.MaxBackoff = clock, time.Minute, 3*time.Minute
+	}))
+	st, svc := k.Store, k.Service
 	s, err := api.New(api.Config{}, svc)
 	if err != nil {
 		t.Fatal(err)

@@ -2,17 +2,15 @@ package api_test
 
 import (
 	"bufio"
-	"context"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/api"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
 )
 
 // docRoute is one route line of the package documentation's endpoint list:
@@ -83,24 +81,20 @@ func TestDocumentedRoutesAreServed(t *testing.T) {
 		}
 		seen[r] = true
 	}
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite")})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	svc := servicetest.New(t).Service
 	handler := http.NotFoundHandler()
 	tests := []struct {
 		name string
 		cfg  api.Config
 		all  bool // every documented route is served
 	}{
-		{name: "everything configured", all: true, cfg: api.Config{Logs: newFixedLogs(), Hooks: hookService{Store: st},
-			Workflows: workflowService{Store: st}, GitHubWebhook: handler, Metrics: handler, UI: handler}},
+		{name: "everything configured", all: true, cfg: api.Config{Logs: newFixedLogs(), Hooks: svc,
+			Workflows: svc, GitHubWebhook: handler, Metrics: handler, UI: handler}},
 		{name: "nothing optional", cfg: api.Config{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := api.New(tt.cfg, decisions{st})
+			s, err := api.New(tt.cfg, svc)
 			if err != nil {
 				t.Fatalf("api.New: %v", err)
 			}

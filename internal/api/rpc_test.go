@@ -20,6 +20,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // waitLimit guards channel waits so that a broken test fails instead of
@@ -168,11 +169,7 @@ func shortTempDir(t *testing.T) string {
 // over a fresh store with project "web". cfg's SocketPath and Logger are set here.
 func newRPCEnv(t *testing.T, cfg api.RPCConfig) *rpcEnv {
 	t.Helper()
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite")})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := storetest.Open(t)
 	if _, err := st.CreateProject(context.Background(), models.Project{ID: "web"}); err != nil {
 		t.Fatal(err)
 	}
@@ -180,6 +177,7 @@ func newRPCEnv(t *testing.T, cfg api.RPCConfig) *rpcEnv {
 	cfg.SocketPath = filepath.Join(shortTempDir(t), "run", "rpc.sock")
 	cfg.Logger = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.socket = cfg.SocketPath
+	var err error
 	e.srv, err = api.NewRPCServer(cfg, e.svc)
 	if err != nil {
 		t.Fatal(err)

@@ -3,21 +3,16 @@ package api_test
 import (
 	"context"
 	"net/http"
-	"path/filepath"
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/api"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
 )
 
 func TestServerRunAndShutdown(t *testing.T) {
 	t.Parallel()
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	s, err := api.New(api.Config{Addr: "127.0.0.1:0"}, decisions{st})
+	svc := servicetest.New(t).Service
+	s, err := api.New(api.Config{Addr: "127.0.0.1:0"}, svc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,12 +48,8 @@ func TestServerRunAndShutdown(t *testing.T) {
 
 func TestRunFailsOnBusyAddress(t *testing.T) {
 	t.Parallel()
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	first, err := api.New(api.Config{Addr: "127.0.0.1:0"}, decisions{st})
+	svc := servicetest.New(t).Service
+	first, err := api.New(api.Config{Addr: "127.0.0.1:0"}, svc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +58,7 @@ func TestRunFailsOnBusyAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	second, err := api.New(api.Config{Addr: ln.Addr().String()}, decisions{st})
+	second, err := api.New(api.Config{Addr: ln.Addr().String()}, svc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,16 +3,15 @@ package api_test
 import (
 	"context"
 	"database/sql"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // newEnvWithDB is newEnv that also returns the database file, for tests
@@ -20,23 +19,9 @@ import (
 func newEnvWithDB(t *testing.T) (*testEnv, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "db.sqlite")
-	st, err := store.Open(context.Background(), store.Config{Path: path})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	logs := &syncBuffer{}
-	s, err := api.New(api.Config{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, decisions{st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(srv.Close)
-	client, err := api.NewClient(srv.URL, "", srv.Client())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testEnv{t: t, store: st, srv: srv, client: client, logs: logs}, path
+	logger, logs := newLogger()
+	k := newKit(t, logger, servicetest.WithStoreOptions(storetest.WithPath(path)))
+	return serveKit(t, api.Config{Logger: logger}, k, logs), path
 }
 
 // rawSQL runs a statement on the database file directly, as an older

@@ -3,13 +3,12 @@ package api_test
 import (
 	"context"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
 )
 
 // askedLogs is a fixedLogs that signals each call of Changed: a handler
@@ -142,12 +141,8 @@ func TestShutdownEndsWaitingRequests(t *testing.T) {
 // made, so that even a server that waits for its requests returns.
 func serveForShutdown(t *testing.T, logs askedLogs) (client *api.Client, served <-chan error, stop func()) {
 	t.Helper()
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	s, err := api.New(api.Config{Addr: "127.0.0.1:0", ShutdownTimeout: time.Hour, Logs: logs}, decisions{st})
+	k := servicetest.New(t)
+	s, err := api.New(api.Config{Addr: "127.0.0.1:0", ShutdownTimeout: time.Hour, Logs: logs}, k.Service)
 	if err != nil {
 		t.Fatal(err)
 	}

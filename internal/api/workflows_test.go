@@ -2,10 +2,9 @@ package api_test
 
 import (
 	"context"
-	"log/slog"
 	"maps"
 	"net/http"
-	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,87 +12,15 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/store"
-	"github.com/agentqueued/agentqueued/internal/workflow"
 )
 
-// workflowService is the store as the API's workflow service, with the
-// command layer's parts: documents parsed and checked before the store
-// keeps them, and runs started, cancelled and retried by a real workflow
-// engine.
-type workflowService struct {
-	*store.Store
-	engine *workflow.Engine
-}
-
-func (s workflowService) SaveWorkflowDocument(ctx context.Context, name string, src []byte) (models.Workflow, error) {
-	w, err := workflow.Parse(name, src)
-	if err != nil {
-		return models.Workflow{}, err
-	}
-	w.Origin = models.WorkflowFromAPI
-	return s.SaveWorkflow(ctx, w)
-}
-
-func (s workflowService) StartRunWith(ctx context.Context, name, by string, inputs map[string]string) (models.WorkflowRun, error) {
-	return s.engine.TriggerWith(ctx, name, by, inputs)
-}
-
-func (s workflowService) CancelRun(ctx context.Context, id, by string) (models.WorkflowRun, error) {
-	return s.engine.Cancel(ctx, id, by)
-}
-
-func (s workflowService) RetryRun(ctx context.Context, id, by string) (models.WorkflowRun, error) {
-	return s.engine.Retry(ctx, id, by)
-}
-
-// RunTaskLogs finds the task as the command layer does but answers no log:
-// the daemon's command layer reads the agents' log files, which no agent
-// writes in these tests.
-func (s workflowService) RunTaskLogs(ctx context.Context, runID, name string, attempt int) (models.TaskLogs, error) {
-	t, err := s.RunTaskByName(ctx, runID, name)
-	if err != nil {
-		return models.TaskLogs{}, err
-	}
-	return models.TaskLogs{TaskID: t.ID}, nil
-}
-
-var _ api.WorkflowService = workflowService{}
-
-// storeTasks applies the engine's events straight to the store (no agent
-// runs in these tests).
-type storeTasks struct{ st *store.Store }
-
-func (s storeTasks) ApplyAdminEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error) {
-	return s.st.ApplyEvent(ctx, req)
-}
-
-// newWorkflowEnv starts a server with workflow endpoints over a fresh
-// store and a real workflow engine, with project web.
+// newWorkflowEnv starts a server with workflow endpoints over the real
+// service and its workflow engine, with project web.
 func newWorkflowEnv(t *testing.T) *testEnv {
 	t.Helper()
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db.sqlite")})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	logs := &syncBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	engine, err := workflow.New(workflow.Config{Logger: logger.With("component", "workflows")}, st, storeTasks{st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := api.New(api.Config{Logger: logger, Workflows: workflowService{Store: st, engine: engine}}, decisions{st})
-	if err != nil {
-		t.Fatalf("api.New: %v", err)
-	}
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(srv.Close)
-	client, err := api.NewClient(srv.URL, "", srv.Client())
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &testEnv{t: t, store: st, srv: srv, client: client, logs: logs}
+	logger, logs := newLogger()
+	k := newKit(t, logger)
+	e := serveKit(t, api.Config{Logger: logger, Workflows: k.Service}, k, logs)
 	e.createProject("web")
 	return e
 }
@@ -411,11 +338,26 @@ func TestWorkflowRunLifecycle(t *testing.T) {
 	for _, t := range l.Tasks {
 		tasks[t.Name] = t.ID
 	}
+	// The agents' logs are the orchestrator's files: shards[1] has one of
+	// its second attempt, shards[0] none.
+	logDir := filepath.Join(e.kit.RunDir, tasks["shards[1]"])
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(logDir, "2.log"), []byte("second try\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var logs models.TaskLogs
 	r = e.do("GET", "/api/v1/runs/pipeline-1/tasks/shards%5B1%5D/logs?attempt=2", "")
 	r.decode(t, http.StatusOK, &logs)
-	if logs.TaskID != tasks["shards[1]"] || logs.TaskID == "" || logs.Attempts == nil || len(logs.Attempts) != 0 {
+	if logs.TaskID != tasks["shards[1]"] || logs.TaskID == "" || len(logs.Attempts) != 1 || logs.Attempts[0].Attempt != 2 ||
+		logs.Attempts[0].Log != "second try\n" {
 		t.Fatalf("logs of shards[1]: %+v (tasks %v)", logs, tasks)
+	}
+	r = e.do("GET", "/api/v1/runs/pipeline-1/tasks/shards%5B0%5D/logs", "")
+	r.decode(t, http.StatusOK, &logs)
+	if logs.TaskID != tasks["shards[0]"] || logs.TaskID == "" || logs.Attempts == nil || len(logs.Attempts) != 0 {
+		t.Fatalf("logs of shards[0]: %+v (tasks %v)", logs, tasks)
 	}
 	if !strings.Contains(string(r.body), `"attempts":[]`) {
 		t.Errorf("no attempt is not []: %s", r.body)

@@ -18,6 +18,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/desk"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -94,11 +95,7 @@ func TestAnEscalationIsPostedToItsWebhookOnce(t *testing.T) {
 	ctx := context.Background()
 	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	db := filepath.Join(t.TempDir(), "aq.db")
-	st, err := store.Open(ctx, store.Config{Path: db, Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.OpenAt(t, db, storetest.WithClock(clock))
 	if _, err := st.CreateProject(ctx, models.Project{ID: "web", Settings: models.ProjectSettings{
 		EscalateAfter: models.Duration(time.Hour), EscalateWebhook: "oncall"}}); err != nil {
 		t.Fatal(err)
@@ -134,11 +131,7 @@ func TestAnEscalationIsPostedToItsWebhookOnce(t *testing.T) {
 	stop()
 
 	// A restart: the delivery is retried after the backoff, and made once.
-	st2, err := store.Open(ctx, store.Config{Path: db, Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st2.Close() })
+	st2 := storetest.OpenAt(t, db, storetest.WithClock(clock))
 	passes, stop = run(t, st2, clock, hooks)
 	if next := <-passes; !next.Equal(clock.Now().Add(desk.WebhookBackoff)) {
 		t.Fatalf("the next look after the restart is due at %v, want the retry at %v", next, clock.Now().Add(desk.WebhookBackoff))

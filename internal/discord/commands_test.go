@@ -14,6 +14,8 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/discord/discordtest"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // This file walks the happy path of every slash command and every button
@@ -656,10 +658,14 @@ func TestFailedBlockedAndChainNoticeButtons(t *testing.T) {
 func TestApprovalNoticeButtons(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.project("web")
+	h.project("web", servicetest.Origin(t))
 	ctx := context.Background()
 
-	approved := h.awaitingApproval("web", "Ship it")
+	// The task to approve has run in a real checkout: its diff is git's.
+	storetest.Agent(t, h.st, "agent-1", "web")
+	approved := h.task("web", "Ship it")
+	h.kit.Work(approved, "agent-1", map[string]string{"ship.txt": "shipped\n"})
+	h.apply(approved, models.EventApprovalRequested)
 	notice := h.waitMessageWith(projectChannel, "🙋 `"+approved+"` Ship it needs your approval")
 	if ids := customIDs(notice); !slices.Equal(ids, []string{customID("approve", approved), customID("reject", approved),
 		customID("diff", approved), customID("event", "ADMIN_CANCEL", approved, "AWAITING_APPROVAL")}) {
@@ -667,7 +673,8 @@ func TestApprovalNoticeButtons(t *testing.T) {
 	}
 	// Diff shows the change to the person deciding, and decides nothing.
 	r, text := h.answer(h.press(alice, notice, customID("diff", approved)), 1)
-	if !ephemeralFlag(r) || text != fmt.Sprintf("Changes of `%s`:\n```diff\n--- a/ship.txt\n+++ b/ship.txt\n@@ -0,0 +1 @@\n+shipped\n\n```", approved) {
+	if !ephemeralFlag(r) || !strings.HasPrefix(text, fmt.Sprintf("Changes of `%s`:\n```diff\n", approved)) ||
+		!strings.Contains(text, "\n+++ b/ship.txt\n@@ -0,0 +1 @@\n+shipped\n") || !strings.HasSuffix(text, "```") {
 		t.Errorf("Diff answered %q (ephemeral %v)", text, ephemeralFlag(r))
 	}
 	h.wantStatus(t, approved, models.StatusAwaitingApproval)

@@ -14,6 +14,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/discord/discordtest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // runNotifier runs a desk notifier on st until the test ends or stop is
@@ -107,11 +108,7 @@ func TestDeskEscalationAndDigestOnceAcrossRestarts(t *testing.T) {
 
 	// A restart: a new notifier on a new handle of the same database.
 	stop()
-	st2, err := store.Open(ctx, store.Config{Path: h.db, Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st2.Close() })
+	st2 := storetest.OpenAt(t, h.db, storetest.WithClock(clock))
 	passes, stop = runNotifier(t, st2, clock)
 	<-passes
 	clock.Advance(time.Hour) // the oldest item has waited 2h: the first digest

@@ -2,7 +2,6 @@ package discord
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -10,21 +9,23 @@ import (
 	"time"
 
 	"github.com/bwmarrin/discordgo"
-	"go.uber.org/goleak"
 
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/discord/discordtest"
 	"github.com/agentqueued/agentqueued/internal/hooks"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
-	"github.com/agentqueued/agentqueued/internal/repo"
+	"github.com/agentqueued/agentqueued/internal/service"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 	"github.com/agentqueued/agentqueued/internal/workflow"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+// TestMain puts stand-ins for the agent types' programs on PATH (the
+// service registers an agent only when its program resolves), and fails
+// the package's tests if any goroutine outlives them.
+func TestMain(m *testing.M) { servicetest.Main(m) }
 
 // Ids of the test guild's people and channels.
 const (
@@ -36,66 +37,16 @@ const (
 	mallory        = "400000000000000003" // nobody
 )
 
-// testService is the command layer for the bot's tests: the real store,
-// with the operations that need the orchestrator done on the store
-// (approvals complete a task awaiting approval; rejections restart it), and
-// an optional gate that holds ApproveTask to make it slow.
+// testService is the command layer for the bot's tests: the daemon's
+// real service (servicetest: its orchestrator, hook and workflow engines
+// over the harness's store), with an optional gate that holds ApproveTask
+// to make it slow, and the tasks it approved.
 type testService struct {
-	*store.Store
+	*service.Service
 	gate chan struct{}
 
-	mu        sync.Mutex
-	approved  []string
-	hooks     *hooks.Engine    // fires hooks; set by harness.hookEngine
-	workflows *workflow.Engine // starts, cancels and retries runs; set by harness.workflowEngine
-}
-
-// Desk is the store's desk, as the daemon's command layer answers it.
-func (s *testService) Desk(ctx context.Context, projectID string) (models.Desk, error) {
-	return s.DeskFor(ctx, projectID)
-}
-
-func (s *testService) FireHook(ctx context.Context, id, by string, f models.HookFire) (models.HookRun, error) {
-	s.mu.Lock()
-	e := s.hooks
-	s.mu.Unlock()
-	if e == nil {
-		return models.HookRun{}, errors.New("fire hook: the test has no hook engine")
-	}
-	return e.Fire(ctx, id, by, f)
-}
-
-func (s *testService) workflowEngine() (*workflow.Engine, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.workflows == nil {
-		return nil, errors.New("workflow runs: the test has no workflow engine")
-	}
-	return s.workflows, nil
-}
-
-func (s *testService) StartRun(ctx context.Context, name, by string) (models.WorkflowRun, error) {
-	e, err := s.workflowEngine()
-	if err != nil {
-		return models.WorkflowRun{}, err
-	}
-	return e.Trigger(ctx, name, by)
-}
-
-func (s *testService) CancelRun(ctx context.Context, id, by string) (models.WorkflowRun, error) {
-	e, err := s.workflowEngine()
-	if err != nil {
-		return models.WorkflowRun{}, err
-	}
-	return e.Cancel(ctx, id, by)
-}
-
-func (s *testService) RetryRun(ctx context.Context, id, by string) (models.WorkflowRun, error) {
-	e, err := s.workflowEngine()
-	if err != nil {
-		return models.WorkflowRun{}, err
-	}
-	return e.Retry(ctx, id, by)
+	mu       sync.Mutex
+	approved []string
 }
 
 func (s *testService) ApproveTask(ctx context.Context, id, by, note string) (models.TransitionResult, error) {
@@ -106,11 +57,7 @@ func (s *testService) ApproveTask(ctx context.Context, id, by, note string) (mod
 			return models.TransitionResult{}, ctx.Err()
 		}
 	}
-	res, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventHumanApproved,
-		ExpectFrom: models.StatusAwaitingApproval, Actor: by, Reason: "approved by " + by})
-	if err == nil && res.Duplicate {
-		return res, models.Errorf(models.CodeConflict, "task %s was decided meanwhile", id)
-	}
+	res, err := s.Service.ApproveTask(ctx, id, by, note)
 	if err == nil {
 		s.mu.Lock()
 		s.approved = append(s.approved, id)
@@ -119,24 +66,14 @@ func (s *testService) ApproveTask(ctx context.Context, id, by, note string) (mod
 	return res, err
 }
 
-func (s *testService) RejectTask(ctx context.Context, id, by, feedback string) (models.TransitionResult, error) {
-	return s.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventAdminRestart,
-		ExpectFrom: models.StatusAwaitingApproval, Actor: by, Reason: "rejected: " + feedback,
-		Feedback: &models.Feedback{Source: by, Verdict: models.VerdictReject, Text: feedback}})
-}
+// budgetWindow is the window of the harness's budget report.
+const budgetWindow = 24 * time.Hour
 
-// TaskDiff answers a fixed change for a task awaiting approval, and the
-// daemon's refusal for any other (the git work is not part of these tests).
-func (s *testService) TaskDiff(ctx context.Context, id string) (string, error) {
-	if t, err := s.GetTask(ctx, id); err == nil && t.Status == models.StatusAwaitingApproval {
-		return "--- a/ship.txt\n+++ b/ship.txt\n@@ -0,0 +1 @@\n+shipped\n", nil
-	}
-	return "", models.Errorf(models.CodeConflict, "task %s has not run yet: there is no change to show", id)
-}
-
-func (s *testService) Budget(ctx context.Context) (models.BudgetReport, error) {
-	return models.BudgetReport{Window: models.Duration(24 * time.Hour)}, nil
-}
+// harnessLLM is the daemon's model in the harness's hook engines unless a
+// test configures its own: the bot's forms make hooks that call an LLM,
+// which the engine's check refuses when no model is configured. Nothing
+// answers at its address: a test that runs such a hook serves its own.
+var harnessLLM = hooks.LLMConfig{BaseURL: "http://127.0.0.1:9/v1", Model: "harness-model"}
 
 // The harness's clocks move only when a test advances them (advance). The
 // fake Discord measures interaction deadlines on clock, which stands
@@ -151,6 +88,7 @@ type harness struct {
 	fake     *discordtest.Server
 	st       *store.Store
 	db       string // the store's database file
+	kit      *servicetest.Kit
 	svc      *testService
 	bot      *Bot
 	clock    *clocktest.Fake // the fake Discord's
@@ -181,20 +119,17 @@ func newHarnessWith(t testing.TB, storeClock *clocktest.Fake, opts ...harnessOpt
 	fake := discordtest.New(fo)
 	cfg.APIBaseURL = fake.URL()
 	db := filepath.Join(t.TempDir(), "aq.db")
-	sc := store.Config{Path: db}
+	so := []storetest.Option{storetest.WithPath(db)}
 	if storeClock != nil {
-		sc.Clock = storeClock
+		so = append(so, storetest.WithClock(storeClock))
 	}
-	st, err := store.Open(context.Background(), sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, fake: fake, st: st, db: db, svc: &testService{Store: st}, clock: clock, botClock: botClock}
+	k := servicetest.New(t, servicetest.WithStoreOptions(so...), servicetest.WithHooks(hooks.Config{LLM: harnessLLM}),
+		servicetest.WithService(func(c *service.Config) { c.Window = budgetWindow }))
+	h := &harness{t: t, fake: fake, st: k.Store, db: db, kit: k, svc: &testService{Service: k.Service}, clock: clock, botClock: botClock}
 	h.bot = h.start(cfg)
 	t.Cleanup(func() {
 		h.stop()
 		fake.Close()
-		st.Close()
 	})
 	return h
 }
@@ -244,49 +179,23 @@ func (h *harness) startWith(cfg Config, box Outbox) *Bot {
 // progress for progresstest's stall limit.
 func (h *harness) ctx() context.Context { return progresstest.Context(h.t) }
 
-// hookEngine gives the service a real hook engine over the store; runs
-// still under way when the test ends are waited for before the store
-// closes.
+// hookEngine gives the service a real hook engine of cfg (servicetest's
+// UseHooks), with harnessLLM when cfg has no model of its own; runs still under way when the test ends are waited for before
+// the store closes.
 func (h *harness) hookEngine(cfg hooks.Config) *hooks.Engine {
 	h.t.Helper()
-	ws, err := repo.New(repo.Config{BaseDir: h.t.TempDir()})
-	if err != nil {
-		h.t.Fatal(err)
+	if cfg.LLM == (hooks.LLMConfig{}) {
+		cfg.LLM = harnessLLM
 	}
-	e, err := hooks.New(cfg, h.st, h.st, ws)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if err := e.Start(context.Background()); err != nil {
-		h.t.Fatal(err)
-	}
-	h.t.Cleanup(e.Wait)
-	h.svc.mu.Lock()
-	h.svc.hooks = e
-	h.svc.mu.Unlock()
-	return e
+	return h.kit.UseHooks(cfg)
 }
 
-// storeTasks applies a workflow engine's events straight to the store
-// (no agent runs in these tests).
-type storeTasks struct{ st *store.Store }
-
-func (s storeTasks) ApplyAdminEvent(ctx context.Context, req models.TransitionRequest) (models.TransitionResult, error) {
-	return s.st.ApplyEvent(ctx, req)
-}
-
-// workflowEngine gives the service a real workflow engine over the store;
-// its schedules are not run (nothing calls Run or Tick).
+// workflowEngine gives the service a real workflow engine over the store
+// and the orchestrator; its schedules are not run (nothing calls Run or
+// Tick).
 func (h *harness) workflowEngine() *workflow.Engine {
 	h.t.Helper()
-	e, err := workflow.New(workflow.Config{}, h.st, storeTasks{h.st})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.svc.mu.Lock()
-	h.svc.workflows = e
-	h.svc.mu.Unlock()
-	return e
+	return h.kit.UseWorkflows(workflow.Config{})
 }
 
 // project creates a project whose notices go to projectChannel; repo, when

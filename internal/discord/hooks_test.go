@@ -77,6 +77,7 @@ func TestHookCommands(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.project("web")
+	h.project("api")
 	eng := h.hookEngine(hooks.Config{})
 	ctx := context.Background()
 	hook := func() models.Hook {

@@ -12,7 +12,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -22,12 +22,9 @@ var update = flag.Bool("update", false, "rewrite golden files")
 func TestNoticesGolden(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "aq.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	b, err := New(Config{Token: "t", GuildID: "1", ControlChannelID: "2"}, &testService{Store: st}, st)
+	k := servicetest.New(t)
+	st := k.Store
+	b, err := New(Config{Token: "t", GuildID: "1", ControlChannelID: "2"}, &testService{Service: k.Service}, st)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/llm/llmtest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // countSteps is a context step that needs nothing but the store.
@@ -155,11 +156,7 @@ func TestTwoConcurrentPassesFireEachTimeAndEventOnce(t *testing.T) {
 	})
 	// Two engines, each with its own connections to the same database, as
 	// two daemons have.
-	other, err := store.Open(context.Background(), store.Config{Path: h.path, Clock: h.clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = other.Close() })
+	other := storetest.OpenAt(t, h.path, storetest.WithClock(h.clock))
 	var engines []*hooks.Engine
 	for _, st := range []*store.Store{h.st, other} {
 		e, err := hooks.New(h.cfg, st, st, h.ws)

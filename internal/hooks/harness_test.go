@@ -19,6 +19,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 func TestMain(m *testing.M) {
@@ -74,10 +75,7 @@ func newHarness(t testing.TB, configure ...func(*hooks.Config)) *harness {
 // open opens the store at the harness's path.
 func (h *harness) open() {
 	h.t.Helper()
-	st, err := store.Open(context.Background(), store.Config{Path: h.path, Clock: h.clock})
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	st := storetest.OpenAt(h.t, h.path, storetest.WithClock(h.clock))
 	h.st = st
 	h.t.Cleanup(func() { _ = st.Close() })
 }

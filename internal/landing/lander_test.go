@@ -3,7 +3,6 @@ package landing_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // host is a Host without runs: nothing runs, nothing rests, and the
@@ -51,11 +51,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "aq.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t)
 	ws, err := repo.New(repo.Config{BaseDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

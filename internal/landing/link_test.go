@@ -15,7 +15,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/repo"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // git runs git in dir with the test's identity and no user or system
@@ -75,11 +75,7 @@ func newLinkEnv(t *testing.T, o linkOpts) *linkEnv {
 	git(t, user, "add", "-A")
 	git(t, user, "commit", "-q", "-m", "mine")
 
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "aq.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t)
 	ws, err := repo.New(repo.Config{BaseDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/metrics"
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // clock is a test clock moved by hand.
@@ -84,11 +84,7 @@ func TestScrapeReadsTheStoreAndTheEvents(t *testing.T) {
 	clk := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	budget := int64(5000)
 	m := metrics.New(metrics.Config{Window: time.Hour, GlobalBudget: &budget, Outbox: true, Clock: clk})
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "aq.db"), Clock: clk, Observer: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t, storetest.WithClock(clk), storetest.WithObserver(m))
 	m.ReadFrom(st)
 
 	limit := int64(1000)
@@ -203,11 +199,7 @@ func TestNamesListEveryExportedFamily(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	m := metrics.New(metrics.Config{Outbox: true})
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "aq.db"), Observer: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t, storetest.WithObserver(m))
 	m.ReadFrom(st)
 	if _, err := st.CreateProject(ctx, models.Project{ID: "p"}); err != nil {
 		t.Fatal(err)

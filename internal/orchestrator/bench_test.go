@@ -19,6 +19,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // historyAge is how old the seeded history is: older than the scheduling
@@ -29,15 +30,11 @@ const historyAge = 48 * time.Hour
 // is set; the caller closes it.
 func openBenchStore(b *testing.B, path string, clock *clocktest.Fake, wake *atomic.Pointer[Orchestrator]) *store.Store {
 	b.Helper()
-	st, err := store.Open(context.Background(), store.Config{Path: path, Clock: clock,
-		OnChange: func() {
-			if o := wake.Load(); o != nil {
-				o.Wake()
-			}
-		}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	st := storetest.OpenAt(b, path, storetest.WithClock(clock), storetest.WithOnChange(func() {
+		if o := wake.Load(); o != nil {
+			o.Wake()
+		}
+	}))
 	return st
 }
 

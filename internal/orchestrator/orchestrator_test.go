@@ -18,6 +18,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 	"go.uber.org/goleak"
 )
 
@@ -120,16 +121,11 @@ func newHarness(t *testing.T, tweak func(*Config)) *harness {
 		tokens: map[int64]string{}}
 	var o *Orchestrator
 	h.dbPath = filepath.Join(t.TempDir(), "aq.db")
-	st, err := store.Open(context.Background(), store.Config{Path: h.dbPath, Clock: h.clock,
-		OnChange: func() {
-			if o != nil {
-				o.Wake()
-			}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.OpenAt(t, h.dbPath, storetest.WithClock(h.clock), storetest.WithOnChange(func() {
+		if o != nil {
+			o.Wake()
+		}
+	}))
 	ws, err := repo.New(repo.Config{BaseDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // restart stops the harness's orchestrator and replaces it, and its store,
@@ -25,16 +25,12 @@ func (h *harness) restart() {
 		}
 	}
 	var o *Orchestrator
-	st, err := store.Open(context.Background(), store.Config{Path: h.dbPath, Clock: h.clock,
-		OnChange: func() {
-			if o != nil {
-				o.Wake()
-			}
-		}})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.t.Cleanup(func() { st.Close() })
+	st := storetest.OpenAt(h.t, h.dbPath, storetest.WithClock(h.clock), storetest.WithOnChange(func() {
+		if o != nil {
+			o.Wake()
+		}
+	}))
+	var err error
 	o, err = New(h.o.cfg, st, h.o.ws, h.o.adapters)
 	if err != nil {
 		h.t.Fatal(err)

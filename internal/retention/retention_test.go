@@ -14,6 +14,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/retention"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 const day = 24 * time.Hour
@@ -28,11 +29,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	dir := t.TempDir()
-	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(dir, "aq.db"), Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := storetest.OpenAt(t, filepath.Join(dir, "aq.db"), storetest.WithClock(clock))
 	ctx := context.Background()
 	if _, err := s.CreateProject(ctx, models.Project{ID: "p"}); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 	"github.com/agentqueued/agentqueued/internal/workflow"
 )
 
@@ -38,7 +39,7 @@ func wantRefusal(t *testing.T, what string, err error, want string) {
 
 func TestCreateTasksChecksTheProfiles(t *testing.T) {
 	t.Parallel()
-	st := openCommandsStore(t)
+	st := storetest.Open(t)
 	ctx := context.Background()
 	if _, err := st.CreateProject(ctx, models.Project{ID: "web"}); err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func TestCreateTasksChecksTheProfiles(t *testing.T) {
 
 func TestProjectSettingsMustNameConfiguredProfiles(t *testing.T) {
 	t.Parallel()
-	st := openCommandsStore(t)
+	st := storetest.Open(t)
 	ctx := context.Background()
 	s := New(Config{Store: st, Profiles: profiles, DeskWebhooks: []string{"oncall"}})
 	tests := []struct {
@@ -108,7 +109,7 @@ func TestProjectSettingsMustNameConfiguredProfiles(t *testing.T) {
 
 func TestGetTaskDetailNamesTheBranchOnceRun(t *testing.T) {
 	t.Parallel()
-	st := openCommandsStore(t)
+	st := storetest.Open(t)
 	ctx := context.Background()
 	for _, p := range []models.Project{
 		{ID: "repo", Repo: &models.RepoConfig{SourceType: models.RepoClone, URL: "https://example.com/r.git"}},
@@ -170,7 +171,7 @@ func TestGetTaskDetailNamesTheBranchOnceRun(t *testing.T) {
 
 func TestSaveWorkflowDocumentChecksTheStepsProfiles(t *testing.T) {
 	t.Parallel()
-	st := openCommandsStore(t)
+	st := storetest.Open(t)
 	ctx := context.Background()
 	if _, err := st.CreateProject(ctx, models.Project{ID: "web"}); err != nil {
 		t.Fatal(err)

@@ -9,13 +9,14 @@ import (
 	"github.com/agentqueued/agentqueued/internal/hooks"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/repo"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // hookCommands returns the service over a fresh store with a real hook
 // engine; the test waits for the engine's runs before it ends.
 func hookCommands(t *testing.T) (*Service, *hooks.Engine) {
 	t.Helper()
-	st := openCommandsStore(t)
+	st := storetest.Open(t)
 	ws, err := repo.New(repo.Config{BaseDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

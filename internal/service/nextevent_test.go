@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/orchestrator"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 	"github.com/agentqueued/agentqueued/internal/workflow"
 )
 
@@ -16,7 +17,7 @@ import (
 // backoff, or from the orchestrator's default when none is configured.
 func TestTasksReadForPeopleSayWhatHappensNext(t *testing.T) {
 	t.Parallel()
-	st := openCommandsStore(t)
+	st := storetest.Open(t)
 	ctx := context.Background()
 	if _, err := st.CreateProject(ctx, models.Project{ID: "web"}); err != nil {
 		t.Fatal(err)

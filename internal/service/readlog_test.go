@@ -11,6 +11,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/orchestrator"
 	"github.com/agentqueued/agentqueued/internal/repo"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // TestReadTaskLogSaysWhenTheLogEnds: a chunk is the last once the
@@ -18,7 +19,7 @@ import (
 // finished; an attempt whose run is not recorded yet goes on.
 func TestReadTaskLogSaysWhenTheLogEnds(t *testing.T) {
 	t.Parallel()
-	st := openCommandsStore(t)
+	st := storetest.Open(t)
 	ctx := context.Background()
 	if _, err := st.CreateProject(ctx, models.Project{ID: "web"}); err != nil {
 		t.Fatal(err)
@@ -108,7 +109,7 @@ func TestReadTaskLogSaysWhenTheLogEnds(t *testing.T) {
 // follower continues.
 func TestReadTaskLogFromTheEnd(t *testing.T) {
 	t.Parallel()
-	st := openCommandsStore(t)
+	st := storetest.Open(t)
 	ctx := context.Background()
 	if _, err := st.CreateProject(ctx, models.Project{ID: "web"}); err != nil {
 		t.Fatal(err)

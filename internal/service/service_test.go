@@ -2,31 +2,18 @@ package service
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/orchestrator"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
-
-// openCommandsStore opens a store in a temporary directory for the
-// service's own tests.
-func openCommandsStore(t *testing.T) *store.Store {
-	t.Helper()
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "aq.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
 
 func TestBudgetReportOfTheCommandLayer(t *testing.T) {
 	t.Parallel()
-	st := openCommandsStore(t)
+	st := storetest.Open(t)
 	ctx := context.Background()
 	limit := int64(40)
 	for _, p := range []models.Project{{ID: "web"}, {ID: "api", BudgetLimit: &limit}, {ID: "idle"}} {
@@ -92,7 +79,7 @@ func ptrTo[T any](v T) *T { return &v }
 
 func TestEditTaskChecksTheProfile(t *testing.T) {
 	t.Parallel()
-	st := openCommandsStore(t)
+	st := storetest.Open(t)
 	ctx := context.Background()
 	if _, err := st.CreateProject(ctx, models.Project{ID: "web"}); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 func TestTokenSeriesDefaults(t *testing.T) {
@@ -37,7 +38,7 @@ func TestTokenSeriesDefaults(t *testing.T) {
 
 func TestTokenSeriesOfTheCommandLayer(t *testing.T) {
 	t.Parallel()
-	st := openCommandsStore(t)
+	st := storetest.Open(t)
 	ctx := context.Background()
 	if _, err := st.CreateProject(ctx, models.Project{ID: "web"}); err != nil {
 		t.Fatal(err)

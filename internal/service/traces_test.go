@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/repo"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // lockedLog is a log destination safe for concurrent writes.
@@ -53,7 +54,7 @@ func runGit(t *testing.T, dir string, args ...string) string {
 func TestLinkTracesAreCleaned(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := openCommandsStore(t)
+	st := storetest.Open(t)
 	user := t.TempDir()
 	runGit(t, user, "init", "-q", "-b", "main")
 	runGit(t, user, "commit", "-q", "--allow-empty", "-m", "first")

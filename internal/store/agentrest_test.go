@@ -7,16 +7,17 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 func TestAgentRestIsStoredShownAndEndsByItself(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
-	mustAgent(t, s, "a1")
-	mustAgent(t, s, "a2")
-	ids := create(t, s, "p", models.BatchTask{LocalID: "t", Title: "T"})
+	storetest.Project(t, s, "p")
+	storetest.Agent(t, s, "a1")
+	storetest.Agent(t, s, "a2")
+	ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "t", Title: "T"})
 	until := clock.Now().Add(time.Hour)
 	if err := s.RestAgent(ctx, "a1", until, "rate limited during task x"); err != nil {
 		t.Fatal(err)
@@ -64,7 +65,7 @@ func TestAgentRestIsStoredShownAndEndsByItself(t *testing.T) {
 			if err == nil || models.ErrorCodeOf(err) != models.CodeConflict || !strings.Contains(err.Error(), tc.claimErr) {
 				t.Fatalf("%s: claim by a resting agent: %v", tc.name, err)
 			}
-			if st := status(t, s, ids["t"]); st != models.StatusReady {
+			if st := storetest.Status(t, s, ids["t"]); st != models.StatusReady {
 				t.Fatalf("%s: the refused claim left the task %s", tc.name, st)
 			}
 			continue
@@ -102,10 +103,10 @@ func TestClaimReviewRefusesARestingReviewer(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "web")
-	mustAgent(t, s, "worker")
-	mustAgent(t, s, "qa")
-	id := create(t, s, "web", models.BatchTask{LocalID: "t", Title: "t", VerificationType: models.VerifyQAAgent})["t"]
+	storetest.Project(t, s, "web")
+	storetest.Agent(t, s, "worker")
+	storetest.Agent(t, s, "qa")
+	id := storetest.Tasks(t, s, "web", models.BatchTask{LocalID: "t", Title: "t", VerificationType: models.VerifyQAAgent})["t"]
 	run, _, err := s.ClaimTask(ctx, id, "worker")
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // A task that requires approval is refused, with the reason, in a project
@@ -13,13 +14,13 @@ import (
 // Every way a task is created or made to require approval is checked.
 func TestRequiresApprovalNeedsARepository(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	ctx := context.Background()
-	mustProject(t, s, "bare")
+	storetest.Project(t, s, "bare")
 	if _, err := s.CreateProject(ctx, models.Project{ID: "code", Repo: &models.RepoConfig{SourceType: models.RepoInit}}); err != nil {
 		t.Fatal(err)
 	}
-	plain := create(t, s, "bare", models.BatchTask{LocalID: "p", Title: "Plain"})["p"]
+	plain := storetest.Tasks(t, s, "bare", models.BatchTask{LocalID: "p", Title: "Plain"})["p"]
 	const why = `requires_approval: project "bare" has no repository`
 	tests := []struct {
 		name string

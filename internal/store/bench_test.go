@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // BenchmarkTransitionCommit measures one committed status change (with its
 // event row and outbox write) on a durable (WAL, synchronous=FULL) database.
 func BenchmarkTransitionCommit(b *testing.B) {
-	s := openStore(b)
-	mustProject(b, s, "p")
+	s := storetest.Open(b)
+	storetest.Project(b, s, "p")
 	ctx := context.Background()
 	ids := make([]string, b.N)
 	batch := models.TaskBatch{ProjectID: "p"}
@@ -38,23 +39,23 @@ func BenchmarkTransitionCommit(b *testing.B) {
 // BenchmarkCompleteWith1000Dependents measures the completion of a task whose
 // 1,000 dependents are all promoted to READY in the same transaction.
 func BenchmarkCompleteWith1000Dependents(b *testing.B) {
-	s := openStore(b)
-	mustProject(b, s, "p")
+	s := storetest.Open(b)
+	storetest.Project(b, s, "p")
 	ctx := context.Background()
 	for range b.N {
 		b.StopTimer()
 		batch := models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{LocalID: "root", Title: "root"}}}
 		for i := range 1000 {
-			batch.Tasks = append(batch.Tasks, models.BatchTask{Title: fmt.Sprintf("d%d", i), Dependencies: dep("root")})
+			batch.Tasks = append(batch.Tasks, models.BatchTask{Title: fmt.Sprintf("d%d", i), Dependencies: storetest.Deps("root")})
 		}
 		res, err := s.CreateTasks(ctx, batch)
 		if err != nil {
 			b.Fatal(err)
 		}
 		root := res[0].TaskID
-		apply(b, s, root, toCompleted[:3]...)
+		storetest.Apply(b, s, root, storetest.ToCompleted[:3]...)
 		b.StartTimer()
-		out := apply(b, s, root, models.EventVerifyPassed)
+		out := storetest.Apply(b, s, root, models.EventVerifyPassed)
 		if len(out.Promoted) != 1000 {
 			b.Fatalf("promoted %d", len(out.Promoted))
 		}
@@ -84,8 +85,8 @@ func BenchmarkCreateBatch10kTasks30kEdges(b *testing.B) {
 	}
 	for range b.N {
 		b.StopTimer()
-		s := openStore(b)
-		mustProject(b, s, "p")
+		s := storetest.Open(b)
+		storetest.Project(b, s, "p")
 		b.StartTimer()
 		res, err := s.CreateTasks(context.Background(), batch)
 		if err != nil || len(res) != tasks {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // edgeTo returns the edge from downstream to upstream as GetTaskDetail shows it.
@@ -72,19 +73,19 @@ func TestCancelFromEveryUnfinishedStatus(t *testing.T) {
 	}{
 		{models.StatusDefined, func(t *testing.T, s *store.Store, id, gate string) int64 { return 0 }, 0},
 		{models.StatusReady, func(t *testing.T, s *store.Store, id, gate string) int64 {
-			apply(t, s, id, models.EventAdminRestart)
+			storetest.Apply(t, s, id, models.EventAdminRestart)
 			return 0
 		}, 0},
 		{models.StatusAssigned, func(t *testing.T, s *store.Store, id, gate string) int64 {
-			apply(t, s, id, models.EventAdminRestart)
+			storetest.Apply(t, s, id, models.EventAdminRestart)
 			return claim(t, s, id)
 		}, 1},
 		{models.StatusInProgress, func(t *testing.T, s *store.Store, id, gate string) int64 {
-			apply(t, s, id, models.EventAdminRestart)
+			storetest.Apply(t, s, id, models.EventAdminRestart)
 			return started(t, s, id)
 		}, 1},
 		{models.StatusWaitingInput, func(t *testing.T, s *store.Store, id, gate string) int64 {
-			apply(t, s, id, models.EventAdminRestart)
+			storetest.Apply(t, s, id, models.EventAdminRestart)
 			runID := started(t, s, id)
 			if _, err := s.AskQuestion(ctx, runID, "which branch?"); err != nil {
 				t.Fatalf("ask: %v", err)
@@ -92,45 +93,45 @@ func TestCancelFromEveryUnfinishedStatus(t *testing.T) {
 			return runID
 		}, 1},
 		{models.StatusPaused, func(t *testing.T, s *store.Store, id, gate string) int64 {
-			apply(t, s, id, models.EventAdminRestart)
+			storetest.Apply(t, s, id, models.EventAdminRestart)
 			started(t, s, id)
-			apply(t, s, id, models.EventTokensExhausted)
+			storetest.Apply(t, s, id, models.EventTokensExhausted)
 			return 0
 		}, 1},
 		{models.StatusVerifying, func(t *testing.T, s *store.Store, id, gate string) int64 {
-			apply(t, s, id, models.EventAdminRestart)
+			storetest.Apply(t, s, id, models.EventAdminRestart)
 			started(t, s, id)
-			apply(t, s, id, models.EventAgentCompleted)
+			storetest.Apply(t, s, id, models.EventAgentCompleted)
 			return 0
 		}, 1},
 		{models.StatusAwaitingApproval, func(t *testing.T, s *store.Store, id, gate string) int64 {
-			apply(t, s, id, models.EventAdminRestart)
+			storetest.Apply(t, s, id, models.EventAdminRestart)
 			started(t, s, id)
-			apply(t, s, id, models.EventAgentCompleted, models.EventPRCreated)
+			storetest.Apply(t, s, id, models.EventAgentCompleted, models.EventPRCreated)
 			return 0
 		}, 1},
 		{models.StatusFailed, func(t *testing.T, s *store.Store, id, gate string) int64 {
-			apply(t, s, id, models.EventAdminRestart)
+			storetest.Apply(t, s, id, models.EventAdminRestart)
 			started(t, s, id)
-			apply(t, s, id, models.EventAgentFailed)
+			storetest.Apply(t, s, id, models.EventAgentFailed)
 			return 0
 		}, 1},
 	} {
 		t.Run(string(tc.status), func(t *testing.T) {
 			t.Parallel()
-			s := openStore(t)
-			mustProject(t, s, "p")
-			mustAgent(t, s, "a1")
-			ids := create(t, s, "p",
+			s := storetest.Open(t)
+			storetest.Project(t, s, "p")
+			storetest.Agent(t, s, "a1")
+			ids := storetest.Tasks(t, s, "p",
 				models.BatchTask{LocalID: "gate", Title: "gate"},
-				models.BatchTask{LocalID: "task", Title: "task", Dependencies: dep("gate")},
-				models.BatchTask{LocalID: "hard", Title: "hard", Dependencies: dep("task")},
-				models.BatchTask{LocalID: "leaf", Title: "leaf", Dependencies: dep("hard")},
+				models.BatchTask{LocalID: "task", Title: "task", Dependencies: storetest.Deps("gate")},
+				models.BatchTask{LocalID: "hard", Title: "hard", Dependencies: storetest.Deps("task")},
+				models.BatchTask{LocalID: "leaf", Title: "leaf", Dependencies: storetest.Deps("hard")},
 				models.BatchTask{LocalID: "soft", Title: "soft", Dependencies: []models.BatchDependency{{ID: "task", RequiresSuccess: f()}}},
 			)
 			id := ids["task"]
 			runID := tc.setup(t, s, id, ids["gate"])
-			if got := status(t, s, id); got != tc.status {
+			if got := storetest.Status(t, s, id); got != tc.status {
 				t.Fatalf("set-up left the task %s, want %s", got, tc.status)
 			}
 			req := models.TransitionRequest{TaskID: id, Event: models.EventAdminCancel, Actor: "alice", Reason: "not needed"}
@@ -145,7 +146,7 @@ func TestCancelFromEveryUnfinishedStatus(t *testing.T) {
 			if task.StatusReason != "cancelled by alice: not needed" || task.CascadeRootID != "" {
 				t.Errorf("cancelled task reason %q root %q", task.StatusReason, task.CascadeRootID)
 			}
-			wantStatuses(t, s, map[string]models.TaskStatus{ids["hard"]: models.StatusBlocked,
+			storetest.WantStatuses(t, s, map[string]models.TaskStatus{ids["hard"]: models.StatusBlocked,
 				ids["leaf"]: models.StatusBlocked, ids["soft"]: models.StatusReady, ids["gate"]: models.StatusReady})
 			for _, dep := range []string{"hard", "leaf"} {
 				d, _ := s.GetTask(ctx, ids[dep])
@@ -185,11 +186,11 @@ func TestCancelFromEveryUnfinishedStatus(t *testing.T) {
 func TestCancelRefusesFinishedTasks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore(t)
-	mustProject(t, s, "p")
-	ids := create(t, s, "p", models.BatchTask{LocalID: "done", Title: "done"}, models.BatchTask{LocalID: "stopped", Title: "stopped"})
-	apply(t, s, ids["done"], toCompleted...)
-	apply(t, s, ids["stopped"], toBlocked...)
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "done", Title: "done"}, models.BatchTask{LocalID: "stopped", Title: "stopped"})
+	storetest.Apply(t, s, ids["done"], storetest.ToCompleted...)
+	storetest.Apply(t, s, ids["stopped"], storetest.ToBlocked...)
 	for _, tc := range []struct {
 		id, want string
 		status   models.TaskStatus
@@ -201,7 +202,7 @@ func TestCancelRefusesFinishedTasks(t *testing.T) {
 		if models.ErrorCodeOf(err) != models.CodeConflict || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("cancel of %s: %v, want a conflict saying %q", tc.status, err, tc.want)
 		}
-		if got := status(t, s, tc.id); got != tc.status {
+		if got := storetest.Status(t, s, tc.id); got != tc.status {
 			t.Errorf("refused cancel changed the task to %s", got)
 		}
 	}
@@ -213,10 +214,10 @@ func TestCancelRefusesFinishedTasks(t *testing.T) {
 func TestEdgeFactsRecordHowUpstreamEnded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore(t)
-	mustProject(t, s, "p")
-	mustAgent(t, s, "a1")
-	ids := create(t, s, "p",
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	storetest.Agent(t, s, "a1")
+	ids := storetest.Tasks(t, s, "p",
 		models.BatchTask{LocalID: "ok", Title: "ok"},
 		models.BatchTask{LocalID: "skipped", Title: "skipped"},
 		models.BatchTask{LocalID: "failed", Title: "failed"},
@@ -239,37 +240,37 @@ func TestEdgeFactsRecordHowUpstreamEnded(t *testing.T) {
 	}
 	// ok: fails once, succeeds on its second attempt.
 	run(ids["ok"], models.EventAgentFailed)
-	apply(t, s, ids["ok"], models.EventRetry)
+	storetest.Apply(t, s, ids["ok"], models.EventRetry)
 	run(ids["ok"], models.EventAgentCompleted)
-	apply(t, s, ids["ok"], models.EventVerifyPassed)
+	storetest.Apply(t, s, ids["ok"], models.EventVerifyPassed)
 	// skipped: never ran.
-	apply(t, s, ids["skipped"], models.EventAssigned, models.EventAgentStarted, models.EventAdminStop, models.EventAdminSkip)
+	storetest.Apply(t, s, ids["skipped"], models.EventAssigned, models.EventAgentStarted, models.EventAdminStop, models.EventAdminSkip)
 	// failed: timed out on its first attempt.
 	run(ids["failed"], models.EventTimeout)
-	apply(t, s, ids["cancelled"], models.EventAdminCancel)
+	storetest.Apply(t, s, ids["cancelled"], models.EventAdminCancel)
 
 	d := ids["d"]
 	wantEdge(t, edgeTo(t, s, d, ids["ok"]), models.EdgeSatisfied, models.OutcomeSuccess, 2)
 	wantEdge(t, edgeTo(t, s, d, ids["skipped"]), models.EdgeSatisfied, models.OutcomeSkipped, 0)
 	wantEdge(t, edgeTo(t, s, d, ids["failed"]), models.EdgeSatisfied, models.OutcomeFailed, 1)
 	wantEdge(t, edgeTo(t, s, d, ids["cancelled"]), models.EdgeSatisfied, models.OutcomeCancelled, 0)
-	if got := status(t, s, d); got != models.StatusReady {
+	if got := storetest.Status(t, s, d); got != models.StatusReady {
 		t.Fatalf("dependent is %s, want READY", got)
 	}
 
 	// Edges added to finished upstreams are decided at once, the same way.
-	late := create(t, s, "p", models.BatchTask{LocalID: "late", Title: "late", Dependencies: []models.BatchDependency{
+	late := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "late", Title: "late", Dependencies: []models.BatchDependency{
 		{ID: ids["ok"]}, {ID: ids["skipped"]}, {ID: ids["cancelled"], RequiresSuccess: f()}}})["late"]
 	wantEdge(t, edgeTo(t, s, late, ids["ok"]), models.EdgeSatisfied, models.OutcomeSuccess, 2)
 	wantEdge(t, edgeTo(t, s, late, ids["skipped"]), models.EdgeSatisfied, models.OutcomeSkipped, 0)
 	wantEdge(t, edgeTo(t, s, late, ids["cancelled"]), models.EdgeSatisfied, models.OutcomeCancelled, 0)
-	broken := create(t, s, "p", models.BatchTask{LocalID: "b", Title: "b", Dependencies: dep(ids["failed"])})["b"]
+	broken := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "b", Title: "b", Dependencies: storetest.Deps(ids["failed"])})["b"]
 	wantEdge(t, edgeTo(t, s, broken, ids["failed"]), models.EdgeBroken, models.OutcomeFailed, 1)
 
 	// Restarting the cancelled upstream withdraws its decision toward the
 	// dependent that has not started: the new run decides it.
-	apply(t, s, late, models.EventAdminCancel)
-	apply(t, s, ids["cancelled"], models.EventAdminRestart)
+	storetest.Apply(t, s, late, models.EventAdminCancel)
+	storetest.Apply(t, s, ids["cancelled"], models.EventAdminRestart)
 	wantEdge(t, edgeTo(t, s, late, ids["cancelled"]), models.EdgePending, "", 0)
 }
 
@@ -315,7 +316,7 @@ func TestMigrationRecordsOutcomesOfDecidedEdges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := openAt(t, path)
+	s := storetest.OpenAt(t, path)
 	for _, tc := range []struct {
 		up      string
 		res     models.EdgeResolution
@@ -337,18 +338,18 @@ func TestMigrationRecordsOutcomesOfDecidedEdges(t *testing.T) {
 // and the dependents its cancel blocked are reopened and wait for it.
 func TestRestartUndoesACancel(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
-	ids := create(t, s, "p",
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	ids := storetest.Tasks(t, s, "p",
 		models.BatchTask{LocalID: "a", Title: "a"},
-		models.BatchTask{LocalID: "b", Title: "b", Dependencies: dep("a")},
-		models.BatchTask{LocalID: "c", Title: "c", Dependencies: dep("b")})
-	apply(t, s, ids["a"], models.EventAdminCancel)
-	wantStatuses(t, s, map[string]models.TaskStatus{ids["b"]: models.StatusBlocked, ids["c"]: models.StatusBlocked})
-	res := apply(t, s, ids["a"], models.EventAdminRestart)
+		models.BatchTask{LocalID: "b", Title: "b", Dependencies: storetest.Deps("a")},
+		models.BatchTask{LocalID: "c", Title: "c", Dependencies: storetest.Deps("b")})
+	storetest.Apply(t, s, ids["a"], models.EventAdminCancel)
+	storetest.WantStatuses(t, s, map[string]models.TaskStatus{ids["b"]: models.StatusBlocked, ids["c"]: models.StatusBlocked})
+	res := storetest.Apply(t, s, ids["a"], models.EventAdminRestart)
 	if res.To != models.StatusReady || len(res.Reopened) != 2 {
 		t.Fatalf("restart of a cancelled task: %+v", res)
 	}
-	wantStatuses(t, s, map[string]models.TaskStatus{ids["b"]: models.StatusDefined, ids["c"]: models.StatusDefined})
+	storetest.WantStatuses(t, s, map[string]models.TaskStatus{ids["b"]: models.StatusDefined, ids["c"]: models.StatusDefined})
 	wantEdge(t, edgeTo(t, s, ids["b"], ids["a"]), models.EdgePending, "", 0)
 }

@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 func TestOutboxKeepsEachTasksOrder(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	ctx := context.Background()
 	for _, n := range []struct{ key, task string }{{"a1", "task-a"}, {"b1", "task-b"}, {"a2", "task-a"}, {"x", ""}} {
 		if err := s.Notify(ctx, n.key, models.Notice{Kind: "test", ProjectID: "p", TaskID: n.task, Payload: map[string]string{"k": n.key}}); err != nil {
@@ -62,7 +63,7 @@ func TestOutboxKeepsEachTasksOrder(t *testing.T) {
 
 func TestTaskThreads(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	ctx := context.Background()
 	if _, ok, err := s.TaskThread(ctx, "task-a"); ok || err != nil {
 		t.Fatalf("no thread yet: %v %v", ok, err)
@@ -92,9 +93,9 @@ func TestTaskThreads(t *testing.T) {
 
 func TestTaskCounts(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	ctx := context.Background()
-	mustProject(t, s, "web")
+	storetest.Project(t, s, "web")
 	if _, err := s.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", Tasks: []models.BatchTask{
 		{LocalID: "a", Title: "a"}, {LocalID: "b", Title: "b", Dependencies: []models.BatchDependency{{ID: "a"}}}}}); err != nil {
 		t.Fatal(err)

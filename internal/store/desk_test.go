@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // TestTheDeskListsWhatWaitsOnAPerson: one desk of everything that waits on
@@ -24,11 +24,7 @@ func TestTheDeskListsWhatWaitsOnAPerson(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	s, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db"), Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := storetest.Open(t, storetest.WithClock(clock))
 	if _, err := s.CreateProject(ctx, models.Project{ID: "web", Settings: models.ProjectSettings{
 		EscalateAfter: models.Duration(time.Hour)}}); err != nil {
 		t.Fatal(err)
@@ -37,16 +33,16 @@ func TestTheDeskListsWhatWaitsOnAPerson(t *testing.T) {
 	if _, err := s.CreateProject(ctx, models.Project{ID: "broke", BudgetLimit: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	mustAgent(t, s, "a", "web")
-	mustAgent(t, s, "b", "web")
+	storetest.Agent(t, s, "a", "web")
+	storetest.Agent(t, s, "b", "web")
 	noRetry := 0
-	ids := create(t, s, "web",
+	ids := storetest.Tasks(t, s, "web",
 		models.BatchTask{LocalID: "ask", Title: "Asks"},
 		models.BatchTask{LocalID: "land", Title: "Lands"},
 		models.BatchTask{LocalID: "root", Title: "Breaks", MaxRetries: &noRetry},
-		models.BatchTask{LocalID: "behind", Title: "Behind", Dependencies: dep("root")},
+		models.BatchTask{LocalID: "behind", Title: "Behind", Dependencies: storetest.Deps("root")},
 		models.BatchTask{LocalID: "gone", Title: "Cancelled"})
-	create(t, s, "broke", models.BatchTask{LocalID: "x", Title: "Waits for budget"})
+	storetest.Tasks(t, s, "broke", models.BatchTask{LocalID: "x", Title: "Waits for budget"})
 	run := func(id, agent string) models.Run {
 		t.Helper()
 		r, _, err := s.ClaimTask(ctx, id, agent)
@@ -142,17 +138,13 @@ func TestTheDeskListsWhatWaitsOnAPerson(t *testing.T) {
 func TestDeskForOneProject(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := storetest.Open(t)
 	zero := int64(0)
 	for _, p := range []models.Project{{ID: "web", BudgetLimit: &zero}, {ID: "docs", BudgetLimit: &zero}} {
 		if _, err := s.CreateProject(ctx, p); err != nil {
 			t.Fatal(err)
 		}
-		create(t, s, p.ID, models.BatchTask{LocalID: "x", Title: "Waits for budget"})
+		storetest.Tasks(t, s, p.ID, models.BatchTask{LocalID: "x", Title: "Waits for budget"})
 	}
 	tests := []struct {
 		project string
@@ -175,7 +167,7 @@ func TestDeskForOneProject(t *testing.T) {
 			t.Errorf("DeskFor(%q) = %v, want %v", tt.project, got, tt.want)
 		}
 	}
-	_, err = s.DeskFor(ctx, "nope")
+	_, err := s.DeskFor(ctx, "nope")
 	var e *models.Error
 	if !errors.As(err, &e) || e.Code != models.CodeNotFound || !strings.Contains(e.Message, "nope") {
 		t.Errorf("DeskFor(unknown) = %v, want not_found naming it", err)
@@ -190,11 +182,7 @@ func TestTheDeskFindsABlockedRootBehindManyCancelled(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	s, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db"), Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := storetest.Open(t, storetest.WithClock(clock))
 	if _, err := s.CreateProject(ctx, models.Project{ID: "web"}); err != nil {
 		t.Fatal(err)
 	}
@@ -202,15 +190,15 @@ func TestTheDeskFindsABlockedRootBehindManyCancelled(t *testing.T) {
 	for i := range batch {
 		batch[i] = models.BatchTask{LocalID: fmt.Sprint(i), Title: "Cancelled"}
 	}
-	for _, id := range create(t, s, "web", batch...) {
+	for _, id := range storetest.Tasks(t, s, "web", batch...) {
 		if _, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventAdminCancel, Actor: "ann"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	clock.Advance(time.Minute)
-	ids := create(t, s, "web", models.BatchTask{LocalID: "root", Title: "Times out"},
-		models.BatchTask{LocalID: "behind", Title: "Behind", Dependencies: dep("root")})
-	apply(t, s, ids["root"], models.EventAssigned, models.EventTimeout)
+	ids := storetest.Tasks(t, s, "web", models.BatchTask{LocalID: "root", Title: "Times out"},
+		models.BatchTask{LocalID: "behind", Title: "Behind", Dependencies: storetest.Deps("root")})
+	storetest.Apply(t, s, ids["root"], models.EventAssigned, models.EventTimeout)
 
 	d, err := s.Desk(ctx)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 func mustHook(t *testing.T, s interface {
@@ -31,8 +32,8 @@ func TestHookCRUD(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, clock := openClocked(t)
-	mustProject(t, s, "web")
-	mustProject(t, s, "api")
+	storetest.Project(t, s, "web")
+	storetest.Project(t, s, "api")
 	temp := float32(0.5)
 	h := mustHook(t, s, `{"project_id":"web","name":"Nightly Digest!","trigger":{"type":"cron","expr":"0 2 * * *",
 		"timezone":"Europe/Paris"},"context_steps":[{"type":"read_file","path":"README.md"}],
@@ -133,7 +134,7 @@ func TestClaimHookRunRecordsEachFiringOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, clock := openClocked(t)
-	mustProject(t, s, "web")
+	storetest.Project(t, s, "web")
 	h := mustHook(t, s, `{"project_id":"web","name":"H","trigger":{"type":"periodic","interval_seconds":60},"cooldown_seconds":600}`)
 	at := clock.Now().Add(time.Minute)
 	claim := models.HookClaim{HookID: h.ID, FireKey: "schedule:a", ScheduledAt: &at, TriggerReason: "schedule", MaxRunning: 1}
@@ -183,7 +184,7 @@ func TestTaskEventsAfterReadsTheOutboxInOrder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := openClocked(t)
-	mustProject(t, s, "web")
+	storetest.Project(t, s, "web")
 	if _, err := s.RegisterAgent(ctx, models.Agent{ID: "a1", Name: "a1", AgentType: "command",
 		AgentSettings: models.AgentSettings{Command: "true"}}); err != nil {
 		t.Fatal(err)
@@ -245,8 +246,8 @@ func TestHookQueriesAreScopedToTheProject(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := openClocked(t)
-	mustProject(t, s, "web")
-	mustProject(t, s, "api")
+	storetest.Project(t, s, "web")
+	storetest.Project(t, s, "api")
 	for _, p := range []string{"web", "api"} {
 		if _, err := s.CreateTasks(ctx, models.TaskBatch{ProjectID: p, Tasks: []models.BatchTask{{Title: p + " one"}, {Title: p + " two", Priority: ptrInt(1)}}}); err != nil {
 			t.Fatal(err)
@@ -305,7 +306,7 @@ func TestMigrationSplitsHookTriggerReasons(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := openAt(t, path)
+	s := storetest.OpenAt(t, path)
 	want := map[string][2]string{
 		"every.1":   {"periodic", "schedule 2026-03-01T10:00:00Z"},
 		"morning.1": {"cron", "schedule 2026-03-02T09:00:00Z (catch-up after downtime: 2 earlier scheduled times missed)"},

@@ -6,14 +6,15 @@ import (
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // TestAHooksFileTaskIsKept: a hook's file_task survives the round trip
 // through the database, a patch replaces it, and clear_file_task removes it.
 func TestAHooksFileTaskIsKept(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "web")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "web")
 	ctx := context.Background()
 	prio := 1
 	want := &models.HookTask{Title: "Tests fail", Description: "{{step_0}}", Kind: "bug", Priority: &prio}

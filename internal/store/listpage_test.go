@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 	"github.com/agentqueued/agentqueued/internal/workflow"
 )
 
@@ -41,7 +42,7 @@ func TestKeysetPagingWithEqualTimes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := openClocked(t)
-	mustProject(t, s, "web")
+	storetest.Project(t, s, "web")
 
 	t.Run("hook runs", func(t *testing.T) {
 		h := mustHook(t, s, `{"project_id":"web","name":"Pager","trigger":{"type":"manual"}}`)
@@ -99,8 +100,8 @@ func TestKeysetPagingWithEqualTimes(t *testing.T) {
 	t.Run("open questions", func(t *testing.T) {
 		for i := range 5 {
 			agentID := fmt.Sprintf("asker-%d", i)
-			mustAgent(t, s, agentID)
-			ids := create(t, s, "web", models.BatchTask{LocalID: "q", Title: "Ask"})
+			storetest.Agent(t, s, agentID)
+			ids := storetest.Tasks(t, s, "web", models.BatchTask{LocalID: "q", Title: "Ask"})
 			run, _, err := s.ClaimTask(ctx, ids["q"], agentID)
 			if err != nil {
 				t.Fatal(err)

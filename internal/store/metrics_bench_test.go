@@ -6,13 +6,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/metrics"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // seedMetricsHistory writes, in a few statements, the history of a busy
@@ -23,7 +23,7 @@ import (
 func seedMetricsHistory(b *testing.B, s *store.Store, now time.Time, n int) {
 	b.Helper()
 	for i := range 10 {
-		mustProject(b, s, fmt.Sprintf("p%d", i))
+		storetest.Project(b, s, fmt.Sprintf("p%d", i))
 	}
 	for i := range 20 {
 		if _, err := s.RegisterAgent(context.Background(), models.Agent{ID: fmt.Sprintf("a%02d", i), AgentType: "command",
@@ -112,12 +112,8 @@ func BenchmarkMetricsScrape(b *testing.B) {
 // READY, for the queue wait.
 func BenchmarkTransitionCommitObserved(b *testing.B) {
 	m := metrics.New(metrics.Config{})
-	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(b.TempDir(), "aq.db"), Observer: m})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	mustProject(b, s, "p")
+	s := storetest.Open(b, storetest.WithObserver(m))
+	storetest.Project(b, s, "p")
 	ctx := context.Background()
 	batch := models.TaskBatch{ProjectID: "p"}
 	for i := range b.N {

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // recorder is a store.Observer that keeps what it is told.
@@ -46,12 +46,7 @@ func openObserved(t *testing.T) (*store.Store, *clocktest.Fake, *recorder) {
 	t.Helper()
 	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	rec := &recorder{}
-	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "aq.db"), Clock: clock,
-		Observer: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := storetest.Open(t, storetest.WithClock(clock), storetest.WithObserver(rec))
 	return s, clock, rec
 }
 
@@ -59,10 +54,10 @@ func TestObserverSeesCommittedTransitionsWithTheirWaits(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, clock, rec := openObserved(t)
-	mustProject(t, s, "p")
-	mustAgent(t, s, "a1")
-	ids := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"},
-		models.BatchTask{LocalID: "b", Title: "b", Dependencies: dep("a")})
+	storetest.Project(t, s, "p")
+	storetest.Agent(t, s, "a1")
+	ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"},
+		models.BatchTask{LocalID: "b", Title: "b", Dependencies: storetest.Deps("a")})
 	rec.take()
 
 	type step struct {
@@ -147,7 +142,7 @@ func TestMetricsReads(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, clock := openClocked(t)
-	mustProject(t, s, "p")
+	storetest.Project(t, s, "p")
 	limit := int64(1000)
 	if _, err := s.CreateProject(ctx, models.Project{ID: "q", BudgetLimit: &limit}); err != nil {
 		t.Fatal(err)
@@ -156,8 +151,8 @@ func TestMetricsReads(t *testing.T) {
 		Command: "/bin/true", Profile: models.Profile{Model: "m1"}}}); err != nil {
 		t.Fatal(err)
 	}
-	mustAgent(t, s, "a2")
-	ids := create(t, s, "p", models.BatchTask{LocalID: "x", Title: "x"}, models.BatchTask{LocalID: "y", Title: "y"})
+	storetest.Agent(t, s, "a2")
+	ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "x", Title: "x"}, models.BatchTask{LocalID: "y", Title: "y"})
 	start := clock.Now()
 
 	// x ran 10 s and ended; y runs since 4 s.

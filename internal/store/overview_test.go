@@ -2,13 +2,12 @@ package store_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // TestOverviewCountsOnlyWorkAsWorking: the overview counts as "agents
@@ -21,27 +20,23 @@ func TestOverviewCountsOnlyWorkAsWorking(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	s, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db"), Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := storetest.Open(t, storetest.WithClock(clock))
 	for _, p := range []string{"web", "docs"} {
 		if _, err := s.CreateProject(ctx, models.Project{ID: p}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, a := range []string{"a", "b", "c"} {
-		mustAgent(t, s, a)
+		storetest.Agent(t, s, a)
 	}
-	ids := create(t, s, "web",
+	ids := storetest.Tasks(t, s, "web",
 		models.BatchTask{LocalID: "work", Title: "Works"},
 		models.BatchTask{LocalID: "asks", Title: "Asks and waits"},
 		models.BatchTask{LocalID: "asked", Title: "Asked before a restart"},
 		models.BatchTask{LocalID: "checks", Title: "Checks run"},
 		models.BatchTask{LocalID: "human", Title: "A person verifies"},
 		models.BatchTask{LocalID: "review", Title: "Waits for its reviewer"})
-	docs := create(t, s, "docs", models.BatchTask{LocalID: "land", Title: "Lands"})
+	docs := storetest.Tasks(t, s, "docs", models.BatchTask{LocalID: "land", Title: "Lands"})
 	run := func(id, agent string) models.Run {
 		t.Helper()
 		r, _, err := s.ClaimTask(ctx, id, agent)

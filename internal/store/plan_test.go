@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // TestFrequentQueriesUseIndexes guards the indexes of the queries the daemon
 // runs often: none may scan a whole table.
 func TestFrequentQueriesUseIndexes(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	fullScan := regexp.MustCompile(`(?m)^SCAN (\w+)$`)
 	// Queries built at run time (listing and dedupe) and those of parts
 	// still to come, in the shape the code builds them.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // TestDeleteProject: a project is deleted with its tasks, and only its
@@ -22,14 +23,14 @@ func TestDeleteProject(t *testing.T) {
 		err   string
 	}{
 		{"finished and waiting work", func(t *testing.T, s *store.Store, ids map[string]string) {
-			apply(t, s, ids["a"], toCompleted...)
-			apply(t, s, ids["c"], toBlocked...)
+			storetest.Apply(t, s, ids["a"], storetest.ToCompleted...)
+			storetest.Apply(t, s, ids["c"], storetest.ToBlocked...)
 		}, "", ""},
 		{"a task being worked on", func(t *testing.T, s *store.Store, ids map[string]string) {
-			apply(t, s, ids["a"], models.EventAssigned, models.EventAgentStarted)
+			storetest.Apply(t, s, ids["a"], models.EventAssigned, models.EventAgentStarted)
 		}, models.CodeConflict, "project p: its tasks " + "%a" + " are being worked on"},
 		{"a dependent in another project", func(t *testing.T, s *store.Store, ids map[string]string) {
-			res, err := s.CreateTasks(ctx, models.TaskBatch{ProjectID: "q", Tasks: []models.BatchTask{{Title: "Y", Dependencies: dep(ids["a"])}}})
+			res, err := s.CreateTasks(ctx, models.TaskBatch{ProjectID: "q", Tasks: []models.BatchTask{{Title: "Y", Dependencies: storetest.Deps(ids["a"])}}})
 			if err != nil {
 				t.Skipf("a task may not depend on another project's: %v", err)
 			}
@@ -44,12 +45,12 @@ func TestDeleteProject(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s := openStore(t)
-			mustProject(t, s, "p")
-			mustProject(t, s, "q")
-			ids := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"}, models.BatchTask{LocalID: "b", Title: "B", Dependencies: dep("a")},
+			s := storetest.Open(t)
+			storetest.Project(t, s, "p")
+			storetest.Project(t, s, "q")
+			ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"}, models.BatchTask{LocalID: "b", Title: "B", Dependencies: storetest.Deps("a")},
 				models.BatchTask{LocalID: "c", Title: "C"})
-			other := create(t, s, "q", models.BatchTask{LocalID: "x", Title: "X"})
+			other := storetest.Tasks(t, s, "q", models.BatchTask{LocalID: "x", Title: "X"})
 			tt.setup(t, s, ids)
 			err := s.DeleteProject(ctx, "p")
 			if tt.err != "" {
@@ -73,7 +74,7 @@ func TestDeleteProject(t *testing.T) {
 					t.Errorf("task %s after delete: %v", id, err)
 				}
 			}
-			if got := status(t, s, other["x"]); got != models.StatusReady {
+			if got := storetest.Status(t, s, other["x"]); got != models.StatusReady {
 				t.Errorf("the other project's task is %s", got)
 			}
 			if err := s.DeleteProject(ctx, "p"); models.ErrorCodeOf(err) != models.CodeNotFound {

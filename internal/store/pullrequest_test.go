@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 func TestPullRequests(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	ctx := context.Background()
-	mustProject(t, s, "web")
+	storetest.Project(t, s, "web")
 	res, err := s.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", Tasks: []models.BatchTask{{Title: "a"}, {Title: "b"}}})
 	if err != nil {
 		t.Fatal(err)

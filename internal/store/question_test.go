@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // TestAskingSignalsAChange: a question moves its task to WAITING_INPUT,
@@ -19,15 +19,11 @@ import (
 func TestAskingSignalsAChange(t *testing.T) {
 	t.Parallel()
 	var wakes atomic.Int64
-	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db"), OnChange: func() { wakes.Add(1) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := storetest.Open(t, storetest.WithOnChange(func() { wakes.Add(1) }))
 	ctx := context.Background()
-	mustProject(t, s, "web")
-	mustAgent(t, s, "a")
-	ids := create(t, s, "web", models.BatchTask{LocalID: "q", Title: "Ask"})
+	storetest.Project(t, s, "web")
+	storetest.Agent(t, s, "a")
+	ids := storetest.Tasks(t, s, "web", models.BatchTask{LocalID: "q", Title: "Ask"})
 	run, _, err := s.ClaimTask(ctx, ids["q"], "a")
 	if err != nil {
 		t.Fatal(err)
@@ -49,17 +45,13 @@ func TestAskingSignalsAChange(t *testing.T) {
 func askedWithClock(t *testing.T, settings models.ProjectSettings) (*store.Store, *clocktest.Fake, string, models.Question) {
 	t.Helper()
 	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db"), Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := storetest.Open(t, storetest.WithClock(clock))
 	ctx := context.Background()
 	if _, err := s.CreateProject(ctx, models.Project{ID: "web", Settings: settings}); err != nil {
 		t.Fatal(err)
 	}
-	mustAgent(t, s, "a")
-	id := create(t, s, "web", models.BatchTask{LocalID: "q", Title: "Ask"})["q"]
+	storetest.Agent(t, s, "a")
+	id := storetest.Tasks(t, s, "web", models.BatchTask{LocalID: "q", Title: "Ask"})["q"]
 	run, _, err := s.ClaimTask(ctx, id, "a")
 	if err != nil {
 		t.Fatal(err)

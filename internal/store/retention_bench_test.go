@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // seedBlockedHistory creates n finished (BLOCKED) tasks, each with a
@@ -51,7 +52,7 @@ func BenchmarkArchiveBatch(b *testing.B) {
 	for _, batch := range []int{5, 10, 20} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			s, clock := openClocked(b)
-			mustProject(b, s, "p")
+			storetest.Project(b, s, "p")
 			ctx := context.Background()
 			seedBlockedHistory(b, s, 20_000+b.N*batch)
 			clock.Advance(40 * day)

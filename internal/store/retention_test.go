@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 	"github.com/agentqueued/agentqueued/internal/workflow"
 )
 
@@ -39,7 +39,7 @@ func completeTask(t *testing.T, s *store.Store, id string) models.Run {
 	if _, err := s.FinishRun(ctx, models.RunEnd{RunID: run.ID, Event: models.EventAgentCompleted, Outcome: "completed"}); err != nil {
 		t.Fatal(err)
 	}
-	apply(t, s, id, models.EventVerifyPassed)
+	storetest.Apply(t, s, id, models.EventVerifyPassed)
 	return run
 }
 
@@ -76,19 +76,19 @@ func TestArchiveTasks(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
-	mustAgent(t, s, "a1")
-	ids := create(t, s, "p",
+	storetest.Project(t, s, "p")
+	storetest.Agent(t, s, "a1")
+	ids := storetest.Tasks(t, s, "p",
 		models.BatchTask{LocalID: "up", Title: "up"},
-		models.BatchTask{LocalID: "down", Title: "down", Dependencies: dep("up")},
+		models.BatchTask{LocalID: "down", Title: "down", Dependencies: storetest.Deps("up")},
 		models.BatchTask{LocalID: "gate", Title: "gate"},
-		models.BatchTask{LocalID: "behind", Title: "behind", Dependencies: dep("gate")},
+		models.BatchTask{LocalID: "behind", Title: "behind", Dependencies: storetest.Deps("gate")},
 		models.BatchTask{LocalID: "parent", Title: "parent"},
 	)
-	child := create(t, s, "p", models.BatchTask{LocalID: "child", Title: "child", ParentTaskID: ids["parent"]})["child"]
+	child := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "child", Title: "child", ParentTaskID: ids["parent"]})["child"]
 	completeTask(t, s, ids["up"])
-	apply(t, s, ids["gate"], models.EventAdminCancel) // gate BLOCKED, behind BLOCKED by the cascade
-	apply(t, s, ids["parent"], models.EventAdminCancel)
+	storetest.Apply(t, s, ids["gate"], models.EventAdminCancel) // gate BLOCKED, behind BLOCKED by the cascade
+	storetest.Apply(t, s, ids["parent"], models.EventAdminCancel)
 	tokens := func() int64 {
 		n, err := s.TokensUsedSince(ctx, "p", time.Time{})
 		if err != nil {
@@ -102,8 +102,8 @@ func TestArchiveTasks(t *testing.T) {
 		t.Fatalf("archived %v inside the window", got)
 	}
 	clock.Advance(31 * day)
-	fresh := create(t, s, "p", models.BatchTask{LocalID: "fresh", Title: "fresh"})["fresh"]
-	apply(t, s, fresh, models.EventAdminCancel) // finished, but inside the window
+	fresh := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "fresh", Title: "fresh"})["fresh"]
+	storetest.Apply(t, s, fresh, models.EventAdminCancel) // finished, but inside the window
 	cutoff := clock.Now().Add(-30 * day)
 	// First round: up (its dependent is satisfied), behind (nothing depends
 	// on it); gate waits for behind, parent for its subtask.
@@ -116,7 +116,7 @@ func TestArchiveTasks(t *testing.T) {
 	if got := archive(t, s, cutoff); len(got) != 0 {
 		t.Fatalf("third round archived %v", got)
 	}
-	apply(t, s, child, models.EventAdminCancel)
+	storetest.Apply(t, s, child, models.EventAdminCancel)
 	clock.Advance(31 * day)
 	if got := archive(t, s, clock.Now().Add(-30*day)); !sameIDs(got, child, fresh) {
 		t.Fatalf("archived %v, want the subtask %s and %s", got, child, fresh)
@@ -161,16 +161,16 @@ func TestArchiveTasks(t *testing.T) {
 
 	// A new dependency on an archived task: met when it completed (or for
 	// a soft edge), refused when it requires the success of a blocked one.
-	late := create(t, s, "p", models.BatchTask{LocalID: "late", Title: "late", Dependencies: dep(ids["up"])})["late"]
+	late := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "late", Title: "late", Dependencies: storetest.Deps(ids["up"])})["late"]
 	if got, _ := s.GetTask(ctx, late); got.Status != models.StatusReady {
 		t.Errorf("a task depending on an archived COMPLETED task is %s, want READY", got.Status)
 	}
-	soft := create(t, s, "p", models.BatchTask{LocalID: "soft", Title: "soft",
+	soft := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "soft", Title: "soft",
 		Dependencies: []models.BatchDependency{{ID: ids["gate"], RequiresSuccess: f()}}})["soft"]
 	if got, _ := s.GetTask(ctx, soft); got.Status != models.StatusReady {
 		t.Errorf("a soft dependent of an archived BLOCKED task is %s, want READY", got.Status)
 	}
-	_, err = s.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "hard", Dependencies: dep(ids["gate"])}}})
+	_, err = s.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "hard", Dependencies: storetest.Deps(ids["gate"])}}})
 	if models.ErrorCodeOf(err) != models.CodeConflict {
 		t.Errorf("a hard dependency on an archived BLOCKED task: %v, want a conflict", err)
 	}
@@ -181,7 +181,7 @@ func TestArchiveTasks(t *testing.T) {
 // whole table: each would be paid once per task archived.
 func TestArchiveStatementsUseIndexes(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	fullScan := regexp.MustCompile(`(?m)^SCAN (\w+)$`)
 	// The tasks of a batch are looked up by id, never found among all the
 	// finished tasks by their status.
@@ -221,10 +221,10 @@ func TestArchiveSkipsWhatChangedSinceItsRead(t *testing.T) {
 		later bool
 	}{
 		{"restarted", func(t *testing.T, s *store.Store, id string) {
-			apply(t, s, id, models.EventAdminRestart)
+			storetest.Apply(t, s, id, models.EventAdminRestart)
 		}, false},
 		{"a new dependent", func(t *testing.T, s *store.Store, id string) {
-			create(t, s, "p", models.BatchTask{LocalID: "new", Title: "new", Dependencies: []models.BatchDependency{{ID: id}}})
+			storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "new", Title: "new", Dependencies: []models.BatchDependency{{ID: id}}})
 		}, true},
 	}
 	for _, tt := range tests {
@@ -232,9 +232,9 @@ func TestArchiveSkipsWhatChangedSinceItsRead(t *testing.T) {
 			t.Parallel()
 			s, clock := openClocked(t)
 			ctx := context.Background()
-			mustProject(t, s, "p")
-			mustAgent(t, s, "a1")
-			ids := create(t, s, "p", models.BatchTask{LocalID: "changed", Title: "changed"},
+			storetest.Project(t, s, "p")
+			storetest.Agent(t, s, "a1")
+			ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "changed", Title: "changed"},
 				models.BatchTask{LocalID: "kept", Title: "kept"})
 			completeTask(t, s, ids["changed"])
 			completeTask(t, s, ids["kept"])
@@ -284,11 +284,11 @@ func TestArchiveKeepsEdgesWithinABatch(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
-	mustAgent(t, s, "a1")
-	ids := create(t, s, "p",
+	storetest.Project(t, s, "p")
+	storetest.Agent(t, s, "a1")
+	ids := storetest.Tasks(t, s, "p",
 		models.BatchTask{LocalID: "up", Title: "up"},
-		models.BatchTask{LocalID: "down", Title: "down", Dependencies: dep("up")},
+		models.BatchTask{LocalID: "down", Title: "down", Dependencies: storetest.Deps("up")},
 	)
 	completeTask(t, s, ids["up"])
 	completeTask(t, s, ids["down"])
@@ -327,19 +327,19 @@ func TestArchivedDetailIsTheLiveDetail(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
-	mustAgent(t, s, "a1")
-	ids := create(t, s, "p",
+	storetest.Project(t, s, "p")
+	storetest.Agent(t, s, "a1")
+	ids := storetest.Tasks(t, s, "p",
 		models.BatchTask{LocalID: "up", Title: "up"},
-		models.BatchTask{LocalID: "down", Title: "down", Dependencies: dep("up")},
+		models.BatchTask{LocalID: "down", Title: "down", Dependencies: storetest.Deps("up")},
 		models.BatchTask{LocalID: "timedout", Title: "timed out"},
 		models.BatchTask{LocalID: "alone", Title: "alone", Description: "cancelled before it started"},
 	)
 	completeTask(t, s, ids["up"])
 	completeTask(t, s, ids["down"])
-	apply(t, s, ids["timedout"], models.EventAssigned) // BLOCKED without a run
-	apply(t, s, ids["timedout"], models.EventTimeout)
-	apply(t, s, ids["alone"], models.EventAdminCancel)
+	storetest.Apply(t, s, ids["timedout"], models.EventAssigned) // BLOCKED without a run
+	storetest.Apply(t, s, ids["timedout"], models.EventTimeout)
+	storetest.Apply(t, s, ids["alone"], models.EventAdminCancel)
 	clock.Advance(31 * day)
 
 	live := map[string]models.TaskDetail{}
@@ -384,9 +384,9 @@ func TestRunFilesDue(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
-	mustAgent(t, s, "a1")
-	id := create(t, s, "p", models.BatchTask{LocalID: "x", Title: "x"})["x"]
+	storetest.Project(t, s, "p")
+	storetest.Agent(t, s, "a1")
+	id := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "x", Title: "x"})["x"]
 	run := completeTask(t, s, id)
 	due := func() []store.RunFiles {
 		r, err := s.RunFilesDue(ctx, clock.Now().Add(-7*day), 10)
@@ -419,7 +419,7 @@ func TestPruneOutbox(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
+	storetest.Project(t, s, "p")
 	h := mustHook(t, s, `{"project_id":"p","name":"On done","trigger":{"type":"event","event_type":"task.completed"}}`)
 	notify := func(key string) {
 		t.Helper()
@@ -490,7 +490,7 @@ func TestPruneHookRuns(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "web")
+	storetest.Project(t, s, "web")
 	h := mustHook(t, s, `{"project_id":"web","name":"Digest","trigger":{"type":"manual"}}`)
 	fire := func(key string, scheduled bool) string {
 		t.Helper()
@@ -534,7 +534,7 @@ func TestPruneWorkflowRuns(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "web")
+	storetest.Project(t, s, "web")
 	w, err := workflow.Parse("flow.yaml", []byte("name: one\nproject: web\nsteps:\n  - name: only\n    title: Only\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -581,12 +581,12 @@ func TestDeleteProjectDeletesItsArchive(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "x")
-	mustProject(t, s, "y")
-	gone := create(t, s, "x", models.BatchTask{LocalID: "a", Title: "a"})["a"]
-	kept := create(t, s, "y", models.BatchTask{LocalID: "b", Title: "b"})["b"]
-	apply(t, s, gone, models.EventAdminCancel)
-	apply(t, s, kept, models.EventAdminCancel)
+	storetest.Project(t, s, "x")
+	storetest.Project(t, s, "y")
+	gone := storetest.Tasks(t, s, "x", models.BatchTask{LocalID: "a", Title: "a"})["a"]
+	kept := storetest.Tasks(t, s, "y", models.BatchTask{LocalID: "b", Title: "b"})["b"]
+	storetest.Apply(t, s, gone, models.EventAdminCancel)
+	storetest.Apply(t, s, kept, models.EventAdminCancel)
 	clock.Advance(2 * day)
 	if ids := archive(t, s, clock.Now().Add(-day)); len(ids) != 2 {
 		t.Fatalf("archived %v", ids)
@@ -606,20 +606,15 @@ func TestDeleteProjectDeletesItsArchive(t *testing.T) {
 // archived one (names are drawn at random, so the same draw comes again).
 func TestArchivedIDsAreNotReused(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "aq.db")
 	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	open := func() *store.Store {
-		s, err := store.Open(ctx, store.Config{Path: path, Clock: clock, Rand: rand.New(rand.NewPCG(1, 2))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return storetest.OpenAt(t, path, storetest.WithClock(clock), storetest.WithSeed(1, 2))
 	}
 	s := open()
-	mustProject(t, s, "p")
-	first := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"})["a"]
-	apply(t, s, first, models.EventAdminCancel)
+	storetest.Project(t, s, "p")
+	first := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"})["a"]
+	storetest.Apply(t, s, first, models.EventAdminCancel)
 	clock.Advance(2 * day)
 	if ids := archive(t, s, clock.Now().Add(-day)); len(ids) != 1 {
 		t.Fatalf("archived %v", ids)
@@ -627,11 +622,11 @@ func TestArchivedIDsAreNotReused(t *testing.T) {
 	s.Close()
 	s = open() // the same draws again
 	defer s.Close()
-	again := create(t, s, "p", models.BatchTask{LocalID: "b", Title: "b"})["b"]
+	again := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "b", Title: "b"})["b"]
 	if again == first {
 		t.Fatalf("a new task took the archived id %s", first)
 	}
-	apply(t, s, again, models.EventAdminCancel)
+	storetest.Apply(t, s, again, models.EventAdminCancel)
 	clock.Advance(2 * day)
 	if ids := archive(t, s, clock.Now().Add(-day)); len(ids) != 1 {
 		t.Fatalf("archived %v", ids)
@@ -644,15 +639,15 @@ func TestPruneArchive(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
-	mustAgent(t, s, "a1")
-	old := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"})["a"]
+	storetest.Project(t, s, "p")
+	storetest.Agent(t, s, "a1")
+	old := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"})["a"]
 	completeTask(t, s, old)
 	clock.Advance(2 * day)
 	archive(t, s, clock.Now().Add(-day))
 	clock.Advance(10 * day)
-	recent := create(t, s, "p", models.BatchTask{LocalID: "b", Title: "b"})["b"]
-	apply(t, s, recent, models.EventAdminCancel)
+	recent := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "b", Title: "b"})["b"]
+	storetest.Apply(t, s, recent, models.EventAdminCancel)
 	clock.Advance(2 * day)
 	archive(t, s, clock.Now().Add(-day))
 	tokens, _ := s.TokensUsedSince(ctx, "p", time.Time{})
@@ -676,11 +671,11 @@ func TestPruneArchive(t *testing.T) {
 func TestCheckpointDoesNotWaitForTheWriter(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "aq.db")
-	s := openAt(t, path)
+	s := storetest.OpenAt(t, path)
 	ctx := progresstest.Context(t)
-	mustProject(t, s, "p")
+	storetest.Project(t, s, "p")
 	for i := range 20 {
-		create(t, s, "p", models.BatchTask{LocalID: "t", Title: fmt.Sprintf("task %d", i)})
+		storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "t", Title: fmt.Sprintf("task %d", i)})
 	}
 	db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=60000")
 	if err != nil {
@@ -711,9 +706,9 @@ func TestCheckpointDoesNotWaitForTheWriter(t *testing.T) {
 func TestArchiveWriteLeavesTheWriterDurable(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
-	mustProject(t, s, "p")
-	mustAgent(t, s, "a1")
-	ids := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"}, models.BatchTask{LocalID: "b", Title: "b"})
+	storetest.Project(t, s, "p")
+	storetest.Agent(t, s, "a1")
+	ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"}, models.BatchTask{LocalID: "b", Title: "b"})
 	completeTask(t, s, ids["a"])
 	completeTask(t, s, ids["b"])
 	clock.Advance(31 * day)

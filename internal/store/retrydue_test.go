@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // TestDueFailedAgreesWithRetryAt: the due time DueFailed computes in SQL is
@@ -19,9 +20,9 @@ func TestDueFailedAgreesWithRetryAt(t *testing.T) {
 	t.Parallel()
 	s, _ := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
+	storetest.Project(t, s, "p")
 	maxRetries := 100
-	id := create(t, s, "p", models.BatchTask{LocalID: "t", Title: "t", MaxRetries: &maxRetries})["t"]
+	id := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "t", Title: "t", MaxRetries: &maxRetries})["t"]
 	failed := time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
 	for _, tc := range []struct {
 		name      string

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 	"github.com/agentqueued/agentqueued/internal/workflow"
 )
 
@@ -32,7 +32,7 @@ func TestRulesPersistAcrossRestartsAndFollowTheConfigUntilSetThroughTheAPI(t *te
 	conc := rule(t, `{"id": "one-deploy", "type": "Concurency", "matcher": {"kind": "deploy"}, "max_concurency": 1}`)
 	capRule := rule(t, capacity100)
 
-	s := openAt(t, path)
+	s := storetest.OpenAt(t, path)
 	if rs, err := s.InitRules(ctx, nil); err != nil || len(rs.Rules) != 0 || rs.Source != "" {
 		t.Fatalf("fresh store: %+v, %v", rs, err)
 	}
@@ -53,7 +53,7 @@ func TestRulesPersistAcrossRestartsAndFollowTheConfigUntilSetThroughTheAPI(t *te
 		t.Fatalf("replace: %+v, %v", rs, err)
 	}
 	s.Close()
-	s = openAt(t, path)
+	s = storetest.OpenAt(t, path)
 	if got := s.CurrentRules(); got != nil {
 		t.Fatalf("rules in memory before InitRules: %+v", got)
 	}
@@ -77,13 +77,13 @@ func TestRulesPersistAcrossRestartsAndFollowTheConfigUntilSetThroughTheAPI(t *te
 func TestReplaceRulesIsValidatedAndAllOrNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore(t)
-	mustProject(t, s, "p")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
 	keep := rule(t, `{"id": "keep", "type": "Concurrency", "matcher": {"kind": "deploy"}, "max_concurrency": 1}`)
 	if _, err := s.ReplaceRules(ctx, []models.Rule{keep}, "ops"); err != nil {
 		t.Fatal(err)
 	}
-	ids := create(t, s, "p",
+	ids := storetest.Tasks(t, s, "p",
 		models.BatchTask{LocalID: "big", Title: "big", Kind: "crawl", ExpectedCount: 500},
 		models.BatchTask{LocalID: "none", Title: "none", Kind: "index"})
 	for _, tc := range []struct {
@@ -130,9 +130,9 @@ func TestReplaceRulesIsValidatedAndAllOrNothing(t *testing.T) {
 func TestTasksUnderACapacityRuleMustFitIt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore(t)
-	mustProject(t, s, "p")
-	mustProject(t, s, "q")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	storetest.Project(t, s, "q")
 	if _, err := s.ReplaceRules(ctx, []models.Rule{rule(t, capacity100),
 		rule(t, `{"id": "q-only", "type": "Capacity", "project_id": "q", "matcher": {"fields": ["source"]}, "max_capacity": 10}`)}, "ops"); err != nil {
 		t.Fatal(err)
@@ -150,7 +150,7 @@ func TestTasksUnderACapacityRuleMustFitIt(t *testing.T) {
 			[]string{"tasks[0]", "expected_count: 150 exceeds max_capacity 100", "rules[0] (ingest-cap)"}},
 		{"one bad entry refuses the batch", "p", []models.BatchTask{
 			{LocalID: "a", Title: "a", Kind: "ingest", ExpectedCount: 100},
-			{LocalID: "b", Title: "b", Kind: "ingest", ExpectedCount: 101, Dependencies: dep("a")}},
+			{LocalID: "b", Title: "b", Kind: "ingest", ExpectedCount: 101, Dependencies: storetest.Deps("a")}},
 			[]string{"tasks[1] (b)", "101 exceeds max_capacity 100"}},
 		{"a project-scoped rule matching on fields", "q", []models.BatchTask{{Title: "a", Kind: "anything", ExpectedCount: 11}},
 			[]string{"11 exceeds max_capacity 10", "rules[1] (q-only)"}},
@@ -196,10 +196,10 @@ func TestTasksUnderACapacityRuleMustFitIt(t *testing.T) {
 func TestABatchEntryKeepsItsOwnRules(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore(t)
-	mustProject(t, s, "p")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
 	// The seed's batch format: an array of entries, each with its rules.
-	ids := create(t, s, "p", models.BatchTask{LocalID: "c", Title: "cluster", Kind: "clustering", ExpectedCount: 40,
+	ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "c", Title: "cluster", Kind: "clustering", ExpectedCount: 40,
 		Metadata: map[string]string{"projectId": "7"},
 		Rules: []models.Rule{
 			rule(t, `{"type": "Concurency", "max_concurency": 1, "matcher": {"status": "Running", "kind": "clustering", "fields": ["projectId"]}}`),
@@ -219,9 +219,9 @@ func TestProgressCountsAreStoredOnTheTask(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := openClocked(t)
-	mustProject(t, s, "p")
-	mustAgent(t, s, "a1")
-	ids := create(t, s, "p", models.BatchTask{LocalID: "t", Title: "t", Kind: "ingest", ExpectedCount: 100},
+	storetest.Project(t, s, "p")
+	storetest.Agent(t, s, "a1")
+	ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "t", Title: "t", Kind: "ingest", ExpectedCount: 100},
 		models.BatchTask{LocalID: "u", Title: "u"})
 	run, _, err := s.ClaimTask(ctx, ids["t"], "a1")
 	if err != nil {
@@ -360,14 +360,9 @@ func TestConfigRulesThatStrandWaitingTasksAreReported(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	var logs strings.Builder
-	s, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "aq.db"),
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	mustProject(t, s, "p")
-	id := create(t, s, "p", models.BatchTask{LocalID: "big", Title: "big", Kind: "ingest", ExpectedCount: 500})["big"]
+	s := storetest.Open(t, storetest.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	storetest.Project(t, s, "p")
+	id := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "big", Title: "big", Kind: "ingest", ExpectedCount: 500})["big"]
 	rs, err := s.InitRules(ctx, []models.Rule{rule(t, capacity100)})
 	if err != nil || len(rs.Rules) != 1 {
 		t.Fatalf("InitRules: %+v, %v", rs, err)

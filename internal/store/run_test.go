@@ -12,26 +12,14 @@ import (
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 func openClocked(t testing.TB) (*store.Store, *clocktest.Fake) {
 	t.Helper()
 	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "aq.db"), Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := storetest.Open(t, storetest.WithClock(clock))
 	return s, clock
-}
-
-func mustAgent(t testing.TB, s *store.Store, id string, projects ...string) {
-	t.Helper()
-	_, err := s.RegisterAgent(context.Background(), models.Agent{ID: id, AgentType: "command",
-		AgentSettings: models.AgentSettings{Command: "/bin/true", Projects: projects}})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func agentState(t *testing.T, s *store.Store, id string) models.Agent {
@@ -47,9 +35,9 @@ func TestRunLifecycle(t *testing.T) {
 	t.Parallel()
 	s, _ := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
-	mustAgent(t, s, "a1")
-	ids := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"}, models.BatchTask{LocalID: "b", Title: "B", Dependencies: dep("a")})
+	storetest.Project(t, s, "p")
+	storetest.Agent(t, s, "a1")
+	ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"}, models.BatchTask{LocalID: "b", Title: "B", Dependencies: storetest.Deps("a")})
 
 	run, token, err := s.ClaimTask(ctx, ids["a"], "a1")
 	if err != nil {
@@ -95,7 +83,7 @@ func TestRunLifecycle(t *testing.T) {
 		t.Fatalf("finishing an ended run: %v", err)
 	}
 	// A second attempt counts up.
-	apply(t, s, ids["a"], models.EventVerifyFailed, models.EventRetry)
+	storetest.Apply(t, s, ids["a"], models.EventVerifyFailed, models.EventRetry)
 	run2, _, err := s.ClaimTask(ctx, ids["a"], "a1")
 	if err != nil || run2.Attempt != 2 {
 		t.Fatalf("second attempt: %+v %v", run2, err)
@@ -106,10 +94,10 @@ func TestClaimRefusalsChangeNothing(t *testing.T) {
 	t.Parallel()
 	s, _ := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
-	mustAgent(t, s, "elsewhere", "other")
-	mustAgent(t, s, "busy")
-	ids := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"}, models.BatchTask{LocalID: "b", Title: "B"})
+	storetest.Project(t, s, "p")
+	storetest.Agent(t, s, "elsewhere", "other")
+	storetest.Agent(t, s, "busy")
+	ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"}, models.BatchTask{LocalID: "b", Title: "B"})
 	if _, _, err := s.ClaimTask(ctx, ids["b"], "busy"); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +106,7 @@ func TestClaimRefusalsChangeNothing(t *testing.T) {
 			t.Fatalf("claim by %s: %v, want %q", tc.agent, err, tc.want)
 		}
 	}
-	if st := status(t, s, ids["a"]); st != models.StatusReady {
+	if st := storetest.Status(t, s, ids["a"]); st != models.StatusReady {
 		t.Fatalf("a refused claim left the task %s", st)
 	}
 	if a := agentState(t, s, "elsewhere"); a.State != models.AgentIdle {
@@ -129,11 +117,11 @@ func TestClaimRefusalsChangeNothing(t *testing.T) {
 func TestConcurrentClaimsOneWinner(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "aq.db")
-	s1, s2 := openAt(t, path), openAt(t, path)
-	mustProject(t, s1, "p")
-	mustAgent(t, s1, "a1")
-	mustAgent(t, s1, "a2")
-	id := create(t, s1, "p", models.BatchTask{LocalID: "a", Title: "A"})["a"]
+	s1, s2 := storetest.OpenAt(t, path), storetest.OpenAt(t, path)
+	storetest.Project(t, s1, "p")
+	storetest.Agent(t, s1, "a1")
+	storetest.Agent(t, s1, "a2")
+	id := storetest.Tasks(t, s1, "p", models.BatchTask{LocalID: "a", Title: "A"})["a"]
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i, st := range []*store.Store{s1, s2} {
@@ -162,25 +150,25 @@ func TestSchedulingState(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
-	mustProject(t, s, "q")
-	mustAgent(t, s, "a1")
-	mustAgent(t, s, "a2")
-	mustAgent(t, s, "a3")
+	storetest.Project(t, s, "p")
+	storetest.Project(t, s, "q")
+	storetest.Agent(t, s, "a1")
+	storetest.Agent(t, s, "a2")
+	storetest.Agent(t, s, "a3")
 	var batch []models.BatchTask
 	for i := range 5 {
 		pr := 100 - i
 		batch = append(batch, models.BatchTask{Title: "t", Priority: &pr})
 	}
-	create(t, s, "p", batch...)
-	old := create(t, s, "q", models.BatchTask{LocalID: "old", Title: "old"}, models.BatchTask{LocalID: "new", Title: "new"})
+	storetest.Tasks(t, s, "p", batch...)
+	old := storetest.Tasks(t, s, "q", models.BatchTask{LocalID: "old", Title: "old"}, models.BatchTask{LocalID: "new", Title: "new"})
 
 	// An old run, outside the window.
 	r0, _, _ := s.ClaimTask(ctx, old["old"], "a1")
 	s.StartRun(ctx, r0.ID, 1, "")
 	clock.Advance(time.Hour)
 	s.FinishRun(ctx, models.RunEnd{RunID: r0.ID, Event: models.EventAgentCompleted, Outcome: "completed"})
-	apply(t, s, old["old"], models.EventVerifyPassed) // q completes in the window
+	storetest.Apply(t, s, old["old"], models.EventVerifyPassed) // q completes in the window
 	clock.Advance(48 * time.Hour)
 	// A finished run of 10 minutes and an open one of 5, inside the window.
 	r1, _, _ := s.ClaimTask(ctx, old["new"], "a1")
@@ -232,9 +220,9 @@ func TestUpsertAgentKeepsRuntimeState(t *testing.T) {
 	t.Parallel()
 	s, _ := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
-	mustAgent(t, s, "a1")
-	id := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"})["a"]
+	storetest.Project(t, s, "p")
+	storetest.Agent(t, s, "a1")
+	id := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"})["a"]
 	if _, _, err := s.ClaimTask(ctx, id, "a1"); err != nil {
 		t.Fatal(err)
 	}
@@ -281,9 +269,9 @@ func TestPausedAgentTakesNoNewTask(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
-	mustAgent(t, s, "a1")
-	id := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"})["a"]
+	storetest.Project(t, s, "p")
+	storetest.Agent(t, s, "a1")
+	id := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"})["a"]
 	if a, err := s.SetAgentPaused(ctx, "a1", true); err != nil || !a.Paused {
 		t.Fatalf("pause: %+v %v", a, err)
 	}
@@ -311,9 +299,9 @@ func TestFinishRunSavesTheResultWithTheEnd(t *testing.T) {
 	t.Parallel()
 	s, _ := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
-	mustAgent(t, s, "a1", "p")
-	id := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"})["a"]
+	storetest.Project(t, s, "p")
+	storetest.Agent(t, s, "a1", "p")
+	id := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"})["a"]
 	run, _, err := s.ClaimTask(ctx, id, "a1")
 	if err != nil {
 		t.Fatal(err)
@@ -351,16 +339,11 @@ func TestFinishRunSavesTheResultWithTheEnd(t *testing.T) {
 func TestClaimAndStartSignalAStateChange(t *testing.T) {
 	t.Parallel()
 	var wakes, states atomic.Int64
-	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db"),
-		OnChange: func() { wakes.Add(1) }, OnStateChange: func() { states.Add(1) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := storetest.Open(t, storetest.WithOnChange(func() { wakes.Add(1) }), storetest.WithOnStateChange(func() { states.Add(1) }))
 	ctx := context.Background()
-	mustProject(t, s, "web")
-	mustAgent(t, s, "a")
-	ids := create(t, s, "web", models.BatchTask{LocalID: "q", Title: "Work"})
+	storetest.Project(t, s, "web")
+	storetest.Agent(t, s, "a")
+	ids := storetest.Tasks(t, s, "web", models.BatchTask{LocalID: "q", Title: "Work"})
 	var run models.Run
 	tests := []struct {
 		name string

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // buildAndTest builds, tests, then reports once per item the build found.
@@ -157,7 +158,7 @@ func TestARetriedRunFailingAgainCountsItsArchivedTasks(t *testing.T) {
 // look them up by run, never scan the archive.
 func TestRunArchiveQueriesUseIndexes(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	fullScan := regexp.MustCompile(`(?m)SCAN archived_tasks$`)
 	for name, q := range store.RunArchiveQueriesForTest() {
 		plan, err := store.QueryPlanForTest(s, q, "run-1", "step")

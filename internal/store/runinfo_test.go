@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // TestRunShowsItsCLIUsageCostAndDenials checks that what a run's CLI showed
@@ -15,11 +16,11 @@ func TestRunShowsItsCLIUsageCostAndDenials(t *testing.T) {
 	t.Parallel()
 	s, _ := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
+	storetest.Project(t, s, "p")
 	if _, err := s.RegisterAgent(ctx, models.Agent{ID: "c1", AgentType: "claude"}); err != nil {
 		t.Fatal(err)
 	}
-	ids := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"})
+	ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"})
 	run, _, err := s.ClaimTask(ctx, ids["a"], "c1")
 	if err != nil {
 		t.Fatal(err)
@@ -80,11 +81,11 @@ func TestAgentTokenTotals(t *testing.T) {
 	t.Parallel()
 	s, _ := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
+	storetest.Project(t, s, "p")
 	if _, err := s.RegisterAgent(ctx, models.Agent{ID: "c1", AgentType: "claude"}); err != nil {
 		t.Fatal(err)
 	}
-	ids := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"})
+	ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"})
 	run, _, err := s.ClaimTask(ctx, ids["a"], "c1")
 	if err != nil {
 		t.Fatal(err)

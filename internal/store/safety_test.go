@@ -16,6 +16,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // TestWritesOfADaemonThatLostItsLeaseAreRefused is a daemon paused past its
@@ -26,11 +27,7 @@ func TestWritesOfADaemonThatLostItsLeaseAreRefused(t *testing.T) {
 	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	path := filepath.Join(t.TempDir(), "aq.db")
 	open := func() *store.Store {
-		s, err := store.Open(context.Background(), store.Config{Path: path, Clock: clock})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
+		s := storetest.OpenAt(t, path, storetest.WithClock(clock))
 		return s
 	}
 	ctx := context.Background()
@@ -95,8 +92,8 @@ func TestWritesOfADaemonThatLostItsLeaseAreRefused(t *testing.T) {
 func TestImplausibleUsageIsRefusedAndTotalsSaturate(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "aq.db")
-	s := openAt(t, path)
-	mustProject(t, s, "p")
+	s := storetest.OpenAt(t, path)
+	storetest.Project(t, s, "p")
 	ctx := context.Background()
 	for _, u := range []models.TokenUsage{
 		{ProjectID: "p", Input: 5e18},
@@ -131,9 +128,9 @@ func TestImplausibleUsageIsRefusedAndTotalsSaturate(t *testing.T) {
 func TestUnreadableTotalsAreRepairedAtOpen(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "aq.db")
-	s := openAt(t, path)
-	mustProject(t, s, "p")
-	mustProject(t, s, "q")
+	s := storetest.OpenAt(t, path)
+	storetest.Project(t, s, "p")
+	storetest.Project(t, s, "q")
 	ctx := context.Background()
 	if _, err := s.RegisterAgent(ctx, models.Agent{ID: "a", AgentType: "command", AgentSettings: models.AgentSettings{Command: "true"}}); err != nil {
 		t.Fatal(err)
@@ -167,7 +164,7 @@ func TestUnreadableTotalsAreRepairedAtOpen(t *testing.T) {
 	}
 	raw.Close()
 
-	s = openAt(t, path)
+	s = storetest.OpenAt(t, path)
 	p, err := s.GetProject(ctx, "p")
 	want := int64(10 + 3*store.MaxTokensPerRecord)
 	if err != nil || p.TotalTokensUsed != want {
@@ -213,8 +210,8 @@ func rawDB(t *testing.T, path string) *sql.DB {
 func TestDamagedDatabaseIsRefused(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "aq.db")
-	s := openAt(t, path)
-	mustProject(t, s, "p")
+	s := storetest.OpenAt(t, path)
+	storetest.Project(t, s, "p")
 	ctx := context.Background()
 	var tasks []models.BatchTask
 	for i := range 400 {
@@ -293,16 +290,16 @@ func TestDatabaseFilesArePrivate(t *testing.T) {
 			}
 		}
 	}
-	s := openAt(t, path)
-	mustProject(t, s, "p")
+	s := storetest.OpenAt(t, path)
+	storetest.Project(t, s, "p")
 	check("a new database")
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		if err := os.Chmod(p, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s2 := openAt(t, path)
-	mustProject(t, s2, "q")
+	s2 := storetest.OpenAt(t, path)
+	storetest.Project(t, s2, "q")
 	check("a database left readable by others")
 }
 
@@ -312,15 +309,15 @@ func TestDatabaseFilesArePrivate(t *testing.T) {
 // GitHub) is kept without its control characters.
 func TestStoreEntryPointsRefuseTextThatBreaksLater(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "web")
-	mustAgent(t, s, "a")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "web")
+	storetest.Agent(t, s, "a")
 	ctx := context.Background()
 	_, err := s.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", Tasks: []models.BatchTask{{LocalID: "x\x00y", Title: "One"}}})
 	if models.ErrorCodeOf(err) != models.CodeInvalid || !strings.Contains(err.Error(), "tasks[0].id") {
 		t.Fatalf("a NUL in a local id: %v", err)
 	}
-	ids := create(t, s, "web", models.BatchTask{LocalID: "q", Title: "Ask"})
+	ids := storetest.Tasks(t, s, "web", models.BatchTask{LocalID: "q", Title: "Ask"})
 	run, _, err := s.ClaimTask(ctx, ids["q"], "a")
 	if err != nil {
 		t.Fatal(err)
@@ -347,8 +344,8 @@ func TestStoreEntryPointsRefuseTextThatBreaksLater(t *testing.T) {
 // so, and writes resume by themselves when space returns.
 func TestAFullDiskFailsWritesCleanlyAndPasses(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "web")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "web")
 	ctx := context.Background()
 	if err := store.LimitPagesForTest(s, 0); err != nil {
 		t.Fatal(err)

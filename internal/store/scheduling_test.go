@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // TestWaitingReasonsAreWrittenOnlyWhenTheyChange: a round writes reasons
@@ -18,9 +19,9 @@ func TestWaitingReasonsAreWrittenOnlyWhenTheyChange(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
+	storetest.Project(t, s, "p")
 	later := clock.Now().Add(time.Hour)
-	ids := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"}, models.BatchTask{LocalID: "b", Title: "b"},
+	ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"}, models.BatchTask{LocalID: "b", Title: "b"},
 		models.BatchTask{LocalID: "later", Title: "later", NotBefore: &later})
 	all := models.WaitingUpdate{ProjectID: "p", Scope: models.WaitAll, Code: models.WaitingSlots, Reason: "all 2 slots of project p are busy"}
 	future := models.WaitingUpdate{ProjectID: "p", Scope: models.WaitFuture, Now: clock.Now(), Code: models.WaitingNotBefore, Reason: "not before "}
@@ -47,7 +48,7 @@ func TestWaitingReasonsAreWrittenOnlyWhenTheyChange(t *testing.T) {
 	if got := getTask(t, s, ids["later"]); got.WaitingCode != models.WaitingNotBefore || got.WaitingReason != "not before 2026-03-01T13:00:00Z" {
 		t.Fatalf("future-dated task: %q %q", got.WaitingCode, got.WaitingReason)
 	}
-	mustAgent(t, s, "a1")
+	storetest.Agent(t, s, "a1")
 	if _, _, err := s.ClaimTask(ctx, ids["a"], "a1"); err != nil {
 		t.Fatal(err)
 	}
@@ -77,10 +78,10 @@ func TestReadyTasksLeaveOutWhatCannotStart(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
+	storetest.Project(t, s, "p")
 	later := clock.Now().Add(time.Minute)
 	one, two := 1, 2
-	ids := create(t, s, "p",
+	ids := storetest.Tasks(t, s, "p",
 		models.BatchTask{LocalID: "plain", Title: "plain", Priority: &two},
 		models.BatchTask{LocalID: "later", Title: "later", Priority: &one, NotBefore: &later},
 		models.BatchTask{LocalID: "ingest-a", Title: "a", Priority: &one, Kind: "ingest", Metadata: map[string]string{"src": "a"}},
@@ -154,8 +155,8 @@ func TestReadyGenerationMovesWithTheReadyTasks(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
-	mustAgent(t, s, "a1", "p")
+	storetest.Project(t, s, "p")
+	storetest.Agent(t, s, "a1", "p")
 	gen := func() int64 {
 		t.Helper()
 		st, err := s.SchedulingState(ctx, clock.Now(), time.Hour)
@@ -172,9 +173,9 @@ func TestReadyGenerationMovesWithTheReadyTasks(t *testing.T) {
 		do    func()
 		moves bool
 	}{
-		{"a READY task created", func() { id = create(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"})["a"] }, true},
+		{"a READY task created", func() { id = storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"})["a"] }, true},
 		{"a DEFINED task created", func() {
-			create(t, s, "p", models.BatchTask{LocalID: "d", Title: "d", Dependencies: dep(id)})
+			storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "d", Title: "d", Dependencies: storetest.Deps(id)})
 		}, false},
 		{"its waiting reason written", func() {
 			if _, err := s.SetWaiting(ctx, []models.WaitingUpdate{{ProjectID: "p", Scope: models.WaitAll,
@@ -215,10 +216,10 @@ func TestReadyPageCarriesWhatARoundUses(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
+	storetest.Project(t, s, "p")
 	earlier := clock.Now().Add(-time.Minute)
 	three := 3
-	ids := create(t, s, "p",
+	ids := storetest.Tasks(t, s, "p",
 		models.BatchTask{LocalID: "plain", Title: "plain"},
 		models.BatchTask{LocalID: "full", Title: "full", Description: "a long description", Priority: &three, Kind: "bug",
 			Metadata: map[string]string{"area": "db"}, CreatedBy: "ann", NotBefore: &earlier, ExpectedCount: 4,

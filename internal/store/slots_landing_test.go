@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // TestALandingThatWaitsHoldsNoSlot: a VERIFYING task whose work waits to
@@ -25,10 +26,10 @@ func TestALandingThatWaitsHoldsNoSlot(t *testing.T) {
 	} {
 		t.Run(string(c.phase), func(t *testing.T) {
 			t.Parallel()
-			s := openStore(t)
-			mustProject(t, s, "web")
-			id := create(t, s, "web", models.BatchTask{LocalID: "t", Title: "T"})["t"]
-			apply(t, s, id, toCompleted[:3]...) // VERIFYING
+			s := storetest.Open(t)
+			storetest.Project(t, s, "web")
+			id := storetest.Tasks(t, s, "web", models.BatchTask{LocalID: "t", Title: "T"})["t"]
+			storetest.Apply(t, s, id, storetest.ToCompleted[:3]...) // VERIFYING
 			if err := s.SetVerification(ctx, models.Verification{TaskID: id, Attempt: 1, Phase: c.phase}); err != nil {
 				t.Fatal(err)
 			}

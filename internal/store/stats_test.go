@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // TestStats: completions fall in the hour they happened, queue wait runs
@@ -15,12 +16,12 @@ func TestStats(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t) // 12:00
 	ctx := context.Background()
-	mustProject(t, s, "p")
-	mustProject(t, s, "q")
-	mustAgent(t, s, "a1")
+	storetest.Project(t, s, "p")
+	storetest.Project(t, s, "q")
+	storetest.Agent(t, s, "a1")
 	work := func(wait, run time.Duration) {
 		t.Helper()
-		id := create(t, s, "p", models.BatchTask{LocalID: "x", Title: "x"})["x"]
+		id := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "x", Title: "x"})["x"]
 		clock.Advance(wait)
 		r, _, err := s.ClaimTask(ctx, id, "a1")
 		if err != nil {
@@ -33,12 +34,12 @@ func TestStats(t *testing.T) {
 		if _, err := s.FinishRun(ctx, models.RunEnd{RunID: r.ID, Event: models.EventAgentCompleted, Outcome: "completed"}); err != nil {
 			t.Fatal(err)
 		}
-		apply(t, s, id, models.EventVerifyPassed)
+		storetest.Apply(t, s, id, models.EventVerifyPassed)
 	}
 	work(10*time.Minute, 20*time.Minute) // completed at 12:30
 	clock.Advance(time.Hour)
 	work(0, 10*time.Minute) // completed at 13:40
-	create(t, s, "p", models.BatchTask{LocalID: "r", Title: "ready"})
+	storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "r", Title: "ready"})
 
 	st, err := s.Stats(ctx)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // lifecycle takes one new task through a trivial life as the daemon does,
@@ -20,7 +21,7 @@ import (
 func lifecycle(t *testing.T, s *store.Store, n int) {
 	t.Helper()
 	ctx := context.Background()
-	id := create(t, s, "p", models.BatchTask{LocalID: "x", Title: fmt.Sprintf("task %d", n)})["x"]
+	id := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "x", Title: fmt.Sprintf("task %d", n)})["x"]
 	now := time.Now()
 	must := func(what string, err error) {
 		t.Helper()
@@ -74,7 +75,7 @@ func lifecycle(t *testing.T, s *store.Store, n int) {
 	must("last work run", err)
 	_, _, err = s.PendingPlan(ctx, id)
 	must("pending plan", err)
-	apply(t, s, id, models.EventVerifyPassed)
+	storetest.Apply(t, s, id, models.EventVerifyPassed)
 	_, _, err = s.TaskEventsAfter(ctx, int64(n), 200+n)
 	must("task events", err)
 }
@@ -91,7 +92,7 @@ func TestStatementsAreParsedOnce(t *testing.T) {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
-	mustProject(t, s, "p")
+	storetest.Project(t, s, "p")
 	if _, err := s.RegisterAgent(ctx, models.Agent{ID: "a1", Name: "a1", AgentType: "command",
 		AgentSettings: models.AgentSettings{Command: "true"}}); err != nil {
 		t.Fatal(err)
@@ -112,13 +113,13 @@ func TestStatementsAreParsedOnce(t *testing.T) {
 // statements, and checks every answer; then Close closes the statements.
 func TestCachedStatementsAreSafeAcrossConnections(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
 	const workers, each = 6, 5
 	ids := make([][]string, workers)
 	for w := range ids {
 		for i := range each {
-			ids[w] = append(ids[w], create(t, s, "p", models.BatchTask{LocalID: "x", Title: fmt.Sprintf("w%d t%d", w, i)})["x"])
+			ids[w] = append(ids[w], storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "x", Title: fmt.Sprintf("w%d t%d", w, i)})["x"])
 		}
 	}
 	ctx := context.Background()
@@ -129,7 +130,7 @@ func TestCachedStatementsAreSafeAcrossConnections(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for _, id := range ids[w] {
-				for _, ev := range toCompleted {
+				for _, ev := range storetest.ToCompleted {
 					res, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: ev, Actor: "test", AgentID: "a1"})
 					if err != nil {
 						errs <- fmt.Errorf("apply %s to %s: %w", ev, id, err)

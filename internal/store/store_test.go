@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,99 +14,14 @@ import (
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
-
-func openAt(t testing.TB, path string) *store.Store {
-	t.Helper()
-	s, err := store.Open(context.Background(), store.Config{Path: path, Rand: rand.New(rand.NewPCG(7, 9))})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
-func openStore(t testing.TB) *store.Store {
-	t.Helper()
-	return openAt(t, filepath.Join(t.TempDir(), "aq.db"))
-}
-
-func mustProject(t testing.TB, s *store.Store, id string) models.Project {
-	t.Helper()
-	p, err := s.CreateProject(context.Background(), models.Project{ID: id})
-	if err != nil {
-		t.Fatalf("create project: %v", err)
-	}
-	return p
-}
 
 func f() *bool { b := false; return &b }
 
-// create makes a batch and returns local id → task id.
-func create(t testing.TB, s *store.Store, project string, tasks ...models.BatchTask) map[string]string {
-	t.Helper()
-	res, err := s.CreateTasks(context.Background(), models.TaskBatch{ProjectID: project, Tasks: tasks})
-	if err != nil {
-		t.Fatalf("create tasks: %v", err)
-	}
-	ids := map[string]string{}
-	for _, r := range res {
-		ids[r.LocalID] = r.TaskID
-	}
-	return ids
-}
-
-func dep(ids ...string) []models.BatchDependency {
-	var out []models.BatchDependency
-	for _, id := range ids {
-		out = append(out, models.BatchDependency{ID: id})
-	}
-	return out
-}
-
-func apply(t testing.TB, s *store.Store, id string, events ...models.TaskEvent) models.TransitionResult {
-	t.Helper()
-	var res models.TransitionResult
-	for _, ev := range events {
-		req := models.TransitionRequest{TaskID: id, Event: ev, Actor: "test", AgentID: "a1"}
-		if ev == models.EventTokensExhausted || ev == models.EventInputTimeout {
-			at := time.Now().Add(time.Hour)
-			req.ResumeAfter = &at
-		}
-		var err error
-		if res, err = s.ApplyEvent(context.Background(), req); err != nil {
-			t.Fatalf("apply %s to %s: %v", ev, id, err)
-		}
-	}
-	return res
-}
-
-var (
-	toCompleted = []models.TaskEvent{models.EventAssigned, models.EventAgentStarted, models.EventAgentCompleted, models.EventVerifyPassed}
-	toBlocked   = []models.TaskEvent{models.EventAssigned, models.EventAgentStarted, models.EventAdminStop}
-)
-
-func status(t testing.TB, s *store.Store, id string) models.TaskStatus {
-	t.Helper()
-	task, err := s.GetTask(context.Background(), id)
-	if err != nil {
-		t.Fatalf("get task %s: %v", id, err)
-	}
-	return task.Status
-}
-
-func wantStatuses(t testing.TB, s *store.Store, want map[string]models.TaskStatus) {
-	t.Helper()
-	for id, st := range want {
-		if got := status(t, s, id); got != st {
-			t.Errorf("task %s: status %s, want %s", id, got, st)
-		}
-	}
-}
-
 func TestProjectCRUD(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	ctx := context.Background()
 	p, err := s.CreateProject(ctx, models.Project{ID: "web", Repo: &models.RepoConfig{SourceType: models.RepoClone, URL: "/srv/web.git"}})
 	if err != nil {
@@ -142,21 +56,21 @@ func TestProjectCRUD(t *testing.T) {
 
 func TestBatchCreatesReadyAndDefined(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
-	ids := create(t, s, "p",
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	ids := storetest.Tasks(t, s, "p",
 		models.BatchTask{LocalID: "a", Title: "A"},
-		models.BatchTask{LocalID: "b", Title: "B", Dependencies: dep("a")},
-		models.BatchTask{LocalID: "c", Title: "C", Dependencies: dep("a", "b")},
+		models.BatchTask{LocalID: "b", Title: "B", Dependencies: storetest.Deps("a")},
+		models.BatchTask{LocalID: "c", Title: "C", Dependencies: storetest.Deps("a", "b")},
 	)
-	wantStatuses(t, s, map[string]models.TaskStatus{ids["a"]: models.StatusReady, ids["b"]: models.StatusDefined, ids["c"]: models.StatusDefined})
+	storetest.WantStatuses(t, s, map[string]models.TaskStatus{ids["a"]: models.StatusReady, ids["b"]: models.StatusDefined, ids["c"]: models.StatusDefined})
 	for _, id := range ids {
 		if !models.ValidTaskID(id) || strings.Count(id, "-") < 1 {
 			t.Errorf("task id %q is not adjective-noun", id)
 		}
 	}
 	// A new batch may depend on existing tasks by id.
-	more := create(t, s, "p", models.BatchTask{LocalID: "d", Title: "D", Dependencies: dep(ids["c"])})
+	more := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "d", Title: "D", Dependencies: storetest.Deps(ids["c"])})
 	d, err := s.GetTaskDetail(context.Background(), more["d"])
 	if err != nil || len(d.Dependencies) != 1 || d.Dependencies[0].Upstream != ids["c"] || d.Dependencies[0].Resolution != models.EdgePending {
 		t.Fatalf("detail: %+v %v", d, err)
@@ -165,9 +79,9 @@ func TestBatchCreatesReadyAndDefined(t *testing.T) {
 
 func TestBadBatchesWriteNothing(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
-	existing := create(t, s, "p", models.BatchTask{LocalID: "x", Title: "X"})["x"]
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	existing := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "x", Title: "X"})["x"]
 	tests := []struct {
 		name     string
 		batch    models.TaskBatch
@@ -176,24 +90,24 @@ func TestBadBatchesWriteNothing(t *testing.T) {
 	}{
 		{"empty", models.TaskBatch{ProjectID: "p"}, models.CodeInvalid, "empty"},
 		{"cycle", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
-			{LocalID: "a", Title: "A", Dependencies: dep("c")},
-			{LocalID: "b", Title: "B", Dependencies: dep("a")},
-			{LocalID: "c", Title: "C", Dependencies: dep("b")},
+			{LocalID: "a", Title: "A", Dependencies: storetest.Deps("c")},
+			{LocalID: "b", Title: "B", Dependencies: storetest.Deps("a")},
+			{LocalID: "c", Title: "C", Dependencies: storetest.Deps("b")},
 		}}, models.CodeInvalid, "dependency cycle: b -> a"},
-		{"self", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{LocalID: "a", Title: "A", Dependencies: dep("a")}}}, models.CodeInvalid, "itself"},
-		{"unknown dependency", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "A", Dependencies: dep("ghost")}}}, models.CodeNotFound, `"ghost"`},
+		{"self", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{LocalID: "a", Title: "A", Dependencies: storetest.Deps("a")}}}, models.CodeInvalid, "itself"},
+		{"unknown dependency", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "A", Dependencies: storetest.Deps("ghost")}}}, models.CodeNotFound, `"ghost"`},
 		{"unknown project", models.TaskBatch{ProjectID: "nope", Tasks: []models.BatchTask{{Title: "A"}}}, models.CodeNotFound, `project "nope"`},
 		{"no title", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "ok"}, {LocalID: "z"}}}, models.CodeInvalid, "tasks[1] (z): title"},
 		{"duplicate local", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{LocalID: "a", Title: "A"}, {LocalID: "a", Title: "B"}}}, models.CodeInvalid, "already used"},
 		{"bad dedupe status", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "A", Kind: "k", DedupeStrategy: []models.DedupeStrategy{{Status: "Sleeping"}}}}}, models.CodeInvalid, "Sleeping"},
-		{"hash id out of range", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{LocalID: "a", Title: "A", Dependencies: dep("#7")}}}, models.CodeInvalid, `"#7" is neither a task id`},
-		{"hash id in range", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "A"}, {Title: "B", Dependencies: dep("#0")}}}, models.CodeInvalid, `"#0" is neither`},
+		{"hash id out of range", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{LocalID: "a", Title: "A", Dependencies: storetest.Deps("#7")}}}, models.CodeInvalid, `"#7" is neither a task id`},
+		{"hash id in range", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{{Title: "A"}, {Title: "B", Dependencies: storetest.Deps("#0")}}}, models.CodeInvalid, `"#0" is neither`},
 		{"depends on its own duplicate", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
-			{LocalID: "a", Title: "A", Kind: "k", Dependencies: dep("b")},
+			{LocalID: "a", Title: "A", Kind: "k", Dependencies: storetest.Deps("b")},
 			{LocalID: "b", Title: "B", Kind: "k", DedupeStrategy: []models.DedupeStrategy{{Status: "Any"}}},
 		}}, models.CodeInvalid, `"b" is a duplicate of this very task`},
 		{"valid then unknown existing", models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
-			{LocalID: "a", Title: "A", Dependencies: dep(existing)}, {LocalID: "b", Title: "B", Dependencies: dep("zzz")},
+			{LocalID: "a", Title: "A", Dependencies: storetest.Deps(existing)}, {LocalID: "b", Title: "B", Dependencies: storetest.Deps("zzz")},
 		}}, models.CodeNotFound, "zzz"},
 	}
 	for _, tc := range tests {
@@ -214,22 +128,18 @@ func TestCompletionPromotesInSameTransactionAndIsIdempotent(t *testing.T) {
 	t.Parallel()
 	var wakes int
 	var mu sync.Mutex
-	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db"), OnChange: func() { mu.Lock(); wakes++; mu.Unlock() }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	mustProject(t, s, "p")
-	ids := create(t, s, "p",
+	s := storetest.Open(t, storetest.WithOnChange(func() { mu.Lock(); wakes++; mu.Unlock() }))
+	storetest.Project(t, s, "p")
+	ids := storetest.Tasks(t, s, "p",
 		models.BatchTask{LocalID: "a", Title: "A"},
-		models.BatchTask{LocalID: "b", Title: "B", Dependencies: dep("a")},
-		models.BatchTask{LocalID: "c", Title: "C", Dependencies: dep("a", "b")},
+		models.BatchTask{LocalID: "b", Title: "B", Dependencies: storetest.Deps("a")},
+		models.BatchTask{LocalID: "c", Title: "C", Dependencies: storetest.Deps("a", "b")},
 	)
-	apply(t, s, ids["a"], toCompleted[:3]...)
+	storetest.Apply(t, s, ids["a"], storetest.ToCompleted[:3]...)
 	mu.Lock()
 	before := wakes
 	mu.Unlock()
-	res := apply(t, s, ids["a"], models.EventVerifyPassed)
+	res := storetest.Apply(t, s, ids["a"], models.EventVerifyPassed)
 	if !slices.Equal(res.Promoted, []string{ids["b"]}) || res.To != models.StatusCompleted {
 		t.Fatalf("result %+v", res)
 	}
@@ -238,7 +148,7 @@ func TestCompletionPromotesInSameTransactionAndIsIdempotent(t *testing.T) {
 		t.Errorf("completion did not signal a wake-up")
 	}
 	mu.Unlock()
-	wantStatuses(t, s, map[string]models.TaskStatus{ids["b"]: models.StatusReady, ids["c"]: models.StatusDefined})
+	storetest.WantStatuses(t, s, map[string]models.TaskStatus{ids["b"]: models.StatusReady, ids["c"]: models.StatusDefined})
 	d, _ := s.GetTaskDetail(context.Background(), ids["b"])
 	if d.Dependencies[0].Resolution != models.EdgeSatisfied || d.Dependencies[0].ResolvingEventID == nil {
 		t.Fatalf("edge fact not recorded: %+v", d.Dependencies)
@@ -271,21 +181,21 @@ func TestCompletionPromotesInSameTransactionAndIsIdempotent(t *testing.T) {
 
 func TestCascadeBlocksChainAndAdminRepairsIt(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
-	ids := create(t, s, "p",
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	ids := storetest.Tasks(t, s, "p",
 		models.BatchTask{LocalID: "root", Title: "root"},
-		models.BatchTask{LocalID: "mid", Title: "mid", Dependencies: dep("root")},
-		models.BatchTask{LocalID: "leaf", Title: "leaf", Dependencies: dep("mid")},
+		models.BatchTask{LocalID: "mid", Title: "mid", Dependencies: storetest.Deps("root")},
+		models.BatchTask{LocalID: "leaf", Title: "leaf", Dependencies: storetest.Deps("mid")},
 		models.BatchTask{LocalID: "soft", Title: "soft", Dependencies: []models.BatchDependency{{ID: "root", RequiresSuccess: f()}}},
 		models.BatchTask{LocalID: "other", Title: "other"},
-		models.BatchTask{LocalID: "both", Title: "both", Dependencies: dep("other", "leaf")},
+		models.BatchTask{LocalID: "both", Title: "both", Dependencies: storetest.Deps("other", "leaf")},
 	)
-	res := apply(t, s, ids["root"], toBlocked...)
+	res := storetest.Apply(t, s, ids["root"], storetest.ToBlocked...)
 	if !slices.Equal(res.Blocked, []string{ids["mid"], ids["leaf"], ids["both"]}) || !slices.Equal(res.Promoted, []string{ids["soft"]}) {
 		t.Fatalf("cascade result %+v", res)
 	}
-	wantStatuses(t, s, map[string]models.TaskStatus{
+	storetest.WantStatuses(t, s, map[string]models.TaskStatus{
 		ids["mid"]: models.StatusBlocked, ids["leaf"]: models.StatusBlocked, ids["both"]: models.StatusBlocked,
 		ids["soft"]: models.StatusReady, ids["other"]: models.StatusReady,
 	})
@@ -294,18 +204,18 @@ func TestCascadeBlocksChainAndAdminRepairsIt(t *testing.T) {
 		t.Fatalf("leaf does not name the root cause: %+v", leaf)
 	}
 	// Restarting the root reopens the whole chain.
-	res = apply(t, s, ids["root"], models.EventAdminRestart)
+	res = storetest.Apply(t, s, ids["root"], models.EventAdminRestart)
 	if !slices.Equal(res.Reopened, []string{ids["mid"], ids["leaf"], ids["both"]}) {
 		t.Fatalf("reopen result %+v", res)
 	}
-	wantStatuses(t, s, map[string]models.TaskStatus{ids["root"]: models.StatusReady, ids["mid"]: models.StatusDefined, ids["leaf"]: models.StatusDefined, ids["both"]: models.StatusDefined})
+	storetest.WantStatuses(t, s, map[string]models.TaskStatus{ids["root"]: models.StatusReady, ids["mid"]: models.StatusDefined, ids["leaf"]: models.StatusDefined, ids["both"]: models.StatusDefined})
 	// Block again, then skip: the chain reopens and mid becomes READY at once.
-	apply(t, s, ids["root"], toBlocked...)
-	res = apply(t, s, ids["root"], models.EventAdminSkip)
+	storetest.Apply(t, s, ids["root"], storetest.ToBlocked...)
+	res = storetest.Apply(t, s, ids["root"], models.EventAdminSkip)
 	if !slices.Contains(res.Promoted, ids["mid"]) {
 		t.Fatalf("skip did not promote mid: %+v", res)
 	}
-	wantStatuses(t, s, map[string]models.TaskStatus{ids["mid"]: models.StatusReady, ids["leaf"]: models.StatusDefined})
+	storetest.WantStatuses(t, s, map[string]models.TaskStatus{ids["mid"]: models.StatusReady, ids["leaf"]: models.StatusDefined})
 	msgs, err := s.PendingOutbox(context.Background(), 100)
 	if err != nil {
 		t.Fatal(err)
@@ -321,16 +231,16 @@ func TestCascadeBlocksChainAndAdminRepairsIt(t *testing.T) {
 
 func TestDependingOnBlockedTaskBlocksAtCreation(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
-	up := create(t, s, "p", models.BatchTask{LocalID: "u", Title: "u"})["u"]
-	apply(t, s, up, toBlocked...)
-	ids := create(t, s, "p",
-		models.BatchTask{LocalID: "hard", Title: "hard", Dependencies: dep(up)},
-		models.BatchTask{LocalID: "after", Title: "after", Dependencies: dep("hard")},
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	up := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "u", Title: "u"})["u"]
+	storetest.Apply(t, s, up, storetest.ToBlocked...)
+	ids := storetest.Tasks(t, s, "p",
+		models.BatchTask{LocalID: "hard", Title: "hard", Dependencies: storetest.Deps(up)},
+		models.BatchTask{LocalID: "after", Title: "after", Dependencies: storetest.Deps("hard")},
 		models.BatchTask{LocalID: "soft", Title: "soft", Dependencies: []models.BatchDependency{{ID: up, RequiresSuccess: f()}}},
 	)
-	wantStatuses(t, s, map[string]models.TaskStatus{ids["hard"]: models.StatusBlocked, ids["after"]: models.StatusBlocked, ids["soft"]: models.StatusReady})
+	storetest.WantStatuses(t, s, map[string]models.TaskStatus{ids["hard"]: models.StatusBlocked, ids["after"]: models.StatusBlocked, ids["soft"]: models.StatusReady})
 	msgs, _ := s.PendingOutbox(context.Background(), 100)
 	var notice string
 	for _, m := range msgs {
@@ -345,7 +255,7 @@ func TestDependingOnBlockedTaskBlocksAtCreation(t *testing.T) {
 
 func TestTaskRepoMustBelongToItsProject(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	ctx := context.Background()
 	for _, id := range []string{"p", "q"} {
 		if _, err := s.CreateProject(ctx, models.Project{ID: id, Repo: &models.RepoConfig{SourceType: models.RepoInit}}); err != nil {
@@ -366,7 +276,7 @@ func TestTaskRepoMustBelongToItsProject(t *testing.T) {
 func TestNewerSchemaIsRefused(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "aq.db")
-	s := openAt(t, path)
+	s := storetest.OpenAt(t, path)
 	if err := store.ExecForTest(s, "INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, '0999_future.sql', 0)"); err != nil {
 		t.Fatal(err)
 	}
@@ -379,14 +289,14 @@ func TestNewerSchemaIsRefused(t *testing.T) {
 
 func TestDedupeSkipsExistingTask(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
 	strategy := []models.DedupeStrategy{{Kind: "ingest", Status: "Unfinished", Fields: []string{"source"}}}
-	first := create(t, s, "p", models.BatchTask{LocalID: "i", Title: "ingest", Kind: "ingest", Metadata: map[string]string{"source": "s3", "n": "1"}})["i"]
+	first := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "i", Title: "ingest", Kind: "ingest", Metadata: map[string]string{"source": "s3", "n": "1"}})["i"]
 	res, err := s.CreateTasks(context.Background(), models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
 		{LocalID: "i2", Title: "ingest again", Kind: "ingest", Metadata: map[string]string{"source": "s3", "n": "2"}, DedupeStrategy: strategy},
 		{LocalID: "j", Title: "other source", Kind: "ingest", Metadata: map[string]string{"source": "gcs"}, DedupeStrategy: strategy},
-		{LocalID: "after", Title: "after", Dependencies: dep("i2")},
+		{LocalID: "after", Title: "after", Dependencies: storetest.Deps("i2")},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -399,7 +309,7 @@ func TestDedupeSkipsExistingTask(t *testing.T) {
 		t.Fatalf("dependency on a deduped entry must point at the existing task: %+v", d.Dependencies)
 	}
 	// Once the first is finished, the strategy (Unfinished) no longer matches.
-	apply(t, s, first, toCompleted...)
+	storetest.Apply(t, s, first, storetest.ToCompleted...)
 	res, err = s.CreateTasks(context.Background(), models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
 		{Title: "ingest later", Kind: "ingest", Metadata: map[string]string{"source": "s3"}, DedupeStrategy: strategy},
 	}})
@@ -410,25 +320,25 @@ func TestDedupeSkipsExistingTask(t *testing.T) {
 
 func TestTransitionFieldEffects(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
-	id := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A", MaxRetries: new(int)})["a"]
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	id := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "A", MaxRetries: new(int)})["a"]
 	ctx := context.Background()
 	if _, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventAssigned}); models.ErrorCodeOf(err) != models.CodeInvalid {
 		t.Fatalf("ASSIGNED without agent: %v", err)
 	}
-	res := apply(t, s, id, models.EventAssigned, models.EventAgentStarted)
+	res := storetest.Apply(t, s, id, models.EventAssigned, models.EventAgentStarted)
 	if res.Task.AssignedAgentID == nil || *res.Task.AssignedAgentID != "a1" {
 		t.Fatalf("agent not recorded: %+v", res.Task)
 	}
 	if _, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventTokensExhausted}); models.ErrorCodeOf(err) != models.CodeInvalid {
 		t.Fatalf("pause without resume_after: %v", err)
 	}
-	res = apply(t, s, id, models.EventTokensExhausted)
+	res = storetest.Apply(t, s, id, models.EventTokensExhausted)
 	if res.Task.ResumeAfter == nil || res.Task.AssignedAgentID != nil {
 		t.Fatalf("pause effects: %+v", res.Task)
 	}
-	res = apply(t, s, id, models.EventResumeTimer, models.EventAssigned, models.EventAgentStarted, models.EventAgentFailed)
+	res = storetest.Apply(t, s, id, models.EventResumeTimer, models.EventAssigned, models.EventAgentStarted, models.EventAgentFailed)
 	if res.Task.ResumeAfter != nil || res.Task.Status != models.StatusFailed {
 		t.Fatalf("resume effects: %+v", res.Task)
 	}
@@ -437,7 +347,7 @@ func TestTransitionFieldEffects(t *testing.T) {
 		!strings.Contains(err.Error(), "MAX_RETRIES") {
 		t.Fatalf("retry over limit: %v", err)
 	}
-	apply(t, s, id, models.EventMaxRetries)
+	storetest.Apply(t, s, id, models.EventMaxRetries)
 	if _, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: "no-such", Event: models.EventAdminSkip}); models.ErrorCodeOf(err) != models.CodeNotFound {
 		t.Fatalf("missing task: %v", err)
 	}
@@ -452,12 +362,12 @@ func TestTransitionFieldEffects(t *testing.T) {
 func TestRacingTransitionsExactlyOneWins(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "aq.db")
-	s1 := openAt(t, path)
-	s2 := openAt(t, path) // a second connection pool: the race reaches SQLite itself
-	mustProject(t, s1, "p")
+	s1 := storetest.OpenAt(t, path)
+	s2 := storetest.OpenAt(t, path) // a second connection pool: the race reaches SQLite itself
+	storetest.Project(t, s1, "p")
 	for round := 0; round < 20; round++ {
-		id := create(t, s1, "p", models.BatchTask{LocalID: "a", Title: "A"})["a"]
-		apply(t, s1, id, models.EventAssigned, models.EventAgentStarted)
+		id := storetest.Tasks(t, s1, "p", models.BatchTask{LocalID: "a", Title: "A"})["a"]
+		storetest.Apply(t, s1, id, models.EventAssigned, models.EventAgentStarted)
 		events := []models.TaskEvent{models.EventAgentCompleted, models.EventAgentFailed}
 		errs := make([]error, 2)
 		var wg sync.WaitGroup
@@ -493,13 +403,10 @@ func TestRacingTransitionsExactlyOneWins(t *testing.T) {
 func TestReopenFindsEveryCommittedChange(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "aq.db")
-	s, err := store.Open(context.Background(), store.Config{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustProject(t, s, "p")
-	ids := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"}, models.BatchTask{LocalID: "b", Title: "B", Dependencies: dep("a")})
-	apply(t, s, ids["a"], toCompleted...)
+	s := storetest.OpenAt(t, path)
+	storetest.Project(t, s, "p")
+	ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"}, models.BatchTask{LocalID: "b", Title: "B", Dependencies: storetest.Deps("a")})
+	storetest.Apply(t, s, ids["a"], storetest.ToCompleted...)
 	if _, err := s.RegisterAgent(context.Background(), models.Agent{ID: "a1", AgentType: "command", AgentSettings: models.AgentSettings{Command: "true"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -510,7 +417,7 @@ func TestReopenFindsEveryCommittedChange(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s2 := openAt(t, path)
+	s2 := storetest.OpenAt(t, path)
 	after, err := s2.GetTaskDetail(context.Background(), ids["b"])
 	if err != nil || after.Task.Status != models.StatusReady || len(after.Events) != len(before.Events) ||
 		after.Dependencies[0].Resolution != models.EdgeSatisfied {
@@ -530,17 +437,13 @@ func TestReopenFindsEveryCommittedChange(t *testing.T) {
 func TestLease(t *testing.T) {
 	t.Parallel()
 	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db"), Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := storetest.Open(t, storetest.WithClock(clock))
 	ctx := context.Background()
 	first := models.LeaseHolder{Owner: "one", Hostname: "other-host", PID: 4242}
 	if err := s.AcquireLease(ctx, first, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	err = s.AcquireLease(ctx, models.LeaseHolder{Owner: "two", Hostname: "h", PID: 1}, 30*time.Second)
+	err := s.AcquireLease(ctx, models.LeaseHolder{Owner: "two", Hostname: "h", PID: 1}, 30*time.Second)
 	if models.ErrorCodeOf(err) != models.CodeConflict || !strings.Contains(err.Error(), "owner one, host other-host, pid 4242") {
 		t.Fatalf("second daemon: %v", err)
 	}
@@ -567,7 +470,7 @@ func TestLease(t *testing.T) {
 
 func TestLeaseOfCrashedProcessOnSameHostIsTakenOver(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	ctx := context.Background()
 	// A pid that cannot exist: the holder is gone.
 	if err := s.AcquireLease(ctx, models.LeaseHolder{Owner: "dead", Hostname: "h", PID: 1 << 30}, time.Hour); err != nil {
@@ -584,7 +487,7 @@ func TestLeaseOfCrashedProcessOnSameHostIsTakenOver(t *testing.T) {
 
 func TestLeaseWithSameHostAndPIDIsNotTaken(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	ctx := context.Background()
 	// Two containers given one hostname both run as pid 1: the holder may
 	// be alive, so the newcomer waits for expiry.
@@ -598,8 +501,8 @@ func TestLeaseWithSameHostAndPIDIsNotTaken(t *testing.T) {
 
 func TestTokenLedgerIsAppendOnly(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
 	ctx := context.Background()
 	if err := s.RecordTokenUsage(ctx, models.TokenUsage{ProjectID: "p", Input: 3, Output: 4, CacheRead: 1}); err != nil {
 		t.Fatal(err)
@@ -625,13 +528,13 @@ func TestTokenLedgerIsAppendOnly(t *testing.T) {
 func TestMigrationsAreRecordedOnce(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "aq.db")
-	first := openAt(t, path)
+	first := storetest.OpenAt(t, path)
 	before, err := store.CountForTest(first, "SELECT count(*) FROM schema_migrations")
 	if err != nil || before < 2 {
 		t.Fatalf("%d migrations recorded: %v", before, err)
 	}
 	first.Close()
-	after, err := store.CountForTest(openAt(t, path), "SELECT count(*) FROM schema_migrations")
+	after, err := store.CountForTest(storetest.OpenAt(t, path), "SELECT count(*) FROM schema_migrations")
 	if err != nil || after != before {
 		t.Fatalf("reopening changed the recorded migrations from %d to %d: %v", before, after, err)
 	}
@@ -639,11 +542,11 @@ func TestMigrationsAreRecordedOnce(t *testing.T) {
 
 func TestListTasksFilters(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
-	mustProject(t, s, "q")
-	create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"}, models.BatchTask{LocalID: "b", Title: "B", Dependencies: dep("a")})
-	create(t, s, "q", models.BatchTask{Title: "C"})
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	storetest.Project(t, s, "q")
+	storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"}, models.BatchTask{LocalID: "b", Title: "B", Dependencies: storetest.Deps("a")})
+	storetest.Tasks(t, s, "q", models.BatchTask{Title: "C"})
 	if _, err := s.CreateTasks(context.Background(), models.TaskBatch{ProjectID: "q", CreatedBy: "ana",
 		Tasks: []models.BatchTask{{Title: "D", Kind: "upgrade"}, {Title: "E"}}}); err != nil {
 		t.Fatal(err)
@@ -686,13 +589,13 @@ func TestListTasksFilters(t *testing.T) {
 
 func TestDedupeInsideOneBatch(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
 	strategy := []models.DedupeStrategy{{Fields: []string{"pkg"}}}
 	res, err := s.CreateTasks(context.Background(), models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
 		{LocalID: "a", Title: "upgrade", Kind: "upgrade", Metadata: map[string]string{"pkg": "x"}, DedupeStrategy: strategy},
 		{LocalID: "b", Title: "upgrade again", Kind: "upgrade", Metadata: map[string]string{"pkg": "x"}, DedupeStrategy: strategy},
-		{LocalID: "c", Title: "after both", Dependencies: dep("a", "b")},
+		{LocalID: "c", Title: "after both", Dependencies: storetest.Deps("a", "b")},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -733,13 +636,9 @@ func TestContextCancelledInsideTransaction(t *testing.T) {
 			cancel()
 		}
 	}}
-	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db"), Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	mustProject(t, s, "p")
-	id := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"})["a"]
+	s := storetest.Open(t, storetest.WithClock(clock))
+	storetest.Project(t, s, "p")
+	id := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"})["a"]
 	mu.Lock()
 	armed = true
 	mu.Unlock()
@@ -752,36 +651,36 @@ func TestContextCancelledInsideTransaction(t *testing.T) {
 	mu.Lock()
 	armed = false
 	mu.Unlock()
-	if got := status(t, s, id); got != models.StatusReady {
+	if got := storetest.Status(t, s, id); got != models.StatusReady {
 		t.Fatalf("status %s after a cancelled transition", got)
 	}
-	apply(t, s, id, models.EventAssigned) // the writer is still usable
+	storetest.Apply(t, s, id, models.EventAssigned) // the writer is still usable
 }
 
 func TestRestartedUpstreamDecidesAgainForDependentsNotStarted(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
-	ids := create(t, s, "p",
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	ids := storetest.Tasks(t, s, "p",
 		models.BatchTask{LocalID: "a", Title: "A"},
 		models.BatchTask{LocalID: "c", Title: "C"},
-		models.BatchTask{LocalID: "b", Title: "B", Dependencies: dep("a", "c")},
-		models.BatchTask{LocalID: "started", Title: "started", Dependencies: dep("a")},
+		models.BatchTask{LocalID: "b", Title: "B", Dependencies: storetest.Deps("a", "c")},
+		models.BatchTask{LocalID: "started", Title: "started", Dependencies: storetest.Deps("a")},
 	)
-	apply(t, s, ids["a"], toCompleted...)
-	apply(t, s, ids["started"], models.EventAssigned) // already running on a's first result
-	apply(t, s, ids["a"], models.EventAdminRestart)
+	storetest.Apply(t, s, ids["a"], storetest.ToCompleted...)
+	storetest.Apply(t, s, ids["started"], models.EventAssigned) // already running on a's first result
+	storetest.Apply(t, s, ids["a"], models.EventAdminRestart)
 	d, _ := s.GetTaskDetail(context.Background(), ids["b"])
 	i := slices.IndexFunc(d.Dependencies, func(e models.Dependency) bool { return e.Upstream == ids["a"] })
 	if i < 0 || d.Dependencies[i].Resolution != models.EdgePending {
 		t.Fatalf("b's edges after a's restart: %+v; want the edge to a PENDING", d.Dependencies)
 	}
-	res := apply(t, s, ids["a"], toBlocked...)
+	res := storetest.Apply(t, s, ids["a"], storetest.ToBlocked...)
 	if !slices.Equal(res.Blocked, []string{ids["b"]}) {
 		t.Fatalf("the re-run's failure must block b: %+v", res)
 	}
-	apply(t, s, ids["c"], toCompleted...)
-	wantStatuses(t, s, map[string]models.TaskStatus{ids["b"]: models.StatusBlocked, ids["started"]: models.StatusAssigned})
+	storetest.Apply(t, s, ids["c"], storetest.ToCompleted...)
+	storetest.WantStatuses(t, s, map[string]models.TaskStatus{ids["b"]: models.StatusBlocked, ids["started"]: models.StatusAssigned})
 	ds, _ := s.GetTaskDetail(context.Background(), ids["started"])
 	if ds.Dependencies[0].Resolution != models.EdgeSatisfied {
 		t.Fatalf("a dependent that had started lost its satisfied edge: %+v", ds.Dependencies[0])
@@ -790,24 +689,24 @@ func TestRestartedUpstreamDecidesAgainForDependentsNotStarted(t *testing.T) {
 
 func TestPartialRepairNamesTheRemainingRoot(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
-	ids := create(t, s, "p",
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	ids := storetest.Tasks(t, s, "p",
 		models.BatchTask{LocalID: "r1", Title: "r1"},
 		models.BatchTask{LocalID: "r2", Title: "r2"},
-		models.BatchTask{LocalID: "c", Title: "c", Dependencies: dep("r1", "r2")},
-		models.BatchTask{LocalID: "d", Title: "d", Dependencies: dep("c")},
+		models.BatchTask{LocalID: "c", Title: "c", Dependencies: storetest.Deps("r1", "r2")},
+		models.BatchTask{LocalID: "d", Title: "d", Dependencies: storetest.Deps("c")},
 	)
-	apply(t, s, ids["r1"], toBlocked...)
-	apply(t, s, ids["r2"], toBlocked...)
-	apply(t, s, ids["r1"], models.EventAdminRestart)
+	storetest.Apply(t, s, ids["r1"], storetest.ToBlocked...)
+	storetest.Apply(t, s, ids["r2"], storetest.ToBlocked...)
+	storetest.Apply(t, s, ids["r1"], models.EventAdminRestart)
 	for _, id := range []string{ids["c"], ids["d"]} {
 		task, _ := s.GetTask(context.Background(), id)
 		if task.Status != models.StatusBlocked || task.CascadeRootID != ids["r2"] || !strings.Contains(task.StatusReason, ids["r2"]) {
 			t.Fatalf("task %s after r1's repair: root %q, reason %q; want root %s", id, task.CascadeRootID, task.StatusReason, ids["r2"])
 		}
 	}
-	res := apply(t, s, ids["r2"], models.EventAdminSkip)
+	res := storetest.Apply(t, s, ids["r2"], models.EventAdminSkip)
 	if !slices.Equal(res.Reopened, []string{ids["c"], ids["d"]}) {
 		t.Fatalf("reopened %v", res.Reopened)
 	}
@@ -815,10 +714,10 @@ func TestPartialRepairNamesTheRemainingRoot(t *testing.T) {
 
 func TestDedupeInsideOneBatchHonoursStatus(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
-	blocked := create(t, s, "p", models.BatchTask{LocalID: "x", Title: "x"})["x"]
-	apply(t, s, blocked, toBlocked...)
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	blocked := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "x", Title: "x"})["x"]
+	storetest.Apply(t, s, blocked, storetest.ToBlocked...)
 	tests := []struct {
 		name     string
 		first    models.BatchTask // the earlier entry
@@ -826,10 +725,10 @@ func TestDedupeInsideOneBatchHonoursStatus(t *testing.T) {
 		wantSkip bool
 	}{
 		{"READY entry, READY strategy", models.BatchTask{Title: "a", Kind: "k"}, "READY", true},
-		{"DEFINED entry, READY strategy", models.BatchTask{Title: "a", Kind: "k", Dependencies: dep("other")}, "READY", false},
-		{"DEFINED entry, Pending strategy", models.BatchTask{Title: "a", Kind: "k", Dependencies: dep("other")}, "Pending", true},
-		{"BLOCKED entry, Pending strategy", models.BatchTask{Title: "a", Kind: "k", Dependencies: dep(blocked)}, "Pending", false},
-		{"BLOCKED entry, Finished strategy", models.BatchTask{Title: "a", Kind: "k", Dependencies: dep(blocked)}, "Finished", true},
+		{"DEFINED entry, READY strategy", models.BatchTask{Title: "a", Kind: "k", Dependencies: storetest.Deps("other")}, "READY", false},
+		{"DEFINED entry, Pending strategy", models.BatchTask{Title: "a", Kind: "k", Dependencies: storetest.Deps("other")}, "Pending", true},
+		{"BLOCKED entry, Pending strategy", models.BatchTask{Title: "a", Kind: "k", Dependencies: storetest.Deps(blocked)}, "Pending", false},
+		{"BLOCKED entry, Finished strategy", models.BatchTask{Title: "a", Kind: "k", Dependencies: storetest.Deps(blocked)}, "Finished", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

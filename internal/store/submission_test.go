@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // TestTasksAreOrderedBySubmission: a batch's tasks share their created_at
@@ -20,7 +21,7 @@ func TestTasksAreOrderedBySubmission(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t) // the clock moves only when told
 	ctx := context.Background()
-	mustProject(t, s, "p")
+	storetest.Project(t, s, "p")
 	const n = 12
 	var entries []models.BatchTask
 	for i := range n {
@@ -28,13 +29,13 @@ func TestTasksAreOrderedBySubmission(t *testing.T) {
 	}
 	urgent := 5
 	entries = append(entries, models.BatchTask{LocalID: "urgent", Title: "urgent", Priority: &urgent})
-	ids := create(t, s, "p", entries...)
+	ids := storetest.Tasks(t, s, "p", entries...)
 	var submitted []string
 	for i := range n {
 		submitted = append(submitted, ids[fmt.Sprint(i)])
 	}
 	clock.Advance(time.Second)
-	later := create(t, s, "p", models.BatchTask{LocalID: "later", Title: "later"})["later"]
+	later := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "later", Title: "later"})["later"]
 
 	// READY pages: priority first, then submission; pages of two continue
 	// from their cursor.
@@ -87,7 +88,7 @@ func TestTasksAreOrderedBySubmission(t *testing.T) {
 	if err := s.DeleteTask(ctx, later); err != nil {
 		t.Fatal(err)
 	}
-	next, err := s.GetTask(ctx, create(t, s, "p", models.BatchTask{LocalID: "next", Title: "next"})["next"])
+	next, err := s.GetTask(ctx, storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "next", Title: "next"})["next"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,9 +118,9 @@ func TestMigrationNumbersExistingTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := openAt(t, path)
+	s := storetest.OpenAt(t, path)
 	ctx := context.Background()
-	added := create(t, s, "p", models.BatchTask{LocalID: "new", Title: "new"})["new"]
+	added := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "new", Title: "new"})["new"]
 	want := []string{"early", "zeta", "alpha", "late", added}
 	ts, err := s.ListTasks(ctx, models.TaskFilter{ProjectID: "p"})
 	if err != nil {
@@ -152,7 +153,7 @@ func TestMigrationNumbersExistingTasks(t *testing.T) {
 		VALUES ('raw', 'p', 'raw', 'DEFINED', 'AUTO_TEST', 40, 40)`); err != nil {
 		t.Fatal(err)
 	}
-	after := create(t, s, "p", models.BatchTask{LocalID: "after", Title: "after"})["after"]
+	after := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "after", Title: "after"})["after"]
 	for id, want := range map[string]int64{"raw": 6, after: 7} {
 		if tk, err := s.GetTask(ctx, id); err != nil || tk.SubmissionSeq != want {
 			t.Errorf("task %s numbered %d (%v), want %d", id, tk.SubmissionSeq, err, want)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // statusPaths are the events that take a new READY task to each status.
@@ -23,9 +24,9 @@ var statusPaths = map[models.TaskStatus][]models.TaskEvent{
 	models.StatusPaused:           {models.EventAssigned, models.EventAgentStarted, models.EventTokensExhausted},
 	models.StatusVerifying:        {models.EventAssigned, models.EventAgentStarted, models.EventAgentCompleted},
 	models.StatusAwaitingApproval: {models.EventAssigned, models.EventAgentStarted, models.EventAgentCompleted, models.EventPRCreated},
-	models.StatusCompleted:        toCompleted,
+	models.StatusCompleted:        storetest.ToCompleted,
 	models.StatusFailed:           {models.EventAssigned, models.EventAgentStarted, models.EventAgentFailed},
-	models.StatusBlocked:          toBlocked,
+	models.StatusBlocked:          storetest.ToBlocked,
 }
 
 // taskIn creates a task titled title in project p and takes it to want: a
@@ -33,13 +34,13 @@ var statusPaths = map[models.TaskStatus][]models.TaskEvent{
 func taskIn(t *testing.T, s *store.Store, p, title string, want models.TaskStatus) string {
 	t.Helper()
 	if want == models.StatusDefined {
-		ids := create(t, s, p, models.BatchTask{LocalID: "up", Title: title + " upstream"},
-			models.BatchTask{LocalID: "t", Title: title, Dependencies: dep("up")})
+		ids := storetest.Tasks(t, s, p, models.BatchTask{LocalID: "up", Title: title + " upstream"},
+			models.BatchTask{LocalID: "t", Title: title, Dependencies: storetest.Deps("up")})
 		return ids["t"]
 	}
-	id := create(t, s, p, models.BatchTask{LocalID: "t", Title: title})["t"]
-	apply(t, s, id, statusPaths[want]...)
-	if got := status(t, s, id); got != want {
+	id := storetest.Tasks(t, s, p, models.BatchTask{LocalID: "t", Title: title})["t"]
+	storetest.Apply(t, s, id, statusPaths[want]...)
+	if got := storetest.Status(t, s, id); got != want {
 		t.Fatalf("task %s is %s, want %s", id, got, want)
 	}
 	return id
@@ -53,8 +54,8 @@ func ptr[T any](v T) *T { return &v }
 func pausedWithOpenRun(t *testing.T, s *store.Store, p, agent string) (taskID string, run models.Run) {
 	t.Helper()
 	ctx := context.Background()
-	mustAgent(t, s, agent)
-	taskID = create(t, s, p, models.BatchTask{LocalID: "t", Title: "paused while its run ends"})["t"]
+	storetest.Agent(t, s, agent)
+	taskID = storetest.Tasks(t, s, p, models.BatchTask{LocalID: "t", Title: "paused while its run ends"})["t"]
 	run, _, err := s.ClaimTask(ctx, taskID, agent)
 	if err != nil {
 		t.Fatal(err)
@@ -71,8 +72,8 @@ func pausedWithOpenRun(t *testing.T, s *store.Store, p, agent string) (taskID st
 
 func TestEditTaskByStatus(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
 	ctx := context.Background()
 	tests := []struct {
 		status models.TaskStatus
@@ -133,7 +134,7 @@ func TestEditTaskFields(t *testing.T) {
 	if _, err := s.CreateProject(ctx, models.Project{ID: "p", Repo: &models.RepoConfig{SourceType: models.RepoInit}}); err != nil {
 		t.Fatal(err)
 	}
-	id := create(t, s, "p", models.BatchTask{LocalID: "t", Title: "T", Description: "old", Kind: "k",
+	id := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "t", Title: "T", Description: "old", Kind: "k",
 		AcceptanceCriteria: []string{"works"}, TestCommands: []string{"go test ./..."}, Metadata: map[string]string{"a": "b"}})["t"]
 	created, _ := s.GetTask(ctx, id)
 	clock.Advance(time.Minute)
@@ -195,8 +196,8 @@ func TestEditTaskFields(t *testing.T) {
 // metadata, with the checks creation makes.
 func TestEditTaskRouting(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
 	ctx := context.Background()
 	if _, err := s.ReplaceRules(ctx, []models.Rule{
 		rule(t, `{"id": "ingest-cap", "type": "Capacity", "matcher": {"kind": "ingest"}, "max_capacity": 12}`)}, "ops"); err != nil {
@@ -205,9 +206,9 @@ func TestEditTaskRouting(t *testing.T) {
 	ownCap := rule(t, `{"type": "Capacity", "matcher": {"kind": "crawl"}, "max_capacity": 20}`)
 	// A task routed to a type no agent has, with a dependent: it waits, and
 	// its dependent with it, until its type is changed.
-	ids := create(t, s, "p", models.BatchTask{LocalID: "t", Title: "typed", AgentType: "claude", Kind: "crawl",
+	ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "t", Title: "typed", AgentType: "claude", Kind: "crawl",
 		ExpectedCount: 10, Rules: []models.Rule{ownCap}, Metadata: map[string]string{"a": "b"}},
-		models.BatchTask{LocalID: "d", Title: "dependent", Dependencies: dep("t")})
+		models.BatchTask{LocalID: "d", Title: "dependent", Dependencies: storetest.Deps("t")})
 	id := ids["t"]
 	if _, err := s.SetWaiting(ctx, []models.WaitingUpdate{{ProjectID: "p", Scope: models.WaitTasks, TaskIDs: []string{id},
 		Code: models.WaitingAgentType, Reason: "no agent of type claude works on project p"}}); err != nil {
@@ -273,8 +274,8 @@ func TestEditTaskRouting(t *testing.T) {
 
 func TestEditAndDeleteWaitForAnOpenRun(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
 	ctx := context.Background()
 	id, run := pausedWithOpenRun(t, s, "p", "a1")
 	want := fmt.Sprintf("run %d", run.ID)
@@ -308,8 +309,8 @@ type depsEnv struct {
 
 func newDepsEnv(t *testing.T) depsEnv {
 	t.Helper()
-	s := openStore(t)
-	mustProject(t, s, "p")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
 	e := depsEnv{s: s, up: map[models.TaskStatus]string{}}
 	for _, st := range []models.TaskStatus{models.StatusReady, models.StatusInProgress, models.StatusCompleted, models.StatusBlocked} {
 		e.up[st] = taskIn(t, s, "p", "upstream "+string(st), st)
@@ -404,12 +405,12 @@ func TestAReadyTaskWaitsForANewDependency(t *testing.T) {
 	t.Parallel()
 	e := newDepsEnv(t)
 	ctx := context.Background()
-	ids := create(t, e.s, "p",
+	ids := storetest.Tasks(t, e.s, "p",
 		models.BatchTask{LocalID: "up", Title: "new upstream"},
 		models.BatchTask{LocalID: "t", Title: "ready task"},
 	)
-	wantStatuses(t, e.s, map[string]models.TaskStatus{ids["t"]: models.StatusReady})
-	res, err := e.s.ChangeDependencies(ctx, ids["t"], models.DependencyChange{Add: dep(ids["up"])})
+	storetest.WantStatuses(t, e.s, map[string]models.TaskStatus{ids["t"]: models.StatusReady})
+	res, err := e.s.ChangeDependencies(ctx, ids["t"], models.DependencyChange{Add: storetest.Deps(ids["up"])})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,21 +424,21 @@ func TestAReadyTaskWaitsForANewDependency(t *testing.T) {
 		t.Fatalf("task %s (%q), last event %+v; want DEPS_ADDED from READY naming %s", d.Task.Status, d.Task.StatusReason, last, ids["up"])
 	}
 	// Adding the same edge again changes nothing.
-	if res, err := e.s.ChangeDependencies(ctx, ids["t"], models.DependencyChange{Add: dep(ids["up"])}); err != nil ||
+	if res, err := e.s.ChangeDependencies(ctx, ids["t"], models.DependencyChange{Add: storetest.Deps(ids["up"])}); err != nil ||
 		res.Task.Status != models.StatusDefined {
 		t.Fatalf("repeated add: %+v, %v", res, err)
 	}
-	apply(t, e.s, ids["up"], toCompleted...)
-	wantStatuses(t, e.s, map[string]models.TaskStatus{ids["t"]: models.StatusReady})
+	storetest.Apply(t, e.s, ids["up"], storetest.ToCompleted...)
+	storetest.WantStatuses(t, e.s, map[string]models.TaskStatus{ids["t"]: models.StatusReady})
 }
 
 func TestRemovingTheLastUnmetDependencyPromotes(t *testing.T) {
 	t.Parallel()
 	e := newDepsEnv(t)
 	ctx := context.Background()
-	ids := create(t, e.s, "p",
+	ids := storetest.Tasks(t, e.s, "p",
 		models.BatchTask{LocalID: "pending", Title: "pending upstream"},
-		models.BatchTask{LocalID: "t", Title: "waits", Dependencies: append(dep("pending"), models.BatchDependency{ID: e.up[models.StatusCompleted]})},
+		models.BatchTask{LocalID: "t", Title: "waits", Dependencies: append(storetest.Deps("pending"), models.BatchDependency{ID: e.up[models.StatusCompleted]})},
 	)
 	res, err := e.s.ChangeDependencies(ctx, ids["t"], models.DependencyChange{Remove: []string{ids["pending"]}})
 	if err != nil {
@@ -468,13 +469,13 @@ func TestAddingABlockedUpstreamCascades(t *testing.T) {
 	t.Parallel()
 	e := newDepsEnv(t)
 	ctx := context.Background()
-	ids := create(t, e.s, "p",
+	ids := storetest.Tasks(t, e.s, "p",
 		models.BatchTask{LocalID: "pending", Title: "pending upstream"},
-		models.BatchTask{LocalID: "t", Title: "t", Dependencies: dep("pending")},
-		models.BatchTask{LocalID: "after", Title: "after t", Dependencies: dep("t")},
+		models.BatchTask{LocalID: "t", Title: "t", Dependencies: storetest.Deps("pending")},
+		models.BatchTask{LocalID: "after", Title: "after t", Dependencies: storetest.Deps("t")},
 	)
 	blocked := e.up[models.StatusBlocked]
-	res, err := e.s.ChangeDependencies(ctx, ids["t"], models.DependencyChange{Add: dep(blocked)})
+	res, err := e.s.ChangeDependencies(ctx, ids["t"], models.DependencyChange{Add: storetest.Deps(blocked)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,27 +502,27 @@ func TestAddingABlockedUpstreamCascades(t *testing.T) {
 	if !slices.Equal(res.Reopened, []string{ids["t"], ids["after"]}) || res.Task.Status != models.StatusDefined {
 		t.Fatalf("answer to the repair %+v", res)
 	}
-	wantStatuses(t, e.s, map[string]models.TaskStatus{ids["t"]: models.StatusDefined, ids["after"]: models.StatusDefined})
-	apply(t, e.s, ids["pending"], toCompleted...)
-	wantStatuses(t, e.s, map[string]models.TaskStatus{ids["t"]: models.StatusReady})
+	storetest.WantStatuses(t, e.s, map[string]models.TaskStatus{ids["t"]: models.StatusDefined, ids["after"]: models.StatusDefined})
+	storetest.Apply(t, e.s, ids["pending"], storetest.ToCompleted...)
+	storetest.WantStatuses(t, e.s, map[string]models.TaskStatus{ids["t"]: models.StatusReady})
 }
 
 func TestCascadeBlockedTaskReopensWhenItsLastBrokenEdgeGoes(t *testing.T) {
 	t.Parallel()
 	e := newDepsEnv(t)
 	ctx := context.Background()
-	ids := create(t, e.s, "p",
+	ids := storetest.Tasks(t, e.s, "p",
 		models.BatchTask{LocalID: "root", Title: "root"},
-		models.BatchTask{LocalID: "t", Title: "t", Dependencies: append(dep("root"), models.BatchDependency{ID: e.up[models.StatusCompleted]})},
+		models.BatchTask{LocalID: "t", Title: "t", Dependencies: append(storetest.Deps("root"), models.BatchDependency{ID: e.up[models.StatusCompleted]})},
 	)
-	apply(t, e.s, ids["root"], toBlocked...)
-	wantStatuses(t, e.s, map[string]models.TaskStatus{ids["t"]: models.StatusBlocked})
+	storetest.Apply(t, e.s, ids["root"], storetest.ToBlocked...)
+	storetest.WantStatuses(t, e.s, map[string]models.TaskStatus{ids["t"]: models.StatusBlocked})
 	// A cascade-blocked task may wait for a new pending upstream: it returns
 	// to DEFINED when repaired.
-	if _, err := e.s.ChangeDependencies(ctx, ids["t"], models.DependencyChange{Add: dep(e.up[models.StatusReady])}); err != nil {
+	if _, err := e.s.ChangeDependencies(ctx, ids["t"], models.DependencyChange{Add: storetest.Deps(e.up[models.StatusReady])}); err != nil {
 		t.Fatal(err)
 	}
-	wantStatuses(t, e.s, map[string]models.TaskStatus{ids["t"]: models.StatusBlocked})
+	storetest.WantStatuses(t, e.s, map[string]models.TaskStatus{ids["t"]: models.StatusBlocked})
 	res, err := e.s.ChangeDependencies(ctx, ids["t"], models.DependencyChange{Remove: []string{ids["root"], e.up[models.StatusReady]}})
 	if err != nil {
 		t.Fatal(err)
@@ -537,10 +538,10 @@ func TestChangeDependenciesRefusals(t *testing.T) {
 	e := newDepsEnv(t)
 	ctx := context.Background()
 	// c depends on b, b on a.
-	ids := create(t, e.s, "p",
-		models.BatchTask{LocalID: "a", Title: "a", Dependencies: dep(e.up[models.StatusInProgress])},
-		models.BatchTask{LocalID: "b", Title: "b", Dependencies: dep("a")},
-		models.BatchTask{LocalID: "c", Title: "c", Dependencies: dep("b")},
+	ids := storetest.Tasks(t, e.s, "p",
+		models.BatchTask{LocalID: "a", Title: "a", Dependencies: storetest.Deps(e.up[models.StatusInProgress])},
+		models.BatchTask{LocalID: "b", Title: "b", Dependencies: storetest.Deps("a")},
+		models.BatchTask{LocalID: "c", Title: "c", Dependencies: storetest.Deps("b")},
 	)
 	a, b, c := ids["a"], ids["b"], ids["c"]
 	tests := []struct {
@@ -550,17 +551,17 @@ func TestChangeDependenciesRefusals(t *testing.T) {
 		code   models.ErrorCode
 		msg    string
 	}{
-		{"cycle", a, models.DependencyChange{Add: dep(c)}, models.CodeInvalid,
+		{"cycle", a, models.DependencyChange{Add: storetest.Deps(c)}, models.CodeInvalid,
 			fmt.Sprintf("dependency cycle: %s -> %s -> %s -> %s", a, c, b, a)},
-		{"cycle through a replaced edge", b, models.DependencyChange{Add: dep(c), Remove: []string{a}}, models.CodeInvalid,
+		{"cycle through a replaced edge", b, models.DependencyChange{Add: storetest.Deps(c), Remove: []string{a}}, models.CodeInvalid,
 			fmt.Sprintf("dependency cycle: %s -> %s -> %s", b, c, b)},
-		{"itself", a, models.DependencyChange{Add: dep(a)}, models.CodeInvalid, "cannot depend on itself"},
-		{"unknown upstream", a, models.DependencyChange{Add: dep("no-such-task")}, models.CodeNotFound, `add[0]: task "no-such-task" not found`},
+		{"itself", a, models.DependencyChange{Add: storetest.Deps(a)}, models.CodeInvalid, "cannot depend on itself"},
+		{"unknown upstream", a, models.DependencyChange{Add: storetest.Deps("no-such-task")}, models.CodeNotFound, `add[0]: task "no-such-task" not found`},
 		{"edge that does not exist", a, models.DependencyChange{Remove: []string{c}}, models.CodeNotFound,
 			fmt.Sprintf("remove[0]: task %s does not depend on %s", a, c)},
-		{"unknown task", "no-such-task", models.DependencyChange{Add: dep(a)}, models.CodeNotFound, `task "no-such-task" not found`},
+		{"unknown task", "no-such-task", models.DependencyChange{Add: storetest.Deps(a)}, models.CodeNotFound, `task "no-such-task" not found`},
 		{"nothing", a, models.DependencyChange{}, models.CodeInvalid, "nothing to change"},
-		{"listed twice", a, models.DependencyChange{Add: dep(b, b)}, models.CodeInvalid, "already listed"},
+		{"listed twice", a, models.DependencyChange{Add: storetest.Deps(b, b)}, models.CodeInvalid, "already listed"},
 		{"not a task id", a, models.DependencyChange{Remove: []string{"Not An ID"}}, models.CodeInvalid, "is not a task id"},
 	}
 	for _, tc := range tests {
@@ -589,9 +590,9 @@ func TestReplacingAnEdgeChangesRequiresSuccess(t *testing.T) {
 	e := newDepsEnv(t)
 	ctx := context.Background()
 	blocked := e.up[models.StatusBlocked]
-	id := create(t, e.s, "p", models.BatchTask{LocalID: "t", Title: "t",
+	id := storetest.Tasks(t, e.s, "p", models.BatchTask{LocalID: "t", Title: "t",
 		Dependencies: []models.BatchDependency{{ID: blocked, RequiresSuccess: ptr(false)}}})["t"]
-	wantStatuses(t, e.s, map[string]models.TaskStatus{id: models.StatusReady})
+	storetest.WantStatuses(t, e.s, map[string]models.TaskStatus{id: models.StatusReady})
 	// The same edge again changes nothing.
 	res, err := e.s.ChangeDependencies(ctx, id, models.DependencyChange{Add: []models.BatchDependency{{ID: blocked, RequiresSuccess: ptr(false)}}})
 	if err != nil || len(res.Added) != 0 || len(res.Dependencies) != 1 {
@@ -599,7 +600,7 @@ func TestReplacingAnEdgeChangesRequiresSuccess(t *testing.T) {
 	}
 	// Requiring success of a BLOCKED upstream: the READY task waits again
 	// (DEPS_ADDED) and is blocked by the cascade at once.
-	res, err = e.s.ChangeDependencies(ctx, id, models.DependencyChange{Add: dep(blocked)})
+	res, err = e.s.ChangeDependencies(ctx, id, models.DependencyChange{Add: storetest.Deps(blocked)})
 	if err != nil || res.Task.Status != models.StatusBlocked || res.Task.CascadeRootID != blocked {
 		t.Fatalf("requiring a BLOCKED upstream's success of a READY task: %+v %v", res.Task, err)
 	}
@@ -613,7 +614,7 @@ func TestReplacingAnEdgeChangesRequiresSuccess(t *testing.T) {
 	if _, err := e.s.ChangeDependencies(ctx, id, models.DependencyChange{Add: []models.BatchDependency{{ID: done, RequiresSuccess: ptr(false)}}}); err != nil {
 		t.Fatal(err)
 	}
-	res, err = e.s.ChangeDependencies(ctx, id, models.DependencyChange{Add: dep(done), Remove: []string{done}})
+	res, err = e.s.ChangeDependencies(ctx, id, models.DependencyChange{Add: storetest.Deps(done), Remove: []string{done}})
 	if err != nil || !slices.Equal(res.Added, []string{done}) || len(res.Removed) != 0 {
 		t.Fatalf("replacing an edge: %+v %v", res, err)
 	}
@@ -633,8 +634,8 @@ func mustDetail(t *testing.T, s *store.Store, id string) models.TaskDetail {
 
 func TestDeleteTaskRefusals(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
 	ctx := context.Background()
 	for _, st := range []models.TaskStatus{models.StatusAssigned, models.StatusInProgress, models.StatusWaitingInput, models.StatusVerifying} {
 		t.Run(string(st), func(t *testing.T) {
@@ -643,16 +644,16 @@ func TestDeleteTaskRefusals(t *testing.T) {
 			if err := s.DeleteTask(ctx, id); models.ErrorCodeOf(err) != models.CodeConflict || !strings.Contains(err.Error(), "is "+string(st)) {
 				t.Fatalf("delete of a %s task: %v", st, err)
 			}
-			if status(t, s, id) != st {
+			if storetest.Status(t, s, id) != st {
 				t.Fatal("a refused delete changed the task")
 			}
 		})
 	}
 	t.Run("dependents", func(t *testing.T) {
 		t.Parallel()
-		ids := create(t, s, "p", models.BatchTask{LocalID: "up", Title: "up"},
-			models.BatchTask{LocalID: "d1", Title: "d1", Dependencies: dep("up")},
-			models.BatchTask{LocalID: "d2", Title: "d2", Dependencies: dep("up")})
+		ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "up", Title: "up"},
+			models.BatchTask{LocalID: "d1", Title: "d1", Dependencies: storetest.Deps("up")},
+			models.BatchTask{LocalID: "d2", Title: "d2", Dependencies: storetest.Deps("up")})
 		err := s.DeleteTask(ctx, ids["up"])
 		if models.ErrorCodeOf(err) != models.CodeConflict || !strings.Contains(err.Error(), ids["d1"]) || !strings.Contains(err.Error(), ids["d2"]) {
 			t.Fatalf("delete of a task with dependents: %v; want both named", err)
@@ -660,8 +661,8 @@ func TestDeleteTaskRefusals(t *testing.T) {
 	})
 	t.Run("subtasks", func(t *testing.T) {
 		t.Parallel()
-		parent := create(t, s, "p", models.BatchTask{LocalID: "parent", Title: "parent"})["parent"]
-		child := create(t, s, "p", models.BatchTask{LocalID: "child", Title: "child", ParentTaskID: parent})["child"]
+		parent := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "parent", Title: "parent"})["parent"]
+		child := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "child", Title: "child", ParentTaskID: parent})["child"]
 		if err := s.DeleteTask(ctx, parent); models.ErrorCodeOf(err) != models.CodeConflict || !strings.Contains(err.Error(), child) {
 			t.Fatalf("delete of a parent: %v", err)
 		}
@@ -682,14 +683,14 @@ func TestDeleteTaskRefusals(t *testing.T) {
 
 func TestDeleteTaskRemovesItsRowsAndKeepsTheLedger(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
-	mustAgent(t, s, "a1")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	storetest.Agent(t, s, "a1")
 	ctx := context.Background()
-	ids := create(t, s, "p", models.BatchTask{LocalID: "up", Title: "up"},
-		models.BatchTask{LocalID: "t", Title: "doomed", Dependencies: dep("up")})
+	ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "up", Title: "up"},
+		models.BatchTask{LocalID: "t", Title: "doomed", Dependencies: storetest.Deps("up")})
 	id := ids["t"]
-	apply(t, s, ids["up"], toCompleted...)
+	storetest.Apply(t, s, ids["up"], storetest.ToCompleted...)
 	run, _, err := s.ClaimTask(ctx, id, "a1")
 	if err != nil {
 		t.Fatal(err)
@@ -747,11 +748,11 @@ func TestDeleteTaskRemovesItsRowsAndKeepsTheLedger(t *testing.T) {
 
 func TestRemoveAgentKeepsItsRuns(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	mustProject(t, s, "p")
-	mustAgent(t, s, "a1")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	storetest.Agent(t, s, "a1")
 	ctx := context.Background()
-	id := create(t, s, "p", models.BatchTask{LocalID: "t", Title: "t"})["t"]
+	id := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "t", Title: "t"})["t"]
 	run, _, err := s.ClaimTask(ctx, id, "a1")
 	if err != nil {
 		t.Fatal(err)
@@ -789,11 +790,11 @@ func TestRemoveAgentKeepsItsRuns(t *testing.T) {
 	}
 	// Registered again under the same id, it starts afresh: no session of
 	// the old agent is resumed.
-	mustAgent(t, s, "a1")
+	storetest.Agent(t, s, "a1")
 	if sess, _, err := s.LastSession(ctx, id, "a1"); err != nil || sess != "" {
 		t.Fatalf("session offered to the new agent: %q %v", sess, err)
 	}
-	apply(t, s, id, models.EventRetry)
+	storetest.Apply(t, s, id, models.EventRetry)
 	if run2, _, err := s.ClaimTask(ctx, id, "a1"); err != nil || run2.Attempt != 2 {
 		t.Fatalf("a new run on the re-registered agent: %+v %v", run2, err)
 	}
@@ -801,10 +802,10 @@ func TestRemoveAgentKeepsItsRuns(t *testing.T) {
 
 func TestTokensUsedByProjectSince(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	ctx := context.Background()
 	for _, p := range []string{"a", "b", "idle"} {
-		mustProject(t, s, p)
+		storetest.Project(t, s, p)
 	}
 	now := time.Now()
 	for _, u := range []models.TokenUsage{
@@ -870,7 +871,7 @@ func TestMigrationFreesRunsFromTheirAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := openAt(t, path)
+	s := storetest.OpenAt(t, path)
 	ctx := context.Background()
 	r, err := s.GetRun(ctx, 1)
 	if err != nil || r.AgentID != "old-agent" || r.Outcome != "failed" || r.SessionID != "s1" || r.EndedAt == nil {
@@ -885,8 +886,8 @@ func TestMigrationFreesRunsFromTheirAgents(t *testing.T) {
 	if r, _ := s.GetRun(ctx, 1); r.AgentID != "old-agent" || r.SessionID != "" {
 		t.Fatalf("run 1 after its agent was removed: %+v", r)
 	}
-	mustAgent(t, s, "a1")
-	apply(t, s, "old-task", models.EventRetry)
+	storetest.Agent(t, s, "a1")
+	storetest.Apply(t, s, "old-task", models.EventRetry)
 	run, _, err := s.ClaimTask(ctx, "old-task", "a1")
 	if err != nil || run.ID != 3 || run.Attempt != 2 {
 		t.Fatalf("the next run: %+v %v; want id 3 (ids are not reused) and attempt 2", run, err)

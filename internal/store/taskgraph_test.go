@@ -7,27 +7,28 @@ import (
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 func TestTaskGraph(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore(t)
-	mustProject(t, s, "p")
-	mustProject(t, s, "q")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	storetest.Project(t, s, "q")
 	// done → root → mid → leaf; done → side; far → root; q has its own task.
-	ids := create(t, s, "p",
+	ids := storetest.Tasks(t, s, "p",
 		models.BatchTask{LocalID: "done", Title: "done"},
 		models.BatchTask{LocalID: "far", Title: "far"},
-		models.BatchTask{LocalID: "root", Title: "root", Dependencies: dep("done", "far")},
-		models.BatchTask{LocalID: "mid", Title: "mid", Dependencies: dep("root")},
-		models.BatchTask{LocalID: "leaf", Title: "leaf", Dependencies: dep("mid")},
+		models.BatchTask{LocalID: "root", Title: "root", Dependencies: storetest.Deps("done", "far")},
+		models.BatchTask{LocalID: "mid", Title: "mid", Dependencies: storetest.Deps("root")},
+		models.BatchTask{LocalID: "leaf", Title: "leaf", Dependencies: storetest.Deps("mid")},
 		models.BatchTask{LocalID: "side", Title: "side", Dependencies: []models.BatchDependency{{ID: "done", RequiresSuccess: f()}}},
 	)
-	create(t, s, "q", models.BatchTask{LocalID: "other", Title: "other"})
-	apply(t, s, ids["done"], toCompleted...)
-	apply(t, s, ids["far"], toCompleted...)
-	apply(t, s, ids["root"], toBlocked...)
+	storetest.Tasks(t, s, "q", models.BatchTask{LocalID: "other", Title: "other"})
+	storetest.Apply(t, s, ids["done"], storetest.ToCompleted...)
+	storetest.Apply(t, s, ids["far"], storetest.ToCompleted...)
+	storetest.Apply(t, s, ids["root"], storetest.ToBlocked...)
 	name := map[string]string{}
 	for k, v := range ids {
 		name[v] = k
@@ -92,8 +93,8 @@ func TestTaskGraph(t *testing.T) {
 func TestTaskGraphIsCappedAndSaysSo(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore(t)
-	mustProject(t, s, "p")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
 	b := models.TaskBatch{ProjectID: "p", CreatedBy: "ana"}
 	for i := range models.MaxGraphTasks + 1 {
 		b.Tasks = append(b.Tasks, models.BatchTask{Title: "t" + strconv.Itoa(i)})

@@ -9,14 +9,15 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 func TestTokenSeries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore(t)
-	mustProject(t, s, "web")
-	mustProject(t, s, "api")
+	s := storetest.Open(t)
+	storetest.Project(t, s, "web")
+	storetest.Project(t, s, "api")
 	t0 := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
 	for _, u := range []models.TokenUsage{
 		{ProjectID: "web", AgentID: "a1", Input: 100, Output: 20, CreatedAt: t0.Add(-time.Minute)}, // before since
@@ -54,7 +55,7 @@ func TestTokenSeries(t *testing.T) {
 
 func TestTokenSeriesRefusesBadQueries(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	t0 := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name string
@@ -78,7 +79,7 @@ func TestTokenSeriesRefusesBadQueries(t *testing.T) {
 
 func TestTokenSeriesUsesTheTimeIndex(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	plan, err := store.QueryPlanForTest(s, store.TokenSeriesQueryForTest, 0, 1, 0, 1)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // usageHistory drives a store through random work on three projects and
@@ -25,11 +26,11 @@ func usageHistory(t *testing.T, s *store.Store, clock *clocktest.Fake, seed uint
 	rnd := rand.New(rand.NewPCG(seed, 1))
 	projects := []string{"p0", "p1", "p2"}
 	for _, p := range projects {
-		mustProject(t, s, p)
+		storetest.Project(t, s, p)
 	}
 	agents := []string{"a0", "a1", "a2"}
 	for _, a := range agents {
-		mustAgent(t, s, a)
+		storetest.Agent(t, s, a)
 	}
 	running := map[string]int64{} // agent → open run
 	var finished []string
@@ -68,13 +69,13 @@ func usageHistory(t *testing.T, s *store.Store, clock *clocktest.Fake, seed uint
 				t.Fatalf("step %d: finish run %d: %+v %v", step, run, res, err)
 			}
 			if want == models.StatusVerifying {
-				apply(t, s, res.Task.ID, models.EventVerifyPassed)
+				storetest.Apply(t, s, res.Task.ID, models.EventVerifyPassed)
 			}
 			finished = append(finished, res.Task.ID)
 			delete(running, a)
 		} else {
 			p := projects[rnd.IntN(len(projects))]
-			ids := create(t, s, p, models.BatchTask{LocalID: "x", Title: fmt.Sprintf("step %d", step)})
+			ids := storetest.Tasks(t, s, p, models.BatchTask{LocalID: "x", Title: fmt.Sprintf("step %d", step)})
 			run, _, err := s.ClaimTask(ctx, ids["x"], a)
 			if err != nil {
 				t.Fatalf("step %d: claim: %v", step, err)
@@ -147,10 +148,7 @@ func TestUsageBucketsAreBackfilled(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "aq.db")
 	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	open := func() *store.Store {
-		s, err := store.Open(context.Background(), store.Config{Path: path, Clock: clock})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := storetest.OpenAt(t, path, storetest.WithClock(clock))
 		return s
 	}
 	s := open()
@@ -178,9 +176,9 @@ func TestSchedulingStateDoesNotRecountHistory(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "p")
-	mustAgent(t, s, "a1")
-	ids := create(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"})
+	storetest.Project(t, s, "p")
+	storetest.Agent(t, s, "a1")
+	ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "A"})
 	run, _, err := s.ClaimTask(ctx, ids["a"], "a1")
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +191,7 @@ func TestSchedulingStateDoesNotRecountHistory(t *testing.T) {
 		ExpectFrom: models.StatusInProgress, Outcome: "completed"}); err != nil {
 		t.Fatal(err)
 	}
-	apply(t, s, ids["a"], models.EventVerifyPassed)
+	storetest.Apply(t, s, ids["a"], models.EventVerifyPassed)
 	if err := s.RecordTokenUsage(ctx, models.TokenUsage{ProjectID: "p", TaskID: ids["a"], Input: 300, Output: 20}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 // TestMigrationSplitsVerificationDetail opens a database an older
@@ -63,7 +64,7 @@ func TestMigrationSplitsVerificationDetail(t *testing.T) {
 	if err := store.ExecAtForTest(path, sql.String()); err != nil {
 		t.Fatal(err)
 	}
-	s := openAt(t, path)
+	s := storetest.OpenAt(t, path)
 	for _, c := range cases {
 		t.Run(c.task, func(t *testing.T) {
 			t.Parallel()
@@ -86,11 +87,11 @@ func TestMigrationSplitsVerificationDetail(t *testing.T) {
 // write reads back field for field.
 func TestVerificationNoteRoundTrips(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	ctx := context.Background()
-	mustProject(t, s, "web")
-	id := create(t, s, "web", models.BatchTask{LocalID: "t", Title: "T"})["t"]
-	apply(t, s, id, toCompleted[:3]...) // VERIFYING
+	storetest.Project(t, s, "web")
+	id := storetest.Tasks(t, s, "web", models.BatchTask{LocalID: "t", Title: "T"})["t"]
+	storetest.Apply(t, s, id, storetest.ToCompleted[:3]...) // VERIFYING
 	deliver := models.VerificationNote{Event: models.EventHumanApproved, Text: "approved by ana"}
 	if err := s.SetVerification(ctx, models.Verification{TaskID: id, Attempt: 1, Phase: models.PhaseDeliver, Source: "/w",
 		VerificationNote: deliver}); err != nil {

@@ -6,22 +6,23 @@ import (
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
 
 func TestPlanIsCreatedWhenItsTaskCompletes(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	ctx := context.Background()
-	mustProject(t, s, "web")
-	ids := create(t, s, "web", models.BatchTask{LocalID: "root", Title: "Build the feature"})
+	storetest.Project(t, s, "web")
+	ids := storetest.Tasks(t, s, "web", models.BatchTask{LocalID: "root", Title: "Build the feature"})
 	root := ids["root"]
-	apply(t, s, root, models.EventAssigned, models.EventAgentStarted)
+	storetest.Apply(t, s, root, models.EventAssigned, models.EventAgentStarted)
 	// A bad plan is refused and nothing is kept.
 	if _, err := s.SavePlan(ctx, root, "agent", []models.BatchTask{{Title: ""}}); err == nil {
 		t.Fatal("a plan with an untitled subtask was accepted")
 	}
-	if _, err := s.SavePlan(ctx, root, "agent", []models.BatchTask{{LocalID: "a", Title: "A", Dependencies: dep("b")},
-		{LocalID: "b", Title: "B", Dependencies: dep("a")}}); err == nil || !strings.Contains(err.Error(), "ycl") {
+	if _, err := s.SavePlan(ctx, root, "agent", []models.BatchTask{{LocalID: "a", Title: "A", Dependencies: storetest.Deps("b")},
+		{LocalID: "b", Title: "B", Dependencies: storetest.Deps("a")}}); err == nil || !strings.Contains(err.Error(), "ycl") {
 		t.Fatalf("a cyclic plan: %v", err)
 	}
 	if _, ok, _ := s.PendingPlan(ctx, root); ok {
@@ -39,7 +40,7 @@ func TestPlanIsCreatedWhenItsTaskCompletes(t *testing.T) {
 	if err != nil || !ok || len(p.Tasks) != 3 || p.Tasks[2].Dependencies[0].ID != p.Tasks[1].LocalID {
 		t.Fatalf("pending plan %+v %v %v", p, ok, err)
 	}
-	apply(t, s, root, models.EventAgentCompleted, models.EventVerifyPassed)
+	storetest.Apply(t, s, root, models.EventAgentCompleted, models.EventVerifyPassed)
 	subs, err := s.ListTasks(ctx, models.TaskFilter{ProjectID: "web"})
 	if err != nil {
 		t.Fatal(err)
@@ -59,21 +60,21 @@ func TestPlanIsCreatedWhenItsTaskCompletes(t *testing.T) {
 		t.Fatal("the plan is still pending after its creation")
 	}
 	// Completing the chain runs the subtasks in order.
-	apply(t, s, byTitle["Model"].ID, toCompleted...)
-	wantStatuses(t, s, map[string]models.TaskStatus{byTitle["API"].ID: models.StatusReady, byTitle["Docs"].ID: models.StatusDefined})
+	storetest.Apply(t, s, byTitle["Model"].ID, storetest.ToCompleted...)
+	storetest.WantStatuses(t, s, map[string]models.TaskStatus{byTitle["API"].ID: models.StatusReady, byTitle["Docs"].ID: models.StatusDefined})
 }
 
 func TestPlanAwaitingApprovalIsRejectedByRestart(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	ctx := context.Background()
-	mustProject(t, s, "web")
-	root := create(t, s, "web", models.BatchTask{LocalID: "r", Title: "Plan it"})["r"]
-	apply(t, s, root, models.EventAssigned, models.EventAgentStarted)
+	storetest.Project(t, s, "web")
+	root := storetest.Tasks(t, s, "web", models.BatchTask{LocalID: "r", Title: "Plan it"})["r"]
+	storetest.Apply(t, s, root, models.EventAssigned, models.EventAgentStarted)
 	if _, err := s.SavePlan(ctx, root, "agent", []models.BatchTask{{Title: "Only step"}}); err != nil {
 		t.Fatal(err)
 	}
-	apply(t, s, root, models.EventAgentCompleted, models.EventApprovalRequested)
+	storetest.Apply(t, s, root, models.EventAgentCompleted, models.EventApprovalRequested)
 	fb := &models.Feedback{Source: "ana", Verdict: models.VerdictReject, Text: "split the API step"}
 	if _, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: root, Event: models.EventAdminRestart, Actor: "ana",
 		Reason: "plan rejected", Feedback: fb}); err != nil {
@@ -96,9 +97,9 @@ func TestRunUsageCountsGrowthOnlyAndSessionsResume(t *testing.T) {
 	t.Parallel()
 	s, _ := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "web")
-	mustAgent(t, s, "a1")
-	id := create(t, s, "web", models.BatchTask{LocalID: "t", Title: "t"})["t"]
+	storetest.Project(t, s, "web")
+	storetest.Agent(t, s, "a1")
+	id := storetest.Tasks(t, s, "web", models.BatchTask{LocalID: "t", Title: "t"})["t"]
 	run, _, err := s.ClaimTask(ctx, id, "a1")
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +127,7 @@ func TestRunUsageCountsGrowthOnlyAndSessionsResume(t *testing.T) {
 	if _, err := s.FinishRun(ctx, models.RunEnd{RunID: run.ID, Outcome: "failed"}); err != nil {
 		t.Fatal(err)
 	}
-	apply(t, s, id, models.EventAgentStarted, models.EventAgentFailed, models.EventRetry)
+	storetest.Apply(t, s, id, models.EventAgentStarted, models.EventAgentFailed, models.EventRetry)
 	run2, _, err := s.ClaimTask(ctx, id, "a1")
 	if err != nil {
 		t.Fatal(err)
@@ -155,10 +156,10 @@ func TestReviewRunsAreNotAttempts(t *testing.T) {
 	t.Parallel()
 	s, _ := openClocked(t)
 	ctx := context.Background()
-	mustProject(t, s, "web")
-	mustAgent(t, s, "worker")
-	mustAgent(t, s, "qa")
-	id := create(t, s, "web", models.BatchTask{LocalID: "t", Title: "t", VerificationType: models.VerifyQAAgent})["t"]
+	storetest.Project(t, s, "web")
+	storetest.Agent(t, s, "worker")
+	storetest.Agent(t, s, "qa")
+	id := storetest.Tasks(t, s, "web", models.BatchTask{LocalID: "t", Title: "t", VerificationType: models.VerifyQAAgent})["t"]
 	if _, _, err := s.ClaimReview(ctx, id, "qa"); err == nil {
 		t.Fatal("a READY task was claimed for review")
 	}
@@ -192,7 +193,7 @@ func TestReviewRunsAreNotAttempts(t *testing.T) {
 	if _, err := s.StartRun(ctx, rev.ID, 2, "/verify"); err != nil {
 		t.Fatal(err)
 	}
-	if st := status(t, s, id); st != models.StatusVerifying {
+	if st := storetest.Status(t, s, id); st != models.StatusVerifying {
 		t.Fatalf("starting a review moved the task to %s", st)
 	}
 	if _, err := s.FinishRun(ctx, models.RunEnd{RunID: rev.ID, Outcome: "approved"}); err != nil {
@@ -209,11 +210,11 @@ func TestReviewRunsAreNotAttempts(t *testing.T) {
 
 func TestResultsReachDependents(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	ctx := context.Background()
-	mustProject(t, s, "web")
-	ids := create(t, s, "web", models.BatchTask{LocalID: "up", Title: "Up"}, models.BatchTask{LocalID: "down", Title: "Down",
-		Dependencies: dep("up")})
+	storetest.Project(t, s, "web")
+	ids := storetest.Tasks(t, s, "web", models.BatchTask{LocalID: "up", Title: "Up"}, models.BatchTask{LocalID: "down", Title: "Down",
+		Dependencies: storetest.Deps("up")})
 	if err := s.SaveResult(ctx, ids["up"], 1, models.Completion{Summary: "did it", FilesChanged: []string{"a.go"},
 		Outputs: []byte(`{"n":3}`)}); err != nil {
 		t.Fatal(err)
@@ -221,7 +222,7 @@ func TestResultsReachDependents(t *testing.T) {
 	if got, _ := s.UpstreamResults(ctx, ids["down"]); len(got) != 0 {
 		t.Fatalf("results of an unfinished upstream: %+v", got)
 	}
-	apply(t, s, ids["up"], toCompleted...)
+	storetest.Apply(t, s, ids["up"], storetest.ToCompleted...)
 	got, err := s.UpstreamResults(ctx, ids["down"])
 	if err != nil || len(got) != 1 || got[0].Summary != "did it" || got[0].FilesChanged[0] != "a.go" || string(got[0].Outputs) != `{"n":3}` {
 		t.Fatalf("upstream results %+v %v", got, err)
@@ -230,16 +231,16 @@ func TestResultsReachDependents(t *testing.T) {
 
 func TestFailedOrSkippedAttemptDiscardsItsPlan(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	ctx := context.Background()
-	mustProject(t, s, "web")
+	storetest.Project(t, s, "web")
 	for _, end := range [][]models.TaskEvent{{models.EventAgentFailed}, {models.EventAdminStop, models.EventAdminSkip}} {
-		id := create(t, s, "web", models.BatchTask{LocalID: "r", Title: "Plan it"})["r"]
-		apply(t, s, id, models.EventAssigned, models.EventAgentStarted)
+		id := storetest.Tasks(t, s, "web", models.BatchTask{LocalID: "r", Title: "Plan it"})["r"]
+		storetest.Apply(t, s, id, models.EventAssigned, models.EventAgentStarted)
 		if _, err := s.SavePlan(ctx, id, "agent", []models.BatchTask{{Title: "sub of " + id}}); err != nil {
 			t.Fatal(err)
 		}
-		apply(t, s, id, end...)
+		storetest.Apply(t, s, id, end...)
 		if _, ok, _ := s.PendingPlan(ctx, id); ok {
 			t.Fatalf("after %v the plan is still pending", end)
 		}
@@ -254,21 +255,21 @@ func TestFailedOrSkippedAttemptDiscardsItsPlan(t *testing.T) {
 
 func TestPausedAttemptKeepsItsPlan(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	ctx := context.Background()
-	mustProject(t, s, "web")
-	id := create(t, s, "web", models.BatchTask{LocalID: "r", Title: "Plan it"})["r"]
-	apply(t, s, id, models.EventAssigned, models.EventAgentStarted)
+	storetest.Project(t, s, "web")
+	id := storetest.Tasks(t, s, "web", models.BatchTask{LocalID: "r", Title: "Plan it"})["r"]
+	storetest.Apply(t, s, id, models.EventAssigned, models.EventAgentStarted)
 	if _, err := s.SavePlan(ctx, id, "agent", []models.BatchTask{{Title: "the step"}}); err != nil {
 		t.Fatal(err)
 	}
 	// Rate limited, resumed, recovered: the same attempt's work goes on.
-	apply(t, s, id, models.EventTokensExhausted, models.EventResumeTimer, models.EventAssigned, models.EventAgentStarted,
+	storetest.Apply(t, s, id, models.EventTokensExhausted, models.EventResumeTimer, models.EventAssigned, models.EventAgentStarted,
 		models.EventRecovery, models.EventAssigned, models.EventAgentStarted)
 	if _, ok, _ := s.PendingPlan(ctx, id); !ok {
 		t.Fatal("a pause or a recovery discarded the plan")
 	}
-	apply(t, s, id, models.EventAgentCompleted, models.EventVerifyPassed)
+	storetest.Apply(t, s, id, models.EventAgentCompleted, models.EventVerifyPassed)
 	all, _ := s.ListTasks(ctx, models.TaskFilter{ProjectID: "web"})
 	if len(all) != 2 {
 		t.Fatalf("%d tasks after the accepted work, want the plan's step too", len(all))
@@ -279,11 +280,11 @@ func TestPausedAttemptKeepsItsPlan(t *testing.T) {
 // agent proposed while it is pending, and not once it was created.
 func TestTaskDetailShowsThePendingPlan(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := storetest.Open(t)
 	ctx := context.Background()
-	mustProject(t, s, "web")
-	root := create(t, s, "web", models.BatchTask{LocalID: "root", Title: "Build the feature"})["root"]
-	apply(t, s, root, models.EventAssigned, models.EventAgentStarted)
+	storetest.Project(t, s, "web")
+	root := storetest.Tasks(t, s, "web", models.BatchTask{LocalID: "root", Title: "Build the feature"})["root"]
+	storetest.Apply(t, s, root, models.EventAssigned, models.EventAgentStarted)
 	if _, err := s.SavePlan(ctx, root, "agent", []models.BatchTask{{Title: "Model"}, {Title: "API"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +292,7 @@ func TestTaskDetailShowsThePendingPlan(t *testing.T) {
 	if err != nil || d.Plan == nil || d.Plan.Status != "pending" || len(d.Plan.Tasks) != 2 || d.Plan.Tasks[1].Title != "API" {
 		t.Fatalf("detail of a task with a pending plan: plan %+v, err %v", d.Plan, err)
 	}
-	apply(t, s, root, models.EventAgentCompleted, models.EventVerifyPassed)
+	storetest.Apply(t, s, root, models.EventAgentCompleted, models.EventVerifyPassed)
 	if d, err := s.GetTaskDetail(ctx, root); err != nil || d.Plan != nil {
 		t.Fatalf("detail after the plan was created: plan %+v, err %v", d.Plan, err)
 	}

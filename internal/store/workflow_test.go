@@ -12,6 +12,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 	"github.com/agentqueued/agentqueued/internal/workflow"
 )
 
@@ -49,8 +50,8 @@ type wfEnv struct {
 func newWFEnv(t testing.TB, doc string) *wfEnv {
 	t.Helper()
 	s, clock := openClocked(t)
-	mustProject(t, s, "web")
-	mustAgent(t, s, "a1")
+	storetest.Project(t, s, "web")
+	storetest.Agent(t, s, "a1")
 	w, err := workflow.Parse("flow.yaml", []byte(doc))
 	if err != nil {
 		t.Fatal(err)

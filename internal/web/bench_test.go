@@ -11,12 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/orchestrator"
-	"github.com/agentqueued/agentqueued/internal/repo"
-	"github.com/agentqueued/agentqueued/internal/service"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 	"github.com/agentqueued/agentqueued/internal/web"
 )
 
@@ -38,11 +37,7 @@ const (
 // what it measured); the benchmark reports the time and judges nothing.
 func BenchmarkOverview(b *testing.B) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(benchDir(b), "aq.db")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.OpenAt(b, filepath.Join(benchDir(b), "aq.db"))
 	start := time.Now()
 	for i := range benchProjects {
 		p := fmt.Sprintf("p%02d", i)
@@ -89,15 +84,8 @@ func BenchmarkOverview(b *testing.B) {
 		}
 	}
 	b.Logf("seeded %d tasks of history in %s", benchHistory, time.Since(start).Round(time.Millisecond))
-	ws, err := repo.New(repo.Config{BaseDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	o, err := orchestrator.New(orchestrator.Config{RunDir: runDir}, st, ws, agent.DefaultRegistry())
-	if err != nil {
-		b.Fatal(err)
-	}
-	svc := service.New(service.Config{Store: st, Orchestrator: o, Feed: service.NewFeed()})
+	svc := servicetest.New(b, servicetest.WithStore(st),
+		servicetest.WithOrchestrator(func(c *orchestrator.Config) { c.RunDir = runDir })).Service
 	ui, err := web.New(web.Config{Logger: slog.New(slog.DiscardHandler)}, svc)
 	if err != nil {
 		b.Fatal(err)

@@ -18,18 +18,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/hooks"
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/orchestrator"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
-	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/service"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
 	"github.com/agentqueued/agentqueued/internal/store"
 	"github.com/agentqueued/agentqueued/internal/web"
 	"github.com/agentqueued/agentqueued/internal/web/dag"
-	"github.com/agentqueued/agentqueued/internal/workflow"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -60,8 +57,9 @@ func newEngineEnv(t *testing.T) *engineEnv {
 		svc: w.svc, hookRunEnded: w.hookRunEnded}
 }
 
-// wiring is a real store, orchestrator, hook and workflow engines, the
-// service over them and the API with the dashboard, without a listener.
+// wiring is the daemon's real service (servicetest: a store, the
+// orchestrator, hook and workflow engines) and the API with the dashboard
+// over it, without a listener.
 type wiring struct {
 	store        *store.Store
 	svc          *service.Service
@@ -73,39 +71,9 @@ type wiring struct {
 
 func newWiring(tb testing.TB) wiring {
 	tb.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(tb.TempDir(), "aq.db")})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { st.Close() })
-	ws, err := repo.New(repo.Config{BaseDir: tb.TempDir()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	runDir := tb.TempDir()
-	feed := service.NewFeed()
-	o, err := orchestrator.New(orchestrator.Config{RunDir: runDir, OnOutput: feed.Output}, st, ws, agent.DefaultRegistry())
-	if err != nil {
-		tb.Fatal(err)
-	}
 	ended := make(chan models.HookRun, 16)
-	sc := service.Config{Store: st, Orchestrator: o, Feed: feed}
-	he, err := hooks.New(hooks.Config{OnRunEnd: func(r models.HookRun) { ended <- r }}, st, service.New(sc), ws)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	hctx, cancel := context.WithCancel(ctx)
-	if err := he.Start(hctx); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { cancel(); he.Wait() })
-	wf, err := workflow.New(workflow.Config{}, st, o)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sc.Hooks, sc.Workflows = he, wf
-	svc := service.New(sc)
+	k := servicetest.New(tb, servicetest.WithHooks(hooks.Config{OnRunEnd: func(r models.HookRun) { ended <- r }}))
+	svc := k.Service
 	ui, err := web.New(web.Config{Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return pagesNow }}, svc)
 	if err != nil {
 		tb.Fatal(err)
@@ -114,7 +82,7 @@ func newWiring(tb testing.TB) wiring {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return wiring{store: st, svc: svc, handler: a.Handler(), runDir: runDir, feed: feed, hookRunEnded: ended}
+	return wiring{store: k.Store, svc: svc, handler: a.Handler(), runDir: k.RunDir, feed: k.Feed, hookRunEnded: ended}
 }
 
 // threeLevels creates project p with a three-level DAG: base (completed)

@@ -16,18 +16,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
-	"github.com/agentqueued/agentqueued/internal/orchestrator"
-	"github.com/agentqueued/agentqueued/internal/repo"
 	"github.com/agentqueued/agentqueued/internal/service"
+	"github.com/agentqueued/agentqueued/internal/service/servicetest"
 	"github.com/agentqueued/agentqueued/internal/store"
 	"github.com/agentqueued/agentqueued/internal/web"
 )
 
-// env is the dashboard mounted in the API as the daemon mounts it, over a
-// service of a real store in a temporary directory.
+// env is the dashboard mounted in the API as the daemon mounts it, over
+// the daemon's real service (servicetest).
 type env struct {
 	t      *testing.T
 	store  *store.Store
@@ -54,23 +52,8 @@ func newEnv(t *testing.T, token string) *env {
 // context, whose result arrives on the channel returned.
 func newEnvServed(t *testing.T, token string, serve bool) (*env, <-chan error) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "aq.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	ws, err := repo.New(repo.Config{BaseDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runDir := t.TempDir()
-	feed := service.NewFeed()
-	o, err := orchestrator.New(orchestrator.Config{RunDir: runDir, OnOutput: feed.Output}, st, ws, agent.DefaultRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := service.New(service.Config{Store: st, Orchestrator: o, Feed: feed})
+	k := servicetest.New(t)
+	st, svc := k.Store, k.Service
 	ui, err := web.New(web.Config{Token: token, Logger: slog.New(slog.DiscardHandler), Stopping: api.Stopping}, svc)
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +93,7 @@ func newEnvServed(t *testing.T, token string, serve bool) (*env, <-chan error) {
 	}
 	client := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	t.Cleanup(client.CloseIdleConnections)
-	return &env{t: t, store: st, srv: srv, client: client, runDir: runDir, feed: feed, stop: stop}, served
+	return &env{t: t, store: st, srv: srv, client: client, runDir: k.RunDir, feed: k.Feed, stop: stop}, served
 }
 
 // page is an answer of the dashboard.

@@ -12,6 +12,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/store/storetest"
 	"github.com/agentqueued/agentqueued/internal/workflow"
 )
 
@@ -64,10 +65,7 @@ func newEnv(t *testing.T, files map[string]string) *env {
 
 func (e *env) open() {
 	e.t.Helper()
-	st, err := store.Open(context.Background(), store.Config{Path: e.path, Clock: e.clock})
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	st := storetest.OpenAt(e.t, e.path, storetest.WithClock(e.clock))
 	e.st = st
 	e.t.Cleanup(func() { _ = st.Close() })
 }
@@ -119,11 +117,7 @@ func TestScheduledRunsStartOncePerTimeAcrossConcurrentPassesAndRestarts(t *testi
 		t.Fatalf("workflow %+v, %v", w, err)
 	}
 	// A second daemon's view of the same database.
-	other, err := store.Open(context.Background(), store.Config{Path: e.path, Clock: e.clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = other.Close() })
+	other := storetest.OpenAt(t, e.path, storetest.WithClock(e.clock))
 	second := e.engine(other)
 	for day := 3; day <= 7; day++ {
 		e.clock.Set(time.Date(2026, 3, day, 1, 0, 0, 0, time.UTC))
@@ -213,11 +207,7 @@ func TestInvalidWorkflowFilesStopTheStartWithTheirLines(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(dir, "db.sqlite")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.OpenAt(t, filepath.Join(dir, "db.sqlite"))
 	if _, err := st.CreateProject(context.Background(), models.Project{ID: "web"}); err != nil {
 		t.Fatal(err)
 	}
@@ -272,11 +262,7 @@ func TestWorkflowFilesNamingUnknownProfilesAreRefused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(dir, "db.sqlite")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.OpenAt(t, filepath.Join(dir, "db.sqlite"))
 	eng, err := workflow.New(workflow.Config{Dir: dir, KnownProfile: func(p string) bool { return p == "cheap" }}, st, storeTasks{st})
 	if err != nil {
 		t.Fatal(err)
