@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentqueued/agentqueued/internal/models"
 )
 
 func TestLookup(t *testing.T) {
@@ -50,6 +52,24 @@ func TestPinnedVersionsAndInstallCommand(t *testing.T) {
 	want := "@anthropic-ai/claude-code@" + pins[Claude] + " @openai/codex@" + pins[Codex]
 	if got := installArgs(); got != want {
 		t.Errorf("installArgs() = %q, want %q", got, want)
+	}
+}
+
+// TestPinsAreKnownGood: the CLI versions CI runs are the tested versions
+// the daemon knows of, and none is older than the known-good version of
+// its type (so CI never runs a version the daemon warns about, nor the
+// daemon's table a version CI never ran).
+func TestPinsAreKnownGood(t *testing.T) {
+	t.Parallel()
+	pins := Pinned()
+	for _, cli := range []string{Claude, Codex} {
+		pin := pins[cli]
+		if tested := models.TestedCLIVersion(cli); pin != tested {
+			t.Errorf("%s is pinned at %q in .ci/clis/package.json, the daemon's table says %q is tested", cli, pin, tested)
+		}
+		if w := models.CLIVersionWarning(cli, pin); w != "" {
+			t.Errorf("the pinned %s %s gets the daemon's warning: %s", cli, pin, w)
+		}
 	}
 }
 
