@@ -81,21 +81,35 @@ func TestEnvIsPrivateAndPointsAtTheModel(t *testing.T) {
 			t.Errorf("%s = %q (%v): want a new private directory", k, env[k], err)
 		}
 	}
-	if env["ANTHROPIC_BASE_URL"] != "http://127.0.0.1:1234/" || env["ANTHROPIC_API_KEY"] != APIKey || env["DISABLE_TELEMETRY"] != "1" {
+	if env["ANTHROPIC_BASE_URL"] != "http://127.0.0.1:1234/" || env["DISABLE_TELEMETRY"] != "1" {
 		t.Errorf("env = %v", env)
+	}
+	// Keys are not settings (they go through pass_env), and the CLIs keep
+	// their retries.
+	for _, k := range []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CLAUDE_CODE_MAX_RETRIES"} {
+		if v, ok := env[k]; ok {
+			t.Errorf("env sets %s=%q", k, v)
+		}
 	}
 	cfg, err := os.ReadFile(filepath.Join(env["CODEX_HOME"], "config.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`base_url = "http://127.0.0.1:1234/v1"`, `wire_api = "responses"`, `model = "` + CodexModel + `"`,
-		`env_key = "` + codexKeyEnv + `"`, "[features]\nx = true"} {
+		`env_key = "OPENAI_API_KEY"`, "[features]\nx = true"} {
 		if !strings.Contains(string(cfg), want) {
 			t.Errorf("config.toml lacks %q:\n%s", want, cfg)
 		}
 	}
-	if env[codexKeyEnv] != APIKey {
-		t.Errorf("%s = %q", codexKeyEnv, env[codexKeyEnv])
+	if strings.Contains(string(cfg), "max_retries") {
+		t.Errorf("config.toml changes Codex's retries:\n%s", cfg)
+	}
+	for _, cli := range []string{Claude, Codex} {
+		for _, k := range PassEnv(cli) {
+			if Keys()[k] != APIKey {
+				t.Errorf("%s's pass_env names %s, which Keys() does not set", cli, k)
+			}
+		}
 	}
 }
 
