@@ -520,3 +520,39 @@ func TestRealCLIRateLimitPausesAndResumes(t *testing.T) {
 		})
 	}
 }
+
+// TestRealClaudeToolsReachAModelThatDoesNotSearch: Claude Code defers MCP
+// tools behind ToolSearch; the adapter turns that off for a run with
+// agentqueued's server (ENABLE_TOOL_SEARCH=false), so a model that never
+// searches still reports progress, asks, and completes.
+func TestRealClaudeToolsReachAModelThatDoesNotSearch(t *testing.T) {
+	t.Parallel()
+	r := newCLIRig(t, []cliAgent{{name: "claude-1", cli: clitest.Claude, profile: claudeEdits}}, "",
+		rigOptions{model: modeltest.Options{NoToolSearch: true}})
+	r.model.Add(modeltest.Script{Name: "direct", Match: "Report without searching", Turns: []modeltest.Turn{
+		{Calls: []modeltest.Call{modeltest.MCP("agentqueued", "progress", map[string]any{"message": "Starting"})}},
+		{Calls: []modeltest.Call{modeltest.MCP("agentqueued", "ask", map[string]any{"question": "Which word?"})}},
+		{Calls: []modeltest.Call{modeltest.Write("word.txt", "yes\n")}},
+		{Calls: []modeltest.Call{modeltest.MCP("agentqueued", "complete", map[string]any{"summary": "Wrote the word"})}},
+		{Text: "Done."},
+	}})
+	id := r.add(models.BatchTask{Title: "Report without searching"})
+	r.waitStatus(id, models.StatusWaitingInput)
+	ctx := r.d.watch.Context()
+	qs, err := r.c.OpenQuestions(ctx)
+	if err != nil || len(qs) != 1 {
+		t.Fatalf("open questions %+v, %v", qs, err)
+	}
+	if _, err := r.c.AnswerQuestion(ctx, qs[0].ID, "yes", "ana"); err != nil {
+		t.Fatal(err)
+	}
+	td := r.waitStatus(id, models.StatusCompleted)
+	if td.Result == nil || td.Result.Summary != "Wrote the word" || r.onMain("word.txt") != "yes\n" {
+		t.Errorf("result %+v, main:word.txt %q", td.Result, r.onMain("word.txt"))
+	}
+	for _, req := range r.model.Requests() {
+		if req.Script == "direct" && req.Offers("ToolSearch") && !req.Offers("mcp__agentqueued__complete") {
+			t.Errorf("request %d offers ToolSearch without agentqueued's tools: %q", req.Seq, req.Tools)
+		}
+	}
+}
