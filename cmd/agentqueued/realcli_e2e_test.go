@@ -556,3 +556,51 @@ func TestRealClaudeToolsReachAModelThatDoesNotSearch(t *testing.T) {
 		}
 	}
 }
+
+// TestRealCodexRefusedWritesFailTheRun: the real codex under
+// workspace-write. A write its apply_patch fails (a file where a directory
+// stands: a file_change item "failed") fails the run naming the file; a
+// write outside the checkout, which codex's sandbox rejects before any
+// file_change, ends with nothing to land and the task is not completed.
+func TestRealCodexRefusedWritesFailTheRun(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, title string
+		turns       []modeltest.Turn
+		// reason is in an AGENT_FAILED or VERIFY_FAILED reason.
+		reason string
+	}{
+		{"failed file change", "Write over a directory", []modeltest.Turn{
+			{Calls: []modeltest.Call{modeltest.Shell("mkdir adir")}},
+			{Calls: []modeltest.Call{modeltest.Write("adir", "x\n")}},
+			{Text: "Could not."}}, "codex could not make 1 file change(s) (add "},
+		{"sandbox refusal", "Write outside the checkout", []modeltest.Turn{
+			{Calls: []modeltest.Call{modeltest.Write("/etc/aq-refused/x.txt", "x\n")}},
+			{Text: "Could not."}}, "the agent made no changes"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newCLIRig(t, []cliAgent{{name: "codex-1", cli: clitest.Codex}}, "")
+			r.model.Add(modeltest.Script{Name: "refused", Match: tc.title, Turns: tc.turns})
+			zero := 0
+			id := r.add(models.BatchTask{Title: tc.title, MaxRetries: &zero})
+			td := r.waitTask(id, "the task to end", func(td models.TaskDetail) bool {
+				return td.Task.Status == models.StatusCompleted || td.Task.Status == models.StatusBlocked || td.Task.Status == models.StatusFailed
+			})
+			if td.Task.Status == models.StatusCompleted {
+				t.Fatalf("a run whose write was refused completed: %s", td.Task.StatusReason)
+			}
+			var named bool
+			for _, e := range td.Events {
+				named = named || (e.Event == models.EventAgentFailed || e.Event == models.EventVerifyFailed) && strings.Contains(e.Reason, tc.reason)
+			}
+			if !named {
+				t.Errorf("no failure saying %q:%s", tc.reason, eventList(td))
+			}
+			if _, err := os.Stat("/etc/aq-refused"); err == nil {
+				t.Errorf("codex wrote outside its checkout")
+			}
+		})
+	}
+}
