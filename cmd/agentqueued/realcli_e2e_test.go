@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ type cliRig struct {
 	d      *daemon
 	c      *api.Client
 	origin string
+	bin    string        // the built daemon binary, the runs' AQ_BIN
 	wake   chan struct{} // a committed change, a log line or a model request
 
 	mu    sync.Mutex
@@ -122,7 +124,7 @@ func newCLIRig(t *testing.T, agents []cliAgent, extra string, opts ...rigOptions
 	if err != nil {
 		t.Fatalf("start the daemon: %v\nconfig:\n%s", err, cfg.String())
 	}
-	r.d = d
+	r.d, r.bin = d, bin
 	r.mu.Lock()
 	r.watch = d.watch.Progress
 	r.mu.Unlock()
@@ -600,6 +602,76 @@ func TestRealCodexRefusedWritesFailTheRun(t *testing.T) {
 			}
 			if _, err := os.Stat("/etc/aq-refused"); err == nil {
 				t.Errorf("codex wrote outside its checkout")
+			}
+		})
+	}
+}
+
+// TestRealCLIPlansAndReportsFromAShell: a plan proposed through the MCP
+// server splits the task (it completes, its subtasks are created and run),
+// and an agent reports from a shell with `<AQ_BIN> agent complete …`
+// instead of MCP: claude through its Bash rule, codex under
+// danger-full-access (its sandboxes refuse the daemon's socket).
+func TestRealCLIPlansAndReportsFromAShell(t *testing.T) {
+	t.Parallel()
+	for _, cli := range []string{clitest.Claude, clitest.Codex} {
+		t.Run(cli, func(t *testing.T) {
+			t.Parallel()
+			profile := []string{"permission_mode: danger-full-access"}
+			if cli == clitest.Claude {
+				profile = claudeEdits
+			}
+			r := newCLIRig(t, []cliAgent{{name: cli + "-1", cli: cli, profile: profile}}, "")
+			done := func(name, match string) modeltest.Script {
+				return modeltest.Script{Name: name, Match: match, Turns: []modeltest.Turn{
+					{Calls: []modeltest.Call{modeltest.MCP("agentqueued", "complete", map[string]any{"summary": name + " needed nothing", "no_changes": true})}},
+					{Text: "Done."}}}
+			}
+			r.model.Add(
+				modeltest.Script{Name: "plan", Match: "Split the work", Turns: []modeltest.Turn{
+					{Calls: []modeltest.Call{modeltest.MCP("agentqueued", "propose_plan", map[string]any{"tasks": []map[string]any{
+						{"id": "a", "title": "First part of the split"}, {"id": "b", "title": "Second part of the split", "depends_on": []string{"a"}}}})}},
+					{Text: "Planned."}}},
+				// The second's prompt names the first (its upstream): match
+				// on the task's own heading, the second's first.
+				done("second", ": Second part of the split\n"), done("first", ": First part of the split\n"),
+				modeltest.Script{Name: "shell", Match: "Report from a shell", Turns: []modeltest.Turn{
+					{Calls: []modeltest.Call{modeltest.Shell(r.bin + " agent complete --no-changes --summary 'reported from the shell'")}},
+					{Text: "Reported."}}},
+			)
+			plan := r.add(models.BatchTask{Title: "Split the work"})
+			r.waitStatus(plan, models.StatusCompleted)
+			shell := r.add(models.BatchTask{Title: "Report from a shell"})
+			td := r.waitStatus(shell, models.StatusCompleted)
+			if td.Result == nil || td.Result.Summary != "reported from the shell" {
+				t.Errorf("the shell's report is not the result: %+v", td.Result)
+			}
+			tasks, err := r.c.ListTasks(r.d.watch.Context(), models.TaskFilter{ProjectID: "web"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var subtasks []string
+			for _, tk := range tasks {
+				if tk.IsPlanSubtask && tk.ParentTaskID != nil && *tk.ParentTaskID == plan {
+					subtasks = append(subtasks, tk.ID)
+				}
+			}
+			if len(subtasks) != 2 {
+				t.Fatalf("plan subtasks %v of %d tasks", subtasks, len(tasks))
+			}
+			for _, id := range subtasks {
+				if td := r.waitStatus(id, models.StatusCompleted); td.Result == nil || !strings.HasSuffix(td.Result.Summary, " needed nothing") {
+					t.Errorf("subtask %s result %+v", id, td.Result)
+				}
+			}
+			var scripts []string
+			for _, req := range r.model.Requests() {
+				if !slices.Contains(scripts, req.Script) {
+					scripts = append(scripts, req.Script)
+				}
+			}
+			if !slices.Contains(scripts, "first") || !slices.Contains(scripts, "second") {
+				t.Errorf("the subtasks' runs followed the scripts %q", scripts)
 			}
 		})
 	}
