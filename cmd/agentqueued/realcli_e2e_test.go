@@ -676,3 +676,49 @@ func TestRealCLIPlansAndReportsFromAShell(t *testing.T) {
 		})
 	}
 }
+
+// TestRealClaudeGivesUpOnAskThenResumes: claude gives up on a blocking
+// ask (its MCP tool timeout, MCP_TOOL_TIMEOUT, shortened to 2 s here);
+// the daemon keeps the question open and the task waiting without a run;
+// the answer starts a run that resumes the session and lands the work.
+func TestRealClaudeGivesUpOnAskThenResumes(t *testing.T) {
+	t.Parallel()
+	r := newCLIRig(t, []cliAgent{{name: "claude-1", cli: clitest.Claude, profile: claudeEdits,
+		env: map[string]string{"MCP_TOOL_TIMEOUT": "2000"}}}, "orchestrator:\n  input_timeout: 2h\n")
+	r.model.Add(modeltest.Script{Name: "giveup", Match: "Ask, then go on later", Turns: []modeltest.Turn{
+		{Calls: []modeltest.Call{modeltest.MCP("agentqueued", "ask", map[string]any{"question": "Which name?"})}},
+		{Calls: []modeltest.Call{modeltest.Write("name.txt", "ana\n")}},
+		{Calls: []modeltest.Call{modeltest.MCP("agentqueued", "complete", map[string]any{"summary": "Wrote the name"})}},
+		{Text: "Done."},
+	}})
+	id := r.add(models.BatchTask{Title: "Ask, then go on later"})
+	td := r.waitTask(id, "the CLI to give up on its question", func(td models.TaskDetail) bool {
+		return td.Task.Status == models.StatusWaitingInput && len(td.Runs) > 0 && td.Runs[0].Error != ""
+	})
+	if !strings.Contains(td.Runs[0].Error, "gave up waiting for the answer") {
+		t.Errorf("the run's error %q does not say the agent gave up", td.Runs[0].Error)
+	}
+	ctx := r.d.watch.Context()
+	qs, err := r.c.OpenQuestions(ctx)
+	if err != nil || len(qs) != 1 || qs[0].Text != "Which name?" {
+		t.Fatalf("open questions %+v, %v", qs, err)
+	}
+	if _, err := r.c.AnswerQuestion(ctx, qs[0].ID, "ana, please", "ana"); err != nil {
+		t.Fatal(err)
+	}
+	td = r.waitStatus(id, models.StatusCompleted)
+	if td.Result == nil || td.Result.Summary != "Wrote the name" || r.onMain("name.txt") != "ana\n" {
+		t.Errorf("result %+v, main:name.txt %q", td.Result, r.onMain("name.txt"))
+	}
+	var answered, fresh bool
+	for i, req := range r.model.Requests() {
+		answered = answered || strings.Contains(req.UserText, "ana, please")
+		fresh = fresh || i > 0 && req.Script == "giveup" && req.Turn == 0
+	}
+	if !answered {
+		t.Errorf("the answer never reached the model")
+	}
+	if fresh {
+		t.Errorf("a later run started the conversation afresh instead of resuming the session")
+	}
+}
