@@ -108,6 +108,10 @@ type Main struct {
 	// (os.Executable). Tests running the daemon in-process set a built
 	// binary.
 	Executable string
+	// Environ is the environment each run's is built from (scrubbed, plus
+	// what an agent's pass_env names); nil means os.Environ(). Tests
+	// running the daemon in-process set one of their own.
+	Environ []string
 
 	// dbWatchEvery, when set, replaces dbWatchInterval (for tests).
 	dbWatchEvery time.Duration

@@ -260,6 +260,21 @@ func TestCodexStreams(t *testing.T) {
 			"usage in=1912 out=51 read=4096 write=0",
 			"ok \"Created `hello.txt` containing `Hello from Codex`.\"",
 		}},
+		{name: "a failed file change fails the run, 0.171.0", adapter: cx, file: "codex-exec-json-file-change-failed-0.171.0.jsonl",
+			rc: agent.RunContext{Profile: models.Profile{PermissionMode: "workspace-write"}}, want: []string{
+				"session 01a2508e-616f-70d0-aa1f-ca1eb88ae78c",
+				`message "Could not."`,
+				"usage in=201 out=20 read=0 write=0",
+				`error "codex could not make 1 file change(s) (add /work/repo/adir): its file_change failed, so that work was not done. ` +
+					`Codex's sandbox or the file system refused the write (codex's own words are in the run's log); ` +
+					`check the checkout and the agent's permission_mode (now \"workspace-write\")" invalid=false`,
+			}},
+		{name: "a failed file change redone", adapter: cx, file: "synthetic-codex-file-change-redone.jsonl", want: []string{
+			"session 01a2508e-616f-70d0-aa1f-ca1eb88ae78d",
+			`message "Written on the second try."`,
+			"usage in=201 out=20 read=0 write=0",
+			`ok "Written on the second try."`,
+		}},
 		{name: "fresh 2025-11", adapter: cx, file: "codex-exec-json-fresh-2025-11.jsonl", want: []string{
 			"session " + nov,
 			fmt.Sprintf("message %q", novText),
@@ -555,7 +570,8 @@ func TestInvocations(t *testing.T) {
 				"--permission-mode", "bypassPermissions", "--allowedTools", "Bash(git log:*)", "Edit", "mcp__agentqueued",
 				"Bash(/usr/local/bin/agentqueued agent:*)", "--mcp-config", "/var/lib/aq/runs/t1/2.state/mcp.json", "--strict-mcp-config",
 				"--append-system-prompt", suffix, "--resume", sess, "--max-turns", "30"},
-			stdin: "Do the task.\n@write a.txt hello\n", files: map[string]string{"mcp.json": claudeMCP}},
+			stdin: "Do the task.\n@write a.txt hello\n", files: map[string]string{"mcp.json": claudeMCP},
+			env: map[string]string{"ENABLE_TOOL_SEARCH": "false"}},
 		{name: "claude, nothing configured", a: agent.Claude{}, rc: agent.RunContext{Prompt: "p"},
 			argv: []string{"claude", "-p", "--output-format", "stream-json", "--verbose"}, stdin: "p"},
 		{name: "codex", a: agent.Codex{}, rc: runContext("/opt/codex", "-c", `model_reasoning_effort="high"`),

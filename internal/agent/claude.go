@@ -31,7 +31,17 @@ import (
 // tools, then mcp__agentqueued (every tool of agentqueued's own server)
 // whenever that server is configured, then Bash(<AQ_BIN> agent:*) when the
 // run may report from a shell (ShellFallback: not in plan mode).
+//
+// With agentqueued's own server configured, the run's environment gets
+// ENABLE_TOOL_SEARCH=false (ClaudeToolSearchEnv), unless the agent's env or
+// pass_env sets that variable itself: Claude Code 2.1.332 otherwise defers
+// MCP tools behind its ToolSearch tool, and a model that does not search
+// first never sees progress, ask, complete or the review verdicts.
 type Claude struct{}
+
+// ClaudeToolSearchEnv is the variable by which Claude Code defers MCP
+// tools behind its ToolSearch tool, or offers them directly ("false").
+const ClaudeToolSearchEnv = "ENABLE_TOOL_SEARCH"
 
 // Type returns "claude".
 func (Claude) Type() string { return "claude" }
@@ -72,6 +82,10 @@ func (c Claude) Invocation(rc RunContext) (Invocation, error) {
 		}
 		inv.Files = map[string]string{"mcp.json": cfg}
 		argv = append(argv, "--mcp-config", filepath.Join(rc.StateDir, "mcp.json"), "--strict-mcp-config")
+		_, own := rc.Agent.Env[ClaudeToolSearchEnv]
+		if c.ownServer(rc) && !own && !slices.Contains(rc.Agent.PassEnv, ClaudeToolSearchEnv) {
+			inv.Env = map[string]string{ClaudeToolSearchEnv: "false"}
+		}
 	}
 	if p.SystemPromptSuffix != "" {
 		argv = append(argv, "--append-system-prompt", p.SystemPromptSuffix)
@@ -95,13 +109,18 @@ func (c Claude) allowedTools(rc RunContext) []string {
 			tools = append(tools, t)
 		}
 	}
-	if slices.ContainsFunc(rc.MCPServers, func(s models.MCPServer) bool { return s.Name == ownServer }) {
+	if c.ownServer(rc) {
 		add(ClaudeServerTools(ownServer))
 	}
 	if rc.Executable != "" && c.ShellFallback(rc.Profile) {
 		add("Bash(" + AgentCommand(rc.Executable) + ":*)")
 	}
 	return tools
+}
+
+// ownServer reports whether the run is given agentqueued's own MCP server.
+func (Claude) ownServer(rc RunContext) bool {
+	return slices.ContainsFunc(rc.MCPServers, func(s models.MCPServer) bool { return s.Name == ownServer })
 }
 
 // ClaudeServerTools is the --allowedTools rule that allows every tool of

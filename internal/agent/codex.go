@@ -199,7 +199,7 @@ func tomlArray(l []string) string {
 
 // NewParser reads codex's --json output.
 func (Codex) NewParser(rc RunContext) Parser {
-	return &codexParser{requested: rc.SessionID, now: time.Now,
+	return &codexParser{requested: rc.SessionID, now: time.Now, mode: rc.Profile.PermissionMode,
 		sessionUsage: models.TokenUsage{Input: rc.SessionUsage.Input, Output: rc.SessionUsage.Output,
 			CacheRead: rc.SessionUsage.CacheRead, CacheWrite: rc.SessionUsage.CacheWrite}}
 }
@@ -223,6 +223,12 @@ func (Codex) NewParser(rc RunContext) Parser {
 // works. A resumed run that exits 1 before any thread.started (codex prints
 // "no rollout found for thread id" on stderr, which the parser does not
 // see) is marked SessionInvalid, as is an error naming a missing rollout.
+//
+// Failed edits: a file_change item that completes with status "failed"
+// (Codex's sandbox or the file system refused the write) fails the run,
+// naming the files, unless a later file_change wrote them after all: the
+// turn itself still ends turn.completed, and without this the run would
+// only fail later as "the agent made no changes".
 type codexParser struct {
 	requested    string
 	sessionUsage models.TokenUsage
@@ -231,8 +237,10 @@ type codexParser struct {
 	resumed      bool
 	done         bool
 	messages     []string
+	failedEdits  []string // "<kind> <path>" of failed file changes not redone
 	lastErr      string
 	usage        usageGate
+	mode         string // the profile's permission mode, for failure texts
 	now          func() time.Time
 }
 
@@ -268,6 +276,9 @@ func (p *codexParser) object(f fields) []Event {
 			p.messages = append(p.messages, strings.TrimSpace(item.str("text")))
 			return []Event{{Kind: EventMessage, Text: short(item.str("text"))}}
 		}
+		if item.str("type") == "file_change" {
+			p.fileChange(item)
+		}
 	case "error":
 		if m := strings.TrimSpace(f.str("message")); m != "" {
 			p.lastErr = m
@@ -289,9 +300,55 @@ func (p *codexParser) object(f fields) []Event {
 			u = subUsage(u, p.sessionUsage)
 		}
 		evs := p.usage.next(u)
+		if len(p.failedEdits) > 0 {
+			return append(evs, Event{Kind: EventResult, IsError: true, Error: p.failedEditsText()})
+		}
 		return append(evs, Event{Kind: EventResult, Summary: strings.Join(p.messages, "\n\n")})
 	}
 	return nil
+}
+
+// fileChange notes the files of a failed file_change item, and forgets
+// those a completed one wrote.
+func (p *codexParser) fileChange(item fields) {
+	var changes []string
+	var paths []string
+	for _, raw := range item.list("changes") {
+		var c fields
+		if json.Unmarshal(raw, &c) != nil || strings.TrimSpace(c.str("path")) == "" {
+			continue
+		}
+		paths = append(paths, c.str("path"))
+		changes = append(changes, strings.TrimSpace(c.str("kind")+" "+c.str("path")))
+	}
+	switch item.str("status") {
+	case "failed":
+		for _, c := range changes {
+			if !slices.Contains(p.failedEdits, c) {
+				p.failedEdits = append(p.failedEdits, c)
+			}
+		}
+		if len(changes) == 0 && !slices.Contains(p.failedEdits, "a file change") {
+			p.failedEdits = append(p.failedEdits, "a file change")
+		}
+	case "completed":
+		p.failedEdits = slices.DeleteFunc(p.failedEdits, func(c string) bool {
+			return slices.ContainsFunc(paths, func(path string) bool { return strings.HasSuffix(c, " "+path) || c == path })
+		})
+	}
+}
+
+// failedEditsText says which file changes codex could not make.
+func (p *codexParser) failedEditsText() string {
+	mode := p.mode
+	if mode == "" {
+		mode = "not set: workspace-write"
+	} else {
+		mode = strconv.Quote(mode)
+	}
+	return fmt.Sprintf("codex could not make %d file change(s) (%s): its file_change failed, so that work was not done. "+
+		"Codex's sandbox or the file system refused the write (codex's own words are in the run's log); "+
+		"check the checkout and the agent's permission_mode (now %s)", len(p.failedEdits), strings.Join(p.failedEdits, ", "), mode)
 }
 
 // codexUsage reads a turn.completed usage object.

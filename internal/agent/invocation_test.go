@@ -74,6 +74,40 @@ func TestClaudeAllowsAgentqueuedTools(t *testing.T) {
 	}
 }
 
+// TestClaudeOffersAgentqueuedToolsDirectly: with agentqueued's own server,
+// a claude run gets ENABLE_TOOL_SEARCH=false, so that Claude Code offers
+// the server's tools to the model directly instead of behind ToolSearch;
+// an agent that sets the variable itself keeps its own value.
+func TestClaudeOffersAgentqueuedToolsDirectly(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		rc   agent.RunContext
+		want map[string]string
+	}{
+		{"own server", agent.RunContext{StateDir: "/s", MCPServers: []models.MCPServer{ownServer}},
+			map[string]string{"ENABLE_TOOL_SEARCH": "false"}},
+		{"other servers only", agent.RunContext{StateDir: "/s", MCPServers: []models.MCPServer{{Name: "docs", URL: "https://d.example/mcp"}}}, nil},
+		{"no servers", agent.RunContext{}, nil},
+		{"the agent's env sets it", agent.RunContext{StateDir: "/s", MCPServers: []models.MCPServer{ownServer},
+			Agent: models.Agent{AgentSettings: models.AgentSettings{Env: map[string]string{"ENABLE_TOOL_SEARCH": "true"}}}}, nil},
+		{"the agent's pass_env names it", agent.RunContext{StateDir: "/s", MCPServers: []models.MCPServer{ownServer},
+			Agent: models.Agent{AgentSettings: models.AgentSettings{PassEnv: []string{"ENABLE_TOOL_SEARCH"}}}}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			inv, err := agent.Claude{}.Invocation(c.rc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(inv.Env) != len(c.want) || inv.Env["ENABLE_TOOL_SEARCH"] != c.want["ENABLE_TOOL_SEARCH"] {
+				t.Errorf("Env %v, want %v", inv.Env, c.want)
+			}
+		})
+	}
+}
+
 // TestCodexApprovesAgentqueuedTools checks the overrides of agentqueued's
 // own server: approved tools (exec's approval policy is never) and a tool
 // timeout from the run, so that a blocking ask outlasts Codex's 300 s.

@@ -14,10 +14,30 @@ const (
 	// before its MCP servers had connected, so that turn had none of the
 	// daemon's tools.
 	ClaudeKnownGood = "2.1.221"
-	// CodexKnownGood: the Codex CLI version the daemon's flags were
+	// CodexKnownGood: the oldest Codex CLI version the daemon's flags were
 	// checked with.
 	CodexKnownGood = "0.169.0"
 )
+
+// The CLI versions the end-to-end tests run (pinned in
+// .ci/clis/package.json): the newest known to work with the daemon. Never
+// below the known-good version of their type.
+const (
+	ClaudeTested = "2.1.332"
+	CodexTested  = "0.171.0"
+)
+
+// TestedCLIVersion returns the CLI version of an agent type the end-to-end
+// tests run, "" when none is tested.
+func TestedCLIVersion(agentType string) string {
+	switch agentType {
+	case "claude":
+		return ClaudeTested
+	case "codex":
+		return CodexTested
+	}
+	return ""
+}
 
 // KnownGoodCLIVersion returns the known-good CLI version of an agent type,
 // "" when none is known.

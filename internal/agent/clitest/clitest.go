@@ -9,12 +9,13 @@
 // the versions pinned in .ci/clis/package.json into a cache directory and
 // sets AQ_TEST_CLI_DIR.
 //
-// Env returns the variables of one agent run: a private HOME and
+// Env returns the settings of one agent run: a private HOME and
 // CODEX_HOME (no user configuration, login or history is read), the fake
-// model's address and a dummy key for both CLIs, and the quiet start
-// (no telemetry, no auto-update, no non-essential traffic, no retries of
-// a failed model request inside the CLI, so that a 429 reaches the CLI's
-// result at once).
+// model's address, and the quiet start (no telemetry, no auto-update, no
+// non-essential traffic). The CLIs keep their own retries of a failed
+// model request, as a user's do. Keys, the variables Keys returns, are
+// not settings: under the daemon they reach the agent as a user's do,
+// through the agent's pass_env (PassEnv names them).
 package clitest
 
 import (
@@ -49,8 +50,26 @@ const CodexModel = "gpt-5.5"
 // APIKey is the key both CLIs send to the fake model.
 const APIKey = "modeltest-key"
 
-// codexKeyEnv is the variable the Codex provider reads its key from.
-const codexKeyEnv = "MODELTEST_API_KEY"
+// codexKeyEnv is the variable the Codex provider reads its key from: the
+// one a user's Codex reads.
+const codexKeyEnv = "OPENAI_API_KEY"
+
+// claudeKeyEnv is the variable Claude Code reads its key from.
+const claudeKeyEnv = "ANTHROPIC_API_KEY"
+
+// Keys returns the variables holding the CLIs' keys to the fake model.
+func Keys() map[string]string {
+	return map[string]string{claudeKeyEnv: APIKey, codexKeyEnv: APIKey}
+}
+
+// PassEnv returns the names of the key variables the CLI named name
+// reads: an agent's pass_env, as the documentation gives it.
+func PassEnv(name string) []string {
+	if name == Codex {
+		return []string{codexKeyEnv}
+	}
+	return []string{claudeKeyEnv}
+}
 
 // Find returns the path of the CLI named name (Claude or Codex). A CLI
 // that cannot be found skips the test, or fails it when CI=true or when
@@ -171,8 +190,9 @@ type Options struct {
 
 // Env returns the environment of a CLI run against the fake model at
 // modelURL (modeltest.Server.URL): a private home under a new temporary
-// directory, and the variables both CLIs need. An agent's env in the
-// daemon's configuration takes it as it is.
+// directory, and the settings both CLIs need. An agent's env in the
+// daemon's configuration takes it as it is; the keys (Keys) go to the
+// daemon's environment and the agent's pass_env.
 func Env(t testing.TB, modelURL string, opts ...Options) map[string]string {
 	t.Helper()
 	o := Options{}
@@ -196,8 +216,6 @@ name = "modeltest"
 base_url = %q
 wire_api = "responses"
 env_key = %q
-request_max_retries = 0
-stream_max_retries = 0
 
 [analytics]
 enabled = false
@@ -213,17 +231,12 @@ enabled = false
 		"XDG_CONFIG_HOME": filepath.Join(home, ".config"),
 		"XDG_CACHE_HOME":  filepath.Join(home, ".cache"),
 		"CODEX_HOME":      codexHome,
-		codexKeyEnv:       APIKey,
 
 		"ANTHROPIC_BASE_URL": modelURL,
-		"ANTHROPIC_API_KEY":  APIKey,
 		// The quiet start: nothing but the model requests leaves the CLI.
 		"DISABLE_TELEMETRY":                        "1",
 		"DISABLE_AUTOUPDATER":                      "1",
 		"DISABLE_ERROR_REPORTING":                  "1",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-		// A failed model request fails the run at once; the CLI's own
-		// ten retries would take about three minutes.
-		"CLAUDE_CODE_MAX_RETRIES": "0",
 	}
 }

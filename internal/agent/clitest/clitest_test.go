@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentqueued/agentqueued/internal/models"
 )
 
 func TestLookup(t *testing.T) {
@@ -53,6 +55,24 @@ func TestPinnedVersionsAndInstallCommand(t *testing.T) {
 	}
 }
 
+// TestPinsAreKnownGood: the CLI versions CI runs are the tested versions
+// the daemon knows of, and none is older than the known-good version of
+// its type (so CI never runs a version the daemon warns about, nor the
+// daemon's table a version CI never ran).
+func TestPinsAreKnownGood(t *testing.T) {
+	t.Parallel()
+	pins := Pinned()
+	for _, cli := range []string{Claude, Codex} {
+		pin := pins[cli]
+		if tested := models.TestedCLIVersion(cli); pin != tested {
+			t.Errorf("%s is pinned at %q in .ci/clis/package.json, the daemon's table says %q is tested", cli, pin, tested)
+		}
+		if w := models.CLIVersionWarning(cli, pin); w != "" {
+			t.Errorf("the pinned %s %s gets the daemon's warning: %s", cli, pin, w)
+		}
+	}
+}
+
 func TestEnvIsPrivateAndPointsAtTheModel(t *testing.T) {
 	t.Parallel()
 	env := Env(t, "http://127.0.0.1:1234/", Options{CodexConfig: "[features]\nx = true"})
@@ -61,21 +81,35 @@ func TestEnvIsPrivateAndPointsAtTheModel(t *testing.T) {
 			t.Errorf("%s = %q (%v): want a new private directory", k, env[k], err)
 		}
 	}
-	if env["ANTHROPIC_BASE_URL"] != "http://127.0.0.1:1234/" || env["ANTHROPIC_API_KEY"] != APIKey || env["DISABLE_TELEMETRY"] != "1" {
+	if env["ANTHROPIC_BASE_URL"] != "http://127.0.0.1:1234/" || env["DISABLE_TELEMETRY"] != "1" {
 		t.Errorf("env = %v", env)
+	}
+	// Keys are not settings (they go through pass_env), and the CLIs keep
+	// their retries.
+	for _, k := range []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CLAUDE_CODE_MAX_RETRIES"} {
+		if v, ok := env[k]; ok {
+			t.Errorf("env sets %s=%q", k, v)
+		}
 	}
 	cfg, err := os.ReadFile(filepath.Join(env["CODEX_HOME"], "config.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`base_url = "http://127.0.0.1:1234/v1"`, `wire_api = "responses"`, `model = "` + CodexModel + `"`,
-		`env_key = "` + codexKeyEnv + `"`, "[features]\nx = true"} {
+		`env_key = "OPENAI_API_KEY"`, "[features]\nx = true"} {
 		if !strings.Contains(string(cfg), want) {
 			t.Errorf("config.toml lacks %q:\n%s", want, cfg)
 		}
 	}
-	if env[codexKeyEnv] != APIKey {
-		t.Errorf("%s = %q", codexKeyEnv, env[codexKeyEnv])
+	if strings.Contains(string(cfg), "max_retries") {
+		t.Errorf("config.toml changes Codex's retries:\n%s", cfg)
+	}
+	for _, cli := range []string{Claude, Codex} {
+		for _, k := range PassEnv(cli) {
+			if Keys()[k] != APIKey {
+				t.Errorf("%s's pass_env names %s, which Keys() does not set", cli, k)
+			}
+		}
 	}
 }
 

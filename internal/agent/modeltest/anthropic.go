@@ -1,21 +1,20 @@
 package modeltest
 
 import (
-	"cmp"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
 // callPrefix starts the ids of the tool calls the server answers, and
-// waitPrefix those of filler calls, which do not count as turns.
+// searchPrefix those of its tool searches, which do not count as turns.
 const (
-	callPrefix = "toolu_modeltest_"
-	waitPrefix = "toolu_wait_"
+	callPrefix   = "toolu_modeltest_"
+	searchPrefix = "toolu_search_"
 )
 
 // anthropicRequest is the part of a Messages API request the server reads.
@@ -28,7 +27,8 @@ type anthropicRequest struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
 	Tools []struct {
-		Name string `json:"name"`
+		Name         string `json:"name"`
+		DeferLoading bool   `json:"defer_loading"`
 	} `json:"tools"`
 }
 
@@ -40,6 +40,7 @@ type anthropicBlock struct {
 	Name      string          `json:"name,omitempty"`
 	Input     json.RawMessage `json:"input,omitempty"`
 	ToolUseID string          `json:"tool_use_id,omitempty"`
+	ToolName  string          `json:"tool_name,omitempty"` // a tool_reference's
 	Content   json.RawMessage `json:"content,omitempty"`
 	IsError   bool            `json:"is_error,omitempty"`
 }
@@ -68,11 +69,57 @@ func flatText(raw json.RawMessage) string {
 }
 
 // workDir finds the working directory Claude Code states in its system
-// prompt.
+// prompt (2.1.197) or in a system message of the conversation (2.1.332).
 var workDir = regexp.MustCompile(`(?m)(?:Primary working directory|Working directory): (\S+)`)
 
+// deferredHeader starts the list of deferred tools Claude Code names in a
+// system message ("The following deferred tools are now available via
+// ToolSearch. …"), one name a line up to a blank line.
+var (
+	deferredHeader = regexp.MustCompile(`(?i)deferred[ -]tools`)
+	toolName       = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+)
+
+// deferredTools lists the tool names text announces as deferred.
+func deferredTools(text string) []string {
+	var out []string
+	in := false
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case deferredHeader.MatchString(l) && !toolName.MatchString(l):
+			in = true
+		case !in:
+		case l == "" || !toolName.MatchString(l):
+			in = false
+		default:
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// searchedNames lists the tools a ToolSearch input selected by name.
+func searchedNames(input json.RawMessage) []string {
+	var in struct {
+		Query string `json:"query"`
+	}
+	json.Unmarshal(input, &in)
+	q, ok := strings.CutPrefix(strings.TrimSpace(in.Query), "select:")
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, n := range strings.Split(q, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // messages answers POST /v1/messages.
-func (s *Server) messages(ctx context.Context, w http.ResponseWriter, req *Request) {
+func (s *Server) messages(w http.ResponseWriter, req *Request) {
 	var body anthropicRequest
 	if err := json.Unmarshal(req.Body, &body); err != nil {
 		req.Answer = "invalid JSON"
@@ -80,13 +127,17 @@ func (s *Server) messages(ctx context.Context, w http.ResponseWriter, req *Reque
 		return
 	}
 	req.Model, req.Stream = body.Model, body.Stream
-	for _, t := range body.Tools {
-		req.Tools = append(req.Tools, t.Name)
-	}
-	var user []string
-	turns, waits, inAssistant, lastWasWait := 0, 0, false, false
+	var user, system []string
+	system = append(system, flatText(body.System))
+	loaded := map[string]bool{}   // deferred tools a search loaded (tool_reference)
+	searched := map[string]bool{} // tools the server searched for
+	turns, inAssistant, lastWasSearch := 0, false, false
 	for _, m := range body.Messages {
 		bs := blocks(m.Content)
+		if m.Role == "system" {
+			system = append(system, flatText(m.Content))
+			continue
+		}
 		if m.Role != "assistant" {
 			inAssistant = false
 			for _, b := range bs {
@@ -95,32 +146,55 @@ func (s *Server) messages(ctx context.Context, w http.ResponseWriter, req *Reque
 					user = append(user, b.Text)
 				case "tool_result":
 					req.ToolResults = append(req.ToolResults, ToolResult{CallID: b.ToolUseID, Content: flatText(b.Content), IsError: b.IsError})
+					for _, r := range blocks(b.Content) {
+						if r.Type == "tool_reference" && r.ToolName != "" {
+							loaded[r.ToolName] = true
+						}
+					}
 				}
 			}
 			continue
 		}
-		wait, mine := false, false
+		search, mine := false, false
 		for _, b := range bs {
 			switch {
-			case b.Type == "tool_use" && strings.HasPrefix(b.ID, waitPrefix):
-				wait = true
+			case b.Type == "tool_use" && strings.HasPrefix(b.ID, searchPrefix):
+				search = true
+				for _, n := range searchedNames(b.Input) {
+					searched[n] = true
+				}
 			case b.Type == "tool_use" && strings.HasPrefix(b.ID, callPrefix):
 				mine = true
 			case b.Type == "text" && s.ours(b.Text):
 				mine = true
 			}
 		}
-		if !wait && !mine {
+		if !search && !mine {
 			continue // the CLI's own filler of a failed turn
 		}
-		if inAssistant && wait == lastWasWait {
+		if inAssistant && search == lastWasSearch {
 			continue // one answer split over consecutive messages
 		}
-		inAssistant, lastWasWait = true, wait
-		if wait {
-			waits++
-		} else {
+		inAssistant, lastWasSearch = true, search
+		if !search {
 			turns++
+		}
+	}
+	// A deferred tool is offered once a search loaded it; until then the
+	// model knows only its name.
+	for _, t := range body.Tools {
+		switch {
+		case !t.DeferLoading || loaded[t.Name]:
+			req.Tools = append(req.Tools, t.Name)
+		case t.Name != "" && !strings.HasPrefix(t.Name, "DeferredTool"):
+			req.Deferred = append(req.Deferred, t.Name)
+		}
+	}
+	for _, text := range append(slices.Clone(system), user...) {
+		for _, n := range deferredTools(text) {
+			if !req.Offers(n) && !slices.Contains(req.Deferred, n) {
+				req.Deferred = append(req.Deferred, n)
+			}
 		}
 	}
 	req.UserText = strings.Join(user, "\n")
@@ -151,10 +225,13 @@ func (s *Server) messages(ctx context.Context, w http.ResponseWriter, req *Reque
 	if turn.Text != "" {
 		out = append(out, anthropicBlock{Type: "text", Text: turn.Text})
 	}
-	var missing []string
+	var missing, search []string
 	cwd := ""
-	if m := workDir.FindStringSubmatch(flatText(body.System)); m != nil {
-		cwd = m[1]
+	for _, text := range system {
+		if m := workDir.FindStringSubmatch(text); m != nil {
+			cwd = m[1]
+			break
+		}
 	}
 	for _, c := range turn.Calls {
 		b := anthropicBlock{Type: "tool_use", ID: fmt.Sprintf("%s%d", callPrefix, s.nextID())}
@@ -182,24 +259,30 @@ func (s *Server) messages(ctx context.Context, w http.ResponseWriter, req *Reque
 		default:
 			b.Name, input = c.Name, c.Input
 		}
-		if !req.Offers(b.Name) {
+		switch {
+		case req.Offers(b.Name):
+		case !s.opts.NoToolSearch && req.Offers("ToolSearch") && slices.Contains(req.Deferred, b.Name) && !searched[b.Name]:
+			search = append(search, b.Name)
+		default:
 			missing = append(missing, b.Name)
 		}
 		b.Input, _ = json.Marshal(input)
 		out = append(out, b)
 	}
-	if len(missing) > 0 && waits < s.opts.MaxWaits {
-		// A model does not call a tool it is not offered: Claude Code
-		// connects MCP servers while it already talks to the model, so
-		// the tools may come a request later. Make a harmless call and
-		// ask again.
-		if filler, ok := fillerCall(req, cwd); ok {
-			s.pace(ctx)
-			req.Answer = fmt.Sprintf("waiting for %s (%d)", strings.Join(missing, ", "), waits+1)
-			s.writeMessage(w, req, body.Model, []anthropicBlock{{Type: "text", Text: "Waiting for tools: " + strings.Join(missing, ", ")}, filler},
-				"tool_use", Usage{Input: 10, Output: 1})
-			return
-		}
+	if len(missing) > 0 {
+		// A model does not call a tool it is not offered, and this one
+		// cannot be loaded: the test is wrong or the CLI changed.
+		msg := s.notOffered(req, missing, searched)
+		s.writeMessage(w, req, body.Model, []anthropicBlock{{Type: "text", Text: "modeltest: " + msg}}, "end_turn", Usage{Input: 10, Output: 1})
+		return
+	}
+	if len(search) > 0 {
+		// The tools are deferred: load them first, as a model does.
+		req.Answer = "tool search for " + strings.Join(search, ", ")
+		s.writeMessage(w, req, body.Model, []anthropicBlock{{Type: "tool_use", ID: fmt.Sprintf("%s%d", searchPrefix, s.nextID()),
+			Name: "ToolSearch", Input: json.RawMessage(mustJSON(map[string]any{"query": "select:" + strings.Join(search, ",")}))}},
+			"tool_use", Usage{Input: 10, Output: 1})
+		return
 	}
 	stop := "end_turn"
 	if len(turn.Calls) > 0 {
@@ -207,17 +290,6 @@ func (s *Server) messages(ctx context.Context, w http.ResponseWriter, req *Reque
 	}
 	req.Answer = describe(turn)
 	s.writeMessage(w, req, body.Model, out, stop, defaultUsage(turn.Usage, turns))
-}
-
-// fillerCall is a harmless call that is always allowed: Read of a file
-// that does not exist.
-func fillerCall(req *Request, cwd string) (anthropicBlock, bool) {
-	if !req.Offers("Read") {
-		return anthropicBlock{}, false
-	}
-	path := filepath.Join(cmp.Or(cwd, "/"), ".modeltest-wait")
-	return anthropicBlock{Type: "tool_use", ID: waitPrefix + fmt.Sprint(req.Seq), Name: "Read",
-		Input: json.RawMessage(mustJSON(map[string]any{"file_path": path}))}, true
 }
 
 // describe summarises a turn for logs.

@@ -37,16 +37,19 @@
 // an Error answers its first Error.Times requests with that API error (429
 // builds a rate limit) and the later ones normally.
 //
-// A model does not call a tool it is not offered. Both CLIs connect MCP
-// servers while they already talk to the model (Claude Code 2.1.197 may
-// send its first request before the server is up; Codex 0.169 offers MCP
-// tools only after a tool_search found them). When a turn calls a tool the
-// request does not offer, the server answers with a harmless filler call
-// instead — Claude: Read of a file that does not exist; Codex: a
-// tool_search_call for the tool — and asks again; filler answers do not
-// count as turns (their call ids say so). Each takes Options.WaitPace, as
-// a model takes time to answer, and Options.MaxWaits bounds them (by
-// default a minute of waiting in all).
+// A model does not call a tool it is not offered, and the server does not
+// either. Both CLIs defer MCP tools: Claude Code 2.1.332 names them in a
+// system message and loads one when the model calls ToolSearch with
+// "select:<names>" (the tool_result holds a tool_reference; the tool is
+// then among the request's tools, defer_loading set); Codex offers them
+// once a tool_search_call found them. When a turn calls a deferred tool,
+// the server first answers that search, as a model does; searches do not
+// count as turns (their call ids say so). A turn calling a tool the
+// request neither offers nor can load — not deferred, searched for in
+// vain, or deferred while Options.NoToolSearch makes the model one that
+// never searches — is never waited for: the conversation gets a closing
+// text naming the tool, and Unscripted says why, so that a test fails at
+// once with that message.
 //
 // Requests without tools (a title, a summary, a probe) are not the agent's
 // conversation: they get a short text answer and consume no turn. A

@@ -268,7 +268,7 @@ func TestResponsesStreamWireFormat(t *testing.T) {
 }
 
 // TestTurnsFollowTheHistory checks that a conversation's answer is chosen
-// by the model answers its history holds, that filler answers do not
+// by the model answers its history holds, that tool searches do not
 // count, and that tool results are recorded.
 func TestTurnsFollowTheHistory(t *testing.T) {
 	t.Parallel()
@@ -291,9 +291,9 @@ func TestTurnsFollowTheHistory(t *testing.T) {
 		{"first", nil, 0, "one", nil},
 		{"second", []map[string]any{use(callPrefix + "1"), result(callPrefix+"1", "File created", false)}, 1, "two",
 			[]ToolResult{{CallID: callPrefix + "1", Content: "File created"}}},
-		{"fillers left out", []map[string]any{use(callPrefix + "1"), result(callPrefix+"1", "ok", false), use(waitPrefix + "7"),
-			result(waitPrefix+"7", "File does not exist.", true), use(callPrefix + "2"), result(callPrefix+"2", "ok", false)}, 2, "three",
-			[]ToolResult{{CallID: callPrefix + "1", Content: "ok"}, {CallID: waitPrefix + "7", Content: "File does not exist.", IsError: true},
+		{"searches left out", []map[string]any{use(callPrefix + "1"), result(callPrefix+"1", "ok", false), use(searchPrefix + "7"),
+			result(searchPrefix+"7", "Tool loaded.", false), use(callPrefix + "2"), result(callPrefix+"2", "ok", false)}, 2, "three",
+			[]ToolResult{{CallID: callPrefix + "1", Content: "ok"}, {CallID: searchPrefix + "7", Content: "Tool loaded."},
 				{CallID: callPrefix + "2", Content: "ok"}}},
 		// Claude Code fills a turn that failed (a 429) with a text of its
 		// own when it resumes the session: not an answer of the model.
@@ -376,28 +376,113 @@ func TestErrorsComeBeforeTheAnswer(t *testing.T) {
 	}
 }
 
-// TestToolsNotOfferedYet checks the filler answers: a turn calling an MCP
-// tool the request does not offer gets a harmless call first (Claude: a
-// Read; Codex: a tool search), which does not count as a turn.
-func TestToolsNotOfferedYet(t *testing.T) {
+// claudeDeferred is a Messages API request as Claude Code 2.1.332 sends
+// it: MCP tools deferred behind ToolSearch, named in a system message with
+// the working directory, the DeferredToolPlaceholder among the tools, and
+// a history.
+func claudeDeferred(tools []map[string]any, history ...map[string]any) map[string]any {
+	msgs := []map[string]any{
+		{"role": "user", "content": []map[string]any{{"type": "text", "text": "# Task three"}}},
+		{"role": "system", "content": "# Environment\n - Primary working directory: /work/repo\n\n" +
+			"The following deferred tools are now available via ToolSearch. Their schemas are NOT loaded:\nWebFetch\n" +
+			"mcp__agentqueued__ask\nmcp__agentqueued__progress\n\n# MCP Server Instructions\n"},
+	}
+	return map[string]any{"model": "claude-opus-5-5", "max_tokens": 32000, "tools": tools, "messages": append(msgs, history...)}
+}
+
+// TestDeferredToolsAreSearchedFirst: a turn calling a deferred tool gets a
+// search that loads it first (Claude: ToolSearch select:<names>; Codex: a
+// tool_search_call), which is no turn; once loaded, the turn is answered.
+func TestDeferredToolsAreSearchedFirst(t *testing.T) {
 	t.Parallel()
 	s := New(Options{})
 	defer s.Close()
-	s.Add(Script{Name: "mcp", Turns: []Turn{{Calls: []Call{MCP("agentqueued", "progress", map[string]any{"message": "hi"})}}}})
-	_, _, body := post(t, s, "/v1/messages", anthropicHeaders, anthropicConversation("go", false, []string{"Read", "Write"}))
-	if !strings.Contains(string(body), `"name":"Read"`) || !strings.Contains(string(body), `"id":"`+waitPrefix) ||
-		!strings.Contains(string(body), `/work/repo/.modeltest-wait`) {
-		t.Fatalf("Claude's filler: %s", body)
+	s.Add(Script{Name: "mcp", Turns: []Turn{{Calls: []Call{Write("a.txt", "a"), MCP("agentqueued", "progress", map[string]any{"message": "hi"})}}}})
+	base := []map[string]any{{"name": "Write"}, {"name": "ToolSearch"}, {"name": "DeferredToolPlaceholder", "defer_loading": true}}
+
+	_, _, body := post(t, s, "/v1/messages", anthropicHeaders, claudeDeferred(base))
+	if !strings.Contains(string(body), `"name":"ToolSearch"`) || !strings.Contains(string(body), `"id":"`+searchPrefix) ||
+		!strings.Contains(string(body), `"input":{"query":"select:mcp__agentqueued__progress"}`) {
+		t.Fatalf("Claude's search: %s", body)
 	}
+	r := s.Requests()[0]
+	if r.Turn != 0 || r.Offers("mcp__agentqueued__progress") || !slices.Contains(r.Deferred, "mcp__agentqueued__progress") {
+		t.Errorf("recorded %+v", r)
+	}
+	// Claude Code answers with a tool_reference and adds the tool,
+	// deferred, to the tools of the next request.
+	loaded := append(slices.Clone(base), map[string]any{"name": "mcp__agentqueued__progress", "defer_loading": true})
+	history := []map[string]any{
+		{"role": "assistant", "content": []map[string]any{{"type": "tool_use", "id": searchPrefix + "1", "name": "ToolSearch",
+			"input": map[string]any{"query": "select:mcp__agentqueued__progress"}}}},
+		{"role": "user", "content": []map[string]any{{"type": "tool_result", "tool_use_id": searchPrefix + "1",
+			"content": []map[string]any{{"type": "tool_reference", "tool_name": "mcp__agentqueued__progress"}}}, {"type": "text", "text": "Tool loaded."}}},
+	}
+	_, _, body = post(t, s, "/v1/messages", anthropicHeaders, claudeDeferred(loaded, history...))
+	if !strings.Contains(string(body), `"name":"mcp__agentqueued__progress"`) || !strings.Contains(string(body), `"file_path":"/work/repo/a.txt"`) {
+		t.Fatalf("Claude's turn after the search: %s (want the working directory of the system message)", body)
+	}
+	if r := s.Requests()[1]; r.Turn != 0 || !r.Offers("mcp__agentqueued__progress") {
+		t.Errorf("recorded %+v", r)
+	}
+
 	_, _, body = post(t, s, "/v1/responses", nil, map[string]any{"model": "gpt-5.5", "input": "go",
-		"tools": []map[string]any{{"type": "tool_search", "execution": "client"}}})
-	if !strings.Contains(string(body), `"type":"tool_search_call"`) || !strings.Contains(string(body), `"execution":"client"`) {
-		t.Fatalf("Codex's filler: %s", body)
+		"tools": []map[string]any{{"type": "custom", "name": "apply_patch"}, {"type": "tool_search", "execution": "client"}}})
+	if !strings.Contains(string(body), `"type":"tool_search_call"`) || !strings.Contains(string(body), `"execution":"client"`) ||
+		!strings.Contains(string(body), `"call_id":"`+openaiSearchPrefix) {
+		t.Fatalf("Codex's search: %s", body)
 	}
-	for _, r := range s.Requests() {
-		if r.Turn != 0 {
-			t.Errorf("request %d at turn %d", r.Seq, r.Turn)
-		}
+	if un := s.Unscripted(); len(un) > 0 {
+		t.Errorf("Unscripted = %q", un)
+	}
+}
+
+// TestToolsNotOfferedFailAtOnce: the server never waits for a tool: a
+// turn calling one the request neither offers nor can load (not deferred,
+// searched for in vain, or a model that does not search) ends the
+// conversation with a text naming it, and Unscripted says why.
+func TestToolsNotOfferedFailAtOnce(t *testing.T) {
+	t.Parallel()
+	searchedOnce := []map[string]any{
+		{"role": "assistant", "content": []map[string]any{{"type": "tool_use", "id": searchPrefix + "1", "name": "ToolSearch",
+			"input": map[string]any{"query": "select:mcp__agentqueued__progress"}}}},
+		{"role": "user", "content": []map[string]any{{"type": "tool_result", "tool_use_id": searchPrefix + "1", "content": "No matching deferred tools found"}}},
+	}
+	withSearch := []map[string]any{{"name": "Write"}, {"name": "ToolSearch"}}
+	tests := []struct {
+		name string
+		opts Options
+		path string
+		body map[string]any
+		want string
+	}{
+		{"claude: not deferred", Options{}, "/v1/messages", anthropicConversation("go", false, []string{"Write", "ToolSearch"}),
+			"mcp__agentqueued__progress (neither offered nor deferred)"},
+		{"claude: searched in vain", Options{}, "/v1/messages", claudeDeferred(withSearch, searchedOnce...),
+			"mcp__agentqueued__progress (searched for, but the CLI did not load it)"},
+		{"claude: a model that does not search", Options{NoToolSearch: true}, "/v1/messages", claudeDeferred(withSearch),
+			"mcp__agentqueued__progress (deferred: this model does not search for tools)"},
+		{"codex: no tool search", Options{}, "/v1/responses", map[string]any{"model": "gpt-5.5", "input": "go",
+			"tools": []map[string]any{{"type": "function", "name": "exec_command"}}}, "agentqueued progress (neither offered nor deferred)"},
+		{"codex: a model that does not search", Options{NoToolSearch: true}, "/v1/responses", map[string]any{"model": "gpt-5.5", "input": "go",
+			"tools": []map[string]any{{"type": "tool_search", "execution": "client"}}}, "agentqueued progress (deferred: this model does not search for tools)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := New(tc.opts)
+			defer s.Close()
+			s.Add(Script{Name: "mcp", Turns: []Turn{{Calls: []Call{MCP("agentqueued", "progress", map[string]any{"message": "hi"})}}}})
+			status, _, body := post(t, s, tc.path, anthropicHeaders, tc.body)
+			if status != 200 || !strings.Contains(string(body), "modeltest: script") || strings.Contains(string(body), `"tool_use"`) ||
+				strings.Contains(string(body), "function_call") {
+				t.Fatalf("answer %d %s: want a closing text, no call", status, body)
+			}
+			un := s.Unscripted()
+			if len(un) != 1 || !strings.Contains(un[0], `script "mcp" turn 0 calls `+tc.want) {
+				t.Errorf("Unscripted = %q, want %q", un, tc.want)
+			}
+		})
 	}
 }
 

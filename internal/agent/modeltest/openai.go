@@ -1,7 +1,6 @@
 package modeltest
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -45,10 +44,10 @@ var modelItems = map[string]bool{"function_call": true, "custom_tool_call": true
 	"reasoning": true, "web_search_call": true, "tool_search_call": true}
 
 // openaiCallPrefix starts the call ids of the calls the server answers,
-// and openaiWaitPrefix those of filler calls.
+// and openaiSearchPrefix those of its tool searches.
 const (
-	openaiCallPrefix = "call_modeltest_"
-	openaiWaitPrefix = "call_wait_"
+	openaiCallPrefix   = "call_modeltest_"
+	openaiSearchPrefix = "call_search_"
 )
 
 // toolNames lists the names a request offers, namespaced tools as
@@ -71,7 +70,7 @@ func toolNames(tools []openaiTool, ns string) []string {
 }
 
 // responses answers POST /v1/responses.
-func (s *Server) responses(ctx context.Context, w http.ResponseWriter, req *Request) {
+func (s *Server) responses(w http.ResponseWriter, req *Request) {
 	var body openaiRequest
 	if err := json.Unmarshal(req.Body, &body); err != nil {
 		req.Answer = "invalid JSON"
@@ -87,8 +86,8 @@ func (s *Server) responses(ctx context.Context, w http.ResponseWriter, req *Requ
 	} else {
 		json.Unmarshal(body.Input, &items)
 	}
-	var user []string
-	turns, waits, inModel, lastWasWait := 0, 0, false, false
+	var user, searches []string // searches: the queries of the server's tool searches
+	turns, inModel, lastWasSearch := 0, false, false
 	for _, it := range items {
 		model := modelItems[it.Type] || it.Type == "message" && it.Role == "assistant"
 		if !model {
@@ -104,18 +103,23 @@ func (s *Server) responses(ctx context.Context, w http.ResponseWriter, req *Requ
 			}
 			continue
 		}
-		wait := strings.HasPrefix(it.CallID, openaiWaitPrefix)
+		search := strings.HasPrefix(it.CallID, openaiSearchPrefix)
 		mine := strings.HasPrefix(it.CallID, openaiCallPrefix) || it.Type == "message" && s.ours(openaiText(it.Content))
-		if !wait && !mine {
+		if !search && !mine {
 			continue // not the server's answer: the CLI's own item
 		}
-		if inModel && (wait == lastWasWait || it.Type == "message") {
+		if search {
+			var args struct {
+				Query string `json:"query"`
+			}
+			json.Unmarshal([]byte(it.Arguments), &args)
+			searches = append(searches, args.Query)
+		}
+		if inModel && (search == lastWasSearch || it.Type == "message") {
 			continue
 		}
-		inModel, lastWasWait = true, wait
-		if wait {
-			waits++
-		} else {
+		inModel, lastWasSearch = true, search
+		if !search {
 			turns++
 		}
 	}
@@ -144,25 +148,42 @@ func (s *Server) responses(ctx context.Context, w http.ResponseWriter, req *Requ
 	if turn.Text != "" {
 		out = append(out, assistantText(s, turn.Text))
 	}
-	var missing []string
+	var missing, search []string
+	searched := map[string]bool{}
 	for _, c := range turn.Calls {
 		it, ok := s.openaiCall(req, c)
 		if !ok {
-			missing = append(missing, strings.TrimSpace(c.Server+" "+c.Tool+" "+c.Name))
+			name := strings.TrimSpace(c.Server + " " + c.Tool + " " + c.Name)
+			canSearch := c.Kind == KindMCP && req.Offers("tool_search") && !s.opts.NoToolSearch
+			for _, q := range searches {
+				searched[name] = searched[name] || strings.Contains(q, name)
+			}
+			if canSearch && !searched[name] {
+				search = append(search, name)
+			} else {
+				if c.Kind == KindMCP && req.Offers("tool_search") {
+					req.Deferred = append(req.Deferred, name)
+				}
+				missing = append(missing, name)
+			}
 		}
 		out = append(out, it)
 	}
-	if len(missing) > 0 && waits < s.opts.MaxWaits {
-		if req.Offers("tool_search") {
-			// Codex defers MCP tools: they are offered once a search
-			// found them.
-			s.pace(ctx)
-			req.Answer = fmt.Sprintf("searching for %s (%d)", strings.Join(missing, ", "), waits+1)
-			args := mustJSON(map[string]any{"query": strings.Join(missing, " "), "limit": 8})
-			s.writeResponse(w, req, []openaiItem{{Type: "tool_search_call", Arguments: args,
-				CallID: openaiWaitPrefix + fmt.Sprint(s.nextID())}}, Usage{Input: 10, Output: 1})
-			return
-		}
+	if len(missing) > 0 {
+		// A model does not call a tool it is not offered, and this one
+		// cannot be loaded: the test is wrong or the CLI changed.
+		msg := s.notOffered(req, missing, searched)
+		s.writeResponse(w, req, []openaiItem{assistantText(s, "modeltest: "+msg)}, Usage{Input: 10, Output: 1})
+		return
+	}
+	if len(search) > 0 {
+		// Codex defers MCP tools: they are offered once a search found
+		// them, so search first, as a model does.
+		req.Answer = "tool search for " + strings.Join(search, ", ")
+		args := mustJSON(map[string]any{"query": strings.Join(search, " "), "limit": 8})
+		s.writeResponse(w, req, []openaiItem{{Type: "tool_search_call", Arguments: args,
+			CallID: openaiSearchPrefix + fmt.Sprint(s.nextID())}}, Usage{Input: 10, Output: 1})
+		return
 	}
 	req.Answer = describe(turn)
 	s.writeResponse(w, req, out, defaultUsage(turn.Usage, turns))

@@ -46,6 +46,7 @@ func TestRealCLIsTalkToTheFakeModel(t *testing.T) {
 				t.Fatalf("git init: %v\n%s", err, out)
 			}
 			env := clitest.Env(t, srv.URL())
+			maps.Copy(env, clitest.Keys())
 			cmd := exec.CommandContext(progresstest.Context(t), bin, tc.argv...)
 			cmd.Dir, cmd.Stdin = dir, strings.NewReader("Write the greeting.\n")
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH")}

@@ -2,7 +2,6 @@ package modeltest
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 )
 
 // API names the protocol of a request.
@@ -30,21 +28,11 @@ type Options struct {
 	// OnRequest, when set, is called after each request has been answered
 	// (a sign of progress for the test's waits). It must not block.
 	OnRequest func(Request)
-	// MaxWaits bounds the filler answers a conversation gets while a tool
-	// its turn calls is not offered yet (default DefaultMaxWaits).
-	MaxWaits int
-	// WaitPace is how long a filler answer takes, as a model takes time
-	// to answer, so that a CLI waiting for its MCP server does not spin
-	// (default DefaultWaitPace).
-	WaitPace time.Duration
+	// NoToolSearch makes the model one that never searches for tools: it
+	// calls only the tools a request offers directly, never loading a
+	// deferred one (Claude Code's ToolSearch, Codex's tool_search) first.
+	NoToolSearch bool
 }
-
-// Defaults of Options: with them a conversation waits up to a minute for
-// a tool to be offered.
-const (
-	DefaultMaxWaits = 1200
-	DefaultWaitPace = 50 * time.Millisecond
-)
 
 // Request is one request the server received, as decoded.
 type Request struct {
@@ -57,8 +45,12 @@ type Request struct {
 	// Model and Stream are the body's model and stream fields.
 	Model  string
 	Stream bool
-	// Tools are the names of the tools the request offers.
+	// Tools are the names of the tools the request offers: those it
+	// defines, less the deferred ones no search has loaded yet.
 	Tools []string
+	// Deferred are the tools the request names but does not offer yet: a
+	// search (Claude Code's ToolSearch, Codex's tool_search) loads them.
+	Deferred []string
 	// UserText is the text of its user messages (not tool results).
 	UserText string
 	// ToolResults are the tool results in its history, in order.
@@ -93,6 +85,7 @@ type Server struct {
 	mu         sync.Mutex
 	scripts    []Script
 	errServed  map[string]int // "<script>/<turn>" → errors answered
+	errorsOver bool           // EndErrors was called
 	requests   []Request
 	unscripted []string
 	ids        int
@@ -104,12 +97,6 @@ type Server struct {
 
 // New starts a Server. Close it when done.
 func New(opts Options) *Server {
-	if opts.MaxWaits == 0 {
-		opts.MaxWaits = DefaultMaxWaits
-	}
-	if opts.WaitPace == 0 {
-		opts.WaitPace = DefaultWaitPace
-	}
 	s := &Server{opts: opts, errServed: map[string]int{}, texts: map[string]bool{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
 	return s
@@ -130,6 +117,14 @@ func (s *Server) Add(scripts ...Script) {
 	s.scripts = append(s.scripts, scripts...)
 }
 
+// EndErrors ends every scripted error: from now on each turn gets its
+// answer, as when a rate limit has reset.
+func (s *Server) EndErrors() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.errorsOver = true
+}
+
 // Requests returns the requests received so far, in arrival order.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
@@ -138,8 +133,9 @@ func (s *Server) Requests() []Request {
 }
 
 // Unscripted describes the conversation requests no script could answer:
-// none matched, or the script had no turn left. A test asserts it is
-// empty.
+// none matched, the script had no turn left, or the turn called a tool the
+// request did not offer and no search could load. A test asserts it is
+// empty, and may look at it after each request to fail at once.
 func (s *Server) Unscripted() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -165,7 +161,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/v1/messages" && r.Method == http.MethodPost:
 		req.API = Anthropic
-		s.messages(r.Context(), rec, &req)
+		s.messages(rec, &req)
 	case r.URL.Path == "/v1/messages/count_tokens" && r.Method == http.MethodPost:
 		req.API = Anthropic
 		req.Answer = "token count"
@@ -181,7 +177,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		rec.WriteHeader(http.StatusOK)
 	case r.URL.Path == "/v1/responses" && r.Method == http.MethodPost:
 		req.API = OpenAI
-		s.responses(r.Context(), rec, &req)
+		s.responses(rec, &req)
 	default:
 		req.API = apiOf(r)
 		req.Answer = "not found"
@@ -233,17 +229,6 @@ func (s *Server) models(w http.ResponseWriter, api API) {
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
-// pace waits WaitPace before a filler answer, or until the client gives
-// up.
-func (s *Server) pace(ctx context.Context) {
-	t := time.NewTimer(s.opts.WaitPace)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
 // answered records an assistant text the server gave.
 func (s *Server) answered(text string) {
 	s.mu.Lock()
@@ -274,7 +259,7 @@ func (s *Server) pick(req *Request) (turn Turn, errAnswer *Error, ok bool) {
 			return Turn{}, nil, false
 		}
 		t := sc.Turns[req.Turn]
-		if t.Error != nil {
+		if t.Error != nil && !s.errorsOver {
 			key := fmt.Sprintf("%s/%d", sc.Name, req.Turn)
 			if s.errServed[key] < max(t.Error.Times, 1) {
 				s.errServed[key]++
@@ -285,6 +270,32 @@ func (s *Server) pick(req *Request) (turn Turn, errAnswer *Error, ok bool) {
 	}
 	s.unscripted = append(s.unscripted, fmt.Sprintf("no script matches a %s conversation at turn %d: %.200q", req.API, req.Turn, req.UserText))
 	return Turn{}, nil, false
+}
+
+// notOffered records a turn that calls tools the request does not offer
+// and no search can load (searched: the tools already searched for), and
+// returns the message saying so.
+func (s *Server) notOffered(req *Request, missing []string, searched map[string]bool) string {
+	var why []string
+	for _, n := range missing {
+		switch {
+		case searched[n]:
+			why = append(why, n+" (searched for, but the CLI did not load it)")
+		case slices.Contains(req.Deferred, n) && s.opts.NoToolSearch:
+			why = append(why, n+" (deferred: this model does not search for tools)")
+		case slices.Contains(req.Deferred, n):
+			why = append(why, n+" (deferred, and the request offers no tool search)")
+		default:
+			why = append(why, n+" (neither offered nor deferred)")
+		}
+	}
+	msg := fmt.Sprintf("script %q turn %d calls %s; the request offers %s", req.Script, req.Turn, strings.Join(why, ", "),
+		strings.Join(req.Tools, ", "))
+	s.mu.Lock()
+	s.unscripted = append(s.unscripted, msg)
+	s.mu.Unlock()
+	req.Answer = "not offered: " + strings.Join(missing, ", ")
+	return msg
 }
 
 func matches(sc Script, text string) bool {
