@@ -155,15 +155,22 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, _ := io.ReadAll(r.Body)
+	// The request is recorded before it is served: whoever sees what it
+	// changed (a message, a reaction) finds it in Requests. Its status is
+	// 0 until it is answered.
+	s.mu.Lock()
+	i := len(s.requests)
+	s.requests = append(s.requests, Request{
+		Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Body: body, Time: time.Now(),
+	})
+	s.mu.Unlock()
 	rw := &response{header: http.Header{}}
 	s.serveREST(rw, r, body)
 	if rw.status == 0 {
 		rw.status = http.StatusOK
 	}
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{
-		Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: rw.status, Body: body, Time: time.Now(),
-	})
+	s.requests[i].Status = rw.status
 	s.notifyLocked()
 	s.mu.Unlock()
 	if rw.status >= 400 {

@@ -91,7 +91,7 @@ type Request struct {
 	Method string
 	Path   string // the URL path as received, e.g. "/api/v9/channels/1/messages"
 	Query  string // the raw query, without "?"
-	Status int    // the HTTP status answered; 101 for a gateway upgrade
+	Status int    // the HTTP status answered (0 while it is served); 101 for a gateway upgrade
 	Body   []byte // the raw request body
 	Time   time.Time
 }
