@@ -8,9 +8,11 @@ import (
 	"strings"
 
 	"github.com/agentqueued/agentqueued/internal/api"
+	"github.com/agentqueued/agentqueued/internal/models"
 )
 
-// This file holds ctl's question commands: list and answer.
+// This file holds ctl's question commands: list and answer, and the
+// printer of questions.
 
 func (c *ctl) questionList(ctx context.Context, args []string) error {
 	if _, err := c.parse(c.flagSet("question list"), args); err != nil {
@@ -45,4 +47,13 @@ func (c *ctl) questionAnswer(ctx context.Context, args []string) error {
 		return err
 	}
 	return c.emit(q, func(w io.Writer) { fmt.Fprintf(w, "question %d of task %s answered\n", q.ID, q.TaskID) })
+}
+
+func printQuestions(w io.Writer, qs []models.Question) {
+	tw := table(w)
+	row(tw, "ID", "TASK", "ASKED", "QUESTION")
+	for _, q := range qs {
+		row(tw, strconv.FormatInt(q.ID, 10), q.TaskID, when(q.AskedAt), q.Text)
+	}
+	tw.Flush()
 }

@@ -126,55 +126,29 @@ func openLogFile(path string) (*os.File, error) {
 	return f, nil
 }
 
-// runDaemon is the "run" subcommand.
+// runDaemon is the "run" subcommand. It wires the daemon's parts in
+// steps, each step taking what the ones before it made, then serves
+// until ctx ends or a part fails. The deferred steps run in reverse: the
+// lease is released, then the store closed, then the log file closed.
 func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	cfg, flags, err := m.loadDaemonConfig(args)
 	if err != nil {
 		return err
 	}
-	logw := m.Stderr
-	if flags.logFile != "" {
-		f, err := openLogFile(flags.logFile)
-		if err != nil {
-			return &configError{err: fmt.Errorf("run: --log-file %s: %w", flags.logFile, err)}
-		}
-		// Closed last: every deferred step below still logs.
-		defer f.Close()
-		logw = f
+	logw, closeLog, err := m.daemonLogWriter(flags.logFile)
+	if err != nil {
+		return err
 	}
+	// Closed last: every deferred step below still logs.
+	defer closeLog()
 	log := newLogger(cfg.Log, logw)
 	tuneGC(m.Getenv)
-
-	dbPath := cfg.DatabasePath()
 	if err := prepareDataDir(cfg, flags.newDatabase, log); err != nil {
 		return err
 	}
-	// The store wakes the orchestrator after every commit that may have made
-	// work ready; the orchestrator exists only after the lease is held.
-	feed := service.NewFeed()
-	oc := cfg.Orchestrator
-	met := metrics.New(metrics.Config{Window: oc.Window, GlobalBudget: oc.GlobalTokenBudget, Outbox: cfg.Discord.Enabled(),
-		Logger: log.With("component", "metrics")})
-	var (
-		orch  atomic.Pointer[orchestrator.Orchestrator]
-		bot   atomic.Pointer[discord.Bot]
-		hookd atomic.Pointer[hooks.Engine]
-	)
-	st, err := store.Open(ctx, store.Config{Path: dbPath, Logger: log.With("component", "store"), OnChange: func() {
-		if o := orch.Load(); o != nil {
-			o.Wake()
-		}
-		if b := bot.Load(); b != nil {
-			b.Wake()
-		}
-		if h := hookd.Load(); h != nil {
-			h.Wake()
-		}
-		feed.Notify()
-		if m.OnChange != nil {
-			m.OnChange()
-		}
-	}, OnStateChange: feed.Notify, Observer: met})
+	w := m.newWiring(cfg, log)
+
+	st, err := w.openStore(ctx)
 	if err != nil {
 		return err
 	}
@@ -183,67 +157,238 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 			err = errors.Join(err, fmt.Errorf("close store: %w", cerr))
 		}
 	}()
-
-	met.ReadFrom(st)
-	if err := markDataDir(cfg); err != nil {
-		return err
-	}
-	watch, err := newDBWatch(dbPath, m.dbWatchEvery)
+	watch, err := w.watchDatabase(st)
 	if err != nil {
 		return err
+	}
+	holder, err := w.acquireLease(ctx, st)
+	if err != nil {
+		return err
+	}
+	defer func() { err = w.releaseLease(ctx, st, holder.Owner, err) }()
+
+	ws, err := w.buildWorkspaces(ctx, st)
+	if err != nil {
+		return err
+	}
+	o, pulls, err := w.buildOrchestrator(ctx, st, ws)
+	if err != nil {
+		return err
+	}
+	rpc, rpcLn, err := w.buildRPC(o)
+	if err != nil {
+		return err
+	}
+	// The service goes through the orchestrator, the hook engine and the
+	// workflow engine; the hook engine's own actions go through a service
+	// without those engines (a hook creates tasks, gives feedback and
+	// notifies, as a person's commands would).
+	sc := w.serviceConfig(st, o, ws)
+	actions := service.New(sc)
+	eng, err := w.buildHooks(ctx, st, actions, ws)
+	if err != nil {
+		return err
+	}
+	wf, err := w.buildWorkflows(ctx, st, o, actions.HasProfile)
+	if err != nil {
+		return err
+	}
+	sc.Hooks, sc.Workflows = eng, wf
+	svc := service.New(sc)
+	b, err := w.buildDiscord(svc, st)
+	if err != nil {
+		return err
+	}
+	srv, err := w.buildAPI(ctx, svc, st, o, pulls, watch)
+	if err != nil {
+		rpcLn.Close()
+		return err
+	}
+	ln, err := srv.Listen()
+	if err != nil {
+		return err
+	}
+	metricsLn, err := w.listenMetrics()
+	if err != nil {
+		ln.Close()
+		rpcLn.Close()
+		return err
+	}
+	w.announce(ln.Addr().String())
+
+	return w.serve(ctx, daemonParts{store: st, owner: holder.Owner, watch: watch, orch: o, rpc: rpc, rpcLn: rpcLn,
+		hooks: eng, workflows: wf, bot: b, api: srv, apiLn: ln, metricsLn: metricsLn})
+}
+
+// wiring is what the run command's wiring steps share: the
+// configuration, the log, the output feed and the metrics, and the parts
+// the store wakes after a commit.
+type wiring struct {
+	m      *Main
+	cfg    config.Config
+	log    *slog.Logger
+	dbPath string
+	feed   *service.Feed
+	met    *metrics.Metrics
+	// The store wakes these after every commit that may have made work
+	// ready; each is nil until its step has made it (the orchestrator
+	// exists only after the lease is held).
+	orch  atomic.Pointer[orchestrator.Orchestrator]
+	bot   atomic.Pointer[discord.Bot]
+	hookd atomic.Pointer[hooks.Engine]
+}
+
+// daemonParts are the daemon's wired parts that serve runs.
+type daemonParts struct {
+	store     *store.Store
+	owner     string // the lease's
+	watch     *dbWatch
+	orch      *orchestrator.Orchestrator
+	rpc       *api.RPCServer
+	rpcLn     net.Listener
+	hooks     *hooks.Engine
+	workflows *workflow.Engine
+	bot       *discord.Bot // nil without Discord
+	api       *api.Server
+	apiLn     net.Listener
+	metricsLn net.Listener // nil unless metrics.listen is set
+}
+
+// daemonLogWriter returns where the daemon logs, standard error or the
+// --log-file when set, and what closes it.
+func (m *Main) daemonLogWriter(logFile string) (io.Writer, func(), error) {
+	if logFile == "" {
+		return m.Stderr, func() {}, nil
+	}
+	f, err := openLogFile(logFile)
+	if err != nil {
+		return nil, nil, &configError{err: fmt.Errorf("run: --log-file %s: %w", logFile, err)}
+	}
+	return f, func() { f.Close() }, nil
+}
+
+// newWiring returns the wiring steps' shared parts: the output feed and
+// the metrics.
+func (m *Main) newWiring(cfg config.Config, log *slog.Logger) *wiring {
+	oc := cfg.Orchestrator
+	return &wiring{m: m, cfg: cfg, log: log, dbPath: cfg.DatabasePath(), feed: service.NewFeed(),
+		met: metrics.New(metrics.Config{Window: oc.Window, GlobalBudget: oc.GlobalTokenBudget, Outbox: cfg.Discord.Enabled(),
+			Logger: log.With("component", "metrics")})}
+}
+
+// openStore opens the database. After every commit that may have made
+// work ready the store wakes the orchestrator, the bot and the hook
+// engine (those wired by then) and notifies the feed.
+func (w *wiring) openStore(ctx context.Context) (*store.Store, error) {
+	st, err := store.Open(ctx, store.Config{Path: w.dbPath, Logger: w.log.With("component", "store"), OnChange: func() {
+		if o := w.orch.Load(); o != nil {
+			o.Wake()
+		}
+		if b := w.bot.Load(); b != nil {
+			b.Wake()
+		}
+		if h := w.hookd.Load(); h != nil {
+			h.Wake()
+		}
+		w.feed.Notify()
+		if w.m.OnChange != nil {
+			w.m.OnChange()
+		}
+	}, OnStateChange: w.feed.Notify, Observer: w.met})
+	if err != nil {
+		return nil, err
+	}
+	w.met.ReadFrom(st)
+	return st, nil
+}
+
+// watchDatabase marks the data directory as used and returns the watch
+// on the database file, which saves a copy through st should the file go.
+func (w *wiring) watchDatabase(st *store.Store) (*dbWatch, error) {
+	if err := markDataDir(w.cfg); err != nil {
+		return nil, err
+	}
+	watch, err := newDBWatch(w.dbPath, w.m.dbWatchEvery)
+	if err != nil {
+		return nil, err
 	}
 	watch.save = st.SaveCopy
+	return watch, nil
+}
 
-	holder, err := m.leaseHolder()
+// acquireLease takes the database lease for this process.
+func (w *wiring) acquireLease(ctx context.Context, st *store.Store) (models.LeaseHolder, error) {
+	holder, err := w.m.leaseHolder()
 	if err != nil {
+		return models.LeaseHolder{}, err
+	}
+	if err := st.AcquireLease(ctx, holder, w.cfg.Lease.TTL); err != nil {
+		return models.LeaseHolder{}, fmt.Errorf("start daemon on %s: %w", w.dbPath, err)
+	}
+	w.m.mu.Lock()
+	w.m.owner = holder.Owner
+	w.m.mu.Unlock()
+	w.log.Info("lease acquired", "owner", holder.Owner, "hostname", holder.Hostname, "pid", holder.PID, "ttl", w.cfg.Lease.TTL)
+	return holder, nil
+}
+
+// releaseLease releases owner's lease on shutdown and returns err with
+// the release's failure joined; a lease another daemon holds is left.
+func (w *wiring) releaseLease(ctx context.Context, st *store.Store, owner string, err error) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseReleaseTimeout)
+	defer cancel()
+	rerr := st.ReleaseLease(rctx, owner)
+	if errors.Is(rerr, store.ErrLeaseLost) {
+		w.log.Info("lease not released: another daemon holds it", "owner", owner)
 		return err
 	}
-	if err := st.AcquireLease(ctx, holder, cfg.Lease.TTL); err != nil {
-		return fmt.Errorf("start daemon on %s: %w", dbPath, err)
+	if rerr != nil {
+		w.log.Error("release lease failed", "owner", owner, "err", rerr)
+		return errors.Join(err, rerr)
 	}
-	m.mu.Lock()
-	m.owner = holder.Owner
-	m.mu.Unlock()
-	log.Info("lease acquired", "owner", holder.Owner, "hostname", holder.Hostname, "pid", holder.PID, "ttl", cfg.Lease.TTL)
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseReleaseTimeout)
-		defer cancel()
-		rerr := st.ReleaseLease(rctx, holder.Owner)
-		if errors.Is(rerr, store.ErrLeaseLost) {
-			log.Info("lease not released: another daemon holds it", "owner", holder.Owner)
-			return
-		}
-		if rerr != nil {
-			log.Error("release lease failed", "owner", holder.Owner, "err", rerr)
-			err = errors.Join(err, rerr)
-			return
-		}
-		log.Info("lease released", "owner", holder.Owner)
-	}()
+	w.log.Info("lease released", "owner", owner)
+	return err
+}
 
+// buildWorkspaces records the configuration's agents, and returns the
+// workspaces with the configuration's projects registered.
+func (w *wiring) buildWorkspaces(ctx context.Context, st *store.Store) (*repo.Workspaces, error) {
+	cfg := w.cfg
 	for _, a := range cfg.Agents {
 		if _, err := st.UpsertAgent(ctx, a); err != nil {
-			return fmt.Errorf("agent %s from the configuration: %w", a.ID, err)
+			return nil, fmt.Errorf("agent %s from the configuration: %w", a.ID, err)
 		}
 	}
-	rc := repo.Config{BaseDir: filepath.Join(cfg.DataDir, "workspaces"), Logger: log.With("component", "repo")}
+	rc := repo.Config{BaseDir: filepath.Join(cfg.DataDir, "workspaces"), Logger: w.log.With("component", "repo")}
 	if cfg.GitHub.Enabled() {
 		hosts, err := repo.GitHubHosts(cfg.GitHub.APIBaseURL)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rc.Credentials = repo.TokenCredentials(cfg.GitHub.Token, strings.HasPrefix(cfg.GitHub.APIBaseURL, "http://"), hosts...)
 	}
 	ws, err := repo.New(rc)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := registerProjects(ctx, cfg.Projects, st, ws, log); err != nil {
-		return err
+	if err := registerProjects(ctx, cfg.Projects, st, ws, w.log); err != nil {
+		return nil, err
 	}
-	socket := filepath.Join(cfg.DataDir, "agent.sock")
-	self := m.Executable
+	return ws, nil
+}
+
+// socketPath is the agents' RPC socket.
+func (w *wiring) socketPath() string {
+	return filepath.Join(w.cfg.DataDir, "agent.sock")
+}
+
+// buildOrchestrator loads the rules and returns the orchestrator, with
+// the pull requests it lands through (nil without GitHub).
+func (w *wiring) buildOrchestrator(ctx context.Context, st *store.Store, ws *repo.Workspaces) (*orchestrator.Orchestrator, orchestrator.PullRequests, error) {
+	cfg, oc, log := w.cfg, w.cfg.Orchestrator, w.log
+	self := w.m.Executable
 	if self == "" {
+		var err error
 		if self, err = os.Executable(); err != nil {
 			log.Warn("own executable unknown: agents get no agentqueued MCP server", "err", err)
 			self = ""
@@ -252,9 +397,9 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	var pulls orchestrator.PullRequests
 	if cfg.GitHub.Enabled() {
 		gh, err := repo.NewGitHub(repo.GitHubConfig{Token: cfg.GitHub.Token, APIBaseURL: cfg.GitHub.APIBaseURL,
-			Logger: log.With("component", "github"), Observer: met}, ws)
+			Logger: log.With("component", "github"), Observer: w.met}, ws)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		pulls = gh
 	} else {
@@ -262,70 +407,100 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	}
 	rules, err := st.InitRules(ctx, cfg.Rules)
 	if err != nil {
-		return fmt.Errorf("rules: %w", err)
+		return nil, nil, fmt.Errorf("rules: %w", err)
 	}
 	log.Info("rules loaded", "rules", len(rules.Rules), "source", rules.Source)
 	o, err := orchestrator.New(orchestrator.Config{SafetyTick: oc.SafetyTick, Window: oc.Window, IdleTimeout: oc.IdleTimeout,
 		MaxRuntime: oc.MaxRuntime, StartTimeout: oc.StartTimeout, PrepareTimeout: oc.PrepareTimeout, RetryBackoff: oc.RetryBackoff, MaxBackoff: oc.MaxBackoff,
 		StopGrace: oc.StopGrace, PauseDelay: oc.PauseDelay, GlobalBudget: oc.GlobalTokenBudget, CurrentRules: st.CurrentRules,
-		InputTimeout: oc.InputTimeout, RunDir: filepath.Join(cfg.DataDir, "runs"), SocketPath: socket,
+		InputTimeout: oc.InputTimeout, RunDir: filepath.Join(cfg.DataDir, "runs"), SocketPath: w.socketPath(),
 		CheckTimeout: cfg.Verification.CheckTimeout, Profiles: cfg.Profiles, PlanPaths: cfg.Plans.Paths,
 		QAAgent: cfg.Verification.QAAgent, QAProfile: cfg.Verification.QAProfile, Executable: self, Environ: m.Environ,
 		PullRequests: pulls, PRPollInterval: cfg.GitHub.PollInterval, LandPollInterval: cfg.Verification.LandPollInterval,
-		OnOutput: feed.Output, Observer: met,
+		OnOutput: w.feed.Output, Observer: w.met,
 		Logger: log.With("component", "orchestrator")}, st, ws, agent.DefaultRegistry())
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	orch.Store(o)
-	rpc, err := api.NewRPCServer(api.RPCConfig{SocketPath: socket, Logger: log.With("component", "rpc")}, o)
+	w.orch.Store(o)
+	return o, pulls, nil
+}
+
+// buildRPC returns the agents' RPC server, served by o, and its listener.
+func (w *wiring) buildRPC(o *orchestrator.Orchestrator) (*api.RPCServer, net.Listener, error) {
+	rpc, err := api.NewRPCServer(api.RPCConfig{SocketPath: w.socketPath(), Logger: w.log.With("component", "rpc")}, o)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	rpcLn, err := rpc.Listen()
 	if err != nil {
-		return fmt.Errorf("agent socket: %w", err)
+		return nil, nil, fmt.Errorf("agent socket: %w", err)
 	}
-	// The service goes through the orchestrator, the hook engine and the
-	// workflow engine; the hook engine's own actions go through a service
-	// without those engines (a hook creates tasks, gives feedback and
-	// notifies, as a person's commands would).
-	sc := service.Config{Store: st, Orchestrator: o, Repos: ws, Traces: ws, Logger: log.With("component", "service"),
-		Feed: feed, Profiles: cfg.Profiles,
+	return rpc, rpcLn, nil
+}
+
+// serviceConfig returns the service's configuration without its hook and
+// workflow engines.
+func (w *wiring) serviceConfig(st *store.Store, o *orchestrator.Orchestrator, ws *repo.Workspaces) service.Config {
+	cfg, oc := w.cfg, w.cfg.Orchestrator
+	return service.Config{Store: st, Orchestrator: o, Repos: ws, Traces: ws, Logger: w.log.With("component", "service"),
+		Feed: w.feed, Profiles: cfg.Profiles,
 		Window: oc.Window, GlobalBudget: oc.GlobalTokenBudget, RetryBackoff: oc.RetryBackoff, MaxBackoff: oc.MaxBackoff,
 		DeskWebhooks: slices.Sorted(maps.Keys(cfg.Desk.Webhooks))}
-	actions := service.New(sc)
+}
+
+// buildHooks returns the hook engine, its actions going through actions,
+// started: the runs an earlier life left running are closed before
+// anyone can fire a hook.
+func (w *wiring) buildHooks(ctx context.Context, st *store.Store, actions hooks.Actions, ws *repo.Workspaces) (*hooks.Engine, error) {
+	met := w.met
 	onHookRunEnd := met.HookRunEnded
-	if m.OnHookRunEnd != nil {
+	if w.m.OnHookRunEnd != nil {
 		onHookRunEnd = func(r models.HookRun) {
 			met.HookRunEnded(r)
-			m.OnHookRunEnd(r)
+			w.m.OnHookRunEnd(r)
 		}
 	}
-	eng, err := newHooks(cfg, st, actions, ws, log, onHookRunEnd)
+	eng, err := newHooks(w.cfg, st, actions, ws, w.log, onHookRunEnd)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	hookd.Store(eng)
-	// Runs an earlier life left running are closed before anyone can fire a hook.
+	w.hookd.Store(eng)
 	if err := eng.Start(ctx); err != nil {
-		return err
+		return nil, err
 	}
-	wf, err := workflow.New(workflow.Config{Dir: cfg.Workflows.Dir, PollInterval: cfg.Workflows.PollInterval,
-		KnownProfile: actions.HasProfile, Logger: log.With("component", "workflows")}, st, o)
+	return eng, nil
+}
+
+// buildWorkflows returns the workflow engine with the workflows of the
+// configured directory loaded.
+func (w *wiring) buildWorkflows(ctx context.Context, st *store.Store, o *orchestrator.Orchestrator, knownProfile func(string) bool) (*workflow.Engine, error) {
+	wf, err := workflow.New(workflow.Config{Dir: w.cfg.Workflows.Dir, PollInterval: w.cfg.Workflows.PollInterval,
+		KnownProfile: knownProfile, Logger: w.log.With("component", "workflows")}, st, o)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := wf.LoadDir(ctx); err != nil {
-		return &configError{err: err}
+		return nil, &configError{err: err}
 	}
-	sc.Hooks, sc.Workflows = eng, wf
-	svc := service.New(sc)
-	b, err := newBot(cfg, svc, st, log)
+	return wf, nil
+}
+
+// buildDiscord returns the Discord bot, or nil when it is not configured.
+func (w *wiring) buildDiscord(svc *service.Service, st *store.Store) (*discord.Bot, error) {
+	b, err := newBot(w.cfg, svc, st, w.log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	bot.Store(b)
+	w.bot.Store(b)
+	return b, nil
+}
+
+// buildAPI returns the API server with the web UI, the GitHub webhook and
+// the metrics it serves.
+func (w *wiring) buildAPI(ctx context.Context, svc *service.Service, st *store.Store, o *orchestrator.Orchestrator,
+	pulls orchestrator.PullRequests, watch *dbWatch) (*api.Server, error) {
+	cfg, log := w.cfg, w.log
 	var webhook http.Handler
 	if pulls != nil && cfg.GitHub.WebhookSecret != "" {
 		webhook = repo.WebhookHandler(cfg.GitHub.WebhookSecret, log.With("component", "github"), func(owner, name string, n int) {
@@ -339,86 +514,88 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	// unless metrics.listen gives them one of their own.
 	var apiMetrics http.Handler
 	if cfg.Metrics.Listen == "" {
-		apiMetrics = met.Handler()
+		apiMetrics = w.met.Handler()
 	}
 	ui, err := web.New(web.Config{Token: cfg.API.Token, Logger: log.With("component", "web"), Stopping: api.Stopping}, svc)
 	if err != nil {
-		rpcLn.Close()
-		return err
+		return nil, err
 	}
-	srv, err := api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, AllowedHosts: cfg.API.AllowedHosts,
-		Logger: log.With("component", "api"), Health: health.Check, DatabaseID: databaseID(dbPath), Metrics: apiMetrics,
+	return api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, AllowedHosts: cfg.API.AllowedHosts,
+		Logger: log.With("component", "api"), Health: health.Check, DatabaseID: databaseID(w.dbPath), Metrics: apiMetrics,
 		GitHubWebhook: webhook, Hooks: svc, Workflows: svc, Logs: svc, UI: ui.Handler()}, svc)
-	if err != nil {
-		rpcLn.Close()
-		return err
-	}
-	ln, err := srv.Listen()
-	if err != nil {
-		return err
-	}
-	var metricsLn net.Listener
-	if cfg.Metrics.Listen != "" {
-		if metricsLn, err = net.Listen("tcp", cfg.Metrics.Listen); err != nil {
-			ln.Close()
-			rpcLn.Close()
-			return fmt.Errorf("metrics.listen: %w", err)
-		}
-		log.Info("metrics listening", "addr", metricsLn.Addr().String(), "remote", cfg.Metrics.AllowRemote)
-		m.mu.Lock()
-		m.metricsAddr = metricsLn.Addr().String()
-		m.mu.Unlock()
-	}
-	addr := ln.Addr().String()
-	log.Info("agentqueued listening", "addr", addr, "data_dir", cfg.DataDir, "database", dbPath,
-		"auth", cfg.API.Token != "")
-	m.mu.Lock()
-	m.addr = addr
-	close(m.readyLocked())
-	m.mu.Unlock()
+}
 
-	// Every part runs until ctx ends or one of them fails; then they stop
-	// in stages, each awaited before the next: first what takes work in
-	// (the API, Discord, hook and workflow schedules, the metrics
-	// listener), then the orchestrator and its pull-request and landing
-	// watchers (runs end and their reports still reach the RPC), then the
-	// RPC, the database watch and the lease renewal. Only then is the lease
-	// released and the store closed.
+// listenMetrics returns the metrics' own listener, or nil when
+// metrics.listen is empty (the API serves them).
+func (w *wiring) listenMetrics() (net.Listener, error) {
+	if w.cfg.Metrics.Listen == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", w.cfg.Metrics.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("metrics.listen: %w", err)
+	}
+	w.log.Info("metrics listening", "addr", ln.Addr().String(), "remote", w.cfg.Metrics.AllowRemote)
+	w.m.mu.Lock()
+	w.m.metricsAddr = ln.Addr().String()
+	w.m.mu.Unlock()
+	return ln, nil
+}
+
+// announce logs where the API listens and makes the daemon ready.
+func (w *wiring) announce(addr string) {
+	w.log.Info("agentqueued listening", "addr", addr, "data_dir", w.cfg.DataDir, "database", w.dbPath,
+		"auth", w.cfg.API.Token != "")
+	w.m.mu.Lock()
+	w.m.addr = addr
+	close(w.m.readyLocked())
+	w.m.mu.Unlock()
+}
+
+// serve runs every part until ctx ends or one of them fails; then they
+// stop in stages, each awaited before the next: first what takes work in
+// (the API, Discord, hook and workflow schedules, the retention pruner,
+// the desk notifier, the metrics listener), then the orchestrator and its
+// pull-request and landing watchers (runs end and their reports still
+// reach the RPC), then the RPC, the database watch and the lease renewal.
+// Only after serve returns is the lease released and the store closed.
+func (w *wiring) serve(ctx context.Context, p daemonParts) error {
+	cfg, log, st := w.cfg, w.log, p.store
 	s := newStages(ctx)
 	intake, work, support := s.next(), s.next(), s.next()
-	intake.run(s, func(ctx context.Context) error { return srv.Serve(ctx, ln) })
-	intake.run(s, eng.Run)
-	intake.run(s, wf.Run)
+	intake.run(s, func(ctx context.Context) error { return p.api.Serve(ctx, p.apiLn) })
+	intake.run(s, p.hooks.Run)
+	intake.run(s, p.workflows.Run)
 	ret := cfg.Retention
 	pruner := retention.New(retention.Config{Store: st, RunDir: filepath.Join(cfg.DataDir, "runs"), Notices: ret.Notices,
 		RunLogs: ret.RunLogs, HookRuns: ret.HookRuns, WorkflowRuns: ret.WorkflowRuns, ArchiveTasks: ret.ArchiveTasks, Archived: ret.Archived,
-		Interval: ret.Interval, Batch: ret.Batch, Clock: m.retentionClock, Logger: log.With("component", "retention")})
+		Interval: ret.Interval, Batch: ret.Batch, Clock: w.m.retentionClock, Logger: log.With("component", "retention")})
 	intake.run(s, pruner.Run)
-	notifier, err := desk.New(desk.Config{Clock: m.deskClock, PollInterval: cfg.Desk.PollInterval, Webhooks: cfg.Desk.Webhooks,
+	notifier, err := desk.New(desk.Config{Clock: w.m.deskClock, PollInterval: cfg.Desk.PollInterval, Webhooks: cfg.Desk.Webhooks,
 		Logger: log.With("component", "desk")}, st)
 	if err != nil {
 		return err
 	}
 	intake.run(s, notifier.Run)
-	if metricsLn != nil {
+	if p.metricsLn != nil {
 		intake.run(s, func(ctx context.Context) error {
-			return serveMetrics(ctx, metricsLn, met.ListenerHandler(!cfg.Metrics.AllowRemote), log.With("component", "metrics"))
+			return serveMetrics(ctx, p.metricsLn, w.met.ListenerHandler(!cfg.Metrics.AllowRemote), log.With("component", "metrics"))
 		})
 	}
-	if b != nil {
-		intake.run(s, b.Run)
+	if p.bot != nil {
+		intake.run(s, p.bot.Run)
 	}
-	work.run(s, o.Run)
-	work.run(s, o.WatchPullRequests)
-	work.run(s, o.WatchLandings)
-	support.run(s, func(ctx context.Context) error { return rpc.Serve(ctx, rpcLn) })
-	support.run(s, watch.Run)
-	support.run(s, func(ctx context.Context) error { return renewLease(ctx, st, holder.Owner, cfg.Lease.TTL, log) })
+	work.run(s, p.orch.Run)
+	work.run(s, p.orch.WatchPullRequests)
+	work.run(s, p.orch.WatchLandings)
+	support.run(s, func(ctx context.Context) error { return p.rpc.Serve(ctx, p.rpcLn) })
+	support.run(s, p.watch.Run)
+	support.run(s, func(ctx context.Context) error { return renewLease(ctx, st, p.owner, cfg.Lease.TTL, log) })
 	err = s.wait()
-	if gone := watch.Check(); gone != nil {
+	if gone := p.watch.Check(); gone != nil {
 		// New connections to a deleted file fail: whatever failed first, the
 		// cause is the file, and the open connection still holds its state.
-		err = saveLostDatabase(context.WithoutCancel(ctx), st, gone, dbPath, time.Now(), watch.earlyCopy(), log)
+		err = saveLostDatabase(context.WithoutCancel(ctx), st, gone, w.dbPath, time.Now(), p.watch.earlyCopy(), log)
 	}
 	if errors.Is(err, store.ErrLeaseLost) && !strings.Contains(err.Error(), "lost the database lease") {
 		err = fmt.Errorf("lost the database lease: %w", err)

@@ -186,3 +186,19 @@ func jsonKind(t reflect.Type) string {
 	}
 	return t.String()
 }
+
+// noQuery refuses query parameters on endpoints that take none.
+func noQuery(r *http.Request) error {
+	if r.URL.RawQuery != "" {
+		return invalid("query parameters are not accepted on %s", r.URL.Path)
+	}
+	return nil
+}
+
+// nonNil makes nil slices encode as [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
