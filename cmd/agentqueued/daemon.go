@@ -415,7 +415,7 @@ func (w *wiring) buildOrchestrator(ctx context.Context, st *store.Store, ws *rep
 		StopGrace: oc.StopGrace, PauseDelay: oc.PauseDelay, GlobalBudget: oc.GlobalTokenBudget, CurrentRules: st.CurrentRules,
 		InputTimeout: oc.InputTimeout, RunDir: filepath.Join(cfg.DataDir, "runs"), SocketPath: w.socketPath(),
 		CheckTimeout: cfg.Verification.CheckTimeout, Profiles: cfg.Profiles, PlanPaths: cfg.Plans.Paths,
-		QAAgent: cfg.Verification.QAAgent, QAProfile: cfg.Verification.QAProfile, Executable: self, Environ: m.Environ,
+		QAAgent: cfg.Verification.QAAgent, QAProfile: cfg.Verification.QAProfile, Executable: self, Environ: w.m.Environ,
 		PullRequests: pulls, PRPollInterval: cfg.GitHub.PollInterval, LandPollInterval: cfg.Verification.LandPollInterval,
 		OnOutput: w.feed.Output, Observer: w.met,
 		Logger: log.With("component", "orchestrator")}, st, ws, agent.DefaultRegistry())
