@@ -240,3 +240,63 @@ func (e *testEnv) taskDetail(id string) models.TaskDetail {
 	e.do("GET", "/api/v1/tasks/"+id, "").decode(e.t, http.StatusOK, &d)
 	return d
 }
+
+// The service redacts every project and agent it answers; the test
+// service does as it does.
+
+func (d decisions) CreateProject(ctx context.Context, p models.Project) (models.Project, error) {
+	p, err := d.Store.CreateProject(ctx, p)
+	return p.Redacted(), err
+}
+
+func (d decisions) GetProject(ctx context.Context, id string) (models.Project, error) {
+	p, err := d.Store.GetProject(ctx, id)
+	return p.Redacted(), err
+}
+
+func (d decisions) ListProjects(ctx context.Context) ([]models.Project, error) {
+	ps, err := d.Store.ListProjects(ctx)
+	for i := range ps {
+		ps[i] = ps[i].Redacted()
+	}
+	return ps, err
+}
+
+func (d decisions) UpdateProject(ctx context.Context, id string, patch models.ProjectPatch) (models.Project, error) {
+	p, err := d.Store.UpdateProject(ctx, id, patch)
+	return p.Redacted(), err
+}
+
+func (d decisions) RegisterAgent(ctx context.Context, a models.Agent) (models.Agent, error) {
+	a, err := d.Store.RegisterAgent(ctx, a)
+	return a.Redacted(), err
+}
+
+func (d decisions) GetAgent(ctx context.Context, id string) (models.Agent, error) {
+	a, err := d.Store.GetAgent(ctx, id)
+	return a.Redacted(), err
+}
+
+func (d decisions) ListAgents(ctx context.Context) ([]models.Agent, error) {
+	as, err := d.Store.ListAgents(ctx)
+	for i := range as {
+		as[i] = as[i].Redacted()
+	}
+	return as, err
+}
+
+func (d decisions) SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error) {
+	a, err := d.Store.SetAgentPaused(ctx, id, paused)
+	return a.Redacted(), err
+}
+
+func (d decisions) Overview(ctx context.Context) (models.Overview, error) {
+	o, err := d.Store.Overview(ctx)
+	for i := range o.Projects {
+		o.Projects[i] = o.Projects[i].Redacted()
+	}
+	for i := range o.Agents {
+		o.Agents[i] = o.Agents[i].Redacted()
+	}
+	return o, err
+}

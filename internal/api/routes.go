@@ -30,7 +30,7 @@ type (
 		Results []models.BatchResult `json:"results"`
 	}
 	// ProjectList answers GET /api/v1/projects. Like every project the
-	// API answers, a repository URL is shown without credentials
+	// service answers, a repository URL is shown without credentials
 	// (models.Project.Redacted).
 	ProjectList struct {
 		Projects []models.Project `json:"projects"`
@@ -41,7 +41,7 @@ type (
 		// Next, when set, continues the list: ?after=<Next>.
 		Next string `json:"next,omitempty"`
 	}
-	// AgentList answers GET /api/v1/agents. Like every agent the API
+	// AgentList answers GET /api/v1/agents. Like every agent the service
 	// answers, env values are masked (models.Agent.Redacted): names and
 	// pass_env are shown, values never.
 	AgentList struct {
@@ -264,7 +264,7 @@ func (s *Server) handleCreateProject(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(r.Context(), "project created", "project_id", p.ID)
 	w.Header().Set("Location", APIPrefix+"/projects/"+url.PathEscape(p.ID))
-	s.writeJSON(w, r, http.StatusCreated, p.Redacted())
+	s.writeJSON(w, r, http.StatusCreated, p)
 }
 
 func (s *Server) handleListProjects(w http.ResponseWriter, r *http.Request) {
@@ -277,9 +277,6 @@ func (s *Server) handleListProjects(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	for i := range ps {
-		ps[i] = ps[i].Redacted()
-	}
 	s.writeJSON(w, r, http.StatusOK, ProjectList{Projects: nonNil(ps)})
 }
 
@@ -289,7 +286,7 @@ func (s *Server) handleGetProject(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, p.Redacted())
+	s.writeJSON(w, r, http.StatusOK, p)
 }
 
 func (s *Server) handleUpdateProject(w http.ResponseWriter, r *http.Request) {
@@ -310,7 +307,7 @@ func (s *Server) handleUpdateProject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.InfoContext(r.Context(), "project updated", "project_id", p.ID)
-	s.writeJSON(w, r, http.StatusOK, p.Redacted())
+	s.writeJSON(w, r, http.StatusOK, p)
 }
 
 func (s *Server) handleDeleteProject(w http.ResponseWriter, r *http.Request) {
@@ -610,7 +607,7 @@ func (s *Server) handleRegisterAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.InfoContext(r.Context(), "agent registered", "agent", a.ID)
-	s.writeJSON(w, r, http.StatusCreated, a.Redacted())
+	s.writeJSON(w, r, http.StatusCreated, a)
 }
 
 func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
@@ -623,13 +620,10 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	for i := range as {
-		as[i] = as[i].Redacted()
-	}
 	s.writeJSON(w, r, http.StatusOK, AgentList{Agents: nonNil(as)})
 }
 
-// handleGetAgent answers one agent, redacted as the list redacts agents.
+// handleGetAgent answers one agent (redacted by the service, as the list).
 func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) {
 	if err := noQuery(r); err != nil {
 		s.writeError(w, r, err)
@@ -640,7 +634,7 @@ func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, a.Redacted())
+	s.writeJSON(w, r, http.StatusOK, a)
 }
 
 func (s *Server) handleRemoveAgent(w http.ResponseWriter, r *http.Request) {
@@ -704,12 +698,6 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	b.Projects = nonNil(b.Projects)
 	o.Budget = &b
-	for i := range o.Projects {
-		o.Projects[i] = o.Projects[i].Redacted()
-	}
-	for i := range o.Agents {
-		o.Agents[i] = o.Agents[i].Redacted()
-	}
 	o.Projects, o.Agents, o.Working = nonNil(o.Projects), nonNil(o.Agents), nonNil(o.Working)
 	o.Desk, o.Rules = nonNil(o.Desk), nonNil(o.Rules)
 	if o.Counts == nil {
@@ -906,6 +894,6 @@ func (s *Server) handlePauseAgent(paused bool) http.HandlerFunc {
 			return
 		}
 		s.log.InfoContext(r.Context(), "agent paused", "agent", a.ID, "paused", paused)
-		s.writeJSON(w, r, http.StatusOK, a.Redacted())
+		s.writeJSON(w, r, http.StatusOK, a)
 	}
 }
