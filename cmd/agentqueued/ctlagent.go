@@ -61,7 +61,7 @@ func (c *ctl) agentAdd(ctx context.Context, args []string) error {
 	if len(env) > 0 {
 		reg.Env = env
 	}
-	a, err := c.client.RegisterAgent(ctx, reg)
+	a, err := c.client.RegisterAgent(ctx, reg.Agent())
 	if err != nil {
 		return err
 	}
