@@ -491,7 +491,7 @@ func soak(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if _, err := client.CreateProject(ctx, models.ProjectSpec{ID: "p", MaxConcurrentAgents: o.agents}); err != nil {
+	if _, err := client.CreateProject(ctx, models.Project{ID: "p", MaxConcurrentAgents: o.agents}); err != nil {
 		return err
 	}
 	begin := time.Now()

@@ -64,7 +64,7 @@ agents:
 		t.Fatal(err)
 	}
 	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "web", Settings: models.ProjectSettings{PRMode: models.PRNever},
-		Repo: &models.RepoConfig{SourceType: models.RepoClone, URL: origin}}); err != nil {
+		Repo: &models.RepoConfig{SourceType: models.RepoClone, URL: origin}}.Project()); err != nil {
 		t.Fatal(err)
 	}
 	mustCtl(t, addr, "project", "create", "notes")
@@ -118,8 +118,8 @@ agents:
 	if !strings.Contains(diff, "+++ b/gated.txt") || !strings.Contains(diff, "+attempt 1 of "+id) {
 		t.Fatalf("ctl task diff:\n%s", diff)
 	}
-	if got, err := c.TaskDiff(ctx, id); err != nil || got.TaskID != id || got.Diff != diff {
-		t.Fatalf("the API's diff: %+v, %v; ctl printed:\n%s", got, err, diff)
+	if got, err := c.TaskDiff(ctx, id); err != nil || got != diff {
+		t.Fatalf("the API's diff: %q, %v; ctl printed:\n%s", got, err, diff)
 	}
 	if r := runCtl(t, addr, nil, "task", "diff", "no-such-task"); r.code == 0 || !strings.Contains(r.stderr, "not found") {
 		t.Fatalf("diff of a task that does not exist: exit %d, %s", r.code, r.stderr)

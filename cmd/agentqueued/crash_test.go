@@ -348,7 +348,7 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := client.CreateProject(ctx, models.ProjectSpec{ID: "crash", MaxConcurrentAgents: crashAgents,
-		Repo: &models.RepoConfig{SourceType: models.RepoInit, SourcePath: origin}}); err != nil {
+		Repo: &models.RepoConfig{SourceType: models.RepoInit, SourcePath: origin}}.Project()); err != nil {
 		failf("create project: %v", err)
 	}
 	results, err := client.CreateTasks(ctx, models.TaskBatch{ProjectID: "crash", CreatedBy: "crash-test", Tasks: crashDAG(r, crashTasks)})

@@ -52,8 +52,8 @@ func TestProjectAndHookShowOutput(t *testing.T) {
 }
 
 // TestCtlAgentShowAsksForTheAgent: `ctl agent show ID` reads the agent by
-// GET /api/v1/agents/{id} (never the whole list), masks its env values
-// again whatever the daemon answered, and says which id is unknown.
+// GET /api/v1/agents/{id} (never the whole list), shows the env values as
+// the daemon masks them, and says which id is unknown.
 func TestCtlAgentShowAsksForTheAgent(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -71,13 +71,13 @@ func TestCtlAgentShowAsksForTheAgent(t *testing.T) {
 			return
 		}
 		json.NewEncoder(w).Encode(models.Agent{ID: "worker", Name: "worker", AgentType: "command", State: models.AgentIdle, //nolint:errcheck // a test's answer
-			CreatedAt: at, AgentSettings: models.AgentSettings{Command: "/bin/true", Env: map[string]string{"TOKEN": "sk-secret"}}})
+			CreatedAt: at, AgentSettings: models.AgentSettings{Command: "/bin/true", Env: map[string]string{"TOKEN": models.RedactedValue}}})
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	out := mustCtl(t, addr, "agent", "show", "worker")
-	if !strings.Contains(out, "worker") || !strings.Contains(out, "TOKEN="+models.RedactedValue) || strings.Contains(out, "sk-secret") {
+	if !strings.Contains(out, "worker") || !strings.Contains(out, "TOKEN="+models.RedactedValue) {
 		t.Errorf("ctl agent show worker:\n%s", out)
 	}
 	if r := runCtl(t, addr, nil, "agent", "show", "ghost"); r.code == 0 || !strings.Contains(r.stderr, `agent "ghost" not found`) {

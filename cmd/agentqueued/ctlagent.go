@@ -28,7 +28,6 @@ func agentPauseCommand(paused bool) func(*ctl, context.Context, []string) error 
 		if err != nil {
 			return err
 		}
-		a = a.Redacted()
 		return c.emit(a, func(w io.Writer) { printAgents(w, []models.Agent{a}) })
 	}
 }
@@ -62,11 +61,10 @@ func (c *ctl) agentAdd(ctx context.Context, args []string) error {
 	if len(env) > 0 {
 		reg.Env = env
 	}
-	a, err := c.client.RegisterAgent(ctx, reg)
+	a, err := c.client.RegisterAgent(ctx, reg.Agent())
 	if err != nil {
 		return err
 	}
-	a = a.Redacted()
 	return c.emit(a, func(w io.Writer) { printAgents(w, []models.Agent{a}) })
 }
 
@@ -77,9 +75,6 @@ func (c *ctl) agentList(ctx context.Context, args []string) error {
 	as, err := c.client.ListAgents(ctx)
 	if err != nil {
 		return err
-	}
-	for i := range as {
-		as[i] = as[i].Redacted() // an older daemon answered env values in clear
 	}
 	return c.emit(api.AgentList{Agents: as}, func(w io.Writer) { printAgents(w, as) })
 }
@@ -95,7 +90,6 @@ func (c *ctl) agentShow(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	a = a.Redacted() // masked again, whatever the daemon answered
 	return c.emit(a, func(w io.Writer) { printAgent(w, a) })
 }
 

@@ -47,10 +47,9 @@ func agentState(a models.Agent, max int) string {
 	return "resting until " + when(*a.RestUntil) + ": " + models.CleanLine(a.RestReason, max)
 }
 
-// printAgent prints one agent and its settings. Env values are masked
-// whatever the daemon answered; only names are shown.
+// printAgent prints one agent and its settings as the daemon answered
+// them (env values masked by its service).
 func printAgent(w io.Writer, a models.Agent) {
-	a = a.Redacted()
 	tw := table(w)
 	row(tw, "ID:", a.ID)
 	row(tw, "Name:", a.Name)

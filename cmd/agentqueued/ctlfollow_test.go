@@ -79,7 +79,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "web", Repo: &models.RepoConfig{SourceType: models.RepoClone, URL: origin}}); err != nil {
+	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "web", Repo: &models.RepoConfig{SourceType: models.RepoClone, URL: origin}}.Project()); err != nil {
 		t.Fatal(err)
 	}
 	id := taskIDs(t, mustCtl(t, addr, "task", "add", "--project", "web", "--title", "Write done"))[0]

@@ -360,7 +360,7 @@ func (c *ctl) projectCreate(ctx context.Context, args []string) error {
 	if err := c.connect(); err != nil {
 		return err
 	}
-	created, err := c.client.CreateProject(ctx, p)
+	created, err := c.client.CreateProject(ctx, p.Project())
 	if err != nil {
 		return err
 	}

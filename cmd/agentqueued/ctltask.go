@@ -406,10 +406,11 @@ func (c *ctl) taskDiff(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	d, err := c.client.TaskDiff(ctx, pos[0])
+	diff, err := c.client.TaskDiff(ctx, pos[0])
 	if err != nil {
 		return err
 	}
+	d := api.TaskDiff{TaskID: pos[0], Diff: diff}
 	return c.emit(d, func(w io.Writer) {
 		if d.Diff == "" {
 			fmt.Fprintf(w, "Task %s changes nothing.\n", d.TaskID)

@@ -499,7 +499,7 @@ func TestTasksNamingUnknownProfilesAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := client.CreateProject(ctx, models.ProjectSpec{ID: "web"}); err != nil {
+	if _, err := client.CreateProject(ctx, models.ProjectSpec{ID: "web"}.Project()); err != nil {
 		t.Fatal(err)
 	}
 	_, err = client.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", Tasks: []models.BatchTask{{Title: "x", Profile: "reckless"}}})
@@ -509,7 +509,7 @@ func TestTasksNamingUnknownProfilesAreRefused(t *testing.T) {
 	if _, err := client.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", Tasks: []models.BatchTask{{Title: "x", Profile: "careful"}}}); err != nil {
 		t.Fatalf("known profile: %v", err)
 	}
-	_, err = client.CreateProject(ctx, models.ProjectSpec{ID: "api", Settings: models.ProjectSettings{QAProfile: "reckless"}})
+	_, err = client.CreateProject(ctx, models.ProjectSpec{ID: "api", Settings: models.ProjectSettings{QAProfile: "reckless"}}.Project())
 	if models.ErrorCodeOf(err) != models.CodeInvalid || !strings.Contains(err.Error(), "settings.qa_profile") {
 		t.Fatalf("a project naming an unknown profile: %v", err)
 	}

@@ -112,7 +112,7 @@ orchestrator:
 		return err
 	}
 	if _, err := client.CreateProject(ctx, models.ProjectSpec{ID: "demo", Name: "Demo", MaxConcurrentAgents: 2,
-		Repo: &models.RepoConfig{SourceType: models.RepoInit, SourcePath: origin}}); err != nil {
+		Repo: &models.RepoConfig{SourceType: models.RepoInit, SourcePath: origin}}.Project()); err != nil {
 		return fmt.Errorf("demo: create project: %w", err)
 	}
 	soft := false

@@ -75,7 +75,7 @@ func TestAFullDiskKeepsTheDaemonUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "web"}); err != nil {
+	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "web"}.Project()); err != nil {
 		t.Fatal(err)
 	}
 	batch := models.TaskBatch{ProjectID: "web"}

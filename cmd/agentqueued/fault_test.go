@@ -484,7 +484,7 @@ func TestFaultAgentSpawnedBeforeItsRecord(t *testing.T) {
 	d := f.start()
 	client := f.client(d)
 	if _, err := client.CreateProject(ctx, models.ProjectSpec{ID: "spawn", MaxConcurrentAgents: 1,
-		Repo: &models.RepoConfig{SourceType: models.RepoClone, URL: gs.URL + "/origin.git"}}); err != nil {
+		Repo: &models.RepoConfig{SourceType: models.RepoClone, URL: gs.URL + "/origin.git"}}.Project()); err != nil {
 		t.Fatalf("create project: %v", err)
 	}
 	// The claim commits before the checkout is prepared: the first request
@@ -646,7 +646,7 @@ func TestFaultInjection(t *testing.T) {
 	d := f.start()
 	client := f.client(d)
 	if _, err := client.CreateProject(ctx, models.ProjectSpec{ID: "fault", MaxConcurrentAgents: faultAgents,
-		Repo: &models.RepoConfig{SourceType: models.RepoInit, SourcePath: origin}}); err != nil {
+		Repo: &models.RepoConfig{SourceType: models.RepoInit, SourcePath: origin}}.Project()); err != nil {
 		t.Fatalf("create project: %v", err)
 	}
 	create(client, "first", faultFirstTasks)

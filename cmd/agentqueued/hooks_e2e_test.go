@@ -70,7 +70,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "shop"}); err != nil {
+	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "shop"}.Project()); err != nil {
 		t.Fatal(err)
 	}
 	var spec models.HookSpec

@@ -131,7 +131,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "dag"}); err != nil {
+	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "dag"}.Project()); err != nil {
 		t.Fatal(err)
 	}
 	// a → b, a → c, (b, c) → d.

@@ -140,7 +140,7 @@ func newCLIRig(t *testing.T, agents []cliAgent, extra string, opts ...rigOptions
 	if r.c, err = api.NewClient("http://"+d.m.Addr(), "", nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.c.CreateProject(d.watch.Context(), models.ProjectSpec{ID: "web",
+	if _, err := r.c.CreateProject(d.watch.Context(), models.Project{ID: "web",
 		Repo: &models.RepoConfig{SourceType: models.RepoClone, URL: r.origin}}); err != nil {
 		t.Fatal(err)
 	}

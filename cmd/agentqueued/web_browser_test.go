@@ -94,11 +94,11 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "plain"}); err != nil {
+	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "plain"}.Project()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "gated", Settings: models.ProjectSettings{PRMode: models.PRNever},
-		Repo: &models.RepoConfig{SourceType: models.RepoClone, URL: origin}}); err != nil {
+		Repo: &models.RepoConfig{SourceType: models.RepoClone, URL: origin}}.Project()); err != nil {
 		t.Fatal(err)
 	}
 	addTask := func(project, title string, approval bool) string {

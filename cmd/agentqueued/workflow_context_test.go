@@ -74,7 +74,7 @@ func TestWorkflowRunContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "mono"}); err != nil {
+	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "mono"}.Project()); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := c.SaveWorkflow(ctx, []byte(contextWorkflow)); err != nil {

@@ -83,7 +83,7 @@ func TestWorkflowRunOverTheAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "mono", MaxConcurrentAgents: 3}); err != nil {
+	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "mono", MaxConcurrentAgents: 3}.Project()); err != nil {
 		t.Fatal(err)
 	}
 	w, created, err := c.SaveWorkflow(ctx, []byte(sweepWorkflow))

@@ -9,7 +9,7 @@ import (
 // This file holds the agent endpoints: register, list, read, pause, resume
 // and remove agents.
 
-// AgentList answers GET /api/v1/agents. Like every agent the API
+// AgentList answers GET /api/v1/agents. Like every agent the service
 // answers, env values are masked (models.Agent.Redacted): names and
 // pass_env are shown, values never.
 type AgentList struct {
@@ -28,7 +28,7 @@ func (s *Server) handleRegisterAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.InfoContext(r.Context(), "agent registered", "agent", a.ID)
-	s.writeJSON(w, r, http.StatusCreated, a.Redacted())
+	s.writeJSON(w, r, http.StatusCreated, a)
 }
 
 func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
@@ -41,13 +41,10 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	for i := range as {
-		as[i] = as[i].Redacted()
-	}
 	s.writeJSON(w, r, http.StatusOK, AgentList{Agents: nonNil(as)})
 }
 
-// handleGetAgent answers one agent, redacted as the list redacts agents.
+// handleGetAgent answers one agent (redacted by the service, as the list).
 func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) {
 	if err := noQuery(r); err != nil {
 		s.writeError(w, r, err)
@@ -58,7 +55,7 @@ func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, a.Redacted())
+	s.writeJSON(w, r, http.StatusOK, a)
 }
 
 func (s *Server) handleRemoveAgent(w http.ResponseWriter, r *http.Request) {
@@ -88,6 +85,6 @@ func (s *Server) handlePauseAgent(paused bool) http.HandlerFunc {
 			return
 		}
 		s.log.InfoContext(r.Context(), "agent paused", "agent", a.ID, "paused", paused)
-		s.writeJSON(w, r, http.StatusOK, a.Redacted())
+		s.writeJSON(w, r, http.StatusOK, a)
 	}
 }

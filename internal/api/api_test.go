@@ -540,11 +540,11 @@ func TestClient(t *testing.T) {
 	if h, err := c.Health(ctx); err != nil || h.Status != "ok" {
 		t.Fatalf("Health = %+v, %v", h, err)
 	}
-	p, err := c.CreateProject(ctx, models.ProjectSpec{ID: "web", Name: "Web"})
+	p, err := c.CreateProject(ctx, models.ProjectSpec{ID: "web", Name: "Web"}.Project())
 	if err != nil || p.ID != "web" {
 		t.Fatalf("CreateProject = %+v, %v", p, err)
 	}
-	_, err = c.CreateProject(ctx, models.ProjectSpec{ID: "web"})
+	_, err = c.CreateProject(ctx, models.ProjectSpec{ID: "web"}.Project())
 	var me *models.Error
 	if !errors.As(err, &me) || me.Code != models.CodeConflict || me.Message != `project "web" already exists` {
 		t.Errorf("duplicate CreateProject error = %#v", err)
@@ -589,7 +589,7 @@ func TestClient(t *testing.T) {
 	if err != nil || tr.To != models.StatusReady {
 		t.Errorf("SendEvent = %+v, %v", tr, err)
 	}
-	if a, err := c.RegisterAgent(ctx, models.AgentRegistration{ID: "c1", AgentType: "codex"}); err != nil || a.ID != "c1" {
+	if a, err := c.RegisterAgent(ctx, models.AgentRegistration{ID: "c1", AgentType: "codex"}.Agent()); err != nil || a.ID != "c1" {
 		t.Errorf("RegisterAgent = %+v, %v", a, err)
 	}
 	if as, err := c.ListAgents(ctx); err != nil || len(as) != 1 {
@@ -618,7 +618,7 @@ func TestApproveAndRejectEndpoints(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, api.Config{})
 	ctx := context.Background()
-	if _, err := e.client.CreateProject(ctx, models.ProjectSpec{ID: "web"}); err != nil {
+	if _, err := e.client.CreateProject(ctx, models.ProjectSpec{ID: "web"}.Project()); err != nil {
 		t.Fatal(err)
 	}
 	res, err := e.client.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", Tasks: []models.BatchTask{{Title: "a"}, {Title: "b"}}})

@@ -14,6 +14,22 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/service/areas"
+)
+
+// The areas the client serves over HTTP (see Client).
+var (
+	_ areas.Projects             = (*Client)(nil)
+	_ areas.Landing              = (*Client)(nil)
+	_ areas.Agents               = (*Client)(nil)
+	_ areas.Approvals            = (*Client)(nil)
+	_ areas.Rules                = (*Client)(nil)
+	_ areas.TaskCreator          = (*Client)(nil)
+	_ areas.Workflows            = (*Client)(nil)
+	_ areas.WorkflowRuns         = (*Client)(nil)
+	_ areas.RunStarter           = (*Client)(nil)
+	_ areas.RunStarterWithInputs = (*Client)(nil)
+	_ areas.RunTaskLogs          = (*Client)(nil)
 )
 
 // DefaultClientTimeout bounds each request of a Client built without an
@@ -25,6 +41,17 @@ const maxErrorBody = 64 << 10
 
 // Client calls the API. Errors the server answered are *models.Error values
 // carrying the server's code and message.
+//
+// It serves over HTTP the areas of the service (package areas) whose every
+// operation the API exposes: Projects, Landing, Agents, Approvals, Rules,
+// TaskCreator, Workflows, WorkflowRuns, RunStarter, RunStarterWithInputs
+// and RunTaskLogs (asserted below). The other areas have operations the
+// API does not expose, and the client does not claim them: Tasks
+// (RunErrors, and ApplyEvent only for admin events), Questions
+// (TaskQuestions, GetQuestion), Status (TaskCounts, Verifications), Usage,
+// Hooks (runs of every hook, ListHookRunsAfter), WorkflowDocuments (the
+// server names a document's problems itself), TokenHistory, TaskGraphs,
+// HookActions (the agent RPC's), and Changes and Logs (streams).
 type Client struct {
 	base  *url.URL
 	token string
@@ -58,10 +85,13 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 	return h, c.do(ctx, http.MethodGet, "/healthz", nil, nil, &h)
 }
 
-// CreateProject creates a project.
-func (c *Client) CreateProject(ctx context.Context, p models.ProjectSpec) (models.Project, error) {
+// CreateProject creates a project from the fields a new project may set
+// (models.ProjectSpec); the daemon fills the rest.
+func (c *Client) CreateProject(ctx context.Context, p models.Project) (models.Project, error) {
+	spec := models.ProjectSpec{ID: p.ID, Name: p.Name, CreditWeight: p.CreditWeight, MaxConcurrentAgents: p.MaxConcurrentAgents,
+		Status: p.Status, BudgetLimit: p.BudgetLimit, DiscordChannelID: p.DiscordChannelID, Repo: p.Repo, Settings: p.Settings}
 	var out models.Project
-	return out, c.do(ctx, http.MethodPost, APIPrefix+"/projects", nil, p, &out)
+	return out, c.do(ctx, http.MethodPost, APIPrefix+"/projects", nil, spec, &out)
 }
 
 // ListProjects lists every project.
@@ -194,10 +224,12 @@ func (c *Client) CancelTask(ctx context.Context, taskID string, req CancelReques
 	return out, c.do(ctx, http.MethodPost, APIPrefix+"/tasks/"+url.PathEscape(taskID)+"/cancel", nil, req, &out)
 }
 
-// RegisterAgent registers an agent.
-func (c *Client) RegisterAgent(ctx context.Context, a models.AgentRegistration) (models.Agent, error) {
+// RegisterAgent registers an agent from the fields a registration sets
+// (models.AgentRegistration); the daemon fills the rest.
+func (c *Client) RegisterAgent(ctx context.Context, a models.Agent) (models.Agent, error) {
+	reg := models.AgentRegistration{ID: a.ID, Name: a.Name, AgentType: a.AgentType, AgentSettings: a.AgentSettings}
 	var out models.Agent
-	return out, c.do(ctx, http.MethodPost, APIPrefix+"/agents", nil, a, &out)
+	return out, c.do(ctx, http.MethodPost, APIPrefix+"/agents", nil, reg, &out)
 }
 
 // ListAgents lists every agent.
@@ -390,9 +422,10 @@ func (c *Client) RejectTask(ctx context.Context, id, by, feedback string) (model
 
 // TaskDiff returns the change a task's branch makes against its project's
 // default branch.
-func (c *Client) TaskDiff(ctx context.Context, id string) (TaskDiff, error) {
+func (c *Client) TaskDiff(ctx context.Context, id string) (string, error) {
 	var out TaskDiff
-	return out, c.do(ctx, http.MethodGet, APIPrefix+"/tasks/"+url.PathEscape(id)+"/diff", nil, nil, &out)
+	err := c.do(ctx, http.MethodGet, APIPrefix+"/tasks/"+url.PathEscape(id)+"/diff", nil, nil, &out)
+	return out.Diff, err
 }
 
 // SetAgentPaused pauses or resumes an agent.
@@ -528,7 +561,14 @@ func (c *Client) StartRunWith(ctx context.Context, name, actor string, inputs ma
 // ListWorkflowRuns lists workflow runs matching f, newest first, at most
 // f.Limit (0: every one), asking page by page.
 func (c *Client) ListWorkflowRuns(ctx context.Context, f models.RunFilter) ([]models.WorkflowRun, error) {
-	return collect(f.Limit, "", func(limit int, after string) ([]models.WorkflowRun, string, error) {
+	return c.ListWorkflowRunsAfter(ctx, f, "")
+}
+
+// ListWorkflowRunsAfter lists workflow runs matching f after the run
+// afterID (empty: from the newest), newest first, at most f.Limit (0:
+// every one), asking page by page.
+func (c *Client) ListWorkflowRunsAfter(ctx context.Context, f models.RunFilter, afterID string) ([]models.WorkflowRun, error) {
+	return collect(f.Limit, afterID, func(limit int, after string) ([]models.WorkflowRun, string, error) {
 		q := url.Values{"limit": {strconv.Itoa(limit)}}
 		for k, v := range map[string]string{"workflow": f.Workflow, "project": f.ProjectID, "status": string(f.Status), "after": after} {
 			if v != "" {

@@ -21,7 +21,7 @@ func TestDeskListsWhatWaitsOnAPerson(t *testing.T) {
 	e := newEnv(t, api.Config{})
 	ctx := context.Background()
 	zero := int64(0)
-	for _, p := range []models.ProjectSpec{{ID: "web"}, {ID: "docs", BudgetLimit: &zero}} {
+	for _, p := range []models.Project{{ID: "web"}, {ID: "docs", BudgetLimit: &zero}} {
 		if _, err := e.client.CreateProject(ctx, p); err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +37,7 @@ func TestDeskListsWhatWaitsOnAPerson(t *testing.T) {
 		{LocalID: "x", Title: "Waits for budget"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.client.RegisterAgent(ctx, models.AgentRegistration{ID: "a", AgentType: "codex"}); err != nil {
+	if _, err := e.client.RegisterAgent(ctx, models.AgentRegistration{ID: "a", AgentType: "codex"}.Agent()); err != nil {
 		t.Fatal(err)
 	}
 	run, _, err := e.store.ClaimTask(ctx, asking, "a")

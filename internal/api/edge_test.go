@@ -126,7 +126,7 @@ func TestLegitimateClientsStillWork(t *testing.T) {
 	port := e.srv.Listener.Addr().(*net.TCPAddr).Port
 
 	// The client, bodiless requests included (it says JSON on them).
-	if _, err := e.client.CreateProject(ctx, models.ProjectSpec{ID: "web"}); err != nil {
+	if _, err := e.client.CreateProject(ctx, models.ProjectSpec{ID: "web"}.Project()); err != nil {
 		t.Fatalf("client CreateProject: %v", err)
 	}
 	if _, err := e.client.CreateHook(ctx, models.HookSpec{}); models.ErrorCodeOf(err) != models.CodeInvalid {

@@ -195,7 +195,7 @@ func TestEditingClientMethods(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, api.Config{Token: "tok"})
 	c, ctx := e.client, context.Background()
-	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "web"}); err != nil {
+	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "web"}.Project()); err != nil {
 		t.Fatal(err)
 	}
 	res, err := c.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", Tasks: []models.BatchTask{{LocalID: "a", Title: "A"},
@@ -218,7 +218,7 @@ func TestEditingClientMethods(t *testing.T) {
 	if err := c.DeleteTask(ctx, b); models.ErrorCodeOf(err) != models.CodeNotFound {
 		t.Fatalf("DeleteTask again: %v", err)
 	}
-	if _, err := c.RegisterAgent(ctx, models.AgentRegistration{ID: "c1", AgentType: "codex"}); err != nil {
+	if _, err := c.RegisterAgent(ctx, models.AgentRegistration{ID: "c1", AgentType: "codex"}.Agent()); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.RemoveAgent(ctx, "c1"); err != nil {

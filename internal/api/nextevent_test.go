@@ -40,7 +40,7 @@ func TestTaskJSONSaysWhatHappensNext(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "web"}); err != nil {
+	if _, err := c.CreateProject(ctx, models.ProjectSpec{ID: "web"}.Project()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.RegisterAgent(ctx, models.Agent{ID: "a1", AgentType: "command",

@@ -12,7 +12,7 @@ import (
 // delete projects, and retry their landings.
 
 // ProjectList answers GET /api/v1/projects. Like every project the
-// API answers, a repository URL is shown without credentials
+// service answers, a repository URL is shown without credentials
 // (models.Project.Redacted).
 type ProjectList struct {
 	Projects []models.Project `json:"projects"`
@@ -31,7 +31,7 @@ func (s *Server) handleCreateProject(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(r.Context(), "project created", "project_id", p.ID)
 	w.Header().Set("Location", APIPrefix+"/projects/"+url.PathEscape(p.ID))
-	s.writeJSON(w, r, http.StatusCreated, p.Redacted())
+	s.writeJSON(w, r, http.StatusCreated, p)
 }
 
 func (s *Server) handleListProjects(w http.ResponseWriter, r *http.Request) {
@@ -44,9 +44,6 @@ func (s *Server) handleListProjects(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	for i := range ps {
-		ps[i] = ps[i].Redacted()
-	}
 	s.writeJSON(w, r, http.StatusOK, ProjectList{Projects: nonNil(ps)})
 }
 
@@ -56,7 +53,7 @@ func (s *Server) handleGetProject(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, p.Redacted())
+	s.writeJSON(w, r, http.StatusOK, p)
 }
 
 func (s *Server) handleUpdateProject(w http.ResponseWriter, r *http.Request) {
@@ -77,7 +74,7 @@ func (s *Server) handleUpdateProject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.InfoContext(r.Context(), "project updated", "project_id", p.ID)
-	s.writeJSON(w, r, http.StatusOK, p.Redacted())
+	s.writeJSON(w, r, http.StatusOK, p)
 }
 
 func (s *Server) handleDeleteProject(w http.ResponseWriter, r *http.Request) {

@@ -90,12 +90,6 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	b.Projects = nonNil(b.Projects)
 	o.Budget = &b
-	for i := range o.Projects {
-		o.Projects[i] = o.Projects[i].Redacted()
-	}
-	for i := range o.Agents {
-		o.Agents[i] = o.Agents[i].Redacted()
-	}
 	o.Projects, o.Agents, o.Working = nonNil(o.Projects), nonNil(o.Agents), nonNil(o.Working)
 	o.Desk, o.Rules = nonNil(o.Desk), nonNil(o.Rules)
 	if o.Counts == nil {

@@ -16,7 +16,7 @@ func TestStatusAnswersTheOverview(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, api.Config{})
 	ctx := context.Background()
-	if _, err := e.client.CreateProject(ctx, models.ProjectSpec{ID: "web"}); err != nil {
+	if _, err := e.client.CreateProject(ctx, models.ProjectSpec{ID: "web"}.Project()); err != nil {
 		t.Fatal(err)
 	}
 	res, err := e.client.CreateTasks(ctx, models.TaskBatch{ProjectID: "web", Tasks: []models.BatchTask{
@@ -29,7 +29,7 @@ func TestStatusAnswersTheOverview(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := e.client.RegisterAgent(ctx, models.AgentRegistration{ID: "c1", AgentType: "codex",
-		AgentSettings: models.AgentSettings{Env: map[string]string{"TOKEN": "s3cret"}}}); err != nil {
+		AgentSettings: models.AgentSettings{Env: map[string]string{"TOKEN": "s3cret"}}}.Agent()); err != nil {
 		t.Fatal(err)
 	}
 	o, err := e.client.Status(ctx)

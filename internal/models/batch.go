@@ -106,23 +106,30 @@ func (bt BatchTask) TaskTitle() string {
 	return bt.Name
 }
 
-// Validate checks one entry on its own, naming the field: its fields as a
-// new task's (with the defaults a batch applies), at most MaxDependencies
-// dependencies naming an id each, and at most MaxDedupeStrategies dedupe
-// strategies that resolve. Its local id and references are checked with
-// the batch (TaskBatch.Validate, the store).
-func (bt BatchTask) Validate() error {
-	if bt.ProjectID != "" && !ValidID(bt.ProjectID) {
-		return Errorf(CodeInvalid, "project_id: %q is not a project id", cutRunes(bt.ProjectID, 80))
+// Task is the task the entry makes in a batch whose project and creator
+// are projectID and createdBy (each applies when the entry names none):
+// the entry's fields, DefaultPriority and DefaultMaxRetries when it gives
+// none, its place in a workflow run, and the defaults of a new task
+// (ApplyDefaults). It is the one conversion of a batch entry into a task:
+// validating an entry and creating it both go through it.
+func (bt BatchTask) Task(projectID, createdBy string) Task {
+	t := Task{
+		ProjectID: bt.ProjectID, Title: bt.TaskTitle(), Description: bt.Description,
+		Priority: DefaultPriority, VerificationType: bt.VerificationType, MaxRetries: DefaultMaxRetries,
+		RequiresApproval: bt.RequiresApproval, IsPlanSubtask: bt.IsPlanSubtask, Kind: bt.Kind, Metadata: bt.Metadata,
+		CreatedBy: bt.CreatedBy, NotBefore: bt.NotBefore, ExpectedCount: bt.ExpectedCount,
+		AcceptanceCriteria: bt.AcceptanceCriteria, TestCommands: bt.TestCommands, Profile: bt.Profile,
+		Timeout: bt.Timeout, AgentType: bt.AgentType,
 	}
-	if bt.Name != "" && bt.Title != "" && bt.Name != bt.Title {
-		return Errorf(CodeInvalid, "name and title: both given and different (name %s, title %s): give one",
-			Quote(bt.Name), Quote(bt.Title))
+	if t.ProjectID == "" {
+		t.ProjectID = projectID
 	}
-	t := Task{Title: bt.TaskTitle(), Description: bt.Description, Priority: DefaultPriority, VerificationType: bt.VerificationType,
-		MaxRetries: DefaultMaxRetries, Kind: bt.Kind, Metadata: bt.Metadata, CreatedBy: bt.CreatedBy,
-		ExpectedCount: bt.ExpectedCount, AcceptanceCriteria: bt.AcceptanceCriteria, TestCommands: bt.TestCommands,
-		Profile: bt.Profile, Timeout: bt.Timeout, AgentType: bt.AgentType}
+	if t.CreatedBy == "" {
+		t.CreatedBy = createdBy
+	}
+	if w := bt.Workflow; w != nil {
+		t.RunID, t.StepName, t.ParallelIndex, t.ParallelCount, t.StepConcurrency = w.RunID, w.Step, w.Index, w.Count, w.Concurrency
+	}
 	if bt.Priority != nil {
 		t.Priority = *bt.Priority
 	}
@@ -139,6 +146,23 @@ func (bt BatchTask) Validate() error {
 		t.PlanSource = &bt.PlanSource
 	}
 	t.ApplyDefaults()
+	return t
+}
+
+// Validate checks one entry on its own, naming the field: its fields as a
+// new task's (with the defaults a batch applies), at most MaxDependencies
+// dependencies naming an id each, and at most MaxDedupeStrategies dedupe
+// strategies that resolve. Its local id and references are checked with
+// the batch (TaskBatch.Validate, the store).
+func (bt BatchTask) Validate() error {
+	if bt.ProjectID != "" && !ValidID(bt.ProjectID) {
+		return Errorf(CodeInvalid, "project_id: %q is not a project id", cutRunes(bt.ProjectID, 80))
+	}
+	if bt.Name != "" && bt.Title != "" && bt.Name != bt.Title {
+		return Errorf(CodeInvalid, "name and title: both given and different (name %s, title %s): give one",
+			Quote(bt.Name), Quote(bt.Title))
+	}
+	t := bt.Task("", "")
 	if err := t.validateContent(); err != nil {
 		return err
 	}

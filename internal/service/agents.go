@@ -13,7 +13,9 @@ import (
 
 // This file holds the service's agent operations: registering checks that
 // the program an agent runs resolves; pausing goes through the
-// orchestrator, which ends an agent's rest after a rate limit.
+// orchestrator, which ends an agent's rest after a rate limit. Every agent
+// answered is redacted (models.Agent.Redacted: env values masked), so that
+// no client shows one.
 
 // agentExecutables are the executables agent types run when an agent
 // names no command of its own.
@@ -79,17 +81,32 @@ func (s *Service) RegisterAgent(ctx context.Context, a models.Agent) (models.Age
 	if _, err := resolveAgentCommand(a); err != nil {
 		return models.Agent{}, err
 	}
-	return s.store.RegisterAgent(ctx, a)
+	return redactedAgent(s.store.RegisterAgent(ctx, a))
 }
 
-// ListAgents lists the agents (the store's).
+// ListAgents lists the agents, redacted (the store's).
 func (s *Service) ListAgents(ctx context.Context) ([]models.Agent, error) {
-	return s.store.ListAgents(ctx)
+	as, err := s.store.ListAgents(ctx)
+	redactAgents(as)
+	return as, err
 }
 
-// GetAgent returns one agent, its rest shown as of now (the store's).
+// GetAgent returns one agent, redacted, its rest shown as of now (the
+// store's).
 func (s *Service) GetAgent(ctx context.Context, id string) (models.Agent, error) {
-	return s.store.GetAgent(ctx, id)
+	return redactedAgent(s.store.GetAgent(ctx, id))
+}
+
+// redactedAgent passes on an agent's answer with the agent redacted.
+func redactedAgent(a models.Agent, err error) (models.Agent, error) {
+	return a.Redacted(), err
+}
+
+// redactAgents redacts agents in place.
+func redactAgents(as []models.Agent) {
+	for i := range as {
+		as[i] = as[i].Redacted()
+	}
 }
 
 // SetAgentPaused pauses or resumes an agent; a resume also ends its rest
@@ -97,9 +114,9 @@ func (s *Service) GetAgent(ctx context.Context, id string) (models.Agent, error)
 // store's when there is none).
 func (s *Service) SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error) {
 	if s.orch == nil {
-		return s.store.SetAgentPaused(ctx, id, paused)
+		return redactedAgent(s.store.SetAgentPaused(ctx, id, paused))
 	}
-	return s.orch.SetAgentPaused(ctx, id, paused)
+	return redactedAgent(s.orch.SetAgentPaused(ctx, id, paused))
 }
 
 // RemoveAgent deletes an agent that runs nothing (the store's); then its

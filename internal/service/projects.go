@@ -10,7 +10,9 @@ import (
 
 // This file holds the service's project operations: the store's, with the
 // profiles a project's settings name and its repository checked before it
-// is stored, and landing through the orchestrator.
+// is stored, and landing through the orchestrator. Every project answered
+// is redacted (models.Project.Redacted: its repository URL without
+// credentials), so that no client shows one.
 
 // CreateProject creates a project after checking the profiles its settings
 // name and its repository.
@@ -26,7 +28,7 @@ func (s *Service) CreateProject(ctx context.Context, p models.Project) (models.P
 	if err := s.checkRepo(ctx, check.Repo); err != nil {
 		return models.Project{}, err
 	}
-	return s.store.CreateProject(ctx, p)
+	return redactedProject(s.store.CreateProject(ctx, p))
 }
 
 // UpdateProject updates a project after checking the profiles its new
@@ -52,7 +54,7 @@ func (s *Service) UpdateProject(ctx context.Context, id string, patch models.Pro
 			}
 		}
 	}
-	return s.store.UpdateProject(ctx, id, patch)
+	return redactedProject(s.store.UpdateProject(ctx, id, patch))
 }
 
 func (s *Service) checkSettings(ps models.ProjectSettings) error {
@@ -81,14 +83,28 @@ func (s *Service) checkRepo(ctx context.Context, r *models.RepoConfig) error {
 	return s.repos.CheckSource(ctx, *r, s.remoteTimeout)
 }
 
-// GetProject returns a project (the store's).
+// GetProject returns a project, redacted (the store's).
 func (s *Service) GetProject(ctx context.Context, id string) (models.Project, error) {
-	return s.store.GetProject(ctx, id)
+	return redactedProject(s.store.GetProject(ctx, id))
 }
 
-// ListProjects lists the projects (the store's).
+// ListProjects lists the projects, redacted (the store's).
 func (s *Service) ListProjects(ctx context.Context) ([]models.Project, error) {
-	return s.store.ListProjects(ctx)
+	ps, err := s.store.ListProjects(ctx)
+	redactProjects(ps)
+	return ps, err
+}
+
+// redactedProject passes on a project's answer with the project redacted.
+func redactedProject(p models.Project, err error) (models.Project, error) {
+	return p.Redacted(), err
+}
+
+// redactProjects redacts projects in place.
+func redactProjects(ps []models.Project) {
+	for i := range ps {
+		ps[i] = ps[i].Redacted()
+	}
 }
 
 // DeleteProject deletes a project with its tasks, hooks and workflows,

@@ -48,9 +48,13 @@ func (s *Service) Budget(ctx context.Context) (models.BudgetReport, error) {
 	return r, nil
 }
 
-// Overview is the daemon's state at a glance (the store's).
+// Overview is the daemon's state at a glance (the store's), its projects
+// and agents redacted.
 func (s *Service) Overview(ctx context.Context) (models.Overview, error) {
-	return s.store.Overview(ctx)
+	o, err := s.store.Overview(ctx)
+	redactProjects(o.Projects)
+	redactAgents(o.Agents)
+	return o, err
 }
 
 // Desk lists what waits on a person, of every project or of projectID's

@@ -141,34 +141,7 @@ func prepareBatch(b models.TaskBatch) ([]*entry, error) {
 			}
 			locals[bt.LocalID] = i
 		}
-		t := models.Task{
-			ProjectID: firstNonEmpty(bt.ProjectID, b.ProjectID), Title: bt.TaskTitle(), Description: bt.Description,
-			Priority: models.DefaultPriority, VerificationType: bt.VerificationType, MaxRetries: models.DefaultMaxRetries,
-			RequiresApproval: bt.RequiresApproval, IsPlanSubtask: bt.IsPlanSubtask, Kind: bt.Kind, Metadata: bt.Metadata,
-			CreatedBy: firstNonEmpty(bt.CreatedBy, b.CreatedBy), NotBefore: bt.NotBefore, ExpectedCount: bt.ExpectedCount,
-			AcceptanceCriteria: bt.AcceptanceCriteria, TestCommands: bt.TestCommands, Profile: bt.Profile,
-			Timeout:   bt.Timeout,
-			AgentType: bt.AgentType,
-		}
-		if w := bt.Workflow; w != nil {
-			t.RunID, t.StepName, t.ParallelIndex, t.ParallelCount, t.StepConcurrency = w.RunID, w.Step, w.Index, w.Count, w.Concurrency
-		}
-		if bt.Priority != nil {
-			t.Priority = *bt.Priority
-		}
-		if bt.MaxRetries != nil {
-			t.MaxRetries = *bt.MaxRetries
-		}
-		if bt.ParentTaskID != "" {
-			t.ParentTaskID = &bt.ParentTaskID
-		}
-		if bt.RepoID != "" {
-			t.RepoID = &bt.RepoID
-		}
-		if bt.PlanSource != "" {
-			t.PlanSource = &bt.PlanSource
-		}
-		t.ApplyDefaults()
+		t := bt.Task(b.ProjectID, b.CreatedBy)
 		if t.ProjectID == "" {
 			return nil, models.Errorf(models.CodeInvalid, "%s: project_id: required (on the task or the batch)", where)
 		}

@@ -17,7 +17,8 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
-// Projects creates, reads, changes and deletes projects.
+// Projects creates, reads, changes and deletes projects. Answers carry no
+// credentials (every project is models.Project.Redacted).
 type Projects interface {
 	// CreateProject creates a project after checking the profiles its
 	// settings name and its repository.
@@ -60,7 +61,8 @@ type Tasks interface {
 	RunErrors(ctx context.Context, taskID string) ([]string, error)
 }
 
-// Agents registers, lists, pauses and removes agents.
+// Agents registers, lists, pauses and removes agents. Answers carry no
+// secrets (every agent is models.Agent.Redacted: env values masked).
 type Agents interface {
 	RegisterAgent(ctx context.Context, a models.Agent) (models.Agent, error)
 	ListAgents(ctx context.Context) ([]models.Agent, error)
@@ -101,8 +103,9 @@ type Approvals interface {
 type Status interface {
 	// Ping checks that the store answers.
 	Ping(ctx context.Context) error
-	// Overview is the daemon's state at a glance: projects, agents, task
-	// counts, what the agents work on, the desk of what waits on a person.
+	// Overview is the daemon's state at a glance: projects and agents
+	// (redacted as Projects and Agents answer them), task counts, what the
+	// agents work on, the desk of what waits on a person.
 	Overview(ctx context.Context) (models.Overview, error)
 	// Desk lists everything that waits on a person, oldest first, each
 	// item with the action that ends it: of every project and the
