@@ -561,21 +561,23 @@ func (w *wiring) announce(addr string) {
 // Only after serve returns is the lease released and the store closed.
 func (w *wiring) serve(ctx context.Context, p daemonParts) error {
 	cfg, log, st := w.cfg, w.log, p.store
-	s := newStages(ctx)
-	intake, work, support := s.next(), s.next(), s.next()
-	intake.run(s, func(ctx context.Context) error { return p.api.Serve(ctx, p.apiLn) })
-	intake.run(s, p.hooks.Run)
-	intake.run(s, p.workflows.Run)
+	// Every part is built before the first starts: a part that cannot be
+	// built must not leave the others running.
 	ret := cfg.Retention
 	pruner := retention.New(retention.Config{Store: st, RunDir: filepath.Join(cfg.DataDir, "runs"), Notices: ret.Notices,
 		RunLogs: ret.RunLogs, HookRuns: ret.HookRuns, WorkflowRuns: ret.WorkflowRuns, ArchiveTasks: ret.ArchiveTasks, Archived: ret.Archived,
 		Interval: ret.Interval, Batch: ret.Batch, Clock: w.m.retentionClock, Logger: log.With("component", "retention")})
-	intake.run(s, pruner.Run)
 	notifier, err := desk.New(desk.Config{Clock: w.m.deskClock, PollInterval: cfg.Desk.PollInterval, Webhooks: cfg.Desk.Webhooks,
 		Logger: log.With("component", "desk")}, st)
 	if err != nil {
 		return err
 	}
+	s := newStages(ctx)
+	intake, work, support := s.next(), s.next(), s.next()
+	intake.run(s, func(ctx context.Context) error { return p.api.Serve(ctx, p.apiLn) })
+	intake.run(s, p.hooks.Run)
+	intake.run(s, p.workflows.Run)
+	intake.run(s, pruner.Run)
 	intake.run(s, notifier.Run)
 	if p.metricsLn != nil {
 		intake.run(s, func(ctx context.Context) error {

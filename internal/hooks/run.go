@@ -195,15 +195,5 @@ func Render(field, tmpl string, results []models.StepResult, event *models.HookE
 		}
 		values[p.Text] = v
 	}
-	// One pass over the template: a value that contains "{{…}}" stays text.
-	var b strings.Builder
-	rest := tmpl
-	for _, p := range ps {
-		i := strings.Index(rest, p.Text)
-		b.WriteString(rest[:i])
-		b.WriteString(values[p.Text])
-		rest = rest[i+len(p.Text):]
-	}
-	b.WriteString(rest)
-	return b.String(), nil
+	return models.FillTemplate(tmpl, func(m models.TemplateMatch) string { return values[m.Text] }), nil
 }

@@ -17,6 +17,16 @@
 // [CleanLine] and [CleanText] make text composed from untrusted sources
 // fit a class instead of refusing it.
 //
+// # Templates and schedules
+//
+// Validation needs to read two small languages, so their readers live here,
+// each in a file of its own rather than beside the hook: {{…}} placeholders
+// ([ScanTemplate] reads them and [FillTemplate] fills them in one pass, for
+// hooks and workflows alike; template.go) and cron expressions
+// ([ParseCron]; cron.go). What a placeholder may name is the concern of
+// each kind of template: hooks' in template.go, workflow steps' in
+// internal/workflow.
+//
 // The package performs no I/O and imports no other internal package; every
 // other package may import it.
 package models

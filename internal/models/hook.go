@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/robfig/cron/v3"
 )
 
 // Limits and defaults of hooks.
@@ -78,40 +76,6 @@ type HookTrigger struct {
 	// Filters, for an event trigger, must all equal the event's fields
 	// (HookEventFields) for the hook to fire.
 	Filters map[string]string `json:"filters,omitempty"`
-}
-
-// cronParser reads standard five-field expressions and descriptors.
-var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-// Schedule returns a cron trigger's schedule and the location it is read in.
-func (t HookTrigger) Schedule() (cron.Schedule, *time.Location, error) {
-	return ParseCron(t.Expr, t.Timezone, "trigger.expr", "trigger.timezone")
-}
-
-// ParseCron reads a five-field cron expression (or a descriptor such as
-// @daily) and the IANA time zone it is read in (empty is UTC); errors name
-// exprKey or zoneKey.
-func ParseCron(expr, timezone, exprKey, zoneKey string) (cron.Schedule, *time.Location, error) {
-	loc := time.UTC
-	if timezone != "" {
-		l, err := time.LoadLocation(timezone)
-		if err != nil {
-			return nil, nil, Errorf(CodeInvalid, "%s: %s is not a known time zone", zoneKey, Quote(timezone))
-		}
-		loc = l
-	}
-	e := strings.TrimSpace(expr)
-	switch {
-	case strings.HasPrefix(e, "TZ=") || strings.HasPrefix(e, "CRON_TZ="):
-		return nil, nil, Errorf(CodeInvalid, "%s: give the time zone in %s, not in the expression", exprKey, zoneKey)
-	case strings.HasPrefix(e, "@every"):
-		return nil, nil, Errorf(CodeInvalid, "%s: use a periodic schedule for a fixed interval, not @every", exprKey)
-	}
-	s, err := cronParser.Parse(e)
-	if err != nil {
-		return nil, nil, Errorf(CodeInvalid, "%s: %s is not a cron expression (minute hour day-of-month month day-of-week): %v", exprKey, Quote(expr), err)
-	}
-	return s, loc, nil
 }
 
 // Validate checks the trigger, naming the bad field.
@@ -511,84 +475,6 @@ func (t HookTask) Validate(steps []HookStep, withEvent bool) error {
 		return err
 	}
 	return CheckTemplate("file_task.description", t.Description, steps, withEvent)
-}
-
-// placeholderPattern finds {{...}} placeholders.
-var placeholderPattern = regexp.MustCompile(`\{\{\s*([^{}]*?)\s*\}\}`)
-
-// Placeholder is one {{...}} of a prompt template.
-type Placeholder struct {
-	// Text is the whole placeholder, braces included.
-	Text string
-	// Step is the step index of {{step_N…}}, -1 for {{event…}}.
-	Step int
-	// Field is what follows the dot, empty for the whole value.
-	Field string
-}
-
-// ParsePlaceholders returns the placeholders of a template, or an error
-// naming the template's field (of) and the first placeholder that is neither
-// {{step_N[.field]}} nor {{event[.field]}}.
-func ParsePlaceholders(of, tmpl string) ([]Placeholder, error) {
-	var out []Placeholder
-	for _, m := range placeholderPattern.FindAllStringSubmatch(tmpl, -1) {
-		name, field, _ := strings.Cut(m[1], ".")
-		p := Placeholder{Text: m[0], Step: -1, Field: field}
-		switch {
-		case name == "event":
-		case strings.HasPrefix(name, "step_"):
-			n, err := parseIndex(strings.TrimPrefix(name, "step_"))
-			if err != nil {
-				return nil, Errorf(CodeInvalid, "%s: %s: %s is not a step number", of, m[0], Quote(strings.TrimPrefix(name, "step_")))
-			}
-			p.Step = n
-		default:
-			return nil, Errorf(CodeInvalid, "%s: unknown placeholder %s (use {{step_N}}, {{step_N.field}}, {{event}} or {{event.field}})", of, m[0])
-		}
-		out = append(out, p)
-	}
-	return out, nil
-}
-
-func parseIndex(s string) (int, error) {
-	if s == "" || len(s) > 3 || strings.TrimLeft(s, "0123456789") != "" || (len(s) > 1 && s[0] == '0') {
-		return 0, fmt.Errorf("bad index")
-	}
-	n := 0
-	for _, c := range s {
-		n = n*10 + int(c-'0')
-	}
-	return n, nil
-}
-
-// CheckTemplate checks every placeholder of tmpl, the template of field, against the steps that
-// will have run and, when withEvent, the event fields.
-func CheckTemplate(field, tmpl string, steps []HookStep, withEvent bool) error {
-	ps, err := ParsePlaceholders(field, tmpl)
-	if err != nil {
-		return err
-	}
-	for _, p := range ps {
-		if p.Step < 0 {
-			if !withEvent {
-				return Errorf(CodeInvalid, "%s: %s: only event-triggered and manual hooks have an event", field, p.Text)
-			}
-			if p.Field != "" && !slices.Contains(HookEventFields, p.Field) {
-				return Errorf(CodeInvalid, "%s: %s: events have no field %q (fields: %s)", field, p.Text, p.Field,
-					strings.Join(HookEventFields, ", "))
-			}
-			continue
-		}
-		if p.Step >= len(steps) {
-			return Errorf(CodeInvalid, "%s: %s: the hook has %d context steps (step_0 to step_%d)", field, p.Text,
-				len(steps), len(steps)-1)
-		}
-		if f := StepResultFields[steps[p.Step].Type]; p.Field != "" && !slices.Contains(f, p.Field) {
-			return Errorf(CodeInvalid, "%s: %s: %s steps have no field %q (fields: %s)", field, p.Text,
-				steps[p.Step].Type, p.Field, strings.Join(f, ", "))
-		}
-	}
-	return nil
 }
 
 // HookSpec is the body that creates a hook. ID defaults to a slug of Name;

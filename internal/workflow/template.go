@@ -3,17 +3,12 @@ package workflow
 import (
 	"bytes"
 	"encoding/json"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
-
-// placeholderRE matches one placeholder: "{{", an expression without
-// braces, "}}"; spaces inside the braces are allowed.
-var placeholderRE = regexp.MustCompile(`\{\{\s*([^{}]*?)\s*\}\}`)
 
 // phKind is what a placeholder stands for.
 type phKind int
@@ -72,18 +67,18 @@ func classify(expr string) placeholder {
 // it aside; ok is false when tmpl is anything else.
 func onePlaceholder(tmpl string) (placeholder, bool) {
 	t := strings.TrimSpace(tmpl)
-	m := placeholderRE.FindStringSubmatch(t)
-	if m == nil || m[0] != t {
+	ms := models.ScanTemplate(t)
+	if len(ms) != 1 || ms[0].Text != t {
 		return placeholder{}, false
 	}
-	return classify(m[1]), true
+	return classify(ms[0].Expr), true
 }
 
 // placeholders returns the distinct placeholders of tmpl in order.
 func placeholders(tmpl string) []placeholder {
 	var out []placeholder
-	for _, m := range placeholderRE.FindAllStringSubmatch(tmpl, -1) {
-		p := classify(m[1])
+	for _, m := range models.ScanTemplate(tmpl) {
+		p := classify(m.Expr)
 		if !slices.ContainsFunc(out, func(q placeholder) bool { return q.expr == p.expr }) {
 			out = append(out, p)
 		}
@@ -116,27 +111,21 @@ type Vars struct {
 // JSON. Every placeholder that cannot be filled is named in the error, a
 // *models.Error with CodeInvalid, one line each.
 func Render(tmpl string, v Vars) (string, error) {
-	var b strings.Builder
 	var problems []string
-	last := 0
-	for _, m := range placeholderRE.FindAllStringSubmatchIndex(tmpl, -1) {
-		b.WriteString(tmpl[last:m[0]])
-		last = m[1]
-		p := classify(tmpl[m[2]:m[3]])
+	out := models.FillTemplate(tmpl, func(m models.TemplateMatch) string {
+		p := classify(m.Expr)
 		s, msg := fill(p, v)
 		if msg != "" {
 			if line := p.name() + ": " + msg; !slices.Contains(problems, line) {
 				problems = append(problems, line)
 			}
-			continue
 		}
-		b.WriteString(s)
-	}
+		return s
+	})
 	if len(problems) > 0 {
 		return "", models.Errorf(models.CodeInvalid, "%s", strings.Join(problems, "\n"))
 	}
-	b.WriteString(tmpl[last:])
-	return b.String(), nil
+	return out, nil
 }
 
 // fill returns the text of one placeholder, or a message saying why it
