@@ -39,21 +39,6 @@ func printBudget(w io.Writer, b models.BudgetReport) {
 	tw.Flush()
 }
 
-// queueSummary is a project's tasks by status, in the statuses' order:
-// "ready 2 · in_progress 1 · completed 5".
-func queueSummary(counts map[models.TaskStatus]int) string {
-	var parts []string
-	for _, st := range models.TaskStatuses {
-		if n := counts[st]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", strings.ToLower(string(st)), n))
-		}
-	}
-	if len(parts) == 0 {
-		return "no tasks"
-	}
-	return strings.Join(parts, " · ")
-}
-
 // maxStatusTitle bounds a title in the status overview.
 const maxStatusTitle = 60
 
@@ -67,7 +52,7 @@ func printStatus(w io.Writer, now time.Time, o models.Overview) {
 		for _, p := range o.Projects {
 			a := o.ProjectActivity[p.ID]
 			row(tw, "  "+p.ID, string(p.Status), strconv.Itoa(p.MaxConcurrentAgents), strconv.Itoa(a.AgentsWorking),
-				strconv.Itoa(a.WaitingToLand), queueSummary(o.Counts[p.ID]))
+				strconv.Itoa(a.WaitingToLand), models.StatusCounts(o.Counts[p.ID]))
 		}
 		tw.Flush()
 	}

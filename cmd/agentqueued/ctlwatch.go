@@ -188,7 +188,7 @@ func printWatch(w io.Writer, o models.Overview, ts []models.Task, project string
 	fmt.Fprintf(w, "agentqueued watch: %s, %s\n", clean(scope), now.UTC().Format(time.RFC3339))
 	for _, p := range o.Projects {
 		if project == "" || p.ID == project {
-			fmt.Fprintf(w, "  %s: %s\n", clean(p.ID), queueSummary(o.Counts[p.ID]))
+			fmt.Fprintf(w, "  %s: %s\n", clean(p.ID), models.StatusCounts(o.Counts[p.ID]))
 		}
 	}
 	fmt.Fprintf(w, "\nUnfinished tasks (%d):\n", len(ts))

@@ -229,7 +229,7 @@ func (b *Bot) retryRun(ctx context.Context, id, expect, user string, update bool
 		}
 		return b.errorReply("run retry", err)
 	}
-	out := text(fmt.Sprintf("🔁 Run `%s` retried by %s: now %s (%s).", r.ID, mention(user), r.Status, renderRunCounts(r.Tasks)))
+	out := text(fmt.Sprintf("🔁 Run `%s` retried by %s: now %s (%s).", r.ID, mention(user), r.Status, models.StatusCounts(r.Tasks)))
 	out.Update = update
 	return out
 }
@@ -248,7 +248,7 @@ func (b *Bot) cancelRun(ctx context.Context, id, user string) reply {
 		return b.errorReply("run cancel", err)
 	}
 	return text(fmt.Sprintf("🛑 Run `%s` of **%s** cancelled by %s: %s.", r.ID, escape(cut(r.Workflow, 100)), mention(user),
-		renderRunCounts(r.Tasks)))
+		models.StatusCounts(r.Tasks)))
 }
 
 // runMovedOn tells a person that a run is not where their action expected
@@ -349,21 +349,6 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// renderRunCounts renders a run's task counts by status, in the order
-// tasks go through them.
-func renderRunCounts(counts map[models.TaskStatus]int) string {
-	var parts []string
-	for _, st := range models.TaskStatuses {
-		if n := counts[st]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", strings.ToLower(string(st)), n))
-		}
-	}
-	if len(parts) == 0 {
-		return "no tasks"
-	}
-	return strings.Join(parts, " · ")
-}
-
 // renderRunTrigger says who or what started a run: a Discord user as a
 // mention, a schedule as such.
 func renderRunTrigger(r models.WorkflowRun) string {
@@ -414,7 +399,7 @@ func renderRunHead(r models.WorkflowRun) string {
 	if strings.TrimSpace(r.Reason) != "" {
 		b.WriteString("\nreason: " + runReason(r.Reason, 500))
 	}
-	fmt.Fprintf(&b, "\ntasks: %s", renderRunCounts(r.Tasks))
+	fmt.Fprintf(&b, "\ntasks: %s", models.StatusCounts(r.Tasks))
 	return b.String()
 }
 

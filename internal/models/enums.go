@@ -1,6 +1,10 @@
 package models
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // TaskStatus is a task's lifecycle position; the values are the spec's names.
 type TaskStatus string
@@ -246,4 +250,20 @@ func CancelReason(actor, reason string) string {
 		return "cancelled by " + actor
 	}
 	return "cancelled by " + actor + ": " + reason
+}
+
+// StatusCounts says tasks counts by status on one line, in the order tasks
+// go through the statuses: "ready 2 · in_progress 1 · completed 5", or
+// "no tasks".
+func StatusCounts(counts map[TaskStatus]int) string {
+	var parts []string
+	for _, st := range TaskStatuses {
+		if n := counts[st]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", strings.ToLower(string(st)), n))
+		}
+	}
+	if len(parts) == 0 {
+		return "no tasks"
+	}
+	return strings.Join(parts, " · ")
 }

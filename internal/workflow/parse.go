@@ -656,21 +656,13 @@ func (d *decoder) expectedCount(n *yaml.Node, p string) *models.StepCount {
 	if n == nil || isNull(n) {
 		return nil
 	}
-	if n.Kind == yaml.ScalarNode {
-		switch n.ShortTag() {
-		case "!!int":
-			if v, ok := d.integer(n, p); ok {
-				return &models.StepCount{Count: v}
-			}
-			return nil
-		case "!!str":
-			if v, err := strconv.Atoi(strings.TrimSpace(n.Value)); err == nil {
-				return &models.StepCount{Count: v}
-			}
-			if strings.TrimSpace(n.Value) != "" {
-				return &models.StepCount{Template: n.Value}
-			}
-		}
+	switch count, text, kind := d.countOrText(n, p); kind {
+	case scalarCount:
+		return &models.StepCount{Count: count}
+	case scalarText:
+		return &models.StepCount{Template: text}
+	case scalarBad:
+		return nil
 	}
 	if n.Kind == yaml.MappingNode {
 		// {{a.outputs.n}} unquoted is a YAML mapping in a mapping.
@@ -686,22 +678,47 @@ func (d *decoder) parallel(n *yaml.Node, p string) *models.FanOut {
 	if n == nil || isNull(n) {
 		return nil
 	}
-	if n.Kind == yaml.ScalarNode {
-		switch n.ShortTag() {
-		case "!!int":
-			if v, ok := d.integer(n, p); ok {
-				return &models.FanOut{Count: v}
-			}
-			return nil
-		case "!!str":
-			if v, err := strconv.Atoi(strings.TrimSpace(n.Value)); err == nil {
-				return &models.FanOut{Count: v}
-			}
-			if strings.TrimSpace(n.Value) != "" {
-				return &models.FanOut{From: n.Value}
-			}
-		}
+	switch count, text, kind := d.countOrText(n, p); kind {
+	case scalarCount:
+		return &models.FanOut{Count: count}
+	case scalarText:
+		return &models.FanOut{From: text}
+	case scalarBad:
+		return nil
 	}
 	d.fail(n, p, "must be a count (1-%d) or <step>.outputs.<field>", MaxFanOut)
 	return nil
+}
+
+// scalarKind is what countOrText read.
+type scalarKind int
+
+const (
+	scalarOther scalarKind = iota // not a number or text: the caller says what it wants
+	scalarCount                   // a whole number, written as one or as text
+	scalarText                    // other non-blank text
+	scalarBad                     // a number out of range, already reported
+)
+
+// countOrText reads a scalar that is a whole number (an integer, or text
+// that is one) or other non-blank text, for fields that take either.
+func (d *decoder) countOrText(n *yaml.Node, p string) (int, string, scalarKind) {
+	if n.Kind != yaml.ScalarNode {
+		return 0, "", scalarOther
+	}
+	switch n.ShortTag() {
+	case "!!int":
+		if v, ok := d.integer(n, p); ok {
+			return v, "", scalarCount
+		}
+		return 0, "", scalarBad
+	case "!!str":
+		if v, err := strconv.Atoi(strings.TrimSpace(n.Value)); err == nil {
+			return v, "", scalarCount
+		}
+		if strings.TrimSpace(n.Value) != "" {
+			return 0, n.Value, scalarText
+		}
+	}
+	return 0, "", scalarOther
 }
