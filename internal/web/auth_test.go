@@ -118,6 +118,12 @@ func TestFormErrorsShowTheModelsMessage(t *testing.T) {
 	}{
 		{"not a number", "/ui/tasks/" + id + "/priority", "priority", "soon", `priority: must be a whole number (got &#34;soon&#34;)`},
 		{"unknown agent type", "/ui/tasks/" + id + "/agent-type", "agent_type", "gpt", `agent_type: &#34;gpt&#34; is not an agent type`},
+		{"timeout not a duration", "/ui/tasks/" + id + "/limits", "timeout", "soon", `timeout: &#34;soon&#34; is not a duration such as 30m or 2h`},
+		{"timeout too short", "/ui/tasks/" + id + "/limits", "timeout", "1ms", `timeout: must be 0 (none) or between 1s and`},
+		{"expected count not a number", "/ui/tasks/" + id + "/limits", "expected_count", "many", `expected_count: must be a whole number (got &#34;many&#34;)`},
+		{"negative expected count", "/ui/tasks/" + id + "/limits", "expected_count", "-1", `expected_count: must not be negative`},
+		{"metadata line without =", "/ui/tasks/" + id + "/limits", "metadata", "team=web\nowner", `metadata: line 2: &#34;owner&#34; is not key=value`},
+		{"metadata key twice", "/ui/tasks/" + id + "/limits", "metadata", "a=1\na=2", `metadata: line 2: key &#34;a&#34; is already set on line 1`},
 		{"unknown task", "/ui/tasks/no-such-task/priority", "priority", "3", "no-such-task"},
 	}
 	for _, tc := range tests {

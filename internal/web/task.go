@@ -2,11 +2,13 @@ package web
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/statemachine"
@@ -23,6 +25,7 @@ func init() {
 		Action{Pattern: "POST " + Prefix + "/tasks/{id}/cancel", Do: adminEvent(models.EventAdminCancel, "cancelled")},
 		Action{Pattern: "POST " + Prefix + "/tasks/{id}/priority", Do: (*Server).editPriority},
 		Action{Pattern: "POST " + Prefix + "/tasks/{id}/agent-type", Do: (*Server).editAgentType},
+		Action{Pattern: "POST " + Prefix + "/tasks/{id}/limits", Do: (*Server).editLimits},
 	)
 }
 
@@ -68,6 +71,14 @@ type taskPage struct {
 	Graph graphView
 	// AgentTypes are the types the agent type form offers besides "any".
 	AgentTypes []string
+	// Editable is set when the task's status allows an edit (it is not
+	// being worked on and has not completed): the "Limits and routing"
+	// form is shown.
+	Editable bool
+	// Timeout and Metadata are the task's timeout and metadata as the
+	// "Limits and routing" form shows them (formTimeout, formMetadata).
+	Timeout  string
+	Metadata string
 }
 
 // EventsURL follows the task's log besides the state changes.
@@ -98,7 +109,8 @@ func (s *Server) loadTask(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := taskPage{TaskDetail: d, Attempt: currentAttempt(d), Can: map[string]bool{}, AgentTypes: models.AgentTypes}
+	p := taskPage{TaskDetail: d, Attempt: currentAttempt(d), Can: map[string]bool{}, AgentTypes: models.AgentTypes,
+		Editable: editable(d.Task.Status), Timeout: formTimeout(d.Task.Timeout), Metadata: formMetadata(d.Task.Metadata)}
 	for _, e := range models.AdminEvents {
 		if _, err := statemachine.TaskTransition(d.Task.Status, e); err == nil {
 			p.Can[string(e)] = true
@@ -292,4 +304,134 @@ func (s *Server) editAgentType(r *http.Request) (string, string, error) {
 		return "Any agent may take the task now.", taskPath(r), nil
 	}
 	return "Only agents of type " + t.AgentType + " may take the task now.", taskPath(r), nil
+}
+
+// editable reports whether a task in status s may be edited: it is not
+// being worked on and has not completed (the store also refuses a task
+// whose run has not ended yet).
+func editable(s models.TaskStatus) bool { return !s.Running() && s != models.StatusCompleted }
+
+// formTimeout shows a timeout as the form takes it back: empty for none,
+// else without the zero units time.Duration writes ("30m", "1h", "1h30m").
+func formTimeout(d models.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// formMetadata shows metadata as key=value lines, sorted by key.
+func formMetadata(m map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		b.WriteString(k + "=" + m[k] + "\n")
+	}
+	return b.String()
+}
+
+// formLines normalises a textarea's text for comparison: line breaks as
+// \n, no trailing blanks at the ends of lines, no blank lines at the end.
+func formLines(s string) string {
+	lines := strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " \t\r")
+	}
+	return strings.TrimRight(strings.Join(lines, "\n"), "\n")
+}
+
+// parseMetadata reads key=value lines (blank lines skipped, key and value
+// trimmed) into metadata, naming the line of a bad or repeated key.
+func parseMetadata(s string) (map[string]string, error) {
+	m := map[string]string{}
+	seen := map[string]int{}
+	for i, line := range strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		k, v, found := strings.Cut(line, "=")
+		k = strings.TrimSpace(k)
+		if !found || k == "" {
+			return nil, models.Errorf(models.CodeInvalid, "metadata: line %d: %s is not key=value", i+1, models.Quote(strings.TrimSpace(line)))
+		}
+		if j, dup := seen[k]; dup {
+			return nil, models.Errorf(models.CodeInvalid, "metadata: line %d: key %s is already set on line %d", i+1, models.Quote(k), j)
+		}
+		seen[k] = i + 1
+		m[k] = strings.TrimSpace(v)
+	}
+	return m, nil
+}
+
+// limitsPatch reads the "Limits and routing" form (fields kind, timeout:
+// a duration such as 30m, empty for none; expected_count: empty or 0 for
+// none; metadata: key=value lines, empty to clear) into a patch that sets
+// only the fields whose values differ from the task's, so that a form
+// posted to change one field does not rewrite the others.
+func limitsPatch(r *http.Request, t models.Task) (models.TaskPatch, error) {
+	var p models.TaskPatch
+	if kind := strings.TrimSpace(r.PostFormValue("kind")); kind != t.Kind {
+		p.Kind = &kind
+	}
+	var timeout time.Duration
+	if v := strings.TrimSpace(r.PostFormValue("timeout")); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return p, models.Errorf(models.CodeInvalid, "timeout: %s is not a duration such as 30m or 2h (empty: none)", models.Quote(v))
+		}
+		timeout = d
+	}
+	if d := models.Duration(timeout); d != t.Timeout {
+		p.Timeout = &d
+	}
+	var count int
+	if v := strings.TrimSpace(r.PostFormValue("expected_count")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return p, models.Errorf(models.CodeInvalid, "expected_count: must be a whole number (got %q)", v)
+		}
+		count = n
+	}
+	if count != t.ExpectedCount {
+		p.ExpectedCount = &count
+	}
+	// Metadata left as the page showed it is not read back: a value the
+	// lines cannot hold exactly (a line break, blanks at its ends) stays.
+	if v := r.PostFormValue("metadata"); formLines(v) != formLines(formMetadata(t.Metadata)) {
+		m, err := parseMetadata(v)
+		if err != nil {
+			return p, err
+		}
+		if !maps.Equal(m, t.Metadata) {
+			p.Metadata = &m
+		}
+	}
+	return p, nil
+}
+
+// editLimits sets the task's kind, timeout, expected count and metadata
+// from the "Limits and routing" form (limitsPatch): only the fields the
+// person changed are edited.
+func (s *Server) editLimits(r *http.Request) (string, string, error) {
+	d, err := s.svc.GetTaskDetail(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return "", taskPath(r), err
+	}
+	p, err := limitsPatch(r, d.Task)
+	if err != nil {
+		return "", taskPath(r), err
+	}
+	if len(p.Fields()) == 0 {
+		return "Nothing changed: the form holds the current values.", taskPath(r), nil
+	}
+	if _, err := s.svc.EditTask(r.Context(), d.Task.ID, p); err != nil {
+		return "", taskPath(r), err
+	}
+	return "Changed: " + strings.Join(p.Fields(), ", ") + ".", taskPath(r), nil
 }
