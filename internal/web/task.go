@@ -376,34 +376,44 @@ func parseMetadata(s string) (map[string]string, error) {
 // posted to change one field does not rewrite the others.
 func limitsPatch(r *http.Request, t models.Task) (models.TaskPatch, error) {
 	var p models.TaskPatch
-	if kind := strings.TrimSpace(r.PostFormValue("kind")); kind != t.Kind {
-		p.Kind = &kind
-	}
-	var timeout time.Duration
-	if v := strings.TrimSpace(r.PostFormValue("timeout")); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return p, models.Errorf(models.CodeInvalid, "timeout: %s is not a duration such as 30m or 2h (empty: none)", models.Quote(v))
+	if edited(r, "kind") {
+		if kind := strings.TrimSpace(r.PostFormValue("kind")); kind != t.Kind {
+			p.Kind = &kind
 		}
-		timeout = d
 	}
-	if d := models.Duration(timeout); d != t.Timeout {
-		p.Timeout = &d
-	}
-	var count int
-	if v := strings.TrimSpace(r.PostFormValue("expected_count")); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return p, models.Errorf(models.CodeInvalid, "expected_count: must be a whole number (got %q)", v)
+	if edited(r, "timeout") {
+		var timeout time.Duration
+		if v := strings.TrimSpace(r.PostFormValue("timeout")); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return p, models.Errorf(models.CodeInvalid, "timeout: %s is not a duration such as 30m or 2h (empty: none)", models.Quote(v))
+			}
+			timeout = d
 		}
-		count = n
+		if d := models.Duration(timeout); d != t.Timeout {
+			p.Timeout = &d
+		}
 	}
-	if count != t.ExpectedCount {
-		p.ExpectedCount = &count
+	if edited(r, "expected_count") {
+		var count int
+		if v := strings.TrimSpace(r.PostFormValue("expected_count")); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return p, models.Errorf(models.CodeInvalid, "expected_count: must be a whole number (got %q)", v)
+			}
+			count = n
+		}
+		if count != t.ExpectedCount {
+			p.ExpectedCount = &count
+		}
 	}
 	// Metadata left as the page showed it is not read back: a value the
 	// lines cannot hold exactly (a line break, blanks at its ends) stays.
-	if v := r.PostFormValue("metadata"); formLines(v) != formLines(formMetadata(t.Metadata)) {
+	v := r.PostFormValue("metadata")
+	if shown, ok := r.PostForm["shown_metadata"]; ok && formLines(v) == formLines(shown[0]) {
+		return p, nil
+	}
+	if formLines(v) != formLines(formMetadata(t.Metadata)) {
 		m, err := parseMetadata(v)
 		if err != nil {
 			return p, err
@@ -413,6 +423,17 @@ func limitsPatch(r *http.Request, t models.Task) (models.TaskPatch, error) {
 		}
 	}
 	return p, nil
+}
+
+// edited reports whether the person changed field name of a form: its
+// value differs from the one the page showed (the hidden shown_<name>), so
+// that a form left alone does not put back a value someone else changed
+// since the page was read. A form without what it showed counts every
+// field as given.
+func edited(r *http.Request, name string) bool {
+	v := strings.TrimSpace(r.PostFormValue(name))
+	shown, ok := r.PostForm["shown_"+name]
+	return !ok || len(shown) == 0 || v != strings.TrimSpace(shown[0])
 }
 
 // editLimits sets the task's kind, timeout, expected count and metadata

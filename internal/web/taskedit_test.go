@@ -156,3 +156,40 @@ func TestLimitsFormOnlyWhileEditable(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestLimitsFormKeepsOthersEdits: a form posted from a page read before
+// someone else changed the task changes only what its person changed; the
+// other fields keep the newer values.
+func TestLimitsFormKeepsOthersEdits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	ctx := context.Background()
+	id := e.task("web", "Build")
+	page := e.get("/ui/tasks/" + id)
+	form := limitsForm(t, page.body)
+	for _, name := range []string{"kind", "timeout", "expected_count", "metadata"} {
+		m := regexp.MustCompile(`<input type="hidden" name="shown_` + name + `" value="([^"]*)"`).FindStringSubmatch(page.body)
+		if m == nil {
+			t.Fatalf("the form does not say what it showed of %s:\n%s", name, page.body)
+		}
+		form.Set("shown_"+name, html.UnescapeString(m[1]))
+	}
+	// Meanwhile, from ctl: a timeout and metadata.
+	meta := map[string]string{"owner": "ana"}
+	hour := models.Duration(time.Hour)
+	if _, err := e.store.EditTask(ctx, id, models.TaskPatch{Timeout: &hour, Metadata: &meta}); err != nil {
+		t.Fatal(err)
+	}
+	form.Set("kind", "lint")
+	form.Set("csrf", e.csrf("/ui/tasks/"+id))
+	if post := e.post("/ui/tasks/"+id+"/limits", form); post.status != http.StatusSeeOther {
+		t.Fatalf("post: %d\n%s", post.status, post.body)
+	}
+	got, err := e.store.GetTask(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Kind != "lint" || got.Timeout != hour || !maps.Equal(got.Metadata, meta) {
+		t.Errorf("kind %q, timeout %s, metadata %v; want lint, the other edit's 1h and %v", got.Kind, got.Timeout, got.Metadata, meta)
+	}
+}
