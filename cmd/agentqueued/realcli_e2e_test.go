@@ -563,7 +563,9 @@ func TestRealClaudeToolsReachAModelThatDoesNotSearch(t *testing.T) {
 // workspace-write. A write its apply_patch fails (a file where a directory
 // stands: a file_change item "failed") fails the run naming the file; a
 // write outside the checkout, which codex's sandbox rejects before any
-// file_change, ends with nothing to land and the task is not completed.
+// file_change (it says so only on standard error), ends with nothing to
+// land and the task is not completed: the reason says codex refused the
+// write, and why.
 func TestRealCodexRefusedWritesFailTheRun(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -578,7 +580,8 @@ func TestRealCodexRefusedWritesFailTheRun(t *testing.T) {
 			{Text: "Could not."}}, "codex could not make 1 file change(s) (add "},
 		{"sandbox refusal", "Write outside the checkout", []modeltest.Turn{
 			{Calls: []modeltest.Call{modeltest.Write("/etc/aq-refused/x.txt", "x\n")}},
-			{Text: "Could not."}}, "the agent made no changes"},
+			{Text: "Could not."}}, "codex refused a write (patch rejected: writing outside of the project; " +
+			"rejected by user approval settings); the agent made no changes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -134,6 +134,20 @@ type Parser interface {
 	End(exitCode int) []Event
 }
 
+// StderrReader is a Parser that also reads the run's standard error, for
+// what its CLI reports only there. Only lines it recognises are kept, never
+// the rest: standard error may hold anything, secrets included.
+type StderrReader interface {
+	// StderrLine reads one line of standard error (without its newline).
+	// It is called from another goroutine than Line and End.
+	StderrLine(line []byte)
+	// Refusals says what the CLI refused to do that its output stream does
+	// not show (a write its sandbox rejected), in the CLI's own words,
+	// cleaned and bounded; "" when nothing. It is called after the process
+	// ended.
+	Refusals() string
+}
+
 // ShellChecker is implemented by adapters whose agents cannot always run
 // the daemon's binary from a shell: a sandbox that blocks the daemon's
 // socket, a mode that runs no commands, a CLI that refuses every command.

@@ -347,6 +347,49 @@ func TestCodexStreams(t *testing.T) {
 	})
 }
 
+// TestCodexRefusedWrites: a write codex's sandbox rejects shows only on
+// its standard error; the parser keeps those lines, and nothing else of
+// standard error, for the reason of a run that changed nothing.
+func TestCodexRefusedWrites(t *testing.T) {
+	t.Parallel()
+	const outside = "patch rejected: writing outside of the project; rejected by user approval settings"
+	recorded := streamLines(t, "codex-exec-stderr-patch-rejected-0.171.0.txt", "")
+	line := func(s string) []byte {
+		return []byte("2026-12-07T13:20:02.711958Z ERROR codex_core::tools::router: error=" + s)
+	}
+	long := "patch rejected: " + strings.Repeat("x", 400)
+	tests := []struct {
+		name   string
+		stderr [][]byte
+		want   string
+	}{
+		{"recorded 0.171.0", recorded, "codex refused a write (" + outside + ")"},
+		{"nothing refused", [][]byte{recorded[0], []byte("OPENAI_API_KEY=sk-secret"), []byte("Failed to write file x")}, ""},
+		{"refused twice, once under read-only", [][]byte{line(outside), []byte("token sk-secret"),
+			line("patch rejected: writing is blocked by read-only sandbox; rejected by user approval settings"), line(outside)},
+			"codex refused 3 writes (" + outside + " | patch rejected: writing is blocked by read-only sandbox; rejected by user approval settings)"},
+		{"cleaned and bounded", [][]byte{line("patch rejected: a\tand\x1b[31mmore\r"), line("patch rejected: b"), line("patch rejected: c"),
+			line("patch rejected: d")}, "codex refused 4 writes (patch rejected: a and [31mmore | patch rejected: b | patch rejected: c)"},
+		{"a long line is cut", [][]byte{line(long)}, "codex refused a write (" + long[:299] + "…)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := agent.Codex{}.NewParser(agent.RunContext{})
+			sr, ok := p.(agent.StderrReader)
+			if !ok {
+				t.Fatal("the codex parser does not read standard error")
+			}
+			for _, l := range tc.stderr {
+				sr.StderrLine(l)
+			}
+			if got := sr.Refusals(); got != tc.want {
+				t.Errorf("refusals\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestCursorStreams(t *testing.T) {
 	t.Parallel()
 	const synth = "8e2f4c1a-9b3d-4e5f-a6b7-c8d9e0f1a2b3"

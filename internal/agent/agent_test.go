@@ -27,6 +27,9 @@ var scripts = map[string]string{
 	"polite":       `sleep 300 & echo $!; wait`,
 	"ignores-term": `trap '' TERM; sleep 300 & echo $!; while :; do wait; done`,
 	"leaves-child": `sleep 300 & echo $!; exit 0`,
+	// stderr-lines prints lines on stderr: one ending \r\n, one of 9000
+	// bytes, a last one without its newline.
+	"stderr-lines": `printf 'one\ntwo\r\n' >&2; head -c 9000 /dev/zero | tr '\0' x >&2; printf '\nlast' >&2; echo out`,
 	// escapes leaves a child in a session of its own, holding stdout; the
 	// FIFO makes the script wait until the child has left the group.
 	"escapes": `f=$(mktemp -u); mkfifo "$f"; setsid sh -c "echo \$\$ > $f; exec sleep 300" & read -r pid < "$f"; rm -f "$f"; echo "$pid"; exit 0`,
@@ -119,6 +122,31 @@ func TestProcessRunsWithPromptEnvAndLog(t *testing.T) {
 	b, err := os.ReadFile(log)
 	if err != nil || !strings.Contains(string(b), "prompt:fix the bug") || !strings.Contains(string(b), "oops") {
 		t.Fatalf("log %q, %v", b, err)
+	}
+}
+
+// TestProcessHandsOnStderrLines: OnStderrLine gets standard error line by
+// line, a long line cut, the last line without its newline too, while the
+// log and the tail keep all of it.
+func TestProcessHandsOnStderrLines(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var lines []string
+	p, err := agent.Start(agent.Spec{Argv: []string{script(t, "stderr-lines")}, Dir: dir, LogPath: filepath.Join(dir, "1.log"),
+		OnStderrLine: func(b []byte) { lines = append(lines, string(b)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := wait(t, p)
+	want := []string{"one", "two", strings.Repeat("x", 8<<10), "last"}
+	if strings.Join(lines, "|") != strings.Join(want, "|") {
+		t.Errorf("stderr lines %d: %.40q…, want %d", len(lines), lines, len(want))
+	}
+	if r.ExitCode != 0 || !strings.HasSuffix(r.StderrTail, "x\nlast") {
+		t.Errorf("result %+v", r)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "1.log")); err != nil || strings.Count(string(b), "x") != 9000 {
+		t.Errorf("log has %d x, %v", strings.Count(string(b), "x"), err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
@@ -229,6 +231,12 @@ func (Codex) NewParser(rc RunContext) Parser {
 // naming the files, unless a later file_change wrote them after all: the
 // turn itself still ends turn.completed, and without this the run would
 // only fail later as "the agent made no changes".
+//
+// Refused writes: a write codex's sandbox rejects before applying it (an
+// apply_patch outside the checkout, or any under read-only) leaves no
+// file_change item; codex says so only on standard error, as a line with
+// "patch rejected: <why>". Those lines, and only those, are kept (see
+// Refusals), so that a run that therefore changed nothing says why.
 type codexParser struct {
 	requested    string
 	sessionUsage models.TokenUsage
@@ -242,6 +250,7 @@ type codexParser struct {
 	usage        usageGate
 	mode         string // the profile's permission mode, for failure texts
 	now          func() time.Time
+	refused      refusedWrites // read from standard error, another goroutine
 }
 
 // Line reads one line of codex's output.
@@ -349,6 +358,68 @@ func (p *codexParser) failedEditsText() string {
 	return fmt.Sprintf("codex could not make %d file change(s) (%s): its file_change failed, so that work was not done. "+
 		"Codex's sandbox or the file system refused the write (codex's own words are in the run's log); "+
 		"check the checkout and the agent's permission_mode (now %s)", len(p.failedEdits), strings.Join(p.failedEdits, ", "), mode)
+}
+
+var _ StderrReader = (*codexParser)(nil)
+
+// StderrLine keeps a line of codex's standard error that reports a write
+// its sandbox rejected.
+func (p *codexParser) StderrLine(line []byte) {
+	if i := bytes.Index(line, []byte(codexPatchRejected)); i >= 0 {
+		p.refused.add(string(line[i:]))
+	}
+}
+
+// Refusals says which writes codex's sandbox rejected, "" when none.
+func (p *codexParser) Refusals() string {
+	n, texts := p.refused.get()
+	if n == 0 {
+		return ""
+	}
+	what := "a write"
+	if n > 1 {
+		what = fmt.Sprintf("%d writes", n)
+	}
+	return fmt.Sprintf("codex refused %s (%s)", what, strings.Join(texts, " | "))
+}
+
+// codexPatchRejected starts codex's report of a write its sandbox
+// rejected, as in (0.171.0) "ERROR codex_core::tools::router:
+// error=patch rejected: writing outside of the project; rejected by user
+// approval settings".
+const codexPatchRejected = "patch rejected:"
+
+// Bounds of the refusals a parser keeps.
+const (
+	maxRefusals    = 3   // distinct texts
+	maxRefusalText = 300 // characters of one text
+)
+
+// refusedWrites counts the writes a CLI refused and keeps the first
+// maxRefusals distinct texts, cleaned and cut to maxRefusalText.
+type refusedWrites struct {
+	mu    sync.Mutex
+	n     int
+	texts []string
+}
+
+func (r *refusedWrites) add(text string) {
+	text = models.CleanLine(text, maxRefusalText)
+	if text == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n++
+	if len(r.texts) < maxRefusals && !slices.Contains(r.texts, text) {
+		r.texts = append(r.texts, text)
+	}
+}
+
+func (r *refusedWrites) get() (int, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n, slices.Clone(r.texts)
 }
 
 // codexUsage reads a turn.completed usage object.

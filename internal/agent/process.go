@@ -25,6 +25,8 @@ const (
 	DefaultStopGrace  = 10 * time.Second
 	DefaultStderrTail = 4096
 	maxLineBytes      = 4 << 20
+	// maxStderrLine bounds a line handed to Spec.OnStderrLine.
+	maxStderrLine = 8 << 10
 )
 
 // Spec is everything needed to start one run's process.
@@ -42,6 +44,11 @@ type Spec struct {
 	// OnLine is called with each line of standard output, in order, from one
 	// goroutine. It must not block for long.
 	OnLine func(line []byte)
+	// OnStderrLine is called with each line of standard error, in order,
+	// from one goroutine (not OnLine's), a line cut to maxStderrLine
+	// bytes; a last line without its newline comes when the pipe closes.
+	// The line is valid only during the call. It must not block for long.
+	OnStderrLine func(line []byte)
 	// OnActivity is called whenever the process prints anything.
 	OnActivity func()
 	// StderrTail is how many bytes of stderr to keep; default DefaultStderrTail.
@@ -209,14 +216,17 @@ func Start(spec Spec) (*Process, error) {
 	go func() {
 		defer p.readers.Done()
 		buf := make([]byte, 32<<10)
+		lines := stderrLines{on: spec.OnStderrLine}
 		for {
 			n, err := stderr.Read(buf)
 			if n > 0 {
 				writeLog(buf[:n])
 				p.tail.Write(buf[:n])
+				lines.write(buf[:n])
 				activity()
 			}
 			if err != nil {
+				lines.flush()
 				stderr.Close()
 				return
 			}
@@ -535,6 +545,48 @@ func EndLeftover(pgid int, taskID string, wait time.Duration) (found bool, err e
 		time.Sleep(5 * time.Millisecond) // polling the process table
 	}
 	return true, nil
+}
+
+// stderrLines splits standard error into lines for Spec.OnStderrLine,
+// each cut to maxStderrLine bytes (the rest of a longer line is dropped).
+type stderrLines struct {
+	on   func(line []byte)
+	line []byte
+	cut  bool // the current line is over maxStderrLine
+}
+
+func (s *stderrLines) write(b []byte) {
+	if s.on == nil {
+		return
+	}
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		part := b
+		if i >= 0 {
+			part = b[:i]
+		}
+		if room := maxStderrLine - len(s.line); len(part) > room {
+			part, s.cut = part[:room], true
+		}
+		s.line = append(s.line, part...)
+		if i < 0 {
+			return
+		}
+		s.emit()
+		b = b[i+1:]
+	}
+}
+
+// flush hands on a last line that had no newline.
+func (s *stderrLines) flush() {
+	if s.on != nil && (len(s.line) > 0 || s.cut) {
+		s.emit()
+	}
+}
+
+func (s *stderrLines) emit() {
+	s.on(bytes.TrimSuffix(s.line, []byte("\r")))
+	s.line, s.cut = s.line[:0], false
 }
 
 // tailBuffer keeps the last max bytes written to it.

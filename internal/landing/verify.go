@@ -230,7 +230,8 @@ const errNoChanges = "the agent made no changes: nothing was committed on the ta
 // noChanges returns errNoChanges when a task of a project with a
 // repository completed without changing anything and its agent did not say
 // so (its result names no changed file, no no_changes and no outputs, and
-// it proposed no plan), else "".
+// it proposed no plan), else "". What the agent's CLI refused (a write its
+// sandbox rejected, kept on the completed run) comes first: it is why.
 func (l *Lander) noChanges(ctx context.Context, p models.Project, t models.Task) string {
 	if p.Repo == nil {
 		return "" // no repository: nothing to change by nature
@@ -245,6 +246,13 @@ func (l *Lander) noChanges(ctx context.Context, p models.Project, t models.Task)
 	}
 	if _, pending, err := l.store.PendingPlan(ctx, t.ID); err != nil || pending {
 		return "" // its work was the plan it proposed
+	}
+	run, ok, err := l.store.LastWorkRun(ctx, t.ID)
+	if err != nil {
+		l.log.Warn("read the task's last run", "task_id", t.ID, "err", err)
+	}
+	if ok && run.Outcome == models.RunOutcomeCompleted && run.Error != "" {
+		return run.Error + "; " + errNoChanges
 	}
 	return errNoChanges
 }

@@ -21,7 +21,9 @@ type Run struct {
 	LastActivityAt time.Time  `json:"last_activity_at"`
 	EndedAt        *time.Time `json:"ended_at,omitempty"`
 	Outcome        RunOutcome `json:"outcome,omitempty"`
-	Error          string     `json:"error,omitempty"`
+	// Error is why the run failed; on a completed run, what its CLI
+	// refused to do (a write its sandbox rejected), when it said so.
+	Error string `json:"error,omitempty"`
 	// Kind is RunWork (the task's own work) or RunReview (a QA review of it).
 	Kind string `json:"kind"`
 	// SessionID is the agent CLI's session of this run, if it reported one.
@@ -280,7 +282,8 @@ type RunEnd struct {
 	ResumeAfter *time.Time
 	// Outcome names the end for the run row (RunOutcomeCompleted, …).
 	Outcome RunOutcome
-	// Error keeps the failure text for the next attempt's context.
+	// Error keeps the failure text for the next attempt's context; on a
+	// completed run, what its CLI refused (see Run.Error).
 	Error string
 	// AgentError, when set, puts the agent in ERROR (it takes no task until
 	// a person resumes it) instead of freeing it: the run could not start

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -24,6 +25,7 @@ func TestE2ERunOutcomesAreHonest(t *testing.T) {
 	zero := 0
 	cases := []struct {
 		name        string
+		cli         string // claude unless set
 		noRepo      bool
 		description string
 		want        models.TaskStatus
@@ -42,6 +44,10 @@ func TestE2ERunOutcomesAreHonest(t *testing.T) {
 			never: "merged into", events: []string{"AGENT_FAILED"}, denied: []string{"Write"}},
 		{name: "no changes without saying so fail the verification", description: "@complete looked around",
 			want: models.StatusBlocked, reason: []string{"the agent made no changes", "--no-changes"},
+			never: "merged into", events: []string{"AGENT_COMPLETED", "VERIFY_FAILED"}},
+		{name: "a write codex's sandbox refused is named", cli: "codex", description: "@refuse-write",
+			want: models.StatusBlocked, reason: []string{"codex refused a write (patch rejected: writing outside of the project; " +
+				"rejected by user approval settings); the agent made no changes"},
 			never: "merged into", events: []string{"AGENT_COMPLETED", "VERIFY_FAILED"}},
 		{name: "no changes said explicitly complete, without a merge", description: "@complete-no-changes nothing needed changing",
 			want: models.StatusCompleted, reason: []string{"the agent made no changes, as it said: nothing to merge"},
@@ -66,7 +72,8 @@ func TestE2ERunOutcomesAreHonest(t *testing.T) {
 				r = cloneRepo(origin)
 			}
 			e.project("web", r, models.ProjectSettings{})
-			e.cli("claude-1", "claude", "web")
+			cli := cmp.Or(c.cli, "claude")
+			e.cli(cli+"-1", cli, "web")
 			id := e.add("web", models.BatchTask{LocalID: "t", Title: "Try it", Description: c.description, MaxRetries: &zero})["t"]
 			e.start()
 			tk := e.waitStatus(id, c.want)

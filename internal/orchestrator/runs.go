@@ -320,6 +320,14 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	}
 	switch {
 	case end.Event == models.EventAgentCompleted:
+		if sr, ok := parser.(agent.StderrReader); ok {
+			// What the CLI refused stays on the completed run: the
+			// verification names it when the run changed nothing.
+			if note := sr.Refusals(); note != "" {
+				log.Warn("the agent's CLI refused writes", "refusals", note)
+				end.Error = note
+			}
+		}
 		end = o.sealWork(ctx, ar, project, task, ws, end)
 	case o.resumesLater(ctx, task.ID, end):
 		// Before the run's end is recorded: that frees the agent, and its
@@ -428,8 +436,13 @@ func (o *Orchestrator) launch(ctx context.Context, ar *activeRun, adapter agent.
 	default:
 	}
 	parser := adapter.NewParser(rc)
+	var onStderr func([]byte)
+	if sr, ok := parser.(agent.StderrReader); ok {
+		onStderr = sr.StderrLine
+	}
 	// Held until the caller has recorded its pid (see Release).
 	proc, err := agent.Start(agent.Spec{Argv: inv.Argv, Dir: ls.dir, Env: env, Stdin: inv.Stdin, LogPath: ls.base + ".log", Hold: true,
+		OnStderrLine: onStderr,
 		OnActivity: func() {
 			ar.touch(o.cfg.Clock.Now())
 			o.outputGrew(ar.run.TaskID)

@@ -17,6 +17,8 @@
 //	@deny <tool>                    claude: list a refused call of the tool in the result's
 //	                                permission_denials (the run still ends "success")
 //	@mcp-pending                    claude: the init line shows every MCP server "pending"
+//	@refuse-write                   codex: print on stderr the line codex 0.171.0 prints when its
+//	                                sandbox rejects a write outside the checkout (nothing is written)
 //	@fail <message…>                RPC fail
 //	@ask <question…>                RPC ask; the answer goes to ANSWER.txt
 //	@plan <json array>              RPC propose_plan with models.BatchTask entries
@@ -513,6 +515,12 @@ func (f *fake) directive(line string) error {
 		return nil
 	case "mcp-pending":
 		return nil // read by the init line
+	case "refuse-write":
+		if f.format == "codex" {
+			fmt.Fprintf(f.stderr, "%s ERROR codex_core::tools::router: error=patch rejected: writing outside of the project; rejected by user approval settings\n",
+				time.Now().UTC().Format("2006-01-02T15:04:05.000000Z"))
+		}
+		return nil
 	case "fail":
 		return f.call(name, func(ctx context.Context, c *api.RPCClient) error { return c.Fail(ctx, rest) })
 	case "ask":
