@@ -471,6 +471,10 @@ func (x *txn) advanceRun(runID string) error {
 // expandSteps makes the tasks of due steps (workflow.Expand) in one
 // batch. The task standing for a step whose fan-out failed is stopped at
 // once with the reason (RUN_STOPPED); a retry reads the output again.
+// Made in an upstream's completion, which a refusal would undo (and the
+// completion be tried again, for ever), the tasks are counted before any
+// is made: due steps that would make more than the batch cap together
+// each fail so instead (workflow.ExpansionRefusals).
 func (x *txn) expandSteps(run models.WorkflowRun, w models.Workflow, due []models.WorkflowStep) error {
 	outputs, err := x.runOutputs(run.ID)
 	if err != nil {
@@ -481,8 +485,9 @@ func (x *txn) expandSteps(run models.WorkflowRun, w models.Workflow, due []model
 		return err
 	}
 	var (
-		batch  []models.BatchTask
-		failed = map[string]string{}
+		batch   []models.BatchTask
+		failed  = map[string]string{}
+		refused = workflow.ExpansionRefusals(due, outputs)
 	)
 	for _, st := range due {
 		upstream := map[string][]string{}
@@ -493,7 +498,15 @@ func (x *txn) expandSteps(run models.WorkflowRun, w models.Workflow, due []model
 			}
 			upstream[d.Step] = ids
 		}
-		tasks, failure := workflow.Expand(w, st, run, outputs, upstream)
+		var (
+			tasks   []models.BatchTask
+			failure string
+		)
+		if why, ok := refused[st.Name]; ok {
+			tasks, failure = workflow.Refuse(w, st, run, upstream, why), why
+		} else {
+			tasks, failure = workflow.Expand(w, st, run, outputs, upstream)
+		}
 		if failure == "" {
 			// Made in an upstream's completion, which a refusal would
 			// undo: tasks the rules refuse stop their step instead.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -769,5 +770,49 @@ func TestRunsEndingTogetherAreSettledInIDOrder(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("run.failed notices in the order %v, want %v", got, want)
+	}
+}
+
+// TestAFanOutAboveTheBatchCapFailsItsStepsOnce: steps due together that
+// would make more tasks than one batch may hold are counted before any
+// is made. The completion that makes them due is applied; each step gets
+// its failed stand-in naming the cap, and the run ends failed. Not
+// parallel: it measures what the completion allocates.
+func TestAFanOutAboveTheBatchCapFailsItsStepsOnce(t *testing.T) {
+	const steps = models.MaxBatchSize/workflow.MaxFanOut + 1 // at MaxFanOut each, over the cap together
+	var doc strings.Builder
+	doc.WriteString("name: wide\nproject: web\nsteps:\n  - name: discover\n    title: Count shards\n")
+	for i := range steps {
+		fmt.Fprintf(&doc, "  - name: s%02d\n    title: \"Shard {{index}}\"\n    depends_on: [discover]\n    parallel: discover.outputs.n\n", i)
+	}
+	e := newWFEnv(t, doc.String())
+	r := e.start("wide")
+	discover := e.tasks(r.ID)["discover"].ID
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	e.complete(discover, fmt.Sprintf(`{"n": %d}`, workflow.MaxFanOut))
+	runtime.ReadMemStats(&after)
+	// Making the steps' tasks would take hundreds of megabytes.
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Errorf("the completion allocated %d MB", grew>>20)
+	}
+	ts := e.tasks(r.ID)
+	if d := ts["discover"]; d.Status != models.StatusCompleted {
+		t.Fatalf("discover %s", d.Status)
+	}
+	if len(ts) != steps+1 {
+		t.Fatalf("%d tasks, want discover and one stand-in per step", len(ts))
+	}
+	for i := range steps {
+		name := fmt.Sprintf("s%02d", i)
+		s, ok := ts[name]
+		want := fmt.Sprintf("fan-out failed: %s would make %d tasks and the %d steps due with it %d more: %d in all, more than the batch cap of %d",
+			name, workflow.MaxFanOut, steps-1, (steps-1)*workflow.MaxFanOut, steps*workflow.MaxFanOut, models.MaxBatchSize)
+		if !ok || s.Status != models.StatusBlocked || s.StatusReason != want || s.Metadata[workflow.FanOutFailedKey] != "true" {
+			t.Fatalf("%s: %s %q, want BLOCKED %q", name, s.Status, s.StatusReason, want)
+		}
+	}
+	if got := e.run(r.ID); got.Status != models.RunFailed || got.EndedAt == nil {
+		t.Fatalf("run %s (%s)", got.Status, got.Reason)
 	}
 }

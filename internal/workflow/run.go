@@ -204,26 +204,21 @@ type StepPlan struct {
 // InitialPlan returns the steps of a run known from the start, in Order,
 // with their tasks: the steps that do not fan out over an output (nor
 // name one; see Deferred), nor come after one that does. Each task
-// depends, by local id, on every task of its step's upstream steps.
+// depends, by local id, on every task of its step's upstream steps. The
+// tasks are counted before any is made: more than models.MaxBatchSize in
+// all is invalid, and none is made.
 func InitialPlan(w models.Workflow, runID string, inputs map[string]string) ([]StepPlan, error) {
 	deferred := map[string]bool{}
-	local := map[string][]string{}
-	var plan []StepPlan
+	var (
+		known  []models.WorkflowStep
+		counts []int
+		total  int
+	)
 	for _, name := range Order(w) {
 		st, _ := StepByName(w, name)
-		if Deferred(st) {
-			deferred[name] = true
-			continue
-		}
-		var deps []models.BatchDependency
+		deferred[name] = Deferred(st)
 		for _, d := range st.DependsOn {
-			if deferred[d.Step] {
-				deferred[name] = true
-			}
-			req := d.Required()
-			for _, id := range local[d.Step] {
-				deps = append(deps, models.BatchDependency{ID: id, RequiresSuccess: &req})
-			}
+			deferred[name] = deferred[name] || deferred[d.Step]
 		}
 		if deferred[name] {
 			continue
@@ -232,17 +227,67 @@ func InitialPlan(w models.Workflow, runID string, inputs map[string]string) ([]S
 		if err != nil {
 			return nil, err
 		}
-		tasks, err := StepTasks(w, st, runID, inputs, nil, count, nil)
+		known, counts, total = append(known, st), append(counts, count), total+count
+	}
+	if total > models.MaxBatchSize {
+		return nil, models.Errorf(models.CodeInvalid, "the steps known from the start would make %d tasks, more than the batch cap of %d",
+			total, models.MaxBatchSize)
+	}
+	local := map[string][]string{}
+	plan := make([]StepPlan, 0, len(known))
+	for i, st := range known {
+		var deps []models.BatchDependency
+		for _, d := range st.DependsOn {
+			req := d.Required()
+			for _, id := range local[d.Step] {
+				deps = append(deps, models.BatchDependency{ID: id, RequiresSuccess: &req})
+			}
+		}
+		tasks, err := StepTasks(w, st, runID, inputs, nil, counts[i], nil)
 		if err != nil {
 			return nil, err
 		}
 		for i := range tasks {
 			tasks[i].Dependencies = deps
-			local[name] = append(local[name], tasks[i].LocalID)
+			local[st.Name] = append(local[st.Name], tasks[i].LocalID)
 		}
-		plan = append(plan, StepPlan{Step: name, Tasks: tasks})
+		plan = append(plan, StepPlan{Step: st.Name, Tasks: tasks})
 	}
 	return plan, nil
+}
+
+// ExpansionRefusals counts the tasks the due steps of a run would make
+// together (FanOut's count for each; one, its stand-in, for a step whose
+// fan-out cannot be read), without making any. When they are more than
+// models.MaxBatchSize in all, it returns why each due step that would
+// make tasks cannot, by step name, to fail them (Refuse) instead of
+// making what could never be created; nil when they fit.
+func ExpansionRefusals(due []models.WorkflowStep, outputs map[string]json.RawMessage) map[string]string {
+	counts := make([]int, len(due))
+	total := 0
+	for i, st := range due {
+		counts[i] = 1
+		if _, n, err := FanOut(st, outputs); err == nil {
+			counts[i] = n
+		}
+		total += counts[i]
+	}
+	if total <= models.MaxBatchSize {
+		return nil
+	}
+	out := map[string]string{}
+	for i, st := range due {
+		if _, _, err := FanOut(st, outputs); err != nil || counts[i] == 0 {
+			continue // its own failure, or nothing to make
+		}
+		if len(due) == 1 {
+			out[st.Name] = fmt.Sprintf("%s would make %d tasks, more than the batch cap of %d", st.Name, counts[i], models.MaxBatchSize)
+			continue
+		}
+		out[st.Name] = fmt.Sprintf("%s would make %d tasks and the %d steps due with it %d more: %d in all, more than the batch cap of %d",
+			st.Name, counts[i], len(due)-1, total-counts[i], total, models.MaxBatchSize)
+	}
+	return out
 }
 
 // FanOutFailedKey is the metadata key that marks the task standing for a
@@ -257,6 +302,34 @@ const FanOutFailedKey = "fanout_failed"
 // it, marked with FanOutFailedKey, and failure is the reason.
 func Expand(w models.Workflow, st models.WorkflowStep, run models.WorkflowRun, outputs map[string]json.RawMessage,
 	upstream map[string][]string) (tasks []models.BatchTask, failure string) {
+	items, count, err := FanOut(st, outputs)
+	if err == nil {
+		tasks, err = StepTasks(w, st, run.ID, run.Inputs, items, count, outputs)
+	}
+	if err != nil {
+		failure = models.ErrorMessageOf(err)
+		return Refuse(w, st, run, upstream, failure), failure
+	}
+	deps := upstreamDeps(st, upstream)
+	for i := range tasks {
+		tasks[i].Dependencies = mergeDeps(deps)
+	}
+	return tasks, ""
+}
+
+// Refuse returns the one task a due step makes in a run instead of its
+// own, failure the reason: its stand-in (StandIn), depending on every
+// task of the step's upstream steps as Expand's tasks would.
+func Refuse(w models.Workflow, st models.WorkflowStep, run models.WorkflowRun, upstream map[string][]string,
+	failure string) []models.BatchTask {
+	standIn := StandIn(w, st, run, failure)
+	standIn.Dependencies = mergeDeps(upstreamDeps(st, upstream))
+	return []models.BatchTask{standIn}
+}
+
+// upstreamDeps returns an edge to every task of step st's upstream steps,
+// required as its dependency on their step is.
+func upstreamDeps(st models.WorkflowStep, upstream map[string][]string) []models.BatchDependency {
 	var deps []models.BatchDependency
 	for _, d := range st.DependsOn {
 		req := d.Required()
@@ -264,18 +337,7 @@ func Expand(w models.Workflow, st models.WorkflowStep, run models.WorkflowRun, o
 			deps = append(deps, models.BatchDependency{ID: id, RequiresSuccess: &req})
 		}
 	}
-	items, count, err := FanOut(st, outputs)
-	if err == nil {
-		tasks, err = StepTasks(w, st, run.ID, run.Inputs, items, count, outputs)
-	}
-	if err != nil {
-		failure = models.ErrorMessageOf(err)
-		tasks = []models.BatchTask{StandIn(w, st, run, failure)}
-	}
-	for i := range tasks {
-		tasks[i].Dependencies = mergeDeps(deps)
-	}
-	return tasks, failure
+	return deps
 }
 
 // StandIn returns the task standing for step st of a run whose tasks

@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -356,5 +357,76 @@ func TestRetryOrder(t *testing.T) {
 	}
 	if want := []string{"a", "b", "c0", "c1", "d"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("RetryOrder = %v, want %v", got, want)
+	}
+}
+
+// wideSteps returns n steps after "up", each fanning out over its output
+// n, or making parallel tasks when fixed is set.
+func wideSteps(n, fixed int) []models.WorkflowStep {
+	steps := make([]models.WorkflowStep, n)
+	for i := range steps {
+		steps[i] = models.WorkflowStep{Name: fmt.Sprintf("s%02d", i), Title: "t",
+			DependsOn: []models.StepDependency{{Step: "up"}}, Parallel: &models.FanOut{From: "up.outputs.n"}}
+		if fixed > 0 {
+			steps[i].DependsOn, steps[i].Parallel = nil, &models.FanOut{Count: fixed}
+		}
+	}
+	return steps
+}
+
+func TestExpansionRefusals(t *testing.T) {
+	t.Parallel()
+	atCap := models.MaxBatchSize / workflow.MaxFanOut
+	unreadable := models.WorkflowStep{Name: "bad", Title: "t", Foreach: "up.outputs.missing"}
+	empty := models.WorkflowStep{Name: "none", Title: "t", Parallel: &models.FanOut{From: "up.outputs.zero"}}
+	tests := []struct {
+		name    string
+		due     []models.WorkflowStep
+		refused []string
+		reason  string
+	}{
+		{"at the cap they fit", wideSteps(atCap, 0), nil, ""},
+		{"one step over the cap refuses each", wideSteps(atCap+1, 0), []string{"s00", fmt.Sprintf("s%02d", atCap)},
+			fmt.Sprintf(" would make 1000 tasks and the %d steps due with it %d more: %d in all, more than the batch cap of %d",
+				atCap, atCap*1000, (atCap+1)*1000, models.MaxBatchSize)},
+		{"a stand-in counts, and keeps its own reason", append(wideSteps(atCap, 0), unreadable), []string{"s00"},
+			"in all, more than the batch cap"},
+		{"a step that makes nothing is not refused", append(wideSteps(atCap+1, 0), empty), []string{"s00"},
+			"in all, more than the batch cap"},
+	}
+	outputs := map[string]json.RawMessage{"up": json.RawMessage(`{"n": 1000, "zero": 0}`)}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := workflow.ExpansionRefusals(tt.due, outputs)
+			if tt.refused == nil {
+				if got != nil {
+					t.Fatalf("refused %v", got)
+				}
+				return
+			}
+			for _, name := range tt.refused {
+				if !strings.Contains(got[name], tt.reason) {
+					t.Errorf("%s refused %q, want %q", name, got[name], tt.reason)
+				}
+			}
+			for _, name := range []string{"bad", "none"} {
+				if why, ok := got[name]; ok {
+					t.Errorf("%s refused %q", name, why)
+				}
+			}
+		})
+	}
+}
+
+func TestInitialPlanCountsBeforeMaking(t *testing.T) {
+	t.Parallel()
+	atCap := models.MaxBatchSize / workflow.MaxFanOut
+	w := models.Workflow{Name: "wide", ProjectID: "web", Steps: wideSteps(atCap+1, workflow.MaxFanOut)}
+	plan, err := workflow.InitialPlan(w, "wide-1", nil)
+	want := fmt.Sprintf("the steps known from the start would make %d tasks, more than the batch cap of %d",
+		(atCap+1)*workflow.MaxFanOut, models.MaxBatchSize)
+	if plan != nil || models.ErrorCodeOf(err) != models.CodeInvalid || models.ErrorMessageOf(err) != want {
+		t.Fatalf("plan of %d steps, error %v; want %q", len(plan), err, want)
 	}
 }
