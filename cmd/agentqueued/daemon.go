@@ -31,6 +31,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/retention"
 	"github.com/agentqueued/agentqueued/internal/service"
 	"github.com/agentqueued/agentqueued/internal/store"
+	"github.com/agentqueued/agentqueued/internal/throttle"
 	"github.com/agentqueued/agentqueued/internal/web"
 	"github.com/agentqueued/agentqueued/internal/workflow"
 )
@@ -516,11 +517,15 @@ func (w *wiring) buildAPI(ctx context.Context, svc *service.Service, st *store.S
 	if cfg.Metrics.Listen == "" {
 		apiMetrics = w.met.Handler()
 	}
-	ui, err := web.New(web.Config{Token: cfg.API.Token, Logger: log.With("component", "web"), Stopping: api.Stopping}, svc)
+	// One throttle for the API's bearer check and the dashboard's login:
+	// a guesser gains nothing by alternating between them.
+	limiter := throttle.New(throttle.Config{Logger: log.With("component", "auth")})
+	ui, err := web.New(web.Config{Token: cfg.API.Token, Throttle: limiter, Logger: log.With("component", "web"),
+		Stopping: api.Stopping}, svc)
 	if err != nil {
 		return nil, err
 	}
-	return api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, AllowedHosts: cfg.API.AllowedHosts,
+	return api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, Throttle: limiter, AllowedHosts: cfg.API.AllowedHosts,
 		Logger: log.With("component", "api"), Health: health.Check, DatabaseID: databaseID(w.dbPath), Metrics: apiMetrics,
 		GitHubWebhook: webhook, Hooks: svc, Workflows: svc, Logs: svc, UI: ui.Handler()}, svc)
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -141,13 +142,25 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			s.writeError(w, r, models.Errorf(models.CodeUnauthorized, "missing bearer token (Authorization: Bearer <token>)"))
 			return
 		}
+		// Over budget, the token is not checked at all: right and wrong
+		// ones get the same answer (internal/throttle).
+		attempt, wait := s.cfg.Throttle.Begin(r.RemoteAddr)
+		if attempt == nil {
+			secs := int64(wait / time.Second)
+			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+			s.writeError(w, r, &httpError{status: http.StatusTooManyRequests, err: models.Errorf(models.CodeUnavailable,
+				"too many wrong bearer tokens from this address: try again in %d s", secs)})
+			return
+		}
 		// Comparing digests keeps the comparison constant-time whatever the lengths.
 		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
 		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			attempt.Failed()
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agentqueued", error="invalid_token"`)
 			s.writeError(w, r, models.Errorf(models.CodeUnauthorized, "invalid bearer token"))
 			return
 		}
+		attempt.Succeeded()
 		next.ServeHTTP(w, r)
 	})
 }

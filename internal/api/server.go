@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/service/areas"
+	"github.com/agentqueued/agentqueued/internal/throttle"
 )
 
 // Defaults of the server's configuration.
@@ -49,6 +50,11 @@ type Config struct {
 	Addr string
 	// Token, when not empty, is the bearer token every /api/v1 request must carry.
 	Token string
+	// Throttle counts wrong bearer tokens by source and refuses, with 429
+	// and Retry-After, to check more from a source over its budget (see
+	// internal/throttle); nil makes one with the defaults. Share one with
+	// the dashboard's login so that both draw on the same budgets.
+	Throttle *throttle.Limiter
 	// Logger receives request and error logs; default discards.
 	Logger *slog.Logger
 	// MaxBodyBytes caps request bodies; default DefaultMaxBodyBytes.
@@ -132,6 +138,9 @@ func New(cfg Config, svc Service) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Throttle == nil {
+		cfg.Throttle = throttle.New(throttle.Config{Logger: cfg.Logger})
 	}
 	hosts, err := newHostSet(cfg.Addr, cfg.AllowedHosts)
 	if err != nil {

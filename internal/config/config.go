@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -951,7 +952,62 @@ func (c *Config) CheckServing() error {
 		return fmt.Errorf("config: listen: %s serves the API beyond this machine (%s) and api.token is not set: "+
 			"set api.token, or listen on 127.0.0.1", c.Listen, where)
 	}
+	if c.API.Token != "" && !models.IsLoopbackHost(host) {
+		if bits := TokenBits(c.API.Token); bits < MinRemoteTokenBits {
+			// The value is a secret: never repeat it.
+			return fmt.Errorf("config: api.token: too weak to serve the API beyond this machine on %s "+
+				"(about %d bits, at least %d needed: e.g. 32 hex or 22 base64 characters): "+
+				"make one with `openssl rand -hex 32`, or listen on 127.0.0.1", c.Listen, bits, MinRemoteTokenBits)
+		}
+	}
 	return nil
+}
+
+// MinRemoteTokenBits is the least estimated strength of api.token, in
+// bits, when the API listens beyond loopback.
+const MinRemoteTokenBits = 128
+
+// TokenBits estimates the strength of a random token in bits: its length
+// times the bits of one character of the smallest alphabet it fits (hex
+// digits of one case: 4; else the sum of the classes it uses: lower and
+// upper letters 26 each, digits 10, other characters 33). A token of fewer
+// than 8 distinct characters is not random: it counts as its distinct
+// characters times 4 bits.
+func TokenBits(tok string) int {
+	distinct := map[rune]bool{}
+	var lower, upper, digit, other bool
+	n := 0
+	for _, r := range tok {
+		n++
+		distinct[r] = true
+		switch {
+		case r >= 'a' && r <= 'z':
+			lower = true
+		case r >= 'A' && r <= 'Z':
+			upper = true
+		case r >= '0' && r <= '9':
+			digit = true
+		default:
+			other = true
+		}
+	}
+	if len(distinct) < 8 {
+		return 4 * len(distinct)
+	}
+	hex := !other && (strings.Trim(strings.ToLower(tok), "0123456789abcdef") == "") && !(lower && upper)
+	size := 16
+	if !hex {
+		size = 0
+		for _, c := range []struct {
+			used bool
+			n    int
+		}{{lower, 26}, {upper, 26}, {digit, 10}, {other, 33}} {
+			if c.used {
+				size += c.n
+			}
+		}
+	}
+	return int(float64(n) * math.Log2(float64(size)))
 }
 
 // validate checks metrics.listen: a host:port, loopback unless

@@ -31,8 +31,8 @@ func TestCheckServingRefusesAnOpenListenerWithoutToken(t *testing.T) {
 		{"[::]:7700", "", false},
 		{"192.168.1.20:7700", "", false},
 		{"agentqueued.lan:7700", "", false},
-		{"0.0.0.0:7700", "s3cret", true},
-		{"192.168.1.20:7700", "s3cret", true},
+		{"0.0.0.0:7700", "9f86d081884c7d659a2feaa0c55ad015", true},
+		{"192.168.1.20:7700", "9f86d081884c7d659a2feaa0c55ad015", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.listen+"/"+tt.token, func(t *testing.T) {
@@ -140,5 +140,49 @@ func TestConfigFileSizeIsCapped(t *testing.T) {
 	}
 	if _, err := config.Load(path, env(nil)); err != nil {
 		t.Fatalf("Load of a file of MaxFileBytes: %v", err)
+	}
+}
+
+// TestCheckServingRefusesAWeakTokenBeyondLoopback: beyond loopback
+// api.token must hold about 128 bits; on loopback any token will do.
+func TestCheckServingRefusesAWeakTokenBeyondLoopback(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, listen, token string
+		weak                bool
+	}{
+		{"one character", "0.0.0.0:7700", "x", true},
+		{"a word", "192.168.1.20:7700", "correcthorsebattery", true},
+		{"31 hex digits", "0.0.0.0:7700", "0123456789abcdef0123456789abcde", true},
+		{"32 hex digits", "0.0.0.0:7700", "0123456789abcdef0123456789abcdef", false},
+		{"openssl rand -hex 32", "[::]:7700", "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", false},
+		{"21 base64 characters", "0.0.0.0:7700", "qL8vZ2xN0pR5tW7yB1dF3", true},
+		{"22 base64 characters", "0.0.0.0:7700", "qL8vZ2xN0pR5tW7yB1dF3h", false},
+		{"long but repetitive", "0.0.0.0:7700", strings.Repeat("ab", 40), true},
+		{"weak on loopback", "127.0.0.1:7700", "x", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := config.Default()
+			c.Listen, c.API.Token = tc.listen, tc.token
+			err := c.CheckServing()
+			if !tc.weak {
+				if err != nil {
+					t.Fatalf("CheckServing: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("CheckServing accepted a weak token on %s", tc.listen)
+			}
+			for _, want := range []string{"api.token", "openssl rand -hex 32", tc.listen} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if len(tc.token) > 3 && strings.Contains(err.Error(), tc.token) {
+				t.Errorf("error %q repeats the token", err)
+			}
+		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/service/areas"
+	"github.com/agentqueued/agentqueued/internal/throttle"
 )
 
 // Prefix is the path every page, form and asset of the dashboard is under.
@@ -59,6 +60,11 @@ type Config struct {
 	// Token, when not empty, is the API token a person types on the login
 	// page; without it no login is asked (see docs/web.md).
 	Token string
+	// Throttle counts wrong tokens typed on the login page by source and
+	// refuses, with 429 and Retry-After, to check more from a source over
+	// its budget (see internal/throttle); nil makes one with the
+	// defaults. Share the API's so that both draw on the same budgets.
+	Throttle *throttle.Limiter
 	// Logger receives errors; default discards.
 	Logger *slog.Logger
 	// Now is the clock sessions expire by; default time.Now.
@@ -104,6 +110,9 @@ func New(cfg Config, svc Service) (*Server, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Throttle == nil {
+		cfg.Throttle = throttle.New(throttle.Config{Logger: cfg.Logger})
 	}
 	if cfg.SessionTTL < 0 {
 		return nil, fmt.Errorf("new web server: SessionTTL %s is negative", cfg.SessionTTL)

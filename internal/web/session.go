@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -207,13 +209,25 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		next = Prefix + "/overview"
 	}
 	if s.cfg.Token != "" {
+		// Over budget, the token is not checked at all: right and wrong
+		// ones get the same answer (internal/throttle). Wrong ones are
+		// logged by the throttle, summarised by source.
+		attempt, wait := s.cfg.Throttle.Begin(r.RemoteAddr)
+		if attempt == nil {
+			secs := int64(wait / time.Second)
+			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+			s.render(w, r, http.StatusTooManyRequests, "login", "", loginPage{Next: next,
+				Message: fmt.Sprintf("too many wrong tokens from this address: try again in %d s", secs)})
+			return
+		}
 		got := sha256.Sum256([]byte(strings.TrimSpace(r.PostFormValue("token"))))
 		want := sha256.Sum256([]byte(s.cfg.Token))
 		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-			s.log.InfoContext(r.Context(), "login refused: wrong token", "remote", r.RemoteAddr)
+			attempt.Failed()
 			s.render(w, r, http.StatusUnauthorized, "login", "", loginPage{Next: next, Message: "wrong token"})
 			return
 		}
+		attempt.Succeeded()
 	}
 	if c, err := r.Cookie(CookieName); err == nil {
 		s.sessions.remove(c.Value) // a new id at login: a planted cookie is worth nothing
