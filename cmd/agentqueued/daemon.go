@@ -598,6 +598,7 @@ func (w *wiring) serve(ctx context.Context, p daemonParts) error {
 	support.run(s, func(ctx context.Context) error { return p.rpc.Serve(ctx, p.rpcLn) })
 	support.run(s, p.watch.Run)
 	support.run(s, func(ctx context.Context) error { return renewLease(ctx, st, p.owner, cfg.Lease.TTL, log) })
+	support.run(s, func(ctx context.Context) error { return checkDatabase(ctx, st, log) })
 	err = s.wait()
 	if gone := p.watch.Check(); gone != nil {
 		// New connections to a deleted file fail: whatever failed first, the
@@ -612,6 +613,21 @@ func (w *wiring) serve(ctx context.Context, p daemonParts) error {
 		return err
 	}
 	log.Info("agentqueued stopped")
+	return nil
+}
+
+// checkDatabase reads the whole database once, while the daemon serves,
+// and stops the daemon if it is damaged: a check before serving made every
+// start wait for it on a large database.
+func checkDatabase(ctx context.Context, st *store.Store, log *slog.Logger) error {
+	start := time.Now()
+	if err := st.CheckIntegrity(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopping: the next start checks again
+		}
+		return fmt.Errorf("check the database: %w", err)
+	}
+	log.Info("database checked", "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
