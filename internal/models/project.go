@@ -555,7 +555,9 @@ func (p Project) Redacted() Project {
 
 // CheckRepoURL refuses a repository URL that carries credentials: an
 // http(s) URL with any user information (https://user:token@host/… or
-// https://token@host/…), or any URL with a password. Credentials in a URL
+// https://token@host/…), any URL with a password, or any URL with a
+// credential in its query string (?access_token=…, ?token=…,
+// ?private_token=… and the like: see credentialParams). Credentials in a URL
 // would show in answers, logs, error messages and on git's command line,
 // where every local user can read them. SSH URLs with a user name and no
 // password (git@host:owner/repo.git, ssh://git@host/owner/repo.git) are
@@ -570,11 +572,14 @@ func CheckRepoURL(field, raw string) error {
 		"credential helper", field, RedactURL(raw))
 }
 
-// urlHasCredentials reports whether raw is an http(s) URL with user
-// information, a URL of another scheme with a password, an scp-like
+// urlHasCredentials reports whether raw has a credential in its query
+// string (see credentialParams), is an http(s) URL with user information, a URL of another scheme with a password, an scp-like
 // address ([user@]host:path) with a password, or a URL too malformed to
 // tell (one with an '@' that does not parse).
 func urlHasCredentials(raw string) bool {
+	if queryHasCredentials(raw) {
+		return true
+	}
 	if scheme, rest, ok := strings.Cut(raw, "://"); ok {
 		auth := rest
 		if i := strings.IndexAny(rest, "/?#"); i >= 0 {
@@ -617,15 +622,70 @@ var (
 // name alone, as in ssh://git@host/…, stays); a URL too malformed to parse
 // that holds an '@' loses everything before its last '@'.
 func RedactURL(s string) string {
-	if !strings.Contains(s, "@") {
+	if !strings.Contains(s, "@") && !strings.Contains(s, "?") {
 		return s
 	}
-	s = urlInText.ReplaceAllStringFunc(s, redactOneURL)
+	s = urlInText.ReplaceAllStringFunc(s, func(u string) string { return redactQuery(redactUserinfo(u)) })
 	return scpPassword.ReplaceAllString(s, "***@$1:")
 }
 
-// redactOneURL redacts the user information of one URL.
-func redactOneURL(u string) string {
+// credentialParams are the query parameters, compared in lower case, whose
+// values are credentials: GitHub's and GitLab's access tokens and the
+// usual names of keys and passwords.
+var credentialParams = map[string]bool{
+	"access_token": true, "token": true, "private_token": true, "private-token": true, "job_token": true,
+	"oauth_token": true, "auth_token": true, "api_key": true, "apikey": true, "key": true, "password": true,
+	"passwd": true, "secret": true, "client_secret": true, "auth": true, "sig": true, "signature": true,
+}
+
+// isCredentialParam reports whether the query parameter named name (as it
+// stands in the URL, maybe percent-encoded) carries a credential.
+func isCredentialParam(name string) bool {
+	if n, err := url.QueryUnescape(name); err == nil {
+		name = n
+	}
+	return credentialParams[strings.ToLower(name)]
+}
+
+// queryHasCredentials reports whether raw has a query string with a
+// credential parameter (see credentialParams) that has a value.
+func queryHasCredentials(raw string) bool {
+	_, query, ok := strings.Cut(raw, "?")
+	if !ok {
+		return false
+	}
+	query, _, _ = strings.Cut(query, "#")
+	for _, kv := range strings.Split(query, "&") {
+		if k, v, _ := strings.Cut(kv, "="); v != "" && isCredentialParam(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// redactQuery replaces the value of every credential parameter (see
+// credentialParams) in the query string of the URL u by "***".
+func redactQuery(u string) string {
+	head, query, ok := strings.Cut(u, "?")
+	if !ok {
+		return u
+	}
+	query, frag, hasFrag := strings.Cut(query, "#")
+	parts := strings.Split(query, "&")
+	for i, kv := range parts {
+		if k, v, ok := strings.Cut(kv, "="); ok && v != "" && isCredentialParam(k) {
+			parts[i] = k + "=***"
+		}
+	}
+	out := head + "?" + strings.Join(parts, "&")
+	if hasFrag {
+		out += "#" + frag
+	}
+	return out
+}
+
+// redactUserinfo redacts the user information of one URL.
+func redactUserinfo(u string) string {
 	i := strings.Index(u, "://") + 3
 	prefix, rest := u[:i], u[i:]
 	auth := rest
