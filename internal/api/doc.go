@@ -49,7 +49,8 @@
 //	GET   /api/v1/projects/{id}       a project
 //	PATCH /api/v1/projects/{id}       partial update (body: name, credit_weight, max_concurrent_agents, status,
 //	                                  budget_limit, discord_channel_id, repo, settings — at least one) → the
-//	                                  project; "settings" is a JSON merge patch (RFC 7396): each key given is set,
+//	                                  project; a negative "budget_limit" is a 400 as on create, "budget_limit":
+//	                                  null removes the budget; "settings" is a JSON merge patch (RFC 7396): each key given is set,
 //	                                  a null removes one (back to its default), keys not given are kept; an
 //	                                  unknown key or a value of the wrong type is a 400 naming "settings.<key>";
 //	                                  a new repo is checked as on create

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/url"
 	"path/filepath"
@@ -430,8 +431,12 @@ type ProjectPatch struct {
 	CreditWeight        *float64       `json:"credit_weight,omitempty"`
 	MaxConcurrentAgents *int           `json:"max_concurrent_agents,omitempty"`
 	Status              *ProjectStatus `json:"status,omitempty"`
-	// BudgetLimit sets the budget; a negative value clears it (unlimited).
+	// BudgetLimit sets the budget; a negative value is refused, as on
+	// create.
 	BudgetLimit *int64 `json:"budget_limit,omitempty"`
+	// ClearBudgetLimit removes the budget (unlimited). In JSON it is
+	// "budget_limit": null.
+	ClearBudgetLimit bool `json:"-"`
 	// DiscordChannelID sets the channel; an empty string clears it.
 	DiscordChannelID *string     `json:"discord_channel_id,omitempty"`
 	Repo             *RepoConfig `json:"repo,omitempty"`
@@ -458,7 +463,42 @@ func (pp ProjectPatch) MarshalJSON() ([]byte, error) {
 		}
 		out.SettingsMerge = &merged
 	}
-	return json.Marshal(out)
+	if !pp.ClearBudgetLimit {
+		return json.Marshal(out)
+	}
+	if pp.BudgetLimit != nil {
+		return nil, Errorf(CodeInvalid, "budget_limit: both set and cleared")
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	sep := ","
+	if string(b) == "{}" {
+		sep = ""
+	}
+	return []byte(string(b[:len(b)-1]) + sep + `"budget_limit":null}`), nil
+}
+
+// UnmarshalJSON decodes the patch as the API takes it: "budget_limit":
+// null sets ClearBudgetLimit. Unknown keys are refused.
+func (pp *ProjectPatch) UnmarshalJSON(b []byte) error {
+	type plain ProjectPatch
+	var out plain
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&out); err != nil {
+		return err
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil {
+		return err
+	}
+	if v, ok := keys["budget_limit"]; ok && string(bytes.TrimSpace(v)) == "null" {
+		out.ClearBudgetLimit = true
+	}
+	*pp = ProjectPatch(out)
+	return nil
 }
 
 // Fields names the fields the patch sets, in a fixed order.
@@ -470,7 +510,7 @@ func (pp ProjectPatch) Fields() []string {
 	}{
 		{"name", pp.Name != nil}, {"credit_weight", pp.CreditWeight != nil},
 		{"max_concurrent_agents", pp.MaxConcurrentAgents != nil}, {"status", pp.Status != nil},
-		{"budget_limit", pp.BudgetLimit != nil}, {"discord_channel_id", pp.DiscordChannelID != nil},
+		{"budget_limit", pp.BudgetLimit != nil || pp.ClearBudgetLimit}, {"discord_channel_id", pp.DiscordChannelID != nil},
 		{"repo", pp.Repo != nil}, {"settings", pp.Settings != nil || pp.SettingsMerge != nil},
 	} {
 		if f.set {
@@ -499,13 +539,16 @@ func (pp ProjectPatch) Apply(p Project) (Project, error) {
 	if pp.Status != nil {
 		p.Status = *pp.Status
 	}
-	if pp.BudgetLimit != nil {
-		if *pp.BudgetLimit < 0 {
-			p.BudgetLimit = nil
-		} else {
-			v := *pp.BudgetLimit
-			p.BudgetLimit = &v
-		}
+	switch {
+	case pp.ClearBudgetLimit && pp.BudgetLimit != nil:
+		return p, Errorf(CodeInvalid, "budget_limit: both set and cleared")
+	case pp.ClearBudgetLimit:
+		p.BudgetLimit = nil
+	case pp.BudgetLimit != nil && *pp.BudgetLimit < 0:
+		return p, Errorf(CodeInvalid, "budget_limit: must not be negative (got %d); send null to remove the budget", *pp.BudgetLimit)
+	case pp.BudgetLimit != nil:
+		v := *pp.BudgetLimit
+		p.BudgetLimit = &v
 	}
 	if pp.DiscordChannelID != nil {
 		if *pp.DiscordChannelID == "" {
