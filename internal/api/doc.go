@@ -30,7 +30,8 @@
 //
 //	GET   /healthz                    {"status":"ok"} when the store answers and Config.Health (when set) returns
 //	                                  nil; else 503 {"status":"unhealthy","reason":"...","error":{...}}, the reason
-//	                                  "store unavailable" or Config.Health's error text; never needs a token.
+//	                                  "store unavailable: " and what the store's reads of the schema and the
+//	                                  tasks met (a damaged database says "the database is damaged"), or Config.Health's error text; never needs a token.
 //	                                  Both carry "database" (Config.DatabaseID, when set): the daemon's database
 //	                                  as a hash of its path, never the path, which doctor compares with its own
 //	GET   /metrics                    the Prometheus metrics (text format; docs/operations.md), served when

@@ -359,11 +359,40 @@ func (s *Store) Checkpoint(ctx context.Context) (logPages, copied int, err error
 	return logPages, copied, nil
 }
 
-// Ping checks that the database answers.
+// pingQueries are the reads of Ping: the schema, the count of projects
+// and of tasks (SQLite counts over the narrowest index of a table, every
+// leaf of it), and the newest tasks with every column, as the first page
+// of a list reads them. Their cost grows with the tasks' index, not with
+// the whole file, unlike PRAGMA quick_check, which the start runs.
+var pingQueries = []string{
+	"SELECT count(*) FROM sqlite_schema",
+	"SELECT count(*) FROM projects",
+	"SELECT count(*) FROM tasks",
+	"SELECT count(*), sum(length(description)) FROM (SELECT " + taskColumns + " FROM tasks ORDER BY submission_seq DESC LIMIT 100)",
+}
+
+// Ping checks that the database answers real reads (see pingQueries): a
+// database damaged while the daemon runs is reported as such, with what
+// SQLite said, rather than passing a check that reads nothing.
 func (s *Store) Ping(ctx context.Context) error {
-	var one int
-	if err := s.rdb.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
-		return fmt.Errorf("ping store: %w", err)
+	for _, q := range pingQueries {
+		rows, err := s.rdb.QueryContext(ctx, q)
+		if err == nil {
+			for rows.Next() {
+			}
+			err = rows.Err()
+			if cerr := rows.Close(); err == nil {
+				err = cerr
+			}
+		}
+		var se sqlite3.Error
+		switch {
+		case err == nil:
+		case errors.As(err, &se) && (se.Code == sqlite3.ErrCorrupt || se.Code == sqlite3.ErrNotADB):
+			return fmt.Errorf("ping store: the database is damaged (%w): restore it from a backup", err)
+		default:
+			return fmt.Errorf("ping store: %w", err)
+		}
 	}
 	return nil
 }
