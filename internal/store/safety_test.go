@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -423,5 +425,38 @@ func TestPingNoticesDamageWhileRunning(t *testing.T) {
 	err = s.Ping(ctx)
 	if err == nil || !strings.Contains(err.Error(), "the database is damaged") || !strings.Contains(err.Error(), "restore it from a backup") {
 		t.Fatalf("ping of a damaged database: %v", err)
+	}
+}
+
+// TestOpenOnReadOnlyFileSystem: a data directory on a read-only file
+// system was reported as "no such file or directory" (SQLite's read-only
+// retry), for a new database and for an existing one (its -wal and -shm
+// cannot be made). The error names the read-only file system. It mounts a
+// tmpfs, so it runs only as root (root is not stopped by a mode).
+func TestOpenOnReadOnlyFileSystem(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a read-only file system needs root")
+	}
+	dir := t.TempDir()
+	mount := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("mount", args...).CombinedOutput(); err != nil {
+			t.Skipf("mount %v: %v: %s", args, err, out)
+		}
+	}
+	mount("-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", dir)
+	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+	existing := filepath.Join(dir, "existing.db")
+	s, err := store.Open(context.Background(), store.Config{Path: existing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	mount("-o", "remount,ro", dir)
+	for _, path := range []string{existing, filepath.Join(dir, "new.db")} {
+		_, err := store.Open(context.Background(), store.Config{Path: path})
+		if err == nil || !errors.Is(err, syscall.EROFS) || !strings.Contains(err.Error(), "read-only file system") {
+			t.Errorf("open %s on a read-only file system: %v", filepath.Base(path), err)
+		}
 	}
 }
