@@ -235,7 +235,11 @@
 // (DefaultPageSize, 100, without one; 1 to MaxPageSize, 500: a larger
 // limit is a 400 naming the maximum, not silently cut) and, when more
 // follow, "next", an opaque cursor that ?after= takes to continue with the
-// same filters. "next" is left out of the last page. A cursor whose item
+// same filters. "next" is left out of the last page. A page of tasks is
+// also bounded in bytes (Config.MaxListBytes, DefaultMaxListBytes: 4 MiB):
+// it ends early, with "next", before the next task would take the answer
+// past the budget (a page always holds at least one task), so a page may
+// hold fewer tasks than limit while more follow. A cursor whose item
 // has since been deleted is a 400: start again without after. The lists of
 // projects, agents, hooks, workflows and a run's tasks are not paged: they
 // hold what the owner configured or created by hand, and a run's tasks are
