@@ -140,7 +140,11 @@ func (c *ctl) projectEdit(ctx context.Context, args []string) error {
 		patch.Status = &st
 	}
 	if set["budget"] {
-		patch.BudgetLimit = budget
+		if *budget < 0 {
+			patch.ClearBudgetLimit = true // the flag's documented way to remove the limit
+		} else {
+			patch.BudgetLimit = budget
+		}
 	}
 	if set["discord-channel"] {
 		patch.DiscordChannelID = discord

@@ -58,6 +58,10 @@ func TestDaemonWithCtl(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^Status:\s+PAUSED$`).MatchString(out) || !regexp.MustCompile(`(?m)^Budget:\s+500$`).MatchString(out) {
 		t.Errorf("project edit output:\n%s", out)
 	}
+	// A negative --budget removes the limit (sent as "budget_limit": null).
+	if out := mustCtl(t, addr, "project", "edit", "web", "--budget", "-1"); regexp.MustCompile(`(?m)^Budget:\s+500$`).MatchString(out) {
+		t.Errorf("project edit --budget -1 kept the budget:\n%s", out)
+	}
 	mustCtl(t, addr, "project", "edit", "web", "--status", "ACTIVE")
 	if out := mustCtl(t, addr, "project", "show", "web"); !regexp.MustCompile(`(?m)^Name:\s+Web site$`).MatchString(out) {
 		t.Errorf("project show:\n%s", out)

@@ -158,7 +158,8 @@ func (m *Main) runMCP(ctx context.Context, args []string) error {
 	if !ok {
 		in = io.NopCloser(stdinOf(ctx))
 	}
-	err = newMCPServer(client).Run(ctx, &mcp.IOTransport{Reader: in, Writer: nopWriteCloser{m.Stdout}})
+	out := &lockedWriter{w: m.Stdout}
+	err = newMCPServer(client).Run(ctx, &mcp.IOTransport{Reader: newMCPFrames(in, out, mcp.DefaultMaxLineLength), Writer: out})
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -167,12 +168,6 @@ func (m *Main) runMCP(ctx context.Context, args []string) error {
 	}
 	return nil
 }
-
-// nopWriteCloser is a writer whose Close does nothing: the MCP server must
-// not close the program's standard output.
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // newMCPServer returns an MCP server whose tools call rpc.
 func newMCPServer(rpc agentRPC) *mcp.Server {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -285,5 +286,90 @@ func TestNoChangesReachTheDaemon(t *testing.T) {
 	}
 	if !slices.Equal(got, []bool{true, true, false}) {
 		t.Fatalf("no_changes as the daemon saw them: %v (%+v)", got, e.svc.completions)
+	}
+}
+
+// TestMCPAnswersMalformedFrames: a malformed JSON-RPC frame ended
+// "agentqueued mcp" (the SDK's stdio transport stops at the first one);
+// it is answered with a -32700 parse error and the server keeps serving.
+func TestMCPAnswersMalformedFrames(t *testing.T) {
+	t.Parallel()
+	e := newAgentEnv(t)
+	env := e.startRun("Malformed")
+
+	stdinR, stdinW := io.Pipe()
+	stdoutR, stdoutW := io.Pipe()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		code := NewMain([]string{"mcp"}, stdoutW, &stderr, envOf(env)).Exec(withStdin(context.Background(), stdinR))
+		stdoutW.Close()
+		done <- code
+	}()
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(stdoutR)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	send := func(frame string) {
+		t.Helper()
+		if _, err := io.WriteString(stdinW, frame+"\n"); err != nil {
+			t.Fatalf("write %q: %v", frame, err)
+		}
+	}
+	type answer struct {
+		ID    json.RawMessage `json:"id"`
+		Error *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+		Result json.RawMessage `json:"result"`
+	}
+	next := func() answer {
+		t.Helper()
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("mcp ended its output; stderr %q", stderr.String())
+			}
+			var a answer
+			if err := json.Unmarshal([]byte(l), &a); err != nil {
+				t.Fatalf("answer %q: %v", l, err)
+			}
+			return a
+		case <-time.After(waitLimit):
+			t.Fatal("no answer from mcp")
+		}
+		return answer{}
+	}
+
+	for i, bad := range []string{`{"jsonrpc":"2.0","id":1,"method":`, `not json`, `{"jsonrpc":"2.0"} trailing`} {
+		send(bad)
+		a := next()
+		if a.Error == nil || a.Error.Code != -32700 || string(a.ID) != "null" || !strings.Contains(a.Error.Message, "Parse error") {
+			t.Fatalf("frame %d %q: answer %+v", i, bad, a)
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},` +
+		`"clientInfo":{"name":"raw","version":"v0"}}}`)
+	if a := next(); a.Error != nil || string(a.ID) != "1" || len(a.Result) == 0 {
+		t.Fatalf("initialize after malformed frames: %+v", a)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	if a := next(); a.Error != nil || string(a.ID) != "2" {
+		t.Fatalf("ping: %+v", a)
+	}
+	stdinW.Close()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("mcp exit %d, stderr %q", code, stderr.String())
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("mcp did not stop when its input closed")
 	}
 }

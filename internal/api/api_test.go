@@ -1,9 +1,12 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -46,6 +49,43 @@ func TestHealthzNamesTheDatabase(t *testing.T) {
 			t.Errorf("healthy %v: database = %q", healthy, h.Database)
 		}
 	}
+}
+
+// TestHealthzNoticesDamagedDatabase: a database damaged while the daemon
+// ran kept /healthz at 200 (its check read nothing) while lists answered
+// 500; it is a 503 saying the database is damaged.
+func TestHealthzNoticesDamagedDatabase(t *testing.T) {
+	t.Parallel()
+	e, path := newEnvWithDB(t)
+	e.createProject("web")
+	e.createTasks(`{"project_id":"web","tasks":[{"title":"One"},{"title":"Two"}]}`)
+	e.do("GET", "/healthz", "").decode(t, http.StatusOK, &api.Health{})
+	db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		t.Fatal(err)
+	}
+	var pageSize, root int64
+	if err := db.QueryRow("SELECT (SELECT page_size FROM pragma_page_size), rootpage FROM sqlite_schema WHERE name = 'tasks'").
+		Scan(&pageSize, &root); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xA5}, int(pageSize)), (root-1)*pageSize); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if r := e.do("GET", "/api/v1/tasks?project=web", ""); r.status != http.StatusInternalServerError {
+		t.Fatalf("a list of the damaged tasks: %d %s", r.status, r.body)
+	}
+	e.do("GET", "/healthz", "").wantError(t, http.StatusServiceUnavailable, models.CodeInternal,
+		"store unavailable: the database is damaged")
 }
 
 func TestHealthzReportsStoreFailure(t *testing.T) {

@@ -30,7 +30,8 @@
 //
 //	GET   /healthz                    {"status":"ok"} when the store answers and Config.Health (when set) returns
 //	                                  nil; else 503 {"status":"unhealthy","reason":"...","error":{...}}, the reason
-//	                                  "store unavailable" or Config.Health's error text; never needs a token.
+//	                                  "store unavailable: " and what the store's reads of the schema and the
+//	                                  tasks met (a damaged database says "the database is damaged"), or Config.Health's error text; never needs a token.
 //	                                  Both carry "database" (Config.DatabaseID, when set): the daemon's database
 //	                                  as a hash of its path, never the path, which doctor compares with its own
 //	GET   /metrics                    the Prometheus metrics (text format; docs/operations.md), served when
@@ -49,7 +50,8 @@
 //	GET   /api/v1/projects/{id}       a project
 //	PATCH /api/v1/projects/{id}       partial update (body: name, credit_weight, max_concurrent_agents, status,
 //	                                  budget_limit, discord_channel_id, repo, settings — at least one) → the
-//	                                  project; "settings" is a JSON merge patch (RFC 7396): each key given is set,
+//	                                  project; a negative "budget_limit" is a 400 as on create, "budget_limit":
+//	                                  null removes the budget; "settings" is a JSON merge patch (RFC 7396): each key given is set,
 //	                                  a null removes one (back to its default), keys not given are kept; an
 //	                                  unknown key or a value of the wrong type is a 400 naming "settings.<key>";
 //	                                  a new repo is checked as on create
@@ -233,7 +235,11 @@
 // (DefaultPageSize, 100, without one; 1 to MaxPageSize, 500: a larger
 // limit is a 400 naming the maximum, not silently cut) and, when more
 // follow, "next", an opaque cursor that ?after= takes to continue with the
-// same filters. "next" is left out of the last page. A cursor whose item
+// same filters. "next" is left out of the last page. A page of tasks is
+// also bounded in bytes (Config.MaxListBytes, DefaultMaxListBytes: 4 MiB):
+// it ends early, with "next", before the next task would take the answer
+// past the budget (a page always holds at least one task), so a page may
+// hold fewer tasks than limit while more follow. A cursor whose item
 // has since been deleted is a 400: start again without after. The lists of
 // projects, agents, hooks, workflows and a run's tasks are not paged: they
 // hold what the owner configured or created by hand, and a run's tasks are

@@ -291,6 +291,34 @@ func TestEmptyProjectPatchIsRefused(t *testing.T) {
 	}
 }
 
+// TestProjectPatchRefusesNegativeBudget: PATCH refuses a negative
+// budget_limit as create does, instead of silently removing the budget;
+// null is the explicit way to remove it.
+func TestProjectPatchRefusesNegativeBudget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, api.Config{})
+	var p models.Project
+	e.do("POST", "/api/v1/projects", `{"id":"web","budget_limit":100}`).decode(t, http.StatusCreated, &p)
+	e.do("POST", "/api/v1/projects", `{"id":"neg","budget_limit":-1}`).wantError(t, http.StatusBadRequest, models.CodeInvalid,
+		"budget_limit: must not be negative")
+	e.do("PATCH", "/api/v1/projects/web", `{"budget_limit":-1}`).wantError(t, http.StatusBadRequest, models.CodeInvalid,
+		"budget_limit: must not be negative")
+	e.do("GET", "/api/v1/projects/web", "").decode(t, http.StatusOK, &p)
+	if p.BudgetLimit == nil || *p.BudgetLimit != 100 {
+		t.Fatalf("budget after a refused patch: %v", p.BudgetLimit)
+	}
+	p = models.Project{} // a nil budget is left out of the answer
+	e.do("PATCH", "/api/v1/projects/web", `{"budget_limit":null}`).decode(t, http.StatusOK, &p)
+	if p.BudgetLimit != nil {
+		t.Fatalf("budget after null: %v", *p.BudgetLimit)
+	}
+	e.do("PATCH", "/api/v1/projects/web", `{"budget_limit":7}`).decode(t, http.StatusOK, &p)
+	if p.BudgetLimit == nil || *p.BudgetLimit != 7 {
+		t.Fatalf("budget after 7: %v", p.BudgetLimit)
+	}
+	e.do("PATCH", "/api/v1/projects/web", `{"budgetlimit":7}`).wantError(t, http.StatusBadRequest, models.CodeInvalid, "budgetlimit")
+}
+
 // TestJSONKeysAreExact: encoding/json matches keys to fields ignoring case
 // and lets the last of repeated keys win; both are refused, naming the
 // key, at any depth, before anything is written.

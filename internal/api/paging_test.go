@@ -239,3 +239,82 @@ func TestWorkflowRunListIsPaged(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskListIsBoundedInBytes: a page of tasks with long descriptions was
+// built whole however large (500 tasks of 200,000 characters: 100 MB in
+// memory per request). A page now ends early, with "next", before its
+// answer passes the byte budget, and following next still reaches every
+// task once, in order.
+func TestTaskListIsBoundedInBytes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		budget      int // 0: api.DefaultMaxListBytes
+		tasks, desc int
+		limit       int
+		minPages    int
+	}{
+		{"default budget, longest descriptions", 0, 30, models.MaxDescriptionLen, api.MaxPageSize, 2},
+		{"small budget across read chunks", 60_000, 130, 2_000, api.MaxPageSize, 4},
+		{"limit before budget", 0, 12, 100, 5, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, api.Config{MaxListBytes: tt.budget})
+			budget := tt.budget
+			if budget == 0 {
+				budget = api.DefaultMaxListBytes
+			}
+			e.createProject("web")
+			batch := models.TaskBatch{ProjectID: "web"}
+			for i := range tt.tasks {
+				batch.Tasks = append(batch.Tasks, models.BatchTask{Title: fmt.Sprintf("task %d", i),
+					Description: strings.Repeat(string(rune('a'+i%26)), tt.desc)})
+			}
+			res, err := e.store.CreateTasks(context.Background(), batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			after, pages := "", 0
+			for {
+				q := "?project=web&limit=" + strconv.Itoa(tt.limit)
+				if after != "" {
+					q += "&after=" + after
+				}
+				r := e.do("GET", "/api/v1/tasks"+q, "")
+				if len(r.body) > budget {
+					t.Fatalf("page %d: %d bytes, over the budget of %d", pages, len(r.body), budget)
+				}
+				var tl api.TaskList
+				r.decode(t, http.StatusOK, &tl)
+				pages++
+				if len(tl.Tasks) == 0 || len(tl.Tasks) > tt.limit {
+					t.Fatalf("page %d: %d tasks (limit %d)", pages, len(tl.Tasks), tt.limit)
+				}
+				for _, task := range tl.Tasks {
+					if len(task.Description) != tt.desc {
+						t.Fatalf("task %s: description of %d characters, want %d", task.ID, len(task.Description), tt.desc)
+					}
+					got = append(got, task.ID)
+				}
+				if tl.Next == "" {
+					break
+				}
+				after = tl.Next
+			}
+			if pages < tt.minPages {
+				t.Errorf("%d pages, want at least %d", pages, tt.minPages)
+			}
+			if len(got) != len(res) {
+				t.Fatalf("paging reached %d tasks, want %d", len(got), len(res))
+			}
+			for i, r := range res {
+				if got[i] != r.TaskID {
+					t.Fatalf("task %d: %s, want %s", i, got[i], r.TaskID)
+				}
+			}
+		})
+	}
+}

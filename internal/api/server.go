@@ -98,6 +98,22 @@ type Config struct {
 	// where it is (the answer needs no token), such as a hash of the
 	// database file's path.
 	DatabaseID string
+	// MaxListBytes bounds the encoded size of a page of GET /api/v1/tasks:
+	// a page ends early, with "next", before it would pass it; default
+	// DefaultMaxListBytes.
+	MaxListBytes int
+}
+
+// DefaultMaxListBytes is the default Config.MaxListBytes: a page of tasks
+// with long descriptions stays a few megabytes instead of hundreds.
+const DefaultMaxListBytes = 4 << 20
+
+// listBytes is the byte budget of a page of tasks.
+func (s *Server) listBytes() int {
+	if s.cfg.MaxListBytes > 0 {
+		return s.cfg.MaxListBytes
+	}
+	return DefaultMaxListBytes
 }
 
 // Server serves the HTTP API over a Service.

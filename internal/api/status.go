@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -27,7 +28,8 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	reason := ""
 	if err := s.svc.Ping(r.Context()); err != nil {
 		s.log.ErrorContext(r.Context(), "health check failed", "err", err)
-		reason = "store unavailable"
+		// The store's words (a damaged database says so), free of secrets.
+		reason = "store unavailable: " + strings.TrimPrefix(err.Error(), "ping store: ")
 	} else if s.cfg.Health != nil {
 		if err := s.cfg.Health(r.Context()); err != nil {
 			// The daemon's own words for its operators, free of secrets.

@@ -2,6 +2,9 @@ package api
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -100,18 +103,65 @@ func (s *Server) handleListTasks(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	limit := f.Limit
-	f.Limit = limit + 1
-	ts, err := s.svc.ListTasks(r.Context(), f)
+	page, err := s.taskPage(r.Context(), f, s.listBytes())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	ts, next := pageOf(ts, limit, func(t models.Task) string { return t.ID })
-	for i := range ts {
-		ts[i] = redactTask(ts[i])
+	s.writeJSON(w, r, http.StatusOK, page)
+}
+
+// taskReadChunk is how many tasks a list reads from the store at a time:
+// with descriptions of up to models.MaxDescriptionLen characters, a whole
+// page of MaxPageSize read at once could hold hundreds of megabytes.
+const taskReadChunk = 50
+
+// rawTaskList is a TaskList whose tasks are already encoded.
+type rawTaskList struct {
+	Tasks []json.RawMessage `json:"tasks"`
+	Next  string            `json:"next,omitempty"`
+	// lastID is the id of the last task in Tasks.
+	lastID string
+}
+
+// taskPage reads the page of tasks f selects (at most f.Limit of them),
+// taskReadChunk at a time, and encodes them until the next one would take
+// the answer past budget bytes: a page then ends early, with "next" where
+// it stopped. The first task is always answered, whatever its size, so
+// paging always advances.
+func (s *Server) taskPage(ctx context.Context, f models.TaskFilter, budget int) (rawTaskList, error) {
+	limit := f.Limit
+	page := rawTaskList{Tasks: []json.RawMessage{}}
+	size := len(`{"tasks":[],"next":""}`) + 1
+	for {
+		f.Limit = min(limit-len(page.Tasks), taskReadChunk) + 1
+		ts, err := s.svc.ListTasks(ctx, f)
+		if err != nil {
+			return rawTaskList{}, err
+		}
+		for i, t := range ts {
+			if len(page.Tasks) == limit {
+				page.Next = page.lastID
+				return page, nil
+			}
+			b, err := json.Marshal(redactTask(t))
+			if err != nil {
+				return rawTaskList{}, fmt.Errorf("encode task %s: %w", t.ID, err)
+			}
+			if len(page.Tasks) > 0 && size+len(b)+len(t.ID)+1 > budget {
+				page.Next = page.lastID
+				return page, nil
+			}
+			page.Tasks = append(page.Tasks, b)
+			page.lastID = t.ID
+			size += len(b) + 1
+			ts[i] = models.Task{} // let the read task go before the next is encoded
+		}
+		if len(ts) < f.Limit {
+			return page, nil // the last of the tasks
+		}
+		f.AfterID = page.lastID
 	}
-	s.writeJSON(w, r, http.StatusOK, TaskList{Tasks: nonNil(ts), Next: next})
 }
 
 // parseTaskFilter reads project, status (comma-separated statuses or

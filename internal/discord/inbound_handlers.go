@@ -342,7 +342,11 @@ func (b *Bot) projectEdit(ctx context.Context, c call) reply {
 		patch.MaxConcurrentAgents = &m
 	}
 	if n, ok := c.opts.int("budget"); ok {
-		patch.BudgetLimit = &n
+		if n < 0 {
+			patch.ClearBudgetLimit = true // the option's documented way to remove the limit
+		} else {
+			patch.BudgetLimit = &n
+		}
 	}
 	if len(patch.Fields()) == 0 {
 		return ephemeral("⚠️ Nothing to change: give name, channel, credit_weight, max_agents or budget.")

@@ -1,6 +1,7 @@
 package models_test
 
 import (
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -136,9 +137,33 @@ func TestProjectPatchClearsBudget(t *testing.T) {
 	t.Parallel()
 	p := models.Project{ID: "web", BudgetLimit: ptr[int64](10)}
 	p.ApplyDefaults()
-	got, err := models.ProjectPatch{BudgetLimit: ptr[int64](-1), Name: ptr("Web")}.Apply(p)
+	got, err := models.ProjectPatch{ClearBudgetLimit: true, Name: ptr("Web")}.Apply(p)
 	if err != nil || got.BudgetLimit != nil || got.Name != "Web" {
 		t.Fatalf("got %+v, %v", got, err)
+	}
+	// A negative budget is refused, as on create, instead of clearing it.
+	if _, err := (models.ProjectPatch{BudgetLimit: ptr[int64](-1)}).Apply(p); models.ErrorCodeOf(err) != models.CodeInvalid ||
+		!strings.Contains(models.ErrorMessageOf(err), "budget_limit: must not be negative") {
+		t.Fatalf("negative budget: %v", err)
+	}
+	// In JSON, null clears and survives a round trip; a number sets.
+	for _, c := range []struct {
+		patch models.ProjectPatch
+		json  string
+	}{
+		{models.ProjectPatch{ClearBudgetLimit: true}, `{"budget_limit":null}`},
+		{models.ProjectPatch{ClearBudgetLimit: true, Name: ptr("Web")}, `{"name":"Web","budget_limit":null}`},
+		{models.ProjectPatch{BudgetLimit: ptr[int64](5)}, `{"budget_limit":5}`},
+	} {
+		b, err := json.Marshal(c.patch)
+		if err != nil || string(b) != c.json {
+			t.Fatalf("marshal %+v = %s, %v; want %s", c.patch, b, err, c.json)
+		}
+		var back models.ProjectPatch
+		if err := json.Unmarshal(b, &back); err != nil || back.ClearBudgetLimit != c.patch.ClearBudgetLimit ||
+			(back.BudgetLimit == nil) != (c.patch.BudgetLimit == nil) {
+			t.Fatalf("unmarshal %s = %+v, %v", b, back, err)
+		}
 	}
 	if _, err := (models.ProjectPatch{CreditWeight: ptr(0.0)}).Apply(p); err == nil {
 		t.Fatal("zero credit weight accepted")

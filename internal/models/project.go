@@ -1,6 +1,7 @@
 package models
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/url"
 	"path/filepath"
@@ -430,8 +431,12 @@ type ProjectPatch struct {
 	CreditWeight        *float64       `json:"credit_weight,omitempty"`
 	MaxConcurrentAgents *int           `json:"max_concurrent_agents,omitempty"`
 	Status              *ProjectStatus `json:"status,omitempty"`
-	// BudgetLimit sets the budget; a negative value clears it (unlimited).
+	// BudgetLimit sets the budget; a negative value is refused, as on
+	// create.
 	BudgetLimit *int64 `json:"budget_limit,omitempty"`
+	// ClearBudgetLimit removes the budget (unlimited). In JSON it is
+	// "budget_limit": null.
+	ClearBudgetLimit bool `json:"-"`
 	// DiscordChannelID sets the channel; an empty string clears it.
 	DiscordChannelID *string     `json:"discord_channel_id,omitempty"`
 	Repo             *RepoConfig `json:"repo,omitempty"`
@@ -458,7 +463,42 @@ func (pp ProjectPatch) MarshalJSON() ([]byte, error) {
 		}
 		out.SettingsMerge = &merged
 	}
-	return json.Marshal(out)
+	if !pp.ClearBudgetLimit {
+		return json.Marshal(out)
+	}
+	if pp.BudgetLimit != nil {
+		return nil, Errorf(CodeInvalid, "budget_limit: both set and cleared")
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	sep := ","
+	if string(b) == "{}" {
+		sep = ""
+	}
+	return []byte(string(b[:len(b)-1]) + sep + `"budget_limit":null}`), nil
+}
+
+// UnmarshalJSON decodes the patch as the API takes it: "budget_limit":
+// null sets ClearBudgetLimit. Unknown keys are refused.
+func (pp *ProjectPatch) UnmarshalJSON(b []byte) error {
+	type plain ProjectPatch
+	var out plain
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&out); err != nil {
+		return err
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil {
+		return err
+	}
+	if v, ok := keys["budget_limit"]; ok && string(bytes.TrimSpace(v)) == "null" {
+		out.ClearBudgetLimit = true
+	}
+	*pp = ProjectPatch(out)
+	return nil
 }
 
 // Fields names the fields the patch sets, in a fixed order.
@@ -470,7 +510,7 @@ func (pp ProjectPatch) Fields() []string {
 	}{
 		{"name", pp.Name != nil}, {"credit_weight", pp.CreditWeight != nil},
 		{"max_concurrent_agents", pp.MaxConcurrentAgents != nil}, {"status", pp.Status != nil},
-		{"budget_limit", pp.BudgetLimit != nil}, {"discord_channel_id", pp.DiscordChannelID != nil},
+		{"budget_limit", pp.BudgetLimit != nil || pp.ClearBudgetLimit}, {"discord_channel_id", pp.DiscordChannelID != nil},
 		{"repo", pp.Repo != nil}, {"settings", pp.Settings != nil || pp.SettingsMerge != nil},
 	} {
 		if f.set {
@@ -499,13 +539,16 @@ func (pp ProjectPatch) Apply(p Project) (Project, error) {
 	if pp.Status != nil {
 		p.Status = *pp.Status
 	}
-	if pp.BudgetLimit != nil {
-		if *pp.BudgetLimit < 0 {
-			p.BudgetLimit = nil
-		} else {
-			v := *pp.BudgetLimit
-			p.BudgetLimit = &v
-		}
+	switch {
+	case pp.ClearBudgetLimit && pp.BudgetLimit != nil:
+		return p, Errorf(CodeInvalid, "budget_limit: both set and cleared")
+	case pp.ClearBudgetLimit:
+		p.BudgetLimit = nil
+	case pp.BudgetLimit != nil && *pp.BudgetLimit < 0:
+		return p, Errorf(CodeInvalid, "budget_limit: must not be negative (got %d); send null to remove the budget", *pp.BudgetLimit)
+	case pp.BudgetLimit != nil:
+		v := *pp.BudgetLimit
+		p.BudgetLimit = &v
 	}
 	if pp.DiscordChannelID != nil {
 		if *pp.DiscordChannelID == "" {
@@ -555,7 +598,9 @@ func (p Project) Redacted() Project {
 
 // CheckRepoURL refuses a repository URL that carries credentials: an
 // http(s) URL with any user information (https://user:token@host/… or
-// https://token@host/…), or any URL with a password. Credentials in a URL
+// https://token@host/…), any URL with a password, or any URL with a
+// credential in its query string (?access_token=…, ?token=…,
+// ?private_token=… and the like: see credentialParams). Credentials in a URL
 // would show in answers, logs, error messages and on git's command line,
 // where every local user can read them. SSH URLs with a user name and no
 // password (git@host:owner/repo.git, ssh://git@host/owner/repo.git) are
@@ -570,11 +615,14 @@ func CheckRepoURL(field, raw string) error {
 		"credential helper", field, RedactURL(raw))
 }
 
-// urlHasCredentials reports whether raw is an http(s) URL with user
-// information, a URL of another scheme with a password, an scp-like
+// urlHasCredentials reports whether raw has a credential in its query
+// string (see credentialParams), is an http(s) URL with user information, a URL of another scheme with a password, an scp-like
 // address ([user@]host:path) with a password, or a URL too malformed to
 // tell (one with an '@' that does not parse).
 func urlHasCredentials(raw string) bool {
+	if queryHasCredentials(raw) {
+		return true
+	}
 	if scheme, rest, ok := strings.Cut(raw, "://"); ok {
 		auth := rest
 		if i := strings.IndexAny(rest, "/?#"); i >= 0 {
@@ -617,15 +665,70 @@ var (
 // name alone, as in ssh://git@host/…, stays); a URL too malformed to parse
 // that holds an '@' loses everything before its last '@'.
 func RedactURL(s string) string {
-	if !strings.Contains(s, "@") {
+	if !strings.Contains(s, "@") && !strings.Contains(s, "?") {
 		return s
 	}
-	s = urlInText.ReplaceAllStringFunc(s, redactOneURL)
+	s = urlInText.ReplaceAllStringFunc(s, func(u string) string { return redactQuery(redactUserinfo(u)) })
 	return scpPassword.ReplaceAllString(s, "***@$1:")
 }
 
-// redactOneURL redacts the user information of one URL.
-func redactOneURL(u string) string {
+// credentialParams are the query parameters, compared in lower case, whose
+// values are credentials: GitHub's and GitLab's access tokens and the
+// usual names of keys and passwords.
+var credentialParams = map[string]bool{
+	"access_token": true, "token": true, "private_token": true, "private-token": true, "job_token": true,
+	"oauth_token": true, "auth_token": true, "api_key": true, "apikey": true, "key": true, "password": true,
+	"passwd": true, "secret": true, "client_secret": true, "auth": true, "sig": true, "signature": true,
+}
+
+// isCredentialParam reports whether the query parameter named name (as it
+// stands in the URL, maybe percent-encoded) carries a credential.
+func isCredentialParam(name string) bool {
+	if n, err := url.QueryUnescape(name); err == nil {
+		name = n
+	}
+	return credentialParams[strings.ToLower(name)]
+}
+
+// queryHasCredentials reports whether raw has a query string with a
+// credential parameter (see credentialParams) that has a value.
+func queryHasCredentials(raw string) bool {
+	_, query, ok := strings.Cut(raw, "?")
+	if !ok {
+		return false
+	}
+	query, _, _ = strings.Cut(query, "#")
+	for _, kv := range strings.Split(query, "&") {
+		if k, v, _ := strings.Cut(kv, "="); v != "" && isCredentialParam(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// redactQuery replaces the value of every credential parameter (see
+// credentialParams) in the query string of the URL u by "***".
+func redactQuery(u string) string {
+	head, query, ok := strings.Cut(u, "?")
+	if !ok {
+		return u
+	}
+	query, frag, hasFrag := strings.Cut(query, "#")
+	parts := strings.Split(query, "&")
+	for i, kv := range parts {
+		if k, v, ok := strings.Cut(kv, "="); ok && v != "" && isCredentialParam(k) {
+			parts[i] = k + "=***"
+		}
+	}
+	out := head + "?" + strings.Join(parts, "&")
+	if hasFrag {
+		out += "#" + frag
+	}
+	return out
+}
+
+// redactUserinfo redacts the user information of one URL.
+func redactUserinfo(u string) string {
 	i := strings.Index(u, "://") + 3
 	prefix, rest := u[:i], u[i:]
 	auth := rest

@@ -26,6 +26,12 @@ func TestRepoURLWithCredentialsIsRefused(t *testing.T) {
 		{"ssh://git@example.com/owner/x.git", false},
 		{"/srv/git/x@y.git", false},
 		{"file:///srv/git/x.git", false},
+		{"https://example.com/x.git?access_token=tok3n", true},
+		{"https://example.com/x.git?ref=main&token=tok3n", true},
+		{"https://gitlab.example.com/x.git?private_token=tok3n#frag", true},
+		{"https://example.com/x.git?PRIVATE%5FTOKEN=tok3n", true},
+		{"https://example.com/x.git?ref=main", false},
+		{"https://example.com/x.git?token=", false},
 	}
 	for _, c := range cases {
 		p := models.Project{ID: "p", Repo: &models.RepoConfig{SourceType: models.RepoClone, URL: c.url}}
@@ -62,11 +68,17 @@ func TestRedactURL(t *testing.T) {
 		{"ssh://git:tok3n@example.com/x.git", "ssh://***@example.com/x.git"},
 		{"git:tok3n@example.com:owner/x.git", "***@example.com:owner/x.git"},
 		{"https://***@example.com/x.git", "https://***@example.com/x.git"},
+		{"https://example.com/x.git?access_token=tok3n", "https://example.com/x.git?access_token=***"},
+		{"clone 'https://example.com/x.git?ref=main&Token=tok3n#f': 403", "clone 'https://example.com/x.git?ref=main&Token=***#f': 403"},
+		{"https://u:pw@gitlab.example.com/x.git?private_token=tok3n&a=b", "https://***@gitlab.example.com/x.git?private_token=***&a=b"},
+		{"https://example.com/x.git?PRIVATE%5FTOKEN=tok3n", "https://example.com/x.git?PRIVATE%5FTOKEN=***"},
 		// Nothing secret: unchanged.
 		{"ssh://git@example.com/x.git", "ssh://git@example.com/x.git"},
 		{"git@example.com:owner/x.git", "git@example.com:owner/x.git"},
 		{"https://example.com/owner/x@v2.git", "https://example.com/owner/x@v2.git"},
 		{"mail alice@example.com about it", "mail alice@example.com about it"},
+		{"https://example.com/search?q=token&ref=main", "https://example.com/search?q=token&ref=main"},
+		{"why? because", "why? because"},
 		{"", ""},
 	}
 	for _, c := range cases {

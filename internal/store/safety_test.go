@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -379,5 +381,89 @@ func TestAFullDiskFailsWritesCleanlyAndPasses(t *testing.T) {
 	}
 	if h := s.WriteHealth(); h != nil {
 		t.Fatalf("WriteHealth after a write succeeded: %v", h)
+	}
+}
+
+// TestPingNoticesDamageWhileRunning: Ping read nothing (SELECT 1), so a
+// database damaged under a running daemon passed the health check while
+// every list of tasks failed. It reads the tasks now and says the
+// database is damaged.
+func TestPingNoticesDamageWhileRunning(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "aq.db")
+	s := storetest.OpenAt(t, path)
+	storetest.Project(t, s, "p")
+	ctx := context.Background()
+	var tasks []models.BatchTask
+	for i := range 400 {
+		tasks = append(tasks, models.BatchTask{Title: fmt.Sprintf("task %d with a title long enough to fill pages", i)})
+	}
+	if _, err := s.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: tasks}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("ping before the damage: %v", err)
+	}
+	raw := rawDB(t, path)
+	if _, err := raw.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		t.Fatal(err)
+	}
+	var pageSize, root int64
+	if err := raw.QueryRow("PRAGMA page_size").Scan(&pageSize); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.QueryRow("SELECT rootpage FROM sqlite_schema WHERE type = 'table' AND name = 'tasks'").Scan(&root); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	// Scribble over the tasks table's root page, as a failing disk or a
+	// stray write would, while the store is open.
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xA5}, int(pageSize)), (root-1)*pageSize); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := s.ListTasks(ctx, models.TaskFilter{ProjectID: "p", Limit: 10}); err == nil {
+		t.Fatal("the damage does not show in a list: the test damaged the wrong page")
+	}
+	err = s.Ping(ctx)
+	if err == nil || !strings.Contains(err.Error(), "the database is damaged") || !strings.Contains(err.Error(), "restore it from a backup") {
+		t.Fatalf("ping of a damaged database: %v", err)
+	}
+}
+
+// TestOpenOnReadOnlyFileSystem: a data directory on a read-only file
+// system was reported as "no such file or directory" (SQLite's read-only
+// retry), for a new database and for an existing one (its -wal and -shm
+// cannot be made). The error names the read-only file system. It mounts a
+// tmpfs, so it runs only as root (root is not stopped by a mode).
+func TestOpenOnReadOnlyFileSystem(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a read-only file system needs root")
+	}
+	dir := t.TempDir()
+	mount := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("mount", args...).CombinedOutput(); err != nil {
+			t.Skipf("mount %v: %v: %s", args, err, out)
+		}
+	}
+	mount("-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", dir)
+	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+	existing := filepath.Join(dir, "existing.db")
+	s, err := store.Open(context.Background(), store.Config{Path: existing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	mount("-o", "remount,ro", dir)
+	for _, path := range []string{existing, filepath.Join(dir, "new.db")} {
+		_, err := store.Open(context.Background(), store.Config{Path: path})
+		if err == nil || !errors.Is(err, syscall.EROFS) || !strings.Contains(err.Error(), "read-only file system") {
+			t.Errorf("open %s on a read-only file system: %v", filepath.Base(path), err)
+		}
 	}
 }

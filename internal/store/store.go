@@ -13,11 +13,13 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
@@ -153,7 +155,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		readConns = DefaultReadConns
 	}
 	if err := createFile(ctx, cfg.Path); err != nil {
-		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+		return nil, fmt.Errorf("open store %s: %w", cfg.Path, explainOpen(cfg.Path, err))
 	}
 	var err error
 	if s.wdb, err = sql.Open(cfg.driverName(), dsn(cfg.Path, false)); err != nil {
@@ -163,7 +165,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.wdb.SetConnMaxIdleTime(0)
 	if err := checkSQLite(ctx, s.wdb, true); err != nil {
 		s.wdb.Close()
-		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+		return nil, fmt.Errorf("open store %s: %w", cfg.Path, explainOpen(cfg.Path, err))
 	}
 	if err := s.migrate(ctx); err != nil {
 		s.wdb.Close()
@@ -200,6 +202,31 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.wcache = newStmtCache(s.wdb)
 	return s, nil
 }
+
+// explainOpen names why SQLite could not open the database at path when
+// the cause is a directory or file the daemon may not write (a read-only
+// file system, missing permissions): SQLite, failing to create the file or
+// its -wal and -shm files, retries read-only and reports that attempt's
+// "no such file or directory". Any other error is returned as it is.
+func explainOpen(path string, err error) error {
+	var se sqlite3.Error
+	if !errors.As(err, &se) || (se.Code != sqlite3.ErrCantOpen && se.Code != sqlite3.ErrReadonly) {
+		return err
+	}
+	for _, p := range []string{filepath.Dir(path), path, path + "-wal", path + "-shm"} {
+		if _, serr := os.Stat(p); serr != nil {
+			continue // a file SQLite has yet to make: its directory decides
+		}
+		if aerr := syscall.Access(p, accessWrite); aerr != nil {
+			return fmt.Errorf("%w (SQLite said: %v)", &fs.PathError{Op: "write", Path: p, Err: aerr}, err)
+		}
+	}
+	return err
+}
+
+// accessWrite is access(2)'s W_OK: unlike a mode check it sees a read-only
+// file system, also for root.
+const accessWrite = 0x2
 
 // createFile creates an empty database file at path when there is none.
 func createFile(ctx context.Context, path string) error {
@@ -364,11 +391,40 @@ func (s *Store) Checkpoint(ctx context.Context) (logPages, copied int, err error
 	return logPages, copied, nil
 }
 
-// Ping checks that the database answers.
+// pingQueries are the reads of Ping: the schema, the count of projects
+// and of tasks (SQLite counts over the narrowest index of a table, every
+// leaf of it), and the newest tasks with every column, as the first page
+// of a list reads them. Their cost grows with the tasks' index, not with
+// the whole file, unlike PRAGMA quick_check, which the start runs.
+var pingQueries = []string{
+	"SELECT count(*) FROM sqlite_schema",
+	"SELECT count(*) FROM projects",
+	"SELECT count(*) FROM tasks",
+	"SELECT count(*), sum(length(description)) FROM (SELECT " + taskColumns + " FROM tasks ORDER BY submission_seq DESC LIMIT 100)",
+}
+
+// Ping checks that the database answers real reads (see pingQueries): a
+// database damaged while the daemon runs is reported as such, with what
+// SQLite said, rather than passing a check that reads nothing.
 func (s *Store) Ping(ctx context.Context) error {
-	var one int
-	if err := s.rdb.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
-		return fmt.Errorf("ping store: %w", err)
+	for _, q := range pingQueries {
+		rows, err := s.rdb.QueryContext(ctx, q)
+		if err == nil {
+			for rows.Next() {
+			}
+			err = rows.Err()
+			if cerr := rows.Close(); err == nil {
+				err = cerr
+			}
+		}
+		var se sqlite3.Error
+		switch {
+		case err == nil:
+		case errors.As(err, &se) && (se.Code == sqlite3.ErrCorrupt || se.Code == sqlite3.ErrNotADB):
+			return fmt.Errorf("ping store: the database is damaged (%w): restore it from a backup", err)
+		default:
+			return fmt.Errorf("ping store: %w", err)
+		}
 	}
 	return nil
 }
