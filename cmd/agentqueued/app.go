@@ -181,7 +181,7 @@ func ExitCode(err error) int {
 func (m *Main) Exec(ctx context.Context) int {
 	err := m.Run(ctx)
 	if err != nil {
-		fmt.Fprintf(m.Stderr, "error: %v\n", err)
+		fmt.Fprintf(m.Stderr, "error: %s\n", terminalText(err.Error()))
 		var ue *usageError
 		if errors.As(err, &ue) {
 			fmt.Fprintf(m.Stderr, "Run \"%s\" for usage.\n", helpCommand(m.Args))

@@ -240,18 +240,22 @@ func visited(fs *flag.FlagSet) map[string]bool {
 	return set
 }
 
-// emit prints v as JSON with --json, else calls human.
+// emit prints v as JSON with --json, else calls human. Either way the
+// text is made safe for a terminal (jsonText, terminalText): whatever a
+// printer forgot to clean cannot act on the terminal.
 func (c *ctl) emit(v any, human func(w io.Writer)) error {
 	if c.opts.json {
 		data, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
 			return fmt.Errorf("encode output: %w", err)
 		}
-		_, err = fmt.Fprintf(c.out, "%s\n", data)
+		_, err = fmt.Fprintf(c.out, "%s\n", jsonText(data))
 		return err
 	}
-	human(c.out)
-	return nil
+	var b strings.Builder
+	human(&b)
+	_, err := io.WriteString(c.out, terminalText(b.String()))
+	return err
 }
 
 // readStrict decodes a JSON file into v, refusing unknown fields and

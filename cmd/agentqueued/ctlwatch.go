@@ -171,7 +171,7 @@ func (c *ctl) watch(ctx context.Context, args []string) error {
 		case n > 0:
 			fmt.Fprintln(c.out)
 		}
-		if _, err := c.out.Write(view.Bytes()); err != nil {
+		if _, err := io.WriteString(c.out, terminalText(view.String())); err != nil {
 			return err
 		}
 	}

@@ -68,6 +68,9 @@ func (m *Main) loadDaemonConfig(args []string) (config.Config, runFlags, error) 
 	}
 	if *dataDir != "" {
 		cfg.DataDir = *dataDir
+		if err := cfg.AbsPaths(); err != nil {
+			return config.Config{}, runFlags{}, &configError{err: err}
+		}
 	}
 	if *listen != "" {
 		cfg.Listen = *listen
@@ -85,7 +88,14 @@ func (m *Main) loadDaemonConfig(args []string) (config.Config, runFlags, error) 
 	if err := cfg.CheckPrivileges(euid()); err != nil {
 		return config.Config{}, runFlags{}, &configError{err: err}
 	}
-	return cfg, runFlags{newDatabase: *newDB, logFile: *logFile}, nil
+	logPath := *logFile
+	if logPath != "" {
+		// Absolute like the configuration's paths (config.AbsPaths).
+		if logPath, err = filepath.Abs(logPath); err != nil {
+			return config.Config{}, runFlags{}, usagef("run: --log-file: make %q absolute: %v", *logFile, err)
+		}
+	}
+	return cfg, runFlags{newDatabase: *newDB, logFile: logPath}, nil
 }
 
 // newLogger returns the slog logger the configuration asks for.

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 )
@@ -33,25 +34,96 @@ func row(w io.Writer, cols ...string) {
 }
 
 // clean makes text from the API safe to print on a terminal: control
-// characters (escape sequences, tabs, newlines, carriage returns) are shown
-// as Go escapes instead of acting on the terminal or breaking the table.
-func clean(s string) string {
-	if !strings.ContainsFunc(s, isControl) {
+// characters (escape sequences, tabs, newlines, carriage returns, the C1
+// range such as U+009B, bidirectional overrides and isolates) and bytes
+// that are not UTF-8 are shown as Go escapes (`\x1b`, `\u202e`, `\x9b`)
+// instead of acting on the terminal, reordering the text or breaking the
+// table. Other text (accents, CJK, emoji) is kept as is.
+func clean(s string) string { return escapeText(s, false) }
+
+// terminalText is clean for whole texts (a diff, a log, a printer's
+// output): it keeps line breaks and tabs (and a carriage return that ends a
+// line, before its line feed) and escapes everything else clean does,
+// including a lone carriage return, which would let the rest of a line
+// overwrite its start.
+func terminalText(s string) string { return escapeText(s, true) }
+
+// escapeText escapes what clean escapes; with layout it keeps "\n", "\t"
+// and "\r\n".
+func escapeText(s string, layout bool) string {
+	safe := func(i int, r rune, size int) bool {
+		switch {
+		case r == utf8.RuneError && size == 1:
+			return false
+		case layout && (r == '\n' || r == '\t'):
+			return true
+		case layout && r == '\r':
+			return strings.HasPrefix(s[i+size:], "\n")
+		}
+		return !isControl(r)
+	}
+	i := 0
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if !safe(i, r, size) {
+			break
+		}
+		i += size
+	}
+	if i == len(s) {
 		return s
 	}
 	var b strings.Builder
-	for _, r := range s {
-		if isControl(r) {
+	b.Grow(len(s) + 16)
+	b.WriteString(s[:i])
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case safe(i, r, size):
+			b.WriteString(s[i : i+size])
+		default:
 			q := strconv.QuoteRune(r)
 			b.WriteString(q[1 : len(q)-1])
-			continue
 		}
-		b.WriteRune(r)
+		i += size
 	}
 	return b.String()
 }
 
-func isControl(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }
+// isControl reports whether r acts on a terminal or on the order text is
+// shown in: C0 and C1 controls and DEL, the line and paragraph separators,
+// and the bidirectional embeddings, overrides (U+202A–U+202E) and isolates
+// (U+2066–U+2069).
+func isControl(r rune) bool {
+	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' ||
+		('\u202a' <= r && r <= '\u202e') || ('\u2066' <= r && r <= '\u2069')
+}
+
+// jsonText makes JSON from json.Marshal safe to print on a terminal: the
+// encoder escapes C0 controls but writes DEL, the C1 range and the
+// bidirectional controls as they are. Each of those is a character inside
+// a string (JSON's own syntax is ASCII), so its \uXXXX escape keeps the
+// JSON's meaning.
+func jsonText(data []byte) []byte {
+	unsafe := func(r rune) bool { return r >= 0x7f && isControl(r) } // the encoder escaped C0 already
+	if !bytes.ContainsFunc(data, unsafe) {
+		return data
+	}
+	var b bytes.Buffer
+	b.Grow(len(data) + 16)
+	for len(data) > 0 {
+		r, size := utf8.DecodeRune(data)
+		if unsafe(r) {
+			fmt.Fprintf(&b, `\u%04x`, r)
+		} else {
+			b.Write(data[:size])
+		}
+		data = data[size:]
+	}
+	return b.Bytes()
+}
 
 func str(p *string) string {
 	if p == nil {

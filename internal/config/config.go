@@ -459,17 +459,62 @@ func Load(path string, getenv func(string) (string, bool)) (Config, error) {
 		getenv = os.LookupEnv
 	}
 	cfg := defaults(getenv)
-	if path == "" {
-		return cfg, cfg.Validate()
+	if path != "" {
+		data, err := readFile(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
+		if err := cfg.parse(data, getenv); err != nil {
+			return Config{}, fmt.Errorf("config: %s: %w", path, err)
+		}
 	}
-	data, err := readFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
-	}
-	if err := cfg.parse(data, getenv); err != nil {
-		return Config{}, fmt.Errorf("config: %s: %w", path, err)
+	if err := cfg.AbsPaths(); err != nil {
+		return Config{}, err
 	}
 	return cfg, cfg.Validate()
+}
+
+// AbsPaths makes every filesystem path of the configuration absolute,
+// resolved against the working directory: data_dir, database.path,
+// workflows.dir and each project's repo.path. The daemon hands these to
+// agents that run in other directories (AQ_SOCKET, the prompt file, the
+// checkout), so a relative one would point elsewhere there. Load calls
+// it; call it again after setting a path (from a flag). Empty paths stay
+// empty; plans.paths are relative to a checkout and stay as they are.
+func (c *Config) AbsPaths() error {
+	abs := func(key string, p *string) error {
+		if strings.TrimSpace(*p) == "" || filepath.IsAbs(*p) {
+			return nil // Validate refuses an empty data_dir
+		}
+		a, err := filepath.Abs(*p)
+		if err != nil {
+			return fmt.Errorf("config: %s: make %q absolute: %w", key, *p, err)
+		}
+		*p = a
+		return nil
+	}
+	if err := abs("data_dir", &c.DataDir); err != nil {
+		return err
+	}
+	if p := c.Database.Path; p != "." && !strings.HasSuffix(p, "/") { // a directory: Validate refuses it as written
+		if err := abs("database.path", &c.Database.Path); err != nil {
+			return err
+		}
+	}
+	if err := abs("workflows.dir", &c.Workflows.Dir); err != nil {
+		return err
+	}
+	for i, p := range c.Projects {
+		if p.Repo == nil || p.Repo.SourceType != models.RepoLink {
+			continue
+		}
+		r := *p.Repo
+		if err := abs(fmt.Sprintf("projects[%d].repo.path", i), &r.SourcePath); err != nil {
+			return err
+		}
+		c.Projects[i].Repo = &r
+	}
+	return nil
 }
 
 // Parse lays the YAML document data over the defaults and validates the
@@ -485,6 +530,9 @@ func Parse(data []byte, getenv func(string) (string, bool)) (Config, error) {
 	}
 	if err := cfg.parse(data, getenv); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if err := cfg.AbsPaths(); err != nil {
+		return Config{}, err
 	}
 	return cfg, cfg.Validate()
 }

@@ -21,7 +21,7 @@ func TestProjects(t *testing.T) {
 		{"a url is cloned", "projects:\n  - id: web\n    repo: {url: 'git@github.com:me/web.git'}\n", "", models.RepoClone},
 		{"no repo", "projects:\n  - id: web\n", "", ""},
 		{"both", "projects:\n  - id: web\n    repo: {path: /src/web, url: x}\n", "config: projects[0].repo: give path", ""},
-		{"a relative path", "projects:\n  - id: web\n    repo: {path: src/web}\n", "config: projects[0] (web): repo.path: an absolute path is required", ""},
+		{"a relative path is made absolute", "projects:\n  - id: web\n    repo: {path: src/web}\n", "", models.RepoLink},
 		{"a bad id", "projects:\n  - id: Web Site\n", `config: projects[0] (Web Site): project id "Web Site"`, ""},
 		{"twice", "projects:\n  - id: web\n  - id: web\n", `config: projects[1].id: "web" is listed twice`, ""},
 		{"an unknown key", "projects:\n  - id: web\n    colour: red\n", "colour", ""},
