@@ -474,7 +474,9 @@ func (x *txn) advanceRun(runID string) error {
 // Made in an upstream's completion, which a refusal would undo (and the
 // completion be tried again, for ever), the tasks are counted before any
 // is made: due steps that would make more than the batch cap together
-// each fail so instead (workflow.ExpansionRefusals).
+// each fail so instead (workflow.ExpansionRefusals), and a step whose
+// tasks would depend on more upstream tasks than a task may have fails
+// so too, its stand-in depending on none (workflow.Expand).
 func (x *txn) expandSteps(run models.WorkflowRun, w models.Workflow, due []models.WorkflowStep) error {
 	outputs, err := x.runOutputs(run.ID)
 	if err != nil {

@@ -816,3 +816,57 @@ func TestAFanOutAboveTheBatchCapFailsItsStepsOnce(t *testing.T) {
 		t.Fatalf("run %s (%s)", got.Status, got.Reason)
 	}
 }
+
+// TestAFanInOverTooManyUpstreamTasksFailsItsStepOnce: a deferred step
+// whose tasks would depend on more upstream tasks than one task may have
+// is counted before any is made. The completion that makes it due is
+// applied; the step gets its failed stand-in, with no dependencies,
+// naming the limit, and the run ends failed.
+func TestAFanInOverTooManyUpstreamTasksFailsItsStepOnce(t *testing.T) {
+	t.Parallel()
+	e := newWFEnv(t, `
+name: join
+project: web
+steps:
+  - name: discover
+    title: Count shards
+  - name: one
+    title: One more
+  - name: shards
+    title: "Shard {{index}}"
+    depends_on: [discover]
+    parallel: discover.outputs.n
+  - name: join
+    title: Join
+    depends_on: [shards, one]
+`)
+	r := e.start("join")
+	ts := e.tasks(r.ID)
+	e.complete(ts["one"].ID, "")
+	e.complete(ts["discover"].ID, fmt.Sprintf(`{"n": %d}`, models.MaxDependencies))
+	all, err := e.s.RunTasks(context.Background(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range all {
+		if task.StepName == "shards" {
+			e.complete(task.ID, "") // the last one makes join due
+		}
+	}
+	join, ok := e.tasks(r.ID)["join"]
+	want := fmt.Sprintf("fan-out failed: each task of join would depend on %d upstream tasks, more than the limit of %d dependencies",
+		models.MaxDependencies+1, models.MaxDependencies)
+	if !ok || join.Status != models.StatusBlocked || join.StatusReason != want || join.Metadata[workflow.FanOutFailedKey] != "true" {
+		t.Fatalf("join: %s %q, want BLOCKED %q", join.Status, join.StatusReason, want)
+	}
+	d, err := e.s.GetTaskDetail(context.Background(), join.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Dependencies) != 0 {
+		t.Errorf("the stand-in has %d dependencies, want none", len(d.Dependencies))
+	}
+	if got := e.run(r.ID); got.Status != models.RunFailed || got.EndedAt == nil {
+		t.Fatalf("run %s (%s)", got.Status, got.Reason)
+	}
+}

@@ -206,28 +206,40 @@ type StepPlan struct {
 // name one; see Deferred), nor come after one that does. Each task
 // depends, by local id, on every task of its step's upstream steps. The
 // tasks are counted before any is made: more than models.MaxBatchSize in
-// all is invalid, and none is made.
+// all is invalid, and none is made. So is a step, made now or later,
+// whose upstream steps are all made now and have more than
+// models.MaxDependencies tasks together (DependencyRefusal).
 func InitialPlan(w models.Workflow, runID string, inputs map[string]string) ([]StepPlan, error) {
 	deferred := map[string]bool{}
 	var (
 		known  []models.WorkflowStep
 		counts []int
 		total  int
+		count  = map[string]int{}
 	)
 	for _, name := range Order(w) {
 		st, _ := StepByName(w, name)
 		deferred[name] = Deferred(st)
+		upstreamKnown, seen, deps := true, map[string]bool{}, 0
 		for _, d := range st.DependsOn {
 			deferred[name] = deferred[name] || deferred[d.Step]
+			upstreamKnown = upstreamKnown && !deferred[d.Step]
+			if !seen[d.Step] {
+				seen[d.Step], deps = true, deps+count[d.Step]
+			}
+		}
+		if why := DependencyRefusal(st, deps); upstreamKnown && why != "" {
+			return nil, models.Errorf(models.CodeInvalid, "%s", why)
 		}
 		if deferred[name] {
 			continue
 		}
-		_, count, err := FanOut(st, nil)
+		_, n, err := FanOut(st, nil)
 		if err != nil {
 			return nil, err
 		}
-		known, counts, total = append(known, st), append(counts, count), total+count
+		count[name] = n
+		known, counts, total = append(known, st), append(counts, n), total+n
 	}
 	if total > models.MaxBatchSize {
 		return nil, models.Errorf(models.CodeInvalid, "the steps known from the start would make %d tasks, more than the batch cap of %d",
@@ -299,9 +311,16 @@ const FanOutFailedKey = "fanout_failed"
 // its tasks' ids; an upstream named twice is one edge, required when
 // either is). outputs are the run's steps' outputs (see FanOut). A step
 // whose fan-out cannot be read or rendered makes one task standing for
-// it, marked with FanOutFailedKey, and failure is the reason.
+// it, marked with FanOutFailedKey, and failure is the reason. So does a
+// step whose tasks would depend on more than models.MaxDependencies
+// upstream tasks (DependencyRefusal), counted before any task is built;
+// its stand-in depends on none.
 func Expand(w models.Workflow, st models.WorkflowStep, run models.WorkflowRun, outputs map[string]json.RawMessage,
 	upstream map[string][]string) (tasks []models.BatchTask, failure string) {
+	deps := mergeDeps(upstreamDeps(st, upstream))
+	if why := DependencyRefusal(st, len(deps)); why != "" {
+		return []models.BatchTask{StandIn(w, st, run, why)}, why
+	}
 	items, count, err := FanOut(st, outputs)
 	if err == nil {
 		tasks, err = StepTasks(w, st, run.ID, run.Inputs, items, count, outputs)
@@ -310,21 +329,35 @@ func Expand(w models.Workflow, st models.WorkflowStep, run models.WorkflowRun, o
 		failure = models.ErrorMessageOf(err)
 		return Refuse(w, st, run, upstream, failure), failure
 	}
-	deps := upstreamDeps(st, upstream)
 	for i := range tasks {
-		tasks[i].Dependencies = mergeDeps(deps)
+		tasks[i].Dependencies = append([]models.BatchDependency(nil), deps...)
 	}
 	return tasks, ""
 }
 
 // Refuse returns the one task a due step makes in a run instead of its
 // own, failure the reason: its stand-in (StandIn), depending on every
-// task of the step's upstream steps as Expand's tasks would.
+// task of the step's upstream steps as Expand's tasks would, or on none
+// when they are more than models.MaxDependencies (it is stopped at once
+// either way).
 func Refuse(w models.Workflow, st models.WorkflowStep, run models.WorkflowRun, upstream map[string][]string,
 	failure string) []models.BatchTask {
 	standIn := StandIn(w, st, run, failure)
-	standIn.Dependencies = mergeDeps(upstreamDeps(st, upstream))
+	if deps := mergeDeps(upstreamDeps(st, upstream)); len(deps) <= models.MaxDependencies {
+		standIn.Dependencies = deps
+	}
 	return []models.BatchTask{standIn}
+}
+
+// DependencyRefusal says why the tasks of step st cannot be made when
+// they would depend on n upstream tasks: more than models.MaxDependencies,
+// the most one task may have; "" when they fit.
+func DependencyRefusal(st models.WorkflowStep, n int) string {
+	if n <= models.MaxDependencies {
+		return ""
+	}
+	return fmt.Sprintf("each task of %s would depend on %d upstream tasks, more than the limit of %d dependencies",
+		st.Name, n, models.MaxDependencies)
 }
 
 // upstreamDeps returns an edge to every task of step st's upstream steps,

@@ -430,3 +430,93 @@ func TestInitialPlanCountsBeforeMaking(t *testing.T) {
 		t.Fatalf("plan of %d steps, error %v; want %q", len(plan), err, want)
 	}
 }
+
+// ids returns n task ids with a prefix.
+func ids(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%d", prefix, i)
+	}
+	return out
+}
+
+func TestAStepOverTheDependencyLimitStandsInWithoutEdges(t *testing.T) {
+	t.Parallel()
+	w := diamond(t)
+	run := models.WorkflowRun{ID: "diamond-1", Workflow: "diamond"}
+	d, _ := workflow.StepByName(w, "d")
+	over := fmt.Sprintf("each task of d would depend on %d upstream tasks, more than the limit of %d dependencies",
+		models.MaxDependencies+1, models.MaxDependencies)
+	tests := []struct {
+		name     string
+		upstream map[string][]string
+		edges    int
+		failure  string
+	}{
+		{"at the limit it is made", map[string][]string{"b": {"t"}, "c": ids("c", models.MaxDependencies-1)},
+			models.MaxDependencies, ""},
+		{"one over stands in with none", map[string][]string{"b": {"t"}, "c": ids("c", models.MaxDependencies)}, 0, over},
+		{"an upstream task named twice counts once", map[string][]string{"b": {"c0"}, "c": ids("c", models.MaxDependencies)},
+			models.MaxDependencies, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tasks, failure := workflow.Expand(w, d, run, nil, tt.upstream)
+			if failure != tt.failure || len(tasks) != 1 || len(tasks[0].Dependencies) != tt.edges {
+				t.Fatalf("%d tasks, failure %q; want one with %d edges, failure %q", len(tasks), failure, tt.edges, tt.failure)
+			}
+			if marked := tasks[0].Metadata[workflow.FanOutFailedKey] == "true"; marked != (failure != "") {
+				t.Errorf("marked failed %v with failure %q", marked, failure)
+			}
+			refused := workflow.Refuse(w, d, run, tt.upstream, "refused")
+			if len(refused) != 1 || len(refused[0].Dependencies) != tt.edges {
+				t.Errorf("the refused stand-in has %d edges, want %d", len(refused[0].Dependencies), tt.edges)
+			}
+		})
+	}
+}
+
+func TestInitialPlanRefusesAStepOverTheDependencyLimit(t *testing.T) {
+	t.Parallel()
+	fixed := func(name string, n int) models.WorkflowStep {
+		return models.WorkflowStep{Name: name, Title: "t", Parallel: &models.FanOut{Count: n}}
+	}
+	join := func(deferred bool) models.WorkflowStep {
+		st := models.WorkflowStep{Name: "join", Title: "t", DependsOn: []models.StepDependency{{Step: "a"}, {Step: "b"}}}
+		if deferred {
+			st.Title = "{{a.outputs.x}}"
+		}
+		return st
+	}
+	tests := []struct {
+		name  string
+		steps []models.WorkflowStep
+		want  string
+	}{
+		{"at the limit", []models.WorkflowStep{fixed("a", workflow.MaxFanOut-1), {Name: "b", Title: "t"}, join(false)}, ""},
+		{"a step made now", []models.WorkflowStep{fixed("a", workflow.MaxFanOut), fixed("b", 2), join(false)},
+			"each task of join would depend on 1002 upstream tasks, more than the limit of 1000 dependencies"},
+		{"a step made later", []models.WorkflowStep{fixed("a", workflow.MaxFanOut), fixed("b", 2), join(true)},
+			"each task of join would depend on 1002 upstream tasks, more than the limit of 1000 dependencies"},
+	}
+	if models.MaxDependencies != workflow.MaxFanOut {
+		t.Fatalf("the cases assume MaxDependencies %d = MaxFanOut %d", models.MaxDependencies, workflow.MaxFanOut)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			w := models.Workflow{Name: "wide", ProjectID: "web", Steps: tt.steps}
+			plan, err := workflow.InitialPlan(w, "wide-1", nil)
+			if tt.want == "" {
+				if err != nil || len(plan) == 0 {
+					t.Fatalf("plan of %d steps, error %v", len(plan), err)
+				}
+				return
+			}
+			if plan != nil || models.ErrorCodeOf(err) != models.CodeInvalid || models.ErrorMessageOf(err) != tt.want {
+				t.Fatalf("plan of %d steps, error %v; want %q", len(plan), err, tt.want)
+			}
+		})
+	}
+}
