@@ -80,22 +80,31 @@ func (b TaskBatch) Validate() error {
 	}
 	locals := make(map[string]int, len(b.Tasks))
 	for i, bt := range b.Tasks {
-		where := fmt.Sprintf("tasks[%d]", i)
-		if err := CheckLine(where+".id", bt.LocalID, MaxLocalIDLen); err != nil {
-			return err
+		// The entry's name is formatted only for an error: a batch has
+		// up to MaxBatchSize entries.
+		if CheckLine("id", bt.LocalID, MaxLocalIDLen) != nil {
+			return CheckLine(fmt.Sprintf("tasks[%d].id", i), bt.LocalID, MaxLocalIDLen)
 		}
 		if bt.LocalID != "" {
-			where = fmt.Sprintf("tasks[%d] (%s)", i, bt.LocalID)
 			if j, dup := locals[bt.LocalID]; dup {
-				return Errorf(CodeInvalid, "%s: id %s is already used by tasks[%d]", where, Quote(bt.LocalID), j)
+				return Errorf(CodeInvalid, "%s: id %s is already used by tasks[%d]", batchEntryName(i, bt.LocalID), Quote(bt.LocalID), j)
 			}
 			locals[bt.LocalID] = i
 		}
 		if err := bt.Validate(); err != nil {
-			return WrapError(CodeInvalid, err, "%s: %s", where, ErrorMessageOf(err))
+			return WrapError(CodeInvalid, err, "%s: %s", batchEntryName(i, bt.LocalID), ErrorMessageOf(err))
 		}
 	}
 	return nil
+}
+
+// batchEntryName names the i-th entry of a batch in an error: "tasks[3]",
+// or "tasks[3] (build)" when it has a local id.
+func batchEntryName(i int, localID string) string {
+	if localID != "" {
+		return fmt.Sprintf("tasks[%d] (%s)", i, localID)
+	}
+	return fmt.Sprintf("tasks[%d]", i)
 }
 
 // TaskTitle is the entry's title: Title, else Name.
@@ -136,14 +145,16 @@ func (bt BatchTask) Task(projectID, createdBy string) Task {
 	if bt.MaxRetries != nil {
 		t.MaxRetries = *bt.MaxRetries
 	}
-	if bt.ParentTaskID != "" {
-		t.ParentTaskID = &bt.ParentTaskID
+	// Pointers to copies, not into bt: a pointer into bt would move every
+	// entry converted to the heap, set or not.
+	if v := bt.ParentTaskID; v != "" {
+		t.ParentTaskID = &v
 	}
-	if bt.RepoID != "" {
-		t.RepoID = &bt.RepoID
+	if v := bt.RepoID; v != "" {
+		t.RepoID = &v
 	}
-	if bt.PlanSource != "" {
-		t.PlanSource = &bt.PlanSource
+	if v := bt.PlanSource; v != "" {
+		t.PlanSource = &v
 	}
 	t.ApplyDefaults()
 	return t

@@ -1,10 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/agentqueued/agentqueued/internal/models"
@@ -42,7 +45,7 @@ func (d resolvedDep) node() string {
 	return d.id
 }
 
-func nodeOf(i int) string { return fmt.Sprintf("#%d", i) }
+func nodeOf(i int) string { return "#" + strconv.Itoa(i) }
 
 // skipped reports whether a dedupe strategy matched the entry.
 func (e *entry) skipped() bool { return e.skippedAs != "" || e.dupOf >= 0 }
@@ -133,34 +136,39 @@ func prepareBatch(b models.TaskBatch) ([]*entry, error) {
 	locals := make(map[string]int, len(b.Tasks))
 	entries := make([]*entry, len(b.Tasks))
 	for i, bt := range b.Tasks {
-		where := fmt.Sprintf("tasks[%d]", i)
+		// The entry's name is formatted only for an error.
+		where := func() string {
+			if bt.LocalID != "" {
+				return fmt.Sprintf("tasks[%d] (%s)", i, bt.LocalID)
+			}
+			return fmt.Sprintf("tasks[%d]", i)
+		}
 		if bt.LocalID != "" {
-			where = fmt.Sprintf("tasks[%d] (%s)", i, bt.LocalID)
 			if j, dup := locals[bt.LocalID]; dup {
-				return nil, models.Errorf(models.CodeInvalid, "%s: id %q is already used by tasks[%d]", where, bt.LocalID, j)
+				return nil, models.Errorf(models.CodeInvalid, "%s: id %q is already used by tasks[%d]", where(), bt.LocalID, j)
 			}
 			locals[bt.LocalID] = i
 		}
 		t := bt.Task(b.ProjectID, b.CreatedBy)
 		if t.ProjectID == "" {
-			return nil, models.Errorf(models.CodeInvalid, "%s: project_id: required (on the task or the batch)", where)
+			return nil, models.Errorf(models.CodeInvalid, "%s: project_id: required (on the task or the batch)", where())
 		}
 		if err := t.Validate(); err != nil {
-			return nil, models.WrapError(models.CodeInvalid, err, "%s: %s", where, models.ErrorMessageOf(err))
+			return nil, models.WrapError(models.CodeInvalid, err, "%s: %s", where(), models.ErrorMessageOf(err))
 		}
 		e := &entry{index: i, src: bt, task: t, dupOf: -1}
 		for j, st := range bt.DedupeStrategy {
 			if firstNonEmpty(st.Kind, bt.Kind) == "" && len(st.Fields) == 0 {
-				return nil, models.Errorf(models.CodeInvalid, "%s: dedupe_strategy[%d]: name a kind or fields to match on", where, j)
+				return nil, models.Errorf(models.CodeInvalid, "%s: dedupe_strategy[%d]: name a kind or fields to match on", where(), j)
 			}
 			set, err := models.ResolveStatusSet(st.Status)
 			if err != nil {
-				return nil, models.WrapError(models.CodeInvalid, err, "%s: dedupe_strategy[%d]: %s", where, j, models.ErrorMessageOf(err))
+				return nil, models.WrapError(models.CodeInvalid, err, "%s: dedupe_strategy[%d]: %s", where(), j, models.ErrorMessageOf(err))
 			}
 			e.statuses = append(e.statuses, set)
 		}
 		if len(bt.Dependencies) > models.MaxDependencies {
-			return nil, models.Errorf(models.CodeInvalid, "%s: dependencies: at most %d", where, models.MaxDependencies)
+			return nil, models.Errorf(models.CodeInvalid, "%s: dependencies: at most %d", where(), models.MaxDependencies)
 		}
 		entries[i] = e
 	}
@@ -168,22 +176,22 @@ func prepareBatch(b models.TaskBatch) ([]*entry, error) {
 	for _, e := range entries {
 		seen := map[string]bool{}
 		for j, d := range e.src.Dependencies {
-			where := fmt.Sprintf("tasks[%d].dependencies[%d]", e.index, j)
+			where := func() string { return fmt.Sprintf("tasks[%d].dependencies[%d]", e.index, j) }
 			if d.ID == "" {
-				return nil, models.Errorf(models.CodeInvalid, "%s: id: required", where)
+				return nil, models.Errorf(models.CodeInvalid, "%s: id: required", where())
 			}
 			if seen[d.ID] {
-				return nil, models.Errorf(models.CodeInvalid, "%s: %q is listed twice", where, d.ID)
+				return nil, models.Errorf(models.CodeInvalid, "%s: %q is listed twice", where(), d.ID)
 			}
 			seen[d.ID] = true
 			if k, ok := locals[d.ID]; ok {
 				if k == e.index {
-					return nil, models.Errorf(models.CodeInvalid, "%s: a task cannot depend on itself (%s -> %s)", where, d.ID, d.ID)
+					return nil, models.Errorf(models.CodeInvalid, "%s: a task cannot depend on itself (%s -> %s)", where(), d.ID, d.ID)
 				}
 				e.deps = append(e.deps, resolvedDep{local: k, required: d.Required()})
 			} else {
 				if !models.ValidTaskID(d.ID) {
-					return nil, models.Errorf(models.CodeInvalid, "%s: %q is neither a task id nor an id of this batch", where, d.ID)
+					return nil, models.Errorf(models.CodeInvalid, "%s: %q is neither a task id nor an id of this batch", where(), d.ID)
 				}
 				e.deps = append(e.deps, resolvedDep{local: -1, id: d.ID, required: d.Required()})
 			}
@@ -553,15 +561,9 @@ func (x *txn) insert(entries []*entry) error {
 	if err != nil {
 		return err
 	}
-	ins, err := x.stmt(`INSERT INTO tasks (id, project_id, title, description, priority, status,
-		verification_type, retry_count, max_retries, parent_task_id, repo_id, requires_approval, plan_source,
-		is_plan_subtask, kind, metadata, created_by, not_before, expected_count, acceptance_criteria, test_commands,
-		created_at, updated_at, profile, workflow_run_id, step_name, parallel_index, parallel_count, step_concurrency, rules, timeout_ns,
-		agent_type, submission_seq)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
-	if err != nil {
-		return err
-	}
+	// Names first, then the rows: many rows per statement, so that a batch
+	// of thousands costs tens of statements, not thousands.
+	var rows []*entry
 	for _, e := range entries {
 		if e.skipped() {
 			continue
@@ -581,24 +583,20 @@ func (x *txn) insert(entries []*entry) error {
 		t := &e.task
 		seq++
 		t.ID, t.Status, t.CreatedAt, t.UpdatedAt, t.SubmissionSeq = id, models.StatusDefined, x.now, x.now, seq
-		if _, err := ins.ExecContext(x.ctx, t.ID, t.ProjectID, t.Title, t.Description, t.Priority, t.Status,
-			t.VerificationType, t.RetryCount, t.MaxRetries, nullString(t.ParentTaskID), nullString(t.RepoID),
-			t.RequiresApproval, nullString(t.PlanSource), t.IsPlanSubtask, t.Kind, encodeJSONColumn(t.Metadata, "{}"),
-			t.CreatedBy, nullNanos(t.NotBefore), t.ExpectedCount, encodeJSONColumn(t.AcceptanceCriteria, "[]"),
-			encodeJSONColumn(t.TestCommands, "[]"), toNanos(x.now), toNanos(x.now), t.Profile, emptyToNull(t.RunID),
-			t.StepName, t.ParallelIndex, t.ParallelCount, t.StepConcurrency, encodeJSONColumn(t.Rules, "[]"),
-			int64(t.Timeout), t.AgentType, t.SubmissionSeq); err != nil {
-			if strings.Contains(err.Error(), "FOREIGN KEY") {
-				return models.Errorf(models.CodeNotFound, "tasks[%d]: parent_task_id %q not found", e.index, e.src.ParentTaskID)
-			}
-			return err
-		}
+		rows = append(rows, e)
+	}
+	if err := x.insertTaskRows(rows); err != nil {
+		return err
 	}
 	if seq != first {
 		if _, err := x.ExecContext(x.ctx, qSetLastSubmission, seq); err != nil {
 			return fmt.Errorf("write the last task number: %w", err)
 		}
 	}
+	// An edge to an entry of the batch is PENDING (its upstream is new and
+	// DEFINED): the columns' defaults, inserted many per statement. An edge
+	// to an existing task is resolved against that task's state.
+	var local []pendingEdge
 	edge, err := x.stmt(qInsertEdge)
 	if err != nil {
 		return err
@@ -608,14 +606,165 @@ func (x *txn) insert(entries []*entry) error {
 			continue
 		}
 		for _, d := range e.deps {
-			up := d.id
 			if d.local >= 0 {
-				up = entries[d.local].task.ID
+				local = append(local, pendingEdge{e.task.ID, entries[d.local].task.ID, d.required})
+				continue
 			}
-			if _, err := edge.ExecContext(x.ctx, e.task.ID, d.required, d.required, toNanos(x.now), up); err != nil {
+			if _, err := edge.ExecContext(x.ctx, e.task.ID, d.required, d.required, toNanos(x.now), d.id); err != nil {
+				return err
+			}
+		}
+	}
+	return x.insertPendingEdges(local)
+}
+
+// taskInsertColumns are the columns a new task is inserted with, in the
+// order of taskInsertArgs.
+const taskInsertColumns = `id, project_id, title, description, priority, status,
+		verification_type, retry_count, max_retries, parent_task_id, repo_id, requires_approval, plan_source,
+		is_plan_subtask, kind, metadata, created_by, not_before, expected_count, acceptance_criteria, test_commands,
+		created_at, updated_at, profile, workflow_run_id, step_name, parallel_index, parallel_count, step_concurrency, rules, timeout_ns,
+		agent_type, submission_seq`
+
+// taskInsertWidth is the number of columns in taskInsertColumns.
+const taskInsertWidth = 33
+
+// rowsPerInsert bounds the rows of one multi-row INSERT: 100 tasks are
+// 3,300 parameters, well below SQLite's limit of 32,766.
+const rowsPerInsert = 100
+
+// chunkLen is the rows of the next INSERT when n are left: rowsPerInsert,
+// and the rest one by one. Only two texts per table are ever prepared, so
+// the store's statement cache does not fill with one per tail length.
+func chunkLen(n int) int {
+	if n >= rowsPerInsert {
+		return rowsPerInsert
+	}
+	return 1
+}
+
+// insertTaskRows inserts the named entries' tasks, rowsPerInsert per
+// statement (see chunkLen). A chunk refused for a missing parent is inserted again row
+// by row (the failed statement wrote nothing) to name the entry at fault.
+func (x *txn) insertTaskRows(rows []*entry) error {
+	args := make([]any, 0, rowsPerInsert*taskInsertWidth)
+	for len(rows) > 0 {
+		chunk := rows[:chunkLen(len(rows))]
+		rows = rows[len(chunk):]
+		args = args[:0]
+		for _, e := range chunk {
+			args = x.taskInsertArgs(args, &e.task)
+		}
+		err := x.execRows(`INSERT INTO tasks (`+taskInsertColumns+`) VALUES `, taskInsertWidth, len(chunk), args)
+		if err == nil {
+			continue
+		}
+		if !strings.Contains(err.Error(), "FOREIGN KEY") {
+			return err
+		}
+		for _, e := range chunk {
+			if err := x.execRows(`INSERT INTO tasks (`+taskInsertColumns+`) VALUES `, taskInsertWidth, 1,
+				x.taskInsertArgs(args[:0], &e.task)); err != nil {
+				if strings.Contains(err.Error(), "FOREIGN KEY") {
+					return models.Errorf(models.CodeNotFound, "tasks[%d]: parent_task_id %q not found", e.index, e.src.ParentTaskID)
+				}
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// taskInsertArgs appends t's values for taskInsertColumns to args.
+func (x *txn) taskInsertArgs(args []any, t *models.Task) []any {
+	return append(args, t.ID, t.ProjectID, t.Title, t.Description, t.Priority, t.Status,
+		t.VerificationType, t.RetryCount, t.MaxRetries, nullString(t.ParentTaskID), nullString(t.RepoID),
+		t.RequiresApproval, nullString(t.PlanSource), t.IsPlanSubtask, t.Kind, encodeMetadata(t.Metadata),
+		t.CreatedBy, nullNanos(t.NotBefore), t.ExpectedCount, encodeStrings(t.AcceptanceCriteria),
+		encodeStrings(t.TestCommands), toNanos(x.now), toNanos(x.now), t.Profile, emptyToNull(t.RunID),
+		t.StepName, t.ParallelIndex, t.ParallelCount, t.StepConcurrency, encodeRules(t.Rules),
+		int64(t.Timeout), t.AgentType, t.SubmissionSeq)
+}
+
+// pendingEdge is an edge between two entries of a batch.
+type pendingEdge struct {
+	down, up string
+	required bool
+}
+
+// insertPendingEdges inserts edges with the columns' defaults (PENDING,
+// unresolved), rowsPerInsert per statement (see chunkLen).
+func (x *txn) insertPendingEdges(edges []pendingEdge) error {
+	const width = 3
+	// In the primary key's order, each row lands beside the one before.
+	slices.SortFunc(edges, func(a, b pendingEdge) int {
+		return cmp.Or(strings.Compare(a.down, b.down), strings.Compare(a.up, b.up))
+	})
+	args := make([]any, 0, rowsPerInsert*width)
+	for len(edges) > 0 {
+		chunk := edges[:chunkLen(len(edges))]
+		edges = edges[len(chunk):]
+		args = args[:0]
+		for _, e := range chunk {
+			args = append(args, e.down, e.up, e.required)
+		}
+		if err := x.execRows(`INSERT INTO task_dependencies (downstream, upstream, requires_success) VALUES `,
+			width, len(chunk), args); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// execRows runs prefix followed by n rows of width parameters each, as a
+// statement the transaction keeps prepared (one text per row count).
+func (x *txn) execRows(prefix string, width, n int, args []any) error {
+	st, err := x.stmt(multiRowSQL(prefix, width, n))
+	if err != nil {
+		return err
+	}
+	_, err = st.ExecContext(x.ctx, args...)
+	return err
+}
+
+// multiRowSQL returns prefix followed by n groups of width placeholders.
+func multiRowSQL(prefix string, width, n int) string {
+	row := "(" + strings.Repeat("?,", width-1) + "?)"
+	var b strings.Builder
+	b.Grow(len(prefix) + n*(len(row)+1))
+	b.WriteString(prefix)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(row)
+	}
+	return b.String()
+}
+
+// encodeMetadata is encodeJSONColumn for a task's metadata, without
+// marshalling when it is empty.
+func encodeMetadata(m map[string]string) string {
+	if len(m) == 0 {
+		return "{}"
+	}
+	return encodeJSONColumn(m, "{}")
+}
+
+// encodeStrings is encodeJSONColumn for a list of strings, without
+// marshalling when it is empty.
+func encodeStrings(l []string) string {
+	if len(l) == 0 {
+		return "[]"
+	}
+	return encodeJSONColumn(l, "[]")
+}
+
+// encodeRules is encodeJSONColumn for a task's rules, without marshalling
+// when there are none.
+func encodeRules(l []models.Rule) string {
+	if len(l) == 0 {
+		return "[]"
+	}
+	return encodeJSONColumn(l, "[]")
 }
