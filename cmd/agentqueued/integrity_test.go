@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"database/sql"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,29 +31,7 @@ func TestADamagedDatabaseStopsTheDaemon(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := sql.Open("sqlite3", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pageSize, pages int64
-	if _, err := raw.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
-		t.Fatal(err)
-	}
-	if err := raw.QueryRow("PRAGMA page_size").Scan(&pageSize); err != nil {
-		t.Fatal(err)
-	}
-	if err := raw.QueryRow("PRAGMA page_count").Scan(&pages); err != nil {
-		t.Fatal(err)
-	}
-	raw.Close()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(bytes.Repeat([]byte{0xA5}, int(2*pageSize)), (pages/2)*pageSize); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	storetest.DamageMiddle(t, path, 2)
 
 	d2, err := startMain(t, nil, "run", "--data-dir", dir, "--listen", "127.0.0.1:0")
 	if err == nil {

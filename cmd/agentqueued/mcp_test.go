@@ -211,15 +211,7 @@ func TestMCPCommand(t *testing.T) {
 	e := newAgentEnv(t)
 	env := e.startRun("Piped")
 
-	stdinR, stdinW := io.Pipe()
-	stdoutR, stdoutW := io.Pipe()
-	var stderr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		code := NewMain([]string{"mcp"}, stdoutW, &stderr, envOf(env)).Exec(withStdin(context.Background(), stdinR))
-		stdoutW.Close()
-		done <- code
-	}()
+	stdinW, stdoutR, stderr, done := pipeMCP(env)
 	ctx := context.Background()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "v0"}, nil).
 		Connect(ctx, &mcp.IOTransport{Reader: stdoutR, Writer: stdinW}, nil)
@@ -297,15 +289,7 @@ func TestMCPAnswersMalformedFrames(t *testing.T) {
 	e := newAgentEnv(t)
 	env := e.startRun("Malformed")
 
-	stdinR, stdinW := io.Pipe()
-	stdoutR, stdoutW := io.Pipe()
-	var stderr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		code := NewMain([]string{"mcp"}, stdoutW, &stderr, envOf(env)).Exec(withStdin(context.Background(), stdinR))
-		stdoutW.Close()
-		done <- code
-	}()
+	stdinW, stdoutR, stderr, done := pipeMCP(env)
 	lines := make(chan string)
 	go func() {
 		sc := bufio.NewScanner(stdoutR)
@@ -372,4 +356,18 @@ func TestMCPAnswersMalformedFrames(t *testing.T) {
 	case <-time.After(waitLimit):
 		t.Fatal("mcp did not stop when its input closed")
 	}
+}
+
+// pipeMCP runs "agentqueued mcp" through Main in the environment env, with
+// pipes for its standard input and output; done receives its exit code.
+func pipeMCP(env map[string]string) (stdin *io.PipeWriter, stdout *io.PipeReader, stderr *syncBuffer, done chan int) {
+	stdinR, stdinW := io.Pipe()
+	stdoutR, stdoutW := io.Pipe()
+	stderr, done = &syncBuffer{}, make(chan int, 1)
+	go func() {
+		code := NewMain([]string{"mcp"}, stdoutW, stderr, envOf(env)).Exec(withStdin(context.Background(), stdinR))
+		stdoutW.Close()
+		done <- code
+	}()
+	return stdinW, stdoutR, stderr, done
 }

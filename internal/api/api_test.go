@@ -1,12 +1,9 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 
@@ -60,27 +57,7 @@ func TestHealthzNoticesDamagedDatabase(t *testing.T) {
 	e.createProject("web")
 	e.createTasks(`{"project_id":"web","tasks":[{"title":"One"},{"title":"Two"}]}`)
 	e.do("GET", "/healthz", "").decode(t, http.StatusOK, &api.Health{})
-	db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=10000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
-		t.Fatal(err)
-	}
-	var pageSize, root int64
-	if err := db.QueryRow("SELECT (SELECT page_size FROM pragma_page_size), rootpage FROM sqlite_schema WHERE name = 'tasks'").
-		Scan(&pageSize, &root); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(bytes.Repeat([]byte{0xA5}, int(pageSize)), (root-1)*pageSize); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	storetest.DamageTable(t, path, "tasks")
 	if r := e.do("GET", "/api/v1/tasks?project=web", ""); r.status != http.StatusInternalServerError {
 		t.Fatalf("a list of the damaged tasks: %d %s", r.status, r.body)
 	}

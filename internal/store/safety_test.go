@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -223,29 +222,9 @@ func TestDamagedDatabaseIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	raw := rawDB(t, path)
-	if _, err := raw.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
-		t.Fatal(err)
-	}
-	var pageSize, pages int64
-	if err := raw.QueryRow("PRAGMA page_size").Scan(&pageSize); err != nil {
-		t.Fatal(err)
-	}
-	if err := raw.QueryRow("PRAGMA page_count").Scan(&pages); err != nil {
-		t.Fatal(err)
-	}
-	raw.Close()
 	// Scribble over two pages in the middle of the file, as a failing disk
 	// or a stray write would.
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	junk := bytes.Repeat([]byte{0xA5}, int(2*pageSize))
-	if _, err := f.WriteAt(junk, (pages/2)*pageSize); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	storetest.DamageMiddle(t, path, 2)
 	// Open does not read the whole file (the daemon checks it while it
 	// serves); the check finds the damage, and opening may too.
 	if s2, err := store.Open(ctx, store.Config{Path: path}); err == nil {
@@ -404,32 +383,12 @@ func TestPingNoticesDamageWhileRunning(t *testing.T) {
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("ping before the damage: %v", err)
 	}
-	raw := rawDB(t, path)
-	if _, err := raw.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
-		t.Fatal(err)
-	}
-	var pageSize, root int64
-	if err := raw.QueryRow("PRAGMA page_size").Scan(&pageSize); err != nil {
-		t.Fatal(err)
-	}
-	if err := raw.QueryRow("SELECT rootpage FROM sqlite_schema WHERE type = 'table' AND name = 'tasks'").Scan(&root); err != nil {
-		t.Fatal(err)
-	}
-	raw.Close()
-	// Scribble over the tasks table's root page, as a failing disk or a
-	// stray write would, while the store is open.
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(bytes.Repeat([]byte{0xA5}, int(pageSize)), (root-1)*pageSize); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	// Scribble over the tasks table's root page while the store is open.
+	storetest.DamageTable(t, path, "tasks")
 	if _, err := s.ListTasks(ctx, models.TaskFilter{ProjectID: "p", Limit: 10}); err == nil {
 		t.Fatal("the damage does not show in a list: the test damaged the wrong page")
 	}
-	err = s.Ping(ctx)
+	err := s.Ping(ctx)
 	if err == nil || !strings.Contains(err.Error(), "the database is damaged") || !strings.Contains(err.Error(), "restore it from a backup") {
 		t.Fatalf("ping of a damaged database: %v", err)
 	}
