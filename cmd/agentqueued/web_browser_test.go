@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"syscall"
 	"testing"
 
@@ -119,6 +120,7 @@ agents:
 		return td.Task.Status
 	}
 
+	var pages string // the session's pages' URL, with its path secret
 	{
 		t.Log("step: log in")
 		b.Do("open the overview", chromedp.Navigate(base+"/ui/overview"))
@@ -128,13 +130,25 @@ agents:
 		b.Do("log in", chromedp.WaitVisible("#token"), chromedp.SendKeys("#token", token), chromedp.Submit("#token"))
 		b.WaitText("h1", "Overview")
 		b.WaitText("#ov-agents", "worker")
+		tab, cancel := b.Context()
+		loc, err := chromedp.Run(tab, chromedp.Location())
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The session's pages are under a path of its own.
+		m := regexp.MustCompile(`^` + regexp.QuoteMeta(base) + `(/ui/s/[A-Za-z0-9_-]+)/overview$`).FindStringSubmatch(loc)
+		if m == nil {
+			t.Fatalf("the login led to %s, not the overview under the session's own path", loc)
+		}
+		pages = base + m[1]
 	}
 
 	{
 		t.Log("step: the keyboard and a phone's screen")
 		b.Do("press Tab", chromedp.KeyEvent("\t"))
 		b.WaitFor("the skip link focused first", `document.activeElement && document.activeElement.textContent === "Skip to content"`)
-		b.Do("narrow the screen", chromedp.EmulateViewport(375, 800), chromedp.Navigate(base+"/ui/queue?status=all"))
+		b.Do("narrow the screen", chromedp.EmulateViewport(375, 800), chromedp.Navigate(pages+"/queue?status=all"))
 		b.WaitText("h1", "Queue")
 		b.WaitFor("no sideways scrolling at 375 px", "document.documentElement.scrollWidth <= document.documentElement.clientWidth")
 		b.Do("widen the screen", chromedp.ResetViewport())
@@ -143,7 +157,7 @@ agents:
 	{
 		t.Log("step: a task moves through its statuses live")
 		id := addTask("plain", "Walk [gate]", false)
-		b.Do("open the task", chromedp.Navigate(base+"/ui/tasks/"+id))
+		b.Do("open the task", chromedp.Navigate(pages+"/tasks/"+id))
 		b.WaitText("h1", "Walk [gate]")
 		b.WaitFor("the page's mark", "(window.__unreloaded = true)")
 		b.WaitText("#task-status", "IN_PROGRESS")
@@ -160,7 +174,7 @@ agents:
 	{
 		t.Log("step: answer a question")
 		id := addTask("plain", "Choose [ask]", false)
-		b.Do("open the task", chromedp.Navigate(base+"/ui/tasks/"+id))
+		b.Do("open the task", chromedp.Navigate(pages+"/tasks/"+id))
 		b.WaitText("#task-questions", "Which colour?")
 		b.WaitText("#task-status", "WAITING_INPUT")
 		b.Do("answer", chromedp.WaitVisible("#task-questions textarea"), chromedp.SendKeys("#task-questions textarea", "teal"), chromedp.Submit("#task-questions textarea"))
@@ -172,7 +186,7 @@ agents:
 	{
 		t.Log("step: approve with the diff shown")
 		id := addTask("gated", "Gate [commit]", true)
-		b.Do("open the task", chromedp.Navigate(base+"/ui/tasks/"+id))
+		b.Do("open the task", chromedp.Navigate(pages+"/tasks/"+id))
 		b.WaitText("#task-status", "AWAITING_APPROVAL")
 		b.WaitText("#diff", "+++ b/gated.txt")
 		b.WaitText("#diff", "+approved work")
@@ -187,7 +201,7 @@ agents:
 	{
 		t.Log("step: cancel a run")
 		id := addTask("plain", "Hold [hold]", false)
-		b.Do("open the task", chromedp.Navigate(base+"/ui/tasks/"+id))
+		b.Do("open the task", chromedp.Navigate(pages+"/tasks/"+id))
 		b.WaitText("#task-status", "IN_PROGRESS")
 		b.WaitText("#log", "holding")
 		b.Do("cancel", chromedp.Click("#cancel"))
@@ -199,7 +213,7 @@ agents:
 	{
 		t.Log("step: a cross-site form is refused")
 		id := addTask("plain", "Target [hold]", false)
-		b.Do("open the task", chromedp.Navigate(base+"/ui/tasks/"+id))
+		b.Do("open the task", chromedp.Navigate(pages+"/tasks/"+id))
 		b.WaitText("#task-status", "IN_PROGRESS")
 		// Another site (another port of the same host: same-site, so the
 		// SameSite cookie goes along) posts the cancel form with a
@@ -212,8 +226,8 @@ agents:
 		}
 		evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
-			fmt.Fprintf(w, `<!doctype html><form id="f" method="post" action="%s/ui/tasks/%s/cancel">`+
-				`<input type="hidden" name="csrf" value="%s"><button id="go">go</button></form>`, base, id, csrf)
+			fmt.Fprintf(w, `<!doctype html><form id="f" method="post" action="%s/tasks/%s/cancel">`+
+				`<input type="hidden" name="csrf" value="%s"><button id="go">go</button></form>`, pages, id, csrf)
 		}))
 		defer evil.Close()
 		b.Do("open the other site", chromedp.Navigate(evil.URL))

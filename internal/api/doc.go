@@ -23,7 +23,8 @@
 //
 // With Config.UI set, the web dashboard (package web) is served under
 // /ui/ behind the same Host and cross-origin checks; it does its own login
-// (a session cookie), not the bearer token (docs/web.md).
+// (a session cookie and a secret path, UISessionPrefix, which the logs
+// never show), not the bearer token (docs/web.md).
 //
 // Endpoints (one line per route the server registers, method and pattern
 // first; TestDocumentedRoutesAreServed holds the list to the router):

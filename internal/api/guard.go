@@ -113,14 +113,14 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		webhook := r.URL.Path == WebhookPath && s.cfg.GitHubWebhook != nil
 		if !webhook && !s.hosts.allows(r.Host) {
 			s.log.InfoContext(r.Context(), "request refused: host not allowed", "host", cleanHeader(r.Host),
-				"method", r.Method, "path", cleanHeader(r.URL.Path))
+				"method", r.Method, "path", logPath(r.URL.Path))
 			s.writeError(w, r, forbidden("host %s is not served: the API answers loopback hosts (localhost, 127.0.0.1, ::1), "+
 				"the listen address's host and api.allowed_hosts", quoteShort(r.Host)))
 			return
 		}
 		if err := cop.Check(r); err != nil {
 			s.log.InfoContext(r.Context(), "request refused: cross-origin", "origin", cleanHeader(r.Header.Get("Origin")),
-				"sec_fetch_site", cleanHeader(r.Header.Get("Sec-Fetch-Site")), "method", r.Method, "path", cleanHeader(r.URL.Path))
+				"sec_fetch_site", cleanHeader(r.Header.Get("Sec-Fetch-Site")), "method", r.Method, "path", logPath(r.URL.Path))
 			s.writeError(w, r, forbidden("cross-origin request refused: a page of another origin may not call %s "+
 				"(Origin %s, Sec-Fetch-Site %s)", r.Method, quoteShort(r.Header.Get("Origin")),
 				quoteShort(r.Header.Get("Sec-Fetch-Site"))))

@@ -65,7 +65,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// The server's own answer: its message is safe whatever the code.
 		status, msg = he.status, he.err.Message
 	} else if code == models.CodeInternal {
-		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", cleanHeader(r.URL.Path), "err", err)
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", logPath(r.URL.Path), "err", err)
 		msg = "internal error"
 	}
 	msg = shortenQuoted(msg)

@@ -23,6 +23,23 @@ const APIPrefix = "/api/v1"
 // UIPrefix is the path prefix of the web dashboard (Config.UI).
 const UIPrefix = "/ui"
 
+// UISessionPrefix starts the paths of the dashboard's logged-in pages
+// (web.SessionPrefix): the path segment after it is a session's secret,
+// which the logs never show (logPath).
+const UISessionPrefix = UIPrefix + "/s/"
+
+// logPath is a request's path as a log line shows it: cleanHeader's,
+// with a dashboard session's path secret replaced by "-".
+func logPath(p string) string {
+	if rest, ok := strings.CutPrefix(p, UISessionPrefix); ok {
+		p = UISessionPrefix + "-"
+		if _, tail, more := strings.Cut(rest, "/"); more {
+			p += "/" + tail
+		}
+	}
+	return cleanHeader(p)
+}
+
 // routeMux is the API's ServeMux, remembering the pattern of every route
 // registered on it (the endpoint list of the package documentation is
 // checked against them).
@@ -193,7 +210,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
-		s.log.DebugContext(r.Context(), "http request", "method", cleanHeader(r.Method), "path", cleanHeader(r.URL.Path),
+		s.log.DebugContext(r.Context(), "http request", "method", cleanHeader(r.Method), "path", logPath(r.URL.Path),
 			"status", rec.status, "duration", time.Since(start))
 	})
 }

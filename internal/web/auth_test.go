@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -42,29 +43,42 @@ func TestLoginSetsAStrictCookieThatIsNotTheToken(t *testing.T) {
 			}
 			continue
 		}
-		if p.header.Get("Location") != "/ui/queue" {
-			t.Errorf("login goes to %q, want /ui/queue", p.header.Get("Location"))
+		loc := p.header.Get("Location")
+		m := regexp.MustCompile(`^(/ui/s/([A-Za-z0-9_-]{43}))/queue$`).FindStringSubmatch(loc)
+		if m == nil {
+			t.Fatalf("login goes to %q, want /ui/queue under the session's own path", loc)
 		}
+		e.base = m[1]
 		c := p.header.Get("Set-Cookie")
-		for _, want := range []string{web.CookieName + "=", "Path=/ui", "HttpOnly", "SameSite=Strict"} {
+		for _, want := range []string{web.CookieName + "=", "Path=" + m[1] + "/;", "HttpOnly", "SameSite=Strict"} {
 			if !strings.Contains(c, want) {
 				t.Errorf("cookie %q lacks %s", c, want)
 			}
 		}
-		if strings.Contains(c, testToken) {
-			t.Errorf("cookie %q holds the token", c)
+		if strings.Contains(c, testToken) || strings.Contains(c, web.CookieName+"="+m[2]) {
+			t.Errorf("cookie %q holds the token or the path secret", c)
 		}
 	}
-	if p := e.get("/ui/overview"); p.status != http.StatusOK || !strings.Contains(p.body, "Log out") {
+	if p := e.get(e.in("/ui/overview")); p.status != http.StatusOK || !strings.Contains(p.body, "Log out") {
 		t.Fatalf("the overview after login: %d\n%s", p.status, p.body)
 	}
-	// A next that leaves the dashboard is ignored.
-	if p := e.post("/ui/login", url.Values{"token": {testToken}, "next": {"//evil.example/x"}}); p.header.Get("Location") != "/ui/overview" {
-		t.Errorf("login with an outside next goes to %q", p.header.Get("Location"))
+	// The session's pages are not at the bare paths: the cookie is not
+	// sent there, and would not open them.
+	if p := e.get("/ui/overview"); p.status != http.StatusSeeOther || p.header.Get("Location") != "/ui/login?next=%2Fui%2Foverview" {
+		t.Fatalf("the bare overview after login: %d %q", p.status, p.header.Get("Location"))
 	}
-	// Logging out ends the session: the same cookie no longer opens a page.
+	// A next that leaves the dashboard, or names a session's path, is
+	// ignored.
+	for _, next := range []string{"//evil.example/x", "https://evil.example/x", "/ui/s/" + strings.Repeat("A", 43) + "/queue", `/ui\\evil.example`} {
+		p := e.post("/ui/login", url.Values{"token": {testToken}, "next": {next}})
+		if loc := p.header.Get("Location"); !sessionBase.MatchString(loc) {
+			t.Errorf("login with the next %q goes to %q", next, loc)
+		}
+	}
+	// Logging out ends the session: its cookie and its path no longer
+	// open a page.
 	e.logout()
-	if p := e.get("/ui/overview"); p.status != http.StatusSeeOther {
+	if p := e.get(e.in("/ui/overview")); p.status != http.StatusSeeOther {
 		t.Fatalf("a page after logout: %d", p.status)
 	}
 }
@@ -76,7 +90,7 @@ func TestFormsRequireTheCSRFTokenAndTheSameOrigin(t *testing.T) {
 	e := newEnv(t, testToken)
 	e.login(testToken)
 	id := e.task("web", "Build")
-	csrf := e.csrf("/ui/tasks/" + id)
+	csrf := e.csrf(e.in("/ui/tasks/" + id))
 	tests := []struct {
 		name    string
 		form    url.Values
@@ -91,7 +105,7 @@ func TestFormsRequireTheCSRFTokenAndTheSameOrigin(t *testing.T) {
 		{"same origin", url.Values{"priority": {"7"}, "csrf": {csrf}}, []string{"Sec-Fetch-Site", "same-origin"}, http.StatusSeeOther},
 	}
 	for _, tc := range tests {
-		p := e.post("/ui/tasks/"+id+"/priority", tc.form, tc.headers...)
+		p := e.post(e.in("/ui/tasks/"+id+"/priority"), tc.form, tc.headers...)
 		if p.status != tc.status {
 			t.Fatalf("%s: %d, want %d\n%s", tc.name, p.status, tc.status, p.body)
 		}
@@ -103,7 +117,7 @@ func TestFormsRequireTheCSRFTokenAndTheSameOrigin(t *testing.T) {
 			t.Fatalf("%s: priority %d after a %d", tc.name, got.Priority, p.status)
 		}
 	}
-	if p := e.get("/ui/tasks/" + id); !strings.Contains(p.body, "Priority set to 7.") {
+	if p := e.get(e.in("/ui/tasks/" + id)); !strings.Contains(p.body, "Priority set to 7.") {
 		t.Errorf("the task's page does not say what the form did:\n%s", p.body)
 	}
 }

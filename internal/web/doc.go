@@ -20,7 +20,9 @@
 // say .Data.Tasks), and whose other fields serve the layout: Nav (the
 // navigation entry highlighted), CSRF (the session's token, for forms),
 // Flash and Error (the last form's answer), Now, Path (the request's path
-// and query: forms post it back as "back" to return there). Load's error
+// and query: forms post it back as "back" to return there), Base (the
+// path the session's pages are under: every link and form of a template
+// starts with {{$.Base}}, never a literal /ui). Load's error
 // is an error page: a models error shows its message with its status
 // (not_found 404, invalid 400, conflict 409, ...), any other error is
 // logged and shown as "internal error" — never its text.
@@ -46,9 +48,10 @@
 //
 // # Live parts
 //
-// Every page behind the login opens GET /ui/events (Server-Sent Events;
-// events.go): an event "change" follows each committed change of the
-// daemon's state, and static/live.js then re-reads the page and replaces
+// Every page behind the login opens GET /ui/events under its Base
+// (Server-Sent Events; events.go): an event "change" follows each
+// committed change of the daemon's state, and static/live.js then
+// re-reads the page and replaces
 // each element that has both an id and the attribute data-live by its new
 // version. Mark the parts of a page that change with data-live and a
 // stable id; keep forms a person types into outside them (a live part
@@ -73,13 +76,28 @@
 // # Login
 //
 // With a token configured (api.token), GET /ui/login asks for it and POST
-// /ui/login starts a session: a random id in the cookie aq_session
-// (HttpOnly, SameSite=Strict, Path=/ui, Secure over TLS), the session
-// itself (its CSRF token, its flash) kept in memory — never the token.
-// Sessions expire after SessionTTL without a request and end at logout
-// (POST /ui/logout) or when the daemon restarts. Without a token there is
-// nothing to log in with: a session is started on the first request (not
-// on a subresource request another site starts: 403) and the dashboard is
-// as open as the API, to whoever reaches the listen address (loopback by
-// default; docs/web.md, docs/security.md).
+// /ui/login starts a session: the session itself (its CSRF token, its
+// flash) is kept in memory — never the token — and the browser gets its
+// two halves, both random: a path secret, under which all the session's
+// pages are (SessionPrefix + secret + "/overview", ...; the session's
+// Base), and a session id in the cookie aq_session (HttpOnly,
+// SameSite=Strict, Secure over TLS), scoped to that path
+// (Path=/ui/s/<secret>/). sessionGate, in front of the routes, grants a
+// request only when a cookie it carries names a live session whose path
+// secret the path holds, and passes it on with the secret cut from its
+// path: routes, Path, logs and error pages see /ui/... . Anything else is
+// refused (refuse): a page with the way to the login page, which leads
+// back to it under the new session's path, the event stream with 401, a
+// form with 403. So a cookie another server on the host received (cookies
+// are scoped by host, not port) grants nothing. Build links with
+// {{$.Base}} in templates, baseOf or link in Go; never write a path
+// secret anywhere else (Referrer-Policy keeps it on the dashboard's
+// origin, and the API's logs cut it). Sessions expire after SessionTTL
+// without a request and end at logout (POST .../logout) or when the
+// daemon restarts. Without a token there is nothing to log in with: a
+// session without a path secret (pages under Prefix, cookie at Path=/ui)
+// is started on the first request (not on a subresource request another
+// site starts: 403) and the dashboard is as open as the API, to whoever
+// reaches the listen address (loopback by default; docs/web.md,
+// docs/security.md).
 package web

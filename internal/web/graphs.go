@@ -31,12 +31,14 @@ type graphView struct {
 	Tasks, Edges int
 	Truncated    bool
 	RootCauses   []models.Task
+	// Base is the path the links are under (the session's: baseOf).
+	Base string
 }
 
 // taskGraph draws a task graph: each task a box coloured by status that
-// links to its page, each cascade's root cause outlined, focus (a task id,
+// links to its page (under base, the session's: baseOf), each cascade's root cause outlined, focus (a task id,
 // or "") drawn with a heavy border.
-func taskGraph(g models.TaskGraph, focus, label string) (graphView, error) {
+func taskGraph(g models.TaskGraph, focus, label, base string) (graphView, error) {
 	roots := map[string]bool{}
 	for _, t := range g.Tasks {
 		if t.CascadeRootID != "" {
@@ -44,9 +46,9 @@ func taskGraph(g models.TaskGraph, focus, label string) (graphView, error) {
 		}
 	}
 	var in dag.Graph
-	v := graphView{Tasks: len(g.Tasks), Edges: len(g.Edges), Truncated: g.Truncated}
+	v := graphView{Tasks: len(g.Tasks), Edges: len(g.Edges), Truncated: g.Truncated, Base: base}
 	for _, t := range g.Tasks {
-		in.Nodes = append(in.Nodes, dag.Node{ID: t.ID, Label: t.Title, Href: Prefix + "/tasks/" + t.ID,
+		in.Nodes = append(in.Nodes, dag.Node{ID: t.ID, Label: t.Title, Href: base + "/tasks/" + t.ID,
 			Status: t.Status, RootCause: roots[t.ID], Focus: t.ID == focus})
 		if roots[t.ID] {
 			v.RootCauses = append(v.RootCauses, t)
@@ -92,13 +94,13 @@ func statusLegend() template.HTML {
 // taskNeighbourhood draws the graph around a task for its page: its
 // upstreams and dependents up to models.DefaultGraphDepth edges away and
 // the root causes of the cascade-blocked ones. The Task page shows it
-// with {{graphFigure .Data.Graph "..."}}.
-func (s *Server) taskNeighbourhood(ctx context.Context, taskID string) (graphView, error) {
+// with {{graphFigure .Data.Graph "..."}}; its boxes link under base.
+func (s *Server) taskNeighbourhood(ctx context.Context, taskID, base string) (graphView, error) {
 	g, err := s.svc.TaskGraph(ctx, models.TaskGraphQuery{Around: taskID})
 	if err != nil {
 		return graphView{}, fmt.Errorf("graph around task %s: %w", taskID, err)
 	}
-	return taskGraph(g, taskID, "dependencies of "+taskID)
+	return taskGraph(g, taskID, "dependencies of "+taskID, base)
 }
 
 // projectsPage is the data of the projects page.
@@ -153,7 +155,7 @@ func (s *Server) loadProjectDAG(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := taskGraph(g, "", "open work of project "+p.Name)
+	v, err := taskGraph(g, "", "open work of project "+p.Name, baseOf(r))
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +170,7 @@ var figureTemplate = template.Must(template.New("figure").Funcs(template.FuncMap
 		`<figcaption>{{.Tasks}} task(s), {{.Edges}} dependenc{{if eq .Edges 1}}y{{else}}ies{{end}}; dashed arrows do not require success.` +
 		`{{if .Truncated}} <strong>Only the first {{.Tasks}} tasks are drawn.</strong>{{end}}` +
 		`{{with .RootCauses}} Root cause{{if gt (len .) 1}}s{{end}} of blocked chains, outlined:` +
-		`{{range $i, $t := .}}{{if $i}},{{end}} <a class="root-cause" href="/ui/tasks/{{$t.ID}}">{{$t.Title}}</a>{{end}}.{{end}}</figcaption>` +
+		`{{range $i, $t := .}}{{if $i}},{{end}} <a class="root-cause" href="{{$.Base}}/tasks/{{$t.ID}}">{{$t.Title}}</a>{{end}}.{{end}}</figcaption>` +
 		`<details class="legend"><summary>Colours</summary>{{statusLegend}}</details>` +
 		`{{else}}<p class="muted">No tasks to draw.</p>{{end}}</figure>`))
 

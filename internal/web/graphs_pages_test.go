@@ -45,7 +45,13 @@ type engineEnv struct {
 
 func newEngineEnv(t *testing.T) *engineEnv {
 	t.Helper()
-	w := newWiring(t)
+	return newEngineEnvWith(t, "")
+}
+
+// newEngineEnvWith is newEngineEnv with the API token token ("": none).
+func newEngineEnvWith(t *testing.T, token string) *engineEnv {
+	t.Helper()
+	w := newWiringWith(t, token)
 	srv := httptest.NewServer(w.handler)
 	t.Cleanup(srv.Close)
 	jar, err := cookiejar.New(nil)
@@ -71,14 +77,20 @@ type wiring struct {
 
 func newWiring(tb testing.TB) wiring {
 	tb.Helper()
+	return newWiringWith(tb, "")
+}
+
+// newWiringWith is newWiring with the API token token ("": none).
+func newWiringWith(tb testing.TB, token string) wiring {
+	tb.Helper()
 	ended := make(chan models.HookRun, 16)
 	k := servicetest.New(tb, servicetest.WithHooks(hooks.Config{OnRunEnd: func(r models.HookRun) { ended <- r }}))
 	svc := k.Service
-	ui, err := web.New(web.Config{Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return pagesNow }}, svc)
+	ui, err := web.New(web.Config{Token: token, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return pagesNow }}, svc)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	a, err := api.New(api.Config{UI: ui.Handler(), Logs: svc}, svc)
+	a, err := api.New(api.Config{Token: token, UI: ui.Handler(), Logs: svc}, svc)
 	if err != nil {
 		tb.Fatal(err)
 	}

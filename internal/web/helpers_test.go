@@ -37,6 +37,22 @@ type env struct {
 	feed   *service.Feed
 	// stop shuts the server down (newEnvServed).
 	stop func()
+	// base is the path the pages of the last login's session are under
+	// (login; in maps a path to it).
+	base string
+}
+
+// envConfig configures newEnvWith.
+type envConfig struct {
+	// Token is the API token ("": none).
+	Token string
+	// Serve runs the API by its own Serve (an hour's shutdown timeout)
+	// instead of httptest.
+	Serve bool
+	// Logger receives the API's and the dashboard's logs; nil discards.
+	Logger *slog.Logger
+	// Now is the dashboard's clock; nil is time.Now.
+	Now func() time.Time
 }
 
 // newEnv starts the API with the dashboard; token is the API token ("":
@@ -52,13 +68,24 @@ func newEnv(t *testing.T, token string) *env {
 // context, whose result arrives on the channel returned.
 func newEnvServed(t *testing.T, token string, serve bool) (*env, <-chan error) {
 	t.Helper()
+	return newEnvWith(t, envConfig{Token: token, Serve: serve})
+}
+
+// newEnvWith is newEnvServed configured by cfg.
+func newEnvWith(t *testing.T, cfg envConfig) (*env, <-chan error) {
+	t.Helper()
+	token, serve := cfg.Token, cfg.Serve
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	k := servicetest.New(t)
 	st, svc := k.Store, k.Service
-	ui, err := web.New(web.Config{Token: token, Logger: slog.New(slog.DiscardHandler), Stopping: api.Stopping}, svc)
+	ui, err := web.New(web.Config{Token: token, Logger: cfg.Logger, Now: cfg.Now, Stopping: api.Stopping}, svc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := api.New(api.Config{Addr: "127.0.0.1:0", Token: token, UI: ui.Handler(), Logs: svc, ShutdownTimeout: time.Hour}, svc)
+	a, err := api.New(api.Config{Addr: "127.0.0.1:0", Token: token, UI: ui.Handler(), Logs: svc, Logger: cfg.Logger,
+		ShutdownTimeout: time.Hour}, svc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,13 +183,30 @@ func (e *env) csrf(path string) string {
 	return m[1]
 }
 
-// login logs in with token and fails the test unless it works.
+// sessionBase matches where a login leads: a session's own path, its
+// path secret the submatch.
+var sessionBase = regexp.MustCompile(`^/ui/s/([A-Za-z0-9_-]{43})/overview$`)
+
+// login logs in with token and fails the test unless it works: the
+// browser is sent to the overview under the new session's own path,
+// which in then maps paths to.
 func (e *env) login(token string) {
 	e.t.Helper()
 	p := e.post("/ui/login", url.Values{"token": {token}, "next": {"/ui/overview"}})
-	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/ui/overview" {
-		e.t.Fatalf("login: %d %s:\n%s", p.status, p.header.Get("Location"), p.body)
+	loc := p.header.Get("Location")
+	if p.status != http.StatusSeeOther || !sessionBase.MatchString(loc) {
+		e.t.Fatalf("login: %d %s:\n%s", p.status, loc, p.body)
 	}
+	e.base = strings.TrimSuffix(loc, "/overview")
+}
+
+// in returns the dashboard path p ("/ui/tasks/x") under the logged-in
+// session's path (p itself before a login).
+func (e *env) in(p string) string {
+	if e.base == "" {
+		return p
+	}
+	return e.base + strings.TrimPrefix(p, "/ui")
 }
 
 // task creates a project and a READY task in it and returns the task's id.
@@ -185,8 +229,8 @@ func (e *env) task(project, title string) string {
 // logout posts the logout form.
 func (e *env) logout() {
 	e.t.Helper()
-	csrf := e.csrf("/ui/overview")
-	if p := e.post("/ui/logout", url.Values{"csrf": {csrf}}); p.status != http.StatusSeeOther {
+	csrf := e.csrf(e.in("/ui/overview"))
+	if p := e.post(e.in("/ui/logout"), url.Values{"csrf": {csrf}}); p.status != http.StatusSeeOther {
 		e.t.Fatalf("logout: %d\n%s", p.status, p.body)
 	}
 }

@@ -87,15 +87,16 @@ var deskPageLabels = map[models.DeskKind]string{
 }
 
 // newDeskRow shows a desk item: where its wait ends on the dashboard (the
-// task's page; the budget page for a budget) and outside it.
-func newDeskRow(it models.DeskItem) deskRow {
+// task's page; the budget page for a budget: under base, the session's)
+// and outside it.
+func newDeskRow(it models.DeskItem, base string) deskRow {
 	r := deskRow{Item: it, Kind: deskKindNames[it.Kind]}
 	if r.Kind == "" {
 		r.Kind = string(it.Kind)
 	}
 	switch {
 	case it.TaskID != "":
-		r.Page, r.PageLabel = Prefix+"/tasks/"+it.TaskID, deskPageLabels[it.Kind]
+		r.Page, r.PageLabel = base+"/tasks/"+it.TaskID, deskPageLabels[it.Kind]
 		if r.PageLabel == "" {
 			r.PageLabel = "Open the task"
 		}
@@ -108,7 +109,7 @@ func newDeskRow(it models.DeskItem) deskRow {
 			r.Page += "#restart"
 		}
 	case it.Kind == models.DeskBudget:
-		r.Page, r.PageLabel = Prefix+"/budget", "See the budgets"
+		r.Page, r.PageLabel = base+"/budget", "See the budgets"
 	}
 	if u := it.Action.URL; strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
 		r.External = u
@@ -157,7 +158,7 @@ func (s *Server) loadOverview(r *http.Request) (any, error) {
 	}
 	p := overviewPage{Now: s.cfg.Now(), Activity: ov.Activity, DeskTruncated: ov.DeskTruncated, Budget: ov.Budget}
 	for _, it := range ov.Desk {
-		p.Desk = append(p.Desk, newDeskRow(it))
+		p.Desk = append(p.Desk, newDeskRow(it, baseOf(r)))
 	}
 	seconds := map[string]float64{}
 	var totalSeconds, totalWeight float64

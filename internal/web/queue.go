@@ -92,11 +92,11 @@ func (s *Server) loadQueue(r *http.Request) (any, error) {
 		}
 	}
 	if f.AfterID != "" {
-		p.First = Prefix + "/queue?" + v.Encode()
+		p.First = link(r, Prefix+"/queue?"+v.Encode())
 	}
 	if len(p.Tasks) == QueuePageSize {
 		v.Set("after", p.Tasks[len(p.Tasks)-1].ID)
-		p.Next = Prefix + "/queue?" + v.Encode()
+		p.Next = link(r, Prefix+"/queue?"+v.Encode())
 	}
 	return p, nil
 }

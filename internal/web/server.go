@@ -23,6 +23,15 @@ import (
 // Prefix is the path every page, form and asset of the dashboard is under.
 const Prefix = "/ui"
 
+// ReferrerPolicy is the Referrer-Policy of every answer: a page's address
+// (which holds its session's path secret) goes as a Referer only to the
+// dashboard's own origin; a link or a redirect to any other origin —
+// another port of the same host too — carries none. "no-referrer" would
+// also keep it from the dashboard itself, but a browser then sends
+// "Origin: null" with every form, and where it sends no Sec-Fetch-Site
+// (plain HTTP beyond loopback) the cross-origin check would refuse them all.
+const ReferrerPolicy = "same-origin"
+
 // Defaults of the dashboard's configuration.
 const (
 	// DefaultSessionTTL is how long a login lasts without a request; each
@@ -142,8 +151,11 @@ func New(cfg Config, svc Service) (*Server, error) {
 	return s, nil
 }
 
-// Handler serves the dashboard: everything under Prefix.
-func (s *Server) Handler() http.Handler { return s.headers(s.mux) }
+// Handler serves the dashboard: everything under Prefix. Every answer
+// carries the security headers; the request's session is found (and a
+// path under SessionPrefix granted or refused) before the cross-origin
+// check and the routes.
+func (s *Server) Handler() http.Handler { return s.headers(s.sessionGate(s.crossOrigin(s.mux))) }
 
 // routes registers every page, form and asset. A page is added with
 // s.page, a form with s.action (see doc.go).
@@ -163,7 +175,7 @@ func (s *Server) routes() error {
 	s.mux.HandleFunc("GET "+Prefix+"/events", s.requireSession(s.handleEvents))
 	s.mux.HandleFunc("POST "+Prefix+"/logout", s.requireSession(s.handleLogout))
 	s.mux.HandleFunc("GET "+Prefix+"/{$}", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, Prefix+"/overview", http.StatusSeeOther)
+		http.Redirect(w, r, link(r, Prefix+"/overview"), http.StatusSeeOther)
 	})
 	for _, p := range pages {
 		if err := s.page(p); err != nil {
@@ -192,18 +204,19 @@ const (
 	NavBudget    Nav = "budget"
 )
 
-// navEntries are the layout's navigation: entry, title, path.
+// navEntries are the layout's navigation: entry, title, path (after the
+// session's base, View.Base).
 var navEntries = []struct {
 	Nav   Nav
 	Title string
 	Path  string
 }{
-	{NavOverview, "Overview", Prefix + "/overview"},
-	{NavQueue, "Queue", Prefix + "/queue"},
-	{NavProjects, "Projects", Prefix + "/projects"},
-	{NavWorkflows, "Workflows", Prefix + "/workflows"},
-	{NavHooks, "Hooks", Prefix + "/hooks"},
-	{NavBudget, "Budget", Prefix + "/budget"},
+	{NavOverview, "Overview", "/overview"},
+	{NavQueue, "Queue", "/queue"},
+	{NavProjects, "Projects", "/projects"},
+	{NavWorkflows, "Workflows", "/workflows"},
+	{NavHooks, "Hooks", "/hooks"},
+	{NavBudget, "Budget", "/budget"},
 }
 
 // Page is one GET route of the dashboard: its template (templates/<Template>.html,
@@ -289,10 +302,16 @@ type View struct {
 	Now time.Time
 	// NavEntries are the navigation's entries.
 	NavEntries any
-	// Path is the request's path and query (forms return to it).
+	// Path is the request's path and query under Prefix, without the
+	// session's path secret (forms return to it as "back").
 	Path string
+	// Base is the path the session's pages are under: every link and
+	// form of a page starts with it (SessionPrefix and the session's path
+	// secret with a token configured, else Prefix).
+	Base string
 	// Events is the URL of the page's event stream (empty: the page is
-	// not live): /ui/events, or what the Data's EventsURL method says.
+	// not live): /ui/events, or what the Data's EventsURL method says,
+	// under Base.
 	Events string
 }
 
@@ -311,7 +330,8 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, tmpl
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
-	v := View{Nav: nav, Data: data, Now: s.cfg.Now(), NavEntries: navEntries, Path: r.URL.RequestURI()}
+	v := View{Nav: nav, Data: data, Now: s.cfg.Now(), NavEntries: navEntries, Path: r.URL.RequestURI(),
+		Base: baseOf(r)}
 	if sess := sessionOf(r); sess != nil {
 		v.CSRF = sess.csrf
 		v.LoggedIn = s.cfg.Token != ""
@@ -328,7 +348,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, tmpl
 				if strings.Contains(v.Events, "?") {
 					sep = "&"
 				}
-				v.Events += sep + "since=" + strconv.FormatUint(seq, 10)
+				v.Events = link(r, v.Events+sep+"since="+strconv.FormatUint(seq, 10))
 			}
 		}
 	}
@@ -411,12 +431,13 @@ func (s *Server) action(a Action) {
 		} else if msg != "" {
 			s.sessions.setFlash(sess, msg, false)
 		}
-		http.Redirect(w, r, next, http.StatusSeeOther)
+		http.Redirect(w, r, link(r, next), http.StatusSeeOther)
 	}))
 }
 
 // backTo returns the form's "back" field when it is a dashboard path, else
-// the overview.
+// the overview (a path under Prefix: link puts it under the session's
+// base).
 func backTo(r *http.Request) string {
 	if b := r.PostFormValue("back"); localPath(b) {
 		return b
@@ -424,17 +445,17 @@ func backTo(r *http.Request) string {
 	return Prefix + "/overview"
 }
 
-// localPath reports whether p is a path of the dashboard (not another site).
+// localPath reports whether p is a path of the dashboard (not another
+// site), as the routes name it: under Prefix, not under SessionPrefix.
 func localPath(p string) bool {
-	if !strings.HasPrefix(p, Prefix+"/") || strings.HasPrefix(p, "//") || strings.Contains(p, "\\") {
+	if !strings.HasPrefix(p, Prefix+"/") || strings.HasPrefix(p, SessionPrefix) || strings.Contains(p, "\\") {
 		return false
 	}
 	u, err := url.Parse(p)
 	return err == nil && u.Scheme == "" && u.Host == ""
 }
 
-// headers sets the security headers of every answer and refuses a
-// cross-origin state-changing request (403) before anything else.
+// headers sets the security headers of every answer.
 func (s *Server) headers(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -442,10 +463,18 @@ func (s *Server) headers(next http.Handler) http.Handler {
 			"connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Referrer-Policy", ReferrerPolicy)
 		if !strings.HasPrefix(r.URL.Path, Prefix+"/static/") {
 			h.Set("Cache-Control", "no-store")
 		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// crossOrigin refuses a cross-origin state-changing request (403) before
+// the routes see it.
+func (s *Server) crossOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := s.cop.Check(r); err != nil {
 			s.log.InfoContext(r.Context(), "form refused: cross-origin", "origin", r.Header.Get("Origin"),
 				"sec_fetch_site", r.Header.Get("Sec-Fetch-Site"), "path", r.URL.Path)

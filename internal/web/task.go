@@ -134,7 +134,7 @@ func (s *Server) loadTask(r *http.Request) (any, error) {
 	for _, dep := range d.Dependents {
 		p.Dependents = append(p.Dependents, neighbourOf(dep.Downstream, dep))
 	}
-	if p.Graph, err = s.taskNeighbourhood(ctx, id); err != nil {
+	if p.Graph, err = s.taskNeighbourhood(ctx, id, baseOf(r)); err != nil {
 		return nil, err
 	}
 	qs, err := s.svc.TaskQuestions(ctx, id)

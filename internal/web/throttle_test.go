@@ -61,7 +61,7 @@ func TestWrongLoginsAreThrottledBySource(t *testing.T) {
 	if w := login(owner, token); w.Code != http.StatusSeeOther {
 		t.Errorf("right login from another source during a flood: status %d, want 303", w.Code)
 	}
-	r := httptest.NewRequest(http.MethodGet, "http://127.0.0.1/ui/overview", nil)
+	r := httptest.NewRequest(http.MethodGet, "http://127.0.0.1"+ok.Header().Get("Location"), nil)
 	r.RemoteAddr = attacker
 	for _, c := range cookies {
 		r.AddCookie(c)

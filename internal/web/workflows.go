@@ -65,7 +65,7 @@ func (s *Server) loadWorkflow(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runs of workflow %s: %w", w.Name, err)
 	}
-	g, err := stepGraph(w, nil, "")
+	g, err := stepGraph(w, nil, "", baseOf(r))
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +126,7 @@ func (s *Server) loadRun(r *http.Request) (any, error) {
 	for _, st := range w.Steps {
 		p.Steps = append(p.Steps, newStepRow(st, byStep[st.Name]))
 	}
-	if p.Graph, err = stepGraph(w, byStep, run.ID); err != nil {
+	if p.Graph, err = stepGraph(w, byStep, run.ID, baseOf(r)); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -174,8 +174,8 @@ func fanOut(st models.WorkflowStep) string {
 // stepGraph draws a workflow's steps as a graph. With the run's tasks by
 // step (byStep not nil) each step is coloured by its tasks and says how
 // many there are and how many completed; a step of one task links to it,
-// others to their rows on the run's page.
-func stepGraph(w models.Workflow, byStep map[string][]models.RunTask, runID string) (graphView, error) {
+// others to their rows on the run's page (under base, the session's).
+func stepGraph(w models.Workflow, byStep map[string][]models.RunTask, runID, base string) (graphView, error) {
 	var g dag.Graph
 	for _, st := range w.Steps {
 		n := dag.Node{ID: st.Name, Label: st.Name, Note: fanOut(st)}
@@ -192,10 +192,10 @@ func stepGraph(w models.Workflow, byStep map[string][]models.RunTask, runID stri
 			case len(tasks) == 0:
 				n.Note = joinNonEmpty(n.Note, "not started")
 			case len(tasks) == 1:
-				n.Href = Prefix + "/tasks/" + tasks[0].ID
+				n.Href = base + "/tasks/" + tasks[0].ID
 			default:
 				n.Note = joinNonEmpty(n.Note, fmt.Sprintf("%d/%d done", done, len(tasks)))
-				n.Href = Prefix + "/runs/" + runID + "#step-" + st.Name
+				n.Href = base + "/runs/" + runID + "#step-" + st.Name
 			}
 		}
 		g.Nodes = append(g.Nodes, n)
@@ -203,7 +203,7 @@ func stepGraph(w models.Workflow, byStep map[string][]models.RunTask, runID stri
 			g.Edges = append(g.Edges, dag.Edge{Upstream: d.Step, Downstream: st.Name, Soft: !d.Required()})
 		}
 	}
-	v := graphView{Tasks: len(g.Nodes), Edges: len(g.Edges)}
+	v := graphView{Tasks: len(g.Nodes), Edges: len(g.Edges), Base: base}
 	if len(g.Nodes) == 0 {
 		return v, nil
 	}

@@ -1,6 +1,6 @@
 // agentqueued dashboard: live updates. The page works without this file;
 // with it, each change of the daemon's state (an event "change" on the
-// page's stream, /ui/events) re-reads the page and replaces its live parts
+// page's stream, .../events) re-reads the page and replaces its live parts
 // (elements with data-live and an id), and a task page's log grows by the
 // stream's "log" events. One request at a time: changes arriving during a
 // re-read cause one more re-read after it, never a burst.
