@@ -1,6 +1,9 @@
 package models
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // LeaseHolder identifies the daemon that holds a database's lease.
 type LeaseHolder struct {
@@ -8,6 +11,27 @@ type LeaseHolder struct {
 	Hostname  string    `json:"hostname"`
 	PID       int       `json:"pid"`
 	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// ErrLeaseLost is the error of a write or an act refused because this
+// daemon's lease on its database has been taken over by another daemon
+// or released: the daemon is deposed and must stand down.
+var ErrLeaseLost = Errorf(CodeConflict, "this daemon no longer holds the database lease; its writes and acts are refused")
+
+// ErrLeaseExpiring is the error of an act outside the database (a signal,
+// a checkout's cleanup, a git write) refused because this daemon's lease
+// has too little time left for the act to be sure to happen before it can
+// expire: renewals have failed. Acts resume once a renewal succeeds.
+var ErrLeaseExpiring = Errorf(CodeUnavailable, "this daemon's database lease is about to expire without a renewal; "+
+	"it acts outside the database again once the lease is renewed")
+
+// Fenced reports whether err is a write or an act refused by the lease's
+// fence (ErrLeaseLost or ErrLeaseExpiring): not a failure of what was
+// attempted, which must not be taken for one (a failed verification, a
+// damaged repository), but a sign to leave it for later or to another
+// daemon.
+func Fenced(err error) bool {
+	return errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrLeaseExpiring)
 }
 
 // TokenUsage is one append-only entry of the token ledger.

@@ -47,6 +47,11 @@ type Run struct {
 	// MCPNotReady names the MCP servers that were not connected when the
 	// CLI began its first turn, each as "name (status)".
 	MCPNotReady []string `json:"mcp_not_ready,omitempty"`
+	// LeaseGeneration is the generation of the daemon lease under which
+	// the run was claimed (0: before generations were recorded, or a store
+	// without a lease): a daemon never signals a run of a newer
+	// generation than its own.
+	LeaseGeneration int64 `json:"-"`
 }
 
 // RunTokens is the token usage of one run.

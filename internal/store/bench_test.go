@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store/storetest"
@@ -31,6 +32,22 @@ func BenchmarkTransitionCommit(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		if _, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: ids[i], Event: models.EventAssigned, AgentID: "a1"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkConfirmLease measures the lease's fence that every act outside
+// the database asks first: one read of the lease row on the read pool.
+func BenchmarkConfirmLease(b *testing.B) {
+	s := storetest.Open(b)
+	ctx := context.Background()
+	if err := s.AcquireLease(ctx, models.LeaseHolder{Owner: "a", Hostname: "h", PID: 1}, time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := s.ConfirmLease(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -57,14 +57,16 @@ func (s *Store) AcquireLease(ctx context.Context, h models.LeaseHolder, ttl time
 	}
 	// From now on every write transaction of this store checks that the
 	// lease is still this one.
-	s.fence.Store(&fence{owner: h.Owner, generation: gen})
+	s.fence.Store(&fence{owner: h.Owner, generation: gen, ttl: ttl})
 	return nil
 }
 
-// fence is the lease a store's writes are made under.
+// fence is the lease a store's writes and its daemon's acts are made
+// under: its owner and generation, and the ttl it is renewed with.
 type fence struct {
 	owner      string
 	generation int64
+	ttl        time.Duration
 }
 
 // LeaseGeneration returns the generation of the lease this store holds
@@ -92,11 +94,17 @@ func (s *Store) checkFence(ctx context.Context, tx *sql.Tx) error {
 		pid   int
 	)
 	err := s.txQueryRow(ctx, tx, "SELECT owner, generation, hostname, pid FROM daemon_lease WHERE id = 1").Scan(&owner, &gen, &host, &pid)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && owner == "") {
-		return fmt.Errorf("%w: no daemon holds it now", ErrLeaseLost)
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("check the lease: %w", err)
+	}
+	return f.deposed(err != nil, owner, gen, host, pid)
+}
+
+// deposed returns ErrLeaseLost, saying who holds the lease now, when the
+// lease read (none when missing) is no longer f; nil when it still is.
+func (f *fence) deposed(missing bool, owner string, gen int64, host string, pid int) error {
+	if missing || owner == "" {
+		return fmt.Errorf("%w: no daemon holds it now", ErrLeaseLost)
 	}
 	if owner != f.owner || gen != f.generation {
 		return fmt.Errorf("%w: generation %d is held by owner %s (host %s, pid %d); this daemon held generation %d",
@@ -105,9 +113,65 @@ func (s *Store) checkFence(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// ErrLeaseLost is the error of a write refused because this daemon's lease
-// on the database has been taken over or released.
-var ErrLeaseLost = models.Errorf(models.CodeConflict, "this daemon no longer holds the database lease; its writes are refused")
+// ErrLeaseLost is the error of a write, or an act outside the database,
+// refused because this daemon's lease on the database has been taken over
+// or released (models.ErrLeaseLost).
+var ErrLeaseLost = models.ErrLeaseLost
+
+// ErrLeaseExpiring is the error of an act outside the database refused
+// because this daemon's lease has less than its act margin left
+// (models.ErrLeaseExpiring; see ConfirmLease).
+var ErrLeaseExpiring = models.ErrLeaseExpiring
+
+// LeaseActShare sets the act margin: an act outside the database needs at
+// least ttl/LeaseActShare of the lease left (5 s of the default 30 s).
+// Renewals come every third of the ttl, so the margin is reached only
+// after two renewals in a row have failed, and it ends the daemon's acts
+// that long before another daemon may take the lease.
+const LeaseActShare = 6
+
+// ConfirmLease is the fence of an act outside the database that could
+// hurt another daemon's work: a signal to a process group, the cleanup or
+// reset of a checkout, a git write, the deletion of files under the data
+// directory. Called immediately before the act, it confirms in the
+// database that this store's lease is still the current one (owner and
+// generation), and that it has at least the act margin left
+// (ttl/LeaseActShare): a daemon that cannot renew stops acting before its
+// lease can expire, and another daemon can take the lease over only once
+// the margin has passed since the check. It fails with ErrLeaseLost when
+// the lease was taken over or released (the daemon is deposed and must
+// stand down) and with ErrLeaseExpiring when too little of it is left. A
+// store that holds no lease confirms every act.
+//
+// It reads on the read pool, not the writer: a read transaction sees
+// every commit made before it began, a takeover included, and does not
+// wait behind this daemon's own writes. No lock is held through the act:
+// the margin bounds the time between the check and the act.
+func (s *Store) ConfirmLease(ctx context.Context) error {
+	f := s.fence.Load()
+	if f == nil {
+		return nil
+	}
+	var (
+		owner, host  string
+		gen, expires int64
+		pid          int
+	)
+	err := s.rdb.QueryRowContext(ctx, "SELECT owner, generation, hostname, pid, expires_at FROM daemon_lease WHERE id = 1").
+		Scan(&owner, &gen, &host, &pid, &expires)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("confirm the lease: %w", err)
+	}
+	if err := f.deposed(err != nil, owner, gen, host, pid); err != nil {
+		return err
+	}
+	margin := f.ttl / LeaseActShare
+	if left := fromNanos(expires).Sub(s.now()); left < margin {
+		return fmt.Errorf("%w (%s left of generation %d, an act needs %s)", ErrLeaseExpiring,
+			max(left, 0).Round(time.Millisecond), gen, margin)
+	}
+	return nil
+}
 
 func readLease(ctx context.Context, tx *sql.Tx) (models.LeaseHolder, error) {
 	var (
@@ -137,6 +201,9 @@ func (s *Store) RenewLease(ctx context.Context, owner string, ttl time.Duration)
 	})
 	if err != nil {
 		return fmt.Errorf("renew lease: %w", err)
+	}
+	if f := s.fence.Load(); f != nil && f.owner == owner && f.ttl != ttl {
+		s.fence.Store(&fence{owner: f.owner, generation: f.generation, ttl: ttl})
 	}
 	return nil
 }

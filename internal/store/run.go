@@ -87,10 +87,11 @@ func (s *Store) ClaimTask(ctx context.Context, taskID, agentID string) (models.R
 			return err
 		}
 		run = models.Run{CLI: agent.AgentType, TaskID: taskID, AgentID: agentID, ProjectID: a.task.ProjectID, Attempt: attempt, Kind: models.RunWork,
-			StartedAt: x.now, LastActivityAt: x.now}
+			StartedAt: x.now, LastActivityAt: x.now, LeaseGeneration: s.LeaseGeneration()}
 		ins, err := x.ExecContext(ctx, `INSERT INTO task_runs (task_id, agent_id, project_id, attempt, token_hash,
-			started_at, last_activity_at, cli) VALUES (?,?,?,?,?,?,?,?)`,
-			taskID, agentID, run.ProjectID, attempt, hashToken(token), toNanos(x.now), toNanos(x.now), agent.AgentType)
+			started_at, last_activity_at, cli, lease_generation) VALUES (?,?,?,?,?,?,?,?,?)`,
+			taskID, agentID, run.ProjectID, attempt, hashToken(token), toNanos(x.now), toNanos(x.now), agent.AgentType,
+			run.LeaseGeneration)
 		if err != nil {
 			return err
 		}
@@ -105,7 +106,7 @@ func (s *Store) ClaimTask(ctx context.Context, taskID, agentID string) (models.R
 }
 
 const runColumns = `id, task_id, agent_id, project_id, attempt, pid, checkout_path, started_at, last_activity_at,
-	ended_at, outcome, error, kind, session_id, cli, cli_version, usage, cost_usd, denied_tools, mcp_not_ready`
+	ended_at, outcome, error, kind, session_id, cli, cli_version, usage, cost_usd, denied_tools, mcp_not_ready, lease_generation`
 
 func scanRun(row scanner) (models.Run, error) {
 	var (
@@ -118,7 +119,7 @@ func scanRun(row scanner) (models.Run, error) {
 	)
 	if err := row.Scan(&r.ID, &r.TaskID, &r.AgentID, &r.ProjectID, &r.Attempt, &pid, &r.CheckoutPath, &started,
 		&activity, &ended, &r.Outcome, &r.Error, &r.Kind, &r.SessionID, &r.CLI, &r.CLIVersion, &usage, &cost, &denied,
-		&mcpPending); err != nil {
+		&mcpPending, &r.LeaseGeneration); err != nil {
 		return models.Run{}, err
 	}
 	for _, c := range []struct {

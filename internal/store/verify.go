@@ -53,10 +53,12 @@ func (s *Store) ClaimReview(ctx context.Context, taskID, agentID string) (models
 			return err
 		}
 		run = models.Run{TaskID: taskID, AgentID: agentID, ProjectID: t.ProjectID, Attempt: attempt, Kind: models.RunReview,
-			StartedAt: x.now, LastActivityAt: x.now}
+			StartedAt: x.now, LastActivityAt: x.now, LeaseGeneration: s.LeaseGeneration()}
 		ins, err := x.ExecContext(ctx, `INSERT INTO task_runs (task_id, agent_id, project_id, attempt, token_hash,
-			started_at, last_activity_at, kind, cli) VALUES (?,?,?,?,?,?,?,?,(SELECT agent_type FROM agents WHERE id = ?))`,
-			taskID, agentID, t.ProjectID, attempt, hashToken(token), toNanos(x.now), toNanos(x.now), models.RunReview, agentID)
+			started_at, last_activity_at, kind, cli, lease_generation)
+			VALUES (?,?,?,?,?,?,?,?,(SELECT agent_type FROM agents WHERE id = ?),?)`,
+			taskID, agentID, t.ProjectID, attempt, hashToken(token), toNanos(x.now), toNanos(x.now), models.RunReview, agentID,
+			run.LeaseGeneration)
 		if err != nil {
 			return err
 		}
