@@ -370,7 +370,11 @@ func (w *wiring) buildWorkspaces(ctx context.Context, st *store.Store) (*repo.Wo
 			return nil, fmt.Errorf("agent %s from the configuration: %w", a.ID, err)
 		}
 	}
-	rc := repo.Config{BaseDir: filepath.Join(cfg.DataDir, "workspaces"), Logger: w.log.With("component", "repo")}
+	// Every act on a checkout or a repository passes the lease's fence: a
+	// daemon another has taken the database over from touches nothing the
+	// new owner's runs use.
+	rc := repo.Config{BaseDir: filepath.Join(cfg.DataDir, "workspaces"), Logger: w.log.With("component", "repo"),
+		Fence: st.ConfirmLease}
 	if cfg.GitHub.Enabled() {
 		hosts, err := repo.GitHubHosts(cfg.GitHub.APIBaseURL)
 		if err != nil {

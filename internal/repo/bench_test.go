@@ -1,6 +1,7 @@
 package repo_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,7 +18,9 @@ import (
 // project whose origin is a local bare repository with 200 files: Prepare
 // (fetch, reset, branch), Seal (commit), Stage (integration fetch,
 // merge-tree, verification worktree), Deliver (merge, compare-and-swap of
-// main) and Cleanup. It reports the median of each step.
+// main) and Cleanup. It reports the median of each step, and how many
+// times the steps of one task ask the lease's fence (each ask is one
+// read of the lease row; see store.BenchmarkConfirmLease).
 func BenchmarkTaskLifecycle(b *testing.B) {
 	dir := b.TempDir()
 	seed, origin := filepath.Join(dir, "seed"), filepath.Join(dir, "origin.git")
@@ -37,7 +40,11 @@ func BenchmarkTaskLifecycle(b *testing.B) {
 	run(seed, "add", "-A")
 	run(seed, "commit", "-q", "-m", "seed")
 	run(dir, "clone", "-q", "--bare", seed, origin)
-	w, err := repo.New(repo.Config{BaseDir: filepath.Join(dir, "aq")})
+	fences := 0
+	w, err := repo.New(repo.Config{BaseDir: filepath.Join(dir, "aq"), Fence: func(context.Context) error {
+		fences++
+		return nil
+	}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -76,4 +83,5 @@ func BenchmarkTaskLifecycle(b *testing.B) {
 		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 		b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, name+"-ms")
 	}
+	b.ReportMetric(float64(fences)/float64(b.N), "fences/task")
 }

@@ -211,4 +211,18 @@
 // after Stage, Deliver, Diff, PushBranch or Cleanup under the repo lock;
 // one after Seal under the checkout lock. Agents on one project work
 // concurrently in their own checkouts.
+//
+// # The lease's fence
+//
+// Another daemon may take the database over from this one (paused past
+// its lease) and use the same checkouts and repositories. With
+// Config.Fence set (the daemon sets the store's ConfirmLease), every
+// operation that may change a repository or a checkout asks it once its
+// locks are held, and again before each git command that writes (any but
+// a read such as status, diff, log or rev-parse), each fetch and push, the
+// replacement of a cloned checkout, the removal of a verification
+// checkout, a repair, and a pull request opened or merged or a remote
+// branch deleted through GitHub's API. A refusal is returned as is
+// (models.Fenced tells it), never taken for damage: nothing is repaired,
+// reset or removed.
 package repo

@@ -114,6 +114,11 @@ func (w *Workspaces) gitMsg(ctx context.Context, dir, msg string, args ...string
 // gitRun runs git as gitRaw describes, with extra environment variables
 // and stdin (nil: none) as its standard input.
 func (w *Workspaces) gitRun(ctx context.Context, dir string, limit int, extra []string, stdin io.Reader, args ...string) ([]byte, int64, error) {
+	if gitWrites(args) {
+		if err := w.fenced(ctx); err != nil {
+			return nil, 0, err
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
 	full := append([]string{"-c", "user.name=agentqueued", "-c", "user.email=agentqueued@localhost",
@@ -146,6 +151,55 @@ func (w *Workspaces) gitRun(ctx context.Context, dir string, limit int, extra []
 		return out.buf.Bytes(), out.dropped, &gitError{args: args, code: code, stderr: msg, err: err}
 	}
 	return out.buf.Bytes(), out.dropped, nil
+}
+
+// gitReads are the git commands that change no repository a daemon
+// shares: they pass without the lease's fence. merge-tree and write-tree
+// only add objects, which are named by their content and harm nothing.
+// Every other command is taken for a write.
+var gitReads = map[string]bool{"status": true, "diff": true, "log": true, "show": true, "rev-parse": true,
+	"rev-list": true, "merge-base": true, "ls-files": true, "ls-tree": true, "ls-remote": true, "for-each-ref": true,
+	"show-ref": true, "cat-file": true, "fsck": true, "merge-tree": true, "write-tree": true, "version": true}
+
+// gitWrites reports whether the git command args (the subcommand after
+// any global options) may change a repository, a working tree or a ref:
+// anything but a read of gitReads, `worktree list` and a symbolic-ref
+// that names at most one ref (a read).
+func gitWrites(args []string) bool {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-c" || a == "-C":
+			i++ // the option's value
+			continue
+		case strings.HasPrefix(a, "-"):
+			continue
+		}
+		rest := args[i+1:]
+		switch a {
+		case "worktree":
+			return len(rest) == 0 || rest[0] != "list"
+		case "symbolic-ref":
+			names := 0
+			for _, r := range rest {
+				if !strings.HasPrefix(r, "-") {
+					names++
+				}
+			}
+			return names > 1
+		}
+		return !gitReads[a]
+	}
+	return true
+}
+
+// fetch is the package's fetch behind the lease's fence: a fetch moves
+// refs.
+func (w *Workspaces) fetch(ctx context.Context, path, url string, tags bool, auth transport.AuthMethod, specs ...string) error {
+	if err := w.fenced(ctx); err != nil {
+		return err
+	}
+	return fetch(ctx, path, url, tags, auth, specs...)
 }
 
 // nulList splits NUL-terminated output into its entries.

@@ -131,7 +131,9 @@ type GitHub struct {
 	log   *slog.Logger
 }
 
-// NewGitHub returns the GitHub side of pull requests; ws pushes branches.
+// NewGitHub returns the GitHub side of pull requests; ws pushes branches,
+// and its Fence guards the writes made through the API (a pull request
+// opened, merged, a branch deleted) as it guards git's.
 func NewGitHub(cfg GitHubConfig, ws *Workspaces) (*GitHub, error) {
 	if cfg.Token == "" {
 		return nil, models.Errorf(models.CodeInvalid, "github.token: required")
@@ -267,6 +269,9 @@ func (g *GitHub) Open(ctx context.Context, p models.Project, t models.Task, src 
 		return models.PullRequest{}, err
 	}
 	if pr == nil {
+		if err := g.ws.fenced(ctx); err != nil {
+			return models.PullRequest{}, fmt.Errorf("open the pull request of %s: %w", branch, err)
+		}
 		pr, err = g.create(ctx, p, t, owner, name, branch, c)
 		if err != nil {
 			return models.PullRequest{}, err
@@ -499,6 +504,9 @@ func (g *GitHub) Check(ctx context.Context, pr models.PullRequest, reviews bool)
 
 // Merge merges a pull request through the API (a merge commit).
 func (g *GitHub) Merge(ctx context.Context, pr models.PullRequest) error {
+	if err := g.ws.fenced(ctx); err != nil {
+		return fmt.Errorf("merge pull request %s: %w", pr.URL, err)
+	}
 	_, _, err := g.client.PullRequests.Merge(ctx, pr.Owner, pr.Repo, pr.Number, "", &github.PullRequestOptions{MergeMethod: "merge"})
 	if err != nil {
 		var er *github.ErrorResponse
@@ -512,6 +520,9 @@ func (g *GitHub) Merge(ctx context.Context, pr models.PullRequest) error {
 
 // DeleteBranch deletes a merged pull request's branch on GitHub.
 func (g *GitHub) DeleteBranch(ctx context.Context, pr models.PullRequest) error {
+	if err := g.ws.fenced(ctx); err != nil {
+		return fmt.Errorf("delete branch %s of %s/%s: %w", pr.Branch, pr.Owner, pr.Repo, err)
+	}
 	_, err := g.client.Git.DeleteRef(ctx, pr.Owner, pr.Repo, "heads/"+pr.Branch)
 	var er *github.ErrorResponse
 	if errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusUnprocessableEntity {

@@ -34,6 +34,10 @@ func (w *Workspaces) HookCheckout(ctx context.Context, p models.Project) (dir st
 		}
 		return dir, lock.Unlock, nil
 	}
+	if err := w.fenced(ctx); err != nil {
+		lock.Unlock()
+		return "", nil, fmt.Errorf("hook checkout of project %s: %w", p.ID, err)
+	}
 	err = w.refreshHookCheckout(ctx, p.Repo, dir)
 	if err != nil {
 		// A damaged hook checkout holds nothing to keep: it is cloned again.

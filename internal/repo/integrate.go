@@ -79,12 +79,12 @@ func (w *Workspaces) tips(ctx context.Context, r *models.RepoConfig, integ, orig
 	if err != nil {
 		return def, task, err
 	}
-	if err := fetch(ctx, integ, origin, false, w.auth(origin), defSpec); errors.Is(err, errNoRef) {
+	if err := w.fetch(ctx, integ, origin, false, w.auth(origin), defSpec); errors.Is(err, errNoRef) {
 		return def, task, models.Errorf(models.CodeConflict, "the repository %s has no branch %s", origin, r.DefaultBranch)
 	} else if err != nil {
 		return def, task, err
 	}
-	err = fetch(ctx, integ, from, false, w.auth(from), taskSpec)
+	err = w.fetch(ctx, integ, from, false, w.auth(from), taskSpec)
 	repo, oerr := openRepo(integ)
 	if oerr != nil {
 		return def, task, oerr
@@ -154,6 +154,9 @@ func (w *Workspaces) Stage(ctx context.Context, p models.Project, t models.Task,
 	lock := w.repoLock(r)
 	lock.Lock()
 	defer lock.Unlock()
+	if err := w.fenced(ctx); err != nil {
+		return models.Staged{}, fmt.Errorf("stage task %s: %w", t.ID, err)
+	}
 	st, err := w.stage(ctx, r, t, src)
 	if err != nil {
 		_, err = w.retryRepaired(ctx, w.opLog(p, t, "stage"), r, err, w.repairTargets(r, src, false), func() (err error) {
@@ -331,7 +334,7 @@ func (w *Workspaces) landedDiff(ctx context.Context, r *models.RepoConfig, t mod
 		return "", "", err
 	}
 	defRef := "refs/remotes/origin/" + r.DefaultBranch
-	err = fetch(ctx, integ, origin, false, w.auth(origin), "+refs/heads/"+r.DefaultBranch+":"+defRef)
+	err = w.fetch(ctx, integ, origin, false, w.auth(origin), "+refs/heads/"+r.DefaultBranch+":"+defRef)
 	if errors.Is(err, errNoRef) {
 		return "", "", models.Errorf(models.CodeConflict, "the repository %s has no branch %s", models.RedactURL(origin), r.DefaultBranch)
 	} else if err != nil {
@@ -401,6 +404,9 @@ func (w *Workspaces) PushBranch(ctx context.Context, p models.Project, t models.
 	lock := w.repoLock(r)
 	lock.Lock()
 	defer lock.Unlock()
+	if err := w.fenced(ctx); err != nil {
+		return "", false, fmt.Errorf("push the branch of task %s: %w", t.ID, err)
+	}
 	commit, contained, err = w.pushBranch(ctx, r, t, src)
 	if err != nil {
 		_, err = w.retryRepaired(ctx, w.opLog(p, t, "push"), r, err, w.repairTargets(r, src, false), func() (err error) {
@@ -437,6 +443,9 @@ func (w *Workspaces) pushBranch(ctx context.Context, r *models.RepoConfig, t mod
 	} else if in {
 		return task.String(), true, nil
 	}
+	if err := w.fenced(ctx); err != nil {
+		return "", false, err
+	}
 	remote := git.NewRemote(repo.Storer, &config.RemoteConfig{Name: "origin", URLs: []string{r.URL}})
 	pctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
@@ -450,6 +459,9 @@ func (w *Workspaces) pushBranch(ctx context.Context, r *models.RepoConfig, t mod
 
 // removeVerify removes a verification worktree and its registration.
 func (w *Workspaces) removeVerify(ctx context.Context, integ, dir string) error {
+	if err := w.fenced(ctx); err != nil {
+		return err
+	}
 	if exists(dir) {
 		w.worktreeGit(ctx, integ, "remove", "-f", "-f", dir) //nolint:errcheck // removed below either way
 		if err := os.RemoveAll(dir); err != nil {
@@ -481,6 +493,9 @@ func (w *Workspaces) Deliver(ctx context.Context, p models.Project, t models.Tas
 	lock := w.repoLock(r)
 	lock.Lock()
 	defer lock.Unlock()
+	if err := w.fenced(ctx); err != nil {
+		return models.Delivery{}, fmt.Errorf("deliver task %s: %w", t.ID, err)
+	}
 	d, err := w.deliver(ctx, r, t, src)
 	if err != nil {
 		_, err = w.retryRepaired(ctx, w.opLog(p, t, "deliver"), r, err, w.repairTargets(r, src, false), func() (err error) {
@@ -556,7 +571,9 @@ func (w *Workspaces) deliver(ctx context.Context, r *models.RepoConfig, t models
 		case isLocal(origin):
 			moved, err = w.publishLocal(ctx, integ, localPath(origin), deliverRef, into, branch, def, merge)
 		default:
-			moved, err = publishRemote(ctx, integ, origin, into, def, merge, w.auth(origin))
+			if err = w.fenced(ctx); err == nil {
+				moved, err = publishRemote(ctx, integ, origin, into, def, merge, w.auth(origin))
+			}
 		}
 		if err != nil || waiting != "" {
 			return models.Delivery{Waiting: waiting}, err
@@ -806,6 +823,9 @@ func (w *Workspaces) Cleanup(ctx context.Context, p models.Project, t models.Tas
 	lock := w.repoLock(r)
 	lock.Lock()
 	defer lock.Unlock()
+	if err := w.fenced(ctx); err != nil {
+		return fmt.Errorf("clean up task %s: %w", t.ID, err)
+	}
 	err := w.cleanup(ctx, r, t, src, merged)
 	if err != nil {
 		_, err = w.retryRepaired(ctx, w.opLog(p, t, "cleanup"), r, err, w.repairTargets(r, src, false), func() error {

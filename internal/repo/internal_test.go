@@ -175,3 +175,37 @@ func TestDeliverMergesAgainWhenTheOriginMoves(t *testing.T) {
 		t.Fatalf("endless race: %v", err)
 	}
 }
+
+// TestGitWrites: the git commands that pass without the lease's fence are
+// reads; everything else, and anything unknown, is taken for a write.
+func TestGitWrites(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args   []string
+		writes bool
+	}{
+		{[]string{"status", "--porcelain"}, false},
+		{[]string{"--no-optional-locks", "status", "--porcelain=v1", "-z"}, false},
+		{[]string{"-c", "log.showSignature=false", "log", "--no-color"}, false},
+		{[]string{"rev-parse", "-q", "--verify", "HEAD^{commit}"}, false},
+		{[]string{"merge-tree", "--write-tree", "a", "b"}, false},
+		{[]string{"worktree", "list", "--porcelain", "-z"}, false},
+		{[]string{"symbolic-ref", "-q", "HEAD"}, false},
+		{[]string{"symbolic-ref", "HEAD", "refs/heads/other"}, true},
+		{[]string{"worktree", "remove", "-f", "-f", "dir"}, true},
+		{[]string{"worktree", "prune"}, true},
+		{[]string{"worktree"}, true},
+		{[]string{"reset", "-q", "--hard"}, true},
+		{[]string{"clean", "-q", "-ffdx"}, true},
+		{[]string{"update-ref", "-d", "refs/aq/staged/t"}, true},
+		{[]string{"fetch", "-q", "--", "url"}, true},
+		{[]string{"-c", "x=y", "checkout", "-q", "--detach"}, true},
+		{[]string{"some-new-command"}, true},
+		{[]string{"--version"}, true},
+		{nil, true},
+	} {
+		if got := gitWrites(c.args); got != c.writes {
+			t.Errorf("gitWrites(%q) = %v, want %v", c.args, got, c.writes)
+		}
+	}
+}

@@ -94,6 +94,11 @@ func (w *Workspaces) retryRepaired(ctx context.Context, log *slog.Logger, r *mod
 	if !mayBeDamage(cause) {
 		return "", cause
 	}
+	// A repair rebuilds, sets aside and removes repositories: an act like
+	// any other.
+	if err := w.fenced(ctx); err != nil {
+		return "", errors.Join(err, cause)
+	}
 	var done repaired
 	for _, tg := range targets {
 		rep, err := w.repairOne(ctx, log, r, tg)
@@ -343,11 +348,11 @@ func (w *Workspaces) salvage(ctx context.Context, dst, src string, refs []string
 	for i, ref := range refs {
 		specs[i] = "+" + ref + ":" + ref
 	}
-	if fetch(ctx, dst, src, false, nil, specs...) == nil {
+	if w.fetch(ctx, dst, src, false, nil, specs...) == nil {
 		return nil
 	}
 	for i, spec := range specs {
-		if fetch(ctx, dst, src, false, nil, spec) != nil {
+		if w.fetch(ctx, dst, src, false, nil, spec) != nil {
 			missed = append(missed, refs[i])
 		}
 	}
@@ -529,14 +534,14 @@ func (w *Workspaces) refill(ctx context.Context, r *models.RepoConfig, dir, comm
 	if err != nil {
 		return err
 	}
-	if err := fetch(ctx, tmp, origin, false, w.auth(origin),
+	if err := w.fetch(ctx, tmp, origin, false, w.auth(origin),
 		"+refs/heads/"+r.DefaultBranch+":refs/remotes/origin/"+r.DefaultBranch); err != nil {
 		return err
 	}
 	if integ := w.integrationPath(r); isFile(filepath.Join(integ, "HEAD")) {
 		// What the integration repository cannot give (it may be
 		// damaged too) the next Prepare's clone does.
-		fetch(ctx, tmp, integ, false, nil, "+refs/*:refs/*") //nolint:errcheck // best effort, checked by fsck after
+		w.fetch(ctx, tmp, integ, false, nil, "+refs/*:refs/*") //nolint:errcheck // best effort, checked by fsck after
 	}
 	from, to := filepath.Join(tmp, "objects", "pack"), filepath.Join(common, "objects", "pack")
 	list, err := filepath.Glob(filepath.Join(from, "pack-*.pack"))

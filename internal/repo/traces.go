@@ -37,6 +37,9 @@ func (w *Workspaces) RemoveCheckout(ctx context.Context, a models.Agent, p model
 	lock := w.checkoutLock(dir)
 	lock.Lock()
 	defer lock.Unlock()
+	if err := w.fenced(ctx); err != nil {
+		return "", fmt.Errorf("remove checkout %s: %w", dir, err)
+	}
 	user := r.SourcePath
 	wts, err := w.worktrees(ctx, user)
 	if err != nil {
@@ -79,6 +82,9 @@ func (w *Workspaces) RemoveTaskBranch(ctx context.Context, p models.Project, t m
 	}
 	branch := BranchName(t)
 	user := r.SourcePath
+	if err := w.fenced(ctx); err != nil {
+		return "", fmt.Errorf("delete branch %s of task %s: %w", branch, t.ID, err)
+	}
 	kept, err = w.removeLinkBranch(ctx, r, user, branch)
 	if err != nil {
 		return "", fmt.Errorf("delete branch %s of task %s: %w", branch, t.ID, err)

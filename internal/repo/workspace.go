@@ -42,6 +42,25 @@ type Config struct {
 	// Clock names set-aside checkouts and rescue branches; nil:
 	// clock.Real.
 	Clock clock.Clock
+	// Fence, when set, confirms that this daemon still holds the
+	// database's lease immediately before each act that changes a
+	// repository or a checkout: the start of every operation that may
+	// (Prepare, Seal, Stage, Deliver, Cleanup, PushBranch, RemoveCheckout,
+	// RemoveTaskBranch, HookCheckout, a repair), every git command that
+	// writes, every fetch and push, and the removal or replacement of a
+	// checkout. Its error refuses the act and is returned as is (see
+	// models.Fenced): a daemon deposed by another must not touch the
+	// checkouts and refs of the new owner's runs. Nil: every act is done.
+	Fence func(ctx context.Context) error
+}
+
+// fenced asks the Fence, when there is one, whether the next act may be
+// done.
+func (w *Workspaces) fenced(ctx context.Context) error {
+	if w.cfg.Fence == nil {
+		return nil
+	}
+	return w.cfg.Fence(ctx)
 }
 
 // TokenCredentials returns Credentials that send token to the given hosts
@@ -280,6 +299,9 @@ func (w *Workspaces) Prepare(ctx context.Context, a models.Agent, p models.Proje
 	lock := w.checkoutLock(dir)
 	lock.Lock()
 	defer lock.Unlock()
+	if err := w.fenced(ctx); err != nil {
+		return models.Workspace{}, fmt.Errorf("prepare workspace %s for task %s: %w", dir, t.ID, err)
+	}
 	r := p.Repo
 	ws, err := w.prepare(ctx, r, t, dir)
 	if err != nil {
@@ -363,7 +385,7 @@ func (w *Workspaces) prepareClone(ctx context.Context, r *models.RepoConfig, t m
 	if err := removeStaleLocks(gitDir, true); err != nil {
 		return models.Workspace{}, err
 	}
-	if err := fetch(ctx, dir, src, true, w.auth(src), "+refs/heads/*:refs/remotes/origin/*"); err != nil {
+	if err := w.fetch(ctx, dir, src, true, w.auth(src), "+refs/heads/*:refs/remotes/origin/*"); err != nil {
 		return models.Workspace{}, err
 	}
 	rescued, err := w.rescue(ctx, dir, gitDir)
@@ -466,6 +488,11 @@ func (w *Workspaces) clone(ctx context.Context, src, dir string) error {
 	if err := os.WriteFile(filepath.Join(tmp, ".git", "info", "exclude"), []byte(agentLitter), 0o644); err != nil {
 		return fmt.Errorf("clone %s: %w", models.RedactURL(src), err)
 	}
+	// The clone may have taken long: the lease is confirmed again before
+	// the checkout's place is taken.
+	if err := w.fenced(ctx); err != nil {
+		return err
+	}
 	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
@@ -504,7 +531,7 @@ func (w *Workspaces) adoptStagedBranch(ctx context.Context, r *models.RepoConfig
 		}
 		// Only a local branch the staged one contains is replaced.
 		if _, err := cr.CommitObject(staged); err != nil {
-			if err := fetch(ctx, dir, integ, false, nil, "+refs/heads/"+branch+":refs/aq/adopt"); err != nil {
+			if err := w.fetch(ctx, dir, integ, false, nil, "+refs/heads/"+branch+":refs/aq/adopt"); err != nil {
 				return err
 			}
 			defer w.git(ctx, dir, "update-ref", "-d", "refs/aq/adopt") //nolint:errcheck // a scratch ref
@@ -518,7 +545,7 @@ func (w *Workspaces) adoptStagedBranch(ctx context.Context, r *models.RepoConfig
 		_, err := w.git(ctx, dir, "update-ref", "refs/heads/"+branch, staged.String(), local.String())
 		return err
 	}
-	return fetch(ctx, dir, integ, false, nil, "refs/heads/"+branch+":refs/heads/"+branch)
+	return w.fetch(ctx, dir, integ, false, nil, "refs/heads/"+branch+":refs/heads/"+branch)
 }
 
 // prepareWorktree prepares a LINK checkout: a worktree of the user's
@@ -905,6 +932,9 @@ func (w *Workspaces) Seal(ctx context.Context, p models.Project, t models.Task, 
 	lock := w.checkoutLock(ws.Dir)
 	lock.Lock()
 	defer lock.Unlock()
+	if err := w.fenced(ctx); err != nil {
+		return nil, fmt.Errorf("seal task %s in %s: %w", t.ID, ws.Dir, err)
+	}
 	files, err := w.seal(ctx, p.Repo, t, ws)
 	if err != nil {
 		// The run's work is in the checkout's tree: a damaged clone is
