@@ -36,7 +36,8 @@
 // daemon starts every agent held and releases it once its pid is
 // recorded, so that no agent runs unknown to the database; EndLeftover
 // ends what a run left behind after a restart, the whole process group,
-// when any of it is still a run of the task.
+// when any of it is still a run of the task and its caller's fence (the
+// daemon's lease) confirms immediately before the signal.
 //
 // Four adapters run the agent CLIs (see shared/AGENT-CLIS.md for their
 // flags and formats): Claude (claude -p --output-format stream-json), Codex

@@ -216,7 +216,7 @@ func TestEndLeftover(t *testing.T) {
 	t.Run("the leader is gone, a child lives on", func(t *testing.T) {
 		t.Parallel()
 		pgid, child := leftover(t, "bold-orbit")
-		found, err := agent.EndLeftover(pgid, "bold-orbit", progresstest.Stall())
+		found, err := agent.EndLeftover(pgid, "bold-orbit", progresstest.Stall(), nil)
 		if err != nil || !found {
 			t.Fatalf("EndLeftover: found %v, %v", found, err)
 		}
@@ -234,7 +234,7 @@ func TestEndLeftover(t *testing.T) {
 		}
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
-		found, err := agent.EndLeftover(cmd.Process.Pid, "bold-orbit", progresstest.Stall())
+		found, err := agent.EndLeftover(cmd.Process.Pid, "bold-orbit", progresstest.Stall(), nil)
 		if err != nil || !found {
 			cmd.Process.Kill()
 			t.Fatalf("EndLeftover: found %v, %v", found, err)
@@ -248,7 +248,7 @@ func TestEndLeftover(t *testing.T) {
 	t.Run("another task's group is not touched", func(t *testing.T) {
 		t.Parallel()
 		pgid, child := leftover(t, "other-task")
-		found, err := agent.EndLeftover(pgid, "bold-orbit", progresstest.Stall())
+		found, err := agent.EndLeftover(pgid, "bold-orbit", progresstest.Stall(), nil)
 		if err != nil || found {
 			t.Fatalf("EndLeftover: found %v, %v", found, err)
 		}
@@ -256,10 +256,23 @@ func TestEndLeftover(t *testing.T) {
 			t.Fatal("a process of another task was killed")
 		}
 	})
+	t.Run("the fence refuses: nothing is signalled", func(t *testing.T) {
+		t.Parallel()
+		pgid, child := leftover(t, "bold-orbit")
+		deposed := errors.New("deposed")
+		asked := 0
+		found, err := agent.EndLeftover(pgid, "bold-orbit", progresstest.Stall(), func() error { asked++; return deposed })
+		if !errors.Is(err, deposed) || !found || asked != 1 {
+			t.Fatalf("EndLeftover: found %v, %v after %d fence checks; want the fence's error after one", found, err, asked)
+		}
+		if !agent.Alive(child) {
+			t.Fatal("the group was signalled although the fence refused")
+		}
+	})
 	t.Run("nothing left", func(t *testing.T) {
 		t.Parallel()
 		for _, pgid := range []int{0, -1} {
-			if found, err := agent.EndLeftover(pgid, "bold-orbit", time.Second); found || err != nil {
+			if found, err := agent.EndLeftover(pgid, "bold-orbit", time.Second, nil); found || err != nil {
 				t.Fatalf("EndLeftover(%d): %v %v", pgid, found, err)
 			}
 		}

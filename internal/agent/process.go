@@ -515,7 +515,14 @@ func KillGroup(pgid int) error { return proc.KillGroup(pgid) }
 // means some of it still was when wait ran out; its checkout must not be
 // reused yet. Where /proc cannot be read nothing can be confirmed and
 // nothing is done.
-func EndLeftover(pgid int, taskID string, wait time.Duration) (found bool, err error) {
+//
+// The pid comes from the database, not from a process this daemon
+// started: it may be another daemon's run now (the process of a run of the
+// same task, started by a daemon that took the database over). fence,
+// when not nil, is called immediately before the first signal, after the
+// process table was read; an error from it (the lease is lost) leaves
+// every process alive and is returned as is, with found true.
+func EndLeftover(pgid int, taskID string, wait time.Duration, fence func() error) (found bool, err error) {
 	if pgid <= 0 {
 		return false, nil
 	}
@@ -529,6 +536,11 @@ func EndLeftover(pgid int, taskID string, wait time.Duration) (found bool, err e
 	}
 	if !ours {
 		return false, nil
+	}
+	if fence != nil {
+		if err := fence(); err != nil {
+			return true, err
+		}
 	}
 	// The group, and the recorded process itself should it have left the
 	// group.

@@ -61,8 +61,8 @@ func (l *Lander) deliverApproved(ctx context.Context, p models.Project, t models
 	}
 	d, err := l.ws.Deliver(ctx, p, t, v.Source)
 	if err != nil {
-		if ctx.Err() != nil {
-			return // shutting down or taken away: the recorded approval is carried out later
+		if ctx.Err() != nil || refused(l.log.With("task_id", t.ID), "merge", err) {
+			return // shutting down, taken away or fenced: the recorded approval is carried out later
 		}
 		var conflict *models.ConflictError
 		if errors.As(err, &conflict) {

@@ -51,7 +51,13 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	st := storetest.Open(t)
+	return newEnvWith(t)
+}
+
+// newEnvWith is newEnv with the store opened with opts.
+func newEnvWith(t *testing.T, opts ...storetest.Option) *env {
+	t.Helper()
+	st := storetest.Open(t, opts...)
 	ws, err := repo.New(repo.Config{BaseDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

@@ -101,6 +101,12 @@ type Store interface {
 	DuePullRequests(ctx context.Context, now time.Time, limit int) ([]models.PullRequest, time.Time, error)
 	RecordPullRequestCheck(ctx context.Context, pr models.PullRequest) error
 	PokePullRequest(ctx context.Context, owner, repo string, number int, now time.Time) (bool, error)
+
+	// ConfirmLease confirms, immediately before an act outside the
+	// database (a test command started in a verification checkout), that
+	// this daemon still holds the database's lease; an error refuses the
+	// act (see models.Fenced).
+	ConfirmLease(ctx context.Context) error
 }
 
 // Workspaces stages a task's work for verification and delivers it.

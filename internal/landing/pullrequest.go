@@ -46,6 +46,8 @@ func (l *Lander) openPR(ctx context.Context, p models.Project, t models.Task, v 
 	pr, err := l.cfg.PullRequests.Open(ctx, p, t, v.Source, content)
 	if err != nil {
 		switch {
+		case refused(l.log.With("task_id", t.ID), "pull request", err):
+			// Left as recorded: a later verification opens it.
 		case models.ErrorCodeOf(err) == models.CodeInvalid:
 			return unavailable(models.RedactURL(err.Error()))
 		case ctx.Err() == nil:

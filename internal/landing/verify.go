@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 
@@ -183,6 +184,9 @@ func (l *Lander) verify(taskID string, then func(outcome)) {
 	}
 	staged, err := l.ws.Stage(ctx, p, t, v.Source)
 	if err != nil {
+		if refused(log, "stage", err) {
+			return
+		}
 		if ctx.Err() == nil {
 			l.verifyFailed(sctx, t, v, "stage", err, nil)
 		}
@@ -211,9 +215,9 @@ func (l *Lander) verify(taskID string, then func(outcome)) {
 		}
 		return
 	}
-	if msg, ok := l.runChecks(ctx, t, tests, v, staged.Dir); !ok {
-		if ctx.Err() != nil {
-			return // shutting down or taken away: a later verification runs the checks again
+	if msg, ok, err := l.runChecks(ctx, t, tests, v, staged.Dir); !ok {
+		if ctx.Err() != nil || refused(log, "checks", err) {
+			return // shutting down, taken away or fenced: a later verification runs the checks again
 		}
 		l.verifyFailed(sctx, t, v, "checks", errors.New(msg), nil)
 		return
@@ -334,16 +338,22 @@ func (l *Lander) verification(ctx context.Context, taskID string) (models.Task, 
 
 // runChecks runs the test commands of task t (its own, else its
 // project's) one by one in dir, each with the check timeout; it returns the
-// failure's description and false at the first one that fails.
-func (l *Lander) runChecks(ctx context.Context, t models.Task, tests []string, v models.Verification, dir string) (string, bool) {
+// failure's description and false at the first one that fails. Each
+// command starts only once the lease is confirmed (the verification
+// checkout may be another daemon's now): a refusal returns false with the
+// fence's error, the checks undecided.
+func (l *Lander) runChecks(ctx context.Context, t models.Task, tests []string, v models.Verification, dir string) (string, bool, error) {
 	for i, cmd := range tests {
+		if err := l.store.ConfirmLease(ctx); err != nil {
+			return "", false, err
+		}
 		logPath := filepath.Join(l.cfg.RunDir, t.ID, fmt.Sprintf("%d.check-%d.log", v.Attempt, i+1))
 		tail := &lineTail{max: maxCheckOutput}
 		proc, err := agent.Start(agent.Spec{Argv: []string{"/bin/sh", "-c", "exec 2>&1\n" + cmd}, Dir: dir,
 			Env: agent.Environment(l.cfg.Environ, nil, map[string]string{"AQ_TASK_ID": t.ID}), LogPath: logPath,
 			OnLine: tail.add})
 		if err != nil {
-			return fmt.Sprintf("test command %q could not start: %v", cmd, err), false
+			return fmt.Sprintf("test command %q could not start: %v", cmd, err), false, nil
 		}
 		var res agent.Result
 		select {
@@ -351,16 +361,28 @@ func (l *Lander) runChecks(ctx context.Context, t models.Task, tests []string, v
 			res, _ = proc.Wait(context.Background())
 		case <-l.cfg.Clock.After(l.cfg.CheckTimeout):
 			res = proc.Stop(l.cfg.StopGrace)
-			return fmt.Sprintf("test command %q ran longer than %s; its output ends:\n%s", cmd, l.cfg.CheckTimeout, tail), false
+			return fmt.Sprintf("test command %q ran longer than %s; its output ends:\n%s", cmd, l.cfg.CheckTimeout, tail), false, nil
 		case <-ctx.Done():
 			proc.Stop(l.cfg.StopGrace)
-			return "shutting down", false
+			return "shutting down", false, nil
 		}
 		if res.ExitCode != 0 {
-			return fmt.Sprintf("test command %q failed (%s); its output ends:\n%s", cmd, exitStatus(res), tail), false
+			return fmt.Sprintf("test command %q failed (%s); its output ends:\n%s", cmd, exitStatus(res), tail), false, nil
 		}
 	}
-	return "", true
+	return "", true, nil
+}
+
+// refused reports whether err is the refusal of the lease's fence (see
+// models.Fenced), logging it: the verification is left as recorded, for
+// this daemon once its lease is renewed or for the daemon that took the
+// database over, and decides nothing.
+func refused(log *slog.Logger, step string, err error) bool {
+	if err == nil || !models.Fenced(err) {
+		return false
+	}
+	log.Warn("verification left for later: the lease's fence refused its "+step, "err", err)
+	return true
 }
 
 // exitStatus describes how a check's process ended.
@@ -466,8 +488,8 @@ func (l *Lander) land(ctx context.Context, p models.Project, t models.Task, v mo
 	}
 	d, err := l.ws.Deliver(ctx, p, t, v.Source)
 	if err != nil {
-		if ctx.Err() != nil {
-			return // shutting down or taken away: a later verification delivers
+		if ctx.Err() != nil || refused(l.log.With("task_id", t.ID), "merge", err) {
+			return // shutting down, taken away or fenced: a later verification delivers
 		}
 		l.verifyFailed(sctx, t, v, "merge", err, nil)
 		return

@@ -295,4 +295,18 @@
 // round until it has gone. A run without a recorded pid never ran its
 // agent (see above). On shutdown, runs are stopped (TERM, grace, KILL) and
 // their tasks requeued by RECOVERY.
+//
+// # A deposed daemon
+//
+// A pid read from the database may be another daemon's run: one that took
+// the database over while this one was paused past its lease. Each run
+// records the lease generation it was claimed under; a leftover claimed
+// under a newer generation than this daemon's is never signalled, and
+// any other is signalled only after the store confirmed the lease
+// (Store.ConfirmLease) immediately before. A round dispatches nothing
+// while the lease is not confirmed (it is tried again FencedRetry later),
+// a checkout the fence refuses to prepare or seal ends its run by
+// RECOVERY, and a round that finds the lease lost makes Run stand down
+// with the lease's error: the runs this daemon started are stopped, their
+// ends refused, and the new owner closes them as leftovers.
 package orchestrator

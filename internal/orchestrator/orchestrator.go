@@ -49,6 +49,10 @@ const (
 	// on one call of agentqueued's MCP tools: an ask returns when the input
 	// timeout ends, and the CLI must not give up on it before.
 	ToolTimeoutMargin = time.Minute
+	// FencedRetry is how soon a round that the lease's fence kept from
+	// dispatching (the lease is about to expire without a renewal) is
+	// made again.
+	FencedRetry = time.Second
 )
 
 // Config configures an Orchestrator. Zero durations take the defaults above.
@@ -244,6 +248,9 @@ type Store interface {
 	TaskFeedback(ctx context.Context, taskID string) ([]models.Feedback, error)
 	ClaimReview(ctx context.Context, taskID, agentID string) (models.Run, string, error)
 	SavePlan(ctx context.Context, taskID, source string, tasks []models.BatchTask) (models.Plan, error)
+	// LeaseGeneration is the generation of the database lease the store
+	// writes under (0: none); each run records the one it was claimed under.
+	LeaseGeneration() int64
 }
 
 // PullRequests is the GitHub side of tasks that land through a pull
@@ -446,9 +453,18 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		}
 		seq := o.wakeSeq.Load()
 		began := o.cfg.Clock.Now()
-		due = o.round(runCtx)
+		var deposed error
+		due, deposed = o.round(runCtx)
 		if o.cfg.Observer != nil {
 			o.cfg.Observer.RoundDone(o.cfg.Clock.Now().Sub(began))
+		}
+		if deposed != nil {
+			// Another daemon holds the database now: this one stands down
+			// without another act (its runs are stopped; their ends are
+			// refused, and the new owner closes them as leftovers).
+			o.log.Error("another daemon took the database over: the orchestrator stands down", "err", deposed)
+			o.shutdown()
+			return fmt.Errorf("orchestrator: %w", deposed)
 		}
 		// A wake-up whose change committed before this round began is
 		// covered by it: when none came since, the pending one is dropped,
@@ -470,15 +486,20 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 }
 
 // round applies due timers, schedules, and dispatches; it returns when the
-// next timer is due (at the latest, a safety tick from now).
-func (o *Orchestrator) round(ctx context.Context) time.Time {
+// next timer is due (at the latest, a safety tick from now), and an error
+// wrapping models.ErrLeaseLost when a step found that another daemon has
+// taken the database over (nothing else is done after that step).
+func (o *Orchestrator) round(ctx context.Context) (time.Time, error) {
 	now := o.cfg.Clock.Now()
 	due := now.Add(o.cfg.SafetyTick)
-	var roundErr error
+	var roundErr, deposed error
 	failed := func(step string, err error) {
 		o.log.Error(step, "err", err)
 		if roundErr == nil {
 			roundErr = fmt.Errorf("%s: %w", step, err)
+		}
+		if deposed == nil && errors.Is(err, models.ErrLeaseLost) {
+			deposed = fmt.Errorf("%s: %w", step, err)
 		}
 	}
 	if d, err := o.applyTimers(ctx, now); err != nil {
@@ -486,18 +507,40 @@ func (o *Orchestrator) round(ctx context.Context) time.Time {
 	} else if !d.IsZero() && d.Before(due) {
 		due = d
 	}
+	// A dispatch acts outside the database (a checkout prepared, a
+	// process started): while the lease's fence refuses, nothing is
+	// dispatched, and the round is tried again soon.
+	held := false
+	if deposed == nil {
+		if err := o.store.ConfirmLease(ctx); err != nil {
+			failed("confirm the lease", err)
+			held = true
+			if retry := now.Add(FencedRetry); retry.Before(due) {
+				due = retry
+			}
+		}
+	}
 	// Reviews first: a reviewer that also takes work must not be taken by
 	// the scheduler every round while a review waits for it.
-	if err := o.landing.DispatchReviews(ctx); err != nil {
-		failed("dispatch reviews", err)
+	if deposed == nil && !held {
+		if err := o.landing.DispatchReviews(ctx); err != nil {
+			failed("dispatch reviews", err)
+		}
 	}
-	if d, err := o.schedule(ctx, now); err != nil {
-		failed("schedule", err)
-	} else if !d.IsZero() && d.Before(due) {
-		due = d
+	if deposed == nil && !held {
+		if d, err := o.schedule(ctx, now); err != nil {
+			failed("schedule", err)
+		} else if !d.IsZero() && d.Before(due) {
+			due = d
+		}
 	}
-	if err := o.reconcile(ctx); err != nil {
-		failed("reconcile", err)
+	if deposed == nil {
+		if err := o.reconcile(ctx); err != nil {
+			failed("reconcile", err)
+		}
+	}
+	if deposed != nil {
+		return due, deposed
 	}
 	o.mu.Lock()
 	if roundErr != nil && ctx.Err() == nil {
@@ -515,7 +558,7 @@ func (o *Orchestrator) round(ctx context.Context) time.Time {
 		due = d
 	}
 	o.log.Debug("round done", "next_in", due.Sub(now))
-	return due
+	return due, nil
 }
 
 // schedule reads the scheduling state and the READY tasks that can start,

@@ -96,6 +96,12 @@ func (o *Orchestrator) review(ctx context.Context, ar *activeRun, p models.Proje
 		prof = prof.Merge(named)
 	}
 	staged, err := o.ws.Stage(ctx, p, t, v.Source)
+	if models.Fenced(err) {
+		// Not the change's fault: the review is dispatched again later.
+		closeRun(models.RunOutcomeRecovered, models.RedactURL(err.Error()))
+		log.Warn("review left for later: the lease's fence refused its stage", "err", err)
+		return
+	}
 	if err != nil {
 		closeRun(models.RunOutcomeStageFailed, models.RedactURL(err.Error()))
 		o.landing.ReviewFailed(ctx, t, v, "stage", err, nil)

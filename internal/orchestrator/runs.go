@@ -238,6 +238,14 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 		return startErr("profile", false, err)
 	}
 	ws, err := o.ws.Prepare(startCtx, ar.agent, project, task)
+	if models.Fenced(err) {
+		// The lease's fence refused to touch the checkout: neither the
+		// project's fault nor the agent's. The task is READY again without
+		// a retry consumed, as after a restart.
+		log.Warn("run did not start: the lease's fence refused to prepare the checkout", "err", err)
+		return o.finish(ctx, ar, models.RunEnd{RunID: ar.run.ID, Event: models.EventRecovery, ExpectFrom: models.StatusAssigned,
+			Reason: "prepare workspace: " + models.ReasonOf(err), Outcome: models.RunOutcomeRecovered, Error: err.Error()})
+	}
 	if err != nil {
 		return startErr("prepare workspace", false, err)
 	}
@@ -574,10 +582,19 @@ func (o *Orchestrator) keepWork(ctx context.Context, ar *activeRun, p models.Pro
 // committed, the result is kept for dependents, and the verification's
 // first phase is recorded (both with the run's end, in the transaction of
 // FinishRun: one commit instead of three). A failure turns the completion into
-// AGENT_FAILED with the reason.
+// AGENT_FAILED with the reason; a refusal of the lease's fence into
+// RECOVERY.
 func (o *Orchestrator) sealWork(ctx context.Context, ar *activeRun, p models.Project, t models.Task, ws models.Workspace, end models.RunEnd) models.RunEnd {
 	failed := func(what string, err error) models.RunEnd {
 		msg := what + ": " + models.ReasonOf(err)
+		if models.Fenced(err) {
+			// Not the agent's failure: the lease's fence refused the act.
+			// The task is READY again without a retry consumed; what the
+			// run left uncommitted stays in the checkout, and the next
+			// preparation keeps it on a rescue branch.
+			return models.RunEnd{RunID: ar.run.ID, Event: models.EventRecovery, ExpectFrom: models.StatusInProgress,
+				Reason: msg, Outcome: models.RunOutcomeRecovered, Error: msg}
+		}
 		return models.RunEnd{RunID: ar.run.ID, Event: models.EventAgentFailed, ExpectFrom: models.StatusInProgress,
 			Reason: msg, Outcome: models.RunOutcomeFailed, Error: msg}
 	}
@@ -1055,7 +1072,11 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		return err
 	}
 	for _, r := range open {
-		if !o.endLeftover(r, "recovery") {
+		ended, err := o.endLeftover(ctx, r, "recovery")
+		if err != nil {
+			return err
+		}
+		if !ended {
 			continue // its checkout is not free yet: reconcile tries again
 		}
 		end := models.RunEnd{RunID: r.ID, Event: models.EventRecovery, Reason: "the daemon restarted during this run",
@@ -1094,7 +1115,9 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 // and open runs this orchestrator does not supervise are closed (a task
 // whose run asked a question waits on for its answer in WAITING_INPUT
 // without a run: that needs no repair). It runs at start and in every
-// round, after dispatch, on the loop's goroutine.
+// round, after dispatch, on the loop's goroutine. A leftover's process
+// group is signalled only through the lease's fence (see endLeftover); a
+// refusal ends the pass with the fence's error, and nothing is requeued.
 func (o *Orchestrator) reconcile(ctx context.Context) error {
 	o.mu.Lock()
 	live := map[string]bool{}
@@ -1111,7 +1134,11 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 		if liveRuns[r.ID] {
 			continue
 		}
-		if !o.endLeftover(r, "reconcile") {
+		ended, err := o.endLeftover(ctx, r, "reconcile")
+		if err != nil {
+			return err
+		}
+		if !ended {
 			// Its process group outlives SIGKILL for now: the run stays
 			// open, its agent (and checkout) taken, its task held.
 			live[r.TaskID] = true
@@ -1147,11 +1174,22 @@ func (o *Orchestrator) reconcile(ctx context.Context) error {
 // process has gone. The first look at a run waits up to LeftoverWait for
 // the killed group to end; a run whose group outlived that is looked at
 // again in later rounds without waiting.
-func (o *Orchestrator) endLeftover(r models.Run, step string) bool {
+//
+// The pid is read from the database: once another daemon has taken the
+// database over it may be that daemon's run. A run claimed under a newer
+// lease generation than this daemon's is never touched: the daemon has
+// been deposed, and the error wraps models.ErrLeaseLost. Any other group
+// is signalled only after the store confirmed the lease (ConfirmLease)
+// immediately before; its refusal is returned, nothing signalled.
+func (o *Orchestrator) endLeftover(ctx context.Context, r models.Run, step string) (bool, error) {
+	if own := o.store.LeaseGeneration(); own > 0 && r.LeaseGeneration > own {
+		return false, fmt.Errorf("run %d of task %s was claimed under lease generation %d, newer than this daemon's %d: %w",
+			r.ID, r.TaskID, r.LeaseGeneration, own, models.ErrLeaseLost)
+	}
 	if r.PID == nil {
 		// Never recorded: its process was held and has ended by itself
 		// (its gate read end of file when the daemon that held it died).
-		return true
+		return true, nil
 	}
 	o.mu.Lock()
 	wait := LeftoverWait
@@ -1159,7 +1197,16 @@ func (o *Orchestrator) endLeftover(r models.Run, step string) bool {
 		wait = 0
 	}
 	o.mu.Unlock()
-	found, err := agent.EndLeftover(*r.PID, r.TaskID, wait)
+	var refused error
+	found, err := agent.EndLeftover(*r.PID, r.TaskID, wait, func() error {
+		refused = o.store.ConfirmLease(ctx)
+		return refused
+	})
+	if refused != nil {
+		o.log.Warn(step+": the leftover process group of a run was left alone: the lease was not confirmed", "task_id", r.TaskID,
+			"run_id", r.ID, "agent", r.AgentID, "pid", *r.PID, "err", refused)
+		return false, fmt.Errorf("end the leftover process group of run %d: %w", r.ID, refused)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if err != nil {
@@ -1168,14 +1215,14 @@ func (o *Orchestrator) endLeftover(r models.Run, step string) bool {
 				"run_id", r.ID, "agent", r.AgentID, "pid", *r.PID, "err", err)
 		}
 		o.stuck[r.ID] = true
-		return false
+		return false, nil
 	}
 	delete(o.stuck, r.ID)
 	if found {
 		o.log.Info(step+": ended the leftover process group of a run", "task_id", r.TaskID, "run_id", r.ID, "agent", r.AgentID,
 			"pid", *r.PID)
 	}
-	return true
+	return true, nil
 }
 
 // LeftoverWait bounds the wait for a leftover run's killed process group
