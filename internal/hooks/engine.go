@@ -141,6 +141,10 @@ type Store interface {
 	SetEventCursor(ctx context.Context, name string, id int64) error
 	TaskEventsAfter(ctx context.Context, afterID int64, limit int) ([]models.HookEvent, int64, error)
 	HookQuery(ctx context.Context, projectID string, step models.HookStep) (string, int, error)
+	// ConfirmLease confirms, immediately before a command step starts in
+	// the project's hook checkout, that this daemon still holds the
+	// database's lease; an error refuses the step.
+	ConfirmLease(ctx context.Context) error
 }
 
 // Actions are what a hook's LLM may do: the service's operations

@@ -408,6 +408,11 @@ func (e *Engine) runCommand(ctx context.Context, dir string, s models.HookStep, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// The hook checkout is shared with the daemon that may have taken the
+	// database over: a deposed daemon starts nothing in it.
+	if err := e.store.ConfirmLease(ctx); err != nil {
+		return models.StepResult{}, fmt.Errorf("%q not started: %w", s.Command, err)
+	}
 	cmd := proc.Command(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.WaitDelay = commandWaitDelay

@@ -27,5 +27,7 @@
 // (a passive checkpoint) and pauses, so that it holds the writer at most
 // Config.Duty of the time: the daemon's own writes rarely wait behind it
 // while a long backlog drains. A window of zero turns its step off. The
-// token ledger is never pruned.
+// token ledger is never pruned. Files are deleted only after the store
+// confirmed the daemon's lease (Store.ConfirmLease): a daemon another has
+// taken the database over from deletes nothing.
 package retention

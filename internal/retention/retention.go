@@ -44,6 +44,11 @@ type Store interface {
 	PruneArchive(ctx context.Context, before time.Time, limit int) (int64, error)
 	RunFilesDue(ctx context.Context, before time.Time, limit int) ([]store.RunFiles, error)
 	MarkRunFilesPruned(ctx context.Context, ids []int64) error
+	// ConfirmLease confirms, immediately before files under the run
+	// directory are deleted, that this daemon still holds the database's
+	// lease (the daemon that took it over keeps history by its own
+	// windows); an error refuses the deletion.
+	ConfirmLease(ctx context.Context) error
 }
 
 // Config configures a Pruner. A zero window keeps that history for ever.
@@ -159,7 +164,12 @@ func (p *Pruner) Pass(ctx context.Context) (Report, error) {
 			held = min(held, p.clock.Now().Sub(t0))
 			rep.Archived += len(ids)
 			// The run directories go before the pause: a pass that ends
-			// during it leaves none behind, since nothing names them after.
+			// during it leaves none behind, since nothing names them after
+			// (unless the lease's fence refuses: a daemon that lost the
+			// database leaves them rather than delete another's files).
+			if err := p.cfg.Store.ConfirmLease(ctx); err != nil {
+				return rep, fmt.Errorf("remove the run directories of archived tasks: %w", err)
+			}
 			for _, id := range ids {
 				if err := p.removeAll(filepath.Join(p.cfg.RunDir, id)); err != nil {
 					return rep, err
@@ -230,6 +240,11 @@ func (p *Pruner) pruneRunFiles(ctx context.Context, before time.Time) (int, erro
 			return total, err
 		}
 		ids := make([]int64, 0, len(due))
+		if len(due) > 0 {
+			if err := p.cfg.Store.ConfirmLease(ctx); err != nil {
+				return total, fmt.Errorf("prune run files: %w", err)
+			}
+		}
 		for _, r := range due {
 			for _, f := range runFiles(p.cfg.RunDir, r) {
 				if err := p.removeAll(f); err != nil {

@@ -367,3 +367,51 @@ func TestRowStepsTakeRowsPerTask(t *testing.T) {
 		t.Errorf("limits: archive %v, notices %v, run files %v; want 2 tasks and %d rows", archive, notices, runFiles, rows)
 	}
 }
+
+// TestADaemonWithoutItsLeaseDeletesNoFiles: the files of runs past the
+// run-log window are deleted only while the daemon holds the database's
+// lease with its act margin left. A daemon deposed by another (whose
+// windows may keep them longer) or whose lease is about to expire
+// without a renewal fails the pass with the lease's error and deletes
+// nothing; its database writes alone were refused before, after the files
+// were gone.
+func TestADaemonWithoutItsLeaseDeletesNoFiles(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		ttl   time.Duration
+		other bool // a second daemon takes the lease over
+		want  error
+	}{
+		{"deposed", time.Minute, true, store.ErrLeaseLost},
+		{"about to expire", 8*day + time.Hour, false, store.ErrLeaseExpiring},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			ctx := context.Background()
+			if err := f.s.AcquireLease(ctx, models.LeaseHolder{Owner: "a", Hostname: "host-a", PID: 1}, tc.ttl); err != nil {
+				t.Fatal(err)
+			}
+			id, _ := f.task(t, true)
+			f.clock.Advance(8 * day)
+			if tc.other {
+				b := storetest.OpenAt(t, filepath.Join(filepath.Dir(f.runDir), "aq.db"), storetest.WithClock(f.clock))
+				if err := b.AcquireLease(ctx, models.LeaseHolder{Owner: "b", Hostname: "host-b", PID: 2}, time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rep, err := f.pruner(nil).Pass(ctx)
+			base := filepath.Join(f.runDir, id, "1")
+			for _, kept := range []string{base + ".log", base + ".prompt", base + ".state"} {
+				if !exists(t, kept) {
+					t.Errorf("%s deleted by a daemon without its lease", kept)
+				}
+			}
+			if !errors.Is(err, tc.want) || rep.RunFiles != 0 {
+				t.Fatalf("pass: %+v, %v; want nothing pruned and %v", rep, err, tc.want)
+			}
+		})
+	}
+}
