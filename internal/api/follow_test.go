@@ -142,7 +142,11 @@ func TestFollowTaskLogEndsWithTheRun(t *testing.T) {
 	got := make(chan string, 8)
 	done := make(chan error, 1)
 	go func() { done <- e.client.FollowTaskLog(context.Background(), "t1", 0, true, chanWriter(got)) }()
-	var all string
+	var (
+		all    string
+		ended  bool
+		endErr error
+	)
 	wait := func(want string) {
 		t.Helper()
 		for all != want {
@@ -150,17 +154,39 @@ func TestFollowTaskLogEndsWithTheRun(t *testing.T) {
 			case s := <-got:
 				all += s
 			case err := <-done:
-				t.Fatalf("the follow ended with %q, want %q: %v", all, want, err)
+				// The follow writes before it returns, but the select may
+				// see its end first: take what it wrote before judging.
+				for drained := false; !drained; {
+					select {
+					case s := <-got:
+						all += s
+					default:
+						drained = true
+					}
+				}
+				ended, endErr = true, err
+				if all != want {
+					t.Fatalf("the follow ended with %q, want %q: %v", all, want, err)
+				}
 			}
 		}
 	}
 	wait("one\n")
+	if ended {
+		t.Fatalf("the follow ended before the run did: %v", endErr)
+	}
 	logs.Append("two\n", false)
 	wait("one\ntwo\n")
+	if ended {
+		t.Fatalf("the follow ended before the run did: %v", endErr)
+	}
 	logs.Append("three\n", true)
 	wait("one\ntwo\nthree\n")
-	if err := <-done; err != nil {
-		t.Fatalf("FollowTaskLog: %v", err)
+	if !ended {
+		endErr = <-done
+	}
+	if endErr != nil {
+		t.Fatalf("FollowTaskLog: %v", endErr)
 	}
 }
 
