@@ -88,6 +88,10 @@ type Store interface {
 	PendingPlan(ctx context.Context, taskID string) (models.Plan, bool, error)
 	RecordTaskFailure(ctx context.Context, taskID string, outcome models.RunOutcome, msg string) error
 	SlotsHeld(ctx context.Context, projectID string) (int, error)
+	// WaitDurable returns once every write committed before the call is
+	// on disk: landing acts outside the daemon (checks, merges, pushes,
+	// pull requests) only on what a crash cannot undo.
+	WaitDurable(ctx context.Context) error
 
 	GetVerification(ctx context.Context, taskID string) (models.Verification, bool, error)
 	SetVerification(ctx context.Context, v models.Verification) error

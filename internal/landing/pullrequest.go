@@ -298,6 +298,9 @@ func (l *Lander) approvePR(ctx context.Context, t models.Task, actor string) (mo
 		return models.TransitionResult{}, models.Errorf(models.CodeConflict,
 			"task %s waits for its pull request %s: merge it on GitHub (or set merge_from_chat in the project's settings)", t.ID, *t.PRURL)
 	}
+	if err := l.store.WaitDurable(ctx); err != nil { // the merge acts on what was read
+		return models.TransitionResult{}, err
+	}
 	if err := l.cfg.PullRequests.Merge(ctx, pr); err != nil {
 		return models.TransitionResult{}, err
 	}

@@ -307,7 +307,9 @@ func checksReason(tests []string) string {
 
 // verification reads a VERIFYING task, its project and its recorded
 // verification (a task verified before phases were recorded starts at the
-// checks, in its last run's checkout).
+// checks, in its last run's checkout), and returns once what it read is
+// on disk: what is done next with it (checks, a merge, a push, a pull
+// request, a reviewer started) acts outside the daemon.
 func (l *Lander) verification(ctx context.Context, taskID string) (models.Task, models.Project, models.Verification, error) {
 	t, err := l.store.GetTask(ctx, taskID)
 	if err != nil {
@@ -332,6 +334,9 @@ func (l *Lander) verification(ctx context.Context, taskID string) (models.Task, 
 		if v.Phase == "" {
 			v.Phase = models.PhaseChecks
 		}
+	}
+	if err := l.store.WaitDurable(ctx); err != nil {
+		return t, p, v, err
 	}
 	return t, p, v, nil
 }

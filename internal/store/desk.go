@@ -274,7 +274,8 @@ func (s *Store) MarkAndNotify(ctx context.Context, m models.DeskSend) (bool, err
 }
 
 // PendingWebhooks returns up to limit webhook deliveries due at now, oldest
-// first, and when the next one not yet due is (nil: none).
+// first, and when the next one not yet due is (nil: none). What it returns
+// is durable (see WaitDurable).
 func (s *Store) PendingWebhooks(ctx context.Context, now time.Time, limit int) ([]models.WebhookDelivery, *time.Time, error) {
 	rows, err := s.rdb.QueryContext(ctx, `SELECT key, webhook, payload, attempts FROM desk_webhooks INDEXED BY desk_webhooks_due
 		WHERE delivered_at IS NULL AND given_up_at IS NULL AND next_attempt_at <= ? ORDER BY next_attempt_at, key LIMIT ?`,
@@ -298,6 +299,9 @@ func (s *Store) PendingWebhooks(ctx context.Context, now time.Time, limit int) (
 	if err := s.rdb.QueryRowContext(ctx, `SELECT min(next_attempt_at) FROM desk_webhooks INDEXED BY desk_webhooks_due
 		WHERE delivered_at IS NULL AND given_up_at IS NULL AND next_attempt_at > ?`, toNanos(now)).Scan(&next); err != nil {
 		return nil, nil, fmt.Errorf("read the next webhook delivery: %w", err)
+	}
+	if err := s.WaitDurable(ctx); err != nil {
+		return nil, nil, fmt.Errorf("read webhook deliveries: %w", err)
 	}
 	return out, fromNullNanos(next), nil
 }

@@ -76,12 +76,13 @@ func MigrateForTest(path string, upTo int) error {
 	if err := createFile(context.Background(), path); err != nil {
 		return err
 	}
-	db, err := sql.Open("sqlite3", dsn(path, false))
+	db, err := sql.Open("sqlite3", dsn(path, connCheckpoint))
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	s := &Store{wdb: db, now: time.Now}
+	// The connection commits with synchronous=FULL: SQLite syncs.
+	s := &Store{wdb: db, now: time.Now, gc: newGroupCommit(func() error { return nil })}
 	ms, err := loadMigrations()
 	if err != nil {
 		return err
@@ -109,7 +110,7 @@ func MigrateForTest(path string, upTo int) error {
 
 // ExecAtForTest runs statements on the database at path outside any store.
 func ExecAtForTest(path, q string) error {
-	db, err := sql.Open("sqlite3", dsn(path, false))
+	db, err := sql.Open("sqlite3", dsn(path, connCheckpoint))
 	if err != nil {
 		return err
 	}
@@ -242,10 +243,11 @@ func RunArchiveQueriesForTest() map[string]string {
 // archive and its write transaction.
 func SetAfterArchiveReadForTest(s *Store, f func()) { s.afterArchiveRead = f }
 
-// WriterSynchronousForTest reads PRAGMA synchronous on the writer
-// connection.
-func WriterSynchronousForTest(s *Store) (int, error) {
-	var mode int
-	err := s.wdb.QueryRow("PRAGMA synchronous").Scan(&mode)
-	return mode, err
+// SetSyncForTest makes the store sync its write-ahead log with
+// wrap(the real sync), and calls waiting (when not nil) each time a write
+// or a WaitDurable starts to wait for a sync another caller runs.
+func SetSyncForTest(s *Store, wrap func(next func() error) func() error, waiting func()) {
+	s.gc.mu.Lock()
+	defer s.gc.mu.Unlock()
+	s.gc.sync, s.gc.waiting = wrap(s.wal.sync), waiting
 }

@@ -20,7 +20,8 @@ const (
 // HookQuery runs one of the named read-only queries of db_query steps
 // (models.HookQueries) over project projectID and returns its rows as a
 // JSON array with their number. Hooks never send SQL: each name is a fixed
-// statement here, bound to the hook's project.
+// statement here, bound to the hook's project. What it returns is durable
+// (see WaitDurable).
 func (s *Store) HookQuery(ctx context.Context, projectID string, step models.HookStep) (string, int, error) {
 	limit := step.MaxCount
 	if limit <= 0 {
@@ -86,6 +87,10 @@ func (s *Store) HookQuery(ctx context.Context, projectID string, step models.Hoo
 	defer rows.Close()
 	out, err := rowsToMaps(rows)
 	if err != nil {
+		return "", 0, fmt.Errorf("hook query %s: %w", step.Query, err)
+	}
+	// The rows go to a model or a command outside the daemon.
+	if err := s.WaitDurable(ctx); err != nil {
 		return "", 0, fmt.Errorf("hook query %s: %w", step.Query, err)
 	}
 	b, err := json.MarshalIndent(out, "", "  ")

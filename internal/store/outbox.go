@@ -66,7 +66,8 @@ func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]models.OutboxMe
 }
 
 // PendingOutboxAfter is PendingOutbox from the message after afterID on
-// (the next page).
+// (the next page). What it returns is durable (see WaitDurable): a notice
+// is posted only for a change a crash cannot undo.
 func (s *Store) PendingOutboxAfter(ctx context.Context, afterID int64, limit int) ([]models.OutboxMessage, error) {
 	rows, err := s.rdb.QueryContext(ctx, qPendingOutbox, toNanos(s.now()), limit, afterID)
 	if err != nil {
@@ -85,7 +86,13 @@ func (s *Store) PendingOutboxAfter(ctx context.Context, afterID int64, limit int
 		m.CreatedAt = fromNanos(created)
 		out = append(out, m)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list outbox: %w", err)
+	}
+	if err := s.WaitDurable(ctx); err != nil {
+		return nil, fmt.Errorf("list outbox: %w", err)
+	}
+	return out, nil
 }
 
 // MarkOutboxDelivered records that message id was delivered.

@@ -107,7 +107,8 @@ func (s *Store) PullRequestByNumber(ctx context.Context, owner, repo string, num
 
 // DuePullRequests returns up to limit open pull requests whose next check
 // is due at now, the most overdue first; soonest is when the next one not
-// yet due is (zero when none).
+// yet due is (zero when none). What it returns is durable (see
+// WaitDurable): the watcher acts on GitHub for it.
 func (s *Store) DuePullRequests(ctx context.Context, now time.Time, limit int) (due []models.PullRequest, soonest time.Time, err error) {
 	due, err = queryAll(ctx, s.rdb, scanPullRequest, "SELECT "+pullRequestColumns+
 		" FROM pull_requests WHERE state = 'open' AND next_check_at <= ? ORDER BY next_check_at LIMIT ?", toNanos(now), limit)
@@ -121,6 +122,9 @@ func (s *Store) DuePullRequests(ctx context.Context, now time.Time, limit int) (
 	}
 	if next.Valid {
 		soonest = fromNanos(next.Int64)
+	}
+	if err := s.WaitDurable(ctx); err != nil {
+		return nil, time.Time{}, fmt.Errorf("due pull requests: %w", err)
 	}
 	return due, soonest, nil
 }

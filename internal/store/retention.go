@@ -478,7 +478,8 @@ func (s *Store) prune(ctx context.Context, op, q string, before time.Time, limit
 }
 
 // RunFilesDue returns at most limit runs ended before before whose files
-// have not been pruned, oldest first.
+// have not been pruned, oldest first. What it returns is durable (see
+// WaitDurable): their files are deleted for it.
 func (s *Store) RunFilesDue(ctx context.Context, before time.Time, limit int) ([]RunFiles, error) {
 	out, err := queryAll(ctx, s.rdb, func(row scanner) (RunFiles, error) {
 		var r RunFiles
@@ -486,6 +487,9 @@ func (s *Store) RunFilesDue(ctx context.Context, before time.Time, limit int) ([
 		return r, err
 	}, qRunFilesDue, toNanos(before), limit)
 	if err != nil {
+		return nil, fmt.Errorf("runs whose files are due: %w", err)
+	}
+	if err := s.WaitDurable(ctx); err != nil {
 		return nil, fmt.Errorf("runs whose files are due: %w", err)
 	}
 	return out, nil

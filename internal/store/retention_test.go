@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -700,42 +701,52 @@ func TestCheckpointDoesNotWaitForTheWriter(t *testing.T) {
 	}
 }
 
-// TestArchiveWriteLeavesTheWriterDurable: an archive write commits without
-// waiting for the disk, and the writer is back to synchronous=FULL after
-// it — also when the write failed because its context ended.
-func TestArchiveWriteLeavesTheWriterDurable(t *testing.T) {
+// TestArchiveWriteWaitsForNoSync: an archive write returns at its commit,
+// without waiting for a sync of the log — here while a durable write's
+// sync is held — and the next sync covers it.
+func TestArchiveWriteWaitsForNoSync(t *testing.T) {
 	t.Parallel()
 	s, clock := openClocked(t)
 	storetest.Project(t, s, "p")
 	storetest.Agent(t, s, "a1")
 	ids := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"}, models.BatchTask{LocalID: "b", Title: "b"})
 	completeTask(t, s, ids["a"])
-	completeTask(t, s, ids["b"])
 	clock.Advance(31 * day)
 	ctx := context.Background()
-	cutoff := clock.Now().Add(-30 * day)
-	read := func() store.ArchiveBatch {
-		t.Helper()
-		b, err := s.ReadArchiveBatch(ctx, cutoff, 1)
-		if err != nil || b.Len() != 1 {
-			t.Fatalf("read a batch: %d tasks, %v", b.Len(), err)
+	b, err := s.ReadArchiveBatch(ctx, clock.Now().Add(-30*day), 1)
+	if err != nil || b.Len() != 1 {
+		t.Fatalf("read a batch: %d tasks, %v", b.Len(), err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	store.SetSyncForTest(s, func(next func() error) func() error {
+		return func() error {
+			once.Do(func() { close(entered); <-release })
+			return next()
 		}
-		return b
+	}, nil)
+	durable := make(chan error, 1)
+	go func() {
+		durable <- s.Notify(ctx, "durable", models.NewProgressNotice("p", models.ProgressNotice{TaskID: ids["b"], Message: "m"}))
+	}()
+	<-entered
+	syncs := s.Syncs()
+	if got, _, err := s.WriteArchiveBatch(ctx, b); err != nil || len(got) != 1 {
+		t.Fatalf("archive write while a sync is held: %v, %v", got, err)
 	}
-	durable := func(when string) {
-		t.Helper()
-		if mode, err := store.WriterSynchronousForTest(s); err != nil || mode != 2 {
-			t.Fatalf("%s: the writer's synchronous is %d (%v), want 2 (FULL)", when, mode, err)
-		}
+	if n := s.Syncs(); n != syncs {
+		t.Fatalf("the archive write ran %d syncs, want none", n-syncs)
 	}
-	if got, _, err := s.WriteArchiveBatch(ctx, read()); err != nil || len(got) != 1 {
-		t.Fatalf("archive write: %v, %v", got, err)
+	select {
+	case err := <-durable:
+		t.Fatalf("the durable write returned (%v) while its sync was held", err)
+	default:
 	}
-	durable("after an archive write")
-	ended, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, _, err := s.WriteArchiveBatch(ended, read()); err == nil {
-		t.Fatal("an archive write with its context ended succeeded")
+	close(release)
+	if err := <-durable; err != nil {
+		t.Fatal(err)
 	}
-	durable("after an archive write that failed")
+	if err := s.WaitDurable(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -170,7 +170,9 @@ func (s *Store) GetRun(ctx context.Context, id int64) (models.Run, error) {
 	return r, nil
 }
 
-// OpenRuns returns every run that has not ended, oldest first.
+// OpenRuns returns every run that has not ended, oldest first. What it
+// returns is durable (see WaitDurable): the process group of a run it
+// lists may be ended for it.
 func (s *Store) OpenRuns(ctx context.Context) ([]models.Run, error) {
 	rows, err := s.rdb.QueryContext(ctx, "SELECT "+runColumns+" FROM task_runs WHERE ended_at IS NULL ORDER BY id")
 	if err != nil {
@@ -185,7 +187,13 @@ func (s *Store) OpenRuns(ctx context.Context) ([]models.Run, error) {
 		}
 		out = append(out, r)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list open runs: %w", err)
+	}
+	if err := s.WaitDurable(ctx); err != nil {
+		return nil, fmt.Errorf("list open runs: %w", err)
+	}
+	return out, nil
 }
 
 // StartRun records that a claimed run's process started: the run gets its

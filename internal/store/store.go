@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -106,6 +105,10 @@ type Store struct {
 	usagePruned atomic.Int64
 	// commits counts the write transactions committed (see Commits).
 	commits atomic.Int64
+	// gc makes the writer's commits durable, syncing wal, the
+	// write-ahead log (durable.go).
+	gc  *groupCommit
+	wal *walFile
 	// obs is Config.Observer; pending holds what each open write
 	// transaction did for it, by transaction (see observe.go).
 	obs     Observer
@@ -117,18 +120,43 @@ type Store struct {
 	afterArchiveRead func()
 }
 
-// dsn is the data source name of the database at p. Connections never
-// create the file (mode=rw; Open creates it once): a connection opened
-// after the file was deleted under a running daemon fails loudly instead
-// of starting an empty database beside the one still open.
-func dsn(p string, readOnly bool) string {
+// connKind is what a connection of the store is for; each has its data
+// source name (dsn).
+type connKind int
+
+const (
+	// connWriter is the writer: its commits are made durable by the group
+	// commit (durable.go).
+	connWriter connKind = iota
+	// connRead is a connection of the read pool.
+	connRead
+	// connCheckpoint is Checkpoint's connection.
+	connCheckpoint
+)
+
+// synchronous is PRAGMA synchronous for a connection of kind k: NORMAL (1)
+// for the writer, whose commits the group commit syncs; FULL (2) for the
+// others, whose commits (none but a checkpoint's) SQLite syncs.
+func (k connKind) synchronous() int {
+	if k == connWriter {
+		return 1
+	}
+	return 2
+}
+
+// dsn is the data source name of a connection of kind conn to the
+// database at p. Connections never create the file (mode=rw; Open creates
+// it once): a connection opened after the file was deleted under a
+// running daemon fails loudly instead of starting an empty database beside
+// the one still open.
+func dsn(p string, conn connKind) string {
 	q := url.Values{}
 	q.Set("mode", "rw")
 	q.Set("_journal_mode", "WAL")
-	q.Set("_synchronous", "FULL")
+	q.Set("_synchronous", strconv.Itoa(conn.synchronous()))
 	q.Set("_busy_timeout", strconv.Itoa(int(DefaultBusyTimeout/time.Millisecond)))
 	q.Set("_foreign_keys", "on")
-	if readOnly {
+	if conn == connRead {
 		q.Set("_query_only", "true")
 	} else {
 		q.Set("_txlock", "immediate")
@@ -143,7 +171,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, errors.New("open store: Config.Path is empty")
 	}
 	s := &Store{now: clock.Or(cfg.Clock).Now, log: cfg.Logger, rnd: cfg.Rand, onChange: cfg.OnChange, onState: cfg.OnStateChange,
-		path: cfg.Path, obs: cfg.Observer}
+		path: cfg.Path, obs: cfg.Observer, wal: &walFile{path: cfg.Path + "-wal"}}
+	s.gc = newGroupCommit(s.wal.sync)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -158,40 +187,41 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Path, explainOpen(cfg.Path, err))
 	}
 	var err error
-	if s.wdb, err = sql.Open(cfg.driverName(), dsn(cfg.Path, false)); err != nil {
+	if s.wdb, err = sql.Open(cfg.driverName(), dsn(cfg.Path, connWriter)); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
 	}
 	s.wdb.SetMaxOpenConns(1)
 	s.wdb.SetConnMaxIdleTime(0)
-	if err := checkSQLite(ctx, s.wdb, true); err != nil {
+	fail := func(err error) (*Store, error) {
 		s.wdb.Close()
-		return nil, fmt.Errorf("open store %s: %w", cfg.Path, explainOpen(cfg.Path, err))
+		s.wal.close()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+	}
+	if err := checkSQLite(ctx, s.wdb, connWriter.synchronous()); err != nil {
+		return fail(explainOpen(cfg.Path, err))
+	}
+	if err := s.openLog(ctx); err != nil {
+		return fail(err)
 	}
 	if err := s.migrate(ctx); err != nil {
-		s.wdb.Close()
-		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+		return fail(err)
 	}
 	if err := restrictFiles(cfg.Path); err != nil {
-		s.wdb.Close()
-		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+		return fail(err)
 	}
 	if err := s.repairTokenTotals(ctx); err != nil {
-		s.wdb.Close()
-		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+		return fail(err)
 	}
 	if err := s.fillTokenBuckets(ctx); err != nil {
-		s.wdb.Close()
-		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+		return fail(err)
 	}
-	rdb, err := sql.Open(cfg.driverName(), dsn(cfg.Path, true))
+	rdb, err := sql.Open(cfg.driverName(), dsn(cfg.Path, connRead))
 	if err != nil {
-		s.wdb.Close()
-		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+		return fail(err)
 	}
-	if s.ckdb, err = sql.Open(cfg.driverName(), dsn(cfg.Path, false)); err != nil {
+	if s.ckdb, err = sql.Open(cfg.driverName(), dsn(cfg.Path, connCheckpoint)); err != nil {
 		rdb.Close()
-		s.wdb.Close()
-		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+		return fail(err)
 	}
 	s.ckdb.SetMaxOpenConns(1)
 	rdb.SetMaxOpenConns(readConns)
@@ -201,6 +231,24 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.rdb = newCachedDB(rdb)
 	s.wcache = newStmtCache(s.wdb)
 	return s, nil
+}
+
+// openLog opens the write-ahead log for the group commit's syncs (a
+// read on the writer makes SQLite create it) and syncs it: what an earlier
+// life of the daemon committed without its sync (it stopped between its
+// commit and the sync) is made durable before this one reads it.
+func (s *Store) openLog(ctx context.Context) error {
+	var n int
+	if err := s.wdb.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
+		return fmt.Errorf("read the schema: %w", err)
+	}
+	s.wal.mu.Lock()
+	err := s.wal.reopen()
+	s.wal.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("open the write-ahead log: %w", err)
+	}
+	return s.gc.syncNow()
 }
 
 // explainOpen names why SQLite could not open the database at path when
@@ -240,13 +288,14 @@ func createFile(ctx context.Context, path string) error {
 		return err
 	}
 	defer db.Close()
-	return checkSQLite(ctx, db, false)
+	return checkSQLite(ctx, db, 0)
 }
 
 // checkSQLite fails clearly when the driver is unusable (a CGO_ENABLED=0
-// build compiles but cannot run SQLite) or the file cannot be opened, and
-// confirms the durability settings.
-func checkSQLite(ctx context.Context, db *sql.DB, settings bool) (err error) {
+// build compiles but cannot run SQLite) or the file cannot be opened, and,
+// when synchronous is not 0, confirms the durability settings: WAL mode and
+// that PRAGMA synchronous.
+func checkSQLite(ctx context.Context, db *sql.DB, synchronous int) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("SQLite is unavailable (was the binary built with CGO_ENABLED=1 and gcc?): %v", r)
@@ -262,7 +311,7 @@ func checkSQLite(ctx context.Context, db *sql.DB, settings bool) (err error) {
 		}
 		return fmt.Errorf("open the database file: %w", err)
 	}
-	if !settings {
+	if synchronous == 0 {
 		return nil
 	}
 	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
@@ -275,8 +324,8 @@ func checkSQLite(ctx context.Context, db *sql.DB, settings bool) (err error) {
 	if err := db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
 		return fmt.Errorf("read synchronous: %w", err)
 	}
-	if sync != 2 {
-		return fmt.Errorf("synchronous is %d, want 2 (FULL)", sync)
+	if sync != synchronous {
+		return fmt.Errorf("synchronous is %d, want %d", sync, synchronous)
 	}
 	return nil
 }
@@ -371,7 +420,7 @@ func (s *Store) Close() error {
 	if s.ckdb != nil {
 		errs = append(errs, s.ckdb.Close())
 	}
-	errs = append(errs, s.wcache.close(), s.wdb.Close())
+	errs = append(errs, s.wcache.close(), s.wdb.Close(), s.wal.close())
 	return errors.Join(errs...)
 }
 
@@ -464,7 +513,12 @@ func loadMigrations() ([]migration, error) {
 }
 
 // migrate applies every embedded migration not yet recorded, each in its own
-// transaction together with its schema_migrations row.
+// transaction together with its schema_migrations row. The migrations
+// recorded are read first, so that a start with nothing to apply commits
+// nothing (each commit waits for a sync of the log); each transaction
+// checks its version again, in case another process applied it meanwhile.
+// The table's creation on a new database is made durable by the first
+// migration's commit.
 func (s *Store) migrate(ctx context.Context) error {
 	ms, err := loadMigrations()
 	if err != nil {
@@ -474,14 +528,17 @@ func (s *Store) migrate(ctx context.Context) error {
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
-	var newest int
-	if err := s.wdb.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&newest); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
+	applied, newest, err := s.appliedMigrations(ctx)
+	if err != nil {
+		return err
 	}
 	if known := ms[len(ms)-1].version; newest > known {
 		return fmt.Errorf("the database has schema version %d but this agentqueued knows only up to %d: use a newer agentqueued", newest, known)
 	}
 	for _, m := range ms {
+		if applied[m.version] {
+			continue
+		}
 		err := s.withTx(ctx, func(tx *sql.Tx) error {
 			var n int
 			if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations WHERE version = ?", m.version).Scan(&n); err != nil {
@@ -504,59 +561,63 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
+// appliedMigrations reads the versions schema_migrations records, and the
+// newest of them.
+func (s *Store) appliedMigrations(ctx context.Context) (map[int]bool, int, error) {
+	rows, err := s.wdb.QueryContext(ctx, "SELECT version FROM schema_migrations")
+	if err != nil {
+		return nil, 0, fmt.Errorf("read schema version: %w", err)
+	}
+	defer rows.Close()
+	applied, newest := map[int]bool{}, 0
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, 0, fmt.Errorf("read schema version: %w", err)
+		}
+		applied[v], newest = true, max(newest, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return applied, newest, nil
+}
+
 // withTx runs fn in an IMMEDIATE write transaction and commits it, or rolls
-// it back when fn or the commit fails.
+// it back when fn or the commit fails. It returns once the commit is
+// durable (see durable.go): the writer connection is given back at COMMIT,
+// and the next transaction runs while this one waits for its sync.
 func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
 	defer func() { err = s.noteWrite(err) }()
 	// Statements the transaction found unprepared are prepared once it has
 	// given the writer connection back.
 	defer s.wcache.fill(ctx)
-	return s.runTx(ctx, func() (*sql.Tx, error) { return s.wdb.BeginTx(ctx, nil) }, fn)
+	return s.runTx(ctx, true, fn)
 }
 
 // withRedoableTx is withTx for a write whose loss in a power cut costs
 // nothing because it is done again: an archive batch lost leaves its tasks
-// in the working tables, and the next pass archives them. It commits
-// without waiting for the disk (synchronous=NORMAL for this transaction
-// alone: an archive write's median on the writer is a fifth shorter); the
-// write-ahead log is synced in order, so the writer's next durable commit
-// makes this one durable too, and the database is whole either way. The
-// writer connection is set back to FULL before it is given back, and
-// dropped if that cannot be confirmed.
+// in the working tables, and the next pass archives them. It returns at
+// its commit, without waiting for a sync of the log (an archive write's
+// median on the writer is a fifth shorter than with it); the log is synced
+// in order, so the next durable commit's sync makes this one durable too,
+// and the database is whole either way.
 func (s *Store) withRedoableTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
 	defer func() { err = s.noteWrite(err) }()
 	defer s.wcache.fill(ctx) // after the connection is given back
-	conn, err := s.wdb.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer conn.Close()
-	defer durableAgain(conn)
-	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous = NORMAL"); err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	return s.runTx(ctx, func() (*sql.Tx, error) { return conn.BeginTx(ctx, nil) }, fn)
+	return s.runTx(ctx, false, fn)
 }
 
-// durableAgain sets the writer connection conn back to synchronous=FULL,
-// or has the pool drop it when that cannot be confirmed: no later write
-// may commit without waiting for the disk.
-func durableAgain(conn *sql.Conn) {
-	ctx := context.Background() // also when the transaction's context ended
-	mode := -1
-	_, err := conn.ExecContext(ctx, "PRAGMA synchronous = FULL")
-	if err == nil {
-		err = conn.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&mode)
+// runTx begins a write transaction on the writer, checks the lease's
+// fence, runs fn and commits; when durable it then waits for the commit to
+// be durable. What the transaction did is reported to the observer only
+// after that; see withTx. After a sync of the log has failed it refuses to
+// begin.
+func (s *Store) runTx(ctx context.Context, durable bool, fn func(tx *sql.Tx) error) error {
+	if err := s.gc.err(); err != nil {
+		return err
 	}
-	if err != nil || mode != 2 {
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-	}
-}
-
-// runTx begins a write transaction with begin, checks the lease's fence,
-// runs fn and commits; see withTx.
-func (s *Store) runTx(ctx context.Context, begin func() (*sql.Tx, error), fn func(tx *sql.Tx) error) error {
-	tx, err := begin()
+	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -577,17 +638,23 @@ func (s *Store) runTx(ctx context.Context, begin func() (*sql.Tx, error), fn fun
 		_ = tx.Rollback()
 		return err
 	}
-	if err := tx.Commit(); err != nil {
+	ticket, err := s.gc.commit(tx.Commit)
+	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	s.commits.Add(1)
+	if durable {
+		if err := s.gc.await(ticket); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+	}
 	s.report(tx)
 	return nil
 }
 
 // Commits returns how many write transactions this store has committed
-// since it was opened: each is one durable commit (an fsync when it wrote
-// anything).
+// since it was opened. Each durable one is answered after a sync of the
+// log that covers it; writers that wait together share a sync (Syncs).
 func (s *Store) Commits() int64 { return s.commits.Load() }
 
 // noteWrite keeps the outcome of a write for WriteHealth and turns a full
@@ -615,9 +682,13 @@ func (s *Store) noteWrite(err error) error {
 	return err
 }
 
-// WriteHealth returns the disk-full error of the last write when it failed
-// so, nil when it succeeded.
+// WriteHealth returns why the database takes no writes: the failure of a
+// sync of its log (from then on every write is refused), else the
+// disk-full error of the last write when it failed so; nil when healthy.
 func (s *Store) WriteHealth() error {
+	if err := s.gc.err(); err != nil {
+		return err
+	}
 	if e := s.full.Load(); e != nil {
 		return *e
 	}

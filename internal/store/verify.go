@@ -371,6 +371,8 @@ func (s *Store) SetLandingWaiting(ctx context.Context, taskID string, status mod
 // of tasks in AWAITING_APPROVAL whose approval or rejection a person has
 // given but the daemon has not yet carried out (phases approved and
 // rejected, and landing: approved work waiting to land), in the given phases (all when none is given), oldest first.
+// What it returns is durable (see WaitDurable): checks, reviews, merges and
+// pushes start from it.
 func (s *Store) Verifications(ctx context.Context, phases ...models.VerificationPhase) ([]models.Verification, error) {
 	q := `SELECT v.task_id, v.attempt, v.phase, v.source, v.event, v.actor, v.text, v.updated_at FROM verifications v
 		JOIN tasks t ON t.id = v.task_id WHERE (t.status = 'VERIFYING'
@@ -397,7 +399,13 @@ func (s *Store) Verifications(ctx context.Context, phases ...models.Verification
 		v.UpdatedAt = fromNanos(at)
 		out = append(out, v)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list verifications: %w", err)
+	}
+	if err := s.WaitDurable(ctx); err != nil {
+		return nil, fmt.Errorf("list verifications: %w", err)
+	}
+	return out, nil
 }
 
 // GetVerification returns a task's recorded verification; ok is false when
