@@ -181,12 +181,13 @@ func (bt BatchTask) Validate() error {
 		return Errorf(CodeInvalid, "dependencies: at most %d (got %d)", MaxDependencies, len(bt.Dependencies))
 	}
 	for j, d := range bt.Dependencies {
-		name := fmt.Sprintf("dependencies[%d]", j)
+		// The dependency's name is formatted only for an error: a batch
+		// has up to MaxBatchSize entries of up to MaxDependencies each.
 		if strings.TrimSpace(d.ID) == "" {
-			return Errorf(CodeInvalid, "%s: id: required", name)
+			return Errorf(CodeInvalid, "dependencies[%d]: id: required", j)
 		}
-		if err := CheckLine(name+".id", d.ID, MaxLocalIDLen); err != nil {
-			return err
+		if CheckLine("id", d.ID, MaxLocalIDLen) != nil {
+			return CheckLine(fmt.Sprintf("dependencies[%d].id", j), d.ID, MaxLocalIDLen)
 		}
 	}
 	if err := ValidateRules("rules", bt.Rules); err != nil {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -202,6 +204,80 @@ func TestUniqueTaskNameAddsSuffixOnCollision(t *testing.T) {
 	}
 	boom := errors.New("boom")
 	if _, err := models.UniqueTaskName(r, func(string) (bool, error) { return false, boom }); !errors.Is(err, boom) {
+		t.Fatalf("lookup error lost: %v", err)
+	}
+}
+
+// Naming a batch at once gives the names that naming its tasks one by one
+// gives, with the same random draws, against names in use and names the
+// batch itself takes (10,000 tasks over 10,000 adjective-noun pairs collide
+// often).
+func TestUniqueTaskNamesAreTheNamesOneByOne(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		n     int
+		inUse int
+	}{
+		{"empty", 0, 0},
+		{"one", 1, 0},
+		{"small batch, many in use", 50, 20_000},
+		{"large batch, none in use", 10_000, 0},
+		{"large batch, some in use", 10_000, 3_000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// Names in use: bare pairs and suffixed ones, drawn apart.
+			inUse := map[string]bool{}
+			pick := rand.New(rand.NewPCG(7, uint64(tc.inUse)))
+			for range tc.inUse {
+				name := models.RandomTaskName(pick)
+				if k := pick.IntN(4); k > 1 {
+					name += "-" + strconv.Itoa(k)
+				}
+				inUse[name] = true
+			}
+			r := rand.New(rand.NewPCG(3, uint64(tc.n)))
+			var want []string
+			mine := map[string]bool{}
+			for range tc.n {
+				name, err := models.UniqueTaskName(r, func(s string) (bool, error) { return mine[s] || inUse[s], nil })
+				if err != nil {
+					t.Fatal(err)
+				}
+				mine[name] = true
+				want = append(want, name)
+			}
+			calls, asked := 0, 0
+			got, err := models.UniqueTaskNames(rand.New(rand.NewPCG(3, uint64(tc.n))), tc.n, func(names []string) ([]string, error) {
+				calls++
+				asked += len(names)
+				var in []string
+				for _, s := range names {
+					if inUse[s] {
+						in = append(in, s)
+					}
+				}
+				return in, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				for i := range want {
+					if got[i] != want[i] {
+						t.Fatalf("name %d: %q, one by one %q", i, got[i], want[i])
+					}
+				}
+				t.Fatalf("%d names, want %d", len(got), len(want))
+			}
+			if calls > 10 || asked > 2*tc.n+tc.inUse {
+				t.Fatalf("%d calls asking about %d names for %d tasks", calls, asked, tc.n)
+			}
+		})
+	}
+	boom := errors.New("boom")
+	if _, err := models.UniqueTaskNames(rand.New(rand.NewPCG(1, 1)), 3, func([]string) ([]string, error) { return nil, boom }); !errors.Is(err, boom) {
 		t.Fatalf("lookup error lost: %v", err)
 	}
 }

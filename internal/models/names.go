@@ -59,3 +59,49 @@ func UniqueTaskName(r *rand.Rand, taken func(string) (bool, error)) (string, err
 		name = base + "-" + strconv.Itoa(n)
 	}
 }
+
+// UniqueTaskNames names n tasks at once, as n calls of UniqueTaskName in
+// turn would, each name also taken for the calls after it: the same random
+// draws, the same suffixes. Instead of one question per candidate, taken is
+// asked about many names at a time and answers the ones in use; it is
+// asked again only about names that an answer made candidates, so a batch
+// of thousands costs a few calls.
+func UniqueTaskNames(r *rand.Rand, n int, taken func(names []string) ([]string, error)) ([]string, error) {
+	bases := make([]string, n)
+	for i := range bases {
+		bases[i] = RandomTaskName(r)
+	}
+	names := make([]string, n)
+	// used holds the names known to be in use, asked those already asked.
+	used, asked := map[string]bool{}, make(map[string]bool, n)
+	mine := make(map[string]bool, n)
+	for {
+		// Each name as UniqueTaskName picks it, taking a name not asked
+		// about yet as free; the names so taken are asked about, and the
+		// pass is made again until every name picked was known free.
+		clear(mine)
+		var unknown []string
+		for i, base := range bases {
+			name := base
+			for k := 2; mine[name] || used[name]; k++ {
+				name = base + "-" + strconv.Itoa(k)
+			}
+			if !asked[name] {
+				asked[name] = true
+				unknown = append(unknown, name)
+			}
+			mine[name] = true
+			names[i] = name
+		}
+		if len(unknown) == 0 {
+			return names, nil
+		}
+		in, err := taken(unknown)
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range in {
+			used[name] = true
+		}
+	}
+}
