@@ -29,6 +29,10 @@ func TestFrequentQueriesUseIndexes(t *testing.T) {
 		{"idle agents", "SELECT id FROM agents WHERE state = ?"},
 		{"children of a task", "SELECT id FROM tasks WHERE parent_task_id = ?"},
 		{"running hook runs", "SELECT id FROM hook_runs WHERE status = 'running'"},
+		// Deleting an event (archiving) checks the edges it resolved: the
+		// foreign key's lookup, answered by the partial index on the
+		// column (migration 0038).
+		{"edges an event resolved", "SELECT 1 FROM task_dependencies WHERE resolving_event_id = ?"},
 	}
 	for name, q := range store.HotQueriesForTest() {
 		queries = append(queries, struct{ name, q string }{name, q})
