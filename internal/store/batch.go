@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/statemachine"
@@ -26,6 +28,9 @@ type entry struct {
 	// dupOf is the earlier entry of the batch a dedupe strategy matched, or -1.
 	dupOf    int
 	statuses [][]models.TaskStatus
+	// ready marks a new task inserted READY: every edge it has is
+	// satisfied from the start (readyAtOnce).
+	ready bool
 }
 
 // resolvedDep is one upstream of a batch entry: another entry of the batch
@@ -36,15 +41,9 @@ type resolvedDep struct {
 	required bool
 }
 
-// node names the upstream in the cycle check's graph. Task ids never start
-// with '#', so entry nodes cannot collide with them.
-func (d resolvedDep) node() string {
-	if d.local >= 0 {
-		return nodeOf(d.local)
-	}
-	return d.id
-}
-
+// nodeOf names batch entry i in the cycle check's graph, where existing
+// tasks go by their ids. Task ids never start with '#', so entry nodes
+// cannot collide with them.
 func nodeOf(i int) string { return "#" + strconv.Itoa(i) }
 
 // skipped reports whether a dedupe strategy matched the entry.
@@ -87,45 +86,197 @@ func (x *txn) createBatch(entries []*entry) ([]models.BatchResult, error) {
 	if err := x.checkRules(entries); err != nil {
 		return nil, err
 	}
-	if err := x.resolveDeps(entries); err != nil {
+	upstream, err := x.resolveDeps(entries)
+	if err != nil {
 		return nil, err
 	}
 	if err := x.checkCycles(entries); err != nil {
 		return nil, err
 	}
-	if err := x.insert(entries); err != nil {
+	for _, e := range entries {
+		e.ready = !e.skipped() && readyAtOnce(e, upstream)
+	}
+	if err := x.insert(entries, upstream); err != nil {
+		return nil, err
+	}
+	known, err := x.evaluateNew(entries, upstream)
+	if err != nil {
 		return nil, err
 	}
 	results = make([]models.BatchResult, len(entries))
+	var read []string // tasks whose status only the database knows
 	for i, e := range entries {
 		switch {
 		case e.skippedAs != "":
 			results[i] = models.BatchResult{TaskID: e.skippedAs, Skipped: true}
-			continue
 		case e.dupOf >= 0:
-			results[i] = models.BatchResult{TaskID: entries[e.dupOf].task.ID, Skipped: true}
-			continue
+			results[i] = models.BatchResult{TaskID: entries[e.dupOf].task.ID, Skipped: true, Status: known[e.dupOf]}
+		default:
+			results[i] = models.BatchResult{TaskID: e.task.ID, Status: known[i]}
 		}
-		if _, err := x.run(change{taskID: e.task.ID, event: evalEvent, followUp: true}); err != nil {
-			return nil, fmt.Errorf("evaluate task %s: %w", e.task.ID, err)
+		results[i].LocalID = e.src.LocalID
+		if results[i].Status == "" {
+			read = append(read, results[i].TaskID)
 		}
 	}
+	statuses, err := x.taskStatuses(read)
+	if err != nil {
+		return nil, err
+	}
 	for i := range results {
-		id := results[i].TaskID
-		if id == "" {
-			id = entries[i].task.ID
+		if results[i].Status != "" {
+			continue
 		}
-		var st models.TaskStatus
-		if err := x.QueryRowContext(x.ctx, "SELECT status FROM tasks WHERE id = ?", id).Scan(&st); err != nil {
-			return nil, err
+		st, ok := statuses[results[i].TaskID]
+		if !ok {
+			return nil, fmt.Errorf("status of task %s: %w", results[i].TaskID, sql.ErrNoRows)
 		}
-		results[i].LocalID, results[i].TaskID, results[i].Status = entries[i].src.LocalID, id, st
+		results[i].Status = st
 	}
 	// Tasks created behind a BLOCKED upstream: one notice for the batch.
 	if err := x.noticeBlockedChain("created"); err != nil {
 		return nil, err
 	}
 	return results, nil
+}
+
+// readyAtOnce reports whether a new task's edges are all satisfied from
+// the start — none to a task of the batch, each to an existing task that
+// has COMPLETED, or is BLOCKED and the edge does not require success — so
+// that its evaluation can only promote it. A workflow's task is left to
+// its evaluation, which settles its run.
+func readyAtOnce(e *entry, upstream map[string]models.TaskStatus) bool {
+	if e.task.RunID != "" {
+		return false
+	}
+	for _, d := range e.deps {
+		if d.local >= 0 {
+			return false
+		}
+		switch upstream[d.id] {
+		case models.StatusCompleted:
+		case models.StatusBlocked:
+			if d.required {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// evaluateNew gives each new task, in the batch's order, the evaluation a
+// task gets when its edges change (promotion, or the cascade of a BLOCKED
+// upstream), with its events and follow-ups; the events and notices are
+// those of evaluating every task in turn. Which tasks it changes is known
+// beforehand from the batch's own graph and its upstreams' statuses
+// (predictStatus): a task that starts DEFINED has an edge that stays
+// PENDING and none BROKEN, and its evaluation would only read it. A task
+// ready at once (readyAtOnce) was inserted READY with the reason a
+// promotion gives: its promotion's event is written in its turn, many in
+// one statement. The others are evaluated.
+//
+// It answers the status of each entry that these two kinds leave as they
+// are (DEFINED, READY: nothing in the transaction changes them after),
+// and "" for the tasks evaluated and the entries skipped.
+func (x *txn) evaluateNew(entries []*entry, upstream map[string]models.TaskStatus) ([]models.TaskStatus, error) {
+	known := make([]models.TaskStatus, len(entries))
+	memo := make(map[int]models.TaskStatus, len(entries))
+	var promoted []*entry // inserted READY, their events not written yet
+	for _, e := range entries {
+		if e.skipped() {
+			continue
+		}
+		if e.ready {
+			promoted = append(promoted, e)
+			known[e.index] = models.StatusReady
+			continue
+		}
+		st, err := x.predictStatus(entries, e.index, memo, upstream)
+		if err != nil {
+			return nil, err
+		}
+		if st == models.StatusDefined {
+			known[e.index] = models.StatusDefined
+			continue
+		}
+		if err := x.recordPromotions(promoted); err != nil {
+			return nil, err
+		}
+		promoted = promoted[:0]
+		if _, err := x.run(change{taskID: e.task.ID, event: evalEvent, followUp: true}); err != nil {
+			return nil, fmt.Errorf("evaluate task %s: %w", e.task.ID, err)
+		}
+	}
+	return known, x.recordPromotions(promoted)
+}
+
+// qInsertPromotions writes the DEPS_MET events of the tasks of a JSON
+// array of ids, in its order: (ids, from, to, event, reason, actor, at).
+const qInsertPromotions = `INSERT INTO task_events (task_id, from_status, to_status, event, reason, actor, created_at)
+	SELECT value, ?2, ?3, ?4, ?5, ?6, ?7 FROM json_each(?1) ORDER BY key`
+
+// recordPromotions records the promotion of new tasks inserted READY as
+// their evaluation would have applied it (DEFINED → READY by DEPS_MET):
+// the events, in one statement, and each change for the observer and
+// the transaction's promoted tasks.
+func (x *txn) recordPromotions(promoted []*entry) error {
+	if len(promoted) == 0 {
+		return nil
+	}
+	ids := make([]byte, 0, len(promoted)*16)
+	ids = append(ids, '[')
+	for i, e := range promoted {
+		if i > 0 {
+			ids = append(ids, ',')
+		}
+		ids = appendJSONString(ids, e.task.ID)
+	}
+	ids = append(ids, ']')
+	if _, err := x.ExecContext(x.ctx, qInsertPromotions, string(ids), models.StatusDefined, models.StatusReady,
+		models.EventDepsMet, depsMetReason, systemActor, toNanos(x.now)); err != nil {
+		return fmt.Errorf("record promotions: %w", err)
+	}
+	for _, e := range promoted {
+		cur := e.task
+		cur.Status, cur.StatusReason = models.StatusDefined, ""
+		if err := x.observeTransition(cur, models.StatusReady, models.EventDepsMet); err != nil {
+			return err
+		}
+		x.promoted = append(x.promoted, e.task.ID)
+	}
+	x.changed = true
+	return nil
+}
+
+// taskStatuses reads the status of each task of ids that exists.
+func (x *txn) taskStatuses(ids []string) (map[string]models.TaskStatus, error) {
+	out := make(map[string]models.TaskStatus, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := x.QueryContext(x.ctx, qTaskStatuses, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("read task statuses: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var st models.TaskStatus
+		if err := rows.Scan(&id, &st); err != nil {
+			return nil, fmt.Errorf("read task statuses: %w", err)
+		}
+		out[id] = st
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read task statuses: %w", err)
+	}
+	return out, nil
 }
 
 // prepareBatch validates each entry on its own and builds its task.
@@ -283,6 +434,7 @@ func noApprovalPath(where, projectID string) error {
 // the same batch, under one of their strategies.
 func (x *txn) dedupe(entries []*entry) error {
 	predicted := map[int]models.TaskStatus{}
+	known := map[string]models.TaskStatus{}
 	for _, e := range entries {
 	strategies:
 		for j, st := range e.src.DedupeStrategy {
@@ -293,7 +445,7 @@ func (x *txn) dedupe(entries []*entry) error {
 				if prev.skipped() || prev.task.ProjectID != e.task.ProjectID || !prev.task.MatchesFields(kind, e.task.Metadata, st.Fields) {
 					continue
 				}
-				start, err := x.predictStatus(entries, prev.index, predicted)
+				start, err := x.predictStatus(entries, prev.index, predicted, known)
 				if err != nil {
 					return err
 				}
@@ -336,8 +488,10 @@ func (x *txn) dedupe(entries []*entry) error {
 // predictStatus says which status batch entry i will start in: BLOCKED when
 // an upstream its edge requires to succeed is (or starts) BLOCKED, READY when
 // every upstream has already finished in a way that satisfies its edge, else
-// DEFINED.
-func (x *txn) predictStatus(entries []*entry, i int, memo map[int]models.TaskStatus) (models.TaskStatus, error) {
+// DEFINED. The statuses of existing upstreams are taken from known, and
+// those it lacks read and added to it.
+func (x *txn) predictStatus(entries []*entry, i int, memo map[int]models.TaskStatus,
+	known map[string]models.TaskStatus) (models.TaskStatus, error) {
 	if st, ok := memo[i]; ok {
 		return st, nil
 	}
@@ -350,16 +504,19 @@ func (x *txn) predictStatus(entries []*entry, i int, memo map[int]models.TaskSta
 			id = entries[d.local].skippedAs
 		}
 		if id == "" {
-			st, err := x.predictStatus(entries, d.local, memo)
+			st, err := x.predictStatus(entries, d.local, memo, known)
 			if err != nil {
 				return "", err
 			}
+			up = st
+		} else if st, ok := known[id]; ok {
 			up = st
 		} else {
 			err := x.QueryRowContext(x.ctx, qTaskStatus, id).Scan(&up)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return "", err
 			}
+			known[id] = up
 		}
 		switch {
 		case up == models.StatusBlocked && d.required:
@@ -386,14 +543,33 @@ func containsStatus(set []models.TaskStatus, s models.TaskStatus) bool {
 }
 
 // resolveDeps checks that non-local dependencies exist and maps references
-// to deduped entries onto the existing tasks they matched.
+// to deduped entries onto the existing tasks they matched. It answers the
+// status of every existing task an entry now depends on, read in one
+// statement: references to entries of the batch need none.
 //
 // A dependency on an archived task is met when that task was archived
 // COMPLETED (or finished at all, for an edge not requiring success): no
 // edge is made, as for an upstream that completed long ago. Any other is
 // a conflict, since an archived task never changes again.
-func (x *txn) resolveDeps(entries []*entry) error {
-	exists := map[string]bool{}
+func (x *txn) resolveDeps(entries []*entry) (map[string]models.TaskStatus, error) {
+	var outside []string
+	listed := map[string]bool{}
+	for _, e := range entries {
+		if e.skippedAs != "" && !listed[e.skippedAs] {
+			listed[e.skippedAs] = true
+			outside = append(outside, e.skippedAs)
+		}
+		for _, d := range e.deps {
+			if d.local < 0 && !listed[d.id] {
+				listed[d.id] = true
+				outside = append(outside, d.id)
+			}
+		}
+	}
+	exists, err := x.taskStatuses(outside)
+	if err != nil {
+		return nil, err
+	}
 	archived := map[string]bool{} // archived id → archived COMPLETED
 	for _, e := range entries {
 		for j, d := range e.deps {
@@ -402,7 +578,7 @@ func (x *txn) resolveDeps(entries []*entry) error {
 					e.deps[j] = resolvedDep{local: -1, id: up.skippedAs, required: d.required}
 				} else if up.dupOf >= 0 {
 					if up.dupOf == e.index {
-						return models.Errorf(models.CodeInvalid,
+						return nil, models.Errorf(models.CodeInvalid,
 							"tasks[%d].dependencies[%d]: %q is a duplicate of this very task under its dedupe strategy",
 							e.index, j, up.src.LocalID)
 					}
@@ -410,26 +586,20 @@ func (x *txn) resolveDeps(entries []*entry) error {
 				}
 				continue
 			}
-			if _, ok := archived[d.id]; exists[d.id] || ok {
+			if _, ok := exists[d.id]; ok {
 				continue
 			}
-			var one int
-			err := x.QueryRowContext(x.ctx, qTaskExists, d.id).Scan(&one)
-			if errors.Is(err, sql.ErrNoRows) {
-				was, completed, aerr := archivedUpstream(x.ctx, x, d.id)
-				if aerr != nil {
-					return aerr
-				}
-				if was {
-					archived[d.id] = completed
-					continue
-				}
-				return models.Errorf(models.CodeNotFound, "tasks[%d].dependencies[%d]: no task or batch entry %q", e.index, j, d.id)
+			if _, ok := archived[d.id]; ok {
+				continue
 			}
+			was, completed, err := archivedUpstream(x.ctx, x, d.id)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			exists[d.id] = true
+			if !was {
+				return nil, models.Errorf(models.CodeNotFound, "tasks[%d].dependencies[%d]: no task or batch entry %q", e.index, j, d.id)
+			}
+			archived[d.id] = completed
 		}
 		kept := e.deps[:0:0]
 		for j, d := range e.deps {
@@ -438,26 +608,45 @@ func (x *txn) resolveDeps(entries []*entry) error {
 			case d.local >= 0 || !was:
 				kept = append(kept, d)
 			case !completed && d.required:
-				return models.Errorf(models.CodeConflict, "tasks[%d].dependencies[%d]: task %q was archived "+
+				return nil, models.Errorf(models.CodeConflict, "tasks[%d].dependencies[%d]: task %q was archived "+
 					"BLOCKED: a dependency requiring its success can never be met", e.index, j, d.id)
 			}
 		}
 		e.deps = mergeDeps(kept)
 	}
-	return nil
+	return exists, nil
 }
 
 // mergeDeps folds edges that dedupe made point at the same upstream into one,
 // requiring success when any of them did.
 func mergeDeps(deps []resolvedDep) []resolvedDep {
+	type upstream struct {
+		local int
+		id    string
+	}
 	out := deps[:0]
-	at := map[string]int{}
+	var at map[upstream]int
 	for _, d := range deps {
-		if k, ok := at[d.node()]; ok {
+		if at == nil && len(out) < 8 {
+			// Most tasks have a few dependencies: compared in place.
+			if k := slices.IndexFunc(out, func(o resolvedDep) bool { return o.local == d.local && o.id == d.id }); k >= 0 {
+				out[k].required = out[k].required || d.required
+				continue
+			}
+			out = append(out, d)
+			continue
+		}
+		if at == nil {
+			at = make(map[upstream]int, len(deps))
+			for k, o := range out {
+				at[upstream{o.local, o.id}] = k
+			}
+		}
+		if k, ok := at[upstream{d.local, d.id}]; ok {
 			out[k].required = out[k].required || d.required
 			continue
 		}
-		at[d.node()] = len(out)
+		at[upstream{d.local, d.id}] = len(out)
 		out = append(out, d)
 	}
 	return out
@@ -467,18 +656,25 @@ func mergeDeps(deps []resolvedDep) []resolvedDep {
 // existing edges upstream of the tasks they depend on.
 func (x *txn) checkCycles(entries []*entry) error {
 	graph := make(map[string][]string, len(entries))
+	nodes := make([]string, len(entries)) // each entry's node, named once
+	for i := range nodes {
+		nodes[i] = nodeOf(i)
+	}
 	var roots []string
 	for _, e := range entries {
-		if e.skipped() {
+		if e.skipped() || len(e.deps) == 0 {
 			continue
 		}
-		n := nodeOf(e.index)
-		for _, d := range e.deps {
-			graph[n] = append(graph[n], d.node())
-			if d.local < 0 {
+		ups := make([]string, len(e.deps))
+		for j, d := range e.deps {
+			if d.local >= 0 {
+				ups[j] = nodes[d.local]
+			} else {
+				ups[j] = d.id
 				roots = append(roots, d.id)
 			}
 		}
+		graph[nodes[e.index]] = ups
 	}
 	if err := x.loadUpstreamClosure(roots, graph); err != nil {
 		return err
@@ -545,45 +741,35 @@ const (
 )
 
 // insert names, numbers (submission_seq, in the entries' order) and inserts
-// the new tasks as DEFINED with their edges, resolving edges whose upstream
-// has already finished.
-func (x *txn) insert(entries []*entry) error {
-	taken := map[string]bool{}
+// the new tasks as DEFINED (READY those ready at once, see evaluateNew)
+// with their edges, resolving edges whose upstream (of the statuses in
+// upstream) has already finished.
+func (x *txn) insert(entries []*entry, upstream map[string]models.TaskStatus) error {
 	var seq int64
 	if err := x.QueryRowContext(x.ctx, qLastSubmission).Scan(&seq); err != nil {
 		return fmt.Errorf("read the last task number: %w", err)
 	}
 	first := seq
-	// The transaction's statements (see txn.stmt): prepared once for the
-	// store, closed with the transaction.
-	// An archived task keeps its id: a new task never takes it.
-	exists, err := x.stmt("SELECT (SELECT count(*) FROM tasks WHERE id = ?1) + (SELECT count(*) FROM archived_tasks WHERE id = ?1)")
-	if err != nil {
-		return err
-	}
 	// Names first, then the rows: many rows per statement, so that a batch
 	// of thousands costs tens of statements, not thousands.
 	var rows []*entry
 	for _, e := range entries {
-		if e.skipped() {
-			continue
+		if !e.skipped() {
+			rows = append(rows, e)
 		}
-		id, err := models.UniqueTaskName(x.s.rnd, func(name string) (bool, error) {
-			if taken[name] {
-				return true, nil
-			}
-			var n int
-			err := exists.QueryRowContext(x.ctx, name).Scan(&n)
-			return n > 0, err
-		})
-		if err != nil {
-			return err
-		}
-		taken[id] = true
+	}
+	names, err := models.UniqueTaskNames(x.s.rnd, len(rows), x.idsInUse)
+	if err != nil {
+		return err
+	}
+	for i, e := range rows {
 		t := &e.task
 		seq++
-		t.ID, t.Status, t.CreatedAt, t.UpdatedAt, t.SubmissionSeq = id, models.StatusDefined, x.now, x.now, seq
-		rows = append(rows, e)
+		t.ID, t.Status, t.CreatedAt, t.UpdatedAt, t.SubmissionSeq = names[i], models.StatusDefined, x.now, x.now, seq
+		if e.ready {
+			// As its promotion (evaluateNew) leaves it.
+			t.Status, t.StatusReason = models.StatusReady, depsMetReason
+		}
 	}
 	if err := x.insertTaskRows(rows); err != nil {
 		return err
@@ -594,28 +780,43 @@ func (x *txn) insert(entries []*entry) error {
 		}
 	}
 	// An edge to an entry of the batch is PENDING (its upstream is new and
-	// DEFINED): the columns' defaults, inserted many per statement. An edge
-	// to an existing task is resolved against that task's state.
-	var local []pendingEdge
-	edge, err := x.stmt(qInsertEdge)
-	if err != nil {
-		return err
-	}
+	// DEFINED), as is one to an existing task known (from upstream) not to
+	// have finished: the columns' defaults. An edge to any other task is
+	// resolved against that task's state. A statement for each kind.
+	var pending, resolved []newEdge
 	for _, e := range entries {
 		if e.skipped() {
 			continue
 		}
 		for _, d := range e.deps {
-			if d.local >= 0 {
-				local = append(local, pendingEdge{e.task.ID, entries[d.local].task.ID, d.required})
-				continue
-			}
-			if _, err := edge.ExecContext(x.ctx, e.task.ID, d.required, d.required, toNanos(x.now), d.id); err != nil {
-				return err
+			switch st, ok := upstream[d.id]; {
+			case d.local >= 0:
+				pending = append(pending, newEdge{e.task.ID, entries[d.local].task.ID, d.required})
+			case ok && st != models.StatusCompleted && st != models.StatusBlocked:
+				pending = append(pending, newEdge{e.task.ID, d.id, d.required})
+			default:
+				resolved = append(resolved, newEdge{e.task.ID, d.id, d.required})
 			}
 		}
 	}
-	return x.insertPendingEdges(local)
+	if err := x.insertPendingEdges(pending); err != nil {
+		return err
+	}
+	return x.insertEdges(resolved)
+}
+
+// idsInUse answers which of names are ids of tasks, or of archived tasks:
+// a new task never takes an archived task's id.
+func (x *txn) idsInUse(names []string) ([]string, error) {
+	list, err := json.Marshal(names)
+	if err != nil {
+		return nil, err
+	}
+	used, err := queryIDs(x.ctx, x, qIDsInUse, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("look up task ids in use: %w", err)
+	}
+	return used, nil
 }
 
 // taskInsertColumns are the columns a new task is inserted with, in the
@@ -624,18 +825,20 @@ const taskInsertColumns = `id, project_id, title, description, priority, status,
 		verification_type, retry_count, max_retries, parent_task_id, repo_id, requires_approval, plan_source,
 		is_plan_subtask, kind, metadata, created_by, not_before, expected_count, acceptance_criteria, test_commands,
 		created_at, updated_at, profile, workflow_run_id, step_name, parallel_index, parallel_count, step_concurrency, rules, timeout_ns,
-		agent_type, submission_seq`
+		agent_type, submission_seq, status_reason`
 
 // taskInsertWidth is the number of columns in taskInsertColumns.
-const taskInsertWidth = 33
+const taskInsertWidth = 34
 
 // rowsPerInsert bounds the rows of one multi-row INSERT: 100 tasks are
-// 3,300 parameters, well below SQLite's limit of 32,766.
+// 3,400 parameters, well below SQLite's limit of 32,766.
 const rowsPerInsert = 100
 
-// chunkLen is the rows of the next INSERT when n are left: rowsPerInsert,
-// and the rest one by one. Only two texts per table are ever prepared, so
-// the store's statement cache does not fill with one per tail length.
+// chunkLen is the rows of the next INSERT of tasks when n are left:
+// rowsPerInsert, and the rest one by one. Only two texts are ever
+// prepared, so the store's statement cache does not fill with one per
+// tail length. (Edges go in one statement of one parameter each way: see
+// insertPendingEdges.)
 func chunkLen(n int) int {
 	if n >= rowsPerInsert {
 		return rowsPerInsert
@@ -648,12 +851,13 @@ func chunkLen(n int) int {
 // by row (the failed statement wrote nothing) to name the entry at fault.
 func (x *txn) insertTaskRows(rows []*entry) error {
 	args := make([]any, 0, rowsPerInsert*taskInsertWidth)
+	a := newTaskArgs(x.now)
 	for len(rows) > 0 {
 		chunk := rows[:chunkLen(len(rows))]
 		rows = rows[len(chunk):]
 		args = args[:0]
 		for _, e := range chunk {
-			args = x.taskInsertArgs(args, &e.task)
+			args = a.append(args, &e.task)
 		}
 		err := x.execRows(`INSERT INTO tasks (`+taskInsertColumns+`) VALUES `, taskInsertWidth, len(chunk), args)
 		if err == nil {
@@ -664,7 +868,7 @@ func (x *txn) insertTaskRows(rows []*entry) error {
 		}
 		for _, e := range chunk {
 			if err := x.execRows(`INSERT INTO tasks (`+taskInsertColumns+`) VALUES `, taskInsertWidth, 1,
-				x.taskInsertArgs(args[:0], &e.task)); err != nil {
+				a.append(args[:0], &e.task)); err != nil {
 				if strings.Contains(err.Error(), "FOREIGN KEY") {
 					return models.Errorf(models.CodeNotFound, "tasks[%d]: parent_task_id %q not found", e.index, e.src.ParentTaskID)
 				}
@@ -675,55 +879,145 @@ func (x *txn) insertTaskRows(rows []*entry) error {
 	return nil
 }
 
-// taskInsertArgs appends t's values for taskInsertColumns to args.
-func (x *txn) taskInsertArgs(args []any, t *models.Task) []any {
-	return append(args, t.ID, t.ProjectID, t.Title, t.Description, t.Priority, t.Status,
-		t.VerificationType, t.RetryCount, t.MaxRetries, nullString(t.ParentTaskID), nullString(t.RepoID),
-		t.RequiresApproval, nullString(t.PlanSource), t.IsPlanSubtask, t.Kind, encodeMetadata(t.Metadata),
-		t.CreatedBy, nullNanos(t.NotBefore), t.ExpectedCount, encodeStrings(t.AcceptanceCriteria),
-		encodeStrings(t.TestCommands), toNanos(x.now), toNanos(x.now), t.Profile, emptyToNull(t.RunID),
-		t.StepName, t.ParallelIndex, t.ParallelCount, t.StepConcurrency, encodeRules(t.Rules),
-		int64(t.Timeout), t.AgentType, t.SubmissionSeq)
+// taskArgs converts new tasks to the values of taskInsertColumns, each as
+// the driver takes it (string, int64, bool or nil), so that database/sql
+// converts nothing, and boxes a value that many tasks of a batch share
+// (their project, their status, an empty text) once: a batch of
+// thousands of tasks binds tens of thousands of values.
+type taskArgs struct {
+	now   any
+	boxed map[string]any
 }
 
-// pendingEdge is an edge between two entries of a batch.
-type pendingEdge struct {
+func newTaskArgs(now time.Time) *taskArgs {
+	return &taskArgs{now: toNanos(now), boxed: map[string]any{}}
+}
+
+// text boxes s, once for each text of the batch that is short (names of
+// statuses, kinds, projects, empty texts): long ones are rarely shared.
+func (a *taskArgs) text(s string) any {
+	if len(s) > 32 {
+		return s
+	}
+	if v, ok := a.boxed[s]; ok {
+		return v
+	}
+	v := any(s)
+	a.boxed[s] = v
+	return v
+}
+
+// orNull is a nullable text column's value.
+func (a *taskArgs) orNull(s *string) any {
+	if s == nil {
+		return nil
+	}
+	return a.text(*s)
+}
+
+// append appends t's values for taskInsertColumns to args.
+func (a *taskArgs) append(args []any, t *models.Task) []any {
+	var notBefore, runID any
+	if t.NotBefore != nil {
+		notBefore = toNanos(*t.NotBefore)
+	}
+	if t.RunID != "" {
+		runID = t.RunID
+	}
+	return append(args, t.ID, a.text(t.ProjectID), t.Title, a.text(t.Description), int64(t.Priority), a.text(string(t.Status)),
+		a.text(string(t.VerificationType)), int64(t.RetryCount), int64(t.MaxRetries), a.orNull(t.ParentTaskID), a.orNull(t.RepoID),
+		t.RequiresApproval, a.orNull(t.PlanSource), t.IsPlanSubtask, a.text(t.Kind), a.text(encodeMetadata(t.Metadata)),
+		a.text(t.CreatedBy), notBefore, int64(t.ExpectedCount), a.text(encodeStrings(t.AcceptanceCriteria)),
+		a.text(encodeStrings(t.TestCommands)), a.now, a.now, a.text(t.Profile), runID,
+		a.text(t.StepName), int64(t.ParallelIndex), int64(t.ParallelCount), int64(t.StepConcurrency), a.text(encodeRules(t.Rules)),
+		int64(t.Timeout), a.text(t.AgentType), t.SubmissionSeq, a.text(t.StatusReason))
+}
+
+// newEdge is a dependency edge to insert: downstream depends on upstream.
+type newEdge struct {
 	down, up string
 	required bool
 }
 
+// qInsertPendingEdges inserts the edges of a JSON array of [downstream,
+// upstream, requires_success] rows with the other columns' defaults
+// (PENDING, unresolved): one statement, one parameter, for any number
+// of edges, where rows bound one parameter at a time cost a third more.
+const qInsertPendingEdges = `INSERT INTO task_dependencies (downstream, upstream, requires_success)
+	SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?1)`
+
 // insertPendingEdges inserts edges with the columns' defaults (PENDING,
-// unresolved), rowsPerInsert per statement (see chunkLen).
-func (x *txn) insertPendingEdges(edges []pendingEdge) error {
-	const width = 3
+// unresolved), in one statement.
+func (x *txn) insertPendingEdges(edges []newEdge) error {
+	if len(edges) == 0 {
+		return nil
+	}
 	// In the primary key's order, each row lands beside the one before.
-	slices.SortFunc(edges, func(a, b pendingEdge) int {
+	slices.SortFunc(edges, func(a, b newEdge) int {
 		return cmp.Or(strings.Compare(a.down, b.down), strings.Compare(a.up, b.up))
 	})
-	args := make([]any, 0, rowsPerInsert*width)
-	for len(edges) > 0 {
-		chunk := edges[:chunkLen(len(edges))]
-		edges = edges[len(chunk):]
-		args = args[:0]
-		for _, e := range chunk {
-			args = append(args, e.down, e.up, e.required)
-		}
-		if err := x.execRows(`INSERT INTO task_dependencies (downstream, upstream, requires_success) VALUES `,
-			width, len(chunk), args); err != nil {
-			return err
-		}
+	if _, err := x.ExecContext(x.ctx, qInsertPendingEdges, edgeRows(edges)); err != nil {
+		return fmt.Errorf("insert dependencies: %w", err)
 	}
 	return nil
+}
+
+// insertEdges inserts edges to existing tasks, each resolved against its
+// upstream's state (qInsertEdges), in one statement.
+func (x *txn) insertEdges(edges []newEdge) error {
+	if len(edges) == 0 {
+		return nil
+	}
+	if _, err := x.ExecContext(x.ctx, qInsertEdges, edgeRows(edges), toNanos(x.now)); err != nil {
+		return fmt.Errorf("insert dependencies: %w", err)
+	}
+	return nil
+}
+
+// edgeRows encodes edges as a JSON array of [downstream, upstream,
+// requires_success] rows.
+func edgeRows(edges []newEdge) string {
+	n := 2
+	for _, e := range edges {
+		n += len(e.down) + len(e.up) + 12
+	}
+	rows := make([]byte, 0, n)
+	rows = append(rows, '[')
+	for i, e := range edges {
+		if i > 0 {
+			rows = append(rows, ',')
+		}
+		rows = append(rows, '[')
+		rows = appendJSONString(rows, e.down)
+		rows = append(rows, ',')
+		rows = appendJSONString(rows, e.up)
+		if e.required {
+			rows = append(rows, ",1]"...)
+		} else {
+			rows = append(rows, ",0]"...)
+		}
+	}
+	return string(append(rows, ']'))
+}
+
+// appendJSONString appends s to b as a JSON string. Task ids need no
+// escaping (models.ValidTaskID); anything else is encoded in full.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // execRows runs prefix followed by n rows of width parameters each, as a
 // statement the transaction keeps prepared (one text per row count).
 func (x *txn) execRows(prefix string, width, n int, args []any) error {
-	st, err := x.stmt(multiRowSQL(prefix, width, n))
-	if err != nil {
-		return err
-	}
-	_, err = st.ExecContext(x.ctx, args...)
+	_, err := x.ExecContext(x.ctx, multiRowSQL(prefix, width, n), args...)
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -150,5 +151,185 @@ func TestBatchesOfAnySizeCompileNoNewStatements(t *testing.T) {
 	}
 	if got := compiled() - before; got != 0 {
 		t.Fatalf("batches of other sizes compiled statements again (%d authorizer calls), want none", got)
+	}
+}
+
+// A batch runs a few statements, however many tasks it has: its tasks are
+// named, inserted, given their edges and their first statuses many at a
+// time. A task that starts DEFINED is not evaluated (nothing could change
+// it), one ready at once is inserted READY and its promotion's event
+// written with the others', and the answer's statuses are read together.
+func TestBatchStatementsDoNotGrowWithItsTasks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	statements := store.CountStatementsForTest(s)
+	done := storetest.Task(t, s, "p", "done")
+	storetest.Apply(t, s, done, storetest.ToCompleted...)
+	waiting := storetest.Task(t, s, "p", "waiting")
+	for _, tc := range []struct {
+		name  string
+		entry func(i int) models.BatchTask
+	}{
+		{"a chain", func(i int) models.BatchTask {
+			bt := models.BatchTask{LocalID: fmt.Sprintf("t%d", i), Title: "chained"}
+			if i > 0 {
+				bt.Dependencies = storetest.Deps(fmt.Sprintf("t%d", i-1))
+			}
+			return bt
+		}},
+		{"without dependencies", func(int) models.BatchTask { return models.BatchTask{Title: "alone"} }},
+		{"on existing tasks", func(int) models.BatchTask {
+			return models.BatchTask{Title: "after", Dependencies: storetest.Deps(done, waiting)}
+		}},
+	} {
+		cost := func(n int) int64 {
+			b := models.TaskBatch{ProjectID: "p"}
+			for i := range n {
+				b.Tasks = append(b.Tasks, tc.entry(i))
+			}
+			before := statements()
+			if _, err := s.CreateTasks(ctx, b); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			return statements() - before
+		}
+		// Tasks are inserted 100 rows per statement: a statement more per
+		// 100 tasks, and a look-up more or two for names that collide
+		// more often, but nothing more per task.
+		small, large := cost(100), cost(1000)
+		if grew := large - small; grew > 9+3 {
+			t.Errorf("%s: %d statements for 100 tasks, %d for 1,000: %d more, want at most 12 (one per 100 tasks, a few names)",
+				tc.name, small, large, grew)
+		}
+	}
+}
+
+// Each edge of a batch to a task outside it starts as that task's state
+// decides (PENDING while it runs, SATISFIED or BROKEN once it finished,
+// with how it ended), and each new task starts as its edges decide, those
+// to the batch's own entries after them: READY through a promotion's
+// event, BLOCKED through the cascade from the task that failed, with one
+// notice naming the tasks it blocked.
+func TestBatchEdgesToTasksOutsideIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	open := storetest.Task(t, s, "p", "open")
+	done := storetest.Task(t, s, "p", "done")
+	storetest.Apply(t, s, done, storetest.ToCompleted...)
+	skipped := storetest.Task(t, s, "p", "skipped")
+	storetest.Apply(t, s, skipped, append(storetest.ToBlocked, models.EventAdminSkip)...)
+	stopped := storetest.Task(t, s, "p", "stopped")
+	storetest.Apply(t, s, stopped, storetest.ToBlocked...)
+
+	soft := func(id string) models.BatchDependency {
+		return models.BatchDependency{ID: id, RequiresSuccess: new(false)}
+	}
+	type edge struct {
+		up      string
+		res     models.EdgeResolution
+		outcome models.EdgeOutcome
+	}
+	cases := []struct {
+		entry models.BatchTask
+		want  models.TaskStatus
+		edges []edge // by upstream; a local id stands for its task
+	}{
+		{models.BatchTask{LocalID: "on-open", Dependencies: storetest.Deps(open)},
+			models.StatusDefined, []edge{{open, models.EdgePending, ""}}},
+		{models.BatchTask{LocalID: "on-done", Dependencies: storetest.Deps(done)},
+			models.StatusReady, []edge{{done, models.EdgeSatisfied, models.OutcomeSuccess}}},
+		{models.BatchTask{LocalID: "on-skipped", Dependencies: storetest.Deps(skipped)},
+			models.StatusReady, []edge{{skipped, models.EdgeSatisfied, models.OutcomeSkipped}}},
+		{models.BatchTask{LocalID: "hard-on-stopped", Dependencies: storetest.Deps(stopped)},
+			models.StatusBlocked, []edge{{stopped, models.EdgeBroken, models.OutcomeFailed}}},
+		{models.BatchTask{LocalID: "soft-on-stopped", Dependencies: []models.BatchDependency{soft(stopped)}},
+			models.StatusReady, []edge{{stopped, models.EdgeSatisfied, models.OutcomeFailed}}},
+		{models.BatchTask{LocalID: "behind-hard", Dependencies: storetest.Deps("hard-on-stopped")},
+			models.StatusBlocked, []edge{{"hard-on-stopped", models.EdgeBroken, models.OutcomeFailed}}},
+		{models.BatchTask{LocalID: "soft-behind-hard", Dependencies: []models.BatchDependency{soft("hard-on-stopped")}},
+			models.StatusReady, []edge{{"hard-on-stopped", models.EdgeSatisfied, models.OutcomeFailed}}},
+		{models.BatchTask{LocalID: "on-open-and-done", Dependencies: storetest.Deps(open, done)},
+			models.StatusDefined, []edge{{open, models.EdgePending, ""}, {done, models.EdgeSatisfied, models.OutcomeSuccess}}},
+		{models.BatchTask{LocalID: "none"}, models.StatusReady, nil},
+	}
+	b := models.TaskBatch{ProjectID: "p"}
+	for _, c := range cases {
+		c.entry.Title = c.entry.LocalID
+		b.Tasks = append(b.Tasks, c.entry)
+	}
+	res, err := s.CreateTasks(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, r := range res {
+		ids[r.LocalID] = r.TaskID
+	}
+	for i, c := range cases {
+		name := c.entry.LocalID
+		d, err := s.GetTaskDetail(ctx, res[i].TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res[i].Status != c.want || d.Task.Status != c.want {
+			t.Errorf("%s: answered %s, stored %s, want %s", name, res[i].Status, d.Task.Status, c.want)
+		}
+		if len(d.Dependencies) != len(c.edges) {
+			t.Errorf("%s: %d edges, want %d", name, len(d.Dependencies), len(c.edges))
+			continue
+		}
+		for _, want := range c.edges {
+			up := want.up
+			if id, ok := ids[up]; ok {
+				up = id
+			}
+			i := slices.IndexFunc(d.Dependencies, func(e models.Dependency) bool { return e.Upstream == up })
+			if i < 0 {
+				t.Errorf("%s: no edge to %s", name, want.up)
+				continue
+			}
+			if got := d.Dependencies[i]; got.Resolution != want.res || got.UpstreamOutcome != want.outcome ||
+				(got.ResolvedAt == nil) != (want.res == models.EdgePending) {
+				t.Errorf("%s: edge to %s is %s (%q, resolved at %v), want %s (%q)", name, want.up, got.Resolution,
+					got.UpstreamOutcome, got.ResolvedAt, want.res, want.outcome)
+			}
+		}
+		var events []string
+		for _, e := range d.Events {
+			events = append(events, fmt.Sprintf("%s->%s %s by %s: %s", e.From, e.To, e.Event, e.Actor, e.Reason))
+		}
+		var wantEvents []string
+		switch c.want {
+		case models.StatusReady:
+			wantEvents = []string{"DEFINED->READY DEPS_MET by system: all dependencies satisfied"}
+			if d.Task.StatusReason != "all dependencies satisfied" {
+				t.Errorf("%s: status reason %q", name, d.Task.StatusReason)
+			}
+		case models.StatusBlocked:
+			wantEvents = []string{"DEFINED->BLOCKED UPSTREAM_FAILED by system: " + d.Task.StatusReason}
+			if d.Task.CascadeRootID != stopped || !strings.Contains(d.Task.StatusReason, stopped) {
+				t.Errorf("%s: cascade root %q, reason %q: want %s", name, d.Task.CascadeRootID, d.Task.StatusReason, stopped)
+			}
+		}
+		if !slices.Equal(events, wantEvents) {
+			t.Errorf("%s: events %q, want %q", name, events, wantEvents)
+		}
+	}
+	notices, err := s.PendingOutbox(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chains []string
+	for _, n := range notices {
+		if n.Kind == models.NoticeChainBroken {
+			chains = append(chains, n.Payload)
+		}
+	}
+	if len(chains) != 1 || !strings.Contains(chains[0], ids["hard-on-stopped"]) || !strings.Contains(chains[0], ids["behind-hard"]) {
+		t.Errorf("chain notices %q, want one naming %s and %s", chains, ids["hard-on-stopped"], ids["behind-hard"])
 	}
 }

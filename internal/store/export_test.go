@@ -54,12 +54,12 @@ func HotQueriesForTest() map[string]string {
 		"qLastEvent": qLastEvent, "qUpdateStatus": qUpdateStatus, "qInsertEvent": qInsertEvent,
 		"qSatisfyEdges": qSatisfyEdges, "qBreakEdges": qBreakEdges, "qWithdrawEdges": qWithdrawEdges,
 		"qDependentsToCheck": qDependentsToCheck, "qRepoOwner": qRepoOwner, "qProjectStatus": qProjectStatus,
-		"qTaskStatus": qTaskStatus, "qTaskExists": qTaskExists, "qUpstreams": qUpstreams,
+		"qTaskStatus": qTaskStatus, "qTaskStatuses": qTaskStatuses, "qIDsInUse": qIDsInUse, "qUpstreams": qUpstreams,
 		"qTaskEvents": qTaskEvents, "qPendingOutbox": qPendingOutbox, "qTokensSince": qTokensSince,
 		"qAgentSecondsInWindow": qAgentSecondsInWindow, "qCompletedInWindow": qCompletedInWindow,
 		"qSlotHolders": qSlotHolders, "qNextNotBefore": qNextNotBefore, "qDuePaused": qDuePaused,
 		"qNextPause": qNextPause, "qDueFailed": qDueFailed, "qNextRetry": qNextRetry, "qTokensInWindow": qTokensInWindow,
-		"qTokensPerProjectSince": qTokensPerProjectSince, "qInsertEdge": qInsertEdge,
+		"qTokensPerProjectSince": qTokensPerProjectSince, "qInsertEdges": qInsertEdges, "qInsertPendingEdges": qInsertPendingEdges, "qInsertPromotions": qInsertPromotions,
 		"qLastScheduledFirings": qLastScheduledFirings, "qTaskEventsAfter": qTaskEventsAfter,
 		"qLastHookRun": qLastHookRun, "qRunStepCounts": qRunStepCounts,
 		"qUsageInWindow": qUsageInWindow, "qOpenAgentTime": qOpenAgentTime, "qAddCompletion": qAddCompletion,
@@ -250,4 +250,95 @@ func SetSyncForTest(s *Store, wrap func(next func() error) func() error, waiting
 	s.gc.mu.Lock()
 	defer s.gc.mu.Unlock()
 	s.gc.sync, s.gc.waiting = wrap(s.wal.sync), waiting
+}
+
+// CreateTasksOneByOneForTest creates a batch the way CreateTasks first
+// did: every new task inserted DEFINED, each edge to an existing task
+// resolved by its own statement, and then every new task evaluated in
+// turn. CreateTasks must leave the database as this does.
+func CreateTasksOneByOneForTest(ctx context.Context, s *Store, b models.TaskBatch) ([]models.BatchResult, error) {
+	entries, err := prepareBatch(b)
+	if err != nil {
+		return nil, err
+	}
+	var results []models.BatchResult
+	err = s.withTx(ctx, func(tx *sql.Tx) error {
+		x := s.newTxn(ctx, tx)
+		for _, step := range []func([]*entry) error{x.checkProjects, x.dedupe, x.checkRules,
+			func(es []*entry) error { _, err := x.resolveDeps(es); return err }, x.checkCycles,
+			func(es []*entry) error { return x.insert(es, nil) }} {
+			if err := step(entries); err != nil {
+				return err
+			}
+		}
+		results = make([]models.BatchResult, len(entries))
+		for i, e := range entries {
+			switch {
+			case e.skippedAs != "":
+				results[i] = models.BatchResult{TaskID: e.skippedAs, Skipped: true}
+				continue
+			case e.dupOf >= 0:
+				results[i] = models.BatchResult{TaskID: entries[e.dupOf].task.ID, Skipped: true}
+				continue
+			}
+			results[i].TaskID = e.task.ID
+			if _, err := x.run(change{taskID: e.task.ID, event: evalEvent, followUp: true}); err != nil {
+				return fmt.Errorf("evaluate task %s: %w", e.task.ID, err)
+			}
+		}
+		for i := range results {
+			results[i].LocalID = entries[i].src.LocalID
+			if err := x.QueryRowContext(ctx, qTaskStatus, results[i].TaskID).Scan(&results[i].Status); err != nil {
+				return err
+			}
+		}
+		return x.noticeBlockedChain("created")
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create tasks: %w", err)
+	}
+	s.changed()
+	return results, nil
+}
+
+// RowsForTest runs a query and answers each row's columns, printed.
+func RowsForTest(s *Store, q string) ([]string, error) {
+	rows, err := s.wdb.Query(q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		line := ""
+		for i, v := range vals {
+			if b, ok := v.([]byte); ok {
+				v = string(b)
+			}
+			line += fmt.Sprintf("%s=%v ", cols[i], v)
+		}
+		out = append(out, line)
+	}
+	return out, rows.Err()
+}
+
+// CountStatementsForTest makes s count the statements its write
+// transactions run; the function returned reads the count. Call it before
+// s is used by more than one goroutine.
+func CountStatementsForTest(s *Store) func() int64 {
+	var n atomic.Int64
+	s.onStatement = func() { n.Add(1) }
+	return n.Load
 }

@@ -47,9 +47,16 @@ const (
 	qRepoOwner     = "SELECT project_id FROM repos WHERE id = ?"
 	qProjectStatus = "SELECT status FROM projects WHERE id = ?"
 	qTaskStatus    = "SELECT status FROM tasks WHERE id = ?"
-	qTaskExists    = "SELECT 1 FROM tasks WHERE id = ?"
-	qUpstreams     = "SELECT upstream FROM task_dependencies WHERE downstream = ?"
-	qTaskEvents    = `SELECT id, task_id, from_status, to_status, event, reason, actor, created_at
+	// qTaskStatuses reads the status of each task among a JSON array of
+	// ids (a batch's upstreams outside it, a batch's tasks): one statement
+	// for any number. Ids of no task are not answered.
+	qTaskStatuses = "SELECT t.id, t.status FROM json_each(?1) j CROSS JOIN tasks t ON t.id = j.value"
+	// qIDsInUse answers which ids of a JSON array a task has, or an
+	// archived task kept (a new task never takes an archived task's id).
+	qIDsInUse = `SELECT j.value FROM json_each(?1) j WHERE EXISTS (SELECT 1 FROM tasks WHERE id = j.value)
+		OR EXISTS (SELECT 1 FROM archived_tasks WHERE id = j.value)`
+	qUpstreams  = "SELECT upstream FROM task_dependencies WHERE downstream = ?"
+	qTaskEvents = `SELECT id, task_id, from_status, to_status, event, reason, actor, created_at
 		FROM task_events WHERE task_id = ? ORDER BY id`
 	// qLastScheduledFirings reads the partial index of scheduled runs.
 	qLastScheduledFirings = `SELECT hook_id, max(scheduled_at) FROM hook_runs INDEXED BY hook_runs_scheduled
@@ -103,18 +110,19 @@ const (
 	// what it should read.
 	qTokensPerProjectSince = `SELECT project_id, sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens)
 		FROM token_ledger INDEXED BY token_ledger_time WHERE created_at >= ? GROUP BY project_id ORDER BY project_id`
-	// qInsertEdge inserts one dependency edge (downstream, requires_success,
-	// requires_success, now, upstream), resolved at once when its upstream
-	// has already finished: SATISFIED by COMPLETED, and by BLOCKED when
-	// success is not required; BROKEN by BLOCKED when it is.
-	// The outcome and attempt of an edge to a finished upstream come from
-	// the upstream's latest event and work run (see models.EdgeOutcomeOf).
-	qInsertEdge = `INSERT INTO task_dependencies (downstream, upstream, requires_success,
-		resolution, resolved_at, upstream_outcome, upstream_attempt) SELECT ?, t.id, ?,
+	// qInsertEdges inserts the dependency edges of a JSON array of
+	// [downstream, upstream, requires_success] rows (?1; now ?2), each
+	// resolved at once when its upstream has already finished: SATISFIED
+	// by COMPLETED, and by BLOCKED when success is not required; BROKEN by
+	// BLOCKED when it is. The outcome and attempt of an edge to a finished
+	// upstream come from the upstream's latest event and work run (see
+	// models.EdgeOutcomeOf). One statement for any number of edges.
+	qInsertEdges = `INSERT INTO task_dependencies (downstream, upstream, requires_success,
+		resolution, resolved_at, upstream_outcome, upstream_attempt) SELECT j.value ->> 0, t.id, j.value ->> 2,
 		CASE WHEN t.status = 'COMPLETED' THEN 'SATISFIED'
-		     WHEN t.status = 'BLOCKED' THEN CASE WHEN ? THEN 'BROKEN' ELSE 'SATISFIED' END
+		     WHEN t.status = 'BLOCKED' THEN CASE WHEN j.value ->> 2 THEN 'BROKEN' ELSE 'SATISFIED' END
 		     ELSE 'PENDING' END,
-		CASE WHEN t.status IN ('COMPLETED', 'BLOCKED') THEN ? END,
+		CASE WHEN t.status IN ('COMPLETED', 'BLOCKED') THEN ?2 END,
 		CASE WHEN t.status NOT IN ('COMPLETED', 'BLOCKED') THEN ''
 		     ELSE coalesce((SELECT CASE WHEN e.event = 'ADMIN_SKIP' THEN 'SKIPPED'
 		                        WHEN e.event IN ('ADMIN_CANCEL', 'RUN_STOPPED') THEN 'CANCELLED'
@@ -123,5 +131,5 @@ const (
 		                   CASE t.status WHEN 'COMPLETED' THEN 'SUCCESS' ELSE 'FAILED' END) END,
 		CASE WHEN t.status IN ('COMPLETED', 'BLOCKED') THEN
 		     (SELECT max(attempt) FROM task_runs r WHERE r.task_id = t.id AND r.kind = 'work') END
-		FROM tasks t WHERE t.id = ?`
+		FROM json_each(?1) j CROSS JOIN tasks t ON t.id = j.value ->> 1`
 )

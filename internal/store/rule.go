@@ -283,13 +283,17 @@ func (x *txn) checkRules(entries []*entry) error {
 		if e.skipped() || e.src.Workflow != nil {
 			continue
 		}
-		where := fmt.Sprintf("tasks[%d]", e.index)
-		if e.src.LocalID != "" {
-			where = fmt.Sprintf("tasks[%d] (%s)", e.index, e.src.LocalID)
+		// The entry's name is formatted only for an error: a batch has up
+		// to MaxBatchSize entries.
+		where := func() string {
+			if e.src.LocalID != "" {
+				return fmt.Sprintf("tasks[%d] (%s)", e.index, e.src.LocalID)
+			}
+			return fmt.Sprintf("tasks[%d]", e.index)
 		}
 		t := &e.task
 		if err := models.CheckCapacityRules("rules", rs.Rules, t.ProjectID, t.Kind, t.ExpectedCount); err != nil {
-			return models.WrapError(models.CodeInvalid, err, "%s: %s", where, models.ErrorMessageOf(err))
+			return models.WrapError(models.CodeInvalid, err, "%s: %s", where(), models.ErrorMessageOf(err))
 		}
 		if len(e.src.Rules) == 0 {
 			continue
@@ -298,7 +302,7 @@ func (x *txn) checkRules(entries []*entry) error {
 		for j := range own {
 			if own[j].ProjectID != "" && own[j].ProjectID != t.ProjectID {
 				return models.Errorf(models.CodeInvalid, "%s: %s: project_id %s: a task's rules count the tasks of its own project (%s)",
-					where, models.RuleName("rules", j, own[j]), models.Quote(own[j].ProjectID), t.ProjectID)
+					where(), models.RuleName("rules", j, own[j]), models.Quote(own[j].ProjectID), t.ProjectID)
 			}
 			own[j].ProjectID = t.ProjectID
 			own[j].Type = own[j].Type.Canonical()

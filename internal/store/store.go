@@ -118,6 +118,9 @@ type Store struct {
 	// afterArchiveRead, set by tests, runs between the read of a batch to
 	// archive and its write transaction.
 	afterArchiveRead func()
+	// onStatement, set by tests, is called for each statement a write
+	// transaction's txn runs.
+	onStatement func()
 }
 
 // connKind is what a connection of the store is for; each has its data

@@ -241,11 +241,13 @@ func (s *Store) ChangeDependencies(ctx context.Context, id string, c models.Depe
 				return err
 			}
 		}
-		for _, d := range add {
-			if _, err := x.ExecContext(ctx, qInsertEdge, id, d.Required(), d.Required(), toNanos(x.now), d.ID); err != nil {
-				return err
-			}
+		added := make([]newEdge, len(add))
+		for i, d := range add {
+			added[i] = newEdge{down: id, up: d.ID, required: d.Required()}
 			out.Added = append(out.Added, d.ID)
+		}
+		if err := x.insertEdges(added); err != nil {
+			return err
 		}
 		for _, up := range c.Remove {
 			if !slices.Contains(out.Added, up) {

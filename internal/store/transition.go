@@ -35,6 +35,13 @@ const (
 	reopenEvent models.TaskEvent = "reopen"
 )
 
+// The reason and actor of a promotion (DEPS_MET), as its event and the
+// task's status_reason record them.
+const (
+	depsMetReason = "all dependencies satisfied"
+	systemActor   = "system"
+)
+
 // txn applies a change and the follow-ups it causes in one transaction.
 type txn struct {
 	ctx context.Context
@@ -82,8 +89,16 @@ func (x *txn) stmt(q string) (*sql.Stmt, error) {
 	return st, nil
 }
 
+// counted tells Store.onStatement, when set, of a statement run.
+func (x *txn) counted() {
+	if f := x.s.onStatement; f != nil {
+		f()
+	}
+}
+
 // QueryRowContext runs q as a cached prepared statement.
 func (x *txn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	x.counted()
 	st, err := x.stmt(q)
 	if err != nil {
 		// Unprepared, the transaction's own call reports the same error
@@ -95,6 +110,7 @@ func (x *txn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.R
 
 // QueryContext runs q as a cached prepared statement.
 func (x *txn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	x.counted()
 	st, err := x.stmt(q)
 	if err != nil {
 		return nil, err
@@ -104,6 +120,7 @@ func (x *txn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Row
 
 // ExecContext runs q as a cached prepared statement.
 func (x *txn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	x.counted()
 	st, err := x.stmt(q)
 	if err != nil {
 		return nil, err
@@ -208,7 +225,7 @@ func (x *txn) resolveFollowUp(c change, cur models.Task) (change, bool, error) {
 			return c, true, nil
 		}
 		if unsatisfied == 0 {
-			c.event, c.reason, c.actor = models.EventDepsMet, "all dependencies satisfied", "system"
+			c.event, c.reason, c.actor = models.EventDepsMet, depsMetReason, systemActor
 			c.expectFrom = models.StatusDefined
 			return c, true, nil
 		}
