@@ -1,14 +1,15 @@
 package api
 
 import (
-	"bytes"
 	"encoding"
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // encoding/json matches object keys to struct fields case-insensitively
@@ -27,47 +28,133 @@ var (
 // JSON name exactly, and no object, at any depth, may repeat a key. Values
 // decoded by their own UnmarshalJSON and free-form values (maps,
 // interfaces) are checked for repeated keys only.
+//
+// It reads data itself rather than through a json.Decoder's tokens: a
+// body of thousands of tasks has hundreds of thousands of tokens, and it
+// allocates only for a key with an escape in it and for a message.
 func checkKeys(data []byte, t reflect.Type) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	w := keyWalker{dec: dec}
-	return w.value(t, "")
-}
-
-type keyWalker struct{ dec *json.Decoder }
-
-// value walks one JSON value decoded into t (nil: a free-form value).
-func (w keyWalker) value(t reflect.Type, path string) error {
-	tok, err := w.dec.Token()
-	if err != nil {
-		return fmt.Errorf("read JSON at %s: %w", pathName(path), err)
-	}
-	delim, ok := tok.(json.Delim)
-	if !ok {
-		return nil // a scalar
-	}
-	t = structural(t)
-	switch delim {
-	case '{':
-		return w.object(t, path)
-	case '[':
-		var elem reflect.Type
-		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-			elem = t.Elem()
-		}
-		for i := 0; w.dec.More(); i++ {
-			if err := w.value(elem, path+"["+strconv.Itoa(i)+"]"); err != nil {
-				return err
-			}
-		}
-		_, err := w.dec.Token() // ']'
+	w := keyWalker{data: data}
+	if err := w.value(t); err != nil {
 		return err
+	}
+	w.space()
+	if w.pos != len(w.data) {
+		return w.malformed()
 	}
 	return nil
 }
 
-// object walks the members of an object whose '{' has been read.
-func (w keyWalker) object(t reflect.Type, path string) error {
+// keyWalker walks a JSON value; path holds where it is, as the names of
+// the members and the indexes of the elements it is in, spelled out for a
+// message only.
+type keyWalker struct {
+	data []byte
+	pos  int
+	path []step
+}
+
+// step is one level of a walk's path: an object's member or an array's
+// element.
+type step struct {
+	key   string
+	index int // for an element; key is then ""
+	elem  bool
+}
+
+// pathString spells the walk's path as "tasks[1].metadata.team": members
+// joined by '.', indexes in brackets.
+func (w *keyWalker) pathString() string {
+	var b strings.Builder
+	for _, st := range w.path {
+		switch {
+		case st.elem:
+			b.WriteString("[" + strconv.Itoa(st.index) + "]")
+		case b.Len() > 0:
+			b.WriteString("." + st.key)
+		default:
+			b.WriteString(st.key)
+		}
+	}
+	return b.String()
+}
+
+// malformed is the error of data that is not the one JSON value the
+// decoder accepted: checkKeys runs after it, so only a caller's mistake.
+func (w *keyWalker) malformed() error {
+	return fmt.Errorf("read JSON at %s: malformed at offset %d", pathName(w.pathString()), w.pos)
+}
+
+func (w *keyWalker) space() {
+	for w.pos < len(w.data) {
+		switch w.data[w.pos] {
+		case ' ', '\t', '\n', '\r':
+			w.pos++
+		default:
+			return
+		}
+	}
+}
+
+// value walks one JSON value decoded into t (nil: a free-form value).
+func (w *keyWalker) value(t reflect.Type) error {
+	w.space()
+	if w.pos >= len(w.data) {
+		return w.malformed()
+	}
+	switch w.data[w.pos] {
+	case '{':
+		w.pos++
+		return w.object(structural(t))
+	case '[':
+		w.pos++
+		var elem reflect.Type
+		if t = structural(t); t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		return w.array(elem)
+	case '"':
+		_, _, err := w.str()
+		return err
+	default:
+		return w.scalar()
+	}
+}
+
+// array walks the elements of an array whose '[' has been read.
+func (w *keyWalker) array(elem reflect.Type) error {
+	w.space()
+	if w.pos < len(w.data) && w.data[w.pos] == ']' {
+		w.pos++
+		return nil
+	}
+	w.path = append(w.path, step{elem: true})
+	at := len(w.path) - 1
+	for i := 0; ; i++ {
+		w.path[at].index = i
+		if err := w.value(elem); err != nil {
+			return err
+		}
+		w.space()
+		if w.pos >= len(w.data) {
+			return w.malformed()
+		}
+		c := w.data[w.pos]
+		w.pos++
+		switch c {
+		case ',':
+		case ']':
+			w.path = w.path[:at]
+			return nil
+		default:
+			w.pos--
+			return w.malformed()
+		}
+	}
+}
+
+// object walks the members of an object whose '{' has been read, decoded
+// into t (a struct, a map, or nil).
+func (w *keyWalker) object(t reflect.Type) error {
 	var fields map[string]reflect.Type
 	var elem reflect.Type
 	if t != nil {
@@ -78,18 +165,52 @@ func (w keyWalker) object(t reflect.Type, path string) error {
 			elem = t.Elem()
 		}
 	}
-	seen := map[string]bool{}
-	for w.dec.More() {
-		tok, err := w.dec.Token()
+	w.space()
+	if w.pos < len(w.data) && w.data[w.pos] == '}' {
+		w.pos++
+		return nil
+	}
+	// The keys seen: compared in place while they are few, as most
+	// objects' are.
+	var few []string
+	var seen map[string]bool
+	w.path = append(w.path, step{})
+	at := len(w.path) - 1
+	for {
+		w.space()
+		if w.pos >= len(w.data) || w.data[w.pos] != '"' {
+			return w.malformed()
+		}
+		raw, escaped, err := w.str()
 		if err != nil {
-			return fmt.Errorf("read JSON at %s: %w", pathName(path), err)
+			return err
 		}
-		key, _ := tok.(string)
-		name := joinPath(path, key)
-		if seen[key] {
-			return invalid("request body: duplicate key %s: each key may appear once in an object", quoteShort(name))
+		// A key as the decoder reads it: one with an escape, or bytes
+		// that are not UTF-8 (each read as U+FFFD), decoded by it.
+		key := string(raw)
+		if escaped || !utf8.Valid(raw) {
+			if err := json.Unmarshal(w.data[w.pos-len(raw)-2:w.pos], &key); err != nil {
+				return w.malformed()
+			}
 		}
-		seen[key] = true
+		w.path[at].key = key
+		repeated := false
+		if seen == nil && len(few) < 16 {
+			repeated = slices.Contains(few, key)
+			few = append(few, key)
+		} else {
+			if seen == nil {
+				seen = make(map[string]bool, 2*len(few))
+				for _, k := range few {
+					seen[k] = true
+				}
+			}
+			repeated = seen[key]
+			seen[key] = true
+		}
+		if repeated {
+			return invalid("request body: duplicate key %s: each key may appear once in an object", quoteShort(w.pathString()))
+		}
 		child := elem
 		if fields != nil {
 			ft, ok := fields[key]
@@ -97,7 +218,7 @@ func (w keyWalker) object(t reflect.Type, path string) error {
 				for field := range fields {
 					if strings.EqualFold(field, key) {
 						return invalid("request body: unknown field %s (keys are case-sensitive: did you mean %q?)",
-							quoteShort(name), field)
+							quoteShort(w.pathString()), field)
 					}
 				}
 				// The decoder refuses unknown fields before the walk; a key
@@ -105,17 +226,86 @@ func (w keyWalker) object(t reflect.Type, path string) error {
 			}
 			child = ft
 		}
-		if err := w.value(child, name); err != nil {
+		w.space()
+		if w.pos >= len(w.data) || w.data[w.pos] != ':' {
+			return w.malformed()
+		}
+		w.pos++
+		if err := w.value(child); err != nil {
 			return err
 		}
+		w.space()
+		if w.pos >= len(w.data) {
+			return w.malformed()
+		}
+		c := w.data[w.pos]
+		w.pos++
+		switch c {
+		case ',':
+		case '}':
+			w.path = w.path[:at]
+			return nil
+		default:
+			w.pos--
+			return w.malformed()
+		}
 	}
-	_, err := w.dec.Token() // '}'
-	return err
 }
+
+// str reads a string whose '"' is next, answering its bytes between the
+// quotes as they stand and whether any is escaped.
+func (w *keyWalker) str() (raw []byte, escaped bool, err error) {
+	start := w.pos + 1
+	for i := start; i < len(w.data); i++ {
+		switch w.data[i] {
+		case '\\':
+			escaped = true
+			i++ // the escaped byte, whatever it is
+		case '"':
+			w.pos = i + 1
+			return w.data[start:i], escaped, nil
+		}
+	}
+	return nil, false, w.malformed()
+}
+
+// scalar reads a number, true, false or null.
+func (w *keyWalker) scalar() error {
+	start := w.pos
+	for w.pos < len(w.data) && scalarByte(w.data[w.pos]) {
+		w.pos++
+	}
+	if w.pos == start {
+		return w.malformed()
+	}
+	return nil
+}
+
+// scalarByte reports whether c can be part of a number, true, false or
+// null.
+func scalarByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'E'
+}
+
+// structuralCache holds structural's answers by type.
+var structuralCache sync.Map // reflect.Type → reflect.Type (nil: none)
 
 // structural returns the type whose shape the walk follows, through
 // pointers, or nil when t decodes itself or is free-form.
 func structural(t reflect.Type) reflect.Type {
+	if t == nil {
+		return nil
+	}
+	if s, ok := structuralCache.Load(t); ok {
+		st, _ := s.(reflect.Type)
+		return st
+	}
+	s := structuralOf(t)
+	structuralCache.Store(t, s)
+	return s
+}
+
+func structuralOf(t reflect.Type) reflect.Type {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -177,13 +367,6 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 	}
 	fieldCache.Store(t, fields)
 	return fields
-}
-
-func joinPath(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }
 
 func pathName(path string) string {
