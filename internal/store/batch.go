@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -655,6 +654,17 @@ func mergeDeps(deps []resolvedDep) []resolvedDep {
 // checkCycles validates the graph of the new entries together with the
 // existing edges upstream of the tasks they depend on.
 func (x *txn) checkCycles(entries []*entry) error {
+	if !dependsOutside(entries) && acyclic(entries) {
+		// The graph is the batch's own, and has no cycle: the check by
+		// name would find none (it runs to name a cycle's edge).
+		return nil
+	}
+	return x.checkCyclesByName(entries)
+}
+
+// checkCyclesByName is checkCycles over a graph of names (entries as
+// "#i", existing tasks by id), naming the edge that closes a cycle.
+func (x *txn) checkCyclesByName(entries []*entry) error {
 	graph := make(map[string][]string, len(entries))
 	nodes := make([]string, len(entries)) // each entry's node, named once
 	for i := range nodes {
@@ -697,35 +707,106 @@ func (x *txn) checkCycles(entries []*entry) error {
 	return err
 }
 
+// dependsOutside reports whether an entry depends on an existing task.
+func dependsOutside(entries []*entry) bool {
+	for _, e := range entries {
+		if e.skipped() {
+			continue
+		}
+		for _, d := range e.deps {
+			if d.local < 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// acyclic reports whether the edges between the batch's entries make no
+// cycle: a depth-first search over the entries' indexes, without the
+// names the cycle check's graph gives them.
+func acyclic(entries []*entry) bool {
+	const (
+		unseen = iota
+		open
+		done
+	)
+	state := make([]uint8, len(entries))
+	type frame struct{ entry, next int }
+	var stack []frame
+	for start := range entries {
+		if state[start] != unseen {
+			continue
+		}
+		state[start] = open
+		stack = append(stack[:0], frame{entry: start})
+		for len(stack) > 0 {
+			top := &stack[len(stack)-1]
+			deps := entries[top.entry].deps
+			if entries[top.entry].skipped() || top.next >= len(deps) {
+				state[top.entry] = done
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			d := deps[top.next]
+			top.next++
+			if d.local < 0 {
+				continue
+			}
+			switch state[d.local] {
+			case open:
+				return false
+			case unseen:
+				state[d.local] = open
+				stack = append(stack, frame{entry: d.local})
+			}
+		}
+	}
+	return true
+}
+
+// qUpstreamsOf reads the edges of the tasks of a JSON array of ids, by
+// downstream and upstream.
+const qUpstreamsOf = `SELECT downstream, upstream FROM task_dependencies
+	WHERE downstream IN (SELECT value FROM json_each(?1)) ORDER BY downstream, upstream`
+
 // loadUpstreamClosure adds to graph every existing edge reachable upstream
-// from roots.
+// from roots, a statement per step upstream.
 func (x *txn) loadUpstreamClosure(roots []string, graph map[string][]string) error {
 	seen := map[string]bool{}
 	frontier := roots
 	for len(frontier) > 0 {
-		var next []string
+		var ask []string
 		for _, id := range frontier {
-			if seen[id] {
-				continue
+			if !seen[id] {
+				seen[id] = true
+				ask = append(ask, id)
 			}
-			seen[id] = true
-			rows, err := x.QueryContext(x.ctx, qUpstreams, id)
-			if err != nil {
+		}
+		if len(ask) == 0 {
+			return nil
+		}
+		list, err := json.Marshal(ask)
+		if err != nil {
+			return err
+		}
+		rows, err := x.QueryContext(x.ctx, qUpstreamsOf, string(list))
+		if err != nil {
+			return err
+		}
+		var next []string
+		for rows.Next() {
+			var down, up string
+			if err := rows.Scan(&down, &up); err != nil {
+				rows.Close()
 				return err
 			}
-			for rows.Next() {
-				var up string
-				if err := rows.Scan(&up); err != nil {
-					rows.Close()
-					return err
-				}
-				graph[id] = append(graph[id], up)
-				next = append(next, up)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
-			}
+			graph[down] = append(graph[down], up)
+			next = append(next, up)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
 		}
 		frontier = next
 	}
@@ -782,12 +863,14 @@ func (x *txn) insert(entries []*entry, upstream map[string]models.TaskStatus) er
 	// An edge to an entry of the batch is PENDING (its upstream is new and
 	// DEFINED), as is one to an existing task known (from upstream) not to
 	// have finished: the columns' defaults. An edge to any other task is
-	// resolved against that task's state. A statement for each kind.
+	// resolved against that task's state. A statement for each kind, its
+	// rows in the primary key's order (downstream, upstream), so that each
+	// lands beside the one before: the tasks by id, each one's upstreams
+	// sorted.
+	slices.SortFunc(rows, func(a, b *entry) int { return strings.Compare(a.task.ID, b.task.ID) })
 	var pending, resolved []newEdge
-	for _, e := range entries {
-		if e.skipped() {
-			continue
-		}
+	for _, e := range rows {
+		first := len(pending)
 		for _, d := range e.deps {
 			switch st, ok := upstream[d.id]; {
 			case d.local >= 0:
@@ -798,6 +881,7 @@ func (x *txn) insert(entries []*entry, upstream map[string]models.TaskStatus) er
 				resolved = append(resolved, newEdge{e.task.ID, d.id, d.required})
 			}
 		}
+		slices.SortFunc(pending[first:], func(a, b newEdge) int { return strings.Compare(a.up, b.up) })
 	}
 	if err := x.insertPendingEdges(pending); err != nil {
 		return err
@@ -947,15 +1031,11 @@ const qInsertPendingEdges = `INSERT INTO task_dependencies (downstream, upstream
 	SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?1)`
 
 // insertPendingEdges inserts edges with the columns' defaults (PENDING,
-// unresolved), in one statement.
+// unresolved), in one statement, in their order.
 func (x *txn) insertPendingEdges(edges []newEdge) error {
 	if len(edges) == 0 {
 		return nil
 	}
-	// In the primary key's order, each row lands beside the one before.
-	slices.SortFunc(edges, func(a, b newEdge) int {
-		return cmp.Or(strings.Compare(a.down, b.down), strings.Compare(a.up, b.up))
-	})
 	if _, err := x.ExecContext(x.ctx, qInsertPendingEdges, edgeRows(edges)); err != nil {
 		return fmt.Errorf("insert dependencies: %w", err)
 	}

@@ -54,7 +54,7 @@ func HotQueriesForTest() map[string]string {
 		"qLastEvent": qLastEvent, "qUpdateStatus": qUpdateStatus, "qInsertEvent": qInsertEvent,
 		"qSatisfyEdges": qSatisfyEdges, "qBreakEdges": qBreakEdges, "qWithdrawEdges": qWithdrawEdges,
 		"qDependentsToCheck": qDependentsToCheck, "qRepoOwner": qRepoOwner, "qProjectStatus": qProjectStatus,
-		"qTaskStatus": qTaskStatus, "qTaskStatuses": qTaskStatuses, "qIDsInUse": qIDsInUse, "qUpstreams": qUpstreams,
+		"qTaskStatus": qTaskStatus, "qTaskStatuses": qTaskStatuses, "qIDsInUse": qIDsInUse, "qUpstreamsOf": qUpstreamsOf,
 		"qTaskEvents": qTaskEvents, "qPendingOutbox": qPendingOutbox, "qTokensSince": qTokensSince,
 		"qAgentSecondsInWindow": qAgentSecondsInWindow, "qCompletedInWindow": qCompletedInWindow,
 		"qSlotHolders": qSlotHolders, "qNextNotBefore": qNextNotBefore, "qDuePaused": qDuePaused,
@@ -253,9 +253,10 @@ func SetSyncForTest(s *Store, wrap func(next func() error) func() error, waiting
 }
 
 // CreateTasksOneByOneForTest creates a batch the way CreateTasks first
-// did: every new task inserted DEFINED, each edge to an existing task
-// resolved by its own statement, and then every new task evaluated in
-// turn. CreateTasks must leave the database as this does.
+// did: the cycle check over the graph of names alone, every new task
+// inserted DEFINED, each edge to an existing task resolved against it in
+// SQL, and then every new task evaluated in turn. CreateTasks must answer
+// and leave the database as this does.
 func CreateTasksOneByOneForTest(ctx context.Context, s *Store, b models.TaskBatch) ([]models.BatchResult, error) {
 	entries, err := prepareBatch(b)
 	if err != nil {
@@ -265,7 +266,7 @@ func CreateTasksOneByOneForTest(ctx context.Context, s *Store, b models.TaskBatc
 	err = s.withTx(ctx, func(tx *sql.Tx) error {
 		x := s.newTxn(ctx, tx)
 		for _, step := range []func([]*entry) error{x.checkProjects, x.dedupe, x.checkRules,
-			func(es []*entry) error { _, err := x.resolveDeps(es); return err }, x.checkCycles,
+			func(es []*entry) error { _, err := x.resolveDeps(es); return err }, x.checkCyclesByName,
 			func(es []*entry) error { return x.insert(es, nil) }} {
 			if err := step(entries); err != nil {
 				return err

@@ -55,7 +55,6 @@ const (
 	// archived task kept (a new task never takes an archived task's id).
 	qIDsInUse = `SELECT j.value FROM json_each(?1) j WHERE EXISTS (SELECT 1 FROM tasks WHERE id = j.value)
 		OR EXISTS (SELECT 1 FROM archived_tasks WHERE id = j.value)`
-	qUpstreams  = "SELECT upstream FROM task_dependencies WHERE downstream = ?"
 	qTaskEvents = `SELECT id, task_id, from_status, to_status, event, reason, actor, created_at
 		FROM task_events WHERE task_id = ? ORDER BY id`
 	// qLastScheduledFirings reads the partial index of scheduled runs.
