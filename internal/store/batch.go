@@ -904,7 +904,7 @@ func (x *txn) idsInUse(names []string) ([]string, error) {
 }
 
 // taskInsertColumns are the columns a new task is inserted with, in the
-// order of taskInsertArgs.
+// order of taskArgs.append.
 const taskInsertColumns = `id, project_id, title, description, priority, status,
 		verification_type, retry_count, max_retries, parent_task_id, repo_id, requires_approval, plan_source,
 		is_plan_subtask, kind, metadata, created_by, not_before, expected_count, acceptance_criteria, test_commands,
@@ -913,6 +913,26 @@ const taskInsertColumns = `id, project_id, title, description, priority, status,
 
 // taskInsertWidth is the number of columns in taskInsertColumns.
 const taskInsertWidth = 34
+
+// taskNarrowColumns are the columns most new tasks set, in the order of
+// taskArgs.appendNarrow: a task whose other columns hold the defaults
+// their declarations give (narrow) is inserted with these only, less than
+// half the values to bind and store.
+const taskNarrowColumns = `id, project_id, title, description, priority, status, verification_type,
+		max_retries, kind, metadata, created_by, created_at, updated_at, submission_seq, status_reason`
+
+// taskNarrowWidth is the number of columns in taskNarrowColumns.
+const taskNarrowWidth = 15
+
+// narrow reports whether every column of t outside taskNarrowColumns
+// holds the value its declaration defaults to (0, ”, '[]' or NULL), so
+// that inserting the narrow columns stores what inserting all does.
+func narrow(t *models.Task) bool {
+	return t.RetryCount == 0 && t.ParentTaskID == nil && t.RepoID == nil && !t.RequiresApproval && t.PlanSource == nil &&
+		!t.IsPlanSubtask && t.NotBefore == nil && t.ExpectedCount == 0 && len(t.AcceptanceCriteria) == 0 &&
+		len(t.TestCommands) == 0 && t.Profile == "" && t.RunID == "" && t.StepName == "" && t.ParallelIndex == 0 &&
+		t.ParallelCount == 0 && t.StepConcurrency == 0 && len(t.Rules) == 0 && t.Timeout == 0 && t.AgentType == ""
+}
 
 // rowsPerInsert bounds the rows of one multi-row INSERT: 100 tasks are
 // 3,400 parameters, well below SQLite's limit of 32,766.
@@ -939,20 +959,15 @@ func (x *txn) insertTaskRows(rows []*entry) error {
 	for len(rows) > 0 {
 		chunk := rows[:chunkLen(len(rows))]
 		rows = rows[len(chunk):]
-		args = args[:0]
-		for _, e := range chunk {
-			args = a.append(args, &e.task)
-		}
-		err := x.execRows(`INSERT INTO tasks (`+taskInsertColumns+`) VALUES `, taskInsertWidth, len(chunk), args)
+		err := x.insertTaskChunk(a, args[:0], chunk)
 		if err == nil {
 			continue
 		}
 		if !strings.Contains(err.Error(), "FOREIGN KEY") {
 			return err
 		}
-		for _, e := range chunk {
-			if err := x.execRows(`INSERT INTO tasks (`+taskInsertColumns+`) VALUES `, taskInsertWidth, 1,
-				a.append(args[:0], &e.task)); err != nil {
+		for i, e := range chunk {
+			if err := x.insertTaskChunk(a, args[:0], chunk[i:i+1]); err != nil {
 				if strings.Contains(err.Error(), "FOREIGN KEY") {
 					return models.Errorf(models.CodeNotFound, "tasks[%d]: parent_task_id %q not found", e.index, e.src.ParentTaskID)
 				}
@@ -961,6 +976,26 @@ func (x *txn) insertTaskRows(rows []*entry) error {
 		}
 	}
 	return nil
+}
+
+// insertTaskChunk inserts the tasks of chunk in one statement, of the
+// narrow columns when every task of it is narrow, else of all; args is
+// the space for its values.
+func (x *txn) insertTaskChunk(a *taskArgs, args []any, chunk []*entry) error {
+	slim := !x.allColumns
+	for _, e := range chunk {
+		slim = slim && narrow(&e.task)
+	}
+	if slim {
+		for _, e := range chunk {
+			args = a.appendNarrow(args, &e.task)
+		}
+		return x.execRows(`INSERT INTO tasks (`+taskNarrowColumns+`) VALUES `, taskNarrowWidth, len(chunk), args)
+	}
+	for _, e := range chunk {
+		args = a.append(args, &e.task)
+	}
+	return x.execRows(`INSERT INTO tasks (`+taskInsertColumns+`) VALUES `, taskInsertWidth, len(chunk), args)
 }
 
 // taskArgs converts new tasks to the values of taskInsertColumns, each as
@@ -997,6 +1032,13 @@ func (a *taskArgs) orNull(s *string) any {
 		return nil
 	}
 	return a.text(*s)
+}
+
+// appendNarrow appends t's values for taskNarrowColumns to args.
+func (a *taskArgs) appendNarrow(args []any, t *models.Task) []any {
+	return append(args, t.ID, a.text(t.ProjectID), t.Title, a.text(t.Description), int64(t.Priority), a.text(string(t.Status)),
+		a.text(string(t.VerificationType)), int64(t.MaxRetries), a.text(t.Kind), a.text(encodeMetadata(t.Metadata)),
+		a.text(t.CreatedBy), a.now, a.now, t.SubmissionSeq, a.text(t.StatusReason))
 }
 
 // append appends t's values for taskInsertColumns to args.

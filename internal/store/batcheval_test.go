@@ -62,8 +62,8 @@ var batchTables = []string{
 // and cascade roots, the same edges, the same events in the same order,
 // the same notices, the same changes told to the observer and the same
 // answer — whatever the batch's graph and the state of the existing tasks
-// it depends on (unfinished, COMPLETED, BLOCKED, archived), and for
-// batches refused too.
+// it depends on (unfinished, COMPLETED, BLOCKED, archived), whichever
+// columns its tasks set, and for batches refused too.
 func TestBatchLeavesWhatEvaluatingEachTaskLeaves(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -154,6 +154,14 @@ func TestBatchLeavesWhatEvaluatingEachTaskLeaves(t *testing.T) {
 		batch := models.TaskBatch{ProjectID: "p"}
 		for k := range n {
 			bt := models.BatchTask{LocalID: fmt.Sprintf("n%d", k), Title: fmt.Sprintf("new %d", k), Kind: "k"}
+			switch rapid.IntRange(0, 5).Draw(rt, "a column most tasks leave alone") {
+			case 1:
+				bt.AcceptanceCriteria = []string{"it works"}
+			case 2:
+				bt.ExpectedCount = 3
+			case 3:
+				bt.Timeout = models.Duration(time.Hour)
+			}
 			if rapid.IntRange(0, 9).Draw(rt, "dedupe") == 0 {
 				bt.DedupeStrategy = []models.DedupeStrategy{{Kind: "k",
 					Status: rapid.SampledFrom([]string{"READY", "COMPLETED", "DEFINED", "BLOCKED", "finished"}).Draw(rt, "dedupe status")}}

@@ -254,7 +254,7 @@ func SetSyncForTest(s *Store, wrap func(next func() error) func() error, waiting
 
 // CreateTasksOneByOneForTest creates a batch the way CreateTasks first
 // did: the cycle check over the graph of names alone, every new task
-// inserted DEFINED, each edge to an existing task resolved against it in
+// inserted DEFINED with all its columns, each edge to an existing task resolved against it in
 // SQL, and then every new task evaluated in turn. CreateTasks must answer
 // and leave the database as this does.
 func CreateTasksOneByOneForTest(ctx context.Context, s *Store, b models.TaskBatch) ([]models.BatchResult, error) {
@@ -265,6 +265,7 @@ func CreateTasksOneByOneForTest(ctx context.Context, s *Store, b models.TaskBatc
 	var results []models.BatchResult
 	err = s.withTx(ctx, func(tx *sql.Tx) error {
 		x := s.newTxn(ctx, tx)
+		x.allColumns = true
 		for _, step := range []func([]*entry) error{x.checkProjects, x.dedupe, x.checkRules,
 			func(es []*entry) error { _, err := x.resolveDeps(es); return err }, x.checkCyclesByName,
 			func(es []*entry) error { return x.insert(es, nil) }} {

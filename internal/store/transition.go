@@ -63,6 +63,10 @@ type txn struct {
 	// counts the runs of the engine under way.
 	touchedRuns map[string]bool
 	depth       int
+	// allColumns makes a batch insert every column of each new task,
+	// narrow or not (see insertTaskChunk): the reference a test holds
+	// the narrow insert to.
+	allColumns bool
 }
 
 // stmt returns q prepared in the transaction; the transaction closes it.
