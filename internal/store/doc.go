@@ -54,7 +54,10 @@
 //     An edge is decided once per run of its upstream: a repeated event
 //     never decides it again.
 //   - Promotion. A DEFINED task whose edges are all SATISFIED gets DEPS_MET →
-//     READY in the same transaction.
+//     READY in the same transaction. A batch's new task whose edges are
+//     all satisfied from the start is inserted READY, with the event and
+//     status reason its promotion gives; a batch evaluates only the new
+//     tasks its graph says will change, in its order (batch.go).
 //   - Cascade. A DEFINED task with a BROKEN edge gets UPSTREAM_FAILED →
 //     BLOCKED, transitively, with cascade_root_id naming the task whose
 //     failure started the chain and a reason naming it.
