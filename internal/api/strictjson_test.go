@@ -116,7 +116,7 @@ func FuzzCheckKeys(f *testing.F) {
 	}
 	types := []reflect.Type{
 		reflect.TypeFor[models.TaskBatch](), reflect.TypeFor[[]models.BatchTask](), reflect.TypeFor[models.Project](),
-		reflect.TypeFor[map[string]any](), nil,
+		reflect.TypeFor[map[string]any](), reflect.TypeFor[*models.TaskBatch](), reflect.TypeFor[*[]models.BatchTask](), nil,
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if !json.Valid(data) {
