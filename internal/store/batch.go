@@ -792,21 +792,21 @@ func (x *txn) loadUpstreamClosure(roots []string, graph map[string][]string) err
 		}
 		rows, err := x.QueryContext(x.ctx, qUpstreamsOf, string(list))
 		if err != nil {
-			return err
+			return fmt.Errorf("read upstream edges: %w", err)
 		}
 		var next []string
 		for rows.Next() {
 			var down, up string
 			if err := rows.Scan(&down, &up); err != nil {
 				rows.Close()
-				return err
+				return fmt.Errorf("read upstream edges: %w", err)
 			}
 			graph[down] = append(graph[down], up)
 			next = append(next, up)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return err
+			return fmt.Errorf("read upstream edges: %w", err)
 		}
 		frontier = next
 	}
