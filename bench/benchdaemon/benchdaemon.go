@@ -25,6 +25,8 @@ type Daemon struct {
 	cmd *exec.Cmd
 	// Addr is the host:port its API listens on.
 	Addr string
+	// Listening is when its log said it listens.
+	Listening time.Time
 	// Exited is closed when the process has ended; Err is then its exit.
 	Exited chan struct{}
 	Err    error
@@ -77,6 +79,7 @@ func Start(bin, dir, config string) (*Daemon, error) {
 	}()
 	select {
 	case d.Addr = <-addr:
+		d.Listening = time.Now()
 		return d, nil
 	case <-d.Exited:
 		return nil, fmt.Errorf("the daemon exited before listening: %v (log: %s)", d.Err, logPath)

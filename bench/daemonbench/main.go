@@ -28,6 +28,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -132,11 +133,18 @@ func run(o options) error {
 		}
 	}
 
+	began := time.Now()
 	d, err := startDaemon(o, dbPath)
 	if err != nil {
 		return err
 	}
 	defer d.Stop()
+	healthy, err := untilHealthy(d)
+	if err != nil {
+		return err
+	}
+	report("start → healthy", fmt.Sprintf("%s (listening after %s)",
+		healthy.Sub(began).Round(time.Millisecond), d.Listening.Sub(began).Round(time.Millisecond)))
 	client, err := api.NewClient("http://"+d.Addr, "", nil)
 	if err != nil {
 		return err
@@ -382,3 +390,24 @@ func pct(s []time.Duration, q float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// untilHealthy asks the daemon's /healthz until it answers 200 and
+// returns when it did: the end of its start as a supervisor sees it. The
+// polling measures; nothing is synchronised by it.
+func untilHealthy(d *benchdaemon.Daemon) (time.Time, error) {
+	url := "http://" + d.Addr + "/healthz"
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return time.Now(), nil
+			}
+		}
+		select {
+		case <-d.Exited:
+			return time.Time{}, fmt.Errorf("the daemon exited before it was healthy: %v", d.Err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
