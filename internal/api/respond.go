@@ -121,6 +121,24 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error
 // decodeJSON decodes exactly one JSON value from data into v: unknown
 // fields and trailing data are errors, and every error names the problem.
 func decodeJSON(data []byte, v any) error {
+	return decodeSized(data, v, "", nil)
+}
+
+// decodeSized is decodeJSON that, when size is set, first walks the keys
+// and calls size with the number of elements of the array of member (of
+// the top-level value when member is ""), before the decoder fills v: the
+// slice it fills can then be made once, not grown an element at a time
+// through reflection. The errors are decodeJSON's: the decoder's first,
+// then the walk's.
+func decodeSized(data []byte, v any, member string, size func(n int)) error {
+	var keyErr error
+	if size != nil {
+		var n int
+		n, keyErr = countKeys(data, reflect.TypeOf(v), member)
+		if n > 0 {
+			size(n)
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -128,6 +146,9 @@ func decodeJSON(data []byte, v any) error {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return invalid("request body: unexpected data after the JSON value at offset %d", dec.InputOffset())
+	}
+	if size != nil {
+		return keyErr
 	}
 	// The value decoded: now refuse what encoding/json lets through, keys
 	// that match a field only when case is ignored, and repeated keys.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding"
 	"encoding/json"
 	"fmt"
@@ -33,7 +34,24 @@ var (
 // body of thousands of tasks has hundreds of thousands of tokens, and it
 // allocates only for a key with an escape in it and for a message.
 func checkKeys(data []byte, t reflect.Type) error {
-	w := keyWalker{data: data}
+	w := keyWalker{data: data, countAt: -1}
+	return w.walk(t)
+}
+
+// countKeys is checkKeys that also answers how many elements the array of
+// member (the top-level value itself when member is "") has: a hint to
+// size the slice it decodes into, 0 when the walk did not reach its end.
+func countKeys(data []byte, t reflect.Type, member string) (int, error) {
+	w := keyWalker{data: data, countKey: member}
+	if member != "" {
+		w.countAt = 1
+	}
+	err := w.walk(t)
+	return w.counted, err
+}
+
+// walk walks the one JSON value of data, decoded into t.
+func (w *keyWalker) walk(t reflect.Type) error {
 	if err := w.value(t); err != nil {
 		return err
 	}
@@ -51,13 +69,26 @@ type keyWalker struct {
 	data []byte
 	pos  int
 	path []step
+	// countAt is the depth of the array whose elements the walk counts
+	// into counted (-1: none): 0 for the top-level value, 1 for the
+	// top-level object's member countKey.
+	countAt  int
+	countKey string
+	counted  int
+	// depth is how many arrays and objects the walk is in.
+	depth int
 }
+
+// maxDepth is the deepest nesting of arrays and objects the walk follows,
+// encoding/json's own limit: a walk before the decoder's (countKeys) must
+// not recurse as deep as a body of brackets is long.
+const maxDepth = 10_000
 
 // step is one level of a walk's path: an object's member or an array's
 // element.
 type step struct {
-	key   string
-	index int // for an element; key is then ""
+	key   []byte // as the decoder reads it; in data unless escaped
+	index int    // for an element; key is then nil
 	elem  bool
 }
 
@@ -70,9 +101,10 @@ func (w *keyWalker) pathString() string {
 		case st.elem:
 			b.WriteString("[" + strconv.Itoa(st.index) + "]")
 		case b.Len() > 0:
-			b.WriteString("." + st.key)
+			b.WriteByte('.')
+			b.Write(st.key)
 		default:
-			b.WriteString(st.key)
+			b.Write(st.key)
 		}
 	}
 	return b.String()
@@ -103,15 +135,27 @@ func (w *keyWalker) value(t reflect.Type) error {
 	}
 	switch w.data[w.pos] {
 	case '{':
+		if w.depth >= maxDepth {
+			return w.malformed()
+		}
 		w.pos++
-		return w.object(structural(t))
+		w.depth++
+		err := w.object(structural(t))
+		w.depth--
+		return err
 	case '[':
+		if w.depth >= maxDepth {
+			return w.malformed()
+		}
 		w.pos++
 		var elem reflect.Type
 		if t = structural(t); t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
-		return w.array(elem)
+		w.depth++
+		err := w.array(elem)
+		w.depth--
+		return err
 	case '"':
 		_, _, err := w.str()
 		return err
@@ -144,6 +188,9 @@ func (w *keyWalker) array(elem reflect.Type) error {
 		case ',':
 		case ']':
 			w.path = w.path[:at]
+			if at == w.countAt && (at == 0 || string(w.path[0].key) == w.countKey) {
+				w.counted = i + 1
+			}
 			return nil
 		default:
 			w.pos--
@@ -172,7 +219,8 @@ func (w *keyWalker) object(t reflect.Type) error {
 	}
 	// The keys seen: compared in place while they are few, as most
 	// objects' are.
-	var few []string
+	var fewKeys [16][]byte
+	few := fewKeys[:0]
 	var seen map[string]bool
 	w.path = append(w.path, step{})
 	at := len(w.path) - 1
@@ -187,36 +235,38 @@ func (w *keyWalker) object(t reflect.Type) error {
 		}
 		// A key as the decoder reads it: one with an escape, or bytes
 		// that are not UTF-8 (each read as U+FFFD), decoded by it.
-		key := string(raw)
+		key := raw
 		if escaped || !utf8.Valid(raw) {
-			if err := json.Unmarshal(w.data[w.pos-len(raw)-2:w.pos], &key); err != nil {
+			var s string
+			if err := json.Unmarshal(w.data[w.pos-len(raw)-2:w.pos], &s); err != nil {
 				return w.malformed()
 			}
+			key = []byte(s)
 		}
 		w.path[at].key = key
 		repeated := false
-		if seen == nil && len(few) < 16 {
-			repeated = slices.Contains(few, key)
+		if seen == nil && len(few) < len(fewKeys) {
+			repeated = slices.ContainsFunc(few, func(k []byte) bool { return bytes.Equal(k, key) })
 			few = append(few, key)
 		} else {
 			if seen == nil {
 				seen = make(map[string]bool, 2*len(few))
 				for _, k := range few {
-					seen[k] = true
+					seen[string(k)] = true
 				}
 			}
-			repeated = seen[key]
-			seen[key] = true
+			repeated = seen[string(key)]
+			seen[string(key)] = true
 		}
 		if repeated {
 			return invalid("request body: duplicate key %s: each key may appear once in an object", quoteShort(w.pathString()))
 		}
 		child := elem
 		if fields != nil {
-			ft, ok := fields[key]
+			ft, ok := fields[string(key)]
 			if !ok {
 				for field := range fields {
-					if strings.EqualFold(field, key) {
+					if strings.EqualFold(field, string(key)) {
 						return invalid("request body: unknown field %s (keys are case-sensitive: did you mean %q?)",
 							quoteShort(w.pathString()), field)
 					}

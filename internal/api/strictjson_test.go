@@ -130,3 +130,135 @@ func FuzzCheckKeys(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeBatch: DecodeBatch, which walks the keys before decoding to
+// size the tasks, answers as decoding first and checking the keys after
+// does — the same error in the same words, or the same batch.
+func FuzzDecodeBatch(f *testing.F) {
+	for _, seed := range []string{
+		`{"project_id":"web","tasks":[{"title":"a"},{"Title":"b"}]}`,
+		`{"project_id":"web","tasks":[{"title":"a","title":"b"}],"tasks":[]}`,
+		`{"project_id":"web","tasks":[{"title":1}]}`,
+		`{"project_id":"web","tasks":[{"title":"a","dependencies":[{"id":"x"},{"id":"y","id":"z"}]}]}`,
+		`{"project_id":"web","tasks":[{"title":"a","bogus":1}]}`,
+		`{"project_id":"web","Tasks":[{"title":"a"}]}`,
+		`{"project_id":"web","tasks":null}`,
+		`{"project_id":"web","tasks":[]}`,
+		`{"project_id":"web"}`,
+		`[{"project_id":"web","title":"a"},{"project_id":"web","title":"b"}] x`,
+		`[{"project_id":"web","title":"a","title":"b"}]`,
+		` [ ] `, `[1,2]`, `{"tasks":[{},{}`, ``, `null`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, gotErr := DecodeBatch(data)
+		var want models.TaskBatch
+		var wantErr error
+		if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '[' {
+			wantErr = decodeJSON(data, &want.Tasks)
+		} else {
+			wantErr = decodeJSON(data, &want)
+		}
+		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+			t.Fatalf("%s: %v; decoded then checked: %v", data, gotErr, wantErr)
+		}
+		if wantErr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: %+v; decoded then checked: %+v", data, got, want)
+		}
+	})
+}
+
+// TestDecodeBatchMakesTasksOnce: the tasks of a batch, in either form,
+// are made at their number, not grown one at a time to a larger capacity.
+func TestDecodeBatchMakesTasksOnce(t *testing.T) {
+	t.Parallel()
+	tasks := make([]string, 10)
+	for i := range tasks {
+		tasks[i] = fmt.Sprintf(`{"project_id":"p","title":"t%d","dependencies":[{"id":"x"}]}`, i)
+	}
+	list := "[" + strings.Join(tasks, ",") + "]"
+	for _, body := range []string{list, `{"project_id":"p","tasks":` + list + `}`} {
+		b, err := DecodeBatch([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Tasks) != 10 || cap(b.Tasks) != 10 {
+			t.Errorf("%.30s…: %d tasks in a capacity of %d, want 10 in 10", body, len(b.Tasks), cap(b.Tasks))
+		}
+	}
+}
+
+// TestCountKeys: the walk counts the elements of the array it is asked
+// about, and no other.
+func TestCountKeys(t *testing.T) {
+	t.Parallel()
+	typ := reflect.TypeFor[*models.TaskBatch]()
+	for _, tc := range []struct {
+		body, member string
+		want         int
+	}{
+		{`{"tasks":[{},{},{}]}`, "tasks", 3},
+		{`{"project_id":"p","tasks":[{"title":"a","acceptance_criteria":["x","y","z","w"]}]}`, "tasks", 1},
+		{`{"tasks":[]}`, "tasks", 0},
+		{`{"Tasks":[{},{}]}`, "tasks", 0},
+		{`{"x":{"tasks":[{},{}]}}`, "tasks", 0},
+		{`[{},{},{},{}]`, "", 4},
+		{`[[1,2,3]]`, "", 1},
+		{`{"tasks":[{},{}`, "tasks", 0},
+	} {
+		got, _ := countKeys([]byte(tc.body), typ, tc.member)
+		if got != tc.want {
+			t.Errorf("countKeys(%s, %q) = %d, want %d", tc.body, tc.member, got, tc.want)
+		}
+	}
+}
+
+// TestCheckKeysAllocationsDoNotGrowWithKeys: the walk reads keys in
+// place; a body of ten times the objects costs no more allocations.
+func TestCheckKeysAllocationsDoNotGrowWithKeys(t *testing.T) {
+	body := func(n int) []byte {
+		tasks := make([]string, n)
+		for i := range tasks {
+			tasks[i] = fmt.Sprintf(`{"id":"t%d","title":"task","dependencies":[{"id":"a"},{"id":"b","requires_success":false}]}`, i)
+		}
+		return []byte(`{"project_id":"p","tasks":[` + strings.Join(tasks, ",") + `]}`)
+	}
+	typ := reflect.TypeFor[*models.TaskBatch]()
+	small, large := body(10), body(100)
+	allocs := func(data []byte) float64 {
+		return testing.AllocsPerRun(20, func() {
+			if err := checkKeys(data, typ); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if a, b := allocs(small), allocs(large); b > a {
+		t.Errorf("checkKeys allocates %v times for 10 tasks, %v for 100", a, b)
+	}
+}
+
+// TestWalkStopsAtTheDecodersDepth: the walk before decoding reads a body
+// the decoder has not accepted yet; nested deeper than the decoder allows,
+// it stops there instead of recursing once per bracket, and the decoder's
+// error is the answer.
+func TestWalkStopsAtTheDecodersDepth(t *testing.T) {
+	t.Parallel()
+	deep := []byte(`{"tasks":` + strings.Repeat("[", 200_000))
+	if _, err := countKeys(deep, reflect.TypeFor[*models.TaskBatch](), "tasks"); err == nil ||
+		!strings.Contains(err.Error(), fmt.Sprintf("malformed at offset %d", 9+maxDepth-1)) {
+		t.Errorf("walk of %d brackets: %v, want malformed where the decoder's limit is passed", 200_000, err)
+	}
+	_, err := DecodeBatch(deep)
+	if err == nil || !strings.Contains(err.Error(), "exceeded max depth") {
+		t.Errorf("DecodeBatch of %d brackets: %v, want the decoder's error", 200_000, err)
+	}
+	// As deep as the decoder goes, the walk follows.
+	ok := []byte(strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth))
+	if err := checkKeys(ok, nil); err != nil {
+		t.Errorf("checkKeys of %d nested arrays: %v", maxDepth, err)
+	}
+	if err := json.Unmarshal(ok, new(any)); err != nil {
+		t.Errorf("encoding/json on %d nested arrays: %v", maxDepth, err)
+	}
+}

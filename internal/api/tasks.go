@@ -76,13 +76,16 @@ func (s *Server) handleCreateTasks(w http.ResponseWriter, r *http.Request) {
 // It is as strict as the API: unknown fields and trailing data are errors.
 func DecodeBatch(data []byte) (models.TaskBatch, error) {
 	var b models.TaskBatch
+	// The tasks are made at once, as many as the body holds (up to the
+	// most a batch may have: a body of "[1,1,…" is not worth the memory).
+	size := func(n int) { b.Tasks = make([]models.BatchTask, 0, min(n, models.MaxBatchSize)) }
 	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '[' {
-		if err := decodeJSON(data, &b.Tasks); err != nil {
+		if err := decodeSized(data, &b.Tasks, "", size); err != nil {
 			return models.TaskBatch{}, err
 		}
 		return b, nil
 	}
-	if err := decodeJSON(data, &b); err != nil {
+	if err := decodeSized(data, &b, "tasks", size); err != nil {
 		return models.TaskBatch{}, err
 	}
 	return b, nil
