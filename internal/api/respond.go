@@ -48,10 +48,15 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 		s.writeError(w, r, fmt.Errorf("encode %T answer: %w", v, err))
 		return
 	}
+	writeEncoded(w, status, buf.Bytes())
+}
+
+// writeEncoded answers status with body, JSON already encoded.
+func writeEncoded(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(body)
 }
 
 // writeError answers err: *models.Error values with their code and
@@ -86,7 +91,14 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 				err: models.Errorf(models.CodeInvalid, "request body: Content-Type must be application/json (got %q)", ct)}
 		}
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	// Read into a buffer of the announced length (the server holds the
+	// body to it), not one grown from 512 bytes by doubling.
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 && n <= s.cfg.MaxBodyBytes {
+		buf.Grow(int(n) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	data := buf.Bytes()
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

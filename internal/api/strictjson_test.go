@@ -238,6 +238,32 @@ func TestCheckKeysAllocationsDoNotGrowWithKeys(t *testing.T) {
 	}
 }
 
+// FuzzAppendBatchResponse: the answer to a batch is written as
+// encoding/json's Encoder writes a BatchResponse, byte for byte, whatever
+// the ids and statuses hold.
+func FuzzAppendBatchResponse(f *testing.F) {
+	f.Add("t1", "web-1", "READY", false, "", "web-2", "DEFINED", true)
+	f.Add("<a&b>", "\u2028x\x00", "caf\xe9", true, "\"q\\", "\t\n", "\u00e9", false)
+	f.Fuzz(func(t *testing.T, id1, task1, status1 string, skip1 bool, id2, task2, status2 string, skip2 bool) {
+		for _, results := range [][]models.BatchResult{
+			nil,
+			{{LocalID: id1, TaskID: task1, Status: models.TaskStatus(status1), Skipped: skip1}},
+			{
+				{LocalID: id1, TaskID: task1, Status: models.TaskStatus(status1), Skipped: skip1},
+				{LocalID: id2, TaskID: task2, Status: models.TaskStatus(status2), Skipped: skip2},
+			},
+		} {
+			var want bytes.Buffer
+			if err := json.NewEncoder(&want).Encode(BatchResponse{Results: nonNil(results)}); err != nil {
+				t.Fatal(err)
+			}
+			if got := appendBatchResponse(nil, results); !bytes.Equal(got, want.Bytes()) {
+				t.Fatalf("%q; encoding/json: %q", got, want.Bytes())
+			}
+		}
+	})
+}
+
 // TestWalkStopsAtTheDecodersDepth: the walk before decoding reads a body
 // the decoder has not accepted yet; nested deeper than the decoder allows,
 // it stops there instead of recursing once per bracket, and the decoder's

@@ -68,7 +68,52 @@ func (s *Server) handleCreateTasks(w http.ResponseWriter, r *http.Request) {
 		attrs = append(attrs, "task_id", results[0].TaskID, "status", results[0].Status)
 	}
 	s.log.InfoContext(r.Context(), "tasks created", attrs...)
-	s.writeJSON(w, r, http.StatusCreated, BatchResponse{Results: nonNil(results)})
+	writeEncoded(w, http.StatusCreated, appendBatchResponse(make([]byte, 0, 64+64*len(results)), results))
+}
+
+// appendBatchResponse appends the JSON of BatchResponse{Results: results}
+// to dst, as encoding/json's Encoder writes it (newline included), without
+// reflection: a batch answers one result per task, tens of thousands.
+func appendBatchResponse(dst []byte, results []models.BatchResult) []byte {
+	dst = append(dst, `{"results":[`...)
+	for i, res := range results {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '{')
+		if res.LocalID != "" {
+			dst = append(dst, `"id":`...)
+			dst = appendJSONString(dst, res.LocalID)
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"task_id":`...)
+		dst = appendJSONString(dst, res.TaskID)
+		dst = append(dst, `,"status":`...)
+		dst = appendJSONString(dst, string(res.Status))
+		if res.Skipped {
+			dst = append(dst, `,"skipped":true`...)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, "]}\n"...)
+}
+
+// appendJSONString appends s as encoding/json encodes it: as it stands
+// when it holds only printable ASCII that needs no escape (the ids and
+// statuses of tasks), through encoding/json otherwise.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := range len(s) {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			enc, err := json.Marshal(s)
+			if err != nil { // a string always encodes
+				panic(fmt.Sprintf("encode string: %v", err))
+			}
+			return append(dst, enc...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // DecodeBatch decodes a task batch: either a models.TaskBatch object or a
