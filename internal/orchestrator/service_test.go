@@ -152,16 +152,23 @@ func TestAskAnswerAndInputTimeout(t *testing.T) {
 		go func() { a, err := h.o.Ask(ctx, run, models.Ask{Question: q}); c <- answer{a, err} }()
 		return c
 	}
+	// Each ask says when it has recorded its question; a round after that
+	// has armed its expiry.
+	asked := make(chan models.Question, 2)
+	h.o.afterAsk = func(q models.Question) { asked <- q }
 	waitOpen := func() models.Question {
 		t.Helper()
-		for range 1000 {
+		select {
+		case q := <-asked:
 			h.settle()
-			if qs, _ := h.o.OpenQuestions(ctx); len(qs) == 1 {
-				return qs[0]
+			if qs, err := h.o.OpenQuestions(ctx); err != nil || len(qs) != 1 || qs[0].ID != q.ID {
+				t.Fatalf("open questions %+v, %v; want only %d", qs, err, q.ID)
 			}
+			return q
+		case <-time.After(progresstest.Stall()):
+			t.Fatal("the question never opened")
+			return models.Question{}
 		}
-		t.Fatal("the question never opened")
-		return models.Question{}
 	}
 	got := ask("Postgres or SQLite?")
 	q := waitOpen()
