@@ -55,6 +55,9 @@ type Store interface {
 	TokensUsedByProjectSince(ctx context.Context, since time.Time) (map[string]int64, error)
 	ProjectTokens(ctx context.Context) ([]store.ProjectTokens, error)
 	FileSizes() (db, wal int64, err error)
+	// WaitDurable returns once every commit made so far is durable and
+	// reported to the observer that feeds the counters.
+	WaitDurable(ctx context.Context) error
 }
 
 // Config configures Metrics.
@@ -83,6 +86,8 @@ type Metrics struct {
 	cfg   Config
 	reg   *prometheus.Registry
 	names []string
+	// st is the store scrapes read, set by ReadFrom.
+	st Store
 
 	transitions     *prometheus.CounterVec
 	queueWait       *prometheus.HistogramVec
@@ -134,6 +139,7 @@ func New(cfg Config) *Metrics {
 
 // ReadFrom makes every scrape read st (see Store). Call it once.
 func (m *Metrics) ReadFrom(st Store) {
+	m.st = st
 	m.reg.MustRegister(newStoreCollector(m, st))
 }
 
@@ -177,9 +183,24 @@ func (m *Metrics) Names() []string {
 
 // Handler serves the metrics in the Prometheus text format. A store read
 // that fails is logged and its metrics left out; the others are served.
+//
+// With a store to read (ReadFrom), a scrape first waits for the commits
+// made so far to be durable and reported: the counters then include every
+// transition a read made before the scrape could have seen.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: promLogger{m.cfg.Logger},
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: promLogger{m.cfg.Logger},
 		ErrorHandling: promhttp.ContinueOnError, MaxRequestsInFlight: maxScrapesInFlight})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if m.st != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), m.cfg.ReadTimeout)
+			err := m.st.WaitDurable(ctx)
+			cancel()
+			if err != nil {
+				m.cfg.Logger.Warn("metrics: the scrape did not wait for the database's writes", "err", err)
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // promLogger is promhttp's logger over slog.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -75,14 +76,26 @@ type groupCommit struct {
 	// failed is the error of a sync that failed: no later commit is
 	// claimed durable (see fail).
 	failed error
+	// reports are the commits' after functions not yet run, in ticket
+	// order.
+	reports []dueReport
+}
+
+// dueReport is what a commit's sync runs for it (see commit).
+type dueReport struct {
+	ticket uint64
+	f      func()
 }
 
 // newGroupCommit returns a group commit syncing with sync.
 func newGroupCommit(sync func() error) *groupCommit { return &groupCommit{sync: sync} }
 
 // commit runs c, the COMMIT of a write transaction, counting it, and
-// returns its ticket for await: the number of commits ended with it.
-func (g *groupCommit) commit(c func() error) (ticket uint64, err error) {
+// returns its ticket for await: the number of commits ended with it. When
+// c succeeds, after (if any) is run by the sync that covers it, before
+// that sync is published: whoever waits for durability (await,
+// waitRead) finds it run.
+func (g *groupCommit) commit(c func() error, after func()) (ticket uint64, err error) {
 	g.mu.Lock()
 	g.begun++
 	g.mu.Unlock()
@@ -90,6 +103,9 @@ func (g *groupCommit) commit(c func() error) (ticket uint64, err error) {
 		g.mu.Lock()
 		g.ended++
 		ticket = g.ended
+		if err == nil && after != nil {
+			g.reports = append(g.reports, dueReport{ticket: ticket, f: after})
+		}
 		g.changedLocked()
 		g.mu.Unlock()
 	}()
@@ -175,6 +191,21 @@ func (g *groupCommit) runLocked() {
 	g.mu.Unlock()
 	err := runSync(sync, &g.syncs)
 	g.mu.Lock()
+	n := 0
+	for n < len(g.reports) && g.reports[n].ticket <= target {
+		n++
+	}
+	due := slices.Clone(g.reports[:n])
+	g.reports = slices.Delete(g.reports, 0, n)
+	if err == nil && len(due) > 0 {
+		// What the covered commits did is reported before they are
+		// published as durable, in the order they committed.
+		g.mu.Unlock()
+		for _, d := range due {
+			d.f()
+		}
+		g.mu.Lock()
+	}
 	g.running = false
 	if err != nil {
 		g.fail(err)
@@ -213,7 +244,7 @@ func (g *groupCommit) fail(err error) {
 // counts as one commit what was written before it, by this store or an
 // earlier one.
 func (g *groupCommit) syncNow() error {
-	ticket, _ := g.commit(func() error { return nil })
+	ticket, _ := g.commit(func() error { return nil }, nil)
 	return g.await(ticket)
 }
 

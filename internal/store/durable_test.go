@@ -374,3 +374,55 @@ func TestReadsThatFeedActionsReturnOnceDurable(t *testing.T) {
 		})
 	}
 }
+
+// gatedObserver reports, once armed, that a transition is being reported
+// (entered) and holds it there until gate is closed.
+type gatedObserver struct {
+	armed   atomic.Bool
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (o *gatedObserver) Transitioned(store.ObservedTransition) {
+	if o.armed.Load() {
+		o.entered <- struct{}{}
+		<-o.gate
+	}
+}
+func (o *gatedObserver) RunEnded(store.ObservedRun) {}
+
+// TestWaitDurableFindsTheCommitsReported: a reader that waited for
+// durability finds what the commits it could have seen did already told
+// to the observer, so a metrics scrape after a read counts every
+// transition the read showed. The sync that covers a commit reports it
+// before it is published.
+func TestWaitDurableFindsTheCommitsReported(t *testing.T) {
+	t.Parallel()
+	obs := &gatedObserver{entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	s := storetest.Open(t, storetest.WithObserver(obs))
+	storetest.Project(t, s, "p")
+	id := storetest.Tasks(t, s, "p", models.BatchTask{LocalID: "a", Title: "a"})["a"]
+	storetest.Apply(t, s, id, storetest.ToCompleted[:3]...)
+	ctx := context.Background()
+	obs.armed.Store(true)
+	h := holdSync(t, s, nil)
+	a := async(func() error {
+		_, err := s.ApplyEvent(ctx, models.TransitionRequest{TaskID: id, Event: models.EventVerifyPassed})
+		return err
+	})
+	h.awaitEntered(t, a) // committed, its sync held
+	read := async(func() error { return s.WaitDurable(ctx) })
+	h.awaitWaiters(t, 1, a, read)
+	close(h.release)
+	<-obs.entered // the commit is being reported
+	if ended, covered := store.PublishedDurable(s); covered >= ended {
+		t.Fatalf("all %d commits were published as durable before the last was reported", ended)
+	}
+	notAnswered(t, "reported", a, read)
+	close(obs.gate)
+	for name, ch := range map[string]<-chan error{"the write": a, "WaitDurable": read} {
+		if err := <-ch; err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+}

@@ -344,3 +344,11 @@ func CountStatementsForTest(s *Store) func() int64 {
 	s.onStatement = func() { n.Add(1) }
 	return n.Load
 }
+
+// PublishedDurable returns how many commits the store has ended and how
+// many of them it has published as durable.
+func PublishedDurable(s *Store) (ended, covered uint64) {
+	s.gc.mu.Lock()
+	defer s.gc.mu.Unlock()
+	return s.gc.ended, s.gc.covered
+}

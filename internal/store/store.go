@@ -641,7 +641,14 @@ func (s *Store) runTx(ctx context.Context, durable bool, fn func(tx *sql.Tx) err
 		_ = tx.Rollback()
 		return err
 	}
-	ticket, err := s.gc.commit(tx.Commit)
+	// A durable commit's observations are reported by the sync that
+	// covers it, before the sync is published: a reader that waited for
+	// durability (WaitDurable) finds them counted.
+	var after func()
+	if durable && s.obs != nil {
+		after = func() { s.report(tx) }
+	}
+	ticket, err := s.gc.commit(tx.Commit, after)
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
@@ -650,6 +657,7 @@ func (s *Store) runTx(ctx context.Context, durable bool, fn func(tx *sql.Tx) err
 		if err := s.gc.await(ticket); err != nil {
 			return fmt.Errorf("commit: %w", err)
 		}
+		return nil
 	}
 	s.report(tx)
 	return nil
