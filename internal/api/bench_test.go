@@ -3,16 +3,13 @@ package api_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/agentqueued/agentqueued/internal/api"
-	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/service/servicetest"
 	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
@@ -80,22 +77,7 @@ func BenchmarkDecodeBatch10kTasks30kEdges(b *testing.B) {
 // BenchmarkCreateBatch10kTasks30kEdges graph for 10,000 and 30,000).
 func batchBody(b *testing.B, tasks, edges int) []byte {
 	b.Helper()
-	r := rand.New(rand.NewPCG(1, 1))
-	batch := models.TaskBatch{ProjectID: "p"}
-	for i := range tasks {
-		batch.Tasks = append(batch.Tasks, models.BatchTask{LocalID: fmt.Sprintf("t%d", i), Title: fmt.Sprintf("task %d", i)})
-	}
-	seen := map[[2]int]bool{}
-	for n := 0; n < edges; {
-		down := 1 + r.IntN(tasks-1)
-		up := r.IntN(down)
-		if seen[[2]int{down, up}] {
-			continue
-		}
-		seen[[2]int{down, up}] = true
-		batch.Tasks[down].Dependencies = append(batch.Tasks[down].Dependencies, models.BatchDependency{ID: fmt.Sprintf("t%d", up)})
-		n++
-	}
+	batch := storetest.RandomBatch(tasks, edges)
 	body, err := json.Marshal(batch)
 	if err != nil {
 		b.Fatal(err)

@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -84,22 +83,7 @@ func BenchmarkCompleteWith1000Dependents(b *testing.B) {
 // check, naming and initial promotion.
 func BenchmarkCreateBatch10kTasks30kEdges(b *testing.B) {
 	const tasks, edges = 10_000, 30_000
-	r := rand.New(rand.NewPCG(1, 1))
-	batch := models.TaskBatch{ProjectID: "p"}
-	for i := range tasks {
-		batch.Tasks = append(batch.Tasks, models.BatchTask{LocalID: fmt.Sprintf("t%d", i), Title: fmt.Sprintf("task %d", i)})
-	}
-	seen := map[[2]int]bool{}
-	for n := 0; n < edges; {
-		down := 1 + r.IntN(tasks-1)
-		up := r.IntN(down)
-		if seen[[2]int{down, up}] {
-			continue
-		}
-		seen[[2]int{down, up}] = true
-		batch.Tasks[down].Dependencies = append(batch.Tasks[down].Dependencies, models.BatchDependency{ID: fmt.Sprintf("t%d", up)})
-		n++
-	}
+	batch := storetest.RandomBatch(tasks, edges)
 	for range b.N {
 		b.StopTimer()
 		s := storetest.Open(b)
