@@ -120,6 +120,16 @@ func appendJSONString(dst []byte, s string) []byte {
 // bare JSON array of models.BatchTask entries that name their own project.
 // It is as strict as the API: unknown fields and trailing data are errors.
 func DecodeBatch(data []byte) (models.TaskBatch, error) {
+	if b, ok := fastBatch(data); ok {
+		return b, nil
+	}
+	return decodeBatchGeneral(data)
+}
+
+// decodeBatchGeneral is DecodeBatch through encoding/json and the strict
+// checks: the way of any body, and the only one of a body fastBatch does
+// not read, whose errors it words.
+func decodeBatchGeneral(data []byte) (models.TaskBatch, error) {
 	var b models.TaskBatch
 	// The tasks are made at once, as many as the body holds (up to the
 	// most a batch may have: a body of "[1,1,…" is not worth the memory).
