@@ -146,14 +146,19 @@ func (bt BatchTask) Task(projectID, createdBy string) Task {
 		t.MaxRetries = *bt.MaxRetries
 	}
 	// Pointers to copies, not into bt: a pointer into bt would move every
-	// entry converted to the heap, set or not.
-	if v := bt.ParentTaskID; v != "" {
+	// entry converted to the heap, set or not. Each copy is made only when
+	// the field is set (declared in the if's own condition, it would be
+	// allocated either way).
+	if bt.ParentTaskID != "" {
+		v := bt.ParentTaskID
 		t.ParentTaskID = &v
 	}
-	if v := bt.RepoID; v != "" {
+	if bt.RepoID != "" {
+		v := bt.RepoID
 		t.RepoID = &v
 	}
-	if v := bt.PlanSource; v != "" {
+	if bt.PlanSource != "" {
+		v := bt.PlanSource
 		t.PlanSource = &v
 	}
 	t.ApplyDefaults()

@@ -203,7 +203,10 @@ func (t *Task) validateContent() error {
 // MaxMetadataLen characters (line breaks and tabs allowed). The first bad
 // key in sorted order is named.
 func checkMetadata(field string, m map[string]string) error {
-	if len(m) > MaxMetadataEntries {
+	switch {
+	case len(m) == 0:
+		return nil
+	case len(m) > MaxMetadataEntries:
 		return Errorf(CodeInvalid, "%s: at most %d entries (got %d)", field, MaxMetadataEntries, len(m))
 	}
 	for _, k := range slices.Sorted(maps.Keys(m)) {

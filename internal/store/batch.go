@@ -324,16 +324,22 @@ func prepareBatch(b models.TaskBatch) ([]*entry, error) {
 	}
 	// Resolve local references now; the rest must be existing tasks.
 	for _, e := range entries {
-		seen := map[string]bool{}
-		for j, d := range e.src.Dependencies {
+		deps := e.src.Dependencies
+		var seen map[string]bool // for an entry of many dependencies
+		if len(deps) > 0 {
+			e.deps = make([]resolvedDep, 0, len(deps))
+		}
+		if len(deps) > fewDependencies {
+			seen = make(map[string]bool, len(deps))
+		}
+		for j, d := range deps {
 			where := func() string { return fmt.Sprintf("tasks[%d].dependencies[%d]", e.index, j) }
 			if d.ID == "" {
 				return nil, models.Errorf(models.CodeInvalid, "%s: id: required", where())
 			}
-			if seen[d.ID] {
+			if listedBefore(deps, j, seen) {
 				return nil, models.Errorf(models.CodeInvalid, "%s: %q is listed twice", where(), d.ID)
 			}
-			seen[d.ID] = true
 			if k, ok := locals[d.ID]; ok {
 				if k == e.index {
 					return nil, models.Errorf(models.CodeInvalid, "%s: a task cannot depend on itself (%s -> %s)", where(), d.ID, d.ID)
@@ -348,6 +354,32 @@ func prepareBatch(b models.TaskBatch) ([]*entry, error) {
 		}
 	}
 	return entries, nil
+}
+
+// fewDependencies is the most dependencies of an entry that are checked
+// for repeats by comparing each with those before it; an entry of more
+// (up to models.MaxDependencies) is checked through a set.
+const fewDependencies = 16
+
+// listedBefore reports whether deps[j]'s id is an earlier dependency's,
+// adding it to seen when the entry has one (more than fewDependencies):
+// most entries have a few dependencies, and a set for each would be most
+// of a large batch's allocations.
+func listedBefore(deps []models.BatchDependency, j int, seen map[string]bool) bool {
+	id := deps[j].ID
+	if seen != nil {
+		if seen[id] {
+			return true
+		}
+		seen[id] = true
+		return false
+	}
+	for _, d := range deps[:j] {
+		if d.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 func firstNonEmpty(a, b string) string {

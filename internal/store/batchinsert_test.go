@@ -333,3 +333,39 @@ func TestBatchEdgesToTasksOutsideIt(t *testing.T) {
 		t.Errorf("chain notices %q, want one naming %s and %s", chains, ids["hard-on-stopped"], ids["behind-hard"])
 	}
 }
+
+// A dependency listed twice by one entry is refused, naming the second,
+// whether the entry has a few dependencies or many.
+func TestBatchRefusesADependencyListedTwice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	for _, tc := range []struct {
+		deps, repeatAt, first int
+	}{
+		{deps: 5, repeatAt: 3, first: 1},
+		{deps: 2, repeatAt: 1, first: 0},
+		{deps: 40, repeatAt: 31, first: 12},
+		{deps: 40, repeatAt: 39, first: 38},
+	} {
+		b := models.TaskBatch{ProjectID: "p"}
+		for i := range tc.deps {
+			b.Tasks = append(b.Tasks, models.BatchTask{LocalID: fmt.Sprintf("u%d", i), Title: "upstream"})
+		}
+		last := models.BatchTask{LocalID: "last", Title: "downstream"}
+		for i := range tc.deps {
+			id := fmt.Sprintf("u%d", i)
+			if i == tc.repeatAt {
+				id = fmt.Sprintf("u%d", tc.first)
+			}
+			last.Dependencies = append(last.Dependencies, models.BatchDependency{ID: id})
+		}
+		b.Tasks = append(b.Tasks, last)
+		_, err := s.CreateTasks(ctx, b)
+		want := fmt.Sprintf(`tasks[%d].dependencies[%d]: "u%d" is listed twice`, tc.deps, tc.repeatAt, tc.first)
+		if models.ErrorCodeOf(err) != models.CodeInvalid || !strings.Contains(err.Error(), want) {
+			t.Errorf("%d dependencies, repeated at %d: %v, want %q", tc.deps, tc.repeatAt, err, want)
+		}
+	}
+}
