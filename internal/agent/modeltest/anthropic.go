@@ -99,6 +99,21 @@ func deferredTools(text string) []string {
 	return out
 }
 
+// interruptedCall starts the error result Claude Code puts in a history for
+// a call that reached no result of its own (2.1.332): "[Tool call
+// interrupted: the session ended before this call's result was recorded,
+// …]" when a session resumes after its process was killed mid-call, and
+// its siblings "[Tool call did not complete: …]", "[Tool call skipped: …]"
+// and "[Tool call result not in this copy: …]". Each tells the model to
+// check and run the call again if still needed.
+const interruptedCall = "[Tool call "
+
+// isInterrupted reports whether a tool result's text is the CLI's own
+// note of a call that reached no result.
+func isInterrupted(text string) bool {
+	return strings.HasPrefix(strings.TrimSpace(text), interruptedCall)
+}
+
 // searchedNames lists the tools a ToolSearch input selected by name.
 func searchedNames(input json.RawMessage) []string {
 	var in struct {
@@ -131,7 +146,24 @@ func (s *Server) messages(w http.ResponseWriter, req *Request) {
 	system = append(system, flatText(body.System))
 	loaded := map[string]bool{}   // deferred tools a search loaded (tool_reference)
 	searched := map[string]bool{} // tools the server searched for
-	turns, inAssistant, lastWasSearch := 0, false, false
+	// A call the CLI reports as interrupted never reached a result: its
+	// answer is given again, as a model re-runs such a call.
+	interrupted := map[string]bool{}
+	for _, m := range body.Messages {
+		if m.Role == "assistant" || m.Role == "system" {
+			continue
+		}
+		for _, b := range blocks(m.Content) {
+			if b.Type == "tool_result" && b.IsError && isInterrupted(flatText(b.Content)) {
+				interrupted[b.ToolUseID] = true
+			}
+		}
+	}
+	// The model's answers in the history: consecutive assistant messages
+	// are one answer, a search is an answer of its own.
+	type answer struct{ search, lost bool }
+	var answers []answer
+	inAssistant := false
 	for _, m := range body.Messages {
 		bs := blocks(m.Content)
 		if m.Role == "system" {
@@ -155,28 +187,38 @@ func (s *Server) messages(w http.ResponseWriter, req *Request) {
 			}
 			continue
 		}
-		search, mine := false, false
+		var a answer
+		mine := false
 		for _, b := range bs {
 			switch {
 			case b.Type == "tool_use" && strings.HasPrefix(b.ID, searchPrefix):
-				search = true
+				a.search = true
+				if interrupted[b.ID] {
+					continue // it loaded nothing: the model searches again
+				}
 				for _, n := range searchedNames(b.Input) {
 					searched[n] = true
 				}
 			case b.Type == "tool_use" && strings.HasPrefix(b.ID, callPrefix):
 				mine = true
+				a.lost = a.lost || interrupted[b.ID]
 			case b.Type == "text" && s.ours(b.Text):
 				mine = true
 			}
 		}
-		if !search && !mine {
+		if !a.search && !mine {
 			continue // the CLI's own filler of a failed turn
 		}
-		if inAssistant && search == lastWasSearch {
+		if n := len(answers); inAssistant && answers[n-1].search == a.search {
+			answers[n-1].lost = answers[n-1].lost || a.lost
 			continue // one answer split over consecutive messages
 		}
-		inAssistant, lastWasSearch = true, search
-		if !search {
+		inAssistant = true
+		answers = append(answers, a)
+	}
+	turns := 0
+	for _, a := range answers {
+		if !a.search && !a.lost {
 			turns++
 		}
 	}

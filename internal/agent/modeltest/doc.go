@@ -27,6 +27,13 @@
 // position. Only the server's own answers count — its tool call ids and
 // the texts it answered: Claude Code fills the turn a 429 ended with a
 // text of its own ("No response requested.") when it resumes the session.
+// An answer whose tool call never reached a result does not count either:
+// when a session resumes after its CLI was killed during a call (the
+// daemon ends a run that gave up on an ask), Claude Code gives that call
+// an error result of its own, "[Tool call interrupted: … its outcome is
+// unknown. Check whether it took effect before relying on it or running
+// it again.]", and the server makes the call again, as a model told so
+// does, instead of going on as though it had run.
 // A Turn answers text and/or tool calls: Write (Claude's Write tool with
 // the path made absolute in the working directory its system prompt
 // names; Codex's apply_patch), Read (Claude's Read; Codex's exec_command

@@ -121,6 +121,11 @@ func anthropicConversation(prompt string, stream bool, tools []string, history .
 		"messages": msgs}
 }
 
+// interruptedNote is the tool result Claude Code 2.1.332 puts in a resumed
+// session for a call its killed process never recorded a result of.
+const interruptedNote = "[Tool call interrupted: the session ended before this call's result was recorded, so its outcome is unknown. " +
+	"Check whether it took effect before relying on it or running it again.]"
+
 var anthropicHeaders = map[string]string{"x-api-key": "k", "anthropic-version": "2023-06-01", "content-type": "application/json"}
 
 func TestAnthropicStreamWireFormat(t *testing.T) {
@@ -300,6 +305,17 @@ func TestTurnsFollowTheHistory(t *testing.T) {
 		{"the CLI's own text left out", []map[string]any{use(callPrefix + "1"), result(callPrefix+"1", "ok", false),
 			{"role": "assistant", "content": []map[string]any{{"type": "text", "text": "No response requested."}}},
 			{"role": "user", "content": "go on"}}, 1, "two", []ToolResult{{CallID: callPrefix + "1", Content: "ok"}}},
+		// A call that failed is an answer given: the model goes on.
+		{"a failed call counts", []map[string]any{use(callPrefix + "1"), result(callPrefix+"1", `MCP server "s" tool "ask" timed out after 2s`, true)},
+			1, "two", []ToolResult{{CallID: callPrefix + "1", Content: `MCP server "s" tool "ask" timed out after 2s`, IsError: true}}},
+		// A call the CLI's process died in comes back, on resuming the
+		// session, with Claude Code's note that its outcome is unknown:
+		// the model makes it again.
+		{"an interrupted call is made again", []map[string]any{use(callPrefix + "1"), result(callPrefix+"1", "ok", false),
+			use(callPrefix + "2"), result(callPrefix+"2", interruptedNote, true),
+			{"role": "assistant", "content": []map[string]any{{"type": "text", "text": "No response requested."}}},
+			{"role": "user", "content": "go on"}}, 1, "two",
+			[]ToolResult{{CallID: callPrefix + "1", Content: "ok"}, {CallID: callPrefix + "2", Content: interruptedNote, IsError: true}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

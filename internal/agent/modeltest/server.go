@@ -55,8 +55,9 @@ type Request struct {
 	UserText string
 	// ToolResults are the tool results in its history, in order.
 	ToolResults []ToolResult
-	// Turn is how many model answers its history holds (filler answers
-	// left out); -1 for a request that is not a conversation.
+	// Turn is how many model answers its history holds (filler answers,
+	// and answers with a call the CLI reports as interrupted, left out);
+	// -1 for a request that is not a conversation.
 	Turn int
 	// Script names the script that answered; empty when none did.
 	Script string
