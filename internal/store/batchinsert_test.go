@@ -124,29 +124,39 @@ func TestBatchesOfAnySizeCompileNoNewStatements(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	storetest.Project(t, s, "p")
-	chain := func(n int) models.TaskBatch {
+	// A chain of n tasks, of narrow tasks that share their other columns,
+	// or (wide) of tasks that each set a column of their own.
+	chain := func(n int, wide bool) models.TaskBatch {
 		b := models.TaskBatch{ProjectID: "p"}
 		for i := range n {
 			bt := models.BatchTask{LocalID: fmt.Sprintf("t%d", i), Title: fmt.Sprintf("task %d", i)}
 			if i > 0 {
 				bt.Dependencies = storetest.Deps(fmt.Sprintf("t%d", i-1))
 			}
+			if wide {
+				bt.AcceptanceCriteria = []string{fmt.Sprintf("criterion %d", i)}
+			}
 			b.Tasks = append(b.Tasks, bt)
 		}
 		return b
 	}
-	// Two batches first (statements a first transaction missed are cached
-	// after it), of 102 tasks and 101 edges: a full INSERT and a single row
-	// each.
+	// Batches of each statement twice first (statements a first
+	// transaction missed are cached after it): of 102 narrow tasks (the
+	// shared rows' INSERT), of 3 (too few to share: single rows) and of
+	// 102 wide tasks (a full INSERT and single rows), each with its edges.
 	for range 2 {
-		if _, err := s.CreateTasks(ctx, chain(102)); err != nil {
-			t.Fatal(err)
+		for _, b := range []models.TaskBatch{chain(102, false), chain(3, false), chain(102, true)} {
+			if _, err := s.CreateTasks(ctx, b); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	before := compiled()
 	for _, n := range []int{1, 2, 37, 99, 100, 102, 150, 233} {
-		if _, err := s.CreateTasks(ctx, chain(n)); err != nil {
-			t.Fatalf("batch of %d: %v", n, err)
+		for _, wide := range []bool{false, true} {
+			if _, err := s.CreateTasks(ctx, chain(n, wide)); err != nil {
+				t.Fatalf("batch of %d: %v", n, err)
+			}
 		}
 	}
 	if got := compiled() - before; got != 0 {
