@@ -55,6 +55,7 @@ Commands of ctl:
   task add|list|show|edit|deps|delete|skip|stop|restart|cancel|approve|reject
   task diff|result ID | task logs ID [--attempt N] [-f]
   agent add|list|show|pause|resume|remove
+  runner add NAME [--label L]... [--capacity N] | list | show|drain|resume|remove NAME
   question list | question answer ID ANSWER... [--by NAME]
   hook list [--project P] | show ID | create --file F [--project P] | edit ID --file F | enable|disable|delete ID
   hook fire ID [--event-file F] | runs ID [--status S] [--limit N] | run RUN_ID

@@ -104,6 +104,9 @@
 //	ctl agent list
 //	ctl agent show ID
 //	ctl agent pause|resume|remove ID
+//	ctl runner add NAME [--label L]... [--capacity N]
+//	ctl runner list
+//	ctl runner show|drain|resume|remove NAME
 //	ctl question list | ctl question answer ID ANSWER...
 //	ctl hook list [--project P]
 //	ctl hook show ID
@@ -156,6 +159,12 @@
 // exits non-zero while one still waits or when one failed (such a task
 // runs again with the conflict to resolve). "agent add" checks that the
 // agent's program is on the daemon's PATH or an executable path.
+// "runner add" registers a runner, an agentqueued runner on another
+// machine (docs/runners.md), and prints its token once, with how to start
+// the runner with it: the daemon keeps only the token's hash. "runner
+// drain" gives the runner no new run (those it holds go on) until "runner
+// resume"; "runner remove" deletes it with its agents, refused while one
+// of them runs something, and its token stops working.
 //
 // "status" prints the daemon at a glance (GET /api/v1/status, what
 // Discord's /status shows): projects with their tasks counted by status

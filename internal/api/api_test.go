@@ -463,7 +463,7 @@ func TestAgents(t *testing.T) {
 func TestEmptyListsAreArrays(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, api.Config{})
-	for _, path := range []string{"/api/v1/projects", "/api/v1/tasks", "/api/v1/agents"} {
+	for _, path := range []string{"/api/v1/projects", "/api/v1/tasks", "/api/v1/agents", "/api/v1/runners"} {
 		r := e.do("GET", path, "")
 		if r.status != 200 || !strings.Contains(string(r.body), "[]") {
 			t.Errorf("GET %s = %d %s, want an empty array", path, r.status, r.body)

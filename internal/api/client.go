@@ -22,6 +22,7 @@ var (
 	_ areas.Projects             = (*Client)(nil)
 	_ areas.Landing              = (*Client)(nil)
 	_ areas.Agents               = (*Client)(nil)
+	_ areas.Runners              = (*Client)(nil)
 	_ areas.Approvals            = (*Client)(nil)
 	_ areas.Rules                = (*Client)(nil)
 	_ areas.TaskCreator          = (*Client)(nil)
@@ -43,9 +44,9 @@ const maxErrorBody = 64 << 10
 // carrying the server's code and message.
 //
 // It serves over HTTP the areas of the service (package areas) whose every
-// operation the API exposes: Projects, Landing, Agents, Approvals, Rules,
-// TaskCreator, Workflows, WorkflowRuns, RunStarter, RunStarterWithInputs
-// and RunTaskLogs (asserted below). The other areas have operations the
+// operation the API exposes: Projects, Landing, Agents, Runners,
+// Approvals, Rules, TaskCreator, Workflows, WorkflowRuns, RunStarter,
+// RunStarterWithInputs and RunTaskLogs (asserted below). The other areas have operations the
 // API does not expose, and the client does not claim them: Tasks
 // (RunErrors, and ApplyEvent only for admin events), Questions
 // (TaskQuestions, GetQuestion), Status (TaskCounts, Verifications), Usage,

@@ -1,6 +1,7 @@
 // Package api is agentqueued's HTTP interface: a JSON API under /api/v1 for
-// projects, tasks, agents, hooks and workflows, a health check, and a Client for it; and the
-// agent RPC on a Unix socket, with an RPCClient for it.
+// projects, tasks, agents, runners, hooks and workflows, a health check,
+// and a Client for it; and the agent RPC on a Unix socket, with an
+// RPCClient for it.
 //
 // The Server translates requests into calls on a Service, a HookService, a
 // WorkflowService and a LogService — compositions of the interfaces of
@@ -154,6 +155,19 @@
 //	DELETE /api/v1/agents/{id}        remove an agent that runs nothing → 204
 //	POST  /api/v1/agents/{id}/pause   the agent takes no new task → the agent
 //	POST  /api/v1/agents/{id}/resume  undoes a pause, and also ends a rest after a rate limit → the agent
+//	POST  /api/v1/runners             add a runner, an agentqueued runner on another machine (body: name, labels,
+//	                                  capacity — labels and capacity optional; docs/runners.md) → 201 {"runner",
+//	                                  "token"}, ACTIVE: the token ("aqr_" and 43 characters) is in this answer
+//	                                  only (Cache-Control: no-store), the daemon keeps its SHA-256; a name
+//	                                  taken is a 409, a bad name, label or capacity (0 to 1000) a 400 naming it
+//	GET   /api/v1/runners             {"runners": [...]}, by name, each {"name", "labels", "capacity", "state"
+//	                                  (ACTIVE|DRAINING), "created_at", "last_seen_at", "version", "address",
+//	                                  "agents" (its agents' names)}; never a token or its hash
+//	GET   /api/v1/runners/{name}      one runner, answered as the list answers each; 404 not_found naming it
+//	DELETE /api/v1/runners/{name}     remove a runner and its agents → 204; its token stops working; 409 while
+//	                                  one of its agents runs something (drain it first)
+//	POST  /api/v1/runners/{name}/drain   the runner is given no new run; those it holds go on → the runner
+//	POST  /api/v1/runners/{name}/resume  undoes a drain → the runner
 //	GET   /api/v1/questions           {"questions": [...], "next"}: agents' questions waiting for an answer, oldest
 //	                                  first, paged; query: limit, after
 //	POST  /api/v1/questions/{id}/answer  {"answer", "answered_by"} → the question; the waiting agent gets the answer

@@ -14,8 +14,8 @@ import (
 // This file holds the table of routes and the middleware every request
 // goes through (logging, the guard, authentication). The handlers sit in
 // a file per area: projects.go, tasks.go, approvals.go, diff.go,
-// agents.go, questions.go, status.go, follow.go, rules.go, hooks.go and
-// workflows.go.
+// agents.go, runners.go, questions.go, status.go, follow.go, rules.go,
+// hooks.go and workflows.go.
 
 // APIPrefix is the path prefix of the authenticated API.
 const APIPrefix = "/api/v1"
@@ -96,6 +96,7 @@ func (s *Server) routes() http.Handler {
 		mux.HandleFunc("GET "+APIPrefix+"/changes", s.handleChanges)
 	}
 	s.ruleRoutes(mux)
+	s.runnerRoutes(mux)
 	if s.cfg.Hooks != nil {
 		s.hookRoutes(mux)
 	}

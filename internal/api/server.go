@@ -42,6 +42,7 @@ type Service interface {
 	areas.Questions
 	areas.Approvals
 	RuleService
+	RunnerService
 }
 
 // Config configures a Server.

@@ -38,6 +38,9 @@ type Agent struct {
 	// reported; CLIWarning says why it is not known to be good (derived).
 	CLIVersion string `json:"cli_version,omitempty"`
 	CLIWarning string `json:"cli_warning,omitempty"`
+	// RunnerID names the runner the agent is on (docs/runners.md); empty
+	// for the daemon's own agents.
+	RunnerID string `json:"runner_id,omitempty"`
 	AgentSettings
 }
 

@@ -9,7 +9,7 @@
 // The operations are declared once, by area, as small interfaces in
 // package areas (internal/service/areas, which imports nothing but
 // models, so that the API and the bot depend on the interfaces, not on
-// the store and engines behind them): Projects, Landing, Tasks, Agents, Questions, Approvals,
+// the store and engines behind them): Projects, Landing, Tasks, Agents, Runners, Questions, Approvals,
 // Status, Usage, Rules, Hooks, Workflows, WorkflowDocuments, WorkflowRuns,
 // RunStarter, RunStarterWithInputs, RunTaskLogs, Changes, Logs,
 // TokenHistory and TaskGraphs. No

@@ -171,6 +171,7 @@ var (
 	_ areas.Landing              = (*Service)(nil)
 	_ areas.Tasks                = (*Service)(nil)
 	_ areas.Agents               = (*Service)(nil)
+	_ areas.Runners              = (*Service)(nil)
 	_ areas.Questions            = (*Service)(nil)
 	_ areas.Approvals            = (*Service)(nil)
 	_ areas.Status               = (*Service)(nil)

@@ -38,12 +38,13 @@ func (s *Store) RegisterAgent(ctx context.Context, a models.Agent) (models.Agent
 
 const agentColumns = `id, name, agent_type, state, current_task_id, checkout_path, repo_id, pid, last_heartbeat,
 	total_tokens_used, session_tokens_used, created_at, command, args, env, max_runtime, idle_timeout, projects, paused, profile,
-	pass_env, rest_until, rest_reason, cli_version, heartbeat_timeout`
+	pass_env, rest_until, rest_reason, cli_version, heartbeat_timeout, runner_id`
 
 func scanAgent(row scanner) (models.Agent, error) {
 	var (
 		a                    models.Agent
 		task, checkout, repo sql.NullString
+		runner               sql.NullString
 		pid, heartbeat, rest sql.NullInt64
 		created              int64
 		args, env, projects  string
@@ -53,11 +54,12 @@ func scanAgent(row scanner) (models.Agent, error) {
 	)
 	if err := row.Scan(&a.ID, &a.Name, &a.AgentType, &a.State, &task, &checkout, &repo, &pid, &heartbeat,
 		&a.TotalTokensUsed, &a.SessionTokensUsed, &created, &a.Command, &args, &env, &maxRuntime, &idle, &projects, &a.Paused, &profile,
-		&passEnv, &rest, &a.RestReason, &a.CLIVersion, &heartbeatTimeout); err != nil {
+		&passEnv, &rest, &a.RestReason, &a.CLIVersion, &heartbeatTimeout, &runner); err != nil {
 		return models.Agent{}, err
 	}
 	a.CLIWarning = models.CLIVersionWarning(a.AgentType, a.CLIVersion)
 	a.CurrentTaskID, a.CheckoutPath, a.RepoID = fromNullString(task), fromNullString(checkout), fromNullString(repo)
+	a.RunnerID = runner.String
 	if pid.Valid {
 		p := int(pid.Int64)
 		a.PID = &p

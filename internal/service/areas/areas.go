@@ -73,6 +73,26 @@ type Agents interface {
 	RemoveAgent(ctx context.Context, id string) error
 }
 
+// Runners registers, lists, drains and removes runners: agentqueued runner
+// processes on other machines that hold agents (docs/runners.md). A
+// runner's token is answered once, by AddRunner, and never again.
+type Runners interface {
+	// AddRunner registers an ACTIVE runner and returns it with its token
+	// ("aqr_" and 43 characters); only the token's hash is kept.
+	AddRunner(ctx context.Context, name string, labels []string, capacity int) (models.Runner, string, error)
+	// ListRunners lists the runners with their agents, by name.
+	ListRunners(ctx context.Context) ([]models.Runner, error)
+	// GetRunner returns one runner; an unknown name is not_found.
+	GetRunner(ctx context.Context, name string) (models.Runner, error)
+	// DrainRunner makes a runner DRAINING (no new run; those it holds go
+	// on); ResumeRunner makes it ACTIVE again.
+	DrainRunner(ctx context.Context, name string) (models.Runner, error)
+	ResumeRunner(ctx context.Context, name string) (models.Runner, error)
+	// RemoveRunner deletes a runner and its agents, refused while one of
+	// them runs something.
+	RemoveRunner(ctx context.Context, name string) error
+}
+
 // Questions lists the agents' questions and answers them.
 type Questions interface {
 	// OpenQuestions lists every question waiting for an answer;

@@ -1,0 +1,70 @@
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// This file holds the service's runner operations (docs/runners.md, "The
+// registry"): adding a runner issues its token, which is answered once and
+// never stored (the store keeps its hash); the rest are the store's.
+
+// runnerTokenBytes is the randomness of a runner's token: 256 bits.
+const runnerTokenBytes = 32
+
+// newRunnerToken returns a new runner token: models.RunnerTokenPrefix and
+// 32 random bytes in base64url without padding (43 characters).
+func newRunnerToken() (string, error) {
+	var b [runnerTokenBytes]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("runner token: %w", err)
+	}
+	return models.RunnerTokenPrefix + base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// AddRunner registers a runner, ACTIVE, and returns it with its token:
+// the only time the token is seen, since the store keeps only its hash
+// (models.RunnerTokenHash).
+func (s *Service) AddRunner(ctx context.Context, name string, labels []string, capacity int) (models.Runner, string, error) {
+	token, err := newRunnerToken()
+	if err != nil {
+		return models.Runner{}, "", err
+	}
+	r, err := s.store.CreateRunner(ctx, models.Runner{Name: name, Labels: labels, Capacity: capacity},
+		models.RunnerTokenHash(token))
+	if err != nil {
+		return models.Runner{}, "", err
+	}
+	return r, token, nil
+}
+
+// ListRunners lists the runners with their agents, by name (the store's).
+func (s *Service) ListRunners(ctx context.Context) ([]models.Runner, error) {
+	return s.store.ListRunners(ctx)
+}
+
+// GetRunner returns one runner with its agents (the store's).
+func (s *Service) GetRunner(ctx context.Context, name string) (models.Runner, error) {
+	return s.store.GetRunner(ctx, name)
+}
+
+// DrainRunner makes a runner DRAINING: it is given no new run, and those
+// it holds go on (the store's).
+func (s *Service) DrainRunner(ctx context.Context, name string) (models.Runner, error) {
+	return s.store.SetRunnerState(ctx, name, models.RunnerDraining)
+}
+
+// ResumeRunner makes a draining runner ACTIVE again (the store's).
+func (s *Service) ResumeRunner(ctx context.Context, name string) (models.Runner, error) {
+	return s.store.SetRunnerState(ctx, name, models.RunnerActive)
+}
+
+// RemoveRunner deletes a runner and its agents, refused while one of them
+// runs something (the store's); its token stops working at once.
+func (s *Service) RemoveRunner(ctx context.Context, name string) error {
+	return s.store.RemoveRunner(ctx, name)
+}
