@@ -30,6 +30,7 @@ const usage = `Usage:
   agentqueued land PROJECT [--addr URL] [--token TOKEN] [--config FILE] [--json]
   agentqueued agent COMMAND ...
   agentqueued mcp
+  agentqueued runner --server URL --token-file FILE [--name NAME] [--config FILE]
   agentqueued demo [--keep] [--stall DURATION] [--timeout DURATION]
   agentqueued version
   agentqueued help
@@ -42,6 +43,7 @@ Commands:
   ctl      the daemon's command-line client (below)
   agent    report from inside an agent run (below)
   mcp      serve the agent commands as MCP tools on standard input and output
+  runner   hold agents on this machine for a daemon elsewhere (docs/runners.md)
   demo     run a small DAG of tasks in a temporary repository
   version  print the version, the commit it was built from and the Go version
   help     print this text
@@ -217,7 +219,7 @@ func helpCommand(args []string) string {
 		return "agentqueued ctl -h"
 	case "agent":
 		return "agentqueued agent -h"
-	case "run", "init", "doctor", "demo", "mcp":
+	case "run", "init", "doctor", "demo", "mcp", "runner":
 		return "agentqueued " + args[0] + " -h"
 	}
 	return "agentqueued -h"
@@ -264,6 +266,8 @@ func (m *Main) dispatch(ctx context.Context) error {
 		return m.runAgent(ctx, args)
 	case "mcp":
 		return m.runMCP(ctx, args)
+	case "runner":
+		return m.runRunner(ctx, args)
 	case "demo":
 		return m.runDemo(ctx, args)
 	case "init":
@@ -279,7 +283,7 @@ func (m *Main) dispatch(ctx context.Context) error {
 		fmt.Fprint(m.Stdout, usage)
 		return nil
 	}
-	return usagef("unknown command %q (want run, init, doctor, land, ctl, agent, mcp, demo, version or help)", cmd)
+	return usagef("unknown command %q (want run, init, doctor, land, ctl, agent, mcp, runner, demo, version or help)", cmd)
 }
 
 // isHelpFlag reports whether arg asks for help.

@@ -23,6 +23,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/config"
 	"github.com/agentqueued/agentqueued/internal/desk"
 	"github.com/agentqueued/agentqueued/internal/discord"
+	"github.com/agentqueued/agentqueued/internal/fleet"
 	"github.com/agentqueued/agentqueued/internal/hooks"
 	"github.com/agentqueued/agentqueued/internal/metrics"
 	"github.com/agentqueued/agentqueued/internal/models"
@@ -204,13 +205,15 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	sc.Hooks, sc.Workflows = eng, wf
+	// The runners' connections: removing a runner ends them at once.
+	hub := fleet.New(fleet.Config{})
+	sc.Hooks, sc.Workflows, sc.Runners = eng, wf, hub
 	svc := service.New(sc)
 	b, err := w.buildDiscord(svc, st)
 	if err != nil {
 		return err
 	}
-	srv, err := w.buildAPI(ctx, svc, st, o, pulls, watch)
+	srv, err := w.buildAPI(ctx, svc, st, o, pulls, watch, hub)
 	if err != nil {
 		rpcLn.Close()
 		return err
@@ -514,7 +517,7 @@ func (w *wiring) buildDiscord(svc *service.Service, st *store.Store) (*discord.B
 // buildAPI returns the API server with the web UI, the GitHub webhook and
 // the metrics it serves.
 func (w *wiring) buildAPI(ctx context.Context, svc *service.Service, st *store.Store, o *orchestrator.Orchestrator,
-	pulls orchestrator.PullRequests, watch *dbWatch) (*api.Server, error) {
+	pulls orchestrator.PullRequests, watch *dbWatch, hub *fleet.Hub) (*api.Server, error) {
 	cfg, log := w.cfg, w.log
 	var webhook http.Handler
 	if pulls != nil && cfg.GitHub.WebhookSecret != "" {
@@ -539,9 +542,13 @@ func (w *wiring) buildAPI(ctx context.Context, svc *service.Service, st *store.S
 	if err != nil {
 		return nil, err
 	}
+	runners, err := api.NewRunnerServer(api.RunnerConfig{Throttle: limiter, Logger: log.With("component", "runners")}, svc, hub)
+	if err != nil {
+		return nil, err
+	}
 	return api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, Throttle: limiter, AllowedHosts: cfg.API.AllowedHosts,
 		Logger: log.With("component", "api"), Health: health.Check, DatabaseID: databaseID(w.dbPath), Metrics: apiMetrics,
-		GitHubWebhook: webhook, Hooks: svc, Workflows: svc, Logs: svc, UI: ui.Handler()}, svc)
+		GitHubWebhook: webhook, Hooks: svc, Workflows: svc, Logs: svc, UI: ui.Handler(), Runners: runners.Handler()}, svc)
 }
 
 // listenMetrics returns the metrics' own listener, or nil when

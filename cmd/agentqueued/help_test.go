@@ -73,7 +73,7 @@ func TestUsageErrorIsOneLineAndAPointer(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"frobnicate"}, "error: unknown command \"frobnicate\" (want run, init, doctor, land, ctl, agent, mcp, demo, version or help)\n" +
+		{[]string{"frobnicate"}, "error: unknown command \"frobnicate\" (want run, init, doctor, land, ctl, agent, mcp, runner, demo, version or help)\n" +
 			"Run \"agentqueued -h\" for usage.\n"},
 		{[]string{"ctl", "task", "add", "--bogus"}, "error: agentqueued ctl task add: flag provided but not defined: -bogus\n" +
 			"Run \"agentqueued ctl task add -h\" for usage.\n"},

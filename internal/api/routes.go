@@ -109,6 +109,9 @@ func (s *Server) routes() http.Handler {
 	if s.cfg.Metrics != nil {
 		mux.Handle("GET "+MetricsPath, s.cfg.Metrics)
 	}
+	if s.cfg.Runners != nil {
+		mux.Handle(RunnerPrefix+"/", s.cfg.Runners)
+	}
 	if s.cfg.UI != nil {
 		mux.Handle(UIPrefix+"/", s.cfg.UI)
 		mux.Handle("GET "+UIPrefix, http.RedirectHandler(UIPrefix+"/", http.StatusSeeOther))

@@ -68,6 +68,10 @@ type Config struct {
 	// Metrics, when set, serves GET /metrics (MetricsPath) behind the same
 	// Host check and Token as /api/v1.
 	Metrics http.Handler
+	// Runners, when set, serves the runners under RunnerPrefix
+	// (RunnerServer's Handler), each request authenticated by its
+	// runner's token, not by Token.
+	Runners http.Handler
 	// UI, when set, serves the web dashboard under /ui/ (web.Server's
 	// Handler), behind the same Host and cross-origin checks as the API;
 	// the dashboard does its own login (a cookie, not the bearer token).

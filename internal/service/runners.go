@@ -66,5 +66,23 @@ func (s *Service) ResumeRunner(ctx context.Context, name string) (models.Runner,
 // RemoveRunner deletes a runner and its agents, refused while one of them
 // runs something (the store's); its token stops working at once.
 func (s *Service) RemoveRunner(ctx context.Context, name string) error {
-	return s.store.RemoveRunner(ctx, name)
+	if err := s.store.RemoveRunner(ctx, name); err != nil {
+		return err
+	}
+	if s.runners != nil {
+		s.runners.Remove(name)
+	}
+	return nil
+}
+
+// RunnerByToken returns the runner a token names: not_found when none
+// does (a wrong token, or its runner was removed).
+func (s *Service) RunnerByToken(ctx context.Context, token string) (models.Runner, error) {
+	return s.store.RunnerByTokenHash(ctx, models.RunnerTokenHash(token))
+}
+
+// RunnerHello records a runner's hello from address: when it was seen,
+// its version, and its agents (RUNNER/NAME), whose ids it returns.
+func (s *Service) RunnerHello(ctx context.Context, runner string, hello models.RunnerHello, address string) ([]string, error) {
+	return s.store.HelloRunner(ctx, runner, hello, s.clock.Now(), address)
 }

@@ -106,6 +106,15 @@ type Config struct {
 	// DeskWebhooks are the names of the daemon's desk webhooks: a project's
 	// escalate_webhook may name only one of these.
 	DeskWebhooks []string
+	// Runners, when set, is told about removed runners, so that their
+	// held connections end at once (the fleet's hub).
+	Runners RunnerConnections
+}
+
+// RunnerConnections are the runners' live connections.
+type RunnerConnections interface {
+	// Remove ends a removed runner's held requests.
+	Remove(name string)
 }
 
 // Service is the daemon's command layer for people: the operations the
@@ -131,6 +140,7 @@ type Service struct {
 	// and its cap, with its defaults.
 	retryBackoff, maxBackoff time.Duration
 	deskWebhooks             []string
+	runners                  RunnerConnections
 }
 
 // New returns a service over cfg's components. It starts nothing.
@@ -151,7 +161,7 @@ func New(cfg Config) *Service {
 	}
 	return &Service{store: cfg.Store, orch: cfg.Orchestrator, hooks: cfg.Hooks, workflows: cfg.Workflows,
 		repos: cfg.Repos, remoteTimeout: cfg.RemoteTimeout, traces: cfg.Traces, log: log, feed: cfg.Feed, profiles: cfg.Profiles,
-		window: cfg.Window, globalBudget: global, clock: clock.Or(cfg.Clock),
+		window: cfg.Window, globalBudget: global, clock: clock.Or(cfg.Clock), runners: cfg.Runners,
 		retryBackoff: orDefault(cfg.RetryBackoff, orchestrator.DefaultRetryBackoff),
 		maxBackoff:   orDefault(cfg.MaxBackoff, orchestrator.DefaultMaxBackoff), deskWebhooks: cfg.DeskWebhooks}
 }

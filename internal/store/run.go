@@ -462,7 +462,9 @@ func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.
 	if st.Agents, err = queryAll(ctx, tx, scanAgent, "SELECT "+agentColumns+" FROM agents ORDER BY id"); err != nil {
 		return fail("agents", err)
 	}
-	if st.IdleAgents, err = queryAll(ctx, tx, scanAgent, "SELECT "+agentColumns+" FROM agents WHERE state = 'IDLE' AND paused = 0 ORDER BY id"); err != nil {
+	// A runner's agents are not given work yet: their runs are not
+	// dispatched to runners (docs/runners.md).
+	if st.IdleAgents, err = queryAll(ctx, tx, scanAgent, "SELECT "+agentColumns+" FROM agents WHERE state = 'IDLE' AND paused = 0 AND runner_id IS NULL ORDER BY id"); err != nil {
 		return fail("idle agents", err)
 	}
 	if st.TokensInWindow, err = tokensInWindow(ctx, tx, now, window); err != nil {

@@ -1,0 +1,104 @@
+package fleet_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
+	"github.com/agentqueued/agentqueued/internal/fleet"
+)
+
+// wait runs a Wait in its own goroutine and returns where its result
+// arrives.
+func wait(ctx context.Context, h *fleet.Hub, name string) <-chan fleet.WaitResult {
+	ch := make(chan fleet.WaitResult, 1)
+	go func() { ch <- h.Wait(ctx, name) }()
+	return ch
+}
+
+func TestWaitEnds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	start := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		end  func(h *fleet.Hub, clk *clocktest.Fake, cancel context.CancelFunc)
+		want fleet.WaitResult
+	}{
+		{"woken", func(h *fleet.Hub, _ *clocktest.Fake, _ context.CancelFunc) { h.Wake("r1") }, fleet.Woken},
+		{"held", func(_ *fleet.Hub, clk *clocktest.Fake, _ context.CancelFunc) { clk.Advance(fleet.DefaultPollHold) }, fleet.Held},
+		{"removed", func(h *fleet.Hub, _ *clocktest.Fake, _ context.CancelFunc) { h.Remove("r1") }, fleet.Removed},
+		{"ended", func(_ *fleet.Hub, _ *clocktest.Fake, cancel context.CancelFunc) { cancel() }, fleet.Ended},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clk := clocktest.New(start)
+			h := fleet.New(fleet.Config{Clock: clk})
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			got := wait(wctx, h, "r1")
+			// The poll is outstanding once its hold's timer is armed.
+			if err := clk.WaitTimer(ctx, fleet.DefaultPollHold); err != nil {
+				t.Fatal(err)
+			}
+			if st := h.Statuses(); len(st) != 1 || !st[0].Polling || !st[0].Connected {
+				t.Fatalf("statuses while polling: %+v", st)
+			}
+			tc.end(h, clk, cancel)
+			if r := <-got; r != tc.want {
+				t.Fatalf("wait ended %v, want %v", r, tc.want)
+			}
+		})
+	}
+}
+
+// A wake-up while no poll is outstanding is kept for the next poll, and
+// any number of them count as one.
+func TestWakeBeforePollIsKept(t *testing.T) {
+	t.Parallel()
+	clk := clocktest.New(time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC))
+	h := fleet.New(fleet.Config{Clock: clk})
+	h.Wake("r1")
+	h.Wake("r1")
+	if r := h.Wait(context.Background(), "r1"); r != fleet.Woken {
+		t.Fatalf("first poll after wake-ups: %v", r)
+	}
+	got := wait(context.Background(), h, "r1")
+	if err := clk.WaitTimer(context.Background(), fleet.DefaultPollHold); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(fleet.DefaultPollHold)
+	if r := <-got; r != fleet.Held {
+		t.Fatalf("second poll: %v, want held (the wake-ups were one)", r)
+	}
+}
+
+// A runner counts as connected while it polls and for SeenTimeout after its
+// last request; its connection's start is kept across its polls.
+func TestConnectedFollowsRequests(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	clk := clocktest.New(start)
+	h := fleet.New(fleet.Config{Clock: clk})
+	h.Seen("r1", "v1", "127.0.0.2:5000")
+	clk.Advance(10 * time.Second)
+	h.Seen("r1", "", "")
+	st := h.Statuses()
+	if len(st) != 1 || !st[0].Connected || !st[0].Since.Equal(start) || st[0].Version != "v1" || st[0].Address != "127.0.0.2:5000" {
+		t.Fatalf("after two requests: %+v", st)
+	}
+	clk.Advance(fleet.DefaultSeenTimeout + time.Second)
+	if st := h.Statuses(); st[0].Connected || !st[0].Since.IsZero() || !st[0].LastSeen.Equal(start.Add(10*time.Second)) {
+		t.Fatalf("after the seen timeout: %+v", st)
+	}
+	h.Seen("r1", "", "")
+	if st := h.Statuses(); !st[0].Connected || !st[0].Since.Equal(clk.Now()) {
+		t.Fatalf("back: %+v", st)
+	}
+	// A removed runner is forgotten, and its next poll ends at once.
+	h.Remove("r1")
+	if st := h.Statuses(); len(st) != 0 {
+		t.Fatalf("after removal: %+v", st)
+	}
+}
