@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -82,6 +83,9 @@ func New(cfg Config) (*Runner, error) {
 	switch {
 	case cfg.Server == nil || cfg.Server.Host == "" || (cfg.Server.Scheme != "http" && cfg.Server.Scheme != "https"):
 		return nil, errors.New("runner: server: an http or https URL with a host is required")
+	case cfg.Server.Scheme == "http" && !loopback(cfg.Server.Hostname()):
+		return nil, fmt.Errorf("runner: server %s: plain http is allowed only to this machine (its token would cross the "+
+			"network in the clear): use https", cfg.Server.Redacted())
 	case !strings.HasPrefix(cfg.Token, models.RunnerTokenPrefix):
 		return nil, fmt.Errorf("runner: token: not a runner token (they start with %s)", models.RunnerTokenPrefix)
 	}
@@ -241,4 +245,14 @@ func (r *Runner) call(ctx context.Context, method, path string, in, out any, tim
 		return fmt.Errorf("the daemon's answer to %s %s: %w", method, path, err)
 	}
 	return nil
+}
+
+// loopback reports whether host names this machine: localhost or a
+// loopback address.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
