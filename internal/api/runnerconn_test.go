@@ -39,7 +39,7 @@ func newRunnerEnv(t *testing.T) *runnerEnv {
 	holds := make(chan string, 100)
 	hub := fleet.New(fleet.Config{Clock: clk, OnHold: func(name string) { holds <- name }})
 	logger, logs := newLogger()
-	k := newKit(t, logger, servicetest.WithService(func(c *service.Config) { c.Runners = hub }))
+	k := newKit(t, logger, servicetest.WithService(func(c *service.Config) { c.Runners, c.Clock = hub, clk }))
 	rs, err := api.NewRunnerServer(api.RunnerConfig{Logger: logger}, k.Service, hub)
 	if err != nil {
 		t.Fatal(err)
@@ -118,8 +118,25 @@ func TestRunnerConnects(t *testing.T) {
 	if p := <-polls; p.Draining {
 		t.Fatalf("poll %+v", p)
 	}
-	// Woken: answered at once, saying it is drained.
+	// A runner that polls on is written down as seen once a minute: not
+	// at its polls of 25 and 50 s, at its poll of 75 s.
+	hello := e.clk.Now().Add(-fleet.DefaultPollHold)
 	e.waitPolling(t, "build-1")
+	e.clk.Advance(fleet.DefaultPollHold)
+	<-polls
+	e.waitPolling(t, "build-1")
+	e.do("GET", "/api/v1/runners/build-1", "").decode(t, http.StatusOK, &shown)
+	if shown.LastSeenAt == nil || !shown.LastSeenAt.Equal(hello) {
+		t.Fatalf("seen at %v after 50 s of polls, want %v (the hello's)", shown.LastSeenAt, hello)
+	}
+	e.clk.Advance(fleet.DefaultPollHold)
+	<-polls
+	e.waitPolling(t, "build-1")
+	e.do("GET", "/api/v1/runners/build-1", "").decode(t, http.StatusOK, &shown)
+	if shown.LastSeenAt == nil || !shown.LastSeenAt.Equal(e.clk.Now()) {
+		t.Fatalf("seen at %v after 75 s of polls, want %v", shown.LastSeenAt, e.clk.Now())
+	}
+	// Woken: answered at once, saying it is drained.
 	e.do("POST", "/api/v1/runners/build-1/drain", "").decode(t, http.StatusOK, &shown)
 	e.hub.Wake("build-1")
 	if p := <-polls; !p.Draining {

@@ -25,6 +25,9 @@ const (
 type RunnerConnService interface {
 	// RunnerByToken returns the runner a token names; not_found when none.
 	RunnerByToken(ctx context.Context, token string) (models.Runner, error)
+	// TouchRunner records that a runner was seen now, with version from
+	// address.
+	TouchRunner(ctx context.Context, name, version, address string) error
 	// GetRunner reads a runner as it is now.
 	GetRunner(ctx context.Context, name string) (models.Runner, error)
 	// RunnerHello records a runner's hello from address: its agents and
@@ -36,6 +39,7 @@ type RunnerConnService interface {
 type RunnerHub interface {
 	Seen(name, version, address string)
 	Wait(ctx context.Context, name string) fleet.WaitResult
+	Record(name string, every time.Duration) (due bool, version, address string)
 	PollHold() time.Duration
 }
 
@@ -149,12 +153,23 @@ func (s *RunnerServer) handleHello(w http.ResponseWriter, r *http.Request, rn mo
 		return
 	}
 	s.hub.Seen(rn.Name, hello.Version, r.RemoteAddr)
+	s.hub.Record(rn.Name, 0) // written by the hello
 	s.resp.writeJSON(w, r, http.StatusOK, models.RunnerWelcome{Runner: rn.Name, Agents: agents,
 		PollHold: models.Duration(s.hub.PollHold())})
 }
 
+// recordEvery is how often a polling runner's presence is written to the
+// database (its last_seen_at): a hello writes it at once.
+const recordEvery = time.Minute
+
 func (s *RunnerServer) handlePoll(w http.ResponseWriter, r *http.Request, rn models.Runner) {
 	s.hub.Seen(rn.Name, "", r.RemoteAddr)
+	if due, version, address := s.hub.Record(rn.Name, recordEvery); due {
+		if err := s.svc.TouchRunner(r.Context(), rn.Name, version, address); err != nil {
+			s.resp.writeError(w, r, err)
+			return
+		}
+	}
 	switch s.hub.Wait(r.Context(), rn.Name) {
 	case fleet.Removed:
 		s.resp.writeError(w, r, models.Errorf(models.CodeUnauthorized, "this runner was removed"))

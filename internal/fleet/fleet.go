@@ -60,6 +60,9 @@ type conn struct {
 	since    time.Time // when it connected, after being away
 	version  string
 	address  string
+	// recorded is when the runner's presence was last written down
+	// (Record).
+	recorded time.Time
 }
 
 // New returns a Hub.
@@ -119,6 +122,23 @@ func (h *Hub) Wake(name string) {
 	case c.wake <- struct{}{}:
 	default:
 	}
+}
+
+// Record reports whether runner name's presence is due to be written down
+// (it was not in the last every), and if so counts it as written now: a
+// runner that polls for days still shows when it was last seen, without a
+// write for each poll. It returns the version and address the runner last
+// came with.
+func (h *Hub) Record(name string, every time.Duration) (due bool, version, address string) {
+	now := h.clock.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.connLocked(name)
+	if !c.recorded.IsZero() && now.Sub(c.recorded) < every {
+		return false, "", ""
+	}
+	c.recorded = now
+	return true, c.version, c.address
 }
 
 // WaitResult says why a Wait ended.

@@ -86,3 +86,9 @@ func (s *Service) RunnerByToken(ctx context.Context, token string) (models.Runne
 func (s *Service) RunnerHello(ctx context.Context, runner string, hello models.RunnerHello, address string) ([]string, error) {
 	return s.store.HelloRunner(ctx, runner, hello, s.clock.Now(), address)
 }
+
+// TouchRunner records that a runner was seen now, with version, from
+// address (the store's; no wait for a sync of the log).
+func (s *Service) TouchRunner(ctx context.Context, name, version, address string) error {
+	return s.store.TouchRunner(ctx, name, s.clock.Now(), version, address)
+}
