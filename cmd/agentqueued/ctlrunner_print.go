@@ -27,10 +27,10 @@ func printRunnerAdded(w io.Writer, r models.Runner, token string) {
 
 func printRunners(w io.Writer, rs []models.Runner) {
 	tw := table(w)
-	row(tw, "NAME", "STATE", "LABELS", "CAPACITY", "AGENTS", "LAST_SEEN")
+	row(tw, "NAME", "STATE", "LABELS", "CAPACITY", "AGENTS", "LAST_SEEN", "CONNECTED")
 	for _, r := range rs {
 		row(tw, r.Name, string(r.State), strings.Join(r.Labels, ","), capacityCell(r.Capacity),
-			strconv.Itoa(len(r.Agents)), whenPtr(r.LastSeenAt))
+			strconv.Itoa(len(r.Agents)), whenPtr(r.LastSeenAt), yesNo(r.Connected))
 	}
 	tw.Flush()
 }
@@ -56,9 +56,18 @@ func printRunner(w io.Writer, r models.Runner) {
 	}
 	row(tw, "Capacity:", capacity)
 	row(tw, "Agents:", strings.Join(r.Agents, ", "))
+	row(tw, "Connected:", yesNo(r.Connected))
 	row(tw, "Last seen:", whenPtr(r.LastSeenAt))
 	row(tw, "Version:", r.Version)
 	row(tw, "Address:", r.Address)
 	row(tw, "Created:", when(r.CreatedAt))
 	tw.Flush()
+}
+
+// yesNo is a flag as ctl prints it.
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

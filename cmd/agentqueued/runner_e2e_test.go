@@ -71,8 +71,12 @@ agents:
 	if err := json.Unmarshal([]byte(mustCtl(t, addr, "--json", "runner", "show", "box")), &shown); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(shown.Agents, []string{"box/sh-1", "box/sh-2"}) || shown.LastSeenAt == nil || shown.Version == "" {
+	if !slices.Equal(shown.Agents, []string{"box/sh-1", "box/sh-2"}) || shown.LastSeenAt == nil || shown.Version == "" ||
+		!shown.Connected {
 		t.Fatalf("the connected runner as ctl shows it: %+v", shown)
+	}
+	if list := mustCtl(t, addr, "runner", "list"); !strings.Contains(list, "CONNECTED") || !strings.Contains(list, " yes") {
+		t.Fatalf("ctl runner list does not show the runner connected:\n%s", list)
 	}
 	agents := mustCtl(t, addr, "agent", "list")
 	if !strings.Contains(agents, "box/sh-1") || !strings.Contains(agents, "box/sh-2") {

@@ -107,7 +107,7 @@ func TestRunnerConnects(t *testing.T) {
 	}
 	var shown models.Runner
 	e.do("GET", "/api/v1/runners/build-1", "").decode(t, http.StatusOK, &shown)
-	if shown.Version != "test" || shown.LastSeenAt == nil || !slices.Equal(shown.Agents, w.Agents) ||
+	if shown.Version != "test" || shown.LastSeenAt == nil || !slices.Equal(shown.Agents, w.Agents) || !shown.Connected ||
 		!strings.HasPrefix(shown.Address, "127.0.0.1:") {
 		t.Fatalf("the runner as the API shows it: %+v", shown)
 	}

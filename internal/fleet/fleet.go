@@ -112,6 +112,16 @@ func (h *Hub) connectedLocked(c *conn, now time.Time) bool {
 	return c.polls > 0 || !c.lastSeen.IsZero() && now.Sub(c.lastSeen) <= h.cfg.SeenTimeout
 }
 
+// Connected reports whether runner name is connected now: a poll of it
+// is held, or it made a request within SeenTimeout.
+func (h *Hub) Connected(name string) bool {
+	now := h.clock.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.conns[name]
+	return c != nil && h.connectedLocked(c, now)
+}
+
 // Wake tells runner name that it has something to read: its outstanding
 // poll is answered now, or its next one at once.
 func (h *Hub) Wake(name string) {

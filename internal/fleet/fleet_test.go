@@ -88,7 +88,13 @@ func TestConnectedFollowsRequests(t *testing.T) {
 	if len(st) != 1 || !st[0].Connected || !st[0].Since.Equal(start) || st[0].Version != "v1" || st[0].Address != "127.0.0.2:5000" {
 		t.Fatalf("after two requests: %+v", st)
 	}
+	if !h.Connected("r1") || h.Connected("r2") {
+		t.Fatalf("connected: r1 %v, r2 (never seen) %v", h.Connected("r1"), h.Connected("r2"))
+	}
 	clk.Advance(fleet.DefaultSeenTimeout + time.Second)
+	if h.Connected("r1") {
+		t.Fatal("r1 still connected after the seen timeout")
+	}
 	if st := h.Statuses(); st[0].Connected || !st[0].Since.IsZero() || !st[0].LastSeen.Equal(start.Add(10*time.Second)) {
 		t.Fatalf("after the seen timeout: %+v", st)
 	}

@@ -61,6 +61,9 @@ type Runner struct {
 	// Agents are the names of the runner's agents, in order; never null
 	// in answers.
 	Agents []string `json:"agents"`
+	// Connected reports that the runner has a request outstanding or made
+	// one lately (derived from the daemon's connections, never stored).
+	Connected bool `json:"connected"`
 }
 
 // ApplyDefaults fills unset fields: an ACTIVE runner, empty lists.

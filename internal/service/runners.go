@@ -44,12 +44,25 @@ func (s *Service) AddRunner(ctx context.Context, name string, labels []string, c
 
 // ListRunners lists the runners with their agents, by name (the store's).
 func (s *Service) ListRunners(ctx context.Context) ([]models.Runner, error) {
-	return s.store.ListRunners(ctx)
+	rs, err := s.store.ListRunners(ctx)
+	for i := range rs {
+		s.connected(&rs[i])
+	}
+	return rs, err
+}
+
+// connected fills in whether r is connected now.
+func (s *Service) connected(r *models.Runner) {
+	if s.runners != nil {
+		r.Connected = s.runners.Connected(r.Name)
+	}
 }
 
 // GetRunner returns one runner with its agents (the store's).
 func (s *Service) GetRunner(ctx context.Context, name string) (models.Runner, error) {
-	return s.store.GetRunner(ctx, name)
+	r, err := s.store.GetRunner(ctx, name)
+	s.connected(&r)
+	return r, err
 }
 
 // DrainRunner makes a runner DRAINING: it is given no new run, and those

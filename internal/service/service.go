@@ -115,6 +115,8 @@ type Config struct {
 type RunnerConnections interface {
 	// Remove ends a removed runner's held requests.
 	Remove(name string)
+	// Connected reports whether a runner is connected now.
+	Connected(name string) bool
 }
 
 // Service is the daemon's command layer for people: the operations the
