@@ -618,3 +618,17 @@ func (c *Client) RunTaskLogs(ctx context.Context, runID, name string, attempt in
 	return out, c.do(ctx, http.MethodGet, APIPrefix+"/runs/"+url.PathEscape(runID)+"/tasks/"+url.PathEscape(name)+"/logs",
 		q, nil, &out)
 }
+
+// RunnerHello says a runner's hello (the client's token is the runner's):
+// POST RunnerPrefix/hello.
+func (c *Client) RunnerHello(ctx context.Context, h models.RunnerHello) (models.RunnerWelcome, error) {
+	var out models.RunnerWelcome
+	return out, c.do(ctx, http.MethodPost, RunnerPrefix+"/hello", nil, h, &out)
+}
+
+// RunnerPoll makes a runner's poll and waits for its answer, held by the
+// daemon up to its poll hold: GET RunnerPrefix/poll.
+func (c *Client) RunnerPoll(ctx context.Context) (models.RunnerPoll, error) {
+	var out models.RunnerPoll
+	return out, c.do(ctx, http.MethodGet, RunnerPrefix+"/poll", nil, nil, &out)
+}

@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -148,8 +147,7 @@ func TestRunnerConnects(t *testing.T) {
 	e.waitPolling(t, "build-1")
 	e.do("DELETE", "/api/v1/runners/build-1", "")
 	err := <-done
-	var re *runner.Error
-	if !errors.As(err, &re) || re.Status != http.StatusUnauthorized || !strings.Contains(re.Message, "removed") {
+	if models.ErrorCodeOf(err) != models.CodeUnauthorized || !strings.Contains(err.Error(), "this runner was removed") {
 		t.Fatalf("the removed runner ended with %v", err)
 	}
 }

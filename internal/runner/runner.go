@@ -1,12 +1,9 @@
 package runner
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -15,16 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/clock"
 	"github.com/agentqueued/agentqueued/internal/models"
-)
-
-// Paths of the daemon's runner endpoints (docs/runners.md).
-const (
-	// Prefix is where the daemon serves runners.
-	Prefix    = "/runner/v1"
-	HelloPath = Prefix + "/hello"
-	PollPath  = Prefix + "/poll"
 )
 
 // Defaults of a Runner.
@@ -36,8 +26,8 @@ const (
 	// answerMargin is how much longer than the daemon's hold the runner
 	// waits for a poll's answer before it takes the connection for lost.
 	answerMargin = 30 * time.Second
-	// maxAnswerBytes caps an answer of the daemon.
-	maxAnswerBytes = 8 << 20
+	// helloTimeout bounds a hello's answer.
+	helloTimeout = time.Minute
 )
 
 // Config configures a Runner.
@@ -72,7 +62,7 @@ type Config struct {
 // lost the daemon.
 type Runner struct {
 	cfg   Config
-	http  *http.Client
+	api   *api.Client
 	clock clock.Clock
 	log   *slog.Logger
 	rnd   *rand.Rand
@@ -98,34 +88,33 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = DefaultMaxBackoff
 	}
-	r := &Runner{cfg: cfg, http: cfg.HTTPClient, clock: clock.Or(cfg.Clock), log: cfg.Logger,
-		rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
-	if r.http == nil {
-		r.http = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		// No client-wide timeout: each request has its own (a poll's is
+		// the daemon's hold and a margin).
+		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
+	c, err := api.NewClient(cfg.Server.String(), cfg.Token, hc)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	r := &Runner{cfg: cfg, api: c, clock: clock.Or(cfg.Clock), log: cfg.Logger,
+		rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
 	return r, nil
 }
 
-// Error is an answer of the daemon that refuses a request.
-type Error struct {
-	Status  int
-	Code    models.ErrorCode
-	Message string
-}
-
-func (e *Error) Error() string {
-	return fmt.Sprintf("the daemon refused: %s (%d %s)", e.Message, e.Status, e.Code)
-}
-
 // Fatal reports whether err means the runner cannot go on by waiting: its
-// token is wrong or was removed, or its configuration is refused.
+// token is wrong or was removed (or its host is not served), or its hello
+// is refused.
 func Fatal(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && (e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden ||
-		e.Status == http.StatusBadRequest || e.Status == http.StatusConflict)
+	switch models.ErrorCodeOf(err) {
+	case models.CodeUnauthorized, models.CodeInvalid, models.CodeConflict:
+		return true
+	}
+	return false
 }
 
 // Run says hello and polls until ctx ends, or until the daemon refuses the
@@ -170,9 +159,10 @@ func (r *Runner) backoff(n int) time.Duration {
 // session says hello and polls until a request fails; it returns that
 // failure.
 func (r *Runner) session(ctx context.Context) error {
-	var welcome models.RunnerWelcome
-	if err := r.call(ctx, http.MethodPost, HelloPath, models.RunnerHello{Name: r.cfg.Name, Version: r.cfg.Version,
-		Agents: r.cfg.Agents}, &welcome, 0); err != nil {
+	hctx, cancel := context.WithTimeout(ctx, helloTimeout)
+	welcome, err := r.api.RunnerHello(hctx, models.RunnerHello{Name: r.cfg.Name, Version: r.cfg.Version, Agents: r.cfg.Agents})
+	cancel()
+	if err != nil {
 		return err
 	}
 	r.log.Info("connected to the daemon", "runner", welcome.Runner, "agents", len(welcome.Agents))
@@ -181,70 +171,16 @@ func (r *Runner) session(ctx context.Context) error {
 	}
 	hold := welcome.PollHold.Std()
 	for {
-		var poll models.RunnerPoll
-		if err := r.call(ctx, http.MethodGet, PollPath, nil, &poll, hold+answerMargin); err != nil {
+		pctx, cancel := context.WithTimeout(ctx, hold+answerMargin)
+		poll, err := r.api.RunnerPoll(pctx)
+		cancel()
+		if err != nil {
 			return err
 		}
 		if r.cfg.OnPoll != nil {
 			r.cfg.OnPoll(poll)
 		}
 	}
-}
-
-// call makes one request with the runner's token and decodes its answer
-// into out; timeout, when set, bounds it.
-func (r *Runner) call(ctx context.Context, method, path string, in, out any, timeout time.Duration) error {
-	var body io.Reader
-	if in != nil {
-		data, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(data)
-	}
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, r.cfg.Server.JoinPath(path).String(), body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+r.cfg.Token)
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := r.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
-	if err != nil {
-		return fmt.Errorf("read the daemon's answer: %w", err)
-	}
-	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Error struct {
-				Code    models.ErrorCode `json:"code"`
-				Message string           `json:"message"`
-			} `json:"error"`
-		}
-		_ = json.Unmarshal(data, &e)
-		msg := e.Error.Message
-		if msg == "" {
-			msg = http.StatusText(resp.StatusCode)
-		}
-		return &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: msg}
-	}
-	if out == nil || len(bytes.TrimSpace(data)) == 0 {
-		return nil
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("the daemon's answer to %s %s: %w", method, path, err)
-	}
-	return nil
 }
 
 // loopback reports whether host names this machine: localhost or a

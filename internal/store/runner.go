@@ -204,6 +204,10 @@ func (s *Store) RemoveRunner(ctx context.Context, name string) error {
 	return nil
 }
 
+// qTouchRunner records a runner's request: when, with which version,
+// from where (TouchRunner, HelloRunner).
+const qTouchRunner = "UPDATE runners SET last_seen_at = ?, version = ?, address = ? WHERE id = ?"
+
 // TouchRunner records a runner's request: when it was seen, and the
 // version and address it came with (cleaned to one line of at most
 // models.MaxShortLen characters: they come from the runner). An unknown
@@ -212,8 +216,7 @@ func (s *Store) RemoveRunner(ctx context.Context, name string) error {
 func (s *Store) TouchRunner(ctx context.Context, name string, seenAt time.Time, version, address string) error {
 	version, address = models.CleanLine(version, models.MaxShortLen), models.CleanLine(address, models.MaxShortLen)
 	err := s.withRedoableTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "UPDATE runners SET last_seen_at = ?, version = ?, address = ? WHERE id = ?",
-			toNanos(seenAt), version, address, name)
+		res, err := tx.ExecContext(ctx, qTouchRunner, toNanos(seenAt), version, address, name)
 		if err != nil {
 			return err
 		}

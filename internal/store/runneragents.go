@@ -29,8 +29,7 @@ func (s *Store) HelloRunner(ctx context.Context, name string, hello models.Runne
 	version, address := models.CleanLine(hello.Version, models.MaxShortLen), models.CleanLine(address, models.MaxShortLen)
 	var ids []string
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "UPDATE runners SET last_seen_at = ?, version = ?, address = ? WHERE id = ?",
-			toNanos(seenAt), version, address, name)
+		res, err := tx.ExecContext(ctx, qTouchRunner, toNanos(seenAt), version, address, name)
 		if err != nil {
 			return err
 		}
