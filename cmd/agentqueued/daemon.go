@@ -183,6 +183,9 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
+	// The runners' connections: removing a runner ends them at once.
+	hub := fleet.New(fleet.Config{})
+	w.hub = hub
 	o, pulls, err := w.buildOrchestrator(ctx, st, ws)
 	if err != nil {
 		return err
@@ -205,8 +208,6 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	// The runners' connections: removing a runner ends them at once.
-	hub := fleet.New(fleet.Config{})
 	sc.Hooks, sc.Workflows, sc.Runners = eng, wf, hub
 	svc := service.New(sc)
 	b, err := w.buildDiscord(svc, st)
@@ -250,6 +251,8 @@ type wiring struct {
 	orch  atomic.Pointer[orchestrator.Orchestrator]
 	bot   atomic.Pointer[discord.Bot]
 	hookd atomic.Pointer[hooks.Engine]
+	// hub holds the runners' connections.
+	hub *fleet.Hub
 }
 
 // daemonParts are the daemon's wired parts that serve runs.
@@ -435,7 +438,7 @@ func (w *wiring) buildOrchestrator(ctx context.Context, st *store.Store, ws *rep
 		CheckTimeout: cfg.Verification.CheckTimeout, Profiles: cfg.Profiles, PlanPaths: cfg.Plans.Paths,
 		QAAgent: cfg.Verification.QAAgent, QAProfile: cfg.Verification.QAProfile, Executable: self, Environ: w.m.Environ,
 		PullRequests: pulls, PRPollInterval: cfg.GitHub.PollInterval, LandPollInterval: cfg.Verification.LandPollInterval,
-		OnOutput: w.feed.Output, Observer: w.met,
+		OnOutput: w.feed.Output, Observer: w.met, Runners: w.hub,
 		Logger: log.With("component", "orchestrator")}, st, ws, agent.DefaultRegistry())
 	if err != nil {
 		return nil, nil, err
@@ -542,7 +545,8 @@ func (w *wiring) buildAPI(ctx context.Context, svc *service.Service, st *store.S
 	if err != nil {
 		return nil, err
 	}
-	runners, err := api.NewRunnerServer(api.RunnerConfig{Throttle: limiter, Logger: log.With("component", "runners")}, svc, hub)
+	runners, err := api.NewRunnerServer(api.RunnerConfig{Throttle: limiter, Logger: log.With("component", "runners"), Runs: o},
+		svc, hub)
 	if err != nil {
 		return nil, err
 	}

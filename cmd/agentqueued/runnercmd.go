@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/agentqueued/agentqueued/internal/config"
@@ -20,6 +21,7 @@ func (m *Main) runRunner(ctx context.Context, args []string) error {
 	tokenFile := fs.String("token-file", "", "`file` holding the runner's token (ctl runner add prints it)")
 	name := fs.String("name", "", "the runner's `name`, checked against the one its token names")
 	cfgPath := fs.String("config", "", "configuration `file` whose agents: the runner holds (the daemon's own shape)")
+	dataDir := fs.String("data-dir", "", "`directory` of the runner's checkouts and runs (default: the configuration's data_dir/runner)")
 	pos, err := parseFlags(fs, args, m.Stdout)
 	if err != nil {
 		return err
@@ -51,8 +53,19 @@ func (m *Main) runRunner(ctx context.Context, args []string) error {
 			IdleTimeout: a.IdleTimeout, HeartbeatTimeout: a.HeartbeatTimeout, Projects: a.Projects, Profile: a.Profile})
 	}
 	log := newLogger(cfg.Log, m.Stderr).With("component", "runner")
+	dir := *dataDir
+	if dir == "" {
+		dir = filepath.Join(cfg.DataDir, "runner")
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return usagef("runner: --data-dir: %v", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return &configError{err: fmt.Errorf("--data-dir: %w", err)}
+	}
+	self, _ := os.Executable()
 	r, err := runner.New(runner.Config{Server: u, Token: token, Name: *name, Version: readVersion().module(),
-		Agents: agents, Logger: log})
+		Agents: agents, AgentConfigs: cfg.Agents, DataDir: dir, Executable: self, Environ: m.Environ, Logger: log})
 	if err != nil {
 		return &configError{err: err}
 	}

@@ -303,6 +303,12 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 // contentType is empty) and decodes a 2xx answer into out, as do does. It
 // returns the answer's status.
 func (c *Client) send(ctx context.Context, method, path string, query url.Values, contentType string, body []byte, out any) (int, error) {
+	return c.sendWith(ctx, method, path, query, nil, contentType, body, out)
+}
+
+// sendWith is send with extra request headers.
+func (c *Client) sendWith(ctx context.Context, method, path string, query url.Values, header http.Header, contentType string,
+	body []byte, out any) (int, error) {
 	// path is escaped (its segments went through url.PathEscape): it is
 	// the raw path, so that an escaped '/', '[' or '%' stays as it is.
 	u := *c.base
@@ -322,6 +328,9 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	req.Header.Set("Accept", "application/json")
 	if contentType != "" {
@@ -624,6 +633,37 @@ func (c *Client) RunTaskLogs(ctx context.Context, runID, name string, attempt in
 func (c *Client) RunnerHello(ctx context.Context, h models.RunnerHello) (models.RunnerWelcome, error) {
 	var out models.RunnerWelcome
 	return out, c.do(ctx, http.MethodPost, RunnerPrefix+"/hello", nil, h, &out)
+}
+
+// RunnerHeartbeat renews the leases of a runner's runs: POST
+// RunnerPrefix/heartbeat.
+func (c *Client) RunnerHeartbeat(ctx context.Context, hb models.RunnerHeartbeat) (models.RunnerHeartbeatAnswer, error) {
+	var out models.RunnerHeartbeatAnswer
+	return out, c.do(ctx, http.MethodPost, RunnerPrefix+"/heartbeat", nil, hb, &out)
+}
+
+// RunnerReport sends one numbered report about a run, with the run's
+// token: POST RunnerPrefix/runs/{id}/reports.
+func (c *Client) RunnerReport(ctx context.Context, runID int64, token string, rep models.RunnerReport) (models.RunnerReportAnswer, error) {
+	var out models.RunnerReportAnswer
+	data, err := json.Marshal(rep)
+	if err != nil {
+		return out, fmt.Errorf("report on run %d: %w", runID, err)
+	}
+	_, err = c.sendWith(ctx, http.MethodPost, RunnerPrefix+"/runs/"+strconv.FormatInt(runID, 10)+"/reports", nil,
+		http.Header{HeaderRunToken: {token}}, "application/json", data, &out)
+	return out, err
+}
+
+// RunnerLog sends a chunk of a run's output that starts at byte offset of
+// the runner's log and returns how much of the log the daemon has: POST
+// RunnerPrefix/runs/{id}/log?offset=N.
+func (c *Client) RunnerLog(ctx context.Context, runID int64, token string, offset int64, data []byte) (int64, error) {
+	var out RunnerLogAnswer
+	_, err := c.sendWith(ctx, http.MethodPost, RunnerPrefix+"/runs/"+strconv.FormatInt(runID, 10)+"/log",
+		url.Values{"offset": {strconv.FormatInt(offset, 10)}}, http.Header{HeaderRunToken: {token}},
+		"application/octet-stream", data, &out)
+	return out.Have, err
 }
 
 // RunnerPoll makes a runner's poll and waits for its answer, held by the

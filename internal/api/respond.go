@@ -62,6 +62,16 @@ func writeEncoded(w http.ResponseWriter, status int, body []byte) {
 // writeError answers err: *models.Error values with their code and
 // message, anything else as a logged internal error with a generic message.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, body := s.errorAnswer(r, err)
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// errorAnswer is the status and body that answer err to request r; an
+// internal error is logged and answered "internal error".
+func (s *Server) errorAnswer(r *http.Request, err error) (int, []byte) {
 	code := models.ErrorCodeOf(err)
 	status := code.HTTPStatus()
 	msg := models.ErrorMessageOf(err)
@@ -75,10 +85,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	msg = shortenQuoted(msg)
 	body, _ := json.Marshal(ErrorBody{Error: ErrorDetail{Code: code, Message: msg}})
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
+	return status, append(body, '\n')
 }
 
 // readBody reads a request body of at most Config.MaxBodyBytes with a JSON

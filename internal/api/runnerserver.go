@@ -1,9 +1,12 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -11,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/fleet"
+	"github.com/agentqueued/agentqueued/internal/gitserve"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/throttle"
 )
@@ -43,14 +47,46 @@ type RunnerHub interface {
 	PollHold() time.Duration
 }
 
+// RemoteRuns is what the runner endpoints need of the runs on runners
+// (the orchestrator): the agent RPC's service, whose tools are relayed,
+// and the runs' reports.
+type RemoteRuns interface {
+	RunService
+	// RunnerRepo returns the served repository repoID of runner's live
+	// runs and the branches they may push there; ok is false when runner
+	// holds no live run of that repository.
+	RunnerRepo(runner, repoID string) (dir string, push []string, ok bool)
+	// RunnerWork returns the runs offered to runner and not taken up, and
+	// the runs it must end.
+	RunnerWork(runner string) ([]models.RunnerAssignment, []models.RunnerEnd)
+	// RenewRuns renews the leases of runner's runs ids and returns those it
+	// must end.
+	RenewRuns(runner string, ids []int64) []models.RunnerEnd
+	// RemoteReport applies a numbered report of run; call runs a relayed
+	// RPC call.
+	RemoteReport(ctx context.Context, runner string, run models.Run, rep models.RunnerReport,
+		call func(ctx context.Context) (int, json.RawMessage)) (models.RunnerReportAnswer, error)
+	// RemoteLog appends a chunk of run's output from offset and returns
+	// how much of it the daemon has.
+	RemoteLog(ctx context.Context, runner string, run models.Run, offset int64, data []byte) (int64, error)
+}
+
+// HeaderRunToken carries a run's token on a runner's reports about it.
+const HeaderRunToken = "X-AQ-Run-Token"
+
 // RunnerConfig configures a RunnerServer.
 type RunnerConfig struct {
+	// Runs, when set, gives runners work and takes their reports; nil
+	// answers the run endpoints 404 and every poll empty.
+	Runs RemoteRuns
 	// Throttle counts wrong runner tokens by source (share the API's).
 	Throttle *throttle.Limiter
 	// Logger receives error logs; default discards.
 	Logger *slog.Logger
 	// MaxBodyBytes caps request bodies; default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Git is the git binary that serves repositories (default "git").
+	Git string
 }
 
 // RunnerServer serves runners under RunnerPrefix, each request
@@ -60,6 +96,7 @@ type RunnerServer struct {
 	svc     RunnerConnService
 	hub     RunnerHub
 	resp    *Server // writes answers and reads bodies as the HTTP API does
+	tools   map[string]rpcTool
 	handler http.Handler
 }
 
@@ -85,6 +122,17 @@ func NewRunnerServer(cfg RunnerConfig, svc RunnerConnService, hub RunnerHub) (*R
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+RunnerPrefix+"/hello", s.authenticated(s.handleHello))
 	mux.HandleFunc("GET "+RunnerPrefix+"/poll", s.authenticated(s.handlePoll))
+	if cfg.Runs != nil {
+		s.tools = (&RPCServer{svc: cfg.Runs, log: cfg.Logger, resp: s.resp}).toolTable()
+		mux.HandleFunc("POST "+RunnerPrefix+"/heartbeat", s.authenticated(s.handleHeartbeat))
+		mux.HandleFunc("POST "+RunnerPrefix+"/runs/{id}/reports", s.authenticated(s.handleReport))
+		mux.HandleFunc("POST "+RunnerPrefix+"/runs/{id}/log", s.authenticated(s.handleLog))
+		gh, err := gitserve.New(gitserve.Config{Resolve: s.resolveGit, Git: cfg.Git, Logger: cfg.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("new runner server: %w", err)
+		}
+		mux.Handle(RunnerPrefix+"/git/{repo}/", gh)
+	}
 	mux.HandleFunc(RunnerPrefix+"/", func(w http.ResponseWriter, r *http.Request) {
 		s.resp.writeError(w, r, models.Errorf(models.CodeNotFound, "no such runner endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -170,6 +218,10 @@ func (s *RunnerServer) handlePoll(w http.ResponseWriter, r *http.Request, rn mod
 			return
 		}
 	}
+	if ans := s.work(rn); len(ans.Runs) > 0 || len(ans.End) > 0 {
+		s.resp.writeJSON(w, r, http.StatusOK, ans) // offered before this poll (an answer lost on the way)
+		return
+	}
 	switch s.hub.Wait(r.Context(), rn.Name) {
 	case fleet.Removed:
 		s.resp.writeError(w, r, models.Errorf(models.CodeUnauthorized, "this runner was removed"))
@@ -187,5 +239,196 @@ func (s *RunnerServer) handlePoll(w http.ResponseWriter, r *http.Request, rn mod
 		s.resp.writeError(w, r, err)
 		return
 	}
-	s.resp.writeJSON(w, r, http.StatusOK, models.RunnerPoll{Draining: rn.State == models.RunnerDraining})
+	s.resp.writeJSON(w, r, http.StatusOK, s.work(rn))
+}
+
+// work is a poll's answer for rn: its state and its runs to start and end.
+func (s *RunnerServer) work(rn models.Runner) models.RunnerPoll {
+	ans := models.RunnerPoll{Draining: rn.State == models.RunnerDraining}
+	if s.cfg.Runs != nil {
+		ans.Runs, ans.End = s.cfg.Runs.RunnerWork(rn.Name)
+	}
+	return ans
+}
+
+// MaxHeartbeatRuns caps the runs one heartbeat renews.
+const MaxHeartbeatRuns = 10000
+
+func (s *RunnerServer) handleHeartbeat(w http.ResponseWriter, r *http.Request, rn models.Runner) {
+	var hb models.RunnerHeartbeat
+	if err := s.resp.decodeBody(w, r, &hb); err != nil {
+		s.resp.writeError(w, r, err)
+		return
+	}
+	if len(hb.Runs) > MaxHeartbeatRuns {
+		s.resp.writeError(w, r, models.Errorf(models.CodeInvalid, "runs: at most %d (got %d)", MaxHeartbeatRuns, len(hb.Runs)))
+		return
+	}
+	s.hub.Seen(rn.Name, "", r.RemoteAddr)
+	s.resp.writeJSON(w, r, http.StatusOK, models.RunnerHeartbeatAnswer{End: s.cfg.Runs.RenewRuns(rn.Name, hb.Runs)})
+}
+
+// run returns the run a report is about: the run of its token, which
+// must be the path's run and one of rn's agents'. A token of an ended run
+// is refused as a conflict (the runner ends the run), not as a wrong
+// runner token.
+func (s *RunnerServer) run(r *http.Request, rn models.Runner) (models.Run, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return models.Run{}, models.Errorf(models.CodeInvalid, "%q is not a run id", r.PathValue("id"))
+	}
+	token := strings.TrimSpace(r.Header.Get(HeaderRunToken))
+	if token == "" {
+		return models.Run{}, models.Errorf(models.CodeInvalid, "missing %s header (the run's token)", HeaderRunToken)
+	}
+	run, err := s.cfg.Runs.Authenticate(r.Context(), token)
+	if models.ErrorCodeOf(err) == models.CodeUnauthorized {
+		return models.Run{}, models.Errorf(models.CodeConflict, "run %d is not this runner's: it ended or its token is wrong", id)
+	}
+	if err != nil {
+		return models.Run{}, err
+	}
+	if run.ID != id || !strings.HasPrefix(run.AgentID, rn.Name+"/") {
+		return models.Run{}, models.Errorf(models.CodeConflict, "run %d is not this runner's", id)
+	}
+	return run, nil
+}
+
+func (s *RunnerServer) handleReport(w http.ResponseWriter, r *http.Request, rn models.Runner) {
+	run, err := s.run(r, rn)
+	if err != nil {
+		s.resp.writeError(w, r, err)
+		return
+	}
+	var rep models.RunnerReport
+	if err := s.resp.decodeBody(w, r, &rep); err != nil {
+		s.resp.writeError(w, r, err)
+		return
+	}
+	if err := rep.Validate(); err != nil {
+		s.resp.writeError(w, r, err)
+		return
+	}
+	var call func(ctx context.Context) (int, json.RawMessage)
+	if rep.Kind == models.ReportRPC {
+		tool, ok := s.tools[rep.Tool]
+		if !ok {
+			s.resp.writeError(w, r, models.Errorf(models.CodeInvalid, "tool: unknown tool %q (want one of %s)",
+				rep.Tool, strings.Join(RPCTools, ", ")))
+			return
+		}
+		body := []byte(rep.Body)
+		if tool.emptyBody && len(bytes.TrimSpace(body)) == 0 {
+			body = []byte("{}")
+		}
+		call = func(ctx context.Context) (int, json.RawMessage) {
+			out, err := tool.call(ctx, run, body)
+			if err != nil {
+				st, b := s.resp.errorAnswer(r, err)
+				return st, b
+			}
+			b, err := json.Marshal(out)
+			if err != nil {
+				st, b := s.resp.errorAnswer(r, err)
+				return st, b
+			}
+			return http.StatusOK, b
+		}
+	}
+	s.hub.Seen(rn.Name, "", r.RemoteAddr)
+	ans, err := s.cfg.Runs.RemoteReport(r.Context(), rn.Name, run, rep, call)
+	if err != nil {
+		s.resp.writeError(w, r, err)
+		return
+	}
+	s.resp.writeJSON(w, r, http.StatusOK, ans)
+}
+
+// resolveGit authorises a runner's git request for /git/{repo}.git/…: the
+// runner's token (as a Basic password, or a Bearer token) and a live run
+// of that repository on the runner; it may push the task branches of
+// those runs only.
+func (s *RunnerServer) resolveGit(r *http.Request) (gitserve.Target, error) {
+	token := ""
+	if _, pass, ok := r.BasicAuth(); ok {
+		token = pass
+	} else if scheme, t, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
+		token = strings.TrimSpace(t)
+	}
+	if token == "" {
+		return gitserve.Target{}, gitserve.ErrUnauthorized
+	}
+	attempt, wait := s.cfg.Throttle.Begin(r.RemoteAddr)
+	if attempt == nil {
+		return gitserve.Target{}, models.Errorf(models.CodeUnavailable,
+			"too many wrong runner tokens from this address: try again in %d s", int64(wait/time.Second))
+	}
+	rn, err := s.svc.RunnerByToken(r.Context(), token)
+	if models.ErrorCodeOf(err) == models.CodeNotFound {
+		attempt.Failed()
+		return gitserve.Target{}, gitserve.ErrUnauthorized
+	}
+	attempt.Succeeded()
+	if err != nil {
+		return gitserve.Target{}, err
+	}
+	repo, ok := strings.CutSuffix(r.PathValue("repo"), ".git")
+	if !ok || !models.ValidID(repo) {
+		return gitserve.Target{}, gitserve.ErrNotFound
+	}
+	dir, push, ok := s.cfg.Runs.RunnerRepo(rn.Name, repo)
+	if !ok {
+		s.cfg.Logger.Info("git refused: the runner holds no run of the repository", "runner", rn.Name, "repo_id", repo)
+		return gitserve.Target{}, gitserve.ErrForbidden
+	}
+	return gitserve.Target{Dir: dir, Read: true, Push: push}, nil
+}
+
+// RunnerLogAnswer answers a chunk of a run's log: how much of the
+// runner's log the daemon has.
+type RunnerLogAnswer struct {
+	Have int64 `json:"have"`
+}
+
+func (s *RunnerServer) handleLog(w http.ResponseWriter, r *http.Request, rn models.Runner) {
+	run, err := s.run(r, rn)
+	if err != nil {
+		s.resp.writeError(w, r, err)
+		return
+	}
+	offset, err := strconv.ParseInt(r.URL.Query().Get("offset"), 10, 64)
+	if err != nil || offset < 0 {
+		s.resp.writeError(w, r, models.Errorf(models.CodeInvalid, "offset: %q is not a byte offset",
+			r.URL.Query().Get("offset")))
+		return
+	}
+	data, err := readAll(w, r, MaxRunnerLogChunk)
+	if err != nil {
+		s.resp.writeError(w, r, err)
+		return
+	}
+	have, err := s.cfg.Runs.RemoteLog(r.Context(), rn.Name, run, offset, data)
+	if err != nil {
+		s.resp.writeError(w, r, err)
+		return
+	}
+	s.resp.writeJSON(w, r, http.StatusOK, RunnerLogAnswer{Have: have})
+}
+
+// MaxRunnerLogChunk caps the body of one chunk of a run's log.
+const MaxRunnerLogChunk = 1 << 20
+
+// readAll reads a request body of at most limit bytes, refusing a longer
+// one with 413.
+func readAll(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, &httpError{status: http.StatusRequestEntityTooLarge, err: models.Errorf(models.CodeInvalid,
+			"request body: larger than %d bytes", limit)}
+	}
+	if err != nil {
+		return nil, models.Errorf(models.CodeInvalid, "request body: %v", err)
+	}
+	return data, nil
 }

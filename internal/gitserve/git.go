@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -314,7 +315,13 @@ func (h *Handler) finish(ctx context.Context, w http.ResponseWriter, r *http.Req
 		}
 		return
 	}
-	h.cfg.Logger.Warn("git "+strings.TrimPrefix(service, "git-")+" failed", "path", r.URL.Path, "dir", t.Dir,
+	level := slog.LevelWarn
+	if r.Context().Err() != nil {
+		// The client hung up (go-git closes a fetch's advertisement early
+		// when it has everything): not the server's failure.
+		level = slog.LevelDebug
+	}
+	h.cfg.Logger.Log(ctx, level, "git "+strings.TrimPrefix(service, "git-")+" failed", "path", r.URL.Path, "dir", t.Dir,
 		"err", err, "body", bodyErr, "stderr", strings.TrimSpace(errb.buf.String()))
 	if out.started {
 		return

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 )
@@ -55,6 +56,205 @@ type RunnerWelcome struct {
 type RunnerPoll struct {
 	// Draining is set while the runner is drained: it takes no new run.
 	Draining bool `json:"draining,omitempty"`
+	// Runs are runs given to the runner that it has not taken up yet: it
+	// prepares each one's checkout and asks for its launch (a
+	// RunnerReport of kind "prepared"). A run listed again (its answer was
+	// lost) is the same run: a runner takes each run id once.
+	Runs []RunnerAssignment `json:"runs,omitempty"`
+	// End lists runs the runner must end now: stopped by the daemon, or no
+	// longer its own (its lease was lost).
+	End []RunnerEnd `json:"end,omitempty"`
+}
+
+// RunnerAssignment is one run given to a runner's agent.
+type RunnerAssignment struct {
+	// RunID names the run in every report about it; a run is given once,
+	// and the task's next run is a new one, so the id is also the run's
+	// fencing token.
+	RunID int64 `json:"run_id"`
+	// Token is the run's token (AQ_RUN_TOKEN): the runner sends it with
+	// each report and gives it to its agent, whose calls it relays.
+	Token string `json:"token"`
+	// Agent is the agent's name on the runner (without "RUNNER/").
+	Agent     string `json:"agent"`
+	ProjectID string `json:"project_id"`
+	Attempt   int    `json:"attempt"`
+	Kind      string `json:"kind"`
+	Task      Task   `json:"task"`
+	// Repo is the repository to check out from the daemon; nil when the
+	// project has none (the agent gets a scratch directory).
+	Repo *RunnerRepo `json:"repo,omitempty"`
+	// LeaseTTL is how long the run's lease lasts without a heartbeat.
+	LeaseTTL Duration `json:"lease_ttl"`
+	// Heartbeat is how often the runner renews its runs' leases.
+	Heartbeat Duration `json:"heartbeat"`
+}
+
+// RunnerRepo is the repository a runner checks a run out from: the
+// daemon serves it at /runner/v1/git/{ID}.git.
+type RunnerRepo struct {
+	ID            string `json:"id"`
+	DefaultBranch string `json:"default_branch"`
+	// Branch is the task branch: the runner's checkout is on it, and the
+	// runner pushes it back when the agent is done.
+	Branch string `json:"branch"`
+}
+
+// RunnerEnd tells a runner to end a run's agent.
+type RunnerEnd struct {
+	RunID  int64  `json:"run_id"`
+	Reason string `json:"reason"`
+}
+
+// RunnerHeartbeat renews the leases of the runs a runner holds: POST
+// /runner/v1/heartbeat.
+type RunnerHeartbeat struct {
+	Runs []int64 `json:"runs"`
+}
+
+// RunnerHeartbeatAnswer lists the runs of a heartbeat the runner must end.
+type RunnerHeartbeatAnswer struct {
+	End []RunnerEnd `json:"end,omitempty"`
+}
+
+// The kinds of RunnerReport.
+const (
+	// ReportPrepared: the checkout is ready; the answer is the launch.
+	ReportPrepared = "prepared"
+	// ReportStarted: the agent's process runs.
+	ReportStarted = "started"
+	// ReportEvents: what the agent's CLI said, as its adapter read it.
+	ReportEvents = "events"
+	// ReportRPC: a call of the agent RPC, relayed.
+	ReportRPC = "rpc"
+	// ReportEnded: the agent's process ended and its work was pushed.
+	ReportEnded = "ended"
+)
+
+// MaxRunnerEvents caps the events of one report.
+const MaxRunnerEvents = 1000
+
+// RunnerReport is one report about a run: POST /runner/v1/runs/{id}/reports.
+// Reports are numbered from 1 per run, and applied in order, each once: a
+// report sent again (its answer was lost) is answered as the first time
+// and not applied again; one that skips a number is refused.
+type RunnerReport struct {
+	Seq  int64  `json:"seq"`
+	Kind string `json:"kind"`
+	// Prepared is the checkout (kind prepared): its directory on the
+	// runner, branch, base and the files left in conflict.
+	Prepared *Workspace `json:"prepared,omitempty"`
+	// PrepareError is why the checkout could not be prepared (kind
+	// prepared): the run ends and the task is READY again.
+	PrepareError string `json:"prepare_error,omitempty"`
+	// Tool and Body are a relayed call (kind rpc): the tool's name and
+	// its request body.
+	Tool string          `json:"tool,omitempty"`
+	Body json.RawMessage `json:"body,omitempty"`
+	// Events are the adapter's events (kind events), encoded as the agent
+	// package encodes them.
+	Events json.RawMessage `json:"events,omitempty"`
+	// Ended is how the process ended (kind ended).
+	Ended *RunnerEnded `json:"ended,omitempty"`
+}
+
+// RunnerEnded is how a remote run's process ended and what became of its
+// work.
+type RunnerEnded struct {
+	ExitCode int `json:"exit_code"`
+	// Signal names the signal that ended the process, if one did.
+	Signal     string `json:"signal,omitempty"`
+	StderrTail string `json:"stderr_tail,omitempty"`
+	// Refusals is what the CLI refused to write, when it said so.
+	Refusals string `json:"refusals,omitempty"`
+	// Pushed is the task branch's commit pushed to the daemon; "" when
+	// nothing was pushed (no repository, or PushError).
+	Pushed string `json:"pushed,omitempty"`
+	// PushError is why the work could not be committed or pushed.
+	PushError string `json:"push_error,omitempty"`
+	// LogSize is the size of the run's log, all of which was sent.
+	LogSize int64 `json:"log_size"`
+}
+
+// RunnerLaunch answers a prepared report: how to start the agent.
+type RunnerLaunch struct {
+	Profile      Profile    `json:"profile"`
+	Prompt       string     `json:"prompt"`
+	SessionID    string     `json:"session_id,omitempty"`
+	SessionUsage TokenUsage `json:"session_usage"`
+	// Env is the run's place in its workflow run (AQ_RUN_ID, AQ_STEP, …).
+	Env map[string]string `json:"env,omitempty"`
+	// ToolTimeout is the longest one call of agentqueued's tools may block.
+	ToolTimeout Duration `json:"tool_timeout"`
+}
+
+// RunnerReportAnswer answers a report.
+type RunnerReportAnswer struct {
+	// Launch answers a prepared report.
+	Launch *RunnerLaunch `json:"launch,omitempty"`
+	// Status and Answer are a relayed call's HTTP status and answer body.
+	Status int             `json:"status,omitempty"`
+	Answer json.RawMessage `json:"answer,omitempty"`
+	// Pending answers a relayed ask still waiting for its answer: send the
+	// same report again.
+	Pending bool `json:"pending,omitempty"`
+}
+
+// Validate checks a report's shape, naming the bad field.
+func (r RunnerReport) Validate() error {
+	if r.Seq < 1 {
+		return Errorf(CodeInvalid, "seq: reports are numbered from 1 (got %d)", r.Seq)
+	}
+	switch r.Kind {
+	case ReportPrepared:
+		if (r.Prepared == nil) == (r.PrepareError == "") {
+			return Errorf(CodeInvalid, "prepared: give either the checkout or prepare_error")
+		}
+		if err := CheckText("prepare_error", r.PrepareError, MaxDescriptionLen); err != nil {
+			return err
+		}
+		if p := r.Prepared; p != nil {
+			if err := CheckLine("prepared.dir", p.Dir, 4096); err != nil {
+				return err
+			}
+			if len(p.Conflicts) > 10000 {
+				return Errorf(CodeInvalid, "prepared.conflicts: at most 10000 files")
+			}
+		}
+	case ReportStarted:
+	case ReportEvents:
+		if len(r.Events) == 0 {
+			return Errorf(CodeInvalid, "events: missing")
+		}
+	case ReportRPC:
+		if r.Tool == "" || len(r.Tool) > 64 {
+			return Errorf(CodeInvalid, "tool: missing or too long")
+		}
+	case ReportEnded:
+		e := r.Ended
+		if e == nil {
+			return Errorf(CodeInvalid, "ended: missing")
+		}
+		if e.LogSize < 0 {
+			return Errorf(CodeInvalid, "ended.log_size: negative")
+		}
+		for _, f := range []struct{ name, v string }{{"ended.stderr_tail", e.StderrTail}, {"ended.refusals", e.Refusals},
+			{"ended.push_error", e.PushError}} {
+			if err := CheckText(f.name, f.v, MaxDescriptionLen); err != nil {
+				return err
+			}
+		}
+		if err := CheckLine("ended.signal", e.Signal, 32); err != nil {
+			return err
+		}
+		if err := CheckLine("ended.pushed", e.Pushed, 64); err != nil {
+			return err
+		}
+	default:
+		return Errorf(CodeInvalid, "kind: %s is not a report kind (prepared, started, events, rpc, ended)",
+			Quote(cutRunes(r.Kind, 40)))
+	}
+	return nil
 }
 
 // Validate checks a hello, naming the bad field: a version of one short

@@ -160,6 +160,14 @@ type Config struct {
 	OnPRCheck func(models.PullRequest, error)
 	// Observer, when set, is told how long each round took (for metrics).
 	Observer Observer
+	// Runners, when set, are the runners' connections: the agents of a
+	// runner are scheduled only while it is connected, and it is woken
+	// when a run is offered to it. Nil: runners' agents take no work.
+	Runners Runners
+	// LeaseTTL is how long a remote run's lease lasts without a heartbeat
+	// of its runner; RunnerHeartbeat is how often runners renew them;
+	// ReportHold is the longest a relayed ask's report is held.
+	LeaseTTL, RunnerHeartbeat, ReportHold time.Duration
 }
 
 // Observer receives the orchestrator's measurements (for metrics). Its
@@ -190,6 +198,9 @@ func (c *Config) applyDefaults() {
 	def(&c.CheckTimeout, DefaultCheckTimeout)
 	def(&c.ResultGrace, DefaultResultGrace)
 	def(&c.Quantum, DefaultQuantum)
+	def(&c.LeaseTTL, DefaultLeaseTTL)
+	def(&c.RunnerHeartbeat, DefaultRunnerHeartbeat)
+	def(&c.ReportHold, DefaultReportHold)
 	if c.ReadyPerProject <= 0 {
 		c.ReadyPerProject = DefaultReadyPerProject
 	}
@@ -272,6 +283,13 @@ type Workspaces interface {
 	Seal(ctx context.Context, p models.Project, t models.Task, ws models.Workspace) ([]string, error)
 	// Release ends a run's use of its checkout.
 	Release(ws models.Workspace)
+	// Serve readies the repository served to runners for a remote run
+	// of the task and returns its workspace as the daemon sees it (Dir
+	// is the served repository).
+	Serve(ctx context.Context, p models.Project, t models.Task) (models.Workspace, error)
+	// BranchFiles returns the files the task branch of the repository
+	// src changes: what a remote run pushed.
+	BranchFiles(ctx context.Context, p models.Project, t models.Task, src string) ([]string, error)
 	// Diff returns the task branch's change against the default branch.
 	Diff(ctx context.Context, p models.Project, t models.Task, src string) (string, error)
 	// LandedDiff returns the change a landed task brought to the default
@@ -944,6 +962,9 @@ func (o *Orchestrator) snapshot(st models.SchedulingState) Snapshot {
 	for _, a := range st.IdleAgents {
 		if o.coolingDown("agent:" + a.ID) {
 			continue
+		}
+		if a.RunnerID != "" && (o.cfg.Runners == nil || !o.cfg.Runners.Connected(a.RunnerID)) {
+			continue // its runner is away: nothing would start
 		}
 		s.IdleAgents = append(s.IdleAgents, AgentInfo{ID: a.ID, AgentType: a.AgentType, Projects: a.Projects})
 	}

@@ -63,6 +63,8 @@ type activeRun struct {
 	// Set by the loop when it ends the run: the event and reason to apply.
 	endEvent  models.TaskEvent
 	endReason string
+	// remote is set when a runner runs the run (see remote.go).
+	remote *remoteRun
 }
 
 func newActiveRun(run models.Run, token string, ag models.Agent, now time.Time) *activeRun {
@@ -236,6 +238,9 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 	prof, err := o.profile(ar.agent, project, task)
 	if err != nil {
 		return startErr("profile", false, err)
+	}
+	if ar.agent.RunnerID != "" {
+		return o.executeRemote(startCtx, ar, task, project, adapter, prof, startErr)
 	}
 	ws, err := o.ws.Prepare(startCtx, ar.agent, project, task)
 	if models.Fenced(err) {
@@ -944,6 +949,16 @@ func (o *Orchestrator) superviseRuns(now time.Time) time.Time {
 	}
 	for _, r := range runs {
 		r.mu.Lock()
+		rr := r.remote
+		r.mu.Unlock()
+		if rr != nil {
+			until, ok := o.superviseRemote(r, rr, now)
+			if !ok {
+				continue
+			}
+			consider(until)
+		}
+		r.mu.Lock()
 		started, last, waiting := r.started, r.lastActivity, r.waiting > 0
 		lastReport, waited := r.lastReport, r.waited
 		preparing, spawnAt, taskTimeout := r.preparing, r.spawnAt, r.timeout
@@ -1060,6 +1075,12 @@ func (o *Orchestrator) shutdown() {
 	defer o.mu.Unlock()
 	for _, r := range o.runs {
 		r.end(models.EventRecovery, "the daemon is shutting down")
+		r.mu.Lock()
+		rr := r.remote
+		r.mu.Unlock()
+		if rr != nil {
+			rr.lose()
+		}
 	}
 }
 

@@ -52,6 +52,11 @@ type Config struct {
 	// models.Fenced): a daemon deposed by another must not touch the
 	// checkouts and refs of the new owner's runs. Nil: every act is done.
 	Fence func(ctx context.Context) error
+	// AdoptRemote makes a clone's task branch follow its origin's (a
+	// runner's checkouts, whose origin is the daemon's served repository):
+	// Prepare takes the origin's task branch unless the checkout's own
+	// contains it. Off, the integration repository's is adopted instead.
+	AdoptRemote bool
 }
 
 // fenced asks the Fence, when there is one, whether the next act may be
@@ -505,6 +510,9 @@ func (w *Workspaces) clone(ctx context.Context, src, dir string) error {
 // reads the integration repository (refs are replaced atomically), so it
 // does not wait for the repo lock, which a slow push may hold.
 func (w *Workspaces) adoptStagedBranch(ctx context.Context, r *models.RepoConfig, dir, branch string) error {
+	if w.cfg.AdoptRemote {
+		return w.adoptRemoteBranch(ctx, dir, branch)
+	}
 	integ := w.integrationPath(r)
 	if !isFile(filepath.Join(integ, "HEAD")) {
 		return nil
@@ -546,6 +554,31 @@ func (w *Workspaces) adoptStagedBranch(ctx context.Context, r *models.RepoConfig
 		return err
 	}
 	return w.fetch(ctx, dir, integ, false, nil, "refs/heads/"+branch+":refs/heads/"+branch)
+}
+
+// adoptRemoteBranch sets the checkout's task branch to its origin's
+// (fetched as refs/remotes/origin/<branch>) unless the checkout's own
+// already contains it.
+func (w *Workspaces) adoptRemoteBranch(ctx context.Context, dir, branch string) error {
+	cr, err := openRepo(dir)
+	if err != nil {
+		return err
+	}
+	remote, ok, err := refHash(cr, "refs/remotes/origin/"+branch)
+	if err != nil || !ok {
+		return err
+	}
+	local, ok, err := refHash(cr, "refs/heads/"+branch)
+	if err != nil {
+		return err
+	}
+	if ok {
+		if in, err := isAncestor(cr, remote, local); err != nil || in {
+			return err
+		}
+	}
+	_, err = w.git(ctx, dir, "update-ref", "refs/heads/"+branch, remote.String())
+	return err
 }
 
 // prepareWorktree prepares a LINK checkout: a worktree of the user's

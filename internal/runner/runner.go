@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,12 +10,17 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/clock"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/repo"
 )
 
 // Defaults of a Runner.
@@ -28,6 +34,9 @@ const (
 	answerMargin = 30 * time.Second
 	// helloTimeout bounds a hello's answer.
 	helloTimeout = time.Minute
+	// DefaultHeartbeat is how often runs' leases are renewed when the
+	// daemon did not say.
+	DefaultHeartbeat = 10 * time.Second
 )
 
 // Config configures a Runner.
@@ -55,6 +64,26 @@ type Config struct {
 	OnWelcome func(models.RunnerWelcome)
 	// OnPoll, when set, is called with each poll's answer (tests).
 	OnPoll func(models.RunnerPoll)
+
+	// AgentConfigs are the runner's agents as its configuration has them
+	// (command, arguments, environment): what runs them. Their ids are
+	// the names of Agents.
+	AgentConfigs []models.Agent
+	// DataDir holds the runner's checkouts and runs (required to run).
+	DataDir string
+	// SocketPath is the runner's agent RPC socket (default
+	// DataDir/rpc.sock), which relays its agents' calls to the daemon.
+	SocketPath string
+	// Adapters start the agents; nil is agent.DefaultRegistry().
+	Adapters *agent.Registry
+	// Executable is the runner's own binary, its agents' AQ_BIN and MCP
+	// server; "" leaves both out.
+	Executable string
+	// Environ is the runner's environment, scrubbed for each run (default
+	// os.Environ()).
+	Environ []string
+	// Git is the git binary (default "git").
+	Git string
 }
 
 // Runner is the runner's side of its connection to the daemon: it says
@@ -66,6 +95,13 @@ type Runner struct {
 	clock clock.Clock
 	log   *slog.Logger
 	rnd   *rand.Rand
+	ws    *repo.Workspaces
+
+	agents map[string]models.Agent // by name
+
+	mu   sync.Mutex
+	jobs map[int64]*job // by run id
+	wg   sync.WaitGroup
 }
 
 // New returns a Runner, or an error naming what is wrong with cfg.
@@ -99,9 +135,40 @@ func New(cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	r := &Runner{cfg: cfg, api: c, clock: clock.Or(cfg.Clock), log: cfg.Logger,
-		rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+		rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), agents: map[string]models.Agent{}, jobs: map[int64]*job{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
+	}
+	for _, a := range cfg.AgentConfigs {
+		r.agents[a.ID] = a
+	}
+	if r.cfg.Adapters == nil {
+		r.cfg.Adapters = agent.DefaultRegistry()
+	}
+	if r.cfg.Environ == nil {
+		r.cfg.Environ = os.Environ()
+	}
+	if cfg.DataDir != "" {
+		if !filepath.IsAbs(cfg.DataDir) {
+			return nil, fmt.Errorf("runner: data dir %q is not an absolute path", cfg.DataDir)
+		}
+		if r.cfg.SocketPath == "" {
+			r.cfg.SocketPath = filepath.Join(cfg.DataDir, "rpc.sock")
+		}
+		token := cfg.Token
+		prefix := strings.TrimSuffix(cfg.Server.String(), "/") + api.RunnerPrefix + "/git/"
+		ws, err := repo.New(repo.Config{BaseDir: filepath.Join(cfg.DataDir, "work"), Git: cfg.Git, Logger: r.log,
+			Clock: cfg.Clock, AdoptRemote: true,
+			Credentials: func(u string) (string, string, bool) {
+				if strings.HasPrefix(u, prefix) {
+					return "runner", token, true
+				}
+				return "", "", false
+			}})
+		if err != nil {
+			return nil, fmt.Errorf("runner: %w", err)
+		}
+		r.ws = ws
 	}
 	return r, nil
 }
@@ -122,6 +189,20 @@ func Fatal(err error) bool {
 // is returned. A daemon that cannot be reached, or answers with a failure
 // of its own, is tried again after a growing, jittered wait.
 func (r *Runner) Run(ctx context.Context) error {
+	if r.ws != nil {
+		relay, err := r.listenRelay()
+		if err != nil {
+			return err
+		}
+		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		served := make(chan error, 1)
+		go func() { served <- relay.serve(rctx) }()
+		defer func() {
+			r.wg.Wait() // the runs end first: their agents may still call
+			cancel()
+			<-served
+		}()
+	}
 	failures := 0
 	for ctx.Err() == nil {
 		err := r.session(ctx)
@@ -170,6 +251,16 @@ func (r *Runner) session(ctx context.Context) error {
 		r.cfg.OnWelcome(welcome)
 	}
 	hold := welcome.PollHold.Std()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	beats := make(chan struct{})
+	go func() {
+		defer close(beats)
+		if r.ws != nil { // a runner without a data dir holds no run
+			r.heartbeats(sctx)
+		}
+	}()
+	defer func() { cancel(); <-beats }()
 	for {
 		pctx, cancel := context.WithTimeout(ctx, hold+answerMargin)
 		poll, err := r.api.RunnerPoll(pctx)
@@ -180,7 +271,99 @@ func (r *Runner) session(ctx context.Context) error {
 		if r.cfg.OnPoll != nil {
 			r.cfg.OnPoll(poll)
 		}
+		r.take(ctx, poll)
 	}
+}
+
+// take starts the runs of a poll's answer the runner does not hold yet and
+// ends those the daemon ends.
+func (r *Runner) take(ctx context.Context, poll models.RunnerPoll) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range poll.End {
+		if j := r.jobs[e.RunID]; j != nil {
+			r.log.Info("the daemon ends a run", "run_id", e.RunID, "reason", e.Reason)
+			j.end()
+		}
+	}
+	for _, asg := range poll.Runs {
+		if r.jobs[asg.RunID] != nil {
+			continue // offered again: its answer was lost on the way
+		}
+		cfg, ok := r.agents[asg.Agent]
+		if !ok || r.ws == nil {
+			r.log.Warn("a run for an agent this runner does not have", "run_id", asg.RunID, "agent", asg.Agent)
+			continue
+		}
+		j := &job{r: r, asg: asg, cfg: cfg, stop: make(chan struct{}), gone: make(chan struct{}),
+			evWake: make(chan struct{}, 1), done: make(chan struct{})}
+		r.jobs[asg.RunID] = j
+		r.log.Info("run taken", "run_id", asg.RunID, "task_id", asg.Task.ID, "agent", asg.Agent)
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			j.run(context.WithoutCancel(ctx))
+			r.mu.Lock()
+			delete(r.jobs, asg.RunID)
+			r.mu.Unlock()
+		}()
+	}
+}
+
+// heartbeats renews the leases of the runs the runner holds, every
+// heartbeat interval the daemon gave them, until ctx ends; runs the
+// daemon answers are ended.
+func (r *Runner) heartbeats(ctx context.Context) {
+	for {
+		r.mu.Lock()
+		ids := make([]int64, 0, len(r.jobs))
+		every := DefaultHeartbeat
+		for id, j := range r.jobs {
+			ids = append(ids, id)
+			if h := j.asg.Heartbeat.Std(); h > 0 && h < every {
+				every = h
+			}
+		}
+		r.mu.Unlock()
+		if len(ids) > 0 {
+			hctx, cancel := context.WithTimeout(ctx, every)
+			ans, err := r.api.RunnerHeartbeat(hctx, models.RunnerHeartbeat{Runs: ids})
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				r.log.Warn("heartbeat not delivered", "err", err)
+			}
+			r.mu.Lock()
+			for _, e := range ans.End {
+				if j := r.jobs[e.RunID]; j != nil {
+					r.log.Info("the daemon ends a run", "run_id", e.RunID, "reason", e.Reason)
+					j.lose()
+				}
+			}
+			r.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.clock.After(every):
+		}
+	}
+}
+
+// repoURL is where the daemon serves repository id to this runner.
+func (r *Runner) repoURL(id string) string {
+	return strings.TrimSuffix(r.cfg.Server.String(), "/") + api.RunnerPrefix + "/git/" + id + ".git"
+}
+
+// jobByToken returns the run a token is for, or nil.
+func (r *Runner) jobByToken(token string) *job {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, j := range r.jobs {
+		if subtle.ConstantTimeCompare([]byte(j.asg.Token), []byte(token)) == 1 {
+			return j
+		}
+	}
+	return nil
 }
 
 // loopback reports whether host names this machine: localhost or a

@@ -208,7 +208,11 @@ func (s *Store) StartRun(ctx context.Context, runID int64, pid int, checkoutPath
 // the repository of its agent's current checkout (repo_id; nil leaves
 // it, empty clears it).
 func (s *Store) StartRunWith(ctx context.Context, runID int64, st models.RunStart) (models.TransitionResult, error) {
-	pid, checkoutPath := st.PID, st.CheckoutPath
+	var pid *int // a run on a runner has no process of this machine
+	if st.PID > 0 {
+		pid = &st.PID
+	}
+	checkoutPath := st.CheckoutPath
 	var out models.TransitionResult
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		x := s.newTxn(ctx, tx)
@@ -464,7 +468,7 @@ func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.
 	}
 	// A runner's agents are not given work yet: their runs are not
 	// dispatched to runners (docs/runners.md).
-	if st.IdleAgents, err = queryAll(ctx, tx, scanAgent, "SELECT "+agentColumns+" FROM agents WHERE state = 'IDLE' AND paused = 0 AND runner_id IS NULL ORDER BY id"); err != nil {
+	if st.IdleAgents, err = queryAll(ctx, tx, scanAgent, "SELECT "+agentColumns+" FROM agents WHERE state = 'IDLE' AND paused = 0 AND (runner_id IS NULL OR runner_id IN (SELECT id FROM runners WHERE state = 'ACTIVE')) ORDER BY id"); err != nil {
 		return fail("idle agents", err)
 	}
 	if st.TokensInWindow, err = tokensInWindow(ctx, tx, now, window); err != nil {

@@ -89,9 +89,9 @@ func TestHelloRunnerRegistersItsAgents(t *testing.T) {
 	}
 }
 
-// A runner's idle agents are not offered to the scheduler: their runs are
-// not dispatched to runners yet.
-func TestRunnerAgentsAreNotScheduledLocally(t *testing.T) {
+// An ACTIVE runner's idle agents are offered to the scheduler, a DRAINING
+// runner's are not.
+func TestDrainingRunnersAgentsAreNotScheduled(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := context.Background()
@@ -101,15 +101,28 @@ func TestRunnerAgentsAreNotScheduledLocally(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.Agent(t, s, "local")
-	st, err := s.SchedulingState(ctx, time.Now(), time.Hour)
-	if err != nil {
+	idle := func() []string {
+		t.Helper()
+		st, err := s.SchedulingState(ctx, time.Now(), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Agents) != 2 {
+			t.Fatalf("%d agents, want 2", len(st.Agents))
+		}
+		var ids []string
+		for _, a := range st.IdleAgents {
+			ids = append(ids, a.ID)
+		}
+		return ids
+	}
+	if got := idle(); !slices.Equal(got, []string{"local", "r1/a"}) {
+		t.Fatalf("idle agents with the runner active: %v", got)
+	}
+	if _, err := s.SetRunnerState(ctx, "r1", models.RunnerDraining); err != nil {
 		t.Fatal(err)
 	}
-	var idle []string
-	for _, a := range st.IdleAgents {
-		idle = append(idle, a.ID)
-	}
-	if !slices.Equal(idle, []string{"local"}) || len(st.Agents) != 2 {
-		t.Fatalf("idle agents %v of %d", idle, len(st.Agents))
+	if got := idle(); !slices.Equal(got, []string{"local"}) {
+		t.Fatalf("idle agents with the runner draining: %v", got)
 	}
 }

@@ -1,0 +1,356 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agentqueued/agentqueued/internal/agent"
+	"github.com/agentqueued/agentqueued/internal/models"
+)
+
+// Defaults of a run on the runner.
+const (
+	// DefaultStopGrace is the time between SIGTERM and SIGKILL when the
+	// daemon ends a run.
+	DefaultStopGrace = 10 * time.Second
+	// logEvery is how often a run's new output is sent to the daemon.
+	logEvery = 500 * time.Millisecond
+	// maxLogChunk is the most one log request carries.
+	maxLogChunk = 512 << 10
+	// eventsBatch is the most events one report carries.
+	eventsBatch = 200
+)
+
+// job is one run the runner holds.
+type job struct {
+	r   *Runner
+	asg models.RunnerAssignment
+	cfg models.Agent // the agent as the runner's configuration has it
+
+	// reportMu keeps reports in order, one at a time.
+	reportMu sync.Mutex
+	seq      int64
+
+	stopOnce sync.Once
+	stop     chan struct{}
+	// gone is closed when the daemon no longer has the run (its lease was
+	// lost, or it ended): nothing more is sent about it.
+	gone     chan struct{}
+	goneOnce sync.Once
+
+	evMu   sync.Mutex
+	events []agent.Event
+	evWake chan struct{}
+
+	logPath string
+	logSent int64
+	done    chan struct{}
+}
+
+// end asks the job's agent to stop.
+func (j *job) end() { j.stopOnce.Do(func() { close(j.stop) }) }
+
+// lose marks the run as no longer the runner's: its agent is stopped and
+// nothing more is reported.
+func (j *job) lose() {
+	j.goneOnce.Do(func() { close(j.gone) })
+	j.end()
+}
+
+// report sends one report about the run, numbered in order, and returns
+// the daemon's answer. A daemon that cannot be reached is tried again
+// with the same number until it answers or the run is lost; a relayed ask
+// still waiting is sent again until its answer comes.
+func (j *job) report(ctx context.Context, rep models.RunnerReport) (models.RunnerReportAnswer, error) {
+	j.reportMu.Lock()
+	defer j.reportMu.Unlock()
+	j.seq++
+	rep.Seq = j.seq
+	failures := 0
+	for {
+		select {
+		case <-j.gone:
+			return models.RunnerReportAnswer{}, errRunGone
+		default:
+		}
+		ans, err := j.r.api.RunnerReport(ctx, j.asg.RunID, j.asg.Token, rep)
+		switch {
+		case err == nil && ans.Pending:
+			failures = 0
+			continue
+		case err == nil:
+			return ans, nil
+		case ctx.Err() != nil:
+			return ans, ctx.Err()
+		}
+		switch models.ErrorCodeOf(err) {
+		case models.CodeConflict:
+			j.r.log.Warn("the daemon no longer has the run; ending it", "run_id", j.asg.RunID, "task_id", j.asg.Task.ID,
+				"reason", models.ErrorMessageOf(err))
+			j.lose()
+			return ans, errRunGone
+		case models.CodeInvalid, models.CodeNotFound:
+			return ans, err // refused for good: retrying changes nothing
+		}
+		failures++
+		wait := j.r.backoff(failures)
+		j.r.log.Info("report not delivered; trying again", "run_id", j.asg.RunID, "seq", rep.Seq, "err", err, "after", wait)
+		select {
+		case <-ctx.Done():
+			return ans, ctx.Err()
+		case <-j.gone:
+			return ans, errRunGone
+		case <-j.r.clock.After(wait):
+		}
+	}
+}
+
+// errRunGone is a report about a run the daemon no longer gives this
+// runner.
+var errRunGone = errors.New("the run is no longer this runner's")
+
+// run prepares, launches and watches the job's agent, then hands its work
+// back and reports its end.
+func (j *job) run(ctx context.Context) {
+	defer close(j.done)
+	log := j.r.log.With("run_id", j.asg.RunID, "task_id", j.asg.Task.ID, "agent", j.asg.Agent)
+	project := models.Project{ID: j.asg.ProjectID}
+	if j.asg.Repo != nil {
+		project.Repo = &models.RepoConfig{ID: j.asg.Repo.ID, SourceType: models.RepoClone, URL: j.r.repoURL(j.asg.Repo.ID),
+			DefaultBranch: j.asg.Repo.DefaultBranch}
+	}
+	ws, err := j.r.ws.Prepare(ctx, j.cfg, project, j.asg.Task)
+	if err == nil && j.asg.Repo != nil && ws.Branch != j.asg.Repo.Branch {
+		err = fmt.Errorf("the checkout's branch %s is not the daemon's %s", ws.Branch, j.asg.Repo.Branch)
+	}
+	if err != nil {
+		log.Warn("checkout not prepared", "err", err)
+		_, _ = j.report(ctx, models.RunnerReport{Kind: models.ReportPrepared, PrepareError: models.RedactURL(err.Error())})
+		return
+	}
+	ans, err := j.report(ctx, models.RunnerReport{Kind: models.ReportPrepared, Prepared: &ws})
+	if err != nil || ans.Launch == nil {
+		log.Warn("no launch for the run", "err", err)
+		return
+	}
+	proc, parser, err := j.launch(ws, *ans.Launch)
+	if err != nil {
+		log.Warn("agent not started", "err", err)
+		j.ended(ctx, models.RunnerEnded{ExitCode: -1, StderrTail: "start the agent on the runner: " + err.Error()})
+		return
+	}
+	if _, err := j.report(ctx, models.RunnerReport{Kind: models.ReportStarted}); err != nil {
+		proc.Stop(DefaultStopGrace)
+		return
+	}
+	log.Info("agent started", "pid", proc.PID(), "dir", ws.Dir)
+	shipped := make(chan struct{})
+	sctx, stopShipping := context.WithCancel(ctx)
+	go func() {
+		defer close(shipped)
+		j.ship(sctx)
+	}()
+	var res agent.Result
+	select {
+	case <-proc.Done():
+		res, _ = proc.Wait(context.Background())
+	case <-j.stop:
+		res = proc.Stop(DefaultStopGrace)
+	case <-ctx.Done():
+		res = proc.Stop(DefaultStopGrace)
+	}
+	stopShipping()
+	<-shipped
+	j.queue(parser.End(res.ExitCode)...)
+	end := models.RunnerEnded{ExitCode: res.ExitCode, Signal: res.Signal, StderrTail: res.StderrTail}
+	if sr, ok := parser.(agent.StderrReader); ok {
+		end.Refusals = sr.Refusals()
+	}
+	if project.Repo != nil {
+		if _, err := j.r.ws.Seal(ctx, project, j.asg.Task, ws); err != nil {
+			end.PushError = models.RedactURL(err.Error())
+		} else if commit, err := j.r.ws.PushTask(ctx, project, ws); err != nil {
+			end.PushError = models.RedactURL(err.Error())
+		} else {
+			end.Pushed = commit
+		}
+	}
+	j.ended(ctx, end)
+	log.Info("run ended", "exit", res.ExitCode, "pushed", end.Pushed, "push_error", end.PushError)
+}
+
+// ended sends what is left of the output and events, then the end.
+func (j *job) ended(ctx context.Context, end models.RunnerEnded) {
+	if err := j.flush(ctx); err != nil {
+		return
+	}
+	end.LogSize = j.logSent
+	_, _ = j.report(ctx, models.RunnerReport{Kind: models.ReportEnded, Ended: &end})
+}
+
+// launch starts the job's agent with the daemon's launch.
+func (j *job) launch(ws models.Workspace, l models.RunnerLaunch) (*agent.Process, agent.Parser, error) {
+	adapter, err := j.r.cfg.Adapters.For(j.cfg.AgentType)
+	if err != nil {
+		return nil, nil, err
+	}
+	base := filepath.Join(j.r.cfg.DataDir, "runs", j.asg.Task.ID, strconv.Itoa(j.asg.Attempt))
+	if err := os.MkdirAll(filepath.Dir(base), 0o700); err != nil {
+		return nil, nil, err
+	}
+	promptFile := base + ".prompt"
+	if err := os.WriteFile(promptFile, []byte(l.Prompt), 0o600); err != nil {
+		return nil, nil, err
+	}
+	stateDir := base + ".state"
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	runEnv := map[string]string{"AQ_SOCKET": j.r.cfg.SocketPath, "AQ_TASK_ID": j.asg.Task.ID, "AQ_RUN_TOKEN": j.asg.Token,
+		"AQ_PROMPT_FILE": promptFile, "AQ_PROJECT_ID": j.asg.ProjectID, "AQ_ATTEMPT": strconv.Itoa(j.asg.Attempt),
+		"AQ_RUN_KIND": j.asg.Kind}
+	var servers []models.MCPServer
+	if exe := j.r.cfg.Executable; exe != "" {
+		runEnv["AQ_BIN"] = exe
+		servers = append(servers, models.MCPServer{Name: "agentqueued", Command: exe, Args: []string{"mcp"},
+			Env: map[string]string{"AQ_SOCKET": runEnv["AQ_SOCKET"], "AQ_TASK_ID": j.asg.Task.ID, "AQ_RUN_TOKEN": j.asg.Token}})
+	}
+	for _, s := range l.Profile.MCPServers {
+		if s.Name != "agentqueued" {
+			servers = append(servers, s)
+		}
+	}
+	maps.Copy(runEnv, l.Env)
+	rc := agent.RunContext{Agent: j.cfg, Task: j.asg.Task, Profile: l.Profile, MCPServers: servers, Dir: ws.Dir,
+		Prompt: l.Prompt, PromptFile: promptFile, StateDir: stateDir, SessionID: l.SessionID, SessionUsage: l.SessionUsage,
+		Executable: j.r.cfg.Executable, ToolTimeout: l.ToolTimeout.Std()}
+	inv, err := adapter.Invocation(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	for name, content := range inv.Files {
+		if name != filepath.Base(name) || name == "." || name == ".." {
+			return nil, nil, fmt.Errorf("adapter file name %q is not a plain name", name)
+		}
+		if err := os.WriteFile(filepath.Join(stateDir, name), []byte(content), 0o600); err != nil {
+			return nil, nil, err
+		}
+	}
+	extra, _ := agent.PassEnv(j.r.cfg.Environ, j.cfg.PassEnv)
+	if extra == nil {
+		extra = map[string]string{}
+	}
+	maps.Copy(extra, j.cfg.Env)
+	maps.Copy(extra, inv.Env)
+	env := agent.Environment(j.r.cfg.Environ, extra, runEnv)
+	parser := adapter.NewParser(rc)
+	var onStderr func([]byte)
+	if sr, ok := parser.(agent.StderrReader); ok {
+		onStderr = sr.StderrLine
+	}
+	j.logPath = base + ".log"
+	proc, err := agent.Start(agent.Spec{Argv: inv.Argv, Dir: ws.Dir, Env: env, Stdin: inv.Stdin, LogPath: j.logPath,
+		OnStderrLine: onStderr,
+		OnLine: func(line []byte) {
+			j.queue(parser.Line(line)...)
+		}})
+	if err != nil {
+		return nil, nil, err
+	}
+	return proc, parser, nil
+}
+
+// queue keeps events for the next events report.
+func (j *job) queue(evs ...agent.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	j.evMu.Lock()
+	j.events = append(j.events, evs...)
+	j.evMu.Unlock()
+	select {
+	case j.evWake <- struct{}{}:
+	default:
+	}
+}
+
+// ship sends the run's new output and events every logEvery until ctx
+// ends.
+func (j *job) ship(ctx context.Context) {
+	for {
+		if err := j.flush(ctx); errors.Is(err, errRunGone) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-j.evWake:
+		case <-j.r.clock.After(logEvery):
+		}
+	}
+}
+
+// flush sends what the log gained since the last chunk, then the queued
+// events.
+func (j *job) flush(ctx context.Context) error {
+	if err := j.sendLog(ctx); err != nil {
+		return err
+	}
+	for {
+		j.evMu.Lock()
+		n := min(len(j.events), eventsBatch)
+		batch := j.events[:n:n]
+		j.events = j.events[n:]
+		j.evMu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		data, err := json.Marshal(batch)
+		if err != nil {
+			return err
+		}
+		if _, err := j.report(ctx, models.RunnerReport{Kind: models.ReportEvents, Events: data}); err != nil {
+			return err
+		}
+	}
+}
+
+// sendLog sends the log's bytes the daemon does not have yet.
+func (j *job) sendLog(ctx context.Context) error {
+	if j.logPath == "" {
+		return nil
+	}
+	f, err := os.Open(j.logPath)
+	if err != nil {
+		return nil // nothing written yet
+	}
+	defer f.Close()
+	buf := make([]byte, maxLogChunk)
+	for {
+		n, err := f.ReadAt(buf, j.logSent)
+		if n == 0 {
+			if err == nil || errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		have, err := j.r.api.RunnerLog(ctx, j.asg.RunID, j.asg.Token, j.logSent, buf[:n])
+		if models.ErrorCodeOf(err) == models.CodeConflict && have == 0 {
+			j.lose()
+			return errRunGone
+		}
+		if err != nil {
+			return err
+		}
+		j.logSent = have
+	}
+}
