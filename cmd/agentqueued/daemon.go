@@ -438,7 +438,7 @@ func (w *wiring) buildOrchestrator(ctx context.Context, st *store.Store, ws *rep
 		CheckTimeout: cfg.Verification.CheckTimeout, Profiles: cfg.Profiles, PlanPaths: cfg.Plans.Paths,
 		QAAgent: cfg.Verification.QAAgent, QAProfile: cfg.Verification.QAProfile, Executable: self, Environ: w.m.Environ,
 		PullRequests: pulls, PRPollInterval: cfg.GitHub.PollInterval, LandPollInterval: cfg.Verification.LandPollInterval,
-		OnOutput: w.feed.Output, Observer: w.met, Runners: w.hub,
+		OnOutput: w.feed.Output, Observer: w.met, Runners: w.hub, LeaseTTL: oc.RunnerLease, RunnerHeartbeat: oc.RunnerHeartbeat,
 		Logger: log.With("component", "orchestrator")}, st, ws, agent.DefaultRegistry())
 	if err != nil {
 		return nil, nil, err

@@ -28,8 +28,9 @@ type fleetRunner struct {
 
 // startFleetRunner adds runner name to the daemon at addr and starts the
 // built binary as that runner, with agents command agents running script
-// and its own data directory under dir.
-func startFleetRunner(t *testing.T, bin, addr, dir, name string, agents int, script, mark string) *fleetRunner {
+// (with env added to each agent's environment) and its own data directory
+// under dir.
+func startFleetRunner(t *testing.T, bin, addr, dir, name string, agents int, script, mark string, env map[string]string) *fleetRunner {
 	t.Helper()
 	var added api.RunnerAdded
 	if err := json.Unmarshal([]byte(mustCtl(t, addr, "--json", "runner", "add", name)), &added); err != nil {
@@ -46,8 +47,12 @@ func startFleetRunner(t *testing.T, bin, addr, dir, name string, agents int, scr
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "data_dir: %s\nlog:\n  level: info\nagents:\n", filepath.Join(home, "data"))
 	for i := range agents {
-		fmt.Fprintf(&cfg, "  - {name: a%d, type: command, command: %q, env: {DEMO_BIN: %q, DEMO_AGENT: %s-a%d, %s: %q}}\n",
+		fmt.Fprintf(&cfg, "  - {name: a%d, type: command, command: %q, env: {DEMO_BIN: %q, DEMO_AGENT: %s-a%d, %s: %q",
 			i, script, bin, name, i, crashMarkEnv, mark)
+		for k, v := range env {
+			fmt.Fprintf(&cfg, ", %s: %q", k, v)
+		}
+		cfg.WriteString("}}\n")
 	}
 	cfgPath := filepath.Join(home, "runner.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
@@ -78,124 +83,163 @@ func startFleetRunner(t *testing.T, bin, addr, dir, name string, agents int, scr
 	return r
 }
 
-// TestRunnersRunADAG runs a DAG on a CLONE project with every agent on one
-// of three runner processes, each with its own data directory and two
-// agents: every task COMPLETED exactly once, its work merged into the
-// origin exactly once, through git served by the daemon.
-func TestRunnersRunADAG(t *testing.T) {
-	t.Parallel()
+// fleetAgentScript is the runners' agents' program: crashAgentScript,
+// first waiting for a line from the FIFO $HOLD when it is set.
+const fleetAgentScript = `#!/bin/sh
+set -eu
+cat > /dev/null
+if [ -n "${HOLD:-}" ]; then read -r _ < "$HOLD"; fi
+echo "$AQ_TASK_ID attempt $AQ_ATTEMPT by $DEMO_AGENT" > "result-$AQ_TASK_ID.txt"
+git add "result-$AQ_TASK_ID.txt"
+git -c user.name="$DEMO_AGENT" -c user.email=agent@localhost -c commit.gpgsign=false \
+  commit -q -m "Result of $AQ_TASK_ID"
+"$DEMO_BIN" agent complete --summary "wrote result-$AQ_TASK_ID.txt"
+`
+
+// fleetEnv is a daemon (the built binary) on a CLONE project "fleet",
+// with runner processes added by runner.
+type fleetEnv struct {
+	t      *testing.T
+	bin    string
+	dir    string
+	script string
+	origin string
+	d      *crashDaemon
+	fleet  []*fleetRunner
+	watch  *progresstest.Watchdog
+	client *api.Client
+}
+
+// newFleetEnv starts the daemon with daemonYAML as its configuration and
+// creates the project.
+func newFleetEnv(t *testing.T, daemonYAML string) *fleetEnv {
+	t.Helper()
 	if testing.Short() {
-		t.Skip("builds the binary and runs a daemon and three runners")
+		t.Skip("builds the binary and runs a daemon and runners")
 	}
-	const tasks, runners, perRunner = 30, 3, 2
-	bin := agentqueuedBinary(t)
-	watch := progresstest.New(t, "the start of the test")
-	dir := t.TempDir()
-	script := filepath.Join(dir, "agent.sh")
-	if err := os.WriteFile(script, []byte(crashAgentScript), 0o755); err != nil {
+	e := &fleetEnv{t: t, bin: agentqueuedBinary(t), dir: t.TempDir(), watch: progresstest.New(t, "the start of the test")}
+	e.script = filepath.Join(e.dir, "agent.sh")
+	if err := os.WriteFile(e.script, []byte(fleetAgentScript), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	origin := filepath.Join(dir, "origin.git")
-	bareOrigin(t, origin)
-	cfgPath := writeFile(t, dir, "daemon.yaml", "log:\n  level: info\norchestrator: {retry_backoff: 100ms, max_backoff: 1s, safety_tick: 500ms}\n")
-	d := startCrashDaemon(t, bin, cfgPath, filepath.Join(dir, "daemon"), dir, watch)
+	e.origin = filepath.Join(e.dir, "origin.git")
+	bareOrigin(t, e.origin)
+	cfgPath := writeFile(t, e.dir, "daemon.yaml", "log:\n  level: info\n"+daemonYAML)
+	e.d = startCrashDaemon(t, e.bin, cfgPath, filepath.Join(e.dir, "daemon"), e.dir, e.watch)
 	t.Cleanup(func() {
 		select {
-		case <-d.exited:
+		case <-e.d.exited:
 		default:
-			syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck // clean-up
-			<-d.exited
+			syscall.Kill(-e.d.cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck // clean-up
+			<-e.d.exited
 		}
-		if left := markedProcesses(dir); len(left) > 0 {
+		if left := markedProcesses(e.dir); len(left) > 0 {
 			killMarked(left)
 		}
 	})
-	var fleet []*fleetRunner
-	logs := func() string {
-		var all strings.Builder
-		fmt.Fprintf(&all, "--- daemon ---\n%s", d.log.String())
-		for _, r := range fleet {
-			fmt.Fprintf(&all, "--- runner %s ---\n%s", r.name, r.log.String())
-		}
-		return all.String()
-	}
-	failf := func(format string, args ...any) {
-		t.Helper()
-		t.Fatalf(format+"\n%s", append(args, logs())...)
-	}
-	for i := range runners {
-		fleet = append(fleet, startFleetRunner(t, bin, d.addr, dir, fmt.Sprintf("r%d", i), perRunner, script, dir))
-	}
-	ctx := watch.Context()
-	client, err := api.NewClient("http://"+d.addr, "", nil)
-	if err != nil {
+	var err error
+	if e.client, err = api.NewClient("http://"+e.d.addr, "", nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.CreateProject(ctx, models.ProjectSpec{ID: "fleet", MaxConcurrentAgents: runners * perRunner,
-		Repo: &models.RepoConfig{SourceType: models.RepoClone, URL: origin}}.Project()); err != nil {
-		failf("create project: %v", err)
+	if _, err := e.client.CreateProject(e.watch.Context(), models.ProjectSpec{ID: "fleet", MaxConcurrentAgents: 16,
+		Repo: &models.RepoConfig{SourceType: models.RepoClone, URL: e.origin}}.Project()); err != nil {
+		e.fatalf("create project: %v", err)
 	}
-	results, err := client.CreateTasks(ctx, models.TaskBatch{ProjectID: "fleet", CreatedBy: "fleet-test",
-		Tasks: crashDAG(rand.New(rand.NewPCG(20261207, 3)), tasks)})
-	if err != nil || len(results) != tasks {
-		failf("create tasks: %d results, %v", len(results), err)
+	return e
+}
+
+// runner starts a runner process with agents agents.
+func (e *fleetEnv) runner(name string, agents int, env map[string]string) *fleetRunner {
+	return e.runnerWith(name, agents, e.script, env)
+}
+
+// runnerWith starts a runner process whose agents run script.
+func (e *fleetEnv) runnerWith(name string, agents int, script string, env map[string]string) *fleetRunner {
+	r := startFleetRunner(e.t, e.bin, e.d.addr, e.dir, name, agents, script, e.dir, env)
+	e.fleet = append(e.fleet, r)
+	return r
+}
+
+// logs are the daemon's and the runners' logs.
+func (e *fleetEnv) logs() string {
+	var all strings.Builder
+	fmt.Fprintf(&all, "--- daemon ---\n%s", e.d.log.String())
+	for _, r := range e.fleet {
+		fmt.Fprintf(&all, "--- runner %s ---\n%s", r.name, r.log.String())
 	}
-	ids := make([]string, len(results))
-	for i, res := range results {
-		ids[i] = res.TaskID
-	}
+	return all.String()
+}
+
+func (e *fleetEnv) fatalf(format string, args ...any) {
+	e.t.Helper()
+	e.t.Fatalf(format+"\n%s", append(args, e.logs())...)
+}
+
+// await polls the project's tasks until done says they are as wanted; a
+// BLOCKED task fails the test.
+func (e *fleetEnv) await(what string, done func([]models.Task) bool) []models.Task {
+	e.t.Helper()
+	ctx := e.watch.Context()
 	for {
-		list, err := client.ListTasks(ctx, models.TaskFilter{ProjectID: "fleet", Limit: 1000})
+		list, err := e.client.ListTasks(ctx, models.TaskFilter{ProjectID: "fleet", Limit: 1000})
 		if err != nil {
-			failf("list tasks: %v (%v)", err, watch.Err())
+			e.fatalf("list tasks: %v (%v)", err, e.watch.Err())
 		}
-		done := 0
 		counts := map[models.TaskStatus]int{}
 		for _, tk := range list {
 			counts[tk.Status]++
-			switch tk.Status {
-			case models.StatusCompleted:
-				done++
-			case models.StatusBlocked:
-				failf("task %s is BLOCKED: %s", tk.ID, tk.StatusReason)
+			if tk.Status == models.StatusBlocked {
+				e.fatalf("task %s is BLOCKED: %s", tk.ID, tk.StatusReason)
 			}
 		}
-		if done == tasks {
-			break
+		if done(list) {
+			return list
 		}
-		watch.Observe(fmt.Sprintf("tasks by status %v", counts))
+		e.watch.Observe(fmt.Sprintf("tasks by status %v", counts))
 		select {
 		case <-ctx.Done():
-			failf("%d of %d tasks completed: %v", done, tasks, watch.Err())
-		case <-d.exited:
-			failf("the daemon exited: %v", d.err)
+			e.fatalf("waiting for %s: %v", what, e.watch.Err())
+		case <-e.d.exited:
+			e.fatalf("the daemon exited: %v", e.d.err)
 		case <-time.After(100 * time.Millisecond): // polling an external process
 		}
 	}
-	// Every agent that worked is a runner's.
-	byAgent := map[string]int{}
-	for _, id := range ids {
-		det, err := client.GetTask(ctx, id)
-		if err != nil {
-			failf("get task %s: %v", id, err)
+}
+
+// allCompleted reports whether every task of list is COMPLETED.
+func allCompleted(list []models.Task) bool {
+	for _, tk := range list {
+		if tk.Status != models.StatusCompleted {
+			return false
 		}
+	}
+	return len(list) > 0
+}
+
+// checkOnce checks that each task of ids completed exactly once and its
+// work is merged into the origin's main exactly once; it returns the
+// tasks' details.
+func (e *fleetEnv) checkOnce(ids []string) map[string]models.TaskDetail {
+	e.t.Helper()
+	t := e.t
+	details := map[string]models.TaskDetail{}
+	for _, id := range ids {
+		det, err := e.client.GetTask(e.watch.Context(), id)
+		if err != nil {
+			e.fatalf("get task %s: %v", id, err)
+		}
+		details[id] = det
 		completed := 0
-		for _, e := range det.Events {
-			if e.To == models.StatusCompleted {
+		for _, ev := range det.Events {
+			if ev.To == models.StatusCompleted {
 				completed++
 			}
 		}
 		if completed != 1 {
 			t.Errorf("task %s has %d COMPLETED events", id, completed)
 		}
-		for _, r := range det.Runs {
-			if !strings.HasPrefix(r.AgentID, "r") || !strings.Contains(r.AgentID, "/") {
-				t.Errorf("task %s ran on %s, not on a runner's agent", id, r.AgentID)
-			}
-			byAgent[r.AgentID]++
-		}
 	}
-	out, err := exec.Command("git", "--git-dir", origin, "log", "--format=%s", "main").Output()
+	out, err := exec.Command("git", "--git-dir", e.origin, "log", "--format=%s", "main").Output()
 	if err != nil {
 		t.Fatalf("git log: %v", err)
 	}
@@ -207,7 +251,7 @@ func TestRunnersRunADAG(t *testing.T) {
 			}
 		}
 	}
-	files, err := exec.Command("git", "--git-dir", origin, "ls-tree", "--name-only", "main").Output()
+	files, err := exec.Command("git", "--git-dir", e.origin, "ls-tree", "--name-only", "main").Output()
 	if err != nil {
 		t.Fatalf("git ls-tree: %v", err)
 	}
@@ -219,8 +263,255 @@ func TestRunnersRunADAG(t *testing.T) {
 			t.Errorf("main lacks result-%s.txt", id)
 		}
 	}
+	return details
+}
+
+// TestRunnersRunADAG runs a DAG on a CLONE project with every agent on one
+// of three runner processes, each with its own data directory and two
+// agents: every task COMPLETED exactly once, its work merged into the
+// origin exactly once, through git served by the daemon.
+func TestRunnersRunADAG(t *testing.T) {
+	t.Parallel()
+	const tasks, runners, perRunner = 30, 3, 2
+	e := newFleetEnv(t, "orchestrator: {retry_backoff: 100ms, max_backoff: 1s, safety_tick: 500ms}\n")
+	for i := range runners {
+		e.runner(fmt.Sprintf("r%d", i), perRunner, nil)
+	}
+	results, err := e.client.CreateTasks(e.watch.Context(), models.TaskBatch{ProjectID: "fleet", CreatedBy: "fleet-test",
+		Tasks: crashDAG(rand.New(rand.NewPCG(20261207, 3)), tasks)})
+	if err != nil || len(results) != tasks {
+		e.fatalf("create tasks: %d results, %v", len(results), err)
+	}
+	ids := make([]string, len(results))
+	for i, res := range results {
+		ids[i] = res.TaskID
+	}
+	e.await("every task completed", allCompleted)
+	byAgent := map[string]int{}
+	for id, det := range e.checkOnce(ids) {
+		for _, r := range det.Runs {
+			if !strings.HasPrefix(r.AgentID, "r") || !strings.Contains(r.AgentID, "/") {
+				t.Errorf("task %s ran on %s, not on a runner's agent", id, r.AgentID)
+			}
+			byAgent[r.AgentID]++
+		}
+	}
 	if t.Failed() || os.Getenv("AQ_TEST_LOG") != "" {
-		t.Log(logs())
+		t.Log(e.logs())
 	}
 	t.Logf("runs by agent: %v", byAgent)
+}
+
+// fleetLease is the daemon configuration of the lease tests: a short lease.
+const fleetLease = "orchestrator: {retry_backoff: 100ms, max_backoff: 1s, safety_tick: 500ms, runner_lease: 3s, runner_heartbeat: 500ms}\n"
+
+// holdFIFO makes a FIFO an agent blocks on until the test writes a line.
+func holdFIFO(t *testing.T, dir, name string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// startedOn waits until the task runs on agent and returns it.
+func (e *fleetEnv) startedOn(id, agentID string) {
+	e.t.Helper()
+	e.await("task "+id+" in progress on "+agentID, func(list []models.Task) bool {
+		for _, tk := range list {
+			if tk.ID == id && tk.Status == models.StatusInProgress && tk.AssignedAgentID != nil && *tk.AssignedAgentID == agentID {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// A runner killed with SIGKILL mid-run loses its run when its lease
+// expires: the task goes back to READY by RECOVERY, no retry used, and
+// another runner completes it, once.
+func TestRunnerKilledMidRunLosesItsRun(t *testing.T) {
+	t.Parallel()
+	e := newFleetEnv(t, fleetLease)
+	hold := holdFIFO(t, e.dir, "hold")
+	r0 := e.runner("r0", 1, map[string]string{"HOLD": hold})
+	res, err := e.client.CreateTasks(e.watch.Context(), models.TaskBatch{ProjectID: "fleet", CreatedBy: "fleet-test",
+		Tasks: []models.BatchTask{{Title: "survive a runner"}}})
+	if err != nil {
+		e.fatalf("create task: %v", err)
+	}
+	id := res[0].TaskID
+	e.startedOn(id, "r0/a0")
+	if err := r0.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-r0.exited
+	killed := time.Now()
+	e.runner("r1", 1, nil)
+	e.await("the task completed on r1", allCompleted)
+	took := time.Since(killed)
+	det := e.checkOnce([]string{id})[id]
+	var recovered, retried bool
+	for _, ev := range det.Events {
+		recovered = recovered || ev.Event == models.EventRecovery
+		retried = retried || ev.Event == models.EventRetry
+	}
+	if !recovered || retried || det.Task.RetryCount != 0 {
+		t.Errorf("events after the runner's death: recovery %v, retry %v, retries %d", recovered, retried, det.Task.RetryCount)
+	}
+	if n := len(det.Runs); n != 2 || det.Runs[0].AgentID != "r0/a0" || det.Runs[0].Outcome != models.RunOutcomeRecovered ||
+		det.Runs[1].AgentID != "r1/a0" || det.Runs[1].Outcome != models.RunOutcomeCompleted {
+		t.Errorf("runs: %+v", det.Runs)
+	}
+	if t.Failed() || os.Getenv("AQ_TEST_LOG") != "" {
+		t.Log(e.logs())
+	}
+	t.Logf("completed on another runner %s after the kill (lease 3 s)", took.Round(time.Millisecond))
+}
+
+// A runner cut off past its lease (stopped with SIGSTOP) loses its run to
+// another runner; when it comes back its agent's late completion is
+// refused and the agent is ended.
+func TestRunnerCutOffHasItsLateWorkRefused(t *testing.T) {
+	t.Parallel()
+	e := newFleetEnv(t, fleetLease)
+	hold := holdFIFO(t, e.dir, "hold")
+	r0 := e.runner("r0", 1, map[string]string{"HOLD": hold})
+	res, err := e.client.CreateTasks(e.watch.Context(), models.TaskBatch{ProjectID: "fleet", CreatedBy: "fleet-test",
+		Tasks: []models.BatchTask{{Title: "outlive a partition"}}})
+	if err != nil {
+		e.fatalf("create task: %v", err)
+	}
+	id := res[0].TaskID
+	e.startedOn(id, "r0/a0")
+	if err := syscall.Kill(r0.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	e.runner("r1", 1, nil)
+	e.await("the task completed on r1", allCompleted)
+	// The cut-off runner's agent finishes its work now, and its runner
+	// comes back.
+	refused := r0.log.await("the daemon no longer has the run")
+	ended := r0.log.await(`msg="run ended"`)
+	f, err := os.OpenFile(hold, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("go\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := syscall.Kill(r0.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []<-chan struct{}{refused, ended} {
+		select {
+		case <-ch:
+		case <-e.watch.Done():
+			e.fatalf("the runner back from its partition: %v", e.watch.Err())
+		}
+	}
+	det := e.checkOnce([]string{id})[id]
+	if n := len(det.Runs); n != 2 || det.Runs[1].AgentID != "r1/a0" || det.Runs[1].Outcome != models.RunOutcomeCompleted {
+		t.Errorf("runs: %+v", det.Runs)
+	}
+	if t.Failed() || os.Getenv("AQ_TEST_LOG") != "" {
+		t.Log(e.logs())
+	}
+}
+
+// askingAgentScript prints, reports progress, asks a question and paints
+// with the answer.
+const askingAgentScript = `#!/bin/sh
+set -eu
+cat > /dev/null
+echo "starting $AQ_TASK_ID"
+"$DEMO_BIN" agent progress "half way"
+colour=$("$DEMO_BIN" agent ask "Which colour?")
+echo "got $colour"
+echo "$colour" > "result-$AQ_TASK_ID.txt"
+git add "result-$AQ_TASK_ID.txt"
+git -c user.name=agent -c user.email=agent@localhost -c commit.gpgsign=false commit -q -m "Paint"
+"$DEMO_BIN" agent complete --summary "painted it $colour"
+`
+
+// A remote agent's question, relayed by its runner, is answered through
+// the API and the answer reaches the agent; its output, and its progress
+// in order with it, is followed live with ctl task logs -f.
+func TestRemoteAgentAsksAndIsFollowed(t *testing.T) {
+	t.Parallel()
+	e := newFleetEnv(t, "orchestrator: {safety_tick: 500ms}\n")
+	script := writeFile(t, e.dir, "ask.sh", askingAgentScript)
+	if err := os.Chmod(script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.runnerWith("r0", 1, script, nil)
+	ctx := e.watch.Context()
+	res, err := e.client.CreateTasks(ctx, models.TaskBatch{ProjectID: "fleet", CreatedBy: "fleet-test",
+		Tasks: []models.BatchTask{{Title: "Paint it"}}})
+	if err != nil {
+		e.fatalf("create task: %v", err)
+	}
+	id := res[0].TaskID
+	wrote := make(chan struct{}, 1)
+	follow := startCtl(ctx, e.d.addr, func() {
+		e.watch.Progress("ctl printed")
+		select {
+		case wrote <- struct{}{}:
+		default:
+		}
+	}, "task", "logs", id, "-f")
+	for want := "starting " + id + "\n[progress] half way\n"; !strings.Contains(follow.out.String(), want); {
+		select {
+		case <-wrote:
+		case r := <-follow.done:
+			e.fatalf("ctl task logs -f ended (exit %d) before the run's output:\n%s\n%s", r.code, r.stdout, r.stderr)
+		case <-ctx.Done():
+			e.fatalf("waiting for the output: %v\n%s", e.watch.Err(), follow.out.String())
+		}
+	}
+	var q models.Question
+	for q.ID == 0 {
+		qs, err := e.client.OpenQuestions(ctx)
+		if err != nil {
+			e.fatalf("questions: %v", err)
+		}
+		for _, x := range qs {
+			if x.TaskID == id {
+				q = x
+			}
+		}
+		if q.ID == 0 {
+			select {
+			case <-ctx.Done():
+				e.fatalf("no question: %v", e.watch.Err())
+			case <-time.After(100 * time.Millisecond): // polling an external process
+			}
+		}
+	}
+	if q.Text != "Which colour?" {
+		t.Errorf("question %+v", q)
+	}
+	if _, err := e.client.AnswerQuestion(ctx, q.ID, "teal", "tester"); err != nil {
+		e.fatalf("answer: %v", err)
+	}
+	var done ctlResult
+	select {
+	case done = <-follow.done:
+	case <-ctx.Done():
+		e.fatalf("ctl task logs -f did not end with the run: %v\n%s", e.watch.Err(), follow.out.String())
+	}
+	if done.code != 0 || !strings.HasSuffix(done.stdout, "got teal\n") {
+		t.Errorf("ctl task logs -f: exit %d\n%s\nstderr: %s", done.code, done.stdout, done.stderr)
+	}
+	e.await("the task completed", allCompleted)
+	e.checkOnce([]string{id})
+	out, err := exec.Command("git", "--git-dir", e.origin, "show", "main:result-"+id+".txt").Output()
+	if err != nil || string(out) != "teal\n" {
+		t.Errorf("the painted file in the origin: %q %v", out, err)
+	}
+	if t.Failed() || os.Getenv("AQ_TEST_LOG") != "" {
+		t.Log(e.logs())
+	}
 }

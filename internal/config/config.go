@@ -229,6 +229,11 @@ type OrchestratorConfig struct {
 	// PrepareTimeout bounds the preparation of a run's workspace (a first
 	// clone included); StartTimeout counts from its end.
 	PrepareTimeout time.Duration
+	// RunnerLease is how long a run on a runner keeps its lease without
+	// the runner's heartbeat; RunnerHeartbeat is how often runners renew
+	// it (docs/runners.md). The heartbeat must be under a third of the
+	// lease.
+	RunnerLease, RunnerHeartbeat time.Duration
 	// GlobalTokenBudget caps the tokens of all projects in the window; nil
 	// is unlimited.
 	GlobalTokenBudget *int64
@@ -388,6 +393,8 @@ type fileOrchestrator struct {
 	MaxRuntime        string `yaml:"max_runtime"`
 	StartTimeout      string `yaml:"start_timeout"`
 	PrepareTimeout    string `yaml:"prepare_timeout"`
+	RunnerLease       string `yaml:"runner_lease"`
+	RunnerHeartbeat   string `yaml:"runner_heartbeat"`
 	RetryBackoff      string `yaml:"retry_backoff"`
 	MaxBackoff        string `yaml:"max_backoff"`
 	StopGrace         string `yaml:"stop_grace"`
@@ -777,10 +784,23 @@ func (c *Config) overlayOrchestrator(f fileOrchestrator) error {
 		{"orchestrator.retry_backoff", f.RetryBackoff, &o.RetryBackoff}, {"orchestrator.max_backoff", f.MaxBackoff, &o.MaxBackoff},
 		{"orchestrator.stop_grace", f.StopGrace, &o.StopGrace}, {"orchestrator.pause_delay", f.PauseDelay, &o.PauseDelay},
 		{"orchestrator.input_timeout", f.InputTimeout, &o.InputTimeout},
+		{"orchestrator.runner_lease", f.RunnerLease, &o.RunnerLease},
+		{"orchestrator.runner_heartbeat", f.RunnerHeartbeat, &o.RunnerHeartbeat},
 	} {
 		if err := parseDuration(d.key, d.v, d.dst); err != nil {
 			return err
 		}
+	}
+	lease, beat := o.RunnerLease, o.RunnerHeartbeat
+	if lease == 0 {
+		lease = 60 * time.Second
+	}
+	if beat == 0 {
+		beat = 10 * time.Second
+	}
+	if beat*3 > lease {
+		return fmt.Errorf("orchestrator.runner_heartbeat: %s is more than a third of orchestrator.runner_lease (%s): "+
+			"a lease would expire after two lost heartbeats", beat, lease)
 	}
 	if f.GlobalTokenBudget != "" {
 		n, err := strconv.ParseInt(f.GlobalTokenBudget, 10, 64)

@@ -63,6 +63,9 @@ type conn struct {
 	// recorded is when the runner's presence was last written down
 	// (Record).
 	recorded time.Time
+	// unresponsive is set when the runner let a run's lease expire: it
+	// counts as away until its next request.
+	unresponsive bool
 }
 
 // New returns a Hub.
@@ -99,6 +102,7 @@ func (h *Hub) Seen(name, version, address string) {
 		c.since = now
 	}
 	c.lastSeen = now
+	c.unresponsive = false
 	if version != "" {
 		c.version = version
 	}
@@ -107,9 +111,22 @@ func (h *Hub) Seen(name, version, address string) {
 	}
 }
 
-// connectedLocked reports whether c counts as connected at now.
+// connectedLocked reports whether c counts as connected at now: it made
+// a request within SeenTimeout (a live runner polls again as soon as a
+// poll is answered, so a held poll is no sign of life by itself) and has
+// not let a lease expire since.
 func (h *Hub) connectedLocked(c *conn, now time.Time) bool {
-	return c.polls > 0 || !c.lastSeen.IsZero() && now.Sub(c.lastSeen) <= h.cfg.SeenTimeout
+	return !c.unresponsive && !c.lastSeen.IsZero() && now.Sub(c.lastSeen) <= h.cfg.SeenTimeout
+}
+
+// Unresponsive records that runner name let a run's lease expire: it
+// counts as away, and is given no run, until its next request.
+func (h *Hub) Unresponsive(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c := h.conns[name]; c != nil {
+		c.unresponsive = true
+	}
 }
 
 // Connected reports whether runner name is connected now: a poll of it
@@ -174,11 +191,11 @@ func (h *Hub) Wait(ctx context.Context, name string) WaitResult {
 	c := h.connLocked(name)
 	c.polls++
 	c.lastSeen = h.clock.Now()
+	c.unresponsive = false
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
 		c.polls--
-		c.lastSeen = h.clock.Now()
 		h.mu.Unlock()
 	}()
 	// What is there already answers without arming the hold's timer.

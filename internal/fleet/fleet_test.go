@@ -108,3 +108,41 @@ func TestConnectedFollowsRequests(t *testing.T) {
 		t.Fatalf("after removal: %+v", st)
 	}
 }
+
+// A runner counts as connected for SeenTimeout after its last request,
+// however long its poll is held; one that let a lease expire counts as
+// away until its next request.
+func TestConnectedNeedsRecentRequests(t *testing.T) {
+	t.Parallel()
+	clk := clocktest.New(time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC))
+	h := fleet.New(fleet.Config{Clock: clk})
+	if h.Connected("r1") {
+		t.Fatal("a runner never seen is connected")
+	}
+	h.Seen("r1", "v1", "127.0.0.2:1")
+	if !h.Connected("r1") {
+		t.Fatal("a runner just seen is not connected")
+	}
+	h.Unresponsive("r1")
+	if h.Connected("r1") {
+		t.Fatal("a runner that let a lease expire is connected")
+	}
+	h.Seen("r1", "", "")
+	if !h.Connected("r1") {
+		t.Fatal("a runner back after letting a lease expire is not connected")
+	}
+	// A poll held as long as it is ever held: its start keeps the runner
+	// connected; a process that stopped after starting it is away once
+	// SeenTimeout has passed, although its connection is still open.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := wait(ctx, h, "r1")
+	if err := clk.WaitTimer(ctx, fleet.DefaultPollHold); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(fleet.DefaultSeenTimeout + time.Second)
+	if h.Connected("r1") {
+		t.Fatalf("a runner whose last request began over %s ago is connected", fleet.DefaultSeenTimeout)
+	}
+	<-got
+}

@@ -35,6 +35,9 @@ type Runners interface {
 	Connected(name string) bool
 	// Wake tells runner name that it has something to read.
 	Wake(name string)
+	// Unresponsive records that runner name let a run's lease expire: it
+	// is given no run until it shows life again.
+	Unresponsive(name string)
 }
 
 // remoteRun is the part of an activeRun that a runner runs.
@@ -161,6 +164,8 @@ func (o *Orchestrator) executeRemote(ctx context.Context, ar *activeRun, task mo
 
 	select {
 	case <-rr.started:
+	case e := <-rr.ended: // the agent could not be started there
+		return startErr("start the agent on runner "+runner, true, errors.New(e.StderrTail))
 	case <-ar.stop:
 		o.wakeRunner(runner)
 		o.awaitRemoteEnd(ar, rr)
@@ -533,6 +538,9 @@ func (o *Orchestrator) superviseRemote(r *activeRun, rr *remoteRun, now time.Tim
 	if !now.Before(until) {
 		o.log.Warn("remote run's lease expired; its task goes back to READY", "task_id", r.run.TaskID, "run_id", r.run.ID,
 			"runner", rr.runner)
+		if o.cfg.Runners != nil {
+			o.cfg.Runners.Unresponsive(rr.runner)
+		}
 		r.end(models.EventRecovery, fmt.Sprintf("runner %s stopped renewing the run's lease (%s)", rr.runner, o.cfg.LeaseTTL))
 		return time.Time{}, false
 	}

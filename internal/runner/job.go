@@ -51,6 +51,9 @@ type job struct {
 	events []agent.Event
 	evWake chan struct{}
 
+	// logMu guards logPath and logSent: the log is sent by the shipper and
+	// before each relayed call.
+	logMu   sync.Mutex
 	logPath string
 	logSent int64
 	done    chan struct{}
@@ -145,7 +148,7 @@ func (j *job) run(ctx context.Context) {
 	proc, parser, err := j.launch(ws, *ans.Launch)
 	if err != nil {
 		log.Warn("agent not started", "err", err)
-		j.ended(ctx, models.RunnerEnded{ExitCode: -1, StderrTail: "start the agent on the runner: " + err.Error()})
+		j.ended(ctx, models.RunnerEnded{ExitCode: -1, StderrTail: models.RedactURL(err.Error())})
 		return
 	}
 	if _, err := j.report(ctx, models.RunnerReport{Kind: models.ReportStarted}); err != nil {
@@ -193,7 +196,9 @@ func (j *job) ended(ctx context.Context, end models.RunnerEnded) {
 	if err := j.flush(ctx); err != nil {
 		return
 	}
+	j.logMu.Lock()
 	end.LogSize = j.logSent
+	j.logMu.Unlock()
 	_, _ = j.report(ctx, models.RunnerReport{Kind: models.ReportEnded, Ended: &end})
 }
 
@@ -257,7 +262,9 @@ func (j *job) launch(ws models.Workspace, l models.RunnerLaunch) (*agent.Process
 	if sr, ok := parser.(agent.StderrReader); ok {
 		onStderr = sr.StderrLine
 	}
+	j.logMu.Lock()
 	j.logPath = base + ".log"
+	j.logMu.Unlock()
 	proc, err := agent.Start(agent.Spec{Argv: inv.Argv, Dir: ws.Dir, Env: env, Stdin: inv.Stdin, LogPath: j.logPath,
 		OnStderrLine: onStderr,
 		OnLine: func(line []byte) {
@@ -326,6 +333,8 @@ func (j *job) flush(ctx context.Context) error {
 
 // sendLog sends the log's bytes the daemon does not have yet.
 func (j *job) sendLog(ctx context.Context) error {
+	j.logMu.Lock()
+	defer j.logMu.Unlock()
 	if j.logPath == "" {
 		return nil
 	}

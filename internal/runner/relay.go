@@ -97,6 +97,12 @@ func (rl *relay) handle(w http.ResponseWriter, req *http.Request) {
 		writeError(w, models.Errorf(models.CodeInvalid, "request body: not valid JSON"))
 		return
 	}
+	// What the agent printed before the call reaches the daemon's log
+	// before the call (a progress report is a line of that log).
+	if err := j.flush(context.WithoutCancel(req.Context())); errors.Is(err, errRunGone) {
+		writeError(w, models.Errorf(models.CodeUnauthorized, "this run has ended"))
+		return
+	}
 	// The report goes out whatever the caller does meanwhile: a number
 	// taken must be delivered, or the run's later reports would be out of
 	// order.
