@@ -141,8 +141,14 @@ func (b *lockedBuffer) String() string {
 // long as the watchdog sees progress (the daemon's log growing counts).
 func startCrashDaemon(t *testing.T, bin, cfg, dataDir, mark string, w *progresstest.Watchdog) *crashDaemon {
 	t.Helper()
+	return startCrashDaemonAt(t, bin, cfg, dataDir, mark, "127.0.0.1:0", w)
+}
+
+// startCrashDaemonAt is startCrashDaemon listening on listen.
+func startCrashDaemonAt(t *testing.T, bin, cfg, dataDir, mark, listen string, w *progresstest.Watchdog) *crashDaemon {
+	t.Helper()
 	d := &crashDaemon{exited: make(chan struct{}), log: &lockedBuffer{addr: make(chan string, 1), assigned: make(chan struct{})}}
-	d.cmd = exec.Command(bin, "run", "--config", cfg, "--data-dir", dataDir, "--listen", "127.0.0.1:0")
+	d.cmd = exec.Command(bin, "run", "--config", cfg, "--data-dir", dataDir, "--listen", listen)
 	d.cmd.Env = append(os.Environ(), crashMarkEnv+"="+mark)
 	d.cmd.Stdout, d.cmd.Stderr = io.Discard, d.log
 	// Its own process group, so the test's clean-up can end the daemon

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,6 +90,7 @@ const fleetAgentScript = `#!/bin/sh
 set -eu
 cat > /dev/null
 if [ -n "${HOLD:-}" ]; then read -r _ < "$HOLD"; fi
+if [ -n "${GO_FILE:-}" ]; then while [ ! -e "$GO_FILE" ]; do sleep 0.1; done; fi
 echo "$AQ_TASK_ID attempt $AQ_ATTEMPT by $DEMO_AGENT" > "result-$AQ_TASK_ID.txt"
 git add "result-$AQ_TASK_ID.txt"
 git -c user.name="$DEMO_AGENT" -c user.email=agent@localhost -c commit.gpgsign=false \
@@ -99,15 +101,17 @@ git -c user.name="$DEMO_AGENT" -c user.email=agent@localhost -c commit.gpgsign=f
 // fleetEnv is a daemon (the built binary) on a CLONE project "fleet",
 // with runner processes added by runner.
 type fleetEnv struct {
-	t      *testing.T
-	bin    string
-	dir    string
-	script string
-	origin string
-	d      *crashDaemon
-	fleet  []*fleetRunner
-	watch  *progresstest.Watchdog
-	client *api.Client
+	t       *testing.T
+	cfgPath string
+	listen  string
+	bin     string
+	dir     string
+	script  string
+	origin  string
+	d       *crashDaemon
+	fleet   []*fleetRunner
+	watch   *progresstest.Watchdog
+	client  *api.Client
 }
 
 // newFleetEnv starts the daemon with daemonYAML as its configuration and
@@ -124,8 +128,15 @@ func newFleetEnv(t *testing.T, daemonYAML string) *fleetEnv {
 	}
 	e.origin = filepath.Join(e.dir, "origin.git")
 	bareOrigin(t, e.origin)
-	cfgPath := writeFile(t, e.dir, "daemon.yaml", "log:\n  level: info\n"+daemonYAML)
-	e.d = startCrashDaemon(t, e.bin, cfgPath, filepath.Join(e.dir, "daemon"), e.dir, e.watch)
+	e.cfgPath = writeFile(t, e.dir, "daemon.yaml", "log:\n  level: info\n"+daemonYAML)
+	// A fixed port: runners find a restarted daemon where it was.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.listen = ln.Addr().String()
+	ln.Close()
+	e.d = startCrashDaemonAt(t, e.bin, e.cfgPath, filepath.Join(e.dir, "daemon"), e.dir, e.listen, e.watch)
 	t.Cleanup(func() {
 		select {
 		case <-e.d.exited:
@@ -137,7 +148,6 @@ func newFleetEnv(t *testing.T, daemonYAML string) *fleetEnv {
 			killMarked(left)
 		}
 	})
-	var err error
 	if e.client, err = api.NewClient("http://"+e.d.addr, "", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +370,7 @@ func TestRunnerKilledMidRunLosesItsRun(t *testing.T) {
 	if !recovered || retried || det.Task.RetryCount != 0 {
 		t.Errorf("events after the runner's death: recovery %v, retry %v, retries %d", recovered, retried, det.Task.RetryCount)
 	}
-	if n := len(det.Runs); n != 2 || det.Runs[0].AgentID != "r0/a0" || det.Runs[0].Outcome != models.RunOutcomeRecovered ||
+	if n := len(det.Runs); n != 2 || det.Runs[0].AgentID != "r0/a0" || det.Runs[0].Outcome == models.RunOutcomeCompleted ||
 		det.Runs[1].AgentID != "r1/a0" || det.Runs[1].Outcome != models.RunOutcomeCompleted {
 		t.Errorf("runs: %+v", det.Runs)
 	}
@@ -392,7 +402,6 @@ func TestRunnerCutOffHasItsLateWorkRefused(t *testing.T) {
 	e.await("the task completed on r1", allCompleted)
 	// The cut-off runner's agent finishes its work now, and its runner
 	// comes back.
-	refused := r0.log.await("the daemon no longer has the run")
 	ended := r0.log.await(`msg="run ended"`)
 	f, err := os.OpenFile(hold, os.O_WRONLY, 0)
 	if err != nil {
@@ -405,12 +414,14 @@ func TestRunnerCutOffHasItsLateWorkRefused(t *testing.T) {
 	if err := syscall.Kill(r0.cmd.Process.Pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	for _, ch := range []<-chan struct{}{refused, ended} {
-		select {
-		case <-ch:
-		case <-e.watch.Done():
-			e.fatalf("the runner back from its partition: %v", e.watch.Err())
-		}
+	select {
+	case <-ended:
+	case <-e.watch.Done():
+		e.fatalf("the runner back from its partition: %v", e.watch.Err())
+	}
+	// Its heartbeat's answer or its report's refusal ended the agent.
+	if l := r0.log.String(); !strings.Contains(l, "the daemon ends a run") && !strings.Contains(l, "the daemon no longer has the run") {
+		t.Errorf("the runner back from its partition was not told its run is gone:\n%s", l)
 	}
 	det := e.checkOnce([]string{id})[id]
 	if n := len(det.Runs); n != 2 || det.Runs[1].AgentID != "r1/a0" || det.Runs[1].Outcome != models.RunOutcomeCompleted {
@@ -512,6 +523,75 @@ func TestRemoteAgentAsksAndIsFollowed(t *testing.T) {
 		t.Errorf("the painted file in the origin: %q %v", out, err)
 	}
 	if t.Failed() || os.Getenv("AQ_TEST_LOG") != "" {
+		t.Log(e.logs())
+	}
+}
+
+// A daemon killed with SIGKILL while runners work loses no run: the
+// runners keep their agents working, keep their reports, and deliver them
+// to the restarted daemon, which takes the runs up where they were;
+// nothing is applied twice.
+func TestDaemonKilledWhileRunnersWork(t *testing.T) {
+	t.Parallel()
+	e := newFleetEnv(t, fleetLease)
+	goFile := filepath.Join(e.dir, "go")
+	e.runner("r0", 2, map[string]string{"GO_FILE": goFile})
+	e.runner("r1", 2, map[string]string{"GO_FILE": goFile})
+	var batch []models.BatchTask
+	for i := range 4 {
+		batch = append(batch, models.BatchTask{LocalID: fmt.Sprintf("root%d", i), Title: fmt.Sprintf("root %d", i)},
+			models.BatchTask{Title: fmt.Sprintf("after %d", i), Dependencies: []models.BatchDependency{{ID: fmt.Sprintf("root%d", i)}}})
+	}
+	res, err := e.client.CreateTasks(e.watch.Context(), models.TaskBatch{ProjectID: "fleet", CreatedBy: "fleet-test", Tasks: batch})
+	if err != nil {
+		e.fatalf("create tasks: %v", err)
+	}
+	ids := make([]string, len(res))
+	for i, r := range res {
+		ids[i] = r.TaskID
+	}
+	e.await("four runs in progress", func(list []models.Task) bool {
+		n := 0
+		for _, tk := range list {
+			if tk.Status == models.StatusInProgress {
+				n++
+			}
+		}
+		return n == 4
+	})
+	e.d.kill(t)
+	e.client.CloseIdleConnections()
+	// The agents finish while the daemon is away; their runners keep
+	// what they report.
+	undelivered := e.fleet[0].log.await("report not delivered")
+	if err := os.WriteFile(goFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-undelivered:
+	case <-e.watch.Done():
+		e.fatalf("no report waited for the daemon: %v", e.watch.Err())
+	}
+	first := e.d
+	e.d = startCrashDaemonAt(t, e.bin, e.cfgPath, filepath.Join(e.dir, "daemon"), e.dir, e.listen, e.watch)
+	e.await("every task completed", allCompleted)
+	details := e.checkOnce(ids)
+	for _, id := range ids {
+		det := details[id]
+		for _, ev := range det.Events {
+			if ev.Event == models.EventRecovery {
+				t.Errorf("task %s was recovered: its run was lost (%s)", id, ev.Reason)
+			}
+		}
+		if len(det.Runs) != 1 || det.Runs[0].Outcome != models.RunOutcomeCompleted {
+			t.Errorf("task %s: runs %+v", id, det.Runs)
+		}
+	}
+	if n := strings.Count(e.d.log.String(), "took up a run its runner works on"); n != 4 {
+		t.Errorf("the restarted daemon took up %d runs, want 4", n)
+	}
+	if t.Failed() || os.Getenv("AQ_TEST_LOG") != "" {
+		t.Logf("--- the killed daemon ---\n%s", first.log.String())
 		t.Log(e.logs())
 	}
 }

@@ -222,12 +222,18 @@ func (s *RunnerServer) handlePoll(w http.ResponseWriter, r *http.Request, rn mod
 		s.resp.writeJSON(w, r, http.StatusOK, ans) // offered before this poll (an answer lost on the way)
 		return
 	}
-	switch s.hub.Wait(r.Context(), rn.Name) {
+	ctx, cancel := untilStopping(r)
+	defer cancel()
+	switch s.hub.Wait(ctx, rn.Name) {
 	case fleet.Removed:
 		s.resp.writeError(w, r, models.Errorf(models.CodeUnauthorized, "this runner was removed"))
 		return
 	case fleet.Ended:
-		return // the runner went away, or the daemon stops
+		if r.Context().Err() == nil { // the daemon stops
+			s.resp.writeError(w, r, &httpError{status: http.StatusServiceUnavailable, err: models.Errorf(models.CodeUnavailable,
+				"the daemon is shutting down: poll again once it is back")})
+		}
+		return // or the runner went away
 	}
 	// Read again: the runner may have been drained or removed meanwhile.
 	rn, err := s.svc.GetRunner(r.Context(), rn.Name)
@@ -240,6 +246,23 @@ func (s *RunnerServer) handlePoll(w http.ResponseWriter, r *http.Request, rn mod
 		return
 	}
 	s.resp.writeJSON(w, r, http.StatusOK, s.work(rn))
+}
+
+// untilStopping is the request's context, also ended when the server that
+// accepted it shuts down: a held poll or report must not hold up the
+// daemon's shutdown.
+func untilStopping(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	if st := stopping(r); st != nil {
+		go func() {
+			select {
+			case <-st:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return ctx, cancel
 }
 
 // work is a poll's answer for rn: its state and its runs to start and end.
@@ -336,7 +359,9 @@ func (s *RunnerServer) handleReport(w http.ResponseWriter, r *http.Request, rn m
 		}
 	}
 	s.hub.Seen(rn.Name, "", r.RemoteAddr)
-	ans, err := s.cfg.Runs.RemoteReport(r.Context(), rn.Name, run, rep, call)
+	ctx, cancel := untilStopping(r)
+	defer cancel()
+	ans, err := s.cfg.Runs.RemoteReport(ctx, rn.Name, run, rep, call)
 	if err != nil {
 		s.resp.writeError(w, r, err)
 		return

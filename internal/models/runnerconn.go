@@ -297,3 +297,24 @@ func (h RunnerHello) Validate() error {
 	}
 	return nil
 }
+
+// RemoteRunState is what the daemon keeps of a run on a runner, so that a
+// restarted daemon takes the run up where it was (see Store.SaveRemoteRun).
+type RemoteRunState struct {
+	// Runner is the runner the run is on.
+	Runner string `json:"runner"`
+	// Served is the repository served for the run ("" without one), and
+	// Branch and DefaultBranch the task's.
+	Served        string `json:"served,omitempty"`
+	Branch        string `json:"branch,omitempty"`
+	DefaultBranch string `json:"default_branch,omitempty"`
+	// Started is set once the runner reported the agent started.
+	Started bool `json:"started,omitempty"`
+	// Completion, Failure and Pause are what the agent reported through
+	// the RPC, applied at the run's end.
+	Completion *Completion `json:"completion,omitempty"`
+	Failure    string      `json:"failure,omitempty"`
+	Pause      *RateLimit  `json:"pause,omitempty"`
+	// LogSize is how much of the runner's log of the run the daemon has.
+	LogSize int64 `json:"log_size,omitempty"`
+}

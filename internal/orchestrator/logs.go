@@ -24,7 +24,14 @@ const ProgressLinePrefix = "[progress] "
 // the log's followers.
 func (o *Orchestrator) logProgress(run models.Run, msg string) {
 	path := filepath.Join(o.cfg.RunDir, run.TaskID, strconv.Itoa(run.Attempt)+".log")
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
+	// Created when missing: a run on a runner may report progress before
+	// its first output reached the daemon.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = mkdirPrivate(filepath.Dir(path)); err == nil {
+			f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		}
+	}
 	if err != nil {
 		o.log.Warn("progress not logged", "task_id", run.TaskID, "run_id", run.ID, "err", err)
 		return

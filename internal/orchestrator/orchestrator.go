@@ -239,6 +239,8 @@ type Store interface {
 	RestingAgents(ctx context.Context, now time.Time) ([]models.Agent, error)
 	SetAgentPaused(ctx context.Context, id string, paused bool) (models.Agent, error)
 	RunByToken(ctx context.Context, token string) (models.Run, error)
+	SaveRemoteRun(ctx context.Context, runID, seq int64, answer json.RawMessage, st models.RemoteRunState) error
+	RemoteRun(ctx context.Context, runID int64) (int64, json.RawMessage, models.RemoteRunState, bool, error)
 	RecordTokenUsage(ctx context.Context, u models.TokenUsage) error
 	AskQuestionWith(ctx context.Context, runID int64, ask models.Ask, timeout time.Duration) (models.Question, error)
 	GetQuestion(ctx context.Context, id int64) (models.Question, error)
@@ -302,12 +304,17 @@ type Workspaces interface {
 // runs, applies timers (resume, retry, timeouts) and recovers after a
 // restart. Create it with New and run it with Run.
 type Orchestrator struct {
-	cfg      Config
-	store    Store
-	ws       Workspaces
-	adapters *agent.Registry
-	log      *slog.Logger
-	wake     chan struct{}
+	// adopted start the supervision of the remote runs recovery took up;
+	// recovered is set once recovery is done (runners' reports wait for
+	// it).
+	adopted   []func(ctx context.Context)
+	recovered atomic.Bool
+	cfg       Config
+	store     Store
+	ws        Workspaces
+	adapters  *agent.Registry
+	log       *slog.Logger
+	wake      chan struct{}
 	// arm asks the loop to arm its timer for the runs' deadlines, without
 	// a round (a run has started).
 	arm chan struct{}
@@ -445,6 +452,11 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		o.landing.Advance(id)
 	}
 	o.resume = nil
+	for _, start := range o.adopted {
+		start(runCtx)
+	}
+	o.adopted = nil
+	o.recovered.Store(true)
 	// The first round runs at once: READY work an earlier life left must
 	// not wait for the safety tick (a recovery's writes wake the loop, a
 	// clean start's nothing would).

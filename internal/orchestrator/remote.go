@@ -63,6 +63,11 @@ type remoteRun struct {
 	pending *pendingAsk
 	// logSize is how much of the runner's log of the run the daemon has.
 	logSize int64
+	// isStarted is set once the runner reported the agent started.
+	isStarted bool
+	// detached is set when the daemon stops and leaves the run to its
+	// runner.
+	detached bool
 
 	prepared chan preparedReport
 	started  chan struct{}
@@ -99,11 +104,14 @@ func runnerOf(a models.Agent) (runner, name string) {
 // repository is readied for the runner, the assignment is offered on the
 // runner's poll, the runner's reports drive the run, and its end is
 // decided as a local run's is.
-func (o *Orchestrator) executeRemote(ctx context.Context, ar *activeRun, task models.Task, project models.Project,
+//
+// ctx is the run's; startCtx, which the loop's stop ends, bounds the
+// preparation of the served repository.
+func (o *Orchestrator) executeRemote(ctx, startCtx context.Context, ar *activeRun, task models.Task, project models.Project,
 	adapter agent.Adapter, prof models.Profile, startErr func(string, bool, error) models.TransitionResult) models.TransitionResult {
 	log := o.log.With("task_id", ar.run.TaskID, "agent", ar.run.AgentID, "run_id", ar.run.ID, "attempt", ar.run.Attempt)
 	runner, name := runnerOf(ar.agent)
-	ws, err := o.ws.Serve(ctx, project, task)
+	ws, err := o.ws.Serve(startCtx, project, task)
 	if models.Fenced(err) {
 		return o.finish(ctx, ar, models.RunEnd{RunID: ar.run.ID, Event: models.EventRecovery, ExpectFrom: models.StatusAssigned,
 			Reason: "serve the repository: " + models.ReasonOf(err), Outcome: models.RunOutcomeRecovered, Error: err.Error()})
@@ -119,6 +127,10 @@ func (o *Orchestrator) executeRemote(ctx context.Context, ar *activeRun, task mo
 	}
 	rr := newRemoteRun(runner, offer, o.cfg.Clock.Now().Add(o.cfg.LeaseTTL))
 	rr.served = ws.Dir
+	if err := o.store.SaveRemoteRun(ctx, ar.run.ID, 0, nil, models.RemoteRunState{Runner: runner, Served: ws.Dir,
+		Branch: ws.Branch, DefaultBranch: ws.DefaultBranch}); err != nil {
+		return startErr("record the run on the runner", false, err)
+	}
 	ar.mu.Lock()
 	ar.remote = rr
 	ar.mu.Unlock()
@@ -185,6 +197,16 @@ func (o *Orchestrator) executeRemote(ctx context.Context, ar *activeRun, task mo
 			ExpectFrom: models.StatusAssigned, Reason: "record the start: " + err.Error(), Outcome: models.RunOutcomeExecutionError,
 			Error: err.Error()})
 	}
+	// The run's log exists from the start, as a local run's: progress
+	// lines are appended to it, and followers find it.
+	logPath := filepath.Join(o.cfg.RunDir, task.ID, strconv.Itoa(ar.run.Attempt)+".log")
+	if err := mkdirPrivate(filepath.Dir(logPath)); err != nil {
+		log.Warn("create the run's log", "err", err)
+	} else if f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err != nil {
+		log.Warn("create the run's log", "err", err)
+	} else {
+		f.Close()
+	}
 	ar.mu.Lock()
 	ar.started, ar.lastActivity = true, o.cfg.Clock.Now()
 	ar.lastReport = ar.lastActivity
@@ -198,14 +220,29 @@ func (o *Orchestrator) executeRemote(ctx context.Context, ar *activeRun, task mo
 	}
 	o.armTimers()
 
+	return o.remoteEnd(ctx, ar, rr, task, project, ws)
+}
+
+// remoteEnd waits for a started remote run's end (the runner's report, or
+// the loss of its lease), decides its outcome and records it.
+func (o *Orchestrator) remoteEnd(ctx context.Context, ar *activeRun, rr *remoteRun, task models.Task, project models.Project,
+	ws models.Workspace) models.TransitionResult {
+	log := o.log.With("task_id", ar.run.TaskID, "agent", ar.run.AgentID, "run_id", ar.run.ID, "attempt", ar.run.Attempt)
 	var ended models.RunnerEnded
 	var got bool
 	select {
 	case ended = <-rr.ended:
 		got = true
 	case <-ar.stop:
-		o.wakeRunner(runner)
+		o.wakeRunner(rr.runner)
 		ended, got = o.awaitRemoteEnd(ar, rr)
+	case <-rr.lostCh:
+	}
+	if rr.isDetached() {
+		// The daemon stops and leaves the run to its runner: the next
+		// life takes it up (adoptRemote).
+		log.Info("the daemon stops; the run goes on on its runner", "runner", rr.runner)
+		return models.TransitionResult{}
 	}
 	result := agent.Result{ExitCode: ended.ExitCode, Signal: ended.Signal, StderrTail: ended.StderrTail, Stopped: !got}
 	if !got {
@@ -288,6 +325,10 @@ func (o *Orchestrator) wakeRunner(name string) {
 // remoteOf returns the remote part of run id of runner, or an error a
 // runner understands as "end that run".
 func (o *Orchestrator) remoteOf(runner string, id int64) (*activeRun, *remoteRun, error) {
+	if !o.recovered.Load() {
+		// A restarted daemon may not have taken the run up yet.
+		return nil, nil, models.Errorf(models.CodeUnavailable, "the daemon is starting: send the report again")
+	}
 	o.mu.Lock()
 	ar := o.runs[id]
 	o.mu.Unlock()
@@ -373,6 +414,9 @@ func (o *Orchestrator) RunnerWork(runner string) (runs []models.RunnerAssignment
 // still its own gets LeaseTTL more; the others, and those being stopped,
 // are returned for the runner to end.
 func (o *Orchestrator) RenewRuns(runner string, ids []int64) []models.RunnerEnd {
+	if !o.recovered.Load() {
+		return nil // a restarted daemon may not have taken them up yet
+	}
 	now := o.cfg.Clock.Now()
 	var end []models.RunnerEnd
 	for _, id := range ids {
@@ -416,18 +460,24 @@ func (o *Orchestrator) RemoteReport(ctx context.Context, runner string, run mode
 
 // applyReport applies a report under the run's apply lock; a relayed ask
 // is returned as pending, for the caller to wait on without the lock.
+// The report's number is recorded in the database before it is applied
+// and its answer after: a daemon that dies while applying it does not
+// apply it again when the runner sends it again (it answers "ok"), and one
+// that restarts answers a report it applied as it did.
 func (o *Orchestrator) applyReport(ctx context.Context, ar *activeRun, rr *remoteRun, run models.Run, rep models.RunnerReport,
 	call func(ctx context.Context) (int, json.RawMessage)) (models.RunnerReportAnswer, *pendingAsk, error) {
 	rr.apply.Lock()
 	defer rr.apply.Unlock()
 	rr.mu.Lock()
 	rr.taken = true
+	rr.leaseUntil = o.cfg.Clock.Now().Add(o.cfg.LeaseTTL) // a report is a sign of life
 	switch {
 	case rep.Seq == rr.seq+1:
-	case rep.Seq <= rr.seq:
-		ans, pend := rr.answer, rr.pending
 		rr.mu.Unlock()
-		if rep.Seq < rr.seq {
+	case rep.Seq <= rr.seq:
+		ans, pend, last := rr.answer, rr.pending, rr.seq
+		rr.mu.Unlock()
+		if rep.Seq < last {
 			return models.RunnerReportAnswer{}, nil, nil // applied long ago; its answer was read
 		}
 		if pend != nil && pend.seq == rep.Seq {
@@ -440,12 +490,29 @@ func (o *Orchestrator) applyReport(ctx context.Context, ar *activeRun, rr *remot
 		return models.RunnerReportAnswer{}, nil, models.Errorf(models.CodeConflict,
 			"report %d of run %d is out of order: the next is %d", rep.Seq, run.ID, want)
 	}
+	// Validated before anything is recorded: a malformed report is
+	// refused and may be sent again corrected.
+	var evs []agent.Event
+	if rep.Kind == models.ReportEvents {
+		if err := json.Unmarshal(rep.Events, &evs); err != nil {
+			return models.RunnerReportAnswer{}, nil, models.Errorf(models.CodeInvalid, "events: %v", err)
+		}
+		if len(evs) > models.MaxRunnerEvents {
+			return models.RunnerReportAnswer{}, nil, models.Errorf(models.CodeInvalid, "events: at most %d in one report",
+				models.MaxRunnerEvents)
+		}
+	}
+	if err := o.store.SaveRemoteRun(ctx, run.ID, rep.Seq, nil, o.remoteState(ar, rr)); err != nil {
+		return models.RunnerReportAnswer{}, nil, err
+	}
+	rr.mu.Lock()
+	rr.seq, rr.answer = rep.Seq, okAnswer
+	rr.mu.Unlock()
 	ar.touch(o.cfg.Clock.Now())
 	var ans models.RunnerReportAnswer
 	switch rep.Kind {
 	case models.ReportPrepared:
 		pr := preparedReport{report: rep, reply: make(chan models.RunnerReportAnswer, 1)}
-		rr.mu.Unlock()
 		select {
 		case rr.prepared <- pr:
 		case <-ar.stop:
@@ -455,28 +522,21 @@ func (o *Orchestrator) applyReport(ctx context.Context, ar *activeRun, rr *remot
 		if !ok {
 			return models.RunnerReportAnswer{}, nil, models.Errorf(models.CodeConflict, "run %d did not start", run.ID)
 		}
-		rr.mu.Lock()
 		ans = a
 	case models.ReportStarted:
+		rr.mu.Lock()
+		rr.isStarted = true
+		rr.mu.Unlock()
 		rr.once.started.Do(func() { close(rr.started) })
 	case models.ReportEvents:
-		var evs []agent.Event
-		if err := json.Unmarshal(rep.Events, &evs); err != nil {
-			rr.mu.Unlock()
-			return models.RunnerReportAnswer{}, nil, models.Errorf(models.CodeInvalid, "events: %v", err)
-		}
-		if len(evs) > models.MaxRunnerEvents {
-			rr.mu.Unlock()
-			return models.RunnerReportAnswer{}, nil, models.Errorf(models.CodeInvalid, "events: at most %d in one report",
-				models.MaxRunnerEvents)
-		}
 		for _, ev := range evs {
 			o.adapterEvent(ctx, ar, ev)
 		}
 	case models.ReportRPC:
 		if rep.Tool == "ask" {
 			p := &pendingAsk{seq: rep.Seq, done: make(chan struct{})}
-			rr.seq, rr.pending = rep.Seq, p
+			rr.mu.Lock()
+			rr.pending = p
 			rr.mu.Unlock()
 			actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 			go func() {
@@ -490,6 +550,7 @@ func (o *Orchestrator) applyReport(ctx context.Context, ar *activeRun, rr *remot
 				}()
 				st, body := call(actx)
 				p.answer = models.RunnerReportAnswer{Status: st, Answer: body}
+				o.recordAnswer(actx, ar, rr, run.ID, p.seq, p.answer)
 				close(p.done)
 				rr.mu.Lock()
 				if rr.pending == p {
@@ -504,10 +565,43 @@ func (o *Orchestrator) applyReport(ctx context.Context, ar *activeRun, rr *remot
 	case models.ReportEnded:
 		e := *rep.Ended
 		rr.once.ended.Do(func() { rr.ended <- e })
+		return ans, nil, nil // the run ends: nothing more to record
 	}
-	rr.seq, rr.answer = rep.Seq, ans
+	o.recordAnswer(ctx, ar, rr, run.ID, rep.Seq, ans)
+	rr.mu.Lock()
+	rr.answer = ans
 	rr.mu.Unlock()
 	return ans, nil, nil
+}
+
+// okAnswer answers a report sent again whose first sending was being
+// applied when the daemon stopped: it was applied at most once, and its
+// answer is lost.
+var okAnswer = models.RunnerReportAnswer{Status: 200, Answer: json.RawMessage(`{"ok":true}`)}
+
+// recordAnswer records a report's answer with the run's state.
+func (o *Orchestrator) recordAnswer(ctx context.Context, ar *activeRun, rr *remoteRun, runID, seq int64, ans models.RunnerReportAnswer) {
+	data, err := json.Marshal(ans)
+	if err == nil {
+		err = o.store.SaveRemoteRun(context.WithoutCancel(ctx), runID, seq, data, o.remoteState(ar, rr))
+	}
+	if err != nil && models.ErrorCodeOf(err) != models.CodeConflict {
+		o.log.Warn("record a remote run's report", "run_id", runID, "seq", seq, "err", err)
+	}
+}
+
+// remoteState is what the database keeps of a remote run now.
+func (o *Orchestrator) remoteState(ar *activeRun, rr *remoteRun) models.RemoteRunState {
+	rr.mu.Lock()
+	st := models.RemoteRunState{Runner: rr.runner, Served: rr.served, Started: rr.isStarted, LogSize: rr.logSize}
+	if rr.offer.Repo != nil {
+		st.Branch, st.DefaultBranch = rr.offer.Repo.Branch, rr.offer.Repo.DefaultBranch
+	}
+	rr.mu.Unlock()
+	ar.mu.Lock()
+	st.Completion, st.Failure, st.Pause = ar.completion, ar.failure, ar.pause
+	ar.mu.Unlock()
+	return st
 }
 
 // holdAsk waits up to the report hold for a relayed ask's answer.
@@ -527,28 +621,47 @@ func (o *Orchestrator) holdAsk(ctx context.Context, p *pendingAsk) models.Runner
 func (o *Orchestrator) superviseRemote(r *activeRun, rr *remoteRun, now time.Time) (time.Time, bool) {
 	rr.mu.Lock()
 	until, lost := rr.leaseUntil, rr.lost
-	if !lost && !now.Before(until) {
-		rr.lost = true
-		close(rr.lostCh)
-	}
 	rr.mu.Unlock()
 	if lost {
 		return time.Time{}, false
 	}
-	if !now.Before(until) {
-		o.log.Warn("remote run's lease expired; its task goes back to READY", "task_id", r.run.TaskID, "run_id", r.run.ID,
-			"runner", rr.runner)
-		if o.cfg.Runners != nil {
-			o.cfg.Runners.Unresponsive(rr.runner)
-		}
-		r.end(models.EventRecovery, fmt.Sprintf("runner %s stopped renewing the run's lease (%s)", rr.runner, o.cfg.LeaseTTL))
-		return time.Time{}, false
+	if now.Before(until) {
+		return until, true
 	}
-	return until, true
+	o.log.Warn("remote run's lease expired; its task goes back to READY", "task_id", r.run.TaskID, "run_id", r.run.ID,
+		"runner", rr.runner)
+	if o.cfg.Runners != nil {
+		o.cfg.Runners.Unresponsive(rr.runner)
+	}
+	// The end's reason first: whoever sees the lease lost finds it.
+	r.end(models.EventRecovery, fmt.Sprintf("runner %s stopped renewing the run's lease (%s)", rr.runner, o.cfg.LeaseTTL))
+	rr.lose()
+	return time.Time{}, false
 }
 
-// lose ends the run's lease now (the daemon stops): nothing waits for
-// the runner any more.
+// detach leaves a started run to its runner when the daemon stops: the
+// run stays open in the database, and the next life of the daemon takes it
+// up. It reports whether the run had started (a run not started yet is
+// ended as any other).
+func (rr *remoteRun) detach() bool {
+	rr.mu.Lock()
+	if !rr.isStarted {
+		rr.mu.Unlock()
+		return false
+	}
+	rr.detached = true
+	rr.mu.Unlock()
+	rr.lose()
+	return true
+}
+
+func (rr *remoteRun) isDetached() bool {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	return rr.detached
+}
+
+// lose ends the run's lease now: nothing waits for the runner any more.
 func (rr *remoteRun) lose() {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
@@ -586,6 +699,7 @@ func (o *Orchestrator) RemoteLog(ctx context.Context, runner string, run models.
 	}
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
+	rr.leaseUntil = o.cfg.Clock.Now().Add(o.cfg.LeaseTTL) // a sign of life
 	have := rr.logSize
 	switch {
 	case offset > have, offset+int64(len(data)) <= have:
@@ -610,4 +724,80 @@ func (o *Orchestrator) RemoteLog(ctx context.Context, runner string, run models.
 	ar.touch(o.cfg.Clock.Now())
 	o.outputGrew(run.TaskID)
 	return rr.logSize, nil
+}
+
+// adoptRemote takes up, when the daemon starts, a run that a runner was
+// working on when the daemon stopped: a started work run of a task still
+// IN_PROGRESS is supervised again with a fresh lease, so that the runner,
+// which kept its agent working, renews it and delivers its reports; it
+// reports whether it did. Any other run is recovered as a local one is
+// (its runner's later reports are refused, which ends its agent).
+func (o *Orchestrator) adoptRemote(ctx context.Context, r models.Run) bool {
+	if !strings.Contains(r.AgentID, "/") || r.Kind != models.RunWork {
+		return false // the daemon's own agents' ids have no '/'
+	}
+	seq, answer, st, ok, err := o.store.RemoteRun(ctx, r.ID)
+	if err != nil || !ok || !st.Started {
+		return false
+	}
+	task, err := o.store.GetTask(ctx, r.TaskID)
+	if err != nil || task.Status != models.StatusInProgress {
+		return false
+	}
+	project, err := o.store.GetProject(ctx, task.ProjectID)
+	if err != nil {
+		return false
+	}
+	ag, err := o.store.GetAgent(ctx, r.AgentID)
+	if err != nil || ag.RunnerID != st.Runner {
+		return false
+	}
+	now := o.cfg.Clock.Now()
+	_, name := runnerOf(ag)
+	offer := models.RunnerAssignment{RunID: r.ID, Agent: name, ProjectID: r.ProjectID, Attempt: r.Attempt, Kind: r.Kind,
+		Task: task, LeaseTTL: models.Duration(o.cfg.LeaseTTL), Heartbeat: models.Duration(o.cfg.RunnerHeartbeat)}
+	if project.Repo != nil {
+		offer.Repo = &models.RunnerRepo{ID: project.Repo.ID, DefaultBranch: st.DefaultBranch, Branch: st.Branch}
+	}
+	rr := newRemoteRun(st.Runner, offer, now.Add(o.cfg.LeaseTTL))
+	rr.served, rr.taken, rr.isStarted, rr.seq, rr.logSize = st.Served, true, true, seq, st.LogSize
+	rr.answer = okAnswer
+	if answer != nil {
+		var a models.RunnerReportAnswer
+		if json.Unmarshal(answer, &a) == nil {
+			rr.answer = a
+		}
+	}
+	rr.once.started.Do(func() { close(rr.started) })
+	ar := newActiveRun(r, "", ag, now)
+	ar.started, ar.lastReport, ar.timeout, ar.remote = true, now, task.Timeout.Std(), rr
+	ar.completion, ar.failure, ar.pause = st.Completion, st.Failure, st.Pause
+	ws := models.Workspace{Dir: st.Served, Branch: st.Branch, DefaultBranch: st.DefaultBranch}
+	o.mu.Lock()
+	o.runs[r.ID] = ar
+	o.mu.Unlock()
+	o.log.Info("took up a run its runner works on", "task_id", r.TaskID, "run_id", r.ID, "agent", r.AgentID,
+		"runner", st.Runner, "report", seq)
+	o.adopted = append(o.adopted, func(ctx context.Context) {
+		o.wg.Add(1)
+		go o.superviseAdopted(ctx, ar, rr, task, project, ws)
+	})
+	return true
+}
+
+// superviseAdopted waits for the end of a run recovery took up.
+func (o *Orchestrator) superviseAdopted(ctx context.Context, ar *activeRun, rr *remoteRun, task models.Task, project models.Project,
+	ws models.Workspace) {
+	r := ar.run
+	func() {
+		defer o.wg.Done()
+		res := o.remoteEnd(ctx, ar, rr, task, project, ws)
+		o.mu.Lock()
+		delete(o.runs, r.ID)
+		o.mu.Unlock()
+		if o.cfg.OnRunEnd != nil {
+			o.cfg.OnRunEnd(r, res)
+		}
+		o.Wake()
+	}()
 }

@@ -240,7 +240,7 @@ func (o *Orchestrator) execute(ctx context.Context, ar *activeRun) models.Transi
 		return startErr("profile", false, err)
 	}
 	if ar.agent.RunnerID != "" {
-		return o.executeRemote(startCtx, ar, task, project, adapter, prof, startErr)
+		return o.executeRemote(ctx, startCtx, ar, task, project, adapter, prof, startErr)
 	}
 	ws, err := o.ws.Prepare(startCtx, ar.agent, project, task)
 	if models.Fenced(err) {
@@ -1074,10 +1074,13 @@ func (o *Orchestrator) shutdown() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, r := range o.runs {
-		r.end(models.EventRecovery, "the daemon is shutting down")
 		r.mu.Lock()
 		rr := r.remote
 		r.mu.Unlock()
+		if rr != nil && rr.detach() {
+			continue // its runner works on; the next life takes it up
+		}
+		r.end(models.EventRecovery, "the daemon is shutting down")
 		if rr != nil {
 			rr.lose()
 		}
@@ -1093,6 +1096,9 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		return err
 	}
 	for _, r := range open {
+		if o.adoptRemote(ctx, r) {
+			continue // a runner works on it: supervised again
+		}
 		ended, err := o.endLeftover(ctx, r, "recovery")
 		if err != nil {
 			return err

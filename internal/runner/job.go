@@ -96,7 +96,7 @@ func (j *job) report(ctx context.Context, rep models.RunnerReport) (models.Runne
 			return ans, ctx.Err()
 		}
 		switch models.ErrorCodeOf(err) {
-		case models.CodeConflict:
+		case models.CodeConflict, models.CodeUnauthorized: // the run, or the runner, is gone
 			j.r.log.Warn("the daemon no longer has the run; ending it", "run_id", j.asg.RunID, "task_id", j.asg.Task.ID,
 				"reason", models.ErrorMessageOf(err))
 			j.lose()
@@ -105,7 +105,9 @@ func (j *job) report(ctx context.Context, rep models.RunnerReport) (models.Runne
 			return ans, err // refused for good: retrying changes nothing
 		}
 		failures++
-		wait := j.r.backoff(failures)
+		// Capped at the heartbeat: a daemon back from a restart gets the
+		// run's reports soon.
+		wait := min(j.r.backoff(failures), DefaultHeartbeat)
 		j.r.log.Info("report not delivered; trying again", "run_id", j.asg.RunID, "seq", rep.Seq, "err", err, "after", wait)
 		select {
 		case <-ctx.Done():

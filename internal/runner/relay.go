@@ -116,9 +116,13 @@ func (rl *relay) handle(w http.ResponseWriter, req *http.Request) {
 		writeError(w, err)
 		return
 	}
+	status, body := ans.Status, []byte(ans.Answer)
+	if status < 100 || status > 599 || len(body) == 0 {
+		status, body = http.StatusOK, []byte(`{"ok":true}`) // a call applied before the daemon restarted
+	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(ans.Status)
-	_, _ = w.Write(ans.Answer)
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 // writeError answers err as the daemon's RPC would.

@@ -101,6 +101,8 @@ type Runner struct {
 
 	mu   sync.Mutex
 	jobs map[int64]*job // by run id
+	// beat wakes the heartbeats when a run is taken.
+	beat chan struct{}
 	wg   sync.WaitGroup
 }
 
@@ -135,7 +137,8 @@ func New(cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	r := &Runner{cfg: cfg, api: c, clock: clock.Or(cfg.Clock), log: cfg.Logger,
-		rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), agents: map[string]models.Agent{}, jobs: map[int64]*job{}}
+		rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), agents: map[string]models.Agent{}, jobs: map[int64]*job{},
+		beat: make(chan struct{}, 1)}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -197,10 +200,20 @@ func (r *Runner) Run(ctx context.Context) error {
 		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		served := make(chan error, 1)
 		go func() { served <- relay.serve(rctx) }()
+		// Heartbeats go on whatever the poll's fate: a daemon that comes
+		// back finds the leases of the runs renewed at once.
+		beats := make(chan struct{})
+		hctx, stopBeats := context.WithCancel(ctx)
+		go func() {
+			defer close(beats)
+			r.heartbeats(hctx)
+		}()
 		defer func() {
 			r.wg.Wait() // the runs end first: their agents may still call
+			stopBeats()
 			cancel()
 			<-served
+			<-beats
 		}()
 	}
 	failures := 0
@@ -251,16 +264,6 @@ func (r *Runner) session(ctx context.Context) error {
 		r.cfg.OnWelcome(welcome)
 	}
 	hold := welcome.PollHold.Std()
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	beats := make(chan struct{})
-	go func() {
-		defer close(beats)
-		if r.ws != nil { // a runner without a data dir holds no run
-			r.heartbeats(sctx)
-		}
-	}()
-	defer func() { cancel(); <-beats }()
 	for {
 		pctx, cancel := context.WithTimeout(ctx, hold+answerMargin)
 		poll, err := r.api.RunnerPoll(pctx)
@@ -299,6 +302,10 @@ func (r *Runner) take(ctx context.Context, poll models.RunnerPoll) {
 			evWake: make(chan struct{}, 1), done: make(chan struct{})}
 		r.jobs[asg.RunID] = j
 		r.log.Info("run taken", "run_id", asg.RunID, "task_id", asg.Task.ID, "agent", asg.Agent)
+		select {
+		case r.beat <- struct{}{}: // its lease is renewed at once, and then at its interval
+		default:
+		}
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
@@ -344,6 +351,7 @@ func (r *Runner) heartbeats(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-r.beat:
 		case <-r.clock.After(every):
 		}
 	}
