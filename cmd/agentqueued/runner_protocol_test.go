@@ -46,20 +46,6 @@ func newHandRunner(t *testing.T, addr, name string) *handRunner {
 	return h
 }
 
-// take polls until a run is offered and returns it.
-func (h *handRunner) take(ctx context.Context) models.RunnerAssignment {
-	h.t.Helper()
-	for {
-		poll, err := h.client.RunnerPoll(ctx)
-		if err != nil {
-			h.t.Fatalf("poll: %v", err)
-		}
-		if len(poll.Runs) > 0 {
-			return poll.Runs[0]
-		}
-	}
-}
-
 // raw posts body to path with the runner's token and the run's, and
 // returns the status and the answer.
 func (h *handRunner) raw(path, runToken, contentType string, body io.Reader) (int, string) {

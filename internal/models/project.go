@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -40,6 +41,10 @@ type Project struct {
 type ProjectSettings struct {
 	// DefaultProfile is the agent profile of tasks that name none.
 	DefaultProfile string `json:"default_profile,omitempty"`
+	// RunnerLabels limits the project's tasks to agents on runners that
+	// have every one of these labels (docs/runners.md); the daemon's own
+	// agents have none.
+	RunnerLabels []string `json:"runner_labels,omitempty"`
 	// RequirePlanApproval keeps a task whose agent proposed a plan in
 	// AWAITING_APPROVAL until a person approves; the subtasks are created then.
 	RequirePlanApproval bool `json:"require_plan_approval,omitempty"`
@@ -166,6 +171,18 @@ func (s ProjectSettings) NeedsPR(t Task) bool {
 
 // Validate checks the settings, naming the bad field.
 func (s *ProjectSettings) Validate() error {
+	if len(s.RunnerLabels) > MaxRunnerLabels {
+		return Errorf(CodeInvalid, "settings.runner_labels: at most %d labels (got %d)", MaxRunnerLabels, len(s.RunnerLabels))
+	}
+	for i, l := range s.RunnerLabels {
+		if !ValidID(l) {
+			return Errorf(CodeInvalid, "settings.runner_labels[%d]: %s is not a label (1-64 lower-case letters, digits, '-' or '_')",
+				i, Quote(cutRunes(l, 80)))
+		}
+		if slices.Contains(s.RunnerLabels[:i], l) {
+			return Errorf(CodeInvalid, "settings.runner_labels[%d]: %s is listed twice", i, Quote(l))
+		}
+	}
 	for _, f := range []struct{ name, v string }{{"default_profile", s.DefaultProfile}, {"qa_agent", s.QAAgent},
 		{"qa_profile", s.QAProfile}} {
 		if f.v != "" && !ValidID(f.v) {

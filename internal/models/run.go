@@ -147,6 +147,8 @@ type SchedulingState struct {
 	IdleAgents []Agent `json:"idle_agents"`
 	// Agents are all the agents, for saying why a task waits.
 	Agents []Agent `json:"agents"`
+	// Runners are the runners, for their agents' labels and capacity.
+	Runners []Runner `json:"runners,omitempty"`
 	// NextNotBefore is the earliest not_before of a READY task after Now.
 	NextNotBefore *time.Time `json:"next_not_before,omitempty"`
 	// TokensInWindow is the token use of all projects in the window.

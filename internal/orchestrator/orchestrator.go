@@ -958,10 +958,14 @@ func (o *Orchestrator) snapshot(st models.SchedulingState) Snapshot {
 		if status == models.ProjectActive && o.coolingDown("project:"+p.Project.ID) {
 			status = models.ProjectPaused
 		}
-		s.Projects = append(s.Projects, ProjectState{ID: p.Project.ID, CreditWeight: p.Project.CreditWeight,
+		ps := ProjectState{ID: p.Project.ID, CreditWeight: p.Project.CreditWeight,
 			MaxConcurrentAgents: p.Project.MaxConcurrentAgents, Status: status, TokensUsed: p.Project.TotalTokensUsed,
 			BudgetLimit: p.Project.BudgetLimit, AgentSeconds: p.AgentSeconds, CompletedInWindow: p.CompletedInWindow,
-			Running: p.Running})
+			Running: p.Running, RunnerLabels: p.Project.Settings.RunnerLabels}
+		if p.Project.Repo != nil {
+			ps.RepoID = p.Project.Repo.ID
+		}
+		s.Projects = append(s.Projects, ps)
 	}
 	for _, t := range st.Running {
 		s.Running = append(s.Running, taskInfo(t))
@@ -971,19 +975,56 @@ func (o *Orchestrator) snapshot(st models.SchedulingState) Snapshot {
 		ti.Waiting = true
 		s.Running = append(s.Running, ti)
 	}
+	runners := make(map[string]*runnerRoom, len(st.Runners))
+	for _, rn := range st.Runners {
+		runners[rn.Name] = &runnerRoom{labels: rn.Labels, free: rn.Capacity}
+	}
+	for _, a := range st.Agents {
+		if rm := runners[a.RunnerID]; rm != nil && rm.free > 0 && a.State != models.AgentIdle {
+			rm.busy++
+		}
+	}
+	info := func(a models.Agent) AgentInfo {
+		ai := AgentInfo{ID: a.ID, AgentType: a.AgentType, Projects: a.Projects}
+		if rm := runners[a.RunnerID]; rm != nil {
+			ai.Labels = rm.labels
+		}
+		if a.RepoID != nil {
+			ai.RepoID = *a.RepoID
+		}
+		return ai
+	}
 	for _, a := range st.IdleAgents {
 		if o.coolingDown("agent:" + a.ID) {
 			continue
 		}
-		if a.RunnerID != "" && (o.cfg.Runners == nil || !o.cfg.Runners.Connected(a.RunnerID)) {
-			continue // its runner is away: nothing would start
+		if a.RunnerID != "" {
+			if o.cfg.Runners == nil || !o.cfg.Runners.Connected(a.RunnerID) {
+				continue // its runner is away: nothing would start
+			}
+			// A runner at its capacity offers no more agents; one below
+			// it offers as many as it may still take (the first by id).
+			if rm := runners[a.RunnerID]; rm != nil && rm.free > 0 {
+				if rm.busy >= rm.free {
+					continue
+				}
+				rm.busy++
+			}
 		}
-		s.IdleAgents = append(s.IdleAgents, AgentInfo{ID: a.ID, AgentType: a.AgentType, Projects: a.Projects})
+		s.IdleAgents = append(s.IdleAgents, info(a))
 	}
 	for _, a := range st.Agents {
-		s.Agents = append(s.Agents, AgentInfo{ID: a.ID, AgentType: a.AgentType, Projects: a.Projects})
+		s.Agents = append(s.Agents, info(a))
 	}
 	return s
+}
+
+// runnerRoom is a runner's labels and room for runs in a snapshot: free
+// is its capacity (0: as many as it has agents), busy its agents at work
+// and those offered to the round so far.
+type runnerRoom struct {
+	labels     []string
+	free, busy int
 }
 
 // taskInfo is a task as the scheduler sees it.

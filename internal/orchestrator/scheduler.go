@@ -121,6 +121,9 @@ func (r *round) projectWhy(p *project) Why {
 			p.ID, p.TokensUsed, *p.BudgetLimit)}
 	case p.Running+p.assigned >= p.MaxConcurrentAgents:
 		return Why{models.WaitingSlots, fmt.Sprintf("all %d slots of project %s are busy", p.MaxConcurrentAgents, p.ID)}
+	case r.agentFor(p.ID, "") == nil && len(p.RunnerLabels) > 0:
+		return Why{models.WaitingAgentsBusy, fmt.Sprintf("no idle agent on a runner labelled %s serves project %s",
+			strings.Join(p.RunnerLabels, ", "), p.ID)}
 	case r.agentFor(p.ID, "") == nil:
 		return Why{models.WaitingAgentsBusy, fmt.Sprintf("no idle agent serves project %s", p.ID)}
 	case p.assigned > 0 || len(r.out) > 0:
@@ -234,6 +237,19 @@ type project struct {
 type idleAgent struct {
 	AgentInfo
 	used bool
+	// deny holds the projects whose runner labels the agent's runner
+	// lacks.
+	deny map[string]bool
+}
+
+// hasLabels reports whether have holds every label of want.
+func hasLabels(have, want []string) bool {
+	for _, l := range want {
+		if !slices.Contains(have, l) {
+			return false
+		}
+	}
+	return true
 }
 
 type round struct {
@@ -246,6 +262,8 @@ type round struct {
 	// known are all the registered agents (Snapshot.Agents), for the
 	// waiting reason of a task routed to an agent type.
 	known []AgentInfo
+	// labels are the runner labels of the projects that have some.
+	labels map[string][]string
 	// wanted counts the READY candidates routed to each agent type not
 	// assigned yet: an untyped task leaves agents of those types to them
 	// when it can (pickAgent).
@@ -322,8 +340,23 @@ func newRound(s Snapshot, cfg SchedulerConfig) *round {
 		slices.SortStableFunc(p.byPriority, func(a, b *candidate) int { return cmp.Compare(a.Priority, b.Priority) })
 	}
 
+	r.labels = map[string][]string{}
+	for _, p := range r.all {
+		if len(p.RunnerLabels) > 0 {
+			r.labels[p.ID] = p.RunnerLabels
+		}
+	}
 	for _, a := range uniqueBy(s.IdleAgents, func(a *AgentInfo) string { return a.ID }) {
-		r.agents = append(r.agents, &idleAgent{AgentInfo: *a})
+		ia := &idleAgent{AgentInfo: *a}
+		for id, want := range r.labels {
+			if !hasLabels(a.Labels, want) {
+				if ia.deny == nil {
+					ia.deny = map[string]bool{}
+				}
+				ia.deny[id] = true
+			}
+		}
+		r.agents = append(r.agents, ia)
 	}
 	return r
 }
@@ -584,7 +617,8 @@ func (c *candidate) usable() bool {
 // works on its project, or none of them is free.
 func (r *round) typeWhy(projectID, agentType string) *Why {
 	for _, a := range r.known {
-		if a.AgentType == agentType && (len(a.Projects) == 0 || slices.Contains(a.Projects, projectID)) {
+		if a.AgentType == agentType && (len(a.Projects) == 0 || slices.Contains(a.Projects, projectID)) &&
+			hasLabels(a.Labels, r.labels[projectID]) {
 			return &Why{models.WaitingAgentType, fmt.Sprintf("every agent of type %s that works on project %s is busy", agentType, projectID)}
 		}
 	}
@@ -647,8 +681,11 @@ func (p *project) share(quantum float64) float64 {
 // routed to agentType (empty: any type).
 func (a *idleAgent) serves(projectID, agentType string) bool {
 	return !a.used && (len(a.Projects) == 0 || slices.Contains(a.Projects, projectID)) &&
-		(agentType == "" || a.AgentType == agentType)
+		(agentType == "" || a.AgentType == agentType) && !a.deny[projectID]
 }
+
+// warm reports whether a's checkout is of p's repository.
+func (a *idleAgent) warm(p *project) bool { return p.RepoID != "" && a.RepoID == p.RepoID }
 
 // agentFor returns the first idle agent, in ID order, allowed to work on
 // projectID and of agentType (empty: any type).
@@ -664,7 +701,8 @@ func (r *round) agentFor(projectID, agentType string) *idleAgent {
 // pickAgent returns the agent c starts on: the agent c prefers when it is
 // idle and may take c; else the first idle agent of c's type that works on
 // p; for an untyped task, the first that no waiting typed task needs if
-// there is one.
+// there is one. Among those, an agent whose checkout is of p's repository
+// (warm) goes first.
 func (r *round) pickAgent(p *project, c *candidate) *idleAgent {
 	if c.PreferAgent != "" {
 		for _, a := range r.agents {
@@ -673,11 +711,20 @@ func (r *round) pickAgent(p *project, c *candidate) *idleAgent {
 			}
 		}
 	}
+	// Within each choice a warm agent goes first: its checkout of the
+	// project's repository needs only a fetch.
 	if c.AgentType == "" {
-		for _, a := range r.agents {
-			if a.serves(p.ID, "") && r.wanted[a.AgentType] == 0 {
-				return a
+		for _, warm := range []bool{true, false} {
+			for _, a := range r.agents {
+				if (!warm || a.warm(p)) && a.serves(p.ID, "") && r.wanted[a.AgentType] == 0 {
+					return a
+				}
 			}
+		}
+	}
+	for _, a := range r.agents {
+		if a.warm(p) && a.serves(p.ID, c.AgentType) {
+			return a
 		}
 	}
 	return r.agentFor(p.ID, c.AgentType)

@@ -740,6 +740,79 @@ func TestAgentTypeRouting(t *testing.T) {
 	}
 }
 
+// Runner labels: a project that names labels goes only to agents whose
+// runner has them all (the daemon's own agents have none), and says why
+// it waits when none does. A warm agent (its checkout is of the project's
+// repository) is preferred over the first by id.
+func TestRunnerLabelsAndWarmAgents(t *testing.T) {
+	t.Parallel()
+	gpu := func(p *orchestrator.ProjectState) { p.RunnerLabels = []string{"gpu"} }
+	repo := func(id string) func(p *orchestrator.ProjectState) {
+		return func(p *orchestrator.ProjectState) { p.RepoID = id }
+	}
+	local := orchestrator.AgentInfo{ID: "a-local"}
+	linux := orchestrator.AgentInfo{ID: "b/linux", Labels: []string{"linux"}}
+	gpuBox := orchestrator.AgentInfo{ID: "c/gpu", Labels: []string{"gpu", "linux"}}
+	warm := orchestrator.AgentInfo{ID: "d-warm", RepoID: "r-web"}
+	tests := []struct {
+		name     string
+		projects []orchestrator.ProjectState
+		ready    []orchestrator.TaskInfo
+		idle     []orchestrator.AgentInfo
+		want     map[string]string
+	}{
+		{name: "a labelled project takes the agent whose runner has the labels",
+			projects: []orchestrator.ProjectState{proj("a", gpu)},
+			ready:    []orchestrator.TaskInfo{task("t1", "a", 0)},
+			idle:     []orchestrator.AgentInfo{local, linux, gpuBox},
+			want:     map[string]string{"t1": "c/gpu"}},
+		{name: "an unlabelled project takes any agent, the first by id",
+			projects: []orchestrator.ProjectState{proj("a")},
+			ready:    []orchestrator.TaskInfo{task("t1", "a", 0)},
+			idle:     []orchestrator.AgentInfo{gpuBox, local},
+			want:     map[string]string{"t1": "a-local"}},
+		{name: "no agent has the labels",
+			projects: []orchestrator.ProjectState{proj("a", gpu)},
+			ready:    []orchestrator.TaskInfo{task("t1", "a", 0), task("t2", "a", 1)},
+			idle:     []orchestrator.AgentInfo{local, linux},
+			want:     map[string]string{}},
+		{name: "the labelled agent goes to the labelled project, the others elsewhere",
+			projects: []orchestrator.ProjectState{proj("a", gpu), proj("b")},
+			ready:    []orchestrator.TaskInfo{task("t1", "b", 0), task("t2", "a", 1)},
+			idle:     []orchestrator.AgentInfo{local, gpuBox},
+			want:     map[string]string{"t1": "a-local", "t2": "c/gpu"}},
+		{name: "a warm agent is preferred",
+			projects: []orchestrator.ProjectState{proj("a", repo("r-web"))},
+			ready:    []orchestrator.TaskInfo{task("t1", "a", 0)},
+			idle:     []orchestrator.AgentInfo{local, linux, warm},
+			want:     map[string]string{"t1": "d-warm"}},
+		{name: "a warm agent of another repository is not",
+			projects: []orchestrator.ProjectState{proj("a", repo("r-api"))},
+			ready:    []orchestrator.TaskInfo{task("t1", "a", 0)},
+			idle:     []orchestrator.AgentInfo{warm, local},
+			want:     map[string]string{"t1": "a-local"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := orchestrator.Decide(orchestrator.Snapshot{Now: t0.Add(24 * time.Hour), Projects: tc.projects, Ready: tc.ready,
+				IdleAgents: tc.idle, Agents: tc.idle}, orchestrator.SchedulerConfig{})
+			got := map[string]string{}
+			for _, as := range d.Assignments {
+				got[as.TaskID] = as.AgentID
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("assignments %v, want %v", got, tc.want)
+			}
+			for _, c := range tc.ready {
+				if _, ok := got[c.ID]; !ok && d.Waiting[c.ID].Reason != "no idle agent on a runner labelled gpu serves project a" {
+					t.Errorf("%s waits: %+v", c.ID, d.Waiting[c.ID])
+				}
+			}
+		})
+	}
+}
+
 func TestScheduleDoesNotChangeItsInput(t *testing.T) {
 	t.Parallel()
 	s := orchestrator.Snapshot{

@@ -73,6 +73,12 @@ type ProjectState struct {
 	// process of the daemon works for them), compared with
 	// MaxConcurrentAgents.
 	Running int
+	// RunnerLabels are the labels an agent's runner must all have for the
+	// agent to work on the project (none: any agent).
+	RunnerLabels []string
+	// RepoID is the project's repository ("" without one): an agent whose
+	// checkout is of it is warm and preferred.
+	RepoID string
 }
 
 // TaskInfo is one task as the scheduler sees it.
@@ -119,6 +125,12 @@ type AgentInfo struct {
 	AgentType string
 	// Projects lists the projects the agent may work on; empty means any.
 	Projects []string
+	// Labels are the labels of the agent's runner (none for the daemon's
+	// own agents).
+	Labels []string
+	// RepoID is the repository of the agent's checkout: the agent is warm
+	// for the projects of that repository.
+	RepoID string
 }
 
 // Assignment is one decision of the scheduler: start TaskID on AgentID.

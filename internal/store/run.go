@@ -466,10 +466,13 @@ func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.
 	if st.Agents, err = queryAll(ctx, tx, scanAgent, "SELECT "+agentColumns+" FROM agents ORDER BY id"); err != nil {
 		return fail("agents", err)
 	}
-	// A runner's agents are not given work yet: their runs are not
-	// dispatched to runners (docs/runners.md).
+	// A DRAINING runner's agents take no new run (docs/runners.md).
 	if st.IdleAgents, err = queryAll(ctx, tx, scanAgent, "SELECT "+agentColumns+" FROM agents WHERE state = 'IDLE' AND paused = 0 AND (runner_id IS NULL OR runner_id IN (SELECT id FROM runners WHERE state = 'ACTIVE')) ORDER BY id"); err != nil {
 		return fail("idle agents", err)
+	}
+	// Runners' labels and capacities, for their agents (few rows).
+	if st.Runners, err = queryAll(ctx, tx, scanRunner, "SELECT "+runnerColumns+" FROM runners ORDER BY id"); err != nil {
+		return fail("runners", err)
 	}
 	if st.TokensInWindow, err = tokensInWindow(ctx, tx, now, window); err != nil {
 		return fail("tokens", err)
