@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
@@ -22,9 +23,29 @@ import (
 // fleetRunner is one runner process of a fleet test.
 type fleetRunner struct {
 	name   string
+	args   []string
+	mark   string
 	cmd    *exec.Cmd
 	exited chan struct{}
 	log    *lockedBuffer
+}
+
+// start starts the runner's process (again).
+func (r *fleetRunner) start(t *testing.T) {
+	t.Helper()
+	r.exited = make(chan struct{})
+	r.cmd = exec.Command(r.args[0], r.args[1:]...)
+	r.cmd.Env = append(os.Environ(), crashMarkEnv+"="+r.mark)
+	r.cmd.Stderr = r.log
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cmd, exited := r.cmd, r.exited
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
 }
 
 // startFleetRunner adds runner name to the daemon at addr and starts the
@@ -59,20 +80,11 @@ func startFleetRunner(t *testing.T, bin, addr, dir, name string, agents int, scr
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := &fleetRunner{name: name, exited: make(chan struct{}), log: &lockedBuffer{addr: make(chan string, 1),
-		assigned: make(chan struct{})}}
-	r.cmd = exec.Command(bin, "runner", "--server", "http://"+addr, "--token-file", tokenFile, "--config", cfgPath,
-		"--name", name)
-	r.cmd.Env = append(os.Environ(), crashMarkEnv+"="+mark)
-	r.cmd.Stderr = r.log
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = r.cmd.Wait()
-		close(r.exited)
-	}()
+	r := &fleetRunner{name: name, log: &lockedBuffer{addr: make(chan string, 1), assigned: make(chan struct{})}}
+	r.args = []string{bin, "runner", "--server", "http://" + addr, "--token-file", tokenFile, "--config", cfgPath,
+		"--name", name}
+	r.mark = mark
+	r.start(t)
 	t.Cleanup(func() {
 		select {
 		case <-r.exited:
@@ -594,4 +606,80 @@ func TestDaemonKilledWhileRunnersWork(t *testing.T) {
 		t.Logf("--- the killed daemon ---\n%s", first.log.String())
 		t.Log(e.logs())
 	}
+}
+
+// A runner killed with SIGKILL and started again ends the agent its
+// earlier life left running (its output pipes died: it cannot be taken
+// up) and tells the daemon, which returns the task to READY without using
+// a retry; the task then runs again and completes once.
+func TestRunnerRestartEndsItsLeftAgent(t *testing.T) {
+	t.Parallel()
+	e := newFleetEnv(t, "orchestrator: {retry_backoff: 100ms, max_backoff: 1s, safety_tick: 500ms}\n")
+	hold := holdFIFO(t, e.dir, "hold")
+	r0 := e.runner("r0", 1, map[string]string{"HOLD": hold})
+	res, err := e.client.CreateTasks(e.watch.Context(), models.TaskBatch{ProjectID: "fleet", CreatedBy: "fleet-test",
+		Tasks: []models.BatchTask{{Title: "survive a restart"}}})
+	if err != nil {
+		e.fatalf("create task: %v", err)
+	}
+	id := res[0].TaskID
+	e.startedOn(id, "r0/a0")
+	left := markedProcesses(e.dir)
+	if err := r0.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-r0.exited
+	var orphans []int
+	for pid, cmdline := range left {
+		if strings.Contains(cmdline, "agent.sh") && pid != r0.cmd.Process.Pid {
+			orphans = append(orphans, pid)
+		}
+	}
+	if len(orphans) == 0 {
+		e.fatalf("no agent process was running: %v", left)
+	}
+	ended := r0.log.await("ended an agent the runner's earlier life left running")
+	r0.start(t)
+	select {
+	case <-ended:
+	case <-e.watch.Done():
+		e.fatalf("the restarted runner did not end its left agent: %v", e.watch.Err())
+	}
+	for _, pid := range orphans {
+		if agent.Alive(pid) {
+			t.Errorf("the left agent %d is alive", pid)
+		}
+	}
+	// The task runs again (on the same runner) and completes once released.
+	e.await("the task running again", func(list []models.Task) bool {
+		return len(list) == 1 && list[0].Status == models.StatusInProgress && list[0].RetryCount == 0 &&
+			e.runsOf(id) == 2
+	})
+	f, err := os.OpenFile(hold, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("go\n")
+	f.Close()
+	e.await("the task completed", allCompleted)
+	det := e.checkOnce([]string{id})[id]
+	var recovered bool
+	for _, ev := range det.Events {
+		recovered = recovered || ev.Event == models.EventRecovery && strings.Contains(ev.Reason, "runner r0 restarted")
+	}
+	if !recovered || det.Task.RetryCount != 0 {
+		t.Errorf("events: recovered %v, retries %d", recovered, det.Task.RetryCount)
+	}
+	if t.Failed() || os.Getenv("AQ_TEST_LOG") != "" {
+		t.Log(e.logs())
+	}
+}
+
+// runsOf counts the runs of task id.
+func (e *fleetEnv) runsOf(id string) int {
+	det, err := e.client.GetTask(e.watch.Context(), id)
+	if err != nil {
+		e.fatalf("get task %s: %v", id, err)
+	}
+	return len(det.Runs)
 }

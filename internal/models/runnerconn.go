@@ -174,6 +174,10 @@ type RunnerEnded struct {
 	PushError string `json:"push_error,omitempty"`
 	// LogSize is the size of the run's log, all of which was sent.
 	LogSize int64 `json:"log_size"`
+	// Lost is set when the runner lost the agent (it restarted and ended
+	// it): no fault of the agent's, the task goes back to READY by
+	// RECOVERY without using a retry.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // RunnerLaunch answers a prepared report: how to start the agent.

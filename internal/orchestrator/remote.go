@@ -249,6 +249,12 @@ func (o *Orchestrator) remoteEnd(ctx context.Context, ar *activeRun, rr *remoteR
 		result.ExitCode, result.Signal = -1, "lease lost"
 	}
 	end := o.outcome(ctx, ar, result)
+	if got && ended.Lost {
+		// The runner restarted and ended the agent: not the agent's fault.
+		msg := fmt.Sprintf("runner %s restarted and ended the agent", rr.runner)
+		end = models.RunEnd{RunID: ar.run.ID, Event: models.EventRecovery, ExpectFrom: models.StatusInProgress, Reason: msg,
+			Outcome: models.RunOutcomeRecovered, Error: msg}
+	}
 	if ar.sessionInvalid {
 		if err := o.store.ForgetSessions(ctx, task.ID, ar.agent.ID); err != nil {
 			log.Warn("forget sessions", "err", err)

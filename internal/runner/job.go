@@ -28,6 +28,9 @@ const (
 	maxLogChunk = 512 << 10
 	// eventsBatch is the most events one report carries.
 	eventsBatch = 200
+	// shutdownReports is how long a stopping runner keeps trying to report
+	// its runs' ends before it leaves them to its journal.
+	shutdownReports = 30 * time.Second
 )
 
 // job is one run the runner holds.
@@ -56,6 +59,7 @@ type job struct {
 	logMu   sync.Mutex
 	logPath string
 	logSent int64
+	pid     int
 	done    chan struct{}
 }
 
@@ -78,6 +82,7 @@ func (j *job) report(ctx context.Context, rep models.RunnerReport) (models.Runne
 	defer j.reportMu.Unlock()
 	j.seq++
 	rep.Seq = j.seq
+	j.save() // the number before it is sent: a restart goes on after it
 	failures := 0
 	for {
 		select {
@@ -125,8 +130,34 @@ var errRunGone = errors.New("the run is no longer this runner's")
 
 // run prepares, launches and watches the job's agent, then hands its work
 // back and reports its end.
-func (j *job) run(ctx context.Context) {
+//
+// stopCtx ends with the runner: the agent is stopped and its end reported
+// as lost by the runner (the task goes back to READY without a retry
+// used); its reports go on a while longer, and what could not be sent is
+// left in the journal for the runner's next life.
+func (j *job) run(stopCtx context.Context) {
 	defer close(j.done)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(stopCtx))
+	defer cancel()
+	stopping := context.AfterFunc(stopCtx, func() {
+		j.end()
+		// The last reports get a while, then give up: the journal keeps
+		// the run for the next life.
+		go func() {
+			select {
+			case <-j.r.clock.After(shutdownReports):
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	})
+	defer stopping()
+	keep := false // the journal keeps a run whose end did not reach the daemon
+	defer func() {
+		if !keep {
+			j.forget()
+		}
+	}()
 	log := j.r.log.With("run_id", j.asg.RunID, "task_id", j.asg.Task.ID, "agent", j.asg.Agent)
 	project := models.Project{ID: j.asg.ProjectID}
 	if j.asg.Repo != nil {
@@ -150,7 +181,7 @@ func (j *job) run(ctx context.Context) {
 	proc, parser, err := j.launch(ws, *ans.Launch)
 	if err != nil {
 		log.Warn("agent not started", "err", err)
-		j.ended(ctx, models.RunnerEnded{ExitCode: -1, StderrTail: models.RedactURL(err.Error())})
+		keep = !j.ended(ctx, models.RunnerEnded{ExitCode: -1, StderrTail: models.RedactURL(err.Error())})
 		return
 	}
 	if _, err := j.report(ctx, models.RunnerReport{Kind: models.ReportStarted}); err != nil {
@@ -158,6 +189,12 @@ func (j *job) run(ctx context.Context) {
 		return
 	}
 	log.Info("agent started", "pid", proc.PID(), "dir", ws.Dir)
+	j.logMu.Lock()
+	j.pid = proc.PID()
+	j.logMu.Unlock()
+	j.reportMu.Lock() // save reads the report number
+	j.save()
+	j.reportMu.Unlock()
 	shipped := make(chan struct{})
 	sctx, stopShipping := context.WithCancel(ctx)
 	go func() {
@@ -169,8 +206,6 @@ func (j *job) run(ctx context.Context) {
 	case <-proc.Done():
 		res, _ = proc.Wait(context.Background())
 	case <-j.stop:
-		res = proc.Stop(DefaultStopGrace)
-	case <-ctx.Done():
 		res = proc.Stop(DefaultStopGrace)
 	}
 	stopShipping()
@@ -189,19 +224,24 @@ func (j *job) run(ctx context.Context) {
 			end.Pushed = commit
 		}
 	}
-	j.ended(ctx, end)
+	end.Lost = stopCtx.Err() != nil
+	keep = !j.ended(ctx, end)
 	log.Info("run ended", "exit", res.ExitCode, "pushed", end.Pushed, "push_error", end.PushError)
 }
 
 // ended sends what is left of the output and events, then the end.
-func (j *job) ended(ctx context.Context, end models.RunnerEnded) {
+//
+// It reports whether the daemon has the end, or no longer has the run:
+// either way the journal may forget it.
+func (j *job) ended(ctx context.Context, end models.RunnerEnded) bool {
 	if err := j.flush(ctx); err != nil {
-		return
+		return errors.Is(err, errRunGone)
 	}
 	j.logMu.Lock()
 	end.LogSize = j.logSent
 	j.logMu.Unlock()
-	_, _ = j.report(ctx, models.RunnerReport{Kind: models.ReportEnded, Ended: &end})
+	_, err := j.report(ctx, models.RunnerReport{Kind: models.ReportEnded, Ended: &end})
+	return err == nil || errors.Is(err, errRunGone)
 }
 
 // launch starts the job's agent with the daemon's launch.

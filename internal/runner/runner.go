@@ -193,6 +193,9 @@ func Fatal(err error) bool {
 // of its own, is tried again after a growing, jittered wait.
 func (r *Runner) Run(ctx context.Context) error {
 	if r.ws != nil {
+		if err := r.recoverJournal(ctx); err != nil {
+			return err
+		}
 		relay, err := r.listenRelay()
 		if err != nil {
 			return err
@@ -309,7 +312,7 @@ func (r *Runner) take(ctx context.Context, poll models.RunnerPoll) {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			j.run(context.WithoutCancel(ctx))
+			j.run(ctx)
 			r.mu.Lock()
 			delete(r.jobs, asg.RunID)
 			r.mu.Unlock()
