@@ -25,12 +25,12 @@ const (
 const usage = `Usage:
   agentqueued [run] [--config FILE] [--data-dir DIR] [--listen ADDR] [--new-database] [--log-file FILE]
   agentqueued init [--config FILE] [--data-dir DIR] [--project ID] [--repo PATH] [--agent TYPE]... [--force] [--yes]
-  agentqueued doctor [--config FILE] [--addr URL] [--token TOKEN]
-  agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--json] COMMAND ...
-  agentqueued land PROJECT [--addr URL] [--token TOKEN] [--config FILE] [--json]
+  agentqueued doctor [--config FILE] [--addr URL] [--token TOKEN] [--ca-file FILE]
+  agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--ca-file FILE] [--json] COMMAND ...
+  agentqueued land PROJECT [--addr URL] [--token TOKEN] [--config FILE] [--ca-file FILE] [--json]
   agentqueued agent COMMAND ...
   agentqueued mcp
-  agentqueued runner --server URL --token-file FILE [--name NAME] [--config FILE]
+  agentqueued runner --server URL --token-file FILE [--ca-file FILE] [--name NAME] [--config FILE]
   agentqueued demo [--keep] [--stall DURATION] [--timeout DURATION]
   agentqueued version
   agentqueued help

@@ -34,6 +34,7 @@ type ctlOptions struct {
 	addr       string
 	token      string
 	configPath string
+	caFile     string
 	json       bool
 }
 
@@ -41,7 +42,8 @@ type ctlOptions struct {
 func (o *ctlOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.addr, "addr", o.addr, "API `URL` (default $"+envAddr+", the listen address of --config, or http://"+config.DefaultListen+")")
 	fs.StringVar(&o.token, "token", o.token, "bearer `token` (default $"+envToken+" or api.token of --config; prefer those: a flag is visible to other users in the process list)")
-	fs.StringVar(&o.configPath, "config", o.configPath, "configuration `file` to take listen and api.token from")
+	fs.StringVar(&o.configPath, "config", o.configPath, "configuration `file` to take listen, api.token and api.tls_cert from")
+	fs.StringVar(&o.caFile, "ca-file", o.caFile, "PEM `file` of certificate authorities trusted for the daemon's https certificate besides the system's (default $"+envCAFile+")")
 	fs.BoolVar(&o.json, "json", o.json, "print JSON instead of tables")
 }
 
@@ -195,18 +197,22 @@ func (c *ctl) connect() error {
 		}
 		cfg = &loaded
 	}
+	trust, err := loadDaemonTrust(c.opts.caFile, getenv, cfg)
+	if err != nil {
+		return err
+	}
 	addr := c.opts.addr
 	if addr == "" {
 		addr, _ = getenv(envAddr)
 	}
 	if addr == "" && cfg != nil {
-		addr = dialAddr(cfg.Listen)
+		addr = dialAddr(cfg.Listen, cfg.API.TLS())
 	}
 	if addr == "" {
 		addr = config.DefaultListen
 	}
 	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+		addr = trust.scheme() + addr
 	}
 	token := c.opts.token
 	if token == "" {
@@ -215,7 +221,11 @@ func (c *ctl) connect() error {
 	if token == "" && cfg != nil {
 		token = cfg.API.Token
 	}
-	hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: api.DefaultClientTimeout}
+	tr, err := trust.transport()
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Transport: tr, Timeout: api.DefaultClientTimeout}
 	client, err := api.NewClient(addr, token, hc)
 	if err != nil {
 		return usagef("--addr: %v", err)
@@ -224,8 +234,9 @@ func (c *ctl) connect() error {
 	return nil
 }
 
-// dialAddr turns a listen address into one to connect to.
-func dialAddr(listen string) string {
+// dialAddr turns a listen address into one to connect to, https when
+// the API is served over TLS.
+func dialAddr(listen string, tls bool) string {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
 		return ""
@@ -236,7 +247,11 @@ func dialAddr(listen string) string {
 	case "::":
 		host = "::1"
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	scheme := "http://"
+	if tls {
+		scheme = "https://"
+	}
+	return scheme + net.JoinHostPort(host, port)
 }
 
 // visited returns the names of the flags set on the command line.

@@ -26,7 +26,7 @@ func TestCtlRunners(t *testing.T) {
 		t.Fatalf("runner add prints no token line:\n%s", out)
 	}
 	for _, want := range []string{"build-1  ACTIVE  gpu,linux,arm64  2", "This token is not shown again",
-		"agentqueued runner --server URL --token-file FILE", "ctl runner remove build-1"} {
+		"agentqueued runner --server URL --token-file FILE [--ca-file CA.pem]", "ctl runner remove build-1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("runner add lacks %q:\n%s", want, out)
 		}

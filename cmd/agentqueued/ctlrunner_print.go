@@ -19,10 +19,12 @@ func printRunnerAdded(w io.Writer, r models.Runner, token string) {
 	fmt.Fprintln(w, "This token is not shown again: the daemon keeps only its hash. Save it in a file only you can read")
 	fmt.Fprintln(w, "on the runner's machine, and start the runner there with")
 	fmt.Fprintln(w, "")
-	fmt.Fprintln(w, "  agentqueued runner --server URL --token-file FILE")
+	fmt.Fprintln(w, "  agentqueued runner --server URL --token-file FILE [--ca-file CA.pem]")
 	fmt.Fprintln(w, "")
-	fmt.Fprintf(w, "where URL is this daemon's address as that machine reaches it. A lost token cannot be read back:\n"+
-		"remove the runner (ctl runner remove %s) and add it again.\n", clean(r.Name))
+	fmt.Fprintf(w, "where URL is this daemon's address as that machine reaches it (https://HOST:PORT), and CA.pem the\n"+
+		"authority of its certificate when that machine's system does not trust it (docs/runners.md, \"A second\n"+
+		"machine joins\"). A lost token cannot be read back: remove the runner (ctl runner remove %s) and add it\n"+
+		"again.\n", clean(r.Name))
 }
 
 func printRunners(w io.Writer, rs []models.Runner) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -147,6 +148,10 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
+	apiTLS, err := loadAPITLS(cfg)
+	if err != nil {
+		return err
+	}
 	logw, closeLog, err := m.daemonLogWriter(flags.logFile)
 	if err != nil {
 		return err
@@ -159,6 +164,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	w := m.newWiring(cfg, log)
+	w.tls = apiTLS
 
 	st, err := w.openStore(ctx)
 	if err != nil {
@@ -253,6 +259,8 @@ type wiring struct {
 	hookd atomic.Pointer[hooks.Engine]
 	// hub holds the runners' connections.
 	hub *fleet.Hub
+	// tls serves the API over TLS; nil serves plain HTTP.
+	tls *tls.Config
 }
 
 // daemonParts are the daemon's wired parts that serve runs.
@@ -550,7 +558,7 @@ func (w *wiring) buildAPI(ctx context.Context, svc *service.Service, st *store.S
 	if err != nil {
 		return nil, err
 	}
-	return api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, Throttle: limiter, AllowedHosts: cfg.API.AllowedHosts,
+	return api.New(api.Config{Addr: cfg.Listen, Token: cfg.API.Token, TLS: w.tls, Throttle: limiter, AllowedHosts: cfg.API.AllowedHosts,
 		Logger: log.With("component", "api"), Health: health.Check, DatabaseID: databaseID(w.dbPath), Metrics: apiMetrics,
 		GitHubWebhook: webhook, Hooks: svc, Workflows: svc, Logs: svc, UI: ui.Handler(), Runners: runners.Handler()}, svc)
 }
@@ -575,7 +583,7 @@ func (w *wiring) listenMetrics() (net.Listener, error) {
 // announce logs where the API listens and makes the daemon ready.
 func (w *wiring) announce(addr string) {
 	w.log.Info("agentqueued listening", "addr", addr, "data_dir", w.cfg.DataDir, "database", w.dbPath,
-		"auth", w.cfg.API.Token != "")
+		"auth", w.cfg.API.Token != "", "tls", w.tls != nil)
 	w.m.mu.Lock()
 	w.m.addr = addr
 	close(w.m.readyLocked())

@@ -459,9 +459,12 @@ func TestDialAddr(t *testing.T) {
 		"example.com:1":  "http://example.com:1",
 		"bad":            "",
 	} {
-		if got := dialAddr(in); got != want {
+		if got := dialAddr(in, false); got != want {
 			t.Errorf("dialAddr(%q) = %q, want %q", in, got, want)
 		}
+	}
+	if got, want := dialAddr("0.0.0.0:7700", true), "https://127.0.0.1:7700"; got != want {
+		t.Errorf("dialAddr over TLS = %q, want %q", got, want)
 	}
 }
 

@@ -5,9 +5,10 @@
 //	agentqueued [run] [--config FILE] [--data-dir DIR] [--listen ADDR] [--new-database] [--log-file FILE]
 //	agentqueued init [--config FILE] [--data-dir DIR] [--listen ADDR] [--project ID] [--repo PATH] [--agent TYPE]...
 //	                 [--test-command CMD]... [--no-test-command] [--force] [--yes]
-//	agentqueued doctor [--config FILE] [--addr URL] [--token TOKEN]
-//	agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--json] COMMAND ...
-//	agentqueued land PROJECT [--addr URL] [--token TOKEN] [--config FILE] [--json]
+//	agentqueued doctor [--config FILE] [--addr URL] [--token TOKEN] [--ca-file FILE]
+//	agentqueued ctl [--addr URL] [--token TOKEN] [--config FILE] [--ca-file FILE] [--json] COMMAND ...
+//	agentqueued land PROJECT [--addr URL] [--token TOKEN] [--config FILE] [--ca-file FILE] [--json]
+//	agentqueued runner --server URL --token-file FILE [--ca-file FILE] [--name NAME] [--config FILE]
 //	agentqueued version
 //
 // "version" prints the module version, the commit the binary was built from
@@ -19,7 +20,10 @@
 // can use it (a lease left by a crashed daemon on the same host is taken
 // over), serves the HTTP API, renews the lease every ttl/3, and on SIGINT
 // or SIGTERM shuts down gracefully and releases the lease. A bad
-// configuration exits with status 2 and a message naming the key.
+// configuration exits with status 2 and a message naming the key. With
+// api.tls_cert and api.tls_key the API is served over HTTPS, the pair read
+// once at start (a renewed certificate is served after a restart); a
+// listen address beyond loopback without them is refused.
 // Unless GOGC is set in its environment, the daemon runs Go's garbage
 // collector at GOGC=400 (DefaultGCPercent): its heap is small, and the
 // default collected it every few tasks.
@@ -63,11 +67,19 @@
 // repository (a path must be a git repository's top level, a URL must
 // answer `git ls-remote`, with the GitHub token where clones use it);
 // the GitHub token (GET /user: a classic token needs the repo scope); the
+// TLS certificate and key when api.tls_cert is set (as the daemon reads
+// them: readable, a pair, valid now); the
 // Discord token, control channel and guild (REST only, no gateway); the
 // LLM endpoint (its models list names llm.model), and hooks with a prompt
 // but no model. Each line is "ok", "warning" or "error", the subject and
 // what was found, with the fix after "— fix:"; the exit status is 1 when
 // any line is an error.
+//
+// "runner" holds the agents of its --config on this machine for the
+// daemon at --server (docs/runners.md), with the runner's token read from
+// --token-file (which others must not be able to read). Over https it
+// trusts the system's certificate authorities and those of --ca-file, and
+// stops, saying so, at a daemon certificate it does not trust.
 //
 // "ctl" is a thin client of the HTTP API:
 //
@@ -217,8 +229,12 @@
 // describes workflows and runs.
 //
 // The server address is --addr, else $AGENTQUEUED_ADDR, else the listen
-// address of --config, else http://127.0.0.1:7700; the token is --token,
-// else $AGENTQUEUED_TOKEN, else api.token of --config. Output is aligned
+// address of --config (https when it sets api.tls_cert), else
+// http://127.0.0.1:7700; the token is --token, else $AGENTQUEUED_TOKEN,
+// else api.token of --config. Over https ctl trusts the system's
+// certificate authorities, those of --ca-file (else $AGENTQUEUED_CA_FILE),
+// and the certificate of --config's api.tls_cert; an address without a
+// scheme is https when either of the last two is given. Output is aligned
 // tables, or the API's JSON with --json. Errors print "error: <message>"
 // and exit with status 1. A usage error exits with status 2 after one more
 // line naming the command that prints the usage ("Run \"agentqueued ctl

@@ -57,6 +57,7 @@ type checkLine struct {
 type doctor struct {
 	m       *Main
 	cfgPath string
+	caFile  string // --ca-file
 	cfg     config.Config
 	lines   []checkLine
 	// projects and hooks are the running daemon's, when it answers.
@@ -91,6 +92,7 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 	cfgPath := fs.String("config", "", "configuration `file` to check (default: the built-in defaults)")
 	addr := fs.String("addr", "", "the daemon's API `URL` (default $"+envAddr+" or the listen address of the configuration)")
 	token := fs.String("token", "", "bearer `token` of the API (default $"+envToken+" or api.token)")
+	caFile := fs.String("ca-file", "", "PEM `file` of certificate authorities trusted for the daemon's https certificate besides the system's (default $"+envCAFile+")")
 	pos, err := parseFlags(fs, args, m.Stdout)
 	if err != nil {
 		return err
@@ -98,7 +100,7 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return usagef("doctor: unexpected argument %q", pos[0])
 	}
-	d := &doctor{m: m, cfgPath: *cfgPath}
+	d := &doctor{m: m, cfgPath: *cfgPath, caFile: *caFile}
 	if d.checkConfig() {
 		d.checkDaemon(ctx, *addr, *token)
 		d.checkDataDir()
@@ -132,11 +134,19 @@ func (d *doctor) checkConfig() bool {
 		return false
 	}
 	if err := cfg.CheckServing(); err != nil {
-		d.add(checkError, "config", strings.TrimPrefix(err.Error(), "config: "), "set api.token, or listen on 127.0.0.1")
+		d.add(checkError, "config", strings.TrimPrefix(err.Error(), "config: "), "set what it names, or listen on 127.0.0.1")
 		return false
 	}
 	d.cfg = cfg
 	d.add(checkOK, "config", d.cfgPath+" loads", "")
+	if cfg.API.TLS() {
+		if pair, err := cfg.API.LoadCertificate(time.Now()); err != nil {
+			d.add(checkError, "tls", strings.TrimPrefix(err.Error(), "config: "), "correct the file the key names")
+		} else {
+			d.add(checkOK, "tls", fmt.Sprintf("the API is served over https with %s, valid until %s", cfg.API.TLSCert,
+				pair.Leaf.NotAfter.UTC().Format(time.DateOnly)), "")
+		}
+	}
 	return true
 }
 
@@ -144,11 +154,16 @@ func (d *doctor) checkDaemon(ctx context.Context, addr, token string) {
 	if addr == "" {
 		addr, _ = d.m.Getenv(envAddr)
 	}
+	trust, err := loadDaemonTrust(d.caFile, d.m.Getenv, &d.cfg)
+	if err != nil {
+		d.add(checkError, "daemon", err.Error(), "give a readable PEM file of the daemon's certificate authority")
+		return
+	}
 	if addr == "" {
-		addr = dialAddr(d.cfg.Listen)
+		addr = dialAddr(d.cfg.Listen, d.cfg.API.TLS())
 	}
 	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+		addr = trust.scheme() + addr
 	}
 	if token == "" {
 		token, _ = d.m.Getenv(envToken)
@@ -156,7 +171,12 @@ func (d *doctor) checkDaemon(ctx context.Context, addr, token string) {
 	if token == "" {
 		token = d.cfg.API.Token
 	}
-	hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: doctorRequestTimeout}
+	tr, err := trust.transport()
+	if err != nil {
+		d.add(checkError, "daemon", err.Error(), "give a readable PEM file of the daemon's certificate authority")
+		return
+	}
+	hc := &http.Client{Transport: tr, Timeout: doctorRequestTimeout}
 	defer hc.CloseIdleConnections()
 	client, err := api.NewClient(addr, token, hc)
 	if err != nil {
@@ -173,6 +193,11 @@ func (d *doctor) checkDaemon(ctx context.Context, addr, token string) {
 		if models.ErrorCodeOf(err) == models.CodeUnauthorized {
 			d.add(checkError, "daemon", fmt.Sprintf("%s refused the token: %s", addr, models.ErrorMessageOf(err)),
 				"give the daemon's api.token (--token or $"+envToken+")")
+			return
+		}
+		if api.CertificateError(err) {
+			d.add(checkError, "daemon", fmt.Sprintf("the certificate of %s is not trusted: %v", addr, err),
+				"give the authority that signed it with --ca-file")
 			return
 		}
 		if errors.As(err, &ue) || strings.Contains(err.Error(), "connection refused") {

@@ -19,6 +19,7 @@ func (m *Main) runRunner(ctx context.Context, args []string) error {
 	fs := newFlagSet("agentqueued runner")
 	server := fs.String("server", "", "the daemon's `URL` (https://HOST:PORT)")
 	tokenFile := fs.String("token-file", "", "`file` holding the runner's token (ctl runner add prints it)")
+	caFile := fs.String("ca-file", "", "PEM `file` of certificate authorities trusted for the daemon's certificate besides the system's")
 	name := fs.String("name", "", "the runner's `name`, checked against the one its token names")
 	cfgPath := fs.String("config", "", "configuration `file` whose agents: the runner holds (the daemon's own shape)")
 	dataDir := fs.String("data-dir", "", "`directory` of the runner's checkouts and runs (default: the configuration's data_dir/runner)")
@@ -43,6 +44,12 @@ func (m *Main) runRunner(ctx context.Context, args []string) error {
 	if err != nil {
 		return &configError{err: err}
 	}
+	var ca []byte
+	if *caFile != "" {
+		if ca, err = readCAFile("--ca-file", *caFile); err != nil {
+			return err
+		}
+	}
 	cfg, err := config.Load(*cfgPath, m.Getenv)
 	if err != nil {
 		return &configError{err: err}
@@ -64,7 +71,7 @@ func (m *Main) runRunner(ctx context.Context, args []string) error {
 		return &configError{err: fmt.Errorf("--data-dir: %w", err)}
 	}
 	self, _ := os.Executable()
-	r, err := runner.New(runner.Config{Server: u, Token: token, Name: *name, Version: readVersion().module(),
+	r, err := runner.New(runner.Config{Server: u, Token: token, CABundle: ca, Name: *name, Version: readVersion().module(),
 		Agents: agents, AgentConfigs: cfg.Agents, DataDir: dir, Executable: self, Environ: m.Environ, Logger: log})
 	if err != nil {
 		return &configError{err: err}

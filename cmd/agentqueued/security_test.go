@@ -9,23 +9,33 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
+	"github.com/agentqueued/agentqueued/internal/tlstest"
 )
 
 // TestAnOpenListenerNeedsAToken: the API listening beyond loopback without
-// api.token would let anyone on the network drive the daemon. It refuses
-// to start, naming the settings; with a token it starts.
+// api.token would let anyone on the network drive the daemon, and without
+// TLS every token would cross the network in the clear. It refuses to
+// start, naming the settings; with a token and a certificate it starts.
 func TestAnOpenListenerNeedsAToken(t *testing.T) {
 	t.Parallel()
 	_, err := startMain(t, nil, "run", "--data-dir", t.TempDir(), "--listen", "0.0.0.0:0")
 	if err == nil || !strings.Contains(err.Error(), "api.token") || !strings.Contains(err.Error(), "listen") {
 		t.Fatalf("an open listener without a token: %v", err)
 	}
-	cfg := writeFile(t, t.TempDir(), "agentqueued.yaml", "api:\n  token: a-long-enough-secret-token\n")
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "agentqueued.yaml", "api:\n  token: a-long-enough-secret-token\n")
+	_, err = startMain(t, nil, "run", "--config", cfg, "--data-dir", t.TempDir(), "--listen", "0.0.0.0:0")
+	if err == nil || !strings.Contains(err.Error(), "without TLS") || !strings.Contains(err.Error(), "api.tls_cert") {
+		t.Fatalf("an open listener with a token, without TLS: %v", err)
+	}
+	cert, key := tlstest.NewCA(t, "test CA").Issue(t, "127.0.0.1").Write(t, dir)
+	cfg = writeFile(t, dir, "agentqueued.yaml", "api:\n  token: a-long-enough-secret-token\n  tls_cert: "+cert+
+		"\n  tls_key: "+key+"\n")
 	d, err := startMain(t, nil, "run", "--config", cfg, "--data-dir", t.TempDir(), "--listen", "0.0.0.0:0")
 	if err != nil {
-		t.Fatalf("an open listener with a token: %v", err)
+		t.Fatalf("an open listener with a token and TLS: %v", err)
 	}
-	if !strings.Contains(d.logs.String(), "auth=true") {
+	if !strings.Contains(d.logs.String(), "auth=true") || !strings.Contains(d.logs.String(), "tls=true") {
 		t.Errorf("log:\n%s", d.logs)
 	}
 }

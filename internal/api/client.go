@@ -345,7 +345,7 @@ func (c *Client) sendWith(ctx context.Context, method, path string, query url.Va
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return 0, fmt.Errorf("%s %s: %w", method, u.String(), err)
+		return 0, fmt.Errorf("%s %s: %w", method, u.String(), describeCertificateError(err))
 	}
 	defer resp.Body.Close()
 
@@ -368,6 +368,12 @@ func responseError(resp *http.Response) error {
 	var eb ErrorBody
 	if err := json.Unmarshal(data, &eb); err == nil && eb.Error.Code != "" {
 		return &models.Error{Code: eb.Error.Code, Message: eb.Error.Message}
+	}
+	if u := resp.Request.URL; resp.StatusCode == http.StatusBadRequest && u.Scheme == "http" &&
+		strings.Contains(string(data), "HTTP request to an HTTPS server") {
+		// Go's answer to plain HTTP on a TLS port.
+		return &models.Error{Code: models.CodeInvalid, Message: fmt.Sprintf(
+			"the daemon at %s serves https, not plain http: give its address as https://%s", u.Host, u.Host)}
 	}
 	code := models.CodeInternal
 	switch resp.StatusCode {

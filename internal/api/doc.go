@@ -263,6 +263,17 @@
 // to the caller's limit (0: everything), OpenQuestions everything;
 // ListTasksPage returns one page with its cursor.
 //
+// # TLS
+//
+// With Config.TLS (api.tls_cert and api.tls_key) Serve speaks HTTPS only:
+// TLS 1.2 or later, HTTP/1.1 alone (ServerTLS), so that a long poll, a
+// followed log and a git push behave as on the plain listener; a plain
+// HTTP request on the port is answered 400, which the Client reports as
+// the wrong scheme. Clients trust the system's authorities and those a
+// PEM bundle adds (TrustedRoots, NewTransport: a daemon with a
+// certificate of its own authority); a certificate they do not trust is a
+// CertificateError, which the Client's error says how to mend.
+//
 // # Browsers, hosts and origins
 //
 // The API has no login, only an optional token, and listens on loopback by

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -103,6 +104,12 @@ type Config struct {
 	// where it is (the answer needs no token), such as a hash of the
 	// database file's path.
 	DatabaseID string
+	// TLS, when set, makes Serve serve HTTPS with it (its Certificates or
+	// GetCertificate): TLS 1.2 at least (a lower MinVersion is raised) and
+	// HTTP/1.1 only, the protocol of the plain listener, so that long
+	// polls, followed logs and git's pushes behave alike behind either
+	// (ServerTLS). A plain HTTP request on the port is answered 400.
+	TLS *tls.Config
 	// MaxListBytes bounds the encoded size of a page of GET /api/v1/tasks:
 	// a page ends early, with "next", before it would pass it; default
 	// DefaultMaxListBytes.
@@ -156,6 +163,9 @@ func New(cfg Config, svc Service) (*Server, error) {
 	}
 	if cfg.ReadTimeout == 0 {
 		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if cfg.TLS != nil && len(cfg.TLS.Certificates) == 0 && cfg.TLS.GetCertificate == nil {
+		return nil, errors.New("new api server: TLS has no certificate")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -214,6 +224,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Serve serves requests on ln until ctx is cancelled, then stops accepting
 // connections and waits up to Config.ShutdownTimeout for in-flight requests.
+// With Config.TLS the connections are TLS (ServerTLS).
 // Requests that wait on the daemon rather than work for it end at once: a
 // log follow ends as when its run ends, a change wait answers as when its
 // wait runs out. It closes ln and returns nil after a graceful shutdown.
@@ -230,7 +241,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			return context.WithValue(context.WithoutCancel(ctx), serveCtxKey{}, ctx)
 		},
 	}
-	return serveUntilDone(ctx, srv, ln, "http", s.cfg.ShutdownTimeout)
+	what := "http"
+	if s.cfg.TLS != nil {
+		ln, what = tls.NewListener(ln, ServerTLS(s.cfg.TLS)), "https"
+	}
+	return serveUntilDone(ctx, srv, ln, what, s.cfg.ShutdownTimeout)
 }
 
 // serveUntilDone serves srv on ln until ctx is cancelled, then shuts it

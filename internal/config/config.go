@@ -248,7 +248,16 @@ type APIConfig struct {
 	// Host header of a request may name besides loopback hosts and the
 	// listen address's host; the API refuses any other.
 	AllowedHosts []string
+	// TLSCert and TLSKey, both or neither, are the PEM files of the API's
+	// certificate (its chain may follow it) and of its private key: with
+	// them the daemon serves HTTPS on listen. They are read once, at
+	// start (LoadCertificate).
+	TLSCert, TLSKey string
 }
+
+// TLS reports whether the API is served over TLS (api.tls_cert and
+// api.tls_key are set).
+func (a APIConfig) TLS() bool { return a.TLSCert != "" && a.TLSKey != "" }
 
 // LogConfig configures logging.
 type LogConfig struct {
@@ -406,6 +415,8 @@ type fileOrchestrator struct {
 type fileAPI struct {
 	Token        string   `yaml:"token"`
 	AllowedHosts []string `yaml:"allowed_hosts"`
+	TLSCert      string   `yaml:"tls_cert"`
+	TLSKey       string   `yaml:"tls_key"`
 }
 
 type fileLog struct {
@@ -483,7 +494,7 @@ func Load(path string, getenv func(string) (string, bool)) (Config, error) {
 
 // AbsPaths makes every filesystem path of the configuration absolute,
 // resolved against the working directory: data_dir, database.path,
-// workflows.dir and each project's repo.path. The daemon hands these to
+// workflows.dir, api.tls_cert, api.tls_key and each project's repo.path. The daemon hands these to
 // agents that run in other directories (AQ_SOCKET, the prompt file, the
 // checkout), so a relative one would point elsewhere there. Load calls
 // it; call it again after setting a path (from a flag). Empty paths stay
@@ -509,6 +520,12 @@ func (c *Config) AbsPaths() error {
 		}
 	}
 	if err := abs("workflows.dir", &c.Workflows.Dir); err != nil {
+		return err
+	}
+	if err := abs("api.tls_cert", &c.API.TLSCert); err != nil {
+		return err
+	}
+	if err := abs("api.tls_key", &c.API.TLSKey); err != nil {
 		return err
 	}
 	for i, p := range c.Projects {
@@ -616,6 +633,8 @@ func (c *Config) overlay(f fileConfig) error {
 	set(&c.DataDir, f.DataDir)
 	set(&c.Listen, f.Listen)
 	set(&c.API.Token, f.API.Token)
+	set(&c.API.TLSCert, f.API.TLSCert)
+	set(&c.API.TLSKey, f.API.TLSKey)
 	if f.API.AllowedHosts != nil {
 		c.API.AllowedHosts = f.API.AllowedHosts
 	}
@@ -846,6 +865,12 @@ func (c Config) Validate() error {
 		// The value is a secret: never repeat it.
 		return errors.New("config: api.token: must not contain whitespace")
 	}
+	switch {
+	case c.API.TLSCert != "" && c.API.TLSKey == "":
+		return errors.New("config: api.tls_key: required when api.tls_cert is set (the PEM file of the certificate's private key)")
+	case c.API.TLSKey != "" && c.API.TLSCert == "":
+		return errors.New("config: api.tls_cert: required when api.tls_key is set (the PEM file of the certificate)")
+	}
 	for i, h := range c.API.AllowedHosts {
 		if !validAllowedHost(h) {
 			return fmt.Errorf("config: api.allowed_hosts[%d]: %q is not a host name or IP address "+
@@ -1004,29 +1029,42 @@ func validAllowedHost(h string) bool {
 }
 
 // CheckServing checks that the API is not served beyond this machine
-// without a token: a listen address whose host is not loopback
-// (localhost, 127.0.0.0/8, ::1) needs api.token. Call it once the
-// command line's --listen has been applied.
+// unprotected: a listen address whose host is not loopback (localhost,
+// 127.0.0.0/8, ::1) needs api.token, strong enough (MinRemoteTokenBits),
+// and TLS (api.tls_cert and api.tls_key), without which every token
+// would cross the network in the clear. Call it once the command line's
+// --listen has been applied.
 func (c *Config) CheckServing() error {
 	host, _, err := net.SplitHostPort(c.Listen)
 	if err != nil {
 		return fmt.Errorf("config: listen: %q is not host:port", c.Listen)
 	}
-	if c.API.Token == "" && !models.IsLoopbackHost(host) {
-		where := host
-		if where == "" {
-			where = "every interface"
-		}
+	if models.IsLoopbackHost(host) {
+		return nil
+	}
+	where := host
+	if where == "" {
+		where = "every interface"
+	}
+	const proxy = "or keep listen on 127.0.0.1 behind a TLS reverse proxy (docs/runners.md)"
+	switch noToken, noTLS := c.API.Token == "", !c.API.TLS(); {
+	case noToken && noTLS:
+		return fmt.Errorf("config: listen: %s serves the API beyond this machine (%s) without api.token and without TLS: "+
+			"anyone on the network could drive the daemon, and tokens would cross the network in the clear: "+
+			"set api.token, and api.tls_cert and api.tls_key (a certificate and its key, PEM), "+proxy, c.Listen, where)
+	case noToken:
 		return fmt.Errorf("config: listen: %s serves the API beyond this machine (%s) and api.token is not set: "+
 			"set api.token, or listen on 127.0.0.1", c.Listen, where)
+	case noTLS:
+		return fmt.Errorf("config: listen: %s serves the API beyond this machine (%s) without TLS: "+
+			"its tokens (api.token, the dashboard's login, the runners' tokens) would cross the network in the clear: "+
+			"set api.tls_cert and api.tls_key (a certificate and its key, PEM), "+proxy, c.Listen, where)
 	}
-	if c.API.Token != "" && !models.IsLoopbackHost(host) {
-		if bits := TokenBits(c.API.Token); bits < MinRemoteTokenBits {
-			// The value is a secret: never repeat it.
-			return fmt.Errorf("config: api.token: too weak to serve the API beyond this machine on %s "+
-				"(about %d bits, at least %d needed: e.g. 32 hex or 22 base64 characters): "+
-				"make one with `openssl rand -hex 32`, or listen on 127.0.0.1", c.Listen, bits, MinRemoteTokenBits)
-		}
+	if bits := TokenBits(c.API.Token); bits < MinRemoteTokenBits {
+		// The value is a secret: never repeat it.
+		return fmt.Errorf("config: api.token: too weak to serve the API beyond this machine on %s "+
+			"(about %d bits, at least %d needed: e.g. 32 hex or 22 base64 characters): "+
+			"make one with `openssl rand -hex 32`, or listen on 127.0.0.1", c.Listen, bits, MinRemoteTokenBits)
 	}
 	return nil
 }

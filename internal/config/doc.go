@@ -9,6 +9,8 @@
 //	api:
 //	  token: ${AGENTQUEUED_TOKEN:-}
 //	  allowed_hosts: [agentqueued.lan]   # Host names served besides loopback
+//	  tls_cert: /etc/agentqueued/daemon.pem   # serve HTTPS with this certificate (PEM) ...
+//	  tls_key: /etc/agentqueued/daemon.key    # ... and its key: both or neither
 //	log:
 //	  level: info     # debug, info, warn or error
 //	  format: text    # text or json
@@ -42,7 +44,12 @@
 // are left as they are.
 //
 // Config.CheckServing refuses a listen address beyond loopback without
-// api.token; the daemon calls it once --listen has been applied.
+// api.token, and without TLS (api.tls_cert and api.tls_key), naming why
+// and the fixes; the daemon calls it once --listen has been applied.
+// APIConfig.LoadCertificate reads the pair at the daemon's start, once,
+// with errors naming the key at fault; Validate only requires both or
+// neither, so that ctl and doctor load a configuration whose key they
+// may not read.
 // Config.CheckPrivileges refuses, as root, a claude agent that would skip
 // every permission check (Claude Code exits 1 on it as root); the daemon
 // calls it at start with its effective user id.

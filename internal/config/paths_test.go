@@ -9,7 +9,8 @@ import (
 )
 
 // TestLoadMakesPathsAbsolute: every filesystem path of the configuration
-// (data_dir, database.path, workflows.dir, a project's repo.path, and the
+// (data_dir, database.path, workflows.dir, api.tls_cert, api.tls_key, a
+// project's repo.path, and the
 // data_dir fallback) is absolute after Load and Parse, resolved against the
 // working directory; absolute ones and plans.paths (relative to a checkout)
 // stay as written. Not parallel: it changes the working directory.
@@ -22,6 +23,7 @@ func TestLoadMakesPathsAbsolute(t *testing.T) {
 	const doc = "data_dir: state\n" +
 		"database:\n  path: db/aq.db\n" +
 		"workflows:\n  dir: ./flows\n" +
+		"api:\n  tls_cert: tls/cert.pem\n  tls_key: /etc/aq/key.pem\n" +
 		"plans:\n  paths: [notes/plan.md]\n" +
 		"projects:\n  - id: web\n    repo: {path: ../src/web}\n  - id: abs\n    repo: {path: /srv/abs}\n"
 	if err := os.Mkdir("flows", 0o700); err != nil {
@@ -48,6 +50,9 @@ func TestLoadMakesPathsAbsolute(t *testing.T) {
 		{"database.path", loaded.Database.Path, filepath.Join(wd, "db", "aq.db")},
 		{"DatabasePath", loaded.DatabasePath(), filepath.Join(wd, "db", "aq.db")},
 		{"workflows.dir", loaded.Workflows.Dir, filepath.Join(wd, "flows")},
+		{"api.tls_cert", loaded.API.TLSCert, filepath.Join(wd, "tls", "cert.pem")},
+		{"api.tls_key (absolute)", loaded.API.TLSKey, "/etc/aq/key.pem"},
+		{"Parse api.tls_cert", parsed.API.TLSCert, filepath.Join(wd, "tls", "cert.pem")},
 		{"projects[0].repo.path", loaded.Projects[0].Repo.SourcePath, filepath.Join(filepath.Dir(wd), "src", "web")},
 		{"projects[1].repo.path (absolute)", loaded.Projects[1].Repo.SourcePath, "/srv/abs"},
 		{"plans.paths (relative to a checkout)", loaded.Plans.Paths[0], "notes/plan.md"},

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,6 +40,7 @@ func TestCheckServingRefusesAnOpenListenerWithoutToken(t *testing.T) {
 			t.Parallel()
 			cfg := config.Default()
 			cfg.Listen, cfg.API.Token = tt.listen, tt.token
+			cfg.API.TLSCert, cfg.API.TLSKey = "/etc/aq/cert.pem", "/etc/aq/key.pem" // TLS is TestCheckServingRefusesPlainHTTPBeyondLoopback's
 			if err := cfg.Validate(); err != nil {
 				t.Fatalf("Validate: %v", err)
 			}
@@ -55,6 +57,58 @@ func TestCheckServingRefusesAnOpenListenerWithoutToken(t *testing.T) {
 			for _, want := range []string{"listen", "api.token", tt.listen} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not name %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestCheckServingRefusesPlainHTTPBeyondLoopback: beyond loopback without
+// TLS every token (the API's, the dashboard's login, the runners') would
+// cross the network in the clear. The start is refused with why and both
+// fixes: the certificate's keys, or loopback behind a TLS reverse proxy.
+// Loopback needs no TLS.
+func TestCheckServingRefusesPlainHTTPBeyondLoopback(t *testing.T) {
+	t.Parallel()
+	const token = "9f86d081884c7d659a2feaa0c55ad015"
+	for _, tc := range []struct {
+		listen, token string
+		tls           bool
+		want          []string // in the error; none: accepted
+	}{
+		{"127.0.0.1:7700", "", false, nil},
+		{"127.0.0.9:7700", token, false, nil},
+		{"[::1]:7700", "", false, nil},
+		{"0.0.0.0:7700", token, true, nil},
+		{"0.0.0.0:7700", token, false, []string{"0.0.0.0:7700", "without TLS", "in the clear", "api.tls_cert", "api.tls_key",
+			"127.0.0.1 behind a TLS reverse proxy"}},
+		{"192.168.1.20:7700", token, false, []string{"192.168.1.20:7700", "without TLS", "in the clear"}},
+		{":7700", token, false, []string{"every interface", "without TLS"}},
+		{"agentqueued.lan:7700", token, false, []string{"agentqueued.lan", "without TLS"}},
+		// Neither: one error with both fixes.
+		{"0.0.0.0:7700", "", false, []string{"without api.token and without TLS", "set api.token", "api.tls_cert",
+			"in the clear", "TLS reverse proxy"}},
+	} {
+		t.Run(fmt.Sprintf("%s/token=%v/tls=%v", tc.listen, tc.token != "", tc.tls), func(t *testing.T) {
+			t.Parallel()
+			cfg := config.Default()
+			cfg.Listen, cfg.API.Token = tc.listen, tc.token
+			if tc.tls {
+				cfg.API.TLSCert, cfg.API.TLSKey = "/etc/aq/cert.pem", "/etc/aq/key.pem"
+			}
+			err := cfg.CheckServing()
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("CheckServing: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("CheckServing accepted %s without TLS", tc.listen)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
 				}
 			}
 		})
@@ -165,6 +219,7 @@ func TestCheckServingRefusesAWeakTokenBeyondLoopback(t *testing.T) {
 			t.Parallel()
 			c := config.Default()
 			c.Listen, c.API.Token = tc.listen, tc.token
+			c.API.TLSCert, c.API.TLSKey = "/etc/aq/cert.pem", "/etc/aq/key.pem"
 			err := c.CheckServing()
 			if !tc.weak {
 				if err != nil {

@@ -152,7 +152,10 @@
 // project, shows the URL redacted (https://***@host/…) and says what to do.
 // Errors that quote a URL or git's output (gitError, fetch, push, clone)
 // pass through models.RedactURL, as does a checkout's origin an older
-// daemon left with credentials.
+// daemon left with credentials. Config.CAFile (a runner's, whose daemon
+// may have a certificate of its own authority) is given to git as
+// http.sslCAInfo and to go-git's fetches and pushes as a bundle added to
+// the system's authorities.
 //
 // # Crashes and repairs
 //

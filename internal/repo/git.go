@@ -125,6 +125,9 @@ func (w *Workspaces) gitRun(ctx context.Context, dir string, limit int, extra []
 		"-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false", "-c", "init.defaultBranch=main",
 		"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "protocol.ext.allow=never",
 		"-c", "gc.autoDetach=false", "-c", "advice.detachedHead=false", "-c", "submodule.recurse=false"}, args...)
+	if w.cfg.CAFile != "" {
+		full = append([]string{"-c", "http.sslCAInfo=" + w.cfg.CAFile}, full...)
+	}
 	cmd := proc.Command(ctx, w.cfg.Git, full...)
 	cmd.Dir = dir
 	cmd.WaitDelay = gitWaitDelay
@@ -199,7 +202,7 @@ func (w *Workspaces) fetch(ctx context.Context, path, url string, tags bool, aut
 	if err := w.fenced(ctx); err != nil {
 		return err
 	}
-	return fetch(ctx, path, url, tags, auth, specs...)
+	return fetch(ctx, path, url, tags, auth, w.caBundle, specs...)
 }
 
 // nulList splits NUL-terminated output into its entries.
@@ -425,19 +428,20 @@ var errNoRef = errors.New("no such ref")
 // checkout) steers the fetch, as an insteadOf or a proxy would steer the
 // git command line's, credentials included. A missing source ref is errNoRef. Empty
 // reference files in path, which an earlier daemon killed mid-write left,
-// are removed and the fetch is tried again.
-func fetch(ctx context.Context, path, url string, tags bool, auth transport.AuthMethod, specs ...string) error {
-	err := fetchOnce(ctx, path, url, tags, auth, specs...)
+// are removed and the fetch is tried again. ca, when set, holds PEM
+// certificate authorities trusted for an https url besides the system's.
+func fetch(ctx context.Context, path, url string, tags bool, auth transport.AuthMethod, ca []byte, specs ...string) error {
+	err := fetchOnce(ctx, path, url, tags, auth, ca, specs...)
 	if isEmptyRef(err) {
 		if _, rerr := removeEmptyRefs(path); rerr != nil {
 			return errors.Join(err, rerr)
 		}
-		err = fetchOnce(ctx, path, url, tags, auth, specs...)
+		err = fetchOnce(ctx, path, url, tags, auth, ca, specs...)
 	}
 	return err
 }
 
-func fetchOnce(ctx context.Context, path, url string, tags bool, auth transport.AuthMethod, specs ...string) error {
+func fetchOnce(ctx context.Context, path, url string, tags bool, auth transport.AuthMethod, ca []byte, specs ...string) error {
 	r, err := openRepo(path)
 	if err != nil {
 		return err
@@ -460,7 +464,7 @@ func fetchOnce(ctx context.Context, path, url string, tags bool, auth transport.
 	}
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
-	err = remote.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", RefSpecs: rs, Tags: mode, Auth: auth})
+	err = remote.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", RefSpecs: rs, Tags: mode, Auth: auth, CABundle: ca})
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
 		return nil

@@ -449,7 +449,7 @@ func (w *Workspaces) pushBranch(ctx context.Context, r *models.RepoConfig, t mod
 	remote := git.NewRemote(repo.Storer, &config.RemoteConfig{Name: "origin", URLs: []string{r.URL}})
 	pctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
-	err = remote.PushContext(pctx, &git.PushOptions{RemoteName: "origin", Auth: w.auth(r.URL),
+	err = remote.PushContext(pctx, &git.PushOptions{RemoteName: "origin", Auth: w.auth(r.URL), CABundle: w.caBundle,
 		RefSpecs: []config.RefSpec{config.RefSpec("+" + task.String() + ":refs/heads/" + branch)}})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return "", false, fmt.Errorf("push task branch %s: %w", branch, err)
@@ -572,7 +572,7 @@ func (w *Workspaces) deliver(ctx context.Context, r *models.RepoConfig, t models
 			moved, err = w.publishLocal(ctx, integ, localPath(origin), deliverRef, into, branch, def, merge)
 		default:
 			if err = w.fenced(ctx); err == nil {
-				moved, err = publishRemote(ctx, integ, origin, into, def, merge, w.auth(origin))
+				moved, err = publishRemote(ctx, integ, origin, into, def, merge, w.auth(origin), w.caBundle)
 			}
 		}
 		if err != nil || waiting != "" {
@@ -774,7 +774,8 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // publishRemote pushes merge to the default branch of a remote origin with
 // go-git, only while that branch is still at old. moved is true when it
 // was not.
-func publishRemote(ctx context.Context, integ, url, into string, old, merge plumbing.Hash, auth transport.AuthMethod) (moved bool, err error) {
+func publishRemote(ctx context.Context, integ, url, into string, old, merge plumbing.Hash, auth transport.AuthMethod,
+	ca []byte) (moved bool, err error) {
 	repo, err := openRepo(integ)
 	if err != nil {
 		return false, err
@@ -788,6 +789,7 @@ func publishRemote(ctx context.Context, integ, url, into string, old, merge plum
 		RefSpecs:          []config.RefSpec{config.RefSpec(merge.String() + ":" + dst)},
 		RequireRemoteRefs: []config.RefSpec{config.RefSpec(old.String() + ":" + dst)},
 		Auth:              auth,
+		CABundle:          ca,
 	})
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):

@@ -105,11 +105,11 @@ func TestPublishRemoteIsACompareAndSwap(t *testing.T) {
 	run(t, "", "clone", "-q", "--bare", clone, integ)
 	ctx := context.Background()
 
-	moved, err := publishRemote(ctx, integ, bare, "main", plumbing.NewHash(next), plumbing.NewHash(next), nil)
+	moved, err := publishRemote(ctx, integ, bare, "main", plumbing.NewHash(next), plumbing.NewHash(next), nil, nil)
 	if err != nil || !moved || run(t, bare, "rev-parse", "main") != old {
 		t.Fatalf("a push from the wrong old commit: moved %v, %v", moved, err)
 	}
-	moved, err = publishRemote(ctx, integ, bare, "main", plumbing.NewHash(old), plumbing.NewHash(next), nil)
+	moved, err = publishRemote(ctx, integ, bare, "main", plumbing.NewHash(old), plumbing.NewHash(next), nil, nil)
 	if err != nil || moved || run(t, bare, "rev-parse", "main") != next {
 		t.Fatalf("push: moved %v, %v; main %s", moved, err, run(t, bare, "rev-parse", "main"))
 	}

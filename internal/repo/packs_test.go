@@ -158,7 +158,7 @@ func TestFetchReplacesAnIndexAKillLeftEmpty(t *testing.T) {
 	probe := filepath.Join(t.TempDir(), "probe.git")
 	run(t, "", "clone", "-q", "--bare", "--no-local", base, probe)
 	before := visiblePacks(t, probe)
-	if err := fetch(context.Background(), probe, bare, false, nil, spec); err != nil {
+	if err := fetch(context.Background(), probe, bare, false, nil, nil, spec); err != nil {
 		t.Fatal(err)
 	}
 	var fetched []string
@@ -177,7 +177,7 @@ func TestFetchReplacesAnIndexAKillLeftEmpty(t *testing.T) {
 	if err := os.WriteFile(left, nil, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	if err := fetch(context.Background(), dst, bare, false, nil, spec); err != nil {
+	if err := fetch(context.Background(), dst, bare, false, nil, nil, spec); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(visiblePacks(t, dst), strings.TrimSuffix(fetched[0], ".idx")+".pack") {

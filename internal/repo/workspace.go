@@ -52,6 +52,13 @@ type Config struct {
 	// models.Fenced): a daemon deposed by another must not touch the
 	// checkouts and refs of the new owner's runs. Nil: every act is done.
 	Fence func(ctx context.Context) error
+	// CAFile, when set, is a PEM file of the certificate authorities
+	// trusted for https remotes (a runner's daemon with a certificate of
+	// its own authority). git is given it as http.sslCAInfo, which takes
+	// the place of its own bundle: the file must hold the system's
+	// authorities too (the runner writes such a file); go-git adds its
+	// certificates to the system's. New reads it.
+	CAFile string
 	// AdoptRemote makes a clone's task branch follow its origin's (a
 	// runner's checkouts, whose origin is the daemon's served repository):
 	// Prepare takes the origin's task branch unless the checkout's own
@@ -125,6 +132,8 @@ func (w *Workspaces) auth(url string) transport.AuthMethod {
 // Workspaces prepares agents' checkouts and merges their work.
 type Workspaces struct {
 	cfg Config
+	// caBundle is the content of Config.CAFile, for go-git.
+	caBundle []byte
 
 	mu sync.Mutex
 	// locks holds the mutexes of checkouts ("checkout:<dir>"), of repos'
@@ -154,7 +163,15 @@ func New(cfg Config) (*Workspaces, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.Clock = clock.Or(cfg.Clock)
-	return &Workspaces{cfg: cfg, locks: map[string]*sync.Mutex{}, inPlace: map[string]bool{}}, nil
+	w := &Workspaces{cfg: cfg, locks: map[string]*sync.Mutex{}, inPlace: map[string]bool{}}
+	if cfg.CAFile != "" {
+		ca, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("repo: the certificate authorities: %w", err)
+		}
+		w.caBundle = ca
+	}
+	return w, nil
 }
 
 func (w *Workspaces) lock(key string) *sync.Mutex {

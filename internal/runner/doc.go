@@ -3,6 +3,9 @@
 // connects out to the daemon. It says hello with its agents, then keeps
 // one long poll outstanding, and comes back with a growing, jittered wait
 // when it loses the daemon; a refusal of its token or its configuration
-// ends it with the daemon's reason. The daemon's side is internal/fleet
+// ends it with the daemon's reason, and so does a daemon certificate it
+// does not trust. It trusts the system's certificate authorities and those
+// of Config.CABundle (--ca-file), in its own requests and in its git,
+// which is given both in one file (WriteCABundle). The daemon's side is internal/fleet
 // (connections and held polls) and internal/api (the endpoints).
 package runner

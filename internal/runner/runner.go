@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,8 +53,14 @@ type Config struct {
 	// Agents are the runner's agents as it announces them.
 	Agents []models.RunnerAgent
 	// HTTPClient makes the requests; nil is a client of its own with the
-	// environment's proxy settings.
+	// environment's proxy settings, trusting CABundle.
 	HTTPClient *http.Client
+	// CABundle, when set, holds PEM certificates of authorities trusted
+	// for the daemon's certificate besides the system's (--ca-file): a
+	// daemon with a certificate of its own authority, or self-signed. The
+	// runner's requests trust them, and so does its git, through
+	// DataDir/ca-bundle.pem (WriteCABundle).
+	CABundle []byte
 	// Clock times the backoff; nil is the real clock.
 	Clock clock.Clock
 	// Logger receives the runner's logs; nil discards them.
@@ -126,11 +133,18 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = DefaultMaxBackoff
 	}
+	var roots *x509.CertPool
+	if len(cfg.CABundle) > 0 {
+		var err error
+		if roots, err = api.TrustedRoots(cfg.CABundle); err != nil {
+			return nil, fmt.Errorf("runner: the certificate authorities: %w", err)
+		}
+	}
 	hc := cfg.HTTPClient
 	if hc == nil {
 		// No client-wide timeout: each request has its own (a poll's is
 		// the daemon's hold and a margin).
-		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		hc = &http.Client{Transport: api.NewTransport(roots)}
 	}
 	c, err := api.NewClient(cfg.Server.String(), cfg.Token, hc)
 	if err != nil {
@@ -160,8 +174,14 @@ func New(cfg Config) (*Runner, error) {
 		}
 		token := cfg.Token
 		prefix := strings.TrimSuffix(cfg.Server.String(), "/") + api.RunnerPrefix + "/git/"
+		caFile := ""
+		if len(cfg.CABundle) > 0 {
+			if caFile, err = WriteCABundle(cfg.DataDir, cfg.CABundle); err != nil {
+				return nil, fmt.Errorf("runner: %w", err)
+			}
+		}
 		ws, err := repo.New(repo.Config{BaseDir: filepath.Join(cfg.DataDir, "work"), Git: cfg.Git, Logger: r.log,
-			Clock: cfg.Clock, AdoptRemote: true,
+			Clock: cfg.Clock, AdoptRemote: true, CAFile: caFile,
 			Credentials: func(u string) (string, string, bool) {
 				if strings.HasPrefix(u, prefix) {
 					return "runner", token, true
@@ -177,9 +197,12 @@ func New(cfg Config) (*Runner, error) {
 }
 
 // Fatal reports whether err means the runner cannot go on by waiting: its
-// token is wrong or was removed (or its host is not served), or its hello
-// is refused.
+// token is wrong or was removed (or its host is not served), its hello
+// is refused, or the daemon's certificate is not trusted.
 func Fatal(err error) bool {
+	if api.CertificateError(err) {
+		return true
+	}
 	switch models.ErrorCodeOf(err) {
 	case models.CodeUnauthorized, models.CodeInvalid, models.CodeConflict:
 		return true
@@ -188,9 +211,10 @@ func Fatal(err error) bool {
 }
 
 // Run says hello and polls until ctx ends, or until the daemon refuses the
-// runner for good (a wrong or removed token, a refused hello): that error
-// is returned. A daemon that cannot be reached, or answers with a failure
-// of its own, is tried again after a growing, jittered wait.
+// runner for good (a wrong or removed token, a refused hello, a
+// certificate the runner does not trust): that error is returned. A
+// daemon that cannot be reached, or answers with a failure of its own, is
+// tried again after a growing, jittered wait.
 func (r *Runner) Run(ctx context.Context) error {
 	if r.ws != nil {
 		if err := r.recoverJournal(ctx); err != nil {
