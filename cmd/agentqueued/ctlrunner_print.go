@@ -46,7 +46,8 @@ func capacityCell(n int) string {
 	return strconv.Itoa(n)
 }
 
-// printRunner prints one runner with its agents.
+// printRunner prints one runner with its agents and its runs in
+// progress.
 func printRunner(w io.Writer, r models.Runner) {
 	tw := table(w)
 	row(tw, "Name:", r.Name)
@@ -58,6 +59,7 @@ func printRunner(w io.Writer, r models.Runner) {
 	}
 	row(tw, "Capacity:", capacity)
 	row(tw, "Agents:", strings.Join(r.Agents, ", "))
+	row(tw, "Runs:", strconv.Itoa(r.RunsInProgress)+" in progress")
 	row(tw, "Connected:", yesNo(r.Connected))
 	row(tw, "Last seen:", whenPtr(r.LastSeenAt))
 	row(tw, "Version:", r.Version)

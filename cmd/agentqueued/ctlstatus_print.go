@@ -11,7 +11,7 @@ import (
 )
 
 // This file holds ctl's printers of the daemon's reports: the budget, the
-// status overview and the desk.
+// status overview with its runners, and the desk.
 
 // printBudget prints token use against the global budget and each
 // project's.
@@ -42,8 +42,9 @@ func printBudget(w io.Writer, b models.BudgetReport) {
 // maxStatusTitle bounds a title in the status overview.
 const maxStatusTitle = 60
 
-// printStatus prints the daemon's overview: what Discord's /status shows,
-// and the budget; ages are measured from now.
+// printStatus prints the daemon's overview: what Discord's /status shows
+// (the runners only when there are any), and the budget; ages are
+// measured from now.
 func printStatus(w io.Writer, now time.Time, o models.Overview) {
 	fmt.Fprintf(w, "Projects (%d):\n", len(o.Projects))
 	if len(o.Projects) > 0 {
@@ -78,6 +79,10 @@ func printStatus(w io.Writer, now time.Time, o models.Overview) {
 		tw.Flush()
 	}
 	fmt.Fprintf(w, "\nAgents working: %d · Waiting to land or verify: %d\n", o.Activity.AgentsWorking, o.Activity.WaitingToLand)
+	if len(o.Runners) > 0 {
+		fmt.Fprintln(w)
+		printStatusRunners(w, now, o.Runners)
+	}
 	fmt.Fprintln(w)
 	printDesk(w, now, o.Desk, o.DeskTruncated)
 	if len(o.Rules) > 0 {
@@ -87,6 +92,31 @@ func printStatus(w io.Writer, now time.Time, o models.Overview) {
 		fmt.Fprintln(w, "\nBudget:")
 		printBudget(w, *o.Budget)
 	}
+}
+
+// printStatusRunners prints the runners of the status overview under
+// "Runners (N, M connected):": per runner its state, whether it is
+// connected, how long ago it was last seen (from now), its agents, its
+// runs in progress and the version it last connected with.
+func printStatusRunners(w io.Writer, now time.Time, rs []models.Runner) {
+	connected := 0
+	for _, r := range rs {
+		if r.Connected {
+			connected++
+		}
+	}
+	fmt.Fprintf(w, "Runners (%d, %d connected):\n", len(rs), connected)
+	tw := table(w)
+	row(tw, "  RUNNER", "STATE", "CONNECTED", "LAST_SEEN", "AGENTS", "RUNS", "VERSION")
+	for _, r := range rs {
+		seen := "never"
+		if r.LastSeenAt != nil {
+			seen = age(now, *r.LastSeenAt) + " ago"
+		}
+		row(tw, "  "+r.Name, string(r.State), yesNo(r.Connected), seen, strconv.Itoa(len(r.Agents)),
+			strconv.Itoa(r.RunsInProgress), r.Version)
+	}
+	tw.Flush()
 }
 
 // maxDeskWhat bounds what a desk line says of its item, before its notes.

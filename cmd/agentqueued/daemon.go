@@ -192,6 +192,7 @@ func (m *Main) runDaemon(ctx context.Context, args []string) (err error) {
 	// The runners' connections: removing a runner ends them at once.
 	hub := fleet.New(fleet.Config{})
 	w.hub = hub
+	w.met.RunnersFrom(hub)
 	o, pulls, err := w.buildOrchestrator(ctx, st, ws)
 	if err != nil {
 		return err

@@ -144,15 +144,20 @@ func TestTaskOutputShowsWhatHappens(t *testing.T) {
 }
 
 // TestStatusOutput: `ctl status` shows the projects with their queues and
-// how many of their tasks agents work on or wait to land, the agents and
-// what each is doing, the counts of all projects, the desk as `ctl desk`
-// prints it, the rules and the budget.
+// how many of their tasks agents work on or wait to land, the agents (a
+// runner's among them) and what each is doing, the counts of all
+// projects, the runners (connected or not, last seen how long ago, their
+// agents and runs in progress, their version; a name's control
+// characters escaped), the desk as `ctl desk` prints it, the rules and
+// the budget.
 func TestStatusOutput(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	task := "bold-orbit"
 	limit := int64(500000)
 	rest := at.Add(time.Hour)
+	remote := "calm-river"
+	seen, long := at.Add(time.Hour-5*time.Second), at.Add(-2*24*time.Hour)
 	o := models.Overview{
 		Projects: []models.Project{{ID: "web", Status: models.ProjectActive, MaxConcurrentAgents: 2},
 			{ID: "docs", Status: models.ProjectPaused, MaxConcurrentAgents: 1}},
@@ -160,14 +165,22 @@ func TestStatusOutput(t *testing.T) {
 			{ID: "claude-1", AgentType: "claude", State: models.AgentBusy, CurrentTaskID: &task},
 			{ID: "codex-1", AgentType: "codex", State: models.AgentPaused, RestUntil: &rest, RestReason: "rate limited"},
 			{ID: "worker", AgentType: "command", State: models.AgentIdle, Paused: true},
+			{ID: "build-1/sh", AgentType: "command", State: models.AgentBusy, CurrentTaskID: &remote},
+		},
+		Runners: []models.Runner{
+			{Name: "build-1", State: models.RunnerActive, Connected: true, LastSeenAt: &seen, Version: "1.2.3",
+				Agents: []string{"build-1/sh", "build-1/sh-2"}, RunsInProgress: 1},
+			{Name: "gpu\x1b[2J", State: models.RunnerDraining, LastSeenAt: &long, Version: "1.0.0"},
+			{Name: "laptop", State: models.RunnerActive},
 		},
 		Counts: map[string]map[models.TaskStatus]int{"web": {models.StatusReady: 2, models.StatusInProgress: 1,
 			models.StatusCompleted: 5, models.StatusBlocked: 2}},
 		ProjectActivity: map[string]models.Activity{"web": {AgentsWorking: 1, WaitingToLand: 2}},
 		Activity:        models.Activity{AgentsWorking: 1, WaitingToLand: 2},
-		Working:         []models.Task{{ID: "bold-orbit", ProjectID: "web", Title: "Write the\npage", Status: models.StatusInProgress}},
-		Desk:            deskItems(at),
-		Rules:           []models.Rule{{ID: "one-deploy"}},
+		Working: []models.Task{{ID: "bold-orbit", ProjectID: "web", Title: "Write the\npage", Status: models.StatusInProgress},
+			{ID: "calm-river", ProjectID: "web", Title: "Run remotely", Status: models.StatusInProgress}},
+		Desk:  deskItems(at),
+		Rules: []models.Rule{{ID: "one-deploy"}},
 		Budget: &models.BudgetReport{Window: models.Duration(5 * time.Hour), Since: at.Add(-5 * time.Hour),
 			Global: models.GlobalBudget{Budget: &limit, TokensInWindow: 1200},
 			Projects: []models.ProjectBudget{{ProjectID: "web", Status: models.ProjectActive, TokensInWindow: 1200, TotalTokensUsed: 9000},

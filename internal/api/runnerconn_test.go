@@ -124,16 +124,21 @@ func TestRunnerConnects(t *testing.T) {
 	e.clk.Advance(fleet.DefaultPollHold)
 	<-polls
 	e.waitPolling(t, "build-1")
+	written, err := e.store.GetRunner(context.Background(), "build-1")
+	if err != nil || written.LastSeenAt == nil || !written.LastSeenAt.Equal(hello) {
+		t.Fatalf("written as seen at %v (%v) after 50 s of polls, want %v (the hello's)", written.LastSeenAt, err, hello)
+	}
+	// The API answers the last request the daemon's connections saw.
 	e.do("GET", "/api/v1/runners/build-1", "").decode(t, http.StatusOK, &shown)
-	if shown.LastSeenAt == nil || !shown.LastSeenAt.Equal(hello) {
-		t.Fatalf("seen at %v after 50 s of polls, want %v (the hello's)", shown.LastSeenAt, hello)
+	if shown.LastSeenAt == nil || !shown.LastSeenAt.Equal(e.clk.Now()) {
+		t.Fatalf("shown as seen at %v after 50 s of polls, want %v", shown.LastSeenAt, e.clk.Now())
 	}
 	e.clk.Advance(fleet.DefaultPollHold)
 	<-polls
 	e.waitPolling(t, "build-1")
-	e.do("GET", "/api/v1/runners/build-1", "").decode(t, http.StatusOK, &shown)
-	if shown.LastSeenAt == nil || !shown.LastSeenAt.Equal(e.clk.Now()) {
-		t.Fatalf("seen at %v after 75 s of polls, want %v", shown.LastSeenAt, e.clk.Now())
+	written, err = e.store.GetRunner(context.Background(), "build-1")
+	if err != nil || written.LastSeenAt == nil || !written.LastSeenAt.Equal(e.clk.Now()) {
+		t.Fatalf("written as seen at %v (%v) after 75 s of polls, want %v", written.LastSeenAt, err, e.clk.Now())
 	}
 	// Woken: answered at once, saying it is drained.
 	e.do("POST", "/api/v1/runners/build-1/drain", "").decode(t, http.StatusOK, &shown)
@@ -146,7 +151,7 @@ func TestRunnerConnects(t *testing.T) {
 	// runner stops with the daemon's reason.
 	e.waitPolling(t, "build-1")
 	e.do("DELETE", "/api/v1/runners/build-1", "")
-	err := <-done
+	err = <-done
 	if models.ErrorCodeOf(err) != models.CodeUnauthorized || !strings.Contains(err.Error(), "this runner was removed") {
 		t.Fatalf("the removed runner ended with %v", err)
 	}

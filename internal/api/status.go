@@ -93,7 +93,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	b.Projects = nonNil(b.Projects)
 	o.Budget = &b
 	o.Projects, o.Agents, o.Working = nonNil(o.Projects), nonNil(o.Agents), nonNil(o.Working)
-	o.Desk, o.Rules = nonNil(o.Desk), nonNil(o.Rules)
+	o.Desk, o.Rules, o.Runners = nonNil(o.Desk), nonNil(o.Rules), nonNil(o.Runners)
 	if o.Counts == nil {
 		o.Counts = map[string]map[models.TaskStatus]int{}
 	}

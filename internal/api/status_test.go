@@ -56,9 +56,9 @@ func TestStatusAnswersTheOverview(t *testing.T) {
 	if o.Budget == nil || o.Budget.Global.Budget == nil || len(o.Budget.Projects) != 1 {
 		t.Errorf("budget = %+v", o.Budget)
 	}
-	if o.Desk == nil || o.Working == nil || o.ProjectActivity == nil {
-		t.Errorf("empty lists must be [] or {}, got desk %v, working %v, project activity %v", o.Desk, o.Working,
-			o.ProjectActivity)
+	if o.Desk == nil || o.Working == nil || o.ProjectActivity == nil || o.Runners == nil {
+		t.Errorf("empty lists must be [] or {}, got desk %v, working %v, project activity %v, runners %v", o.Desk,
+			o.Working, o.ProjectActivity, o.Runners)
 	}
 	if r := e.do("GET", "/api/v1/status?x=1", ""); r.status != 400 {
 		t.Errorf("status with a query: %d %s", r.status, r.body)

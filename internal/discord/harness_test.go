@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/discord/discordtest"
+	"github.com/agentqueued/agentqueued/internal/fleet"
 	"github.com/agentqueued/agentqueued/internal/hooks"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
@@ -93,7 +94,9 @@ type harness struct {
 	bot      *Bot
 	clock    *clocktest.Fake // the fake Discord's
 	botClock *clocktest.Fake // the bot's
-	stop     func()
+	// hub is the runners' connections the service asks, on clock.
+	hub  *fleet.Hub
+	stop func()
 }
 
 type harnessOption func(*Config, *discordtest.Options)
@@ -123,9 +126,11 @@ func newHarnessWith(t testing.TB, storeClock *clocktest.Fake, opts ...harnessOpt
 	if storeClock != nil {
 		so = append(so, storetest.WithClock(storeClock))
 	}
+	hub := fleet.New(fleet.Config{Clock: clock})
 	k := servicetest.New(t, servicetest.WithStoreOptions(so...), servicetest.WithHooks(hooks.Config{LLM: harnessLLM}),
-		servicetest.WithService(func(c *service.Config) { c.Window = budgetWindow }))
-	h := &harness{t: t, fake: fake, st: k.Store, db: db, kit: k, svc: &testService{Service: k.Service}, clock: clock, botClock: botClock}
+		servicetest.WithService(func(c *service.Config) { c.Window, c.Runners = budgetWindow, hub }))
+	h := &harness{t: t, fake: fake, st: k.Store, db: db, kit: k, svc: &testService{Service: k.Service}, clock: clock,
+		botClock: botClock, hub: hub}
 	h.bot = h.start(cfg)
 	t.Cleanup(func() {
 		h.stop()

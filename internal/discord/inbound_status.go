@@ -11,15 +11,15 @@ import (
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
-// statusView reads what /status shows: agents, task counts, what the
-// agents work on, and the desk of what waits on a person, from the
+// statusView reads what /status shows: agents, runners, task counts, what
+// the agents work on, and the desk of what waits on a person, from the
 // daemon's overview (the one `ctl status` and the dashboard show too).
 func (b *Bot) statusView(ctx context.Context) (statusView, error) {
 	o, err := b.svc.Overview(ctx)
 	if err != nil {
 		return statusView{}, err
 	}
-	return statusView{Agents: o.Agents, Counts: o.Counts, Activity: o.Activity, Desk: o.Desk,
+	return statusView{Agents: o.Agents, Runners: o.Runners, Counts: o.Counts, Activity: o.Activity, Desk: o.Desk,
 		DeskTruncated: o.DeskTruncated, Rules: o.Rules}, nil
 }
 

@@ -294,8 +294,12 @@ func renderRun(r models.Run) string {
 
 // statusView is what /status shows.
 type statusView struct {
+	// Agents are the daemon's agents and its runners'.
 	Agents []models.Agent
-	Counts map[string]map[models.TaskStatus]int
+	// Runners are the runners, by name, each with whether it is
+	// connected and its runs in progress.
+	Runners []models.Runner
+	Counts  map[string]map[models.TaskStatus]int
 	// Activity counts the tasks agents work on and those that wait to
 	// land or be verified.
 	Activity models.Activity
@@ -310,14 +314,18 @@ type statusView struct {
 // maxStatusRules caps the rules /status lists.
 const maxStatusRules = 10
 
+// maxStatusRunners caps the runners /status lists, one short line each.
+const maxStatusRunners = 10
+
 // maxStatusDesk caps the desk items /status lists, oldest first, so that
 // the answer stays one message a phone shows whole; it is below
 // maxDeskButtons, so that each item listed has its button.
 const maxStatusDesk = 20
 
-// renderStatus renders /status: its text, with the oldest maxStatusDesk
-// items of the desk, and the buttons that end their waits where the bot
-// has one (the others show their command).
+// renderStatus renders /status: its text — the agents, the runners when
+// there are any (renderRunners), the task counts, the rules and the
+// oldest maxStatusDesk items of the desk — and the buttons that end the
+// items' waits where the bot has one (the others show their command).
 func renderStatus(v statusView) (string, []discordgo.MessageComponent) {
 	var b strings.Builder
 	b.WriteString("**Agents**\n")
@@ -328,6 +336,9 @@ func renderStatus(v statusView) (string, []discordgo.MessageComponent) {
 	}
 	fmt.Fprintf(&b, "🛠️ agents working **%d** · 📦 waiting to land or verify **%d**\n", v.Activity.AgentsWorking,
 		v.Activity.WaitingToLand)
+	if len(v.Runners) > 0 {
+		b.WriteString(renderRunners(v.Runners))
+	}
 	b.WriteString("**Tasks**\n")
 	projects := make([]string, 0, len(v.Counts))
 	for p := range v.Counts {
@@ -386,6 +397,48 @@ func renderStatus(v statusView) (string, []discordgo.MessageComponent) {
 		b.WriteString("… and more wait than the desk lists\n")
 	}
 	return strings.TrimRight(b.String(), "\n"), buttons(btns...)
+}
+
+// renderRunners is /status's part on the runners: how many of them are
+// connected, then the first maxStatusRunners by name, each with its runs
+// in progress, whether it is draining and, when it is not connected,
+// when it was last seen.
+func renderRunners(rs []models.Runner) string {
+	var b strings.Builder
+	connected := 0
+	for _, r := range rs {
+		if r.Connected {
+			connected++
+		}
+	}
+	fmt.Fprintf(&b, "**Runners** (%d of %d connected)\n", connected, len(rs))
+	for i, r := range rs {
+		if i == maxStatusRunners {
+			fmt.Fprintf(&b, "… and %d more (`agentqueued ctl runner list`)\n", len(rs)-i)
+			break
+		}
+		icon := "🟢"
+		if !r.Connected {
+			icon = "🔴"
+		}
+		runs := "runs"
+		if r.RunsInProgress == 1 {
+			runs = "run"
+		}
+		fmt.Fprintf(&b, "%s `%s` — %d %s", icon, deskCode(r.Name), r.RunsInProgress, runs)
+		if r.State == models.RunnerDraining {
+			b.WriteString(" · draining")
+		}
+		switch {
+		case r.Connected:
+		case r.LastSeenAt != nil:
+			fmt.Fprintf(&b, " · last seen <t:%d:R>", r.LastSeenAt.Unix())
+		default:
+			b.WriteString(" · never connected")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 func renderResultBody(c models.Completion) string {

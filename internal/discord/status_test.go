@@ -1,10 +1,12 @@
 package discord
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -12,7 +14,9 @@ import (
 )
 
 // TestStatusGolden renders /status against testdata/status.golden: the
-// agents, the counts of what agents work on and what waits to land, and
+// agents (a runner's among them), the counts of what agents work on and
+// what waits to land, the runners (how many are connected; each with its
+// runs, draining or not, and when one away was last seen), and
 // one desk item of every kind, oldest first, with text from others
 // escaped; the items the bot has a button for (answer, approve, restart)
 // name it and carry it under the message, the others show their command.
@@ -25,10 +29,18 @@ func TestStatusGolden(t *testing.T) {
 		it.Since = at.Add(time.Duration(n) * time.Minute)
 		return it
 	}
+	seen := at.Add(-3 * time.Hour)
 	v := statusView{
 		Agents: []models.Agent{
 			{ID: "claude-1", AgentType: "claude", State: models.AgentIdle},
 			{ID: "codex-1", AgentType: "codex", State: models.AgentBusy, CurrentTaskID: &task},
+			{ID: "build-1/sh", AgentType: "command", State: models.AgentBusy, CurrentTaskID: &task},
+		},
+		Runners: []models.Runner{
+			{Name: "build-1", State: models.RunnerActive, Connected: true, RunsInProgress: 1, LastSeenAt: &at},
+			{Name: "gpu", State: models.RunnerDraining, Connected: true, RunsInProgress: 2, LastSeenAt: &at},
+			{Name: "laptop", State: models.RunnerActive, LastSeenAt: &seen},
+			{Name: "new`box", State: models.RunnerActive},
 		},
 		Counts:   map[string]map[models.TaskStatus]int{"web": {models.StatusInProgress: 1, models.StatusVerifying: 2, models.StatusBlocked: 1}},
 		Activity: models.Activity{AgentsWorking: 1, WaitingToLand: 2},
@@ -94,4 +106,67 @@ func TestStatusListsTheOldestItems(t *testing.T) {
 	if n != maxStatusDesk {
 		t.Errorf("%d buttons, want %d", n, maxStatusDesk)
 	}
+}
+
+// TestStatusListsTheFirstRunners: /status lists the first maxStatusRunners
+// runners and says how many more there are and where they are listed;
+// with the longest names and nothing else to say, the answer fits one
+// message. Without runners it has no Runners part.
+func TestStatusListsTheFirstRunners(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var v statusView
+	for i := range maxStatusRunners + 3 {
+		v.Runners = append(v.Runners, models.Runner{Name: fmt.Sprintf("%s-%02d", strings.Repeat("r", 61), i),
+			State: models.RunnerDraining, LastSeenAt: &at, RunsInProgress: 1000})
+	}
+	text, _ := renderStatus(v)
+	if !strings.Contains(text, "**Runners** (0 of 13 connected)") || !strings.Contains(text, "r-09`") ||
+		strings.Contains(text, "r-10`") || !strings.Contains(text, "… and 3 more (`agentqueued ctl runner list`)") {
+		t.Errorf("%d runners:\n%s", len(v.Runners), text)
+	}
+	if n := utf8.RuneCountInString(text); n > messageLimit {
+		t.Errorf("/status of %d runners is %d characters, over Discord's %d", len(v.Runners), n, messageLimit)
+	}
+	if text, _ := renderStatus(statusView{}); strings.Contains(text, "Runners") {
+		t.Errorf("/status without runners:\n%s", text)
+	}
+}
+
+// TestStatusShowsRunners: /status, asked through the fake Discord, shows
+// how many runners are connected and each with its runs in progress, and
+// their agents among the agents; Discord takes the answer.
+func TestStatusShowsRunners(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.project("web")
+	ctx := context.Background()
+	for _, name := range []string{"build-1", "laptop"} {
+		if _, _, err := h.kit.Service.AddRunner(ctx, name, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.kit.Service.RunnerHello(ctx, "build-1", models.RunnerHello{Version: "1.2.3",
+		Agents: []models.RunnerAgent{{Name: "sh", AgentType: "command"}}}, "127.0.0.2:4000"); err != nil {
+		t.Fatal(err)
+	}
+	h.hub.Seen("build-1", "1.2.3", "127.0.0.2:4000")
+	if _, err := h.kit.Service.DrainRunner(ctx, "laptop"); err != nil {
+		t.Fatal(err)
+	}
+	id := h.task("web", "Remote work")
+	if _, _, err := h.st.ClaimTask(ctx, id, "build-1/sh"); err != nil {
+		t.Fatal(err)
+	}
+
+	_, text := h.answer(h.command(alice, controlChannel, "status"), 1)
+	for _, want := range []string{
+		"🤖 `build-1/sh` (command) — STARTING, on `" + id + "`",
+		"**Runners** (1 of 2 connected)\n🟢 `build-1` — 1 run\n🔴 `laptop` — 0 runs · draining · never connected\n**Tasks**",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/status lacks %q:\n%s", want, text)
+		}
+	}
+	noRefusals(t, h)
 }

@@ -3,10 +3,13 @@ package metrics
 import (
 	"context"
 	"slices"
+	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/store"
 )
 
 // storeCollector reads the store at scrape time: one statement per group.
@@ -21,7 +24,13 @@ type storeCollector struct {
 	windowTokens, windowSeconds, globalCap  *prometheus.Desc
 	projectTokens, projectBudget            *prometheus.Desc
 	dbSize, walSize                         *prometheus.Desc
+	runners, runnerRuns, runnerSeen         *prometheus.Desc
 }
+
+// maxLabelledRunners caps the runners with series of their own
+// (runner_runs, runner_last_seen_seconds): the first by name. The count
+// of runners by state and connection counts them all.
+const maxLabelledRunners = 1000
 
 func newStoreCollector(m *Metrics, st Store) *storeCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
@@ -52,6 +61,11 @@ func newStoreCollector(m *Metrics, st Store) *storeCollector {
 		projectBudget: d("project_token_budget", "A project's budget_limit on its total tokens (absent: unlimited).", "project"),
 		dbSize:        d("db_size_bytes", "Size of the SQLite database file."),
 		walSize:       d("db_wal_size_bytes", "Size of the database's write-ahead log."),
+		runners: d("runners", "Runners by state (ACTIVE, DRAINING) and whether they are connected now (connected: "+
+			"true, false).", "state", "connected"),
+		runnerRuns: d("runner_runs", "Runs in progress on a runner's agents (the first 1000 runners by name).", "runner"),
+		runnerSeen: d("runner_last_seen_seconds", "Seconds since a runner's last request (the first 1000 runners by "+
+			"name; absent before its first).", "runner"),
 	}
 	return c
 }
@@ -61,7 +75,7 @@ func newStoreCollector(m *Metrics, st Store) *storeCollector {
 func (c *storeCollector) descs() []*prometheus.Desc {
 	ds := []*prometheus.Desc{c.tasks, c.taskOldest, c.agentState, c.agentPaused, c.agentUtil, c.runTokens, c.runCost,
 		c.runCount, c.runAgentS, c.windowTokens, c.windowSeconds, c.globalCap, c.projectTokens, c.projectBudget,
-		c.dbSize, c.walSize}
+		c.dbSize, c.walSize, c.runners, c.runnerRuns, c.runnerSeen}
 	if c.m.cfg.Outbox {
 		ds = append(ds, c.outboxBacklog, c.outboxOldest)
 	}
@@ -74,7 +88,8 @@ func (c *storeCollector) descs() []*prometheus.Desc {
 var storeMetricNames = []string{"tasks", "task_oldest_age_seconds", "agent_state", "agent_paused", "agent_utilization",
 	"window_run_tokens", "window_run_cost_usd", "window_runs", "window_agent_seconds", "window_tokens",
 	"window_seconds", "global_token_budget", "project_tokens_used_total", "project_token_budget",
-	"db_size_bytes", "db_wal_size_bytes", "outbox_backlog", "outbox_oldest_age_seconds"}
+	"db_size_bytes", "db_wal_size_bytes", "outbox_backlog", "outbox_oldest_age_seconds", "runners", "runner_runs",
+	"runner_last_seen_seconds"}
 
 // Describe implements prometheus.Collector.
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -189,11 +204,53 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 
+	if rs, err := c.st.RunnerActivity(ctx); err != nil {
+		failed(c.runners, err)
+	} else {
+		c.collectRunners(gauge, now, rs)
+	}
+
 	if db, wal, err := c.st.FileSizes(); err != nil {
 		failed(c.dbSize, err)
 	} else {
 		gauge(c.dbSize, float64(db))
 		gauge(c.walSize, float64(wal))
+	}
+}
+
+// collectRunners exports the runners: their count by state and
+// connection (every pair, 0 included, so that a count that drops to zero
+// stays a series), and for the first maxLabelledRunners by name their runs
+// in progress and the seconds since their last request, the later of the
+// database's and the connections' (the database is told of a polling
+// runner's requests once a minute).
+func (c *storeCollector) collectRunners(gauge func(*prometheus.Desc, float64, ...string), now time.Time,
+	rs []store.RunnerActivity) {
+	conns := c.m.runnerStatuses()
+	type key struct {
+		state     models.RunnerState
+		connected bool
+	}
+	counts := map[key]int{}
+	for i, r := range rs {
+		conn := conns[r.Name]
+		counts[key{r.State, conn.Connected}]++
+		if i >= maxLabelledRunners {
+			continue
+		}
+		gauge(c.runnerRuns, float64(r.Runs), r.Name)
+		seen := r.LastSeen
+		if conn.LastSeen.After(seen) {
+			seen = conn.LastSeen
+		}
+		if !seen.IsZero() {
+			gauge(c.runnerSeen, max(now.Sub(seen).Seconds(), 0), r.Name)
+		}
+	}
+	for _, s := range models.RunnerStates {
+		for _, connected := range []bool{false, true} {
+			gauge(c.runners, float64(counts[key{s, connected}]), string(s), strconv.FormatBool(connected))
+		}
 	}
 }
 

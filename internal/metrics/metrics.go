@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentqueued/agentqueued/internal/clock"
+	"github.com/agentqueued/agentqueued/internal/fleet"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store"
 )
@@ -54,6 +56,7 @@ type Store interface {
 	RunUsageSince(ctx context.Context, since, now time.Time) ([]store.RunUsage, error)
 	TokensUsedByProjectSince(ctx context.Context, since time.Time) (map[string]int64, error)
 	ProjectTokens(ctx context.Context) ([]store.ProjectTokens, error)
+	RunnerActivity(ctx context.Context) ([]store.RunnerActivity, error)
 	FileSizes() (db, wal int64, err error)
 	// WaitDurable returns once every commit made so far is durable and
 	// reported to the observer that feeds the counters.
@@ -80,14 +83,24 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// RunnerConnections are the runners' live connections a scrape reads
+// (the fleet's hub): whether each runner is connected now and its last
+// request.
+type RunnerConnections interface {
+	Statuses() []fleet.Status
+}
+
 // Metrics is the daemon's metrics: a registry of its own, the observers
-// that feed it, and the scrape-time reads of the store.
+// that feed it, and the scrape-time reads of the store and of the
+// runners' connections.
 type Metrics struct {
 	cfg   Config
 	reg   *prometheus.Registry
 	names []string
 	// st is the store scrapes read, set by ReadFrom.
 	st Store
+	// conns holds the runners' connections, set by RunnersFrom.
+	conns atomic.Pointer[runnerConns]
 
 	transitions     *prometheus.CounterVec
 	queueWait       *prometheus.HistogramVec
@@ -141,6 +154,26 @@ func New(cfg Config) *Metrics {
 func (m *Metrics) ReadFrom(st Store) {
 	m.st = st
 	m.reg.MustRegister(newStoreCollector(m, st))
+}
+
+// runnerConns holds a RunnerConnections for an atomic pointer.
+type runnerConns struct{ c RunnerConnections }
+
+// RunnersFrom makes scrapes read which runners are connected, and when
+// each made its last request, from c. Without it no runner counts as
+// connected and a runner's last request is the one the database holds.
+func (m *Metrics) RunnersFrom(c RunnerConnections) { m.conns.Store(&runnerConns{c: c}) }
+
+// runnerStatuses returns the runners' connections by name (none without
+// RunnersFrom).
+func (m *Metrics) runnerStatuses() map[string]fleet.Status {
+	out := map[string]fleet.Status{}
+	if rc := m.conns.Load(); rc != nil {
+		for _, st := range rc.c.Statuses() {
+			out[st.Name] = st
+		}
+	}
+	return out
 }
 
 // counterVec registers a counter vector named Namespace_name.

@@ -211,7 +211,7 @@ func TestNamesListEveryExportedFamily(t *testing.T) {
 	m.GitHubResponse(200, 1)
 	m.HookRunEnded(models.HookRun{ProjectID: "p", Status: "completed"})
 	names := m.Names()
-	allowed := []string{"project", "agent", "model", "status", "event", "outcome"}
+	allowed := []string{"project", "agent", "model", "status", "event", "outcome", "runner", "state", "connected"}
 	for name, mf := range scrape(t, m.Handler()) {
 		if !slices.Contains(names, name) {
 			t.Errorf("family %s is exported but not in Names", name)

@@ -2,12 +2,16 @@ package models
 
 // Overview is the state of the whole daemon at a glance, what Discord's
 // /status, `ctl status` and the dashboard's overview show: the projects,
-// the agents and what each is doing, the tasks of each project counted by
-// status and by whether someone works on them, and the desk of what waits
-// on a person.
+// the agents and what each is doing, the runners, the tasks of each
+// project counted by status and by whether someone works on them, and the
+// desk of what waits on a person.
 type Overview struct {
 	Projects []Project `json:"projects"`
-	Agents   []Agent   `json:"agents"`
+	// Agents are the daemon's own agents and its runners' (RUNNER/NAME).
+	Agents []Agent `json:"agents"`
+	// Runners are the runners, by name, each with whether it is connected
+	// and its runs in progress.
+	Runners []Runner `json:"runners"`
 	// Counts are each project's tasks by status (projects without tasks
 	// are left out).
 	Counts map[string]map[TaskStatus]int `json:"task_counts"`

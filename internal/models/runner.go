@@ -64,6 +64,9 @@ type Runner struct {
 	// Connected reports that the runner has a request outstanding or made
 	// one lately (derived from the daemon's connections, never stored).
 	Connected bool `json:"connected"`
+	// RunsInProgress counts its agents' runs not yet ended (derived from
+	// the runs, never stored).
+	RunsInProgress int `json:"runs_in_progress"`
 }
 
 // ApplyDefaults fills unset fields: an ACTIVE runner, empty lists.

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 
+	"github.com/agentqueued/agentqueued/internal/fleet"
 	"github.com/agentqueued/agentqueued/internal/models"
 )
 
@@ -42,27 +43,65 @@ func (s *Service) AddRunner(ctx context.Context, name string, labels []string, c
 	return r, token, nil
 }
 
-// ListRunners lists the runners with their agents, by name (the store's).
+// ListRunners lists the runners with their agents, by name (the store's),
+// each with whether it is connected now, when it was last seen and its
+// runs in progress (live).
 func (s *Service) ListRunners(ctx context.Context) ([]models.Runner, error) {
 	rs, err := s.store.ListRunners(ctx)
-	for i := range rs {
-		s.connected(&rs[i])
+	if err != nil {
+		return nil, err
 	}
-	return rs, err
+	if err := s.live(ctx, rs); err != nil {
+		return nil, fmt.Errorf("list runners: %w", err)
+	}
+	return rs, nil
 }
 
-// connected fills in whether r is connected now.
-func (s *Service) connected(r *models.Runner) {
+// live fills in what the database's rows do not say of each runner:
+// whether it is connected now, and its last request when the daemon's
+// connections saw one later than the database holds (a polling runner's
+// is written down at most once a minute), from the connections; its runs
+// in progress (its agents' open runs) from the store.
+func (s *Service) live(ctx context.Context, rs []models.Runner) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	runs, err := s.store.OpenRunsByRunner(ctx)
+	if err != nil {
+		return err
+	}
+	conns := map[string]fleet.Status{}
 	if s.runners != nil {
-		r.Connected = s.runners.Connected(r.Name)
+		for _, st := range s.runners.Statuses() {
+			conns[st.Name] = st
+		}
 	}
+	for i := range rs {
+		r := &rs[i]
+		r.RunsInProgress = runs[r.Name]
+		c := conns[r.Name]
+		r.Connected = c.Connected
+		if !c.LastSeen.IsZero() && (r.LastSeenAt == nil || c.LastSeen.After(*r.LastSeenAt)) {
+			seen := c.LastSeen.UTC()
+			r.LastSeenAt = &seen
+		}
+	}
+	return nil
 }
 
-// GetRunner returns one runner with its agents (the store's).
+// GetRunner returns one runner with its agents (the store's), whether it
+// is connected now, when it was last seen and its runs in progress
+// (live).
 func (s *Service) GetRunner(ctx context.Context, name string) (models.Runner, error) {
 	r, err := s.store.GetRunner(ctx, name)
-	s.connected(&r)
-	return r, err
+	if err != nil {
+		return models.Runner{}, err
+	}
+	one := []models.Runner{r}
+	if err := s.live(ctx, one); err != nil {
+		return models.Runner{}, fmt.Errorf("get runner %s: %w", name, err)
+	}
+	return one[0], nil
 }
 
 // DrainRunner makes a runner DRAINING: it is given no new run, and those

@@ -8,7 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
+	"github.com/agentqueued/agentqueued/internal/fleet"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
@@ -103,5 +106,78 @@ func TestDrainAndResumeARunner(t *testing.T) {
 	}
 	if _, err := svc.DrainRunner(ctx, "r1"); models.ErrorCodeOf(err) != models.CodeNotFound {
 		t.Fatalf("draining a removed runner: %v", err)
+	}
+}
+
+// TestRunnersAreShownLive: ListRunners, GetRunner and Overview give each
+// runner whether the hub has it connected, its last request — the hub's
+// when later than the database's (written once a minute), else the
+// database's (as after a restart) — and its agents' runs in progress.
+func TestRunnersAreShownLive(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clk := clocktest.New(at)
+	st := storetest.Open(t, storetest.WithClock(clk))
+	hub := fleet.New(fleet.Config{Clock: clk})
+	svc := New(Config{Store: st, Runners: hub, Clock: clk})
+	ctx := context.Background()
+	for _, name := range []string{"build-1", "gpu"} {
+		if _, _, err := svc.AddRunner(ctx, name, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := svc.RunnerHello(ctx, "build-1", models.RunnerHello{Version: "1",
+		Agents: []models.RunnerAgent{{Name: "a", AgentType: "command"}}}, "127.0.0.2:1"); err != nil {
+		t.Fatal(err)
+	}
+	hub.Seen("build-1", "1", "127.0.0.2:1")
+	storetest.Project(t, st, "web")
+	if _, _, err := st.ClaimTask(ctx, storetest.Task(t, st, "web", "work"), "build-1/a"); err != nil {
+		t.Fatal(err)
+	}
+	// gpu was seen by the database only, an hour ago; build-1's hello is
+	// written, its poll 30 s later only known to the hub.
+	if err := st.TouchRunner(ctx, "gpu", at.Add(-time.Hour), "1", "127.0.0.3:1"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(30 * time.Second)
+	hub.Seen("build-1", "", "127.0.0.2:1")
+	clk.Advance(5 * time.Second)
+
+	check := func(what string, rs []models.Runner) {
+		t.Helper()
+		if len(rs) != 2 {
+			t.Fatalf("%s: %+v", what, rs)
+		}
+		b, g := rs[0], rs[1]
+		if b.Name != "build-1" || !b.Connected || b.RunsInProgress != 1 || b.LastSeenAt == nil ||
+			!b.LastSeenAt.Equal(at.Add(30*time.Second)) {
+			t.Errorf("%s: build-1 %+v", what, b)
+		}
+		if g.Name != "gpu" || g.Connected || g.RunsInProgress != 0 || g.LastSeenAt == nil || !g.LastSeenAt.Equal(at.Add(-time.Hour)) {
+			t.Errorf("%s: gpu %+v", what, g)
+		}
+	}
+	rs, err := svc.ListRunners(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("ListRunners", rs)
+	o, err := svc.Overview(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("Overview", o.Runners)
+	b, err := svc.GetRunner(ctx, "build-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := svc.GetRunner(ctx, "gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("GetRunner", []models.Runner{b, g})
+	if _, err := svc.GetRunner(ctx, "ghost"); models.ErrorCodeOf(err) != models.CodeNotFound {
+		t.Errorf("GetRunner of an unknown runner: %v", err)
 	}
 }

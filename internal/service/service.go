@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentqueued/agentqueued/internal/clock"
+	"github.com/agentqueued/agentqueued/internal/fleet"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/orchestrator"
 	"github.com/agentqueued/agentqueued/internal/service/areas"
@@ -107,7 +108,8 @@ type Config struct {
 	// escalate_webhook may name only one of these.
 	DeskWebhooks []string
 	// Runners, when set, is told about removed runners, so that their
-	// held connections end at once (the fleet's hub).
+	// held connections end at once, and says which runners are connected
+	// and when each was last seen (the fleet's hub).
 	Runners RunnerConnections
 }
 
@@ -115,8 +117,9 @@ type Config struct {
 type RunnerConnections interface {
 	// Remove ends a removed runner's held requests.
 	Remove(name string)
-	// Connected reports whether a runner is connected now.
-	Connected(name string) bool
+	// Statuses are the connections of the runners seen since the daemon
+	// started: whether each is connected now, and its last request.
+	Statuses() []fleet.Status
 }
 
 // Service is the daemon's command layer for people: the operations the

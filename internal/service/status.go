@@ -8,10 +8,11 @@ import (
 	"github.com/agentqueued/agentqueued/internal/orchestrator"
 )
 
-// This file holds the service's reports and rules: the overview, the
-// desk, task counts and verifications are the store's; the budget report adds the
-// configured window and global budget to the store's token counts; the
-// rules in force are the store's (the orchestrator reads them from it).
+// This file holds the service's reports and rules: the overview (with
+// the runners as ListRunners gives them), the desk, task counts and
+// verifications are the store's; the budget report adds the configured
+// window and global budget to the store's token counts; the rules in
+// force are the store's (the orchestrator reads them from it).
 
 // Budget reports each project's token use in the scheduling window
 // (s.window, the orchestrator's default when unset) and in total against its
@@ -49,12 +50,18 @@ func (s *Service) Budget(ctx context.Context) (models.BudgetReport, error) {
 }
 
 // Overview is the daemon's state at a glance (the store's), its projects
-// and agents redacted.
+// and agents redacted, with the runners as ListRunners gives them.
 func (s *Service) Overview(ctx context.Context) (models.Overview, error) {
 	o, err := s.store.Overview(ctx)
 	redactProjects(o.Projects)
 	redactAgents(o.Agents)
-	return o, err
+	if err != nil {
+		return o, err
+	}
+	if o.Runners, err = s.ListRunners(ctx); err != nil {
+		return o, fmt.Errorf("overview: %w", err)
+	}
+	return o, nil
 }
 
 // Desk lists what waits on a person, of every project or of projectID's

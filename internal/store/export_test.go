@@ -61,7 +61,7 @@ func HotQueriesForTest() map[string]string {
 		"qNextPause": qNextPause, "qDueFailed": qDueFailed, "qNextRetry": qNextRetry, "qTokensInWindow": qTokensInWindow,
 		"qTokensPerProjectSince": qTokensPerProjectSince, "qInsertEdges": qInsertEdges, "qInsertPendingEdges": qInsertPendingEdges, "qInsertPromotions": qInsertPromotions,
 		"qLastScheduledFirings": qLastScheduledFirings, "qTaskEventsAfter": qTaskEventsAfter,
-		"qLastHookRun": qLastHookRun, "qRunStepCounts": qRunStepCounts,
+		"qLastHookRun": qLastHookRun, "qRunStepCounts": qRunStepCounts, "qOpenRunsByRunner": qOpenRunsByRunner,
 		"qUsageInWindow": qUsageInWindow, "qOpenAgentTime": qOpenAgentTime, "qAddCompletion": qAddCompletion,
 		"qAddAgentTime": qAddAgentTime, "qPruneUsage": qPruneUsage, "qForgetCompletion": qForgetCompletion,
 		"qForgetAgentTime": qForgetAgentTime, "qTaskCompletions": qTaskCompletions, "qTaskEndedRuns": qTaskEndedRuns,
@@ -213,7 +213,8 @@ func StatementsCachedForTest(s *Store) int {
 // MetricsQueriesForTest are the statements of a metrics scrape, by name.
 func MetricsQueriesForTest() map[string]string {
 	return map[string]string{"taskStatusCounts": qTaskStatusCounts, "agentStates": qAgentStates,
-		"outboxBacklog": qOutboxBacklog, "runUsage": qRunUsageSince, "projectTokens": qProjectTokens}
+		"outboxBacklog": qOutboxBacklog, "runUsage": qRunUsageSince, "projectTokens": qProjectTokens,
+		"runnerActivity": qRunnerActivity}
 }
 
 // ArchiveQueriesForTest returns the statements of archiving a batch: its

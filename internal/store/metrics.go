@@ -46,6 +46,10 @@ const (
 		LEFT JOIN agents a ON a.id = r.agent_id
 		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`
 	qProjectTokens = "SELECT id, total_tokens_used, budget_limit FROM projects ORDER BY id"
+	// qRunnerActivity reads each runner's state and when it was last seen
+	// (the small runners table) with its open runs (qOpenRunsByRunner).
+	qRunnerActivity = `SELECT r.id, r.state, r.last_seen_at, coalesce(o.n, 0)
+		FROM runners r LEFT JOIN (` + qOpenRunsByRunner + `) o ON o.runner_id = r.id ORDER BY r.id`
 )
 
 // StatusCount is how many tasks of a project are in a status.
@@ -232,4 +236,44 @@ func (s *Store) FileSizes() (db, wal int64, err error) {
 		return 0, 0, fmt.Errorf("database size: %w", err)
 	}
 	return db, wal, nil
+}
+
+// RunnerActivity is one runner's state, when it was last seen and its runs
+// in progress, for metrics.
+type RunnerActivity struct {
+	Name  string
+	State models.RunnerState
+	// LastSeen is its last request the database holds (written at most
+	// once a minute while it polls); zero before its first.
+	LastSeen time.Time
+	// Runs counts its agents' open runs.
+	Runs int
+}
+
+// RunnerActivity reads every runner's state, last sighting and runs in
+// progress, by name, in one query.
+func (s *Store) RunnerActivity(ctx context.Context) ([]RunnerActivity, error) {
+	rows, err := s.rdb.QueryContext(ctx, qRunnerActivity)
+	if err != nil {
+		return nil, fmt.Errorf("runner activity: %w", err)
+	}
+	defer rows.Close()
+	var out []RunnerActivity
+	for rows.Next() {
+		var (
+			r    RunnerActivity
+			seen sql.NullInt64
+		)
+		if err := rows.Scan(&r.Name, &r.State, &seen, &r.Runs); err != nil {
+			return nil, fmt.Errorf("runner activity: %w", err)
+		}
+		if seen.Valid {
+			r.LastSeen = fromNanos(seen.Int64)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("runner activity: %w", err)
+	}
+	return out, nil
 }

@@ -64,13 +64,41 @@ func seedMetricsHistory(b *testing.B, s *store.Store, now time.Time, n int) {
 	}
 }
 
+// seedRunners adds n runners, each seen now with two agents, and an open
+// run on the first agent of every other runner (over tasks of the
+// history).
+func seedRunners(b *testing.B, s *store.Store, now time.Time, n int) {
+	b.Helper()
+	nowNs := now.UnixNano()
+	stmts := []string{
+		fmt.Sprintf(`WITH RECURSIVE seq (i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM seq WHERE i + 1 < %d)
+			INSERT INTO runners (id, token_hash, labels, capacity, state, created_at, last_seen_at, version, address)
+			SELECT printf('r%%03d', i), printf('%%064x', i), '[]', 0, CASE WHEN i %% 10 = 0 THEN 'DRAINING' ELSE 'ACTIVE' END,
+				%d, %d, '1.0', '127.0.0.2:1' FROM seq`, n, nowNs, nowNs),
+		fmt.Sprintf(`INSERT INTO agents (id, name, agent_type, state, created_at, runner_id)
+			SELECT r.id || '/' || a.n, r.id || '/' || a.n, 'command', 'IDLE', %d, r.id
+			FROM runners r, (SELECT 'a' AS n UNION ALL SELECT 'b') a`, nowNs),
+		fmt.Sprintf(`INSERT INTO task_runs (task_id, agent_id, project_id, attempt, token_hash, started_at, last_activity_at,
+				outcome, kind, usage)
+			SELECT 'h' || (1000 + rowid), id || '/a', 'p0', 2, 'runner-hash-' || id, %d, %d, '', 'work', '{}'
+			FROM runners WHERE rowid %% 2 = 0`, nowNs, nowNs),
+		`ANALYZE`,
+	}
+	for _, q := range stmts {
+		if err := store.ExecForTest(s, q); err != nil {
+			b.Fatalf("seed runners: %v\n%s", err, q)
+		}
+	}
+}
+
 // BenchmarkMetricsScrape measures a whole scrape of /metrics (every store
 // read and the encoding) and each of its store reads, with 100,000 tasks
-// of history: docs/performance.md has the figures.
+// of history and 100 runners: docs/performance.md has the figures.
 func BenchmarkMetricsScrape(b *testing.B) {
 	const tasks = 100_000
 	s, clock := openClocked(b)
 	seedMetricsHistory(b, s, clock.Now(), tasks)
+	seedRunners(b, s, clock.Now(), 100)
 	ctx := context.Background()
 	now := clock.Now()
 	m := metrics.New(metrics.Config{Window: 24 * time.Hour, Outbox: true, Clock: clock})
@@ -95,6 +123,7 @@ func BenchmarkMetricsScrape(b *testing.B) {
 		{"RunUsageSince", func() error { _, err := s.RunUsageSince(ctx, now.Add(-24*time.Hour), now); return err }},
 		{"TokensUsedByProjectSince", func() error { _, err := s.TokensUsedByProjectSince(ctx, now.Add(-24*time.Hour)); return err }},
 		{"ProjectTokens", func() error { _, err := s.ProjectTokens(ctx); return err }},
+		{"RunnerActivity", func() error { _, err := s.RunnerActivity(ctx); return err }},
 	}
 	for _, r := range reads {
 		b.Run(r.name, func(b *testing.B) {

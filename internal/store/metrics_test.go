@@ -278,6 +278,7 @@ func TestMetricsReadsUseIndexes(t *testing.T) {
 		{"runUsage", []any{int64(1), int64(2)}, []string{"INDEX task_runs_ended (ended_at>?)", "INDEX task_runs_open"}},
 		{"agentStates", nil, nil},
 		{"projectTokens", nil, nil},
+		{"runnerActivity", nil, []string{"INDEX task_runs_open"}},
 	}
 	for _, tt := range tests {
 		plan, err := store.QueryPlanForTest(s, qs[tt.name], tt.args...)

@@ -230,3 +230,34 @@ func (s *Store) TouchRunner(ctx context.Context, name string, seenAt time.Time, 
 	}
 	return nil
 }
+
+// qOpenRunsByRunner counts the open runs (ended_at NULL, the partial index
+// of open runs) of each runner's agents.
+const qOpenRunsByRunner = `SELECT a.runner_id AS runner_id, count(*) AS n
+	FROM task_runs r INDEXED BY task_runs_open JOIN agents a ON a.id = r.agent_id
+	WHERE r.ended_at IS NULL AND a.runner_id IS NOT NULL GROUP BY a.runner_id`
+
+// OpenRunsByRunner counts the runs in progress (open: not ended) of each
+// runner's agents, in one query; runners without one are left out.
+func (s *Store) OpenRunsByRunner(ctx context.Context) (map[string]int, error) {
+	rows, err := s.rdb.QueryContext(ctx, qOpenRunsByRunner)
+	if err != nil {
+		return nil, fmt.Errorf("open runs by runner: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var (
+			name string
+			n    int
+		)
+		if err := rows.Scan(&name, &n); err != nil {
+			return nil, fmt.Errorf("open runs by runner: %w", err)
+		}
+		out[name] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("open runs by runner: %w", err)
+	}
+	return out, nil
+}

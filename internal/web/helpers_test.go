@@ -53,6 +53,8 @@ type envConfig struct {
 	Logger *slog.Logger
 	// Now is the dashboard's clock; nil is time.Now.
 	Now func() time.Time
+	// Runners are the runners' connections the service asks (nil: none).
+	Runners service.RunnerConnections
 }
 
 // newEnv starts the API with the dashboard; token is the API token ("":
@@ -78,7 +80,7 @@ func newEnvWith(t *testing.T, cfg envConfig) (*env, <-chan error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	k := servicetest.New(t)
+	k := servicetest.New(t, servicetest.WithService(func(c *service.Config) { c.Runners = cfg.Runners }))
 	st, svc := k.Store, k.Service
 	ui, err := web.New(web.Config{Token: token, Logger: cfg.Logger, Now: cfg.Now, Stopping: api.Stopping}, svc)
 	if err != nil {

@@ -18,6 +18,9 @@ type overviewPage struct {
 	Now      time.Time
 	Projects []projectRow
 	Agents   []agentRow
+	// Runners are the runners, by name, each with whether it is
+	// connected and its runs in progress.
+	Runners []models.Runner
 	// Activity counts the tasks agents work on and those waiting to land
 	// or be verified, of all projects.
 	Activity models.Activity
@@ -135,8 +138,8 @@ type agentRow struct {
 }
 
 // loadOverview reads the overview: the service's Overview (projects,
-// agents, counts, activity, working tasks, the desk, budget) and each
-// project's agent time.
+// agents, runners, counts, activity, working tasks, the desk, budget) and
+// each project's agent time.
 func (s *Server) loadOverview(r *http.Request) (any, error) {
 	ctx := r.Context()
 	ov, err := s.svc.Overview(ctx)
@@ -156,7 +159,8 @@ func (s *Server) loadOverview(r *http.Request) (any, error) {
 		}
 		ov.Budget = &b
 	}
-	p := overviewPage{Now: s.cfg.Now(), Activity: ov.Activity, DeskTruncated: ov.DeskTruncated, Budget: ov.Budget}
+	p := overviewPage{Now: s.cfg.Now(), Activity: ov.Activity, DeskTruncated: ov.DeskTruncated, Budget: ov.Budget,
+		Runners: ov.Runners}
 	for _, it := range ov.Desk {
 		p.Desk = append(p.Desk, newDeskRow(it, baseOf(r)))
 	}

@@ -80,7 +80,8 @@ type Runners interface {
 	// AddRunner registers an ACTIVE runner and returns it with its token
 	// ("aqr_" and 43 characters); only the token's hash is kept.
 	AddRunner(ctx context.Context, name string, labels []string, capacity int) (models.Runner, string, error)
-	// ListRunners lists the runners with their agents, by name.
+	// ListRunners lists the runners with their agents, by name, each
+	// with whether it is connected now and its runs in progress.
 	ListRunners(ctx context.Context) ([]models.Runner, error)
 	// GetRunner returns one runner; an unknown name is not_found.
 	GetRunner(ctx context.Context, name string) (models.Runner, error)
@@ -124,8 +125,9 @@ type Status interface {
 	// Ping checks that the store answers.
 	Ping(ctx context.Context) error
 	// Overview is the daemon's state at a glance: projects and agents
-	// (redacted as Projects and Agents answer them), task counts, what the
-	// agents work on, the desk of what waits on a person.
+	// (redacted as Projects and Agents answer them), the runners (as
+	// ListRunners answers them), task counts, what the agents work on,
+	// the desk of what waits on a person.
 	Overview(ctx context.Context) (models.Overview, error)
 	// Desk lists everything that waits on a person, oldest first, each
 	// item with the action that ends it: of every project and the
