@@ -68,6 +68,8 @@ type remoteRun struct {
 	// detached is set when the daemon stops and leaves the run to its
 	// runner.
 	detached bool
+	// endReported is set once the runner reported the agent's end.
+	endReported bool
 
 	prepared chan preparedReport
 	started  chan struct{}
@@ -570,6 +572,9 @@ func (o *Orchestrator) applyReport(ctx context.Context, ar *activeRun, rr *remot
 		ans = models.RunnerReportAnswer{Status: st, Answer: body}
 	case models.ReportEnded:
 		e := *rep.Ended
+		rr.mu.Lock()
+		rr.endReported = true // the lease has served its purpose
+		rr.mu.Unlock()
 		rr.once.ended.Do(func() { rr.ended <- e })
 		return ans, nil, nil // the run ends: nothing more to record
 	}
@@ -626,9 +631,11 @@ func (o *Orchestrator) holdAsk(ctx context.Context, p *pendingAsk) models.Runner
 // when it holds.
 func (o *Orchestrator) superviseRemote(r *activeRun, rr *remoteRun, now time.Time) (time.Time, bool) {
 	rr.mu.Lock()
-	until, lost := rr.leaseUntil, rr.lost
+	until, lost, over := rr.leaseUntil, rr.lost, rr.endReported
 	rr.mu.Unlock()
-	if lost {
+	if lost || over {
+		// Lost, or the runner reported the end: the daemon is recording
+		// it, and a lease running out meanwhile is no news of the runner.
 		return time.Time{}, false
 	}
 	if now.Before(until) {
