@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -263,4 +264,73 @@ type zeroes struct{}
 func (zeroes) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
+}
+
+// A run offered to a runner is given to it once: its next polls, before
+// it has reported anything about the run, are held rather than answered
+// at once with the same offer (a runner preparing a checkout would spin
+// through polls); a hello gives it everything not taken up again.
+func TestRunnerIsGivenEachRunOnce(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, filepath.Join(t.TempDir(), "data"))
+	addr := d.m.Addr()
+	ctx := d.watch.Context()
+	admin, err := api.NewClient("http://"+addr, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CreateProject(ctx, models.ProjectSpec{ID: "plain"}.Project()); err != nil {
+		t.Fatal(err)
+	}
+	h := newHandRunner(t, addr, "one")
+	hello := func() {
+		t.Helper()
+		if _, err := h.client.RunnerHello(ctx, models.RunnerHello{Name: "one", Version: "hand",
+			Agents: []models.RunnerAgent{{Name: "a", AgentType: "command"}, {Name: "b", AgentType: "command"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hello()
+	// nextRuns polls until an answer gives runs (an answer may be empty:
+	// a wake-up that came with news already given).
+	nextRuns := func() []models.RunnerAssignment {
+		for {
+			poll, err := h.client.RunnerPoll(ctx)
+			if err != nil {
+				t.Error(err)
+				return nil
+			}
+			if len(poll.Runs) > 0 {
+				return poll.Runs
+			}
+		}
+	}
+	taskOf := func(runs []models.RunnerAssignment) []string {
+		var ids []string
+		for _, r := range runs {
+			ids = append(ids, r.Task.ID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	first := taskIDs(t, mustCtl(t, addr, "task", "add", "--project", "plain", "--title", "First"))[0]
+	if got := taskOf(nextRuns()); !slices.Equal(got, []string{first}) {
+		t.Fatalf("first offer: tasks %v, want [%s]", got, first)
+	}
+	// Not taken up yet (no heartbeat, no report): the next answer with
+	// runs is the second task's only.
+	next := make(chan []models.RunnerAssignment, 1)
+	go func() { next <- nextRuns() }()
+	second := taskIDs(t, mustCtl(t, addr, "task", "add", "--project", "plain", "--title", "Second"))[0]
+	if got := taskOf(<-next); !slices.Equal(got, []string{second}) {
+		t.Fatalf("the poll after the first offer: tasks %v, want only [%s]", got, second)
+	}
+	// A runner that says hello again (it lost an answer, or restarted) is
+	// given both again.
+	hello()
+	want := []string{first, second}
+	slices.Sort(want)
+	if got := taskOf(nextRuns()); !slices.Equal(got, want) {
+		t.Fatalf("after a hello: tasks %v, want %v", got, want)
+	}
 }

@@ -140,11 +140,18 @@ func TestRunnerConnects(t *testing.T) {
 	if err != nil || written.LastSeenAt == nil || !written.LastSeenAt.Equal(e.clk.Now()) {
 		t.Fatalf("written as seen at %v (%v) after 75 s of polls, want %v", written.LastSeenAt, err, e.clk.Now())
 	}
-	// Woken: answered at once, saying it is drained.
+	// Drained: the held poll is answered at once, saying so (a poll that
+	// ends its hold answers what was read before it, so a drain must wake
+	// the runner).
 	e.do("POST", "/api/v1/runners/build-1/drain", "").decode(t, http.StatusOK, &shown)
-	e.hub.Wake("build-1")
 	if p := <-polls; !p.Draining {
 		t.Fatalf("poll after the drain: %+v", p)
+	}
+	// Resumed, likewise.
+	e.waitPolling(t, "build-1")
+	e.do("POST", "/api/v1/runners/build-1/resume", "").decode(t, http.StatusOK, &shown)
+	if p := <-polls; p.Draining {
+		t.Fatalf("poll after the resume: %+v", p)
 	}
 
 	// Removed while its poll is held: the poll is refused at once and the

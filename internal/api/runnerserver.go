@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,11 @@ type RunnerHub interface {
 	Wait(ctx context.Context, name string) fleet.WaitResult
 	Record(name string, every time.Duration) (due bool, version, address string)
 	PollHold() time.Duration
+	// Hello starts a runner afresh: News gives it everything again.
+	Hello(name string)
+	// News returns, of the runs offered and the runs to end, those not
+	// given to the runner since its hello, and counts them as given.
+	News(name string, offers, ends []int64) (newOffers, newEnds []int64)
 }
 
 // RemoteRuns is what the runner endpoints need of the runs on runners
@@ -87,12 +93,24 @@ type RunnerConfig struct {
 	MaxBodyBytes int64
 	// Git is the git binary that serves repositories (default "git").
 	Git string
+	// MaxTokenChecks caps the runner tokens checked at once; default
+	// DefaultMaxTokenChecks. The throttle counts a check as a failure
+	// until it is known to be right, so that concurrent guesses cannot all
+	// pass a nearly empty budget; without a cap, hundreds of runners
+	// behind one address (a NAT, a proxy) connecting at once would spend
+	// their address's budget with right tokens and be refused (429).
+	MaxTokenChecks int
 }
+
+// DefaultMaxTokenChecks is RunnerConfig.MaxTokenChecks's default: well
+// under the throttle's budget of one source (throttle.DefaultSourceBurst).
+const DefaultMaxTokenChecks = 4
 
 // RunnerServer serves runners under RunnerPrefix, each request
 // authenticated by the runner's token.
 type RunnerServer struct {
 	cfg     RunnerConfig
+	checks  chan struct{} // one value per token check under way
 	svc     RunnerConnService
 	hub     RunnerHub
 	resp    *Server // writes answers and reads bodies as the HTTP API does
@@ -111,13 +129,19 @@ func NewRunnerServer(cfg RunnerConfig, svc RunnerConnService, hub RunnerHub) (*R
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.MaxTokenChecks < 0 {
+		return nil, fmt.Errorf("new runner server: MaxTokenChecks %d is negative", cfg.MaxTokenChecks)
+	}
+	if cfg.MaxTokenChecks == 0 {
+		cfg.MaxTokenChecks = DefaultMaxTokenChecks
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Throttle == nil {
 		cfg.Throttle = throttle.New(throttle.Config{Logger: cfg.Logger})
 	}
-	s := &RunnerServer{cfg: cfg, svc: svc, hub: hub,
+	s := &RunnerServer{cfg: cfg, svc: svc, hub: hub, checks: make(chan struct{}, cfg.MaxTokenChecks),
 		resp: &Server{cfg: Config{MaxBodyBytes: cfg.MaxBodyBytes}, log: cfg.Logger}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+RunnerPrefix+"/hello", s.authenticated(s.handleHello))
@@ -155,29 +179,55 @@ func (s *RunnerServer) authenticated(next func(w http.ResponseWriter, r *http.Re
 			s.resp.writeError(w, r, models.Errorf(models.CodeUnauthorized, "missing runner token (Authorization: Bearer aqr_…)"))
 			return
 		}
-		attempt, wait := s.cfg.Throttle.Begin(r.RemoteAddr)
-		if attempt == nil {
-			secs := int64(wait / time.Second)
+		rn, err := s.checkToken(r, token)
+		var tm *tooMany
+		switch {
+		case errors.As(err, &tm):
+			secs := int64(tm.wait / time.Second)
 			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 			s.resp.writeError(w, r, &httpError{status: http.StatusTooManyRequests, err: models.Errorf(models.CodeUnavailable,
 				"too many wrong runner tokens from this address: try again in %d s", secs)})
 			return
-		}
-		rn, err := s.svc.RunnerByToken(r.Context(), token)
-		if models.ErrorCodeOf(err) == models.CodeNotFound {
-			attempt.Failed()
+		case models.ErrorCodeOf(err) == models.CodeNotFound:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agentqueued-runner", error="invalid_token"`)
 			s.resp.writeError(w, r, models.Errorf(models.CodeUnauthorized, "invalid runner token (wrong, or its runner was removed)"))
 			return
-		}
-		if err != nil {
-			attempt.Succeeded() // not the token's fault
+		case err != nil:
 			s.resp.writeError(w, r, err)
 			return
 		}
-		attempt.Succeeded()
 		next(w, r, rn)
 	}
+}
+
+// tooMany is checkToken's refusal of a source over the throttle's
+// budget: try again after wait.
+type tooMany struct{ wait time.Duration }
+
+func (e *tooMany) Error() string { return "too many wrong runner tokens" }
+
+// checkToken returns the runner token names, counting a wrong token
+// against the request's source: not_found for a wrong token, *tooMany
+// for a source over budget. At most MaxTokenChecks run at once (see
+// RunnerConfig.MaxTokenChecks); the others wait their turn.
+func (s *RunnerServer) checkToken(r *http.Request, token string) (models.Runner, error) {
+	select {
+	case s.checks <- struct{}{}:
+	case <-r.Context().Done():
+		return models.Runner{}, r.Context().Err()
+	}
+	defer func() { <-s.checks }()
+	attempt, wait := s.cfg.Throttle.Begin(r.RemoteAddr)
+	if attempt == nil {
+		return models.Runner{}, &tooMany{wait: wait}
+	}
+	rn, err := s.svc.RunnerByToken(r.Context(), token)
+	if models.ErrorCodeOf(err) == models.CodeNotFound {
+		attempt.Failed()
+		return models.Runner{}, err
+	}
+	attempt.Succeeded() // right, or not the token's fault
+	return rn, err
 }
 
 func (s *RunnerServer) handleHello(w http.ResponseWriter, r *http.Request, rn models.Runner) {
@@ -201,6 +251,7 @@ func (s *RunnerServer) handleHello(w http.ResponseWriter, r *http.Request, rn mo
 		return
 	}
 	s.hub.Seen(rn.Name, hello.Version, r.RemoteAddr)
+	s.hub.Hello(rn.Name)
 	s.hub.Record(rn.Name, 0) // written by the hello
 	s.resp.writeJSON(w, r, http.StatusOK, models.RunnerWelcome{Runner: rn.Name, Agents: agents,
 		PollHold: models.Duration(s.hub.PollHold())})
@@ -234,6 +285,11 @@ func (s *RunnerServer) handlePoll(w http.ResponseWriter, r *http.Request, rn mod
 				"the daemon is shutting down: poll again once it is back")})
 		}
 		return // or the runner went away
+	case fleet.Held:
+		// Nothing happened: every offer, end, drain or resume of the
+		// runner wakes it, so what was read before the hold still holds.
+		s.resp.writeJSON(w, r, http.StatusOK, models.RunnerPoll{Draining: rn.State == models.RunnerDraining})
+		return
 	}
 	// Read again: the runner may have been drained or removed meanwhile.
 	rn, err := s.svc.GetRunner(r.Context(), rn.Name)
@@ -265,11 +321,31 @@ func untilStopping(r *http.Request) (context.Context, context.CancelFunc) {
 	return ctx, cancel
 }
 
-// work is a poll's answer for rn: its state and its runs to start and end.
+// work is a poll's answer for rn: its state and the runs to start and
+// end it was not given since its hello.
 func (s *RunnerServer) work(rn models.Runner) models.RunnerPoll {
 	ans := models.RunnerPoll{Draining: rn.State == models.RunnerDraining}
-	if s.cfg.Runs != nil {
-		ans.Runs, ans.End = s.cfg.Runs.RunnerWork(rn.Name)
+	if s.cfg.Runs == nil {
+		return ans
+	}
+	runs, end := s.cfg.Runs.RunnerWork(rn.Name)
+	offers, ends := make([]int64, len(runs)), make([]int64, len(end))
+	for i, a := range runs {
+		offers[i] = a.RunID
+	}
+	for i, e := range end {
+		ends[i] = e.RunID
+	}
+	offers, ends = s.hub.News(rn.Name, offers, ends)
+	for _, a := range runs {
+		if slices.Contains(offers, a.RunID) {
+			ans.Runs = append(ans.Runs, a)
+		}
+	}
+	for _, e := range end {
+		if slices.Contains(ends, e.RunID) {
+			ans.End = append(ans.End, e)
+		}
 	}
 	return ans
 }
@@ -383,18 +459,15 @@ func (s *RunnerServer) resolveGit(r *http.Request) (gitserve.Target, error) {
 	if token == "" {
 		return gitserve.Target{}, gitserve.ErrUnauthorized
 	}
-	attempt, wait := s.cfg.Throttle.Begin(r.RemoteAddr)
-	if attempt == nil {
+	rn, err := s.checkToken(r, token)
+	var tm *tooMany
+	switch {
+	case errors.As(err, &tm):
 		return gitserve.Target{}, models.Errorf(models.CodeUnavailable,
-			"too many wrong runner tokens from this address: try again in %d s", int64(wait/time.Second))
-	}
-	rn, err := s.svc.RunnerByToken(r.Context(), token)
-	if models.ErrorCodeOf(err) == models.CodeNotFound {
-		attempt.Failed()
+			"too many wrong runner tokens from this address: try again in %d s", int64(tm.wait/time.Second))
+	case models.ErrorCodeOf(err) == models.CodeNotFound:
 		return gitserve.Target{}, gitserve.ErrUnauthorized
-	}
-	attempt.Succeeded()
-	if err != nil {
+	case err != nil:
 		return gitserve.Target{}, err
 	}
 	repo, ok := strings.CutSuffix(r.PathValue("repo"), ".git")

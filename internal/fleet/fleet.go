@@ -66,6 +66,16 @@ type conn struct {
 	// unresponsive is set when the runner let a run's lease expire: it
 	// counts as away until its next request.
 	unresponsive bool
+	// given is what the runner was given since its last hello: the runs
+	// offered to it and the runs it was told to end (see News).
+	given map[given]struct{}
+}
+
+// given is one thing a poll's answer gave a runner: run id's offer, or
+// (end) its order to end.
+type given struct {
+	run int64
+	end bool
 }
 
 // New returns a Hub.
@@ -117,6 +127,47 @@ func (h *Hub) Seen(name, version, address string) {
 // not let a lease expire since.
 func (h *Hub) connectedLocked(c *conn, now time.Time) bool {
 	return !c.unresponsive && !c.lastSeen.IsZero() && now.Sub(c.lastSeen) <= h.cfg.SeenTimeout
+}
+
+// Hello records runner name's hello: it starts afresh and holds nothing
+// the daemon gave it before, so News gives it everything again.
+func (h *Hub) Hello(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.connLocked(name).given = nil
+}
+
+// News returns, of the runs offered to runner name (offers) and those it
+// must end (ends), those it has not been given since its last hello, and
+// counts them as given. What is not listed any more is forgotten. An
+// offer stays offered until the runner's first heartbeat or report about
+// it, which may come after its next poll: without News each poll in
+// between is answered at once with the same offer, and a runner preparing
+// a checkout spins through polls. A runner that lost an answer on the way
+// sees its request fail and says hello again, which gives it all again.
+func (h *Hub) News(name string, offers, ends []int64) (newOffers, newEnds []int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.connLocked(name)
+	if len(offers) == 0 && len(ends) == 0 {
+		c.given = nil
+		return nil, nil
+	}
+	now := make(map[given]struct{}, len(offers)+len(ends))
+	pick := func(ids []int64, end bool) []int64 {
+		var out []int64
+		for _, id := range ids {
+			g := given{run: id, end: end}
+			if _, ok := c.given[g]; !ok {
+				out = append(out, id)
+			}
+			now[g] = struct{}{}
+		}
+		return out
+	}
+	newOffers, newEnds = pick(offers, false), pick(ends, true)
+	c.given = now
+	return newOffers, newEnds
 }
 
 // Unresponsive records that runner name let a run's lease expire: it

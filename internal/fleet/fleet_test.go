@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -145,4 +146,45 @@ func TestConnectedNeedsRecentRequests(t *testing.T) {
 		t.Fatalf("a runner whose last request began over %s ago is connected", fleet.DefaultSeenTimeout)
 	}
 	<-got
+}
+
+// News gives a runner each offer and each order to end once until its
+// next hello, forgets what is not listed any more, and tells an offer
+// from an order to end the same run.
+func TestNewsGivesEachOnceUntilHello(t *testing.T) {
+	t.Parallel()
+	h := fleet.New(fleet.Config{Clock: clocktest.New(time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC))})
+	type ids = []int64
+	steps := []struct {
+		name               string
+		hello              bool
+		offers, ends       ids
+		wantOffer, wantEnd ids
+	}{
+		{"first offer", false, ids{1}, nil, ids{1}, nil},
+		{"offered again before it is taken up", false, ids{1}, nil, nil, nil},
+		{"another joins", false, ids{1, 2}, nil, ids{2}, nil},
+		{"another runner is not this one", false, ids{1, 2}, nil, nil, nil},
+		{"ended after it was offered", false, ids{2}, ids{1}, nil, ids{1}},
+		{"the end again", false, ids{2}, ids{1}, nil, nil},
+		{"a hello gives all again", true, ids{2}, ids{1}, ids{2}, ids{1}},
+		{"nothing listed forgets all", false, nil, nil, nil, nil},
+		{"so a run listed again is news", false, ids{2}, nil, ids{2}, nil},
+	}
+	for _, s := range steps {
+		if s.hello {
+			h.Hello("r1")
+		}
+		name := "r1"
+		if s.name == "another runner is not this one" {
+			if o, e := h.News("r2", s.offers, s.ends); len(o) != 2 || len(e) != 0 {
+				t.Fatalf("%s: r2 given %v %v, want all offers", s.name, o, e)
+			}
+			continue
+		}
+		o, e := h.News(name, s.offers, s.ends)
+		if !slices.Equal(o, s.wantOffer) || !slices.Equal(e, s.wantEnd) {
+			t.Fatalf("%s: given offers %v ends %v, want %v %v", s.name, o, e, s.wantOffer, s.wantEnd)
+		}
+	}
 }

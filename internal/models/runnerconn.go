@@ -58,8 +58,10 @@ type RunnerPoll struct {
 	Draining bool `json:"draining,omitempty"`
 	// Runs are runs given to the runner that it has not taken up yet: it
 	// prepares each one's checkout and asks for its launch (a
-	// RunnerReport of kind "prepared"). A run listed again (its answer was
-	// lost) is the same run: a runner takes each run id once.
+	// RunnerReport of kind "prepared"). Each run is listed once after a
+	// hello; a runner whose request failed says hello again and is given
+	// again what it has not taken up. A run listed again is the same run:
+	// a runner takes each run id once.
 	Runs []RunnerAssignment `json:"runs,omitempty"`
 	// End lists runs the runner must end now: stopped by the daemon, or no
 	// longer its own (its lease was lost).

@@ -107,12 +107,22 @@ func (s *Service) GetRunner(ctx context.Context, name string) (models.Runner, er
 // DrainRunner makes a runner DRAINING: it is given no new run, and those
 // it holds go on (the store's).
 func (s *Service) DrainRunner(ctx context.Context, name string) (models.Runner, error) {
-	return s.store.SetRunnerState(ctx, name, models.RunnerDraining)
+	return s.setRunnerState(ctx, name, models.RunnerDraining)
+}
+
+// setRunnerState sets a runner's state and wakes its held poll, whose
+// answer carries the state.
+func (s *Service) setRunnerState(ctx context.Context, name string, state models.RunnerState) (models.Runner, error) {
+	r, err := s.store.SetRunnerState(ctx, name, state)
+	if err == nil && s.runners != nil {
+		s.runners.Wake(name)
+	}
+	return r, err
 }
 
 // ResumeRunner makes a draining runner ACTIVE again (the store's).
 func (s *Service) ResumeRunner(ctx context.Context, name string) (models.Runner, error) {
-	return s.store.SetRunnerState(ctx, name, models.RunnerActive)
+	return s.setRunnerState(ctx, name, models.RunnerActive)
 }
 
 // RemoveRunner deletes a runner and its agents, refused while one of them

@@ -117,6 +117,8 @@ type Config struct {
 type RunnerConnections interface {
 	// Remove ends a removed runner's held requests.
 	Remove(name string)
+	// Wake answers a runner's held poll now (its state changed).
+	Wake(name string)
 	// Statuses are the connections of the runners seen since the daemon
 	// started: whether each is connected now, and its last request.
 	Statuses() []fleet.Status
