@@ -50,6 +50,21 @@ func (s *Store) ClaimTask(ctx context.Context, taskID, agentID string) (models.R
 		if err := restRefusal(agent, x.now); err != nil {
 			return err
 		}
+		if agent.RunnerID != "" {
+			// A drain committed after the round read its runner's agents
+			// as idle still holds: a drained runner takes no new run.
+			var state models.RunnerState
+			err := x.QueryRowContext(ctx, "SELECT state FROM runners WHERE id = ?", agent.RunnerID).Scan(&state)
+			if errors.Is(err, sql.ErrNoRows) {
+				return models.Errorf(models.CodeConflict, "agent %s's runner %s was removed", agentID, agent.RunnerID)
+			}
+			if err != nil {
+				return err
+			}
+			if state != models.RunnerActive {
+				return models.Errorf(models.CodeConflict, "agent %s's runner %s is %s", agentID, agent.RunnerID, state)
+			}
+		}
 		a, err := x.run(change{taskID: taskID, event: models.EventAssigned, expectFrom: models.StatusReady,
 			agentID: agentID, actor: "scheduler", reason: "assigned to agent " + agentID})
 		if err != nil {
@@ -466,14 +481,11 @@ func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.
 	if st.Agents, err = queryAll(ctx, tx, scanAgent, "SELECT "+agentColumns+" FROM agents ORDER BY id"); err != nil {
 		return fail("agents", err)
 	}
-	// A DRAINING runner's agents take no new run (docs/runners.md).
-	if st.IdleAgents, err = queryAll(ctx, tx, scanAgent, "SELECT "+agentColumns+" FROM agents WHERE state = 'IDLE' AND paused = 0 AND (runner_id IS NULL OR runner_id IN (SELECT id FROM runners WHERE state = 'ACTIVE')) ORDER BY id"); err != nil {
-		return fail("idle agents", err)
-	}
 	// Runners' labels and capacities, for their agents (few rows).
 	if st.Runners, err = queryAll(ctx, tx, scanRunner, "SELECT "+runnerColumns+" FROM runners ORDER BY id"); err != nil {
 		return fail("runners", err)
 	}
+	st.IdleAgents = idleAgents(st.Agents, st.Runners)
 	if st.TokensInWindow, err = tokensInWindow(ctx, tx, now, window); err != nil {
 		return fail("tokens", err)
 	}
@@ -481,6 +493,24 @@ func (s *Store) SchedulingState(ctx context.Context, now time.Time, window time.
 		return fail("ready generation", err)
 	}
 	return st, nil
+}
+
+// idleAgents returns the agents that may take a run now, in agents'
+// order: IDLE, not paused, and not on a DRAINING runner (docs/runners.md).
+func idleAgents(agents []models.Agent, runners []models.Runner) []models.Agent {
+	draining := map[string]bool{}
+	for _, r := range runners {
+		if r.State != models.RunnerActive {
+			draining[r.Name] = true
+		}
+	}
+	idle := []models.Agent{}
+	for _, a := range agents {
+		if a.State == models.AgentIdle && !a.Paused && (a.RunnerID == "" || !draining[a.RunnerID]) {
+			idle = append(idle, a)
+		}
+	}
+	return idle
 }
 
 // withExtra scans a row into the destinations given, then into extra.

@@ -215,6 +215,34 @@ func TestRemoveRunnerWaitsForItsAgentsRuns(t *testing.T) {
 	}
 }
 
+// A drained runner's agent is given no run, even by a scheduling round
+// that read it as idle before the drain: the claim checks the runner.
+func TestClaimRefusesADrainedRunnersAgent(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := context.Background()
+	storetest.Project(t, s, "p")
+	createRunner(t, s, models.Runner{Name: "r1"}, "aqr_one")
+	agent := runnerAgent(t, s, "r1", "claude-1")
+	id := storetest.Task(t, s, "p", "t")
+	if _, err := s.SetRunnerState(ctx, "r1", models.RunnerDraining); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ClaimTask(ctx, id, agent); models.ErrorCodeOf(err) != models.CodeConflict ||
+		!strings.Contains(err.Error(), "runner r1 is DRAINING") {
+		t.Fatalf("claiming for a drained runner's agent: %v", err)
+	}
+	if task, err := s.GetTask(ctx, id); err != nil || task.Status != models.StatusReady {
+		t.Fatalf("the task after the refused claim: %+v %v", task.Status, err)
+	}
+	if _, err := s.SetRunnerState(ctx, "r1", models.RunnerActive); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ClaimTask(ctx, id, agent); err != nil {
+		t.Fatalf("claiming once the runner is active again: %v", err)
+	}
+}
+
 // TestMigrationAddsRunners opens a database an older agentqueued left
 // (schema 38): its agents are the daemon's own, no runner exists, and a
 // runner can be added and given agents, whose runner must exist.
