@@ -1,7 +1,9 @@
 // Package benchdaemon starts the real agentqueued binary for the
 // benchmarks that measure it from outside (bench/daemonbench,
-// bench/retentionbench): a configuration written to a file, the daemon on
-// a free port, its address read from its log, and a graceful stop.
+// bench/retentionbench, bench/fleetbench): a configuration written to a
+// file, the daemon on a free port, its address read from its log, a
+// graceful stop, the process's CPU time and memory, and the printing of
+// their results.
 package benchdaemon
 
 import (
@@ -9,10 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -108,3 +114,80 @@ func (d *Daemon) Stop() {
 		<-d.Exited
 	}
 }
+
+// CPU returns the daemon's CPU time so far (user and system), from
+// /proc/PID/stat; 0 when it cannot be read.
+func (d *Daemon) CPU() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.Pid()))
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	// After ")": state(0) ppid pgrp session tty tpgid flags minflt cminflt
+	// majflt cmajflt utime(11) stime(12).
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(ut+stime) * time.Second / ticks
+}
+
+// RSS returns the daemon's resident set size in bytes (VmRSS of
+// /proc/PID/status); 0 when it cannot be read.
+func (d *Daemon) RSS() int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.Pid()))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// UntilHealthy asks the daemon's /healthz until it answers 200 and
+// returns when it did. The polling measures; nothing is synchronised by
+// it.
+func (d *Daemon) UntilHealthy() (time.Time, error) {
+	url := "http://" + d.Addr + "/healthz"
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return time.Now(), nil
+			}
+		}
+		select {
+		case <-d.Exited:
+			return time.Time{}, fmt.Errorf("the daemon exited before it was healthy: %v", d.Err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// Report prints one measure, its name padded to width, with the
+// machine's load average.
+func Report(width int, what, result string) {
+	load, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(load))
+	if len(f) > 3 {
+		f = f[:3]
+	}
+	fmt.Printf("%-*s %s (load %s)\n", width, what+":", result, strings.Join(f, " "))
+}
+
+// Percentile returns the q-quantile (0 to 1) of s, which is not changed.
+func Percentile(s []time.Duration, q float64) time.Duration {
+	sorted := slices.Sorted(slices.Values(s))
+	return sorted[min(int(q*float64(len(sorted))), len(sorted)-1)]
+}
+
+// Millis is d in milliseconds.
+func Millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

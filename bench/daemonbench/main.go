@@ -28,12 +28,10 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -116,7 +114,7 @@ func run(o options) error {
 		if err := copyFile(o.from, dbPath); err != nil {
 			return err
 		}
-		report("seeded", "copied from "+o.from)
+		benchdaemon.Report(28, "seeded", "copied from "+o.from)
 	} else {
 		if err := seed(ctx, dbPath, o); err != nil {
 			return fmt.Errorf("seed: %w", err)
@@ -125,7 +123,7 @@ func run(o options) error {
 		if o.inside {
 			where = "inside"
 		}
-		report("seeded", fmt.Sprintf("%d finished tasks %s the window in %s", o.history, where, time.Since(start).Round(time.Second)))
+		benchdaemon.Report(28, "seeded", fmt.Sprintf("%d finished tasks %s the window in %s", o.history, where, time.Since(start).Round(time.Second)))
 	}
 	if o.save != "" {
 		if err := copyFile(dbPath, o.save); err != nil {
@@ -139,11 +137,11 @@ func run(o options) error {
 		return err
 	}
 	defer d.Stop()
-	healthy, err := untilHealthy(d)
+	healthy, err := d.UntilHealthy()
 	if err != nil {
 		return err
 	}
-	report("start → healthy", fmt.Sprintf("%s (listening after %s)",
+	benchdaemon.Report(28, "start → healthy", fmt.Sprintf("%s (listening after %s)",
 		healthy.Sub(began).Round(time.Millisecond), d.Listening.Sub(began).Round(time.Millisecond)))
 	client, err := api.NewClient("http://"+d.Addr, "", nil)
 	if err != nil {
@@ -155,24 +153,24 @@ func run(o options) error {
 		return err
 	}
 	time.Sleep(time.Second) // measuring, not synchronising: the start's work must not count
-	cpu0 := cpu(d)
+	cpu0 := d.CPU()
 	time.Sleep(o.idle)
-	idle := cpu(d) - cpu0
-	report("idle CPU", fmt.Sprintf("%.2f %% of a core over %s", 100*idle.Seconds()/o.idle.Seconds(), o.idle))
+	idle := d.CPU() - cpu0
+	benchdaemon.Report(28, "idle CPU", fmt.Sprintf("%.2f %% of a core over %s", 100*idle.Seconds()/o.idle.Seconds(), o.idle))
 
 	lat, err := latency(ctx, client, d, o.pairs)
 	if err != nil {
 		return err
 	}
-	report("complete → dependent start", fmt.Sprintf("p50 %.1f ms, p99 %.1f ms, max %.1f ms over %d pairs",
-		ms(pct(lat, 0.50)), ms(pct(lat, 0.99)), ms(slices.Max(lat)), len(lat)))
+	benchdaemon.Report(28, "complete → dependent start", fmt.Sprintf("p50 %.1f ms, p99 %.1f ms, max %.1f ms over %d pairs",
+		benchdaemon.Millis(benchdaemon.Percentile(lat, 0.50)), benchdaemon.Millis(benchdaemon.Percentile(lat, 0.99)), benchdaemon.Millis(slices.Max(lat)), len(lat)))
 
 	perTask, rate, err := throughput(ctx, client, d, o.tasks)
 	if err != nil {
 		return err
 	}
-	report("daemon CPU per task", fmt.Sprintf("%.2f ms over %d tasks", ms(perTask), o.tasks))
-	report("throughput", fmt.Sprintf("%.1f tasks/s with %d agents", rate, o.agents))
+	benchdaemon.Report(28, "daemon CPU per task", fmt.Sprintf("%.2f ms over %d tasks", benchdaemon.Millis(perTask), o.tasks))
+	benchdaemon.Report(28, "throughput", fmt.Sprintf("%.1f tasks/s with %d agents", rate, o.agents))
 	return nil
 }
 
@@ -183,15 +181,6 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return os.WriteFile(to, b, 0o600)
-}
-
-func report(what, result string) {
-	load, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(load))
-	if len(f) > 3 {
-		f = f[:3]
-	}
-	fmt.Printf("%-28s %s (load %s)\n", what+":", result, strings.Join(f, " "))
 }
 
 // seed creates the benchmark's project and its history. History is made
@@ -257,25 +246,6 @@ func startDaemon(o options, dbPath string) (*benchdaemon.Daemon, error) {
 		fmt.Fprintf(&cfg, "  - {name: a%d, type: command, command: /bin/true}\n", i)
 	}
 	return benchdaemon.Start(o.bin, o.dir, cfg.String())
-}
-
-// cpu returns the daemon's CPU time so far (user and system).
-func cpu(d *benchdaemon.Daemon) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.Pid()))
-	if err != nil {
-		return 0
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b[i+1:]))
-	// After ")": state(0) ppid pgrp session tty tpgid flags minflt cminflt
-	// majflt cmajflt utime(11) stime(12).
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	const ticks = 100 // USER_HZ on Linux
-	return time.Duration(ut+stime) * time.Second / ticks
 }
 
 var unfinished = []models.TaskStatus{models.StatusDefined, models.StatusReady, models.StatusAssigned, models.StatusInProgress,
@@ -347,7 +317,7 @@ func throughput(ctx context.Context, c *api.Client, d *benchdaemon.Daemon, n int
 	for i := range batch.Tasks {
 		batch.Tasks[i] = models.BatchTask{Title: fmt.Sprintf("trivial %d", i)}
 	}
-	cpu0 := cpu(d)
+	cpu0 := d.CPU()
 	begin := time.Now()
 	res, err := c.CreateTasks(ctx, batch)
 	if err != nil {
@@ -356,7 +326,7 @@ func throughput(ctx context.Context, c *api.Client, d *benchdaemon.Daemon, n int
 	if err := waitIdle(ctx, c, d); err != nil {
 		return 0, 0, err
 	}
-	used := cpu(d) - cpu0
+	used := d.CPU() - cpu0
 	var last time.Time
 	for _, r := range res {
 		t, err := eventTime(ctx, c, r.TaskID, models.EventVerifyPassed)
@@ -382,32 +352,4 @@ func eventTime(ctx context.Context, c *api.Client, id string, ev models.TaskEven
 		}
 	}
 	return time.Time{}, fmt.Errorf("task %s (%s %q) has no %s event", id, det.Task.Status, det.Task.StatusReason, ev)
-}
-
-func pct(s []time.Duration, q float64) time.Duration {
-	sorted := slices.Sorted(slices.Values(s))
-	return sorted[min(int(q*float64(len(sorted))), len(sorted)-1)]
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// untilHealthy asks the daemon's /healthz until it answers 200 and
-// returns when it did: the end of its start as a supervisor sees it. The
-// polling measures; nothing is synchronised by it.
-func untilHealthy(d *benchdaemon.Daemon) (time.Time, error) {
-	url := "http://" + d.Addr + "/healthz"
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return time.Now(), nil
-			}
-		}
-		select {
-		case <-d.Exited:
-			return time.Time{}, fmt.Errorf("the daemon exited before it was healthy: %v", d.Err)
-		case <-time.After(time.Millisecond):
-		}
-	}
 }

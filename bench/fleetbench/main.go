@@ -46,13 +46,10 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -155,11 +152,11 @@ func run(o options) error {
 		return err
 	}
 	defer d.Stop()
-	healthy, err := untilHealthy(d)
+	healthy, err := d.UntilHealthy()
 	if err != nil {
 		return err
 	}
-	report("start → healthy", fmt.Sprintf("%s (listening after %s)",
+	benchdaemon.Report(28, "start → healthy", fmt.Sprintf("%s (listening after %s)",
 		healthy.Sub(began).Round(time.Millisecond), d.Listening.Sub(began).Round(time.Millisecond)))
 	admin, err := api.NewClient("http://"+d.Addr, "", nil)
 	if err != nil {
@@ -173,7 +170,7 @@ func run(o options) error {
 	if o.oneSource {
 		source = "every runner from 127.0.0.1"
 	}
-	report("fleet", fmt.Sprintf("%d runners × %d agents, %d idle runners, %s", o.runners, o.agents, o.idleRunners, source))
+	benchdaemon.Report(28, "fleet", fmt.Sprintf("%d runners × %d agents, %d idle runners, %s", o.runners, o.agents, o.idleRunners, source))
 
 	// The latency's upstreams go to runners labelled "up", their
 	// dependents to runners labelled "down" (every other runner).
@@ -202,17 +199,17 @@ func run(o options) error {
 	if err := connect(fctx, f, admin, "r", o.runners, o.agents); err != nil {
 		return err
 	}
-	report("waste: connect", waste(f.cnt.snapshot().sub(before)))
+	benchdaemon.Report(28, "waste: connect", waste(f.cnt.snapshot().sub(before)))
 	if o.tasks > 0 {
 		before := f.cnt.snapshot()
 		perTask, rate, took, err := throughput(ctx, f, d, admin, o.tasks)
 		if err != nil {
 			return err
 		}
-		report("throughput", fmt.Sprintf("%.1f assignments/s (%d tasks on %d runners × %d agents; all completed in %s)",
+		benchdaemon.Report(28, "throughput", fmt.Sprintf("%.1f assignments/s (%d tasks on %d runners × %d agents; all completed in %s)",
 			rate, o.tasks, o.runners, o.agents, took.Round(time.Millisecond)))
-		report("daemon CPU per remote task", fmt.Sprintf("%.2f ms over %d tasks", ms(perTask), o.tasks))
-		report("waste: throughput", waste(f.cnt.snapshot().sub(before)))
+		benchdaemon.Report(28, "daemon CPU per remote task", fmt.Sprintf("%.2f ms over %d tasks", benchdaemon.Millis(perTask), o.tasks))
+		benchdaemon.Report(28, "waste: throughput", waste(f.cnt.snapshot().sub(before)))
 	}
 	if o.pairs > 0 {
 		before := f.cnt.snapshot()
@@ -220,9 +217,9 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
-		report("ended → dependent offered", fmt.Sprintf("p50 %.1f ms, p99 %.1f ms, max %.1f ms over %d pairs",
-			ms(pct(lat, 0.50)), ms(pct(lat, 0.99)), ms(slices.Max(lat)), len(lat)))
-		report("waste: latency", waste(f.cnt.snapshot().sub(before)))
+		benchdaemon.Report(28, "ended → dependent offered", fmt.Sprintf("p50 %.1f ms, p99 %.1f ms, max %.1f ms over %d pairs",
+			benchdaemon.Millis(benchdaemon.Percentile(lat, 0.50)), benchdaemon.Millis(benchdaemon.Percentile(lat, 0.99)), benchdaemon.Millis(slices.Max(lat)), len(lat)))
+		benchdaemon.Report(28, "waste: latency", waste(f.cnt.snapshot().sub(before)))
 	}
 	stop()
 	f.wait()
@@ -296,7 +293,7 @@ func register(ctx context.Context, admin *api.Client, prefix string, n int) ([]s
 // them, then stops and removes them.
 func idle(ctx context.Context, f *fleet, d *benchdaemon.Daemon, o options) error {
 	time.Sleep(o.settle) // measuring, not synchronising: the start's work must not count
-	rss0 := rss(d)
+	rss0 := d.RSS()
 	before := f.cnt.snapshot()
 	ictx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -304,22 +301,22 @@ func idle(ctx context.Context, f *fleet, d *benchdaemon.Daemon, o options) error
 		return err
 	}
 	connected := f.cnt.snapshot()
-	report("waste: idle connect", waste(connected.sub(before)))
+	benchdaemon.Report(28, "waste: idle connect", waste(connected.sub(before)))
 	time.Sleep(o.settle) // measuring: the connections' work must not count
-	rss1 := rss(d)
-	cpu0 := cpu(d)
+	rss1 := d.RSS()
+	cpu0 := d.CPU()
 	mid := f.cnt.snapshot()
 	time.Sleep(o.idle)
-	used := cpu(d) - cpu0
+	used := d.CPU() - cpu0
 	after := f.cnt.snapshot()
 	if err := f.failure(); err != nil {
 		return err
 	}
-	report("idle CPU", fmt.Sprintf("%.2f %% of a core over %s with %d runners connected",
+	benchdaemon.Report(28, "idle CPU", fmt.Sprintf("%.2f %% of a core over %s with %d runners connected",
 		100*used.Seconds()/o.idle.Seconds(), o.idle, o.idleRunners))
-	report("idle RSS per runner", fmt.Sprintf("%.1f KiB (RSS %.1f → %.1f MiB with %d runners)",
+	benchdaemon.Report(28, "idle RSS per runner", fmt.Sprintf("%.1f KiB (RSS %.1f → %.1f MiB with %d runners)",
 		float64(rss1-rss0)/1024/float64(o.idleRunners), float64(rss0)/(1<<20), float64(rss1)/(1<<20), o.idleRunners))
-	report("waste: idle", waste(after.sub(mid)))
+	benchdaemon.Report(28, "waste: idle", waste(after.sub(mid)))
 
 	// Stop them, then remove them: the throughput's scheduling rounds see
 	// only the working fleet.
@@ -357,7 +354,7 @@ func throughput(ctx context.Context, f *fleet, d *benchdaemon.Daemon, admin *api
 	for i := range batch.Tasks {
 		batch.Tasks[i] = models.BatchTask{Title: fmt.Sprintf("trivial %d", i)}
 	}
-	cpu0 := cpu(d)
+	cpu0 := d.CPU()
 	begin := time.Now()
 	res, err := admin.CreateTasks(ctx, batch)
 	if err != nil {
@@ -374,7 +371,7 @@ func throughput(ctx context.Context, f *fleet, d *benchdaemon.Daemon, admin *api
 		return 0, 0, 0, err
 	}
 	took := time.Since(begin)
-	used := cpu(d) - cpu0
+	used := d.CPU() - cpu0
 	var last time.Time
 	f.mu.Lock()
 	for _, id := range ids {
@@ -510,77 +507,6 @@ func waitIdle(ctx context.Context, c *api.Client, d *benchdaemon.Daemon, project
 		case <-d.Exited:
 			return fmt.Errorf("the daemon exited: %v", d.Err)
 		case <-time.After(pollEvery):
-		}
-	}
-}
-
-func report(what, result string) {
-	load, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(load))
-	if len(f) > 3 {
-		f = f[:3]
-	}
-	fmt.Printf("%-28s %s (load %s)\n", what+":", result, strings.Join(f, " "))
-}
-
-// cpu returns the daemon's CPU time so far (user and system).
-func cpu(d *benchdaemon.Daemon) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.Pid()))
-	if err != nil {
-		return 0
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b[i+1:]))
-	// After ")": state(0) ppid pgrp session tty tpgid flags minflt cminflt
-	// majflt cmajflt utime(11) stime(12).
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	const ticks = 100 // USER_HZ on Linux
-	return time.Duration(ut+stime) * time.Second / ticks
-}
-
-// rss returns the daemon's resident set size in bytes (VmRSS).
-func rss(d *benchdaemon.Daemon) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.Pid()))
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
-func pct(s []time.Duration, q float64) time.Duration {
-	sorted := slices.Sorted(slices.Values(s))
-	return sorted[min(int(q*float64(len(sorted))), len(sorted)-1)]
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// untilHealthy asks the daemon's /healthz until it answers 200 and
-// returns when it did. The polling measures; nothing is synchronised by
-// it.
-func untilHealthy(d *benchdaemon.Daemon) (time.Time, error) {
-	url := "http://" + d.Addr + "/healthz"
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return time.Now(), nil
-			}
-		}
-		select {
-		case <-d.Exited:
-			return time.Time{}, fmt.Errorf("the daemon exited before it was healthy: %v", d.Err)
-		case <-time.After(time.Millisecond):
 		}
 	}
 }

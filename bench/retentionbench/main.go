@@ -137,15 +137,6 @@ func main() {
 	}
 }
 
-func report(what, result string) {
-	load, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(load))
-	if len(f) > 3 {
-		f = f[:3]
-	}
-	fmt.Printf("%-34s %s (load %s)\n", what+":", result, strings.Join(f, " "))
-}
-
 // prune is -mode prune.
 func prune(ctx context.Context, o options) error {
 	path := filepath.Join(o.dir, "aq.db")
@@ -167,7 +158,7 @@ func prune(ctx context.Context, o options) error {
 		return fmt.Errorf("the seeded history: %v", err)
 	}
 	tasks := stats.Projects[0].ByStatus[models.StatusCompleted]
-	report("seeded", fmt.Sprintf("%d finished tasks, %d events, %s in %s", tasks, tasks*perTask, size(path),
+	benchdaemon.Report(34, "seeded", fmt.Sprintf("%d finished tasks, %d events, %s in %s", tasks, tasks*perTask, size(path),
 		time.Since(begin).Round(time.Second)))
 	if _, err := st.RegisterAgent(ctx, models.Agent{ID: "a1", AgentType: "command",
 		AgentSettings: models.AgentSettings{Command: "/bin/true"}}); err != nil {
@@ -178,7 +169,7 @@ func prune(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	report("completion, pruner idle", summary(alone))
+	benchdaemon.Report(34, "completion, pruner idle", summary(alone))
 
 	timed := &timedStore{Store: st}
 	p := retention.New(retention.Config{Store: timed, ArchiveTasks: 30 * 24 * time.Hour, Batch: o.batch, Duty: o.duty})
@@ -205,21 +196,21 @@ func prune(ctx context.Context, o options) error {
 	if perr != nil {
 		return perr
 	}
-	report("completion, pruner archiving", summary(during))
+	benchdaemon.Report(34, "completion, pruner archiving", summary(during))
 	after, err := completions(ctx, st, o.completions, nil)
 	if err != nil {
 		return err
 	}
-	report("completion, pruner idle again", summary(after))
+	benchdaemon.Report(34, "completion, pruner idle again", summary(after))
 	idle := append(slices.Clone(alone), after...)
-	report("completion, pruner idle (both)", summary(idle))
-	report("archiving against idle (both)", ratios(during, idle))
+	benchdaemon.Report(34, "completion, pruner idle (both)", summary(idle))
+	benchdaemon.Report(34, "archiving against idle (both)", ratios(during, idle))
 	batches, calls := timed.durations()
-	report("pruner", fmt.Sprintf("archived %d tasks (%d events) in %s, %d batches of %d, duty %.2f", rep.Archived,
+	benchdaemon.Report(34, "pruner", fmt.Sprintf("archived %d tasks (%d events) in %s, %d batches of %d, duty %.2f", rep.Archived,
 		rep.Archived*perTask, took.Round(time.Second), len(batches), o.batch, o.duty))
-	report("pruner write, writer held", summary(batches))
-	report("pruner write, with the wait", summary(calls))
-	report("database after", size(path)+" (SQLite reuses the freed pages; the file does not shrink)")
+	benchdaemon.Report(34, "pruner write, writer held", summary(batches))
+	benchdaemon.Report(34, "pruner write, with the wait", summary(calls))
+	benchdaemon.Report(34, "database after", size(path)+" (SQLite reuses the freed pages; the file does not shrink)")
 	return nil
 }
 
@@ -553,7 +544,7 @@ func soak(ctx context.Context, o options) error {
 		case <-time.After(pollEvery):
 		}
 	}
-	report("soak", fmt.Sprintf("%d tasks in %s, windows %s, final %s", o.tasks, time.Since(begin).Round(time.Second),
+	benchdaemon.Report(34, "soak", fmt.Sprintf("%d tasks in %s, windows %s, final %s", o.tasks, time.Since(begin).Round(time.Second),
 		o.window, size(dbPath)))
 	return nil
 }
