@@ -37,10 +37,17 @@ type ctlRun struct {
 // startCtl runs ctl ARGS in the background; each write to its standard
 // output is reported to onWrite.
 func startCtl(ctx context.Context, addr string, onWrite func(), args ...string) *ctlRun {
+	return startMainArgs(ctx, nil, onWrite, append([]string{"ctl", "--addr", "http://" + addr}, args...)...)
+}
+
+// startMainArgs runs the command line args (ctl and its flags first) with
+// env in the background; each write to its standard output is reported
+// to onWrite.
+func startMainArgs(ctx context.Context, env map[string]string, onWrite func(), args ...string) *ctlRun {
 	r := &ctlRun{out: &syncBuffer{onWrite: func([]byte) { onWrite() }}, done: make(chan ctlResult, 1)}
 	go func() {
 		var stderr syncBuffer
-		code := NewMain(append([]string{"ctl", "--addr", "http://" + addr}, args...), r.out, &stderr, envOf(nil)).Exec(ctx)
+		code := NewMain(args, r.out, &stderr, envOf(env)).Exec(ctx)
 		r.done <- ctlResult{stdout: r.out.String(), stderr: stderr.String(), code: code}
 	}()
 	return r

@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
+	cryptorand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +22,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
+	"github.com/agentqueued/agentqueued/internal/tlstest"
 )
 
 // fleetRunner is one runner process of a fleet test.
@@ -48,17 +53,18 @@ func (r *fleetRunner) start(t *testing.T) {
 	}()
 }
 
-// startFleetRunner adds runner name to the daemon at addr and starts the
-// built binary as that runner, with agents command agents running script
-// (with env added to each agent's environment) and its own data directory
-// under dir.
-func startFleetRunner(t *testing.T, bin, addr, dir, name string, agents int, script, mark string, env map[string]string) *fleetRunner {
+// startFleetRunner adds runner name to the daemon and starts the built
+// binary as that runner, with agents command agents running script (with
+// env added to each agent's environment) and its own data directory under
+// e.dir; on host host of e.net, when the test has one.
+func (e *fleetEnv) startFleetRunner(name string, host, agents int, script string, env map[string]string) *fleetRunner {
+	t := e.t
 	t.Helper()
 	var added api.RunnerAdded
-	if err := json.Unmarshal([]byte(mustCtl(t, addr, "--json", "runner", "add", name)), &added); err != nil {
+	if err := json.Unmarshal([]byte(e.mustCtl("--json", "runner", "add", name)), &added); err != nil {
 		t.Fatal(err)
 	}
-	home := filepath.Join(dir, name)
+	home := filepath.Join(e.dir, name)
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +76,7 @@ func startFleetRunner(t *testing.T, bin, addr, dir, name string, agents int, scr
 	fmt.Fprintf(&cfg, "data_dir: %s\nlog:\n  level: info\nagents:\n", filepath.Join(home, "data"))
 	for i := range agents {
 		fmt.Fprintf(&cfg, "  - {name: a%d, type: command, command: %q, env: {DEMO_BIN: %q, DEMO_AGENT: %s-a%d, %s: %q",
-			i, script, bin, name, i, crashMarkEnv, mark)
+			i, script, e.bin, name, i, crashMarkEnv, e.dir)
 		for k, v := range env {
 			fmt.Fprintf(&cfg, ", %s: %q", k, v)
 		}
@@ -81,9 +87,11 @@ func startFleetRunner(t *testing.T, bin, addr, dir, name string, agents int, scr
 		t.Fatal(err)
 	}
 	r := &fleetRunner{name: name, log: &lockedBuffer{addr: make(chan string, 1), assigned: make(chan struct{})}}
-	r.args = []string{bin, "runner", "--server", "http://" + addr, "--token-file", tokenFile, "--config", cfgPath,
-		"--name", name}
-	r.mark = mark
+	r.args = []string{e.bin, "runner", "--server", e.url, "--token-file", tokenFile, "--config", cfgPath, "--name", name}
+	if e.net != nil {
+		r.args = e.net.command(host, append(r.args, "--ca-file", e.caFile)...)
+	}
+	r.mark = e.dir
 	r.start(t)
 	t.Cleanup(func() {
 		select {
@@ -111,11 +119,19 @@ git -c user.name="$DEMO_AGENT" -c user.email=agent@localhost -c commit.gpgsign=f
 `
 
 // fleetEnv is a daemon (the built binary) on a CLONE project "fleet",
-// with runner processes added by runner.
+// with runner processes added by runner. Where the machine allows it
+// (newHostNet), each runner runs on a host of its own: a network
+// namespace reaching the daemon, which listens on the test's bridge over
+// TLS with a token, only by its own address; otherwise (not with CI=true)
+// the daemon and the runners share 127.0.0.1.
 type fleetEnv struct {
 	t       *testing.T
 	cfgPath string
 	listen  string
+	url     string // the daemon's base URL
+	caFile  string // the authority of the daemon's certificate, with net
+	token   string // api.token, with net
+	net     *hostNet
 	bin     string
 	dir     string
 	script  string
@@ -126,6 +142,22 @@ type fleetEnv struct {
 	client  *api.Client
 }
 
+// fleetNet returns the test's network of hosts, or nil when the machine
+// has none to give (then the test fails with CI=true).
+func fleetNet(t *testing.T) *hostNet {
+	t.Helper()
+	n, err := newHostNet(t)
+	if err == nil {
+		return n
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("the runners need hosts of their own: network namespaces with veth pairs and a bridge "+
+			"(root, ip from iproute2, ip netns add): %v", err)
+	}
+	t.Logf("the runners share 127.0.0.1 with the daemon: no network namespaces here (%v)", err)
+	return nil
+}
+
 // newFleetEnv starts the daemon with daemonYAML as its configuration and
 // creates the project.
 func newFleetEnv(t *testing.T, daemonYAML string) *fleetEnv {
@@ -134,15 +166,31 @@ func newFleetEnv(t *testing.T, daemonYAML string) *fleetEnv {
 		t.Skip("builds the binary and runs a daemon and runners")
 	}
 	e := &fleetEnv{t: t, bin: agentqueuedBinary(t), dir: t.TempDir(), watch: progresstest.New(t, "the start of the test")}
+	// The network first: its clean-up runs last, once every process of
+	// the test is ended.
+	e.net = fleetNet(t)
 	e.script = filepath.Join(e.dir, "agent.sh")
 	if err := os.WriteFile(e.script, []byte(fleetAgentScript), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	e.origin = filepath.Join(e.dir, "origin.git")
 	bareOrigin(t, e.origin)
-	e.cfgPath = writeFile(t, e.dir, "daemon.yaml", "log:\n  level: info\n"+daemonYAML)
+	host, scheme := "127.0.0.1", "http"
+	daemonYAML = "log:\n  level: info\n" + daemonYAML
+	if e.net != nil {
+		// Beyond loopback the daemon serves only over TLS, with a token.
+		host, scheme = e.net.gateway(), "https"
+		ca := tlstest.NewCA(t, "fleet test CA")
+		e.caFile = ca.WriteCA(t, e.dir)
+		cert, key := ca.Issue(t, host, "127.0.0.1").Write(t, e.dir)
+		secret := make([]byte, 32)
+		cryptorand.Read(secret)
+		e.token = hex.EncodeToString(secret)
+		daemonYAML += fmt.Sprintf("api:\n  token: %s\n  tls_cert: %s\n  tls_key: %s\n", e.token, cert, key)
+	}
+	e.cfgPath = writeFile(t, e.dir, "daemon.yaml", daemonYAML)
 	// A fixed port: runners find a restarted daemon where it was.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +208,22 @@ func newFleetEnv(t *testing.T, daemonYAML string) *fleetEnv {
 			killMarked(left)
 		}
 	})
-	if e.client, err = api.NewClient("http://"+e.d.addr, "", nil); err != nil {
+	e.url = scheme + "://" + e.d.addr
+	var hc *http.Client
+	if e.caFile != "" {
+		ca, err := os.ReadFile(e.caFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots, err := api.TrustedRoots(ca)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := api.NewTransport(roots)
+		t.Cleanup(tr.CloseIdleConnections)
+		hc = &http.Client{Transport: tr}
+	}
+	if e.client, err = api.NewClient(e.url, e.token, hc); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.client.CreateProject(e.watch.Context(), models.ProjectSpec{ID: "fleet", MaxConcurrentAgents: 16,
@@ -170,14 +233,40 @@ func newFleetEnv(t *testing.T, daemonYAML string) *fleetEnv {
 	return e
 }
 
+// ctlArgs are ctl's arguments reaching the daemon, and its environment.
+func (e *fleetEnv) ctlArgs(args ...string) ([]string, map[string]string) {
+	full := []string{"ctl", "--addr", e.url}
+	if e.caFile != "" {
+		full = append(full, "--ca-file", e.caFile)
+	}
+	env := map[string]string{}
+	if e.token != "" {
+		env[envToken] = e.token
+	}
+	return append(full, args...), env
+}
+
+// mustCtl runs ctl against the daemon and fails the test unless it
+// succeeds.
+func (e *fleetEnv) mustCtl(args ...string) string {
+	e.t.Helper()
+	full, env := e.ctlArgs(args...)
+	var stdout, stderr bytes.Buffer
+	if code := NewMain(full, &stdout, &stderr, envOf(env)).Exec(context.Background()); code != 0 {
+		e.fatalf("ctl %s: exit %d, stderr: %s", strings.Join(args, " "), code, stderr.String())
+	}
+	return stdout.String()
+}
+
 // runner starts a runner process with agents agents.
 func (e *fleetEnv) runner(name string, agents int, env map[string]string) *fleetRunner {
 	return e.runnerWith(name, agents, e.script, env)
 }
 
-// runnerWith starts a runner process whose agents run script.
+// runnerWith starts a runner process whose agents run script, on the
+// next host.
 func (e *fleetEnv) runnerWith(name string, agents int, script string, env map[string]string) *fleetRunner {
-	r := startFleetRunner(e.t, e.bin, e.d.addr, e.dir, name, agents, script, e.dir, env)
+	r := e.startFleetRunner(name, len(e.fleet), agents, script, env)
 	e.fleet = append(e.fleet, r)
 	return r
 }
@@ -289,9 +378,11 @@ func (e *fleetEnv) checkOnce(ids []string) map[string]models.TaskDetail {
 }
 
 // TestRunnersRunADAG runs a DAG on a CLONE project with every agent on one
-// of three runner processes, each with its own data directory and two
-// agents: every task COMPLETED exactly once, its work merged into the
-// origin exactly once, through git served by the daemon.
+// of three runner processes, each with its own data directory, host
+// (network namespace, where the machine has them) and two agents: the
+// daemon sees each runner from its host's address, and every task
+// COMPLETED exactly once, its work merged into the origin exactly once,
+// through git served by the daemon.
 func TestRunnersRunADAG(t *testing.T) {
 	t.Parallel()
 	const tasks, runners, perRunner = 30, 3, 2
@@ -309,6 +400,22 @@ func TestRunnersRunADAG(t *testing.T) {
 		ids[i] = res.TaskID
 	}
 	e.await("every task completed", allCompleted)
+	// The daemon saw each runner from its own host.
+	var from []string
+	for i := range runners {
+		name, want := fmt.Sprintf("r%d", i), "127.0.0.1"
+		if e.net != nil {
+			want = e.net.addr(i)
+		}
+		var shown models.Runner
+		if err := json.Unmarshal([]byte(e.mustCtl("--json", "runner", "show", name)), &shown); err != nil {
+			t.Fatal(err)
+		}
+		if host, _, err := net.SplitHostPort(shown.Address); err != nil || host != want {
+			t.Errorf("runner %s connected from %q, want %s:PORT", name, shown.Address, want)
+		}
+		from = append(from, name+" from "+shown.Address)
+	}
 	byAgent := map[string]int{}
 	for id, det := range e.checkOnce(ids) {
 		for _, r := range det.Runs {
@@ -321,7 +428,7 @@ func TestRunnersRunADAG(t *testing.T) {
 	if t.Failed() || os.Getenv("AQ_TEST_LOG") != "" {
 		t.Log(e.logs())
 	}
-	t.Logf("runs by agent: %v", byAgent)
+	t.Logf("runs by agent: %v; the daemon at %s saw %s", byAgent, e.url, strings.Join(from, ", "))
 }
 
 // fleetLease is the daemon configuration of the lease tests: a short lease.
@@ -478,13 +585,14 @@ func TestRemoteAgentAsksAndIsFollowed(t *testing.T) {
 	}
 	id := res[0].TaskID
 	wrote := make(chan struct{}, 1)
-	follow := startCtl(ctx, e.d.addr, func() {
+	followArgs, followEnv := e.ctlArgs("task", "logs", id, "-f")
+	follow := startMainArgs(ctx, followEnv, func() {
 		e.watch.Progress("ctl printed")
 		select {
 		case wrote <- struct{}{}:
 		default:
 		}
-	}, "task", "logs", id, "-f")
+	}, followArgs...)
 	for want := "starting " + id + "\n[progress] half way\n"; !strings.Contains(follow.out.String(), want); {
 		select {
 		case <-wrote:
