@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/landing"
@@ -487,7 +488,11 @@ func TestWatchLandingsLandsOnceTheTreeIsClean(t *testing.T) {
 // its next retry once the file is gone.
 func TestWatchLandingsBacksOffWhileGitRefuses(t *testing.T) {
 	t.Parallel()
-	clk := clocktest.NewFollowing()
+	// A clock that stands between Advances: the back-off is counted in
+	// polls, and a clock that followed the real time drifted by the
+	// seconds a loaded machine took between them, moving a retry to an
+	// earlier poll.
+	clk := clocktest.New(time.Now())
 	verified := make(chan string, 64)
 	e := newLinkEnv(t, linkOpts{cfg: landing.Config{Clock: clk}, setup: func(l *landing.Lander) {
 		landing.SetAfterVerify(l, func(id string) { verified <- id })
