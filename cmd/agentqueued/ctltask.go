@@ -21,7 +21,7 @@ const requiresApprovalHelp = "the task never lands without a person's decision: 
 
 // taskFieldFlags are the task add flags that describe one task.
 var taskFieldFlags = []string{"title", "description", "priority", "depends-on", "verification", "requires-approval",
-	"test-command", "kind", "meta", "created-by", "max-retries", "expected-count", "timeout", "agent-type"}
+	"test-command", "kind", "meta", "created-by", "max-retries", "expected-count", "timeout", "agent-type", "runner-label"}
 
 func (c *ctl) taskAdd(ctx context.Context, args []string) error {
 	fs := c.flagSet("task add")
@@ -44,6 +44,8 @@ func (c *ctl) taskAdd(ctx context.Context, args []string) error {
 	expected := fs.Int("expected-count", 0, "how many `items` the task will process (required under a Capacity rule)")
 	timeout := fs.Duration("timeout", 0, "end a run of the task after this long (`duration`; the agent's max runtime still applies when smaller)")
 	agentType := fs.String("agent-type", "", "run the task only on agents of this `type` ("+strings.Join(models.AgentTypes, ", ")+")")
+	var runnerLabels repeatFlag
+	fs.Var(&runnerLabels, "runner-label", "run the task only on agents of runners with this `label` (repeatable)")
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
@@ -73,7 +75,7 @@ func (c *ctl) taskAdd(ctx context.Context, args []string) error {
 		bt := models.BatchTask{
 			Title: *title, Description: *description, VerificationType: models.VerificationType(strings.ToUpper(*verification)),
 			RequiresApproval: *requiresApproval, Kind: *kind, TestCommands: testCommands, CreatedBy: *createdBy,
-			ExpectedCount: *expected, Timeout: models.Duration(*timeout), AgentType: *agentType,
+			ExpectedCount: *expected, Timeout: models.Duration(*timeout), AgentType: *agentType, RunnerLabels: runnerLabels,
 		}
 		if set["priority"] {
 			bt.Priority = priority
@@ -180,6 +182,9 @@ func (c *ctl) taskEdit(ctx context.Context, args []string) error {
 	timeout := fs.Duration("timeout", 0, "end a run of the task after this long (`duration`); 0 removes the task's own cap")
 	agentType := fs.String("agent-type", "", "run the task only on agents of this `type` ("+strings.Join(models.AgentTypes, ", ")+
 		"); empty lets any agent take it")
+	var runnerLabels repeatFlag
+	fs.Var(&runnerLabels, "runner-label", "run the task only on agents of runners with this `label` (repeatable; replaces the list)")
+	clearLabels := fs.Bool("clear-runner-labels", false, "remove the task's own runner labels")
 	pos, err := c.parse(fs, args, "ID")
 	if err != nil {
 		return err
@@ -193,6 +198,9 @@ func (c *ctl) taskEdit(ctx context.Context, args []string) error {
 	}
 	if set["meta"] && *clearMeta {
 		return usagef("ctl task edit: --meta cannot be combined with --clear-meta")
+	}
+	if set["runner-label"] && *clearLabels {
+		return usagef("ctl task edit: --runner-label cannot be combined with --clear-runner-labels")
 	}
 	var patch models.TaskPatch
 	if set["title"] {
@@ -245,10 +253,17 @@ func (c *ctl) taskEdit(ctx context.Context, args []string) error {
 	if set["agent-type"] {
 		patch.AgentType = agentType
 	}
+	if set["runner-label"] || *clearLabels {
+		list := []string(runnerLabels)
+		if list == nil {
+			list = []string{}
+		}
+		patch.RunnerLabels = &list
+	}
 	if len(patch.Fields()) == 0 {
 		return usagef("ctl task edit: nothing to change (use --title, --description, --priority, --criterion, --clear-criteria, " +
 			"--test-command, --clear-test-commands, --verification, --requires-approval, --profile, --kind, --meta, --clear-meta, " +
-			"--expected-count, --timeout or --agent-type)")
+			"--expected-count, --timeout, --agent-type, --runner-label or --clear-runner-labels)")
 	}
 	t, err := c.client.EditTask(ctx, pos[0], patch)
 	if err != nil {

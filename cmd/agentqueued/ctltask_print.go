@@ -250,6 +250,9 @@ func printTaskRows(w io.Writer, t models.Task, more func(tw io.Writer)) {
 	row(tw, "PR:", str(t.PRURL))
 	row(tw, "Profile:", t.Profile)
 	row(tw, "Agent type:", t.AgentType)
+	if len(t.RunnerLabels) > 0 {
+		row(tw, "Runner labels:", strings.Join(t.RunnerLabels, ", "))
+	}
 	row(tw, "Test commands:", strings.Join(t.TestCommands, "; "))
 	row(tw, "Criteria:", strings.Join(t.AcceptanceCriteria, "; "))
 	var meta []string

@@ -77,7 +77,7 @@ func workflowStepSummary(s models.WorkflowStep) string {
 		parts = append(parts, "expected_count "+s.ExpectedCount.String())
 	}
 	for _, f := range []struct{ name, v string }{{"profile", s.Profile}, {"agent_type", s.AgentType}, {"kind", s.Kind},
-		{"verification", string(s.Verification)}} {
+		{"verification", string(s.Verification)}, {"runner_labels", strings.Join(s.RunnerLabels, ",")}} {
 		if f.v != "" {
 			parts = append(parts, f.name+" "+f.v)
 		}

@@ -96,6 +96,7 @@
 //	ctl task add --project P --title T [--description D] [--priority N] [--depends-on ID[,ID]]
 //	             [--verification AUTO_TEST|QA_AGENT|HUMAN] [--requires-approval] [--test-command CMD]...
 //	             [--kind K] [--meta KEY=VALUE]... [--created-by NAME] [--expected-count N]
+//	             [--timeout D] [--agent-type TYPE] [--runner-label L]...
 //	ctl task add --file batch.json [--project P]
 //	ctl task list [--project P] [--status S[,S]] [--limit N] [--after ID] [--archived]
 //	ctl task show ID
@@ -105,7 +106,7 @@
 //	ctl task edit ID [--title T] [--description D] [--priority N] [--criterion C]... [--clear-criteria]
 //	             [--test-command CMD]... [--clear-test-commands] [--verification V] [--requires-approval[=false]]
 //	             [--profile P] [--kind K] [--meta KEY=VALUE]... [--clear-meta] [--expected-count N]
-//	             [--timeout D] [--agent-type TYPE]
+//	             [--timeout D] [--agent-type TYPE] [--runner-label L]... [--clear-runner-labels]
 //	ctl task deps ID [--add ID[:soft][,ID...]]... [--remove ID[,ID...]]...
 //	ctl task delete ID
 //	ctl task skip|stop|restart ID [--reason R]

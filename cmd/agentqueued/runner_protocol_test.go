@@ -28,10 +28,10 @@ type handRunner struct {
 	client *api.Client
 }
 
-func newHandRunner(t *testing.T, addr, name string) *handRunner {
+func newHandRunner(t *testing.T, addr, name string, addArgs ...string) *handRunner {
 	t.Helper()
 	var added api.RunnerAdded
-	if err := json.Unmarshal([]byte(mustCtl(t, addr, "--json", "runner", "add", name)), &added); err != nil {
+	if err := json.Unmarshal([]byte(mustCtl(t, addr, append([]string{"--json", "runner", "add", name}, addArgs...)...)), &added); err != nil {
 		t.Fatal(err)
 	}
 	c, err := api.NewClient("http://"+addr, added.Token, nil)
@@ -332,5 +332,58 @@ func TestRunnerIsGivenEachRunOnce(t *testing.T) {
 	slices.Sort(want)
 	if got := taskOf(nextRuns()); !slices.Equal(got, want) {
 		t.Fatalf("after a hello: tasks %v, want %v", got, want)
+	}
+}
+
+// A task's own runner labels (ctl task add --runner-label) keep it from
+// runners without them: it waits, saying why, until a runner with the
+// labels connects, which is offered it.
+func TestTaskRunnerLabelsPlaceIt(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, filepath.Join(t.TempDir(), "data"))
+	addr := d.m.Addr()
+	ctx := d.watch.Context()
+	admin, err := api.NewClient("http://"+addr, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CreateProject(ctx, models.ProjectSpec{ID: "plain"}.Project()); err != nil {
+		t.Fatal(err)
+	}
+	newHandRunner(t, addr, "plain-box", "--label", "linux") // connected, idle, without gpu
+	id := taskIDs(t, mustCtl(t, addr, "task", "add", "--project", "plain", "--title", "Train", "--runner-label", "gpu",
+		"--runner-label", "linux"))[0]
+	if out := mustCtl(t, addr, "task", "show", id); !strings.Contains(out, "gpu, linux") {
+		t.Errorf("ctl task show does not show the labels:\n%s", out)
+	}
+	// The unlabelled runner is not offered it: the task waits, saying why.
+	want := "no agent on a runner labelled gpu, linux works on project plain"
+	for {
+		task, err := admin.GetTask(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.Task.WaitingReason == want && task.Task.WaitingCode == models.WaitingRunnerLabels {
+			break
+		}
+		d.watch.Observe("waiting reason " + task.Task.WaitingReason)
+		select {
+		case <-ctx.Done():
+			t.Fatalf("task %s waits with %q, want %q: %v", id, task.Task.WaitingReason, want, d.watch.Err())
+		case <-time.After(20 * time.Millisecond): // polling the daemon's answers
+		}
+	}
+	// A runner with both labels is offered it at once.
+	gpu := newHandRunner(t, addr, "gpu-box", "--label", "gpu,linux")
+	poll, err := gpu.client.RunnerPoll(ctx)
+	for err == nil && len(poll.Runs) == 0 {
+		poll, err = gpu.client.RunnerPoll(ctx)
+	}
+	if err != nil || poll.Runs[0].Task.ID != id {
+		t.Fatalf("the labelled runner's poll: %+v %v", poll, err)
+	}
+	if task, err := admin.GetTask(ctx, id); err != nil || task.Task.AssignedAgentID == nil ||
+		*task.Task.AssignedAgentID != "gpu-box/a" {
+		t.Fatalf("the task is assigned to %v (%v), want gpu-box/a", task.Task.AssignedAgentID, err)
 	}
 }

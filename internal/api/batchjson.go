@@ -367,6 +367,9 @@ func (r *batchReader) task(t *models.BatchTask) bool {
 		case "dependencies":
 			t.Dependencies, ok = r.dependencies()
 			return 1 << 21, ok
+		case "runner_labels":
+			t.RunnerLabels, ok = r.strings()
+			return 1 << 22, ok
 		}
 		return 0, false
 	})

@@ -192,7 +192,7 @@ func batchText(t *rapid.T) (string, bool) {
 			"verification_type": str, "max_retries": num, "parent_task_id": str, "repo_id": str,
 			"requires_approval": boolean, "plan_source": str, "is_plan_subtask": boolean, "kind": str,
 			"created_by": str, "expected_count": num, "profile": str, "agent_type": str, "metadata": metadata,
-			"acceptance_criteria": strs, "test_commands": strs,
+			"acceptance_criteria": strs, "test_commands": strs, "runner_labels": strs,
 			"dependencies": func() string { return list(dependency, rapid.IntRange(0, 3).Draw(t, "dependencies")) },
 		}
 		if odd("general member") {

@@ -46,7 +46,10 @@ type BatchTask struct {
 	// Timeout caps each run of the task (Task.Timeout); 0 is none.
 	Timeout Duration `json:"timeout,omitempty"`
 	// AgentType routes the task to agents of that type; empty: any agent.
-	AgentType      string            `json:"agent_type,omitempty"`
+	AgentType string `json:"agent_type,omitempty"`
+	// RunnerLabels limits the task to agents on runners with these labels
+	// (Task.RunnerLabels).
+	RunnerLabels   []string          `json:"runner_labels,omitempty"`
 	Dependencies   []BatchDependency `json:"dependencies,omitempty"`
 	DedupeStrategy []DedupeStrategy  `json:"dedupe_strategy,omitempty"`
 	// Rules are the entry's own scheduling rules (seed Core Concepts): the
@@ -128,7 +131,7 @@ func (bt BatchTask) Task(projectID, createdBy string) Task {
 		RequiresApproval: bt.RequiresApproval, IsPlanSubtask: bt.IsPlanSubtask, Kind: bt.Kind, Metadata: bt.Metadata,
 		CreatedBy: bt.CreatedBy, NotBefore: bt.NotBefore, ExpectedCount: bt.ExpectedCount,
 		AcceptanceCriteria: bt.AcceptanceCriteria, TestCommands: bt.TestCommands, Profile: bt.Profile,
-		Timeout: bt.Timeout, AgentType: bt.AgentType,
+		Timeout: bt.Timeout, AgentType: bt.AgentType, RunnerLabels: bt.RunnerLabels,
 	}
 	if t.ProjectID == "" {
 		t.ProjectID = projectID

@@ -171,17 +171,8 @@ func (s ProjectSettings) NeedsPR(t Task) bool {
 
 // Validate checks the settings, naming the bad field.
 func (s *ProjectSettings) Validate() error {
-	if len(s.RunnerLabels) > MaxRunnerLabels {
-		return Errorf(CodeInvalid, "settings.runner_labels: at most %d labels (got %d)", MaxRunnerLabels, len(s.RunnerLabels))
-	}
-	for i, l := range s.RunnerLabels {
-		if !ValidID(l) {
-			return Errorf(CodeInvalid, "settings.runner_labels[%d]: %s is not a label (1-64 lower-case letters, digits, '-' or '_')",
-				i, Quote(cutRunes(l, 80)))
-		}
-		if slices.Contains(s.RunnerLabels[:i], l) {
-			return Errorf(CodeInvalid, "settings.runner_labels[%d]: %s is listed twice", i, Quote(l))
-		}
+	if err := checkRunnerLabels("settings.runner_labels", s.RunnerLabels); err != nil {
+		return err
 	}
 	for _, f := range []struct{ name, v string }{{"default_profile", s.DefaultProfile}, {"qa_agent", s.QAAgent},
 		{"qa_profile", s.QAProfile}} {
@@ -767,4 +758,23 @@ func redactUserinfo(u string) string {
 		at = strings.LastIndexByte(rest, '@')
 	}
 	return prefix + "***" + rest[at:]
+}
+
+// checkRunnerLabels checks the runner labels of a project or a task, key
+// naming them in an error: at most MaxRunnerLabels, each a label (an id)
+// given once.
+func checkRunnerLabels(key string, labels []string) error {
+	if len(labels) > MaxRunnerLabels {
+		return Errorf(CodeInvalid, "%s: at most %d labels (got %d)", key, MaxRunnerLabels, len(labels))
+	}
+	for i, l := range labels {
+		if !ValidID(l) {
+			return Errorf(CodeInvalid, "%s[%d]: %s is not a label (1-64 lower-case letters, digits, '-' or '_')",
+				key, i, Quote(cutRunes(l, 80)))
+		}
+		if slices.Contains(labels[:i], l) {
+			return Errorf(CodeInvalid, "%s[%d]: %s is listed twice", key, i, Quote(l))
+		}
+	}
+	return nil
 }

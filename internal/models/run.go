@@ -270,6 +270,9 @@ const (
 	// WaitingAgentType: the task is routed to an agent type, and no idle
 	// agent of that type works on its project.
 	WaitingAgentType = "agent_type"
+	// WaitingRunnerLabels: the task needs runner labels of its own, and no
+	// idle agent on a runner with all of them works on its project.
+	WaitingRunnerLabels = "runner_labels"
 )
 
 // WaitingLanding is the waiting code of a task whose verified (or

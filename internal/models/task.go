@@ -76,6 +76,10 @@ type Task struct {
 	// AgentType routes the task to agents of that type (one of AgentTypes);
 	// empty means any agent.
 	AgentType string `json:"agent_type,omitempty"`
+	// RunnerLabels limits the task to agents on runners that have every
+	// one of these labels, besides its project's (docs/runners.md); empty:
+	// any agent the project allows.
+	RunnerLabels []string `json:"runner_labels,omitempty"`
 	// PreferAgentID is the agent a READY task goes to when it is idle: the
 	// agent whose question was answered after its run ended, so that its
 	// session resumes. Read by scheduling rounds only; cleared at the claim.
@@ -170,6 +174,8 @@ func (t *Task) validateContent() error {
 		return Errorf(CodeInvalid, "expected_count: at most %d (got %d)", MaxExpectedCount, t.ExpectedCount)
 	case t.AgentType != "" && !slices.Contains(AgentTypes, t.AgentType):
 		return Errorf(CodeInvalid, "agent_type: %s is not an agent type (%s)", Quote(t.AgentType), strings.Join(AgentTypes, ", "))
+	case checkRunnerLabels("runner_labels", t.RunnerLabels) != nil:
+		return checkRunnerLabels("runner_labels", t.RunnerLabels)
 	case t.Profile != "" && !ValidID(t.Profile):
 		return Errorf(CodeInvalid, "profile: %s is not a profile name (1-64 lower-case letters, digits, '-' or '_')", Quote(t.Profile))
 	case t.ParentTaskID != nil && !ValidTaskID(*t.ParentTaskID):

@@ -33,11 +33,14 @@ type TaskPatch struct {
 	// AgentType routes the task to agents of that type; an empty string
 	// lets any agent take it.
 	AgentType *string `json:"agent_type,omitempty"`
+	// RunnerLabels replaces the runner labels the task needs; an empty
+	// list clears them.
+	RunnerLabels *[]string `json:"runner_labels,omitempty"`
 }
 
 // taskPatchFields names every field a patch may set, in Fields' order.
 const taskPatchFields = "title, description, priority, acceptance_criteria, test_commands, verification_type, " +
-	"requires_approval, profile, kind, metadata, expected_count, timeout, agent_type"
+	"requires_approval, profile, kind, metadata, expected_count, timeout, agent_type, runner_labels"
 
 // Fields names the fields the patch sets, in a fixed order.
 func (p TaskPatch) Fields() []string {
@@ -51,6 +54,7 @@ func (p TaskPatch) Fields() []string {
 		{"verification_type", p.VerificationType != nil}, {"requires_approval", p.RequiresApproval != nil},
 		{"profile", p.Profile != nil}, {"kind", p.Kind != nil}, {"metadata", p.Metadata != nil},
 		{"expected_count", p.ExpectedCount != nil}, {"timeout", p.Timeout != nil}, {"agent_type", p.AgentType != nil},
+		{"runner_labels", p.RunnerLabels != nil},
 	} {
 		if f.set {
 			out = append(out, f.name)
@@ -61,9 +65,9 @@ func (p TaskPatch) Fields() []string {
 
 // Routing reports whether the patch sets a field that decides which agent
 // may take the task or which rules count it: kind, metadata,
-// expected_count or agent_type.
+// expected_count, agent_type or runner_labels.
 func (p TaskPatch) Routing() bool {
-	return p.Kind != nil || p.Metadata != nil || p.ExpectedCount != nil || p.AgentType != nil
+	return p.Kind != nil || p.Metadata != nil || p.ExpectedCount != nil || p.AgentType != nil || p.RunnerLabels != nil
 }
 
 // Apply returns t with the patch applied, validated like a new task (the
@@ -115,6 +119,12 @@ func (p TaskPatch) Apply(t Task) (Task, error) {
 	}
 	if p.AgentType != nil {
 		t.AgentType = *p.AgentType
+	}
+	if p.RunnerLabels != nil {
+		t.RunnerLabels = slices.Clone(*p.RunnerLabels)
+		if len(t.RunnerLabels) == 0 {
+			t.RunnerLabels = nil
+		}
 	}
 	if err := t.Validate(); err != nil {
 		return t, err

@@ -66,8 +66,11 @@ type WorkflowStep struct {
 	// agents of that type (empty: any agent of the project).
 	Profile   string `json:"profile,omitempty"`
 	AgentType string `json:"agent_type,omitempty"`
-	Kind      string `json:"kind,omitempty"`
-	Priority  *int   `json:"priority,omitempty"`
+	// RunnerLabels limit the step's tasks to agents on runners with these
+	// labels (Task.RunnerLabels).
+	RunnerLabels []string `json:"runner_labels,omitempty"`
+	Kind         string   `json:"kind,omitempty"`
+	Priority     *int     `json:"priority,omitempty"`
 	// TestCommands, Verification and RequiresApproval are the tasks' own.
 	TestCommands     []string         `json:"test_commands,omitempty"`
 	Verification     VerificationType `json:"verification,omitempty"`

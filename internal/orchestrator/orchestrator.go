@@ -1032,7 +1032,8 @@ func taskInfo(t models.Task) TaskInfo {
 	return TaskInfo{ID: t.ID, ProjectID: t.ProjectID, Priority: t.Priority, CreatedBy: t.CreatedBy,
 		SubmissionSeq: t.SubmissionSeq, NotBefore: t.NotBefore, Kind: t.Kind, Metadata: t.Metadata, Status: t.Status, ExpectedCount: t.ExpectedCount,
 		SuccessCount: t.SuccessCount, FailureCount: t.FailureCount, RunID: t.RunID, StepName: t.StepName,
-		StepConcurrency: t.StepConcurrency, Rules: t.Rules, AgentType: t.AgentType, PreferAgent: t.PreferAgentID}
+		StepConcurrency: t.StepConcurrency, Rules: t.Rules, AgentType: t.AgentType, PreferAgent: t.PreferAgentID,
+		RunnerLabels: t.RunnerLabels}
 }
 
 // applyTimers resumes PAUSED tasks whose time has come and retries or

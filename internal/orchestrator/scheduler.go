@@ -121,10 +121,10 @@ func (r *round) projectWhy(p *project) Why {
 			p.ID, p.TokensUsed, *p.BudgetLimit)}
 	case p.Running+p.assigned >= p.MaxConcurrentAgents:
 		return Why{models.WaitingSlots, fmt.Sprintf("all %d slots of project %s are busy", p.MaxConcurrentAgents, p.ID)}
-	case r.agentFor(p.ID, "") == nil && len(p.RunnerLabels) > 0:
+	case r.agentFor(p.ID, "", nil) == nil && len(p.RunnerLabels) > 0:
 		return Why{models.WaitingAgentsBusy, fmt.Sprintf("no idle agent on a runner labelled %s serves project %s",
 			strings.Join(p.RunnerLabels, ", "), p.ID)}
-	case r.agentFor(p.ID, "") == nil:
+	case r.agentFor(p.ID, "", nil) == nil:
 		return Why{models.WaitingAgentsBusy, fmt.Sprintf("no idle agent serves project %s", p.ID)}
 	case p.assigned > 0 || len(r.out) > 0:
 		return Why{models.WaitingQueued, "waiting for its turn: the free agents went to work ahead of it"}
@@ -605,12 +605,36 @@ func (c *candidate) usable() bool {
 		c.blocked, c.why = true, why
 		return false
 	}
-	if c.AgentType != "" && c.round.agentFor(c.ProjectID, c.AgentType) == nil {
+	if (c.AgentType != "" || len(c.RunnerLabels) > 0) && c.round.agentFor(c.ProjectID, c.AgentType, c.RunnerLabels) == nil {
 		// Agents are only taken as the round goes on: it stays refused.
-		c.blocked, c.why = true, c.round.typeWhy(c.ProjectID, c.AgentType)
+		c.blocked = true
+		if len(c.RunnerLabels) == 0 {
+			c.why = c.round.typeWhy(c.ProjectID, c.AgentType)
+		} else {
+			c.why = c.round.labelsWhy(c.ProjectID, c.AgentType, c.RunnerLabels)
+		}
 		return false
 	}
 	return true
+}
+
+// labelsWhy says why a task that needs runner labels of its own waits: no
+// agent on a runner with them (and of agentType, when set) works on its
+// project, or none of them is free.
+func (r *round) labelsWhy(projectID, agentType string, labels []string) *Why {
+	what := "agent"
+	if agentType != "" {
+		what = "agent of type " + agentType
+	}
+	want := strings.Join(labels, ", ")
+	for _, a := range r.known {
+		if (agentType == "" || a.AgentType == agentType) && (len(a.Projects) == 0 || slices.Contains(a.Projects, projectID)) &&
+			hasLabels(a.Labels, r.labels[projectID]) && hasLabels(a.Labels, labels) {
+			return &Why{models.WaitingRunnerLabels, fmt.Sprintf("every %s on a runner labelled %s that works on project %s is busy",
+				what, want, projectID)}
+		}
+	}
+	return &Why{models.WaitingRunnerLabels, fmt.Sprintf("no %s on a runner labelled %s works on project %s", what, want, projectID)}
 }
 
 // typeWhy says why a task routed to agentType waits: no agent of that type
@@ -678,20 +702,21 @@ func (p *project) share(quantum float64) float64 {
 }
 
 // serves reports whether a is still idle and may take a task of projectID
-// routed to agentType (empty: any type).
-func (a *idleAgent) serves(projectID, agentType string) bool {
+// routed to agentType (empty: any type) that needs the runner labels
+// labels (besides its project's).
+func (a *idleAgent) serves(projectID, agentType string, labels []string) bool {
 	return !a.used && (len(a.Projects) == 0 || slices.Contains(a.Projects, projectID)) &&
-		(agentType == "" || a.AgentType == agentType) && !a.deny[projectID]
+		(agentType == "" || a.AgentType == agentType) && !a.deny[projectID] && hasLabels(a.Labels, labels)
 }
 
 // warm reports whether a's checkout is of p's repository.
 func (a *idleAgent) warm(p *project) bool { return p.RepoID != "" && a.RepoID == p.RepoID }
 
 // agentFor returns the first idle agent, in ID order, allowed to work on
-// projectID and of agentType (empty: any type).
-func (r *round) agentFor(projectID, agentType string) *idleAgent {
+// projectID, of agentType (empty: any type) and on a runner with labels.
+func (r *round) agentFor(projectID, agentType string, labels []string) *idleAgent {
 	for _, a := range r.agents {
-		if a.serves(projectID, agentType) {
+		if a.serves(projectID, agentType, labels) {
 			return a
 		}
 	}
@@ -706,7 +731,7 @@ func (r *round) agentFor(projectID, agentType string) *idleAgent {
 func (r *round) pickAgent(p *project, c *candidate) *idleAgent {
 	if c.PreferAgent != "" {
 		for _, a := range r.agents {
-			if a.ID == c.PreferAgent && a.serves(p.ID, c.AgentType) {
+			if a.ID == c.PreferAgent && a.serves(p.ID, c.AgentType, c.RunnerLabels) {
 				return a
 			}
 		}
@@ -716,18 +741,18 @@ func (r *round) pickAgent(p *project, c *candidate) *idleAgent {
 	if c.AgentType == "" {
 		for _, warm := range []bool{true, false} {
 			for _, a := range r.agents {
-				if (!warm || a.warm(p)) && a.serves(p.ID, "") && r.wanted[a.AgentType] == 0 {
+				if (!warm || a.warm(p)) && a.serves(p.ID, "", c.RunnerLabels) && r.wanted[a.AgentType] == 0 {
 					return a
 				}
 			}
 		}
 	}
 	for _, a := range r.agents {
-		if a.warm(p) && a.serves(p.ID, c.AgentType) {
+		if a.warm(p) && a.serves(p.ID, c.AgentType, c.RunnerLabels) {
 			return a
 		}
 	}
-	return r.agentFor(p.ID, c.AgentType)
+	return r.agentFor(p.ID, c.AgentType, c.RunnerLabels)
 }
 
 func (r *round) assign(p *project, c *candidate, reason string) {
@@ -784,7 +809,7 @@ func (r *round) guarantee() {
 		if !s.p.open() {
 			continue
 		}
-		if r.agentFor(s.p.ID, "") == nil {
+		if r.agentFor(s.p.ID, "", nil) == nil {
 			continue
 		}
 		// A candidate best returns can start: an agent of its type is idle.
@@ -807,7 +832,7 @@ func (r *round) fairShare() {
 				continue
 			}
 			oldest := p.oldest()
-			if oldest == nil || r.agentFor(p.ID, "") == nil {
+			if oldest == nil || r.agentFor(p.ID, "", nil) == nil {
 				p.closed = true
 				continue
 			}

@@ -754,13 +754,55 @@ func TestRunnerLabelsAndWarmAgents(t *testing.T) {
 	linux := orchestrator.AgentInfo{ID: "b/linux", Labels: []string{"linux"}}
 	gpuBox := orchestrator.AgentInfo{ID: "c/gpu", Labels: []string{"gpu", "linux"}}
 	warm := orchestrator.AgentInfo{ID: "d-warm", RepoID: "r-web"}
+	labelled := func(id, project string, labels ...string) orchestrator.TaskInfo {
+		c := task(id, project, 0)
+		c.RunnerLabels = labels
+		return c
+	}
+	codexGPU := orchestrator.AgentInfo{ID: "e/codex", AgentType: "codex", Labels: []string{"gpu"}}
+	typed := func(c orchestrator.TaskInfo, agentType string) orchestrator.TaskInfo {
+		c.AgentType = agentType
+		return c
+	}
+	projectWhy := "no idle agent on a runner labelled gpu serves project a"
 	tests := []struct {
 		name     string
 		projects []orchestrator.ProjectState
 		ready    []orchestrator.TaskInfo
 		idle     []orchestrator.AgentInfo
 		want     map[string]string
+		// why is the waiting reason of each task not assigned
+		// (projectWhy when empty).
+		why map[string]string
 	}{
+		{name: "a task's own labels take the agent whose runner has them",
+			projects: []orchestrator.ProjectState{proj("a")},
+			ready:    []orchestrator.TaskInfo{labelled("t1", "a", "gpu")},
+			idle:     []orchestrator.AgentInfo{local, linux, gpuBox},
+			want:     map[string]string{"t1": "c/gpu"}},
+		{name: "a task's labels add to its project's",
+			projects: []orchestrator.ProjectState{proj("a", func(p *orchestrator.ProjectState) { p.RunnerLabels = []string{"linux"} })},
+			ready:    []orchestrator.TaskInfo{labelled("t1", "a", "gpu"), task("t2", "a", 1)},
+			idle:     []orchestrator.AgentInfo{linux, gpuBox},
+			want:     map[string]string{"t1": "c/gpu", "t2": "b/linux"}},
+		{name: "no agent has a task's labels: it waits and holds back nothing",
+			projects: []orchestrator.ProjectState{proj("a")},
+			ready:    []orchestrator.TaskInfo{labelled("t1", "a", "macos"), task("t2", "a", 1)},
+			idle:     []orchestrator.AgentInfo{linux},
+			want:     map[string]string{"t2": "b/linux"},
+			why:      map[string]string{"t1": "no agent on a runner labelled macos works on project a"}},
+		{name: "the labelled agent is busy with the first labelled task",
+			projects: []orchestrator.ProjectState{proj("a")},
+			ready:    []orchestrator.TaskInfo{labelled("t1", "a", "gpu"), labelled("t2", "a", "gpu")},
+			idle:     []orchestrator.AgentInfo{local, gpuBox},
+			want:     map[string]string{"t1": "c/gpu"},
+			why:      map[string]string{"t2": "every agent on a runner labelled gpu that works on project a is busy"}},
+		{name: "labels and a type together",
+			projects: []orchestrator.ProjectState{proj("a")},
+			ready:    []orchestrator.TaskInfo{typed(labelled("t1", "a", "gpu"), "codex"), typed(labelled("t2", "a", "linux"), "codex")},
+			idle:     []orchestrator.AgentInfo{gpuBox, codexGPU},
+			want:     map[string]string{"t1": "e/codex"},
+			why:      map[string]string{"t2": "no agent of type codex on a runner labelled linux works on project a"}},
 		{name: "a labelled project takes the agent whose runner has the labels",
 			projects: []orchestrator.ProjectState{proj("a", gpu)},
 			ready:    []orchestrator.TaskInfo{task("t1", "a", 0)},
@@ -805,8 +847,12 @@ func TestRunnerLabelsAndWarmAgents(t *testing.T) {
 				t.Errorf("assignments %v, want %v", got, tc.want)
 			}
 			for _, c := range tc.ready {
-				if _, ok := got[c.ID]; !ok && d.Waiting[c.ID].Reason != "no idle agent on a runner labelled gpu serves project a" {
-					t.Errorf("%s waits: %+v", c.ID, d.Waiting[c.ID])
+				want, ok := tc.why[c.ID]
+				if !ok {
+					want = projectWhy
+				}
+				if _, ok := got[c.ID]; !ok && d.Waiting[c.ID].Reason != want {
+					t.Errorf("%s waits: %+v, want %q", c.ID, d.Waiting[c.ID], want)
 				}
 			}
 		})

@@ -106,6 +106,9 @@ type TaskInfo struct {
 	StepConcurrency int
 	// AgentType routes the task to idle agents of that type; empty: any.
 	AgentType string
+	// RunnerLabels are labels of the task's own that an agent's runner
+	// must all have, besides the project's; empty: none.
+	RunnerLabels []string
 	// PreferAgent is the agent the task goes to when that agent is idle
 	// and may take it (the agent whose session it resumes); empty: none.
 	PreferAgent string

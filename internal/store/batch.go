@@ -955,10 +955,10 @@ const taskInsertColumns = `id, project_id, title, description, priority, status,
 		verification_type, retry_count, max_retries, parent_task_id, repo_id, requires_approval, plan_source,
 		is_plan_subtask, kind, metadata, created_by, not_before, expected_count, acceptance_criteria, test_commands,
 		created_at, updated_at, profile, workflow_run_id, step_name, parallel_index, parallel_count, step_concurrency, rules, timeout_ns,
-		agent_type, submission_seq, status_reason`
+		agent_type, submission_seq, status_reason, runner_labels`
 
 // taskInsertWidth is the number of columns in taskInsertColumns.
-const taskInsertWidth = 34
+const taskInsertWidth = 35
 
 // taskNarrowColumns are the columns most new tasks set, in the order of
 // taskArgs.appendNarrow: a task whose other columns hold the defaults
@@ -977,7 +977,8 @@ func narrow(t *models.Task) bool {
 	return t.RetryCount == 0 && t.ParentTaskID == nil && t.RepoID == nil && !t.RequiresApproval && t.PlanSource == nil &&
 		!t.IsPlanSubtask && t.NotBefore == nil && t.ExpectedCount == 0 && len(t.AcceptanceCriteria) == 0 &&
 		len(t.TestCommands) == 0 && t.Profile == "" && t.RunID == "" && t.StepName == "" && t.ParallelIndex == 0 &&
-		t.ParallelCount == 0 && t.StepConcurrency == 0 && len(t.Rules) == 0 && t.Timeout == 0 && t.AgentType == ""
+		t.ParallelCount == 0 && t.StepConcurrency == 0 && len(t.Rules) == 0 && t.Timeout == 0 && t.AgentType == "" &&
+		len(t.RunnerLabels) == 0
 }
 
 // rowsPerInsert bounds the rows of one multi-row INSERT: 100 tasks are
@@ -1201,7 +1202,8 @@ func (a *taskArgs) append(args []any, t *models.Task) []any {
 		a.text(t.CreatedBy), notBefore, int64(t.ExpectedCount), a.text(encodeStrings(t.AcceptanceCriteria)),
 		a.text(encodeStrings(t.TestCommands)), a.now, a.now, a.text(t.Profile), runID,
 		a.text(t.StepName), int64(t.ParallelIndex), int64(t.ParallelCount), int64(t.StepConcurrency), a.text(encodeRules(t.Rules)),
-		int64(t.Timeout), a.text(t.AgentType), t.SubmissionSeq, a.text(t.StatusReason))
+		int64(t.Timeout), a.text(t.AgentType), t.SubmissionSeq, a.text(t.StatusReason),
+		a.text(encodeJSONColumn(t.RunnerLabels, "[]")))
 }
 
 // newEdge is a dependency edge to insert: downstream depends on upstream.

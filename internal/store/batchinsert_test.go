@@ -379,3 +379,46 @@ func TestBatchRefusesADependencyListedTwice(t *testing.T) {
 		}
 	}
 }
+
+// A task's runner labels are kept through both ways a batch is inserted
+// (an entry with them is not narrow) and read back by the task's readers
+// and by a scheduling round's page of READY tasks.
+func TestRunnerLabelsOfATask(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.Open(t)
+	storetest.Project(t, s, "p")
+	res, err := s.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
+		{Title: "on a gpu", RunnerLabels: []string{"gpu", "linux"}},
+		{Title: "anywhere"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{res[0].TaskID: {"gpu", "linux"}, res[1].TaskID: nil}
+	for id, labels := range want {
+		task, err := s.GetTask(ctx, id)
+		if err != nil || !slices.Equal(task.RunnerLabels, labels) {
+			t.Errorf("task %s: runner labels %q (%v), want %q", id, task.RunnerLabels, err, labels)
+		}
+	}
+	ready, err := s.ReadyTasks(ctx, models.ReadyQuery{ProjectID: "p", Limit: 10})
+	if err != nil || len(ready) != 2 {
+		t.Fatalf("ready tasks: %d, %v", len(ready), err)
+	}
+	for _, task := range ready {
+		if !slices.Equal(task.RunnerLabels, want[task.ID]) {
+			t.Errorf("ready task %s: runner labels %q, want %q", task.ID, task.RunnerLabels, want[task.ID])
+		}
+	}
+	// A bad label is refused with the entry and the field named, and
+	// nothing is written.
+	_, err = s.CreateTasks(ctx, models.TaskBatch{ProjectID: "p", Tasks: []models.BatchTask{
+		{Title: "fine"}, {Title: "bad", RunnerLabels: []string{"GPU!"}}}})
+	if models.ErrorCodeOf(err) != models.CodeInvalid || !strings.Contains(err.Error(), `tasks[1]: runner_labels[0]: "GPU!" is not a label`) {
+		t.Fatalf("a bad label: %v", err)
+	}
+	if all, err := s.ListTasks(ctx, models.TaskFilter{}); err != nil || len(all) != 2 {
+		t.Fatalf("after a refused batch: %d tasks (%v)", len(all), err)
+	}
+}

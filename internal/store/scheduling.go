@@ -17,21 +17,24 @@ import (
 // (scanReadyTask): not its text (title, description, criteria, tests).
 const readyColumns = `id, project_id, priority, status, kind, metadata, created_by, not_before, expected_count,
 	success_count, failure_count, created_at, workflow_run_id, step_name, step_concurrency, rules, waiting_code,
-	waiting_reason, agent_type, prefer_agent_id, submission_seq`
+	waiting_reason, agent_type, prefer_agent_id, submission_seq, runner_labels`
 
 // scanReadyTask reads a row of readyColumns.
 func scanReadyTask(row scanner) (models.Task, error) {
 	var (
-		t           models.Task
-		runID       sql.NullString
-		notBefore   sql.NullInt64
-		meta, rules string
-		created     int64
+		t                   models.Task
+		runID               sql.NullString
+		notBefore           sql.NullInt64
+		meta, rules, labels string
+		created             int64
 	)
 	if err := row.Scan(&t.ID, &t.ProjectID, &t.Priority, &t.Status, &t.Kind, &meta, &t.CreatedBy, &notBefore,
 		&t.ExpectedCount, &t.SuccessCount, &t.FailureCount, &created, &runID, &t.StepName, &t.StepConcurrency, &rules,
-		&t.WaitingCode, &t.WaitingReason, &t.AgentType, &t.PreferAgentID, &t.SubmissionSeq); err != nil {
+		&t.WaitingCode, &t.WaitingReason, &t.AgentType, &t.PreferAgentID, &t.SubmissionSeq, &labels); err != nil {
 		return models.Task{}, err
+	}
+	if err := decodeJSONColumn(labels, &t.RunnerLabels); err != nil {
+		return models.Task{}, fmt.Errorf("task %s runner_labels: %w", t.ID, err)
 	}
 	t.NotBefore, t.CreatedAt, t.RunID = fromNullNanos(notBefore), fromNanos(created), runID.String
 	if err := decodeJSONColumn(meta, &t.Metadata); err != nil {

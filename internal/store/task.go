@@ -16,7 +16,7 @@ const taskColumns = `id, project_id, title, description, priority, status, verif
 	plan_source, is_plan_subtask, kind, metadata, created_by, not_before, expected_count, success_count,
 	failure_count, acceptance_criteria, test_commands, status_reason, cascade_root_id, created_at, updated_at, profile,
 	workflow_run_id, step_name, parallel_index, parallel_count, step_concurrency, rules, waiting_code, waiting_reason, timeout_ns,
-	agent_type, submission_seq`
+	agent_type, submission_seq, runner_labels`
 
 type scanner interface{ Scan(...any) error }
 
@@ -26,7 +26,7 @@ func scanTask(row scanner) (models.Task, error) {
 		parent, repo, agent, branch, pr, planSrc sql.NullString
 		runID                                    sql.NullString
 		resume, notBefore                        sql.NullInt64
-		meta, criteria, tests, rules             string
+		meta, criteria, tests, rules, labels     string
 		created, updated, timeout                int64
 	)
 	if err := row.Scan(&t.ID, &t.ProjectID, &t.Title, &t.Description, &t.Priority, &t.Status, &t.VerificationType,
@@ -34,8 +34,11 @@ func scanTask(row scanner) (models.Task, error) {
 		&t.IsPlanSubtask, &t.Kind, &meta, &t.CreatedBy, &notBefore, &t.ExpectedCount, &t.SuccessCount,
 		&t.FailureCount, &criteria, &tests, &t.StatusReason, &t.CascadeRootID, &created, &updated, &t.Profile,
 		&runID, &t.StepName, &t.ParallelIndex, &t.ParallelCount, &t.StepConcurrency, &rules, &t.WaitingCode, &t.WaitingReason, &timeout,
-		&t.AgentType, &t.SubmissionSeq); err != nil {
+		&t.AgentType, &t.SubmissionSeq, &labels); err != nil {
 		return models.Task{}, err
+	}
+	if err := decodeJSONColumn(labels, &t.RunnerLabels); err != nil {
+		return models.Task{}, fmt.Errorf("task %s runner_labels: %w", t.ID, err)
 	}
 	t.ParentTaskID, t.RepoID, t.AssignedAgentID = fromNullString(parent), fromNullString(repo), fromNullString(agent)
 	t.BranchName, t.PRURL, t.PlanSource = fromNullString(branch), fromNullString(pr), fromNullString(planSrc)

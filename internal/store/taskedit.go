@@ -115,12 +115,12 @@ func (s *Store) EditTask(ctx context.Context, id string, patch models.TaskPatch)
 		next.UpdatedAt = x.now
 		res, err := x.ExecContext(ctx, `UPDATE tasks SET title = ?, description = ?, priority = ?,
 			acceptance_criteria = ?, test_commands = ?, verification_type = ?, requires_approval = ?, profile = ?,
-			kind = ?, metadata = ?, expected_count = ?, timeout_ns = ?, agent_type = ?, waiting_code = ?, waiting_reason = ?,
+			kind = ?, metadata = ?, expected_count = ?, timeout_ns = ?, agent_type = ?, runner_labels = ?, waiting_code = ?, waiting_reason = ?,
 			updated_at = ? WHERE id = ? AND status = ?`,
 			next.Title, next.Description, next.Priority, encodeJSONColumn(next.AcceptanceCriteria, "[]"),
 			encodeJSONColumn(next.TestCommands, "[]"), next.VerificationType, next.RequiresApproval, next.Profile,
 			next.Kind, encodeJSONColumn(next.Metadata, "{}"), next.ExpectedCount, int64(next.Timeout), next.AgentType,
-			next.WaitingCode, next.WaitingReason, toNanos(x.now), id, cur.Status)
+			encodeJSONColumn(next.RunnerLabels, "[]"), next.WaitingCode, next.WaitingReason, toNanos(x.now), id, cur.Status)
 		if err != nil {
 			return err
 		}

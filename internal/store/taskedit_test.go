@@ -247,6 +247,12 @@ func TestEditTaskRouting(t *testing.T) {
 		{"no count left under the own rule", models.TaskPatch{ExpectedCount: ptr(0)}, nil, "expected_count: required"},
 		{"empty metadata key", models.TaskPatch{Metadata: &map[string]string{"": "v"}}, nil, "metadata: a key must not be empty"},
 		{"kind of two lines", models.TaskPatch{Kind: ptr("a\nb")}, nil, "kind"},
+		{"runner labels", models.TaskPatch{RunnerLabels: &[]string{"gpu", "linux"}},
+			func(t models.Task) bool { return slices.Equal(t.RunnerLabels, []string{"gpu", "linux"}) }, ""},
+		{"a runner label twice", models.TaskPatch{RunnerLabels: &[]string{"gpu", "gpu"}}, nil,
+			`runner_labels[1]: "gpu" is listed twice`},
+		{"runner labels cleared", models.TaskPatch{RunnerLabels: &[]string{}},
+			func(t models.Task) bool { return t.RunnerLabels == nil }, ""},
 	}
 	for _, tc := range tests {
 		// Sequential: the cases edit one task in turn.

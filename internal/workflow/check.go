@@ -156,6 +156,13 @@ func (c *checker) step(i int) {
 	if s.AgentType != "" && !slices.Contains(models.AgentTypes, s.AgentType) {
 		c.add(p+".agent_type", "%q is not an agent type (%s)", s.AgentType, strings.Join(models.AgentTypes, ", "))
 	}
+	for j, l := range s.RunnerLabels {
+		if !models.ValidID(l) {
+			c.add(fmt.Sprintf("%s.runner_labels[%d]", p, j), "%q is not a label %s", l, idRule)
+		} else if slices.Contains(s.RunnerLabels[:j], l) {
+			c.add(fmt.Sprintf("%s.runner_labels[%d]", p, j), "%q is listed twice", l)
+		}
+	}
 	c.text(models.CheckLine, p+".kind", s.Kind, models.MaxKindLen)
 	if s.Priority != nil && *s.Priority < 0 {
 		c.add(p+".priority", "must not be negative (0 is the most urgent)")

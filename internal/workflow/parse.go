@@ -23,7 +23,8 @@ var (
 	workflowKeys = []string{"name", "project", "description", "schedule", "timezone", "schedule_enabled", "inputs", "steps", "tasks"}
 	inputKeys    = []string{"name", "description", "default", "required"}
 	stepKeys     = []string{"name", "title", "description", "depends_on", "profile", "agent_type", "kind", "priority",
-		"max_retries", "test_commands", "verification", "requires_approval", "parallel", "foreach", "concurrency", "timeout", "expected_count"}
+		"max_retries", "test_commands", "verification", "requires_approval", "parallel", "foreach", "concurrency", "timeout", "expected_count",
+		"runner_labels"}
 	// taskKeys are the keys of one entry of the tasks mapping: a step's,
 	// but the name is the entry's key, and on_failure may make every
 	// dependency soft.
@@ -544,6 +545,9 @@ func (d *decoder) step(n *yaml.Node, p string, known []string) models.WorkflowSt
 		Foreach:          d.str(f["foreach"], p+".foreach"),
 	}
 	s.Concurrency, _ = d.integer(f["concurrency"], p+".concurrency")
+	for j, c := range d.list(f["runner_labels"], p+".runner_labels", models.MaxRunnerLabels) {
+		s.RunnerLabels = append(s.RunnerLabels, d.str(c, fmt.Sprintf("%s.runner_labels[%d]", p, j)))
+	}
 	for j, c := range d.list(f["test_commands"], p+".test_commands", models.MaxListEntries) {
 		s.TestCommands = append(s.TestCommands, d.str(c, fmt.Sprintf("%s.test_commands[%d]", p, j)))
 	}

@@ -170,7 +170,7 @@ project_id: web
 `,
 			want: []string{
 				"w.yaml:6:5: steps[0].dependson: unknown key; did you mean depends_on?",
-				"w.yaml:7:5: steps[0].foo: unknown key; known keys: name, title, description, depends_on, profile, agent_type, kind, priority, max_retries, test_commands, verification, requires_approval, parallel, foreach, concurrency, timeout, expected_count",
+				"w.yaml:7:5: steps[0].foo: unknown key; known keys: name, title, description, depends_on, profile, agent_type, kind, priority, max_retries, test_commands, verification, requires_approval, parallel, foreach, concurrency, timeout, expected_count, runner_labels",
 				"w.yaml:10:1: colour: unknown key; known keys: name, project, description, schedule, timezone, schedule_enabled, inputs, steps, tasks",
 				"w.yaml:11:1: project_id: unknown key; did you mean project?",
 			},
@@ -366,6 +366,7 @@ steps:
     test_commands: ["", "ok"]
     requires_approval: perhaps
     depends_on: [a, {step: zz, requires_success: maybe}, [1]]
+    runner_labels: [gpu, GPU, gpu]
 `,
 			want: []string{
 				"w.yaml:1:1: project: required",
@@ -383,6 +384,8 @@ steps:
 				`w.yaml:13:21: steps[0].depends_on[1]: unknown step "zz" (steps: a)`,
 				"w.yaml:13:50: steps[0].depends_on[1].requires_success: must be true or false",
 				"w.yaml:13:58: steps[0].depends_on[2]: must be a step name or {step: <name>, requires_success: false}",
+				`w.yaml:14:26: steps[0].runner_labels[1]: "GPU" is not a label (1-64 lower-case letters, digits, '-' or '_')`,
+				`w.yaml:14:31: steps[0].runner_labels[2]: "gpu" is listed twice`,
 			},
 		},
 		{

@@ -145,7 +145,7 @@ tasks:
     on_failure: retry
 `,
 			want: []string{
-				"w.yaml:6:5: tasks.a.name: unknown key; known keys: title, description, depends_on, profile, agent_type, kind, priority, max_retries, test_commands, verification, requires_approval, parallel, foreach, concurrency, timeout, expected_count, on_failure",
+				"w.yaml:6:5: tasks.a.name: unknown key; known keys: title, description, depends_on, profile, agent_type, kind, priority, max_retries, test_commands, verification, requires_approval, parallel, foreach, concurrency, timeout, expected_count, runner_labels, on_failure",
 				"w.yaml:7:14: tasks.a.timeout: must be a duration such as 10m or 1h30m, or a whole number of seconds",
 				`w.yaml:11:17: tasks.b.on_failure: must be run or block (got "retry")`,
 			},

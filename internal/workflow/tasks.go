@@ -188,6 +188,7 @@ func StepTasks(w models.Workflow, step models.WorkflowStep, runID string, inputs
 			Profile:          step.Profile,
 			Timeout:          step.Timeout,
 			AgentType:        step.AgentType,
+			RunnerLabels:     slices.Clone(step.RunnerLabels),
 			ExpectedCount:    expected,
 			Workflow:         place,
 		})
