@@ -61,6 +61,10 @@ type remoteRun struct {
 	seq     int64
 	answer  models.RunnerReportAnswer
 	pending *pendingAsk
+	// unanswered is set when a restarted daemon took the run up while its
+	// last report was being applied: its answer is not known. A relayed
+	// ask sent again then waits for the question it asked (resumeAsk).
+	unanswered bool
 	// logSize is how much of the runner's log of the run the daemon has.
 	logSize int64
 	// isStarted is set once the runner reported the agent started.
@@ -479,8 +483,15 @@ func (o *Orchestrator) applyReport(ctx context.Context, ar *activeRun, rr *remot
 	rr.mu.Lock()
 	rr.taken = true
 	rr.leaseUntil = o.cfg.Clock.Now().Add(o.cfg.LeaseTTL) // a report is a sign of life
+	resume := false
 	switch {
 	case rep.Seq == rr.seq+1:
+		rr.mu.Unlock()
+	case rep.Seq == rr.seq && rr.unanswered && rr.pending == nil && rep.Kind == models.ReportRPC && rep.Tool == "ask":
+		// A relayed ask whose application the daemon's last life began:
+		// its question may be open. Applied again, it waits for that
+		// question rather than asking another (resumeAsk).
+		rr.unanswered, resume = false, true
 		rr.mu.Unlock()
 	case rep.Seq <= rr.seq:
 		ans, pend, last := rr.answer, rr.pending, rr.seq
@@ -547,6 +558,9 @@ func (o *Orchestrator) applyReport(ctx context.Context, ar *activeRun, rr *remot
 			rr.pending = p
 			rr.mu.Unlock()
 			actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			if resume {
+				actx = context.WithValue(actx, resumeAskKey{}, true)
+			}
 			go func() {
 				defer cancel()
 				go func() {
@@ -583,6 +597,17 @@ func (o *Orchestrator) applyReport(ctx context.Context, ar *activeRun, rr *remot
 	rr.answer = ans
 	rr.mu.Unlock()
 	return ans, nil, nil
+}
+
+// resumeAskKey marks the context of a relayed ask sent again after the
+// daemon restarted while applying it: Ask waits for the run's open
+// question instead of asking another.
+type resumeAskKey struct{}
+
+// resumingAsk reports whether ctx is a resumed ask's (resumeAskKey).
+func resumingAsk(ctx context.Context) bool {
+	v, _ := ctx.Value(resumeAskKey{}).(bool)
+	return v
 }
 
 // okAnswer answers a report sent again whose first sending was being
@@ -754,7 +779,9 @@ func (o *Orchestrator) adoptRemote(ctx context.Context, r models.Run) bool {
 		return false
 	}
 	task, err := o.store.GetTask(ctx, r.TaskID)
-	if err != nil || task.Status != models.StatusInProgress {
+	// WAITING_INPUT: its agent waits on a relayed ask; the runner sends
+	// the ask again, which waits for the question the run asked.
+	if err != nil || task.Status != models.StatusInProgress && task.Status != models.StatusWaitingInput {
 		return false
 	}
 	project, err := o.store.GetProject(ctx, task.ProjectID)
@@ -774,7 +801,7 @@ func (o *Orchestrator) adoptRemote(ctx context.Context, r models.Run) bool {
 	}
 	rr := newRemoteRun(st.Runner, offer, now.Add(o.cfg.LeaseTTL))
 	rr.served, rr.taken, rr.isStarted, rr.seq, rr.logSize = st.Served, true, true, seq, st.LogSize
-	rr.answer = okAnswer
+	rr.answer, rr.unanswered = okAnswer, answer == nil
 	if answer != nil {
 		var a models.RunnerReportAnswer
 		if json.Unmarshal(answer, &a) == nil {

@@ -105,9 +105,14 @@ func (o *Orchestrator) Ask(ctx context.Context, run models.Run, ask models.Ask) 
 	// The question is written, and read back, whatever the caller does
 	// meanwhile: a call given up half way must still end as abandoned.
 	wctx := context.WithoutCancel(ctx)
-	q, err := o.store.AskQuestionWith(wctx, run.ID, ask, o.cfg.InputTimeout)
+	q, asked, err := o.openQuestionOf(wctx, run, resumingAsk(ctx))
 	if err != nil {
 		return "", err
+	}
+	if !asked {
+		if q, err = o.store.AskQuestionWith(wctx, run.ID, ask, o.cfg.InputTimeout); err != nil {
+			return "", err
+		}
 	}
 	ch := make(chan askResult, 1)
 	o.mu.Lock()
@@ -118,10 +123,15 @@ func (o *Orchestrator) Ask(ctx context.Context, run models.Run, ask models.Ask) 
 		delete(o.asks, q.ID)
 		o.mu.Unlock()
 	}()
-	o.log.Info("question asked", "task_id", run.TaskID, "run_id", run.ID, "question_id", q.ID, "expires_at", q.ExpiresAt)
-	o.Wake() // arm the expiry
-	if o.afterAsk != nil {
-		o.afterAsk(q)
+	if asked {
+		o.log.Info("a question asked before the daemon restarted is waited for again", "task_id", run.TaskID,
+			"run_id", run.ID, "question_id", q.ID)
+	} else {
+		o.log.Info("question asked", "task_id", run.TaskID, "run_id", run.ID, "question_id", q.ID, "expires_at", q.ExpiresAt)
+		o.Wake() // arm the expiry
+		if o.afterAsk != nil {
+			o.afterAsk(q)
+		}
 	}
 	// An answer may have come before the waiter was registered.
 	cur, err := o.store.GetQuestion(wctx, q.ID)
@@ -144,6 +154,26 @@ func (o *Orchestrator) Ask(ctx context.Context, run models.Run, ask models.Ask) 
 		o.abandoned(ar, q, "the agent gave up waiting for the answer")
 		return "", ctx.Err()
 	}
+}
+
+// openQuestionOf returns, when resuming (a relayed ask sent again after
+// the daemon restarted while applying it), the question run asked and
+// that is still open or answered: asked is then true, and the ask waits
+// for it rather than asking again.
+func (o *Orchestrator) openQuestionOf(ctx context.Context, run models.Run, resuming bool) (q models.Question, asked bool, err error) {
+	if !resuming {
+		return models.Question{}, false, nil
+	}
+	qs, err := o.store.TaskQuestions(ctx, run.TaskID)
+	if err != nil {
+		return models.Question{}, false, err
+	}
+	for _, x := range qs {
+		if x.RunID == run.ID && (x.Open() || x.Answer != nil) {
+			q, asked = x, true // the last one the run asked
+		}
+	}
+	return q, asked, nil
 }
 
 // abandoned handles an ask whose caller went away before the answer: the
