@@ -152,6 +152,8 @@ type Detached struct {
 	tail   *tailBuffer
 	done   chan struct{}
 	result Result
+	// kick asks the reader for a read now (Read).
+	kick chan chan struct{}
 
 	mu      sync.Mutex
 	stopped bool
@@ -250,7 +252,7 @@ func newDetached(spec DetachedSpec, id ShimID) *Detached {
 	if spec.Poll == nil {
 		spec.Poll = func() <-chan time.Time { return time.After(DefaultPoll) }
 	}
-	return &Detached{spec: spec, id: id, tail: &tailBuffer{max: size}, done: make(chan struct{})}
+	return &Detached{spec: spec, id: id, tail: &tailBuffer{max: size}, done: make(chan struct{}), kick: make(chan chan struct{})}
 }
 
 // openLog opens the log for appending, cut back to size when it is
@@ -291,6 +293,21 @@ func (d *Detached) Checkpoint() Checkpoint {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.cp
+}
+
+// Read returns once what the output files hold now has been read and
+// handed on (or the run is over): what the agent printed before it made
+// a call is handed on before the call.
+func (d *Detached) Read() {
+	asked := make(chan struct{})
+	select {
+	case d.kick <- asked:
+		select {
+		case <-asked:
+		case <-d.done:
+		}
+	case <-d.done:
+	}
 }
 
 // Wait waits for the agent to end and returns how it ended.
@@ -391,6 +408,7 @@ func (d *Detached) follow(at Checkpoint, replay bool) {
 		errs.read(onErr)
 		out.read(onLine, last)
 	}
+	var asked chan struct{} // a Read waiting for this round
 	for {
 		// The end is looked at before the last reads: what the agent
 		// wrote before its shim ended is in the files by then.
@@ -401,10 +419,17 @@ func (d *Detached) follow(at Checkpoint, replay bool) {
 			}
 		}
 		read(ended)
+		if asked != nil {
+			close(asked)
+			asked = nil
+		}
 		if ended {
 			break
 		}
-		<-d.spec.Poll()
+		select {
+		case <-d.spec.Poll():
+		case asked = <-d.kick:
+		}
 	}
 	lines.flush()
 	// What the agent left in its group goes with it, as for Start.

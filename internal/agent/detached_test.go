@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -310,5 +311,54 @@ func TestStopEndsADetachedRun(t *testing.T) {
 				t.Errorf("after Stop: child %d alive %v, shim alive %v", pid, agent.Alive(pid), agent.Alive(d.PID()))
 			}
 		})
+	}
+}
+
+// Read hands on what the agent has printed so far before it returns,
+// without waiting for a poll: a runner reads the output before it relays
+// the agent's call.
+func TestReadHandsOnTheOutputAtOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "agent.sh")
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\necho first\necho ready > \"$READY\"\nread -r _ < \"$HOLD\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"ready", "hold"} {
+		if err := syscall.Mkfifo(filepath.Join(dir, f), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var polling atomic.Bool // no poll until the end: only Read reads
+	var mu sync.Mutex
+	var lines []string
+	d, err := agent.StartDetached(agent.DetachedSpec{Spec: agent.Spec{Argv: []string{prog}, Dir: dir,
+		Env:     []string{"PATH=" + os.Getenv("PATH"), "READY=" + filepath.Join(dir, "ready"), "HOLD=" + filepath.Join(dir, "hold")},
+		LogPath: filepath.Join(dir, "log"), OnLine: func(l []byte) { mu.Lock(); lines = append(lines, string(l)); mu.Unlock() }},
+		Shim: shimCommand(t), Files: agent.FilesIn(filepath.Join(dir, "run")),
+		Poll: func() <-chan time.Time {
+			if polling.Load() {
+				return testPoll()
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.ReadFile(filepath.Join(dir, "ready")); err != nil { // the agent has printed its line
+		t.Fatal(err)
+	}
+	d.Read()
+	mu.Lock()
+	got := strings.Join(lines, "|")
+	mu.Unlock()
+	if got != "first" {
+		t.Errorf("after Read: %q, want the agent's line", got)
+	}
+	polling.Store(true)
+	release(t, dir)
+	d.Read() // the reader polls again
+	if res, err := d.Wait(progresstest.Context(t)); err != nil || res.ExitCode != 0 {
+		t.Errorf("result %+v %v", res, err)
 	}
 }

@@ -83,6 +83,18 @@ type job struct {
 	// events of the lines after it, touched only by the agent's reader.
 	cp      agent.Checkpoint
 	pending []agent.Event
+	// output is a detached agent's, once started (logMu).
+	output *agent.Detached
+}
+
+// readOutput hands on what a detached agent has printed so far.
+func (j *job) readOutput() {
+	j.logMu.Lock()
+	d := j.output
+	j.logMu.Unlock()
+	if d != nil {
+		d.Read()
+	}
 }
 
 // agentProc is a running agent: on pipes (agent.Process) or detached
@@ -407,7 +419,7 @@ func (j *job) launch(ws models.Workspace, l models.RunnerLaunch) (agentProc, age
 		j.reportMu.Lock()
 		j.logMu.Lock()
 		id := d.ID()
-		j.shim, j.pid = &id, d.PID()
+		j.shim, j.pid, j.output = &id, d.PID(), d
 		j.logMu.Unlock()
 		j.save()
 		j.reportMu.Unlock()

@@ -251,6 +251,9 @@ func (j *job) resume(stopCtx context.Context) {
 		j.reportLost(ctx)
 		return
 	}
+	j.logMu.Lock()
+	j.output = d
+	j.logMu.Unlock()
 	if !j.started {
 		if _, err := j.report(ctx, models.RunnerReport{Kind: models.ReportStarted}); err != nil {
 			d.Stop(DefaultStopGrace)

@@ -99,6 +99,7 @@ func (rl *relay) handle(w http.ResponseWriter, req *http.Request) {
 	}
 	// What the agent printed before the call reaches the daemon's log
 	// before the call (a progress report is a line of that log).
+	j.readOutput()
 	if err := j.flush(context.WithoutCancel(req.Context())); errors.Is(err, errRunGone) {
 		writeError(w, models.Errorf(models.CodeUnauthorized, "this run has ended"))
 		return
