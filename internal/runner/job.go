@@ -42,7 +42,11 @@ type job struct {
 
 	// reportMu keeps reports in order, one at a time.
 	reportMu sync.Mutex
-	seq      int64
+	// saveMu orders the journal's writes; forgotten is set (with it held)
+	// once the entry is removed, after which nothing is written.
+	saveMu    sync.Mutex
+	forgotten bool
+	seq       int64
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -75,7 +79,8 @@ type job struct {
 	saved    agent.Checkpoint
 	socket   string
 	// kind is report seq's kind, and started is set once the daemon has
-	// the started report (both guarded by reportMu).
+	// the started report. seq, kind and started are written with both
+	// reportMu and logMu held, and read with either.
 	kind    string
 	started bool
 
@@ -123,9 +128,11 @@ func (j *job) lose() {
 func (j *job) report(ctx context.Context, rep models.RunnerReport) (models.RunnerReportAnswer, error) {
 	j.reportMu.Lock()
 	defer j.reportMu.Unlock()
+	j.logMu.Lock()
 	j.seq++
 	rep.Seq = j.seq
 	j.kind = rep.Kind
+	j.logMu.Unlock()
 	j.save() // the number before it is sent: a restart goes on after it
 	return j.deliver(ctx, rep)
 }
@@ -222,13 +229,11 @@ func (j *job) run(stopCtx context.Context) {
 		return
 	}
 	log.Info("agent started", "pid", proc.PID(), "dir", ws.Dir)
-	j.reportMu.Lock() // save reads the report number
-	j.started = true
 	j.logMu.Lock()
+	j.started = true
 	j.pid = proc.PID()
 	j.logMu.Unlock()
 	j.save()
-	j.reportMu.Unlock()
 	keep = !j.supervise(ctx, stopCtx, proc, parser, ws)
 }
 
@@ -416,13 +421,11 @@ func (j *job) launch(ws models.Workspace, l models.RunnerLaunch) (agentProc, age
 		}
 		// In the journal before anything is reported: a runner that dies
 		// now finds its agent in its next life.
-		j.reportMu.Lock()
 		j.logMu.Lock()
 		id := d.ID()
 		j.shim, j.pid, j.output = &id, d.PID(), d
 		j.logMu.Unlock()
 		j.save()
-		j.reportMu.Unlock()
 		return d, parser, nil
 	}
 	proc, err := agent.Start(agent.Spec{Argv: inv.Argv, Dir: ws.Dir, Env: env, Stdin: inv.Stdin, LogPath: j.logPath,
@@ -534,18 +537,15 @@ func (j *job) flush(ctx context.Context) error {
 	sent := j.detached && j.logSent != before
 	j.logMu.Unlock()
 	if sent { // the journal has what the daemon has: a next life sends on from there
-		j.reportMu.Lock()
 		j.save()
-		j.reportMu.Unlock()
 	}
 	return err
 }
 
 // commit records checkpoint cp, whose events the daemon has, in the
-// journal of a detached agent.
+// journal of a detached agent. It does not wait for a report under way (a
+// relayed ask may wait long for its answer): the log goes on meanwhile.
 func (j *job) commit(cp agent.Checkpoint) {
-	j.reportMu.Lock()
-	defer j.reportMu.Unlock()
 	j.logMu.Lock()
 	changed := j.detached && j.saved != cp
 	if changed {

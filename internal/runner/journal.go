@@ -62,9 +62,15 @@ func (r *Runner) journalPath(runID int64) string {
 }
 
 // save writes the job's journal entry (a new file renamed into place).
-// Call it with reportMu held.
 func (j *job) save() {
 	if j.r.cfg.DataDir == "" {
+		return
+	}
+	// One write at a time, each of what is known when it begins: a later
+	// state is never overwritten by an earlier one.
+	j.saveMu.Lock()
+	defer j.saveMu.Unlock()
+	if j.forgotten {
 		return
 	}
 	j.logMu.Lock()
@@ -86,6 +92,9 @@ func (j *job) forget() {
 	if j.r.cfg.DataDir == "" {
 		return
 	}
+	j.saveMu.Lock()
+	defer j.saveMu.Unlock()
+	j.forgotten = true
 	if err := os.Remove(j.r.journalPath(j.asg.RunID)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		j.r.log.Warn("journal of the run not removed", "run_id", j.asg.RunID, "err", err)
 	}
@@ -263,9 +272,11 @@ func (j *job) resume(stopCtx context.Context) {
 			return
 		}
 		j.reportMu.Lock()
+		j.logMu.Lock()
 		j.started = true
-		j.save()
+		j.logMu.Unlock()
 		j.reportMu.Unlock()
+		j.save()
 	}
 	log.Info("took up the agent", "shim", d.PID(), "stdout_offset", j.saved.Stdout, "log_sent", j.logSent)
 	if j.supervise(ctx, stopCtx, d, parser, *j.ws) {
@@ -291,7 +302,9 @@ func (j *job) resync(ctx context.Context) error {
 	}
 	_, err := j.deliver(ctx, rep)
 	if err == nil && j.kind == models.ReportStarted {
+		j.logMu.Lock()
 		j.started = true
+		j.logMu.Unlock()
 	}
 	return err
 }
