@@ -134,12 +134,14 @@ func (j *job) report(ctx context.Context, rep models.RunnerReport) (models.Runne
 	j.kind = rep.Kind
 	j.logMu.Unlock()
 	j.save() // the number before it is sent: a restart goes on after it
-	return j.deliver(ctx, rep)
+	return j.deliver(ctx, rep, true)
 }
 
 // deliver sends report rep until the daemon answers it or the run is
-// lost. Call it with reportMu held.
-func (j *job) deliver(ctx context.Context, rep models.RunnerReport) (models.RunnerReportAnswer, error) {
+// lost; a relayed ask still waiting is sent again until its answer comes
+// when untilAnswered, else its waiting is the answer. Call it with
+// reportMu held.
+func (j *job) deliver(ctx context.Context, rep models.RunnerReport, untilAnswered bool) (models.RunnerReportAnswer, error) {
 	failures := 0
 	for {
 		select {
@@ -149,7 +151,7 @@ func (j *job) deliver(ctx context.Context, rep models.RunnerReport) (models.Runn
 		}
 		ans, err := j.r.api.RunnerReport(ctx, j.asg.RunID, j.asg.Token, rep)
 		switch {
-		case err == nil && ans.Pending:
+		case err == nil && ans.Pending && untilAnswered:
 			failures = 0
 			continue
 		case err == nil:

@@ -289,7 +289,8 @@ func (j *job) resume(stopCtx context.Context) {
 // one it never had is applied. Only a started report is sent as itself:
 // any other goes as an empty events report, which changes nothing (an
 // events report's lines are read again from the journal's checkpoint, a
-// relayed call's caller lost its connection with the runner).
+// relayed call's caller lost its connection with the runner; an ask the
+// daemon holds is not waited for).
 func (j *job) resync(ctx context.Context) error {
 	j.reportMu.Lock()
 	defer j.reportMu.Unlock()
@@ -300,7 +301,9 @@ func (j *job) resync(ctx context.Context) error {
 	if j.kind == models.ReportStarted {
 		rep = models.RunnerReport{Seq: j.seq, Kind: models.ReportStarted}
 	}
-	_, err := j.deliver(ctx, rep)
+	// An ask of the earlier life that waits for its answer is the
+	// daemon's: its caller is gone, and the run goes on.
+	_, err := j.deliver(ctx, rep, false)
 	if err == nil && j.kind == models.ReportStarted {
 		j.logMu.Lock()
 		j.started = true
