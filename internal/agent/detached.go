@@ -187,11 +187,12 @@ func StartDetached(spec DetachedSpec) (*Detached, error) {
 	var files [3]*os.File
 	for i, open := range []func() (*os.File, error){
 		func() (*os.File, error) { return os.Open(spec.Files.Stdin) },
+		// Emptied: the offsets count from the start of this run.
 		func() (*os.File, error) {
-			return os.OpenFile(spec.Files.Stdout, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			return os.OpenFile(spec.Files.Stdout, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_TRUNC, 0o600)
 		},
 		func() (*os.File, error) {
-			return os.OpenFile(spec.Files.Stderr, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			return os.OpenFile(spec.Files.Stderr, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_TRUNC, 0o600)
 		},
 	} {
 		if files[i], err = open(); err != nil {

@@ -363,3 +363,35 @@ func TestReadHandsOnTheOutputAtOnce(t *testing.T) {
 		t.Errorf("result %+v %v", res, err)
 	}
 }
+
+// A detached run started on the files of an earlier one (the same task
+// and attempt) reads only its own output, and its log holds only that.
+func TestStartDetachedEmptiesTheFilesOfAnEarlierRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "agent.sh")
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\necho \"run $RUN\"\necho \"err $RUN\" >&2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []string{"1", "2"} {
+		var mu sync.Mutex
+		var lines []string
+		d, err := agent.StartDetached(agent.DetachedSpec{Spec: agent.Spec{Argv: []string{prog}, Dir: dir,
+			Env: []string{"PATH=" + os.Getenv("PATH"), "RUN=" + run}, LogPath: filepath.Join(dir, "log"),
+			OnLine: func(l []byte) { mu.Lock(); lines = append(lines, string(l)); mu.Unlock() }},
+			Shim: shimCommand(t), Files: agent.FilesIn(filepath.Join(dir, "run")), Poll: testPoll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := d.Wait(progresstest.Context(t))
+		if err != nil || res.StderrTail != "err "+run+"\n" {
+			t.Errorf("run %s: %+v %v", run, res, err)
+		}
+		log, _ := os.ReadFile(filepath.Join(dir, "log"))
+		mu.Lock()
+		if strings.Join(lines, "|") != "run "+run || len(log) != len("run 1\nerr 1\n") {
+			t.Errorf("run %s: lines %q, log %q", run, lines, log)
+		}
+		mu.Unlock()
+	}
+}
