@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -253,16 +256,19 @@ func TestRunnerRestartTakesUpItsAgent(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// away is what happens while the runner is down.
-		away     func(t *testing.T, l life, shim int)
-		gone     bool // the daemon no longer has the run
-		release  bool // the agent is let go in the runner's next life
+		away    func(t *testing.T, l life, shim int)
+		gone    bool // the daemon no longer has the run
+		release bool // the agent is let go in the runner's next life
+		// call is set to call the runner, in its next life, on the socket
+		// the agent was given, which the next life's configuration moved.
+		call     bool
 		log      string
 		exit     int
 		lost     bool
 		reported []string
 	}{
-		{name: "still running", release: true, log: "one\ntwo\n", exit: 3,
-			reported: []string{"prepared", "started", "ended"}},
+		{name: "still running", release: true, call: true, log: "one\ntwo\n", exit: 3,
+			reported: []string{"prepared", "started", "rpc", "ended"}},
 		{name: "ended while the runner was down", log: "one\ntwo\n", exit: 3,
 			reported: []string{"prepared", "started", "ended"},
 			away: func(t *testing.T, l life, shim int) {
@@ -309,6 +315,7 @@ func TestRunnerRestartTakesUpItsAgent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			cfg.SocketPath = filepath.Join(l.DataDir, "moved.sock")
 			r, err := runner.New(cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -316,6 +323,9 @@ func TestRunnerRestartTakesUpItsAgent(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			ran := make(chan error, 1)
 			go func() { ran <- r.Run(ctx) }()
+			if tc.call {
+				callRunner(t, filepath.Join(l.DataDir, "rpc.sock"), d.asg)
+			}
 			if tc.release {
 				releaseHold(t, l.Hold)
 			}
@@ -420,6 +430,44 @@ func awaitGone(t *testing.T, pid int) {
 		case <-ctx.Done():
 			t.Fatalf("process %d is still alive", pid)
 		case <-time.After(5 * time.Millisecond): // polling another process's state
+		}
+	}
+}
+
+// callRunner makes the call an agent of run asg makes on the runner's
+// socket path (agentqueued agent progress), waiting until the runner
+// listens there.
+func callRunner(t *testing.T, path string, asg models.RunnerAssignment) {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", path)
+	}}}
+	defer hc.CloseIdleConnections()
+	ctx := progresstest.Context(t)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://runner"+api.RPCPrefix+"/progress",
+			strings.NewReader(`{"message":"half way"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+asg.Token)
+		req.Header.Set(api.HeaderTaskID, asg.Task.ID)
+		resp, err := hc.Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("the call: %s %s", resp.Status, body)
+			}
+			return
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ENOENT) {
+			t.Fatalf("the call: %v", err)
+		}
+		select { // the runner is starting: its socket comes
+		case <-ctx.Done():
+			t.Fatalf("the runner does not listen on %s: %v", path, err)
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
 }
