@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentqueued/agentqueued/internal/agent"
 	"github.com/agentqueued/agentqueued/internal/api"
 	"github.com/agentqueued/agentqueued/internal/models"
 	"github.com/agentqueued/agentqueued/internal/progresstest"
@@ -712,73 +711,6 @@ func TestDaemonKilledWhileRunnersWork(t *testing.T) {
 	}
 	if t.Failed() || os.Getenv("AQ_TEST_LOG") != "" {
 		t.Logf("--- the killed daemon ---\n%s", first.log.String())
-		t.Log(e.logs())
-	}
-}
-
-// A runner killed with SIGKILL and started again ends the agent its
-// earlier life left running (its output pipes died: it cannot be taken
-// up) and tells the daemon, which returns the task to READY without using
-// a retry; the task then runs again and completes once.
-func TestRunnerRestartEndsItsLeftAgent(t *testing.T) {
-	t.Parallel()
-	e := newFleetEnv(t, "orchestrator: {retry_backoff: 100ms, max_backoff: 1s, safety_tick: 500ms}\n")
-	hold := holdFIFO(t, e.dir, "hold")
-	r0 := e.runner("r0", 1, map[string]string{"HOLD": hold})
-	res, err := e.client.CreateTasks(e.watch.Context(), models.TaskBatch{ProjectID: "fleet", CreatedBy: "fleet-test",
-		Tasks: []models.BatchTask{{Title: "survive a restart"}}})
-	if err != nil {
-		e.fatalf("create task: %v", err)
-	}
-	id := res[0].TaskID
-	e.startedOn(id, "r0/a0")
-	left := markedProcesses(e.dir)
-	if err := r0.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-r0.exited
-	var orphans []int
-	for pid, cmdline := range left {
-		if strings.Contains(cmdline, "agent.sh") && pid != r0.cmd.Process.Pid {
-			orphans = append(orphans, pid)
-		}
-	}
-	if len(orphans) == 0 {
-		e.fatalf("no agent process was running: %v", left)
-	}
-	ended := r0.log.await("ended an agent the runner's earlier life left running")
-	r0.start(t)
-	select {
-	case <-ended:
-	case <-e.watch.Done():
-		e.fatalf("the restarted runner did not end its left agent: %v", e.watch.Err())
-	}
-	for _, pid := range orphans {
-		if agent.Alive(pid) {
-			t.Errorf("the left agent %d is alive", pid)
-		}
-	}
-	// The task runs again (on the same runner) and completes once released.
-	e.await("the task running again", func(list []models.Task) bool {
-		return len(list) == 1 && list[0].Status == models.StatusInProgress && list[0].RetryCount == 0 &&
-			e.runsOf(id) == 2
-	})
-	f, err := os.OpenFile(hold, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString("go\n")
-	f.Close()
-	e.await("the task completed", allCompleted)
-	det := e.checkOnce([]string{id})[id]
-	var recovered bool
-	for _, ev := range det.Events {
-		recovered = recovered || ev.Event == models.EventRecovery && strings.Contains(ev.Reason, "runner r0 restarted")
-	}
-	if !recovered || det.Task.RetryCount != 0 {
-		t.Errorf("events: recovered %v, retries %d", recovered, det.Task.RetryCount)
-	}
-	if t.Failed() || os.Getenv("AQ_TEST_LOG") != "" {
 		t.Log(e.logs())
 	}
 }

@@ -41,6 +41,12 @@ func TestMain(m *testing.M) {
 	if mark := os.Getenv(starterEnv); mark != "" {
 		os.Exit(heldStarter(mark))
 	}
+	if len(os.Args) > 1 && os.Args[1] == shimArg {
+		os.Exit(agent.RunShim(os.Args[2:]))
+	}
+	if dir := os.Getenv(detachedStarterEnv); dir != "" {
+		os.Exit(detachedStarter(dir))
+	}
 	dir, err := os.MkdirTemp("", "agent-scripts")
 	if err != nil {
 		panic(err)

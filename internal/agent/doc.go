@@ -39,6 +39,20 @@
 // when any of it is still a run of the task and its caller's fence (the
 // daemon's lease) confirms immediately before the signal.
 //
+// A runner starts its agents detached (StartDetached), so that they
+// outlive it: under a shim, the runner's own binary in its shim mode
+// (RunShim), which leads a session and process group of its own, runs the
+// program in that group, waits for it and writes its exit status to a
+// file (a new file renamed into place). The program's standard input is a
+// file, and its output goes to two append-only files that the starter
+// reads as they grow, by offset, handing lines on as it would read pipes.
+// A later starter takes the run up (Attach) from a checkpoint — the
+// offsets read and the log's size then — knowing the shim by its pid and
+// its start time (StartTime, ShimAlive), which tells a reused pid: the
+// lines before the checkpoint go only to Replay, to rebuild a parser's
+// state, and the log is cut back to the checkpoint, so nothing is handed
+// on or logged twice.
+//
 // Four adapters run the agent CLIs (see shared/AGENT-CLIS.md for their
 // flags and formats): Claude (claude -p --output-format stream-json), Codex
 // (codex exec --json), Cursor (cursor-agent -p --output-format stream-json)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -41,7 +42,11 @@ type job struct {
 
 	// reportMu keeps reports in order, one at a time.
 	reportMu sync.Mutex
-	seq      int64
+	// saveMu orders the journal's writes; forgotten is set (with it held)
+	// once the entry is removed, after which nothing is written.
+	saveMu    sync.Mutex
+	forgotten bool
+	seq       int64
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -61,6 +66,49 @@ type job struct {
 	logSent int64
 	pid     int
 	done    chan struct{}
+
+	// What a detached agent's next life needs (agent.StartDetached),
+	// guarded by logMu: the checkout, the launch, the agent's shim and
+	// files, and the checkpoint of its output the journal has, up to
+	// whose log offset the log is sent.
+	detached bool
+	ws       *models.Workspace
+	launched *models.RunnerLaunch
+	shim     *agent.ShimID
+	files    *agent.RunFiles
+	saved    agent.Checkpoint
+	socket   string
+	// kind is report seq's kind, and started is set once the daemon has
+	// the started report. seq, kind and started are written with both
+	// reportMu and logMu held, and read with either.
+	kind    string
+	started bool
+
+	// cp is the checkpoint of the events queued (evMu); pending are the
+	// events of the lines after it, touched only by the agent's reader.
+	cp      agent.Checkpoint
+	pending []agent.Event
+	// output is a detached agent's, once started (logMu).
+	output *agent.Detached
+}
+
+// readOutput hands on what a detached agent has printed so far.
+func (j *job) readOutput() {
+	j.logMu.Lock()
+	d := j.output
+	j.logMu.Unlock()
+	if d != nil {
+		d.Read()
+	}
+}
+
+// agentProc is a running agent: on pipes (agent.Process) or detached
+// (agent.Detached).
+type agentProc interface {
+	PID() int
+	Done() <-chan struct{}
+	Wait(ctx context.Context) (agent.Result, error)
+	Stop(grace time.Duration) agent.Result
 }
 
 // end asks the job's agent to stop.
@@ -80,9 +128,20 @@ func (j *job) lose() {
 func (j *job) report(ctx context.Context, rep models.RunnerReport) (models.RunnerReportAnswer, error) {
 	j.reportMu.Lock()
 	defer j.reportMu.Unlock()
+	j.logMu.Lock()
 	j.seq++
 	rep.Seq = j.seq
+	j.kind = rep.Kind
+	j.logMu.Unlock()
 	j.save() // the number before it is sent: a restart goes on after it
+	return j.deliver(ctx, rep, true)
+}
+
+// deliver sends report rep until the daemon answers it or the run is
+// lost; a relayed ask still waiting is sent again until its answer comes
+// when untilAnswered, else its waiting is the answer. Call it with
+// reportMu held.
+func (j *job) deliver(ctx context.Context, rep models.RunnerReport, untilAnswered bool) (models.RunnerReportAnswer, error) {
 	failures := 0
 	for {
 		select {
@@ -92,7 +151,7 @@ func (j *job) report(ctx context.Context, rep models.RunnerReport) (models.Runne
 		}
 		ans, err := j.r.api.RunnerReport(ctx, j.asg.RunID, j.asg.Token, rep)
 		switch {
-		case err == nil && ans.Pending:
+		case err == nil && ans.Pending && untilAnswered:
 			failures = 0
 			continue
 		case err == nil:
@@ -137,33 +196,16 @@ var errRunGone = errors.New("the run is no longer this runner's")
 // left in the journal for the runner's next life.
 func (j *job) run(stopCtx context.Context) {
 	defer close(j.done)
-	ctx, cancel := context.WithCancel(context.WithoutCancel(stopCtx))
+	ctx, cancel := j.contexts(stopCtx)
 	defer cancel()
-	stopping := context.AfterFunc(stopCtx, func() {
-		j.end()
-		// The last reports get a while, then give up: the journal keeps
-		// the run for the next life.
-		go func() {
-			select {
-			case <-j.r.clock.After(shutdownReports):
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-	})
-	defer stopping()
 	keep := false // the journal keeps a run whose end did not reach the daemon
 	defer func() {
 		if !keep {
 			j.forget()
 		}
 	}()
-	log := j.r.log.With("run_id", j.asg.RunID, "task_id", j.asg.Task.ID, "agent", j.asg.Agent)
-	project := models.Project{ID: j.asg.ProjectID}
-	if j.asg.Repo != nil {
-		project.Repo = &models.RepoConfig{ID: j.asg.Repo.ID, SourceType: models.RepoClone, URL: j.r.repoURL(j.asg.Repo.ID),
-			DefaultBranch: j.asg.Repo.DefaultBranch}
-	}
+	log := j.logger()
+	project := j.project()
 	ws, err := j.r.ws.Prepare(ctx, j.cfg, project, j.asg.Task)
 	if err == nil && j.asg.Repo != nil && ws.Branch != j.asg.Repo.Branch {
 		err = fmt.Errorf("the checkout's branch %s is not the daemon's %s", ws.Branch, j.asg.Repo.Branch)
@@ -190,11 +232,55 @@ func (j *job) run(stopCtx context.Context) {
 	}
 	log.Info("agent started", "pid", proc.PID(), "dir", ws.Dir)
 	j.logMu.Lock()
+	j.started = true
 	j.pid = proc.PID()
 	j.logMu.Unlock()
-	j.reportMu.Lock() // save reads the report number
 	j.save()
-	j.reportMu.Unlock()
+	keep = !j.supervise(ctx, stopCtx, proc, parser, ws)
+}
+
+// contexts returns the context of a job's requests, which outlives
+// stopCtx (the runner's) by shutdownReports, and its cancel; stopCtx's
+// end also asks the agent to stop.
+func (j *job) contexts(stopCtx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(stopCtx))
+	stopping := context.AfterFunc(stopCtx, func() {
+		j.end()
+		// The last reports get a while, then give up: the journal keeps
+		// the run for the next life.
+		go func() {
+			select {
+			case <-j.r.clock.After(shutdownReports):
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	})
+	return ctx, func() {
+		stopping()
+		cancel()
+	}
+}
+
+func (j *job) logger() *slog.Logger {
+	return j.r.log.With("run_id", j.asg.RunID, "task_id", j.asg.Task.ID, "agent", j.asg.Agent)
+}
+
+// project is the run's project as the runner knows it: its repository is
+// the daemon's served one.
+func (j *job) project() models.Project {
+	project := models.Project{ID: j.asg.ProjectID}
+	if j.asg.Repo != nil {
+		project.Repo = &models.RepoConfig{ID: j.asg.Repo.ID, SourceType: models.RepoClone, URL: j.r.repoURL(j.asg.Repo.ID),
+			DefaultBranch: j.asg.Repo.DefaultBranch}
+	}
+	return project
+}
+
+// supervise ships the agent's output and events while it runs, stops it
+// when asked, then hands its work back and reports its end. It reports
+// whether the daemon has the end, or no longer has the run.
+func (j *job) supervise(ctx, stopCtx context.Context, proc agentProc, parser agent.Parser, ws models.Workspace) bool {
 	shipped := make(chan struct{})
 	sctx, stopShipping := context.WithCancel(ctx)
 	go func() {
@@ -215,6 +301,7 @@ func (j *job) run(stopCtx context.Context) {
 	if sr, ok := parser.(agent.StderrReader); ok {
 		end.Refusals = sr.Refusals()
 	}
+	project := j.project()
 	if project.Repo != nil {
 		if _, err := j.r.ws.Seal(ctx, project, j.asg.Task, ws); err != nil {
 			end.PushError = models.RedactURL(err.Error())
@@ -225,8 +312,9 @@ func (j *job) run(stopCtx context.Context) {
 		}
 	}
 	end.Lost = stopCtx.Err() != nil
-	keep = !j.ended(ctx, end)
-	log.Info("run ended", "exit", res.ExitCode, "pushed", end.Pushed, "push_error", end.PushError)
+	delivered := j.ended(ctx, end)
+	j.logger().Info("run ended", "exit", res.ExitCode, "signal", res.Signal, "pushed", end.Pushed, "push_error", end.PushError)
+	return delivered
 }
 
 // ended sends what is left of the output and events, then the end.
@@ -244,24 +332,17 @@ func (j *job) ended(ctx context.Context, end models.RunnerEnded) bool {
 	return err == nil || errors.Is(err, errRunGone)
 }
 
-// launch starts the job's agent with the daemon's launch.
-func (j *job) launch(ws models.Workspace, l models.RunnerLaunch) (*agent.Process, agent.Parser, error) {
-	adapter, err := j.r.cfg.Adapters.For(j.cfg.AgentType)
-	if err != nil {
-		return nil, nil, err
-	}
-	base := filepath.Join(j.r.cfg.DataDir, "runs", j.asg.Task.ID, strconv.Itoa(j.asg.Attempt))
-	if err := os.MkdirAll(filepath.Dir(base), 0o700); err != nil {
-		return nil, nil, err
-	}
+// base is the path, without its suffix, of the run's files on the
+// runner: .prompt, .state, .log and .run (a detached agent's files).
+func (j *job) base() string {
+	return filepath.Join(j.r.cfg.DataDir, "runs", j.asg.Task.ID, strconv.Itoa(j.asg.Attempt))
+}
+
+// runContext is what the adapter is given for the run, and the run's own
+// environment.
+func (j *job) runContext(ws models.Workspace, l models.RunnerLaunch) (agent.RunContext, map[string]string) {
+	base := j.base()
 	promptFile := base + ".prompt"
-	if err := os.WriteFile(promptFile, []byte(l.Prompt), 0o600); err != nil {
-		return nil, nil, err
-	}
-	stateDir := base + ".state"
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return nil, nil, err
-	}
 	runEnv := map[string]string{"AQ_SOCKET": j.r.cfg.SocketPath, "AQ_TASK_ID": j.asg.Task.ID, "AQ_RUN_TOKEN": j.asg.Token,
 		"AQ_PROMPT_FILE": promptFile, "AQ_PROJECT_ID": j.asg.ProjectID, "AQ_ATTEMPT": strconv.Itoa(j.asg.Attempt),
 		"AQ_RUN_KIND": j.asg.Kind}
@@ -278,8 +359,30 @@ func (j *job) launch(ws models.Workspace, l models.RunnerLaunch) (*agent.Process
 	}
 	maps.Copy(runEnv, l.Env)
 	rc := agent.RunContext{Agent: j.cfg, Task: j.asg.Task, Profile: l.Profile, MCPServers: servers, Dir: ws.Dir,
-		Prompt: l.Prompt, PromptFile: promptFile, StateDir: stateDir, SessionID: l.SessionID, SessionUsage: l.SessionUsage,
+		Prompt: l.Prompt, PromptFile: promptFile, StateDir: base + ".state", SessionID: l.SessionID, SessionUsage: l.SessionUsage,
 		Executable: j.r.cfg.Executable, ToolTimeout: l.ToolTimeout.Std()}
+	return rc, runEnv
+}
+
+// launch starts the job's agent with the daemon's launch: detached, under
+// a shim, when the runner has one (Config.Shim), so that its next life can
+// take the agent up again.
+func (j *job) launch(ws models.Workspace, l models.RunnerLaunch) (agentProc, agent.Parser, error) {
+	adapter, err := j.r.cfg.Adapters.For(j.cfg.AgentType)
+	if err != nil {
+		return nil, nil, err
+	}
+	rc, runEnv := j.runContext(ws, l)
+	base := j.base()
+	if err := os.MkdirAll(filepath.Dir(base), 0o700); err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(rc.PromptFile, []byte(l.Prompt), 0o600); err != nil {
+		return nil, nil, err
+	}
+	if err := os.MkdirAll(rc.StateDir, 0o700); err != nil {
+		return nil, nil, err
+	}
 	inv, err := adapter.Invocation(rc)
 	if err != nil {
 		return nil, nil, err
@@ -288,7 +391,7 @@ func (j *job) launch(ws models.Workspace, l models.RunnerLaunch) (*agent.Process
 		if name != filepath.Base(name) || name == "." || name == ".." {
 			return nil, nil, fmt.Errorf("adapter file name %q is not a plain name", name)
 		}
-		if err := os.WriteFile(filepath.Join(stateDir, name), []byte(content), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(rc.StateDir, name), []byte(content), 0o600); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -307,6 +410,26 @@ func (j *job) launch(ws models.Workspace, l models.RunnerLaunch) (*agent.Process
 	j.logMu.Lock()
 	j.logPath = base + ".log"
 	j.logMu.Unlock()
+	if len(j.r.cfg.Shim) > 0 {
+		files := agent.FilesIn(base + ".run")
+		j.logMu.Lock()
+		j.detached, j.ws, j.launched, j.files, j.socket = true, &ws, &l, &files, j.r.cfg.SocketPath
+		j.logMu.Unlock()
+		spec := j.detachedSpec(parser, files)
+		spec.Argv, spec.Dir, spec.Env, spec.Stdin = inv.Argv, ws.Dir, env, inv.Stdin
+		d, err := agent.StartDetached(spec)
+		if err != nil {
+			return nil, nil, err
+		}
+		// In the journal before anything is reported: a runner that dies
+		// now finds its agent in its next life.
+		j.logMu.Lock()
+		id := d.ID()
+		j.shim, j.pid, j.output = &id, d.PID(), d
+		j.logMu.Unlock()
+		j.save()
+		return d, parser, nil
+	}
 	proc, err := agent.Start(agent.Spec{Argv: inv.Argv, Dir: ws.Dir, Env: env, Stdin: inv.Stdin, LogPath: j.logPath,
 		OnStderrLine: onStderr,
 		OnLine: func(line []byte) {
@@ -316,6 +439,36 @@ func (j *job) launch(ws models.Workspace, l models.RunnerLaunch) (*agent.Process
 		return nil, nil, err
 	}
 	return proc, parser, nil
+}
+
+// detachedSpec is the part of a detached agent's spec that reads its
+// output: lines go to parser, their events are queued at each checkpoint.
+func (j *job) detachedSpec(parser agent.Parser, files agent.RunFiles) agent.DetachedSpec {
+	spec := agent.DetachedSpec{Spec: agent.Spec{LogPath: j.base() + ".log",
+		OnLine: func(line []byte) { j.pending = append(j.pending, parser.Line(line)...) }},
+		Shim: j.r.cfg.Shim, Files: files, OnCheckpoint: j.checkpoint,
+		Poll:   func() <-chan time.Time { return j.r.clock.After(j.r.cfg.OutputPoll) },
+		Replay: func(line []byte) { parser.Line(line) }}
+	if sr, ok := parser.(agent.StderrReader); ok {
+		spec.OnStderrLine = sr.StderrLine
+	}
+	return spec
+}
+
+// checkpoint queues the events of the lines read up to cp.
+func (j *job) checkpoint(cp agent.Checkpoint) {
+	j.evMu.Lock()
+	added := len(j.pending) > 0
+	j.events = append(j.events, j.pending...)
+	j.cp = cp
+	j.evMu.Unlock()
+	j.pending = j.pending[:0]
+	if added {
+		select {
+		case j.evWake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // queue keeps events for the next events report.
@@ -348,21 +501,27 @@ func (j *job) ship(ctx context.Context) {
 	}
 }
 
-// flush sends what the log gained since the last chunk, then the queued
-// events.
+// flush sends the queued events, then what the log gained since the
+// last chunk. For a detached agent, the checkpoint the events were queued
+// at goes to the journal between the two, and the log is sent only up to
+// it: a next life that reads the output again from the journal's
+// checkpoint neither reports an event the daemon has (unless the runner
+// died between the events and the journal) nor sends the daemon a log
+// that differs from the one it has.
 func (j *job) flush(ctx context.Context) error {
-	if err := j.sendLog(ctx); err != nil {
-		return err
-	}
-	for {
+	j.evMu.Lock()
+	cp, left := j.cp, len(j.events)
+	j.evMu.Unlock()
+	for left > 0 {
 		j.evMu.Lock()
-		n := min(len(j.events), eventsBatch)
+		n := min(len(j.events), eventsBatch, left)
 		batch := j.events[:n:n]
 		j.events = j.events[n:]
 		j.evMu.Unlock()
 		if n == 0 {
-			return nil
+			break
 		}
+		left -= n
 		data, err := json.Marshal(batch)
 		if err != nil {
 			return err
@@ -371,9 +530,37 @@ func (j *job) flush(ctx context.Context) error {
 			return err
 		}
 	}
+	j.commit(cp)
+	j.logMu.Lock()
+	before := j.logSent
+	j.logMu.Unlock()
+	err := j.sendLog(ctx)
+	j.logMu.Lock()
+	sent := j.detached && j.logSent != before
+	j.logMu.Unlock()
+	if sent { // the journal has what the daemon has: a next life sends on from there
+		j.save()
+	}
+	return err
 }
 
-// sendLog sends the log's bytes the daemon does not have yet.
+// commit records checkpoint cp, whose events the daemon has, in the
+// journal of a detached agent. It does not wait for a report under way (a
+// relayed ask may wait long for its answer): the log goes on meanwhile.
+func (j *job) commit(cp agent.Checkpoint) {
+	j.logMu.Lock()
+	changed := j.detached && j.saved != cp
+	if changed {
+		j.saved = cp
+	}
+	j.logMu.Unlock()
+	if changed {
+		j.save()
+	}
+}
+
+// sendLog sends the log's bytes the daemon does not have yet: for a
+// detached agent, up to the journal's checkpoint.
 func (j *job) sendLog(ctx context.Context) error {
 	j.logMu.Lock()
 	defer j.logMu.Unlock()
@@ -385,9 +572,13 @@ func (j *job) sendLog(ctx context.Context) error {
 		return nil // nothing written yet
 	}
 	defer f.Close()
+	var r io.ReaderAt = f
+	if j.detached {
+		r = io.NewSectionReader(f, 0, j.saved.Log)
+	}
 	buf := make([]byte, maxLogChunk)
 	for {
-		n, err := f.ReadAt(buf, j.logSent)
+		n, err := r.ReadAt(buf, j.logSent)
 		if n == 0 {
 			if err == nil || errors.Is(err, io.EOF) {
 				return nil

@@ -24,14 +24,14 @@ import (
 // call relayed to the daemon as a numbered report of its run, and the
 // daemon's answer given back as it came.
 type relay struct {
-	r  *Runner
-	ln net.Listener
+	r    *Runner
+	ln   net.Listener
+	path string
 }
 
-// listenRelay binds the runner's socket (mode 0600, in a 0700 directory),
-// replacing a stale socket file nothing answers on.
-func (r *Runner) listenRelay() (*relay, error) {
-	path := r.cfg.SocketPath
+// listenRelay binds a socket of the runner at path (mode 0600, in a 0700
+// directory), replacing a stale socket file nothing answers on.
+func (r *Runner) listenRelay(path string) (*relay, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("runner: socket %s: %w", path, err)
 	}
@@ -54,7 +54,7 @@ func (r *Runner) listenRelay() (*relay, error) {
 		ln.Close()
 		return nil, fmt.Errorf("runner: socket %s: %w", path, err)
 	}
-	return &relay{r: r, ln: ln}, nil
+	return &relay{r: r, ln: ln, path: path}, nil
 }
 
 // serve answers the agents' calls until ctx ends.
@@ -68,7 +68,7 @@ func (rl *relay) serve(ctx context.Context) error {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
-		_ = os.Remove(rl.r.cfg.SocketPath)
+		_ = os.Remove(rl.path)
 	}()
 	if err := srv.Serve(rl.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
@@ -99,6 +99,7 @@ func (rl *relay) handle(w http.ResponseWriter, req *http.Request) {
 	}
 	// What the agent printed before the call reaches the daemon's log
 	// before the call (a progress report is a line of that log).
+	j.readOutput()
 	if err := j.flush(context.WithoutCancel(req.Context())); errors.Is(err, errRunGone) {
 		writeError(w, models.Errorf(models.CodeUnauthorized, "this run has ended"))
 		return

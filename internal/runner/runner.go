@@ -91,6 +91,16 @@ type Config struct {
 	Environ []string
 	// Git is the git binary (default "git").
 	Git string
+	// Shim is the command that runs an agent's shim (agent.RunShim) with
+	// the arguments that follow it; default `Executable runner shim`.
+	// Agents run detached under it, their output in files, so that the
+	// runner's next life takes them up (docs/runners.md, "When a runner
+	// restarts"); without it (no Executable) they run on pipes and a
+	// restart ends them.
+	Shim []string
+	// OutputPoll is how often a detached agent's output files are read
+	// (default agent.DefaultPoll), on Clock.
+	OutputPoll time.Duration
 }
 
 // Runner is the runner's side of its connection to the daemon: it says
@@ -162,6 +172,12 @@ func New(cfg Config) (*Runner, error) {
 	if r.cfg.Adapters == nil {
 		r.cfg.Adapters = agent.DefaultRegistry()
 	}
+	if r.cfg.Shim == nil && r.cfg.Executable != "" {
+		r.cfg.Shim = []string{r.cfg.Executable, "runner", "shim"}
+	}
+	if r.cfg.OutputPoll <= 0 {
+		r.cfg.OutputPoll = agent.DefaultPoll
+	}
 	if r.cfg.Environ == nil {
 		r.cfg.Environ = os.Environ()
 	}
@@ -217,16 +233,32 @@ func Fatal(err error) bool {
 // tried again after a growing, jittered wait.
 func (r *Runner) Run(ctx context.Context) error {
 	if r.ws != nil {
-		if err := r.recoverJournal(ctx); err != nil {
-			return err
-		}
-		relay, err := r.listenRelay()
+		// The socket first: a second runner on this data directory stops
+		// here, before it touches the first one's runs.
+		main, err := r.listenRelay(r.cfg.SocketPath)
 		if err != nil {
 			return err
 		}
+		relays := []*relay{main}
+		sockets, err := r.recoverJournal(ctx)
+		if err != nil {
+			main.ln.Close()
+			return err
+		}
+		// Agents taken up call on the socket they were given.
+		for _, path := range sockets {
+			rl, err := r.listenRelay(path)
+			if err != nil {
+				r.log.Warn("an agent's socket cannot be listened on", "err", err)
+				continue
+			}
+			relays = append(relays, rl)
+		}
 		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		served := make(chan error, 1)
-		go func() { served <- relay.serve(rctx) }()
+		served := make(chan error, len(relays))
+		for _, rl := range relays {
+			go func() { served <- rl.serve(rctx) }()
+		}
 		// Heartbeats go on whatever the poll's fate: a daemon that comes
 		// back finds the leases of the runs renewed at once.
 		beats := make(chan struct{})
@@ -239,7 +271,9 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.wg.Wait() // the runs end first: their agents may still call
 			stopBeats()
 			cancel()
-			<-served
+			for range relays {
+				<-served
+			}
 			<-beats
 		}()
 	}
