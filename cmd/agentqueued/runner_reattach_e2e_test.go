@@ -56,7 +56,7 @@ func (e *fleetEnv) awaitLog(id, want string) {
 	e.t.Helper()
 	ctx := e.watch.Context()
 	for {
-		out := mustCtl(e.t, e.d.addr, "task", "logs", id)
+		out := e.mustCtl("task", "logs", id)
 		if strings.Contains(out, want) {
 			return
 		}
@@ -130,7 +130,7 @@ func TestRunnerRestartTakesUpItsAgent(t *testing.T) {
 	if len(det.Runs) != 1 || det.Runs[0].Outcome != models.RunOutcomeCompleted || det.Task.RetryCount != 0 {
 		t.Errorf("runs %+v, retries %d", det.Runs, det.Task.RetryCount)
 	}
-	logs := mustCtl(t, e.d.addr, "task", "logs", id)
+	logs := e.mustCtl("task", "logs", id)
 	for _, line := range []string{"before the restart of " + id + "\n", "after the restart of " + id + "\n"} {
 		if n := strings.Count(logs, line); n != 1 {
 			t.Errorf("the task's log has %q %d times:\n%s", line, n, logs)
