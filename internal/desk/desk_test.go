@@ -17,6 +17,7 @@ import (
 	"github.com/agentqueued/agentqueued/internal/clock/clocktest"
 	"github.com/agentqueued/agentqueued/internal/desk"
 	"github.com/agentqueued/agentqueued/internal/models"
+	"github.com/agentqueued/agentqueued/internal/progresstest"
 	"github.com/agentqueued/agentqueued/internal/store"
 	"github.com/agentqueued/agentqueued/internal/store/storetest"
 )
@@ -85,6 +86,20 @@ func run(t *testing.T, st *store.Store, clock *clocktest.Fake, hooks map[string]
 	return passes, stop
 }
 
+// advanceAfter moves the clock by d once the notifier, whose last look
+// said its next look is due at next, has armed its timer for it. Moved
+// before, the clock would leave the timer, armed for the wait the
+// notifier worked out, that wait after the moved time.
+func advanceAfter(t *testing.T, clock *clocktest.Fake, next time.Time, d time.Duration) {
+	t.Helper()
+	if wait := next.Sub(clock.Now()); wait > 0 {
+		if err := clock.WaitTimer(progresstest.Context(t), wait); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(d)
+}
+
 // TestAnEscalationIsPostedToItsWebhookOnce: a project's escalate_webhook
 // names one of the daemon's desk webhooks; an escalation is POSTed there as
 // JSON, retried after a failure (also by a notifier that starts over on
@@ -121,8 +136,7 @@ func TestAnEscalationIsPostedToItsWebhookOnce(t *testing.T) {
 	hooks := map[string]string{"oncall": srv.URL + "/hook?token=s3cret"}
 
 	passes, stop := run(t, st, clock, hooks)
-	<-passes
-	clock.Advance(time.Hour) // the question has waited its escalate_after
+	advanceAfter(t, clock, <-passes, time.Hour) // the question has waited its escalate_after
 	<-passes
 	<-srv.got // the first POST, refused
 	if got := len(srv.requests()); got != 1 {
@@ -131,15 +145,20 @@ func TestAnEscalationIsPostedToItsWebhookOnce(t *testing.T) {
 	stop()
 
 	// A restart: the delivery is retried after the backoff, and made once.
+	// A clock of its own for the new life, at the same time: the stopped
+	// notifier's last timer, for the same backoff, stays on the old one
+	// and cannot be taken for the new notifier's.
+	clock = clocktest.New(clock.Now())
 	st2 := storetest.OpenAt(t, db, storetest.WithClock(clock))
 	passes, stop = run(t, st2, clock, hooks)
-	if next := <-passes; !next.Equal(clock.Now().Add(desk.WebhookBackoff)) {
+	next := <-passes
+	if !next.Equal(clock.Now().Add(desk.WebhookBackoff)) {
 		t.Fatalf("the next look after the restart is due at %v, want the retry at %v", next, clock.Now().Add(desk.WebhookBackoff))
 	}
-	clock.Advance(desk.WebhookBackoff)
-	<-passes
+	advanceAfter(t, clock, next, desk.WebhookBackoff)
+	next = <-passes
 	<-srv.got
-	clock.Advance(24 * time.Hour) // a day on: nothing is sent again
+	advanceAfter(t, clock, next, 24*time.Hour) // a day on: nothing is sent again
 	<-passes
 	stop()
 	bodies := srv.requests()
