@@ -191,3 +191,19 @@ func Percentile(s []time.Duration, q float64) time.Duration {
 
 // Millis is d in milliseconds.
 func Millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Build returns bin, or when it is empty builds ./cmd/agentqueued (from
+// the module's root, the working directory) into dir and returns that
+// binary's path.
+func Build(bin, dir string) (string, error) {
+	if bin != "" {
+		return bin, nil
+	}
+	bin = filepath.Join(dir, "agentqueued")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/agentqueued")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("build the binary: %w", err)
+	}
+	return bin, nil
+}

@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -100,14 +99,11 @@ func run(o options) error {
 		defer os.RemoveAll(o.dir)
 	}
 	ctx := context.Background()
-	if o.bin == "" {
-		o.bin = filepath.Join(o.dir, "agentqueued")
-		build := exec.Command("go", "build", "-o", o.bin, "./cmd/agentqueued")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("build the binary: %w", err)
-		}
+	bin, err := benchdaemon.Build(o.bin, o.dir)
+	if err != nil {
+		return err
 	}
+	o.bin = bin
 	dbPath := filepath.Join(o.dir, "aq.db")
 	start := time.Now()
 	if o.from != "" {

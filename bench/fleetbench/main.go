@@ -47,8 +47,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -137,14 +135,11 @@ func run(o options) error {
 		defer os.RemoveAll(o.dir)
 	}
 	ctx := context.Background()
-	if o.bin == "" {
-		o.bin = filepath.Join(o.dir, "agentqueued")
-		build := exec.Command("go", "build", "-o", o.bin, "./cmd/agentqueued")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("build the binary: %w", err)
-		}
+	bin, err := benchdaemon.Build(o.bin, o.dir)
+	if err != nil {
+		return err
 	}
+	o.bin = bin
 	began := time.Now()
 	// No agents of its own: every run goes to a runner.
 	d, err := benchdaemon.Start(o.bin, o.dir, "log: {level: info}\n")

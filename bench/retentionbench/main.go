@@ -28,7 +28,6 @@ import (
 	"io"
 	"log"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
@@ -464,14 +463,11 @@ func bytesOf(path string) int64 {
 
 // soak is -mode soak.
 func soak(ctx context.Context, o options) error {
-	if o.bin == "" {
-		o.bin = filepath.Join(o.dir, "agentqueued")
-		build := exec.Command("go", "build", "-o", o.bin, "./cmd/agentqueued")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("build the binary: %w", err)
-		}
+	bin, err := benchdaemon.Build(o.bin, o.dir)
+	if err != nil {
+		return err
 	}
+	o.bin = bin
 	dbPath := filepath.Join(o.dir, "aq.db")
 	d, err := startDaemon(o, dbPath)
 	if err != nil {
