@@ -47,6 +47,38 @@ func newHandRunner(t *testing.T, addr, name string, addArgs ...string) *handRunn
 	return h
 }
 
+// startPlainDaemon starts a daemon with its data under dir and a project
+// "plain" without a repository, and returns an API client of it.
+func startPlainDaemon(t *testing.T, dir string) (*daemon, *api.Client) {
+	t.Helper()
+	d := startDaemon(t, filepath.Join(dir, "data"))
+	admin, err := api.NewClient("http://"+d.m.Addr(), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CreateProject(d.watch.Context(), models.ProjectSpec{ID: "plain"}.Project()); err != nil {
+		t.Fatal(err)
+	}
+	return d, admin
+}
+
+// nextRuns polls until an answer gives runs and returns them (an answer
+// may be empty: a wake-up whose news an earlier poll already carried);
+// nil, with the test failed, when a poll fails.
+func (h *handRunner) nextRuns(ctx context.Context) []models.RunnerAssignment {
+	h.t.Helper()
+	for {
+		poll, err := h.client.RunnerPoll(ctx)
+		if err != nil {
+			h.t.Error(err)
+			return nil
+		}
+		if len(poll.Runs) > 0 {
+			return poll.Runs
+		}
+	}
+}
+
 // raw posts body to path with the runner's token and the run's, and
 // returns the status and the answer.
 func (h *handRunner) raw(path, runToken, contentType string, body io.Reader) (int, string) {
@@ -75,16 +107,9 @@ func (h *handRunner) raw(path, runToken, contentType string, body io.Reader) (in
 func TestRunnerProtocolRefusesBadInput(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	d := startDaemon(t, filepath.Join(dir, "data"))
+	d, admin := startPlainDaemon(t, dir)
 	addr := d.m.Addr()
 	ctx := d.watch.Context()
-	admin, err := api.NewClient("http://"+addr, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CreateProject(ctx, models.ProjectSpec{ID: "plain"}.Project()); err != nil {
-		t.Fatal(err)
-	}
 	one := newHandRunner(t, addr, "one")
 	two := newHandRunner(t, addr, "two")
 	id := taskIDs(t, mustCtl(t, addr, "task", "add", "--project", "plain", "--title", "Hand work"))[0]
@@ -272,16 +297,9 @@ func (zeroes) Read(p []byte) (int, error) {
 // through polls); a hello gives it everything not taken up again.
 func TestRunnerIsGivenEachRunOnce(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, filepath.Join(t.TempDir(), "data"))
+	d, _ := startPlainDaemon(t, t.TempDir())
 	addr := d.m.Addr()
 	ctx := d.watch.Context()
-	admin, err := api.NewClient("http://"+addr, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CreateProject(ctx, models.ProjectSpec{ID: "plain"}.Project()); err != nil {
-		t.Fatal(err)
-	}
 	h := newHandRunner(t, addr, "one")
 	hello := func() {
 		t.Helper()
@@ -291,20 +309,7 @@ func TestRunnerIsGivenEachRunOnce(t *testing.T) {
 		}
 	}
 	hello()
-	// nextRuns polls until an answer gives runs (an answer may be empty:
-	// a wake-up that came with news already given).
-	nextRuns := func() []models.RunnerAssignment {
-		for {
-			poll, err := h.client.RunnerPoll(ctx)
-			if err != nil {
-				t.Error(err)
-				return nil
-			}
-			if len(poll.Runs) > 0 {
-				return poll.Runs
-			}
-		}
-	}
+	nextRuns := func() []models.RunnerAssignment { return h.nextRuns(ctx) }
 	taskOf := func(runs []models.RunnerAssignment) []string {
 		var ids []string
 		for _, r := range runs {
@@ -340,16 +345,9 @@ func TestRunnerIsGivenEachRunOnce(t *testing.T) {
 // labels connects, which is offered it.
 func TestTaskRunnerLabelsPlaceIt(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, filepath.Join(t.TempDir(), "data"))
+	d, admin := startPlainDaemon(t, t.TempDir())
 	addr := d.m.Addr()
 	ctx := d.watch.Context()
-	admin, err := api.NewClient("http://"+addr, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CreateProject(ctx, models.ProjectSpec{ID: "plain"}.Project()); err != nil {
-		t.Fatal(err)
-	}
 	newHandRunner(t, addr, "plain-box", "--label", "linux") // connected, idle, without gpu
 	id := taskIDs(t, mustCtl(t, addr, "task", "add", "--project", "plain", "--title", "Train", "--runner-label", "gpu",
 		"--runner-label", "linux"))[0]
@@ -375,12 +373,8 @@ func TestTaskRunnerLabelsPlaceIt(t *testing.T) {
 	}
 	// A runner with both labels is offered it at once.
 	gpu := newHandRunner(t, addr, "gpu-box", "--label", "gpu,linux")
-	poll, err := gpu.client.RunnerPoll(ctx)
-	for err == nil && len(poll.Runs) == 0 {
-		poll, err = gpu.client.RunnerPoll(ctx)
-	}
-	if err != nil || poll.Runs[0].Task.ID != id {
-		t.Fatalf("the labelled runner's poll: %+v %v", poll, err)
+	if runs := gpu.nextRuns(ctx); len(runs) != 1 || runs[0].Task.ID != id {
+		t.Fatalf("the labelled runner is offered %+v, want task %s", runs, id)
 	}
 	if task, err := admin.GetTask(ctx, id); err != nil || task.Task.AssignedAgentID == nil ||
 		*task.Task.AssignedAgentID != "gpu-box/a" {
