@@ -105,7 +105,7 @@ func (o *Orchestrator) Ask(ctx context.Context, run models.Run, ask models.Ask) 
 	// The question is written, and read back, whatever the caller does
 	// meanwhile: a call given up half way must still end as abandoned.
 	wctx := context.WithoutCancel(ctx)
-	q, asked, err := o.openQuestionOf(wctx, run, resumingAsk(ctx))
+	q, asked, err := o.openQuestionOf(wctx, run, ask, resumingAsk(ctx))
 	if err != nil {
 		return "", err
 	}
@@ -157,10 +157,13 @@ func (o *Orchestrator) Ask(ctx context.Context, run models.Run, ask models.Ask) 
 }
 
 // openQuestionOf returns, when resuming (a relayed ask sent again after
-// the daemon restarted while applying it), the question run asked and
-// that is still open or answered: asked is then true, and the ask waits
-// for it rather than asking again.
-func (o *Orchestrator) openQuestionOf(ctx context.Context, run models.Run, resuming bool) (q models.Question, asked bool, err error) {
+// the daemon restarted while applying it), the question that ask made:
+// the run's last question, when it asks the same and is still open or
+// answered. asked is then true, and the ask waits for it rather than
+// asking again. A daemon that died before the question was written left
+// none of that text as the run's last: the ask is then asked anew, and an
+// earlier question's answer is never taken for this one's.
+func (o *Orchestrator) openQuestionOf(ctx context.Context, run models.Run, ask models.Ask, resuming bool) (q models.Question, asked bool, err error) {
 	if !resuming {
 		return models.Question{}, false, nil
 	}
@@ -168,12 +171,16 @@ func (o *Orchestrator) openQuestionOf(ctx context.Context, run models.Run, resum
 	if err != nil {
 		return models.Question{}, false, err
 	}
-	for _, x := range qs {
-		if x.RunID == run.ID && (x.Open() || x.Answer != nil) {
-			q, asked = x, true // the last one the run asked
+	var last *models.Question
+	for i := range qs {
+		if qs[i].RunID == run.ID {
+			last = &qs[i]
 		}
 	}
-	return q, asked, nil
+	if last == nil || last.Text != ask.Question || !last.Open() && last.Answer == nil {
+		return models.Question{}, false, nil
+	}
+	return *last, true, nil
 }
 
 // abandoned handles an ask whose caller went away before the answer: the
